@@ -1,0 +1,1 @@
+# Filled by the benchmark issue (bench/: wheel and daemon benchmarks).

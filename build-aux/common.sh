@@ -1,0 +1,52 @@
+# shellcheck shell=bash
+# Sourced by quickstart.sh and test.sh, so both install the same packages
+# and bootstrap the build the same way.
+
+bw_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# Debian 12 packages the build and every configure check need.
+bw_packages=(
+	build-essential autoconf automake libtool pkg-config
+	libevent-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev check
+)
+
+# Install only what is missing, so a ready machine needs neither root nor
+# the network.
+bw_install_missing() {
+	local pkg missing=()
+
+	for pkg in "${bw_packages[@]}"; do
+		# ${Status} is dpkg-query's field name, not a shell expansion.
+		# shellcheck disable=SC2016
+		if [ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" != "install ok installed" ]; then
+			missing+=("$pkg")
+		fi
+	done
+	[ "${#missing[@]}" -eq 0 ] && return 0
+
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "missing Debian packages: ${missing[*]}; rerun as root to install them" >&2
+		return 1
+	fi
+	echo "installing missing Debian packages: ${missing[*]}"
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+# Once configure and Makefile.in exist, the generated Makefiles rerun the
+# autotools themselves whenever configure.ac or a fragment changes; both are
+# checked because a failed autoreconf can leave configure alone.
+bw_bootstrap() {
+	if [ ! -x "$bw_root/configure" ] || [ ! -f "$bw_root/Makefile.in" ]; then
+		(cd "$bw_root" && autoreconf -fi)
+	fi
+}
+
+# Out-of-tree: the source tree stays free of build products, and quickstart
+# and test builds with different flags live side by side.
+bw_configure() {
+	local dir=$1
+	shift
+	mkdir -p "$dir"
+	(cd "$dir" && "$bw_root/configure" "$@")
+}

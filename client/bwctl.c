@@ -1,0 +1,847 @@
+/*
+ * bwctl.c - the command line of bitwheeld: schedule, cancel, watch, stats.
+ *
+ * Each command is one connection: connect (anonymous, or attached to the
+ * named session given), one or two requests through libbitwheel-client's
+ * blocking calls, print, exit.  bwctl uses nothing but the public header,
+ * as any other client would.  Output goes to stdout, one line per fire
+ * (flushed at once, so a pipe sees it live), diagnostics to stderr.
+ *
+ * Exit status (also in bwctl.1 and --help):
+ *   0 ok, 1 not found or timed out, 2 usage, 3 daemon unreachable,
+ *   4 any other error (the daemon refused a request, the connection broke).
+ */
+#include "bitwheel-client.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "unknown"
+#endif
+
+enum status {
+	ST_OK = 0,
+	ST_NOTFOUND = 1,
+	ST_USAGE = 2,
+	ST_UNREACHABLE = 3,
+	ST_ERROR = 4,
+};
+
+/* --socket, wherever it was given; NULL until main() settles it. */
+static const char *socket_path;
+
+/* ---- help ---------------------------------------------------------------- */
+
+static const char help_main[] =
+"Usage: bwctl [--socket PATH] COMMAND [OPTIONS]\n"
+"\n"
+"Talk to bitwheeld, the host-wide timer service.\n"
+"\n"
+"Commands:\n"
+"  schedule   arm a timer; without --session, wait for it to fire\n"
+"  cancel     disarm a timer\n"
+"  watch      print a named session's fires as they arrive\n"
+"  stats      print the daemon's counters\n"
+"\n"
+"Options:\n"
+"  --socket PATH  the daemon's socket (default: $" BWC_SOCKET_ENV ",\n"
+"                 else " BWC_DEFAULT_SOCKET ")\n"
+"  -h, --help     show this help; 'bwctl COMMAND --help' for a command\n"
+"  --version      show the version\n"
+"\n"
+"Durations are a number and a unit: 250ms, 2s, 1.5s, 5m, 1h, 1h30m, also\n"
+"us and ns.  A bare number is refused.\n"
+"\n"
+"Exit status: 0 ok, 1 not found or timed out, 2 usage error, 3 daemon\n"
+"unreachable, 4 any other error.\n";
+
+static const char help_schedule[] =
+"Usage: bwctl [--socket PATH] schedule --key K (--in DURATION | --at-monotonic NS)\n"
+"             [--every DURATION] [--session NAME] [--payload TEXT] [--replace]\n"
+"             [--count N]\n"
+"\n"
+"Arm timer K.  With --session, attach to the named session, schedule, print\n"
+"the deadline and exit: the timer stays with the session and fires into its\n"
+"queue until 'bwctl watch --session NAME' picks the fires up.  Without\n"
+"--session the timer belongs to this bwctl alone: it waits for the fire and\n"
+"prints it (with --every, for --count fires), and the timer is gone when\n"
+"bwctl exits.\n"
+"\n"
+"  --key K              the timer's key, 0 to 2^64-1 (decimal, or hex with 0x)\n"
+"  --in DURATION        fire this long from now\n"
+"  --at-monotonic NS    fire at this CLOCK_MONOTONIC time, in nanoseconds\n"
+"  --every DURATION     periodic: fire again every DURATION (> 0)\n"
+"  --session NAME       the named session (1 to 64 of A-Z a-z 0-9 _ . : @ -)\n"
+"  --payload TEXT       bytes handed back with every fire\n"
+"  --replace            replace a pending timer with the same key\n"
+"  --count N            without --session: fires to wait for (default 1;\n"
+"                       more than 1 needs --every)\n"
+"\n"
+"Prints 'scheduled key=K deadline=NS' (--session) or one line per fire, as\n"
+"'bwctl watch' does.  Exit status: 0 ok, 2 usage, 3 unreachable, 4 the\n"
+"daemon refused (e.g. DUPLICATE_KEY without --replace) or other error.\n";
+
+static const char help_cancel[] =
+"Usage: bwctl [--socket PATH] cancel --key K [--session NAME]\n"
+"\n"
+"Disarm timer K of the named session (without --session, of a new anonymous\n"
+"session, where nothing is ever pending).\n"
+"\n"
+"  --key K              the timer's key (decimal, or hex with 0x)\n"
+"  --session NAME       the named session that holds the timer\n"
+"\n"
+"Exit status: 0 the timer was pending and is gone, 1 no pending timer had\n"
+"this key (never scheduled, already fired, or cancelled), 2 usage,\n"
+"3 unreachable, 4 other error.\n";
+
+static const char help_watch[] =
+"Usage: bwctl [--socket PATH] watch --session NAME [--count N]\n"
+"             [--timeout DURATION] [--json]\n"
+"\n"
+"Attach to the named session and print each fire as one line: first those\n"
+"the daemon queued while the session was detached, then new ones.  While\n"
+"watch runs it holds the session: other connections to it get SESSION_BUSY.\n"
+"\n"
+"  --session NAME       the named session to attach to\n"
+"  --count N            exit after N fires\n"
+"  --timeout DURATION   give up after DURATION in all\n"
+"  --json               JSON lines: key, payload, deadline_ns, fired_ns,\n"
+"                       late_us, and fire_count/restored when set\n"
+"\n"
+"Human lines read: fired key=7 payload=\"hi\" deadline=NS late=0.84ms\n"
+"\n"
+"Exit status: 0 after --count fires (or, with --timeout only, if any fire\n"
+"came), 1 timed out (before --count fires, or with none), 2 usage,\n"
+"3 unreachable, 4 other error (e.g. SESSION_BUSY, the daemon went away).\n";
+
+static const char help_stats[] =
+"Usage: bwctl [--socket PATH] stats [--json]\n"
+"\n"
+"Print the daemon's counters: per lane (oneshot, periodic) the timers\n"
+"pending, in overflow, inserted, cancelled, fired and lost; and clients,\n"
+"named sessions, queued and dropped notifications, uptime and memory.\n"
+"\n"
+"  --json               one JSON object instead of the table\n"
+"\n"
+"Exit status: 0 ok, 2 usage, 3 unreachable, 4 other error.\n";
+
+/* ---- diagnostics ---------------------------------------------------------- */
+
+__attribute__((format(printf, 2, 3)))
+static int usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("bwctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	if (cmd != NULL)
+		fprintf(stderr, "\nTry 'bwctl %s --help'.\n", cmd);
+	else
+		fputs("\nTry 'bwctl --help'.\n", stderr);
+	return ST_USAGE;
+}
+
+/* A library failure: the message, a hint where one helps, the status. */
+static int report(struct bwc_client *c, int rc)
+{
+	fprintf(stderr, "bwctl: %s\n", bwc_errmsg(c));
+	switch (rc) {
+	case BWC_EUNREACHABLE:
+		fprintf(stderr,
+			"bwctl: is bitwheeld running?  Start it (e.g. "
+			"'bitwheeld --socket %s'), or point --socket or $%s "
+			"at its socket.\n", socket_path, BWC_SOCKET_ENV);
+		return ST_UNREACHABLE;
+	case BWC_EINVAL:
+		return ST_USAGE;
+	case BWC_ESERVER:
+		if (bwc_server_error(c) == BWC_SERVER_SESSION_BUSY)
+			fputs("bwctl: another connection holds the session "
+			      "(a 'bwctl watch' still running?)\n", stderr);
+		return ST_ERROR;
+	default:
+		return ST_ERROR;
+	}
+}
+
+/* ---- argument parsing ------------------------------------------------- */
+
+/* Decimal, or hex with 0x: no sign, no spaces, nothing after. */
+static bool parse_u64(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+	int base = 10;
+
+	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+		base = 16;
+		s += 2;
+	}
+	if (!((*s >= '0' && *s <= '9') ||
+	      (base == 16 && ((*s >= 'a' && *s <= 'f') ||
+			      (*s >= 'A' && *s <= 'F')))))
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, base);
+	if (errno != 0 || *end != '\0')
+		return false;
+	*out = v;
+	return true;
+}
+
+/* getopt_long's complaints, worded once for every command. */
+static int bad_option(const char *cmd, char **argv, int c)
+{
+	const char *opt = argv[optind - 1];
+	bool is_long = strncmp(opt, "--", 2) == 0;
+
+	if (c == ':')
+		return usage_error(cmd, "option '%s' needs an argument", opt);
+	/* glibc sets optopt for a known long option given an argument it
+	 * does not take, and leaves it 0 for an unknown or ambiguous one. */
+	if (is_long && optopt != 0)
+		return usage_error(cmd, "option '%s' takes no argument", opt);
+	if (is_long)
+		return usage_error(cmd, "unknown or ambiguous option '%s'",
+				   opt);
+	return usage_error(cmd, "unknown option '-%c'", optopt);
+}
+
+static int leftover(const char *cmd, int argc, char **argv)
+{
+	if (optind < argc)
+		return usage_error(cmd, "unexpected argument '%s'",
+				   argv[optind]);
+	return ST_OK;
+}
+
+/* ---- output ----------------------------------------------------------- */
+
+/*
+ * A JSON string that maps byte b to code point U+00bb, so any payload,
+ * UTF-8 or not, comes back exactly (Python: s.encode("latin-1")).
+ */
+static void json_bytes(const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	size_t i;
+
+	putchar('"');
+	for (i = 0; i < len; i++) {
+		unsigned char b = p[i];
+
+		switch (b) {
+		case '"': fputs("\\\"", stdout); break;
+		case '\\': fputs("\\\\", stdout); break;
+		case '\n': fputs("\\n", stdout); break;
+		case '\r': fputs("\\r", stdout); break;
+		case '\t': fputs("\\t", stdout); break;
+		default:
+			if (b >= 0x20 && b < 0x7f)
+				putchar(b);
+			else
+				printf("\\u%04x", b);
+		}
+	}
+	putchar('"');
+}
+
+/* For people: printable ASCII as is, C escapes for the rest. */
+static void human_bytes(const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	size_t i;
+
+	putchar('"');
+	for (i = 0; i < len; i++) {
+		unsigned char b = p[i];
+
+		switch (b) {
+		case '"': fputs("\\\"", stdout); break;
+		case '\\': fputs("\\\\", stdout); break;
+		case '\n': fputs("\\n", stdout); break;
+		case '\r': fputs("\\r", stdout); break;
+		case '\t': fputs("\\t", stdout); break;
+		default:
+			if (b >= 0x20 && b < 0x7f)
+				putchar(b);
+			else
+				printf("\\x%02x", b);
+		}
+	}
+	putchar('"');
+}
+
+static void print_fire(const struct bwc_fire *f, bool json)
+{
+	/* fired_ns >= deadline_ns by the protocol; don't trust it blindly. */
+	uint64_t late = f->fired_ns > f->deadline_ns ?
+				f->fired_ns - f->deadline_ns : 0;
+
+	if (json) {
+		printf("{\"key\":%llu,\"payload\":", (unsigned long long)f->key);
+		if (f->payload != NULL)
+			json_bytes(f->payload, f->payload_len);
+		else
+			fputs("null", stdout);
+		printf(",\"deadline_ns\":%llu,\"fired_ns\":%llu,"
+		       "\"late_us\":%llu.%03llu",
+		       (unsigned long long)f->deadline_ns,
+		       (unsigned long long)f->fired_ns,
+		       (unsigned long long)(late / 1000),
+		       (unsigned long long)(late % 1000));
+		if (f->fire_count > 0)
+			printf(",\"fire_count\":%llu",
+			       (unsigned long long)f->fire_count);
+		if (f->late)
+			fputs(",\"restored\":true", stdout);
+		fputs("}\n", stdout);
+	} else {
+		printf("fired key=%llu", (unsigned long long)f->key);
+		if (f->payload != NULL) {
+			fputs(" payload=", stdout);
+			human_bytes(f->payload, f->payload_len);
+		}
+		printf(" deadline=%llu late=%.2fms",
+		       (unsigned long long)f->deadline_ns, (double)late / 1e6);
+		if (f->fire_count > 0)
+			printf(" count=%llu", (unsigned long long)f->fire_count);
+		if (f->late)
+			fputs(" restored", stdout);
+		putchar('\n');
+	}
+	fflush(stdout);
+}
+
+/* "1h02m03.500s", "4m05.000s", "0.250s" */
+static void print_uptime(uint64_t ns)
+{
+	unsigned long long ms = ns / 1000000, s = ms / 1000;
+
+	if (s >= 3600)
+		printf("%lluh%02llum%02llu.%03llus", s / 3600, s / 60 % 60,
+		       s % 60, ms % 1000);
+	else if (s >= 60)
+		printf("%llum%02llu.%03llus", s / 60, s % 60, ms % 1000);
+	else
+		printf("%llu.%03llus", s, ms % 1000);
+}
+
+/* ---- commands ----------------------------------------------------------- */
+
+static int open_client(const char *session, struct bwc_client **out)
+{
+	struct bwc_client *c;
+	int rc;
+
+	*out = NULL;
+	if (bwc_new(&c) != 0) {
+		fputs("bwctl: out of memory\n", stderr);
+		return ST_ERROR;
+	}
+	rc = bwc_connect(c, socket_path, session);
+	if (rc != 0) {
+		rc = report(c, rc);
+		bwc_free(c);
+		return rc;
+	}
+	*out = c;
+	return ST_OK;
+}
+
+/* The next fire, riding out signals that interrupt the wait. */
+static int next_fire(struct bwc_client *c, int64_t timeout_ns,
+		     struct bwc_fire *f)
+{
+	int rc;
+
+	do
+		rc = bwc_wait_fire(c, timeout_ns, f);
+	while (rc == BWC_EINTR);
+	return rc;
+}
+
+static int cmd_schedule(int argc, char **argv)
+{
+	static const char cmd[] = "schedule";
+	static const struct option opts[] = {
+		{ "key", required_argument, NULL, 'k' },
+		{ "in", required_argument, NULL, 'i' },
+		{ "at-monotonic", required_argument, NULL, 'a' },
+		{ "every", required_argument, NULL, 'e' },
+		{ "session", required_argument, NULL, 's' },
+		{ "payload", required_argument, NULL, 'p' },
+		{ "replace", no_argument, NULL, 'r' },
+		{ "count", required_argument, NULL, 'c' },
+		{ "socket", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct bwc_timer t = { .key = 0 };
+	struct bwc_scheduled sched;
+	struct bwc_client *c = NULL;
+	struct bwc_fire f;
+	const char *session = NULL;
+	bool have_key = false, have_in = false, have_at = false;
+	bool have_count = false;
+	uint64_t count = 1, i;
+	int o, rc;
+
+	optind = 0;
+	while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'k':
+			if (!parse_u64(optarg, &t.key))
+				return usage_error(cmd, "bad --key '%s': an "
+						   "unsigned 64-bit number",
+						   optarg);
+			have_key = true;
+			break;
+		case 'i':
+			if (bwc_parse_duration(optarg, &t.when_ns) != 0)
+				return usage_error(cmd, "bad --in '%s': a "
+						   "duration with a unit, e.g. "
+						   "250ms", optarg);
+			have_in = true;
+			break;
+		case 'a':
+			if (!parse_u64(optarg, &t.when_ns))
+				return usage_error(cmd, "bad --at-monotonic "
+						   "'%s': nanoseconds of "
+						   "CLOCK_MONOTONIC", optarg);
+			have_at = true;
+			break;
+		case 'e':
+			if (bwc_parse_duration(optarg, &t.period_ns) != 0 ||
+			    t.period_ns == 0)
+				return usage_error(cmd, "bad --every '%s': a "
+						   "duration above zero, e.g. "
+						   "1s", optarg);
+			break;
+		case 's':
+			session = optarg;
+			break;
+		case 'p':
+			t.payload = optarg;
+			t.payload_len = strlen(optarg);
+			break;
+		case 'r':
+			t.replace = true;
+			break;
+		case 'c':
+			if (!parse_u64(optarg, &count) || count == 0)
+				return usage_error(cmd, "bad --count '%s': a "
+						   "number above zero", optarg);
+			have_count = true;
+			break;
+		case 'S':
+			socket_path = optarg;
+			break;
+		case 'h':
+			fputs(help_schedule, stdout);
+			return ST_OK;
+		default:
+			return bad_option(cmd, argv, o);
+		}
+	}
+	if ((rc = leftover(cmd, argc, argv)) != ST_OK)
+		return rc;
+	if (!have_key)
+		return usage_error(cmd, "--key is required");
+	if (have_in == have_at)
+		return usage_error(cmd, "give exactly one of --in and "
+				   "--at-monotonic");
+	if (have_count && session != NULL)
+		return usage_error(cmd, "--count is for waiting without "
+				   "--session; with one, use 'bwctl watch "
+				   "--count'");
+	if (count > 1 && t.period_ns == 0)
+		return usage_error(cmd, "--count above 1 needs --every: a "
+				   "oneshot timer fires once");
+	t.absolute = have_at;
+
+	if ((rc = open_client(session, &c)) != ST_OK)
+		return rc;
+	rc = bwc_schedule(c, &t, &sched);
+	if (rc != 0)
+		goto fail;
+
+	if (session != NULL) {
+		printf("scheduled key=%llu deadline=%llu%s\n",
+		       (unsigned long long)t.key,
+		       (unsigned long long)sched.deadline_ns,
+		       sched.replaced ? " replaced" : "");
+		bwc_free(c);
+		return ST_OK;
+	}
+	for (i = 0; i < count; i++) {
+		rc = next_fire(c, -1, &f);
+		if (rc != 0)
+			goto fail;
+		print_fire(&f, false);
+	}
+	bwc_free(c);
+	return ST_OK;
+
+fail:
+	rc = report(c, rc);
+	bwc_free(c);
+	return rc;
+}
+
+static int cmd_cancel(int argc, char **argv)
+{
+	static const char cmd[] = "cancel";
+	static const struct option opts[] = {
+		{ "key", required_argument, NULL, 'k' },
+		{ "session", required_argument, NULL, 's' },
+		{ "socket", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct bwc_client *c = NULL;
+	const char *session = NULL;
+	bool have_key = false, pending = false;
+	uint64_t key = 0;
+	int o, rc;
+
+	optind = 0;
+	while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'k':
+			if (!parse_u64(optarg, &key))
+				return usage_error(cmd, "bad --key '%s': an "
+						   "unsigned 64-bit number",
+						   optarg);
+			have_key = true;
+			break;
+		case 's':
+			session = optarg;
+			break;
+		case 'S':
+			socket_path = optarg;
+			break;
+		case 'h':
+			fputs(help_cancel, stdout);
+			return ST_OK;
+		default:
+			return bad_option(cmd, argv, o);
+		}
+	}
+	if ((rc = leftover(cmd, argc, argv)) != ST_OK)
+		return rc;
+	if (!have_key)
+		return usage_error(cmd, "--key is required");
+
+	if ((rc = open_client(session, &c)) != ST_OK)
+		return rc;
+	rc = bwc_cancel(c, key, &pending);
+	if (rc != 0) {
+		rc = report(c, rc);
+		bwc_free(c);
+		return rc;
+	}
+	bwc_free(c);
+	if (!pending) {
+		fprintf(stderr, "bwctl: no pending timer with key %llu%s%s\n",
+			(unsigned long long)key,
+			session ? " in session " : "", session ? session : "");
+		return ST_NOTFOUND;
+	}
+	printf("cancelled key=%llu\n", (unsigned long long)key);
+	return ST_OK;
+}
+
+static int cmd_watch(int argc, char **argv)
+{
+	static const char cmd[] = "watch";
+	static const struct option opts[] = {
+		{ "session", required_argument, NULL, 's' },
+		{ "count", required_argument, NULL, 'c' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "socket", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct bwc_session_info info;
+	struct bwc_client *c = NULL;
+	struct bwc_fire f;
+	const char *session = NULL, *timeout_text = NULL;
+	uint64_t count = 0, timeout = 0, deadline = 0, seen = 0;
+	bool json = false;
+	int o, rc;
+
+	optind = 0;
+	while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (o) {
+		case 's':
+			session = optarg;
+			break;
+		case 'c':
+			if (!parse_u64(optarg, &count) || count == 0)
+				return usage_error(cmd, "bad --count '%s': a "
+						   "number above zero", optarg);
+			break;
+		case 't':
+			if (bwc_parse_duration(optarg, &timeout) != 0)
+				return usage_error(cmd, "bad --timeout '%s': a "
+						   "duration with a unit, e.g. "
+						   "5s", optarg);
+			timeout_text = optarg;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'S':
+			socket_path = optarg;
+			break;
+		case 'h':
+			fputs(help_watch, stdout);
+			return ST_OK;
+		default:
+			return bad_option(cmd, argv, o);
+		}
+	}
+	if ((rc = leftover(cmd, argc, argv)) != ST_OK)
+		return rc;
+	if (session == NULL)
+		return usage_error(cmd, "--session is required: fires of an "
+				   "anonymous session die with it");
+
+	if ((rc = open_client(session, &c)) != ST_OK)
+		return rc;
+	if (bwc_get_session_info(c, &info) == 0 && info.dropped > 0)
+		fprintf(stderr, "bwctl: the daemon dropped %llu fires of "
+			"session %s from its full queue while it was "
+			"detached\n", (unsigned long long)info.dropped,
+			session);
+	if (timeout_text != NULL) {
+		uint64_t now = bwc_now_ns();
+
+		deadline = timeout > UINT64_MAX - now ? UINT64_MAX
+						       : now + timeout;
+	}
+
+	while (count == 0 || seen < count) {
+		int64_t left = -1;
+
+		if (timeout_text != NULL) {
+			uint64_t now = bwc_now_ns();
+
+			left = now >= deadline ? 0 :
+			       deadline - now > INT64_MAX ?
+				       INT64_MAX : (int64_t)(deadline - now);
+		}
+		rc = next_fire(c, left, &f);
+		if (rc == BWC_ETIMEDOUT)
+			break;
+		if (rc != 0) {
+			rc = report(c, rc);
+			bwc_free(c);
+			return rc;
+		}
+		print_fire(&f, json);
+		seen++;
+	}
+	bwc_free(c);
+	if (count > 0 && seen < count) {
+		fprintf(stderr, "bwctl: timed out after %s with %llu of %llu "
+			"fires\n", timeout_text, (unsigned long long)seen,
+			(unsigned long long)count);
+		return ST_NOTFOUND;
+	}
+	if (seen == 0) {
+		fprintf(stderr, "bwctl: no fire within %s\n", timeout_text);
+		return ST_NOTFOUND;
+	}
+	return ST_OK;
+}
+
+static void print_lane_json(const char *name, const struct bwc_lane_stats *l)
+{
+	printf("\"%s\":{\"pending\":%llu,\"overflow\":%llu,\"inserted\":%llu,"
+	       "\"cancelled\":%llu,\"fired\":%llu,\"lost\":%llu}",
+	       name, (unsigned long long)l->pending,
+	       (unsigned long long)l->overflow,
+	       (unsigned long long)l->inserted,
+	       (unsigned long long)l->cancelled,
+	       (unsigned long long)l->fired, (unsigned long long)l->lost);
+}
+
+static void print_lane(const char *name, const struct bwc_lane_stats *l)
+{
+	printf("%-8s %10llu %10llu %10llu %10llu %10llu %10llu\n", name,
+	       (unsigned long long)l->pending, (unsigned long long)l->overflow,
+	       (unsigned long long)l->inserted,
+	       (unsigned long long)l->cancelled,
+	       (unsigned long long)l->fired, (unsigned long long)l->lost);
+}
+
+static int cmd_stats(int argc, char **argv)
+{
+	static const char cmd[] = "stats";
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "socket", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct bwc_session_info info;
+	struct bwc_client *c = NULL;
+	struct bwc_stats st;
+	bool json = false;
+	int o, rc;
+
+	optind = 0;
+	while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'j':
+			json = true;
+			break;
+		case 'S':
+			socket_path = optarg;
+			break;
+		case 'h':
+			fputs(help_stats, stdout);
+			return ST_OK;
+		default:
+			return bad_option(cmd, argv, o);
+		}
+	}
+	if ((rc = leftover(cmd, argc, argv)) != ST_OK)
+		return rc;
+
+	if ((rc = open_client(NULL, &c)) != ST_OK)
+		return rc;
+	if (bwc_get_session_info(c, &info) != 0)
+		memset(&info, 0, sizeof(info));
+	rc = bwc_stats(c, &st);
+	if (rc != 0) {
+		rc = report(c, rc);
+		bwc_free(c);
+		return rc;
+	}
+	bwc_free(c);
+
+	if (json) {
+		fputs("{\"daemon_version\":", stdout);
+		json_bytes(info.daemon_version, strlen(info.daemon_version));
+		putchar(',');
+		print_lane_json("oneshot", &st.oneshot);
+		putchar(',');
+		print_lane_json("periodic", &st.periodic);
+		printf(",\"clients\":%llu,\"sessions\":%llu,\"queued\":%llu,"
+		       "\"dropped\":%llu,\"uptime_ns\":%llu,"
+		       "\"memory_bytes\":%llu}\n",
+		       (unsigned long long)st.clients,
+		       (unsigned long long)st.sessions,
+		       (unsigned long long)st.queued,
+		       (unsigned long long)st.dropped,
+		       (unsigned long long)st.uptime_ns,
+		       (unsigned long long)st.memory_bytes);
+		return ST_OK;
+	}
+	printf("daemon    bitwheeld %s at %s\n",
+	       info.daemon_version[0] ? info.daemon_version : "(unknown)",
+	       socket_path);
+	fputs("uptime    ", stdout);
+	print_uptime(st.uptime_ns);
+	printf("\nclients   %llu\n", (unsigned long long)st.clients);
+	printf("sessions  %llu (named, attached or not)\n",
+	       (unsigned long long)st.sessions);
+	printf("queued    %llu (notifications in detached sessions' queues)\n",
+	       (unsigned long long)st.queued);
+	printf("dropped   %llu (notifications dropped from full queues)\n",
+	       (unsigned long long)st.dropped);
+	printf("memory    %llu bytes\n", (unsigned long long)st.memory_bytes);
+	printf("\n%-8s %10s %10s %10s %10s %10s %10s\n", "lane", "pending",
+	       "overflow", "inserted", "cancelled", "fired", "lost");
+	print_lane("oneshot", &st.oneshot);
+	print_lane("periodic", &st.periodic);
+	return ST_OK;
+}
+
+/* ---- main --------------------------------------------------------------- */
+
+static const struct {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *help;
+} commands[] = {
+	{ "schedule", cmd_schedule, help_schedule },
+	{ "cancel", cmd_cancel, help_cancel },
+	{ "watch", cmd_watch, help_watch },
+	{ "stats", cmd_stats, help_stats },
+};
+
+int main(int argc, char **argv)
+{
+	enum { OPT_VERSION = 256 };
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *name;
+	size_t i;
+	int o, rc;
+
+	/* "+": stop at the command, whose options are its own. */
+	while ((o = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'S':
+			socket_path = optarg;
+			break;
+		case 'h':
+			fputs(help_main, stdout);
+			return ST_OK;
+		case OPT_VERSION:
+			printf("bwctl (bitwheel) %s, libbitwheel-client %s\n",
+			       PACKAGE_VERSION, bwc_version());
+			return ST_OK;
+		default:
+			return bad_option(NULL, argv, o);
+		}
+	}
+	if (optind >= argc)
+		return usage_error(NULL, "no command given");
+	name = argv[optind];
+	if (socket_path == NULL)
+		socket_path = bwc_default_socket();
+
+	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (strcmp(name, commands[i].name) != 0)
+			continue;
+		rc = commands[i].run(argc - optind, argv + optind);
+		if (fflush(stdout) != 0) {
+			fprintf(stderr, "bwctl: writing output: %s\n",
+				strerror(errno));
+			return ST_ERROR;
+		}
+		return rc;
+	}
+	if (strcmp(name, "help") == 0) {
+		const char *topic = optind + 1 < argc ? argv[optind + 1] : NULL;
+
+		for (i = 0; topic && i < sizeof(commands) / sizeof(commands[0]);
+		     i++)
+			if (strcmp(topic, commands[i].name) == 0) {
+				fputs(commands[i].help, stdout);
+				return ST_OK;
+			}
+		if (topic != NULL)
+			return usage_error(NULL, "no help for '%s'", topic);
+		fputs(help_main, stdout);
+		return ST_OK;
+	}
+	return usage_error(NULL, "unknown command '%s'", name);
+}

@@ -1,0 +1,1445 @@
+/*
+ * client.c - libbitwheel-client: one connection to bitwheeld, driven by
+ * blocking calls or by the caller's event loop.  The contract is in
+ * bitwheel-client.h, the protocol in proto/PROTOCOL.md; every byte on the
+ * socket goes through proto/frame.h.
+ *
+ * Data layout of a struct bwc_client:
+ *
+ *   fd          the socket, always O_NONBLOCK: blocking calls wait in
+ *               ppoll(), so they mix freely with the non-blocking ones.
+ *   out         packed frames not yet written: [out_off, out_len).
+ *   in          bytes read but not yet parsed: [0, in_len), at most one
+ *               partial frame after a parse (the buffer grows to
+ *               max_frame + 4 when a frame that large is on its way).
+ *   requests    ring of struct request: the requests sent (or queued to
+ *               send) and not yet answered, in send order.  The daemon
+ *               answers in request order (PROTOCOL.md 5.2), so a reply
+ *               always belongs to the front entry.
+ *   done        ring of struct done: answered or failed non-blocking
+ *               requests whose callbacks bwc_dispatch() has yet to run.
+ *   fires       ring of struct fire: fires not yet handed out.
+ *               done and fires carry a sequence number from one counter,
+ *               so dispatch can merge them back into arrival order.
+ *   waiter_*    the one blocking call in progress (there is never more
+ *               than one: callbacks may not make blocking calls and the
+ *               object is single-threaded).
+ *
+ * Invariant: done has room for every outstanding request, so failing them
+ * all when the connection closes never allocates (and never loses a
+ * callback to ENOMEM).  Before a frame is parsed, fires has room for one
+ * more, so a fire is never dropped for lack of memory: the frame stays in
+ * the input buffer and the call reports BWC_ENOMEM.
+ *
+ * Costs: a request is one pack straight into the output buffer (amortized
+ * O(frame), allocation only when a buffer or ring grows) and one send().
+ * A received frame costs one decode (frame.h: a few mallocs) and O(1) ring
+ * work; rings and buffers double when they grow and never shrink while the
+ * client lives.  Reads are batched: up to READ_BATCH recv() calls per
+ * wake-up, each parsing every complete frame it completed.
+ */
+/* ppoll(), and glibc hides it without this. */
+#define _GNU_SOURCE
+
+#include "bitwheel-client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "frame.h"
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "unknown"
+#endif
+
+/* bwc_send_* refuse more than this much unwritten output (BWC_EAGAIN):
+ * a daemon that stopped reading should not make the caller's memory grow
+ * without limit. */
+#define OUTPUT_LIMIT (1u << 20)
+/* recv() calls per conn_read(): bounds the time one wake-up spends on a
+ * daemon that keeps writing; level-triggered polling brings us back. */
+#define READ_BATCH 64
+#define READ_CHUNK 4096u
+
+/* The public server codes are the protocol's numbers, so a reply's code
+ * is handed through unchanged. */
+_Static_assert((int)BWC_SERVER_BAD_FRAME ==
+		       (int)BITWHEEL__V1__ERROR_CODE__BAD_FRAME,
+	       "server code mismatch");
+_Static_assert((int)BWC_SERVER_SESSION_BUSY ==
+		       (int)BITWHEEL__V1__ERROR_CODE__SESSION_BUSY,
+	       "server code mismatch");
+_Static_assert((int)BWC_SERVER_INTERNAL ==
+		       (int)BITWHEEL__V1__ERROR_CODE__INTERNAL,
+	       "server code mismatch");
+
+/* ---- a growable FIFO of fixed-size items -------------------------------- */
+
+struct ring {
+	unsigned char *buf;
+	size_t size;            /* bytes per item */
+	size_t cap, head, len;  /* in items */
+};
+
+static void *ring_at(const struct ring *r, size_t i)
+{
+	return r->buf + ((r->head + i) % r->cap) * r->size;
+}
+
+/* Room for extra more items; the only place a ring allocates. */
+static int ring_reserve(struct ring *r, size_t extra)
+{
+	unsigned char *nbuf;
+	size_t ncap, i;
+
+	if (r->cap - r->len >= extra)
+		return 0;
+	ncap = r->cap ? r->cap : 16;
+	while (ncap - r->len < extra) {
+		if (ncap > SIZE_MAX / 2 / r->size)
+			return BWC_ENOMEM;
+		ncap *= 2;
+	}
+	nbuf = malloc(ncap * r->size);
+	if (nbuf == NULL)
+		return BWC_ENOMEM;
+	/* Unwrap while copying, so the grown ring starts at 0. */
+	for (i = 0; i < r->len; i++)
+		memcpy(nbuf + i * r->size, ring_at(r, i), r->size);
+	free(r->buf);
+	r->buf = nbuf;
+	r->cap = ncap;
+	r->head = 0;
+	return 0;
+}
+
+/* Callers reserve first. */
+static void ring_push(struct ring *r, const void *item)
+{
+	memcpy(r->buf + ((r->head + r->len) % r->cap) * r->size, item,
+	       r->size);
+	r->len++;
+}
+
+static void ring_pop(struct ring *r, void *item)
+{
+	memcpy(item, ring_at(r, 0), r->size);
+	r->head = (r->head + 1) % r->cap;
+	r->len--;
+}
+
+/* ---- the client ------------------------------------------------------- */
+
+/* A request on the wire, awaiting its reply. */
+struct request {
+	uint64_t id;
+	uint64_t key;
+	enum bwc_request_kind kind;
+	Bitwheel__V1__Envelope__BodyCase reply_case;
+	bwc_reply_fn cb;
+	void *arg;
+	bool waiter;     /* a blocking call waits for this reply */
+	bool abandoned;  /* ...and gave up: discard the reply */
+};
+
+/* A non-blocking request's outcome, awaiting bwc_dispatch(). */
+struct done {
+	uint64_t seq;
+	struct request req;
+	int status;                     /* 0, BWC_ESERVER or BWC_ECLOSED */
+	Bitwheel__V1__Envelope *env;    /* NULL for BWC_ECLOSED */
+};
+
+struct fire {
+	uint64_t seq;
+	Bitwheel__V1__Envelope *env;
+};
+
+struct bwc_client {
+	int fd;
+	char *path;                 /* from bwc_connect, for bwc_reconnect */
+	char *session;              /* NULL: anonymous */
+	int64_t timeout_ns;
+	uint64_t next_id;
+	uint64_t next_seq;
+	size_t max_frame;
+	size_t max_payload;
+	struct bwc_session_info info;
+
+	uint8_t *out;
+	size_t out_off, out_len, out_cap;
+	uint8_t *in;
+	size_t in_len, in_cap, in_need;
+
+	struct ring requests;
+	struct ring done;
+	struct ring fires;
+
+	bool waiter_done;
+	int waiter_status;
+	Bitwheel__V1__Envelope *waiter_env;
+
+	Bitwheel__V1__Envelope *held_fire;  /* last bwc_wait_fire's payload */
+	bwc_fire_fn on_fire;
+	void *on_fire_arg;
+	bool in_callback;
+
+	int close_status;           /* why fd went to -1, for the waiter */
+	int server_error;
+	char errmsg[512];
+};
+
+/* ---- error reporting ---------------------------------------------------- */
+
+const char *bwc_strerror(int err)
+{
+	switch (err) {
+	case BWC_OK: return "success";
+	case BWC_EINVAL: return "invalid argument";
+	case BWC_ENOMEM: return "out of memory";
+	case BWC_EUNREACHABLE: return "cannot connect to the daemon";
+	case BWC_ECLOSED: return "not connected to the daemon";
+	case BWC_ETIMEDOUT: return "timed out";
+	case BWC_EPROTO: return "protocol error from the daemon";
+	case BWC_ESERVER: return "the daemon refused the request";
+	case BWC_EAGAIN: return "output buffer full, try again";
+	case BWC_EINTR: return "interrupted by a signal";
+	case BWC_EBUSY: return "not allowed now";
+	case BWC_ETOOBIG: return "payload over the daemon's limit";
+	case BWC_EIO: return "system call failed";
+	default: return "unknown error";
+	}
+}
+
+const char *bwc_server_error_name(int code)
+{
+	/* Indexed by the protocol's numbers, which the asserts above tie to
+	 * the public enum. */
+	static const char *const names[] = {
+		"ERROR_CODE_UNSPECIFIED", "BAD_FRAME", "FRAME_TOO_LARGE",
+		"UNKNOWN_MESSAGE", "BAD_REQUEST", "BAD_VERSION",
+		"HELLO_REQUIRED", "ALREADY_HELLO", "PERMISSION_DENIED",
+		"SESSION_BUSY", "TOO_MANY_CLIENTS", "DUPLICATE_KEY",
+		"BAD_DEADLINE", "PAYLOAD_TOO_LARGE", "TOO_MANY_TIMERS",
+		"NO_MEMORY", "SHUTTING_DOWN", "INTERNAL",
+	};
+
+	if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]))
+		return "UNKNOWN";
+	return names[code];
+}
+
+const char *bwc_version(void)
+{
+	return PACKAGE_VERSION;
+}
+
+__attribute__((format(printf, 3, 4)))
+static int fail(struct bwc_client *c, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+	va_end(ap);
+	c->server_error = BWC_SERVER_UNSPECIFIED;
+	return code;
+}
+
+/* An Error from the daemon, with or without a request_id. */
+static int fail_server(struct bwc_client *c, const Bitwheel__V1__Error *err,
+		       const char *context)
+{
+	int code = err->has_code ? (int)err->code : 0;
+
+	fail(c, BWC_ESERVER, "%sdaemon error %s: %s", context,
+	     bwc_server_error_name(code),
+	     err->message && *err->message ? err->message : "(no message)");
+	c->server_error = code;
+	return BWC_ESERVER;
+}
+
+const char *bwc_errmsg(const struct bwc_client *c)
+{
+	if (c == NULL)
+		return "no client (NULL)";
+	return c->errmsg[0] ? c->errmsg : "no error";
+}
+
+int bwc_server_error(const struct bwc_client *c)
+{
+	return c ? c->server_error : BWC_SERVER_UNSPECIFIED;
+}
+
+static int not_connected(struct bwc_client *c)
+{
+	if (c->path)
+		return fail(c, BWC_ECLOSED, "not connected to %s", c->path);
+	return fail(c, BWC_ECLOSED, "not connected (call bwc_connect first)");
+}
+
+/* ---- small helpers ---------------------------------------------------- */
+
+const char *bwc_default_socket(void)
+{
+	const char *env = getenv(BWC_SOCKET_ENV);
+
+	return env && *env ? env : BWC_DEFAULT_SOCKET;
+}
+
+uint64_t bwc_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* For messages: "30s", "0.250s". */
+static const char *seconds(int64_t ns, char *buf, size_t len)
+{
+	if (ns % 1000000000 == 0)
+		snprintf(buf, len, "%llds", (long long)(ns / 1000000000));
+	else
+		snprintf(buf, len, "%.3fs", (double)ns / 1e9);
+	return buf;
+}
+
+/* ---- connection teardown ---------------------------------------------- */
+
+/*
+ * Drop the connection and settle every outstanding request: the blocking
+ * waiter learns status, non-blocking ones fail with BWC_ECLOSED at the
+ * next dispatch.  The caller sets the message; queued fires survive.
+ */
+static void conn_close(struct bwc_client *c, int status)
+{
+	struct request req;
+	struct done d;
+
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->close_status = status;
+	c->out_off = c->out_len = 0;
+	c->in_len = c->in_need = 0;
+	memset(&c->info, 0, sizeof(c->info));
+
+	while (c->requests.len > 0) {
+		ring_pop(&c->requests, &req);
+		if (req.waiter) {
+			if (!req.abandoned) {
+				c->waiter_done = true;
+				c->waiter_status = status;
+			}
+			continue;
+		}
+		d.seq = c->next_seq++;
+		d.req = req;
+		d.status = BWC_ECLOSED;
+		d.env = NULL;
+		ring_push(&c->done, &d);   /* room reserved at submit */
+	}
+}
+
+/* conn_close with a message, for the reasons that are the daemon's doing. */
+__attribute__((format(printf, 3, 4)))
+static int conn_fail(struct bwc_client *c, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+	va_end(ap);
+	c->server_error = BWC_SERVER_UNSPECIFIED;
+	conn_close(c, status);
+	return status;
+}
+
+/* ---- receiving ---------------------------------------------------------- */
+
+static const char *body_name(Bitwheel__V1__Envelope__BodyCase bc)
+{
+	switch (bc) {
+	case BITWHEEL__V1__ENVELOPE__BODY_HELLO: return "hello";
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE: return "schedule";
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL: return "cancel";
+	case BITWHEEL__V1__ENVELOPE__BODY_STATS: return "stats";
+	case BITWHEEL__V1__ENVELOPE__BODY_ERROR: return "error";
+	case BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY: return "hello_reply";
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY: return "schedule_reply";
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY: return "cancel_reply";
+	case BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY: return "stats_reply";
+	case BITWHEEL__V1__ENVELOPE__BODY_FIRED: return "fired";
+	default: return "unknown";
+	}
+}
+
+/* A reply: it answers the oldest outstanding request or breaks the
+ * protocol.  Takes env. */
+static int take_reply(struct bwc_client *c, Bitwheel__V1__Envelope *env)
+{
+	struct request *front;
+	struct request req;
+	struct done d;
+	bool is_error = env->body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR;
+
+	if (c->requests.len == 0) {
+		conn_fail(c, BWC_EPROTO,
+			  "protocol error: %s reply (request_id %llu) with no "
+			  "request outstanding", body_name(env->body_case),
+			  (unsigned long long)env->request_id);
+		goto fail;
+	}
+	front = ring_at(&c->requests, 0);
+	if (env->request_id != front->id ||
+	    (!is_error && env->body_case != front->reply_case)) {
+		conn_fail(c, BWC_EPROTO,
+			  "protocol error: expected the reply to request %llu, "
+			  "got %s with request_id %llu",
+			  (unsigned long long)front->id,
+			  body_name(env->body_case),
+			  (unsigned long long)env->request_id);
+		goto fail;
+	}
+	ring_pop(&c->requests, &req);
+
+	if (req.waiter) {
+		if (req.abandoned) {
+			bwp_frame_free(env);
+			return 0;
+		}
+		c->waiter_done = true;
+		c->waiter_status = 0;
+		c->waiter_env = env;
+		return 0;
+	}
+	d.seq = c->next_seq++;
+	d.req = req;
+	d.status = is_error ? BWC_ESERVER : 0;
+	d.env = env;
+	ring_push(&c->done, &d);   /* room reserved at submit */
+	return 0;
+
+fail:
+	bwp_frame_free(env);
+	return BWC_EPROTO;
+}
+
+/* One decoded frame.  Takes env; returns nonzero only if it closed the
+ * connection. */
+static int take_frame(struct bwc_client *c, Bitwheel__V1__Envelope *env)
+{
+	struct fire f;
+	int rc;
+
+	switch (env->body_case) {
+	case BITWHEEL__V1__ENVELOPE__BODY_FIRED:
+		f.seq = c->next_seq++;
+		f.env = env;
+		ring_push(&c->fires, &f);   /* room reserved by conn_parse */
+		return 0;
+	case BITWHEEL__V1__ENVELOPE__BODY_ERROR:
+		if (env->has_request_id)
+			return take_reply(c, env);
+		/* Connection-level: the last frame before the daemon closes
+		 * (PROTOCOL.md 5.8), so close now and keep its words. */
+		rc = fail_server(c, env->error,
+				 "connection closed by the daemon: ");
+		bwp_frame_free(env);
+		conn_close(c, rc);
+		return rc;
+	case BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY:
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY:
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
+	case BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY:
+		if (!env->has_request_id) {
+			conn_fail(c, BWC_EPROTO,
+				  "protocol error: %s without a request_id",
+				  body_name(env->body_case));
+			bwp_frame_free(env);
+			return BWC_EPROTO;
+		}
+		return take_reply(c, env);
+	default:
+		conn_fail(c, BWC_EPROTO,
+			  "protocol error: the daemon sent a %s request",
+			  body_name(env->body_case));
+		bwp_frame_free(env);
+		return BWC_EPROTO;
+	}
+}
+
+/* Every complete frame in the input buffer. */
+static int conn_parse(struct bwc_client *c)
+{
+	Bitwheel__V1__Envelope *env;
+	size_t off = 0, flen;
+	int rc = 0;
+
+	c->in_need = 0;
+	while (c->fd >= 0) {
+		if (ring_reserve(&c->fires, 1) != 0) {
+			rc = fail(c, BWC_ENOMEM,
+				  "out of memory queueing a received frame");
+			break;
+		}
+		rc = bwp_frame_parse(c->in + off, c->in_len - off,
+				     c->max_frame, &env, &flen);
+		if (rc == BWP_EMORE) {
+			/* Relative to in + off, which the memmove below makes
+			 * the start of the buffer. */
+			c->in_need = flen;
+			rc = 0;
+			break;
+		}
+		if (rc != BWP_OK)
+			return conn_fail(c, BWC_EPROTO,
+					 "protocol error: bad frame from the "
+					 "daemon: %s", bwp_strerror(rc));
+		off += flen;
+		rc = take_frame(c, env);
+		if (rc != 0)
+			return rc;   /* closed: the buffer is gone */
+	}
+	if (c->fd >= 0 && off > 0) {
+		memmove(c->in, c->in + off, c->in_len - off);
+		c->in_len -= off;
+	}
+	return rc;
+}
+
+/*
+ * Read what the socket holds, without blocking, and parse it.  0 also when
+ * the connection closed (the caller sees fd < 0 and close_status), or a
+ * negative code when the connection is intact but the read could not
+ * proceed (BWC_ENOMEM).
+ */
+static int conn_read(struct bwc_client *c)
+{
+	int i, rc;
+
+	for (i = 0; i < READ_BATCH && c->fd >= 0; i++) {
+		size_t want = c->in_len + READ_CHUNK;
+		ssize_t n;
+
+		if (c->in_need > want)
+			want = c->in_need;
+		if (want > c->in_cap) {
+			size_t ncap = c->in_cap ? c->in_cap : 2 * READ_CHUNK;
+			uint8_t *nin;
+
+			while (ncap < want)
+				ncap *= 2;
+			nin = realloc(c->in, ncap);
+			if (nin == NULL)
+				return fail(c, BWC_ENOMEM,
+					    "out of memory reading from the "
+					    "daemon");
+			c->in = nin;
+			c->in_cap = ncap;
+		}
+
+		n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len,
+			 MSG_DONTWAIT);
+		if (n > 0) {
+			c->in_len += (size_t)n;
+			rc = conn_parse(c);
+			if (rc == BWC_ENOMEM)
+				return rc;
+			continue;
+		}
+		if (n == 0) {
+			conn_fail(c, BWC_ECLOSED,
+				  "connection to %s closed by the daemon",
+				  c->path);
+			return 0;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		if (errno == ECONNRESET)
+			conn_fail(c, BWC_ECLOSED,
+				  "connection to %s reset by the daemon",
+				  c->path);
+		else
+			conn_fail(c, BWC_EIO, "recv from %s: %s", c->path,
+				  strerror(errno));
+		return 0;
+	}
+	return 0;
+}
+
+/* ---- sending ------------------------------------------------------------ */
+
+/* Write what the socket takes now.  Failures close the connection, after
+ * reading what the daemon said last (its error frame, if any). */
+static void conn_flush(struct bwc_client *c)
+{
+	while (c->fd >= 0 && c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off,
+				 c->out_len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n >= 0) {
+			c->out_off += (size_t)n;
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			break;
+		if (errno == EPIPE || errno == ECONNRESET) {
+			int err = errno;
+
+			/* The daemon closed.  Whatever it wrote before is
+			 * still ours to read, and says why. */
+			conn_read(c);
+			if (c->fd >= 0)
+				conn_fail(c, BWC_ECLOSED,
+					  "connection to %s closed by the "
+					  "daemon (send: %s)", c->path,
+					  strerror(err));
+			return;
+		}
+		conn_fail(c, BWC_EIO, "send to %s: %s", c->path,
+			  strerror(errno));
+		return;
+	}
+	if (c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+}
+
+/*
+ * Pack env as the next request and queue it.  req describes it; its id is
+ * assigned here.  Nothing is queued on failure.
+ */
+static int submit(struct bwc_client *c, Bitwheel__V1__Envelope *env,
+		  struct request *req)
+{
+	size_t need, n;
+	int rc;
+
+	if (c->fd < 0)
+		return not_connected(c);
+	/* done must be able to take every outstanding request should the
+	 * connection close (see the invariant at the top). */
+	if (ring_reserve(&c->requests, 1) != 0 ||
+	    ring_reserve(&c->done, c->requests.len + 1) != 0)
+		return fail(c, BWC_ENOMEM, "out of memory queueing a request");
+
+	env->has_request_id = 1;
+	env->request_id = c->next_id;
+
+	need = bwp_frame_packed_size(env);
+	if (c->out_off > 0) {
+		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+		c->out_len -= c->out_off;
+		c->out_off = 0;
+	}
+	if (need > c->out_cap - c->out_len) {
+		size_t ncap = c->out_cap ? c->out_cap : 2 * READ_CHUNK;
+		uint8_t *nout;
+
+		while (ncap - c->out_len < need)
+			ncap *= 2;
+		nout = realloc(c->out, ncap);
+		if (nout == NULL)
+			return fail(c, BWC_ENOMEM,
+				    "out of memory queueing a request");
+		c->out = nout;
+		c->out_cap = ncap;
+	}
+	rc = bwp_frame_pack(env, c->max_frame, c->out + c->out_len,
+			    c->out_cap - c->out_len, &n);
+	if (rc == BWP_ETOOBIG)
+		return fail(c, BWC_ETOOBIG,
+			    "request of %zu bytes over the daemon's frame "
+			    "limit of %zu", n, c->max_frame);
+	if (rc != BWP_OK)
+		return fail(c, BWC_EINVAL, "cannot pack the request: %s",
+			    bwp_strerror(rc));
+	c->out_len += n;
+
+	req->id = c->next_id++;
+	ring_push(&c->requests, req);
+	conn_flush(c);
+	return 0;
+}
+
+/* ---- waiting ---------------------------------------------------------- */
+
+enum wait_for { WAIT_REPLY, WAIT_FIRE };
+
+/*
+ * Move bytes both ways until the waiter's reply is in (WAIT_REPLY), a fire
+ * is queued (WAIT_FIRE), the connection is gone, or timeout_ns (negative:
+ * none) passes.  The socket is always looked at once, so a zero timeout
+ * still picks up what is already there.
+ */
+static int wait_io(struct bwc_client *c, enum wait_for what,
+		   int64_t timeout_ns, bool interruptible)
+{
+	uint64_t deadline = 0;
+	bool polled = false;
+
+	if (timeout_ns >= 0) {
+		uint64_t now = bwc_now_ns();
+
+		deadline = (uint64_t)timeout_ns > UINT64_MAX - now ?
+				   UINT64_MAX : now + (uint64_t)timeout_ns;
+	}
+
+	for (;;) {
+		struct pollfd pfd;
+		struct timespec ts, *tsp = NULL;
+		int n;
+
+		if (what == WAIT_REPLY && c->waiter_done)
+			return 0;
+		if (what == WAIT_FIRE && c->fires.len > 0)
+			return 0;
+		if (c->fd < 0)
+			return c->close_status;
+		conn_flush(c);
+		if (c->fd < 0)
+			continue;
+
+		if (timeout_ns >= 0) {
+			uint64_t now = bwc_now_ns();
+			uint64_t left = now < deadline ? deadline - now : 0;
+
+			if (left == 0 && polled)
+				return BWC_ETIMEDOUT;
+			ts.tv_sec = (time_t)(left / 1000000000u);
+			ts.tv_nsec = (long)(left % 1000000000u);
+			tsp = &ts;
+		}
+		pfd.fd = c->fd;
+		pfd.events = POLLIN;
+		if (c->out_off < c->out_len)
+			pfd.events |= POLLOUT;
+		pfd.revents = 0;
+		n = ppoll(&pfd, 1, tsp, NULL);
+		polled = true;
+		if (n < 0) {
+			if (errno == EINTR) {
+				if (interruptible)
+					return BWC_EINTR;
+				continue;
+			}
+			return fail(c, BWC_EIO, "poll: %s", strerror(errno));
+		}
+		if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) {
+			int rc = conn_read(c);
+
+			if (rc != 0)
+				return rc;
+		}
+	}
+}
+
+/* A blocking call's reply is no longer wanted: the request stays on the
+ * wire, and its reply will be thrown away. */
+static void abandon(struct bwc_client *c, uint64_t id)
+{
+	size_t i;
+
+	for (i = 0; i < c->requests.len; i++) {
+		struct request *r = ring_at(&c->requests, i);
+
+		if (r->id == id)
+			r->abandoned = true;
+	}
+}
+
+/*
+ * Send a request and wait for its reply.  On 0, *reply is the daemon's
+ * answer (never an error) for the caller to free.
+ */
+static int call(struct bwc_client *c, Bitwheel__V1__Envelope *env,
+		struct request *req, Bitwheel__V1__Envelope **reply)
+{
+	char tbuf[32];
+	int rc;
+
+	*reply = NULL;
+	if (c->in_callback)
+		return fail(c, BWC_EBUSY,
+			    "blocking call from inside a bwc_dispatch callback");
+	req->cb = NULL;
+	req->arg = NULL;
+	req->waiter = true;
+	req->abandoned = false;
+	c->waiter_done = false;
+	c->waiter_env = NULL;
+	rc = submit(c, env, req);
+	if (rc != 0)
+		return rc;
+
+	rc = wait_io(c, WAIT_REPLY, c->timeout_ns, false);
+	if (rc == BWC_ETIMEDOUT) {
+		abandon(c, req->id);
+		return fail(c, BWC_ETIMEDOUT,
+			    "no reply from the daemon at %s within %s",
+			    c->path, seconds(c->timeout_ns, tbuf, sizeof(tbuf)));
+	}
+	if (rc != 0 && !c->waiter_done) {
+		abandon(c, req->id);
+		return rc;
+	}
+	if (c->waiter_status != 0)
+		return c->waiter_status;   /* the closer set the message */
+
+	if (c->waiter_env->body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR) {
+		rc = fail_server(c, c->waiter_env->error, "");
+		bwp_frame_free(c->waiter_env);
+		c->waiter_env = NULL;
+		return rc;
+	}
+	*reply = c->waiter_env;
+	c->waiter_env = NULL;
+	return 0;
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+int bwc_new(struct bwc_client **out)
+{
+	struct bwc_client *c;
+
+	if (out == NULL)
+		return BWC_EINVAL;
+	*out = NULL;
+	c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return BWC_ENOMEM;
+	c->fd = -1;
+	c->timeout_ns = BWC_DEFAULT_TIMEOUT_NS;
+	c->close_status = BWC_ECLOSED;
+	c->max_frame = BWP_DEFAULT_MAX_FRAME;
+	c->max_payload = BWP_DEFAULT_MAX_PAYLOAD;
+	c->requests.size = sizeof(struct request);
+	c->done.size = sizeof(struct done);
+	c->fires.size = sizeof(struct fire);
+	*out = c;
+	return 0;
+}
+
+void bwc_free(struct bwc_client *c)
+{
+	struct done d;
+	struct fire f;
+
+	if (c == NULL)
+		return;
+	bwc_close(c);
+	while (c->done.len > 0) {
+		ring_pop(&c->done, &d);
+		bwp_frame_free(d.env);
+	}
+	while (c->fires.len > 0) {
+		ring_pop(&c->fires, &f);
+		bwp_frame_free(f.env);
+	}
+	bwp_frame_free(c->held_fire);
+	bwp_frame_free(c->waiter_env);
+	free(c->requests.buf);
+	free(c->done.buf);
+	free(c->fires.buf);
+	free(c->in);
+	free(c->out);
+	free(c->path);
+	free(c->session);
+	free(c);
+}
+
+int bwc_set_timeout(struct bwc_client *c, int64_t timeout_ns)
+{
+	if (c == NULL)
+		return BWC_EINVAL;
+	c->timeout_ns = timeout_ns < 0 ? -1 : timeout_ns;
+	return 0;
+}
+
+void bwc_close(struct bwc_client *c)
+{
+	if (c != NULL && c->fd >= 0)
+		conn_close(c, BWC_ECLOSED);
+}
+
+static void copy_limits(struct bwc_client *c, const Bitwheel__V1__Limits *l)
+{
+	struct bwc_limits *out = &c->info.limits;
+
+	out->max_frame_bytes = l->has_max_frame_bytes ? l->max_frame_bytes : 0;
+	out->max_payload_bytes =
+		l->has_max_payload_bytes ? l->max_payload_bytes : 0;
+	out->max_timers = l->max_timers;
+	out->max_queued = l->max_queued;
+	out->session_linger_ns = l->session_linger_ns;
+	out->max_output_bytes = l->max_output_bytes;
+	out->max_clients = l->max_clients;
+	/* A limit the daemon leaves out keeps the protocol's default. */
+	if (out->max_frame_bytes > 0)
+		c->max_frame = out->max_frame_bytes;
+	if (l->has_max_payload_bytes)
+		c->max_payload = out->max_payload_bytes;
+}
+
+/* Open the socket at c->path and say Hello with c->session. */
+static int dial(struct bwc_client *c)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Hello hello = BITWHEEL__V1__HELLO__INIT;
+	Bitwheel__V1__Envelope *reply = NULL;
+	const Bitwheel__V1__HelloReply *hr;
+	struct request req = { .kind = 0 };
+	struct sockaddr_un sa;
+	struct timeval tv = { 0, 0 };
+	int fd, flags, rc;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, c->path, strlen(c->path) + 1);
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return fail(c, BWC_EIO, "socket: %s", strerror(errno));
+	/* connect() on a Unix socket blocks only while the daemon's listen
+	 * backlog is full; SO_SNDTIMEO bounds that wait (Linux honours it
+	 * for connect). */
+	if (c->timeout_ns >= 0) {
+		tv.tv_sec = (time_t)(c->timeout_ns / 1000000000);
+		tv.tv_usec = (suseconds_t)(c->timeout_ns % 1000000000 / 1000);
+		if (tv.tv_sec == 0 && tv.tv_usec == 0)
+			tv.tv_usec = 1;
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	}
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		rc = errno;
+		close(fd);
+		if (rc == EAGAIN || rc == EINPROGRESS)
+			return fail(c, BWC_EUNREACHABLE,
+				    "cannot connect to %s: the daemon is not "
+				    "accepting connections", c->path);
+		return fail(c, BWC_EUNREACHABLE, "cannot connect to %s: %s",
+			    c->path, strerror(rc));
+	}
+	flags = fcntl(fd, F_GETFL);
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+		rc = errno;
+		close(fd);
+		return fail(c, BWC_EIO, "fcntl on %s: %s", c->path,
+			    strerror(rc));
+	}
+
+	c->fd = fd;
+	c->next_id = 1;
+	c->max_frame = BWP_DEFAULT_MAX_FRAME;
+	c->max_payload = BWP_DEFAULT_MAX_PAYLOAD;
+	memset(&c->info, 0, sizeof(c->info));
+
+	hello.has_protocol_version = 1;
+	hello.protocol_version = BWP_PROTOCOL_VERSION;
+	hello.session = c->session;
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
+	env.hello = &hello;
+	req.reply_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY;
+	rc = call(c, &env, &req, &reply);
+	if (rc != 0)
+		goto fail;
+
+	hr = reply->hello_reply;
+	if (hr->protocol_version != BWP_PROTOCOL_VERSION) {
+		rc = fail(c, BWC_EPROTO,
+			  "protocol error: the daemon at %s answered Hello "
+			  "with protocol version %u, not %u", c->path,
+			  hr->protocol_version, BWP_PROTOCOL_VERSION);
+		goto fail;
+	}
+	snprintf(c->info.daemon_version, sizeof(c->info.daemon_version),
+		 "%s", hr->daemon_version ? hr->daemon_version : "");
+	c->info.oneshot_resolution_ns = hr->oneshot_resolution_ns;
+	c->info.periodic_resolution_ns = hr->periodic_resolution_ns;
+	if (hr->limits != NULL)
+		copy_limits(c, hr->limits);
+	c->info.resumed = hr->resumed;
+	c->info.timers = hr->timers;
+	c->info.queued = hr->queued;
+	c->info.dropped = hr->dropped;
+	bwp_frame_free(reply);
+	return 0;
+
+fail:
+	bwp_frame_free(reply);
+	/* A failed Hello closes the connection on the daemon's side too;
+	 * the message set above stays. */
+	if (c->fd >= 0)
+		conn_close(c, BWC_ECLOSED);
+	return rc;
+}
+
+int bwc_connect(struct bwc_client *c, const char *path, const char *session)
+{
+	struct sockaddr_un sa;
+	char *npath = NULL, *nsession = NULL;
+	int rc;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	if (c->in_callback)
+		return fail(c, BWC_EBUSY,
+			    "bwc_connect from inside a bwc_dispatch callback");
+	if (c->fd >= 0)
+		return fail(c, BWC_EBUSY, "already connected to %s", c->path);
+	if (path == NULL)
+		path = bwc_default_socket();
+	if (*path == '\0' || strlen(path) >= sizeof(sa.sun_path))
+		return fail(c, BWC_EINVAL,
+			    "socket path of %zu bytes: it must be 1 to %zu",
+			    strlen(path), sizeof(sa.sun_path) - 1);
+	if (session != NULL && !bwp_session_name_valid(session))
+		return fail(c, BWC_EINVAL,
+			    "invalid session name \"%.80s\": 1 to %u bytes of "
+			    "A-Z a-z 0-9 _ . : @ -", session,
+			    BWP_SESSION_NAME_MAX);
+
+	npath = strdup(path);
+	if (npath == NULL)
+		goto nomem;
+	if (session != NULL) {
+		nsession = strdup(session);
+		if (nsession == NULL)
+			goto nomem;
+	}
+	free(c->path);
+	free(c->session);
+	c->path = npath;
+	c->session = nsession;
+	rc = dial(c);
+	return rc;
+
+nomem:
+	free(npath);
+	free(nsession);
+	return fail(c, BWC_ENOMEM, "out of memory");
+}
+
+int bwc_reconnect(struct bwc_client *c)
+{
+	if (c == NULL)
+		return BWC_EINVAL;
+	if (c->in_callback)
+		return fail(c, BWC_EBUSY,
+			    "bwc_reconnect from inside a bwc_dispatch callback");
+	if (c->path == NULL)
+		return fail(c, BWC_EINVAL,
+			    "bwc_reconnect before any bwc_connect");
+	bwc_close(c);
+	return dial(c);
+}
+
+int bwc_get_session_info(const struct bwc_client *c,
+			 struct bwc_session_info *out)
+{
+	if (c == NULL || out == NULL)
+		return BWC_EINVAL;
+	if (c->fd < 0)
+		return BWC_ECLOSED;
+	*out = c->info;
+	return 0;
+}
+
+int bwc_fd(const struct bwc_client *c)
+{
+	return c ? c->fd : -1;
+}
+
+short bwc_poll_events(const struct bwc_client *c)
+{
+	if (c == NULL || c->fd < 0)
+		return 0;
+	return (short)(POLLIN | (c->out_off < c->out_len ? POLLOUT : 0));
+}
+
+void bwc_set_fire_handler(struct bwc_client *c, bwc_fire_fn fn, void *arg)
+{
+	if (c == NULL)
+		return;
+	c->on_fire = fn;
+	c->on_fire_arg = arg;
+}
+
+/* ---- requests ----------------------------------------------------------- */
+
+/* Fill a Schedule in caller storage; payload is referenced, not copied. */
+static int build_schedule(struct bwc_client *c, const struct bwc_timer *t,
+			  Bitwheel__V1__Envelope *env,
+			  Bitwheel__V1__Schedule *s, struct request *req)
+{
+	if (t == NULL || (t->payload == NULL && t->payload_len > 0))
+		return fail(c, BWC_EINVAL,
+			    t ? "payload NULL with a length" : "timer NULL");
+	if (t->payload != NULL && t->payload_len > c->max_payload)
+		return fail(c, BWC_ETOOBIG,
+			    "payload of %zu bytes over the daemon's limit of "
+			    "%zu", t->payload_len, c->max_payload);
+
+	bitwheel__v1__schedule__init(s);
+	s->has_key = 1;
+	s->key = t->key;
+	if (t->absolute) {
+		s->when_case = BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS;
+		s->deadline_ns = t->when_ns;
+	} else {
+		s->when_case = BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS;
+		s->delay_ns = t->when_ns;
+	}
+	if (t->period_ns > 0) {
+		s->has_period_ns = 1;
+		s->period_ns = t->period_ns;
+	}
+	if (t->payload != NULL) {
+		s->has_payload = 1;
+		/* protobuf-c's data is non-const, but packing only reads. */
+		s->payload.data = (uint8_t *)t->payload;
+		s->payload.len = t->payload_len;
+	}
+	if (t->replace) {
+		s->has_replace = 1;
+		s->replace = 1;
+	}
+	env->body_case = BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE;
+	env->schedule = s;
+
+	req->kind = BWC_REQUEST_SCHEDULE;
+	req->key = t->key;
+	req->reply_case = BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY;
+	return 0;
+}
+
+static void build_cancel(uint64_t key, Bitwheel__V1__Envelope *env,
+			 Bitwheel__V1__Cancel *cn, struct request *req)
+{
+	bitwheel__v1__cancel__init(cn);
+	cn->has_key = 1;
+	cn->key = key;
+	env->body_case = BITWHEEL__V1__ENVELOPE__BODY_CANCEL;
+	env->cancel = cn;
+	req->kind = BWC_REQUEST_CANCEL;
+	req->key = key;
+	req->reply_case = BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY;
+}
+
+static void build_stats(Bitwheel__V1__Envelope *env, Bitwheel__V1__Stats *st,
+			struct request *req)
+{
+	bitwheel__v1__stats__init(st);
+	env->body_case = BITWHEEL__V1__ENVELOPE__BODY_STATS;
+	env->stats = st;
+	req->kind = BWC_REQUEST_STATS;
+	req->reply_case = BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY;
+}
+
+static void copy_lane(const Bitwheel__V1__LaneStats *l,
+		      struct bwc_lane_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (l == NULL)
+		return;
+	out->pending = l->pending;
+	out->overflow = l->overflow;
+	out->inserted = l->inserted;
+	out->cancelled = l->cancelled;
+	out->fired = l->fired;
+	out->lost = l->lost;
+}
+
+static void copy_stats(const Bitwheel__V1__StatsReply *r,
+		       struct bwc_stats *out)
+{
+	copy_lane(r->oneshot, &out->oneshot);
+	copy_lane(r->periodic, &out->periodic);
+	out->clients = r->clients;
+	out->sessions = r->sessions;
+	out->queued = r->queued;
+	out->dropped = r->dropped;
+	out->uptime_ns = r->uptime_ns;
+	out->memory_bytes = r->memory_bytes;
+}
+
+int bwc_schedule(struct bwc_client *c, const struct bwc_timer *t,
+		 struct bwc_scheduled *out)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Schedule s;
+	Bitwheel__V1__Envelope *reply;
+	struct request req = { .kind = 0 };
+	int rc;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	rc = build_schedule(c, t, &env, &s, &req);
+	if (rc == 0)
+		rc = call(c, &env, &req, &reply);
+	if (rc != 0)
+		return rc;
+	if (out != NULL) {
+		out->deadline_ns = reply->schedule_reply->deadline_ns;
+		out->replaced = reply->schedule_reply->replaced;
+	}
+	bwp_frame_free(reply);
+	return 0;
+}
+
+int bwc_cancel(struct bwc_client *c, uint64_t key, bool *pending)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Cancel cn;
+	Bitwheel__V1__Envelope *reply;
+	struct request req = { .kind = 0 };
+	int rc;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	build_cancel(key, &env, &cn, &req);
+	rc = call(c, &env, &req, &reply);
+	if (rc != 0)
+		return rc;
+	if (pending != NULL)
+		*pending = reply->cancel_reply->pending;
+	bwp_frame_free(reply);
+	return 0;
+}
+
+int bwc_stats(struct bwc_client *c, struct bwc_stats *out)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Stats st;
+	Bitwheel__V1__Envelope *reply;
+	struct request req = { .kind = 0 };
+	int rc;
+
+	if (c == NULL || out == NULL)
+		return c ? fail(c, BWC_EINVAL, "stats output NULL") : BWC_EINVAL;
+	build_stats(&env, &st, &req);
+	rc = call(c, &env, &req, &reply);
+	if (rc != 0)
+		return rc;
+	copy_stats(reply->stats_reply, out);
+	bwp_frame_free(reply);
+	return 0;
+}
+
+/* ---- non-blocking requests ------------------------------------------ */
+
+static int send_async(struct bwc_client *c, Bitwheel__V1__Envelope *env,
+		      struct request *req, bwc_reply_fn cb, void *arg)
+{
+	if (c->fd < 0)
+		return not_connected(c);
+	if (c->out_len - c->out_off > OUTPUT_LIMIT)
+		return fail(c, BWC_EAGAIN,
+			    "%zu bytes of requests not yet written to %s",
+			    c->out_len - c->out_off, c->path);
+	req->cb = cb;
+	req->arg = arg;
+	req->waiter = false;
+	req->abandoned = false;
+	return submit(c, env, req);
+}
+
+int bwc_send_schedule(struct bwc_client *c, const struct bwc_timer *t,
+		      bwc_reply_fn cb, void *arg)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Schedule s;
+	struct request req = { .kind = 0 };
+	int rc;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	rc = build_schedule(c, t, &env, &s, &req);
+	if (rc != 0)
+		return rc;
+	return send_async(c, &env, &req, cb, arg);
+}
+
+int bwc_send_cancel(struct bwc_client *c, uint64_t key, bwc_reply_fn cb,
+		    void *arg)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Cancel cn;
+	struct request req = { .kind = 0 };
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	build_cancel(key, &env, &cn, &req);
+	return send_async(c, &env, &req, cb, arg);
+}
+
+int bwc_send_stats(struct bwc_client *c, bwc_reply_fn cb, void *arg)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Stats st;
+	struct request req = { .kind = 0 };
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	build_stats(&env, &st, &req);
+	return send_async(c, &env, &req, cb, arg);
+}
+
+/* ---- handing out fires and replies ---------------------------------- */
+
+static void fire_from(const Bitwheel__V1__Fired *f, struct bwc_fire *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->key = f->key;
+	if (f->has_payload) {
+		/* An empty payload is still a payload: keep it non-NULL so
+		 * the caller can tell it from none. */
+		out->payload = f->payload.data ? (const void *)f->payload.data
+					       : (const void *)"";
+		out->payload_len = f->payload.len;
+	}
+	out->deadline_ns = f->deadline_ns;
+	out->fired_ns = f->fired_at_ns;
+	out->fire_count = f->fire_count;
+	out->late = f->late;
+}
+
+int bwc_wait_fire(struct bwc_client *c, int64_t timeout_ns,
+		  struct bwc_fire *out)
+{
+	char tbuf[32];
+	struct fire f;
+	int rc;
+
+	if (c == NULL || out == NULL)
+		return c ? fail(c, BWC_EINVAL, "fire output NULL") : BWC_EINVAL;
+	if (c->in_callback)
+		return fail(c, BWC_EBUSY,
+			    "bwc_wait_fire from inside a bwc_dispatch callback");
+	bwp_frame_free(c->held_fire);
+	c->held_fire = NULL;
+
+	if (c->fires.len == 0) {
+		if (c->fd < 0)
+			return not_connected(c);
+		rc = wait_io(c, WAIT_FIRE, timeout_ns < 0 ? -1 : timeout_ns,
+			     true);
+		if (rc == BWC_ETIMEDOUT)
+			return fail(c, rc, "no fire within %s",
+				    seconds(timeout_ns, tbuf, sizeof(tbuf)));
+		if (rc == BWC_EINTR)
+			return fail(c, rc, "interrupted by a signal while "
+				    "waiting for a fire");
+		if (rc != 0)
+			return rc;
+	}
+	ring_pop(&c->fires, &f);
+	c->held_fire = f.env;
+	fire_from(f.env->fired, out);
+	return 0;
+}
+
+static void deliver_reply(struct bwc_client *c, struct done *d)
+{
+	struct bwc_reply r;
+	struct bwc_stats st;
+	const Bitwheel__V1__Envelope *env = d->env;
+
+	memset(&r, 0, sizeof(r));
+	r.request = d->req.kind;
+	r.key = d->req.key;
+	r.status = d->status;
+	r.message = "";
+	if (d->status == BWC_ESERVER) {
+		r.server_error = env->error->has_code ? (int)env->error->code
+						      : 0;
+		if (env->error->message)
+			r.message = env->error->message;
+	} else if (d->status == 0) {
+		switch (d->req.kind) {
+		case BWC_REQUEST_SCHEDULE:
+			r.scheduled.deadline_ns =
+				env->schedule_reply->deadline_ns;
+			r.scheduled.replaced = env->schedule_reply->replaced;
+			break;
+		case BWC_REQUEST_CANCEL:
+			r.pending = env->cancel_reply->pending;
+			break;
+		case BWC_REQUEST_STATS:
+			copy_stats(env->stats_reply, &st);
+			r.stats = &st;
+			break;
+		}
+	}
+	d->req.cb(c, &r, d->req.arg);
+}
+
+int bwc_dispatch(struct bwc_client *c)
+{
+	bool was_open;
+	int rc = 0;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	if (c->in_callback)
+		return fail(c, BWC_EBUSY,
+			    "bwc_dispatch from inside a bwc_dispatch callback");
+	was_open = c->fd >= 0;
+	if (was_open) {
+		conn_flush(c);
+		if (c->fd >= 0)
+			rc = conn_read(c);   /* only BWC_ENOMEM */
+	}
+
+	/* Replies and (with a handler) fires, merged back into the order
+	 * they arrived in. */
+	for (;;) {
+		struct done *dn = c->done.len ? ring_at(&c->done, 0) : NULL;
+		struct fire *fn = c->on_fire && c->fires.len ?
+					  ring_at(&c->fires, 0) : NULL;
+
+		if (dn == NULL && fn == NULL)
+			break;
+		c->in_callback = true;
+		if (dn != NULL && (fn == NULL || dn->seq < fn->seq)) {
+			struct done d;
+
+			ring_pop(&c->done, &d);
+			if (d.req.cb != NULL)
+				deliver_reply(c, &d);
+			bwp_frame_free(d.env);
+		} else {
+			struct fire f;
+			struct bwc_fire bf;
+
+			ring_pop(&c->fires, &f);
+			fire_from(f.env->fired, &bf);
+			c->on_fire(c, &bf, c->on_fire_arg);
+			bwp_frame_free(f.env);
+		}
+		c->in_callback = false;
+	}
+
+	if (rc != 0)
+		return rc;
+	if (c->fd < 0)
+		return was_open ? c->close_status : not_connected(c);
+	return 0;
+}

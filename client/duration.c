@@ -1,0 +1,97 @@
+/*
+ * duration.c - bwc_parse_duration(): "250ms", "1.5s", "1h30m" into
+ * nanoseconds, for callers that take timeouts from people (bwctl's
+ * --in, --every, --timeout; a program's configuration file).
+ *
+ * The grammar is a sequence of terms, each a decimal number with an
+ * optional fraction and a mandatory unit: ns, us (or µs), ms, s, m, h.  A
+ * unit is required because a bare number is ambiguous: milliseconds to
+ * one reader are seconds to the next.  Arithmetic is integer throughout,
+ * so "0.1s" is exactly 100000000 ns; digits finer than a nanosecond are
+ * dropped.  One pass over the text, no allocation.
+ */
+#include "bitwheel-client.h"
+
+#include <string.h>
+
+struct unit {
+	const char *name;
+	uint64_t ns;
+};
+
+/* Longest names first: "ms" must not be read as "m" followed by junk. */
+static const struct unit units[] = {
+	{ "ns", 1 },
+	{ "us", 1000 },
+	{ "\xc2\xb5s", 1000 },  /* µs, UTF-8 */
+	{ "ms", 1000000 },
+	{ "s", 1000000000 },
+	{ "m", 60000000000 },
+	{ "h", 3600000000000 },
+};
+
+static bool add_ok(uint64_t *acc, uint64_t v)
+{
+	if (v > UINT64_MAX - *acc)
+		return false;
+	*acc += v;
+	return true;
+}
+
+int bwc_parse_duration(const char *text, uint64_t *out_ns)
+{
+	const char *p = text;
+	uint64_t total = 0;
+
+	if (text == NULL || out_ns == NULL || *text == '\0')
+		return BWC_EINVAL;
+
+	while (*p != '\0') {
+		const struct unit *u = NULL;
+		const char *whole = p, *frac = NULL;
+		uint64_t ip = 0, term = 0, scale;
+		size_t i, nfrac = 0;
+
+		for (; *p >= '0' && *p <= '9'; p++) {
+			if (ip > (UINT64_MAX - 9) / 10)
+				return BWC_EINVAL;
+			ip = ip * 10 + (uint64_t)(*p - '0');
+		}
+		if (*p == '.') {
+			frac = ++p;
+			while (*p >= '0' && *p <= '9')
+				p++;
+			nfrac = (size_t)(p - frac);
+		}
+		if (p == whole || (frac != NULL && p - whole == 1))
+			return BWC_EINVAL;   /* no digits at all: "", ".", "s" */
+
+		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+			size_t n = strlen(units[i].name);
+
+			if (strncmp(p, units[i].name, n) == 0) {
+				u = &units[i];
+				p += n;
+				break;
+			}
+		}
+		if (u == NULL)
+			return BWC_EINVAL;   /* missing or unknown unit */
+
+		if (ip > UINT64_MAX / u->ns)
+			return BWC_EINVAL;
+		term = ip * u->ns;
+		/* Each fraction digit is worth a tenth of the one before;
+		 * once that drops below 1 ns the rest cannot count. */
+		scale = u->ns;
+		for (i = 0; i < nfrac && scale >= 10; i++) {
+			scale /= 10;
+			if (!add_ok(&term, (uint64_t)(frac[i] - '0') * scale))
+				return BWC_EINVAL;
+		}
+		if (!add_ok(&total, term))
+			return BWC_EINVAL;
+	}
+	*out_ns = total;
+	return 0;
+}

@@ -1,0 +1,350 @@
+/*
+ * conn.c - one client connection: frames in, frames out, and its bounds.
+ *
+ * A connection is a libevent bufferevent plus the session it attached with
+ * Hello.  Input: every complete frame in the input buffer is parsed
+ * (proto/frame.c owns the bytes) and handled in one wakeup; the input
+ * never holds more than one frame past the maximum, because reading stops
+ * at that watermark.  Output: replies and fires are packed straight into
+ * the output evbuffer and libevent writes them in one go when the loop
+ * turns, so requests that arrive together are answered by one write.
+ *
+ * Bounds on output, max_output bytes of unread output per connection:
+ *   - at half of it the daemon stops reading this client's requests
+ *     (backpressure: a pipelining client is slowed, not cut off) and
+ *     resumes below a quarter;
+ *   - a frame that would push it past the bound means the client is not
+ *     reading at all: it is disconnected.  Its named session keeps the
+ *     unsent fire queued; an anonymous session ends with the connection.
+ *
+ * Closing never happens in the middle of a wheel poll or of request
+ * handling: a dead connection is only marked, and freed by a deferred
+ * event at the next turn of the loop.
+ */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon-internal.h"
+
+struct bwd_conn {
+	struct bwd_conn *next, **pprev;  /* the server's list             */
+	struct bwd_server *srv;
+	struct bufferevent *bev;
+	struct event *reap;
+	struct bwd_session *session;
+	uid_t uid;
+	pid_t pid;
+	bool throttled;            /* reading paused for backpressure        */
+	bool closing;              /* close once the output has drained      */
+	bool dead;                 /* close at the next turn, unflushed      */
+};
+
+static const struct bwd_limits *limits(const struct bwd_conn *c)
+{
+	return &bwd_server_options(c->srv)->limits;
+}
+
+size_t bwd_conn_output(const struct bwd_conn *c)
+{
+	return evbuffer_get_length(bufferevent_get_output(c->bev));
+}
+
+uid_t bwd_conn_uid(const struct bwd_conn *c)
+{
+	return c->uid;
+}
+
+struct bwd_session *bwd_conn_session(const struct bwd_conn *c)
+{
+	return c->session;
+}
+
+void bwd_conn_set_session(struct bwd_conn *c, struct bwd_session *s)
+{
+	c->session = s;
+}
+
+struct bwd_server *bwd_conn_server(const struct bwd_conn *c)
+{
+	return c->srv;
+}
+
+struct bwd_conn *bwd_conn_next(const struct bwd_conn *c)
+{
+	return c->next;
+}
+
+static void conn_free(struct bwd_conn *c)
+{
+	if (c->session)
+		bwd_session_detach(c->session);
+	*c->pprev = c->next;
+	if (c->next)
+		c->next->pprev = c->pprev;
+	bwd_server_conn_gone(c->srv);
+	event_free(c->reap);
+	bufferevent_free(c->bev);
+	free(c);
+}
+
+static void on_reap(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	conn_free(arg);
+}
+
+/* Free at the next turn of the loop, whatever is left unsent. */
+static void kill_conn(struct bwd_conn *c)
+{
+	if (c->dead)
+		return;
+	c->dead = true;
+	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	event_active(c->reap, 0, 0);
+}
+
+void bwd_conn_close(struct bwd_conn *c, bool flush)
+{
+	if (!flush || bwd_conn_output(c) == 0) {
+		kill_conn(c);
+		return;
+	}
+	c->closing = true;
+	bufferevent_disable(c->bev, EV_READ);
+	/* on_write then runs once the last byte is out. */
+	bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+}
+
+int bwd_conn_send(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
+{
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+	size_t size = bwp_frame_packed_size(env), len;
+	struct evbuffer_iovec v;
+	int err;
+
+	if (c->dead)
+		return -EPIPE;
+	if (evbuffer_get_length(out) + size > limits(c)->max_output)
+		return -ENOBUFS;
+	if (evbuffer_reserve_space(out, (ev_ssize_t)size, &v, 1) != 1)
+		return -ENOMEM;
+	err = bwp_frame_pack(env, limits(c)->max_frame, v.iov_base, v.iov_len, &len);
+	if (err) {
+		bwd_log(BWD_LOG_ERR, "cannot pack a frame: %s", bwp_strerror(err));
+		return -EINVAL;
+	}
+	v.iov_len = len;
+	evbuffer_commit_space(out, &v, 1);
+	return 0;
+}
+
+void bwd_conn_fail(struct bwd_conn *c, const Bitwheel__V1__Envelope *req,
+		   Bitwheel__V1__ErrorCode code, const char *fmt, ...)
+{
+	Bitwheel__V1__Envelope env;
+	Bitwheel__V1__Error err;
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	bwd_log(BWD_LOG_INFO, "client pid %ld uid %ld: %s; closing",
+		(long)c->pid, (long)c->uid, msg);
+	bwp_error_init(&env, &err, req, code, msg);
+	bwd_conn_send(c, &env);
+	bwd_conn_close(c, true);
+}
+
+/* Write one fire; 0, or nonzero when it does not fit. */
+static int send_fire(struct bwd_conn *c, const struct bwd_fire *f)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Fired fired = BITWHEEL__V1__FIRED__INIT;
+
+	fired.has_key = 1;
+	fired.key = f->key;
+	fired.has_payload = f->has_payload;
+	fired.payload.len = f->payload_len;
+	fired.payload.data = (uint8_t *)f->payload;
+	fired.has_deadline_ns = 1;
+	fired.deadline_ns = f->deadline_ns;
+	fired.has_fired_at_ns = 1;
+	fired.fired_at_ns = f->fired_ns;
+	fired.has_fire_count = f->count != 0;
+	fired.fire_count = f->count;
+	fired.has_late = f->late;
+	fired.late = f->late;
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED;
+	env.fired = &fired;
+	return bwd_conn_send(c, &env);
+}
+
+int bwd_conn_deliver(struct bwd_conn *c, const struct bwd_fire *f, void *ctx)
+{
+	(void)ctx;
+	if (c->closing || c->dead)
+		return -1;
+	if (send_fire(c, f) == 0)
+		return 0;
+	bwd_log(BWD_LOG_WARNING, "client pid %ld uid %ld is not reading: %zu bytes unread reached the output bound; disconnecting",
+		(long)c->pid, (long)c->uid, bwd_conn_output(c));
+	kill_conn(c);
+	return -1;
+}
+
+void bwd_conn_drain_queue(struct bwd_conn *c)
+{
+	struct bwd_fire *f;
+
+	if (!c->session || c->closing || c->dead)
+		return;
+	while (bwd_conn_output(c) < limits(c)->max_output / 2 &&
+	       (f = bwd_session_dequeue(c->session))) {
+		if (send_fire(c, f)) {
+			bwd_session_requeue(c->session, f);
+			return;
+		}
+		free(f);
+	}
+}
+
+static Bitwheel__V1__ErrorCode frame_error_code(int err)
+{
+	switch (err) {
+	case BWP_ETOOBIG:
+		return BITWHEEL__V1__ERROR_CODE__FRAME_TOO_LARGE;
+	case BWP_ENOBODY:
+		return BITWHEEL__V1__ERROR_CODE__UNKNOWN_MESSAGE;
+	default:
+		return BITWHEEL__V1__ERROR_CODE__BAD_FRAME;
+	}
+}
+
+/* Parse the frame at the head of the input, if it is all there. */
+static int next_frame(struct bwd_conn *c, Bitwheel__V1__Envelope **env,
+		      size_t *frame_len)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	size_t have = evbuffer_get_length(in), want = BWP_HEADER_SIZE;
+	size_t max = limits(c)->max_frame;
+	int err;
+
+	if (have < want)
+		return BWP_EMORE;
+	/* The header alone says how much to wait for, or that it's too big. */
+	err = bwp_frame_parse(evbuffer_pullup(in, (ev_ssize_t)want), want, max,
+			      env, frame_len);
+	if (err != BWP_EMORE || have < *frame_len)
+		return err;
+	want = *frame_len;
+	return bwp_frame_parse(evbuffer_pullup(in, (ev_ssize_t)want), want, max,
+			       env, frame_len);
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+	struct bwd_conn *c = arg;
+
+	while (!c->closing && !c->dead) {
+		Bitwheel__V1__Envelope *env;
+		size_t len;
+		int err = next_frame(c, &env, &len);
+
+		if (err == BWP_EMORE)
+			break;
+		if (err) {
+			bwd_conn_fail(c, NULL, frame_error_code(err),
+				      "bad frame: %s", bwp_strerror(err));
+			break;
+		}
+		evbuffer_drain(bufferevent_get_input(bev), len);
+		bwd_request_handle(c, env);
+		bwp_frame_free(env);
+		if (!c->closing && !c->dead &&
+		    bwd_conn_output(c) >= limits(c)->max_output / 2) {
+			c->throttled = true;
+			bufferevent_disable(bev, EV_READ);
+			break;
+		}
+	}
+	bwd_server_rearm(c->srv);
+}
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+	struct bwd_conn *c = arg;
+
+	if (c->closing) {
+		if (bwd_conn_output(c) == 0)
+			kill_conn(c);
+		return;
+	}
+	bwd_conn_drain_queue(c);
+	if (c->throttled && bwd_conn_output(c) < limits(c)->max_output / 2) {
+		c->throttled = false;
+		bufferevent_enable(bev, EV_READ);
+		/* Frames may already wait in the input buffer. */
+		on_read(bev, c);
+	}
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct bwd_conn *c = arg;
+
+	(void)bev;
+	if (what & BEV_EVENT_ERROR)
+		bwd_log(BWD_LOG_DEBUG, "client pid %ld: %s", (long)c->pid,
+			evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		kill_conn(c);
+}
+
+int bwd_conn_new(struct bwd_server *srv, int fd, uid_t uid, pid_t pid,
+		 struct bwd_conn **out)
+{
+	struct event_base *base = bwd_server_base(srv);
+	struct bwd_conn *c = calloc(1, sizeof(*c));
+	const struct bwd_limits *l = &bwd_server_options(srv)->limits;
+
+	if (!c)
+		goto fail;
+	c->srv = srv;
+	c->uid = uid;
+	c->pid = pid;
+	c->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!c->bev)
+		goto fail;
+	fd = -1;
+	c->reap = event_new(base, -1, 0, on_reap, c);
+	if (!c->reap)
+		goto fail;
+	bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
+	bufferevent_setwatermark(c->bev, EV_READ, 0, l->max_frame + BWP_HEADER_SIZE);
+	bufferevent_setwatermark(c->bev, EV_WRITE, l->max_output / 4, 0);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	c->pprev = bwd_server_conns(srv);
+	c->next = *c->pprev;
+	if (c->next)
+		c->next->pprev = &c->next;
+	*c->pprev = c;
+	*out = c;
+	return 0;
+fail:
+	if (c) {
+		if (c->bev)
+			bufferevent_free(c->bev);
+		free(c);
+	}
+	if (fd >= 0)
+		evutil_closesocket(fd);
+	return -ENOMEM;
+}

@@ -1,0 +1,18 @@
+# daemon/: bitwheeld, the timer service.
+sbin_PROGRAMS += daemon/bitwheeld
+daemon_bitwheeld_SOURCES = \
+	daemon/bitwheeld.c \
+	daemon/options.c \
+	daemon/log.c \
+	daemon/map.c \
+	daemon/state.c \
+	daemon/listen.c \
+	daemon/conn.c \
+	daemon/request.c \
+	daemon/server.c \
+	daemon/daemon-internal.h
+daemon_bitwheeld_CPPFLAGS = $(AM_CPPFLAGS) $(bw_proto_cppflags) \
+	$(LIBEVENT_CFLAGS) $(LIBSYSTEMD_CFLAGS)
+daemon_bitwheeld_LDADD = wheel/libbitwheel.la proto/libbwproto.la \
+	$(PROTOBUF_C_LIBS) $(LIBEVENT_LIBS) $(LIBSYSTEMD_LIBS)
+dist_man8_MANS = daemon/bitwheeld.8

@@ -1,0 +1,315 @@
+/*
+ * options.c - bitwheeld's command line, its defaults and their checks.
+ *
+ * Everything the daemon can be told lands in one struct bwd_options; the
+ * wheel's lanes start from a dual preset and finer flags override single
+ * fields, so the order of flags does not matter.  Errors name the flag
+ * and the accepted range, and exit with status 2 (usage).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon-internal.h"
+
+#define DEFAULT_SOCKET "/run/bitwheel/bitwheeld.sock"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: bitwheeld [OPTIONS]\n"
+"Host-wide timer service: schedules timeouts for local processes over a\n"
+"Unix socket and fires them back.\n"
+"\n"
+"  -s, --socket PATH         listen here unless socket-activated\n"
+"                            (default $BITWHEEL_SOCKET or " DEFAULT_SOCKET ")\n"
+"  -m, --socket-mode MODE    octal mode of the socket it creates (0660)\n"
+"  -p, --preset NAME         standard-balanced | fast-precise | standard-burst\n"
+"                            (default fast-precise)\n"
+"      --precision MODE      exact (default) | coarse\n"
+"      --oneshot-resolution MS   --oneshot-slot-cap N   --oneshot-probes N\n"
+"      --periodic-resolution MS  --periodic-slot-cap N  --periodic-probes N\n"
+"                            override one lane of the preset\n"
+"      --max-clients N       open connections (1024)\n"
+"      --max-frame BYTES     frame body size (65536; >= max-payload + 64)\n"
+"      --max-payload BYTES   Schedule payload (1024)\n"
+"      --max-timers N        pending timers per session (65536)\n"
+"      --max-queued N        fires queued per detached session (4096)\n"
+"      --linger DURATION     life of a detached named session (5m)\n"
+"      --max-output BYTES    unread output per connection (1048576)\n"
+"  -v, --verbose             log debug messages\n"
+"  -h, --help                show this help\n"
+"  -V, --version             show the version\n"
+"\n"
+"Durations take a unit: ns, us, ms, s, m or h (e.g. 250ms, 5m).\n");
+}
+
+int bwd_parse_duration(const char *s, uint64_t *out_ns)
+{
+	static const struct { const char *unit; uint64_t ns; } units[] = {
+		{ "ns", 1 }, { "us", 1000 }, { "ms", 1000000 },
+		{ "s", 1000000000 }, { "m", 60000000000 }, { "h", 3600000000000 },
+	};
+	char *end;
+	unsigned long long v;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(end, units[i].unit) == 0) {
+			if (v > UINT64_MAX / units[i].ns)
+				return -EINVAL;
+			*out_ns = v * units[i].ns;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* A whole number in [min, max], or a message naming the flag. */
+static int parse_uint(const char *flag, const char *arg, uint64_t min,
+		      uint64_t max, int base, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(arg, &end, base);
+	if (errno || end == arg || *end || *arg == '-' || v < min || v > max) {
+		fprintf(stderr, "bitwheeld: %s: '%s' is not a number in %" PRIu64
+			"..%" PRIu64 "\n", flag, arg, min, max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+enum {
+	OPT_PRECISION = 256,
+	OPT_ONESHOT_RES, OPT_ONESHOT_CAP, OPT_ONESHOT_PROBES,
+	OPT_PERIODIC_RES, OPT_PERIODIC_CAP, OPT_PERIODIC_PROBES,
+	OPT_MAX_CLIENTS, OPT_MAX_FRAME, OPT_MAX_PAYLOAD, OPT_MAX_TIMERS,
+	OPT_MAX_QUEUED, OPT_LINGER, OPT_MAX_OUTPUT,
+};
+
+static const struct option longopts[] = {
+	{ "socket", required_argument, NULL, 's' },
+	{ "socket-mode", required_argument, NULL, 'm' },
+	{ "preset", required_argument, NULL, 'p' },
+	{ "precision", required_argument, NULL, OPT_PRECISION },
+	{ "oneshot-resolution", required_argument, NULL, OPT_ONESHOT_RES },
+	{ "oneshot-slot-cap", required_argument, NULL, OPT_ONESHOT_CAP },
+	{ "oneshot-probes", required_argument, NULL, OPT_ONESHOT_PROBES },
+	{ "periodic-resolution", required_argument, NULL, OPT_PERIODIC_RES },
+	{ "periodic-slot-cap", required_argument, NULL, OPT_PERIODIC_CAP },
+	{ "periodic-probes", required_argument, NULL, OPT_PERIODIC_PROBES },
+	{ "max-clients", required_argument, NULL, OPT_MAX_CLIENTS },
+	{ "max-frame", required_argument, NULL, OPT_MAX_FRAME },
+	{ "max-payload", required_argument, NULL, OPT_MAX_PAYLOAD },
+	{ "max-timers", required_argument, NULL, OPT_MAX_TIMERS },
+	{ "max-queued", required_argument, NULL, OPT_MAX_QUEUED },
+	{ "linger", required_argument, NULL, OPT_LINGER },
+	{ "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* A lane field set by a flag: which lane, which field, its bounds. */
+struct lane_flag {
+	int opt;
+	enum bw_lane lane;
+	size_t offset;
+	uint64_t max;
+};
+
+static const struct lane_flag lane_flags[] = {
+	{ OPT_ONESHOT_RES, BW_LANE_ONESHOT,
+	  offsetof(struct bw_config, resolution_ms), BW_MAX_RESOLUTION_MS },
+	{ OPT_ONESHOT_CAP, BW_LANE_ONESHOT,
+	  offsetof(struct bw_config, slot_cap), BW_MAX_SLOT_CAP },
+	{ OPT_ONESHOT_PROBES, BW_LANE_ONESHOT,
+	  offsetof(struct bw_config, max_probes), BW_MAX_PROBES },
+	{ OPT_PERIODIC_RES, BW_LANE_PERIODIC,
+	  offsetof(struct bw_config, resolution_ms), BW_MAX_RESOLUTION_MS },
+	{ OPT_PERIODIC_CAP, BW_LANE_PERIODIC,
+	  offsetof(struct bw_config, slot_cap), BW_MAX_SLOT_CAP },
+	{ OPT_PERIODIC_PROBES, BW_LANE_PERIODIC,
+	  offsetof(struct bw_config, max_probes), BW_MAX_PROBES },
+};
+
+struct lane_override {
+	bool set;
+	unsigned value;
+};
+
+static const char *flag_name(int opt)
+{
+	for (const struct option *o = longopts; o->name; o++)
+		if (o->val == opt)
+			return o->name;
+	return "?";
+}
+
+static int find_preset(const char *name, enum bw_dual_preset *out)
+{
+	for (int p = 0; p < BW_DUAL_PRESET_COUNT; p++) {
+		if (strcmp(name, bw_dual_preset_name(p)) == 0) {
+			*out = p;
+			return 0;
+		}
+	}
+	fprintf(stderr, "bitwheeld: --preset: unknown preset '%s' (standard-balanced, fast-precise, standard-burst)\n",
+		name);
+	return -1;
+}
+
+static int parse_limit(int opt, const char *arg, struct bwd_limits *l)
+{
+	uint64_t v;
+	const char *flag = flag_name(opt);
+
+	switch (opt) {
+	case OPT_MAX_CLIENTS:
+		if (parse_uint(flag, arg, 1, 1000000, 10, &v))
+			return -1;
+		l->max_clients = (uint32_t)v;
+		return 0;
+	case OPT_MAX_FRAME:
+		if (parse_uint(flag, arg, 256, 16u << 20, 10, &v))
+			return -1;
+		l->max_frame = (uint32_t)v;
+		return 0;
+	case OPT_MAX_PAYLOAD:
+		if (parse_uint(flag, arg, 0, 16u << 20, 10, &v))
+			return -1;
+		l->max_payload = (uint32_t)v;
+		return 0;
+	case OPT_MAX_TIMERS:
+		return parse_uint(flag, arg, 1, UINT32_MAX, 10, &l->max_timers);
+	case OPT_MAX_QUEUED:
+		return parse_uint(flag, arg, 0, UINT32_MAX, 10, &l->max_queued);
+	case OPT_MAX_OUTPUT:
+		return parse_uint(flag, arg, 4096, 1ull << 34, 10, &l->max_output);
+	case OPT_LINGER:
+		if (bwd_parse_duration(arg, &l->linger_ns)) {
+			fprintf(stderr, "bitwheeld: --linger: '%s' is not a duration (e.g. 30s, 5m)\n", arg);
+			return -1;
+		}
+		return 0;
+	}
+	return -1;
+}
+
+int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
+{
+	enum bw_dual_preset preset = BW_DUAL_FAST_PRECISE;
+	struct lane_override over[sizeof(lane_flags) / sizeof(lane_flags[0])] = { 0 };
+	enum bw_precision precision = BW_EXACT;
+	const char *env = getenv("BITWHEEL_SOCKET");
+	uint64_t v;
+	int c, err;
+
+	memset(o, 0, sizeof(*o));
+	o->socket_path = env && *env ? env : DEFAULT_SOCKET;
+	o->socket_mode = 0660;
+	o->limits = (struct bwd_limits){
+		.max_clients = 1024,
+		.max_frame = BWP_DEFAULT_MAX_FRAME,
+		.max_payload = BWP_DEFAULT_MAX_PAYLOAD,
+		.max_timers = 65536,
+		.max_queued = 4096,
+		.linger_ns = 300000000000ull,
+		.max_output = 1u << 20,
+	};
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "s:m:p:vhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			o->socket_path = optarg;
+			break;
+		case 'm':
+			if (parse_uint("socket-mode", optarg, 0, 0777, 8, &v))
+				return -1;
+			o->socket_mode = (unsigned)v;
+			break;
+		case 'p':
+			if (find_preset(optarg, &preset))
+				return -1;
+			break;
+		case OPT_PRECISION:
+			if (strcmp(optarg, "exact") == 0) {
+				precision = BW_EXACT;
+			} else if (strcmp(optarg, "coarse") == 0) {
+				precision = BW_COARSE;
+			} else {
+				fprintf(stderr, "bitwheeld: --precision: '%s' is neither exact nor coarse\n", optarg);
+				return -1;
+			}
+			break;
+		case OPT_ONESHOT_RES: case OPT_ONESHOT_CAP: case OPT_ONESHOT_PROBES:
+		case OPT_PERIODIC_RES: case OPT_PERIODIC_CAP: case OPT_PERIODIC_PROBES:
+			for (size_t i = 0; i < sizeof(lane_flags) / sizeof(lane_flags[0]); i++) {
+				if (lane_flags[i].opt != c)
+					continue;
+				if (parse_uint(flag_name(c), optarg, 1, lane_flags[i].max, 10, &v))
+					return -1;
+				over[i].set = true;
+				over[i].value = (unsigned)v;
+			}
+			break;
+		case OPT_MAX_CLIENTS: case OPT_MAX_FRAME: case OPT_MAX_PAYLOAD:
+		case OPT_MAX_TIMERS: case OPT_MAX_QUEUED: case OPT_LINGER:
+		case OPT_MAX_OUTPUT:
+			if (parse_limit(c, optarg, &o->limits))
+				return -1;
+			break;
+		case 'v':
+			o->verbose = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		case 'V':
+			printf("bitwheeld " PACKAGE_VERSION "\n");
+			return 1;
+		default:
+			usage(stderr);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "bitwheeld: unexpected argument '%s'\n", argv[optind]);
+		return -1;
+	}
+	bw_dual_config_preset(preset, &o->wheel);
+	o->preset_name = bw_dual_preset_name(preset);
+	o->wheel.oneshot.precision = o->wheel.periodic.precision = precision;
+	for (size_t i = 0; i < sizeof(lane_flags) / sizeof(lane_flags[0]); i++) {
+		struct bw_config *lane = lane_flags[i].lane == BW_LANE_ONESHOT ?
+			&o->wheel.oneshot : &o->wheel.periodic;
+
+		if (over[i].set)
+			*(unsigned *)((char *)lane + lane_flags[i].offset) = over[i].value;
+	}
+	if ((err = bw_config_validate(&o->wheel.oneshot)) ||
+	    (err = bw_config_validate(&o->wheel.periodic))) {
+		fprintf(stderr, "bitwheeld: wheel configuration: %s\n", bw_strerror(err));
+		return -1;
+	}
+	if ((uint64_t)o->limits.max_frame < (uint64_t)o->limits.max_payload + BWP_PAYLOAD_OVERHEAD) {
+		fprintf(stderr, "bitwheeld: --max-frame %" PRIu32 " must be at least --max-payload + %u = %" PRIu64 "\n",
+			o->limits.max_frame, BWP_PAYLOAD_OVERHEAD,
+			(uint64_t)o->limits.max_payload + BWP_PAYLOAD_OVERHEAD);
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,375 @@
+/*
+ * server.c - bitwheeld's event loop.
+ *
+ * One libevent base, one thread.  Its events:
+ *   listener   accepts every pending connection per wakeup; at the client
+ *              limit a newcomer gets TOO_MANY_CLIENTS and is closed; out of
+ *              descriptors, accepting pauses for 100 ms instead of spinning
+ *   wheel      one timer armed at the wheel's next deadline, re-armed after
+ *              every batch of requests and every poll (bwd_server_rearm)
+ *   signals    SIGTERM/SIGINT start the shutdown; SIGPIPE is ignored
+ *   notify     READY=1 once the loop runs, STATUS= every few seconds,
+ *              WATCHDOG=1 at half the watchdog interval, STOPPING=1
+ * Shutdown: stop accepting, answer every connection SHUTTING_DOWN after its
+ * pending replies, wait (at most 5 s) for them to drain, log what was
+ * still pending, exit 0.
+ */
+#define _GNU_SOURCE /* accept4, struct ucred */
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "daemon-internal.h"
+
+#define STATUS_INTERVAL_S 5
+#define ACCEPT_PAUSE_MS 100
+#define SHUTDOWN_GRACE_S 5
+
+struct bwd_server {
+	const struct bwd_options *opt;
+	struct event_base *base;
+	struct bwd_state *state;
+	struct bwd_conn *conns;
+	uint64_t clients;
+	int listen_fd;
+	bool activated;
+	bool stopping;
+	uint64_t started_ns;
+	uint64_t armed_ns;         /* when the wheel event fires; MAX: idle  */
+	struct event *listener, *wheel, *status, *watchdog;
+	struct event *sigterm, *sigint;
+};
+
+struct event_base *bwd_server_base(struct bwd_server *srv)
+{
+	return srv->base;
+}
+
+struct bwd_state *bwd_server_state(struct bwd_server *srv)
+{
+	return srv->state;
+}
+
+const struct bwd_options *bwd_server_options(struct bwd_server *srv)
+{
+	return srv->opt;
+}
+
+struct bwd_conn **bwd_server_conns(struct bwd_server *srv)
+{
+	return &srv->conns;
+}
+
+uint64_t bwd_server_started(const struct bwd_server *srv)
+{
+	return srv->started_ns;
+}
+
+uint64_t bwd_server_clients(const struct bwd_server *srv)
+{
+	return srv->clients;
+}
+
+uint64_t bwd_server_buffered(struct bwd_server *srv)
+{
+	uint64_t n = 0;
+
+	for (struct bwd_conn *c = srv->conns; c; c = bwd_conn_next(c))
+		n += bwd_conn_output(c);
+	return n;
+}
+
+void bwd_server_conn_gone(struct bwd_server *srv)
+{
+	srv->clients--;
+	if (srv->stopping && srv->clients == 0)
+		event_base_loopbreak(srv->base);
+}
+
+static void set_timer(struct event *ev, uint64_t ns)
+{
+	struct timeval tv = {
+		.tv_sec = (time_t)(ns / 1000000000u),
+		.tv_usec = (suseconds_t)(ns % 1000000000u / 1000u),
+	};
+
+	evtimer_add(ev, &tv);
+}
+
+void bwd_server_rearm(struct bwd_server *srv)
+{
+	uint64_t next, now;
+
+	if (bwd_state_next_deadline(srv->state, &next)) {
+		evtimer_del(srv->wheel);
+		srv->armed_ns = UINT64_MAX;
+		return;
+	}
+	if (next == srv->armed_ns)
+		return;
+	/* libevent adds the delay to its cached time; refresh it, or the
+	 * timer fires early by however stale the cache is. */
+	event_base_update_cache_time(srv->base);
+	now = bw_now_ns();
+	srv->armed_ns = next;
+	/* Round up to the microsecond libevent counts in: never wake early. */
+	set_timer(srv->wheel, next > now ? next - now + 999 : 0);
+}
+
+static void on_wheel(evutil_socket_t fd, short what, void *arg)
+{
+	struct bwd_server *srv = arg;
+
+	(void)fd;
+	(void)what;
+	srv->armed_ns = UINT64_MAX;
+	bwd_state_poll(srv->state, bw_now_ns());
+	bwd_server_rearm(srv);
+}
+
+static void notify_status(struct bwd_server *srv)
+{
+	struct bwd_state_stats ss;
+
+	bwd_state_stats(srv->state, &ss);
+	sd_notifyf(0, "STATUS=%" PRIu64 " timers pending, %" PRIu64 " clients, %" PRIu64 " sessions, %" PRIu64 " queued fires",
+		   ss.timers, srv->clients, ss.sessions, ss.queued);
+}
+
+static void on_status(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	notify_status(arg);
+}
+
+static void on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	sd_notify(0, "WATCHDOG=1");
+}
+
+static void on_ready(evutil_socket_t fd, short what, void *arg)
+{
+	struct bwd_server *srv = arg;
+
+	(void)fd;
+	(void)what;
+	sd_notify(0, "READY=1");
+	notify_status(srv);
+	bwd_log(BWD_LOG_NOTICE, "ready: %s, oneshot lane %u ms, periodic lane %u ms, %s",
+		srv->opt->preset_name, srv->opt->wheel.oneshot.resolution_ms,
+		srv->opt->wheel.periodic.resolution_ms,
+		srv->activated ? "socket from systemd" : srv->opt->socket_path);
+}
+
+/* Tell a client over the limit why, without giving it a connection. */
+static void refuse(int fd)
+{
+	Bitwheel__V1__Envelope env;
+	Bitwheel__V1__Error err;
+	uint8_t buf[256];
+	size_t len;
+
+	bwp_error_init(&env, &err, NULL, BITWHEEL__V1__ERROR_CODE__TOO_MANY_CLIENTS,
+		       "bitwheeld is at its connection limit");
+	if (bwp_frame_pack(&env, sizeof(buf), buf, sizeof(buf), &len) == 0 &&
+	    send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		bwd_log(BWD_LOG_DEBUG, "refusal not sent: %s", strerror(errno));
+	close(fd);
+}
+
+static void resume_accept(evutil_socket_t fd, short what, void *arg)
+{
+	struct bwd_server *srv = arg;
+
+	(void)fd;
+	(void)what;
+	if (!srv->stopping)
+		event_add(srv->listener, NULL);
+}
+
+static void pause_accept(struct bwd_server *srv, int err)
+{
+	struct timeval tv = { 0, ACCEPT_PAUSE_MS * 1000 };
+
+	bwd_log(BWD_LOG_WARNING, "accept: %s; pausing new connections for %d ms (%" PRIu64 " open)",
+		strerror(err), ACCEPT_PAUSE_MS, srv->clients);
+	event_del(srv->listener);
+	event_base_once(srv->base, -1, EV_TIMEOUT, resume_accept, srv, &tv);
+}
+
+static void on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+	struct bwd_server *srv = arg;
+
+	(void)what;
+	for (;;) {
+		struct ucred cred = { 0, (uid_t)-1, (gid_t)-1 };
+		socklen_t clen = sizeof(cred);
+		struct bwd_conn *c;
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM)
+				pause_accept(srv, errno);
+			else if (errno != EAGAIN)
+				bwd_log(BWD_LOG_ERR, "accept: %s", strerror(errno));
+			return;
+		}
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+			bwd_log(BWD_LOG_WARNING, "SO_PEERCRED: %s; closing", strerror(errno));
+			close(fd);
+			continue;
+		}
+		if (srv->clients >= srv->opt->limits.max_clients) {
+			bwd_log(BWD_LOG_WARNING, "client pid %ld uid %ld refused: %" PRIu64 " connections is the limit",
+				(long)cred.pid, (long)cred.uid, srv->clients);
+			refuse(fd);
+			continue;
+		}
+		if (bwd_conn_new(srv, fd, cred.uid, cred.pid, &c)) {
+			bwd_log(BWD_LOG_ERR, "out of memory for a connection");
+			continue;
+		}
+		srv->clients++;
+		bwd_log(BWD_LOG_DEBUG, "client pid %ld uid %ld connected", (long)cred.pid,
+			(long)cred.uid);
+	}
+}
+
+static void log_unfired(struct bwd_server *srv)
+{
+	struct bwd_state_stats ss;
+
+	bwd_state_stats(srv->state, &ss);
+	if (ss.timers || ss.queued)
+		bwd_log(BWD_LOG_NOTICE, "stopping with %" PRIu64 " timers pending and %" PRIu64 " fires queued in %" PRIu64 " named sessions; they are not kept",
+			ss.timers, ss.queued, ss.sessions);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct bwd_server *srv = arg;
+	struct timeval grace = { SHUTDOWN_GRACE_S, 0 };
+
+	(void)what;
+	if (srv->stopping)
+		return;
+	srv->stopping = true;
+	sd_notify(0, "STOPPING=1");
+	bwd_log(BWD_LOG_NOTICE, "%s: stopping", strsignal((int)sig));
+	event_del(srv->listener);
+	for (struct bwd_conn *c = srv->conns, *next; c; c = next) {
+		next = bwd_conn_next(c);
+		bwd_conn_fail(c, NULL, BITWHEEL__V1__ERROR_CODE__SHUTTING_DOWN,
+			      "bitwheeld is stopping");
+	}
+	if (srv->clients == 0)
+		event_base_loopbreak(srv->base);
+	else
+		event_base_loopexit(srv->base, &grace);
+}
+
+static int server_init(struct bwd_server *srv, const struct bwd_options *opt)
+{
+	struct event_config *cfg = event_config_new();
+	struct bwd_sink sink = { bwd_conn_deliver, NULL };
+	struct timeval status = { STATUS_INTERVAL_S, 0 }, zero = { 0, 0 };
+	uint64_t wd_usec;
+
+	memset(srv, 0, sizeof(*srv));
+	srv->opt = opt;
+	srv->listen_fd = -1;
+	srv->armed_ns = UINT64_MAX;
+	srv->started_ns = bw_now_ns();
+	if (!cfg)
+		return -ENOMEM;
+	/* Sub-millisecond wakeups for the 1 ms lane (timerfd on Linux). */
+	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+	srv->base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	if (!srv->base)
+		return -ENOMEM;
+	if (bwd_listen_open(opt->socket_path, opt->socket_mode, &srv->listen_fd,
+			    &srv->activated))
+		return -EADDRNOTAVAIL;
+	evutil_make_socket_nonblocking(srv->listen_fd);
+	if (bwd_state_new(opt, srv->base, &sink, srv->started_ns, &srv->state))
+		return -ENOMEM;
+	srv->listener = event_new(srv->base, srv->listen_fd, EV_READ | EV_PERSIST,
+				  on_accept, srv);
+	srv->wheel = evtimer_new(srv->base, on_wheel, srv);
+	srv->status = event_new(srv->base, -1, EV_PERSIST, on_status, srv);
+	srv->sigterm = evsignal_new(srv->base, SIGTERM, on_signal, srv);
+	srv->sigint = evsignal_new(srv->base, SIGINT, on_signal, srv);
+	if (!srv->listener || !srv->wheel || !srv->status || !srv->sigterm ||
+	    !srv->sigint)
+		return -ENOMEM;
+	if (sd_watchdog_enabled(0, &wd_usec) > 0) {
+		struct timeval tv = { (time_t)(wd_usec / 2 / 1000000),
+				      (suseconds_t)(wd_usec / 2 % 1000000) };
+
+		srv->watchdog = event_new(srv->base, -1, EV_PERSIST, on_watchdog, srv);
+		if (!srv->watchdog)
+			return -ENOMEM;
+		event_add(srv->watchdog, &tv);
+	}
+	event_add(srv->listener, NULL);
+	event_add(srv->status, &status);
+	event_add(srv->sigterm, NULL);
+	event_add(srv->sigint, NULL);
+	return event_base_once(srv->base, -1, EV_TIMEOUT, on_ready, srv, &zero);
+}
+
+static void server_fini(struct bwd_server *srv)
+{
+	struct event *evs[] = { srv->listener, srv->wheel, srv->status,
+				srv->watchdog, srv->sigterm, srv->sigint };
+
+	/* Connections free themselves from the loop's next turn. */
+	while (srv->conns) {
+		bwd_conn_close(srv->conns, false);
+		event_base_loop(srv->base, EVLOOP_NONBLOCK);
+	}
+	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+		if (evs[i])
+			event_free(evs[i]);
+	bwd_state_free(srv->state);
+	if (srv->listen_fd >= 0) {
+		close(srv->listen_fd);
+		if (!srv->activated)
+			unlink(srv->opt->socket_path);
+	}
+	if (srv->base)
+		event_base_free(srv->base);
+}
+
+int bwd_server_run(const struct bwd_options *opt)
+{
+	struct bwd_server srv;
+	int err;
+
+	signal(SIGPIPE, SIG_IGN);
+	err = server_init(&srv, opt);
+	if (err == 0) {
+		event_base_dispatch(srv.base);
+		if (srv.stopping)
+			log_unfired(&srv);
+	} else if (err == -ENOMEM) {
+		bwd_log(BWD_LOG_ERR, "out of memory at start-up");
+	}
+	server_fini(&srv);
+	return err;
+}

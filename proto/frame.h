@@ -1,0 +1,146 @@
+/*
+ * frame.h - reading and writing bitwheel protocol frames (internal).
+ *
+ * The daemon and the client library share this module, and it is the only
+ * code that turns envelopes into bytes or bytes into envelopes.  It works on
+ * plain byte buffers: no sockets, no libevent, no global state.  The daemon
+ * feeds it from evbuffers (pulled up to the frame_len parse asks for), the
+ * client from a read buffer, a fuzzer from anything, and a journal could
+ * keep the same records later.
+ *
+ * A frame is:
+ *
+ *   +--------+--------+--------+--------+------------------------------+
+ *   |   body length, u32 big-endian     |  body: one serialized        |
+ *   |   (1 .. max_frame)                |  bitwheel.v1.Envelope        |
+ *   +--------+--------+--------+--------+------------------------------+
+ *    <------- BWP_HEADER_SIZE --------->  <-------- body length ------->
+ *
+ * The length counts the body only.  A body is never empty, because an
+ * envelope always carries a body message, so a zero length is an error.
+ * proto/PROTOCOL.md is the full specification.
+ *
+ * Costs:
+ *   bwp_frame_packed_size  one walk over the envelope's fields; no
+ *                          allocation.
+ *   bwp_frame_pack         two walks (size, then write) straight into the
+ *                          caller's buffer; no allocation.  When the buffer
+ *                          is too small it stops after the first walk and
+ *                          says how big it must be.
+ *   bwp_frame_parse        O(1) until the whole frame is in the buffer: it
+ *                          reads the 4-byte header and no further, so a
+ *                          caller may retry after every read without
+ *                          quadratic cost, and an oversized frame is refused
+ *                          before its body arrives.  On a complete frame,
+ *                          one decoding pass that mallocs the envelope, its
+ *                          body message and a copy of each string or bytes
+ *                          field (the payload among them).
+ *   bwp_frame_free         one walk, one free per allocation above.
+ *
+ * Every function that can fail returns 0 or a negative enum bwp_error and
+ * passes results through pointers.
+ */
+#ifndef BITWHEEL_PROTO_FRAME_H
+#define BITWHEEL_PROTO_FRAME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bitwheel.pb-c.h"
+
+#define BWP_PROTOCOL_VERSION BITWHEEL__V1__PROTOCOL_VERSION__PROTOCOL_VERSION
+
+#define BWP_HEADER_SIZE 4u
+/* The defaults of the daemon's configurable limits (PROTOCOL.md). */
+#define BWP_DEFAULT_MAX_FRAME 65536u
+#define BWP_DEFAULT_MAX_PAYLOAD 1024u
+/*
+ * The most an envelope adds around a Schedule's or a Fired's payload, every
+ * field present at its widest, for payloads under 256 MiB: a daemon keeps
+ * max_frame >= max_payload + this, so whatever payload it accepts also fits
+ * a frame both ways.
+ */
+#define BWP_PAYLOAD_OVERHEAD 64u
+/* Hello.session: 1 to this many bytes of [A-Za-z0-9_.:@-]. */
+#define BWP_SESSION_NAME_MAX 64u
+
+enum bwp_error {
+	BWP_OK = 0,
+	BWP_EMORE = -1,    /* parse: the frame is not all there yet          */
+	BWP_EZERO = -2,    /* parse: the header says length 0                */
+	BWP_ETOOBIG = -3,  /* the body is longer than max_frame              */
+	BWP_EDECODE = -4,  /* parse: the body is not a valid Envelope        */
+	BWP_ENOBODY = -5,  /* the envelope has no body this code knows       */
+	BWP_ENOSPC = -6,   /* pack: the output buffer is too small           */
+	BWP_EINVAL = -7,   /* a NULL or otherwise invalid argument           */
+};
+
+/* A static description of a bwp_error code. */
+const char *bwp_strerror(int err);
+
+/* Header plus body: the bytes bwp_frame_pack would write.  env != NULL. */
+size_t bwp_frame_packed_size(const Bitwheel__V1__Envelope *env);
+
+/*
+ * Write env as one frame at buf.  *out_len gets the frame's size on
+ * success and on BWP_ENOSPC (so the caller can grow the buffer and retry)
+ * and on BWP_ETOOBIG.  Refuses, writing nothing:
+ *   BWP_ENOBODY  env->body_case unset, unknown, or naming a NULL message:
+ *                the peer would refuse such a frame;
+ *   BWP_ETOOBIG  a body longer than max_frame (or than 32 bits can say);
+ *   BWP_ENOSPC   a frame longer than cap.
+ * buf may be NULL when cap is 0.
+ */
+int bwp_frame_pack(const Bitwheel__V1__Envelope *env, size_t max_frame,
+		   uint8_t *buf, size_t cap, size_t *out_len);
+
+/*
+ * Read the frame at the start of buf[0..len).  On 0, *out is a new
+ * envelope with a body set, to be released with bwp_frame_free(); on any
+ * error *out is NULL.  *frame_len is set on every result but BWP_EINVAL:
+ *   0, BWP_EZERO, BWP_EDECODE, BWP_ENOBODY
+ *                 the frame's size, header included: the bytes to consume
+ *                 (a stream reader may skip a bad frame, the protocol
+ *                 closes the connection instead);
+ *   BWP_EMORE     how many bytes buf must hold for the next call to make
+ *                 progress: BWP_HEADER_SIZE until the header is complete,
+ *                 then the whole frame;
+ *   BWP_ETOOBIG   the size the header claims (saturated at SIZE_MAX); the
+ *                 body is not waited for.
+ * BWP_ENOBODY covers an envelope without a body and one whose body is a
+ * message this code does not know (a newer protocol's).  Bytes after the
+ * frame are left alone.
+ *
+ * Unknown fields inside a known message are kept and would be packed back
+ * verbatim, including some protobuf-c accepts but then refuses to read (an
+ * over-long zero tag): build a fresh envelope from the fields you use
+ * rather than re-packing a received one.
+ */
+int bwp_frame_parse(const uint8_t *buf, size_t len, size_t max_frame,
+		    Bitwheel__V1__Envelope **out, size_t *frame_len);
+
+/* Release an envelope from bwp_frame_parse(); NULL is a no-op. */
+void bwp_frame_free(Bitwheel__V1__Envelope *env);
+
+/*
+ * Start a reply to req in caller storage: env is initialised and, when req
+ * carries a request_id, gets the same one.  req NULL (or without an id)
+ * makes a frame that answers no request.  The caller then sets the body.
+ */
+void bwp_reply_init(Bitwheel__V1__Envelope *env,
+		    const Bitwheel__V1__Envelope *req);
+
+/*
+ * A whole error reply in caller storage (env and err, e.g. on the stack),
+ * ready for bwp_frame_pack().  message may be NULL; it is referenced, not
+ * copied, so it must outlive the pack.
+ */
+void bwp_error_init(Bitwheel__V1__Envelope *env, Bitwheel__V1__Error *err,
+		    const Bitwheel__V1__Envelope *req,
+		    Bitwheel__V1__ErrorCode code, const char *message);
+
+/* Whether name obeys Hello.session's rule (PROTOCOL.md, "Sessions"). */
+bool bwp_session_name_valid(const char *name);
+
+#endif /* BITWHEEL_PROTO_FRAME_H */

@@ -1,0 +1,35 @@
+# systemd/: bitwheeld's socket and service units, and the sysusers.d entry
+# that creates the socket's client group.  tests/check_systemd checks them.
+
+EXTRA_DIST += \
+	systemd/bitwheeld.socket \
+	systemd/bitwheeld.service.in \
+	systemd/bitwheel.sysusers
+
+# Filled in by make rather than by configure: configure would leave
+# "${exec_prefix}/sbin" unexpanded, which systemd cannot read, and only
+# make sees a prefix given on its command line (make prefix=..., and
+# distcheck's install into a scratch directory).  The Makefile prerequisite
+# regenerates it when a new configure changes sbindir.
+systemd/bitwheeld.service: systemd/bitwheeld.service.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) $(@D) && rm -f $@ $@.tmp && \
+	$(SED) -e 's|@sbindir[@]|$(sbindir)|g' \
+		$(srcdir)/systemd/bitwheeld.service.in > $@.tmp && \
+	chmod a-w $@.tmp && mv $@.tmp $@
+
+# sysusers.d reads only *.conf; the source keeps a name that says what the
+# file is for, like debhelper's package.sysusers.
+systemd/bitwheel.conf: systemd/bitwheel.sysusers
+	$(AM_V_GEN)$(MKDIR_P) $(@D) && \
+	cp $(srcdir)/systemd/bitwheel.sysusers $@
+
+CLEANFILES += systemd/bitwheeld.service systemd/bitwheel.conf
+
+if HAVE_SYSTEMD_UNITDIR
+systemdsystemunit_DATA = systemd/bitwheeld.socket systemd/bitwheeld.service
+# Under the prefix, so distcheck can install it as a normal user; systemd
+# also reads /usr/local/lib/sysusers.d.  Packagers building with
+# --prefix=/usr get /usr/lib/sysusers.d.
+sysusersdir = $(prefix)/lib/sysusers.d
+sysusers_DATA = systemd/bitwheel.conf
+endif

@@ -1,0 +1,1190 @@
+/*
+ * check_frame.c - the protocol's frame layer (proto/frame.c) against
+ * well-formed frames of every message, frames cut at every byte, and
+ * malformed headers and bodies.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+
+/* ---- sample envelopes ---------------------------------------------------- */
+
+/* Storage for one envelope and everything it points at. */
+struct sample {
+	Bitwheel__V1__Envelope env;
+	Bitwheel__V1__Hello hello;
+	Bitwheel__V1__Schedule schedule;
+	Bitwheel__V1__Cancel cancel;
+	Bitwheel__V1__Stats stats;
+	Bitwheel__V1__Error error;
+	Bitwheel__V1__HelloReply hello_reply;
+	Bitwheel__V1__Limits limits;
+	Bitwheel__V1__ScheduleReply schedule_reply;
+	Bitwheel__V1__CancelReply cancel_reply;
+	Bitwheel__V1__StatsReply stats_reply;
+	Bitwheel__V1__LaneStats lanes[2];
+	Bitwheel__V1__Fired fired;
+};
+
+/* NULs and high bytes inside: payloads are bytes, not strings. */
+static const uint8_t payload[] = { 0x00, 0x01, 0xff, 0x00, 'p', 0x80 };
+#define SESSION "backup_job-1.host:9@x"
+#define BIG UINT64_MAX
+
+static void set_id(struct sample *s, uint64_t id)
+{
+	s->env.has_request_id = 1;
+	s->env.request_id = id;
+}
+
+static void build_hello(struct sample *s)
+{
+	set_id(s, 1);
+	s->hello.has_protocol_version = 1;
+	s->hello.protocol_version = BWP_PROTOCOL_VERSION;
+	s->hello.session = SESSION;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
+	s->env.hello = &s->hello;
+}
+
+static void check_hello(const Bitwheel__V1__Envelope *e)
+{
+	ck_assert(e->has_request_id);
+	ck_assert_uint_eq(e->request_id, 1);
+	ck_assert(e->hello->has_protocol_version);
+	ck_assert_uint_eq(e->hello->protocol_version, BWP_PROTOCOL_VERSION);
+	ck_assert_str_eq(e->hello->session, SESSION);
+}
+
+static void build_hello_anonymous(struct sample *s)
+{
+	set_id(s, BIG);
+	s->hello.has_protocol_version = 1;
+	s->hello.protocol_version = BWP_PROTOCOL_VERSION;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
+	s->env.hello = &s->hello;
+}
+
+static void check_hello_anonymous(const Bitwheel__V1__Envelope *e)
+{
+	ck_assert_uint_eq(e->request_id, BIG);
+	ck_assert_uint_eq(e->hello->protocol_version, BWP_PROTOCOL_VERSION);
+	ck_assert_ptr_null(e->hello->session);
+}
+
+/* Key 0 must survive as present: it is a valid key. */
+static void build_schedule_delay(struct sample *s)
+{
+	set_id(s, 2);
+	s->schedule.has_key = 1;
+	s->schedule.key = 0;
+	s->schedule.when_case = BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS;
+	s->schedule.delay_ns = 250000000;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE;
+	s->env.schedule = &s->schedule;
+}
+
+static void check_schedule_delay(const Bitwheel__V1__Envelope *e)
+{
+	const Bitwheel__V1__Schedule *m = e->schedule;
+
+	ck_assert(m->has_key);
+	ck_assert_uint_eq(m->key, 0);
+	ck_assert_int_eq(m->when_case, BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS);
+	ck_assert_uint_eq(m->delay_ns, 250000000);
+	ck_assert(!m->has_period_ns);
+	ck_assert(!m->has_payload);
+	ck_assert(!m->has_replace);
+}
+
+static void build_schedule_periodic(struct sample *s)
+{
+	set_id(s, 3);
+	s->schedule.has_key = 1;
+	s->schedule.key = BIG;
+	s->schedule.when_case = BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS;
+	s->schedule.deadline_ns = BIG - 1;
+	s->schedule.has_period_ns = 1;
+	s->schedule.period_ns = 1000000000;
+	s->schedule.has_payload = 1;
+	s->schedule.payload.data = (uint8_t *)payload;
+	s->schedule.payload.len = sizeof(payload);
+	s->schedule.has_replace = 1;
+	s->schedule.replace = 1;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE;
+	s->env.schedule = &s->schedule;
+}
+
+static void check_schedule_periodic(const Bitwheel__V1__Envelope *e)
+{
+	const Bitwheel__V1__Schedule *m = e->schedule;
+
+	ck_assert_uint_eq(m->key, BIG);
+	ck_assert_int_eq(m->when_case,
+			 BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS);
+	ck_assert_uint_eq(m->deadline_ns, BIG - 1);
+	ck_assert(m->has_period_ns);
+	ck_assert_uint_eq(m->period_ns, 1000000000);
+	ck_assert(m->has_payload);
+	ck_assert_uint_eq(m->payload.len, sizeof(payload));
+	ck_assert_mem_eq(m->payload.data, payload, sizeof(payload));
+	ck_assert(m->has_replace && m->replace);
+}
+
+/* An empty payload is present, unlike an absent one. */
+static void build_schedule_empty_payload(struct sample *s)
+{
+	set_id(s, 4);
+	s->schedule.has_key = 1;
+	s->schedule.key = 7;
+	s->schedule.when_case = BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS;
+	s->schedule.delay_ns = 0;
+	s->schedule.has_payload = 1;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE;
+	s->env.schedule = &s->schedule;
+}
+
+static void check_schedule_empty_payload(const Bitwheel__V1__Envelope *e)
+{
+	ck_assert_int_eq(e->schedule->when_case,
+			 BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS);
+	ck_assert_uint_eq(e->schedule->delay_ns, 0);
+	ck_assert(e->schedule->has_payload);
+	ck_assert_uint_eq(e->schedule->payload.len, 0);
+}
+
+static void build_cancel(struct sample *s)
+{
+	set_id(s, 5);
+	s->cancel.has_key = 1;
+	s->cancel.key = 42;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_CANCEL;
+	s->env.cancel = &s->cancel;
+}
+
+static void check_cancel(const Bitwheel__V1__Envelope *e)
+{
+	ck_assert_uint_eq(e->request_id, 5);
+	ck_assert(e->cancel->has_key);
+	ck_assert_uint_eq(e->cancel->key, 42);
+}
+
+static void build_stats(struct sample *s)
+{
+	set_id(s, 6);
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_STATS;
+	s->env.stats = &s->stats;
+}
+
+static void check_stats(const Bitwheel__V1__Envelope *e)
+{
+	ck_assert_uint_eq(e->request_id, 6);
+	ck_assert_ptr_nonnull(e->stats);
+}
+
+static void build_error(struct sample *s)
+{
+	set_id(s, 7);
+	s->error.has_code = 1;
+	s->error.code = BITWHEEL__V1__ERROR_CODE__DUPLICATE_KEY;
+	s->error.message = "key 42 is pending";
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_ERROR;
+	s->env.error = &s->error;
+}
+
+static void check_error(const Bitwheel__V1__Envelope *e)
+{
+	ck_assert_uint_eq(e->request_id, 7);
+	ck_assert(e->error->has_code);
+	ck_assert_int_eq(e->error->code,
+			 BITWHEEL__V1__ERROR_CODE__DUPLICATE_KEY);
+	ck_assert_str_eq(e->error->message, "key 42 is pending");
+}
+
+/* A connection-level error: no request_id, no message. */
+static void build_error_unsolicited(struct sample *s)
+{
+	s->error.has_code = 1;
+	s->error.code = BITWHEEL__V1__ERROR_CODE__FRAME_TOO_LARGE;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_ERROR;
+	s->env.error = &s->error;
+}
+
+static void check_error_unsolicited(const Bitwheel__V1__Envelope *e)
+{
+	ck_assert(!e->has_request_id);
+	ck_assert_int_eq(e->error->code,
+			 BITWHEEL__V1__ERROR_CODE__FRAME_TOO_LARGE);
+	ck_assert_ptr_null(e->error->message);
+}
+
+static void build_hello_reply(struct sample *s)
+{
+	Bitwheel__V1__HelloReply *m = &s->hello_reply;
+	Bitwheel__V1__Limits *l = &s->limits;
+
+	set_id(s, 1);
+	l->has_max_frame_bytes = 1;
+	l->max_frame_bytes = BWP_DEFAULT_MAX_FRAME;
+	l->has_max_payload_bytes = 1;
+	l->max_payload_bytes = BWP_DEFAULT_MAX_PAYLOAD;
+	l->has_max_timers = 1;
+	l->max_timers = 100000;
+	l->has_max_queued = 1;
+	l->max_queued = 4096;
+	l->has_session_linger_ns = 1;
+	l->session_linger_ns = 600000000000ull;
+	l->has_max_output_bytes = 1;
+	l->max_output_bytes = 1 << 20;
+	l->has_max_clients = 1;
+	l->max_clients = 1024;
+	m->has_protocol_version = 1;
+	m->protocol_version = BWP_PROTOCOL_VERSION;
+	m->daemon_version = "0.1.0";
+	m->has_oneshot_resolution_ns = 1;
+	m->oneshot_resolution_ns = 5000000;
+	m->has_periodic_resolution_ns = 1;
+	m->periodic_resolution_ns = 100000000;
+	m->limits = l;
+	m->has_resumed = 1;
+	m->resumed = 1;
+	m->has_timers = 1;
+	m->timers = 12;
+	m->has_queued = 1;
+	m->queued = 3;
+	m->has_dropped = 1;
+	m->dropped = 1;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY;
+	s->env.hello_reply = m;
+}
+
+static void check_hello_reply(const Bitwheel__V1__Envelope *e)
+{
+	const Bitwheel__V1__HelloReply *m = e->hello_reply;
+	const Bitwheel__V1__Limits *l = m->limits;
+
+	ck_assert_uint_eq(m->protocol_version, BWP_PROTOCOL_VERSION);
+	ck_assert_str_eq(m->daemon_version, "0.1.0");
+	ck_assert_uint_eq(m->oneshot_resolution_ns, 5000000);
+	ck_assert_uint_eq(m->periodic_resolution_ns, 100000000);
+	ck_assert(m->resumed);
+	ck_assert_uint_eq(m->timers, 12);
+	ck_assert_uint_eq(m->queued, 3);
+	ck_assert_uint_eq(m->dropped, 1);
+	ck_assert_ptr_nonnull(l);
+	ck_assert_uint_eq(l->max_frame_bytes, BWP_DEFAULT_MAX_FRAME);
+	ck_assert_uint_eq(l->max_payload_bytes, BWP_DEFAULT_MAX_PAYLOAD);
+	ck_assert_uint_eq(l->max_timers, 100000);
+	ck_assert_uint_eq(l->max_queued, 4096);
+	ck_assert_uint_eq(l->session_linger_ns, 600000000000ull);
+	ck_assert_uint_eq(l->max_output_bytes, 1 << 20);
+	ck_assert_uint_eq(l->max_clients, 1024);
+}
+
+static void build_schedule_reply(struct sample *s)
+{
+	set_id(s, 2);
+	s->schedule_reply.has_deadline_ns = 1;
+	s->schedule_reply.deadline_ns = 123456789012345ull;
+	s->schedule_reply.has_replaced = 1;
+	s->schedule_reply.replaced = 1;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY;
+	s->env.schedule_reply = &s->schedule_reply;
+}
+
+static void check_schedule_reply(const Bitwheel__V1__Envelope *e)
+{
+	ck_assert_uint_eq(e->schedule_reply->deadline_ns, 123456789012345ull);
+	ck_assert(e->schedule_reply->has_replaced);
+	ck_assert(e->schedule_reply->replaced);
+}
+
+/* An explicit false is sent and read back as present. */
+static void build_cancel_reply(struct sample *s)
+{
+	set_id(s, 5);
+	s->cancel_reply.has_pending = 1;
+	s->cancel_reply.pending = 0;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY;
+	s->env.cancel_reply = &s->cancel_reply;
+}
+
+static void check_cancel_reply(const Bitwheel__V1__Envelope *e)
+{
+	ck_assert(e->cancel_reply->has_pending);
+	ck_assert(!e->cancel_reply->pending);
+}
+
+static void fill_lane(Bitwheel__V1__LaneStats *l, uint64_t base)
+{
+	l->has_pending = l->has_overflow = l->has_inserted = 1;
+	l->has_cancelled = l->has_fired = l->has_lost = 1;
+	l->pending = base + 1;
+	l->overflow = base + 2;
+	l->inserted = base + 3;
+	l->cancelled = base + 4;
+	l->fired = base + 5;
+	l->lost = base + 6;
+}
+
+static void check_lane(const Bitwheel__V1__LaneStats *l, uint64_t base)
+{
+	ck_assert_ptr_nonnull(l);
+	ck_assert_uint_eq(l->pending, base + 1);
+	ck_assert_uint_eq(l->overflow, base + 2);
+	ck_assert_uint_eq(l->inserted, base + 3);
+	ck_assert_uint_eq(l->cancelled, base + 4);
+	ck_assert_uint_eq(l->fired, base + 5);
+	ck_assert_uint_eq(l->lost, base + 6);
+}
+
+static void build_stats_reply(struct sample *s)
+{
+	Bitwheel__V1__StatsReply *m = &s->stats_reply;
+
+	set_id(s, 6);
+	fill_lane(&s->lanes[0], 100);
+	fill_lane(&s->lanes[1], 200);
+	m->oneshot = &s->lanes[0];
+	m->periodic = &s->lanes[1];
+	m->has_clients = m->has_sessions = m->has_queued = 1;
+	m->has_dropped = m->has_uptime_ns = m->has_memory_bytes = 1;
+	m->clients = 3;
+	m->sessions = 2;
+	m->queued = 9;
+	m->dropped = 4;
+	m->uptime_ns = BIG;
+	m->memory_bytes = 1 << 24;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY;
+	s->env.stats_reply = m;
+}
+
+static void check_stats_reply(const Bitwheel__V1__Envelope *e)
+{
+	const Bitwheel__V1__StatsReply *m = e->stats_reply;
+
+	check_lane(m->oneshot, 100);
+	check_lane(m->periodic, 200);
+	ck_assert_uint_eq(m->clients, 3);
+	ck_assert_uint_eq(m->sessions, 2);
+	ck_assert_uint_eq(m->queued, 9);
+	ck_assert_uint_eq(m->dropped, 4);
+	ck_assert_uint_eq(m->uptime_ns, BIG);
+	ck_assert_uint_eq(m->memory_bytes, 1 << 24);
+}
+
+static void build_fired_periodic(struct sample *s)
+{
+	Bitwheel__V1__Fired *m = &s->fired;
+
+	m->has_key = 1;
+	m->key = 99;
+	m->has_payload = 1;
+	m->payload.data = (uint8_t *)payload;
+	m->payload.len = sizeof(payload);
+	m->has_deadline_ns = 1;
+	m->deadline_ns = 5000000000ull;
+	m->has_fired_at_ns = 1;
+	m->fired_at_ns = 5000400000ull;
+	m->has_fire_count = 1;
+	m->fire_count = 17;
+	m->has_late = 1;
+	m->late = 1;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED;
+	s->env.fired = m;
+}
+
+static void check_fired_periodic(const Bitwheel__V1__Envelope *e)
+{
+	const Bitwheel__V1__Fired *m = e->fired;
+
+	ck_assert(!e->has_request_id);
+	ck_assert_uint_eq(m->key, 99);
+	ck_assert_uint_eq(m->payload.len, sizeof(payload));
+	ck_assert_mem_eq(m->payload.data, payload, sizeof(payload));
+	ck_assert_uint_eq(m->deadline_ns, 5000000000ull);
+	ck_assert_uint_eq(m->fired_at_ns, 5000400000ull);
+	ck_assert(m->has_fire_count);
+	ck_assert_uint_eq(m->fire_count, 17);
+	ck_assert(m->has_late && m->late);
+}
+
+static void build_fired_oneshot(struct sample *s)
+{
+	Bitwheel__V1__Fired *m = &s->fired;
+
+	m->has_key = 1;
+	m->key = 0;
+	m->has_deadline_ns = 1;
+	m->deadline_ns = 1;
+	m->has_fired_at_ns = 1;
+	m->fired_at_ns = 2;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED;
+	s->env.fired = m;
+}
+
+static void check_fired_oneshot(const Bitwheel__V1__Envelope *e)
+{
+	const Bitwheel__V1__Fired *m = e->fired;
+
+	ck_assert(m->has_key);
+	ck_assert_uint_eq(m->key, 0);
+	ck_assert(!m->has_payload);
+	ck_assert(!m->has_fire_count);
+	ck_assert(!m->has_late);
+	ck_assert_uint_eq(m->deadline_ns, 1);
+	ck_assert_uint_eq(m->fired_at_ns, 2);
+}
+
+static const struct kind {
+	const char *name;
+	Bitwheel__V1__Envelope__BodyCase body;
+	void (*build)(struct sample *s);
+	void (*check)(const Bitwheel__V1__Envelope *e);
+} kinds[] = {
+#define K(name, body) \
+	{ #name, BITWHEEL__V1__ENVELOPE__BODY_##body, build_##name, check_##name }
+	K(hello, HELLO),
+	K(hello_anonymous, HELLO),
+	K(schedule_delay, SCHEDULE),
+	K(schedule_periodic, SCHEDULE),
+	K(schedule_empty_payload, SCHEDULE),
+	K(cancel, CANCEL),
+	K(stats, STATS),
+	K(error, ERROR),
+	K(error_unsolicited, ERROR),
+	K(hello_reply, HELLO_REPLY),
+	K(schedule_reply, SCHEDULE_REPLY),
+	K(cancel_reply, CANCEL_REPLY),
+	K(stats_reply, STATS_REPLY),
+	K(fired_periodic, FIRED),
+	K(fired_oneshot, FIRED),
+#undef K
+};
+#define N_KINDS ((int)(sizeof(kinds) / sizeof(kinds[0])))
+
+static void sample_init(struct sample *s)
+{
+	bitwheel__v1__envelope__init(&s->env);
+	bitwheel__v1__hello__init(&s->hello);
+	bitwheel__v1__schedule__init(&s->schedule);
+	bitwheel__v1__cancel__init(&s->cancel);
+	bitwheel__v1__stats__init(&s->stats);
+	bitwheel__v1__error__init(&s->error);
+	bitwheel__v1__hello_reply__init(&s->hello_reply);
+	bitwheel__v1__limits__init(&s->limits);
+	bitwheel__v1__schedule_reply__init(&s->schedule_reply);
+	bitwheel__v1__cancel_reply__init(&s->cancel_reply);
+	bitwheel__v1__stats_reply__init(&s->stats_reply);
+	bitwheel__v1__lane_stats__init(&s->lanes[0]);
+	bitwheel__v1__lane_stats__init(&s->lanes[1]);
+	bitwheel__v1__fired__init(&s->fired);
+}
+
+/*
+ * Pack into a fresh buffer of exactly the frame's size, with no size limit:
+ * the limit tests need frames over it.
+ */
+static uint8_t *pack_new(const Bitwheel__V1__Envelope *env, size_t *len)
+{
+	size_t want = bwp_frame_packed_size(env);
+	uint8_t *buf = malloc(want);
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(bwp_frame_pack(env, SIZE_MAX, buf, want, len), BWP_OK);
+	ck_assert_uint_eq(*len, want);
+	return buf;
+}
+
+static uint8_t *pack_kind(int i, size_t *len)
+{
+	struct sample s;
+
+	sample_init(&s);
+	kinds[i].build(&s);
+	return pack_new(&s.env, len);
+}
+
+/* A frame around hand-written body bytes. */
+static size_t frame_of(const uint8_t *body, size_t n, uint8_t *out)
+{
+	out[0] = (uint8_t)(n >> 24);
+	out[1] = (uint8_t)(n >> 16);
+	out[2] = (uint8_t)(n >> 8);
+	out[3] = (uint8_t)n;
+	memcpy(out + BWP_HEADER_SIZE, body, n);
+	return BWP_HEADER_SIZE + n;
+}
+
+/* An envelope whose body is exactly `body` bytes, padded by its payload. */
+static void sized_sample(struct sample *s, size_t body)
+{
+	static uint8_t pad[BWP_DEFAULT_MAX_FRAME + 1];
+	uint64_t keys[] = { 0, 1u << 7, 1u << 14, 1u << 21 };
+	size_t k, n;
+
+	/* Length varints grow a byte at 128 and 16384, so some sizes are
+	 * out of reach of the payload alone; the key's width fills in. */
+	for (k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+		/* The fields around the payload take at most 14 bytes. */
+		for (n = body > 16 ? body - 16 : 0;
+		     n <= body && n <= sizeof(pad); n++) {
+			sample_init(s);
+			s->schedule.has_key = 1;
+			s->schedule.key = keys[k];
+			s->schedule.has_payload = 1;
+			s->schedule.payload.data = pad;
+			s->schedule.payload.len = n;
+			s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE;
+			s->env.schedule = &s->schedule;
+			if (bwp_frame_packed_size(&s->env) ==
+			    BWP_HEADER_SIZE + body)
+				return;
+		}
+	}
+	ck_abort_msg("no envelope of body size %zu", body);
+}
+
+/* ---- round trip ------------------------------------------------------------ */
+
+START_TEST(test_roundtrip)
+{
+	size_t len, frame_len, again_len;
+	uint8_t *buf, *again;
+	Bitwheel__V1__Envelope *got;
+
+	buf = pack_kind(_i, &len);
+	ck_assert_int_eq(bwp_frame_parse(buf, len, BWP_DEFAULT_MAX_FRAME, &got,
+					 &frame_len), BWP_OK);
+	ck_assert_msg(frame_len == len, "%s: frame_len %zu of %zu",
+		      kinds[_i].name, frame_len, len);
+	ck_assert_int_eq(got->body_case, kinds[_i].body);
+	kinds[_i].check(got);
+
+	/* Every field, present or absent, survived if the bytes do. */
+	again = pack_new(got, &again_len);
+	ck_assert_uint_eq(again_len, len);
+	ck_assert_mem_eq(again, buf, len);
+
+	bwp_frame_free(got);
+	free(again);
+	free(buf);
+}
+END_TEST
+
+/* Every sample back to back in one buffer, read in order. */
+START_TEST(test_stream)
+{
+	uint8_t stream[8192];
+	size_t used = 0, off = 0, len, frame_len;
+	Bitwheel__V1__Envelope *got;
+	int i;
+
+	for (i = 0; i < N_KINDS; i++) {
+		uint8_t *buf = pack_kind(i, &len);
+
+		ck_assert_uint_le(used + len, sizeof(stream));
+		memcpy(stream + used, buf, len);
+		used += len;
+		free(buf);
+	}
+	for (i = 0; i < N_KINDS; i++) {
+		ck_assert_int_eq(bwp_frame_parse(stream + off, used - off,
+						 BWP_DEFAULT_MAX_FRAME, &got,
+						 &frame_len), BWP_OK);
+		ck_assert_int_eq(got->body_case, kinds[i].body);
+		kinds[i].check(got);
+		bwp_frame_free(got);
+		off += frame_len;
+	}
+	ck_assert_uint_eq(off, used);
+	ck_assert_int_eq(bwp_frame_parse(stream + off, 0, BWP_DEFAULT_MAX_FRAME,
+					 &got, &frame_len), BWP_EMORE);
+}
+END_TEST
+
+/* body_present() relies on it: a scalar member would need other code. */
+START_TEST(test_body_members_are_messages)
+{
+	const ProtobufCMessageDescriptor *d = &bitwheel__v1__envelope__descriptor;
+	unsigned i, members = 0;
+
+	for (i = 0; i < d->n_fields; i++) {
+		if (!(d->fields[i].flags & PROTOBUF_C_FIELD_FLAG_ONEOF))
+			continue;
+		ck_assert_msg(d->fields[i].type == PROTOBUF_C_TYPE_MESSAGE,
+			      "body member %s is not a message",
+			      d->fields[i].name);
+		members++;
+	}
+	ck_assert_uint_eq(members, 10);
+}
+END_TEST
+
+/* A newer peer's extra fields inside a known message are skipped. */
+START_TEST(test_unknown_field_ignored)
+{
+	/* schedule { key: 5, field 15: 1 }, then envelope field 99: 1 */
+	static const uint8_t body[] = {
+		0x08, 0x09,
+		0x1a, 0x04, 0x08, 0x05, 0x78, 0x01,
+		0x98, 0x06, 0x01,
+	};
+	uint8_t buf[64];
+	size_t len = frame_of(body, sizeof(body), buf), frame_len;
+	Bitwheel__V1__Envelope *got;
+
+	ck_assert_int_eq(bwp_frame_parse(buf, len, BWP_DEFAULT_MAX_FRAME, &got,
+					 &frame_len), BWP_OK);
+	ck_assert_uint_eq(frame_len, len);
+	ck_assert_uint_eq(got->request_id, 9);
+	ck_assert_int_eq(got->body_case, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE);
+	ck_assert(got->schedule->has_key);
+	ck_assert_uint_eq(got->schedule->key, 5);
+	bwp_frame_free(got);
+}
+END_TEST
+
+/* Protobuf's rule for a oneof seen twice: the last member wins. */
+START_TEST(test_body_twice_last_wins)
+{
+	/* hello { protocol_version: 1 }, then stats {} */
+	static const uint8_t body[] = {
+		0x08, 0x01, 0x12, 0x02, 0x08, 0x01, 0x2a, 0x00,
+	};
+	uint8_t buf[64];
+	size_t len = frame_of(body, sizeof(body), buf), frame_len;
+	Bitwheel__V1__Envelope *got;
+
+	ck_assert_int_eq(bwp_frame_parse(buf, len, BWP_DEFAULT_MAX_FRAME, &got,
+					 &frame_len), BWP_OK);
+	ck_assert_int_eq(got->body_case, BITWHEEL__V1__ENVELOPE__BODY_STATS);
+	bwp_frame_free(got);
+}
+END_TEST
+
+/* Worst-case Schedule and Fired around a large payload stay in budget. */
+START_TEST(test_payload_overhead)
+{
+	static uint8_t big[(1u << 21) + 1];    /* a 4-byte length varint */
+	struct sample s;
+	size_t body;
+
+	sample_init(&s);
+	build_schedule_periodic(&s);
+	s.env.request_id = BIG;
+	s.schedule.deadline_ns = BIG;
+	s.schedule.period_ns = BIG;
+	s.schedule.payload.data = big;
+	s.schedule.payload.len = sizeof(big);
+	body = bwp_frame_packed_size(&s.env) - BWP_HEADER_SIZE;
+	ck_assert_uint_le(body, sizeof(big) + BWP_PAYLOAD_OVERHEAD);
+
+	sample_init(&s);
+	build_fired_periodic(&s);
+	s.fired.key = BIG;
+	s.fired.deadline_ns = BIG;
+	s.fired.fired_at_ns = BIG;
+	s.fired.fire_count = BIG;
+	s.fired.payload.data = big;
+	s.fired.payload.len = sizeof(big);
+	body = bwp_frame_packed_size(&s.env) - BWP_HEADER_SIZE;
+	ck_assert_uint_le(body, sizeof(big) + BWP_PAYLOAD_OVERHEAD);
+}
+END_TEST
+
+/* ---- partial input ----------------------------------------------------------- */
+
+/* Every proper prefix asks for more, and says how much. */
+START_TEST(test_every_split_point)
+{
+	size_t len, cut, frame_len;
+	uint8_t *buf = pack_kind(_i, &len);
+	Bitwheel__V1__Envelope sentinel, *got = &sentinel;
+
+	for (cut = 0; cut < len; cut++) {
+		ck_assert_int_eq(bwp_frame_parse(buf, cut, BWP_DEFAULT_MAX_FRAME,
+						 &got, &frame_len), BWP_EMORE);
+		ck_assert_ptr_null(got);
+		ck_assert_uint_eq(frame_len,
+				  cut < BWP_HEADER_SIZE ? BWP_HEADER_SIZE : len);
+	}
+	ck_assert_int_eq(bwp_frame_parse(buf, len, BWP_DEFAULT_MAX_FRAME, &got,
+					 &frame_len), BWP_OK);
+	kinds[_i].check(got);
+	bwp_frame_free(got);
+	free(buf);
+}
+END_TEST
+
+/*
+ * A reader that gets bytes in uneven dribbles, as from a socket, parses as
+ * soon as the frame_len it was told has arrived, and never earlier.
+ */
+START_TEST(test_dribble)
+{
+	static const size_t chunks[] = { 1, 2, 3, 5, 8, 13, 21, 34 };
+	uint8_t stream[8192], pending[8192];
+	size_t used = 0, have = 0, sent = 0, want = BWP_HEADER_SIZE;
+	size_t len, frame_len, c = 0;
+	Bitwheel__V1__Envelope *got;
+	int i, next = 0;
+
+	for (i = 0; i < N_KINDS; i++) {
+		uint8_t *buf = pack_kind(i, &len);
+
+		memcpy(stream + used, buf, len);
+		used += len;
+		free(buf);
+	}
+	while (next < N_KINDS) {
+		size_t n = chunks[c++ % (sizeof(chunks) / sizeof(chunks[0]))];
+		int rc;
+
+		if (n > used - sent)
+			n = used - sent;
+		memcpy(pending + have, stream + sent, n);
+		have += n;
+		sent += n;
+		while ((rc = bwp_frame_parse(pending, have,
+					     BWP_DEFAULT_MAX_FRAME, &got,
+					     &frame_len)) == BWP_OK) {
+			ck_assert_uint_ge(have, want);
+			ck_assert_int_eq(got->body_case, kinds[next].body);
+			kinds[next++].check(got);
+			bwp_frame_free(got);
+			memmove(pending, pending + frame_len, have - frame_len);
+			have -= frame_len;
+			want = BWP_HEADER_SIZE;
+		}
+		ck_assert_int_eq(rc, BWP_EMORE);
+		ck_assert_uint_gt(frame_len, have);
+		ck_assert_uint_ge(frame_len, want);
+		want = frame_len;
+	}
+	ck_assert_uint_eq(sent, used);
+	ck_assert_uint_eq(have, 0);
+}
+END_TEST
+
+/* ---- header ---------------------------------------------------------------- */
+
+START_TEST(test_zero_length)
+{
+	/* Followed by a valid-looking stats body, which must not matter. */
+	static const uint8_t buf[] = { 0, 0, 0, 0, 0x2a, 0x00 };
+	Bitwheel__V1__Envelope *got;
+	size_t frame_len;
+
+	ck_assert_int_eq(bwp_frame_parse(buf, BWP_HEADER_SIZE,
+					 BWP_DEFAULT_MAX_FRAME, &got,
+					 &frame_len), BWP_EZERO);
+	ck_assert_ptr_null(got);
+	ck_assert_uint_eq(frame_len, BWP_HEADER_SIZE);
+	ck_assert_int_eq(bwp_frame_parse(buf, sizeof(buf),
+					 BWP_DEFAULT_MAX_FRAME, &got,
+					 &frame_len), BWP_EZERO);
+	ck_assert_uint_eq(frame_len, BWP_HEADER_SIZE);
+}
+END_TEST
+
+/* Refused from the 4 header bytes alone, before any body arrives. */
+START_TEST(test_over_max_header_only)
+{
+	static const uint8_t just_over[] = { 0x00, 0x01, 0x00, 0x01 };
+	static const uint8_t huge[] = { 0xff, 0xff, 0xff, 0xff };
+	Bitwheel__V1__Envelope *got;
+	size_t frame_len;
+
+	ck_assert_int_eq(bwp_frame_parse(just_over, sizeof(just_over),
+					 BWP_DEFAULT_MAX_FRAME, &got,
+					 &frame_len), BWP_ETOOBIG);
+	ck_assert_ptr_null(got);
+	ck_assert_uint_eq(frame_len,
+			  BWP_HEADER_SIZE + BWP_DEFAULT_MAX_FRAME + 1);
+	ck_assert_int_eq(bwp_frame_parse(huge, sizeof(huge),
+					 BWP_DEFAULT_MAX_FRAME, &got,
+					 &frame_len), BWP_ETOOBIG);
+	ck_assert_uint_eq(frame_len, BWP_HEADER_SIZE + (size_t)UINT32_MAX);
+	/* A limit of 0 refuses every frame. */
+	ck_assert_int_eq(bwp_frame_parse(just_over, sizeof(just_over), 0,
+					 &got, &frame_len), BWP_ETOOBIG);
+}
+END_TEST
+
+/* A sound header whose body has not all come yet: wait for it. */
+START_TEST(test_length_beyond_data)
+{
+	/* Claims 10 bytes, carries a complete 2-byte stats body. */
+	static const uint8_t buf[] = { 0, 0, 0, 10, 0x2a, 0x00 };
+	static const uint8_t huge[] = { 0xff, 0xff, 0xff, 0xff, 0x2a, 0x00 };
+	Bitwheel__V1__Envelope *got;
+	size_t frame_len;
+
+	ck_assert_int_eq(bwp_frame_parse(buf, sizeof(buf),
+					 BWP_DEFAULT_MAX_FRAME, &got,
+					 &frame_len), BWP_EMORE);
+	ck_assert_ptr_null(got);
+	ck_assert_uint_eq(frame_len, BWP_HEADER_SIZE + 10);
+	/* With no limit to speak of, even 4 GiB is only "more". */
+	ck_assert_int_eq(bwp_frame_parse(huge, sizeof(huge), SIZE_MAX, &got,
+					 &frame_len), BWP_EMORE);
+	ck_assert_uint_eq(frame_len, BWP_HEADER_SIZE + (size_t)UINT32_MAX);
+}
+END_TEST
+
+/* Exactly the maximum passes both ways; one byte more passes neither. */
+START_TEST(test_max_boundary)
+{
+	static const size_t maxes[] = { 300, BWP_DEFAULT_MAX_FRAME };
+	size_t i;
+
+	for (i = 0; i < sizeof(maxes) / sizeof(maxes[0]); i++) {
+		size_t max = maxes[i], len, frame_len;
+		struct sample s;
+		uint8_t *buf;
+		Bitwheel__V1__Envelope *got;
+
+		sized_sample(&s, max);
+		buf = pack_new(&s.env, &len);
+		ck_assert_uint_eq(len, BWP_HEADER_SIZE + max);
+		ck_assert_int_eq(bwp_frame_pack(&s.env, max, buf, len, &len),
+				 BWP_OK);
+		ck_assert_int_eq(bwp_frame_parse(buf, len, max, &got,
+						 &frame_len), BWP_OK);
+		ck_assert_uint_eq(got->schedule->payload.len,
+				  s.schedule.payload.len);
+		bwp_frame_free(got);
+		free(buf);
+
+		sized_sample(&s, max + 1);
+		buf = pack_new(&s.env, &len);
+		ck_assert_int_eq(bwp_frame_pack(&s.env, max, buf, len, &len),
+				 BWP_ETOOBIG);
+		ck_assert_uint_eq(len, BWP_HEADER_SIZE + max + 1);
+		ck_assert_int_eq(bwp_frame_parse(buf, len, max, &got,
+						 &frame_len), BWP_ETOOBIG);
+		ck_assert_ptr_null(got);
+		/* The header alone is enough to know. */
+		ck_assert_int_eq(bwp_frame_parse(buf, BWP_HEADER_SIZE, max,
+						 &got, &frame_len),
+				 BWP_ETOOBIG);
+		free(buf);
+	}
+}
+END_TEST
+
+/* ---- body ------------------------------------------------------------------- */
+
+static const struct bad_body {
+	const char *why;
+	size_t len;
+	uint8_t bytes[12];
+} bad_bodies[] = {
+	{ "tag with no value", 1, { 0x08 } },
+	{ "unterminated varint", 2, { 0x08, 0x80 } },
+	{ "varint over 10 bytes", 12,
+	  { 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	    0x01 } },
+	{ "length past the end", 3, { 0x12, 0x05, 0x08 } },
+	{ "message member sent as varint", 2, { 0x10, 0x01 } },
+	{ "field number 0", 2, { 0x00, 0x01 } },
+	{ "wire type 7", 2, { 0x0f, 0x01 } },
+	{ "garbage inside the body", 4, { 0x12, 0x02, 0xff, 0xff } },
+	{ "truncated field inside the body", 4, { 0x1a, 0x02, 0x10, 0x80 } },
+	{ "group wire type", 2, { 0x0b, 0x0c } },
+};
+#define N_BAD ((int)(sizeof(bad_bodies) / sizeof(bad_bodies[0])))
+
+START_TEST(test_invalid_protobuf)
+{
+	const struct bad_body *b = &bad_bodies[_i];
+	uint8_t buf[32];
+	size_t len = frame_of(b->bytes, b->len, buf), frame_len;
+	Bitwheel__V1__Envelope *got;
+
+	ck_assert_msg(bwp_frame_parse(buf, len, BWP_DEFAULT_MAX_FRAME, &got,
+				      &frame_len) == BWP_EDECODE,
+		      "%s: not refused", b->why);
+	ck_assert_ptr_null(got);
+	/* The whole frame is accounted for, so a reader could skip it. */
+	ck_assert_uint_eq(frame_len, len);
+}
+END_TEST
+
+static const struct bad_body bodiless[] = {
+	{ "request_id only", 2, { 0x08, 0x01 } },
+	{ "unknown field 99 only", 5, { 0x08, 0x01, 0x98, 0x06, 0x01 } },
+	{ "a newer protocol's member 12", 6,
+	  { 0x08, 0x07, 0x62, 0x02, 0x08, 0x01 } },
+};
+#define N_BODILESS ((int)(sizeof(bodiless) / sizeof(bodiless[0])))
+
+START_TEST(test_no_body)
+{
+	const struct bad_body *b = &bodiless[_i];
+	uint8_t buf[32];
+	size_t len = frame_of(b->bytes, b->len, buf), frame_len;
+	Bitwheel__V1__Envelope *got;
+
+	ck_assert_msg(bwp_frame_parse(buf, len, BWP_DEFAULT_MAX_FRAME, &got,
+				      &frame_len) == BWP_ENOBODY,
+		      "%s: not refused", b->why);
+	ck_assert_ptr_null(got);
+	ck_assert_uint_eq(frame_len, len);
+}
+END_TEST
+
+/* ---- pack ------------------------------------------------------------------- */
+
+START_TEST(test_pack_buffer_too_small)
+{
+	struct sample s;
+	uint8_t buf[512];
+	size_t want, len, cap;
+
+	sample_init(&s);
+	build_schedule_periodic(&s);
+	want = bwp_frame_packed_size(&s.env);
+	ck_assert_uint_lt(want + 1, sizeof(buf));
+
+	for (cap = 0; cap < want; cap++) {
+		memset(buf, 0xa5, sizeof(buf));
+		len = 0;
+		ck_assert_int_eq(bwp_frame_pack(&s.env, BWP_DEFAULT_MAX_FRAME,
+						buf, cap, &len), BWP_ENOSPC);
+		ck_assert_uint_eq(len, want);
+		/* Nothing written, not even the header. */
+		ck_assert_uint_eq(buf[0], 0xa5);
+		ck_assert_uint_eq(buf[want], 0xa5);
+	}
+	ck_assert_int_eq(bwp_frame_pack(&s.env, BWP_DEFAULT_MAX_FRAME, NULL, 0,
+					&len), BWP_ENOSPC);
+	ck_assert_uint_eq(len, want);
+
+	memset(buf, 0xa5, sizeof(buf));
+	ck_assert_int_eq(bwp_frame_pack(&s.env, BWP_DEFAULT_MAX_FRAME, buf,
+					want, &len), BWP_OK);
+	ck_assert_uint_eq(len, want);
+	ck_assert_uint_eq(buf[want], 0xa5);
+	ck_assert_uint_eq(buf[3], want - BWP_HEADER_SIZE);
+}
+END_TEST
+
+START_TEST(test_pack_no_body)
+{
+	struct sample s;
+	uint8_t buf[64];
+	size_t len;
+
+	sample_init(&s);
+	set_id(&s, 1);
+	ck_assert_int_eq(bwp_frame_pack(&s.env, BWP_DEFAULT_MAX_FRAME, buf,
+					sizeof(buf), &len), BWP_ENOBODY);
+	/* A case whose pointer was never set. */
+	s.env.body_case = BITWHEEL__V1__ENVELOPE__BODY_CANCEL;
+	s.env.cancel = NULL;
+	ck_assert_int_eq(bwp_frame_pack(&s.env, BWP_DEFAULT_MAX_FRAME, buf,
+					sizeof(buf), &len), BWP_ENOBODY);
+	/* Cases that name no member: request_id's field, and none at all. */
+	s.env.body_case = (Bitwheel__V1__Envelope__BodyCase)1;
+	s.env.cancel = &s.cancel;
+	ck_assert_int_eq(bwp_frame_pack(&s.env, BWP_DEFAULT_MAX_FRAME, buf,
+					sizeof(buf), &len), BWP_ENOBODY);
+	s.env.body_case = (Bitwheel__V1__Envelope__BodyCase)99;
+	ck_assert_int_eq(bwp_frame_pack(&s.env, BWP_DEFAULT_MAX_FRAME, buf,
+					sizeof(buf), &len), BWP_ENOBODY);
+}
+END_TEST
+
+START_TEST(test_bad_arguments)
+{
+	struct sample s;
+	uint8_t buf[64];
+	size_t len;
+	Bitwheel__V1__Envelope *got;
+
+	sample_init(&s);
+	build_hello(&s);
+	ck_assert_int_eq(bwp_frame_pack(NULL, BWP_DEFAULT_MAX_FRAME, buf,
+					sizeof(buf), &len), BWP_EINVAL);
+	ck_assert_int_eq(bwp_frame_pack(&s.env, BWP_DEFAULT_MAX_FRAME, buf,
+					sizeof(buf), NULL), BWP_EINVAL);
+	ck_assert_int_eq(bwp_frame_pack(&s.env, BWP_DEFAULT_MAX_FRAME, NULL,
+					sizeof(buf), &len), BWP_EINVAL);
+	ck_assert_int_eq(bwp_frame_parse(NULL, 4, BWP_DEFAULT_MAX_FRAME, &got,
+					 &len), BWP_EINVAL);
+	ck_assert_int_eq(bwp_frame_parse(buf, 4, BWP_DEFAULT_MAX_FRAME, NULL,
+					 &len), BWP_EINVAL);
+	ck_assert_int_eq(bwp_frame_parse(buf, 4, BWP_DEFAULT_MAX_FRAME, &got,
+					 NULL), BWP_EINVAL);
+	/* No bytes at all is simply an early read. */
+	ck_assert_int_eq(bwp_frame_parse(NULL, 0, BWP_DEFAULT_MAX_FRAME, &got,
+					 &len), BWP_EMORE);
+	bwp_frame_free(NULL);
+}
+END_TEST
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+START_TEST(test_strerror)
+{
+	int codes[] = { BWP_OK, BWP_EMORE, BWP_EZERO, BWP_ETOOBIG, BWP_EDECODE,
+			BWP_ENOBODY, BWP_ENOSPC, BWP_EINVAL };
+	const char *unknown = bwp_strerror(-1000);
+	size_t i, j, n = sizeof(codes) / sizeof(codes[0]);
+
+	for (i = 0; i < n; i++) {
+		ck_assert_ptr_nonnull(bwp_strerror(codes[i]));
+		ck_assert_str_ne(bwp_strerror(codes[i]), unknown);
+		for (j = 0; j < i; j++)
+			ck_assert_str_ne(bwp_strerror(codes[i]),
+					 bwp_strerror(codes[j]));
+	}
+	ck_assert_str_eq(bwp_strerror(1), unknown);
+}
+END_TEST
+
+START_TEST(test_error_reply)
+{
+	struct sample req;
+	Bitwheel__V1__Envelope env, *got;
+	Bitwheel__V1__Error err;
+	uint8_t buf[128];
+	size_t len, frame_len;
+
+	sample_init(&req);
+	build_cancel(&req);
+	bwp_error_init(&env, &err, &req.env,
+		       BITWHEEL__V1__ERROR_CODE__TOO_MANY_TIMERS, "limit 10");
+	ck_assert_int_eq(bwp_frame_pack(&env, BWP_DEFAULT_MAX_FRAME, buf,
+					sizeof(buf), &len), BWP_OK);
+	ck_assert_int_eq(bwp_frame_parse(buf, len, BWP_DEFAULT_MAX_FRAME, &got,
+					 &frame_len), BWP_OK);
+	ck_assert(got->has_request_id);
+	ck_assert_uint_eq(got->request_id, 5);
+	ck_assert_int_eq(got->body_case, BITWHEEL__V1__ENVELOPE__BODY_ERROR);
+	ck_assert_int_eq(got->error->code,
+			 BITWHEEL__V1__ERROR_CODE__TOO_MANY_TIMERS);
+	ck_assert_str_eq(got->error->message, "limit 10");
+	bwp_frame_free(got);
+
+	/* No request to answer: no request_id; no message: none sent. */
+	bwp_error_init(&env, &err, NULL,
+		       BITWHEEL__V1__ERROR_CODE__TOO_MANY_CLIENTS, NULL);
+	ck_assert_int_eq(bwp_frame_pack(&env, BWP_DEFAULT_MAX_FRAME, buf,
+					sizeof(buf), &len), BWP_OK);
+	ck_assert_int_eq(bwp_frame_parse(buf, len, BWP_DEFAULT_MAX_FRAME, &got,
+					 &frame_len), BWP_OK);
+	ck_assert(!got->has_request_id);
+	ck_assert_int_eq(got->error->code,
+			 BITWHEEL__V1__ERROR_CODE__TOO_MANY_CLIENTS);
+	ck_assert_ptr_null(got->error->message);
+	bwp_frame_free(got);
+}
+END_TEST
+
+START_TEST(test_reply_init)
+{
+	struct sample req;
+	Bitwheel__V1__Envelope env;
+
+	sample_init(&req);
+	build_hello_anonymous(&req);
+	bwp_reply_init(&env, &req.env);
+	ck_assert(env.has_request_id);
+	ck_assert_uint_eq(env.request_id, BIG);
+	ck_assert_int_eq(env.body_case, BITWHEEL__V1__ENVELOPE__BODY__NOT_SET);
+
+	req.env.has_request_id = 0;
+	bwp_reply_init(&env, &req.env);
+	ck_assert(!env.has_request_id);
+}
+END_TEST
+
+START_TEST(test_session_names)
+{
+	static const char *good[] = {
+		"a", "Z", "0", "backup", "job_1.host:9@x-y",
+		"0123456789012345678901234567890123456789012345678901234567890123",
+	};
+	static const char *bad[] = {
+		"", "has space", "slash/", "tab\t", "é", "semi;colon", "*",
+		"01234567890123456789012345678901234567890123456789012345678901234",
+	};
+	size_t i;
+
+	ck_assert_uint_eq(strlen(good[5]), BWP_SESSION_NAME_MAX);
+	ck_assert_uint_eq(strlen(bad[7]), BWP_SESSION_NAME_MAX + 1);
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		ck_assert_msg(bwp_session_name_valid(good[i]), "\"%s\"",
+			      good[i]);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(!bwp_session_name_valid(bad[i]), "\"%s\"",
+			      bad[i]);
+	ck_assert(!bwp_session_name_valid(NULL));
+}
+END_TEST
+
+static Suite *frame_suite(void)
+{
+	Suite *s = suite_create("frame");
+	TCase *tc;
+
+	tc = tcase_create("roundtrip");
+	tcase_add_loop_test(tc, test_roundtrip, 0, N_KINDS);
+	tcase_add_test(tc, test_stream);
+	tcase_add_test(tc, test_body_members_are_messages);
+	tcase_add_test(tc, test_unknown_field_ignored);
+	tcase_add_test(tc, test_body_twice_last_wins);
+	tcase_add_test(tc, test_payload_overhead);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("partial");
+	tcase_add_loop_test(tc, test_every_split_point, 0, N_KINDS);
+	tcase_add_test(tc, test_dribble);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("header");
+	tcase_add_test(tc, test_zero_length);
+	tcase_add_test(tc, test_over_max_header_only);
+	tcase_add_test(tc, test_length_beyond_data);
+	tcase_add_test(tc, test_max_boundary);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("body");
+	tcase_add_loop_test(tc, test_invalid_protobuf, 0, N_BAD);
+	tcase_add_loop_test(tc, test_no_body, 0, N_BODILESS);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("pack");
+	tcase_add_test(tc, test_pack_buffer_too_small);
+	tcase_add_test(tc, test_pack_no_body);
+	tcase_add_test(tc, test_bad_arguments);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("helpers");
+	tcase_add_test(tc, test_strerror);
+	tcase_add_test(tc, test_error_reply);
+	tcase_add_test(tc, test_reply_init);
+	tcase_add_test(tc, test_session_names);
+	suite_add_tcase(s, tc);
+
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(frame_suite());
+	int failed;
+
+	/* A crash in one test must not take the others with it. */
+	srunner_set_fork_status(sr, CK_FORK);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,28 @@
+# Check's fork mode stays on: a crashing test fails alone, and each program's
+# summary line lands in its tests/<name>.log.
+bw_check_programs = \
+	tests/check_wheel \
+	tests/check_dual \
+	tests/check_model \
+	tests/check_config
+check_PROGRAMS += $(bw_check_programs)
+TESTS += $(bw_check_programs)
+
+bw_check_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS)
+bw_check_ldadd = wheel/libbitwheel.la $(CHECK_LIBS)
+
+tests_check_wheel_SOURCES = tests/check_wheel.c tests/testutil.c tests/testutil.h
+tests_check_wheel_CFLAGS = $(bw_check_cflags)
+tests_check_wheel_LDADD = $(bw_check_ldadd)
+
+tests_check_dual_SOURCES = tests/check_dual.c tests/testutil.c tests/testutil.h
+tests_check_dual_CFLAGS = $(bw_check_cflags)
+tests_check_dual_LDADD = $(bw_check_ldadd)
+
+tests_check_model_SOURCES = tests/check_model.c tests/testutil.c tests/testutil.h
+tests_check_model_CFLAGS = $(bw_check_cflags)
+tests_check_model_LDADD = $(bw_check_ldadd)
+
+tests_check_config_SOURCES = tests/check_config.c tests/testutil.c tests/testutil.h
+tests_check_config_CFLAGS = $(bw_check_cflags)
+tests_check_config_LDADD = $(bw_check_ldadd)

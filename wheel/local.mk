@@ -1,0 +1,22 @@
+lib_LTLIBRARIES += wheel/libbitwheel.la
+wheel_libbitwheel_la_SOURCES = \
+	wheel/wheel.c \
+	wheel/gear.c \
+	wheel/pool.c \
+	wheel/overflow.c \
+	wheel/check.c \
+	wheel/dual.c \
+	wheel/config.c \
+	wheel/error.c \
+	wheel/clock.c
+# Hidden by default: only what bitwheel.h marks BW_EXPORT is ABI.
+wheel_libbitwheel_la_CPPFLAGS = $(AM_CPPFLAGS) -DBW_BUILDING_LIBRARY
+wheel_libbitwheel_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
+wheel_libbitwheel_la_LDFLAGS = -version-info 0:0:0 -no-undefined
+include_HEADERS += wheel/bitwheel.h
+noinst_HEADERS += wheel/wheel-internal.h
+pkgconfig_DATA += wheel/libbitwheel.pc
+
+noinst_PROGRAMS += wheel/bwdemo
+wheel_bwdemo_SOURCES = wheel/bwdemo.c
+wheel_bwdemo_LDADD = wheel/libbitwheel.la

@@ -1,0 +1,159 @@
+/*
+ * wheel-internal.h - the data layout shared by libbitwheel's modules.
+ *
+ * A wheel is four parts (wheel.c explains how they work together):
+ *   pool      every timer is a 32-byte record in a chunked array, named by
+ *             its index; a handle is (generation << 32 | index).  Free
+ *             records form a singly linked list through rec.next.
+ *   gears     per gear: 64 slot list heads, 64 counts, an occupied bitmap,
+ *             a full bitmap and a cached next-event tick.
+ *   due       two intrusive lists of timers whose tick has already been
+ *             reached; the one not being fired takes new arrivals.
+ *   heap      the failover wheel's overflow store, an indexed binary heap
+ *             ordered by (deadline, arrival).
+ * A record's loc says where it is, so cancel can unlink it in O(1).
+ */
+#ifndef BW_WHEEL_INTERNAL_H
+#define BW_WHEEL_INTERNAL_H
+
+#include "bitwheel.h"
+
+#define BW_NIL UINT32_MAX
+#define BW_GEN_LIMIT (1u << 31)      /* generations run 1..2^31-1        */
+#define BW_CHUNK_SHIFT 12
+#define BW_CHUNK (1u << BW_CHUNK_SHIFT)
+#define BW_MAX_RECORDS (BW_NIL - 1)
+
+/* The wheel's lists besides the slots (struct bw_wheel.list). */
+enum bw_list {
+	BW_DUE,                /* tick reached: fires at the next poll     */
+	BW_RIPE,               /* collected by this poll, about to fire    */
+	BW_NLISTS
+};
+
+/* rec.loc values besides a slot id (gear * 64 + digit, < 512). */
+enum bw_loc {
+	BW_LOC_LIST = 0xfff0,  /* + enum bw_list                           */
+	BW_LOC_HEAP = 0xfffe,  /* overflow heap; rec.next is its position  */
+	BW_LOC_FIRING = 0xfffd,/* its callback runs now: not pending       */
+	BW_LOC_FREE = 0xffff,
+};
+
+struct bw_rec {
+	uint64_t deadline;     /* ns, as the caller gave it                */
+	void *data;
+	uint32_t next, prev;   /* list links; heap: next = position, prev = arrival */
+	uint32_t gen;
+	uint16_t loc;
+	uint16_t unused;
+};
+
+struct bw_pool {
+	struct bw_rec **chunk; /* chunk[i] holds records i*BW_CHUNK...     */
+	struct bw_rec *base;   /* the creation-time block behind chunk[0..nbase) */
+	uint32_t nchunks, nbase, chunk_cap;
+	uint32_t nbase_records;/* records in the base block                */
+	uint32_t size;         /* one past the highest record index        */
+	uint32_t used;         /* records not on the free list             */
+	uint32_t free;         /* free list head                           */
+};
+
+struct bw_gear {
+	uint64_t occ;          /* bit d: slot d holds a timer              */
+	uint64_t full;         /* bit d: slot d holds >= slot_cap timers   */
+	uint64_t next;         /* tick of the first occupied slot's event  */
+	uint32_t head[BW_SLOTS];
+	uint32_t count[BW_SLOTS]; /* may pass slot_cap after a re-slot     */
+};
+
+struct bw_heap {
+	uint32_t *pos;         /* pos[i] = record index at heap position i */
+	uint32_t n, cap;
+	uint32_t arrivals;     /* orders equal deadlines first come, first fired */
+};
+
+#define BW_DIRTY_HEAP (1u << 31)
+
+struct bw_wheel {
+	struct bw_config cfg;
+	struct bw_allocator alloc;
+	uint64_t tick_ns;
+	uint64_t now;          /* current tick: every tick <= now is done  */
+	uint64_t due_limit;    /* inserts at ticks <= this go to a due list */
+	uint64_t range;        /* plain wheel accepts deltas <= range ticks */
+	uint64_t next;         /* cached min event tick over gears and heap */
+	uint64_t heap_next;    /* cached tick of the heap's minimum        */
+	uint64_t last_now;     /* now_ns of the last poll                  */
+	uint32_t dirty;        /* bit g: gear g's cache stale; BW_DIRTY_HEAP */
+	uint32_t list[BW_NLISTS];
+	bool in_poll;
+	size_t pending;
+	size_t footprint;
+	struct bw_counters ctr;
+	struct bw_pool pool;
+	struct bw_heap heap;
+	struct bw_gear gear[];
+};
+
+/* Memory, through the configured allocator, with footprint accounting. */
+void *bw_mem(struct bw_wheel *w, void *p, size_t old_size, size_t new_size);
+
+/* pool.c */
+int bw_pool_init(struct bw_wheel *w, uint32_t nrecords);
+void bw_pool_fini(struct bw_wheel *w);
+int bw_pool_get(struct bw_wheel *w, uint32_t *idx);
+void bw_pool_put(struct bw_wheel *w, uint32_t idx);
+
+static inline struct bw_rec *bw_rec_at(const struct bw_pool *p, uint32_t idx)
+{
+	return &p->chunk[idx >> BW_CHUNK_SHIFT][idx & (BW_CHUNK - 1)];
+}
+
+/* Whether idx names an existing record (growth leaves a gap after the
+ * base block's partial last chunk). */
+static inline bool bw_pool_valid(const struct bw_pool *p, uint32_t idx)
+{
+	return idx < p->nbase_records ||
+	       (idx >= (uint64_t)p->nbase * BW_CHUNK && idx < p->size);
+}
+
+static inline bw_handle bw_handle_make(uint32_t idx, uint32_t gen)
+{
+	return (uint64_t)gen << 32 | idx;
+}
+
+/* gear.c: circular intrusive lists and the per-slot bookkeeping. */
+void bw_list_push(struct bw_pool *p, uint32_t *head, uint32_t idx);
+void bw_list_unlink(struct bw_pool *p, uint32_t *head, uint32_t idx);
+uint64_t bw_gear_event(const struct bw_wheel *w, unsigned g, unsigned d);
+uint64_t bw_gear_scan(const struct bw_wheel *w, unsigned g);
+void bw_slot_add(struct bw_wheel *w, unsigned g, unsigned d, uint32_t idx);
+void bw_slot_remove(struct bw_wheel *w, unsigned g, unsigned d, uint32_t idx);
+
+/* overflow.c */
+int bw_heap_push(struct bw_wheel *w, uint32_t idx);
+void bw_heap_remove(struct bw_wheel *w, uint32_t idx);
+void bw_heap_fini(struct bw_wheel *w);
+
+/* wheel.c */
+uint64_t bw_tick_of(const struct bw_wheel *w, uint64_t deadline_ns);
+uint64_t bw_next_event(struct bw_wheel *w);
+/*
+ * A poll in two phases, so that a dual wheel can run both lanes' first
+ * phase before any callback: collect advances the clock to now and takes
+ * every due timer aside (false: now is in the past, nothing to do); fire
+ * then runs the callbacks with the clock already at now.
+ */
+bool bw_poll_collect(struct bw_wheel *w, uint64_t now_ns);
+void bw_poll_fire(struct bw_wheel *w, uint64_t now_ns,
+		  const struct bw_callbacks *cb, struct bw_poll_result *res);
+
+/* config.c */
+uint64_t bw_config_range_ticks(const struct bw_config *cfg);
+
+static inline uint64_t bw_pow64(unsigned g)
+{
+	return 1ull << (6 * g);
+}
+
+#endif /* BW_WHEEL_INTERNAL_H */

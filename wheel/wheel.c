@@ -1,0 +1,614 @@
+/*
+ * wheel.c - insert, cancel and poll on a hierarchical timer wheel.
+ *
+ * Time is counted in ticks of resolution_ms.  A deadline of d ns belongs to
+ * tick t = ceil(d / tick); a poll at now ns processes every tick up to
+ * floor(now / tick).  So a timer fires only once now >= t * tick >= d:
+ * never early, whatever the gear or mode.
+ *
+ * Gears.  There are `gears` gears of 64 slots; slot d of gear g spans
+ * 64^g ticks, so each gear is 64 times coarser than the one below:
+ *
+ *   gear  slot span   covers ahead      at 1 ms      at 5 ms
+ *    0    1 tick      63 ticks          63 ms        315 ms
+ *    1    64          63 * 64           4 s          20 s
+ *    2    4096        63 * 4096         258 s        21.5 min
+ *    3    262144      63 * 262144       4.6 h        22.9 h
+ *
+ * The wheel's clock is `now`, the last tick processed.  A timer at tick t
+ * goes into the lowest gear g whose slot index key = t >> 6g is at most 63
+ * slots ahead of now >> 6g; the slot is key mod 64.  The slot now's digit
+ * points at is always empty between polls, so an occupied slot's distance
+ * ahead (1..63) is unambiguous, and its event tick - when a poll must look
+ * at it - is the start of the slot.  Timers at or before `now` wait on a
+ * due list and fire at the next poll.  The guaranteed range is 63 * 64^(G-1)
+ * ticks in exact mode (62 * 64^(G-1) in coarse mode, which rounds up); a
+ * plain wheel refuses anything further with BW_ERANGE.
+ *
+ * Bitmaps.  Each gear keeps a 64-bit occupied map and a full map.  The next
+ * event of a gear is one rotate by now's digit and one count-trailing-
+ * zeros; the first free slot in probe order is one rotate and one ctz/clz.
+ * Each gear caches its next event; removing the timer that held it only
+ * marks the gear dirty, so minimums are recomputed after removals, once.
+ *
+ * Precision modes.
+ *   exact   A timer sits in the slot containing t and the slot's event is
+ *           its start, at or before t.  When a coarse slot comes due its
+ *           timers are re-slotted relative to the new now: a timer whose t
+ *           has arrived fires, the others drop to a finer gear.  A timer
+ *           therefore fires at the first poll reaching tick t + p, where p
+ *           < max_probes is its displacement by gear-0 probing.  It moves
+ *           at most once per gear it descends through (plus once per spill,
+ *           below).
+ *   coarse  The seed's no-cascading behaviour, rounded up: a timer sits in
+ *           the slot starting at or after t (key = ceil(t / 64^g)) and
+ *           fires when that slot comes due: late by less than
+ *           64^g * (1 + p) ticks, with p its probe displacement.
+ *
+ * Probing.  A full home slot tries the next slots, max_probes slots in all.
+ * Gear 0 (and every gear in coarse mode) probes forward, later, which is
+ * the displacement above.  Coarse gears in exact mode probe backward, into
+ * earlier slots still ahead of now: the re-slot at that slot's start puts
+ * the timer right, so spilling costs no lateness.  When every candidate is
+ * full, a plain wheel refuses the insert (BW_EFULL: the caller keeps its
+ * data); a failover wheel puts the timer in its overflow heap.
+ *
+ * Re-slots are never refused.  A spilled timer comes back to its home
+ * slot's gear early, often while home is still full; since the wheel
+ * accepted it once, it then goes into home over capacity (counted as
+ * overfilled) instead of being lost or sent to the heap.  Insert alone
+ * enforces slot_cap, so a slot never holds more than the timers inserts
+ * accepted for its span - at most slot_cap * max_probes per hot deadline
+ * per gear they came through - and a poll moves at most that many per
+ * slot it passes.
+ *
+ * Poll.  A poll runs in two phases.  Collect jumps the clock from event to
+ * event up to now (the cached next event makes an idle stretch free),
+ * re-slots coarse slots as they come due and moves every due timer to a
+ * ripe list, leaving the clock at now.  Fire then runs the callbacks in
+ * tick order.  So a callback sees a consistent wheel: it may insert and
+ * cancel (a ripe timer it cancels does not fire), anything it arms counts
+ * from now, and anything it arms at or before now waits on the due list
+ * for the next poll - a callback can never keep a poll going.
+ *
+ * Costs.  insert: one division, a few bit operations, one list push: O(1).
+ * cancel: O(1) (O(log n) for an overflowed timer).  poll: O(1) when no
+ * event is due - the cached next event lets it jump any number of ticks -
+ * otherwise O(events + timers moved or fired), never O(elapsed ticks).
+ * The overflow heap costs O(log n) per insert, cancel and fire.
+ * Nothing on the plain wheel allocates after bw_wheel_new().
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "wheel-internal.h"
+
+static void *mem_raw(const struct bw_allocator *a, void *p, size_t old_size,
+		     size_t new_size)
+{
+	if (a->fn)
+		return a->fn(a->ctx, p, old_size, new_size);
+	if (new_size == 0) {
+		free(p);
+		return NULL;
+	}
+	return realloc(p, new_size);
+}
+
+void *bw_mem(struct bw_wheel *w, void *p, size_t old_size, size_t new_size)
+{
+	void *r = mem_raw(&w->alloc, p, old_size, new_size);
+
+	if (new_size == 0)
+		w->footprint -= old_size;
+	else if (r)
+		w->footprint = w->footprint - old_size + new_size;
+	return r;
+}
+
+uint64_t bw_tick_of(const struct bw_wheel *w, uint64_t deadline_ns)
+{
+	return deadline_ns / w->tick_ns + (deadline_ns % w->tick_ns != 0);
+}
+
+static inline uint64_t rotr64(uint64_t x, unsigned n)
+{
+	return (x >> (n & 63)) | (x << (-n & 63));
+}
+
+static inline uint64_t rotl64(uint64_t x, unsigned n)
+{
+	return (x << (n & 63)) | (x >> (-n & 63));
+}
+
+static inline unsigned min_u(unsigned a, unsigned b)
+{
+	return a < b ? a : b;
+}
+
+/*
+ * Put record idx, due at tick t > now, into a slot.  BW_ERANGE beyond the
+ * range, BW_EFULL when the home slot and its probes are full - except for
+ * a re-slot, which was accepted once and so goes into its home slot over
+ * capacity rather than be refused.
+ */
+static int place(struct bw_wheel *w, uint32_t idx, uint64_t t, bool reslot)
+{
+	uint64_t delta = t - w->now, key, avail;
+	unsigned g, d, k0, j, lim;
+	bool exact = w->cfg.precision == BW_EXACT;
+
+	if (delta > w->range)
+		return BW_ERANGE;
+	g = delta < BW_SLOTS ? 0 : (63u - (unsigned)__builtin_clzll(delta)) / 6;
+	for (;;) {
+		key = exact || g == 0 ? t >> (6 * g)
+				      : (t + bw_pow64(g) - 1) >> (6 * g);
+		if (key - (w->now >> (6 * g)) < BW_SLOTS)
+			break;
+		g++;
+	}
+	d = (unsigned)key & (BW_SLOTS - 1);
+	k0 = (unsigned)(key - (w->now >> (6 * g)));
+	avail = ~w->gear[g].full;
+	if (exact && g > 0) {
+		uint64_t r = rotl64(avail, 63 - d);
+
+		lim = min_u(k0 - 1, w->cfg.max_probes - 1);
+		if (!r || (j = (unsigned)__builtin_clzll(r)) > lim)
+			goto full;
+		d = (d - j) & (BW_SLOTS - 1);
+	} else {
+		uint64_t r = rotr64(avail, d);
+
+		lim = min_u(BW_SLOTS - 1 - k0, w->cfg.max_probes - 1);
+		if (!r || (j = (unsigned)__builtin_ctzll(r)) > lim)
+			goto full;
+		d = (d + j) & (BW_SLOTS - 1);
+	}
+	if (j)
+		w->ctr.probed++;
+	bw_slot_add(w, g, d, idx);
+	return 0;
+full:
+	if (!reslot)
+		return BW_EFULL;
+	w->ctr.overfilled++;
+	bw_slot_add(w, g, d, idx);
+	return 0;
+}
+
+/* A slot, or the overflow heap on a failover wheel. */
+static int settle(struct bw_wheel *w, uint32_t idx, uint64_t t)
+{
+	int err = place(w, idx, t, false);
+
+	if (err && w->cfg.failover) {
+		err = bw_heap_push(w, idx);
+		if (!err)
+			w->ctr.overflowed++;
+	}
+	return err;
+}
+
+static void list_push(struct bw_wheel *w, enum bw_list l, uint32_t idx)
+{
+	bw_list_push(&w->pool, &w->list[l], idx);
+	bw_rec_at(&w->pool, idx)->loc = (uint16_t)(BW_LOC_LIST + l);
+}
+
+/* Take the first record off a list, or BW_NIL. */
+static uint32_t list_pop(struct bw_wheel *w, enum bw_list l)
+{
+	uint32_t idx = w->list[l];
+
+	if (idx != BW_NIL)
+		bw_list_unlink(&w->pool, &w->list[l], idx);
+	return idx;
+}
+
+/* Arm record idx for its rec.deadline: the due list, a slot or the heap. */
+static int arm(struct bw_wheel *w, uint32_t idx)
+{
+	uint64_t t = bw_tick_of(w, bw_rec_at(&w->pool, idx)->deadline);
+
+	if (t <= w->due_limit) {
+		list_push(w, BW_DUE, idx);
+		return 0;
+	}
+	return settle(w, idx, t);
+}
+
+/* Take record idx out of wherever it is pending. */
+static void unlink_rec(struct bw_wheel *w, uint32_t idx)
+{
+	uint16_t loc = bw_rec_at(&w->pool, idx)->loc;
+
+	if (loc < BW_MAX_GEARS * BW_SLOTS)
+		bw_slot_remove(w, loc / BW_SLOTS, loc % BW_SLOTS, idx);
+	else if (loc == BW_LOC_HEAP)
+		bw_heap_remove(w, idx);
+	else
+		bw_list_unlink(&w->pool, &w->list[loc - BW_LOC_LIST], idx);
+}
+
+/* Pending: in a slot, the heap, the due list or this poll's ripe list. */
+static bool is_pending(uint16_t loc)
+{
+	return loc != BW_LOC_FREE && loc != BW_LOC_FIRING;
+}
+
+/* The pending record a handle names, or NULL. */
+static struct bw_rec *lookup(const struct bw_wheel *w, bw_handle h)
+{
+	uint32_t idx = (uint32_t)h;
+	struct bw_rec *r;
+
+	if (!bw_pool_valid(&w->pool, idx))
+		return NULL;
+	r = bw_rec_at(&w->pool, idx);
+	if (r->gen != h >> 32 || !is_pending(r->loc))
+		return NULL;
+	return r;
+}
+
+int bw_wheel_new(const struct bw_config *cfg, uint64_t now_ns,
+		 struct bw_wheel **out)
+{
+	struct bw_allocator a = { NULL, NULL };
+	struct bw_wheel *w;
+	size_t size;
+	int err;
+
+	if (!cfg || !out)
+		return BW_EINVAL;
+	err = bw_config_validate(cfg);
+	if (err)
+		return err;
+	if (cfg->alloc)
+		a = *cfg->alloc;
+	size = sizeof(*w) + cfg->gears * sizeof(struct bw_gear);
+	w = mem_raw(&a, NULL, 0, size);
+	if (!w)
+		return BW_ENOMEM;
+	memset(w, 0, size);
+	w->cfg = *cfg;
+	w->alloc = a;
+	w->footprint = size;
+	w->tick_ns = (uint64_t)cfg->resolution_ms * 1000000u;
+	w->now = w->due_limit = now_ns / w->tick_ns;
+	w->last_now = now_ns;
+	w->range = bw_config_range_ticks(cfg);
+	w->next = w->heap_next = UINT64_MAX;
+	for (unsigned l = 0; l < BW_NLISTS; l++)
+		w->list[l] = BW_NIL;
+	for (unsigned g = 0; g < cfg->gears; g++) {
+		memset(w->gear[g].head, 0xff, sizeof(w->gear[g].head));
+		w->gear[g].next = UINT64_MAX;
+	}
+	err = bw_pool_init(w, cfg->gears * BW_SLOTS * cfg->slot_cap);
+	if (err)
+		goto fail;
+	*out = w;
+	return 0;
+fail:
+	bw_wheel_free(w);
+	return err;
+}
+
+void bw_wheel_free(struct bw_wheel *w)
+{
+	struct bw_allocator a;
+
+	if (!w)
+		return;
+	bw_heap_fini(w);
+	bw_pool_fini(w);
+	a = w->alloc;
+	mem_raw(&a, w, w->footprint, 0);
+}
+
+int bw_wheel_insert(struct bw_wheel *w, uint64_t deadline_ns, void *data,
+		    bw_handle *out)
+{
+	struct bw_rec *r;
+	uint32_t idx;
+	int err;
+
+	if (!w || !out)
+		return BW_EINVAL;
+	err = bw_pool_get(w, &idx);
+	if (err)
+		goto fail;
+	r = bw_rec_at(&w->pool, idx);
+	r->deadline = deadline_ns;
+	r->data = data;
+	err = arm(w, idx);
+	if (err) {
+		bw_pool_put(w, idx);
+		goto fail;
+	}
+	w->ctr.inserted++;
+	w->pending++;
+	*out = bw_handle_make(idx, r->gen);
+	return 0;
+fail:
+	if (err != BW_ENOMEM)
+		w->ctr.refused++;
+	return err;
+}
+
+int bw_wheel_cancel(struct bw_wheel *w, bw_handle h, void **data_out)
+{
+	struct bw_rec *r;
+
+	if (!w)
+		return BW_EINVAL;
+	r = lookup(w, h);
+	if (!r)
+		return BW_ENOTFOUND;
+	unlink_rec(w, (uint32_t)h);
+	if (data_out)
+		*data_out = r->data;
+	bw_pool_put(w, (uint32_t)h);
+	w->pending--;
+	w->ctr.cancelled++;
+	return 0;
+}
+
+/* Give a record back to its owner through the drop callback. */
+static void drop(struct bw_wheel *w, uint32_t idx, int reason,
+		 const struct bw_callbacks *cb)
+{
+	void *data = bw_rec_at(&w->pool, idx)->data;
+
+	w->ctr.lost++;
+	bw_pool_put(w, idx);
+	if (cb->drop)
+		cb->drop(data, reason, cb->ctx);
+}
+
+static void fire(struct bw_wheel *w, uint32_t idx, uint64_t now_ns,
+		 const struct bw_callbacks *cb, struct bw_poll_result *res)
+{
+	struct bw_rec *r = bw_rec_at(&w->pool, idx);
+	uint64_t again;
+	int err;
+
+	r->loc = BW_LOC_FIRING;
+	w->pending--;
+	w->ctr.fired++;
+	res->fired++;
+	again = cb->fire(r->data, now_ns, cb->ctx);
+	if (!again) {
+		bw_pool_put(w, idx);
+		return;
+	}
+	r->deadline = again;
+	err = arm(w, idx);
+	if (err) {
+		res->rearm_failed++;
+		drop(w, idx, err, cb);
+		return;
+	}
+	w->pending++;
+	res->rearmed++;
+}
+
+/* A slot came due: set aside what is due, move the rest to finer gears. */
+static void run_slot(struct bw_wheel *w, unsigned g, unsigned d)
+{
+	uint32_t *head = &w->gear[g].head[d];
+
+	while (*head != BW_NIL) {
+		uint32_t idx = *head;
+		uint64_t t = bw_tick_of(w, bw_rec_at(&w->pool, idx)->deadline);
+
+		bw_slot_remove(w, g, d, idx);
+		if (t <= w->now) {
+			list_push(w, BW_RIPE, idx);
+		} else {
+			/* t is within range of its old slot, so only fullness
+			 * could refuse it, and re-slots are never refused. */
+			place(w, idx, t, true);
+			w->ctr.reslotted++;
+		}
+	}
+}
+
+uint64_t bw_next_event(struct bw_wheel *w)
+{
+	uint64_t next;
+
+	if (!w->dirty)
+		return w->next;
+	if (w->dirty & BW_DIRTY_HEAP)
+		w->heap_next = w->heap.n ?
+			bw_tick_of(w, bw_rec_at(&w->pool, w->heap.pos[0])->deadline) :
+			UINT64_MAX;
+	next = w->heap_next;
+	for (unsigned g = 0; g < w->cfg.gears; g++) {
+		if (w->dirty & (1u << g))
+			w->gear[g].next = bw_gear_scan(w, g);
+		if (w->gear[g].next < next)
+			next = w->gear[g].next;
+	}
+	w->dirty = 0;
+	w->next = next;
+	return next;
+}
+
+bool bw_poll_collect(struct bw_wheel *w, uint64_t now_ns)
+{
+	uint64_t target = now_ns / w->tick_ns, ev;
+	uint32_t idx;
+
+	if (now_ns < w->last_now || target < w->now)
+		return false;
+	w->last_now = now_ns;
+	w->in_poll = true;
+	while ((idx = list_pop(w, BW_DUE)) != BW_NIL)
+		list_push(w, BW_RIPE, idx);
+	while ((ev = bw_next_event(w)) <= target) {
+		w->now = ev;
+		for (unsigned g = w->cfg.gears; g-- > 0;) {
+			unsigned d = (ev >> (6 * g)) & (BW_SLOTS - 1);
+
+			if (w->gear[g].occ & (1ull << d))
+				run_slot(w, g, d);
+		}
+		while (w->heap.n) {
+			idx = w->heap.pos[0];
+			if (bw_tick_of(w, bw_rec_at(&w->pool, idx)->deadline) > ev)
+				break;
+			bw_heap_remove(w, idx);
+			list_push(w, BW_RIPE, idx);
+		}
+	}
+	/* Callbacks arm relative to the poll's tick, and whatever they arm
+	 * at or before it waits for the next poll. */
+	w->now = w->due_limit = target;
+	return true;
+}
+
+void bw_poll_fire(struct bw_wheel *w, uint64_t now_ns,
+		  const struct bw_callbacks *cb, struct bw_poll_result *res)
+{
+	uint32_t idx;
+
+	while ((idx = list_pop(w, BW_RIPE)) != BW_NIL)
+		fire(w, idx, now_ns, cb, res);
+	w->in_poll = false;
+}
+
+int bw_wheel_poll(struct bw_wheel *w, uint64_t now_ns,
+		  const struct bw_callbacks *cb, struct bw_poll_result *res)
+{
+	struct bw_poll_result sum = { 0 };
+
+	if (!w || !cb || !cb->fire)
+		return BW_EINVAL;
+	if (w->in_poll)
+		return BW_EINPOLL;
+	if (bw_poll_collect(w, now_ns))
+		bw_poll_fire(w, now_ns, cb, &sum);
+	if (res)
+		*res = sum;
+	return 0;
+}
+
+int bw_wheel_next_deadline(struct bw_wheel *w, uint64_t *out_ns)
+{
+	uint64_t t;
+
+	if (!w || !out_ns)
+		return BW_EINVAL;
+	if (w->list[BW_DUE] != BW_NIL)
+		t = w->now;
+	else
+		t = bw_next_event(w);
+	if (t == UINT64_MAX)
+		return BW_EEMPTY;
+	*out_ns = t > UINT64_MAX / w->tick_ns ? UINT64_MAX : t * w->tick_ns;
+	return 0;
+}
+
+int bw_wheel_until_next(struct bw_wheel *w, uint64_t now_ns, uint64_t *out_ns)
+{
+	uint64_t next;
+	int err = bw_wheel_next_deadline(w, &next);
+
+	if (err)
+		return err;
+	if (!out_ns)
+		return BW_EINVAL;
+	*out_ns = next > now_ns ? next - now_ns : 0;
+	return 0;
+}
+
+int bw_wheel_deadline(const struct bw_wheel *w, bw_handle h, uint64_t *out_ns)
+{
+	const struct bw_rec *r;
+
+	if (!w || !out_ns)
+		return BW_EINVAL;
+	r = lookup(w, h);
+	if (!r)
+		return BW_ENOTFOUND;
+	*out_ns = r->deadline;
+	return 0;
+}
+
+size_t bw_wheel_pending(const struct bw_wheel *w)
+{
+	return w ? w->pending : 0;
+}
+
+size_t bw_wheel_overflow_pending(const struct bw_wheel *w)
+{
+	return w ? w->heap.n : 0;
+}
+
+void bw_wheel_counters(const struct bw_wheel *w, struct bw_counters *out)
+{
+	if (w && out)
+		*out = w->ctr;
+}
+
+size_t bw_wheel_footprint(const struct bw_wheel *w)
+{
+	return w ? w->footprint : 0;
+}
+
+uint64_t bw_wheel_range_ns(const struct bw_wheel *w)
+{
+	if (!w)
+		return 0;
+	return w->range > UINT64_MAX / w->tick_ns ? UINT64_MAX
+						   : w->range * w->tick_ns;
+}
+
+const struct bw_config *bw_wheel_config(const struct bw_wheel *w)
+{
+	return w ? &w->cfg : NULL;
+}
+
+/* Every pending record, in index order; remove says whether to drain. */
+static int visit(struct bw_wheel *w, bw_visit_fn fn, void *ctx, bool remove)
+{
+	struct bw_pool *p = &w->pool;
+
+	for (uint32_t idx = 0; idx < p->size; idx++) {
+		struct bw_rec *r;
+
+		if (!bw_pool_valid(p, idx))
+			continue;
+		r = bw_rec_at(p, idx);
+		if (!is_pending(r->loc))
+			continue;
+		fn(bw_handle_make(idx, r->gen), r->deadline, r->data, ctx);
+		if (remove) {
+			unlink_rec(w, idx);
+			bw_pool_put(w, idx);
+			w->pending--;
+		}
+	}
+	return 0;
+}
+
+int bw_wheel_foreach(const struct bw_wheel *w, bw_visit_fn fn, void *ctx)
+{
+	if (!w || !fn)
+		return BW_EINVAL;
+	/* visit() only writes when asked to remove. */
+	return visit((struct bw_wheel *)w, fn, ctx, false);
+}
+
+int bw_wheel_drain(struct bw_wheel *w, bw_visit_fn fn, void *ctx)
+{
+	if (!w || !fn)
+		return BW_EINVAL;
+	if (w->in_poll)
+		return BW_EINPOLL;
+	return visit(w, fn, ctx, true);
+}
