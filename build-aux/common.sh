@@ -4,10 +4,12 @@
 
 bw_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-# Debian 12 packages the build and every configure check need.
+# Debian 12 packages the build, every configure check and the tests need
+# (systemd brings systemd-analyze and systemd-socket-activate).
 bw_packages=(
 	build-essential autoconf automake libtool pkg-config
 	libevent-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev check
+	systemd
 )
 
 # Install only what is missing, so a ready machine needs neither root nor

@@ -26,3 +26,15 @@ tests_check_model_LDADD = $(bw_check_ldadd)
 tests_check_config_SOURCES = tests/check_config.c tests/testutil.c tests/testutil.h
 tests_check_config_CFLAGS = $(bw_check_cflags)
 tests_check_config_LDADD = $(bw_check_ldadd)
+
+# The units, checked with systemd's own tools against the built daemon.
+check_PROGRAMS += tests/check_systemd
+TESTS += tests/check_systemd
+tests_check_systemd_SOURCES = tests/check_systemd.c
+tests_check_systemd_CPPFLAGS = \
+	-DBW_TOP_SRCDIR='"$(abs_top_srcdir)"' \
+	-DBW_TOP_BUILDDIR='"$(abs_top_builddir)"' \
+	-DBW_SBINDIR='"$(sbindir)"'
+tests_check_systemd_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_systemd_LDADD = $(CHECK_LIBS)
+EXTRA_tests_check_systemd_DEPENDENCIES = systemd/bitwheeld.service daemon/bitwheeld
