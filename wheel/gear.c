@@ -56,11 +56,6 @@ uint64_t bw_gear_event(const struct bw_wheel *w, unsigned g, unsigned d)
 	return (base + dist) << (6 * g);
 }
 
-static inline uint64_t rotr64(uint64_t x, unsigned n)
-{
-	return (x >> (n & 63)) | (x << (-n & 63));
-}
-
 uint64_t bw_gear_scan(const struct bw_wheel *w, unsigned g)
 {
 	const struct bw_gear *gr = &w->gear[g];

@@ -151,6 +151,16 @@ void bw_poll_fire(struct bw_wheel *w, uint64_t now_ns,
 /* config.c */
 uint64_t bw_config_range_ticks(const struct bw_config *cfg);
 
+static inline uint64_t rotr64(uint64_t x, unsigned n)
+{
+	return (x >> (n & 63)) | (x << (-n & 63));
+}
+
+static inline uint64_t rotl64(uint64_t x, unsigned n)
+{
+	return (x << (n & 63)) | (x >> (-n & 63));
+}
+
 static inline uint64_t bw_pow64(unsigned g)
 {
 	return 1ull << (6 * g);

@@ -111,16 +111,6 @@ uint64_t bw_tick_of(const struct bw_wheel *w, uint64_t deadline_ns)
 	return deadline_ns / w->tick_ns + (deadline_ns % w->tick_ns != 0);
 }
 
-static inline uint64_t rotr64(uint64_t x, unsigned n)
-{
-	return (x >> (n & 63)) | (x << (-n & 63));
-}
-
-static inline uint64_t rotl64(uint64_t x, unsigned n)
-{
-	return (x << (n & 63)) | (x >> (-n & 63));
-}
-
 static inline unsigned min_u(unsigned a, unsigned b)
 {
 	return a < b ? a : b;
