@@ -106,6 +106,14 @@ static void kill_conn(struct bwd_conn *c)
 	if (c->dead)
 		return;
 	c->dead = true;
+	/* A named session is free for its client's next connection at once,
+	 * even one whose Hello is read in this same turn of the loop.  An
+	 * anonymous one ends, cancelling its timers, so that waits for the
+	 * reap: this may run inside a poll, firing one of those timers. */
+	if (c->session && c->session->name) {
+		bwd_session_detach(c->session);
+		c->session = NULL;
+	}
 	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
 	event_active(c->reap, 0, 0);
 }
