@@ -83,6 +83,13 @@
  *
  * Times are nanoseconds of the host's CLOCK_MONOTONIC (absolute) or
  * nanosecond durations (relative), as in the protocol.
+ *
+ * Costs: a client is one socket plus buffers that grow to what it has in
+ * flight (at most one frame, 64 KiB by default, of unparsed input; up to
+ * 1 MiB of unwritten requests in non-blocking mode) and never shrink.  A
+ * blocking request is one round trip to the daemon; a non-blocking one is
+ * a pack into the output buffer and usually one send().  Each received
+ * frame is decoded once, with a few small allocations, and queued in O(1).
  */
 #ifndef BITWHEEL_CLIENT_H
 #define BITWHEEL_CLIENT_H

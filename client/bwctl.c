@@ -7,6 +7,10 @@
  * as any other client would.  Output goes to stdout, one line per fire
  * (flushed at once, so a pipe sees it live), diagnostics to stderr.
  *
+ * Cost: one connection and one or two round trips per command; watch and
+ * waiting schedules then block in the library until a fire or the
+ * deadline, using no CPU in between.
+ *
  * Exit status (also in bwctl.1 and --help):
  *   0 ok, 1 not found or timed out, 2 usage, 3 daemon unreachable,
  *   4 any other error (the daemon refused a request, the connection broke).
@@ -83,14 +87,17 @@ static const char help_schedule[] =
 "                       more than 1 needs --every)\n"
 "\n"
 "Prints 'scheduled key=K deadline=NS' (--session) or one line per fire, as\n"
-"'bwctl watch' does.  Exit status: 0 ok, 2 usage, 3 unreachable, 4 the\n"
-"daemon refused (e.g. DUPLICATE_KEY without --replace) or other error.\n";
+"'bwctl watch' does.  With --session, fires the daemon hands this\n"
+"connection (the session's queue arrives on attach) are printed too rather\n"
+"than lost.  Exit status: 0 ok, 2 usage, 3 unreachable, 4 the daemon\n"
+"refused (e.g. DUPLICATE_KEY without --replace) or other error.\n";
 
 static const char help_cancel[] =
 "Usage: bwctl [--socket PATH] cancel --key K [--session NAME]\n"
 "\n"
 "Disarm timer K of the named session (without --session, of a new anonymous\n"
-"session, where nothing is ever pending).\n"
+"session, where nothing is ever pending).  Fires the daemon hands this\n"
+"connection are printed as 'bwctl watch' prints them.\n"
 "\n"
 "  --key K              the timer's key (decimal, or hex with 0x)\n"
 "  --session NAME       the named session that holds the timer\n"
@@ -108,7 +115,9 @@ static const char help_watch[] =
 "watch runs it holds the session: other connections to it get SESSION_BUSY.\n"
 "\n"
 "  --session NAME       the named session to attach to\n"
-"  --count N            exit after N fires\n"
+"  --count N            exit after N fires (the daemon sends a session's\n"
+"                       whole queue on attach: fires past N that had\n"
+"                       already arrived are lost, with a warning)\n"
 "  --timeout DURATION   give up after DURATION in all\n"
 "  --json               JSON lines: key, payload, deadline_ns, fired_ns,\n"
 "                       late_us, and fire_count/restored when set\n"
@@ -368,6 +377,26 @@ static int next_fire(struct bwc_client *c, int64_t timeout_ns,
 	return rc;
 }
 
+/*
+ * Print the fires already in hand.  Attaching to a named session makes the
+ * daemon send its whole queue at once (PROTOCOL.md 5.7), and a fire
+ * written to a connection that then closes is gone (9), so whatever
+ * reached this bwctl is printed rather than dropped with it.  Returns how
+ * many there were.
+ */
+static uint64_t drain_fires(struct bwc_client *c, bool print, bool json)
+{
+	struct bwc_fire f;
+	uint64_t n = 0;
+
+	while (bwc_wait_fire(c, 0, &f) == 0) {
+		if (print)
+			print_fire(&f, json);
+		n++;
+	}
+	return n;
+}
+
 static int cmd_schedule(int argc, char **argv)
 {
 	static const char cmd[] = "schedule";
@@ -478,6 +507,7 @@ static int cmd_schedule(int argc, char **argv)
 		       (unsigned long long)t.key,
 		       (unsigned long long)sched.deadline_ns,
 		       sched.replaced ? " replaced" : "");
+		drain_fires(c, true, false);
 		bwc_free(c);
 		return ST_OK;
 	}
@@ -548,6 +578,9 @@ static int cmd_cancel(int argc, char **argv)
 		bwc_free(c);
 		return rc;
 	}
+	if (pending)
+		printf("cancelled key=%llu\n", (unsigned long long)key);
+	drain_fires(c, true, false);
 	bwc_free(c);
 	if (!pending) {
 		fprintf(stderr, "bwctl: no pending timer with key %llu%s%s\n",
@@ -555,7 +588,6 @@ static int cmd_cancel(int argc, char **argv)
 			session ? " in session " : "", session ? session : "");
 		return ST_NOTFOUND;
 	}
-	printf("cancelled key=%llu\n", (unsigned long long)key);
 	return ST_OK;
 }
 
@@ -650,6 +682,16 @@ static int cmd_watch(int argc, char **argv)
 		}
 		print_fire(&f, json);
 		seen++;
+	}
+	if (count > 0 && seen == count) {
+		/* The daemon sent them and will not send them again. */
+		uint64_t extra = drain_fires(c, false, json);
+
+		if (extra > 0)
+			fprintf(stderr, "bwctl: %llu more fires of session "
+				"%s had arrived after the %llu counted; they "
+				"are lost\n", (unsigned long long)extra,
+				session, (unsigned long long)count);
 	}
 	bwc_free(c);
 	if (count > 0 && seen < count) {

@@ -70,6 +70,9 @@
  * daemon that keeps writing; level-triggered polling brings us back. */
 #define READ_BATCH 64
 #define READ_CHUNK 4096u
+/* errmsg and closed_why: the same size, so one copies into the other
+ * whole. */
+#define MSG_MAX 512
 
 /* The public server codes are the protocol's numbers, so a reply's code
  * is handed through unchanged. */
@@ -195,8 +198,9 @@ struct bwc_client {
 	bool in_callback;
 
 	int close_status;           /* why fd went to -1, for the waiter */
+	char closed_why[MSG_MAX];   /* ...and in words, for later calls */
 	int server_error;
-	char errmsg[512];
+	char errmsg[MSG_MAX];
 };
 
 /* ---- error reporting ---------------------------------------------------- */
@@ -261,9 +265,15 @@ static int fail_server(struct bwc_client *c, const Bitwheel__V1__Error *err,
 		       const char *context)
 {
 	int code = err->has_code ? (int)err->code : 0;
+	const char *name = bwc_server_error_name(code);
+	char unknown[24];
 
-	fail(c, BWC_ESERVER, "%sdaemon error %s: %s", context,
-	     bwc_server_error_name(code),
+	/* A newer daemon's code: the number is all the caller can look up. */
+	if (strcmp(name, "UNKNOWN") == 0) {
+		snprintf(unknown, sizeof(unknown), "UNKNOWN(%d)", code);
+		name = unknown;
+	}
+	fail(c, BWC_ESERVER, "%sdaemon error %s: %s", context, name,
 	     err->message && *err->message ? err->message : "(no message)");
 	c->server_error = code;
 	return BWC_ESERVER;
@@ -281,11 +291,17 @@ int bwc_server_error(const struct bwc_client *c)
 	return c ? c->server_error : BWC_SERVER_UNSPECIFIED;
 }
 
+/* A call that needs a connection, made without one: say why it ended,
+ * since the call that saw it end may have been long ago. */
 static int not_connected(struct bwc_client *c)
 {
-	if (c->path)
-		return fail(c, BWC_ECLOSED, "not connected to %s", c->path);
-	return fail(c, BWC_ECLOSED, "not connected (call bwc_connect first)");
+	if (c->path == NULL)
+		return fail(c, BWC_ECLOSED,
+			    "not connected (call bwc_connect first)");
+	if (c->closed_why[0])
+		return fail(c, BWC_ECLOSED, "not connected to %s (%s)",
+			    c->path, c->closed_why);
+	return fail(c, BWC_ECLOSED, "not connected to %s", c->path);
 }
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -363,6 +379,7 @@ static int conn_fail(struct bwc_client *c, int status, const char *fmt, ...)
 	va_end(ap);
 	c->server_error = BWC_SERVER_UNSPECIFIED;
 	conn_close(c, status);
+	memcpy(c->closed_why, c->errmsg, sizeof(c->closed_why));
 	return status;
 }
 
@@ -458,6 +475,7 @@ static int take_frame(struct bwc_client *c, Bitwheel__V1__Envelope *env)
 				 "connection closed by the daemon: ");
 		bwp_frame_free(env);
 		conn_close(c, rc);
+		memcpy(c->closed_why, c->errmsg, sizeof(c->closed_why));
 		return rc;
 	case BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY:
 	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY:
@@ -741,6 +759,14 @@ static int wait_io(struct bwc_client *c, enum wait_for what,
 			}
 			return fail(c, BWC_EIO, "poll: %s", strerror(errno));
 		}
+		/* Someone closed our fd: without this, ppoll would report it
+		 * at once forever and the wait would spin.  The number may
+		 * belong to someone else by now, so it is not closed again. */
+		if (pfd.revents & POLLNVAL) {
+			c->fd = -1;
+			return conn_fail(c, BWC_EIO, "the socket to %s was "
+					 "closed outside the library", c->path);
+		}
 		if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) {
 			int rc = conn_read(c);
 
@@ -875,8 +901,11 @@ int bwc_set_timeout(struct bwc_client *c, int64_t timeout_ns)
 
 void bwc_close(struct bwc_client *c)
 {
-	if (c != NULL && c->fd >= 0)
+	if (c != NULL && c->fd >= 0) {
 		conn_close(c, BWC_ECLOSED);
+		snprintf(c->closed_why, sizeof(c->closed_why),
+			 "closed by bwc_close");
+	}
 }
 
 static void copy_limits(struct bwc_client *c, const Bitwheel__V1__Limits *l)
@@ -946,6 +975,7 @@ static int dial(struct bwc_client *c)
 	}
 
 	c->fd = fd;
+	c->closed_why[0] = '\0';
 	c->next_id = 1;
 	c->max_frame = BWP_DEFAULT_MAX_FRAME;
 	c->max_payload = BWP_DEFAULT_MAX_PAYLOAD;
@@ -986,8 +1016,10 @@ fail:
 	bwp_frame_free(reply);
 	/* A failed Hello closes the connection on the daemon's side too;
 	 * the message set above stays. */
-	if (c->fd >= 0)
+	if (c->fd >= 0) {
 		conn_close(c, BWC_ECLOSED);
+		memcpy(c->closed_why, c->errmsg, sizeof(c->closed_why));
+	}
 	return rc;
 }
 

@@ -53,9 +53,11 @@ int bwc_parse_duration(const char *text, uint64_t *out_ns)
 		size_t i, nfrac = 0;
 
 		for (; *p >= '0' && *p <= '9'; p++) {
-			if (ip > (UINT64_MAX - 9) / 10)
+			uint64_t d = (uint64_t)(*p - '0');
+
+			if (ip > (UINT64_MAX - d) / 10)
 				return BWC_EINVAL;
-			ip = ip * 10 + (uint64_t)(*p - '0');
+			ip = ip * 10 + d;
 		}
 		if (*p == '.') {
 			frac = ++p;

@@ -22,6 +22,7 @@
  * event at the next turn of the loop.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -153,22 +154,30 @@ int bwd_conn_send(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
 	return 0;
 }
 
-void bwd_conn_fail(struct bwd_conn *c, const Bitwheel__V1__Envelope *req,
-		   Bitwheel__V1__ErrorCode code, const char *fmt, ...)
+void bwd_conn_error(struct bwd_conn *c, const Bitwheel__V1__Envelope *req,
+		    Bitwheel__V1__ErrorCode code, bool fatal, const char *fmt, ...)
 {
 	Bitwheel__V1__Envelope env;
 	Bitwheel__V1__Error err;
 	char msg[256];
 	va_list ap;
+	int sent;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	bwd_log(BWD_LOG_INFO, "client pid %ld uid %ld: %s; closing",
-		(long)c->pid, (long)c->uid, msg);
+	/* Request errors may name keys: debug only.  Fatal ones never do. */
+	if (fatal)
+		bwd_log(BWD_LOG_INFO, "client pid %ld uid %ld: %s; closing",
+			(long)c->pid, (long)c->uid, msg);
+	else
+		bwd_log(BWD_LOG_DEBUG, "client pid %ld request %" PRIu64 ": %s",
+			(long)c->pid, req ? req->request_id : 0, msg);
 	bwp_error_init(&env, &err, req, code, msg);
-	bwd_conn_send(c, &env);
-	bwd_conn_close(c, true);
+	sent = bwd_conn_send(c, &env);
+	/* An error reply that does not fit means the client is not reading. */
+	if (fatal || sent)
+		bwd_conn_close(c, fatal);
 }
 
 /* Write one fire; 0, or nonzero when it does not fit. */
@@ -269,8 +278,8 @@ static void on_read(struct bufferevent *bev, void *arg)
 		if (err == BWP_EMORE)
 			break;
 		if (err) {
-			bwd_conn_fail(c, NULL, frame_error_code(err),
-				      "bad frame: %s", bwp_strerror(err));
+			bwd_conn_error(c, NULL, frame_error_code(err), true,
+			       "bad frame: %s", bwp_strerror(err));
 			break;
 		}
 		evbuffer_drain(bufferevent_get_input(bev), len);

@@ -210,10 +210,11 @@ int bwd_conn_new(struct bwd_server *srv, int fd, uid_t uid, pid_t pid,
 		 struct bwd_conn **out);
 /* Write one envelope; 0, or -ENOBUFS when the output bound is hit. */
 int bwd_conn_send(struct bwd_conn *c, const Bitwheel__V1__Envelope *env);
-/* Queue an error frame and close once it has been written. */
-void bwd_conn_fail(struct bwd_conn *c, const Bitwheel__V1__Envelope *req,
-		   Bitwheel__V1__ErrorCode code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+/* Queue an error frame answering req (NULL: the connection); when fatal,
+ * close once it has been written. */
+void bwd_conn_error(struct bwd_conn *c, const Bitwheel__V1__Envelope *req,
+		    Bitwheel__V1__ErrorCode code, bool fatal, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
 /* Close after the output drains (graceful) or at once. */
 void bwd_conn_close(struct bwd_conn *c, bool flush);
 /* Deliver a fire (the sink's deliver). */

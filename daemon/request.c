@@ -10,36 +10,12 @@
  * debug level.
  */
 #include <inttypes.h>
-#include <stdarg.h>
-#include <stdio.h>
 
 #include "daemon-internal.h"
 
 #define PROTOCOL_NAME(code) BITWHEEL__V1__ERROR_CODE__##code
 
 typedef Bitwheel__V1__Envelope Envelope;
-
-/* An error reply that leaves the connection open. */
-static void reply_error(struct bwd_conn *c, const Envelope *req,
-			Bitwheel__V1__ErrorCode code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static void reply_error(struct bwd_conn *c, const Envelope *req,
-			Bitwheel__V1__ErrorCode code, const char *fmt, ...)
-{
-	Envelope env;
-	Bitwheel__V1__Error err;
-	char msg[256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	bwd_log(BWD_LOG_DEBUG, "request %" PRIu64 ": %s", req->request_id, msg);
-	bwp_error_init(&env, &err, req, code, msg);
-	if (bwd_conn_send(c, &env))
-		bwd_conn_close(c, false);
-}
 
 /* Send a reply whose body the caller filled in. */
 static void reply(struct bwd_conn *c, Envelope *env)
@@ -78,23 +54,23 @@ static void do_hello(struct bwd_conn *c, const Envelope *req)
 	int err;
 
 	if (bwd_conn_session(c)) {
-		reply_error(c, req, PROTOCOL_NAME(ALREADY_HELLO),
+		bwd_conn_error(c, req, PROTOCOL_NAME(ALREADY_HELLO), false,
 			    "this connection already said Hello");
 		return;
 	}
 	if (!h->has_protocol_version) {
-		bwd_conn_fail(c, req, PROTOCOL_NAME(BAD_REQUEST),
+		bwd_conn_error(c, req, PROTOCOL_NAME(BAD_REQUEST), true,
 			      "Hello without protocol_version");
 		return;
 	}
 	if (h->protocol_version != BWP_PROTOCOL_VERSION) {
-		bwd_conn_fail(c, req, PROTOCOL_NAME(BAD_VERSION),
+		bwd_conn_error(c, req, PROTOCOL_NAME(BAD_VERSION), true,
 			      "protocol version %" PRIu32 " is not spoken here; this daemon speaks %d",
 			      h->protocol_version, BWP_PROTOCOL_VERSION);
 		return;
 	}
 	if (h->session && !bwp_session_name_valid(h->session)) {
-		bwd_conn_fail(c, req, PROTOCOL_NAME(BAD_REQUEST),
+		bwd_conn_error(c, req, PROTOCOL_NAME(BAD_REQUEST), true,
 			      "session names are 1 to %u bytes of A-Z a-z 0-9 _ . : @ -",
 			      BWP_SESSION_NAME_MAX);
 		return;
@@ -102,7 +78,7 @@ static void do_hello(struct bwd_conn *c, const Envelope *req)
 	err = bwd_session_open(bwd_server_state(bwd_conn_server(c)), h->session,
 			       bwd_conn_uid(c), c, &s, &resumed);
 	if (err) {
-		bwd_conn_fail(c, req, err, "session '%s': %s",
+		bwd_conn_error(c, req, err, true, "session '%s': %s",
 			      h->session ? h->session : "(anonymous)",
 			      state_error_text(err));
 		return;
@@ -154,14 +130,14 @@ static void do_schedule(struct bwd_conn *c, const Envelope *req)
 	int err;
 
 	if (!sc->has_key) {
-		reply_error(c, req, PROTOCOL_NAME(BAD_REQUEST), "Schedule without key");
+		bwd_conn_error(c, req, PROTOCOL_NAME(BAD_REQUEST), false, "Schedule without key");
 		return;
 	}
 	switch (sc->when_case) {
 	case BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS:
 		now = bw_now_ns();
 		if (sc->delay_ns > UINT64_MAX - now) {
-			reply_error(c, req, PROTOCOL_NAME(BAD_DEADLINE),
+			bwd_conn_error(c, req, PROTOCOL_NAME(BAD_DEADLINE), false,
 				    "now + delay_ns overflows 64 bits");
 			return;
 		}
@@ -171,16 +147,16 @@ static void do_schedule(struct bwd_conn *c, const Envelope *req)
 		s.deadline_ns = sc->deadline_ns;
 		break;
 	default:
-		reply_error(c, req, PROTOCOL_NAME(BAD_DEADLINE),
+		bwd_conn_error(c, req, PROTOCOL_NAME(BAD_DEADLINE), false,
 			    "Schedule needs delay_ns or deadline_ns");
 		return;
 	}
 	if (sc->has_period_ns && sc->period_ns == 0) {
-		reply_error(c, req, PROTOCOL_NAME(BAD_DEADLINE), "period_ns must be > 0");
+		bwd_conn_error(c, req, PROTOCOL_NAME(BAD_DEADLINE), false, "period_ns must be > 0");
 		return;
 	}
 	if (sc->has_payload && sc->payload.len > opt->limits.max_payload) {
-		reply_error(c, req, PROTOCOL_NAME(PAYLOAD_TOO_LARGE),
+		bwd_conn_error(c, req, PROTOCOL_NAME(PAYLOAD_TOO_LARGE), false,
 			    "payload of %zu bytes is over the limit of %" PRIu32,
 			    sc->payload.len, opt->limits.max_payload);
 		return;
@@ -193,7 +169,7 @@ static void do_schedule(struct bwd_conn *c, const Envelope *req)
 	s.replace = sc->has_replace && sc->replace;
 	err = bwd_timer_schedule(bwd_conn_session(c), &s, &replaced);
 	if (err) {
-		reply_error(c, req, err, "key %" PRIu64 ": %s", s.key,
+		bwd_conn_error(c, req, err, false, "key %" PRIu64 ": %s", s.key,
 			    state_error_text(err));
 		return;
 	}
@@ -213,7 +189,7 @@ static void do_cancel(struct bwd_conn *c, const Envelope *req)
 	bool pending;
 
 	if (!req->cancel->has_key) {
-		reply_error(c, req, PROTOCOL_NAME(BAD_REQUEST), "Cancel without key");
+		bwd_conn_error(c, req, PROTOCOL_NAME(BAD_REQUEST), false, "Cancel without key");
 		return;
 	}
 	bwd_timer_cancel(bwd_conn_session(c), req->cancel->key, &pending);
@@ -275,7 +251,7 @@ static void do_stats(struct bwd_conn *c, const Envelope *req)
 void bwd_request_handle(struct bwd_conn *c, const Envelope *req)
 {
 	if (!req->has_request_id) {
-		bwd_conn_fail(c, NULL, PROTOCOL_NAME(BAD_REQUEST),
+		bwd_conn_error(c, NULL, PROTOCOL_NAME(BAD_REQUEST), true,
 			      "a request without request_id");
 		return;
 	}
@@ -288,13 +264,13 @@ void bwd_request_handle(struct bwd_conn *c, const Envelope *req)
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
 	case BITWHEEL__V1__ENVELOPE__BODY_STATS:
 		if (!bwd_conn_session(c)) {
-			bwd_conn_fail(c, req, PROTOCOL_NAME(HELLO_REQUIRED),
+			bwd_conn_error(c, req, PROTOCOL_NAME(HELLO_REQUIRED), true,
 				      "the first request must be Hello");
 			return;
 		}
 		break;
 	default:
-		bwd_conn_fail(c, req, PROTOCOL_NAME(UNKNOWN_MESSAGE),
+		bwd_conn_error(c, req, PROTOCOL_NAME(UNKNOWN_MESSAGE), true,
 			      "body %d is not a request", (int)req->body_case);
 		return;
 	}

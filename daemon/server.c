@@ -273,8 +273,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	event_del(srv->listener);
 	for (struct bwd_conn *c = srv->conns, *next; c; c = next) {
 		next = bwd_conn_next(c);
-		bwd_conn_fail(c, NULL, BITWHEEL__V1__ERROR_CODE__SHUTTING_DOWN,
-			      "bitwheeld is stopping");
+		bwd_conn_error(c, NULL, BITWHEEL__V1__ERROR_CODE__SHUTTING_DOWN,
+			       true, "bitwheeld is stopping");
 	}
 	if (srv->clients == 0)
 		event_base_loopbreak(srv->base);
