@@ -234,10 +234,12 @@ static int leftover(const char *cmd, int argc, char **argv)
 /* ---- output ----------------------------------------------------------- */
 
 /*
- * A JSON string that maps byte b to code point U+00bb, so any payload,
- * UTF-8 or not, comes back exactly (Python: s.encode("latin-1")).
+ * A quoted string: printable ASCII as is, the usual backslash escapes, and
+ * any other byte b through other_fmt - "\u%04x" for JSON, which maps b to
+ * code point U+00bb so any payload, UTF-8 or not, comes back exactly
+ * (Python: s.encode("latin-1")); "\x%02x" for people.
  */
-static void json_bytes(const void *data, size_t len)
+static void quoted_bytes(const void *data, size_t len, const char *other_fmt)
 {
 	const unsigned char *p = data;
 	size_t i;
@@ -256,36 +258,20 @@ static void json_bytes(const void *data, size_t len)
 			if (b >= 0x20 && b < 0x7f)
 				putchar(b);
 			else
-				printf("\\u%04x", b);
+				printf(other_fmt, b);
 		}
 	}
 	putchar('"');
 }
 
-/* For people: printable ASCII as is, C escapes for the rest. */
+static void json_bytes(const void *data, size_t len)
+{
+	quoted_bytes(data, len, "\\u%04x");
+}
+
 static void human_bytes(const void *data, size_t len)
 {
-	const unsigned char *p = data;
-	size_t i;
-
-	putchar('"');
-	for (i = 0; i < len; i++) {
-		unsigned char b = p[i];
-
-		switch (b) {
-		case '"': fputs("\\\"", stdout); break;
-		case '\\': fputs("\\\\", stdout); break;
-		case '\n': fputs("\\n", stdout); break;
-		case '\r': fputs("\\r", stdout); break;
-		case '\t': fputs("\\t", stdout); break;
-		default:
-			if (b >= 0x20 && b < 0x7f)
-				putchar(b);
-			else
-				printf("\\x%02x", b);
-		}
-	}
-	putchar('"');
+	quoted_bytes(data, len, "\\x%02x");
 }
 
 static void print_fire(const struct bwc_fire *f, bool json)

@@ -248,15 +248,22 @@ const char *bwc_version(void)
 	return PACKAGE_VERSION;
 }
 
+__attribute__((format(printf, 3, 0)))
+static int vfail(struct bwc_client *c, int code, const char *fmt, va_list ap)
+{
+	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+	c->server_error = BWC_SERVER_UNSPECIFIED;
+	return code;
+}
+
 __attribute__((format(printf, 3, 4)))
 static int fail(struct bwc_client *c, int code, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+	vfail(c, code, fmt, ap);
 	va_end(ap);
-	c->server_error = BWC_SERVER_UNSPECIFIED;
 	return code;
 }
 
@@ -375,9 +382,8 @@ static int conn_fail(struct bwc_client *c, int status, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+	vfail(c, status, fmt, ap);
 	va_end(ap);
-	c->server_error = BWC_SERVER_UNSPECIFIED;
 	conn_close(c, status);
 	memcpy(c->closed_why, c->errmsg, sizeof(c->closed_why));
 	return status;
