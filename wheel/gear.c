@@ -67,18 +67,18 @@ uint64_t bw_gear_scan(const struct bw_wheel *w, unsigned g)
 	return (base + (uint64_t)__builtin_ctzll(r)) << (6 * g);
 }
 
-void bw_slot_add(struct bw_wheel *w, unsigned g, unsigned d, uint32_t idx)
+void bw_slot_add(struct bw_wheel *w, unsigned g, uint64_t key, uint32_t idx)
 {
 	struct bw_gear *gr = &w->gear[g];
 	struct bw_rec *r = bw_rec_at(&w->pool, idx);
-	uint64_t ev;
+	unsigned d = (unsigned)key & (BW_SLOTS - 1);
+	uint64_t ev = key << (6 * g);
 
 	bw_list_push(&w->pool, &gr->head[d], idx);
 	r->loc = (uint16_t)(g * BW_SLOTS + d);
 	gr->occ |= 1ull << d;
 	if (++gr->count[d] >= w->cfg.slot_cap)
 		gr->full |= 1ull << d;
-	ev = bw_gear_event(w, g, d);
 	if (ev < gr->next)
 		gr->next = ev;
 	if (ev < w->next)

@@ -106,6 +106,9 @@ void bw_pool_put(struct bw_wheel *w, uint32_t idx);
 
 static inline struct bw_rec *bw_rec_at(const struct bw_pool *p, uint32_t idx)
 {
+	/* The wheel's own records are one block: no chunk lookup for them. */
+	if (__builtin_expect(idx < p->nbase_records, 1))
+		return &p->base[idx];
 	return &p->chunk[idx >> BW_CHUNK_SHIFT][idx & (BW_CHUNK - 1)];
 }
 
@@ -127,7 +130,8 @@ void bw_list_push(struct bw_pool *p, uint32_t *head, uint32_t idx);
 void bw_list_unlink(struct bw_pool *p, uint32_t *head, uint32_t idx);
 uint64_t bw_gear_event(const struct bw_wheel *w, unsigned g, unsigned d);
 uint64_t bw_gear_scan(const struct bw_wheel *w, unsigned g);
-void bw_slot_add(struct bw_wheel *w, unsigned g, unsigned d, uint32_t idx);
+/* Add to gear g's slot for key, the slot's absolute index (tick >> 6g). */
+void bw_slot_add(struct bw_wheel *w, unsigned g, uint64_t key, uint32_t idx);
 void bw_slot_remove(struct bw_wheel *w, unsigned g, unsigned d, uint32_t idx);
 
 /* overflow.c */

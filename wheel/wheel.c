@@ -116,6 +116,14 @@ static inline unsigned min_u(unsigned a, unsigned b)
 	return a < b ? a : b;
 }
 
+/* The highest gear with a slot starting at tick ev. */
+static inline unsigned gears_at(const struct bw_wheel *w, uint64_t ev)
+{
+	unsigned g = ev ? (unsigned)__builtin_ctzll(ev) / 6 : BW_MAX_GEARS;
+
+	return min_u(g, w->cfg.gears - 1);
+}
+
 /*
  * Put record idx, due at tick t > now, into a slot.  BW_ERANGE beyond the
  * range, BW_EFULL when the home slot and its probes are full - except for
@@ -147,24 +155,24 @@ static int place(struct bw_wheel *w, uint32_t idx, uint64_t t, bool reslot)
 		lim = min_u(k0 - 1, w->cfg.max_probes - 1);
 		if (!r || (j = (unsigned)__builtin_clzll(r)) > lim)
 			goto full;
-		d = (d - j) & (BW_SLOTS - 1);
+		key -= j;
 	} else {
 		uint64_t r = rotr64(avail, d);
 
 		lim = min_u(BW_SLOTS - 1 - k0, w->cfg.max_probes - 1);
 		if (!r || (j = (unsigned)__builtin_ctzll(r)) > lim)
 			goto full;
-		d = (d + j) & (BW_SLOTS - 1);
+		key += j;
 	}
 	if (j)
 		w->ctr.probed++;
-	bw_slot_add(w, g, d, idx);
+	bw_slot_add(w, g, key, idx);
 	return 0;
 full:
 	if (!reslot)
 		return BW_EFULL;
 	w->ctr.overfilled++;
-	bw_slot_add(w, g, d, idx);
+	bw_slot_add(w, g, key, idx);
 	return 0;
 }
 
@@ -441,7 +449,9 @@ bool bw_poll_collect(struct bw_wheel *w, uint64_t now_ns)
 		list_push(w, BW_RIPE, idx);
 	while ((ev = bw_next_event(w)) <= target) {
 		w->now = ev;
-		for (unsigned g = w->cfg.gears; g-- > 0;) {
+		/* Only gears whose slots start at ev can be due: gear g's slots
+		 * start at multiples of 64^g. */
+		for (unsigned g = gears_at(w, ev) + 1; g-- > 0;) {
 			unsigned d = (ev >> (6 * g)) & (BW_SLOTS - 1);
 
 			if (w->gear[g].occ & (1ull << d))
