@@ -17,6 +17,12 @@
  *     reading at all: it is disconnected.  Its named session keeps the
  *     unsent fire queued; an anonymous session ends with the connection.
  *
+ * Fires of a named session stay the session's until they have left the
+ * output buffer: each one written keeps a copy, with the output offset its
+ * frame ends at, until the buffer drains past it.  When the connection
+ * breaks, those still unwritten go back to the front of the session's
+ * queue, in order, for its next connection (PROTOCOL.md section 9).
+ *
  * Closing never happens in the middle of a wheel poll or of request
  * handling: a dead connection is only marked, and freed by a deferred
  * event at the next turn of the loop.
@@ -41,6 +47,9 @@ struct bwd_conn {
 	struct bwd_session *session;
 	uid_t uid;
 	pid_t pid;
+	struct bwd_fire *sent, *sent_tail; /* named session's unwritten fires */
+	uint64_t committed;        /* bytes ever put in the output buffer    */
+	uint64_t drained;          /* bytes ever taken out by writes         */
 	bool throttled;            /* reading paused for backpressure        */
 	bool closing;              /* close once the output has drained      */
 	bool dead;                 /* close at the next turn, unflushed      */
@@ -81,8 +90,42 @@ struct bwd_conn *bwd_conn_next(const struct bwd_conn *c)
 	return c->next;
 }
 
+/* The named session takes back the fires its client did not get. */
+static void give_back(struct bwd_conn *c)
+{
+	if (c->session && c->session->name)
+		bwd_session_requeue(c->session, c->sent);
+	else
+		while (c->sent) {
+			struct bwd_fire *f = c->sent;
+
+			c->sent = f->next;
+			free(f);
+		}
+	c->sent = c->sent_tail = NULL;
+}
+
+/* Written out: those fires are the client's now. */
+static void on_drain(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+		     void *arg)
+{
+	struct bwd_conn *c = arg;
+
+	(void)buf;
+	c->drained += info->n_deleted;
+	while (c->sent && c->sent->wire_end <= c->drained) {
+		struct bwd_fire *f = c->sent;
+
+		c->sent = f->next;
+		free(f);
+	}
+	if (!c->sent)
+		c->sent_tail = NULL;
+}
+
 static void conn_free(struct bwd_conn *c)
 {
+	give_back(c);
 	if (c->session)
 		bwd_session_detach(c->session);
 	*c->pprev = c->next;
@@ -112,6 +155,7 @@ static void kill_conn(struct bwd_conn *c)
 	 * anonymous one ends, cancelling its timers, so that waits for the
 	 * reap: this may run inside a poll, firing one of those timers. */
 	if (c->session && c->session->name) {
+		give_back(c);
 		bwd_session_detach(c->session);
 		c->session = NULL;
 	}
@@ -151,6 +195,7 @@ int bwd_conn_send(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
 	}
 	v.iov_len = len;
 	evbuffer_commit_space(out, &v, 1);
+	c->committed += len;
 	return 0;
 }
 
@@ -204,13 +249,33 @@ static int send_fire(struct bwd_conn *c, const struct bwd_fire *f)
 	return bwd_conn_send(c, &env);
 }
 
+/* Keep a written fire (which the caller owned) until it leaves the buffer. */
+static void track(struct bwd_conn *c, struct bwd_fire *f)
+{
+	f->wire_end = c->committed;
+	f->next = NULL;
+	if (c->sent_tail)
+		c->sent_tail->next = f;
+	else
+		c->sent = f;
+	c->sent_tail = f;
+}
+
 int bwd_conn_deliver(struct bwd_conn *c, const struct bwd_fire *f, void *ctx)
 {
+	struct bwd_fire *copy;
+
 	(void)ctx;
 	if (c->closing || c->dead)
 		return -1;
-	if (send_fire(c, f) == 0)
+	/* Without memory for the copy the fire still goes out, untracked. */
+	copy = c->session->name ? bwd_fire_copy(f) : NULL;
+	if (send_fire(c, f) == 0) {
+		if (copy)
+			track(c, copy);
 		return 0;
+	}
+	free(copy);
 	bwd_log(BWD_LOG_WARNING, "client pid %ld uid %ld is not reading: %zu bytes unread reached the output bound; disconnecting",
 		(long)c->pid, (long)c->uid, bwd_conn_output(c));
 	kill_conn(c);
@@ -229,7 +294,7 @@ void bwd_conn_drain_queue(struct bwd_conn *c)
 			bwd_session_requeue(c->session, f);
 			return;
 		}
-		free(f);
+		track(c, f);
 	}
 }
 
@@ -345,6 +410,8 @@ int bwd_conn_new(struct bwd_server *srv, int fd, uid_t uid, pid_t pid,
 	if (!c->reap)
 		goto fail;
 	bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
+	if (!evbuffer_add_cb(bufferevent_get_output(c->bev), on_drain, c))
+		goto fail;
 	bufferevent_setwatermark(c->bev, EV_READ, 0, l->max_frame + BWP_HEADER_SIZE);
 	bufferevent_setwatermark(c->bev, EV_WRITE, l->max_output / 4, 0);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);

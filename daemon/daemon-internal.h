@@ -105,6 +105,7 @@ struct bwd_fire {
 	bool has_payload;
 	uint32_t payload_len;
 	const uint8_t *payload;    /* the timer's, or the bytes that follow  */
+	uint64_t wire_end;         /* conn.c: output offset its frame ends at */
 };
 
 struct bwd_timer {
@@ -175,10 +176,13 @@ int bwd_session_open(struct bwd_state *st, const char *name, uid_t uid,
 		     bool *resumed);
 /* The connection is gone: anonymous sessions end, named ones linger. */
 void bwd_session_detach(struct bwd_session *s);
+/* A copy of f with its payload, in one allocation free() releases. */
+struct bwd_fire *bwd_fire_copy(const struct bwd_fire *f);
 /* Take the oldest queued fire (caller frees it with free()), or NULL. */
 struct bwd_fire *bwd_session_dequeue(struct bwd_session *s);
-/* Put a fire back at the head of the queue (it could not be sent). */
-void bwd_session_requeue(struct bwd_session *s, struct bwd_fire *f);
+/* Put fires that were not sent back at the head of the queue, in order:
+ * chain is a list through next, which the queue takes over. */
+void bwd_session_requeue(struct bwd_session *s, struct bwd_fire *chain);
 
 struct bwd_schedule {
 	uint64_t key;

@@ -11,8 +11,8 @@
  *   notify     READY=1 once the loop runs, STATUS= every few seconds,
  *              WATCHDOG=1 at half the watchdog interval, STOPPING=1
  * Shutdown: stop accepting, answer every connection SHUTTING_DOWN after its
- * pending replies, wait (at most 5 s) for them to drain, log what was
- * still pending, exit 0.
+ * pending replies, wait (at most 5 s, or until a second signal) for them
+ * to drain, log what was still pending, exit 0.
  */
 #define _GNU_SOURCE /* accept4, struct ucred */
 #include <errno.h>
@@ -265,8 +265,12 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	struct timeval grace = { SHUTDOWN_GRACE_S, 0 };
 
 	(void)what;
-	if (srv->stopping)
+	if (srv->stopping) {
+		bwd_log(BWD_LOG_NOTICE, "%s again: stopping without waiting for clients",
+			strsignal((int)sig));
+		event_base_loopbreak(srv->base);
 		return;
+	}
 	srv->stopping = true;
 	sd_notify(0, "STOPPING=1");
 	bwd_log(BWD_LOG_NOTICE, "%s: stopping", strsignal((int)sig));

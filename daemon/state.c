@@ -60,38 +60,53 @@ static void free_timer(struct bwd_state *st, struct bwd_timer *t)
 
 /* ---- fire queues --------------------------------------------------------- */
 
-/* Queue a copy of f at the tail, dropping the oldest when full. */
-static void enqueue(struct bwd_session *s, const struct bwd_fire *f)
+struct bwd_fire *bwd_fire_copy(const struct bwd_fire *f)
 {
-	struct bwd_state *st = s->state;
-	struct bwd_fire *q;
+	struct bwd_fire *q = malloc(sizeof(*q) + f->payload_len);
 
-	if (st->opt->limits.max_queued == 0)
-		goto drop;
-	if (s->queued >= st->opt->limits.max_queued) {
-		free(bwd_session_dequeue(s));
-		s->dropped++;
-		st->stats.dropped++;
-	}
-	q = malloc(sizeof(*q) + f->payload_len);
 	if (!q)
-		goto drop;
+		return NULL;
 	*q = *f;
 	q->next = NULL;
 	q->payload = (const uint8_t *)(q + 1);
 	memcpy(q + 1, f->payload, f->payload_len);
+	return q;
+}
+
+/* Hold at most max_queued: the oldest fires go first, and are counted. */
+static void trim(struct bwd_session *s)
+{
+	while (s->queued > s->state->opt->limits.max_queued) {
+		free(bwd_session_dequeue(s));
+		s->dropped++;
+		s->state->stats.dropped++;
+	}
+}
+
+static void count_in(struct bwd_session *s, const struct bwd_fire *f)
+{
+	s->queued++;
+	s->state->stats.queued++;
+	s->state->stats.bytes += sizeof(*f) + f->payload_len;
+}
+
+/* Queue a copy of f at the tail. */
+static void enqueue(struct bwd_session *s, const struct bwd_fire *f)
+{
+	struct bwd_fire *q = bwd_fire_copy(f);
+
+	if (!q) {
+		s->dropped++;
+		s->state->stats.dropped++;
+		return;
+	}
 	if (s->queue_tail)
 		s->queue_tail->next = q;
 	else
 		s->queue_head = q;
 	s->queue_tail = q;
-	s->queued++;
-	st->stats.queued++;
-	st->stats.bytes += sizeof(*q) + q->payload_len;
-	return;
-drop:
-	s->dropped++;
-	st->stats.dropped++;
+	count_in(s, q);
+	trim(s);
 }
 
 struct bwd_fire *bwd_session_dequeue(struct bwd_session *s)
@@ -111,15 +126,21 @@ struct bwd_fire *bwd_session_dequeue(struct bwd_session *s)
 	return f;
 }
 
-void bwd_session_requeue(struct bwd_session *s, struct bwd_fire *f)
+void bwd_session_requeue(struct bwd_session *s, struct bwd_fire *chain)
 {
-	f->next = s->queue_head;
-	s->queue_head = f;
+	struct bwd_fire *last = NULL;
+
+	if (!chain)
+		return;
+	for (struct bwd_fire *f = chain; f; f = f->next) {
+		count_in(s, f);
+		last = f;
+	}
+	last->next = s->queue_head;
+	s->queue_head = chain;
 	if (!s->queue_tail)
-		s->queue_tail = f;
-	s->queued++;
-	s->state->stats.queued++;
-	s->state->stats.bytes += sizeof(*f) + f->payload_len;
+		s->queue_tail = last;
+	trim(s);
 }
 
 /* ---- the wheel's callbacks ----------------------------------------------- */

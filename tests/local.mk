@@ -38,3 +38,36 @@ tests_check_systemd_CPPFLAGS = \
 tests_check_systemd_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_systemd_LDADD = $(CHECK_LIBS)
 EXTRA_tests_check_systemd_DEPENDENCIES = systemd/bitwheeld.service daemon/bitwheeld
+
+# End-to-end suites: real bitwheeld processes on temporary sockets, driven
+# through the raw protocol (proto/frame.h), the client library and bwctl.
+# Paths to the built programs come from abs_top_builddir, so distcheck's
+# out-of-tree build runs its own; the programs are built before the tests.
+bw_e2e_programs = tests/check_daemon tests/check_client tests/check_bwctl
+check_PROGRAMS += $(bw_e2e_programs)
+TESTS += $(bw_e2e_programs)
+
+bw_e2e_sources = tests/daemonutil.c tests/daemonutil.h \
+	tests/testutil.c tests/testutil.h
+bw_e2e_cppflags = $(AM_CPPFLAGS) $(bw_proto_cppflags) -I$(top_srcdir)/client \
+	-DBW_TOP_BUILDDIR='"$(abs_top_builddir)"'
+bw_e2e_ldadd = proto/libbwproto.la wheel/libbitwheel.la $(PROTOBUF_C_LIBS) \
+	$(CHECK_LIBS)
+
+tests_check_daemon_SOURCES = tests/check_daemon.c $(bw_e2e_sources)
+tests_check_daemon_CPPFLAGS = $(bw_e2e_cppflags)
+tests_check_daemon_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_daemon_LDADD = $(bw_e2e_ldadd)
+EXTRA_tests_check_daemon_DEPENDENCIES = daemon/bitwheeld
+
+tests_check_client_SOURCES = tests/check_client.c $(bw_e2e_sources)
+tests_check_client_CPPFLAGS = $(bw_e2e_cppflags)
+tests_check_client_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_client_LDADD = client/libbitwheel-client.la $(bw_e2e_ldadd)
+EXTRA_tests_check_client_DEPENDENCIES = daemon/bitwheeld
+
+tests_check_bwctl_SOURCES = tests/check_bwctl.c $(bw_e2e_sources)
+tests_check_bwctl_CPPFLAGS = $(bw_e2e_cppflags)
+tests_check_bwctl_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_bwctl_LDADD = $(bw_e2e_ldadd)
+EXTRA_tests_check_bwctl_DEPENDENCIES = daemon/bitwheeld client/bwctl

@@ -1,0 +1,1156 @@
+/*
+ * check_bwctl.c - the built client/bwctl run as a program against real
+ * bitwheeld processes on temporary sockets: its commands, output formats
+ * and exit codes as bwctl(1) describes them.
+ *
+ * TCases:
+ *   schedule   --session prints the deadline and exits 0; without a
+ *              session it waits and prints the fire; --every with --count;
+ *              --at-monotonic, --replace, hex keys; DUPLICATE_KEY exits 4;
+ *              a daemon stopping under a waiting bwctl exits 4.
+ *   cancel     exit 0 when the timer was pending, 1 when not.
+ *   watch      --json lines parse (key, payload byte for byte, deadline_ns,
+ *              fired_ns, late_us, fire_count) for queued and live fires;
+ *              --timeout exits 1; a held session is SESSION_BUSY (exit 4).
+ *   stats      the table and --json agree with the daemon's own counters.
+ *   usage      exit 2 for usage errors, exit 3 naming the socket when the
+ *              daemon is unreachable, --help for bwctl and every command.
+ *
+ * bwctl's path comes from tests/local.mk (BW_TOP_BUILDDIR).  A small
+ * strict JSON parser below checks the --json output.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemonutil.h"
+#include "testutil.h"
+
+#define RUN_MS DU_WAIT_MS
+
+/* ---- running bwctl ------------------------------------------------------ */
+
+/* Nothing may reach a daemon through the caller's environment. */
+static const char *const clean_env[] = { "BITWHEEL_SOCKET", NULL };
+
+/* bwctl [--socket sock] args... (NULL-terminated), with output captured. */
+static void bwctl_argv(const char **argv, const char *sock, va_list ap)
+{
+	size_t n = 0;
+
+	argv[n++] = DU_BWCTL_PATH;
+	if (sock != NULL) {
+		argv[n++] = "--socket";
+		argv[n++] = sock;
+	}
+	for (const char *a; (a = va_arg(ap, const char *)) != NULL;) {
+		ck_assert(n < 30);
+		argv[n++] = a;
+	}
+	argv[n] = NULL;
+}
+
+static void bwctl(struct du_result *r, const char *sock, ...) __attribute__((sentinel));
+static void bwctl(struct du_result *r, const char *sock, ...)
+{
+	const char *argv[32];
+	va_list ap;
+
+	va_start(ap, sock);
+	bwctl_argv(argv, sock, ap);
+	va_end(ap);
+	du_run(argv, clean_env, RUN_MS, r);
+}
+
+static void bwctl_start(struct du_proc *p, const char *sock, ...) __attribute__((sentinel));
+static void bwctl_start(struct du_proc *p, const char *sock, ...)
+{
+	const char *argv[32];
+	va_list ap;
+
+	va_start(ap, sock);
+	bwctl_argv(argv, sock, ap);
+	va_end(ap);
+	du_proc_start(p, argv, clean_env);
+}
+
+#define ASSERT_EXIT(r, code, what)                                          \
+	do {                                                                \
+		char d_[1600];                                              \
+		ck_assert_msg((r)->status == (code), "%s: expected exit %d, got %s", \
+			      (what), (code), du_result_describe((r), d_, sizeof(d_))); \
+	} while (0)
+
+/* The unsigned number after "name=" in s, or fail. */
+static uint64_t field_u64(const char *s, const char *name)
+{
+	char pat[64];
+	const char *p;
+	char *end;
+	unsigned long long v;
+
+	snprintf(pat, sizeof(pat), "%s=", name);
+	p = strstr(s, pat);
+	ck_assert_msg(p != NULL, "no %s= in: %s", name, s);
+	p += strlen(pat);
+	errno = 0;
+	v = strtoull(p, &end, 10);
+	ck_assert_msg(errno == 0 && end != p, "bad %s= in: %s", name, s);
+	return v;
+}
+
+/* The n-th line of s (0-based) in buf; false if there is none. */
+static bool line_n(const char *s, int n, char *buf, size_t len)
+{
+	for (int i = 0; i < n && s != NULL; i++) {
+		s = strchr(s, '\n');
+		if (s != NULL)
+			s++;
+	}
+	if (s == NULL || *s == '\0')
+		return false;
+	snprintf(buf, len, "%.*s", (int)strcspn(s, "\n"), s);
+	return true;
+}
+
+static int count_lines(const char *s)
+{
+	int n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* ---- a small strict JSON parser -------------------------------------- */
+
+enum jtype { J_NULL, J_BOOL, J_NUM, J_STR, J_OBJ };
+
+struct jval {
+	enum jtype t;
+	bool b;
+	char num[48];             /* the number's text, for exact integers */
+	uint8_t *str;             /* decoded: \u00XX is the byte XX        */
+	size_t len;
+	bool wide;                /* a \u escape above U+00FF              */
+	struct jmem {
+		char *key;
+		struct jval *v;
+	} *mem;
+	size_t nmem;
+};
+
+static void jfree(struct jval *v)
+{
+	if (v == NULL)
+		return;
+	free(v->str);
+	for (size_t i = 0; i < v->nmem; i++) {
+		free(v->mem[i].key);
+		jfree(v->mem[i].v);
+	}
+	free(v->mem);
+	free(v);
+}
+
+static void jws(const char **p)
+{
+	while (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r')
+		(*p)++;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* A string at *p (at its opening quote); NULL on a syntax error. */
+static uint8_t *jstring(const char **p, size_t *len, bool *wide)
+{
+	const char *s = *p + 1;
+	uint8_t *out = malloc(strlen(s) + 1);
+	size_t n = 0;
+
+	ck_assert_ptr_nonnull(out);
+	for (;;) {
+		unsigned char c = (unsigned char)*s++;
+
+		if (c == '"')
+			break;
+		if (c == '\0' || c < 0x20) {
+			free(out);
+			return NULL;
+		}
+		if (c != '\\') {
+			out[n++] = c;
+			continue;
+		}
+		c = (unsigned char)*s++;
+		switch (c) {
+		case '"': case '\\': case '/':
+			out[n++] = c;
+			break;
+		case 'b': out[n++] = '\b'; break;
+		case 'f': out[n++] = '\f'; break;
+		case 'n': out[n++] = '\n'; break;
+		case 'r': out[n++] = '\r'; break;
+		case 't': out[n++] = '\t'; break;
+		case 'u': {
+			int cp = 0;
+
+			for (int i = 0; i < 4; i++) {
+				int h = hexval(s[i]);
+
+				if (h < 0) {
+					free(out);
+					return NULL;
+				}
+				cp = cp * 16 + h;
+			}
+			s += 4;
+			if (cp > 0xff)
+				*wide = true;
+			out[n++] = (uint8_t)cp;
+			break;
+		}
+		default:
+			free(out);
+			return NULL;
+		}
+	}
+	*p = s;
+	*len = n;
+	return out;
+}
+
+static struct jval *jparse_value(const char **p, int depth);
+
+static struct jval *jparse_object(const char **p, int depth)
+{
+	struct jval *v = calloc(1, sizeof(*v));
+
+	ck_assert_ptr_nonnull(v);
+	v->t = J_OBJ;
+	(*p)++;
+	jws(p);
+	if (**p == '}') {
+		(*p)++;
+		return v;
+	}
+	for (;;) {
+		size_t klen;
+		bool wide = false;
+		uint8_t *key;
+		struct jval *m;
+		struct jmem *nm;
+
+		jws(p);
+		if (**p != '"' || (key = jstring(p, &klen, &wide)) == NULL)
+			goto bad;
+		jws(p);
+		if (**p != ':') {
+			free(key);
+			goto bad;
+		}
+		(*p)++;
+		m = jparse_value(p, depth + 1);
+		if (m == NULL) {
+			free(key);
+			goto bad;
+		}
+		nm = realloc(v->mem, (v->nmem + 1) * sizeof(*nm));
+		ck_assert_ptr_nonnull(nm);
+		v->mem = nm;
+		key[klen] = '\0';
+		v->mem[v->nmem].key = (char *)key;
+		v->mem[v->nmem].v = m;
+		v->nmem++;
+		jws(p);
+		if (**p == ',') {
+			(*p)++;
+			continue;
+		}
+		if (**p == '}') {
+			(*p)++;
+			return v;
+		}
+		goto bad;
+	}
+bad:
+	jfree(v);
+	return NULL;
+}
+
+static struct jval *jparse_value(const char **p, int depth)
+{
+	struct jval *v;
+
+	if (depth > 8)
+		return NULL;
+	jws(p);
+	if (**p == '{')
+		return jparse_object(p, depth);
+	v = calloc(1, sizeof(*v));
+	ck_assert_ptr_nonnull(v);
+	if (**p == '"') {
+		v->t = J_STR;
+		v->str = jstring(p, &v->len, &v->wide);
+		if (v->str == NULL)
+			goto bad;
+		return v;
+	}
+	if (strncmp(*p, "null", 4) == 0) {
+		v->t = J_NULL;
+		*p += 4;
+		return v;
+	}
+	if (strncmp(*p, "true", 4) == 0 || strncmp(*p, "false", 5) == 0) {
+		v->t = J_BOOL;
+		v->b = **p == 't';
+		*p += v->b ? 4 : 5;
+		return v;
+	}
+	if (**p == '-' || (**p >= '0' && **p <= '9')) {
+		/* JSON's grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+		const char *s = *p;
+		size_t n;
+
+		v->t = J_NUM;
+		if (*s == '-')
+			s++;
+		if (*s == '0')
+			s++;
+		else if (*s >= '1' && *s <= '9')
+			while (*s >= '0' && *s <= '9')
+				s++;
+		else
+			goto bad;
+		if (*s == '.') {
+			s++;
+			if (!(*s >= '0' && *s <= '9'))
+				goto bad;
+			while (*s >= '0' && *s <= '9')
+				s++;
+		}
+		if (*s == 'e' || *s == 'E') {
+			s++;
+			if (*s == '+' || *s == '-')
+				s++;
+			if (!(*s >= '0' && *s <= '9'))
+				goto bad;
+			while (*s >= '0' && *s <= '9')
+				s++;
+		}
+		n = (size_t)(s - *p);
+		if (n >= sizeof(v->num))
+			goto bad;
+		memcpy(v->num, *p, n);
+		v->num[n] = '\0';
+		*p = s;
+		return v;
+	}
+bad:
+	jfree(v);
+	return NULL;
+}
+
+/* One JSON value filling the whole line, or fail the test. */
+static struct jval *jparse_line(const char *line)
+{
+	const char *p = line;
+	struct jval *v = jparse_value(&p, 0);
+
+	ck_assert_msg(v != NULL, "not JSON: %s", line);
+	jws(&p);
+	ck_assert_msg(*p == '\0', "trailing text after the JSON value: %s", line);
+	return v;
+}
+
+/* obj.key (dotted path for nested objects), or NULL. */
+static struct jval *jget(struct jval *v, const char *path)
+{
+	char head[64];
+	size_t n = strcspn(path, ".");
+
+	if (v == NULL || v->t != J_OBJ || n >= sizeof(head))
+		return NULL;
+	memcpy(head, path, n);
+	head[n] = '\0';
+	for (size_t i = 0; i < v->nmem; i++)
+		if (strcmp(v->mem[i].key, head) == 0)
+			return path[n] ? jget(v->mem[i].v, path + n + 1) : v->mem[i].v;
+	return NULL;
+}
+
+/* An integer member, exactly. */
+static uint64_t ju64(struct jval *v, const char *path)
+{
+	struct jval *m = jget(v, path);
+	char *end;
+	unsigned long long x;
+
+	ck_assert_msg(m != NULL, "no \"%s\" in the JSON", path);
+	ck_assert_msg(m->t == J_NUM && strspn(m->num, "0123456789") == strlen(m->num),
+		      "\"%s\" is not an unsigned integer: %s", path, m->num);
+	errno = 0;
+	x = strtoull(m->num, &end, 10);
+	ck_assert(errno == 0 && *end == '\0');
+	return x;
+}
+
+/* ======================================================================
+ * schedule
+ * ====================================================================== */
+
+START_TEST(test_schedule_session)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_result r;
+	uint64_t before, after, dl, at;
+	char at_text[32];
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	before = du_now_ns();
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-bwctl", "--key", "7", "--in", "2s",
+	      "--payload", "hi", NULL);
+	after = du_now_ns();
+	ASSERT_EXIT(&r, 0, "schedule --session");
+	ck_assert_msg(strncmp(r.out, "scheduled key=7 deadline=", 25) == 0, "stdout: %s", r.out);
+	ck_assert_int_eq(count_lines(r.out), 1);
+	dl = field_u64(r.out, "deadline");
+	ck_assert_msg(dl >= before + 2 * DU_S && dl <= after + 2 * DU_S,
+		      "deadline %" PRIu64 " is not now + 2s", dl);
+	ck_assert(strstr(r.out, "replaced") == NULL);
+	du_result_free(&r);
+
+	/* The same key again: the daemon refuses, exit 4 naming the code. */
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-bwctl", "--key", "7", "--in", "1s",
+	      NULL);
+	ASSERT_EXIT(&r, 4, "duplicate key");
+	ck_assert_msg(strstr(r.err, "DUPLICATE_KEY") != NULL, "stderr: %s", r.err);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-bwctl", "--key", "7", "--in", "3s",
+	      "--replace", NULL);
+	ASSERT_EXIT(&r, 0, "--replace");
+	ck_assert_msg(strstr(r.out, " replaced") != NULL, "stdout: %s", r.out);
+	du_result_free(&r);
+
+	/* An absolute deadline and a hex key; --socket after the command. */
+	at = du_now_ns() + 3600 * DU_S;
+	snprintf(at_text, sizeof(at_text), "%" PRIu64, at);
+	bwctl(&r, NULL, "schedule", "--socket", d->sock, "--session", "e2e-bwctl", "--key",
+	      "0x10", "--at-monotonic", at_text, NULL);
+	ASSERT_EXIT(&r, 0, "--at-monotonic");
+	ck_assert_uint_eq(field_u64(r.out, "key"), 16);
+	ck_assert_uint_eq(field_u64(r.out, "deadline"), at);
+	du_result_free(&r);
+
+	/* Both timers live in the detached session. */
+	e = du_fresh_stats(d);
+	ck_assert_uint_eq(e->stats_reply->sessions, 1);
+	ck_assert_uint_eq(e->stats_reply->oneshot->pending, 2);
+	bwp_frame_free(e);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* Without --session bwctl waits for the fire and prints it. */
+START_TEST(test_schedule_wait)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_result r;
+	uint64_t before, dl, after, res;
+	struct du_conn *c;
+	double late;
+	const char *p;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	c = du_connect(d->sock);
+	e = du_hello(c, NULL);
+	res = e->hello_reply->oneshot_resolution_ns;
+	bwp_frame_free(e);
+	du_conn_free(c);
+	before = du_now_ns();
+	bwctl(&r, d->sock, "schedule", "--key", "1", "--in", "200ms", "--payload",
+	      "a\"b\\c\n", NULL);
+	after = du_now_ns();
+	ASSERT_EXIT(&r, 0, "schedule without --session");
+	ck_assert_msg(r.elapsed_ns >= 200 * DU_MS, "returned after %.1f ms",
+		      (double)r.elapsed_ns / 1e6);
+	ck_assert_int_eq(count_lines(r.out), 1);
+	ck_assert_msg(strncmp(r.out, "fired key=1 payload=\"a\\\"b\\\\c\\n\" deadline=", 40) == 0,
+		      "stdout: %s", r.out);
+	dl = field_u64(r.out, "deadline");
+	ck_assert(dl >= before + 200 * DU_MS && dl <= after);
+	p = strstr(r.out, " late=");
+	ck_assert_ptr_nonnull(p);
+	late = strtod(p + 6, NULL);
+	ck_assert_msg(late >= 0 && late <= (double)(res + du_margin_ns()) / 1e6,
+		      "late=%.2fms", late);
+	ck_assert_msg(strstr(p, "ms") != NULL, "late without its unit: %s", r.out);
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_schedule_every)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_result r;
+	char line[256];
+	uint64_t first = 0;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	bwctl(&r, d->sock, "schedule", "--key", "2", "--in", "50ms", "--every", "100ms",
+	      "--count", "3", NULL);
+	ASSERT_EXIT(&r, 0, "--every --count 3");
+	ck_assert_msg(count_lines(r.out) == 3, "stdout: %s", r.out);
+	for (int i = 0, last = 0; i < 3; i++) {
+		uint64_t dl;
+
+		ck_assert(line_n(r.out, i, line, sizeof(line)));
+		ck_assert_msg(strncmp(line, "fired key=2 deadline=", 21) == 0, "line: %s", line);
+		ck_assert_uint_eq(field_u64(line, "count"), (uint64_t)i + 1);
+		dl = field_u64(line, "deadline");
+		if (i == 0)
+			first = dl;
+		/* d, d + p, d + 2p...; a daemon a whole period behind may skip
+		 * one (PROTOCOL.md 6), never drift. */
+		ck_assert_msg(dl >= first && (dl - first) % (100 * DU_MS) == 0 &&
+			      (i == 0 || (int)((dl - first) / (100 * DU_MS)) > last),
+			      "fire %d: deadline %" PRIu64 " not in d + kp after the last", i + 1, dl);
+		last = (int)((dl - first) / (100 * DU_MS));
+	}
+	ck_assert(r.elapsed_ns >= 250 * DU_MS);
+	du_result_free(&r);
+	/* The anonymous session, and its periodic timer, ended with bwctl. */
+	e = du_fresh_stats(d);
+	ck_assert_uint_eq(e->stats_reply->periodic->pending, 0);
+	bwp_frame_free(e);
+	du_daemon_free(d);
+}
+END_TEST
+
+static bool bwctl_waiting(const struct du_daemon *d)
+{
+	du_env *e = du_fresh_stats(d);
+	bool yes = e->stats_reply->oneshot->pending == 1;
+
+	bwp_frame_free(e);
+	return yes;
+}
+
+/* The daemon stopping while bwctl waits: exit 4, SHUTTING_DOWN named. */
+START_TEST(test_schedule_daemon_stops)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_proc p;
+	struct du_result r;
+	uint64_t deadline;
+
+	du_daemon_start(d, NULL);
+	bwctl_start(&p, d->sock, "schedule", "--key", "1", "--in", "1h", NULL);
+	deadline = du_now_ns() + RUN_MS * DU_MS;
+	while (!bwctl_waiting(d)) {
+		ck_assert_msg(du_now_ns() < deadline, "bwctl never scheduled its timer");
+		du_sleep_ms(5);
+	}
+	kill(d->pid, SIGTERM);
+	du_proc_finish(&p, RUN_MS, &r);
+	ASSERT_EXIT(&r, 4, "daemon stopped under a waiting bwctl");
+	ck_assert_msg(strstr(r.err, "SHUTTING_DOWN") != NULL, "stderr: %s", r.err);
+	du_result_free(&r);
+	du_assert_exit(d, du_daemon_stop(d, 0, DU_WAIT_MS), 0);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * cancel
+ * ====================================================================== */
+
+START_TEST(test_cancel)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_result r;
+
+	du_daemon_start(d, NULL);
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-cancel", "--key", "5", "--in", "1h",
+	      NULL);
+	ASSERT_EXIT(&r, 0, "schedule");
+	du_result_free(&r);
+
+	bwctl(&r, d->sock, "cancel", "--session", "e2e-cancel", "--key", "5", NULL);
+	ASSERT_EXIT(&r, 0, "cancel of a pending timer");
+	ck_assert_msg(strcmp(r.out, "cancelled key=5\n") == 0, "stdout: %s", r.out);
+	du_result_free(&r);
+
+	bwctl(&r, d->sock, "cancel", "--session", "e2e-cancel", "--key", "5", NULL);
+	ASSERT_EXIT(&r, 1, "cancel again");
+	ck_assert_msg(r.err[0] != '\0' && r.out[0] == '\0', "stdout [%s] stderr [%s]", r.out,
+		      r.err);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "cancel", "--session", "e2e-cancel", "--key", "99", NULL);
+	ASSERT_EXIT(&r, 1, "cancel of a key never scheduled");
+	du_result_free(&r);
+	bwctl(&r, d->sock, "cancel", "--key", "5", NULL);
+	ASSERT_EXIT(&r, 1, "cancel without a session");
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * watch
+ * ====================================================================== */
+
+/* Payloads with every kind of byte bwctl must escape. */
+static const char *const watch_payloads[] = {
+	"plain", "quote\" back\\slash\ttab", "caf\xc3\xa9 \x01\x7f\xff", NULL,
+};
+
+START_TEST(test_watch_json)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_result r;
+	char line[1024], key[8], in[16];
+	uint64_t t0 = du_now_ns();
+
+	du_daemon_start(d, NULL);
+	/* Due only once all are scheduled: each bwctl schedule attaches to
+	 * the session and would print (and so take) a fire queued by then. */
+	for (int i = 0; i < 4; i++) {
+		snprintf(key, sizeof(key), "%d", i + 1);
+		snprintf(in, sizeof(in), "%dms", 500 + 20 * i);
+		if (watch_payloads[i] != NULL)
+			bwctl(&r, d->sock, "schedule", "--session", "e2e-watch", "--key", key,
+			      "--in", in, "--payload", watch_payloads[i], NULL);
+		else
+			bwctl(&r, d->sock, "schedule", "--session", "e2e-watch", "--key", key,
+			      "--in", in, NULL);
+		ASSERT_EXIT(&r, 0, "schedule");
+		ck_assert_msg(strstr(r.out, "fired") == NULL, "a fire came due while scheduling: %s",
+			      r.out);
+		du_result_free(&r);
+	}
+	/* A periodic one too. */
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-watch", "--key", "9", "--in", "650ms",
+	      "--every", "1h", NULL);
+	ASSERT_EXIT(&r, 0, "schedule --every");
+	ck_assert_msg(strstr(r.out, "fired") == NULL, "a fire came due while scheduling: %s",
+		      r.out);
+	du_result_free(&r);
+	du_sleep_until(t0 + 900 * DU_MS);
+
+	/* Queued while detached: delivered on attach, in fire order. */
+	bwctl(&r, d->sock, "watch", "--session", "e2e-watch", "--count", "5", "--json", NULL);
+	ASSERT_EXIT(&r, 0, "watch --count 5 --json");
+	ck_assert_msg(count_lines(r.out) == 5, "stdout: %s", r.out);
+	for (int i = 0; i < 5; i++) {
+		struct jval *v, *pl, *lu;
+		uint64_t dl, fired;
+		char want_late[48];
+
+		ck_assert(line_n(r.out, i, line, sizeof(line)));
+		v = jparse_line(line);
+		ck_assert_uint_eq(ju64(v, "key"), i < 4 ? (uint64_t)i + 1 : 9);
+		pl = jget(v, "payload");
+		ck_assert_msg(pl != NULL, "no payload member: %s", line);
+		if (i < 4 && watch_payloads[i] != NULL) {
+			ck_assert_msg(pl->t == J_STR && !pl->wide &&
+				      pl->len == strlen(watch_payloads[i]) &&
+				      memcmp(pl->str, watch_payloads[i], pl->len) == 0,
+				      "payload of key %d does not come back byte for byte: %s",
+				      i + 1, line);
+		} else {
+			ck_assert_msg(pl->t == J_NULL, "a timer without payload: %s", line);
+		}
+		dl = ju64(v, "deadline_ns");
+		fired = ju64(v, "fired_ns");
+		ck_assert(fired >= dl && dl > t0);
+		lu = jget(v, "late_us");
+		ck_assert_msg(lu != NULL && lu->t == J_NUM, "late_us: %s", line);
+		/* late_us = fired_ns - deadline_ns in microseconds, to the ns. */
+		snprintf(want_late, sizeof(want_late), "%" PRIu64 ".%03" PRIu64,
+			 (fired - dl) / 1000, (fired - dl) % 1000);
+		ck_assert_msg(strcmp(lu->num, want_late) == 0, "late_us %s, expected %s", lu->num,
+			      want_late);
+		if (i == 4)
+			ck_assert_uint_eq(ju64(v, "fire_count"), 1);
+		else
+			ck_assert_msg(jget(v, "fire_count") == NULL, "oneshot with fire_count: %s",
+				      line);
+		ck_assert(jget(v, "restored") == NULL);
+		jfree(v);
+	}
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* watch attached before the fire: it arrives live. */
+START_TEST(test_watch_live)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_result r;
+	struct jval *v;
+	uint64_t dl;
+
+	du_daemon_start(d, NULL);
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-live", "--key", "3", "--in", "400ms",
+	      "--payload", "live", NULL);
+	ASSERT_EXIT(&r, 0, "schedule");
+	dl = field_u64(r.out, "deadline");
+	du_result_free(&r);
+	bwctl(&r, d->sock, "watch", "--session", "e2e-live", "--count", "1", "--json",
+	      "--timeout", "5s", NULL);
+	ASSERT_EXIT(&r, 0, "watch");
+	ck_assert_int_eq(count_lines(r.out), 1);
+	v = jparse_line(r.out);
+	ck_assert_uint_eq(ju64(v, "key"), 3);
+	ck_assert_uint_eq(ju64(v, "deadline_ns"), dl);
+	ck_assert(du_now_ns() >= dl);
+	jfree(v);
+	/* Human format of the same, for a queued fire. */
+	du_result_free(&r);
+	/* Not due while that bwctl runs, or it would print (and take) it. */
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-live", "--key", "4", "--in", "200ms",
+	      NULL);
+	ASSERT_EXIT(&r, 0, "schedule");
+	ck_assert_msg(strstr(r.out, "fired") == NULL, "fired too soon: %s", r.out);
+	du_result_free(&r);
+	du_sleep_ms(300);
+	bwctl(&r, d->sock, "watch", "--session", "e2e-live", "--count", "1", NULL);
+	ASSERT_EXIT(&r, 0, "watch (human)");
+	ck_assert_msg(strncmp(r.out, "fired key=4 deadline=", 21) == 0 &&
+		      strstr(r.out, " late=") != NULL && strstr(r.out, "payload") == NULL,
+		      "stdout: %s", r.out);
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_watch_timeout)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_result r;
+
+	du_daemon_start(d, NULL);
+	bwctl(&r, d->sock, "watch", "--session", "e2e-quiet", "--timeout", "200ms", NULL);
+	ASSERT_EXIT(&r, 1, "watch with nothing to see");
+	ck_assert(r.elapsed_ns >= 200 * DU_MS);
+	ck_assert(r.out[0] == '\0');
+	du_result_free(&r);
+
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-quiet", "--key", "1", "--in", "200ms",
+	      NULL);
+	ASSERT_EXIT(&r, 0, "schedule");
+	ck_assert_msg(strstr(r.out, "fired") == NULL, "fired too soon: %s", r.out);
+	du_result_free(&r);
+	du_sleep_ms(300);
+	bwctl(&r, d->sock, "watch", "--session", "e2e-quiet", "--count", "2", "--timeout",
+	      "200ms", NULL);
+	ASSERT_EXIT(&r, 1, "watch --count 2 with one fire");
+	ck_assert_int_eq(count_lines(r.out), 1);
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * Fires handed to a connection are never sent again, so bwctl prints what
+ * it received: schedule and cancel --session print the session's queued
+ * fires after their own line; watch --count warns about fires past the
+ * count, and about fires the daemon dropped from the full queue.
+ */
+START_TEST(test_queued_fires_printed)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_result r;
+	char line[512];
+
+	du_daemon_start(d, "--max-queued", "2", NULL);
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", "1", "--in", "200ms",
+	      "--payload", "one", NULL);
+	ASSERT_EXIT(&r, 0, "schedule");
+	ck_assert_msg(strstr(r.out, "fired") == NULL, "fired too soon: %s", r.out);
+	du_result_free(&r);
+	du_sleep_ms(300);
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", "2", "--in", "1h", NULL);
+	ASSERT_EXIT(&r, 0, "schedule with a fire queued");
+	ck_assert_msg(count_lines(r.out) == 2, "stdout: %s", r.out);
+	ck_assert(line_n(r.out, 0, line, sizeof(line)) &&
+		  strncmp(line, "scheduled key=2 ", 16) == 0);
+	ck_assert(line_n(r.out, 1, line, sizeof(line)));
+	ck_assert_msg(strncmp(line, "fired key=1 payload=\"one\" deadline=",
+			      strlen("fired key=1 payload=\"one\" deadline=")) == 0,
+		      "second line: %s", line);
+	du_result_free(&r);
+
+	/* cancel does the same. */
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", "3", "--in", "200ms", NULL);
+	ASSERT_EXIT(&r, 0, "schedule");
+	ck_assert_msg(strstr(r.out, "fired") == NULL, "fired too soon: %s", r.out);
+	du_result_free(&r);
+	du_sleep_ms(300);
+	bwctl(&r, d->sock, "cancel", "--session", "e2e-q", "--key", "2", NULL);
+	ASSERT_EXIT(&r, 0, "cancel with a fire queued");
+	ck_assert_msg(count_lines(r.out) == 2 && strncmp(r.out, "cancelled key=2\n", 16) == 0 &&
+		      strstr(r.out, "\nfired key=3 ") != NULL, "stdout: %s", r.out);
+	du_result_free(&r);
+
+	/* Five fires into a queue of two: three dropped, two delivered, one
+	 * of them past --count 1. */
+	for (int k = 10; k < 15; k++) {
+		char key[8], in[8];
+
+		snprintf(key, sizeof(key), "%d", k);
+		snprintf(in, sizeof(in), "%dms", 400 + 10 * (k - 10));
+		bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", key, "--in", in,
+		      NULL);
+		ASSERT_EXIT(&r, 0, "schedule");
+		ck_assert_msg(strstr(r.out, "fired") == NULL, "fire while scheduling: %s", r.out);
+		du_result_free(&r);
+	}
+	du_sleep_ms(700);
+	bwctl(&r, d->sock, "watch", "--session", "e2e-q", "--count", "1", NULL);
+	ASSERT_EXIT(&r, 0, "watch --count 1");
+	ck_assert_msg(count_lines(r.out) == 1 && strncmp(r.out, "fired key=13 ", 13) == 0,
+		      "stdout (the oldest are dropped): %s", r.out);
+	ck_assert_msg(strstr(r.err, "3") != NULL && strstr(r.err, "dropped") != NULL,
+		      "no warning about 3 dropped fires: %s", r.err);
+	ck_assert_msg(strstr(r.err, "1 more") != NULL || strstr(r.err, " 1 ") != NULL,
+		      "no warning about the fire past --count: %s", r.err);
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+static bool two_clients(const struct du_daemon *d)
+{
+	du_env *e = du_fresh_stats(d);
+	bool yes = e->stats_reply->clients == 2;
+
+	bwp_frame_free(e);
+	return yes;
+}
+
+/* A session held by a running watch is SESSION_BUSY for others: exit 4. */
+START_TEST(test_watch_busy)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_proc p;
+	struct du_result r;
+	uint64_t deadline;
+
+	du_daemon_start(d, NULL);
+	bwctl_start(&p, d->sock, "watch", "--session", "e2e-busy", "--timeout", "20s", NULL);
+	deadline = du_now_ns() + RUN_MS * DU_MS;
+	while (!two_clients(d)) {
+		ck_assert_msg(du_now_ns() < deadline, "the first watch never connected");
+		du_sleep_ms(5);
+	}
+	bwctl(&r, d->sock, "watch", "--session", "e2e-busy", "--timeout", "1s", NULL);
+	ASSERT_EXIT(&r, 4, "second watch of a held session");
+	ck_assert_msg(strstr(r.err, "SESSION_BUSY") != NULL, "stderr: %s", r.err);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-busy", "--key", "1", "--in", "1s",
+	      NULL);
+	ASSERT_EXIT(&r, 4, "schedule into a held session");
+	du_result_free(&r);
+	du_proc_finish(&p, 0, &r);
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * stats
+ * ====================================================================== */
+
+/* The number in the given column (0-based, after the name) of the table
+ * row starting with name. */
+static uint64_t table_cell(const char *out, const char *name, int col)
+{
+	char pat[32];
+	const char *p;
+	unsigned long long v = 0;
+
+	snprintf(pat, sizeof(pat), "\n%s ", name);
+	p = strstr(out, pat);
+	ck_assert_msg(p != NULL, "no row %s in: %s", name, out);
+	p += strlen(pat);
+	for (int i = 0; i <= col; i++) {
+		char *end;
+
+		errno = 0;
+		v = strtoull(p, &end, 10);
+		ck_assert_msg(errno == 0 && end != p, "row %s column %d unreadable", name, i);
+		p = end;
+	}
+	return v;
+}
+
+START_TEST(test_stats)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_result r;
+	struct du_conn *c;
+	struct jval *v;
+	static const char *const keys[] = {
+		"daemon_version", "oneshot.pending", "oneshot.overflow", "oneshot.inserted",
+		"oneshot.cancelled", "oneshot.fired", "oneshot.lost", "periodic.pending",
+		"periodic.overflow", "periodic.inserted", "periodic.cancelled",
+		"periodic.fired", "periodic.lost", "clients", "sessions", "queued",
+		"dropped", "uptime_ns", "memory_bytes",
+	};
+	char version[64];
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	c = du_connect(d->sock);
+	e = du_hello(c, "e2e-stats");
+	snprintf(version, sizeof(version), "%s", e->hello_reply->daemon_version);
+	bwp_frame_free(e);
+	for (uint64_t k = 1; k <= 3; k++) {
+		struct du_sched s = { .key = k, .when = DU_DELAY, .when_ns = 3600 * DU_S };
+
+		bwp_frame_free(du_schedule(c, k + 1, &s));
+	}
+	{
+		struct du_sched s = { .key = 9, .when = DU_DELAY, .when_ns = 3600 * DU_S,
+				      .periodic = true, .period_ns = DU_S };
+
+		bwp_frame_free(du_schedule(c, 9, &s));
+	}
+	ck_assert(du_cancel(c, 10, 3));
+
+	bwctl(&r, d->sock, "stats", NULL);
+	ASSERT_EXIT(&r, 0, "stats");
+	ck_assert_msg(strstr(r.out, version) != NULL, "no daemon version in: %s", r.out);
+	ck_assert_uint_eq(table_cell(r.out, "clients", 0), 2);
+	ck_assert_uint_eq(table_cell(r.out, "sessions", 0), 1);
+	ck_assert_uint_eq(table_cell(r.out, "oneshot", 0), 2);   /* pending   */
+	ck_assert_uint_eq(table_cell(r.out, "oneshot", 2), 3);   /* inserted  */
+	ck_assert_uint_eq(table_cell(r.out, "oneshot", 3), 1);   /* cancelled */
+	ck_assert_uint_eq(table_cell(r.out, "periodic", 0), 1);
+	du_result_free(&r);
+
+	bwctl(&r, d->sock, "stats", "--json", NULL);
+	ASSERT_EXIT(&r, 0, "stats --json");
+	ck_assert_int_eq(count_lines(r.out), 1);
+	r.out[strcspn(r.out, "\n")] = '\0';
+	v = jparse_line(r.out);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		ck_assert_msg(jget(v, keys[i]) != NULL, "no %s in: %s", keys[i], r.out);
+	ck_assert(jget(v, "daemon_version")->t == J_STR &&
+		  strlen(version) == jget(v, "daemon_version")->len &&
+		  memcmp(jget(v, "daemon_version")->str, version, strlen(version)) == 0);
+	ck_assert_uint_eq(ju64(v, "oneshot.pending"), 2);
+	ck_assert_uint_eq(ju64(v, "oneshot.inserted"), 3);
+	ck_assert_uint_eq(ju64(v, "oneshot.cancelled"), 1);
+	ck_assert_uint_eq(ju64(v, "periodic.pending"), 1);
+	ck_assert_uint_eq(ju64(v, "clients"), 2);
+	ck_assert_uint_eq(ju64(v, "sessions"), 1);
+	ck_assert_uint_eq(ju64(v, "queued"), 0);
+	ck_assert(ju64(v, "uptime_ns") > 0 && ju64(v, "memory_bytes") > 0);
+	jfree(v);
+	du_result_free(&r);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * usage, unreachable, help
+ * ====================================================================== */
+
+static const char *const usage_cases[][12] = {
+	{ NULL },
+	{ "frobnicate", NULL },
+	{ "schedule", "--in", "1s", NULL },
+	{ "schedule", "--key", "1", NULL },
+	{ "schedule", "--key", "1", "--in", "1s", "--at-monotonic", "5", NULL },
+	{ "schedule", "--key", "1", "--in", "250", NULL },
+	{ "schedule", "--key", "-1", "--in", "1s", NULL },
+	{ "schedule", "--key", "1", "--in", "1s", "--count", "2", NULL },
+	{ "schedule", "--key", "1", "--in", "1s", "--every", "0s", NULL },
+	{ "schedule", "--key", "1", "--in", "1s", "--session", "bad name", NULL },
+	{ "schedule", "--key", "1", "--in", "1s", "--session", "s", "--count", "1", NULL },
+	{ "schedule", "--key", "1", "--in", "1s", "--no-such-option", NULL },
+	{ "cancel", NULL },
+	{ "cancel", "--key", "x", NULL },
+	{ "watch", NULL },
+	{ "watch", "--session", "s", "--timeout", "soon", NULL },
+	{ "watch", "--session", "s", "--count", "0", NULL },
+	{ "stats", "--bogus", NULL },
+	{ "stats", "extra", NULL },
+	{ "schedule", "--key", NULL },
+};
+
+/* Usage errors exit 2, even with a live daemon to talk to. */
+START_TEST(test_usage_errors)
+{
+	struct du_daemon *d = du_daemon_new();
+	const char *argv[20] = { DU_BWCTL_PATH, "--socket", d->sock };
+	struct du_result r;
+	char what[256] = "bwctl";
+	size_t n = 3;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	for (size_t i = 0; usage_cases[_i][i] != NULL; i++) {
+		argv[n++] = usage_cases[_i][i];
+		strncat(what, " ", sizeof(what) - strlen(what) - 1);
+		strncat(what, usage_cases[_i][i], sizeof(what) - strlen(what) - 1);
+	}
+	argv[n] = NULL;
+	du_run(argv, clean_env, RUN_MS, &r);
+	ASSERT_EXIT(&r, 2, what);
+	ck_assert_msg(r.err[0] != '\0', "%s: no message", what);
+	ck_assert_msg(r.out[0] == '\0', "%s: stdout [%s]", what, r.out);
+	du_result_free(&r);
+	e = du_fresh_stats(d);
+	ck_assert_uint_eq(e->stats_reply->oneshot->inserted, 0);
+	ck_assert_uint_eq(e->stats_reply->sessions, 0);
+	bwp_frame_free(e);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* No daemon: exit 3, and the message names the socket. */
+START_TEST(test_unreachable)
+{
+	struct du_daemon *d = du_daemon_new();
+	static const char *const cmds[][8] = {
+		{ "schedule", "--key", "1", "--in", "1s", NULL },
+		{ "schedule", "--key", "1", "--in", "1s", "--session", "s", NULL },
+		{ "cancel", "--key", "1", "--session", "s", NULL },
+		{ "watch", "--session", "s", "--timeout", "1s", NULL },
+		{ "stats", NULL },
+		{ "stats", "--json", NULL },
+	};
+	char env_sock[160];
+	const char *env[] = { env_sock, NULL };
+
+	snprintf(env_sock, sizeof(env_sock), "BITWHEEL_SOCKET=%s", d->sock);
+	for (size_t c = 0; c < sizeof(cmds) / sizeof(cmds[0]); c++) {
+		const char *argv[16] = { DU_BWCTL_PATH, "--socket", d->sock };
+		const char *argv_env[16] = { DU_BWCTL_PATH };
+		struct du_result r;
+		size_t n = 3;
+
+		for (size_t i = 0; cmds[c][i] != NULL; i++) {
+			argv_env[n - 2] = cmds[c][i];
+			argv[n++] = cmds[c][i];
+		}
+		argv[n] = NULL;
+		argv_env[n - 2] = NULL;
+		du_run(argv, clean_env, RUN_MS, &r);
+		ASSERT_EXIT(&r, 3, cmds[c][0]);
+		ck_assert_msg(strstr(r.err, d->sock) != NULL, "%s: message without the path: %s",
+			      cmds[c][0], r.err);
+		du_result_free(&r);
+
+		/* The same through $BITWHEEL_SOCKET. */
+		du_run(argv_env, env, RUN_MS, &r);
+		ASSERT_EXIT(&r, 3, "via BITWHEEL_SOCKET");
+		ck_assert_msg(strstr(r.err, d->sock) != NULL, "message without the path: %s",
+			      r.err);
+		du_result_free(&r);
+	}
+	du_daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_help)
+{
+	static const char *const cmds[] = { "schedule", "cancel", "watch", "stats" };
+	struct du_result r;
+	char what[64];
+
+	/* No daemon anywhere: help needs none. */
+	bwctl(&r, "/nonexistent/bw.sock", "--help", NULL);
+	ASSERT_EXIT(&r, 0, "bwctl --help");
+	ck_assert(strncmp(r.out, "Usage: bwctl", 12) == 0);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		ck_assert_msg(strstr(r.out, cmds[i]) != NULL, "--help omits %s", cmds[i]);
+	du_result_free(&r);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		snprintf(what, sizeof(what), "bwctl %s --help", cmds[i]);
+		bwctl(&r, "/nonexistent/bw.sock", cmds[i], "--help", NULL);
+		ASSERT_EXIT(&r, 0, what);
+		ck_assert_msg(strncmp(r.out, "Usage: bwctl", 12) == 0 &&
+			      strstr(r.out, cmds[i]) != NULL && strstr(r.out, "Exit status") != NULL,
+			      "%s: %s", what, r.out);
+		du_result_free(&r);
+	}
+	bwctl(&r, NULL, "--version", NULL);
+	ASSERT_EXIT(&r, 0, "bwctl --version");
+	ck_assert(r.out[0] != '\0');
+	du_result_free(&r);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+
+static Suite *bwctl_suite(void)
+{
+	Suite *s = suite_create("bwctl");
+	TCase *tc;
+
+	tc = tcase_create("schedule");
+	du_tcase(tc);
+	tcase_add_test(tc, test_schedule_session);
+	tcase_add_test(tc, test_schedule_wait);
+	tcase_add_test(tc, test_schedule_every);
+	tcase_add_test(tc, test_schedule_daemon_stops);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("cancel");
+	du_tcase(tc);
+	tcase_add_test(tc, test_cancel);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("watch");
+	du_tcase(tc);
+	tcase_add_test(tc, test_watch_json);
+	tcase_add_test(tc, test_watch_live);
+	tcase_add_test(tc, test_watch_timeout);
+	tcase_add_test(tc, test_watch_busy);
+	tcase_add_test(tc, test_queued_fires_printed);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("stats");
+	du_tcase(tc);
+	tcase_add_test(tc, test_stats);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("usage");
+	du_tcase(tc);
+	tcase_add_loop_test(tc, test_usage_errors, 0,
+			    (int)(sizeof(usage_cases) / sizeof(usage_cases[0])));
+	tcase_add_test(tc, test_unreachable);
+	tcase_add_test(tc, test_help);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run_suite(bwctl_suite());
+}

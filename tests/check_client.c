@@ -1,0 +1,1065 @@
+/*
+ * check_client.c - libbitwheel-client against real bitwheeld processes on
+ * temporary sockets (started by tests/daemonutil.c): the contract of
+ * client/bitwheel-client.h, observed from a caller.
+ *
+ * TCases:
+ *   blocking     connect and the session info it reports, schedule (delay,
+ *                absolute, periodic, payloads), cancel, stats, wait_fire
+ *                and its timeout; a request's timeout against a stopped
+ *                daemon, and the late reply being discarded; fires that
+ *                arrive during a blocking call are kept, in order.
+ *   nonblocking  bwc_fd / bwc_poll_events / pipelined bwc_send_* /
+ *                bwc_dispatch with reply callbacks and a fire handler;
+ *                replies in request order; daemon errors in replies;
+ *                outstanding requests failing with BWC_ECLOSED; calls that
+ *                are not allowed inside callbacks.
+ *   errors       BWC_EUNREACHABLE naming the path, BWC_ESERVER with
+ *                bwc_server_error() for daemon refusals (DUPLICATE_KEY,
+ *                SESSION_BUSY, TOO_MANY_CLIENTS, TOO_MANY_TIMERS,
+ *                BAD_DEADLINE, SHUTTING_DOWN), client-side BWC_ETOOBIG and
+ *                BWC_EINVAL.
+ *   restart      the daemon killed and restarted under a named session:
+ *                what bwc_reconnect() keeps and what is lost.
+ *   sigpipe      with SIGPIPE at its default disposition, writing to a
+ *                dead daemon returns an error and the process lives.
+ *
+ * Timing bounds are "resolution + margin" (daemonutil.h); random parts use
+ * a fixed seed or BW_TEST_SEED.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "bitwheel-client.h"
+#include "daemonutil.h"
+#include "testutil.h"
+
+#define DEFAULT_SEED UINT64_C(0xc11e27)
+
+/* The fixed seed, or BW_TEST_SEED; logged so a failure can be rerun. */
+static uint64_t test_seed(void)
+{
+	uint64_t seed = tu_seed_from_env("BW_TEST_SEED", DEFAULT_SEED);
+
+	du_note("seed %#" PRIx64 " (BW_TEST_SEED)", seed);
+	return seed;
+}
+
+static struct bwc_client *new_client(void)
+{
+	struct bwc_client *c = NULL;
+
+	ck_assert_int_eq(bwc_new(&c), 0);
+	ck_assert_ptr_nonnull(c);
+	/* Every blocking call is bounded, well inside the TCase timeout. */
+	ck_assert_int_eq(bwc_set_timeout(c, (int64_t)DU_WAIT_MS * (int64_t)DU_MS), 0);
+	return c;
+}
+
+#define CK_BWC(c, call)                                                     \
+	do {                                                                \
+		int rc_ = (call);                                           \
+		ck_assert_msg(rc_ == 0, "%s: %s (%d): %s", #call,           \
+			      bwc_strerror(rc_), rc_, bwc_errmsg(c));       \
+	} while (0)
+
+static struct bwc_client *connect_to(const struct du_daemon *d, const char *session)
+{
+	struct bwc_client *c = new_client();
+
+	CK_BWC(c, bwc_connect(c, d->sock, session));
+	return c;
+}
+
+/* ======================================================================
+ * blocking
+ * ====================================================================== */
+
+START_TEST(test_connect_info)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_session_info info;
+	struct bwc_client *c = new_client();
+	struct bwc_stats st;
+	struct du_conn *raw;
+	du_env *e;
+
+	du_daemon_start(d, "--preset", "standard-balanced", "--max-payload", "512",
+			"--linger", "2s", "--max-timers", "77", "--max-queued", "66",
+			"--max-output", "300000", "--max-clients", "55", NULL);
+	/* Not connected yet: requests fail with BWC_ECLOSED. */
+	ck_assert_int_eq(bwc_fd(c), -1);
+	ck_assert_int_eq(bwc_poll_events(c), 0);
+	ck_assert_int_eq(bwc_stats(c, &st), BWC_ECLOSED);
+	ck_assert_int_eq(bwc_get_session_info(c, &info), BWC_ECLOSED);
+	ck_assert_int_eq(bwc_reconnect(c), BWC_EINVAL);
+
+	CK_BWC(c, bwc_connect(c, d->sock, NULL));
+	ck_assert_int_ge(bwc_fd(c), 0);
+	ck_assert(bwc_poll_events(c) & POLLIN);
+	CK_BWC(c, bwc_get_session_info(c, &info));
+	/* What the daemon says in its HelloReply, as a raw client sees it. */
+	raw = du_connect(d->sock);
+	e = du_hello(raw, NULL);
+	ck_assert_str_eq(info.daemon_version, e->hello_reply->daemon_version);
+	bwp_frame_free(e);
+	ck_assert_uint_eq(info.oneshot_resolution_ns, 5 * DU_MS);
+	ck_assert_uint_eq(info.periodic_resolution_ns, 100 * DU_MS);
+	ck_assert_uint_eq(info.limits.max_payload_bytes, 512);
+	ck_assert_uint_eq(info.limits.max_frame_bytes, BWP_DEFAULT_MAX_FRAME);
+	ck_assert_uint_eq(info.limits.session_linger_ns, 2 * DU_S);
+	ck_assert_uint_eq(info.limits.max_timers, 77);
+	ck_assert_uint_eq(info.limits.max_queued, 66);
+	ck_assert_uint_eq(info.limits.max_output_bytes, 300000);
+	ck_assert_uint_eq(info.limits.max_clients, 55);
+	ck_assert(!info.resumed);
+	ck_assert_uint_eq(info.timers, 0);
+	ck_assert_uint_eq(info.queued, 0);
+
+	ck_assert_int_eq(bwc_connect(c, d->sock, NULL), BWC_EBUSY);
+	CK_BWC(c, bwc_stats(c, &st));
+	ck_assert_uint_eq(st.clients, 2);
+	du_conn_free(raw);
+	bwc_close(c);
+	ck_assert_int_eq(bwc_fd(c), -1);
+	ck_assert_int_eq(bwc_get_session_info(c, &info), BWC_ECLOSED);
+	ck_assert_int_eq(bwc_stats(c, &st), BWC_ECLOSED);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+static void check_fire_time(const struct bwc_fire *f, uint64_t now, uint64_t res)
+{
+	ck_assert_msg(f->fired_ns >= f->deadline_ns, "key %" PRIu64 " fired early", f->key);
+	ck_assert_msg(now >= f->deadline_ns, "key %" PRIu64 " received before its deadline",
+		      f->key);
+	ck_assert_msg(now - f->deadline_ns <= res + du_margin_ns(),
+		      "key %" PRIu64 " received %.3f ms late", f->key,
+		      (double)(now - f->deadline_ns) / 1e6);
+}
+
+START_TEST(test_schedule_fire)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c;
+	struct bwc_session_info info;
+	struct bwc_scheduled sc;
+	struct bwc_timer t;
+	struct bwc_fire f;
+	struct bwc_stats st;
+	uint64_t t0, first;
+	bool pending;
+
+	du_daemon_start(d, NULL);
+	c = connect_to(d, NULL);
+	CK_BWC(c, bwc_get_session_info(c, &info));
+
+	/* A delay, with a payload. */
+	t = (struct bwc_timer){ .key = 42, .when_ns = 50 * DU_MS, .payload = "hello",
+				.payload_len = 5 };
+	t0 = bwc_now_ns();
+	CK_BWC(c, bwc_schedule(c, &t, &sc));
+	ck_assert(!sc.replaced);
+	ck_assert(sc.deadline_ns >= t0 + t.when_ns && sc.deadline_ns <= bwc_now_ns() + t.when_ns);
+	CK_BWC(c, bwc_wait_fire(c, 2 * (int64_t)DU_S, &f));
+	check_fire_time(&f, bwc_now_ns(), info.oneshot_resolution_ns);
+	ck_assert_uint_eq(f.key, 42);
+	ck_assert_uint_eq(f.deadline_ns, sc.deadline_ns);
+	ck_assert(f.payload != NULL && f.payload_len == 5 && memcmp(f.payload, "hello", 5) == 0);
+	ck_assert_uint_eq(f.fire_count, 0);
+	ck_assert(!f.late);
+
+	/* An absolute deadline; no payload, then an empty one. */
+	t = (struct bwc_timer){ .key = 43, .absolute = true, .when_ns = bwc_now_ns() + 30 * DU_MS };
+	CK_BWC(c, bwc_schedule(c, &t, &sc));
+	ck_assert_uint_eq(sc.deadline_ns, t.when_ns);
+	t = (struct bwc_timer){ .key = 44, .when_ns = 40 * DU_MS, .payload = "", .payload_len = 0 };
+	CK_BWC(c, bwc_schedule(c, &t, NULL));
+	CK_BWC(c, bwc_wait_fire(c, 2 * (int64_t)DU_S, &f));
+	check_fire_time(&f, bwc_now_ns(), info.oneshot_resolution_ns);
+	ck_assert_uint_eq(f.key, 43);
+	ck_assert_msg(f.payload == NULL, "a timer without payload fired with one");
+	CK_BWC(c, bwc_wait_fire(c, 2 * (int64_t)DU_S, &f));
+	ck_assert_uint_eq(f.key, 44);
+	ck_assert_msg(f.payload != NULL && f.payload_len == 0,
+		      "an empty payload must be non-NULL with length 0");
+
+	/* Periodic: d, d + p, d + 2p (each the next after the last fire),
+	 * counted; then cancelled. */
+	t = (struct bwc_timer){ .key = 45, .when_ns = 20 * DU_MS, .period_ns = 100 * DU_MS };
+	CK_BWC(c, bwc_schedule(c, &t, &sc));
+	first = sc.deadline_ns;
+	for (uint64_t n = 1, prev = 0; n <= 3; n++) {
+		CK_BWC(c, bwc_wait_fire(c, 2 * (int64_t)DU_S, &f));
+		check_fire_time(&f, bwc_now_ns(), info.periodic_resolution_ns);
+		ck_assert_uint_eq(f.key, 45);
+		ck_assert_uint_eq(f.fire_count, n);
+		ck_assert_uint_eq(f.deadline_ns,
+				  n == 1 ? first : du_next_period(first, t.period_ns, prev));
+		prev = f.fired_ns;
+	}
+	CK_BWC(c, bwc_cancel(c, 45, &pending));
+	ck_assert(pending);
+	CK_BWC(c, bwc_cancel(c, 45, &pending));
+	ck_assert(!pending);
+	/* A fire sent before the cancel's reply may still be queued here. */
+	while (bwc_wait_fire(c, 0, &f) == 0)
+		ck_assert(f.key == 45 && f.fire_count == 4);
+	ck_assert_int_eq(bwc_wait_fire(c, 250 * (int64_t)DU_MS, &f), BWC_ETIMEDOUT);
+
+	/* Replace. */
+	t = (struct bwc_timer){ .key = 46, .when_ns = 3600 * DU_S };
+	CK_BWC(c, bwc_schedule(c, &t, &sc));
+	t = (struct bwc_timer){ .key = 46, .when_ns = 10 * DU_MS, .replace = true,
+				.payload = "r", .payload_len = 1 };
+	CK_BWC(c, bwc_schedule(c, &t, &sc));
+	ck_assert(sc.replaced);
+	CK_BWC(c, bwc_wait_fire(c, 2 * (int64_t)DU_S, &f));
+	ck_assert(f.key == 46 && f.payload_len == 1);
+
+	CK_BWC(c, bwc_stats(c, &st));
+	ck_assert_uint_eq(st.oneshot.inserted, 5);
+	ck_assert_uint_eq(st.oneshot.fired, 4);
+	ck_assert_uint_eq(st.oneshot.cancelled, 1);
+	ck_assert_uint_eq(st.periodic.inserted, 1);
+	ck_assert_uint_eq(st.periodic.cancelled, 1);
+	ck_assert_uint_eq(st.periodic.fired, 3);
+	ck_assert_uint_eq(st.clients, 1);
+	ck_assert(st.uptime_ns > 0 && st.memory_bytes > 0);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_wait_fire_timeout)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c;
+	struct bwc_fire f;
+	uint64_t t0, el;
+	int rc;
+
+	du_daemon_start(d, NULL);
+	c = connect_to(d, NULL);
+	t0 = du_now_ns();
+	rc = bwc_wait_fire(c, 200 * (int64_t)DU_MS, &f);
+	el = du_now_ns() - t0;
+	ck_assert_msg(rc == BWC_ETIMEDOUT, "wait_fire with nothing due: %d", rc);
+	ck_assert_msg(el >= 200 * DU_MS, "timed out after %.1f ms of 200", (double)el / 1e6);
+	ck_assert_msg(el < 5 * DU_S, "a 200 ms wait took %.1f ms", (double)el / 1e6);
+	ck_assert(strlen(bwc_errmsg(c)) > 0);
+	ck_assert_int_eq(bwc_server_error(c), BWC_SERVER_UNSPECIFIED);
+	/* 0: only what is there already. */
+	t0 = du_now_ns();
+	ck_assert_int_eq(bwc_wait_fire(c, 0, &f), BWC_ETIMEDOUT);
+	ck_assert(du_now_ns() - t0 < DU_S);
+	/* The connection is still good. */
+	{
+		struct bwc_timer t = { .key = 1, .when_ns = DU_MS };
+
+		CK_BWC(c, bwc_schedule(c, &t, NULL));
+		CK_BWC(c, bwc_wait_fire(c, 2 * (int64_t)DU_S, &f));
+		ck_assert_uint_eq(f.key, 1);
+	}
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * A daemon that does not answer (stopped with SIGSTOP): a blocking request
+ * times out after the client's timeout; once the daemon runs again, its
+ * late reply is discarded and the next request gets its own reply.
+ */
+START_TEST(test_request_timeout)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c;
+	struct bwc_stats st;
+	struct bwc_timer t = { .key = 5, .when_ns = 3600 * DU_S };
+	struct bwc_scheduled sc;
+	uint64_t t0, el;
+	bool pending;
+	int rc;
+
+	du_daemon_start(d, NULL);
+	c = connect_to(d, NULL);
+	CK_BWC(c, bwc_set_timeout(c, 200 * (int64_t)DU_MS));
+	ck_assert(kill(d->pid, SIGSTOP) == 0);
+	t0 = du_now_ns();
+	rc = bwc_schedule(c, &t, &sc);
+	el = du_now_ns() - t0;
+	kill(d->pid, SIGCONT);
+	ck_assert_msg(rc == BWC_ETIMEDOUT, "request to a stopped daemon: %d (%s)", rc,
+		      bwc_errmsg(c));
+	ck_assert_msg(el >= 200 * DU_MS && el < 5 * DU_S, "timed out after %.1f ms",
+		      (double)el / 1e6);
+	CK_BWC(c, bwc_set_timeout(c, (int64_t)DU_WAIT_MS * (int64_t)DU_MS));
+	/* The schedule stayed outstanding and took effect. */
+	CK_BWC(c, bwc_stats(c, &st));
+	ck_assert_uint_eq(st.oneshot.inserted, 1);
+	CK_BWC(c, bwc_cancel(c, 5, &pending));
+	ck_assert(pending);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+#define NDURING 20
+
+/* Fires that arrive while a blocking call waits for its reply are queued
+ * and handed out afterwards, in arrival order, without another wait. */
+START_TEST(test_fires_during_blocking_call)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c;
+	struct bwc_stats st;
+	struct bwc_fire f;
+	uint64_t t0 = 0, last = 0;
+
+	du_daemon_start(d, NULL);
+	c = connect_to(d, "e2e-during");
+	for (int i = 0; i < NDURING; i++) {
+		struct bwc_timer t = { .key = (uint64_t)i, .absolute = true,
+				       .payload = &i, .payload_len = sizeof(i) };
+
+		if (i == 0)
+			t0 = bwc_now_ns();
+		t.when_ns = t0 + 30 * DU_MS + (uint64_t)i * 2 * DU_MS;
+		CK_BWC(c, bwc_schedule(c, &t, NULL));
+	}
+	/* All fire while nobody reads, then a blocking call reads them. */
+	du_sleep_until(t0 + 30 * DU_MS + NDURING * 2 * DU_MS + 150 * DU_MS);
+	CK_BWC(c, bwc_stats(c, &st));
+	ck_assert_uint_eq(st.oneshot.fired, NDURING);
+	for (int i = 0; i < NDURING; i++) {
+		int rc = bwc_wait_fire(c, 0, &f);
+
+		ck_assert_msg(rc == 0, "fire %d of %d lost: %s", i, NDURING, bwc_errmsg(c));
+		ck_assert_msg(f.key == (uint64_t)i, "fire %d has key %" PRIu64, i, f.key);
+		ck_assert(f.payload_len == sizeof(i) && memcmp(f.payload, &i, sizeof(i)) == 0);
+		ck_assert(f.fired_ns >= last);
+		last = f.fired_ns;
+	}
+	ck_assert_int_eq(bwc_wait_fire(c, 0, &f), BWC_ETIMEDOUT);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/* A signal during bwc_wait_fire: BWC_EINTR, and the wait can resume. */
+START_TEST(test_wait_fire_eintr)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c;
+	struct sigaction sa;
+	struct itimerval it = { { 0, 0 }, { 0, 100000 } };
+	struct bwc_timer t = { .key = 8, .when_ns = 300 * DU_MS };
+	struct bwc_fire f;
+	int rc;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;   /* no SA_RESTART */
+	sigemptyset(&sa.sa_mask);
+	ck_assert(sigaction(SIGALRM, &sa, NULL) == 0);
+	du_daemon_start(d, NULL);
+	c = connect_to(d, NULL);
+	CK_BWC(c, bwc_schedule(c, &t, NULL));
+	ck_assert(setitimer(ITIMER_REAL, &it, NULL) == 0);
+	rc = bwc_wait_fire(c, 2 * (int64_t)DU_S, &f);
+	ck_assert_msg(rc == BWC_EINTR, "wait_fire interrupted by SIGALRM: %d (%s)", rc,
+		      bwc_errmsg(c));
+	CK_BWC(c, bwc_wait_fire(c, 2 * (int64_t)DU_S, &f));
+	ck_assert_uint_eq(f.key, 8);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+struct mixed {
+	int order[8];
+	int n;
+};
+
+static void mixed_reply(struct bwc_client *c, const struct bwc_reply *r, void *arg)
+{
+	struct mixed *m = arg;
+
+	(void)c;
+	ck_assert_int_eq(r->status, 0);
+	m->order[m->n++] = 1;
+}
+
+static void mixed_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
+{
+	struct mixed *m = arg;
+
+	(void)c;
+	m->order[m->n++] = 100 + (int)f->key;
+}
+
+/*
+ * Both modes on one client: a fire and a non-blocking reply that arrive
+ * while a blocking call waits are kept; no callback runs inside the
+ * blocking call; the next bwc_dispatch runs them in arrival order.
+ */
+START_TEST(test_mixed_modes)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c;
+	struct bwc_timer t = { .key = 1, .when_ns = DU_MS };
+	struct bwc_stats st;
+	struct mixed m = { { 0 }, 0 };
+
+	du_daemon_start(d, NULL);
+	c = connect_to(d, NULL);
+	bwc_set_fire_handler(c, mixed_fire, &m);
+	CK_BWC(c, bwc_schedule(c, &t, NULL));
+	du_sleep_ms(50);                       /* key 1 has fired by now */
+	ck_assert_int_eq(bwc_send_stats(c, mixed_reply, &m), 0);
+	CK_BWC(c, bwc_stats(c, &st));          /* reads the fire, both replies */
+	ck_assert_msg(m.n == 0, "a callback ran inside a blocking call");
+	ck_assert_int_eq(bwc_dispatch(c), 0);
+	ck_assert_int_eq(m.n, 2);
+	ck_assert_msg(m.order[0] == 101 && m.order[1] == 1,
+		      "callbacks out of arrival order: %d, %d", m.order[0], m.order[1]);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * nonblocking
+ * ====================================================================== */
+
+#define NNB 2000
+
+struct nb_state {
+	struct bwc_client *c;
+	size_t nreplies;           /* callbacks run so far                 */
+	size_t expect;             /* callbacks expected                   */
+	uint64_t fired[NNB];       /* fires per key                        */
+	uint64_t deadline[NNB];    /* from the ScheduleReply               */
+	bool cancelled[NNB];
+	size_t nfires;
+	int busy_checked;          /* blocking calls tried inside callbacks */
+	bool extra_stats_done;
+};
+
+struct nb_req {
+	struct nb_state *st;
+	size_t seq;                /* position in the send order           */
+	enum bwc_request_kind kind;
+	uint64_t key;
+};
+
+static void nb_reply(struct bwc_client *c, const struct bwc_reply *r, void *arg)
+{
+	struct nb_req *q = arg;
+	struct nb_state *st = q->st;
+
+	ck_assert_ptr_eq(c, st->c);
+	ck_assert_msg(q->seq == st->nreplies, "reply for request %zu arrived as number %zu",
+		      q->seq, st->nreplies);
+	ck_assert_int_eq(r->request, q->kind);
+	ck_assert_msg(r->status == 0, "request %zu: status %d (%s %s)", q->seq, r->status,
+		      bwc_server_error_name(r->server_error), r->message);
+	st->nreplies++;
+	switch (r->request) {
+	case BWC_REQUEST_SCHEDULE:
+		ck_assert_uint_eq(r->key, q->key);
+		st->deadline[q->key] = r->scheduled.deadline_ns;
+		break;
+	case BWC_REQUEST_CANCEL:
+		ck_assert_uint_eq(r->key, q->key);
+		ck_assert_msg(r->pending, "key %" PRIu64 " cancelled 100 ms early: not pending",
+			      q->key);
+		break;
+	case BWC_REQUEST_STATS:
+		ck_assert_ptr_nonnull(r->stats);
+		if (!st->extra_stats_done) {
+			/* Inside a callback: blocking calls and dispatch are
+			 * refused, bwc_send_* is allowed. */
+			struct bwc_stats s2;
+			struct bwc_fire f;
+
+			ck_assert_int_eq(bwc_stats(c, &s2), BWC_EBUSY);
+			ck_assert_int_eq(bwc_wait_fire(c, 0, &f), BWC_EBUSY);
+			ck_assert_int_eq(bwc_dispatch(c), BWC_EBUSY);
+			st->busy_checked++;
+			ck_assert_int_eq(r->stats->oneshot.inserted, NNB);
+			ck_assert_int_eq(bwc_send_stats(c, nb_reply, q + 1), 0);
+			st->expect++;
+			st->extra_stats_done = true;
+		}
+		break;
+	}
+}
+
+static void nb_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
+{
+	struct nb_state *st = arg;
+	char want[24];
+
+	ck_assert_ptr_eq(c, st->c);
+	ck_assert(f->key < NNB);
+	ck_assert_msg(!st->cancelled[f->key], "cancelled key %" PRIu64 " fired", f->key);
+	ck_assert_msg(st->deadline[f->key] != 0, "key %" PRIu64 " fired before its reply",
+		      f->key);
+	ck_assert_uint_eq(f->deadline_ns, st->deadline[f->key]);
+	ck_assert(f->fired_ns >= f->deadline_ns);
+	snprintf(want, sizeof(want), "k%" PRIu64, f->key);
+	ck_assert(f->payload_len == strlen(want) && memcmp(f->payload, want, f->payload_len) == 0);
+	st->fired[f->key]++;
+	st->nfires++;
+}
+
+/*
+ * 2,000 Schedules (every fourth cancelled right behind it) and a Stats,
+ * pipelined without waiting; a poll loop on bwc_fd/bwc_poll_events and
+ * bwc_dispatch runs the callbacks: every reply in request order, every
+ * uncancelled timer fires once through the fire handler.
+ */
+START_TEST(test_nonblocking)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct nb_state *st = calloc(1, sizeof(*st));
+	struct nb_req *reqs = calloc(NNB * 2 + 4, sizeof(*reqs));
+	struct tu_rng rng;
+	size_t n = 0, nuncancelled = 0;
+	uint64_t deadline;
+
+	ck_assert(st != NULL && reqs != NULL);
+	tu_rng_seed(&rng, test_seed());
+	du_daemon_start(d, NULL);
+	st->c = connect_to(d, NULL);
+	bwc_set_fire_handler(st->c, nb_fire, st);
+	ck_assert_int_eq(bwc_poll_events(st->c), POLLIN);
+
+	for (uint64_t k = 0; k < NNB; k++) {
+		char p[24];
+		struct bwc_timer t = { .key = k, .payload = p,
+				       .when_ns = 100 * DU_MS + tu_rng_below(&rng, 200 * DU_MS) };
+		int rc;
+
+		t.payload_len = (size_t)snprintf(p, sizeof(p), "k%" PRIu64, k);
+		reqs[n] = (struct nb_req){ st, n, BWC_REQUEST_SCHEDULE, k };
+		while ((rc = bwc_send_schedule(st->c, &t, nb_reply, &reqs[n])) == BWC_EAGAIN) {
+			struct pollfd pf = { bwc_fd(st->c), bwc_poll_events(st->c), 0 };
+
+			ck_assert(pf.events & POLLOUT);
+			poll(&pf, 1, 100);
+			ck_assert_int_eq(bwc_dispatch(st->c), 0);
+		}
+		ck_assert_msg(rc == 0, "bwc_send_schedule: %s", bwc_errmsg(st->c));
+		n++;
+		if (k % 4 == 0) {
+			st->cancelled[k] = true;
+			reqs[n] = (struct nb_req){ st, n, BWC_REQUEST_CANCEL, k };
+			ck_assert_int_eq(bwc_send_cancel(st->c, k, nb_reply, &reqs[n]), 0);
+			n++;
+		} else {
+			nuncancelled++;
+		}
+	}
+	reqs[n] = (struct nb_req){ st, n, BWC_REQUEST_STATS, 0 };
+	ck_assert_int_eq(bwc_send_stats(st->c, nb_reply, &reqs[n]), 0);
+	n++;
+	/* The extra Stats sent from inside the first Stats callback. */
+	reqs[n] = (struct nb_req){ st, n, BWC_REQUEST_STATS, 0 };
+	st->expect = n;
+
+	deadline = du_now_ns() + 20 * DU_S;
+	while (st->nreplies < st->expect || st->nfires < nuncancelled) {
+		struct pollfd pf = { bwc_fd(st->c), bwc_poll_events(st->c), 0 };
+
+		ck_assert_msg(du_now_ns() < deadline,
+			      "after 20 s: %zu of %zu replies, %zu of %zu fires", st->nreplies,
+			      st->expect, st->nfires, nuncancelled);
+		ck_assert(pf.events & POLLIN);
+		poll(&pf, 1, 100);
+		ck_assert_msg(bwc_dispatch(st->c) == 0, "bwc_dispatch: %s", bwc_errmsg(st->c));
+	}
+	ck_assert_int_eq(st->busy_checked, 1);
+	for (uint64_t k = 0; k < NNB; k++)
+		ck_assert_uint_eq(st->fired[k], st->cancelled[k] ? 0 : 1);
+	/* Nothing more: the cancelled ones stay silent. */
+	{
+		uint64_t until = du_now_ns() + 150 * DU_MS;
+
+		while (du_now_ns() < until) {
+			struct pollfd pf = { bwc_fd(st->c), bwc_poll_events(st->c), 0 };
+
+			poll(&pf, 1, 20);
+			ck_assert_int_eq(bwc_dispatch(st->c), 0);
+		}
+		ck_assert_uint_eq(st->nfires, nuncancelled);
+	}
+	bwc_free(st->c);
+	free(st);
+	free(reqs);
+	du_daemon_free(d);
+}
+END_TEST
+
+struct err_seen {
+	int status, server_error, pending, calls;
+	char message[256];
+};
+
+static void err_reply(struct bwc_client *c, const struct bwc_reply *r, void *arg)
+{
+	struct err_seen *e = arg;
+
+	(void)c;
+	e->status = r->status;
+	e->server_error = r->server_error;
+	e->pending = r->pending;
+	snprintf(e->message, sizeof(e->message), "%s", r->message ? r->message : "(null)");
+	e->calls++;
+}
+
+static void dispatch_until(struct bwc_client *c, const int *calls, int want)
+{
+	uint64_t deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
+
+	while (*calls < want) {
+		struct pollfd pf = { bwc_fd(c), bwc_poll_events(c), 0 };
+		int rc;
+
+		ck_assert_msg(du_now_ns() < deadline, "callback never ran");
+		if (pf.fd >= 0)
+			poll(&pf, 1, 50);
+		rc = bwc_dispatch(c);
+		if (*calls >= want)
+			break;
+		ck_assert_msg(rc == 0, "bwc_dispatch: %d (%s)", rc, bwc_errmsg(c));
+	}
+}
+
+/* Daemon refusals in replies: status BWC_ESERVER and the daemon's code. */
+START_TEST(test_nonblocking_errors)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c;
+	struct bwc_timer t = { .key = 3, .when_ns = 3600 * DU_S };
+	struct err_seen a = { 0 }, b = { 0 }, x = { 0 };
+
+	du_daemon_start(d, NULL);
+	c = connect_to(d, NULL);
+	ck_assert_int_eq(bwc_send_schedule(c, &t, err_reply, &a), 0);
+	ck_assert_int_eq(bwc_send_schedule(c, &t, err_reply, &b), 0);
+	ck_assert_int_eq(bwc_send_cancel(c, 99, err_reply, &x), 0);
+	dispatch_until(c, &x.calls, 1);
+	ck_assert_int_eq(a.calls, 1);
+	ck_assert_int_eq(a.status, 0);
+	ck_assert_int_eq(b.calls, 1);
+	ck_assert_int_eq(b.status, BWC_ESERVER);
+	ck_assert_int_eq(b.server_error, BWC_SERVER_DUPLICATE_KEY);
+	ck_assert_msg(b.message[0] != '\0', "an error reply without the daemon's message");
+	ck_assert_int_eq(x.status, 0);
+	ck_assert(!x.pending);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* Outstanding requests when the daemon dies: their callbacks run with
+ * BWC_ECLOSED, and bwc_dispatch says the connection ended. */
+START_TEST(test_nonblocking_closed)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c;
+	struct err_seen s[3];
+	uint64_t deadline;
+	int rc = 0;
+
+	memset(s, 0, sizeof(s));
+	du_daemon_start(d, NULL);
+	c = connect_to(d, NULL);
+	ck_assert(kill(d->pid, SIGSTOP) == 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(bwc_send_stats(c, err_reply, &s[i]), 0);
+	du_daemon_kill(d);
+	deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
+	while (s[2].calls == 0) {
+		struct pollfd pf = { bwc_fd(c), bwc_poll_events(c), 0 };
+
+		ck_assert_msg(du_now_ns() < deadline, "no callback after the daemon died");
+		if (pf.fd >= 0)
+			poll(&pf, 1, 50);
+		rc = bwc_dispatch(c);
+	}
+	ck_assert_msg(rc == BWC_ECLOSED, "bwc_dispatch after the daemon died: %d", rc);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(s[i].calls, 1);
+		ck_assert_int_eq(s[i].status, BWC_ECLOSED);
+	}
+	ck_assert_int_eq(bwc_fd(c), -1);
+	ck_assert_int_eq(bwc_poll_events(c), 0);
+	ck_assert_int_eq(bwc_send_stats(c, err_reply, &s[0]), BWC_ECLOSED);
+	ck_assert_int_eq(bwc_dispatch(c), BWC_ECLOSED);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * errors
+ * ====================================================================== */
+
+START_TEST(test_unreachable)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c = new_client();
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char missing[128];
+	int fd, rc;
+
+	/* Nothing at the path. */
+	snprintf(missing, sizeof(missing), "%s/no-such.sock", d->dir);
+	rc = bwc_connect(c, missing, NULL);
+	ck_assert_msg(rc == BWC_EUNREACHABLE, "missing socket: %d (%s)", rc, bwc_errmsg(c));
+	ck_assert_msg(strstr(bwc_errmsg(c), missing) != NULL, "message without the path: %s",
+		      bwc_errmsg(c));
+	ck_assert_int_eq(bwc_server_error(c), 0);
+	ck_assert_int_eq(bwc_fd(c), -1);
+
+	/* A socket file nobody listens on. */
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	strcpy(sa.sun_path, d->sock);
+	ck_assert(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	close(fd);
+	rc = bwc_connect(c, d->sock, NULL);
+	ck_assert_msg(rc == BWC_EUNREACHABLE, "dead socket: %d (%s)", rc, bwc_errmsg(c));
+	ck_assert(strstr(bwc_errmsg(c), d->sock) != NULL);
+
+	/* $BITWHEEL_SOCKET when the path is NULL. */
+	setenv("BITWHEEL_SOCKET", missing, 1);
+	ck_assert_str_eq(bwc_default_socket(), missing);
+	rc = bwc_connect(c, NULL, NULL);
+	ck_assert_int_eq(rc, BWC_EUNREACHABLE);
+	ck_assert(strstr(bwc_errmsg(c), missing) != NULL);
+	unsetenv("BITWHEEL_SOCKET");
+	ck_assert_str_eq(bwc_default_socket(), BWC_DEFAULT_SOCKET);
+
+	/* Once the daemon runs there, the same client connects. */
+	du_daemon_start(d, NULL);
+	CK_BWC(c, bwc_connect(c, d->sock, NULL));
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_server_errors)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c, *c2;
+	struct bwc_timer t = { .key = 1, .when_ns = 3600 * DU_S };
+	struct bwc_stats st;
+	struct bwc_fire f;
+	char big[200];
+	int rc;
+
+	memset(big, 'b', sizeof(big));
+	du_daemon_start(d, "--max-timers", "2", "--max-payload", "100", "--max-clients", "2",
+			NULL);
+	c = connect_to(d, "e2e-errors");
+
+	CK_BWC(c, bwc_schedule(c, &t, NULL));
+	rc = bwc_schedule(c, &t, NULL);
+	ck_assert_int_eq(rc, BWC_ESERVER);
+	ck_assert_int_eq(bwc_server_error(c), BWC_SERVER_DUPLICATE_KEY);
+	ck_assert_msg(strstr(bwc_errmsg(c), "DUPLICATE_KEY") != NULL, "errmsg: %s",
+		      bwc_errmsg(c));
+	ck_assert_str_eq(bwc_server_error_name(BWC_SERVER_DUPLICATE_KEY), "DUPLICATE_KEY");
+
+	/* A failure of another kind resets the server code. */
+	ck_assert_int_eq(bwc_wait_fire(c, 0, &f), BWC_ETIMEDOUT);
+	ck_assert_int_eq(bwc_server_error(c), BWC_SERVER_UNSPECIFIED);
+
+	t.key = 2;
+	CK_BWC(c, bwc_schedule(c, &t, NULL));
+	t.key = 3;
+	ck_assert_int_eq(bwc_schedule(c, &t, NULL), BWC_ESERVER);
+	ck_assert_int_eq(bwc_server_error(c), BWC_SERVER_TOO_MANY_TIMERS);
+
+	t = (struct bwc_timer){ .key = 4, .when_ns = UINT64_MAX, .replace = true };
+	ck_assert_int_eq(bwc_schedule(c, &t, NULL), BWC_ESERVER);
+	ck_assert_int_eq(bwc_server_error(c), BWC_SERVER_BAD_DEADLINE);
+
+	/* Client-side refusals: nothing reaches the daemon. */
+	t = (struct bwc_timer){ .key = 5, .when_ns = DU_MS, .payload = big, .payload_len = 101,
+				.replace = true };
+	ck_assert_int_eq(bwc_schedule(c, &t, NULL), BWC_ETOOBIG);
+	t.payload = NULL;
+	t.payload_len = 3;
+	ck_assert_int_eq(bwc_schedule(c, &t, NULL), BWC_EINVAL);
+	CK_BWC(c, bwc_stats(c, &st));
+	ck_assert_uint_eq(st.oneshot.inserted, 2);
+
+	/* SESSION_BUSY: the second client is left unconnected. */
+	c2 = new_client();
+	rc = bwc_connect(c2, d->sock, "e2e-errors");
+	ck_assert_int_eq(rc, BWC_ESERVER);
+	ck_assert_int_eq(bwc_server_error(c2), BWC_SERVER_SESSION_BUSY);
+	ck_assert_int_eq(bwc_fd(c2), -1);
+	ck_assert_int_eq(bwc_connect(c2, d->sock, "bad name!"), BWC_EINVAL);
+
+	/* TOO_MANY_CLIENTS: with c and a raw connection, the limit of 2 is
+	 * reached. */
+	{
+		struct du_conn *raw = du_open(d, NULL);
+
+		rc = bwc_connect(c2, d->sock, NULL);
+		ck_assert_msg(rc == BWC_ESERVER, "connect over the limit: %d (%s)", rc,
+			      bwc_errmsg(c2));
+		ck_assert_int_eq(bwc_server_error(c2), BWC_SERVER_TOO_MANY_CLIENTS);
+		du_conn_free(raw);
+	}
+	bwc_free(c2);
+	/* c is unharmed by all of it. */
+	CK_BWC(c, bwc_stats(c, &st));
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* SIGTERM: a client waiting for fires learns SHUTTING_DOWN. */
+START_TEST(test_shutting_down)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c;
+	struct bwc_fire f;
+	struct bwc_stats st;
+	int rc;
+
+	du_daemon_start(d, NULL);
+	c = connect_to(d, NULL);
+	ck_assert(kill(d->pid, SIGTERM) == 0);
+	rc = bwc_wait_fire(c, (int64_t)DU_WAIT_MS * (int64_t)DU_MS, &f);
+	ck_assert_msg(rc == BWC_ESERVER, "wait_fire while the daemon stops: %d (%s)", rc,
+		      bwc_errmsg(c));
+	ck_assert_int_eq(bwc_server_error(c), BWC_SERVER_SHUTTING_DOWN);
+	ck_assert_int_eq(bwc_fd(c), -1);
+	ck_assert_int_eq(bwc_stats(c, &st), BWC_ECLOSED);
+	du_assert_exit(d, du_daemon_stop(d, 0, DU_WAIT_MS), 0);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * restart
+ * ====================================================================== */
+
+/*
+ * A named session across a daemon crash and restart.  This version of the
+ * daemon keeps nothing on disk (PROTOCOL.md 9), so:
+ *   kept:  the client's path and session name (bwc_reconnect() needs no
+ *          arguments), and fires that had reached the client before the
+ *          connection broke (still handed out by bwc_wait_fire);
+ *   lost:  every timer and the session itself: the reconnect creates a
+ *          new session (resumed = false, no timers), a timer due after the
+ *          crash never fires, and cancelling it finds nothing; replaying
+ *          with replace = true arms it again.
+ */
+START_TEST(test_reconnect_restart)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c;
+	struct bwc_session_info info;
+	struct bwc_timer t;
+	struct bwc_scheduled sc;
+	struct bwc_stats st;
+	struct bwc_fire f;
+	bool pending;
+	int rc;
+
+	du_daemon_start(d, NULL);
+	c = connect_to(d, "e2e-restart");
+	t = (struct bwc_timer){ .key = 1, .when_ns = 3600 * DU_S };
+	CK_BWC(c, bwc_schedule(c, &t, NULL));
+	t = (struct bwc_timer){ .key = 2, .when_ns = 300 * DU_MS };
+	CK_BWC(c, bwc_schedule(c, &t, NULL));
+	t = (struct bwc_timer){ .key = 3, .when_ns = DU_MS, .payload = "kept", .payload_len = 4 };
+	CK_BWC(c, bwc_schedule(c, &t, NULL));
+	/* Key 3's fire reaches the client, which queues it during the Stats. */
+	du_sleep_ms(50);
+	CK_BWC(c, bwc_stats(c, &st));
+	ck_assert_uint_eq(st.oneshot.fired, 1);
+
+	du_daemon_kill(d);
+	rc = bwc_stats(c, &st);
+	ck_assert_msg(rc == BWC_ECLOSED, "request after the daemon died: %d (%s)", rc,
+		      bwc_errmsg(c));
+	ck_assert_int_eq(bwc_fd(c), -1);
+	rc = bwc_reconnect(c);
+	ck_assert_msg(rc == BWC_EUNREACHABLE, "reconnect with no daemon: %d (%s)", rc,
+		      bwc_errmsg(c));
+	ck_assert(strstr(bwc_errmsg(c), d->sock) != NULL);
+
+	du_daemon_start(d, NULL);
+	CK_BWC(c, bwc_reconnect(c));
+	CK_BWC(c, bwc_get_session_info(c, &info));
+	ck_assert_msg(!info.resumed && info.timers == 0,
+		      "a restarted daemon without a journal resumed the session "
+		      "(resumed=%d timers=%" PRIu64 ")", info.resumed, info.timers);
+	/* The fire that arrived before the crash is still here. */
+	CK_BWC(c, bwc_wait_fire(c, 0, &f));
+	ck_assert(f.key == 3 && f.payload_len == 4 && memcmp(f.payload, "kept", 4) == 0);
+	/* Key 2 was due 300 ms after scheduling: gone with the old daemon. */
+	ck_assert_int_eq(bwc_wait_fire(c, 400 * (int64_t)DU_MS, &f), BWC_ETIMEDOUT);
+	CK_BWC(c, bwc_cancel(c, 1, &pending));
+	ck_assert_msg(!pending, "key 1 survived the restart");
+	/* Replay: replace = true arms the key whether or not it was kept. */
+	t = (struct bwc_timer){ .key = 1, .when_ns = 20 * DU_MS, .replace = true };
+	CK_BWC(c, bwc_schedule(c, &t, &sc));
+	ck_assert(!sc.replaced);
+	CK_BWC(c, bwc_wait_fire(c, 2 * (int64_t)DU_S, &f));
+	ck_assert_uint_eq(f.key, 1);
+	/* The new session is named: a second reconnect resumes it. */
+	CK_BWC(c, bwc_reconnect(c));
+	CK_BWC(c, bwc_get_session_info(c, &info));
+	ck_assert(info.resumed);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * sigpipe
+ * ====================================================================== */
+
+/* With SIGPIPE's default disposition (death), writes to a daemon that is
+ * gone come back as errors; the test process surviving is the check. */
+START_TEST(test_no_sigpipe)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c;
+	struct bwc_stats st;
+	struct err_seen first = { 0 };
+	static char big[1000];
+	int rc;
+
+	signal(SIGPIPE, SIG_DFL);
+	du_daemon_start(d, NULL);
+	c = connect_to(d, NULL);
+	CK_BWC(c, bwc_stats(c, &st));
+	du_daemon_kill(d);
+	/* The first, non-blocking: queued, its write fails; the callback
+	 * learns it.  Then blocking and non-blocking writes alike fail. */
+	{
+		struct bwc_timer t = { .key = 100, .when_ns = DU_S, .payload = big,
+				       .payload_len = sizeof(big) };
+
+		rc = bwc_send_schedule(c, &t, err_reply, &first);
+		ck_assert_msg(rc == 0 || rc == BWC_ECLOSED || rc == BWC_EIO,
+			      "first write to a dead daemon: %d (%s)", rc, bwc_errmsg(c));
+		if (rc == 0) {
+			ck_assert_int_eq(bwc_dispatch(c), BWC_ECLOSED);
+			ck_assert_int_eq(first.calls, 1);
+			ck_assert_int_eq(first.status, BWC_ECLOSED);
+		}
+	}
+	for (int i = 0; i < 20; i++) {
+		struct bwc_timer t = { .key = (uint64_t)i, .when_ns = DU_S, .payload = big,
+				       .payload_len = sizeof(big) };
+
+		rc = i % 2 ? bwc_schedule(c, &t, NULL) : bwc_send_schedule(c, &t, NULL, NULL);
+		ck_assert_msg(rc == BWC_ECLOSED || rc == BWC_EIO,
+			      "write %d to a dead daemon: %d (%s)", i, rc, bwc_errmsg(c));
+		if (i == 5)
+			ck_assert_int_eq(bwc_reconnect(c), BWC_EUNREACHABLE);
+	}
+	ck_assert_int_eq(bwc_dispatch(c), BWC_ECLOSED);
+
+	/* And the same with a connection whose daemon died while the client
+	 * had unwritten requests queued. */
+	du_daemon_start(d, NULL);
+	CK_BWC(c, bwc_reconnect(c));
+	ck_assert(kill(d->pid, SIGSTOP) == 0);
+	for (int i = 0; i < 3000; i++) {
+		struct bwc_timer t = { .key = (uint64_t)i, .when_ns = DU_S, .payload = big,
+				       .payload_len = sizeof(big) };
+
+		if (bwc_send_schedule(c, &t, NULL, NULL) != 0)
+			break;
+	}
+	du_daemon_kill(d);
+	for (int i = 0; i < 50 && bwc_fd(c) >= 0; i++) {
+		struct pollfd pf = { bwc_fd(c), bwc_poll_events(c), 0 };
+
+		poll(&pf, 1, 20);
+		bwc_dispatch(c);
+	}
+	ck_assert_int_eq(bwc_fd(c), -1);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+
+static Suite *client_suite(void)
+{
+	Suite *s = suite_create("client");
+	TCase *tc;
+
+	tc = tcase_create("blocking");
+	du_tcase(tc);
+	tcase_add_test(tc, test_connect_info);
+	tcase_add_test(tc, test_schedule_fire);
+	tcase_add_test(tc, test_wait_fire_timeout);
+	tcase_add_test(tc, test_request_timeout);
+	tcase_add_test(tc, test_fires_during_blocking_call);
+	tcase_add_test(tc, test_wait_fire_eintr);
+	tcase_add_test(tc, test_mixed_modes);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("nonblocking");
+	du_tcase(tc);
+	tcase_add_test(tc, test_nonblocking);
+	tcase_add_test(tc, test_nonblocking_errors);
+	tcase_add_test(tc, test_nonblocking_closed);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("errors");
+	du_tcase(tc);
+	tcase_add_test(tc, test_unreachable);
+	tcase_add_test(tc, test_server_errors);
+	tcase_add_test(tc, test_shutting_down);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("restart");
+	du_tcase(tc);
+	tcase_add_test(tc, test_reconnect_restart);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("sigpipe");
+	du_tcase(tc);
+	tcase_add_test(tc, test_no_sigpipe);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run_suite(client_suite());
+}

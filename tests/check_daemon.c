@@ -1,0 +1,2953 @@
+/*
+ * check_daemon.c - bitwheeld end to end: real daemon processes on
+ * temporary sockets, spoken to through the raw protocol (every frame packed
+ * and parsed by proto/frame.h, through tests/daemonutil.c), judged against
+ * proto/PROTOCOL.md and bitwheeld(8).  Nothing is mocked.
+ *
+ * TCases:
+ *   fire        oneshot timers with delay_ns and deadline_ns never fire
+ *               early (fired_at_ns and the receive time are >= the
+ *               deadline) and are late by at most the lane's resolution
+ *               plus a margin; past deadlines fire at once; payloads and
+ *               keys come back byte for byte.
+ *   cancel      Cancel (pending true/false, no Fired after a successful
+ *               reply, also racing the fire), DUPLICATE_KEY, replace,
+ *               periodic timers (d, d+p, d+2p; fire_count), 10,000
+ *               pipelined requests answered in order.
+ *   sessions    named sessions: detach, fires queued while detached and
+ *               delivered in order right after the HelloReply; SESSION_BUSY;
+ *               linger expiry; max_queued drop-oldest; anonymous sessions'
+ *               timers die with the connection.
+ *   uid         another uid cannot attach to root's session
+ *               (PERMISSION_DENIED), root can attach to anyone's; needs
+ *               root, else a printed SKIP.
+ *   systemd     socket activation through systemd-socket-activate,
+ *               READY=1 / STATUS= / STOPPING=1 and watchdog pings on
+ *               NOTIFY_SOCKET.
+ *   malformed   bad, truncated and oversized frames and requests, each
+ *               answered with its error code (closing or not as the
+ *               protocol says), after which the daemon serves a new client.
+ *   limits      --max-clients, a slow consumer cut off while another
+ *               client's fires stay on time and its named session keeps
+ *               the undelivered fires, 1,000 concurrent clients.
+ *   shutdown    SIGTERM: replies in flight are flushed, then SHUTTING_DOWN
+ *               and a close; exit status 0 and a log line.
+ *   startup     a live daemon on the path, a stale socket, a file that is
+ *               no socket, --help/--version, usage errors (exit 2), the
+ *               socket's mode.
+ *
+ * Timing: real clocks, bounds of "resolution + margin" (daemonutil.h:
+ * 50 ms unless BW_TEST_MARGIN_MS says otherwise); nothing asserts speed.
+ * Random delays, keys and payloads come from a fixed seed, or BW_TEST_SEED.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "daemonutil.h"
+#include "testutil.h"
+
+#define BC(x) BITWHEEL__V1__ENVELOPE__BODY_##x
+#define EC(x) BITWHEEL__V1__ERROR_CODE__##x
+#define DEFAULT_SEED UINT64_C(0xb17e2e5eed)
+
+/* The fixed seed, or BW_TEST_SEED; logged so a failure can be rerun. */
+static uint64_t test_seed(void)
+{
+	uint64_t seed = tu_seed_from_env("BW_TEST_SEED", DEFAULT_SEED);
+
+	du_note("seed %#" PRIx64 " (BW_TEST_SEED)", seed);
+	return seed;
+}
+
+static Bitwheel__V1__HelloReply *hr_of(du_env *e)
+{
+	ck_assert_ptr_nonnull(e->hello_reply);
+	ck_assert_ptr_nonnull(e->hello_reply->limits);
+	return e->hello_reply;
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static void send_raw(struct du_conn *c, const void *buf, size_t len)
+{
+	int rc = du_conn_send_bytes(c, buf, len, DU_WAIT_MS);
+
+	ck_assert_msg(rc == 0, "send: %s", strerror(-rc));
+}
+
+/* Wait until a fresh client's Stats satisfies pred (polled), or fail. */
+typedef bool (*stats_pred)(const Bitwheel__V1__StatsReply *s, uint64_t arg);
+
+static du_env *wait_stats(const struct du_daemon *d, stats_pred pred,
+			  uint64_t arg, const char *what)
+{
+	uint64_t deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
+
+	for (;;) {
+		du_env *e = du_fresh_stats(d);
+
+		if (pred(e->stats_reply, arg))
+			return e;
+		if (du_now_ns() > deadline) {
+			const Bitwheel__V1__StatsReply *s = e->stats_reply;
+
+			ck_abort_msg("stats never showed %s: clients=%" PRIu64
+				     " sessions=%" PRIu64 " queued=%" PRIu64
+				     " dropped=%" PRIu64 " oneshot.pending=%" PRIu64,
+				     what, s->clients, s->sessions, s->queued,
+				     s->dropped, s->oneshot->pending);
+		}
+		bwp_frame_free(e);
+		du_sleep_ms(10);
+	}
+}
+
+/* One connection open: the one asking. */
+static bool only_me(const Bitwheel__V1__StatsReply *s, uint64_t arg)
+{
+	(void)arg;
+	return s->clients == 1;
+}
+
+/* ======================================================================
+ * fire
+ * ====================================================================== */
+
+static const struct {
+	const char *args[3];
+	uint64_t res_ms;  /* bitwheeld(8): the oneshot lane of the preset */
+} fire_cfgs[] = {
+	{ { NULL }, 1 },                               /* fast-precise */
+	{ { "--preset", "standard-balanced", NULL }, 5 },
+	{ { "--oneshot-resolution", "20", NULL }, 20 },
+};
+
+#define NFIRE 30
+
+/*
+ * NFIRE oneshot timers, random delays of 5..255 ms, half as delay_ns and
+ * half as deadline_ns, random keys and payloads; each fires once, never
+ * early, within the resolution plus the margin, in fire order.
+ */
+START_TEST(test_fire_timing)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct tu_rng rng;
+	struct {
+		uint64_t key, when, deadline;
+		bool absolute, fired;
+		uint8_t payload[16];
+	} t[NFIRE];
+	struct du_buf b = { 0 };
+	struct du_conn *c;
+	du_env *e;
+	uint64_t res, t0, t1, last_fired_at = 0;
+
+	tu_rng_seed(&rng, test_seed() ^ (uint64_t)_i);
+	du_daemon_startv(d, fire_cfgs[_i].args);
+	c = du_connect(d->sock);
+	e = du_hello(c, NULL);
+	res = hr_of(e)->oneshot_resolution_ns;
+	ck_assert_msg(res == fire_cfgs[_i].res_ms * DU_MS,
+		      "oneshot_resolution_ns %" PRIu64 ", bitwheeld(8) says %" PRIu64 " ms",
+		      res, fire_cfgs[_i].res_ms);
+	ck_assert_uint_eq(hr_of(e)->periodic_resolution_ns, 100 * DU_MS);
+	ck_assert(hr_of(e)->has_resumed && !hr_of(e)->resumed);
+	bwp_frame_free(e);
+
+	t0 = du_now_ns();
+	for (int i = 0; i < NFIRE; i++) {
+		struct du_sched s = { 0 };
+		uint64_t delay = 5 * DU_MS + tu_rng_below(&rng, 250 * DU_MS);
+
+		t[i].key = (tu_rng_next(&rng) << 8) | (uint64_t)i;
+		t[i].absolute = i % 2 == 1;
+		t[i].fired = false;
+		for (size_t j = 0; j < sizeof(t[i].payload); j++)
+			t[i].payload[j] = (uint8_t)tu_rng_next(&rng);
+		s.key = t[i].key;
+		s.when = t[i].absolute ? DU_DEADLINE : DU_DELAY;
+		s.when_ns = t[i].absolute ? t0 + delay : delay;
+		s.payload = t[i].payload;
+		s.payload_len = sizeof(t[i].payload);
+		t[i].when = s.when_ns;
+		du_pack_schedule(&b, (uint64_t)i + 2, &s);
+	}
+	du_send_buf(c, &b);
+	du_buf_free(&b);
+	for (int i = 0; i < NFIRE; i++) {
+		Bitwheel__V1__ScheduleReply *sr;
+
+		e = du_expect_reply(c, (uint64_t)i + 2, BC(SCHEDULE_REPLY));
+		t1 = du_now_ns();
+		sr = e->schedule_reply;
+		ck_assert(sr->has_deadline_ns && sr->has_replaced && !sr->replaced);
+		if (t[i].absolute)
+			ck_assert_uint_eq(sr->deadline_ns, t[i].when);
+		else
+			ck_assert_msg(sr->deadline_ns >= t0 + t[i].when &&
+				      sr->deadline_ns <= t1 + t[i].when,
+				      "deadline %" PRIu64 " is not now + delay (%" PRIu64
+				      " .. %" PRIu64 ")", sr->deadline_ns,
+				      t0 + t[i].when, t1 + t[i].when);
+		t[i].deadline = sr->deadline_ns;
+		bwp_frame_free(e);
+	}
+
+	for (int n = 0; n < NFIRE; n++) {
+		uint64_t rx;
+		Bitwheel__V1__Fired *f;
+		int i;
+
+		e = du_expect_fire(c, 2000, &rx);
+		f = e->fired;
+		for (i = 0; i < NFIRE && t[i].key != f->key; i++)
+			;
+		ck_assert_msg(i < NFIRE, "fire for unknown key %" PRIu64, f->key);
+		ck_assert_msg(!t[i].fired, "key %" PRIu64 " fired twice", f->key);
+		t[i].fired = true;
+		ck_assert_uint_eq(f->deadline_ns, t[i].deadline);
+		ck_assert(f->has_payload && f->payload.len == sizeof(t[i].payload));
+		ck_assert(memcmp(f->payload.data, t[i].payload, f->payload.len) == 0);
+		ck_assert_msg(!f->has_fire_count, "a oneshot fire carries fire_count");
+		ck_assert_msg(!f->has_late || !f->late, "late set without a journal");
+		du_check_fire_time(f, rx, res);
+		/* PROTOCOL.md 5.6: fires arrive in the order they fired. */
+		ck_assert_msg(f->fired_at_ns >= last_fired_at,
+			      "fires out of order: fired_at %" PRIu64 " after %" PRIu64,
+			      f->fired_at_ns, last_fired_at);
+		last_fired_at = f->fired_at_ns;
+		bwp_frame_free(e);
+	}
+	du_expect_quiet(c, 100);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* Deadlines in the past (and delay 0) fire at once, with their deadline. */
+START_TEST(test_fire_past_deadline)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+	uint64_t now, res, want[4];
+	struct du_sched s[4] = {
+		{ .key = 1, .when = DU_DEADLINE },
+		{ .key = 2, .when = DU_DEADLINE, .when_ns = 0 },
+		{ .key = 3, .when = DU_DELAY, .when_ns = 0 },
+		{ .key = 4, .when = DU_DEADLINE },
+	};
+	struct du_buf b = { 0 };
+	du_env *e;
+	bool seen[4] = { false };
+
+	du_daemon_start(d, NULL);
+	c = du_connect(d->sock);
+	e = du_hello(c, NULL);
+	res = hr_of(e)->oneshot_resolution_ns;
+	bwp_frame_free(e);
+
+	now = du_now_ns();
+	s[0].when_ns = now - DU_S;
+	s[3].when_ns = now;
+	for (int i = 0; i < 4; i++)
+		du_pack_schedule(&b, (uint64_t)i + 2, &s[i]);
+	du_send_buf(c, &b);
+	du_buf_free(&b);
+	for (int i = 0; i < 4; i++) {
+		e = du_expect_reply(c, (uint64_t)i + 2, BC(SCHEDULE_REPLY));
+		want[i] = e->schedule_reply->deadline_ns;
+		if (s[i].when == DU_DEADLINE)
+			ck_assert_uint_eq(want[i], s[i].when_ns);
+		bwp_frame_free(e);
+	}
+	for (int n = 0; n < 4; n++) {
+		uint64_t rx;
+		Bitwheel__V1__Fired *f;
+
+		e = du_expect_fire(c, 2000, &rx);
+		f = e->fired;
+		ck_assert(f->key >= 1 && f->key <= 4 && !seen[f->key - 1]);
+		seen[f->key - 1] = true;
+		ck_assert_uint_eq(f->deadline_ns, want[f->key - 1]);
+		ck_assert(f->fired_at_ns >= f->deadline_ns);
+		/* "At once": within the resolution plus the margin of when it
+		 * was asked for, however old the deadline. */
+		ck_assert_msg(rx - now <= res + du_margin_ns(),
+			      "key %" PRIu64 " with a past deadline arrived after %.3f ms",
+			      f->key, (double)(rx - now) / 1e6);
+		ck_assert(!f->has_payload);
+		bwp_frame_free(e);
+	}
+	du_expect_quiet(c, 50);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* Keys at both ends of the range; payload absent, empty, and at the limit. */
+START_TEST(test_fire_payload)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+	uint8_t big[1024];
+	struct du_sched s[3] = {
+		{ .key = 0, .when = DU_DELAY, .when_ns = DU_MS, .payload = "", .payload_len = 0 },
+		{ .key = UINT64_MAX, .when = DU_DELAY, .when_ns = 2 * DU_MS },
+		{ .key = 77, .when = DU_DELAY, .when_ns = 3 * DU_MS, .payload = big,
+		  .payload_len = sizeof(big) },
+	};
+	bool seen[3] = { false };
+	du_env *e;
+
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i * 7 + 3);
+	du_daemon_start(d, NULL);
+	c = du_connect(d->sock);
+	e = du_hello(c, NULL);
+	ck_assert_uint_eq(hr_of(e)->limits->max_payload_bytes, sizeof(big));
+	bwp_frame_free(e);
+	for (int i = 0; i < 3; i++)
+		bwp_frame_free(du_schedule(c, (uint64_t)i + 2, &s[i]));
+	for (int n = 0; n < 3; n++) {
+		Bitwheel__V1__Fired *f;
+		int i;
+
+		e = du_expect_fire(c, 2000, NULL);
+		f = e->fired;
+		ck_assert(f->has_key);
+		i = f->key == 0 ? 0 : f->key == UINT64_MAX ? 1 : 2;
+		ck_assert_uint_eq(f->key, s[i].key);
+		ck_assert(!seen[i]);
+		seen[i] = true;
+		if (s[i].payload == NULL) {
+			ck_assert_msg(!f->has_payload, "a payload appeared from nowhere");
+		} else {
+			ck_assert_msg(f->has_payload, "key %" PRIu64 ": payload lost", f->key);
+			ck_assert_uint_eq(f->payload.len, s[i].payload_len);
+			ck_assert(f->payload.len == 0 ||
+				  memcmp(f->payload.data, s[i].payload, f->payload.len) == 0);
+		}
+		bwp_frame_free(e);
+	}
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * cancel, duplicate keys, replace, periodic, pipelining
+ * ====================================================================== */
+
+START_TEST(test_cancel)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+	struct du_sched s = { .when = DU_DELAY, .when_ns = 150 * DU_MS };
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	c = du_open(d, NULL);
+	s.key = 1;
+	bwp_frame_free(du_schedule(c, 2, &s));
+	s.key = 2;
+	bwp_frame_free(du_schedule(c, 3, &s));
+	ck_assert_msg(du_cancel(c, 4, 1), "a pending timer cancelled with pending=false");
+	ck_assert_msg(!du_cancel(c, 5, 1), "cancelled twice, pending both times");
+	ck_assert_msg(!du_cancel(c, 6, 99), "never-scheduled key reported pending");
+
+	e = du_expect_fire(c, 2000, NULL);
+	ck_assert_msg(e->fired->key == 2, "key %" PRIu64 " fired after its cancel",
+		      e->fired->key);
+	bwp_frame_free(e);
+	du_expect_quiet(c, 150);
+	ck_assert_msg(!du_cancel(c, 7, 2), "a fired oneshot is still pending");
+
+	e = du_stats(c, 8);
+	ck_assert_uint_eq(e->stats_reply->oneshot->cancelled, 1);
+	ck_assert_uint_eq(e->stats_reply->oneshot->fired, 1);
+	ck_assert_uint_eq(e->stats_reply->oneshot->inserted, 2);
+	ck_assert_uint_eq(e->stats_reply->oneshot->pending, 0);
+	bwp_frame_free(e);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+#define NRACE 300
+
+/*
+ * NRACE timers due 100 us apart, all cancelled (pipelined) halfway through
+ * their span, so cancels and fires race: a key whose CancelReply says
+ * pending=true must never fire; one that says false fired, and its Fired
+ * came first.
+ */
+START_TEST(test_cancel_race)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+	struct du_buf b = { 0 };
+	int fired[NRACE] = { 0 }, replied[NRACE] = { 0 };
+	bool pending[NRACE];
+	uint64_t t;
+	int ntrue = 0;
+
+	du_daemon_start(d, NULL);
+	c = du_open(d, NULL);
+	t = du_now_ns() + 60 * DU_MS;
+	for (int i = 0; i < NRACE; i++) {
+		struct du_sched s = { .key = (uint64_t)i, .when = DU_DEADLINE,
+				      .when_ns = t + (uint64_t)i * 100000 };
+
+		du_pack_schedule(&b, (uint64_t)i + 2, &s);
+	}
+	du_send_buf(c, &b);
+	for (int i = 0; i < NRACE; i++)
+		bwp_frame_free(du_expect_reply(c, (uint64_t)i + 2, BC(SCHEDULE_REPLY)));
+	for (int i = 0; i < NRACE; i++)
+		du_pack_cancel(&b, 1000 + (uint64_t)i, (uint64_t)i);
+	du_sleep_until(t + NRACE / 2 * (uint64_t)100000);
+	du_send_buf(c, &b);
+	du_buf_free(&b);
+
+	for (int got = 0; got < NRACE;) {
+		du_env *e;
+		int rc = du_recv(c, DU_WAIT_MS, &e);
+		char desc[256];
+
+		ck_assert_msg(rc == DU_FRAME, "waiting for cancel replies: rc %d", rc);
+		if (e->body_case == BC(FIRED)) {
+			uint64_t k = e->fired->key;
+
+			ck_assert(k < NRACE);
+			ck_assert_msg(!replied[k], "key %" PRIu64 " fired after its CancelReply", k);
+			fired[k]++;
+		} else {
+			uint64_t k;
+
+			ck_assert_msg(e->body_case == BC(CANCEL_REPLY), "unexpected %s",
+				      du_describe(e, desc, sizeof(desc)));
+			k = e->request_id - 1000;
+			ck_assert_msg(k == (uint64_t)got, "cancel reply %" PRIu64 " out of order",
+				      e->request_id);
+			replied[k] = 1;
+			pending[k] = e->cancel_reply->pending;
+			got++;
+		}
+		bwp_frame_free(e);
+	}
+	/* Anything still on its way would come within a tick or two. */
+	for (;;) {
+		du_env *e;
+		int rc = du_recv(c, 200, &e);
+
+		if (rc == DU_TIMEOUT)
+			break;
+		ck_assert_msg(rc == DU_FRAME && e->body_case == BC(FIRED),
+			      "unexpected frame or close after the replies (rc %d)", rc);
+		ck_assert_msg(false, "key %" PRIu64 " fired after its CancelReply",
+			      e->fired->key);
+	}
+	for (int i = 0; i < NRACE; i++) {
+		if (pending[i]) {
+			ntrue++;
+			ck_assert_msg(fired[i] == 0, "key %d: cancelled (pending) yet fired", i);
+		} else {
+			ck_assert_msg(fired[i] == 1, "key %d: not pending at cancel, fired %d times",
+				      i, fired[i]);
+		}
+	}
+	du_note("cancel race: %d of %d cancelled before firing", ntrue, NRACE);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_duplicate_key)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+	struct du_sched a = { .key = 5, .when = DU_DELAY, .when_ns = 200 * DU_MS,
+			      .payload = "A", .payload_len = 1 };
+	struct du_sched b = { .key = 5, .when = DU_DELAY, .when_ns = 20 * DU_MS,
+			      .payload = "B", .payload_len = 1 };
+	du_env *e;
+	uint64_t deadline;
+
+	du_daemon_start(d, NULL);
+	c = du_open(d, "e2e-dup");
+	e = du_schedule(c, 2, &a);
+	deadline = e->schedule_reply->deadline_ns;
+	bwp_frame_free(e);
+	du_send_schedule(c, 3, &b);
+	du_expect_error(c, true, 3, EC(DUPLICATE_KEY));
+	/* Still open, the first timer untouched: it fires at its own time
+	 * with its own payload, and the refused one never does. */
+	e = du_stats(c, 4);
+	ck_assert_uint_eq(e->stats_reply->oneshot->pending, 1);
+	ck_assert_uint_eq(e->stats_reply->oneshot->inserted, 1);
+	bwp_frame_free(e);
+	e = du_expect_fire(c, 2000, NULL);
+	ck_assert_uint_eq(e->fired->key, 5);
+	ck_assert_uint_eq(e->fired->deadline_ns, deadline);
+	ck_assert(e->fired->payload.len == 1 && e->fired->payload.data[0] == 'A');
+	bwp_frame_free(e);
+	du_expect_quiet(c, 100);
+	/* Fired, the key is free again. */
+	bwp_frame_free(du_schedule(c, 5, &b));
+	e = du_expect_fire(c, 2000, NULL);
+	ck_assert(e->fired->payload.len == 1 && e->fired->payload.data[0] == 'B');
+	bwp_frame_free(e);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* Take one fire of key with payload p, checking its count. */
+static void expect_fire_payload(struct du_conn *c, uint64_t key, const char *p,
+				uint64_t count)
+{
+	du_env *e = du_expect_fire(c, 2000, NULL);
+	Bitwheel__V1__Fired *f = e->fired;
+
+	ck_assert_uint_eq(f->key, key);
+	ck_assert_msg(f->payload.len == strlen(p) &&
+		      memcmp(f->payload.data, p, f->payload.len) == 0,
+		      "key %" PRIu64 ": payload '%.*s', expected '%s'", key,
+		      (int)f->payload.len, (const char *)f->payload.data, p);
+	if (count)
+		ck_assert_msg(f->has_fire_count && f->fire_count == count,
+			      "fire_count %" PRIu64 ", expected %" PRIu64,
+			      f->fire_count, count);
+	bwp_frame_free(e);
+}
+
+START_TEST(test_replace)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+	struct du_sched s = { .key = 5, .when = DU_DELAY, .when_ns = 100 * DU_MS,
+			      .payload = "old", .payload_len = 3 };
+	du_env *e;
+	uint64_t new_deadline;
+
+	du_daemon_start(d, NULL);
+	c = du_open(d, NULL);
+	e = du_schedule(c, 2, &s);
+	ck_assert(!e->schedule_reply->replaced);
+	bwp_frame_free(e);
+
+	s.when_ns = 200 * DU_MS;
+	s.payload = "new";
+	s.replace = true;
+	e = du_schedule(c, 3, &s);
+	ck_assert_msg(e->schedule_reply->replaced, "replace of a pending key: replaced=false");
+	new_deadline = e->schedule_reply->deadline_ns;
+	bwp_frame_free(e);
+
+	/* replace on a key that is not pending: an ordinary Schedule. */
+	s.key = 6;
+	s.when_ns = 50 * DU_MS;
+	s.payload = "fresh";
+	s.payload_len = 5;
+	e = du_schedule(c, 4, &s);
+	ck_assert(!e->schedule_reply->replaced);
+	bwp_frame_free(e);
+
+	expect_fire_payload(c, 6, "fresh", 0);
+	e = du_expect_fire(c, 2000, NULL);
+	ck_assert_uint_eq(e->fired->key, 5);
+	ck_assert_msg(e->fired->payload.len == 3 &&
+		      memcmp(e->fired->payload.data, "new", 3) == 0,
+		      "the replaced timer's payload fired");
+	ck_assert_uint_eq(e->fired->deadline_ns, new_deadline);
+	bwp_frame_free(e);
+	du_expect_quiet(c, 150);
+
+	/* A oneshot replaced by a periodic one (the other lane), then that
+	 * one by another periodic: fire_count starts again at 1, and after
+	 * the reply only the new timer fires. */
+	s = (struct du_sched){ .key = 8, .when = DU_DELAY, .when_ns = 3600 * DU_S,
+			       .payload = "one", .payload_len = 3 };
+	bwp_frame_free(du_schedule(c, 5, &s));
+	s = (struct du_sched){ .key = 8, .when = DU_DELAY, .when_ns = 10 * DU_MS,
+			       .periodic = true, .period_ns = 100 * DU_MS,
+			       .payload = "p1", .payload_len = 2, .replace = true };
+	e = du_schedule(c, 6, &s);
+	ck_assert(e->schedule_reply->replaced);
+	bwp_frame_free(e);
+	expect_fire_payload(c, 8, "p1", 1);
+	expect_fire_payload(c, 8, "p1", 2);
+	s.payload = "p2";
+	e = du_schedule(c, 7, &s);
+	ck_assert(e->schedule_reply->replaced);
+	bwp_frame_free(e);
+	/* Fires of p1 sent before the reply are allowed (kept ones). */
+	while (du_kept_fires(c) > 0) {
+		e = du_expect_fire(c, 0, NULL);
+		ck_assert(e->fired->payload.len == 2 &&
+			  memcmp(e->fired->payload.data, "p1", 2) == 0);
+		bwp_frame_free(e);
+	}
+	expect_fire_payload(c, 8, "p2", 1);
+	expect_fire_payload(c, 8, "p2", 2);
+	ck_assert(du_cancel(c, 8, 8));
+	while (du_kept_fires(c) > 0)
+		bwp_frame_free(du_expect_fire(c, 0, NULL));
+	du_expect_quiet(c, 250);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* Periodic: deadlines d, d+p, d+2p... (the next one after each fire, so
+ * a daemon that fell a period behind skips, as PROTOCOL.md 6 says),
+ * counts 1, 2, 3..., never early, within the periodic lane's resolution;
+ * cancel stops it. */
+START_TEST(test_periodic)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+	struct du_sched s = { .key = 7, .when = DU_DELAY, .when_ns = 30 * DU_MS,
+			      .periodic = true, .period_ns = 120 * DU_MS,
+			      .payload = "tick", .payload_len = 4 };
+	du_env *e;
+	uint64_t res, first;
+
+	du_daemon_start(d, NULL);
+	c = du_connect(d->sock);
+	e = du_hello(c, NULL);
+	res = hr_of(e)->periodic_resolution_ns;
+	bwp_frame_free(e);
+	e = du_schedule(c, 2, &s);
+	first = e->schedule_reply->deadline_ns;
+	bwp_frame_free(e);
+
+	/* The same again with an absolute first deadline. */
+	s.key = 8;
+	s.when = DU_DEADLINE;
+	s.when_ns = first + 60 * DU_MS;
+	s.payload = NULL;
+	e = du_schedule(c, 3, &s);
+	ck_assert_uint_eq(e->schedule_reply->deadline_ns, first + 60 * DU_MS);
+	bwp_frame_free(e);
+
+	for (uint64_t n[2] = { 0, 0 }, prev[2] = { 0, 0 }; n[0] < 4 || n[1] < 4;) {
+		uint64_t rx, want;
+		Bitwheel__V1__Fired *f;
+		int k;
+
+		e = du_expect_fire(c, 2000, &rx);
+		f = e->fired;
+		ck_assert(f->key == 7 || f->key == 8);
+		k = f->key == 7 ? 0 : 1;
+		ck_assert_msg(f->has_fire_count && f->fire_count == n[k] + 1,
+			      "key %" PRIu64 ": fire_count %" PRIu64 ", expected %" PRIu64,
+			      f->key, f->fire_count, n[k] + 1);
+		want = first + (uint64_t)k * 60 * DU_MS;
+		if (n[k] > 0)
+			want = du_next_period(want, s.period_ns, prev[k]);
+		ck_assert_msg(f->deadline_ns == want,
+			      "key %" PRIu64 " fire %" PRIu64 ": deadline %" PRIu64
+			      ", expected %" PRIu64, f->key, n[k] + 1, f->deadline_ns, want);
+		prev[k] = f->fired_at_ns;
+		ck_assert(k == 1 || (f->has_payload && f->payload.len == 4));
+		ck_assert(k == 0 || !f->has_payload);
+		du_check_fire_time(f, rx, res);
+		n[k]++;
+		bwp_frame_free(e);
+	}
+	ck_assert(du_cancel(c, 4, 7));
+	ck_assert(du_cancel(c, 5, 8));
+	while (du_kept_fires(c) > 0)
+		bwp_frame_free(du_expect_fire(c, 0, NULL));
+	du_expect_quiet(c, 300);
+	ck_assert(!du_cancel(c, 6, 7));
+	e = du_stats(c, 7);
+	ck_assert_uint_eq(e->stats_reply->periodic->pending, 0);
+	ck_assert_uint_eq(e->stats_reply->periodic->cancelled, 2);
+	bwp_frame_free(e);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+#define NPIPE 10000
+
+/*
+ * 10,000 Schedules (every tenth followed by a Cancel of it, a few due at
+ * once) and a final Stats, all sent before reading anything: every reply
+ * in request order with its request_id, and no fire before its reply.
+ */
+START_TEST(test_pipelined)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+	struct du_buf b = { 0 };
+	/* What request id i was: its body case and key. */
+	int *kind = calloc(2 * NPIPE + 8, sizeof(int));
+	uint64_t *key = calloc(2 * NPIPE + 8, sizeof(uint64_t));
+	bool *replied = calloc(NPIPE, sizeof(bool));
+	uint64_t id = 2, expect_id = 2, nfires = 0, nnow = 0;
+	char desc[256];
+
+	ck_assert(kind != NULL && key != NULL && replied != NULL);
+	du_daemon_start(d, NULL);
+	c = du_open(d, NULL);
+	for (uint64_t k = 0; k < NPIPE; k++) {
+		struct du_sched s = { .key = k, .when = DU_DELAY,
+				      .when_ns = k % 100 == 3 ? 0 : 3600 * DU_S };
+
+		nnow += k % 100 == 3;
+		kind[id] = BC(SCHEDULE_REPLY);
+		key[id] = k;
+		du_pack_schedule(&b, id++, &s);
+		if (k % 10 == 0) {
+			kind[id] = BC(CANCEL_REPLY);
+			key[id] = k;
+			du_pack_cancel(&b, id++, k);
+		}
+	}
+	kind[id] = BC(STATS_REPLY);
+	du_pack_stats(&b, id++);
+	du_send_buf(c, &b);
+	du_buf_free(&b);
+
+	while (expect_id < id) {
+		du_env *e;
+		int rc = du_recv(c, DU_WAIT_MS, &e);
+
+		ck_assert_msg(rc == DU_FRAME, "after %" PRIu64 " replies: rc %d",
+			      expect_id - 2, rc);
+		if (e->body_case == BC(FIRED)) {
+			ck_assert_msg(e->fired->key < NPIPE && replied[e->fired->key],
+				      "fire of key %" PRIu64 " before its ScheduleReply",
+				      e->fired->key);
+			nfires++;
+			bwp_frame_free(e);
+			continue;
+		}
+		du_describe(e, desc, sizeof(desc));
+		ck_assert_msg(e->has_request_id && e->request_id == expect_id &&
+			      (int)e->body_case == kind[expect_id],
+			      "expected the %s reply to %" PRIu64 ", got %s",
+			      kind[expect_id] == BC(SCHEDULE_REPLY) ? "schedule" :
+			      kind[expect_id] == BC(CANCEL_REPLY) ? "cancel" : "stats",
+			      expect_id, desc);
+		if (kind[expect_id] == BC(STATS_REPLY)) {
+			ck_assert_uint_eq(e->stats_reply->oneshot->inserted, NPIPE);
+			ck_assert_uint_eq(e->stats_reply->oneshot->cancelled, NPIPE / 10);
+		} else if (kind[expect_id] == BC(CANCEL_REPLY)) {
+			ck_assert_msg(e->cancel_reply->pending,
+				      "cancel of key %" PRIu64 " right after its schedule: not pending",
+				      key[expect_id]);
+		} else {
+			replied[key[expect_id]] = true;
+		}
+		expect_id++;
+		bwp_frame_free(e);
+	}
+	/* The keys due at once that were not cancelled. */
+	while (nfires < nnow) {
+		du_env *e = du_expect_fire(c, 2000, NULL);
+
+		ck_assert(e->fired->key % 100 == 3);
+		nfires++;
+		bwp_frame_free(e);
+	}
+	du_expect_quiet(c, 50);
+	du_conn_free(c);
+	free(kind);
+	free(key);
+	free(replied);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * sessions
+ * ====================================================================== */
+
+/* Fires due while detached are queued and follow the HelloReply at once,
+ * in order, before the reply to a request sent right behind the Hello. */
+START_TEST(test_session_resume)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *a, *b;
+	struct du_buf buf = { 0 };
+	uint64_t t0, deadline[5];
+	Bitwheel__V1__HelloReply *hr;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	a = du_connect(d->sock);
+	e = du_hello(a, "e2e-resume");
+	hr = hr_of(e);
+	ck_assert(hr->has_resumed && !hr->resumed);
+	ck_assert_uint_eq(hr->timers, 0);
+	ck_assert_uint_eq(hr->queued, 0);
+	bwp_frame_free(e);
+	t0 = du_now_ns();
+	for (int i = 0; i < 5; i++) {
+		char p[8];
+		struct du_sched s = { .key = (uint64_t)i + 1, .when = DU_DEADLINE,
+				      .when_ns = t0 + 40 * DU_MS + (uint64_t)i * 15 * DU_MS,
+				      .payload = p };
+
+		s.payload_len = (size_t)snprintf(p, sizeof(p), "p%d", i + 1);
+		deadline[i] = s.when_ns;
+		bwp_frame_free(du_schedule(a, (uint64_t)i + 2, &s));
+	}
+	{
+		struct du_sched s = { .key = 100, .when = DU_DELAY, .when_ns = 3600 * DU_S };
+
+		bwp_frame_free(du_schedule(a, 10, &s));
+	}
+	du_conn_free(a);
+
+	/* All five come due while nobody is attached. */
+	du_sleep_until(deadline[4] + 100 * DU_MS);
+	e = wait_stats(d, only_me, 0, "the detached session's connection gone");
+	ck_assert_uint_eq(e->stats_reply->sessions, 1);
+	ck_assert_uint_eq(e->stats_reply->queued, 5);
+	bwp_frame_free(e);
+
+	b = du_connect(d->sock);
+	du_pack_hello(&buf, 1, "e2e-resume");
+	du_pack_stats(&buf, 2);
+	du_send_buf(b, &buf);
+	du_buf_free(&buf);
+	{
+		/* The very next frame is the HelloReply... */
+		int rc = du_recv(b, DU_WAIT_MS, &e);
+		char desc[256];
+
+		ck_assert_int_eq(rc, DU_FRAME);
+		ck_assert_msg(e->body_case == BC(HELLO_REPLY), "first frame: %s",
+			      du_describe(e, desc, sizeof(desc)));
+	}
+	hr = hr_of(e);
+	ck_assert_msg(hr->resumed, "reattach: resumed=false");
+	ck_assert_uint_eq(hr->timers, 1);
+	ck_assert_uint_eq(hr->queued, 5);
+	ck_assert_uint_eq(hr->dropped, 0);
+	bwp_frame_free(e);
+	/* ...then exactly the queued fires, in order, before the Stats reply. */
+	for (int i = 0; i < 5; i++) {
+		int rc = du_recv(b, DU_WAIT_MS, &e);
+		char desc[256], p[8];
+
+		ck_assert_int_eq(rc, DU_FRAME);
+		ck_assert_msg(e->body_case == BC(FIRED), "frame %d after the HelloReply: %s",
+			      i + 1, du_describe(e, desc, sizeof(desc)));
+		ck_assert_msg(e->fired->key == (uint64_t)i + 1, "queued fire %d has key %" PRIu64,
+			      i + 1, e->fired->key);
+		ck_assert_uint_eq(e->fired->deadline_ns, deadline[i]);
+		ck_assert(e->fired->fired_at_ns >= deadline[i]);
+		snprintf(p, sizeof(p), "p%d", i + 1);
+		ck_assert(e->fired->payload.len == strlen(p) &&
+			  memcmp(e->fired->payload.data, p, strlen(p)) == 0);
+		bwp_frame_free(e);
+	}
+	e = du_expect_reply(b, 2, BC(STATS_REPLY));
+	ck_assert_uint_eq(e->stats_reply->queued, 0);
+	bwp_frame_free(e);
+	ck_assert_msg(du_cancel(b, 3, 100), "the session lost its pending timer");
+	du_expect_quiet(b, 50);
+	du_conn_free(b);
+	du_daemon_free(d);
+}
+END_TEST
+
+#define NBIGQ 3000
+#define NLIVE 10
+#define BIGQ_PAYLOAD 512
+
+/*
+ * A queue far larger than the output bound (--max-output 65536), drained
+ * while new fires come due and a Stats waits behind the Hello: the queued
+ * fires come first, in fire order, then the new ones; the Stats reply only
+ * after every queued fire (PROTOCOL.md 5.6, 5.7).
+ */
+START_TEST(test_session_resume_large)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *a, *b;
+	struct du_buf buf = { 0 };
+	uint8_t payload[BIGQ_PAYLOAD];
+	uint64_t t0, last_fired_at = 0;
+	size_t nqueued = 0, nlive = 0;
+	bool stats_seen = false;
+	du_env *e;
+
+	du_daemon_start(d, "--max-output", "65536", "--max-queued", "10000", NULL);
+	a = du_connect(d->sock);
+	bwp_frame_free(du_hello(a, "e2e-bigq"));
+	t0 = du_now_ns();
+	for (uint64_t k = 0; k < NBIGQ; k++) {
+		struct du_sched s = { .key = k, .when = DU_DEADLINE,
+				      .when_ns = t0 + 300 * DU_MS + k * 10000,
+				      .payload = payload, .payload_len = sizeof(payload) };
+
+		memset(payload, (int)(k & 0xff), sizeof(payload));
+		du_pack_schedule(&buf, k + 2, &s);
+	}
+	/* Due after the reattach, while the queue is still being sent. */
+	for (uint64_t k = 0; k < NLIVE; k++) {
+		struct du_sched s = { .key = 100000 + k, .when = DU_DEADLINE,
+				      .when_ns = t0 + 650 * DU_MS + k * 2 * DU_MS };
+
+		du_pack_schedule(&buf, NBIGQ + 2 + k, &s);
+	}
+	/* In batches, reading the replies: with a 64 KiB output bound, a
+	 * client that only writes is rightly cut off. */
+	for (size_t off = 0, id = 2; off < buf.len; ) {
+		size_t end = off, n = 0;
+
+		while (end < buf.len && n < 200) {
+			end += 4 + ((size_t)buf.data[end] << 24 | (size_t)buf.data[end + 1] << 16 |
+				    (size_t)buf.data[end + 2] << 8 | buf.data[end + 3]);
+			n++;
+		}
+		ck_assert_int_eq(du_conn_send_bytes(a, buf.data + off, end - off, DU_WAIT_MS), 0);
+		for (size_t i = 0; i < n; i++, id++)
+			bwp_frame_free(du_expect_reply(a, id, BC(SCHEDULE_REPLY)));
+		off = end;
+	}
+	buf.len = 0;
+	ck_assert_msg(du_now_ns() < t0 + 300 * DU_MS,
+		      "scheduling took over 300 ms: the first timers were due already");
+	du_conn_free(a);
+
+	du_sleep_until(t0 + 600 * DU_MS);
+	b = du_connect(d->sock);
+	du_pack_hello(&buf, 1, "e2e-bigq");
+	du_pack_stats(&buf, 2);
+	du_send_buf(b, &buf);
+	du_buf_free(&buf);
+	e = du_expect_reply(b, 1, BC(HELLO_REPLY));
+	ck_assert(hr_of(e)->resumed);
+	ck_assert_uint_eq(hr_of(e)->queued, NBIGQ);
+	ck_assert_uint_eq(hr_of(e)->timers, NLIVE);
+	bwp_frame_free(e);
+	/* Read nothing until the live timers are due: the daemon must hold
+	 * them behind the queue. */
+	du_sleep_until(t0 + 750 * DU_MS);
+	while (nqueued < NBIGQ || nlive < NLIVE || !stats_seen) {
+		char desc[256];
+		int rc = du_recv(b, DU_WAIT_MS, &e);
+
+		ck_assert_msg(rc == DU_FRAME, "after %zu queued, %zu new fires: rc %d", nqueued,
+			      nlive, rc);
+		du_describe(e, desc, sizeof(desc));
+		if (e->body_case == BC(STATS_REPLY)) {
+			ck_assert_msg(nqueued == NBIGQ,
+				      "the Stats reply came after only %zu of %d queued fires",
+				      nqueued, NBIGQ);
+			ck_assert_uint_eq(e->request_id, 2);
+			stats_seen = true;
+		} else {
+			ck_assert_msg(e->body_case == BC(FIRED), "unexpected %s", desc);
+			ck_assert_msg(e->fired->fired_at_ns >= last_fired_at,
+				      "out of fire order: %s", desc);
+			last_fired_at = e->fired->fired_at_ns;
+			if (e->fired->key < NBIGQ) {
+				ck_assert_msg(nlive == 0, "queued fire %s after a new one", desc);
+				ck_assert(e->fired->payload.len == BIGQ_PAYLOAD &&
+					  e->fired->payload.data[0] == (uint8_t)(e->fired->key & 0xff));
+				nqueued++;
+			} else {
+				ck_assert(e->fired->key < 100000 + NLIVE);
+				nlive++;
+			}
+		}
+		bwp_frame_free(e);
+	}
+	du_expect_quiet(b, 50);
+	du_conn_free(b);
+	du_daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_session_busy)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *a, *b = NULL;
+	uint64_t deadline;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	a = du_open(d, "e2e-busy");
+	b = du_connect(d->sock);
+	du_send_hello(b, 1, "e2e-busy");
+	du_expect_error(b, true, 1, EC(SESSION_BUSY));
+	du_expect_eof(b, DU_WAIT_MS);
+	du_conn_free(b);
+	bwp_frame_free(du_stats(a, 2));
+	du_conn_free(a);
+
+	/* Once the holder is gone, the session can be attached again. */
+	deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
+	for (;;) {
+		b = du_connect(d->sock);
+		du_send_hello(b, 1, "e2e-busy");
+		ck_assert_int_eq(du_recv(b, DU_WAIT_MS, &e), DU_FRAME);
+		if (e->body_case == BC(HELLO_REPLY))
+			break;
+		ck_assert_msg(e->body_case == BC(ERROR) &&
+			      e->error->code == EC(SESSION_BUSY) &&
+			      du_now_ns() < deadline,
+			      "the session stayed busy after its connection closed");
+		bwp_frame_free(e);
+		du_conn_free(b);
+		du_sleep_ms(5);
+	}
+	ck_assert(hr_of(e)->resumed);
+	bwp_frame_free(e);
+	du_conn_free(b);
+	du_daemon_free(d);
+}
+END_TEST
+
+static bool expired_is(const Bitwheel__V1__StatsReply *s, uint64_t n)
+{
+	return s->has_expired && s->expired == n;
+}
+
+/* --linger 300ms: reattaching within it resumes, staying away longer
+ * drops the session with its timers. */
+START_TEST(test_session_linger)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *a;
+	struct du_sched s = { .key = 1, .when = DU_DELAY, .when_ns = 3600 * DU_S };
+	uint64_t detached;
+	du_env *e;
+
+	du_daemon_start(d, "--linger", "300ms", NULL);
+	a = du_connect(d->sock);
+	e = du_hello(a, "e2e-linger");
+	ck_assert_uint_eq(hr_of(e)->limits->session_linger_ns, 300 * DU_MS);
+	bwp_frame_free(e);
+	bwp_frame_free(du_schedule(a, 2, &s));
+	du_conn_free(a);
+	du_sleep_ms(100);
+
+	a = du_connect(d->sock);
+	e = du_hello(a, "e2e-linger");
+	ck_assert_msg(hr_of(e)->resumed && hr_of(e)->timers == 1,
+		      "reattached within the linger: resumed=%d timers=%" PRIu64,
+		      hr_of(e)->resumed, hr_of(e)->timers);
+	bwp_frame_free(e);
+	du_conn_free(a);
+	detached = du_now_ns();
+
+	/* The linger restarts at this detach: nothing expires before it. */
+	du_sleep_until(detached + 150 * DU_MS);
+	e = du_fresh_stats(d);
+	ck_assert_msg(e->stats_reply->expired == 0 && e->stats_reply->sessions == 1,
+		      "session expired %.0f ms into a 300 ms linger",
+		      (double)(du_now_ns() - detached) / 1e6);
+	bwp_frame_free(e);
+
+	e = wait_stats(d, expired_is, 1, "expired=1");
+	ck_assert_msg(du_now_ns() - detached >= 300 * DU_MS,
+		      "session expired after %.0f ms, linger 300 ms",
+		      (double)(du_now_ns() - detached) / 1e6);
+	ck_assert_uint_eq(e->stats_reply->sessions, 0);
+	ck_assert_uint_eq(e->stats_reply->oneshot->pending, 0);
+	bwp_frame_free(e);
+
+	a = du_connect(d->sock);
+	e = du_hello(a, "e2e-linger");
+	ck_assert_msg(!hr_of(e)->resumed && hr_of(e)->timers == 0,
+		      "an expired session came back");
+	bwp_frame_free(e);
+	ck_assert(!du_cancel(a, 2, 1));
+	du_conn_free(a);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* --max-queued 3: eight fires while detached keep the newest three, and
+ * the five dropped are counted. */
+START_TEST(test_session_max_queued)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *a;
+	uint64_t t0;
+	du_env *e;
+
+	du_daemon_start(d, "--max-queued", "3", NULL);
+	a = du_connect(d->sock);
+	e = du_hello(a, "e2e-queue");
+	ck_assert_uint_eq(hr_of(e)->limits->max_queued, 3);
+	bwp_frame_free(e);
+	t0 = du_now_ns();
+	for (uint64_t k = 1; k <= 8; k++) {
+		struct du_sched s = { .key = k, .when = DU_DEADLINE,
+				      .when_ns = t0 + 30 * DU_MS + k * 8 * DU_MS };
+
+		bwp_frame_free(du_schedule(a, k + 1, &s));
+	}
+	du_conn_free(a);
+	du_sleep_until(t0 + 30 * DU_MS + 64 * DU_MS + 100 * DU_MS);
+
+	e = wait_stats(d, only_me, 0, "the connection gone");
+	ck_assert_uint_eq(e->stats_reply->queued, 3);
+	ck_assert_uint_eq(e->stats_reply->dropped, 5);
+	bwp_frame_free(e);
+
+	a = du_connect(d->sock);
+	e = du_hello(a, "e2e-queue");
+	ck_assert(hr_of(e)->resumed);
+	ck_assert_uint_eq(hr_of(e)->queued, 3);
+	ck_assert_uint_eq(hr_of(e)->dropped, 5);
+	bwp_frame_free(e);
+	for (uint64_t k = 6; k <= 8; k++) {
+		e = du_expect_fire(a, DU_WAIT_MS, NULL);
+		ck_assert_msg(e->fired->key == k, "queued fire: key %" PRIu64 ", expected %" PRIu64
+			      " (the oldest are dropped)", e->fired->key, k);
+		bwp_frame_free(e);
+	}
+	du_expect_quiet(a, 50);
+	du_conn_free(a);
+
+	/* HelloReply.dropped counts since the last attach; Stats forever. */
+	a = du_connect(d->sock);
+	e = du_hello(a, "e2e-queue");
+	ck_assert_uint_eq(hr_of(e)->dropped, 0);
+	ck_assert_uint_eq(hr_of(e)->queued, 0);
+	bwp_frame_free(e);
+	e = du_stats(a, 2);
+	ck_assert_uint_eq(e->stats_reply->dropped, 5);
+	bwp_frame_free(e);
+	du_conn_free(a);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* An anonymous session's timers die with its connection. */
+START_TEST(test_session_anonymous_dies)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *a;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	a = du_open(d, NULL);
+	for (uint64_t k = 1; k <= 3; k++) {
+		struct du_sched s = { .key = k, .when = DU_DELAY, .when_ns = 100 * DU_MS };
+
+		bwp_frame_free(du_schedule(a, k + 1, &s));
+	}
+	{
+		struct du_sched s = { .key = 9, .when = DU_DELAY, .when_ns = 50 * DU_MS,
+				      .periodic = true, .period_ns = 100 * DU_MS };
+
+		bwp_frame_free(du_schedule(a, 9, &s));
+	}
+	du_conn_free(a);
+	e = wait_stats(d, only_me, 0, "the anonymous connection gone");
+	ck_assert_uint_eq(e->stats_reply->oneshot->pending, 0);
+	ck_assert_uint_eq(e->stats_reply->periodic->pending, 0);
+	ck_assert_uint_eq(e->stats_reply->oneshot->cancelled, 3);
+	ck_assert_uint_eq(e->stats_reply->periodic->cancelled, 1);
+	ck_assert_uint_eq(e->stats_reply->sessions, 0);
+	bwp_frame_free(e);
+
+	/* Past their deadlines nothing fired, nothing was queued. */
+	du_sleep_ms(200);
+	e = du_fresh_stats(d);
+	ck_assert_uint_eq(e->stats_reply->oneshot->fired, 0);
+	ck_assert_uint_eq(e->stats_reply->queued, 0);
+	bwp_frame_free(e);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * uid isolation
+ * ====================================================================== */
+
+#define NOBODY 65534
+
+/* In a child: become NOBODY (uid and gid), or exit 99. */
+static void become_nobody(void)
+{
+	if (setgroups(0, NULL) != 0 || setgid(NOBODY) != 0 || setuid(NOBODY) != 0 ||
+	    getuid() != NOBODY || setuid(0) == 0) {
+		fprintf(stderr, "cannot drop to uid %d: %s\n", NOBODY, strerror(errno));
+		_exit(99);
+	}
+}
+
+static int wait_child(pid_t pid)
+{
+	uint64_t deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
+	int st;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		if (r == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (du_now_ns() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			ck_abort_msg("child %ld did not finish", (long)pid);
+		}
+		du_sleep_ms(2);
+	}
+}
+
+/*
+ * Named sessions belong to their creator's uid.  Root creates one with a
+ * pending timer; a process running as nobody is refused
+ * (PERMISSION_DENIED, closed), so it can neither see nor cancel the timer,
+ * which still fires for root.  Nobody's own session may be attached by
+ * root, and keeps its owner.
+ */
+START_TEST(test_uid_isolation)
+{
+	struct du_daemon *d;
+	struct du_conn *c;
+	struct du_sched s = { .key = 1, .when = DU_DELAY, .when_ns = 300 * DU_MS,
+			      .payload = "root", .payload_len = 4 };
+	uint64_t due;
+	pid_t pid;
+	du_env *e;
+
+	if (geteuid() != 0) {
+		/* Check has no "skip": the test passes and says so. */
+		du_note("SKIP: test_uid_isolation needs root (to run a client as uid %d)",
+			NOBODY);
+		return;
+	}
+	d = du_daemon_new();
+	/* The client running as nobody must reach the socket. */
+	ck_assert(chmod(d->dir, 0755) == 0);
+	du_daemon_start(d, "--socket-mode", "0666", NULL);
+
+	c = du_open(d, "e2e-root-owned");
+	e = du_schedule(c, 2, &s);
+	due = e->schedule_reply->deadline_ns;
+	bwp_frame_free(e);
+	du_conn_free(c);
+
+	/* The client runs as nobody in a child process.  A failed check in
+	 * it reaches Check like the test's own, and its exit status fails
+	 * the test as well. */
+	pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		struct du_conn *n;
+
+		become_nobody();
+		n = du_connect(d->sock);
+		du_send_hello(n, 1, "e2e-root-owned");
+		du_expect_error(n, true, 1, EC(PERMISSION_DENIED));
+		du_expect_eof(n, DU_WAIT_MS);
+		du_conn_free(n);
+		/* Its own session, with a timer. */
+		n = du_connect(d->sock);
+		e = du_hello(n, "e2e-nobody");
+		if (hr_of(e)->resumed)
+			_exit(3);
+		bwp_frame_free(e);
+		s.key = 9;
+		s.when_ns = 3600 * DU_S;
+		bwp_frame_free(du_schedule(n, 2, &s));
+		du_conn_free(n);
+		_exit(0);
+	}
+	ck_assert_msg(wait_child(pid) == 0, "the uid %d client failed (see above)", NOBODY);
+
+	/* Root's timer fired into its queue: the refused client touched
+	 * nothing. */
+	du_sleep_until(due + 100 * DU_MS);
+	c = du_connect(d->sock);
+	e = du_hello(c, "e2e-root-owned");
+	ck_assert(hr_of(e)->resumed);
+	ck_assert_uint_eq(hr_of(e)->queued, 1);
+	bwp_frame_free(e);
+	e = du_expect_fire(c, DU_WAIT_MS, NULL);
+	ck_assert(e->fired->key == 1 && e->fired->payload.len == 4);
+	bwp_frame_free(e);
+	du_conn_free(c);
+
+	/* Root may attach to nobody's session... */
+	c = du_connect(d->sock);
+	e = du_hello(c, "e2e-nobody");
+	ck_assert_msg(hr_of(e)->resumed && hr_of(e)->timers == 1,
+		      "root could not attach to another user's session");
+	bwp_frame_free(e);
+	du_conn_free(c);
+
+	/* ...without taking it over: nobody attaches again. */
+	pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		struct du_conn *n;
+		uint64_t deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
+
+		become_nobody();
+		for (;;) {
+			/* Root's connection may still be closing: busy. */
+			n = du_connect(d->sock);
+			du_send_hello(n, 1, "e2e-nobody");
+			if (du_recv(n, DU_WAIT_MS, &e) != DU_FRAME)
+				_exit(4);
+			if (e->body_case == BC(HELLO_REPLY))
+				break;
+			if (e->body_case != BC(ERROR) ||
+			    e->error->code != EC(SESSION_BUSY) || du_now_ns() > deadline)
+				_exit(5);
+			bwp_frame_free(e);
+			du_conn_free(n);
+			du_sleep_ms(5);
+		}
+		_exit(e->hello_reply->resumed && e->hello_reply->timers == 1 ? 0 : 6);
+	}
+	ck_assert_msg(wait_child(pid) == 0,
+		      "the owner could not attach to its session after root did");
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * systemd: socket activation, sd_notify
+ * ====================================================================== */
+
+static void wait_for_path(const char *path)
+{
+	uint64_t deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
+	struct stat st;
+
+	while (stat(path, &st) != 0) {
+		ck_assert_msg(du_now_ns() < deadline, "%s never appeared", path);
+		du_sleep_ms(5);
+	}
+}
+
+/*
+ * systemd-socket-activate binds the socket and starts the daemon on the
+ * first connection with LISTEN_FDS; the daemon must serve on that socket
+ * (its own --socket is ignored), report READY=1, and leave the socket,
+ * which is systemd's, in place when it stops.
+ */
+START_TEST(test_socket_activation)
+{
+	struct du_daemon *d = du_daemon_new();
+	char notify_env[160], ignored[128];
+	const char *argv[10];
+	struct du_conn *c, *c2;
+	struct du_sched s = { .key = 3, .when = DU_DELAY, .when_ns = 20 * DU_MS };
+	struct stat st;
+	du_env *e;
+	char *log;
+
+	ck_assert_msg(du_have_tool("systemd-socket-activate"),
+		      "systemd-socket-activate not in PATH: install the Debian package systemd");
+	snprintf(notify_env, sizeof(notify_env), "NOTIFY_SOCKET=%s", d->notify);
+	snprintf(ignored, sizeof(ignored), "%s/ignored.sock", d->dir);
+	argv[0] = "systemd-socket-activate";
+	argv[1] = "-l";
+	argv[2] = d->sock;
+	/* It passes on only the environment it is told to. */
+	argv[3] = "-E";
+	argv[4] = notify_env;
+	argv[5] = DU_DAEMON_PATH;
+	argv[6] = "--socket";
+	argv[7] = ignored;
+	argv[8] = NULL;
+	du_daemon_spawn(d, argv);
+	wait_for_path(d->sock);
+
+	/* The first connection starts the daemon; it waits in the backlog. */
+	c = du_connect(d->sock);
+	e = du_hello(c, NULL);
+	bwp_frame_free(e);
+	ck_assert_msg(du_daemon_wait_notify(d, "READY=1", DU_WAIT_MS),
+		      "no READY=1 from the socket-activated daemon");
+	e = du_schedule(c, 2, &s);
+	bwp_frame_free(e);
+	e = du_expect_fire(c, 2000, NULL);
+	ck_assert_uint_eq(e->fired->key, 3);
+	bwp_frame_free(e);
+
+	c2 = du_open(d, "e2e-activated");
+	e = du_stats(c2, 2);
+	ck_assert_uint_eq(e->stats_reply->clients, 2);
+	bwp_frame_free(e);
+	ck_assert_msg(stat(ignored, &st) != 0 && errno == ENOENT,
+		      "the socket-activated daemon bound its --socket path too");
+	du_conn_free(c2);
+	du_conn_free(c);
+
+	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	ck_assert_msg(stat(d->sock, &st) == 0 && S_ISSOCK(st.st_mode),
+		      "the daemon removed the socket systemd passed it");
+	log = du_daemon_log(d);
+	ck_assert_msg(strstr(log, "stopping") != NULL, "log: %s", log);
+	free(log);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* READY=1 once it listens (the connection right after it works), STATUS=,
+ * and STOPPING=1 on SIGTERM. */
+START_TEST(test_notify)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+
+	du_daemon_start(d, NULL);
+	c = du_open(d, NULL);
+	ck_assert_msg(du_daemon_wait_notify(d, "STATUS=", DU_WAIT_MS),
+		      "no STATUS= line; got: %s", d->notes ? d->notes : "");
+	ck_assert_msg(!du_daemon_wait_notify(d, "STOPPING=1", 0),
+		      "STOPPING=1 before any signal");
+	du_conn_free(c);
+	kill(d->pid, SIGTERM);
+	ck_assert_msg(du_daemon_wait_notify(d, "STOPPING=1", DU_WAIT_MS),
+		      "no STOPPING=1 after SIGTERM; got: %s", d->notes ? d->notes : "");
+	du_assert_exit(d, du_daemon_stop(d, 0, DU_WAIT_MS), 0);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* WATCHDOG_USEC=200000: WATCHDOG=1 pings at about half of it. */
+START_TEST(test_watchdog)
+{
+	struct du_daemon *d = du_daemon_new();
+	const char *argv[] = { "env", "WATCHDOG_USEC=200000", DU_DAEMON_PATH,
+			       "--socket", d->sock, NULL };
+	uint64_t t0;
+
+	du_daemon_spawn(d, argv);
+	ck_assert(du_daemon_wait_notify(d, "READY=1", DU_WAIT_MS));
+	t0 = du_now_ns();
+	ck_assert_msg(du_daemon_wait_notify(d, "WATCHDOG=1", 2000),
+		      "no WATCHDOG=1 within 2 s of READY=1 with a 200 ms watchdog");
+	ck_assert_msg(du_now_ns() - t0 <= 200 * DU_MS + 4 * du_margin_ns(),
+		      "first WATCHDOG=1 only after %.0f ms", (double)(du_now_ns() - t0) / 1e6);
+	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * malformed, truncated, oversized
+ * ====================================================================== */
+
+/* A frame whose body is the given bytes. */
+static void send_body(struct du_conn *c, const uint8_t *body, size_t len)
+{
+	uint8_t buf[256];
+
+	ck_assert(len + 4 <= sizeof(buf));
+	put_be32(buf, (uint32_t)len);
+	memcpy(buf + 4, body, len);
+	send_raw(c, buf, len + 4);
+}
+
+/* The frame parser itself agrees the bytes are what the test says. */
+static void assert_parse(const uint8_t *body, size_t len, int want)
+{
+	uint8_t buf[256];
+	du_env *e;
+	size_t flen;
+	int rc;
+
+	put_be32(buf, (uint32_t)len);
+	memcpy(buf + 4, body, len);
+	rc = bwp_frame_parse(buf, len + 4, BWP_DEFAULT_MAX_FRAME, &e, &flen);
+	ck_assert_msg(rc == want, "bwp_frame_parse of the test's bytes: %d, expected %d",
+		      rc, want);
+	bwp_frame_free(e);
+}
+
+START_TEST(test_zero_length)
+{
+	struct du_daemon *d = du_daemon_new();
+	static const uint8_t zero[4] = { 0, 0, 0, 0 };
+	struct du_conn *c;
+
+	du_daemon_start(d, NULL);
+	/* Before and after Hello alike. */
+	for (int hello = 0; hello < 2; hello++) {
+		c = du_connect(d->sock);
+		if (hello)
+			bwp_frame_free(du_hello(c, NULL));
+		send_raw(c, zero, sizeof(zero));
+		du_expect_error(c, false, 0, EC(BAD_FRAME));
+		du_expect_eof(c, DU_WAIT_MS);
+		du_conn_free(c);
+	}
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * --max-frame 4096: a body of exactly 4096 bytes is read (and its request
+ * refused for its payload, the connection staying open); a header saying
+ * 4097 is refused at once, before any body is sent, and the connection
+ * closes.
+ */
+START_TEST(test_frame_too_large)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+	uint8_t *payload = calloc(1, 8192), hdr[4];
+	struct du_sched s = { .key = 1, .when = DU_DELAY, .when_ns = DU_S,
+			      .payload = payload };
+	struct du_buf b = { 0 };
+	du_env *e;
+
+	ck_assert_ptr_nonnull(payload);
+	du_daemon_start(d, "--max-frame", "4096", NULL);
+	c = du_connect(d->sock);
+	e = du_hello(c, NULL);
+	ck_assert_uint_eq(hr_of(e)->limits->max_frame_bytes, 4096);
+	bwp_frame_free(e);
+
+	/* A Schedule whose body is exactly 4096 bytes. */
+	for (s.payload_len = 4096; s.payload_len > 0; s.payload_len--) {
+		b.len = 0;
+		du_pack_schedule(&b, 2, &s);
+		if (b.len <= 4 + 4096)
+			break;
+	}
+	ck_assert_uint_eq(b.len, 4 + 4096);
+	du_send_buf(c, &b);
+	du_buf_free(&b);
+	du_expect_error(c, true, 2, EC(PAYLOAD_TOO_LARGE));
+
+	put_be32(hdr, 4097);
+	send_raw(c, hdr, sizeof(hdr));
+	du_expect_error(c, false, 0, EC(FRAME_TOO_LARGE));
+	du_expect_eof(c, DU_WAIT_MS);
+	du_conn_free(c);
+
+	/* The same before Hello, with a length no body could follow. */
+	c = du_connect(d->sock);
+	put_be32(hdr, 0xffffffffu);
+	send_raw(c, hdr, sizeof(hdr));
+	du_expect_error(c, false, 0, EC(FRAME_TOO_LARGE));
+	du_expect_eof(c, DU_WAIT_MS);
+	du_conn_free(c);
+	free(payload);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A header promising more than follows: the daemon waits (no error, no
+ * close); when the client gives up and closes, the daemon lives on. */
+START_TEST(test_truncated_frame)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+	uint8_t buf[14] = { 0, 0, 0, 100, 0x08, 0x01, 0x12, 0x02, 0x08, 0x01 };
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	for (int hello = 0; hello < 2; hello++) {
+		c = du_connect(d->sock);
+		if (hello)
+			bwp_frame_free(du_hello(c, NULL));
+		send_raw(c, buf, sizeof(buf));
+		du_expect_quiet(c, 200);
+		du_conn_free(c);
+	}
+	e = wait_stats(d, only_me, 0, "the truncating clients gone");
+	ck_assert_uint_eq(e->stats_reply->oneshot->inserted, 0);
+	bwp_frame_free(e);
+	du_daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_invalid_protobuf)
+{
+	struct du_daemon *d = du_daemon_new();
+	/* hello, 5 bytes long, but one byte follows. */
+	static const uint8_t body[] = { 0x12, 0x05, 0x08 };
+	/* A varint that never ends. */
+	static const uint8_t body2[] = { 0x08, 0xff, 0xff, 0xff };
+	struct du_conn *c;
+
+	assert_parse(body, sizeof(body), BWP_EDECODE);
+	assert_parse(body2, sizeof(body2), BWP_EDECODE);
+	du_daemon_start(d, NULL);
+	c = du_connect(d->sock);
+	send_body(c, body, sizeof(body));
+	du_expect_error(c, false, 0, EC(BAD_FRAME));
+	du_expect_eof(c, DU_WAIT_MS);
+	du_conn_free(c);
+	c = du_open(d, NULL);
+	send_body(c, body2, sizeof(body2));
+	du_expect_error(c, false, 0, EC(BAD_FRAME));
+	du_expect_eof(c, DU_WAIT_MS);
+	du_conn_free(c);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* An envelope without a body, or with a member this protocol lacks:
+ * UNKNOWN_MESSAGE without request_id, then close. */
+START_TEST(test_no_body)
+{
+	struct du_daemon *d = du_daemon_new();
+	static const uint8_t nobody[] = { 0x08, 0x07 };           /* request_id 7 */
+	static const uint8_t unknown[] = { 0x08, 0x07, 0x7a, 0x00 }; /* + field 15 */
+	struct du_conn *c;
+
+	assert_parse(nobody, sizeof(nobody), BWP_ENOBODY);
+	assert_parse(unknown, sizeof(unknown), BWP_ENOBODY);
+	du_daemon_start(d, NULL);
+	c = du_open(d, NULL);
+	send_body(c, nobody, sizeof(nobody));
+	du_expect_error(c, false, 0, EC(UNKNOWN_MESSAGE));
+	du_expect_eof(c, DU_WAIT_MS);
+	du_conn_free(c);
+	c = du_connect(d->sock);
+	send_body(c, unknown, sizeof(unknown));
+	du_expect_error(c, false, 0, EC(UNKNOWN_MESSAGE));
+	du_expect_eof(c, DU_WAIT_MS);
+	du_conn_free(c);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* Replies and notifications sent to the daemon (loop: which body). */
+START_TEST(test_reply_body)
+{
+	struct du_daemon *d = du_daemon_new();
+	du_env env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__StatsReply sr = BITWHEEL__V1__STATS_REPLY__INIT;
+	Bitwheel__V1__Fired f = BITWHEEL__V1__FIRED__INIT;
+	Bitwheel__V1__HelloReply hr = BITWHEEL__V1__HELLO_REPLY__INIT;
+	Bitwheel__V1__Error er = BITWHEEL__V1__ERROR__INIT;
+	struct du_conn *c;
+
+	env.has_request_id = 1;
+	env.request_id = 5;
+	switch (_i) {
+	case 0:
+		env.body_case = BC(STATS_REPLY);
+		env.stats_reply = &sr;
+		break;
+	case 1:
+		f.has_key = 1;
+		env.body_case = BC(FIRED);
+		env.fired = &f;
+		break;
+	case 2:
+		env.body_case = BC(HELLO_REPLY);
+		env.hello_reply = &hr;
+		break;
+	default:
+		er.has_code = 1;
+		er.code = EC(INTERNAL);
+		env.body_case = BC(ERROR);
+		env.error = &er;
+	}
+	du_daemon_start(d, NULL);
+	for (int hello = 0; hello < 2; hello++) {
+		c = du_connect(d->sock);
+		if (hello)
+			bwp_frame_free(du_hello(c, NULL));
+		du_send_env(c, &env);
+		du_expect_error(c, true, 5, EC(UNKNOWN_MESSAGE));
+		du_expect_eof(c, DU_WAIT_MS);
+		du_conn_free(c);
+	}
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_bad_version)
+{
+	struct du_daemon *d = du_daemon_new();
+	du_env env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Hello h = BITWHEEL__V1__HELLO__INIT;
+	struct du_conn *c;
+
+	du_daemon_start(d, NULL);
+	for (uint32_t v = 0; v <= 2; v += 2) {
+		h.has_protocol_version = 1;
+		h.protocol_version = v;
+		env.has_request_id = 1;
+		env.request_id = 9;
+		env.body_case = BC(HELLO);
+		env.hello = &h;
+		c = du_connect(d->sock);
+		du_send_env(c, &env);
+		du_expect_error(c, true, 9, EC(BAD_VERSION));
+		du_expect_eof(c, DU_WAIT_MS);
+		du_conn_free(c);
+	}
+	/* No version at all is a missing required field. */
+	h.has_protocol_version = 0;
+	c = du_connect(d->sock);
+	du_send_env(c, &env);
+	du_expect_error(c, true, 9, EC(BAD_REQUEST));
+	du_expect_eof(c, DU_WAIT_MS);
+	du_conn_free(c);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* Any request but Hello first: HELLO_REQUIRED, close, no effect. */
+START_TEST(test_hello_required)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_sched s = { .key = 1, .when = DU_DELAY, .when_ns = DU_MS };
+	struct du_conn *c;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	for (int i = 0; i < 3; i++) {
+		c = du_connect(d->sock);
+		if (i == 0)
+			du_send_schedule(c, 4, &s);
+		else if (i == 1)
+			du_send_cancel(c, 4, 1);
+		else
+			du_send_stats(c, 4);
+		du_expect_error(c, true, 4, EC(HELLO_REQUIRED));
+		du_expect_eof(c, DU_WAIT_MS);
+		du_conn_free(c);
+	}
+	e = du_fresh_stats(d);
+	ck_assert_uint_eq(e->stats_reply->oneshot->inserted, 0);
+	bwp_frame_free(e);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A request without request_id: BAD_REQUEST without one, close, no
+ * effect; before Hello and after. */
+START_TEST(test_no_request_id)
+{
+	struct du_daemon *d = du_daemon_new();
+	du_env env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Hello h = BITWHEEL__V1__HELLO__INIT;
+	Bitwheel__V1__Schedule sc = BITWHEEL__V1__SCHEDULE__INIT;
+	struct du_conn *c;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	h.has_protocol_version = 1;
+	h.protocol_version = BWP_PROTOCOL_VERSION;
+	env.body_case = BC(HELLO);
+	env.hello = &h;
+	c = du_connect(d->sock);
+	du_send_env(c, &env);
+	du_expect_error(c, false, 0, EC(BAD_REQUEST));
+	du_expect_eof(c, DU_WAIT_MS);
+	du_conn_free(c);
+
+	sc.has_key = 1;
+	sc.key = 1;
+	sc.when_case = BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS;
+	sc.delay_ns = DU_MS;
+	env.body_case = BC(SCHEDULE);
+	env.schedule = &sc;
+	c = du_open(d, NULL);
+	du_send_env(c, &env);
+	du_expect_error(c, false, 0, EC(BAD_REQUEST));
+	du_expect_eof(c, DU_WAIT_MS);
+	du_conn_free(c);
+	e = du_fresh_stats(d);
+	ck_assert_uint_eq(e->stats_reply->oneshot->inserted, 0);
+	bwp_frame_free(e);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A second Hello: ALREADY_HELLO, nothing changes, the connection stays. */
+START_TEST(test_second_hello)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	c = du_open(d, NULL);
+	du_send_hello(c, 2, "e2e-second");
+	du_expect_error(c, true, 2, EC(ALREADY_HELLO));
+	du_send_hello(c, 3, NULL);
+	du_expect_error(c, true, 3, EC(ALREADY_HELLO));
+	e = du_stats(c, 4);
+	ck_assert_msg(e->stats_reply->sessions == 0,
+		      "the refused second Hello created a named session");
+	bwp_frame_free(e);
+	du_conn_free(c);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* Session names: 1 to 64 bytes of [A-Za-z0-9_.:@-]. */
+START_TEST(test_bad_session_name)
+{
+	static const char *const bad[] = { "", "has space", "a/b", "tab\there",
+					   "caf\xc3\xa9", "semi;colon" };
+	struct du_daemon *d = du_daemon_new();
+	char name[80];
+	struct du_conn *c;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]) + 1; i++) {
+		const char *n = bad[i < sizeof(bad) / sizeof(bad[0]) ? i : 0];
+
+		if (i == sizeof(bad) / sizeof(bad[0])) {
+			memset(name, 'a', 65);
+			name[65] = '\0';
+			n = name;
+		}
+		c = du_connect(d->sock);
+		du_send_hello(c, 1, n);
+		du_expect_error(c, true, 1, EC(BAD_REQUEST));
+		du_expect_eof(c, DU_WAIT_MS);
+		du_conn_free(c);
+	}
+	/* At the edges of the rule: 64 bytes, every allowed punctuation. */
+	memset(name, 'z', 64);
+	name[64] = '\0';
+	c = du_connect(d->sock);
+	bwp_frame_free(du_hello(c, name));
+	du_conn_free(c);
+	c = du_connect(d->sock);
+	bwp_frame_free(du_hello(c, "A-z_0.9:x@y"));
+	du_conn_free(c);
+	e = du_fresh_stats(d);
+	ck_assert_uint_eq(e->stats_reply->sessions, 2);
+	bwp_frame_free(e);
+	du_daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_payload_too_large)
+{
+	struct du_daemon *d = du_daemon_new();
+	uint8_t p[101];
+	struct du_sched s = { .key = 1, .when = DU_DELAY, .when_ns = DU_MS, .payload = p };
+	struct du_conn *c;
+	du_env *e;
+
+	memset(p, 'x', sizeof(p));
+	du_daemon_start(d, "--max-payload", "100", NULL);
+	c = du_connect(d->sock);
+	e = du_hello(c, NULL);
+	ck_assert_uint_eq(hr_of(e)->limits->max_payload_bytes, 100);
+	bwp_frame_free(e);
+	s.payload_len = 101;
+	du_send_schedule(c, 2, &s);
+	du_expect_error(c, true, 2, EC(PAYLOAD_TOO_LARGE));
+	s.payload_len = 100;
+	bwp_frame_free(du_schedule(c, 3, &s));
+	e = du_expect_fire(c, 2000, NULL);
+	ck_assert_uint_eq(e->fired->payload.len, 100);
+	bwp_frame_free(e);
+	e = du_stats(c, 4);
+	ck_assert_uint_eq(e->stats_reply->oneshot->inserted, 1);
+	bwp_frame_free(e);
+	du_conn_free(c);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_max_timers)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_sched s = { .when = DU_DELAY, .when_ns = 3600 * DU_S };
+	struct du_conn *c, *c2;
+	du_env *e;
+
+	du_daemon_start(d, "--max-timers", "3", NULL);
+	c = du_connect(d->sock);
+	e = du_hello(c, "e2e-max-timers");
+	ck_assert_uint_eq(hr_of(e)->limits->max_timers, 3);
+	bwp_frame_free(e);
+	for (s.key = 1; s.key <= 3; s.key++)
+		bwp_frame_free(du_schedule(c, s.key + 1, &s));
+	s.key = 4;
+	du_send_schedule(c, 5, &s);
+	du_expect_error(c, true, 5, EC(TOO_MANY_TIMERS));
+	/* A replace does not add a timer. */
+	s.key = 2;
+	s.replace = true;
+	e = du_schedule(c, 6, &s);
+	ck_assert(e->schedule_reply->replaced);
+	bwp_frame_free(e);
+	s.replace = false;
+	ck_assert(du_cancel(c, 7, 1));
+	s.key = 4;
+	bwp_frame_free(du_schedule(c, 8, &s));
+	s.key = 5;
+	du_send_schedule(c, 9, &s);
+	du_expect_error(c, true, 9, EC(TOO_MANY_TIMERS));
+	/* Per session: another one has its own three. */
+	c2 = du_open(d, NULL);
+	for (s.key = 1; s.key <= 3; s.key++)
+		bwp_frame_free(du_schedule(c2, s.key + 1, &s));
+	e = du_stats(c2, 9);
+	ck_assert_uint_eq(e->stats_reply->oneshot->pending, 6);
+	bwp_frame_free(e);
+	du_conn_free(c2);
+	du_conn_free(c);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* Required Schedule/Cancel fields; errors that leave the connection open
+ * and the session as it was. */
+START_TEST(test_schedule_fields)
+{
+	struct du_daemon *d = du_daemon_new();
+	du_env env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Cancel cn = BITWHEEL__V1__CANCEL__INIT;
+	struct du_sched s;
+	struct du_conn *c;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	c = du_open(d, NULL);
+	s = (struct du_sched){ .no_key = true, .when = DU_DELAY, .when_ns = DU_MS };
+	du_send_schedule(c, 2, &s);
+	du_expect_error(c, true, 2, EC(BAD_REQUEST));
+	s = (struct du_sched){ .key = 1, .when = DU_NO_WHEN };
+	du_send_schedule(c, 3, &s);
+	du_expect_error(c, true, 3, EC(BAD_DEADLINE));
+	s = (struct du_sched){ .key = 1, .when = DU_DELAY, .when_ns = DU_MS,
+			       .periodic = true, .period_ns = 0 };
+	du_send_schedule(c, 4, &s);
+	du_expect_error(c, true, 4, EC(BAD_DEADLINE));
+	s = (struct du_sched){ .key = 1, .when = DU_DELAY, .when_ns = UINT64_MAX };
+	du_send_schedule(c, 5, &s);
+	du_expect_error(c, true, 5, EC(BAD_DEADLINE));
+	env.has_request_id = 1;
+	env.request_id = 6;
+	env.body_case = BC(CANCEL);
+	env.cancel = &cn;
+	du_send_env(c, &env);
+	du_expect_error(c, true, 6, EC(BAD_REQUEST));
+
+	e = du_stats(c, 7);
+	ck_assert_uint_eq(e->stats_reply->oneshot->inserted, 0);
+	ck_assert_uint_eq(e->stats_reply->periodic->inserted, 0);
+	bwp_frame_free(e);
+	s = (struct du_sched){ .key = 1, .when = DU_DELAY, .when_ns = DU_MS };
+	bwp_frame_free(du_schedule(c, 8, &s));
+	e = du_expect_fire(c, 2000, NULL);
+	ck_assert_uint_eq(e->fired->key, 1);
+	bwp_frame_free(e);
+	du_conn_free(c);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* request_id: any value, 0 and 2^64-1 included, repeats allowed; each
+ * reply carries its request's. */
+START_TEST(test_request_ids)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+	struct du_buf b = { 0 };
+
+	du_daemon_start(d, NULL);
+	c = du_connect(d->sock);
+	du_send_hello(c, 0, NULL);
+	bwp_frame_free(du_expect_reply(c, 0, BC(HELLO_REPLY)));
+	du_pack_stats(&b, UINT64_MAX);
+	du_pack_stats(&b, 7);
+	du_pack_stats(&b, 7);
+	du_pack_cancel(&b, 0, 1);
+	du_send_buf(c, &b);
+	du_buf_free(&b);
+	bwp_frame_free(du_expect_reply(c, UINT64_MAX, BC(STATS_REPLY)));
+	bwp_frame_free(du_expect_reply(c, 7, BC(STATS_REPLY)));
+	bwp_frame_free(du_expect_reply(c, 7, BC(STATS_REPLY)));
+	bwp_frame_free(du_expect_reply(c, 0, BC(CANCEL_REPLY)));
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * Fields the reader does not know are ignored (PROTOCOL.md 4,
+ * "Compatibility"): a Stats envelope, packed by frame.h, with two unknown
+ * fields appended to its body (field 99 varint, field 100 bytes).
+ */
+START_TEST(test_unknown_fields)
+{
+	static const uint8_t extra[] = { 0x98, 0x06, 0x01, 0xa2, 0x06, 0x02, 'h', 'i' };
+	struct du_daemon *d = du_daemon_new();
+	struct du_buf b = { 0 };
+	struct du_conn *c;
+	uint8_t *frame;
+	size_t flen;
+	du_env *e;
+
+	du_pack_stats(&b, 3);
+	flen = b.len + sizeof(extra);
+	frame = malloc(flen);
+	ck_assert_ptr_nonnull(frame);
+	memcpy(frame, b.data, b.len);
+	memcpy(frame + b.len, extra, sizeof(extra));
+	put_be32(frame, (uint32_t)(flen - 4));
+	du_buf_free(&b);
+	/* Still a valid Stats request to our own parser. */
+	{
+		size_t n;
+		int rc = bwp_frame_parse(frame, flen, BWP_DEFAULT_MAX_FRAME, &e, &n);
+
+		ck_assert_int_eq(rc, BWP_OK);
+		ck_assert(e->body_case == BC(STATS) && e->request_id == 3);
+		bwp_frame_free(e);
+	}
+	du_daemon_start(d, NULL);
+	c = du_open(d, NULL);
+	send_raw(c, frame, flen);
+	bwp_frame_free(du_expect_reply(c, 3, BC(STATS_REPLY)));
+	free(frame);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* Frames trickled a byte at a time, and several frames in one write. */
+START_TEST(test_split_frames)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_sched s = { .key = 1, .when = DU_DELAY, .when_ns = 5 * DU_MS,
+			      .payload = "split", .payload_len = 5 };
+	struct du_buf b = { 0 };
+	struct du_conn *c;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	c = du_connect(d->sock);
+	du_pack_hello(&b, 1, "e2e-split");
+	du_pack_schedule(&b, 2, &s);
+	du_pack_stats(&b, 3);
+	for (size_t i = 0; i < b.len; i++) {
+		send_raw(c, b.data + i, 1);
+		du_sleep_ms(1);
+	}
+	du_buf_free(&b);
+	bwp_frame_free(du_expect_reply(c, 1, BC(HELLO_REPLY)));
+	bwp_frame_free(du_expect_reply(c, 2, BC(SCHEDULE_REPLY)));
+	bwp_frame_free(du_expect_reply(c, 3, BC(STATS_REPLY)));
+	e = du_expect_fire(c, 2000, NULL);
+	ck_assert(e->fired->payload.len == 5);
+	bwp_frame_free(e);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * limits
+ * ====================================================================== */
+
+START_TEST(test_max_clients)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c[3], *x;
+	uint64_t deadline;
+	du_env *e;
+
+	du_daemon_start(d, "--max-clients", "3", NULL);
+	for (int i = 0; i < 3; i++) {
+		c[i] = du_connect(d->sock);
+		e = du_hello(c[i], NULL);
+		ck_assert_uint_eq(hr_of(e)->limits->max_clients, 3);
+		bwp_frame_free(e);
+	}
+	/* The fourth hears why before it says anything, then is closed. */
+	x = du_connect(d->sock);
+	du_expect_error(x, false, 0, EC(TOO_MANY_CLIENTS));
+	du_expect_eof(x, DU_WAIT_MS);
+	du_conn_free(x);
+	for (int i = 0; i < 3; i++)
+		bwp_frame_free(du_stats(c[i], 2));
+
+	/* A place freed is a place taken. */
+	du_conn_free(c[0]);
+	deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
+	for (;;) {
+		x = du_connect(d->sock);
+		du_send_hello(x, 1, NULL);
+		ck_assert_int_eq(du_recv(x, DU_WAIT_MS, &e), DU_FRAME);
+		if (e->body_case == BC(HELLO_REPLY))
+			break;
+		ck_assert_msg(e->body_case == BC(ERROR) &&
+			      e->error->code == EC(TOO_MANY_CLIENTS) &&
+			      du_now_ns() < deadline,
+			      "a closed connection never freed its place");
+		bwp_frame_free(e);
+		du_conn_free(x);
+		du_sleep_ms(5);
+	}
+	bwp_frame_free(e);
+	e = du_stats(x, 2);
+	ck_assert_uint_eq(e->stats_reply->clients, 3);
+	bwp_frame_free(e);
+	du_conn_free(x);
+	du_conn_free(c[1]);
+	du_conn_free(c[2]);
+	du_daemon_free(d);
+}
+END_TEST
+
+#define NSLOW 20000
+#define SLOW_PAYLOAD 1024
+#define NPROBE 40
+
+static void slow_payload(uint64_t key, uint8_t *p)
+{
+	for (size_t j = 0; j < SLOW_PAYLOAD; j++)
+		p[j] = (uint8_t)(key * 31 + j * 7);
+}
+
+/*
+ * A client that stops reading while 20,000 fires with 1 KiB payloads come
+ * due at once (--max-output 262144) is disconnected without an error
+ * frame; a second client that reads has its fires on time meanwhile; the
+ * slow client's named session keeps what was not delivered, up to
+ * max_queued, and counts the rest as dropped (PROTOCOL.md 9: every fire is
+ * delivered, queued, or dropped and counted).
+ */
+START_TEST(test_slow_consumer)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *slow, *probe, *back;
+	struct du_buf b = { 0 };
+	uint8_t *p = malloc(SLOW_PAYLOAD);
+	uint64_t t, res, worst = 0, received = 0, queued, dropped;
+	uint64_t probe_deadline[NPROBE];
+	int probe_fired = 0;
+	du_env *e;
+	uint8_t *seen = calloc(NSLOW, 1);
+
+	ck_assert(p != NULL && seen != NULL);
+	du_daemon_start(d, "--max-output", "262144", "--max-queued", "4096", NULL);
+	slow = du_connect(d->sock);
+	e = du_hello(slow, "e2e-slow");
+	res = hr_of(e)->oneshot_resolution_ns;
+	bwp_frame_free(e);
+	probe = du_open(d, NULL);
+
+	t = du_now_ns() + 2 * DU_S;
+	/* The probe's timers are due from 100 ms before the burst to 300 ms
+	 * after it. */
+	for (int i = 0; i < NPROBE; i++) {
+		struct du_sched s = { .key = (uint64_t)i, .when = DU_DEADLINE,
+				      .when_ns = t - 100 * DU_MS + (uint64_t)i * 10 * DU_MS };
+
+		probe_deadline[i] = s.when_ns;
+		du_pack_schedule(&b, (uint64_t)i + 2, &s);
+	}
+	du_send_buf(probe, &b);
+	for (int i = 0; i < NPROBE; i++)
+		bwp_frame_free(du_expect_reply(probe, (uint64_t)i + 2, BC(SCHEDULE_REPLY)));
+
+	/* The slow client reads its ScheduleReplies, in batches... */
+	for (uint64_t k = 0; k < NSLOW; k += 500) {
+		for (uint64_t j = k; j < k + 500; j++) {
+			struct du_sched s = { .key = j, .when = DU_DEADLINE, .when_ns = t,
+					      .payload = p, .payload_len = SLOW_PAYLOAD };
+
+			slow_payload(j, p);
+			du_pack_schedule(&b, j + 2, &s);
+		}
+		du_send_buf(slow, &b);
+		for (uint64_t j = k; j < k + 500; j++)
+			bwp_frame_free(du_expect_reply(slow, j + 2, BC(SCHEDULE_REPLY)));
+	}
+	du_buf_free(&b);
+	ck_assert_msg(du_now_ns() < t - 150 * DU_MS,
+		      "scheduling %d timers took more than 1.85 s: too slow a machine "
+		      "for this test", NSLOW);
+	du_note("slow consumer: %d timers scheduled %.0f ms before they fire", NSLOW,
+		(double)(t - du_now_ns()) / 1e6);
+	/* ...and then reads nothing while they fire. */
+
+	while (probe_fired < NPROBE) {
+		uint64_t rx, late;
+
+		e = du_expect_fire(probe, 5000, &rx);
+		ck_assert(e->fired->key < NPROBE);
+		ck_assert_uint_eq(e->fired->deadline_ns, probe_deadline[e->fired->key]);
+		/* Overload allows more than one tick (PROTOCOL.md 6); four
+		 * margins is "on time" for this test. */
+		late = du_check_fire_time(e->fired, rx, res + 3 * du_margin_ns());
+		worst = late > worst ? late : worst;
+		probe_fired++;
+		bwp_frame_free(e);
+	}
+	du_note("slow consumer: the reading client's worst lateness %.3f ms",
+		(double)worst / 1e6);
+
+	/* The slow client was cut off: whatever reached its socket, then the
+	 * end, and no error frame. */
+	for (;;) {
+		int rc = du_recv(slow, DU_WAIT_MS, &e);
+		char desc[256];
+
+		if (rc == DU_EOF)
+			break;
+		ck_assert_msg(rc == DU_FRAME, "the slow client was not disconnected (rc %d)", rc);
+		ck_assert_msg(e->body_case == BC(FIRED), "slow client got %s",
+			      du_describe(e, desc, sizeof(desc)));
+		ck_assert(e->fired->key < NSLOW && !seen[e->fired->key]);
+		seen[e->fired->key] = 1;
+		received++;
+		bwp_frame_free(e);
+	}
+	du_conn_free(slow);
+	du_conn_free(probe);
+
+	e = wait_stats(d, only_me, 0, "the slow client gone");
+	ck_assert_uint_eq(e->stats_reply->sessions, 1);
+	queued = e->stats_reply->queued;
+	dropped = e->stats_reply->dropped;
+	bwp_frame_free(e);
+	du_note("slow consumer: %" PRIu64 " fires reached the socket, %" PRIu64
+		" queued, %" PRIu64 " dropped", received, queued, dropped);
+	ck_assert_msg(queued == 4096, "queued %" PRIu64 ", max_queued 4096", queued);
+	ck_assert_msg(received + queued + dropped == NSLOW,
+		      "%d fires: %" PRIu64 " received + %" PRIu64 " queued + %" PRIu64
+		      " dropped = %" PRIu64 "; %" PRId64 " unaccounted for (lost "
+		      "without being queued or counted)", NSLOW, received, queued,
+		      dropped, received + queued + dropped,
+		      (int64_t)(NSLOW - (received + queued + dropped)));
+
+	back = du_connect(d->sock);
+	e = du_hello(back, "e2e-slow");
+	ck_assert(hr_of(e)->resumed);
+	ck_assert_uint_eq(hr_of(e)->queued, queued);
+	ck_assert_uint_eq(hr_of(e)->dropped, dropped);
+	bwp_frame_free(e);
+	for (uint64_t n = 0; n < queued; n++) {
+		e = du_expect_fire(back, DU_WAIT_MS, NULL);
+		ck_assert(e->fired->key < NSLOW);
+		ck_assert_msg(!seen[e->fired->key], "key %" PRIu64 " delivered twice",
+			      e->fired->key);
+		seen[e->fired->key] = 1;
+		slow_payload(e->fired->key, p);
+		ck_assert(e->fired->payload.len == SLOW_PAYLOAD &&
+			  memcmp(e->fired->payload.data, p, SLOW_PAYLOAD) == 0);
+		bwp_frame_free(e);
+	}
+	du_expect_quiet(back, 50);
+	du_conn_free(back);
+	free(seen);
+	free(p);
+	du_daemon_free(d);
+}
+END_TEST
+
+#define NMANY 1000
+
+/* 1,000 clients at once, each with one timer and its fire. */
+START_TEST(test_many_clients)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn **c = calloc(NMANY, sizeof(*c));
+	struct pollfd *pf = calloc(NMANY, sizeof(*pf));
+	int *stage = calloc(NMANY, sizeof(*stage));
+	unsigned long lim = du_raise_nofile(NMANY * 2 + 100);
+	uint64_t deadline, res = 0;
+	int done = 0;
+	du_env *e;
+
+	ck_assert(c != NULL && pf != NULL && stage != NULL);
+	ck_assert_msg(lim >= NMANY + 100, "RLIMIT_NOFILE is %lu: cannot open %d connections",
+		      lim, NMANY);
+	/* The daemon inherits the raised limit. */
+	du_daemon_start(d, "--max-clients", "2000", NULL);
+	for (int i = 0; i < NMANY; i++) {
+		struct du_buf b = { 0 };
+		char p[16];
+		struct du_sched s = { .key = (uint64_t)i, .when = DU_DELAY,
+				      .when_ns = 300 * DU_MS, .payload = p };
+
+		s.payload_len = (size_t)snprintf(p, sizeof(p), "client-%d", i);
+		c[i] = du_connect(d->sock);
+		du_pack_hello(&b, 1, NULL);
+		du_pack_schedule(&b, 2, &s);
+		du_send_buf(c[i], &b);
+		du_buf_free(&b);
+	}
+	deadline = du_now_ns() + 30 * DU_S;
+	while (done < NMANY) {
+		int n;
+
+		for (int i = 0; i < NMANY; i++)
+			pf[i] = (struct pollfd){ stage[i] < 3 ? c[i]->fd : -1, POLLIN, 0 };
+		n = poll(pf, NMANY, 1000);
+		ck_assert_msg(du_now_ns() < deadline, "only %d of %d clients done", done, NMANY);
+		if (n <= 0)
+			continue;
+		for (int i = 0; i < NMANY; i++) {
+			int rc = DU_TIMEOUT;
+
+			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			while (stage[i] < 3 && (rc = du_recv(c[i], 0, &e)) == DU_FRAME) {
+				char desc[256];
+
+				du_describe(e, desc, sizeof(desc));
+				if (stage[i] == 0) {
+					ck_assert_msg(e->body_case == BC(HELLO_REPLY), "client %d: %s",
+						      i, desc);
+					res = hr_of(e)->oneshot_resolution_ns;
+				} else if (stage[i] == 1) {
+					ck_assert_msg(e->body_case == BC(SCHEDULE_REPLY) &&
+						      e->request_id == 2, "client %d: %s", i, desc);
+				} else {
+					char p[16];
+					int len = snprintf(p, sizeof(p), "client-%d", i);
+
+					ck_assert_msg(e->body_case == BC(FIRED) &&
+						      e->fired->key == (uint64_t)i,
+						      "client %d: %s", i, desc);
+					ck_assert((int)e->fired->payload.len == len &&
+						  memcmp(e->fired->payload.data, p, (size_t)len) == 0);
+					ck_assert(e->fired->fired_at_ns >= e->fired->deadline_ns);
+					ck_assert(c[i]->rx_ns >= e->fired->deadline_ns);
+					ck_assert_msg(e->fired->fired_at_ns - e->fired->deadline_ns <=
+						      res + du_margin_ns(),
+						      "client %d's fire %.3f ms late", i,
+						      (double)(e->fired->fired_at_ns -
+							       e->fired->deadline_ns) / 1e6);
+					done++;
+				}
+				stage[i]++;
+				bwp_frame_free(e);
+			}
+			ck_assert_msg(stage[i] == 3 || rc == DU_TIMEOUT,
+				      "client %d: connection ended at stage %d (rc %d)", i,
+				      stage[i], rc);
+		}
+	}
+	e = du_fresh_stats(d);
+	ck_assert_uint_eq(e->stats_reply->clients, NMANY + 1);
+	ck_assert_uint_eq(e->stats_reply->oneshot->fired, NMANY);
+	bwp_frame_free(e);
+	for (int i = 0; i < NMANY; i++)
+		du_conn_free(c[i]);
+	free(c);
+	free(pf);
+	free(stage);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * shutdown
+ * ====================================================================== */
+
+#define NFLUSH 20000
+
+static bool pending_at_least(const Bitwheel__V1__StatsReply *s, uint64_t n)
+{
+	return s->oneshot->pending >= n;
+}
+
+/*
+ * 20,000 replies in flight (handled, not yet read by the client) when
+ * SIGTERM comes: every one still arrives, in order, then SHUTTING_DOWN
+ * without request_id, then the close.  An idle client gets SHUTTING_DOWN
+ * and the close too.  Exit status 0, STOPPING=1, a log line.
+ */
+START_TEST(test_sigterm_flush)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *busy, *idle;
+	struct du_buf b = { 0 };
+	uint64_t expect_id = 2;
+	du_env *e;
+	char *log, desc[256];
+
+	du_daemon_start(d, NULL);
+	busy = du_open(d, NULL);
+	idle = du_open(d, "e2e-idle");
+	for (uint64_t k = 0; k < NFLUSH; k++) {
+		struct du_sched s = { .key = k, .when = DU_DELAY, .when_ns = 3600 * DU_S };
+
+		du_pack_schedule(&b, k + 2, &s);
+	}
+	du_send_buf(busy, &b);
+	du_buf_free(&b);
+	/* All handled: their replies sit in the daemon's buffers. */
+	bwp_frame_free(wait_stats(d, pending_at_least, NFLUSH, "all timers pending"));
+
+	ck_assert(kill(d->pid, SIGTERM) == 0);
+	for (;;) {
+		int rc = du_recv(busy, DU_WAIT_MS, &e);
+
+		ck_assert_msg(rc == DU_FRAME, "after %" PRIu64 " of %d replies: %s",
+			      expect_id - 2, NFLUSH,
+			      rc == DU_EOF ? "closed without SHUTTING_DOWN" : "timed out");
+		du_describe(e, desc, sizeof(desc));
+		if (!e->has_request_id) {
+			ck_assert_msg(e->body_case == BC(ERROR) &&
+				      e->error->code == EC(SHUTTING_DOWN),
+				      "expected SHUTTING_DOWN, got %s", desc);
+			bwp_frame_free(e);
+			break;
+		}
+		ck_assert_msg(e->body_case == BC(SCHEDULE_REPLY) && e->request_id == expect_id,
+			      "expected the ScheduleReply to %" PRIu64 ", got %s", expect_id,
+			      desc);
+		expect_id++;
+		bwp_frame_free(e);
+	}
+	ck_assert_msg(expect_id - 2 == NFLUSH, "%" PRIu64 " of %d replies before the close",
+		      expect_id - 2, NFLUSH);
+	du_expect_eof(busy, DU_WAIT_MS);
+	du_expect_error(idle, false, 0, EC(SHUTTING_DOWN));
+	du_expect_eof(idle, DU_WAIT_MS);
+	du_conn_free(busy);
+	du_conn_free(idle);
+
+	du_assert_exit(d, du_daemon_stop(d, 0, DU_WAIT_MS), 0);
+	ck_assert(du_daemon_wait_notify(d, "STOPPING=1", 0));
+	log = du_daemon_log(d);
+	ck_assert_msg(strstr(log, "stopping") != NULL, "no 'stopping' in the log:\n%s", log);
+	free(log);
+	du_daemon_free(d);
+}
+END_TEST
+
+#define NLOAD 4
+
+/* A loading client: frames packed ahead, written as the socket takes them. */
+struct loader {
+	struct du_conn *c;
+	struct du_buf out;
+	size_t *ends;           /* end offset of frame i in out            */
+	size_t nframes, written;
+	uint64_t next_reply;    /* the request_id the next reply must have */
+	bool done;              /* saw the closing SHUTTING_DOWN           */
+	bool eof;
+};
+
+/* Frames of this loader written to the socket in full. */
+static size_t frames_written(const struct loader *l)
+{
+	size_t n = 0;
+
+	while (n < l->nframes && l->ends[n] <= l->written)
+		n++;
+	return n;
+}
+
+static void loader_read(struct loader *l, int i)
+{
+	du_env *e;
+	int rc;
+	char desc[256];
+
+	while (!l->eof && (rc = du_recv(l->c, 0, &e)) != DU_TIMEOUT) {
+		if (rc == DU_EOF) {
+			ck_assert_msg(l->done, "client %d: closed without SHUTTING_DOWN", i);
+			l->eof = true;
+			return;
+		}
+		ck_assert_msg(rc == DU_FRAME, "client %d: bad frame", i);
+		du_describe(e, desc, sizeof(desc));
+		ck_assert_msg(!l->done, "client %d: %s after the closing SHUTTING_DOWN", i, desc);
+		if (e->body_case == BC(FIRED)) {
+			bwp_frame_free(e);
+			continue;
+		}
+		if (!e->has_request_id) {
+			ck_assert_msg(e->body_case == BC(ERROR) &&
+				      e->error->code == EC(SHUTTING_DOWN),
+				      "client %d: %s", i, desc);
+			l->done = true;
+			bwp_frame_free(e);
+			continue;
+		}
+		ck_assert_msg(e->request_id == l->next_reply,
+			      "client %d: expected the reply to %" PRIu64 ", got %s", i,
+			      l->next_reply, desc);
+		/* A reply, or SHUTTING_DOWN for a request read while stopping. */
+		ck_assert_msg(e->body_case == BC(SCHEDULE_REPLY) ||
+			      e->body_case == BC(STATS_REPLY) ||
+			      (e->body_case == BC(ERROR) &&
+			       e->error->code == EC(SHUTTING_DOWN)),
+			      "client %d: %s", i, desc);
+		l->next_reply++;
+		bwp_frame_free(e);
+	}
+}
+
+/*
+ * Four clients pipelining Schedules and Stats as fast as the daemon takes
+ * them (fires flowing too) when SIGTERM comes.  Each gets, in order, a
+ * reply (or SHUTTING_DOWN) to a prefix of the requests it had written,
+ * then SHUTTING_DOWN without request_id as the last frame, then the close.
+ */
+START_TEST(test_sigterm_under_load)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct loader l[NLOAD];
+	struct tu_rng rng;
+	uint64_t t_signal, deadline;
+	size_t written_at_signal[NLOAD];
+	bool signalled = false;
+	char *log;
+
+	tu_rng_seed(&rng, test_seed());
+	du_daemon_start(d, NULL);
+	for (int i = 0; i < NLOAD; i++) {
+		memset(&l[i], 0, sizeof(l[i]));
+		l[i].c = du_open(d, NULL);
+		l[i].nframes = 30000;
+		l[i].ends = calloc(l[i].nframes, sizeof(size_t));
+		ck_assert_ptr_nonnull(l[i].ends);
+		for (size_t k = 0; k < l[i].nframes; k++) {
+			if (k % 50 == 49) {
+				du_pack_stats(&l[i].out, k + 2);
+			} else {
+				struct du_sched s = { .key = k, .when = DU_DELAY,
+						      .when_ns = tu_rng_below(&rng, 50 * DU_MS) };
+
+				du_pack_schedule(&l[i].out, k + 2, &s);
+			}
+			l[i].ends[k] = l[i].out.len;
+		}
+		l[i].next_reply = 2;
+	}
+
+	t_signal = du_now_ns() + 150 * DU_MS;
+	deadline = du_now_ns() + 20 * DU_S;
+	for (;;) {
+		struct pollfd pf[NLOAD];
+		bool all = true;
+
+		for (int i = 0; i < NLOAD; i++) {
+			short ev = POLLIN;
+
+			if (!signalled && l[i].written < l[i].out.len)
+				ev |= POLLOUT;
+			pf[i] = (struct pollfd){ l[i].eof ? -1 : l[i].c->fd, ev, 0 };
+			all = all && l[i].eof;
+		}
+		if (all)
+			break;
+		ck_assert_msg(du_now_ns() < deadline, "clients not closed 20 s into the test");
+		if (!signalled && du_now_ns() >= t_signal) {
+			for (int i = 0; i < NLOAD; i++)
+				written_at_signal[i] = frames_written(&l[i]);
+			ck_assert(kill(d->pid, SIGTERM) == 0);
+			signalled = true;
+			continue;
+		}
+		poll(pf, NLOAD, 10);
+		for (int i = 0; i < NLOAD; i++) {
+			if (pf[i].revents & POLLOUT) {
+				ssize_t n = send(l[i].c->fd, l[i].out.data + l[i].written,
+						 l[i].out.len - l[i].written,
+						 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+				if (n > 0)
+					l[i].written += (size_t)n;
+			}
+			if (pf[i].revents & (POLLIN | POLLHUP | POLLERR))
+				loader_read(&l[i], i);
+		}
+	}
+	for (int i = 0; i < NLOAD; i++) {
+		uint64_t replies = l[i].next_reply - 2;
+
+		du_note("under load: client %d wrote %zu requests before SIGTERM, got %" PRIu64
+			" replies", i, written_at_signal[i], replies);
+		ck_assert_msg(l[i].done, "client %d: no SHUTTING_DOWN", i);
+		ck_assert_msg(replies <= frames_written(&l[i]),
+			      "client %d: more replies than requests", i);
+		ck_assert_msg(replies > 0, "client %d: no reply at all: no load", i);
+		du_conn_free(l[i].c);
+		du_buf_free(&l[i].out);
+		free(l[i].ends);
+	}
+	du_assert_exit(d, du_daemon_stop(d, 0, DU_WAIT_MS), 0);
+	log = du_daemon_log(d);
+	ck_assert_msg(strstr(log, "stopping") != NULL, "no 'stopping' in the log:\n%s", log);
+	free(log);
+	du_daemon_free(d);
+}
+END_TEST
+
+#define NSTUCK 400
+
+static bool fired_at_least(const Bitwheel__V1__StatsReply *s, uint64_t n)
+{
+	return s->oneshot->fired >= n;
+}
+
+/*
+ * SIGTERM with a client that never reads and has ~400 KiB of fires
+ * waiting for it: the daemon cannot flush to it, and must still stop, in
+ * bounded time, with status 0 (bitwheeld(8): SIGTERM exits 0).
+ */
+START_TEST(test_sigterm_stuck_client)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *stuck;
+	struct du_buf b = { 0 };
+	uint8_t payload[1000];
+	uint64_t t0;
+	char *log;
+
+	memset(payload, 's', sizeof(payload));
+	du_daemon_start(d, NULL);
+	stuck = du_open(d, "e2e-stuck");
+	for (uint64_t k = 0; k < NSTUCK; k++) {
+		struct du_sched s = { .key = k, .when = DU_DELAY, .when_ns = 20 * DU_MS,
+				      .payload = payload, .payload_len = sizeof(payload) };
+
+		du_pack_schedule(&b, k + 2, &s);
+	}
+	du_send_buf(stuck, &b);
+	du_buf_free(&b);
+	bwp_frame_free(wait_stats(d, fired_at_least, NSTUCK, "all fired"));
+
+	t0 = du_now_ns();
+	ck_assert(kill(d->pid, SIGTERM) == 0);
+	du_assert_exit(d, du_daemon_stop(d, 0, DU_WAIT_MS), 0);
+	du_note("stuck client: the daemon stopped %.0f ms after SIGTERM",
+		(double)(du_now_ns() - t0) / 1e6);
+	log = du_daemon_log(d);
+	ck_assert_msg(strstr(log, "stopping") != NULL, "no 'stopping' in the log:\n%s", log);
+	free(log);
+	/* What did reach the client parses, and ends the connection. */
+	for (;;) {
+		du_env *e;
+		int rc = du_recv(stuck, DU_WAIT_MS, &e);
+
+		if (rc == DU_EOF)
+			break;
+		ck_assert_msg(rc == DU_FRAME, "stuck client: rc %d", rc);
+		bwp_frame_free(e);
+	}
+	du_conn_free(stuck);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * startup
+ * ====================================================================== */
+
+/* Environment for a daemon run through du_run: nothing inherited that
+ * would make it talk to a service manager. */
+static const char *const quiet_env[] = { "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID",
+					 "WATCHDOG_USEC", "BITWHEEL_SOCKET", NULL };
+
+START_TEST(test_second_daemon)
+{
+	struct du_daemon *d = du_daemon_new();
+	const char *argv[] = { DU_DAEMON_PATH, "--socket", d->sock, NULL };
+	struct du_result r;
+	struct stat st;
+	char desc[1600];
+
+	du_daemon_start(d, NULL);
+	du_run(argv, quiet_env, DU_WAIT_MS, &r);
+	du_result_describe(&r, desc, sizeof(desc));
+	ck_assert_msg(!r.timed_out, "a second daemon on a live path kept running: %s", desc);
+	ck_assert_msg(r.status == 1, "second daemon: %s (bitwheeld(8): exit 1)", desc);
+	ck_assert_msg(strstr(r.err, d->sock) != NULL,
+		      "the message does not name the path %s: %s", d->sock, desc);
+	du_result_free(&r);
+	/* The first one still has its socket, and serves. */
+	ck_assert(stat(d->sock, &st) == 0 && S_ISSOCK(st.st_mode));
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A socket file nobody listens on (a crashed daemon's) is replaced. */
+START_TEST(test_stale_socket)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	ck_assert(fd >= 0);
+	strcpy(sa.sun_path, d->sock);
+	ck_assert(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	ck_assert(listen(fd, 1) == 0);
+	close(fd);
+	ck_assert(stat(d->sock, &st) == 0 && S_ISSOCK(st.st_mode));
+	du_daemon_start(d, NULL);
+	du_assert_serving(d);
+	/* And the same after a daemon killed outright. */
+	du_daemon_kill(d);
+	ck_assert(stat(d->sock, &st) == 0);
+	du_daemon_start(d, NULL);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_not_a_socket)
+{
+	struct du_daemon *d = du_daemon_new();
+	const char *argv[] = { DU_DAEMON_PATH, "--socket", d->sock, NULL };
+	struct du_result r;
+	char desc[1600], *text;
+	FILE *f = fopen(d->sock, "w");
+
+	ck_assert(f != NULL);
+	fputs("keep me", f);
+	fclose(f);
+	du_run(argv, quiet_env, DU_WAIT_MS, &r);
+	du_result_describe(&r, desc, sizeof(desc));
+	ck_assert_msg(r.status == 1, "daemon on a regular file's path: %s", desc);
+	ck_assert_msg(strstr(r.err, d->sock) != NULL, "message does not name the path: %s",
+		      desc);
+	du_result_free(&r);
+	text = du_read_file(d->sock);
+	ck_assert_msg(text != NULL && strcmp(text, "keep me") == 0,
+		      "the daemon touched a file that is not a socket");
+	free(text);
+	du_daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_help_version)
+{
+	static const char *const flags[] = { "--socket", "--socket-mode", "--preset",
+					     "--max-clients", "--max-frame", "--max-payload",
+					     "--max-timers", "--max-queued", "--linger",
+					     "--max-output", "--verbose", "--help", "--version" };
+	const char *help[] = { DU_DAEMON_PATH, "--help", NULL };
+	const char *version[] = { DU_DAEMON_PATH, "--version", NULL };
+	struct du_daemon *d = du_daemon_new();
+	struct du_result r;
+	struct du_conn *c;
+	char desc[1600], want[64];
+	du_env *e;
+
+	du_run(help, quiet_env, DU_WAIT_MS, &r);
+	du_result_describe(&r, desc, sizeof(desc));
+	ck_assert_msg(r.status == 0, "--help: %s", desc);
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+		ck_assert_msg(strstr(r.out, flags[i]) != NULL, "--help does not mention %s: %s",
+			      flags[i], desc);
+	du_result_free(&r);
+
+	/* --version names the release the daemon reports in HelloReply. */
+	du_daemon_start(d, NULL);
+	c = du_connect(d->sock);
+	e = du_hello(c, NULL);
+	ck_assert(hr_of(e)->daemon_version && hr_of(e)->daemon_version[0]);
+	snprintf(want, sizeof(want), "%s", hr_of(e)->daemon_version);
+	bwp_frame_free(e);
+	du_conn_free(c);
+	du_run(version, quiet_env, DU_WAIT_MS, &r);
+	du_result_describe(&r, desc, sizeof(desc));
+	ck_assert_msg(r.status == 0 && strstr(r.out, want) != NULL,
+		      "--version (daemon_version %s): %s", want, desc);
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+static const char *const bad_args[][5] = {
+	{ "--no-such-flag", NULL },
+	{ "--max-clients", "0", NULL },
+	{ "--max-clients", "lots", NULL },
+	{ "--max-frame", "100", NULL },
+	{ "--max-frame", "1000", "--max-payload", "1000", NULL },
+	{ "--max-output", "-5", NULL },
+	{ "--linger", "5", NULL },
+	{ "--preset", "no-such-preset", NULL },
+	{ "--socket-mode", "999", NULL },
+	{ "--oneshot-resolution", "0", NULL },
+	{ "stray-argument", NULL },
+};
+
+/* Usage errors: exit 2 with a message, and no socket made. */
+START_TEST(test_bad_flags)
+{
+	struct du_daemon *d = du_daemon_new();
+	const char *argv[10] = { DU_DAEMON_PATH, "--socket", d->sock };
+	struct du_result r;
+	struct stat st;
+	char desc[1600];
+	size_t n = 3;
+
+	for (size_t i = 0; bad_args[_i][i] != NULL; i++)
+		argv[n++] = bad_args[_i][i];
+	argv[n] = NULL;
+	du_run(argv, quiet_env, 5000, &r);
+	du_result_describe(&r, desc, sizeof(desc));
+	ck_assert_msg(r.status == 2, "bitwheeld %s %s: %s", bad_args[_i][0],
+		      bad_args[_i][1] ? bad_args[_i][1] : "", desc);
+	ck_assert_msg(r.err[0] != '\0', "usage error without a message");
+	ck_assert_msg(stat(d->sock, &st) != 0, "a usage error left a socket");
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* The socket's mode: 0660 by default, --socket-mode otherwise. */
+START_TEST(test_socket_mode)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct stat st;
+
+	du_daemon_start(d, NULL);
+	ck_assert(stat(d->sock, &st) == 0);
+	ck_assert_msg((st.st_mode & 0777) == 0660, "default socket mode %o, not 0660",
+		      (unsigned)(st.st_mode & 0777));
+	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	du_daemon_start(d, "--socket-mode", "0600", NULL);
+	ck_assert(stat(d->sock, &st) == 0);
+	ck_assert_msg((st.st_mode & 0777) == 0600, "--socket-mode 0600 gave %o",
+		      (unsigned)(st.st_mode & 0777));
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+
+static Suite *daemon_suite(void)
+{
+	Suite *s = suite_create("daemon");
+	TCase *tc;
+
+	tc = tcase_create("fire");
+	du_tcase(tc);
+	tcase_add_loop_test(tc, test_fire_timing, 0,
+			    (int)(sizeof(fire_cfgs) / sizeof(fire_cfgs[0])));
+	tcase_add_test(tc, test_fire_past_deadline);
+	tcase_add_test(tc, test_fire_payload);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("cancel");
+	du_tcase(tc);
+	tcase_add_test(tc, test_cancel);
+	tcase_add_test(tc, test_cancel_race);
+	tcase_add_test(tc, test_duplicate_key);
+	tcase_add_test(tc, test_replace);
+	tcase_add_test(tc, test_periodic);
+	tcase_add_test(tc, test_pipelined);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("sessions");
+	du_tcase(tc);
+	tcase_add_test(tc, test_session_resume);
+	tcase_add_test(tc, test_session_resume_large);
+	tcase_add_test(tc, test_session_busy);
+	tcase_add_test(tc, test_session_linger);
+	tcase_add_test(tc, test_session_max_queued);
+	tcase_add_test(tc, test_session_anonymous_dies);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("uid");
+	du_tcase(tc);
+	tcase_add_test(tc, test_uid_isolation);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("systemd");
+	du_tcase(tc);
+	tcase_add_test(tc, test_socket_activation);
+	tcase_add_test(tc, test_notify);
+	tcase_add_test(tc, test_watchdog);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("malformed");
+	du_tcase(tc);
+	tcase_add_test(tc, test_zero_length);
+	tcase_add_test(tc, test_frame_too_large);
+	tcase_add_test(tc, test_truncated_frame);
+	tcase_add_test(tc, test_invalid_protobuf);
+	tcase_add_test(tc, test_no_body);
+	tcase_add_loop_test(tc, test_reply_body, 0, 4);
+	tcase_add_test(tc, test_bad_version);
+	tcase_add_test(tc, test_hello_required);
+	tcase_add_test(tc, test_no_request_id);
+	tcase_add_test(tc, test_second_hello);
+	tcase_add_test(tc, test_bad_session_name);
+	tcase_add_test(tc, test_payload_too_large);
+	tcase_add_test(tc, test_max_timers);
+	tcase_add_test(tc, test_schedule_fields);
+	tcase_add_test(tc, test_request_ids);
+	tcase_add_test(tc, test_unknown_fields);
+	tcase_add_test(tc, test_split_frames);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("limits");
+	du_tcase(tc);
+	tcase_add_test(tc, test_max_clients);
+	tcase_add_test(tc, test_slow_consumer);
+	tcase_add_test(tc, test_many_clients);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("shutdown");
+	du_tcase(tc);
+	tcase_add_test(tc, test_sigterm_flush);
+	tcase_add_test(tc, test_sigterm_under_load);
+	tcase_add_test(tc, test_sigterm_stuck_client);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("startup");
+	du_tcase(tc);
+	tcase_add_test(tc, test_second_daemon);
+	tcase_add_test(tc, test_stale_socket);
+	tcase_add_test(tc, test_not_a_socket);
+	tcase_add_test(tc, test_help_version);
+	tcase_add_loop_test(tc, test_bad_flags, 0,
+			    (int)(sizeof(bad_args) / sizeof(bad_args[0])));
+	tcase_add_test(tc, test_socket_mode);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run_suite(daemon_suite());
+}

@@ -1,0 +1,1374 @@
+/*
+ * daemonutil.c - daemons, raw connections and processes for the end-to-end
+ * suites; the contract is in daemonutil.h.
+ */
+#define _GNU_SOURCE /* pipe2, killpg, dprintf */
+#include "daemonutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Largest frame the helpers will pack: big enough for deliberately
+ * oversized requests, small enough to be a sane buffer. */
+#define DU_PACK_MAX (16u << 20)
+
+/* ---- time ------------------------------------------------------------- */
+
+uint64_t du_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * DU_S + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / DU_S), (long)(ns % DU_S) };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+void du_sleep_ms(unsigned ms)
+{
+	sleep_ns((uint64_t)ms * DU_MS);
+}
+
+void du_sleep_until(uint64_t t_ns)
+{
+	uint64_t now = du_now_ns();
+
+	if (t_ns > now)
+		sleep_ns(t_ns - now);
+}
+
+/* Milliseconds until deadline, rounded up, for poll(). */
+static int ms_until(uint64_t deadline)
+{
+	uint64_t now = du_now_ns(), ms;
+
+	if (now >= deadline)
+		return 0;
+	ms = (deadline - now + DU_MS - 1) / DU_MS;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+static uint64_t deadline_in(int timeout_ms)
+{
+	return du_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * DU_MS;
+}
+
+uint64_t du_margin_ns(void)
+{
+	const char *s = getenv("BW_TEST_MARGIN_MS");
+	char *end;
+	unsigned long v;
+
+	if (s != NULL && *s != '\0') {
+		errno = 0;
+		v = strtoul(s, &end, 10);
+		if (errno == 0 && *end == '\0')
+			return (uint64_t)v * DU_MS;
+	}
+	return DU_DEFAULT_MARGIN_MS * DU_MS;
+}
+
+/* ---- the registry ---------------------------------------------------- */
+
+/*
+ * Shared (MAP_SHARED) between Check's runner, which maps it in the
+ * unchecked setup before it forks the tests, and every test.  A slot holds
+ * a scratch directory and, while it runs, the daemon's pid, which is also
+ * its process group.
+ */
+#define DU_SLOTS 64
+
+struct du_slot {
+	pid_t pgid;
+	char dir[64];
+};
+
+static struct du_slot *registry;
+
+static struct du_slot *reg(void)
+{
+	void *p;
+
+	if (registry != NULL)
+		return registry;
+	p = mmap(NULL, DU_SLOTS * sizeof(struct du_slot), PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		perror("daemonutil: mmap");
+		abort();
+	}
+	registry = p;
+	return registry;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag,
+		    struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	if (remove(path) != 0 && errno != ENOENT)
+		fprintf(stderr, "daemonutil: cannot remove %s: %s\n", path,
+			strerror(errno));
+	return 0;
+}
+
+static void rm_rf(const char *dir)
+{
+	if (dir[0] != '\0')
+		nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* SIGKILL the group and, if it is our child, reap it (bounded). */
+static void kill_group(pid_t pgid)
+{
+	uint64_t deadline = du_now_ns() + 2 * DU_S;
+
+	if (pgid <= 0)
+		return;
+	killpg(pgid, SIGKILL);
+	kill(pgid, SIGKILL);
+	for (;;) {
+		pid_t r = waitpid(pgid, NULL, WNOHANG);
+
+		if (r == pgid || (r < 0 && errno == ECHILD))
+			return;
+		if (du_now_ns() > deadline)
+			return;
+		sleep_ns(DU_MS);
+	}
+}
+
+static void registry_cleanup(void)
+{
+	struct du_slot *r = reg();
+
+	for (int i = 0; i < DU_SLOTS; i++) {
+		if (r[i].pgid > 0) {
+			kill_group(r[i].pgid);
+			r[i].pgid = 0;
+		}
+		if (r[i].dir[0] != '\0') {
+			rm_rf(r[i].dir);
+			r[i].dir[0] = '\0';
+		}
+	}
+}
+
+static int registry_add(const char *dir)
+{
+	struct du_slot *r = reg();
+
+	for (int i = 0; i < DU_SLOTS; i++) {
+		if (r[i].dir[0] == '\0' && r[i].pgid == 0) {
+			snprintf(r[i].dir, sizeof(r[i].dir), "%s", dir);
+			return i;
+		}
+	}
+	ck_abort_msg("daemonutil: more than %d scratch directories in one test",
+		     DU_SLOTS);
+	return -1;
+}
+
+/* Runs in Check's runner: the registry must exist before the forks, and
+ * daemons orphaned by a dead test are re-parented here (not to init), so
+ * their pids cannot be reused before they are killed and reaped. */
+static void runner_setup(void)
+{
+	reg();
+	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+}
+
+static void runner_teardown(void)
+{
+	registry_cleanup();
+	/* No test is running now: every child left is an orphaned daemon. */
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+}
+
+static void test_setup(void)
+{
+	/* What an earlier test left behind when it failed or timed out. */
+	registry_cleanup();
+	/* Nothing here may find a daemon through the caller's environment. */
+	unsetenv("BITWHEEL_SOCKET");
+}
+
+static void test_teardown(void)
+{
+	registry_cleanup();
+}
+
+void du_tcase(TCase *tc)
+{
+	tcase_add_unchecked_fixture(tc, runner_setup, runner_teardown);
+	tcase_add_checked_fixture(tc, test_setup, test_teardown);
+	tcase_set_timeout(tc, DU_TCASE_TIMEOUT_S);
+}
+
+/* ---- files ---------------------------------------------------------------- */
+
+char *du_read_file(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	ssize_t n;
+
+	if (fd < 0)
+		return NULL;
+	for (;;) {
+		if (cap - len < 4096) {
+			char *nb = realloc(buf, cap + 65536);
+
+			if (nb == NULL) {
+				free(buf);
+				close(fd);
+				errno = ENOMEM;
+				return NULL;
+			}
+			buf = nb;
+			cap += 65536;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (n < 0) {
+		free(buf);
+		return NULL;
+	}
+	buf[len] = '\0';
+	return buf;
+}
+
+/* The last ~1500 bytes of the log, for failure messages (static buffer). */
+static const char *log_tail(const struct du_daemon *d)
+{
+	static char tail[1600];
+	char *text = du_read_file(d->log);
+	size_t len;
+
+	if (text == NULL) {
+		snprintf(tail, sizeof(tail), "(no log: %s)", strerror(errno));
+		return tail;
+	}
+	len = strlen(text);
+	snprintf(tail, sizeof(tail), "%s", len > 1500 ? text + len - 1500 : text);
+	free(text);
+	return tail;
+}
+
+/* ---- daemons ---------------------------------------------------------- */
+
+struct du_daemon *du_daemon_new(void)
+{
+	struct du_daemon *d = calloc(1, sizeof(*d));
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	ck_assert_ptr_nonnull(d);
+	snprintf(d->dir, sizeof(d->dir), "/tmp/bw-e2e-XXXXXX");
+	ck_assert_msg(mkdtemp(d->dir) != NULL, "mkdtemp: %s", strerror(errno));
+	d->slot = registry_add(d->dir);
+	snprintf(d->sock, sizeof(d->sock), "%s/sock", d->dir);
+	snprintf(d->notify, sizeof(d->notify), "%s/notify", d->dir);
+	snprintf(d->log, sizeof(d->log), "%s/daemon.log", d->dir);
+
+	d->notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	ck_assert_msg(d->notify_fd >= 0, "socket: %s", strerror(errno));
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", d->notify);
+	ck_assert_msg(bind(d->notify_fd, (struct sockaddr *)&sa, sizeof(sa)) == 0,
+		      "bind %s: %s", d->notify, strerror(errno));
+	return d;
+}
+
+/* Take whatever notifications have arrived into d->notes. */
+static void read_notes(struct du_daemon *d)
+{
+	char buf[4097];
+	ssize_t n;
+
+	while ((n = recv(d->notify_fd, buf, sizeof(buf) - 1, MSG_DONTWAIT)) >= 0) {
+		char *nn;
+
+		buf[n] = '\0';
+		nn = realloc(d->notes, d->notes_len + (size_t)n + 2);
+		ck_assert_ptr_nonnull(nn);
+		d->notes = nn;
+		memcpy(d->notes + d->notes_len, buf, (size_t)n);
+		d->notes_len += (size_t)n;
+		/* sd_notify may or may not end a datagram with a newline. */
+		if (n == 0 || buf[n - 1] != '\n')
+			d->notes[d->notes_len++] = '\n';
+		d->notes[d->notes_len] = '\0';
+	}
+}
+
+static bool notes_have(const struct du_daemon *d, const char *what)
+{
+	size_t wl = strlen(what);
+	bool prefix = wl > 0 && what[wl - 1] == '=';
+
+	for (const char *p = d->notes; p != NULL && *p != '\0';) {
+		const char *nl = strchr(p, '\n');
+		size_t ll = nl ? (size_t)(nl - p) : strlen(p);
+
+		if (prefix ? ll >= wl && strncmp(p, what, wl) == 0
+			   : ll == wl && strncmp(p, what, wl) == 0)
+			return true;
+		p = nl ? nl + 1 : NULL;
+	}
+	return false;
+}
+
+void du_daemon_spawn(struct du_daemon *d, const char *const *argv)
+{
+	int logfd, nullfd;
+	pid_t pid;
+
+	ck_assert_msg(d->pid == 0, "daemon already running (pid %ld)", (long)d->pid);
+	/* A restart must not be mistaken for the last run's READY=1. */
+	read_notes(d);
+	free(d->notes);
+	d->notes = NULL;
+	d->notes_len = 0;
+	d->exited = false;
+	d->status = 0;
+
+	logfd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	ck_assert_msg(logfd >= 0, "open %s: %s", d->log, strerror(errno));
+	nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	ck_assert_msg(nullfd >= 0, "open /dev/null: %s", strerror(errno));
+
+	pid = fork();
+	ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		sigset_t none;
+
+		setpgid(0, 0);
+		dup2(nullfd, 0);
+		dup2(logfd, 1);
+		dup2(logfd, 2);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGPIPE, SIG_DFL);
+		setenv("NOTIFY_SOCKET", d->notify, 1);
+		unsetenv("LISTEN_FDS");
+		unsetenv("LISTEN_PID");
+		unsetenv("LISTEN_FDNAMES");
+		unsetenv("WATCHDOG_USEC");
+		unsetenv("WATCHDOG_PID");
+		unsetenv("BITWHEEL_SOCKET");
+		execvp(argv[0], (char *const *)argv);
+		dprintf(2, "daemonutil: exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	/* Both sides set the group, so it is in place whichever runs first. */
+	setpgid(pid, pid);
+	close(logfd);
+	close(nullfd);
+	d->pid = pid;
+	reg()[d->slot].pgid = pid;
+}
+
+static void forget_pid(struct du_daemon *d)
+{
+	d->pid = 0;
+	reg()[d->slot].pgid = 0;
+}
+
+bool du_daemon_exited(struct du_daemon *d)
+{
+	int st;
+	pid_t r;
+
+	if (d->pid == 0)
+		return d->exited;
+	r = waitpid(d->pid, &st, WNOHANG);
+	if (r == d->pid) {
+		d->status = st;
+		d->exited = true;
+		forget_pid(d);
+		return true;
+	}
+	return false;
+}
+
+bool du_daemon_wait_notify(struct du_daemon *d, const char *what,
+			   int timeout_ms)
+{
+	uint64_t deadline = deadline_in(timeout_ms);
+
+	for (;;) {
+		struct pollfd p = { d->notify_fd, POLLIN, 0 };
+		int left;
+
+		read_notes(d);
+		if (notes_have(d, what))
+			return true;
+		if (du_daemon_exited(d)) {
+			read_notes(d);
+			return notes_have(d, what);
+		}
+		left = ms_until(deadline);
+		if (left == 0)
+			return false;
+		/* Short slices: the daemon's exit has no fd to poll. */
+		poll(&p, 1, left < 20 ? left : 20);
+	}
+}
+
+bool du_daemon_wait_exit(struct du_daemon *d, int timeout_ms)
+{
+	uint64_t deadline = deadline_in(timeout_ms);
+
+	while (!du_daemon_exited(d)) {
+		if (du_now_ns() >= deadline)
+			return false;
+		sleep_ns(2 * DU_MS);
+	}
+	return true;
+}
+
+void du_daemon_startv(struct du_daemon *d, const char *const *extra)
+{
+	const char *argv[64];
+	size_t n = 0;
+
+	argv[n++] = DU_DAEMON_PATH;
+	argv[n++] = "--socket";
+	argv[n++] = d->sock;
+	for (size_t i = 0; extra != NULL && extra[i] != NULL; i++) {
+		ck_assert_msg(n < 63, "too many daemon arguments");
+		argv[n++] = extra[i];
+	}
+	argv[n] = NULL;
+	du_daemon_spawn(d, argv);
+	if (!du_daemon_wait_notify(d, "READY=1", DU_WAIT_MS))
+		ck_abort_msg("bitwheeld %s READY=1 on NOTIFY_SOCKET within %d ms; log:\n%s",
+			     du_daemon_exited(d) ? "exited without sending" : "did not send",
+			     DU_WAIT_MS, log_tail(d));
+}
+
+void du_daemon_start(struct du_daemon *d, ...)
+{
+	const char *extra[48];
+	size_t n = 0;
+	va_list ap;
+
+	va_start(ap, d);
+	for (const char *a; (a = va_arg(ap, const char *)) != NULL;) {
+		ck_assert_msg(n < 47, "too many daemon arguments");
+		extra[n++] = a;
+	}
+	va_end(ap);
+	extra[n] = NULL;
+	du_daemon_startv(d, extra);
+}
+
+int du_daemon_stop(struct du_daemon *d, int sig, int timeout_ms)
+{
+	ck_assert_msg(d->pid > 0 || d->exited, "daemon not started");
+	if (d->pid > 0 && sig != 0)
+		kill(d->pid, sig);
+	if (!du_daemon_wait_exit(d, timeout_ms)) {
+		pid_t pid = d->pid;
+
+		du_daemon_kill(d);
+		ck_abort_msg("bitwheeld (pid %ld) did not exit within %d ms of signal %d; log:\n%s",
+			     (long)pid, timeout_ms, sig, log_tail(d));
+	}
+	return d->status;
+}
+
+void du_daemon_kill(struct du_daemon *d)
+{
+	if (d->pid > 0) {
+		pid_t pid = d->pid;
+		int st;
+
+		killpg(pid, SIGKILL);
+		kill(pid, SIGKILL);
+		if (waitpid(pid, &st, 0) == pid) {
+			d->status = st;
+			d->exited = true;
+		}
+		forget_pid(d);
+	}
+}
+
+void du_daemon_free(struct du_daemon *d)
+{
+	if (d == NULL)
+		return;
+	du_daemon_kill(d);
+	if (d->notify_fd >= 0)
+		close(d->notify_fd);
+	rm_rf(d->dir);
+	reg()[d->slot].dir[0] = '\0';
+	free(d->notes);
+	free(d);
+}
+
+char *du_daemon_log(const struct du_daemon *d)
+{
+	char *s = du_read_file(d->log);
+
+	ck_assert_msg(s != NULL, "read %s: %s", d->log, strerror(errno));
+	return s;
+}
+
+void du_assert_exit(const struct du_daemon *d, int status, int code)
+{
+	if (WIFEXITED(status))
+		ck_assert_msg(WEXITSTATUS(status) == code,
+			      "bitwheeld exited %d, expected %d; log:\n%s",
+			      WEXITSTATUS(status), code, log_tail(d));
+	else
+		ck_abort_msg("bitwheeld killed by signal %d, expected exit %d; log:\n%s",
+			     WIFSIGNALED(status) ? WTERMSIG(status) : -1, code,
+			     log_tail(d));
+}
+
+/* ---- connections ------------------------------------------------------ */
+
+int du_try_connect(const char *path, struct du_conn **out)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct du_conn *c;
+	int fd, err;
+
+	*out = NULL;
+	ck_assert_msg(strlen(path) < sizeof(sa.sun_path), "path too long: %s", path);
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		err = errno;
+		close(fd);
+		return -err;
+	}
+	ck_assert_msg(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0,
+		      "fcntl: %s", strerror(errno));
+	c = calloc(1, sizeof(*c));
+	ck_assert_ptr_nonnull(c);
+	c->fd = fd;
+	c->max_frame = BWP_DEFAULT_MAX_FRAME;
+	*out = c;
+	return 0;
+}
+
+struct du_conn *du_connect(const char *path)
+{
+	struct du_conn *c;
+	int rc = du_try_connect(path, &c);
+
+	ck_assert_msg(rc == 0, "connect %s: %s", path, strerror(-rc));
+	return c;
+}
+
+void du_conn_free(struct du_conn *c)
+{
+	if (c == NULL)
+		return;
+	if (c->fd >= 0)
+		close(c->fd);
+	for (size_t i = 0; i < c->kept_len; i++)
+		bwp_frame_free(c->kept[(c->kept_head + i) % c->kept_cap].env);
+	free(c->kept);
+	free(c->in);
+	free(c);
+}
+
+int du_recv(struct du_conn *c, int timeout_ms, du_env **out)
+{
+	uint64_t deadline = deadline_in(timeout_ms);
+
+	*out = NULL;
+	for (;;) {
+		size_t flen = 0, want;
+		struct pollfd p;
+		ssize_t n;
+		int err;
+
+		err = bwp_frame_parse(c->in ? c->in + c->in_off : NULL,
+				      c->in_len - c->in_off, c->max_frame, out,
+				      &flen);
+		if (err == BWP_OK) {
+			c->in_off += flen;
+			if (c->in_off == c->in_len)
+				c->in_off = c->in_len = 0;
+			return DU_FRAME;
+		}
+		if (err != BWP_EMORE) {
+			c->bad = err;
+			return DU_BAD;
+		}
+		if (c->eof)
+			return DU_EOF;
+
+		/* At most one partial frame is left: move it to the front,
+		 * then make room for the rest of it and more. */
+		if (c->in_off > 0) {
+			memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+			c->in_len -= c->in_off;
+			c->in_off = 0;
+		}
+		want = c->in_len + 65536;
+		if (flen > want)
+			want = flen;
+		if (want > c->in_cap) {
+			size_t ncap = c->in_cap ? c->in_cap : 4096;
+			uint8_t *nb;
+
+			while (ncap < want)
+				ncap *= 2;
+			nb = realloc(c->in, ncap);
+			ck_assert_ptr_nonnull(nb);
+			c->in = nb;
+			c->in_cap = ncap;
+		}
+
+		p.fd = c->fd;
+		p.events = POLLIN;
+		p.revents = 0;
+		n = poll(&p, 1, ms_until(deadline));
+		if (n < 0 && errno == EINTR)
+			continue;
+		ck_assert_msg(n >= 0, "poll: %s", strerror(errno));
+		if (n == 0)
+			return DU_TIMEOUT;
+		n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len,
+			 MSG_DONTWAIT);
+		if (n > 0) {
+			c->in_len += (size_t)n;
+			c->rx_ns = du_now_ns();
+		} else if (n == 0) {
+			c->eof = true;
+		} else if (errno == ECONNRESET) {
+			/* The daemon closed with our bytes unread: its
+			 * frames before that were all read already. */
+			c->eof = c->reset = true;
+		} else if (errno != EAGAIN && errno != EWOULDBLOCK &&
+			   errno != EINTR) {
+			ck_abort_msg("recv: %s", strerror(errno));
+		}
+	}
+}
+
+int du_conn_send_bytes(struct du_conn *c, const void *buf, size_t len,
+		       int timeout_ms)
+{
+	const uint8_t *p = buf;
+	uint64_t deadline = deadline_in(timeout_ms);
+
+	while (len > 0) {
+		ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		struct pollfd pf = { c->fd, POLLOUT, 0 };
+
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
+		if (ms_until(deadline) == 0)
+			return -ETIMEDOUT;
+		poll(&pf, 1, ms_until(deadline));
+	}
+	return 0;
+}
+
+void du_buf_pack(struct du_buf *b, const du_env *env)
+{
+	size_t need = bwp_frame_packed_size(env), n = 0;
+	int rc;
+
+	if (b->cap - b->len < need) {
+		size_t ncap = b->cap ? b->cap : 4096;
+		uint8_t *nd;
+
+		while (ncap - b->len < need)
+			ncap *= 2;
+		nd = realloc(b->data, ncap);
+		ck_assert_ptr_nonnull(nd);
+		b->data = nd;
+		b->cap = ncap;
+	}
+	rc = bwp_frame_pack(env, DU_PACK_MAX, b->data + b->len, b->cap - b->len, &n);
+	ck_assert_msg(rc == BWP_OK, "bwp_frame_pack: %s", bwp_strerror(rc));
+	b->len += n;
+}
+
+void du_buf_free(struct du_buf *b)
+{
+	free(b->data);
+	memset(b, 0, sizeof(*b));
+}
+
+void du_send_buf(struct du_conn *c, struct du_buf *b)
+{
+	int rc = du_conn_send_bytes(c, b->data, b->len, DU_WAIT_MS);
+
+	ck_assert_msg(rc == 0, "sending %zu bytes: %s", b->len, strerror(-rc));
+	b->len = 0;
+}
+
+void du_send_env(struct du_conn *c, const du_env *env)
+{
+	struct du_buf b = { 0 };
+
+	du_buf_pack(&b, env);
+	du_send_buf(c, &b);
+	du_buf_free(&b);
+}
+
+void du_pack_hello(struct du_buf *b, uint64_t id, const char *session)
+{
+	du_env env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Hello h = BITWHEEL__V1__HELLO__INIT;
+
+	h.has_protocol_version = 1;
+	h.protocol_version = BWP_PROTOCOL_VERSION;
+	h.session = (char *)session;
+	env.has_request_id = 1;
+	env.request_id = id;
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
+	env.hello = &h;
+	du_buf_pack(b, &env);
+}
+
+void du_pack_schedule(struct du_buf *b, uint64_t id, const struct du_sched *s)
+{
+	du_env env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Schedule sc = BITWHEEL__V1__SCHEDULE__INIT;
+
+	sc.has_key = !s->no_key;
+	sc.key = s->key;
+	if (s->when == DU_DELAY) {
+		sc.when_case = BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS;
+		sc.delay_ns = s->when_ns;
+	} else if (s->when == DU_DEADLINE) {
+		sc.when_case = BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS;
+		sc.deadline_ns = s->when_ns;
+	}
+	sc.has_period_ns = s->periodic;
+	sc.period_ns = s->period_ns;
+	if (s->payload != NULL) {
+		sc.has_payload = 1;
+		sc.payload.data = (uint8_t *)s->payload;
+		sc.payload.len = s->payload_len;
+	}
+	if (s->replace) {
+		sc.has_replace = 1;
+		sc.replace = 1;
+	}
+	env.has_request_id = 1;
+	env.request_id = id;
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE;
+	env.schedule = &sc;
+	du_buf_pack(b, &env);
+}
+
+void du_pack_cancel(struct du_buf *b, uint64_t id, uint64_t key)
+{
+	du_env env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Cancel cn = BITWHEEL__V1__CANCEL__INIT;
+
+	cn.has_key = 1;
+	cn.key = key;
+	env.has_request_id = 1;
+	env.request_id = id;
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_CANCEL;
+	env.cancel = &cn;
+	du_buf_pack(b, &env);
+}
+
+void du_pack_stats(struct du_buf *b, uint64_t id)
+{
+	du_env env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Stats st = BITWHEEL__V1__STATS__INIT;
+
+	env.has_request_id = 1;
+	env.request_id = id;
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_STATS;
+	env.stats = &st;
+	du_buf_pack(b, &env);
+}
+
+#define DU_SEND_ONE(call)                                                   \
+	do {                                                                \
+		struct du_buf b_ = { 0 };                                   \
+		call;                                                       \
+		du_send_buf(c, &b_);                                        \
+		du_buf_free(&b_);                                           \
+	} while (0)
+
+void du_send_hello(struct du_conn *c, uint64_t id, const char *session)
+{
+	DU_SEND_ONE(du_pack_hello(&b_, id, session));
+}
+
+void du_send_schedule(struct du_conn *c, uint64_t id, const struct du_sched *s)
+{
+	DU_SEND_ONE(du_pack_schedule(&b_, id, s));
+}
+
+void du_send_cancel(struct du_conn *c, uint64_t id, uint64_t key)
+{
+	DU_SEND_ONE(du_pack_cancel(&b_, id, key));
+}
+
+void du_send_stats(struct du_conn *c, uint64_t id)
+{
+	DU_SEND_ONE(du_pack_stats(&b_, id));
+}
+
+const char *du_error_name(int code)
+{
+	const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(
+		&bitwheel__v1__error_code__descriptor, code);
+
+	return v != NULL ? v->name : "(unknown code)";
+}
+
+static const char *body_name(int bc)
+{
+	const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(
+		&bitwheel__v1__envelope__descriptor, (unsigned)bc);
+
+	return f != NULL ? f->name : "(no body)";
+}
+
+const char *du_describe(const du_env *env, char *buf, size_t len)
+{
+	char id[32] = "no request_id";
+
+	if (env == NULL) {
+		snprintf(buf, len, "(no frame)");
+		return buf;
+	}
+	if (env->has_request_id)
+		snprintf(id, sizeof(id), "id=%" PRIu64, env->request_id);
+	switch (env->body_case) {
+	case BITWHEEL__V1__ENVELOPE__BODY_ERROR:
+		snprintf(buf, len, "error %s (%d) %s: %s",
+			 du_error_name(env->error->code), (int)env->error->code,
+			 id, env->error->message ? env->error->message : "");
+		break;
+	case BITWHEEL__V1__ENVELOPE__BODY_FIRED:
+		snprintf(buf, len, "fired key=%" PRIu64 " deadline=%" PRIu64
+			 " fired_at=%" PRIu64 " count=%" PRIu64 " %s",
+			 env->fired->key, env->fired->deadline_ns,
+			 env->fired->fired_at_ns, env->fired->fire_count, id);
+		break;
+	default:
+		snprintf(buf, len, "%s %s", body_name(env->body_case), id);
+	}
+	return buf;
+}
+
+static const char *rc_text(int rc, const struct du_conn *c)
+{
+	switch (rc) {
+	case DU_TIMEOUT:
+		return "timed out";
+	case DU_EOF:
+		return c->reset ? "connection reset by the daemon"
+				: "connection closed by the daemon";
+	case DU_BAD:
+		return bwp_strerror(c->bad);
+	}
+	return "frame";
+}
+
+static void keep_fire(struct du_conn *c, du_env *env)
+{
+	if (c->kept_len == c->kept_cap) {
+		size_t ncap = c->kept_cap ? c->kept_cap * 2 : 64;
+		struct du_kept *nk = malloc(ncap * sizeof(*nk));
+
+		ck_assert_ptr_nonnull(nk);
+		for (size_t i = 0; i < c->kept_len; i++)
+			nk[i] = c->kept[(c->kept_head + i) % c->kept_cap];
+		free(c->kept);
+		c->kept = nk;
+		c->kept_cap = ncap;
+		c->kept_head = 0;
+	}
+	c->kept[(c->kept_head + c->kept_len) % c->kept_cap] =
+		(struct du_kept){ env, c->rx_ns };
+	c->kept_len++;
+}
+
+size_t du_kept_fires(const struct du_conn *c)
+{
+	return c->kept_len;
+}
+
+/* The next frame that is not a Fired (those are kept), or fail. */
+static du_env *next_non_fire(struct du_conn *c, const char *awaited)
+{
+	uint64_t deadline = deadline_in(DU_WAIT_MS);
+
+	for (;;) {
+		du_env *env;
+		int rc = du_recv(c, ms_until(deadline), &env);
+
+		if (rc != DU_FRAME)
+			ck_abort_msg("waiting for %s: %s", awaited, rc_text(rc, c));
+		if (env->body_case != BITWHEEL__V1__ENVELOPE__BODY_FIRED)
+			return env;
+		keep_fire(c, env);
+	}
+}
+
+du_env *du_expect_reply(struct du_conn *c, uint64_t id, int bc)
+{
+	char what[64], got[512];
+	du_env *env;
+
+	snprintf(what, sizeof(what), "%s id=%" PRIu64, body_name(bc), id);
+	env = next_non_fire(c, what);
+	if ((int)env->body_case != bc || !env->has_request_id ||
+	    env->request_id != id) {
+		du_describe(env, got, sizeof(got));
+		bwp_frame_free(env);
+		ck_abort_msg("expected %s, got %s", what, got);
+	}
+	return env;
+}
+
+void du_expect_error(struct du_conn *c, bool with_id, uint64_t id, int code)
+{
+	char what[96], got[512];
+	du_env *env;
+	bool ok;
+
+	if (with_id)
+		snprintf(what, sizeof(what), "error %s id=%" PRIu64,
+			 du_error_name(code), id);
+	else
+		snprintf(what, sizeof(what), "error %s without request_id",
+			 du_error_name(code));
+	env = next_non_fire(c, what);
+	ok = env->body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR &&
+	     env->error->has_code && (int)env->error->code == code &&
+	     (with_id ? env->has_request_id && env->request_id == id
+		      : !env->has_request_id);
+	du_describe(env, got, sizeof(got));
+	if (ok)
+		ck_assert_msg(env->error->message != NULL && env->error->message[0],
+			      "%s carries no message", got);
+	bwp_frame_free(env);
+	ck_assert_msg(ok, "expected %s, got %s", what, got);
+}
+
+du_env *du_expect_fire(struct du_conn *c, int timeout_ms, uint64_t *rx_ns)
+{
+	char got[512];
+	du_env *env;
+	int rc;
+
+	if (c->kept_len > 0) {
+		struct du_kept k = c->kept[c->kept_head];
+
+		c->kept_head = (c->kept_head + 1) % c->kept_cap;
+		c->kept_len--;
+		if (rx_ns)
+			*rx_ns = k.rx_ns;
+		return k.env;
+	}
+	rc = du_recv(c, timeout_ms, &env);
+	if (rc != DU_FRAME)
+		ck_abort_msg("waiting %d ms for a fire: %s", timeout_ms,
+			     rc_text(rc, c));
+	if (env->body_case != BITWHEEL__V1__ENVELOPE__BODY_FIRED) {
+		du_describe(env, got, sizeof(got));
+		bwp_frame_free(env);
+		ck_abort_msg("expected a fire, got %s", got);
+	}
+	if (rx_ns)
+		*rx_ns = c->rx_ns;
+	return env;
+}
+
+void du_expect_quiet(struct du_conn *c, int ms)
+{
+	char got[512];
+	du_env *env;
+	int rc;
+
+	ck_assert_msg(c->kept_len == 0, "%zu fires arrived earlier", c->kept_len);
+	rc = du_recv(c, ms, &env);
+	if (rc == DU_FRAME) {
+		du_describe(env, got, sizeof(got));
+		bwp_frame_free(env);
+		ck_abort_msg("expected nothing for %d ms, got %s", ms, got);
+	}
+	ck_assert_msg(rc == DU_TIMEOUT, "expected nothing for %d ms: %s", ms,
+		      rc_text(rc, c));
+}
+
+void du_expect_eof(struct du_conn *c, int timeout_ms)
+{
+	char got[512];
+	du_env *env;
+	int rc;
+
+	ck_assert_msg(c->kept_len == 0, "%zu fires arrived before", c->kept_len);
+	rc = du_recv(c, timeout_ms, &env);
+	if (rc == DU_FRAME) {
+		du_describe(env, got, sizeof(got));
+		bwp_frame_free(env);
+		ck_abort_msg("expected the daemon to close the connection, got %s",
+			     got);
+	}
+	ck_assert_msg(rc == DU_EOF, "expected the daemon to close the connection within %d ms: %s",
+		      timeout_ms, rc_text(rc, c));
+}
+
+du_env *du_hello(struct du_conn *c, const char *session)
+{
+	du_env *r;
+
+	du_send_hello(c, 1, session);
+	r = du_expect_reply(c, 1, BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY);
+	return r;
+}
+
+struct du_conn *du_open(const struct du_daemon *d, const char *session)
+{
+	struct du_conn *c = du_connect(d->sock);
+
+	bwp_frame_free(du_hello(c, session));
+	return c;
+}
+
+du_env *du_schedule(struct du_conn *c, uint64_t id, const struct du_sched *s)
+{
+	du_send_schedule(c, id, s);
+	return du_expect_reply(c, id, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY);
+}
+
+bool du_cancel(struct du_conn *c, uint64_t id, uint64_t key)
+{
+	du_env *r;
+	bool pending;
+
+	du_send_cancel(c, id, key);
+	r = du_expect_reply(c, id, BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY);
+	ck_assert_msg(r->cancel_reply->has_pending, "CancelReply without pending");
+	pending = r->cancel_reply->pending;
+	bwp_frame_free(r);
+	return pending;
+}
+
+du_env *du_stats(struct du_conn *c, uint64_t id)
+{
+	du_send_stats(c, id);
+	return du_expect_reply(c, id, BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY);
+}
+
+du_env *du_fresh_stats(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open(d, NULL);
+	du_env *r = du_stats(c, 2);
+
+	du_conn_free(c);
+	return r;
+}
+
+void du_assert_serving(const struct du_daemon *d)
+{
+	bwp_frame_free(du_fresh_stats(d));
+}
+
+uint64_t du_check_fire_time(const Bitwheel__V1__Fired *f, uint64_t rx_ns,
+			    uint64_t res_ns)
+{
+	uint64_t bound = res_ns + du_margin_ns();
+
+	ck_assert_msg(f->has_deadline_ns && f->has_fired_at_ns,
+		      "Fired key %" PRIu64 " without deadline_ns or fired_at_ns",
+		      f->key);
+	ck_assert_msg(f->fired_at_ns >= f->deadline_ns,
+		      "key %" PRIu64 " fired early: fired_at %" PRIu64 " < deadline %" PRIu64,
+		      f->key, f->fired_at_ns, f->deadline_ns);
+	ck_assert_msg(rx_ns >= f->deadline_ns,
+		      "key %" PRIu64 " received %" PRIu64 " ns before its deadline",
+		      f->key, f->deadline_ns - rx_ns);
+	ck_assert_msg(f->fired_at_ns - f->deadline_ns <= bound,
+		      "key %" PRIu64 " fired %.3f ms late (bound %.3f ms)", f->key,
+		      (double)(f->fired_at_ns - f->deadline_ns) / 1e6,
+		      (double)bound / 1e6);
+	ck_assert_msg(rx_ns - f->deadline_ns <= bound,
+		      "key %" PRIu64 " received %.3f ms after its deadline (bound %.3f ms)",
+		      f->key, (double)(rx_ns - f->deadline_ns) / 1e6,
+		      (double)bound / 1e6);
+	return rx_ns - f->deadline_ns;
+}
+
+uint64_t du_next_period(uint64_t first, uint64_t period, uint64_t fired_ns)
+{
+	uint64_t k = fired_ns >= first ? (fired_ns - first) / period + 1 : 1;
+
+	return first + k * period;
+}
+
+/* ---- processes ------------------------------------------------------ */
+
+void du_proc_start(struct du_proc *p, const char *const *argv,
+		   const char *const *env)
+{
+	int outp[2], errp[2], nullfd;
+
+	memset(p, 0, sizeof(*p));
+	ck_assert_msg(pipe2(outp, O_CLOEXEC) == 0 && pipe2(errp, O_CLOEXEC) == 0,
+		      "pipe2: %s", strerror(errno));
+	nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	ck_assert_msg(nullfd >= 0, "open /dev/null: %s", strerror(errno));
+	p->started_ns = du_now_ns();
+	p->pid = fork();
+	ck_assert_msg(p->pid >= 0, "fork: %s", strerror(errno));
+	if (p->pid == 0) {
+		sigset_t none;
+
+		dup2(nullfd, 0);
+		dup2(outp[1], 1);
+		dup2(errp[1], 2);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGPIPE, SIG_DFL);
+		for (size_t i = 0; env != NULL && env[i] != NULL; i++) {
+			const char *eq = strchr(env[i], '=');
+
+			if (eq == NULL) {
+				unsetenv(env[i]);
+			} else {
+				char name[256];
+
+				snprintf(name, sizeof(name), "%.*s",
+					 (int)(eq - env[i]), env[i]);
+				setenv(name, eq + 1, 1);
+			}
+		}
+		execvp(argv[0], (char *const *)argv);
+		dprintf(2, "daemonutil: exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(outp[1]);
+	close(errp[1]);
+	close(nullfd);
+	p->out_fd = outp[0];
+	p->err_fd = errp[0];
+}
+
+static void append(char **buf, size_t *len, size_t *cap, const char *data,
+		   size_t n)
+{
+	if (*len + n + 1 > *cap) {
+		size_t ncap = (*len + n + 1) * 2;
+		char *nb = realloc(*buf, ncap);
+
+		ck_assert_ptr_nonnull(nb);
+		*buf = nb;
+		*cap = ncap;
+	}
+	memcpy(*buf + *len, data, n);
+	*len += n;
+	(*buf)[*len] = '\0';
+}
+
+/* Read what the pipes hold, waiting at most ms; false once both are shut. */
+static bool proc_pump(struct du_proc *p, int ms)
+{
+	struct pollfd pf[2];
+	int nf = 0;
+	char buf[8192];
+
+	if (p->out_fd >= 0)
+		pf[nf++] = (struct pollfd){ p->out_fd, POLLIN, 0 };
+	if (p->err_fd >= 0)
+		pf[nf++] = (struct pollfd){ p->err_fd, POLLIN, 0 };
+	if (nf == 0)
+		return false;
+	if (poll(pf, (nfds_t)nf, ms) <= 0)
+		return true;
+	for (int i = 0; i < nf; i++) {
+		bool is_out = pf[i].fd == p->out_fd;
+		ssize_t n;
+
+		if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		n = read(pf[i].fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			close(pf[i].fd);
+			if (is_out)
+				p->out_fd = -1;
+			else
+				p->err_fd = -1;
+			continue;
+		}
+		if (is_out)
+			append(&p->out, &p->out_len, &p->out_cap, buf, (size_t)n);
+		else
+			append(&p->err, &p->err_len, &p->err_cap, buf, (size_t)n);
+	}
+	return true;
+}
+
+void du_proc_finish(struct du_proc *p, int timeout_ms, struct du_result *r)
+{
+	uint64_t deadline = deadline_in(timeout_ms);
+	int st = 0;
+	bool reaped = false;
+
+	memset(r, 0, sizeof(*r));
+	r->status = -1;
+	for (;;) {
+		if (!reaped && waitpid(p->pid, &st, WNOHANG) == p->pid)
+			reaped = true;
+		if (reaped && p->out_fd < 0 && p->err_fd < 0)
+			break;
+		if (ms_until(deadline) == 0) {
+			r->timed_out = true;
+			break;
+		}
+		if (!proc_pump(p, ms_until(deadline) < 20 ? ms_until(deadline) : 20) &&
+		    !reaped)
+			sleep_ns(2 * DU_MS);
+	}
+	if (!reaped) {
+		kill(p->pid, SIGKILL);
+		waitpid(p->pid, &st, 0);
+		/* Output written before the kill is still worth showing. */
+		while (proc_pump(p, 0) && (p->out_fd >= 0 || p->err_fd >= 0))
+			;
+	}
+	if (p->out_fd >= 0)
+		close(p->out_fd);
+	if (p->err_fd >= 0)
+		close(p->err_fd);
+	r->elapsed_ns = du_now_ns() - p->started_ns;
+	if (!r->timed_out && WIFEXITED(st))
+		r->status = WEXITSTATUS(st);
+	else if (WIFSIGNALED(st))
+		r->signal = WTERMSIG(st);
+	if (p->out == NULL)
+		append(&p->out, &p->out_len, &p->out_cap, "", 0);
+	if (p->err == NULL)
+		append(&p->err, &p->err_len, &p->err_cap, "", 0);
+	r->out = p->out;
+	r->err = p->err;
+	memset(p, 0, sizeof(*p));
+}
+
+void du_run(const char *const *argv, const char *const *env, int timeout_ms,
+	    struct du_result *r)
+{
+	struct du_proc p;
+
+	du_proc_start(&p, argv, env);
+	du_proc_finish(&p, timeout_ms, r);
+}
+
+void du_result_free(struct du_result *r)
+{
+	free(r->out);
+	free(r->err);
+	memset(r, 0, sizeof(*r));
+}
+
+const char *du_result_describe(const struct du_result *r, char *buf, size_t len)
+{
+	char how[64];
+
+	if (r->timed_out)
+		snprintf(how, sizeof(how), "timed out");
+	else if (r->signal)
+		snprintf(how, sizeof(how), "killed by signal %d", r->signal);
+	else
+		snprintf(how, sizeof(how), "exit %d", r->status);
+	snprintf(buf, len, "%s; stdout: [%.600s] stderr: [%.600s]", how,
+		 r->out ? r->out : "", r->err ? r->err : "");
+	return buf;
+}
+
+/* ---- small things ------------------------------------------------------ */
+
+void du_note(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+}
+
+bool du_have_tool(const char *name)
+{
+	const char *path = getenv("PATH");
+	char dirs[4096], buf[PATH_MAX];
+
+	if (path == NULL || path[0] == '\0')
+		path = "/usr/local/bin:/usr/bin:/bin";
+	snprintf(dirs, sizeof(dirs), "%s", path);
+	for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d != NULL;
+	     d = strtok_r(NULL, ":", &save))
+		if ((size_t)snprintf(buf, sizeof(buf), "%s/%s", d, name) < sizeof(buf) &&
+		    access(buf, X_OK) == 0)
+			return true;
+	return false;
+}
+
+unsigned long du_raise_nofile(unsigned long n)
+{
+	struct rlimit rl;
+
+	ck_assert_msg(getrlimit(RLIMIT_NOFILE, &rl) == 0, "getrlimit: %s",
+		      strerror(errno));
+	if (rl.rlim_cur < n) {
+		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= n ?
+				      n : rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	return (unsigned long)rl.rlim_cur;
+}

@@ -1,0 +1,325 @@
+/*
+ * daemonutil.h - helpers for the end-to-end suites (check_daemon,
+ * check_client, check_bwctl), which start real bitwheeld processes on
+ * temporary sockets and judge the service from the outside.
+ *
+ *   fixtures     du_tcase() gives a TCase the fixtures every e2e test needs:
+ *                a registry, in memory shared with Check's runner, of the
+ *                daemons and scratch directories each test made, so that
+ *                whatever a failed or timed-out test leaves behind is
+ *                killed (its whole process group) and removed by the next
+ *                test's setup or by the runner's teardown.  Check's fork
+ *                mode skips a checked teardown after a failure, and kills
+ *                only the test's own process group, which a daemon leaves.
+ *   daemons      du_daemon_start() runs the built daemon in a fresh
+ *                directory under /tmp, in its own process group, stderr
+ *                to a log file, with NOTIFY_SOCKET pointing at a datagram
+ *                socket of ours; it returns once READY=1 arrives there, so
+ *                no test ever sleeps to wait for a daemon.
+ *   connections  raw protocol connections: every frame is packed and
+ *                parsed by proto/frame.h; du_conn_send_bytes() writes
+ *                bytes as given (frames from du_buf_pack() in batches, or
+ *                deliberately malformed bytes).  Receiving keeps
+ *                Fired frames that arrive while a reply is awaited, so
+ *                nothing is lost, and remembers when each frame was read.
+ *   processes    du_run() runs a program with its output captured and a
+ *                deadline (bwctl, the daemon's --help, a second daemon).
+ *
+ * Every wait has a deadline; failures abort the test through Check with a
+ * message that says what was awaited and, for daemons, the log's tail.
+ *
+ * Paths come from tests/local.mk: BW_TOP_BUILDDIR (abs_top_builddir, so
+ * distcheck's out-of-tree build finds its own binaries).
+ */
+#ifndef BW_DAEMONUTIL_H
+#define BW_DAEMONUTIL_H
+
+#include <check.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "frame.h"
+
+#ifndef BW_TOP_BUILDDIR
+#error "tests/local.mk passes BW_TOP_BUILDDIR"
+#endif
+
+#define DU_DAEMON_PATH BW_TOP_BUILDDIR "/daemon/bitwheeld"
+#define DU_BWCTL_PATH BW_TOP_BUILDDIR "/client/bwctl"
+
+#define DU_MS UINT64_C(1000000)
+#define DU_S UINT64_C(1000000000)
+
+/*
+ * How late past "its lane's resolution" a fire may be on a shared machine
+ * (make -j2 check runs two suites at once, each with its own daemon).
+ * BW_TEST_MARGIN_MS overrides it for slower machines.
+ */
+#define DU_DEFAULT_MARGIN_MS 50
+uint64_t du_margin_ns(void);
+
+/* The bound on anything awaited that should come promptly. */
+#define DU_WAIT_MS 10000
+/* Every e2e TCase's timeout, in seconds. */
+#define DU_TCASE_TIMEOUT_S 60
+
+/* ---- time ------------------------------------------------------------- */
+
+uint64_t du_now_ns(void);
+void du_sleep_ms(unsigned ms);
+/* Sleep until CLOCK_MONOTONIC reaches t (no-op when it has). */
+void du_sleep_until(uint64_t t_ns);
+
+/* ---- fixtures --------------------------------------------------------- */
+
+/* Fixtures and timeout for an e2e TCase (see the top of this file).
+ * Suites run through testutil.h's tu_run_suite(). */
+void du_tcase(TCase *tc);
+
+/* ---- daemons ---------------------------------------------------------- */
+
+struct du_daemon {
+	pid_t pid;             /* 0 when not running (or reaped)           */
+	int status;            /* waitpid status once it exited            */
+	bool exited;
+	int slot;              /* registry slot                            */
+	int notify_fd;         /* our end of NOTIFY_SOCKET                 */
+	char dir[64];          /* scratch directory, mode 0700             */
+	char sock[96];         /* dir/sock: where --socket points          */
+	char notify[96];       /* dir/notify                               */
+	char log[96];          /* dir/daemon.log: stdout and stderr        */
+	char *notes;           /* every notification line received so far */
+	size_t notes_len;
+};
+
+/* A scratch directory, a notify socket, no process yet. */
+struct du_daemon *du_daemon_new(void);
+/*
+ * Start DU_DAEMON_PATH --socket d->sock plus the extra arguments (a NULL-
+ * terminated list) and wait for READY=1.  Usable again after a stop: the
+ * same directory and socket path, a new process.
+ */
+void du_daemon_start(struct du_daemon *d, ...) __attribute__((sentinel));
+/* The same, arguments as an array (NULL-terminated). */
+void du_daemon_startv(struct du_daemon *d, const char *const *extra);
+/*
+ * Start argv (argv[0] found through PATH) as the daemon: own process group,
+ * NOTIFY_SOCKET set, output to d->log.  Does not wait for anything.
+ */
+void du_daemon_spawn(struct du_daemon *d, const char *const *argv);
+/*
+ * Wait for a notification line equal to what (e.g. "READY=1") or, when
+ * what ends in '=', starting with it.  Lines received before count too.
+ * false on timeout, or when the daemon exited without sending it.
+ */
+bool du_daemon_wait_notify(struct du_daemon *d, const char *what,
+			   int timeout_ms);
+/* Whether the daemon has exited, reaping it if so. */
+bool du_daemon_exited(struct du_daemon *d);
+/* Wait for the process to exit by itself; false on timeout. */
+bool du_daemon_wait_exit(struct du_daemon *d, int timeout_ms);
+/*
+ * Send sig (0: none, the signal was sent already) and wait (timeout_ms)
+ * for the exit; the test fails if it does not exit in time (the daemon is
+ * then killed).  Returns the wait status.  Send SIGTERM only once: the
+ * daemon is free to die of a second one while it stops.
+ */
+int du_daemon_stop(struct du_daemon *d, int sig, int timeout_ms);
+/* SIGKILL and reap; no-op when not running. */
+void du_daemon_kill(struct du_daemon *d);
+/* Kill if running, remove the directory, forget it.  NULL is a no-op. */
+void du_daemon_free(struct du_daemon *d);
+/* The log so far (stdout and stderr), NUL-terminated; free() it. */
+char *du_daemon_log(const struct du_daemon *d);
+/* Fail the test unless status is a normal exit with code `code`. */
+void du_assert_exit(const struct du_daemon *d, int status, int code);
+
+/* ---- raw protocol connections ------------------------------------------- */
+
+typedef Bitwheel__V1__Envelope du_env;
+
+struct du_conn {
+	int fd;
+	uint8_t *in;
+	size_t in_off, in_len, in_cap;
+	size_t max_frame;      /* what a frame from the daemon may be      */
+	bool eof;              /* the daemon closed (or reset)             */
+	bool reset;            /* ...with ECONNRESET                       */
+	int bad;               /* the bwp_error of a bad frame, or 0       */
+	uint64_t rx_ns;        /* when the last frame's bytes were read    */
+	/* Fired frames put aside by du_expect_reply/du_expect_error. */
+	struct du_kept { du_env *env; uint64_t rx_ns; } *kept;
+	size_t kept_head, kept_len, kept_cap;
+};
+
+/* Connect to path; 0 or -errno (ECONNREFUSED, ENOENT, EACCES, ...). */
+int du_try_connect(const char *path, struct du_conn **out);
+/* Connect or fail the test. */
+struct du_conn *du_connect(const char *path);
+/* Close and free; NULL is a no-op. */
+void du_conn_free(struct du_conn *c);
+
+enum du_recv_rc {
+	DU_FRAME = 0,          /* *out is a frame: bwp_frame_free() it     */
+	DU_TIMEOUT = 1,        /* nothing complete within the timeout      */
+	DU_EOF = 2,            /* the daemon closed the connection         */
+	DU_BAD = 3,            /* bytes that are no frame (c->bad says why) */
+};
+/*
+ * The next frame off the socket (not the kept ones), waiting at most
+ * timeout_ms (0: only what has arrived).  c->rx_ns is when its last bytes
+ * were read.
+ */
+int du_recv(struct du_conn *c, int timeout_ms, du_env **out);
+
+/* Write all of buf; 0, -errno (EPIPE, ECONNRESET) or -ETIMEDOUT. */
+int du_conn_send_bytes(struct du_conn *c, const void *buf, size_t len,
+		       int timeout_ms);
+
+/* Frames packed back to back, to be sent in one write (pipelining). */
+struct du_buf {
+	uint8_t *data;
+	size_t len, cap;
+};
+void du_buf_pack(struct du_buf *b, const du_env *env);
+void du_buf_free(struct du_buf *b);
+/* Send b's frames (failing the test if they cannot be written) and empty b. */
+void du_send_buf(struct du_conn *c, struct du_buf *b);
+/* Pack and send one envelope. */
+void du_send_env(struct du_conn *c, const du_env *env);
+
+/* What a Schedule carries; zero-initialise and set what the test needs. */
+enum du_when { DU_DELAY, DU_DEADLINE, DU_NO_WHEN };
+struct du_sched {
+	uint64_t key;
+	bool no_key;           /* leave the key out                        */
+	enum du_when when;
+	uint64_t when_ns;
+	bool periodic;         /* period_ns present (even when 0)          */
+	uint64_t period_ns;
+	const void *payload;   /* NULL: no payload field                   */
+	size_t payload_len;
+	bool replace;
+};
+
+void du_pack_hello(struct du_buf *b, uint64_t id, const char *session);
+void du_pack_schedule(struct du_buf *b, uint64_t id, const struct du_sched *s);
+void du_pack_cancel(struct du_buf *b, uint64_t id, uint64_t key);
+void du_pack_stats(struct du_buf *b, uint64_t id);
+void du_send_hello(struct du_conn *c, uint64_t id, const char *session);
+void du_send_schedule(struct du_conn *c, uint64_t id, const struct du_sched *s);
+void du_send_cancel(struct du_conn *c, uint64_t id, uint64_t key);
+void du_send_stats(struct du_conn *c, uint64_t id);
+
+/* "error DUPLICATE_KEY (11) id=3: key 7 is pending" and the like. */
+const char *du_describe(const du_env *env, char *buf, size_t len);
+const char *du_error_name(int code);
+
+/*
+ * The reply to request id, of body case bc (a Bitwheel__V1__Envelope__
+ * BodyCase), within DU_WAIT_MS.  Fired frames before it are kept for
+ * du_expect_fire(); anything else fails the test.  free it with
+ * bwp_frame_free().
+ */
+du_env *du_expect_reply(struct du_conn *c, uint64_t id, int bc);
+/*
+ * An Error with this code: with_id says whether it answers request id or
+ * is connection-level (no request_id).  Fired frames before it are kept.
+ */
+void du_expect_error(struct du_conn *c, bool with_id, uint64_t id, int code);
+/* The next Fired: a kept one first, else off the socket. *rx_ns (may be
+ * NULL) is when it was read. */
+du_env *du_expect_fire(struct du_conn *c, int timeout_ms, uint64_t *rx_ns);
+/* Fail the test if any frame arrives within ms, or the connection ends. */
+void du_expect_quiet(struct du_conn *c, int ms);
+/* Fail unless the daemon closes the connection within timeout_ms, with no
+ * frame before. */
+void du_expect_eof(struct du_conn *c, int timeout_ms);
+/* Kept fires not yet taken. */
+size_t du_kept_fires(const struct du_conn *c);
+
+/* Hello (request_id 1) and its HelloReply, which the caller frees. */
+du_env *du_hello(struct du_conn *c, const char *session);
+/* Connect and say Hello; the reply is discarded. */
+struct du_conn *du_open(const struct du_daemon *d, const char *session);
+/* Schedule and its ScheduleReply (caller frees). */
+du_env *du_schedule(struct du_conn *c, uint64_t id, const struct du_sched *s);
+/* Cancel; CancelReply.pending. */
+bool du_cancel(struct du_conn *c, uint64_t id, uint64_t key);
+/* Stats and its StatsReply (caller frees). */
+du_env *du_stats(struct du_conn *c, uint64_t id);
+/*
+ * The daemon still serves a new client: connect, Hello, Stats.  Returns
+ * the StatsReply envelope (caller frees).
+ */
+du_env *du_fresh_stats(const struct du_daemon *d);
+void du_assert_serving(const struct du_daemon *d);
+
+/*
+ * A fire's timing as seen from outside: fired_at_ns >= deadline_ns, the
+ * receive time rx_ns >= deadline_ns, and neither later than the deadline
+ * plus res_ns plus du_margin_ns().  Returns the lateness (rx - deadline).
+ */
+uint64_t du_check_fire_time(const Bitwheel__V1__Fired *f, uint64_t rx_ns,
+			    uint64_t res_ns);
+
+/*
+ * A periodic timer's next deadline after a fire at fired_ns (PROTOCOL.md 6):
+ * the first of first, first + period, first + 2 period, ... after it.  A
+ * daemon that fell a whole period behind skips deadlines; fire_count still
+ * counts fires.
+ */
+uint64_t du_next_period(uint64_t first, uint64_t period, uint64_t fired_ns);
+
+/* ---- processes ------------------------------------------------------ */
+
+struct du_result {
+	int status;            /* exit code; -1 when killed or timed out   */
+	int signal;            /* the signal that ended it, 0 if none      */
+	bool timed_out;        /* killed by du_proc_finish's deadline      */
+	char *out, *err;       /* all it wrote, NUL-terminated             */
+	uint64_t elapsed_ns;
+};
+
+struct du_proc {
+	pid_t pid;
+	int out_fd, err_fd;
+	uint64_t started_ns;
+	char *out, *err;
+	size_t out_len, out_cap, err_len, err_cap;
+};
+
+/*
+ * Start argv (argv[0] a path, or a name searched in PATH) with stdin from
+ * /dev/null and the output captured.  env: NULL, or a NULL-terminated list
+ * of "NAME=value" to set and "NAME" to unset in the child.  The child stays
+ * in the test's process group, so Check kills it with the test.
+ */
+void du_proc_start(struct du_proc *p, const char *const *argv,
+		   const char *const *env);
+/* Collect output until it exits; SIGKILL after timeout_ms. */
+void du_proc_finish(struct du_proc *p, int timeout_ms, struct du_result *r);
+void du_run(const char *const *argv, const char *const *env, int timeout_ms,
+	    struct du_result *r);
+void du_result_free(struct du_result *r);
+/* "exit 3" / "killed by signal 9" / "timed out", and both outputs. */
+const char *du_result_describe(const struct du_result *r, char *buf,
+			       size_t len);
+
+/* ---- small things ------------------------------------------------------ */
+
+/* A line for the test log (stdout, flushed: a failing test exits without
+ * flushing stdio). */
+void du_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Whether the file name exists in PATH (an executable). */
+bool du_have_tool(const char *name);
+/* Raise RLIMIT_NOFILE's soft limit to at least n (up to the hard limit);
+ * the limit in force afterwards. */
+unsigned long du_raise_nofile(unsigned long n);
+/* Whole file as a string (NULL with errno set); free() it. */
+char *du_read_file(const char *path);
+
+#endif /* BW_DAEMONUTIL_H */
