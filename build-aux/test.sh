@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# The test command: a fresh -Werror build, the Check suites, then distcheck.
-# Exits non-zero on any failure.
+# The test command: a fresh -Werror build, the Check suites, distcheck, then
+# the Check suites again built with AddressSanitizer and UBSan.  Exits
+# non-zero on any failure.
 set -euo pipefail
 
 # shellcheck source=build-aux/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 bw_build=$bw_root/build-test
+bw_san=$bw_root/build-san
+# A sanitizer report fails the program that hit it, daemons included.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
 # Check writes its summary ("100%: Checks: N, Failures: 0, Errors: 0") into
 # each test's log, where the automake harness keeps it; bring those lines,
 # and the whole log of a failed program, to the console, then one total.
 show_check_results() {
-	local log trs summary passed=0 failed=0 n f e
+	local dir=$1 log trs summary passed=0 failed=0 n f e
 	local re='^[0-9]+%: Checks: ([0-9]+), Failures: ([0-9]+), Errors: ([0-9]+)'
 
 	echo
-	echo "== Check results"
-	for log in "$bw_build"/tests/*.log; do
+	echo "== Check results ($(basename "$dir"))"
+	for log in "$dir"/tests/*.log; do
 		[ -e "$log" ] || continue
 		trs=${log%.log}.trs
 		echo "-- tests/$(basename "$log" .log)"
@@ -40,20 +45,27 @@ show_check_results() {
 	echo "checks: $passed passed, $failed failed"
 }
 
+# make check in a fresh build with these configure flags; on a failure,
+# show the results and end the script.
+run_checks() {
+	local dir=$1 status=0
+	shift
+	rm -rf "$dir"
+	bw_configure "$dir" "$@"
+	make -C "$dir" -j2
+	make -C "$dir" -j2 check || status=$?
+	if [ "$status" -ne 0 ]; then
+		show_check_results "$dir"
+		exit "$status"
+	fi
+}
+
 bw_install_missing
 bw_bootstrap
 # From scratch, as in CI's fresh clone: objects built earlier under other
 # CFLAGS are not recompiled when flags change, and could hide a warning.
-rm -rf "$bw_build"
-bw_configure "$bw_build" --enable-werror
-make -C "$bw_build" -j2
-
-status=0
-make -C "$bw_build" -j2 check || status=$?
-if [ "$status" -ne 0 ]; then
-	show_check_results
-	exit "$status"
-fi
-
+run_checks "$bw_build" --enable-werror
 make -C "$bw_build" -j2 distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror
-show_check_results
+run_checks "$bw_san" --enable-werror --enable-sanitizers
+show_check_results "$bw_build"
+show_check_results "$bw_san"
