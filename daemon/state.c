@@ -69,7 +69,9 @@ struct bwd_fire *bwd_fire_copy(const struct bwd_fire *f)
 	*q = *f;
 	q->next = NULL;
 	q->payload = (const uint8_t *)(q + 1);
-	memcpy(q + 1, f->payload, f->payload_len);
+	/* A fire without payload may have a NULL pointer: no memcpy of it. */
+	if (f->payload_len)
+		memcpy(q + 1, f->payload, f->payload_len);
 	return q;
 }
 
@@ -441,7 +443,8 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 		.payload_len = req->payload_len,
 		.has_payload = req->has_payload,
 	};
-	memcpy(t->payload, req->payload, req->payload_len);
+	if (req->payload_len)
+		memcpy(t->payload, req->payload, req->payload_len);
 	err = req->period_ns ?
 		bw_dual_insert_periodic(st->wheel, req->deadline_ns, t, &t->handle) :
 		bw_dual_insert_oneshot(st->wheel, req->deadline_ns, t, &t->handle);
