@@ -1,1 +1,51 @@
-# Filled by the benchmark issue (bench/: wheel and daemon benchmarks).
+# bench/: the wheel benchmark (bwbench, against libev, libuv, libevent and
+# a libbsd red-black tree) and its scripts.  Peers configure did not find
+# are left out of the build; bwbench --list names them.
+
+noinst_PROGRAMS += bench/bwbench
+bench_bwbench_SOURCES = \
+	bench/bench.h \
+	bench/bwbench.c \
+	bench/scenario.c \
+	bench/runner.c \
+	bench/timing.c \
+	bench/simclock.c \
+	bench/stats.c \
+	bench/report.c \
+	bench/objpool.c \
+	bench/subjects.c \
+	bench/subject_bitwheel.c
+bench_bwbench_CPPFLAGS = $(AM_CPPFLAGS)
+# -no-install: a real executable (no libtool wrapper script), so valgrind
+# and the interposed clock_gettime see bwbench itself.
+bench_bwbench_LDFLAGS = -no-install
+bench_bwbench_LDADD = wheel/libbitwheel.la -lm
+
+# libevent before libev: Debian's libev.so also exports libevent's API
+# (event_add, event_base_loop, ... as an emulation layer), and the first
+# library on the link line wins those names.  subject_libevent.c checks.
+if BENCH_HAVE_LIBEVENT
+bench_bwbench_SOURCES += bench/subject_libevent.c
+bench_bwbench_CPPFLAGS += -DBENCH_HAVE_LIBEVENT $(LIBEVENT_CFLAGS)
+bench_bwbench_LDADD += $(LIBEVENT_LIBS)
+endif
+if BENCH_HAVE_LIBEV
+bench_bwbench_SOURCES += bench/subject_libev.c
+bench_bwbench_CPPFLAGS += -DBENCH_HAVE_LIBEV $(BENCH_LIBEV_CFLAGS)
+bench_bwbench_LDADD += $(BENCH_LIBEV_LIBS)
+endif
+if BENCH_HAVE_LIBBSD
+bench_bwbench_SOURCES += bench/subject_rbtree.c
+bench_bwbench_CPPFLAGS += -DBENCH_HAVE_LIBBSD $(BENCH_LIBBSD_CFLAGS)
+endif
+if BENCH_HAVE_LIBUV
+bench_bwbench_SOURCES += bench/subject_libuv.c
+bench_bwbench_CPPFLAGS += -DBENCH_HAVE_LIBUV $(BENCH_LIBUV_CFLAGS)
+bench_bwbench_LDADD += $(BENCH_LIBUV_LIBS)
+endif
+
+EXTRA_DIST += \
+	bench/README.md \
+	bench/run-wheel.sh \
+	bench/callgrind.sh \
+	bench/plot.sh

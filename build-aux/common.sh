@@ -52,3 +52,18 @@ bw_configure() {
 	mkdir -p "$dir"
 	(cd "$dir" && "$bw_root/configure" "$@")
 }
+
+# Optional, for the wheel benchmark only (bench/run-wheel.sh): its peers
+# (libev, libuv, libbsd's tree.h; libevent is above), gnuplot for its
+# charts and valgrind for its instruction counts.
+bw_bench_packages=(
+	libev-dev libuv1-dev libbsd-dev gnuplot-nox valgrind
+)
+
+# bw_install_missing over the build's packages and the benchmark's.
+bw_bench_install_missing() {
+	# bw_install_missing reads bw_packages; this local shadows it.
+	local bw_packages=("${bw_packages[@]}" "${bw_bench_packages[@]}")
+
+	bw_install_missing
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The test command: a fresh -Werror build, the Check suites, distcheck, then
-# the Check suites again built with AddressSanitizer and UBSan.  Exits
-# non-zero on any failure.
+# The test command: a fresh -Werror build, the Check suites, a quick run of
+# the wheel benchmark, distcheck, then the Check suites again built with
+# AddressSanitizer and UBSan.  Exits non-zero on any failure.
 set -euo pipefail
 
 # shellcheck source=build-aux/common.sh
@@ -60,11 +60,15 @@ run_checks() {
 	fi
 }
 
-bw_install_missing
+# The benchmark's peers too: its --quick run below keeps it from rotting.
+bw_bench_install_missing
 bw_bootstrap
 # From scratch, as in CI's fresh clone: objects built earlier under other
 # CFLAGS are not recompiled when flags change, and could hide a warning.
 run_checks "$bw_build" --enable-werror
+echo "== bench/bwbench --quick"
+"$bw_build/bench/bwbench" --quick --out "$bw_build/bench-quick" >/dev/null
+echo "bench/bwbench --quick: ok ($bw_build/bench-quick/wheel.md)"
 make -C "$bw_build" -j2 distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror
 run_checks "$bw_san" --enable-werror --enable-sanitizers
 show_check_results "$bw_build"

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# run-wheel.sh - the whole wheel comparison in one command.
+#
+#   bench/run-wheel.sh [--quick] [--out DIR] [--no-callgrind] [--no-install]
+#
+#   1. installs the benchmark's optional Debian packages when run as root
+#      (build-aux/common.sh: bw_bench_packages), unless --no-install
+#   2. builds bench/bwbench: in the tree if it is configured, otherwise
+#      out of tree in bench/build
+#   3. runs bwbench over every scenario and subject: DIR/wheel.md,
+#      wheel.csv, wheel.json
+#   4. unless --quick or --no-callgrind: bench/callgrind.sh, instructions
+#      per operation: DIR/callgrind.md, callgrind.csv, callgrind-profile-*
+#   5. renders the charts with gnuplot: DIR/wheel-*.png
+#
+# DIR: bench/results, or bench/results/quick with --quick.  Every step has
+# a time limit (BW_BENCH_TIMEOUT seconds each, default 1800).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+quick=
+out=
+callgrind=yes
+install=yes
+limit=${BW_BENCH_TIMEOUT:-1800}
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) quick=--quick ;;
+	--out) out=$2; shift ;;
+	--no-callgrind) callgrind= ;;
+	--no-install) install= ;;
+	-h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+	*) echo "run-wheel.sh: unknown option $1" >&2; exit 2 ;;
+	esac
+	shift
+done
+[ -n "$quick" ] && callgrind=
+out=${out:-$here/results${quick:+/quick}}
+mkdir -p "$out"
+t0=$(date +%s)
+
+# shellcheck source=build-aux/common.sh
+. "$root/build-aux/common.sh"
+if [ -n "$install" ]; then
+	bw_bench_install_missing || echo "run-wheel.sh: going on without the missing packages" >&2
+fi
+
+# ---- build ---------------------------------------------------------------
+if [ -f "$root/Makefile" ]; then
+	build=$root
+	if grep -q -- '-fsanitize' "$root/config.status" 2>/dev/null; then
+		echo "run-wheel.sh: WARNING: this tree is configured with sanitizers; timings mean little" >&2
+	fi
+else
+	build=$here/build
+	bw_bootstrap
+	[ -f "$build/Makefile" ] || bw_configure "$build"
+fi
+make -C "$build" -j2 bench/bwbench >/dev/null
+bwbench=$build/bench/bwbench
+
+# A peer configure missed but whose package is there now: configure again.
+if "$bwbench" --list | grep -q 'not built'; then
+	(cd "$build" && ./config.status --recheck >/dev/null && ./config.status >/dev/null)
+	make -C "$build" -j2 bench/bwbench >/dev/null
+fi
+"$bwbench" --list | grep 'not built' >&2 || true
+
+# ---- run -----------------------------------------------------------------
+echo "run-wheel.sh: bwbench ${quick:-full} -> $out" >&2
+t1=$(date +%s)
+timeout "$limit" "$bwbench" $quick --out "$out"
+t2=$(date +%s)
+echo "run-wheel.sh: bwbench took $((t2 - t1)) s" >&2
+
+if [ -n "$callgrind" ]; then
+	if command -v valgrind >/dev/null; then
+		BWBENCH=$bwbench timeout "$limit" "$here/callgrind.sh" --out "$out"
+	else
+		echo "run-wheel.sh: valgrind not installed: no instruction counts" >&2
+	fi
+fi
+
+if command -v gnuplot >/dev/null; then
+	timeout "$limit" "$here/plot.sh" --csv "$out/wheel.csv" --out "$out"
+else
+	echo "run-wheel.sh: gnuplot not installed: no charts (install gnuplot-nox)" >&2
+fi
+echo "run-wheel.sh: done in $(($(date +%s) - t0)) s; see $out/wheel.md" >&2
