@@ -73,12 +73,14 @@ void bw_pool_fini(struct bw_wheel *w)
 
 /* Add one chunk.  It starts after the base block's last (maybe partial)
  * chunk, so indices between the two never exist: see bw_pool_valid(). */
-static int pool_grow(struct bw_wheel *w)
+int bw_pool_grow(struct bw_wheel *w)
 {
 	struct bw_pool *p = &w->pool;
 	uint64_t first = (uint64_t)p->nchunks * BW_CHUNK;
 	struct bw_rec *c;
 
+	if (!w->cfg.failover)
+		return BW_EFULL;
 	if (first + BW_CHUNK > BW_MAX_RECORDS)
 		return BW_ENOMEM;
 	if (p->nchunks == p->chunk_cap) {
@@ -98,36 +100,4 @@ static int pool_grow(struct bw_wheel *w)
 	p->size = (uint32_t)(first + BW_CHUNK);
 	pool_thread(p, (uint32_t)first, BW_CHUNK);
 	return 0;
-}
-
-int bw_pool_get(struct bw_wheel *w, uint32_t *idx)
-{
-	struct bw_pool *p = &w->pool;
-
-	if (p->free == BW_NIL) {
-		int err;
-
-		if (!w->cfg.failover)
-			return BW_EFULL;
-		err = pool_grow(w);
-		if (err)
-			return err;
-	}
-	*idx = p->free;
-	p->free = bw_rec_at(p, *idx)->next;
-	p->used++;
-	return 0;
-}
-
-void bw_pool_put(struct bw_wheel *w, uint32_t idx)
-{
-	struct bw_pool *p = &w->pool;
-	struct bw_rec *r = bw_rec_at(p, idx);
-
-	r->gen = r->gen + 1 == BW_GEN_LIMIT ? 1 : r->gen + 1;
-	r->loc = BW_LOC_FREE;
-	r->data = NULL;
-	r->next = p->free;
-	p->free = idx;
-	p->used--;
 }

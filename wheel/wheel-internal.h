@@ -101,8 +101,8 @@ void *bw_mem(struct bw_wheel *w, void *p, size_t old_size, size_t new_size);
 /* pool.c */
 int bw_pool_init(struct bw_wheel *w, uint32_t nrecords);
 void bw_pool_fini(struct bw_wheel *w);
-int bw_pool_get(struct bw_wheel *w, uint32_t *idx);
-void bw_pool_put(struct bw_wheel *w, uint32_t idx);
+/* Add a chunk of free records: failover wheels only, else BW_EFULL. */
+int bw_pool_grow(struct bw_wheel *w);
 
 static inline struct bw_rec *bw_rec_at(const struct bw_pool *p, uint32_t idx)
 {
@@ -125,14 +125,8 @@ static inline bw_handle bw_handle_make(uint32_t idx, uint32_t gen)
 	return (uint64_t)gen << 32 | idx;
 }
 
-/* gear.c: circular intrusive lists and the per-slot bookkeeping. */
-void bw_list_push(struct bw_pool *p, uint32_t *head, uint32_t idx);
-void bw_list_unlink(struct bw_pool *p, uint32_t *head, uint32_t idx);
-uint64_t bw_gear_event(const struct bw_wheel *w, unsigned g, unsigned d);
+/* gear.c: a gear's first occupied slot's event tick, UINT64_MAX if none. */
 uint64_t bw_gear_scan(const struct bw_wheel *w, unsigned g);
-/* Add to gear g's slot for key, the slot's absolute index (tick >> 6g). */
-void bw_slot_add(struct bw_wheel *w, unsigned g, uint64_t key, uint32_t idx);
-void bw_slot_remove(struct bw_wheel *w, unsigned g, unsigned d, uint32_t idx);
 
 /* overflow.c */
 int bw_heap_push(struct bw_wheel *w, uint32_t idx);
@@ -168,6 +162,126 @@ static inline uint64_t rotl64(uint64_t x, unsigned n)
 static inline uint64_t bw_pow64(unsigned g)
 {
 	return 1ull << (6 * g);
+}
+
+
+/*
+ * Slots, inline because every insert, cancel and fire goes through them.
+ *
+ * A slot is a list head plus a count.  Lists are circular and doubly
+ * linked through rec.next/rec.prev, so push-at-tail and unlink are O(1)
+ * and a slot fires in arrival order.  Every change to a slot keeps the
+ * gear's two bitmaps (occupied, full) and its cached next-event tick in
+ * step; emptying the slot that held the cached minimum only marks the gear
+ * dirty (gear.c recomputes it when needed).
+ *
+ * Event tick of slot d in gear g: the slot sits dist = (d - digit(now)) mod
+ * 64 slots ahead of the current one (1..63: the current slot is always
+ * empty between polls), and comes due at the start of that slot,
+ * ((now >> 6g) + dist) << 6g.
+ */
+static inline void bw_list_push(struct bw_pool *p, uint32_t *head, uint32_t idx)
+{
+	struct bw_rec *r = bw_rec_at(p, idx);
+
+	if (*head == BW_NIL) {
+		r->next = r->prev = idx;
+		*head = idx;
+	} else {
+		struct bw_rec *h = bw_rec_at(p, *head);
+		uint32_t tail = h->prev;
+
+		r->next = *head;
+		r->prev = tail;
+		bw_rec_at(p, tail)->next = idx;
+		h->prev = idx;
+	}
+}
+
+static inline void bw_list_unlink(struct bw_pool *p, uint32_t *head, uint32_t idx)
+{
+	struct bw_rec *r = bw_rec_at(p, idx);
+
+	if (r->next == idx) {
+		*head = BW_NIL;
+		return;
+	}
+	bw_rec_at(p, r->prev)->next = r->next;
+	bw_rec_at(p, r->next)->prev = r->prev;
+	if (*head == idx)
+		*head = r->next;
+}
+
+static inline uint64_t bw_gear_event(const struct bw_wheel *w, unsigned g, unsigned d)
+{
+	uint64_t base = w->now >> (6 * g);
+	uint64_t dist = (d - base) & (BW_SLOTS - 1);
+
+	return (base + dist) << (6 * g);
+}
+
+/* Add to gear g's slot for key, the slot's absolute index (tick >> 6g). */
+static inline void bw_slot_add(struct bw_wheel *w, unsigned g, uint64_t key, uint32_t idx)
+{
+	struct bw_gear *gr = &w->gear[g];
+	struct bw_rec *r = bw_rec_at(&w->pool, idx);
+	unsigned d = (unsigned)key & (BW_SLOTS - 1);
+	uint64_t ev = key << (6 * g);
+
+	bw_list_push(&w->pool, &gr->head[d], idx);
+	r->loc = (uint16_t)(g * BW_SLOTS + d);
+	gr->occ |= 1ull << d;
+	if (++gr->count[d] >= w->cfg.slot_cap)
+		gr->full |= 1ull << d;
+	if (ev < gr->next)
+		gr->next = ev;
+	if (ev < w->next)
+		w->next = ev;
+}
+
+static inline void bw_slot_remove(struct bw_wheel *w, unsigned g, unsigned d, uint32_t idx)
+{
+	struct bw_gear *gr = &w->gear[g];
+
+	bw_list_unlink(&w->pool, &gr->head[d], idx);
+	if (--gr->count[d] < w->cfg.slot_cap)
+		gr->full &= ~(1ull << d);
+	if (gr->count[d] == 0) {
+		gr->occ &= ~(1ull << d);
+		if (bw_gear_event(w, g, d) == gr->next)
+			w->dirty |= 1u << g;
+	}
+}
+
+/* A free record, O(1); growing the pool is pool.c's business. */
+static inline int bw_pool_get(struct bw_wheel *w, uint32_t *idx)
+{
+	struct bw_pool *p = &w->pool;
+
+	if (__builtin_expect(p->free == BW_NIL, 0)) {
+		int err = bw_pool_grow(w);
+
+		if (err)
+			return err;
+	}
+	*idx = p->free;
+	p->free = bw_rec_at(p, *idx)->next;
+	p->used++;
+	return 0;
+}
+
+/* Free a record; its new generation kills every handle to it. */
+static inline void bw_pool_put(struct bw_wheel *w, uint32_t idx)
+{
+	struct bw_pool *p = &w->pool;
+	struct bw_rec *r = bw_rec_at(p, idx);
+
+	r->gen = r->gen + 1 == BW_GEN_LIMIT ? 1 : r->gen + 1;
+	r->loc = BW_LOC_FREE;
+	r->data = NULL;
+	r->next = p->free;
+	p->free = idx;
+	p->used--;
 }
 
 #endif /* BW_WHEEL_INTERNAL_H */
