@@ -135,12 +135,14 @@ void bw_heap_fini(struct bw_wheel *w);
 
 /* wheel.c */
 uint64_t bw_tick_of(const struct bw_wheel *w, uint64_t deadline_ns);
-uint64_t bw_next_event(struct bw_wheel *w);
+/* Recompute the next-event cache of the dirty gears and the heap. */
+uint64_t bw_next_event_scan(struct bw_wheel *w);
 /*
  * A poll in two phases, so that a dual wheel can run both lanes' first
  * phase before any callback: collect advances the clock to now and takes
- * every due timer aside (false: now is in the past, nothing to do); fire
- * then runs the callbacks with the clock already at now.
+ * every due timer aside; fire then runs the callbacks with the clock
+ * already at now.  Collect returns false, and fire must not run, when
+ * there is nothing to fire: now is in the past, or nothing is due by it.
  */
 bool bw_poll_collect(struct bw_wheel *w, uint64_t now_ns);
 void bw_poll_fire(struct bw_wheel *w, uint64_t now_ns,
@@ -251,6 +253,13 @@ static inline void bw_slot_remove(struct bw_wheel *w, unsigned g, unsigned d, ui
 		if (bw_gear_event(w, g, d) == gr->next)
 			w->dirty |= 1u << g;
 	}
+}
+
+/* The tick of the wheel's next event (a slot or the heap's minimum). */
+static inline uint64_t bw_next_event(struct bw_wheel *w)
+{
+	return __builtin_expect(w->dirty != 0, 0) ? bw_next_event_scan(w)
+						  : w->next;
 }
 
 /* A free record, O(1); growing the pool is pool.c's business. */

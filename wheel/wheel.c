@@ -414,12 +414,10 @@ static void run_slot(struct bw_wheel *w, unsigned g, unsigned d)
 	}
 }
 
-uint64_t bw_next_event(struct bw_wheel *w)
+uint64_t bw_next_event_scan(struct bw_wheel *w)
 {
 	uint64_t next;
 
-	if (!w->dirty)
-		return w->next;
 	if (w->dirty & BW_DIRTY_HEAP)
 		w->heap_next = w->heap.n ?
 			bw_tick_of(w, bw_rec_at(&w->pool, w->heap.pos[0])->deadline) :
@@ -444,6 +442,11 @@ bool bw_poll_collect(struct bw_wheel *w, uint64_t now_ns)
 	if (now_ns < w->last_now || target < w->now)
 		return false;
 	w->last_now = now_ns;
+	/* The common idle poll: nothing due, the clock just moves. */
+	if (w->list[BW_DUE] == BW_NIL && target < bw_next_event(w)) {
+		w->now = w->due_limit = target;
+		return false;
+	}
 	w->in_poll = true;
 	while ((idx = list_pop(w, BW_DUE)) != BW_NIL)
 		list_push(w, BW_RIPE, idx);
@@ -484,16 +487,17 @@ void bw_poll_fire(struct bw_wheel *w, uint64_t now_ns,
 int bw_wheel_poll(struct bw_wheel *w, uint64_t now_ns,
 		  const struct bw_callbacks *cb, struct bw_poll_result *res)
 {
-	struct bw_poll_result sum = { 0 };
+	struct bw_poll_result unused;
 
 	if (!w || !cb || !cb->fire)
 		return BW_EINVAL;
 	if (w->in_poll)
 		return BW_EINPOLL;
+	if (!res)
+		res = &unused;
+	*res = (struct bw_poll_result){ 0 };
 	if (bw_poll_collect(w, now_ns))
-		bw_poll_fire(w, now_ns, cb, &sum);
-	if (res)
-		*res = sum;
+		bw_poll_fire(w, now_ns, cb, res);
 	return 0;
 }
 
