@@ -175,8 +175,8 @@ struct bw_counters {
 	uint64_t overflowed;     /* placements that went to the overflow store */
 	uint64_t lost;           /* re-arms refused: data went to drop    */
 	uint64_t reslotted;      /* moves from a coarse gear to a finer one */
-	uint64_t overfilled;     /* re-slots that found home and probes full
-				    and went into home over capacity     */
+	uint64_t overfilled;     /* re-slots into a home slot already at
+				    slot_cap (re-slots never probe)      */
 };
 
 /* ---- plain and failover wheel ---------------------------------------- */

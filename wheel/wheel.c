@@ -53,14 +53,15 @@
  * full, a plain wheel refuses the insert (BW_EFULL: the caller keeps its
  * data); a failover wheel puts the timer in its overflow heap.
  *
- * Re-slots are never refused.  A spilled timer comes back to its home
- * slot's gear early, often while home is still full; since the wheel
- * accepted it once, it then goes into home over capacity (counted as
- * overfilled) instead of being lost or sent to the heap.  Insert alone
- * enforces slot_cap, so a slot never holds more than the timers inserts
- * accepted for its span - at most slot_cap * max_probes per hot deadline
- * per gear they came through - and a poll moves at most that many per
- * slot it passes.
+ * Re-slots are never refused and never probe: a timer moving down goes
+ * straight to its home slot, over capacity if need be (counted as
+ * overfilled).  The wheel accepted it once, so refusing it now would lose
+ * it, and probing it into a later gear-0 slot would only make it late: in
+ * exact mode only timers inserted straight into gear 0 are ever displaced.
+ * Insert alone enforces slot_cap, so a slot never holds more than the
+ * timers inserts accepted for its span - at most slot_cap * max_probes per
+ * hot deadline per gear they came through - and a poll moves at most that
+ * many per slot it passes.
  *
  * Poll.  A poll runs in two phases.  Collect jumps the clock from event to
  * event up to now (the cached next event makes an idle stretch free),
@@ -126,9 +127,9 @@ static inline unsigned gears_at(const struct bw_wheel *w, uint64_t ev)
 
 /*
  * Put record idx, due at tick t > now, into a slot.  BW_ERANGE beyond the
- * range, BW_EFULL when the home slot and its probes are full - except for
- * a re-slot, which was accepted once and so goes into its home slot over
- * capacity rather than be refused.
+ * range, BW_EFULL when the home slot and its probes are full.  A re-slot
+ * goes straight to its home slot, over capacity if need be: the timer was
+ * accepted once, and probing it elsewhere now would only make it late.
  */
 static int place(struct bw_wheel *w, uint32_t idx, uint64_t t, bool reslot)
 {
@@ -147,31 +148,31 @@ static int place(struct bw_wheel *w, uint32_t idx, uint64_t t, bool reslot)
 		g++;
 	}
 	d = (unsigned)key & (BW_SLOTS - 1);
-	k0 = (unsigned)(key - (w->now >> (6 * g)));
 	avail = ~w->gear[g].full;
+	if (reslot) {
+		if (!(avail & (1ull << d)))
+			w->ctr.overfilled++;
+		bw_slot_add(w, g, key, idx);
+		return 0;
+	}
+	k0 = (unsigned)(key - (w->now >> (6 * g)));
 	if (exact && g > 0) {
 		uint64_t r = rotl64(avail, 63 - d);
 
 		lim = min_u(k0 - 1, w->cfg.max_probes - 1);
 		if (!r || (j = (unsigned)__builtin_clzll(r)) > lim)
-			goto full;
+			return BW_EFULL;
 		key -= j;
 	} else {
 		uint64_t r = rotr64(avail, d);
 
 		lim = min_u(BW_SLOTS - 1 - k0, w->cfg.max_probes - 1);
 		if (!r || (j = (unsigned)__builtin_ctzll(r)) > lim)
-			goto full;
+			return BW_EFULL;
 		key += j;
 	}
 	if (j)
 		w->ctr.probed++;
-	bw_slot_add(w, g, key, idx);
-	return 0;
-full:
-	if (!reslot)
-		return BW_EFULL;
-	w->ctr.overfilled++;
 	bw_slot_add(w, g, key, idx);
 	return 0;
 }
