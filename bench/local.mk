@@ -49,3 +49,24 @@ EXTRA_DIST += \
 	bench/run-wheel.sh \
 	bench/callgrind.sh \
 	bench/plot.sh
+
+# bench/bwload: the service benchmark (bench/run-service.sh): bitwheeld
+# through libbitwheel-client against a raw Unix-socket echo and, with
+# hiredis, redis-server.  Without hiredis it builds without the redis
+# subjects and says so.
+noinst_PROGRAMS += bench/bwload
+bench_bwload_SOURCES = \
+	bench/bwload.h \
+	bench/bwload.c \
+	bench/load_stats.c \
+	bench/load_echo.c \
+	bench/load_bitwheel.c
+bench_bwload_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/client
+bench_bwload_LDFLAGS = -no-install
+bench_bwload_LDADD = client/libbitwheel-client.la
+if BENCH_HAVE_HIREDIS
+bench_bwload_SOURCES += bench/load_redis.c
+bench_bwload_CPPFLAGS += -DBENCH_HAVE_HIREDIS $(BENCH_HIREDIS_CFLAGS)
+bench_bwload_LDADD += $(BENCH_HIREDIS_LIBS)
+endif
+EXTRA_DIST += bench/run-service.sh

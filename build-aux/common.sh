@@ -5,11 +5,12 @@
 bw_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # Debian 12 packages the build, every configure check and the tests need
-# (systemd brings systemd-analyze and systemd-socket-activate).
+# (systemd brings systemd-analyze and systemd-socket-activate; clang and
+# libclang-rt-14-dev the libFuzzer targets of make fuzz).
 bw_packages=(
 	build-essential autoconf automake libtool pkg-config
 	libevent-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev check
-	systemd
+	systemd clang libclang-rt-14-dev
 )
 
 # Install only what is missing, so a ready machine needs neither root nor
@@ -53,11 +54,13 @@ bw_configure() {
 	(cd "$dir" && "$bw_root/configure" "$@")
 }
 
-# Optional, for the wheel benchmark only (bench/run-wheel.sh): its peers
-# (libev, libuv, libbsd's tree.h; libevent is above), gnuplot for its
-# charts and valgrind for its instruction counts.
+# Optional, for the benchmarks only: the wheel benchmark's peers
+# (bench/run-wheel.sh: libev, libuv, libbsd's tree.h; libevent is above),
+# gnuplot for its charts and valgrind for its instruction counts; the
+# service benchmark's (bench/run-service.sh): redis-server and hiredis.
 bw_bench_packages=(
 	libev-dev libuv1-dev libbsd-dev gnuplot-nox valgrind
+	redis-server libhiredis-dev
 )
 
 # bw_install_missing over the build's packages and the benchmark's.

@@ -60,6 +60,30 @@ run_checks() {
 	fi
 }
 
+# bench/bwload --quick against a bitwheeld of its own on a temporary
+# socket, so CI needs no redis; the daemon is stopped however it ends, and
+# every step is bounded in time.
+bw_load_quick() {
+	local dir=$1 tmp pid status=0
+
+	tmp=$(mktemp -d)
+	mkdir -p "$dir/bench-quick"
+	timeout 60 "$dir/daemon/bitwheeld" --socket "$tmp/bw.sock" >"$tmp/bitwheeld.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 50); do
+		[ -S "$tmp/bw.sock" ] && break
+		sleep 0.1
+	done
+	timeout 60 "$dir/bench/bwload" --quick --socket "$tmp/bw.sock" \
+		--daemon-pid "$(pgrep -P "$pid" bitwheeld || echo "$pid")" \
+		--subject echo,bitwheel --out "$dir/bench-quick" >/dev/null || status=$?
+	kill "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	[ "$status" -eq 0 ] || cat "$tmp/bitwheeld.log" >&2
+	rm -rf "$tmp"
+	return "$status"
+}
+
 # The benchmark's peers too: its --quick run below keeps it from rotting.
 bw_bench_install_missing
 bw_bootstrap
@@ -69,7 +93,18 @@ run_checks "$bw_build" --enable-werror
 echo "== bench/bwbench --quick"
 "$bw_build/bench/bwbench" --quick --out "$bw_build/bench-quick" >/dev/null
 echo "bench/bwbench --quick: ok ($bw_build/bench-quick/wheel.md)"
+echo "== bench/bwload --quick (bitwheeld and the echo only)"
+bw_load_quick "$bw_build"
+echo "bench/bwload --quick: ok, against bitwheeld ($bw_build/bench-quick/service.md)"
 make -C "$bw_build" -j2 distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror
 run_checks "$bw_san" --enable-werror --enable-sanitizers
+# Bounded libFuzzer run (tests/fuzz.mk) when configure found clang with
+# libFuzzer in the build-test configuration.
+if [ "$(make -s --no-print-directory -C "$bw_build" fuzz-available)" = yes ]; then
+	echo "== fuzz: make fuzz-run FUZZ_SECONDS=60 ($(basename "$bw_build"))"
+	make -C "$bw_build" fuzz-run FUZZ_SECONDS=60
+else
+	echo "== fuzz: skipped: configure found no clang with libFuzzer (install clang libclang-rt-14-dev)"
+fi
 show_check_results "$bw_build"
 show_check_results "$bw_san"

@@ -783,13 +783,15 @@ START_TEST(test_queued_fires_printed)
 	struct du_result r;
 	char line[512];
 
+	/* Deadlines leave a second for each bwctl to run: on a loaded machine
+	 * starting one can take long, and a fire must not beat its command. */
 	du_daemon_start(d, "--max-queued", "2", NULL);
-	bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", "1", "--in", "200ms",
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", "1", "--in", "1s",
 	      "--payload", "one", NULL);
 	ASSERT_EXIT(&r, 0, "schedule");
 	ck_assert_msg(strstr(r.out, "fired") == NULL, "fired too soon: %s", r.out);
 	du_result_free(&r);
-	du_sleep_ms(300);
+	du_sleep_ms(1100);
 	bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", "2", "--in", "1h", NULL);
 	ASSERT_EXIT(&r, 0, "schedule with a fire queued");
 	ck_assert_msg(count_lines(r.out) == 2, "stdout: %s", r.out);
@@ -802,11 +804,11 @@ START_TEST(test_queued_fires_printed)
 	du_result_free(&r);
 
 	/* cancel does the same. */
-	bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", "3", "--in", "200ms", NULL);
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", "3", "--in", "1s", NULL);
 	ASSERT_EXIT(&r, 0, "schedule");
 	ck_assert_msg(strstr(r.out, "fired") == NULL, "fired too soon: %s", r.out);
 	du_result_free(&r);
-	du_sleep_ms(300);
+	du_sleep_ms(1100);
 	bwctl(&r, d->sock, "cancel", "--session", "e2e-q", "--key", "2", NULL);
 	ASSERT_EXIT(&r, 0, "cancel with a fire queued");
 	ck_assert_msg(count_lines(r.out) == 2 && strncmp(r.out, "cancelled key=2\n", 16) == 0 &&
@@ -819,14 +821,14 @@ START_TEST(test_queued_fires_printed)
 		char key[8], in[8];
 
 		snprintf(key, sizeof(key), "%d", k);
-		snprintf(in, sizeof(in), "%dms", 400 + 10 * (k - 10));
+		snprintf(in, sizeof(in), "%dms", 2000 + 10 * (k - 10));
 		bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", key, "--in", in,
 		      NULL);
 		ASSERT_EXIT(&r, 0, "schedule");
 		ck_assert_msg(strstr(r.out, "fired") == NULL, "fire while scheduling: %s", r.out);
 		du_result_free(&r);
 	}
-	du_sleep_ms(700);
+	du_sleep_ms(2300);
 	bwctl(&r, d->sock, "watch", "--session", "e2e-q", "--count", "1", NULL);
 	ASSERT_EXIT(&r, 0, "watch --count 1");
 	ck_assert_msg(count_lines(r.out) == 1 && strncmp(r.out, "fired key=13 ", 13) == 0,

@@ -71,3 +71,6 @@ tests_check_bwctl_CPPFLAGS = $(bw_e2e_cppflags)
 tests_check_bwctl_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_bwctl_LDADD = $(bw_e2e_ldadd)
 EXTRA_tests_check_bwctl_DEPENDENCIES = daemon/bitwheeld client/bwctl
+
+# libFuzzer targets: make fuzz, make fuzz-run (tests/fuzz.mk).
+include tests/fuzz.mk

@@ -1,0 +1,643 @@
+/*
+ * bwload.c - the service benchmark's load generator: options, the phases,
+ * the forked workers, and the report (Markdown and CSV).
+ *
+ *   bwload [--quick] [--socket BITWHEELD_SOCK [--daemon-pid PID]]
+ *          [--redis REDIS_SOCK [--redis-pid PID]] [--out DIR] ...
+ *
+ * Subjects, each over the same phases, clients, depth, mix and timers:
+ *   echo          a raw Unix-socket echo of 24-byte messages, served by a
+ *                 process bwload forks itself: the physical floor
+ *   bitwheel      bitwheeld at --socket, through libbitwheel-client
+ *   redis-zset    redis-server at --redis: a sorted-set delay queue
+ *   redis-expire  redis-server at --redis: SET PX and expiry events
+ * Phases:
+ *   rtt           1 client, depth 1: the non-pipelined round trip
+ *   pipelined     --clients clients, --depth requests in flight each
+ *   deep          1 client, --deep-depth requests in flight
+ *   sustained     --clients clients, --depth, paced at --rate schedules/s
+ * Every client runs --duration ms (and at most a bound of requests), then
+ * waits for its replies and the fires still due, all bounded in time.
+ * See bench/README.md, "The service benchmark".
+ */
+#include "bwload.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { SUBJ_ECHO, SUBJ_BITWHEEL, SUBJ_ZSET, SUBJ_EXPIRE, NSUBJ };
+enum { PH_RTT, PH_PIPE, PH_DEEP, PH_SUST, NPHASE };
+
+static const char *const subj_name[NSUBJ] = {
+	"echo", "bitwheel", "redis-zset", "redis-expire"
+};
+static const char *const subj_what[NSUBJ] = {
+	"raw AF_UNIX echo of 24-byte messages (the floor)",
+	"bitwheeld: Schedule (oneshot, absolute deadline) / Cancel",
+	"redis sorted set: ZADD / ZREM; consumer: Lua ZRANGEBYSCORE+ZREM",
+	"redis SET PX / DEL; subscriber on __keyevent@0__:expired",
+};
+static const char *const phase_name[NPHASE] = {
+	"rtt", "pipelined", "deep", "sustained"
+};
+
+struct opts {
+	const char *socket, *redis, *out;
+	long daemon_pid, redis_pid;
+	int clients, depth, deep_depth, cancel_pct;
+	uint64_t duration_ms, rate, min_delay_ms, max_delay_ms;
+	bool quick;
+	bool subj_on[NSUBJ], phase_on[NPHASE];
+};
+
+struct row {
+	bool ran, ok;
+	int clients, depth;
+	uint64_t rate;
+	struct load_slot sum;   /* merged: histograms and counters       */
+	double rps;             /* replies / (last reply - first send)   */
+	int64_t cpu_ns;         /* the server's utime+stime over the phase */
+	uint64_t wall_ns, rss;
+	char error[200];
+};
+
+static struct row rows[NPHASE][NSUBJ];
+static char echo_dir[64], echo_path[96];
+static pid_t echo_pid = -1;
+
+static void usage(FILE *f)
+{
+	fputs("usage: bwload [--quick] [--socket PATH] [--daemon-pid PID]\n"
+	      "              [--redis PATH] [--redis-pid PID] [--out DIR]\n"
+	      "              [--clients N] [--depth N] [--deep-depth N]\n"
+	      "              [--duration MS] [--rate TIMERS/S] [--cancel-pct P]\n"
+	      "              [--min-delay-ms N] [--max-delay-ms N]\n"
+	      "              [--subject LIST] [--phase LIST] [--list]\n"
+	      "subjects: echo, bitwheel (needs --socket), redis-zset and\n"
+	      "redis-expire (need --redis and a build with hiredis)\n"
+	      "phases: rtt, pipelined, deep, sustained\n", f);
+}
+
+static bool have_hiredis(void)
+{
+#ifdef BENCH_HAVE_HIREDIS
+	return true;
+#else
+	return false;
+#endif
+}
+
+static int parse_list(const char *arg, const char *const *names, int n,
+		      bool *on, const char *what)
+{
+	char *copy = strdup(arg), *save = NULL, *tok;
+
+	if (!copy)
+		return -1;
+	for (int i = 0; i < n; i++)
+		on[i] = false;
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		int i;
+
+		for (i = 0; i < n && strcmp(tok, names[i]) != 0; i++)
+			;
+		if (i == n) {
+			fprintf(stderr, "bwload: unknown %s '%s'\n", what, tok);
+			free(copy);
+			return -1;
+		}
+		on[i] = true;
+	}
+	free(copy);
+	return 0;
+}
+
+static uint64_t num(const char *opt, const char *arg, uint64_t lo, uint64_t hi)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(arg, &end, 10);
+	if (errno || end == arg || *end || v < lo || v > hi) {
+		fprintf(stderr, "bwload: --%s: '%s' is not a number in %" PRIu64
+			"..%" PRIu64 "\n", opt, arg, lo, hi);
+		exit(2);
+	}
+	return v;
+}
+
+static void parse_opts(int argc, char **argv, struct opts *o)
+{
+	static const struct option lo[] = {
+		{ "quick", no_argument, NULL, 'q' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "daemon-pid", required_argument, NULL, 'P' },
+		{ "redis", required_argument, NULL, 'r' },
+		{ "redis-pid", required_argument, NULL, 'R' },
+		{ "out", required_argument, NULL, 'o' },
+		{ "clients", required_argument, NULL, 'c' },
+		{ "depth", required_argument, NULL, 'd' },
+		{ "deep-depth", required_argument, NULL, 'D' },
+		{ "duration", required_argument, NULL, 't' },
+		{ "rate", required_argument, NULL, 'a' },
+		{ "cancel-pct", required_argument, NULL, 'x' },
+		{ "min-delay-ms", required_argument, NULL, 'm' },
+		{ "max-delay-ms", required_argument, NULL, 'M' },
+		{ "subject", required_argument, NULL, 'S' },
+		{ "phase", required_argument, NULL, 'H' },
+		{ "list", no_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool duration_set = false;
+	int ch;
+
+	*o = (struct opts){ .clients = 4, .depth = 64, .deep_depth = 256,
+			    .cancel_pct = 10, .duration_ms = 2000,
+			    .rate = 100000, .min_delay_ms = 1,
+			    .max_delay_ms = 50 };
+	for (int i = 0; i < NSUBJ; i++)
+		o->subj_on[i] = true;
+	for (int i = 0; i < NPHASE; i++)
+		o->phase_on[i] = true;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'q': o->quick = true; break;
+		case 's': o->socket = optarg; break;
+		case 'P': o->daemon_pid = (long)num("daemon-pid", optarg, 1, 1u << 30); break;
+		case 'r': o->redis = optarg; break;
+		case 'R': o->redis_pid = (long)num("redis-pid", optarg, 1, 1u << 30); break;
+		case 'o': o->out = optarg; break;
+		case 'c': o->clients = (int)num("clients", optarg, 1, 64); break;
+		case 'd': o->depth = (int)num("depth", optarg, 1, 4096); break;
+		case 'D': o->deep_depth = (int)num("deep-depth", optarg, 1, 4096); break;
+		case 't': o->duration_ms = num("duration", optarg, 10, 600000);
+			  duration_set = true; break;
+		case 'a': o->rate = num("rate", optarg, 1, 100000000); break;
+		case 'x': o->cancel_pct = (int)num("cancel-pct", optarg, 0, 100); break;
+		case 'm': o->min_delay_ms = num("min-delay-ms", optarg, 0, 60000); break;
+		case 'M': o->max_delay_ms = num("max-delay-ms", optarg, 0, 60000); break;
+		case 'S':
+			if (parse_list(optarg, subj_name, NSUBJ, o->subj_on, "subject"))
+				exit(2);
+			break;
+		case 'H':
+			if (parse_list(optarg, phase_name, NPHASE, o->phase_on, "phase"))
+				exit(2);
+			break;
+		case 'l':
+			for (int i = 0; i < NSUBJ; i++)
+				printf("%-13s %s%s\n", subj_name[i], subj_what[i],
+				       i >= SUBJ_ZSET && !have_hiredis()
+				       ? " (not built: install libhiredis-dev)" : "");
+			exit(0);
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); exit(2);
+		}
+	}
+	if (optind < argc || o->max_delay_ms < o->min_delay_ms) {
+		usage(stderr);
+		exit(2);
+	}
+	if (o->quick && !duration_set)
+		o->duration_ms = 300;
+	if (!o->socket && o->subj_on[SUBJ_BITWHEEL]) {
+		fprintf(stderr, "bwload: no --socket: bitwheel left out\n");
+		o->subj_on[SUBJ_BITWHEEL] = false;
+	}
+	if (!have_hiredis() && (o->subj_on[SUBJ_ZSET] || o->subj_on[SUBJ_EXPIRE])) {
+		if (o->redis)
+			fprintf(stderr, "bwload: built without hiredis: no redis subjects (install libhiredis-dev and configure again)\n");
+		o->subj_on[SUBJ_ZSET] = o->subj_on[SUBJ_EXPIRE] = false;
+	} else if (!o->redis && (o->subj_on[SUBJ_ZSET] || o->subj_on[SUBJ_EXPIRE])) {
+		fprintf(stderr, "bwload: no --redis: redis subjects left out\n");
+		o->subj_on[SUBJ_ZSET] = o->subj_on[SUBJ_EXPIRE] = false;
+	}
+}
+
+static void stop_echo(void)
+{
+	if (echo_pid > 0) {
+		kill(echo_pid, SIGTERM);
+		waitpid(echo_pid, NULL, 0);
+		echo_pid = -1;
+	}
+	if (echo_path[0])
+		unlink(echo_path);
+	if (echo_dir[0])
+		rmdir(echo_dir);
+}
+
+static int start_echo(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	int fd;
+
+	snprintf(echo_dir, sizeof echo_dir, "%s/bwload.XXXXXX",
+		 tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
+	if (!mkdtemp(echo_dir)) {
+		echo_dir[0] = '\0';
+		return -1;
+	}
+	snprintf(echo_path, sizeof echo_path, "%s/echo.sock", echo_dir);
+	fd = load_echo_listen(echo_path);
+	if (fd < 0)
+		return -1;
+	echo_pid = fork();
+	if (echo_pid == 0)
+		load_echo_serve(fd);
+	close(fd);
+	return echo_pid > 0 ? 0 : -1;
+}
+
+/* Wait for pids until deadline; kill what is left.  Returns how many
+ * exited with status 0. */
+static int reap(pid_t *pids, int n, uint64_t deadline)
+{
+	int left = n, ok = 0;
+
+	while (left > 0) {
+		int st;
+		pid_t p = waitpid(-1, &st, WNOHANG);
+
+		if (p > 0) {
+			for (int i = 0; i < n; i++)
+				if (pids[i] == p) {
+					pids[i] = -1;
+					left--;
+					ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+				}
+			continue;
+		}
+		if (load_now_ns() >= deadline) {
+			for (int i = 0; i < n; i++)
+				if (pids[i] > 0) {
+					kill(pids[i], SIGKILL);
+					waitpid(pids[i], NULL, 0);
+					pids[i] = -1;
+				}
+			break;
+		}
+		load_sleep_until(load_now_ns() + 2000000);
+	}
+	return ok;
+}
+
+static int run_worker(int subj, const struct opts *o, const struct load_phase *p,
+		      int id, struct load_slot *slot)
+{
+	switch (subj) {
+	case SUBJ_ECHO: return load_echo_worker(echo_path, p, id, slot);
+	case SUBJ_BITWHEEL: return load_bitwheel_worker(o->socket, p, id, slot);
+#ifdef BENCH_HAVE_HIREDIS
+	case SUBJ_ZSET: return load_redis_worker(o->redis, 'z', p, id, slot);
+	case SUBJ_EXPIRE: return load_redis_worker(o->redis, 'x', p, id, slot);
+#endif
+	}
+	return -1;
+}
+
+static void run_one(int ph, int subj, const struct opts *o)
+{
+	struct row *row = &rows[ph][subj];
+	struct load_phase p = {
+		.name = phase_name[ph], .clients = o->clients, .depth = o->depth,
+		.duration_ns = o->duration_ms * 1000000,
+		.cancel_pct = o->cancel_pct,
+		.min_delay_ns = o->min_delay_ms * 1000000,
+		.max_delay_ns = o->max_delay_ms * 1000000,
+		.drain_ns = subj == SUBJ_EXPIRE ? 2000000000 : 300000000,
+	};
+	bool redis = subj == SUBJ_ZSET || subj == SUBJ_EXPIRE;
+	long spid = subj == SUBJ_ECHO ? (long)echo_pid
+		  : subj == SUBJ_BITWHEEL ? o->daemon_pid : o->redis_pid;
+	struct load_slot *slots;
+	size_t len;
+	volatile int *stop;
+	pid_t pids[66];
+	uint64_t t0, bound, first = UINT64_MAX, last = 0;
+	int64_t cpu0;
+	int n, ok;
+
+	if (ph == PH_RTT)
+		p.clients = 1, p.depth = 1;
+	else if (ph == PH_DEEP)
+		p.clients = 1, p.depth = o->deep_depth;
+	else if (ph == PH_SUST)  /* --rate counts schedules, the mix adds cancels */
+		p.rate = o->cancel_pct < 100 ? o->rate * 100 / (uint64_t)(100 - o->cancel_pct) : o->rate;
+	p.max_requests = o->duration_ms * 5000;  /* 5 M/s per client */
+	n = p.clients + (redis ? 1 : 0);
+	row->ran = true;
+	row->clients = p.clients;
+	row->depth = p.depth;
+	row->rate = p.rate;
+	len = sizeof *slots * (size_t)(n + 1) + 64;
+	slots = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (slots == MAP_FAILED) {
+		snprintf(row->error, sizeof row->error, "mmap: %s", strerror(errno));
+		return;
+	}
+	stop = (volatile int *)(slots + n + 1);
+#ifdef BENCH_HAVE_HIREDIS
+	if (redis && load_redis_prepare(o->redis, subj == SUBJ_ZSET ? 'z' : 'x',
+					&p, row->error, sizeof row->error) != 0) {
+		munmap(slots, len);
+		return;
+	}
+#endif
+	fflush(NULL);
+	t0 = load_now_ns();
+	cpu0 = load_proc_cpu_ns(spid);
+	p.start_ns = t0 + 150000000;  /* time to fork and connect */
+	bound = p.start_ns + p.duration_ns + p.max_delay_ns + p.drain_ns + 10000000000ULL;
+	for (int i = 0; i < n; i++) {
+		pids[i] = fork();
+		if (pids[i] == 0) {
+			struct rusage ru;
+			int rc = -1;
+
+			alarm((unsigned)((bound - t0) / 1000000000 + 2));
+#ifdef BENCH_HAVE_HIREDIS
+			if (i == p.clients)
+				rc = load_redis_consumer(o->redis, subj == SUBJ_ZSET ? 'z' : 'x',
+							 &p, stop, &slots[i]);
+			else
+#endif
+				rc = run_worker(subj, o, &p, i, &slots[i]);
+			if (getrusage(RUSAGE_SELF, &ru) == 0)
+				slots[i].cpu_ns = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000u +
+						  (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
+			_exit(rc ? 1 : 0);
+		}
+		if (pids[i] < 0) {
+			snprintf(row->error, sizeof row->error, "fork: %s", strerror(errno));
+			*stop = 1;
+			reap(pids, i, load_now_ns() + 5000000000ULL);
+			munmap(slots, len);
+			return;
+		}
+	}
+	ok = reap(pids, p.clients, bound);
+	if (redis) {
+		/* The consumer: until every accepted timer that was not
+		 * cancelled fired, or the drain ran out. */
+		uint64_t want = 0, until = load_now_ns() + p.max_delay_ns + p.drain_ns;
+
+		for (int i = 0; i < p.clients; i++)
+			want += slots[i].scheduled - slots[i].cancel_hit;
+		while (slots[p.clients].fires < want && load_now_ns() < until)
+			load_sleep_until(load_now_ns() + 5000000);
+		*stop = 1;
+		ok += reap(pids + p.clients, 1, load_now_ns() + 5000000000ULL);
+	}
+	row->wall_ns = load_now_ns() - t0;
+	row->cpu_ns = cpu0 >= 0 ? load_proc_cpu_ns(spid) - cpu0 : -1;
+	row->rss = load_proc_rss(spid);
+	row->ok = ok == n;
+	for (int i = 0; i < n; i++) {
+		struct load_slot *s = &slots[i];
+
+		load_hist_merge(&row->sum.rtt, &s->rtt);
+		load_hist_merge(&row->sum.late, &s->late);
+		load_hist_merge(&row->sum.srv, &s->srv);
+		row->sum.sent += s->sent;
+		row->sum.replies += s->replies;
+		row->sum.errors += s->errors;
+		row->sum.scheduled += s->scheduled;
+		row->sum.cancel_hit += s->cancel_hit;
+		row->sum.fires += s->fires;
+		row->sum.early += s->early;
+		if (i < p.clients)
+			row->sum.cpu_ns += s->cpu_ns;
+		if (i < p.clients && s->t_start && s->t_start < first)
+			first = s->t_start;
+		if (i < p.clients && s->t_last > last)
+			last = s->t_last;
+		if (s->error[0] && !row->error[0])
+			snprintf(row->error, sizeof row->error, "%s", s->error);
+	}
+	if (!row->ok && !row->error[0])
+		snprintf(row->error, sizeof row->error, "a worker failed or ran out of time");
+	row->rps = last > first ? (double)row->sum.replies * 1e9 / (double)(last - first) : 0;
+	munmap(slots, len);
+	fprintf(stderr, "bwload: %-9s %-12s %10.0f req/s%s%s\n", phase_name[ph],
+		subj_name[subj], row->rps, row->error[0] ? "  ERROR: " : "", row->error);
+}
+
+/* ---- report ------------------------------------------------------------ */
+
+static void us(FILE *f, uint64_t ns, bool have)
+{
+	if (have)
+		fprintf(f, " %.1f |", (double)ns / 1000.0);
+	else
+		fputs(" - |", f);
+}
+
+static const double qs[4] = { 0.50, 0.90, 0.99, 0.999 };
+
+static void write_md(FILE *f, const struct opts *o)
+{
+	struct utsname u;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	uname(&u);
+	fprintf(f, "# bitwheel service benchmark (bwload%s)\n\n", o->quick ? " --quick" : "");
+	fprintf(f, "Host: %s %s, %ld CPUs.  Clients: %d (phase rtt and deep: 1), depth %d "
+		"(rtt: 1, deep: %d), %" PRIu64 " ms of sending per phase; %d%% cancels of a "
+		"recent key, %d%% oneshot schedules due in %" PRIu64 "..%" PRIu64 " ms; "
+		"phase sustained paced at %" PRIu64 " new timers/s in total (plus the cancels).  hiredis: %s.\n\n",
+		u.sysname, u.release, ncpu, o->clients, o->depth, o->deep_depth,
+		o->duration_ms, o->cancel_pct, 100 - o->cancel_pct, o->min_delay_ms,
+		o->max_delay_ms, o->rate, have_hiredis() ? "yes" : "no (no redis subjects)");
+	fputs("Times in µs.  rtt: request round trip (send to reply), depth 1 only.  "
+	      "late: fire lateness, receive time minus the deadline asked for "
+	      "(CLOCK_MONOTONIC).  CPU: the server's utime+stime over the phase, per "
+	      "request and as a share of one core over the phase's wall time; RSS at "
+	      "the phase's end; the clients' own CPU per request (getrusage).\n\n", f);
+	fputs("| phase | subject | clients×depth | requests/s | rtt p50 | p90 | p99 | p99.9 "
+	      "| late p50 | p90 | p99 | p99.9 | fired | early | errors | server CPU µs/req "
+	      "| CPU % | RSS MiB | clients' CPU µs/req |\n", f);
+	fputs("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", f);
+	for (int ph = 0; ph < NPHASE; ph++)
+		for (int s = 0; s < NSUBJ; s++) {
+			struct row *r = &rows[ph][s];
+
+			if (!r->ran)
+				continue;
+			fprintf(f, "| %s | %s | %d×%d | %.0f |", phase_name[ph], subj_name[s],
+				r->clients, r->depth, r->rps);
+			for (int i = 0; i < 4; i++)
+				us(f, load_hist_quantile(&r->sum.rtt, qs[i]), r->sum.rtt.count > 0);
+			for (int i = 0; i < 4; i++)
+				us(f, load_hist_quantile(&r->sum.late, qs[i]), r->sum.late.count > 0);
+			fprintf(f, " %" PRIu64 " | %" PRIu64 " | %" PRIu64 "%s |",
+				r->sum.fires, r->sum.early, r->sum.errors, r->ok ? "" : " (failed)");
+			if (r->cpu_ns >= 0 && r->sum.replies)
+				fprintf(f, " %.2f | %.0f |", (double)r->cpu_ns / 1000.0 / (double)r->sum.replies,
+					100.0 * (double)r->cpu_ns / (double)r->wall_ns);
+			else
+				fputs(" - | - |", f);
+			if (r->rss)
+				fprintf(f, " %.1f |", (double)r->rss / 1048576.0);
+			else
+				fputs(" - |", f);
+			fprintf(f, " %.2f |\n", r->sum.replies ? (double)r->sum.cpu_ns / 1000.0 /
+				(double)r->sum.replies : 0.0);
+		}
+	for (int ph = 0; ph < NPHASE; ph++)
+		for (int s = 0; s < NSUBJ; s++)
+			if (rows[ph][s].error[0])
+				fprintf(f, "\n%s/%s: %s", phase_name[ph], subj_name[s], rows[ph][s].error);
+	fputs("\n\n## Targets\n\n| target | measured | met |\n|---|---|---|\n", f);
+
+#define R(ph, s) (&rows[ph][s])
+#define HAVE(ph, s) (R(ph, s)->ran && R(ph, s)->sum.replies > 0)
+	if (HAVE(PH_RTT, SUBJ_BITWHEEL) && HAVE(PH_RTT, SUBJ_ECHO)) {
+		double r50 = (double)load_hist_quantile(&R(PH_RTT, SUBJ_BITWHEEL)->sum.rtt, 0.5) /
+			     (double)load_hist_quantile(&R(PH_RTT, SUBJ_ECHO)->sum.rtt, 0.5);
+		double r99 = (double)load_hist_quantile(&R(PH_RTT, SUBJ_BITWHEEL)->sum.rtt, 0.99) /
+			     (double)load_hist_quantile(&R(PH_RTT, SUBJ_ECHO)->sum.rtt, 0.99);
+
+		fprintf(f, "| non-pipelined schedule round trip ≤ 1.25× the echo's (p50) | %.2f× (p99: %.2f×) | %s |\n",
+			r50, r99, r50 <= 1.25 ? "yes" : "no");
+	}
+	if (HAVE(PH_PIPE, SUBJ_BITWHEEL) && HAVE(PH_PIPE, SUBJ_ECHO)) {
+		double r = R(PH_PIPE, SUBJ_BITWHEEL)->rps / R(PH_PIPE, SUBJ_ECHO)->rps;
+
+		fprintf(f, "| pipelined throughput ≥ 0.6× the echo's at depth %d, %d clients | %.2f× |  %s |\n",
+			o->depth, o->clients, r, r >= 0.6 ? "yes" : "no");
+	}
+	if (HAVE(PH_DEEP, SUBJ_BITWHEEL)) {
+		double v = R(PH_DEEP, SUBJ_BITWHEEL)->rps;
+
+		fprintf(f, "| ≥ 1,000,000 requests/s from one client at depth %d | %.0f/s (echo: %.0f/s) | %s |\n",
+			o->deep_depth, v, HAVE(PH_DEEP, SUBJ_ECHO) ? R(PH_DEEP, SUBJ_ECHO)->rps : 0.0,
+			v >= 1e6 ? "yes" : "no");
+	}
+	if (HAVE(PH_PIPE, SUBJ_BITWHEEL) && HAVE(PH_PIPE, SUBJ_ZSET)) {
+		double r = R(PH_PIPE, SUBJ_BITWHEEL)->rps / R(PH_PIPE, SUBJ_ZSET)->rps;
+
+		fprintf(f, "| ≥ 5× redis sorted-set ZADD/ZREM throughput (%d clients, depth %d) | %.2f× |  %s |\n",
+			o->clients, o->depth, r, r >= 5 ? "yes" : "no");
+	}
+	if (HAVE(PH_SUST, SUBJ_BITWHEEL)) {
+		struct row *r = R(PH_SUST, SUBJ_BITWHEEL);
+		double p99 = (double)load_hist_quantile(&r->sum.late, 0.99) / 1e6;
+		double timers = r->rps * (100 - o->cancel_pct) / 100.0;
+		bool rate_ok = timers >= 0.95 * (double)o->rate;
+
+		fprintf(f, "| fire lateness p99 ≤ 1.5 ms on the 1 ms lane at %" PRIu64 " new timers/s "
+			"| p99 %.3f ms at %.0f new timers/s (%.0f requests/s) | %s |\n",
+			o->rate, p99, timers, r->rps,
+			p99 <= 1.5 && rate_ok && r->sum.late.count ? "yes" : "no");
+	}
+	fputs("\nbitwheel's fire lateness split: the daemon's own (Fired.fired_at_ns − deadline) "
+	      "and as received by the client (daemon + delivery):\n\n| phase | daemon p50 | daemon p99 "
+	      "| received p50 (total) | received p99 (total) |\n|---|---:|---:|---:|---:|\n", f);
+	for (int ph = 0; ph < NPHASE; ph++) {
+		struct row *r = R(ph, SUBJ_BITWHEEL);
+
+		if (!r->ran || !r->sum.srv.count)
+			continue;
+		fprintf(f, "| %s | %.1f µs | %.1f µs | %.1f µs | %.1f µs |\n", phase_name[ph],
+			(double)load_hist_quantile(&r->sum.srv, 0.5) / 1e3,
+			(double)load_hist_quantile(&r->sum.srv, 0.99) / 1e3,
+			(double)load_hist_quantile(&r->sum.late, 0.5) / 1e3,
+			(double)load_hist_quantile(&r->sum.late, 0.99) / 1e3);
+	}
+#undef R
+#undef HAVE
+}
+
+static void write_csv(FILE *f)
+{
+	fputs("phase,subject,clients,depth,rate,requests,replies,requests_per_s,"
+	      "rtt_p50_ns,rtt_p90_ns,rtt_p99_ns,rtt_p999_ns,"
+	      "late_p50_ns,late_p90_ns,late_p99_ns,late_p999_ns,late_max_ns,"
+	      "daemon_late_p50_ns,daemon_late_p99_ns,"
+	      "scheduled,cancel_hits,fired,early,errors,server_cpu_ns,wall_ns,server_rss_bytes,clients_cpu_ns,ok\n", f);
+	for (int ph = 0; ph < NPHASE; ph++)
+		for (int s = 0; s < NSUBJ; s++) {
+			struct row *r = &rows[ph][s];
+
+			if (!r->ran)
+				continue;
+			fprintf(f, "%s,%s,%d,%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.0f",
+				phase_name[ph], subj_name[s], r->clients, r->depth, r->rate,
+				r->sum.sent, r->sum.replies, r->rps);
+			for (int i = 0; i < 4; i++)
+				fprintf(f, ",%" PRIu64, r->sum.rtt.count ? load_hist_quantile(&r->sum.rtt, qs[i]) : 0);
+			for (int i = 0; i < 4; i++)
+				fprintf(f, ",%" PRIu64, r->sum.late.count ? load_hist_quantile(&r->sum.late, qs[i]) : 0);
+			fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64, r->sum.late.max,
+				load_hist_quantile(&r->sum.srv, 0.5), load_hist_quantile(&r->sum.srv, 0.99));
+			fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
+				",%" PRIu64 ",%" PRId64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d\n",
+				r->sum.scheduled, r->sum.cancel_hit, r->sum.fires,
+				r->sum.early, r->sum.errors, r->cpu_ns, r->wall_ns, r->rss,
+				r->sum.cpu_ns, r->ok);
+		}
+}
+
+static FILE *open_out(const char *dir, const char *name)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	f = fopen(path, "w");
+	if (!f)
+		fprintf(stderr, "bwload: %s: %s\n", path, strerror(errno));
+	return f;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	bool failed = false;
+
+	parse_opts(argc, argv, &o);
+	signal(SIGPIPE, SIG_IGN);
+	if (o.subj_on[SUBJ_ECHO] && start_echo() != 0) {
+		fprintf(stderr, "bwload: cannot start the echo server: %s\n", strerror(errno));
+		stop_echo();
+		return 1;
+	}
+	for (int ph = 0; ph < NPHASE; ph++)
+		for (int s = 0; s < NSUBJ; s++) {
+			if (!o.phase_on[ph] || !o.subj_on[s])
+				continue;
+			/* The echo has no timers: nothing to pace or to fire. */
+			if (s == SUBJ_ECHO && ph == PH_SUST)
+				continue;
+			run_one(ph, s, &o);
+			failed |= !rows[ph][s].ok;
+		}
+	stop_echo();
+	if (o.out) {
+		FILE *md = open_out(o.out, "service.md"), *csv = open_out(o.out, "service.csv");
+
+		if (!md || !csv)
+			return 1;
+		write_md(md, &o);
+		write_csv(csv);
+		fclose(md);
+		fclose(csv);
+	} else {
+		write_md(stdout, &o);
+	}
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# run-service.sh - the whole service comparison in one command.
+#
+#   bench/run-service.sh [--quick] [--out DIR] [--no-install] [--no-redis]
+#                        [-- BWLOAD_OPTIONS...]
+#
+#   1. installs the benchmark's optional Debian packages when run as root
+#      (build-aux/common.sh: bw_bench_packages: redis-server,
+#      libhiredis-dev, ...), unless --no-install
+#   2. builds bench/bwload and daemon/bitwheeld: in the tree if it is
+#      configured, otherwise out of tree in bench/build
+#   3. starts bitwheeld and redis-server (--port 0 --save '' --appendonly
+#      no) on Unix sockets in a temporary directory
+#   4. runs bwload against them and its own echo server: DIR/service.md,
+#      DIR/service.csv
+#   5. stops every server it started, however it ends
+#
+# DIR: bench/results, or bench/results/quick with --quick (a few seconds).
+# bwload runs under a time limit of BW_BENCH_TIMEOUT seconds (default 600).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+quick=
+out=
+install=yes
+redis=yes
+limit=${BW_BENCH_TIMEOUT:-600}
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) quick=--quick ;;
+	--out) out=$2; shift ;;
+	--no-install) install= ;;
+	--no-redis) redis= ;;
+	--) shift; break ;;
+	-h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+	*) echo "run-service.sh: unknown option $1" >&2; exit 2 ;;
+	esac
+	shift
+done
+out=${out:-$here/results${quick:+/quick}}
+mkdir -p "$out"
+t0=$(date +%s)
+
+# shellcheck source=build-aux/common.sh
+. "$root/build-aux/common.sh"
+if [ -n "$install" ]; then
+	bw_bench_install_missing || echo "run-service.sh: going on without the missing packages" >&2
+fi
+
+# ---- build ---------------------------------------------------------------
+if [ -f "$root/Makefile" ]; then
+	build=$root
+	if grep -q -- '-fsanitize' "$root/config.status" 2>/dev/null; then
+		echo "run-service.sh: WARNING: this tree is configured with sanitizers; timings mean little" >&2
+	fi
+else
+	build=$here/build
+	bw_bootstrap
+	[ -f "$build/Makefile" ] || bw_configure "$build"
+fi
+make -C "$build" -j2 bench/bwload daemon/bitwheeld >/dev/null
+bwload=$build/bench/bwload
+
+# hiredis installed since configure ran: configure again.
+if "$bwload" --list | grep -q 'not built' && pkg-config --exists hiredis 2>/dev/null; then
+	(cd "$build" && ./config.status --recheck >/dev/null && ./config.status >/dev/null)
+	make -C "$build" -j2 bench/bwload >/dev/null
+fi
+"$bwload" --list | grep 'not built' >&2 || true
+
+# ---- servers -------------------------------------------------------------
+tmp=$(mktemp -d)
+bw_pid=
+redis_pid=
+stop_servers() {
+	local p
+
+	for p in $bw_pid $redis_pid; do
+		kill "$p" 2>/dev/null || true
+	done
+	for p in $bw_pid $redis_pid; do
+		wait "$p" 2>/dev/null || true
+	done
+	rm -rf "$tmp"
+}
+trap stop_servers EXIT
+trap 'exit 130' INT TERM
+
+# wait_socket PATH PID: until PATH is a socket, for at most 5 s.
+wait_socket() {
+	for _ in $(seq 50); do
+		[ -S "$1" ] && return 0
+		kill -0 "$2" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
+# The libtool wrapper execs the daemon, so $! is the daemon's pid.
+"$build/daemon/bitwheeld" --socket "$tmp/bw.sock" >"$tmp/bitwheeld.log" 2>&1 &
+bw_pid=$!
+if ! wait_socket "$tmp/bw.sock" "$bw_pid"; then
+	echo "run-service.sh: bitwheeld did not start:" >&2
+	cat "$tmp/bitwheeld.log" >&2
+	exit 1
+fi
+args=(--socket "$tmp/bw.sock" --daemon-pid "$bw_pid")
+
+if [ -n "$redis" ] && command -v redis-server >/dev/null; then
+	redis-server --port 0 --unixsocket "$tmp/redis.sock" --unixsocketperm 700 \
+		--save '' --appendonly no --daemonize no --dir "$tmp" \
+		--logfile "$tmp/redis.log" &
+	redis_pid=$!
+	if wait_socket "$tmp/redis.sock" "$redis_pid"; then
+		args+=(--redis "$tmp/redis.sock" --redis-pid "$redis_pid")
+	else
+		echo "run-service.sh: redis-server did not start: no redis subjects" >&2
+	fi
+elif [ -n "$redis" ]; then
+	echo "run-service.sh: redis-server not installed: no redis subjects (install redis-server)" >&2
+fi
+
+# ---- run -----------------------------------------------------------------
+echo "run-service.sh: bwload ${quick:-full} -> $out" >&2
+t1=$(date +%s)
+timeout "$limit" "$bwload" $quick "${args[@]}" --out "$out" "$@"
+t2=$(date +%s)
+echo "run-service.sh: bwload took $((t2 - t1)) s" >&2
+echo "run-service.sh: done in $(($(date +%s) - t0)) s; see $out/service.md" >&2

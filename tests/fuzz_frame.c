@@ -1,0 +1,230 @@
+/*
+ * fuzz_frame.c - libFuzzer target for the wire framing (proto/frame.h).
+ *
+ * The first input byte picks max_frame; the rest is read as one byte
+ * stream, frame by frame, with bwp_frame_parse(), the way the daemon and
+ * the client consume a connection (a bad frame is skipped here instead of
+ * closing).  Trapping on any inconsistency:
+ *   - every result is a documented one, with the documented frame_len
+ *     (BWP_EMORE asks for more than is there: the header, then the whole
+ *     frame; BWP_ETOOBIG only beyond max_frame; 0 and the decode errors
+ *     name a frame inside the buffer), and *out is set only on success;
+ *   - a frame that parses also reports BWP_EMORE on every shorter prefix;
+ *   - each parsed envelope packs again: bwp_frame_packed_size() agrees
+ *     with bwp_frame_pack(), a buffer one byte short gives BWP_ENOSPC with
+ *     the needed size, and the packed frame parses back (or, per frame.h's
+ *     caveat about re-packed unknown fields, fails to decode) with the same
+ *     body case and request id, and packs again to the same bytes;
+ *   - an error reply built with bwp_error_init() for the envelope round
+ *     trips with the request id copied;
+ *   - a Hello's session name gets bwp_session_name_valid()'s documented
+ *     verdict.
+ * Memory errors and leaks are the sanitizers' (bwp_frame_free() after
+ * each envelope).  Built by `make fuzz` (tests/fuzz.mk).
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+
+#define REQUIRE(c) do { if (!(c)) __builtin_trap(); } while (0)
+
+/* How many frames one input may carry, so each input stays fast. */
+#define MAX_FRAMES 1024
+
+static const size_t max_frames[8] = {
+	1, 8, 32, 128, 512, 4096, BWP_DEFAULT_MAX_FRAME, SIZE_MAX,
+};
+
+static bool session_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 1 || n > BWP_SESSION_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || strchr("_.:@-", c)))
+			return false;
+	}
+	return true;
+}
+
+/* Pack env with the given limit; 0 and a malloc'd frame, or the error. */
+static int pack_fresh(const Bitwheel__V1__Envelope *env, size_t max_frame,
+		      uint8_t **out, size_t *len)
+{
+	size_t size = bwp_frame_packed_size(env), got = 0;
+	uint8_t *buf;
+	int rc;
+
+	*out = NULL;
+	REQUIRE(size > BWP_HEADER_SIZE);
+	/* One byte short: the size comes back with ENOSPC (or ETOOBIG). */
+	buf = malloc(size);
+	REQUIRE(buf);
+	rc = bwp_frame_pack(env, max_frame, buf, size - 1, &got);
+	REQUIRE(rc == BWP_ENOSPC || rc == BWP_ETOOBIG);
+	REQUIRE(got == size);
+	rc = bwp_frame_pack(env, max_frame, buf, size, &got);
+	if (rc == BWP_ETOOBIG) {
+		REQUIRE(got == size && size - BWP_HEADER_SIZE > max_frame);
+		free(buf);
+		return rc;
+	}
+	REQUIRE(rc == 0);
+	REQUIRE(got == size);
+	REQUIRE(size - BWP_HEADER_SIZE <= max_frame);
+	REQUIRE(((size_t)buf[0] << 24 | (size_t)buf[1] << 16 |
+		 (size_t)buf[2] << 8 | buf[3]) == size - BWP_HEADER_SIZE);
+	*out = buf;
+	*len = size;
+	return 0;
+}
+
+static void check_error_reply(const Bitwheel__V1__Envelope *req,
+			      size_t max_frame)
+{
+	Bitwheel__V1__Envelope env, *back = NULL;
+	Bitwheel__V1__Error err;
+	uint8_t *buf;
+	size_t len, fl;
+
+	bwp_error_init(&env, &err, req, BITWHEEL__V1__ERROR_CODE__BAD_REQUEST,
+		       "fuzz");
+	REQUIRE(env.body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR);
+	REQUIRE(env.has_request_id == req->has_request_id);
+	if (pack_fresh(&env, max_frame, &buf, &len) != 0)
+		return;
+	REQUIRE(bwp_frame_parse(buf, len, max_frame, &back, &fl) == 0);
+	REQUIRE(fl == len && back);
+	REQUIRE(back->body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR);
+	REQUIRE(back->has_request_id == req->has_request_id);
+	if (req->has_request_id)
+		REQUIRE(back->request_id == req->request_id);
+	REQUIRE(back->error->has_code &&
+		back->error->code == BITWHEEL__V1__ERROR_CODE__BAD_REQUEST);
+	REQUIRE(back->error->message &&
+		strcmp(back->error->message, "fuzz") == 0);
+	bwp_frame_free(back);
+	free(buf);
+}
+
+static void check_envelope(const Bitwheel__V1__Envelope *env,
+			   size_t max_frame)
+{
+	Bitwheel__V1__Envelope *back = NULL, *again = NULL;
+	uint8_t *buf, *buf2;
+	size_t len, len2, fl;
+	int rc;
+
+	REQUIRE(env->body_case != BITWHEEL__V1__ENVELOPE__BODY__NOT_SET);
+	REQUIRE(env->hello != NULL); /* any member of the body union */
+	if (env->body_case == BITWHEEL__V1__ENVELOPE__BODY_HELLO &&
+	    env->hello->session)
+		REQUIRE(bwp_session_name_valid(env->hello->session) ==
+			session_ok(env->hello->session));
+
+	if (pack_fresh(env, max_frame, &buf, &len) == 0) {
+		rc = bwp_frame_parse(buf, len, max_frame, &back, &fl);
+		/* frame.h: re-packed unknown fields may not read back. */
+		REQUIRE(rc == 0 || rc == BWP_EDECODE);
+		REQUIRE(fl == len);
+		if (rc == 0) {
+			REQUIRE(back->body_case == env->body_case);
+			REQUIRE(back->has_request_id == env->has_request_id);
+			if (env->has_request_id)
+				REQUIRE(back->request_id == env->request_id);
+			/* Packing what came back gives the same bytes. */
+			REQUIRE(pack_fresh(back, max_frame, &buf2, &len2) == 0);
+			REQUIRE(len2 == len && memcmp(buf, buf2, len) == 0);
+			REQUIRE(bwp_frame_parse(buf2, len2, max_frame, &again,
+						&fl) == 0);
+			REQUIRE(again->body_case == env->body_case);
+			bwp_frame_free(again);
+			free(buf2);
+			bwp_frame_free(back);
+		} else {
+			REQUIRE(back == NULL);
+		}
+		free(buf);
+	}
+	check_error_reply(env, max_frame);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	size_t max_frame, off = 1, frames = 0;
+
+	if (size < 1)
+		return 0;
+	max_frame = max_frames[data[0] & 7];
+
+	while (off < size && frames++ < MAX_FRAMES) {
+		const uint8_t *p = data + off;
+		size_t left = size - off, fl = 0, hdr;
+		Bitwheel__V1__Envelope *env = (Bitwheel__V1__Envelope *)1;
+		int rc = bwp_frame_parse(p, left, max_frame, &env, &fl);
+
+		hdr = left >= BWP_HEADER_SIZE
+			? ((size_t)p[0] << 24 | (size_t)p[1] << 16 |
+			   (size_t)p[2] << 8 | p[3])
+			: 0;
+		if (rc != 0)
+			REQUIRE(env == NULL);
+		switch (rc) {
+		case 0:
+			REQUIRE(env != NULL);
+			REQUIRE(fl == BWP_HEADER_SIZE + hdr && fl <= left);
+			REQUIRE(hdr >= 1 && hdr <= max_frame);
+			/* Every prefix is incomplete. */
+			for (size_t cut = 0; cut < fl; cut += 1 + cut / 4) {
+				Bitwheel__V1__Envelope *e2 = NULL;
+				size_t fl2 = 0;
+
+				REQUIRE(bwp_frame_parse(p, cut, max_frame, &e2,
+							&fl2) == BWP_EMORE);
+				REQUIRE(e2 == NULL);
+				REQUIRE(fl2 == (cut < BWP_HEADER_SIZE
+						? BWP_HEADER_SIZE : fl));
+			}
+			check_envelope(env, max_frame);
+			bwp_frame_free(env);
+			off += fl;
+			break;
+		case BWP_EMORE:
+			REQUIRE(fl > left);
+			REQUIRE(fl == (left < BWP_HEADER_SIZE
+				       ? BWP_HEADER_SIZE
+				       : BWP_HEADER_SIZE + hdr));
+			return 0;
+		case BWP_EZERO:
+			REQUIRE(left >= BWP_HEADER_SIZE && hdr == 0);
+			REQUIRE(fl == BWP_HEADER_SIZE);
+			off += fl;
+			break;
+		case BWP_ETOOBIG:
+			REQUIRE(left >= BWP_HEADER_SIZE && hdr > max_frame);
+			REQUIRE(fl == BWP_HEADER_SIZE + hdr);
+			/* The body is not waited for: skip the header only. */
+			off += BWP_HEADER_SIZE;
+			break;
+		case BWP_EDECODE:
+		case BWP_ENOBODY:
+			REQUIRE(hdr >= 1 && hdr <= max_frame);
+			REQUIRE(fl == BWP_HEADER_SIZE + hdr && fl <= left);
+			off += fl;
+			break;
+		default:
+			__builtin_trap();
+		}
+	}
+	return 0;
+}
