@@ -235,7 +235,12 @@ BW_EXPORT void bw_wheel_counters(const struct bw_wheel *w,
 				 struct bw_counters *out);
 /* Bytes currently allocated by the wheel. */
 BW_EXPORT size_t bw_wheel_footprint(const struct bw_wheel *w);
-/* Longest delay, in ns, an insert is guaranteed to accept (plain wheel). */
+/*
+ * The range, in ns: a plain wheel accepts every deadline up to the start
+ * of its current tick plus this (the current tick is the last poll's now,
+ * or the creation time, rounded down to the resolution), so a caller
+ * counting from its own now should leave one tick of margin.
+ */
 BW_EXPORT uint64_t bw_wheel_range_ns(const struct bw_wheel *w);
 BW_EXPORT const struct bw_config *bw_wheel_config(const struct bw_wheel *w);
 
