@@ -133,6 +133,9 @@ static void conn_free(struct bwd_conn *c)
 		c->next->pprev = c->pprev;
 	bwd_server_conn_gone(c->srv);
 	event_free(c->reap);
+	/* libevent may finish freeing the bufferevent later: it must not call
+	 * back into a connection that is gone by then. */
+	evbuffer_remove_cb(bufferevent_get_output(c->bev), on_drain, c);
 	bufferevent_free(c->bev);
 	free(c);
 }
@@ -424,6 +427,8 @@ int bwd_conn_new(struct bwd_server *srv, int fd, uid_t uid, pid_t pid,
 	return 0;
 fail:
 	if (c) {
+		if (c->reap)
+			event_free(c->reap);
 		if (c->bev)
 			bufferevent_free(c->bev);
 		free(c);
