@@ -393,8 +393,8 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 		kill_conn(c);
 }
 
-int bwd_conn_new(struct bwd_server *srv, int fd, uid_t uid, pid_t pid,
-		 struct bwd_conn **out)
+int bwd_conn_new(struct bwd_server *srv, struct bufferevent *bev, uid_t uid,
+		 pid_t pid, struct bwd_conn **out)
 {
 	struct event_base *base = bwd_server_base(srv);
 	struct bwd_conn *c = calloc(1, sizeof(*c));
@@ -405,10 +405,7 @@ int bwd_conn_new(struct bwd_server *srv, int fd, uid_t uid, pid_t pid,
 	c->srv = srv;
 	c->uid = uid;
 	c->pid = pid;
-	c->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (!c->bev)
-		goto fail;
-	fd = -1;
+	c->bev = bev;
 	c->reap = event_new(base, -1, 0, on_reap, c);
 	if (!c->reap)
 		goto fail;
@@ -426,14 +423,9 @@ int bwd_conn_new(struct bwd_server *srv, int fd, uid_t uid, pid_t pid,
 	*out = c;
 	return 0;
 fail:
-	if (c) {
-		if (c->reap)
-			event_free(c->reap);
-		if (c->bev)
-			bufferevent_free(c->bev);
-		free(c);
-	}
-	if (fd >= 0)
-		evutil_closesocket(fd);
+	if (c && c->reap)
+		event_free(c->reap);
+	free(c);
+	bufferevent_free(bev);
 	return -ENOMEM;
 }

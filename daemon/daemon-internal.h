@@ -210,8 +210,9 @@ int bwd_listen_open(const char *path, unsigned mode, int *fd_out,
 
 struct bwd_server;
 
-int bwd_conn_new(struct bwd_server *srv, int fd, uid_t uid, pid_t pid,
-		 struct bwd_conn **out);
+/* A connection over bev, which it owns from now on, even on failure. */
+int bwd_conn_new(struct bwd_server *srv, struct bufferevent *bev, uid_t uid,
+		 pid_t pid, struct bwd_conn **out);
 /* Write one envelope; 0, or -ENOBUFS when the output bound is hit. */
 int bwd_conn_send(struct bwd_conn *c, const Bitwheel__V1__Envelope *env);
 /* Queue an error frame answering req (NULL: the connection); when fatal,
@@ -241,7 +242,15 @@ void bwd_request_handle(struct bwd_conn *c, const Bitwheel__V1__Envelope *env);
 
 /* ---- server.c ----------------------------------------------------------- */
 
+/* The whole daemon: listen, serve until a signal, stop. */
 int bwd_server_run(const struct bwd_options *opt);
+/* A server with its state and loop but no socket, signals or systemd
+ * notification: the fuzzer feeds it connections of its own. */
+int bwd_server_new(const struct bwd_options *opt, struct bwd_server **out);
+void bwd_server_free(struct bwd_server *srv);
+/* Serve a client over bev (taken over, even on failure). */
+int bwd_server_attach(struct bwd_server *srv, struct bufferevent *bev,
+		      uid_t uid, pid_t pid);
 struct event_base *bwd_server_base(struct bwd_server *srv);
 struct bwd_state *bwd_server_state(struct bwd_server *srv);
 const struct bwd_options *bwd_server_options(struct bwd_server *srv);

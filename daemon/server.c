@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE /* accept4, struct ucred */
 #include <errno.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -215,7 +216,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	for (;;) {
 		struct ucred cred = { 0, (uid_t)-1, (gid_t)-1 };
 		socklen_t clen = sizeof(cred);
-		struct bwd_conn *c;
+		struct bufferevent *bev;
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
@@ -239,11 +240,13 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			refuse(fd);
 			continue;
 		}
-		if (bwd_conn_new(srv, fd, cred.uid, cred.pid, &c)) {
+		bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+		if (!bev || bwd_server_attach(srv, bev, cred.uid, cred.pid)) {
 			bwd_log(BWD_LOG_ERR, "out of memory for a connection");
+			if (!bev)
+				close(fd);
 			continue;
 		}
-		srv->clients++;
 		bwd_log(BWD_LOG_DEBUG, "client pid %ld uid %ld connected", (long)cred.pid,
 			(long)cred.uid);
 	}
@@ -286,40 +289,68 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		event_base_loopexit(srv->base, &grace);
 }
 
-static int server_init(struct bwd_server *srv, const struct bwd_options *opt)
+int bwd_server_attach(struct bwd_server *srv, struct bufferevent *bev,
+		      uid_t uid, pid_t pid)
 {
-	struct event_config *cfg = event_config_new();
-	struct bwd_sink sink = { bwd_conn_deliver, NULL };
-	struct timeval status = { STATUS_INTERVAL_S, 0 }, zero = { 0, 0 };
-	uint64_t wd_usec;
+	struct bwd_conn *c;
+	int err = bwd_conn_new(srv, bev, uid, pid, &c);
 
-	memset(srv, 0, sizeof(*srv));
+	if (err)
+		return err;
+	srv->clients++;
+	return 0;
+}
+
+int bwd_server_new(const struct bwd_options *opt, struct bwd_server **out)
+{
+	struct event_config *cfg;
+	struct bwd_sink sink = { bwd_conn_deliver, NULL };
+	struct bwd_server *srv = calloc(1, sizeof(*srv));
+
+	if (!srv)
+		return -ENOMEM;
 	srv->opt = opt;
 	srv->listen_fd = -1;
 	srv->armed_ns = UINT64_MAX;
 	srv->started_ns = bw_now_ns();
+	cfg = event_config_new();
 	if (!cfg)
-		return -ENOMEM;
+		goto fail;
 	/* Sub-millisecond wakeups for the 1 ms lane (timerfd on Linux). */
 	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
 	srv->base = event_base_new_with_config(cfg);
 	event_config_free(cfg);
 	if (!srv->base)
-		return -ENOMEM;
+		goto fail;
+	if (bwd_state_new(opt, srv->base, &sink, srv->started_ns, &srv->state))
+		goto fail;
+	srv->wheel = evtimer_new(srv->base, on_wheel, srv);
+	if (!srv->wheel)
+		goto fail;
+	*out = srv;
+	return 0;
+fail:
+	bwd_server_free(srv);
+	return -ENOMEM;
+}
+
+/* What a real daemon adds: the socket, signals, systemd notification. */
+static int server_open(struct bwd_server *srv)
+{
+	const struct bwd_options *opt = srv->opt;
+	struct timeval status = { STATUS_INTERVAL_S, 0 }, zero = { 0, 0 };
+	uint64_t wd_usec;
+
 	if (bwd_listen_open(opt->socket_path, opt->socket_mode, &srv->listen_fd,
 			    &srv->activated))
 		return -EADDRNOTAVAIL;
 	evutil_make_socket_nonblocking(srv->listen_fd);
-	if (bwd_state_new(opt, srv->base, &sink, srv->started_ns, &srv->state))
-		return -ENOMEM;
 	srv->listener = event_new(srv->base, srv->listen_fd, EV_READ | EV_PERSIST,
 				  on_accept, srv);
-	srv->wheel = evtimer_new(srv->base, on_wheel, srv);
 	srv->status = event_new(srv->base, -1, EV_PERSIST, on_status, srv);
 	srv->sigterm = evsignal_new(srv->base, SIGTERM, on_signal, srv);
 	srv->sigint = evsignal_new(srv->base, SIGINT, on_signal, srv);
-	if (!srv->listener || !srv->wheel || !srv->status || !srv->sigterm ||
-	    !srv->sigint)
+	if (!srv->listener || !srv->status || !srv->sigterm || !srv->sigint)
 		return -ENOMEM;
 	if (sd_watchdog_enabled(0, &wd_usec) > 0) {
 		struct timeval tv = { (time_t)(wd_usec / 2 / 1000000),
@@ -337,7 +368,7 @@ static int server_init(struct bwd_server *srv, const struct bwd_options *opt)
 	return event_base_once(srv->base, -1, EV_TIMEOUT, on_ready, srv, &zero);
 }
 
-static void server_fini(struct bwd_server *srv)
+void bwd_server_free(struct bwd_server *srv)
 {
 	struct event *evs[] = { srv->listener, srv->wheel, srv->status,
 				srv->watchdog, srv->sigterm, srv->sigint };
@@ -358,22 +389,28 @@ static void server_fini(struct bwd_server *srv)
 	}
 	if (srv->base)
 		event_base_free(srv->base);
+	free(srv);
 }
 
 int bwd_server_run(const struct bwd_options *opt)
 {
-	struct bwd_server srv;
+	struct bwd_server *srv;
 	int err;
 
 	signal(SIGPIPE, SIG_IGN);
-	err = server_init(&srv, opt);
+	err = bwd_server_new(opt, &srv);
+	if (err) {
+		bwd_log(BWD_LOG_ERR, "out of memory at start-up");
+		return err;
+	}
+	err = server_open(srv);
 	if (err == 0) {
-		event_base_dispatch(srv.base);
-		if (srv.stopping)
-			log_unfired(&srv);
+		event_base_dispatch(srv->base);
+		if (srv->stopping)
+			log_unfired(srv);
 	} else if (err == -ENOMEM) {
 		bwd_log(BWD_LOG_ERR, "out of memory at start-up");
 	}
-	server_fini(&srv);
+	bwd_server_free(srv);
 	return err;
 }
