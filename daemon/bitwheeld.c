@@ -17,6 +17,6 @@ int main(int argc, char **argv)
 		return 2;
 	if (r > 0)
 		return 0;
-	bwd_log_set_verbose(opt.verbose);
+	bwd_log_set_level(opt.verbose ? BWD_LOG_DEBUG : BWD_LOG_INFO);
 	return bwd_server_run(&opt) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

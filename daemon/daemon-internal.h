@@ -59,7 +59,8 @@ int bwd_parse_duration(const char *s, uint64_t *out_ns);
 enum bwd_log_level { BWD_LOG_ERR = 3, BWD_LOG_WARNING = 4, BWD_LOG_NOTICE = 5,
 		     BWD_LOG_INFO = 6, BWD_LOG_DEBUG = 7 };
 
-void bwd_log_set_verbose(bool verbose);
+/* Show messages up to this level (default BWD_LOG_INFO). */
+void bwd_log_set_level(enum bwd_log_level max);
 void bwd_log(enum bwd_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
