@@ -32,6 +32,11 @@
  *               the undelivered fires, 1,000 concurrent clients.
  *   shutdown    SIGTERM: replies in flight are flushed, then SHUTTING_DOWN
  *               and a close; exit status 0 and a log line.
+ *   faults      a client SIGKILLed mid-frame (its named session keeps its
+ *               timer), 50 connections that never send, a client that
+ *               dribbles its frames a byte at a time while another is
+ *               served promptly, running out of descriptors (accepting
+ *               pauses, no spinning, service resumes).
  *   startup     a live daemon on the path, a stale socket, a file that is
  *               no socket, --help/--version, usage errors (exit 2), the
  *               socket's mode.
@@ -2854,6 +2859,279 @@ END_TEST
 
 /* ---------------------------------------------------------------------- */
 
+/* ======================================================================
+ * faults
+ * ====================================================================== */
+
+#define FAULT_SESSION "e2e-fault"
+
+/*
+ * A client SIGKILLed in the middle of a frame, after a Hello (named
+ * session) and one Schedule: _i 0 wrote 3 bytes of a 4-byte header, _i 1
+ * a header and half the body of a second Schedule.  The daemon lives on,
+ * and the session keeps its one timer (not the half-sent one).
+ */
+START_TEST(test_killed_mid_frame)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct pollfd p;
+	struct du_conn *c;
+	int pfd[2], st;
+	char ok;
+	pid_t pid;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	ck_assert(pipe(pfd) == 0);
+	pid = fork();
+	ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		struct du_sched s = { .key = 7, .when = DU_DELAY, .when_ns = 3600 * DU_S };
+		struct du_buf b = { 0 };
+		struct du_conn *k;
+
+		close(pfd[0]);
+		k = du_connect(d->sock);
+		bwp_frame_free(du_hello(k, FAULT_SESSION));
+		bwp_frame_free(du_schedule(k, 2, &s));
+		s.key = 8;
+		du_pack_schedule(&b, 3, &s);
+		send_raw(k, b.data, _i == 0 ? 3 : 4 + (b.len - 4) / 2);
+		if (write(pfd[1], "k", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(pfd[1]);
+	p = (struct pollfd){ pfd[0], POLLIN, 0 };
+	ck_assert_msg(poll(&p, 1, DU_WAIT_MS) == 1 && read(pfd[0], &ok, 1) == 1,
+		      "the child never got to the middle of its frame");
+	close(pfd[0]);
+	kill(pid, SIGKILL);
+	ck_assert(waitpid(pid, &st, 0) == pid);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child status %#x", st);
+
+	du_assert_serving(d);
+	e = wait_stats(d, only_me, 0, "the killed client's connection gone");
+	ck_assert_uint_eq(e->stats_reply->sessions, 1);
+	ck_assert_uint_eq(e->stats_reply->oneshot->pending, 1);
+	bwp_frame_free(e);
+
+	c = du_connect(d->sock);
+	e = du_hello(c, FAULT_SESSION);
+	ck_assert_msg(hr_of(e)->has_resumed && hr_of(e)->resumed, "reattach: resumed=false");
+	ck_assert_uint_eq(hr_of(e)->timers, 1);
+	bwp_frame_free(e);
+	ck_assert_msg(!du_cancel(c, 2, 8), "the half-sent Schedule took effect");
+	ck_assert_msg(du_cancel(c, 3, 7), "the session lost its timer");
+	du_conn_free(c);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+#define NSILENT 50
+
+static bool clients_at_least(const Bitwheel__V1__StatsReply *s, uint64_t n)
+{
+	return s->clients >= n;
+}
+
+/* NSILENT connections that never send a byte take nothing from others. */
+START_TEST(test_silent_clients)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c[NSILENT];
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	for (int i = 0; i < NSILENT; i++)
+		c[i] = du_connect(d->sock);
+	e = wait_stats(d, clients_at_least, NSILENT + 1, "the silent clients");
+	du_note("silent clients: stats clients=%" PRIu64, e->stats_reply->clients);
+	bwp_frame_free(e);
+	du_assert_serving(d);
+	for (int i = 0; i < NSILENT; i++)
+		du_expect_quiet(c[i], 0);
+	for (int i = 0; i < NSILENT; i++)
+		du_conn_free(c[i]);
+	bwp_frame_free(wait_stats(d, only_me, 0, "the silent clients gone"));
+	du_daemon_free(d);
+}
+END_TEST
+
+#define DRIBBLE_MS 20
+#define DRIBBLE_RTT_MS 200
+
+/*
+ * A Hello and a Schedule sent one byte every DRIBBLE_MS: no reply before
+ * the Hello's last byte, then both replies, correct; another client's
+ * Stats, asked after every byte, comes back within DRIBBLE_RTT_MS.
+ */
+START_TEST(test_dribbling_client)
+{
+	struct du_daemon *d = du_daemon_new();
+	static const char payload[] = "dribbled";
+	struct du_sched s = { .key = 42, .when = DU_DELAY, .when_ns = 3600 * DU_S,
+			      .payload = payload, .payload_len = sizeof(payload) - 1 };
+	struct du_buf b = { 0 };
+	struct du_conn *slow, *other;
+	uint64_t worst = 0, t0;
+	size_t hello_len;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	other = du_open(d, NULL);
+	slow = du_connect(d->sock);
+	du_pack_hello(&b, 1, "e2e-dribble");
+	hello_len = b.len;
+	du_pack_schedule(&b, 2, &s);
+	t0 = du_now_ns();
+	for (size_t i = 0; i < b.len; i++) {
+		uint64_t t = du_now_ns(), rtt;
+
+		send_raw(slow, b.data + i, 1);
+		e = du_stats(other, (uint64_t)i + 2);
+		rtt = du_now_ns() - t;
+		bwp_frame_free(e);
+		ck_assert_msg(rtt < DRIBBLE_RTT_MS * DU_MS,
+			      "Stats took %.1f ms while byte %zu of %zu dribbled in",
+			      (double)rtt / 1e6, i, b.len);
+		if (rtt > worst)
+			worst = rtt;
+		if (i + 1 < hello_len)
+			du_expect_quiet(slow, 0);
+		du_sleep_until(t + DRIBBLE_MS * DU_MS);
+	}
+	du_note("dribbled %zu bytes in %.0f ms; worst Stats round trip %.1f ms", b.len,
+		(double)(du_now_ns() - t0) / 1e6, (double)worst / 1e6);
+	du_buf_free(&b);
+
+	e = du_expect_reply(slow, 1, BC(HELLO_REPLY));
+	ck_assert(hr_of(e)->has_resumed && !hr_of(e)->resumed);
+	bwp_frame_free(e);
+	e = du_expect_reply(slow, 2, BC(SCHEDULE_REPLY));
+	ck_assert_ptr_nonnull(e->schedule_reply);
+	ck_assert(e->schedule_reply->has_deadline_ns &&
+		  e->schedule_reply->deadline_ns > t0 + 3500 * DU_S);
+	bwp_frame_free(e);
+	e = du_stats(slow, 3);
+	ck_assert_uint_eq(e->stats_reply->oneshot->pending, 1);
+	bwp_frame_free(e);
+	ck_assert(du_cancel(slow, 4, 42));
+	du_conn_free(slow);
+	du_conn_free(other);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+#define FD_LIMIT 32
+#define FD_MAX_CONNS 64
+#define FD_FREE 4
+
+/* utime + stime of pid, in clock ticks. */
+static uint64_t cpu_ticks(pid_t pid)
+{
+	char path[64], *s, *p;
+	unsigned long long ut = 0, st = 0;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	s = du_read_file(path);
+	ck_assert_msg(s != NULL, "%s: %s", path, strerror(errno));
+	p = strrchr(s, ')');
+	ck_assert_msg(p != NULL && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+					  &ut, &st) == 2, "%s: cannot parse", path);
+	free(s);
+	return ut + st;
+}
+
+/*
+ * The daemon under RLIMIT_NOFILE FD_LIMIT (through prlimit(1)): connections
+ * until one is not accepted; the log says accepting pauses, the daemon does
+ * not spin meanwhile, and once FD_FREE connections close the waiting one is
+ * served.
+ */
+START_TEST(test_out_of_fds)
+{
+	struct du_daemon *d;
+	struct du_conn *c[FD_MAX_CONNS + 1];
+	char lim[32];
+	const char *argv[8];
+	uint64_t deadline, t0, ticks, ns;
+	double cpu;
+	char *log = NULL;
+	int n;
+	du_env *e;
+
+	if (!du_have_tool("prlimit")) {
+		du_note("SKIP: test_out_of_fds needs prlimit(1) (util-linux)");
+		return;
+	}
+	d = du_daemon_new();
+	snprintf(lim, sizeof(lim), "--nofile=%d:%d", FD_LIMIT, FD_LIMIT);
+	argv[0] = "prlimit";
+	argv[1] = lim;
+	argv[2] = DU_DAEMON_PATH;
+	argv[3] = "--socket";
+	argv[4] = d->sock;
+	argv[5] = NULL;
+	du_daemon_spawn(d, argv);
+	ck_assert_msg(du_daemon_wait_notify(d, "READY=1", DU_WAIT_MS),
+		      "no READY=1 under prlimit %s", lim);
+
+	for (n = 0; n <= FD_MAX_CONNS; n++) {
+		int rc;
+
+		c[n] = du_connect(d->sock);
+		du_send_hello(c[n], 1, NULL);
+		rc = du_recv(c[n], 500, &e);
+		if (rc == DU_TIMEOUT)
+			break;
+		ck_assert_msg(rc == DU_FRAME && e->body_case == BC(HELLO_REPLY),
+			      "connection %d: rc %d", n, rc);
+		bwp_frame_free(e);
+	}
+	ck_assert_msg(n >= FD_FREE && n < FD_MAX_CONNS,
+		      "%d connections accepted under RLIMIT_NOFILE %d", n, FD_LIMIT);
+	du_note("out of fds after %d connections", n);
+
+	deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
+	for (;;) {
+		log = du_daemon_log(d);
+		if (strstr(log, "pausing new connections"))
+			break;
+		ck_assert_msg(du_now_ns() < deadline, "no 'pausing new connections' in the log:\n%s",
+			      log);
+		free(log);
+		du_sleep_ms(20);
+	}
+	free(log);
+
+	/* Still out of descriptors: the daemon waits, it does not spin. */
+	t0 = du_now_ns();
+	ticks = cpu_ticks(d->pid);
+	du_sleep_ms(1000);
+	ticks = cpu_ticks(d->pid) - ticks;
+	ns = du_now_ns() - t0;
+	cpu = (double)ticks / (double)sysconf(_SC_CLK_TCK) / ((double)ns / 1e9);
+	du_note("daemon CPU while out of fds: %.1f%% of a core", cpu * 100);
+	ck_assert_msg(cpu < 0.5, "the daemon used %.0f%% of a core while out of fds",
+		      cpu * 100);
+	ck_assert(!du_daemon_exited(d));
+
+	/* Room again: the waiting connection is taken and answered. */
+	for (int i = 0; i < FD_FREE; i++)
+		du_conn_free(c[i]);
+	e = du_expect_reply(c[n], 1, BC(HELLO_REPLY));
+	bwp_frame_free(e);
+	du_assert_serving(d);
+	for (int i = FD_FREE; i <= n; i++)
+		du_conn_free(c[i]);
+	du_daemon_free(d);
+}
+END_TEST
+
 static Suite *daemon_suite(void)
 {
 	Suite *s = suite_create("daemon");
@@ -2932,6 +3210,14 @@ static Suite *daemon_suite(void)
 	tcase_add_test(tc, test_sigterm_flush);
 	tcase_add_test(tc, test_sigterm_under_load);
 	tcase_add_test(tc, test_sigterm_stuck_client);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("faults");
+	du_tcase(tc);
+	tcase_add_loop_test(tc, test_killed_mid_frame, 0, 2);
+	tcase_add_test(tc, test_silent_clients);
+	tcase_add_test(tc, test_dribbling_client);
+	tcase_add_test(tc, test_out_of_fds);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("startup");
