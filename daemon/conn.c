@@ -18,10 +18,18 @@
  *     unsent fire queued; an anonymous session ends with the connection.
  *
  * Fires of a named session stay the session's until they have left the
- * output buffer: each one written keeps a copy, with the output offset its
- * frame ends at, until the buffer drains past it.  When the connection
+ * output buffer: each one written keeps a copy in the session
+ * (bwd_session_sent), with the output offset its frame ends at, until the
+ * buffer drains past it (bwd_session_written).  When the connection
  * breaks, those still unwritten go back to the front of the session's
  * queue, in order, for its next connection (PROTOCOL.md section 9).
+ *
+ * With a journal, a named session's connection holds its output while
+ * the journal has records that are not yet durable: frames go to a side
+ * buffer (held) that the end of the loop turn appends to the output once
+ * the journal's commit is done (bwd_conn_release), so an acknowledgement
+ * or a fire never leaves before its record.  Held bytes count against the
+ * output bound like any others.
  *
  * Closing never happens in the middle of a wheel poll or of request
  * handling: a dead connection is only marked, and freed by a deferred
@@ -47,7 +55,8 @@ struct bwd_conn {
 	struct bwd_session *session;
 	uid_t uid;
 	pid_t pid;
-	struct bwd_fire *sent, *sent_tail; /* named session's unwritten fires */
+	struct evbuffer *held;     /* frames waiting for the journal's commit */
+	struct bwd_conn *held_next, **held_pprev; /* NULL pprev: not held    */
 	uint64_t committed;        /* bytes ever put in the output buffer    */
 	uint64_t drained;          /* bytes ever taken out by writes         */
 	bool throttled;            /* reading paused for backpressure        */
@@ -62,7 +71,50 @@ static const struct bwd_limits *limits(const struct bwd_conn *c)
 
 size_t bwd_conn_output(const struct bwd_conn *c)
 {
-	return evbuffer_get_length(bufferevent_get_output(c->bev));
+	return evbuffer_get_length(bufferevent_get_output(c->bev)) +
+	       (c->held ? evbuffer_get_length(c->held) : 0);
+}
+
+static void unhold(struct bwd_conn *c)
+{
+	if (!c->held_pprev)
+		return;
+	*c->held_pprev = c->held_next;
+	if (c->held_next)
+		c->held_next->held_pprev = c->held_pprev;
+	c->held_pprev = NULL;
+}
+
+/* Where the next frame goes: the output, or the held buffer while the
+ * journal owes a commit; NULL without memory for the latter. */
+static struct evbuffer *sink(struct bwd_conn *c)
+{
+	struct bwd_journal *j = bwd_server_journal(c->srv);
+	struct bwd_conn **head;
+
+	if (c->held_pprev)
+		return c->held;
+	if (!j || !c->session || !c->session->name || !bwd_journal_pending(j))
+		return bufferevent_get_output(c->bev);
+	if (!c->held && !(c->held = evbuffer_new()))
+		return NULL;
+	head = bwd_server_held(c->srv);
+	c->held_next = *head;
+	if (c->held_next)
+		c->held_next->held_pprev = &c->held_next;
+	c->held_pprev = head;
+	*head = c;
+	return c->held;
+}
+
+void bwd_conn_release(struct bwd_conn **head)
+{
+	while (*head) {
+		struct bwd_conn *c = *head;
+
+		unhold(c);
+		evbuffer_add_buffer(bufferevent_get_output(c->bev), c->held);
+	}
 }
 
 uid_t bwd_conn_uid(const struct bwd_conn *c)
@@ -90,19 +142,9 @@ struct bwd_conn *bwd_conn_next(const struct bwd_conn *c)
 	return c->next;
 }
 
-/* The named session takes back the fires its client did not get. */
-static void give_back(struct bwd_conn *c)
+static bool named(const struct bwd_conn *c)
 {
-	if (c->session && c->session->name)
-		bwd_session_requeue(c->session, c->sent);
-	else
-		while (c->sent) {
-			struct bwd_fire *f = c->sent;
-
-			c->sent = f->next;
-			free(f);
-		}
-	c->sent = c->sent_tail = NULL;
+	return c->session && c->session->name;
 }
 
 /* Written out: those fires are the client's now. */
@@ -112,20 +154,20 @@ static void on_drain(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 	struct bwd_conn *c = arg;
 
 	(void)buf;
+	if (!info->n_deleted)
+		return;
 	c->drained += info->n_deleted;
-	while (c->sent && c->sent->wire_end <= c->drained) {
-		struct bwd_fire *f = c->sent;
-
-		c->sent = f->next;
-		free(f);
-	}
-	if (!c->sent)
-		c->sent_tail = NULL;
+	if (named(c))
+		bwd_session_written(c->session, c->drained);
 }
 
 static void conn_free(struct bwd_conn *c)
 {
-	give_back(c);
+	unhold(c);
+	if (c->held)
+		evbuffer_free(c->held);
+	if (named(c))
+		bwd_session_unsend(c->session);
 	if (c->session)
 		bwd_session_detach(c->session);
 	*c->pprev = c->next;
@@ -157,8 +199,9 @@ static void kill_conn(struct bwd_conn *c)
 	 * even one whose Hello is read in this same turn of the loop.  An
 	 * anonymous one ends, cancelling its timers, so that waits for the
 	 * reap: this may run inside a poll, firing one of those timers. */
-	if (c->session && c->session->name) {
-		give_back(c);
+	unhold(c);
+	if (named(c)) {
+		bwd_session_unsend(c->session);
 		bwd_session_detach(c->session);
 		c->session = NULL;
 	}
@@ -180,16 +223,17 @@ void bwd_conn_close(struct bwd_conn *c, bool flush)
 
 int bwd_conn_send(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
 {
-	struct evbuffer *out = bufferevent_get_output(c->bev);
 	size_t size = bwp_frame_packed_size(env), len;
+	struct evbuffer *out;
 	struct evbuffer_iovec v;
 	int err;
 
 	if (c->dead)
 		return -EPIPE;
-	if (evbuffer_get_length(out) + size > limits(c)->max_output)
+	if (bwd_conn_output(c) + size > limits(c)->max_output)
 		return -ENOBUFS;
-	if (evbuffer_reserve_space(out, (ev_ssize_t)size, &v, 1) != 1)
+	out = sink(c);
+	if (!out || evbuffer_reserve_space(out, (ev_ssize_t)size, &v, 1) != 1)
 		return -ENOMEM;
 	err = bwp_frame_pack(env, limits(c)->max_frame, v.iov_base, v.iov_len, &len);
 	if (err) {
@@ -252,18 +296,6 @@ static int send_fire(struct bwd_conn *c, const struct bwd_fire *f)
 	return bwd_conn_send(c, &env);
 }
 
-/* Keep a written fire (which the caller owned) until it leaves the buffer. */
-static void track(struct bwd_conn *c, struct bwd_fire *f)
-{
-	f->wire_end = c->committed;
-	f->next = NULL;
-	if (c->sent_tail)
-		c->sent_tail->next = f;
-	else
-		c->sent = f;
-	c->sent_tail = f;
-}
-
 int bwd_conn_deliver(struct bwd_conn *c, const struct bwd_fire *f, void *ctx)
 {
 	struct bwd_fire *copy;
@@ -272,10 +304,10 @@ int bwd_conn_deliver(struct bwd_conn *c, const struct bwd_fire *f, void *ctx)
 	if (c->closing || c->dead)
 		return -1;
 	/* Without memory for the copy the fire still goes out, untracked. */
-	copy = c->session->name ? bwd_fire_copy(f) : NULL;
+	copy = named(c) ? bwd_fire_copy(f) : NULL;
 	if (send_fire(c, f) == 0) {
 		if (copy)
-			track(c, copy);
+			bwd_session_sent(c->session, copy, c->committed);
 		return 0;
 	}
 	free(copy);
@@ -297,7 +329,7 @@ void bwd_conn_drain_queue(struct bwd_conn *c)
 			bwd_session_requeue(c->session, f);
 			return;
 		}
-		track(c, f);
+		bwd_session_sent(c->session, f, c->committed);
 	}
 }
 

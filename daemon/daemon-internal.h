@@ -6,7 +6,13 @@
  *   map.c       intrusive chained hash map keyed by u64
  *   state.c     sessions, timers and the dual wheel: everything the daemon
  *               knows, changed only through bwd_state_* / bwd_session_*,
- *               so it can be written out and read back in one place
+ *               each change of a named session told to the journal, and
+ *               all of it written out (dump) and read back (apply) there
+ *   record.c    the bytes of the state files: headers and records, CRC32C
+ *   journal.c   the append-only journal file: append, group commit, rotate
+ *   snapshot.c  a snapshot written by a forked child, then installed
+ *   store.c     the state directory: lock, recovery at start, when to
+ *               commit and when to snapshot
  *   listen.c    the listening socket: systemd's, or one we bind
  *   conn.c      one client connection: frames in, frames out, bounds
  *   request.c   what each request does to the state, and its reply
@@ -40,12 +46,24 @@ struct bwd_limits {
 	uint64_t max_output;       /* unread bytes per connection            */
 };
 
+/* When a journal write counts as done (--fsync). */
+enum bwd_fsync { BWD_FSYNC_NEVER, BWD_FSYNC_BATCH, BWD_FSYNC_ALWAYS };
+
+struct bwd_store_options {
+	const char *dir;           /* NULL: nothing is kept on disk          */
+	enum bwd_fsync fsync;
+	uint64_t journal_max;      /* bytes of journal that start a snapshot */
+	uint64_t snapshot_interval_ns; /* and the longest time between them */
+	bool ignore_snapshot;      /* recover from the journals alone        */
+};
+
 struct bwd_options {
 	const char *socket_path;
 	unsigned socket_mode;
 	struct bw_dual_config wheel;
 	const char *preset_name;
 	struct bwd_limits limits;
+	struct bwd_store_options store;
 	bool verbose;
 };
 
@@ -102,7 +120,9 @@ struct bwd_fire {
 	uint64_t deadline_ns;
 	uint64_t fired_ns;
 	uint64_t count;            /* periodic: fire number; 0 for oneshot   */
+	uint64_t seq;              /* the session's fire number (journal)    */
 	bool late;
+	bool sent;                 /* handed to a connection at least once   */
 	bool has_payload;
 	uint32_t payload_len;
 	const uint8_t *payload;    /* the timer's, or the bytes that follow  */
@@ -118,20 +138,28 @@ struct bwd_timer {
 	uint64_t count;            /* fires so far                           */
 	uint32_t payload_len;
 	bool has_payload;
+	bool late;                 /* restored past its deadline             */
 	uint8_t payload[];
 };
 
 struct bwd_session {
 	struct bwd_map_node node;  /* keyed by the name's hash (named only)  */
+	struct bwd_map_node id_node; /* keyed by id (named only)             */
 	char *name;                /* NULL: anonymous                        */
 	uid_t owner;
 	struct bwd_conn *conn;     /* NULL: detached                         */
 	struct bwd_map timers;
+	/* Named sessions' fires, oldest first: written to the connection but
+	 * not yet out of its buffer (sent), then waiting to be (queue). */
+	struct bwd_fire *sent_head, *sent_tail;
 	struct bwd_fire *queue_head, *queue_tail;
 	uint64_t queued;
 	uint64_t dropped;          /* since it was last attached             */
 	struct event *linger;      /* armed while detached                   */
 	struct bwd_state *state;
+	uint64_t id;               /* named: its number in the state files,
+				      id_node's key                          */
+	uint64_t next_seq;         /* named: the next fire's seq             */
 };
 
 struct bwd_state_stats {
@@ -184,6 +212,16 @@ struct bwd_fire *bwd_session_dequeue(struct bwd_session *s);
 /* Put fires that were not sent back at the head of the queue, in order:
  * chain is a list through next, which the queue takes over. */
 void bwd_session_requeue(struct bwd_session *s, struct bwd_fire *chain);
+/* A named session's fire f (the session's now) was written to its
+ * connection, its frame ending at output offset wire_end. */
+void bwd_session_sent(struct bwd_session *s, struct bwd_fire *f,
+		      uint64_t wire_end);
+/* The connection's output has drained to offset `drained`: the fires
+ * written before it are the client's, and the journal says so. */
+void bwd_session_written(struct bwd_session *s, uint64_t drained);
+/* The connection is gone: fires written but not drained go back to the
+ * head of the queue. */
+void bwd_session_unsend(struct bwd_session *s);
 
 struct bwd_schedule {
 	uint64_t key;
@@ -200,6 +238,170 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 		       bool *replaced);
 /* 0 (*pending says whether it was), or a protocol error code. */
 int bwd_timer_cancel(struct bwd_session *s, uint64_t key, bool *pending);
+
+struct bwd_journal;
+struct bwd_record;
+
+/* From now on, every change to a named session is appended to j. */
+void bwd_state_set_journal(struct bwd_state *st, struct bwd_journal *j);
+/* Hand every named session, timer and undelivered fire to emit, as
+ * records (a snapshot's body); stops at emit's first nonzero return. */
+int bwd_state_dump(const struct bwd_state *st,
+		   int (*emit)(void *ctx, const struct bwd_record *r), void *ctx);
+/*
+ * Recovery: apply one record read back from a state file whose clock runs
+ * shift_ns ahead of ours (0 within one boot).  0, or BWD_REC_ECORRUPT when
+ * it contradicts the state (the caller logs and goes on); -ENOMEM.
+ */
+int bwd_state_apply(struct bwd_state *st, const struct bwd_record *r,
+		    int64_t shift_ns);
+/* After the last record: arm the restored timers (those already due are
+ * marked late), start the sessions' lingers.  Counts what was restored. */
+int bwd_state_restore_finish(struct bwd_state *st, uint64_t now_ns,
+			     struct bwd_state_stats *restored);
+
+/* ---- record.c ----------------------------------------------------------- */
+
+enum bwd_rec_type {
+	BWD_REC_SESSION = 1,       /* sid, seq (next fire), uid, name        */
+	BWD_REC_END,               /* sid: the session expired               */
+	BWD_REC_TIMER,             /* sid, key, deadline, period, count,
+				      payload: scheduled (replacing the key) */
+	BWD_REC_CANCEL,            /* sid, key                               */
+	BWD_REC_FIRE,              /* sid, key, seq, deadline, count, fired:
+				      the timer fired; the fire is owed      */
+	BWD_REC_QUEUED,            /* the same with the payload: a fire owed
+				      (snapshots)                            */
+	BWD_REC_SENT,              /* sid, seq: handed to a connection       */
+	BWD_REC_DONE,              /* sid, seq: delivered, or dropped        */
+	BWD_REC_TRAILER,           /* count: records before it (snapshots)   */
+	BWD_REC_TYPES
+};
+
+/* Record flags. */
+#define BWD_RECF_PAYLOAD 0x01u /* TIMER/QUEUED: has_payload              */
+#define BWD_RECF_LATE 0x02u    /* FIRE/QUEUED: the fire was late         */
+#define BWD_RECF_SENT 0x04u    /* FIRE/QUEUED: handed to a connection    */
+
+struct bwd_record {
+	uint8_t type;
+	uint8_t flags;
+	uint8_t name_len;
+	uint32_t uid;
+	uint64_t sid, key, seq, deadline_ns, period_ns, count, fired_ns;
+	const char *name;          /* not NUL-terminated                     */
+	const uint8_t *payload;
+	uint32_t payload_len;
+};
+
+enum bwd_file_kind { BWD_FILE_JOURNAL, BWD_FILE_SNAPSHOT };
+
+struct bwd_file_header {
+	enum bwd_file_kind kind;
+	uint64_t generation;
+	uint8_t boot_id[16];
+	uint64_t mono_ns, real_ns;
+};
+
+#define BWD_FILE_HEADER_SIZE 64
+#define BWD_RECORD_HEADER_SIZE 8
+/* A body's bound: the largest payload the options allow, and the rest. */
+#define BWD_RECORD_MAX ((16u << 20) + 256u)
+/* Parse results besides 0. */
+#define BWD_REC_ETORN 1        /* the bytes end inside it               */
+#define BWD_REC_ECORRUPT 2     /* a checksum or layout that does not hold */
+
+uint32_t bwd_crc32c(const void *data, size_t len);
+void bwd_file_header_pack(const struct bwd_file_header *h,
+			  uint8_t out[BWD_FILE_HEADER_SIZE]);
+int bwd_file_header_parse(const uint8_t *buf, size_t len,
+			  struct bwd_file_header *h);
+/* Bytes r takes packed, header included. */
+size_t bwd_record_size(const struct bwd_record *r);
+/* Pack r into out (bwd_record_size bytes); returns that size. */
+size_t bwd_record_pack(const struct bwd_record *r, uint8_t *out);
+/* The record at buf: 0 and *used, or BWD_REC_ETORN / BWD_REC_ECORRUPT.
+ * r's name and payload point into buf. */
+int bwd_record_parse(const uint8_t *buf, size_t len, struct bwd_record *r,
+		     size_t *used);
+const char *bwd_record_strerror(int err);
+
+/* ---- journal.c ---------------------------------------------------------- */
+
+/* CLOCK_REALTIME in ns: how a deadline crosses a reboot. */
+uint64_t bwd_realtime_ns(void);
+/* The kernel's boot_id (16 bytes); 0 or -errno. */
+int bwd_boot_id(uint8_t out[16]);
+/* "journal.0000000000000007" */
+void bwd_journal_name(uint64_t generation, char out[32]);
+/* Create journal.<generation> in the directory dirfd, header written and
+ * synced.  0 or -errno. */
+int bwd_journal_open(int dirfd, uint64_t generation, enum bwd_fsync policy,
+		     struct bwd_journal **out);
+void bwd_journal_close(struct bwd_journal *j);
+/* Add a record to the next commit (with --fsync=always: commit it now).
+ * 0 or -errno; after a failure the journal stays failed. */
+int bwd_journal_append(struct bwd_journal *j, const struct bwd_record *r);
+/* write(2) what was appended, without waiting for the disk. */
+int bwd_journal_write(struct bwd_journal *j);
+/* Make everything appended durable as --fsync says.  0 or -errno. */
+int bwd_journal_commit(struct bwd_journal *j);
+/* Whether some appended record is not yet durable (acks must wait). */
+bool bwd_journal_pending(const struct bwd_journal *j);
+bool bwd_journal_failed(const struct bwd_journal *j);
+uint64_t bwd_journal_generation(const struct bwd_journal *j);
+/* Bytes in the file. */
+uint64_t bwd_journal_size(const struct bwd_journal *j);
+
+/* ---- snapshot.c --------------------------------------------------------- */
+
+/*
+ * Fork a child that writes the state as it is now to snapshot.tmp in
+ * dirfd, header generation `generation`, synced; *pid is the child.  The
+ * parent goes on at once.  0 or -errno.
+ */
+int bwd_snapshot_start(const struct bwd_state *st, int dirfd,
+		       uint64_t generation, pid_t *pid);
+/* The child succeeded: rename snapshot.tmp over snapshot, sync the
+ * directory, and remove the journals it makes redundant. */
+int bwd_snapshot_install(int dirfd, uint64_t generation);
+
+/* ---- store.c ------------------------------------------------------------ */
+
+struct bwd_store;
+
+/*
+ * Open the state directory (created if missing, locked against a second
+ * daemon), recover what it holds into st, and start a new journal.
+ * Errors are logged; -errno.
+ */
+int bwd_store_open(const struct bwd_store_options *opt, struct bwd_state *st,
+		   struct event_base *base, struct bwd_store **out);
+void bwd_store_free(struct bwd_store *s);
+/* The end of a loop turn: make what the turn appended durable; may start
+ * a snapshot.  -errno when the journal cannot be written. */
+int bwd_store_commit(struct bwd_store *s);
+struct bwd_journal *bwd_store_journal(struct bwd_store *s);
+
+/* What replaying one file found. */
+struct bwd_replay {
+	uint64_t generation;       /* from its header                        */
+	uint64_t records;          /* applied                                */
+	uint64_t contradictions;   /* records that did not fit, skipped      */
+	size_t stopped_at;         /* offset reading stopped at              */
+	bool whole;                /* a snapshot with its trailer            */
+};
+/*
+ * Apply the file in buf (named `name` in messages) to st: 0 when read to
+ * its end (a snapshot: to its trailer), else BWD_REC_ETORN/ECORRUPT (what
+ * came before it is applied; the reason is logged), or -ENOMEM.
+ */
+int bwd_store_replay(struct bwd_state *st, const uint8_t *buf, size_t len,
+		     const char *name, enum bwd_file_kind kind,
+		     struct bwd_replay *out);
+/* Log what is pending, per named session, as the daemon stops: counts at
+ * notice level, keys at debug level.  kept: whether a journal has them. */
+void bwd_state_log_pending(const struct bwd_state *st, bool kept);
 
 /* ---- listen.c ----------------------------------------------------------- */
 
@@ -227,6 +429,9 @@ void bwd_conn_close(struct bwd_conn *c, bool flush);
 int bwd_conn_deliver(struct bwd_conn *c, const struct bwd_fire *f, void *ctx);
 /* Send queued fires of the attached session while the output has room. */
 void bwd_conn_drain_queue(struct bwd_conn *c);
+/* The journal's commit is done: held output goes out, for every
+ * connection in the list (head: bwd_server_held), which ends empty. */
+void bwd_conn_release(struct bwd_conn **head);
 uid_t bwd_conn_uid(const struct bwd_conn *c);
 struct bwd_session *bwd_conn_session(const struct bwd_conn *c);
 void bwd_conn_set_session(struct bwd_conn *c, struct bwd_session *s);
@@ -261,6 +466,10 @@ void bwd_server_rearm(struct bwd_server *srv);
 void bwd_server_conn_gone(struct bwd_server *srv);
 /* The head of the list of connections, which conn.c keeps. */
 struct bwd_conn **bwd_server_conns(struct bwd_server *srv);
+/* The head of the list of connections holding output (conn.c keeps it). */
+struct bwd_conn **bwd_server_held(struct bwd_server *srv);
+/* NULL without --state-dir. */
+struct bwd_journal *bwd_server_journal(struct bwd_server *srv);
 bool bwd_server_stopping(const struct bwd_server *srv);
 /* Bytes waiting in every connection's output buffer. */
 uint64_t bwd_server_buffered(struct bwd_server *srv);

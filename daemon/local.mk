@@ -6,6 +6,10 @@ daemon_bitwheeld_SOURCES = \
 	daemon/log.c \
 	daemon/map.c \
 	daemon/state.c \
+	daemon/record.c \
+	daemon/journal.c \
+	daemon/snapshot.c \
+	daemon/store.c \
 	daemon/listen.c \
 	daemon/conn.c \
 	daemon/request.c \

@@ -41,6 +41,15 @@ static void usage(FILE *f)
 "      --max-queued N        fires queued per detached session (4096)\n"
 "      --linger DURATION     life of a detached named session (5m)\n"
 "      --max-output BYTES    unread output per connection (1048576)\n"
+"      --state-dir DIR       keep named sessions' timers here, across restarts\n"
+"                            and crashes (default: nothing is kept)\n"
+"      --fsync POLICY        batch (default: one fdatasync per loop turn, before\n"
+"                            its replies) | always (one per request) | never\n"
+"                            (survives a daemon crash, not a machine crash)\n"
+"      --journal-max BYTES   journal size that starts a snapshot (67108864)\n"
+"      --snapshot-interval DURATION  most time between snapshots (10m)\n"
+"      --ignore-snapshot     recover from the journals alone when the snapshot\n"
+"                            is damaged (what only it held is lost)\n"
 "  -v, --verbose             log debug messages\n"
 "  -h, --help                show this help\n"
 "  -V, --version             show the version\n"
@@ -98,6 +107,8 @@ enum {
 	OPT_PERIODIC_RES, OPT_PERIODIC_CAP, OPT_PERIODIC_PROBES,
 	OPT_MAX_CLIENTS, OPT_MAX_FRAME, OPT_MAX_PAYLOAD, OPT_MAX_TIMERS,
 	OPT_MAX_QUEUED, OPT_LINGER, OPT_MAX_OUTPUT,
+	OPT_STATE_DIR, OPT_FSYNC, OPT_JOURNAL_MAX, OPT_SNAPSHOT_INTERVAL,
+	OPT_IGNORE_SNAPSHOT,
 };
 
 static const struct option longopts[] = {
@@ -118,6 +129,11 @@ static const struct option longopts[] = {
 	{ "max-queued", required_argument, NULL, OPT_MAX_QUEUED },
 	{ "linger", required_argument, NULL, OPT_LINGER },
 	{ "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
+	{ "state-dir", required_argument, NULL, OPT_STATE_DIR },
+	{ "fsync", required_argument, NULL, OPT_FSYNC },
+	{ "journal-max", required_argument, NULL, OPT_JOURNAL_MAX },
+	{ "snapshot-interval", required_argument, NULL, OPT_SNAPSHOT_INTERVAL },
+	{ "ignore-snapshot", no_argument, NULL, OPT_IGNORE_SNAPSHOT },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -210,6 +226,47 @@ static int parse_limit(int opt, const char *arg, struct bwd_limits *l)
 	return -1;
 }
 
+static int parse_store(int opt, const char *arg, struct bwd_store_options *st)
+{
+	static const char *const policies[] = {
+		[BWD_FSYNC_NEVER] = "never", [BWD_FSYNC_BATCH] = "batch",
+		[BWD_FSYNC_ALWAYS] = "always",
+	};
+
+	switch (opt) {
+	case OPT_STATE_DIR:
+		if (!*arg) {
+			fprintf(stderr, "bitwheeld: --state-dir: an empty path\n");
+			return -1;
+		}
+		st->dir = arg;
+		return 0;
+	case OPT_FSYNC:
+		for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
+			if (strcmp(arg, policies[i]) == 0) {
+				st->fsync = (enum bwd_fsync)i;
+				return 0;
+			}
+		}
+		fprintf(stderr, "bitwheeld: --fsync: '%s' is not batch, always or never\n", arg);
+		return -1;
+	case OPT_JOURNAL_MAX:
+		return parse_uint(flag_name(opt), arg, 4096, 1ull << 40, 10,
+				  &st->journal_max);
+	case OPT_SNAPSHOT_INTERVAL:
+		if (bwd_parse_duration(arg, &st->snapshot_interval_ns) ||
+		    st->snapshot_interval_ns < 1000000000ull) {
+			fprintf(stderr, "bitwheeld: --snapshot-interval: '%s' is not a duration of 1s or more\n", arg);
+			return -1;
+		}
+		return 0;
+	case OPT_IGNORE_SNAPSHOT:
+		st->ignore_snapshot = true;
+		return 0;
+	}
+	return -1;
+}
+
 int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 {
 	enum bw_dual_preset preset = BW_DUAL_FAST_PRECISE;
@@ -230,6 +287,11 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 		.max_queued = 4096,
 		.linger_ns = 300000000000ull,
 		.max_output = 1u << 20,
+	};
+	o->store = (struct bwd_store_options){
+		.fsync = BWD_FSYNC_BATCH,
+		.journal_max = 64u << 20,
+		.snapshot_interval_ns = 600000000000ull,
 	};
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "s:m:p:vhV", longopts, NULL)) != -1) {
@@ -271,6 +333,11 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 		case OPT_MAX_TIMERS: case OPT_MAX_QUEUED: case OPT_LINGER:
 		case OPT_MAX_OUTPUT:
 			if (parse_limit(c, optarg, &o->limits))
+				return -1;
+			break;
+		case OPT_STATE_DIR: case OPT_FSYNC: case OPT_JOURNAL_MAX:
+		case OPT_SNAPSHOT_INTERVAL: case OPT_IGNORE_SNAPSHOT:
+			if (parse_store(c, optarg, &o->store))
 				return -1;
 			break;
 		case 'v':

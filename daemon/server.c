@@ -10,9 +10,14 @@
  *   signals    SIGTERM/SIGINT start the shutdown; SIGPIPE is ignored
  *   notify     READY=1 once the loop runs, STATUS= every few seconds,
  *              WATCHDOG=1 at half the watchdog interval, STOPPING=1
+ *   sigchld    a snapshot writer finished (store.c)
+ * The loop runs one turn at a time (EVLOOP_ONCE): after each, the store
+ * commits what the turn journaled and the output held for it goes out.
  * Shutdown: stop accepting, answer every connection SHUTTING_DOWN after its
  * pending replies, wait (at most 5 s, or until a second signal) for them
- * to drain, log what was still pending, exit 0.
+ * to drain, log what was still pending, exit 0.  A journal that cannot be
+ * written stops the daemon at once (exit 1), unacknowledged requests
+ * unanswered.
  */
 #define _GNU_SOURCE /* accept4, struct ucred */
 #include <errno.h>
@@ -36,7 +41,9 @@ struct bwd_server {
 	const struct bwd_options *opt;
 	struct event_base *base;
 	struct bwd_state *state;
+	struct bwd_store *store;
 	struct bwd_conn *conns;
+	struct bwd_conn *held;     /* connections waiting for the commit    */
 	uint64_t clients;
 	int listen_fd;
 	bool activated;
@@ -65,6 +72,16 @@ const struct bwd_options *bwd_server_options(struct bwd_server *srv)
 struct bwd_conn **bwd_server_conns(struct bwd_server *srv)
 {
 	return &srv->conns;
+}
+
+struct bwd_conn **bwd_server_held(struct bwd_server *srv)
+{
+	return &srv->held;
+}
+
+struct bwd_journal *bwd_server_journal(struct bwd_server *srv)
+{
+	return srv->store ? bwd_store_journal(srv->store) : NULL;
 }
 
 uint64_t bwd_server_started(const struct bwd_server *srv)
@@ -252,15 +269,6 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	}
 }
 
-static void log_unfired(struct bwd_server *srv)
-{
-	struct bwd_state_stats ss;
-
-	bwd_state_stats(srv->state, &ss);
-	if (ss.timers || ss.queued)
-		bwd_log(BWD_LOG_NOTICE, "stopping with %" PRIu64 " timers pending and %" PRIu64 " fires queued in %" PRIu64 " named sessions; they are not kept",
-			ss.timers, ss.queued, ss.sessions);
-}
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
@@ -306,6 +314,7 @@ int bwd_server_new(const struct bwd_options *opt, struct bwd_server **out)
 	struct event_config *cfg;
 	struct bwd_sink sink = { bwd_conn_deliver, NULL };
 	struct bwd_server *srv = calloc(1, sizeof(*srv));
+	int err = -ENOMEM;
 
 	if (!srv)
 		return -ENOMEM;
@@ -327,11 +336,19 @@ int bwd_server_new(const struct bwd_options *opt, struct bwd_server **out)
 	srv->wheel = evtimer_new(srv->base, on_wheel, srv);
 	if (!srv->wheel)
 		goto fail;
+	if (opt->store.dir) {
+		err = bwd_store_open(&opt->store, srv->state, srv->base, &srv->store);
+		if (err)
+			goto fail;
+		bwd_server_rearm(srv);
+	} else {
+		bwd_log(BWD_LOG_NOTICE, "no --state-dir: timers are kept in memory only and lost when bitwheeld stops");
+	}
 	*out = srv;
 	return 0;
 fail:
 	bwd_server_free(srv);
-	return -ENOMEM;
+	return err;
 }
 
 /* What a real daemon adds: the socket, signals, systemd notification. */
@@ -381,6 +398,7 @@ void bwd_server_free(struct bwd_server *srv)
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
+	bwd_store_free(srv->store);
 	bwd_state_free(srv->state);
 	if (srv->listen_fd >= 0) {
 		close(srv->listen_fd);
@@ -392,6 +410,28 @@ void bwd_server_free(struct bwd_server *srv)
 	free(srv);
 }
 
+/* Turn the loop until it is told to stop; after each turn, commit. */
+static int serve(struct bwd_server *srv)
+{
+	for (;;) {
+		int rc = event_base_loop(srv->base, EVLOOP_ONCE);
+
+		if (srv->store) {
+			int err = bwd_store_commit(srv->store);
+
+			if (err) {
+				bwd_log(BWD_LOG_ERR, "the journal cannot be written (%s): stopping now; requests not yet acknowledged stay unanswered",
+					strerror(-err));
+				return err;
+			}
+			bwd_conn_release(&srv->held);
+		}
+		if (rc || event_base_got_break(srv->base) ||
+		    event_base_got_exit(srv->base))
+			return 0;
+	}
+}
+
 int bwd_server_run(const struct bwd_options *opt)
 {
 	struct bwd_server *srv;
@@ -400,14 +440,15 @@ int bwd_server_run(const struct bwd_options *opt)
 	signal(SIGPIPE, SIG_IGN);
 	err = bwd_server_new(opt, &srv);
 	if (err) {
-		bwd_log(BWD_LOG_ERR, "out of memory at start-up");
+		if (err == -ENOMEM)
+			bwd_log(BWD_LOG_ERR, "out of memory at start-up");
 		return err;
 	}
 	err = server_open(srv);
 	if (err == 0) {
-		event_base_dispatch(srv->base);
-		if (srv->stopping)
-			log_unfired(srv);
+		err = serve(srv);
+		if (srv->stopping || err)
+			bwd_state_log_pending(srv->state, srv->store != NULL);
 	} else if (err == -ENOMEM) {
 		bwd_log(BWD_LOG_ERR, "out of memory at start-up");
 	}

@@ -11,11 +11,23 @@
  * goes first).
  *
  * Every change goes through a function here - open, detach, schedule,
- * cancel, fire - so that a journal can record each one as it happens and
- * replay them in the same order.
+ * cancel, fire, hand a fire to a connection, see it delivered - and each
+ * change to a named session appends one record to the journal (record.c
+ * lists them) as it happens.  Anonymous sessions are never journaled:
+ * their timers end with their connection anyway.  A named session's fires
+ * carry a sequence number, so that the journal can say which of them were
+ * delivered (DONE) whatever order the queue and the connection took.
  *
- * Costs: schedule, cancel and each fire are O(1) on average (a map lookup
- * and a wheel operation); ending a session is O(its timers + its queue).
+ * The same records come back through bwd_state_apply() at start-up, from
+ * a snapshot (bwd_state_dump() wrote it) and the journals after it; the
+ * timers go into the wheel only once the last record is read
+ * (bwd_state_restore_finish), so that replaying a timer's history costs
+ * map operations, not wheel ones.
+ *
+ * Costs: schedule, cancel and each fire are O(1) on average (a map lookup,
+ * a wheel operation, one record); ending a session is O(its timers + its
+ * queue); applying a DONE is O(its distance from the queue's head), which
+ * is 0 when fires are delivered in order.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,6 +41,10 @@
 struct bwd_state {
 	struct bw_dual *wheel;
 	struct bwd_map sessions;
+	struct bwd_map by_id;      /* named sessions by id                   */
+	struct bwd_journal *journal;
+	uint64_t next_id;
+	bool restoring;            /* timers are not in the wheel yet        */
 	const struct bwd_options *opt;
 	struct event_base *base;
 	struct bwd_sink sink;
@@ -48,6 +64,22 @@ static uint64_t name_hash(const char *name)
 static size_t timer_bytes(const struct bwd_timer *t)
 {
 	return sizeof(*t) + t->payload_len;
+}
+
+/* Append a record; a failure leaves the journal failed, which holds every
+ * reply back and stops the daemon at the end of the turn (store.c). */
+static void journal(struct bwd_state *st, const struct bwd_record *r)
+{
+	if (st->journal)
+		bwd_journal_append(st->journal, r);
+}
+
+static void journal_seq(struct bwd_session *s, enum bwd_rec_type type,
+			uint64_t seq)
+{
+	struct bwd_record r = { .type = type, .sid = s->id, .seq = seq };
+
+	journal(s->state, &r);
 }
 
 static void free_timer(struct bwd_state *st, struct bwd_timer *t)
@@ -79,7 +111,10 @@ struct bwd_fire *bwd_fire_copy(const struct bwd_fire *f)
 static void trim(struct bwd_session *s)
 {
 	while (s->queued > s->state->opt->limits.max_queued) {
-		free(bwd_session_dequeue(s));
+		struct bwd_fire *f = bwd_session_dequeue(s);
+
+		journal_seq(s, BWD_REC_DONE, f->seq);
+		free(f);
 		s->dropped++;
 		s->state->stats.dropped++;
 	}
@@ -128,6 +163,50 @@ struct bwd_fire *bwd_session_dequeue(struct bwd_session *s)
 	return f;
 }
 
+void bwd_session_sent(struct bwd_session *s, struct bwd_fire *f,
+		      uint64_t wire_end)
+{
+	if (!f->sent)
+		journal_seq(s, BWD_REC_SENT, f->seq);
+	f->sent = true;
+	f->wire_end = wire_end;
+	f->next = NULL;
+	if (s->sent_tail)
+		s->sent_tail->next = f;
+	else
+		s->sent_head = f;
+	s->sent_tail = f;
+}
+
+void bwd_session_written(struct bwd_session *s, uint64_t drained)
+{
+	bool any = false;
+
+	while (s->sent_head && s->sent_head->wire_end <= drained) {
+		struct bwd_fire *f = s->sent_head;
+
+		s->sent_head = f->next;
+		journal_seq(s, BWD_REC_DONE, f->seq);
+		free(f);
+		any = true;
+	}
+	if (!s->sent_head)
+		s->sent_tail = NULL;
+	/* The client has these bytes now: written out at once, the DONE
+	 * records leave a crash only microseconds in which to repeat a fire
+	 * (PROTOCOL.md: redelivered). */
+	if (any && s->state->journal)
+		bwd_journal_write(s->state->journal);
+}
+
+void bwd_session_unsend(struct bwd_session *s)
+{
+	struct bwd_fire *chain = s->sent_head;
+
+	s->sent_head = s->sent_tail = NULL;
+	bwd_session_requeue(s, chain);
+}
+
 void bwd_session_requeue(struct bwd_session *s, struct bwd_fire *chain)
 {
 	struct bwd_fire *last = NULL;
@@ -173,29 +252,53 @@ static uint64_t next_period(uint64_t deadline, uint64_t period, uint64_t now)
 	return deadline + k * period;
 }
 
+/* What a fire does to its timer: the next deadline, 0 when it is done. */
+static uint64_t advance(struct bwd_timer *t, uint64_t fired_ns)
+{
+	uint64_t next = 0;
+
+	if (t->period_ns)
+		next = next_period(t->deadline_ns, t->period_ns, fired_ns);
+	if (next)
+		t->deadline_ns = next;
+	return next;
+}
+
 static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 {
 	struct bwd_state *st = ctx;
 	struct bwd_timer *t = data;
-	uint64_t next = 0;
+	struct bwd_session *s = t->session;
+	uint64_t next;
 	struct bwd_fire f = {
 		.key = t->node.key,
 		.deadline_ns = t->deadline_ns,
 		.fired_ns = now_ns,
 		.count = t->period_ns ? ++t->count : 0,
+		.late = t->late,
 		.has_payload = t->has_payload,
 		.payload_len = t->payload_len,
 		.payload = t->payload,
 	};
 
-	route(st, t->session, &f);
-	if (t->period_ns)
-		next = next_period(t->deadline_ns, t->period_ns, now_ns);
-	if (!next) {
-		free_timer(st, t);
-		return 0;
+	t->late = false;
+	if (s->name) {
+		struct bwd_record r = {
+			.type = BWD_REC_FIRE, .sid = s->id, .key = f.key,
+			.deadline_ns = f.deadline_ns, .count = f.count,
+			.fired_ns = now_ns,
+		};
+
+		f.seq = r.seq = s->next_seq++;
+		/* route() hands it to the connection on the same condition. */
+		f.sent = s->conn && !s->queue_head;
+		r.flags = (f.late ? BWD_RECF_LATE : 0) | (f.sent ? BWD_RECF_SENT : 0);
+		journal(st, &r);
 	}
-	t->deadline_ns = next;
+	route(st, s, &f);
+	next = advance(t, now_ns);
+	if (!next)
+		free_timer(st, t);
 	return next;
 }
 
@@ -224,7 +327,10 @@ int bwd_state_new(const struct bwd_options *opt, struct event_base *base,
 	st->sink = *sink;
 	if (getrandom(&st->seed, sizeof(st->seed), 0) != sizeof(st->seed))
 		st->seed = now_ns;
+	st->next_id = 1;
 	err = bwd_map_init(&st->sessions, st->seed);
+	if (!err)
+		err = bwd_map_init(&st->by_id, st->seed);
 	if (err)
 		goto fail;
 	err = bw_dual_new(&opt->wheel, now_ns, &st->wheel);
@@ -253,6 +359,7 @@ void bwd_state_free(struct bwd_state *st)
 							  struct bwd_session, node));
 		bwd_map_fini(&st->sessions);
 	}
+	bwd_map_fini(&st->by_id);
 	bw_dual_free(st->wheel);
 	free(st);
 }
@@ -292,6 +399,7 @@ static void linger_expired(evutil_socket_t fd, short what, void *arg)
 	bwd_log(BWD_LOG_INFO, "session '%s' expired after its linger: %zu timers and %" PRIu64 " queued fires dropped",
 		s->name, s->timers.count, s->queued);
 	s->state->stats.expired++;
+	journal_seq(s, BWD_REC_END, 0);
 	session_free(s);
 }
 
@@ -309,8 +417,16 @@ static struct bwd_session *session_find(struct bwd_state *st, const char *name)
 	return NULL;
 }
 
+static struct bwd_session *session_by_id(struct bwd_state *st, uint64_t id)
+{
+	struct bwd_map_node *n = bwd_map_find(&st->by_id, id);
+
+	return n ? bwd_container_of(n, struct bwd_session, id_node) : NULL;
+}
+
+/* id 0: the next free one. */
 static int session_new(struct bwd_state *st, const char *name, uid_t uid,
-		       struct bwd_session **out)
+		       uint64_t id, struct bwd_session **out)
 {
 	struct bwd_session *s = calloc(1, sizeof(*s));
 
@@ -327,6 +443,10 @@ static int session_new(struct bwd_state *st, const char *name, uid_t uid,
 			goto fail;
 		s->node.key = name_hash(name);
 		bwd_map_insert(&st->sessions, &s->node);
+		s->id = s->id_node.key = id ? id : st->next_id;
+		if (s->id >= st->next_id)
+			st->next_id = s->id + 1;
+		bwd_map_insert(&st->by_id, &s->id_node);
 		st->stats.bytes += strlen(name) + 1;
 	}
 	st->stats.bytes += sizeof(*s);
@@ -341,26 +461,70 @@ fail:
 	return -ENOMEM;
 }
 
+/* Each pending timer's key and deadline: debug level only, like every
+ * key the daemon logs. */
+static void log_keys(const struct bwd_session *s)
+{
+	for (size_t b = 0; b <= s->timers.mask; b++)
+		for (struct bwd_map_node *n = s->timers.bucket[b]; n; n = n->next)
+			bwd_log(BWD_LOG_DEBUG, "  pending: key %" PRIu64 " deadline %" PRIu64 " period %" PRIu64,
+				n->key, bwd_container_of(n, struct bwd_timer, node)->deadline_ns,
+				bwd_container_of(n, struct bwd_timer, node)->period_ns);
+}
+
+void bwd_state_log_pending(const struct bwd_state *st, bool kept)
+{
+	for (size_t b = 0; b <= st->sessions.mask; b++) {
+		for (struct bwd_map_node *n = st->sessions.bucket[b]; n; n = n->next) {
+			const struct bwd_session *s = bwd_container_of(n, struct bwd_session, node);
+
+			if (!s->timers.count && !s->queued)
+				continue;
+			bwd_log(BWD_LOG_NOTICE, "stopping: session '%s' of uid %ld has %zu timers pending and %" PRIu64 " fires queued; %s",
+				s->name, (long)s->owner, s->timers.count, s->queued,
+				kept ? "the journal keeps them" : "they are lost (no --state-dir)");
+			log_keys(s);
+		}
+	}
+}
+
+/* Take a timer out of the wheel, unless it is not in yet. */
+static void disarm(struct bwd_state *st, struct bwd_timer *t)
+{
+	if (!st->restoring)
+		bw_dual_cancel(st->wheel, t->handle, NULL);
+}
+
 /* End a session: cancel its timers, drop its queue, forget it. */
 static void session_free(struct bwd_session *s)
 {
 	struct bwd_state *st = s->state;
 	struct bwd_fire *f;
 
+	if (!s->name && s->timers.count) {
+		bwd_log(BWD_LOG_INFO, "an anonymous session of uid %ld ended with its connection: %zu pending timers cancelled",
+			(long)s->owner, s->timers.count);
+		log_keys(s);
+	}
 	for (size_t b = 0; b <= s->timers.mask; b++) {
 		while (s->timers.bucket[b]) {
 			struct bwd_timer *t = bwd_container_of(s->timers.bucket[b],
 							       struct bwd_timer, node);
 
-			bw_dual_cancel(st->wheel, t->handle, NULL);
+			disarm(st, t);
 			free_timer(st, t);
 		}
+	}
+	while ((f = s->sent_head)) {
+		s->sent_head = f->next;
+		free(f);
 	}
 	while ((f = bwd_session_dequeue(s)))
 		free(f);
 	bwd_map_fini(&s->timers);
 	if (s->name) {
 		bwd_map_remove(&st->sessions, &s->node);
+		bwd_map_remove(&st->by_id, &s->id_node);
 		st->stats.bytes -= strlen(s->name) + 1;
 		event_free(s->linger);
 		free(s->name);
@@ -382,8 +546,15 @@ int bwd_session_open(struct bwd_state *st, const char *name, uid_t uid,
 		if (s->conn)
 			return BITWHEEL__V1__ERROR_CODE__SESSION_BUSY;
 		evtimer_del(s->linger);
-	} else if (session_new(st, name, uid, &s)) {
+	} else if (session_new(st, name, uid, 0, &s)) {
 		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
+	} else if (name) {
+		struct bwd_record r = {
+			.type = BWD_REC_SESSION, .sid = s->id, .uid = (uint32_t)uid,
+			.name = name, .name_len = (uint8_t)strlen(name),
+		};
+
+		journal(st, &r);
 	}
 	s->conn = conn;
 	*out = s;
@@ -416,8 +587,43 @@ static struct bwd_timer *timer_find(struct bwd_session *s, uint64_t key)
 
 static void timer_cancel(struct bwd_state *st, struct bwd_timer *t)
 {
-	bw_dual_cancel(st->wheel, t->handle, NULL);
+	disarm(st, t);
 	free_timer(st, t);
+}
+
+/* A timer as the request or record describes it, not yet armed. */
+static struct bwd_timer *timer_new(struct bwd_session *s,
+				   const struct bwd_schedule *req)
+{
+	struct bwd_timer *t = malloc(sizeof(*t) + req->payload_len);
+
+	if (!t)
+		return NULL;
+	*t = (struct bwd_timer){
+		.node.key = req->key,
+		.session = s,
+		.deadline_ns = req->deadline_ns,
+		.period_ns = req->period_ns,
+		.payload_len = req->payload_len,
+		.has_payload = req->has_payload,
+	};
+	if (req->payload_len)
+		memcpy(t->payload, req->payload, req->payload_len);
+	return t;
+}
+
+static void timer_add(struct bwd_session *s, struct bwd_timer *t)
+{
+	bwd_map_insert(&s->timers, &t->node);
+	s->state->stats.timers++;
+	s->state->stats.bytes += timer_bytes(t);
+}
+
+static int timer_arm(struct bwd_state *st, struct bwd_timer *t)
+{
+	return t->period_ns ?
+		bw_dual_insert_periodic(st->wheel, t->deadline_ns, t, &t->handle) :
+		bw_dual_insert_oneshot(st->wheel, t->deadline_ns, t, &t->handle);
 }
 
 int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
@@ -432,22 +638,10 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 		return BITWHEEL__V1__ERROR_CODE__DUPLICATE_KEY;
 	if (!old && s->timers.count >= st->opt->limits.max_timers)
 		return BITWHEEL__V1__ERROR_CODE__TOO_MANY_TIMERS;
-	t = malloc(sizeof(*t) + req->payload_len);
+	t = timer_new(s, req);
 	if (!t)
 		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
-	*t = (struct bwd_timer){
-		.node.key = req->key,
-		.session = s,
-		.deadline_ns = req->deadline_ns,
-		.period_ns = req->period_ns,
-		.payload_len = req->payload_len,
-		.has_payload = req->has_payload,
-	};
-	if (req->payload_len)
-		memcpy(t->payload, req->payload, req->payload_len);
-	err = req->period_ns ?
-		bw_dual_insert_periodic(st->wheel, req->deadline_ns, t, &t->handle) :
-		bw_dual_insert_oneshot(st->wheel, req->deadline_ns, t, &t->handle);
+	err = timer_arm(st, t);
 	if (err) {
 		free(t);
 		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
@@ -457,9 +651,17 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 		timer_cancel(st, old);
 		*replaced = true;
 	}
-	bwd_map_insert(&s->timers, &t->node);
-	st->stats.timers++;
-	st->stats.bytes += timer_bytes(t);
+	timer_add(s, t);
+	if (s->name) {
+		struct bwd_record r = {
+			.type = BWD_REC_TIMER, .sid = s->id, .key = req->key,
+			.deadline_ns = req->deadline_ns, .period_ns = req->period_ns,
+			.flags = req->has_payload ? BWD_RECF_PAYLOAD : 0,
+			.payload = req->payload, .payload_len = req->payload_len,
+		};
+
+		journal(st, &r);
+	}
 	return 0;
 }
 
@@ -468,7 +670,267 @@ int bwd_timer_cancel(struct bwd_session *s, uint64_t key, bool *pending)
 	struct bwd_timer *t = timer_find(s, key);
 
 	*pending = t != NULL;
-	if (t)
-		timer_cancel(s->state, t);
+	if (!t)
+		return 0;
+	timer_cancel(s->state, t);
+	if (s->name) {
+		struct bwd_record r = { .type = BWD_REC_CANCEL, .sid = s->id,
+					.key = key };
+
+		journal(s->state, &r);
+	}
+	return 0;
+}
+
+/* ---- writing out and reading back ------------------------------------------- */
+
+void bwd_state_set_journal(struct bwd_state *st, struct bwd_journal *j)
+{
+	st->journal = j;
+}
+
+static int dump_fires(const struct bwd_session *s, const struct bwd_fire *f,
+		      int (*emit)(void *, const struct bwd_record *), void *ctx)
+{
+	int err = 0;
+
+	for (; f && !err; f = f->next) {
+		struct bwd_record r = {
+			.type = BWD_REC_QUEUED, .sid = s->id, .key = f->key,
+			.seq = f->seq, .deadline_ns = f->deadline_ns,
+			.count = f->count, .fired_ns = f->fired_ns,
+			.flags = (f->has_payload ? BWD_RECF_PAYLOAD : 0) |
+				 (f->late ? BWD_RECF_LATE : 0) |
+				 (f->sent ? BWD_RECF_SENT : 0),
+			.payload = f->payload, .payload_len = f->payload_len,
+		};
+
+		err = emit(ctx, &r);
+	}
+	return err;
+}
+
+static int dump_session(const struct bwd_session *s,
+			int (*emit)(void *, const struct bwd_record *), void *ctx)
+{
+	struct bwd_record r = {
+		.type = BWD_REC_SESSION, .sid = s->id, .seq = s->next_seq,
+		.uid = (uint32_t)s->owner, .name = s->name,
+		.name_len = (uint8_t)strlen(s->name),
+	};
+	int err = emit(ctx, &r);
+
+	for (size_t b = 0; !err && b <= s->timers.mask; b++) {
+		for (struct bwd_map_node *n = s->timers.bucket[b]; n && !err; n = n->next) {
+			const struct bwd_timer *t = bwd_container_of(n, struct bwd_timer, node);
+
+			r = (struct bwd_record){
+				.type = BWD_REC_TIMER, .sid = s->id, .key = n->key,
+				.deadline_ns = t->deadline_ns, .period_ns = t->period_ns,
+				.count = t->count,
+				.flags = (t->has_payload ? BWD_RECF_PAYLOAD : 0) |
+					 (t->late ? BWD_RECF_LATE : 0),
+				.payload = t->payload, .payload_len = t->payload_len,
+			};
+			err = emit(ctx, &r);
+		}
+	}
+	/* Written but not drained, then queued: the order they are owed in. */
+	if (!err)
+		err = dump_fires(s, s->sent_head, emit, ctx);
+	if (!err)
+		err = dump_fires(s, s->queue_head, emit, ctx);
+	return err;
+}
+
+int bwd_state_dump(const struct bwd_state *st,
+		   int (*emit)(void *ctx, const struct bwd_record *r), void *ctx)
+{
+	int err = 0;
+
+	for (size_t b = 0; !err && b <= st->sessions.mask; b++)
+		for (struct bwd_map_node *n = st->sessions.bucket[b]; n && !err; n = n->next)
+			err = dump_session(bwd_container_of(n, struct bwd_session, node),
+					   emit, ctx);
+	return err;
+}
+
+/* A time read back from a file whose clock runs shift ns behind ours;
+ * before our clock's zero it is simply long past. */
+static uint64_t shifted(uint64_t t, int64_t shift)
+{
+	if (shift < 0 && t < (uint64_t)-shift)
+		return 0;
+	return t + (uint64_t)shift;
+}
+
+/* Queue a restored fire at the tail: its seq is the newest so far. */
+static void restore_fire(struct bwd_session *s, const struct bwd_record *r,
+			const uint8_t *payload, uint32_t payload_len,
+			bool has_payload, int64_t shift)
+{
+	struct bwd_fire f = {
+		.key = r->key, .seq = r->seq,
+		.deadline_ns = shifted(r->deadline_ns, shift),
+		.fired_ns = shifted(r->fired_ns, shift), .count = r->count,
+		.late = r->flags & BWD_RECF_LATE, .sent = r->flags & BWD_RECF_SENT,
+		.has_payload = has_payload, .payload = payload,
+		.payload_len = payload_len,
+	};
+	/* Without memory for it, enqueue counts it dropped, as at run time. */
+	enqueue(s, &f);
+	if (r->seq >= s->next_seq)
+		s->next_seq = r->seq + 1;
+}
+
+/* The queued fire with this seq, for SENT and DONE. */
+static struct bwd_fire *find_fire(struct bwd_session *s, uint64_t seq,
+				  struct bwd_fire **prev)
+{
+	*prev = NULL;
+	for (struct bwd_fire *f = s->queue_head; f; *prev = f, f = f->next)
+		if (f->seq == seq)
+			return f;
+	return NULL;
+}
+
+static int apply_fired(struct bwd_session *s, const struct bwd_record *r,
+		       int64_t shift)
+{
+	struct bwd_timer *t = timer_find(s, r->key);
+
+	if (!t)
+		return BWD_REC_ECORRUPT;
+	restore_fire(s, r, t->payload, t->payload_len, t->has_payload, shift);
+	t->late = false;
+	t->count = r->count;
+	if (!advance(t, shifted(r->fired_ns, shift)))
+		free_timer(s->state, t);
+	return 0;
+}
+
+static int apply_timer(struct bwd_session *s, const struct bwd_record *r,
+		       int64_t shift)
+{
+	struct bwd_schedule req = {
+		.key = r->key, .deadline_ns = shifted(r->deadline_ns, shift),
+		.period_ns = r->period_ns, .payload = r->payload,
+		.payload_len = r->payload_len,
+		.has_payload = r->flags & BWD_RECF_PAYLOAD,
+	};
+	struct bwd_timer *old = timer_find(s, r->key), *t;
+
+	t = timer_new(s, &req);
+	if (!t)
+		return -ENOMEM;
+	t->count = r->count;
+	t->late = r->flags & BWD_RECF_LATE;
+	if (old)
+		free_timer(s->state, old);
+	timer_add(s, t);
+	return 0;
+}
+
+int bwd_state_apply(struct bwd_state *st, const struct bwd_record *r,
+		    int64_t shift_ns)
+{
+	struct bwd_session *s = r->type == BWD_REC_TRAILER ? NULL :
+		session_by_id(st, r->sid);
+	struct bwd_timer *t;
+	struct bwd_fire *f, *prev;
+	char name[BWP_SESSION_NAME_MAX + 1];
+
+	st->restoring = true;
+	if (r->type == BWD_REC_SESSION) {
+		if (s || r->sid == 0 || r->name_len == 0 ||
+		    r->name_len > BWP_SESSION_NAME_MAX)
+			return BWD_REC_ECORRUPT;
+		memcpy(name, r->name, r->name_len);
+		name[r->name_len] = '\0';
+		if (!bwp_session_name_valid(name) || session_find(st, name))
+			return BWD_REC_ECORRUPT;
+		if (session_new(st, name, (uid_t)r->uid, r->sid, &s))
+			return -ENOMEM;
+		s->next_seq = r->seq;
+		return 0;
+	}
+	if (!s)
+		return BWD_REC_ECORRUPT;
+	switch (r->type) {
+	case BWD_REC_END:
+		session_free(s);
+		return 0;
+	case BWD_REC_TIMER:
+		return apply_timer(s, r, shift_ns);
+	case BWD_REC_CANCEL:
+		t = timer_find(s, r->key);
+		if (!t)
+			return BWD_REC_ECORRUPT;
+		free_timer(st, t);
+		return 0;
+	case BWD_REC_FIRE:
+		return apply_fired(s, r, shift_ns);
+	case BWD_REC_QUEUED:
+		restore_fire(s, r, r->payload, r->payload_len,
+			     r->flags & BWD_RECF_PAYLOAD, shift_ns);
+		return 0;
+	case BWD_REC_SENT:
+		f = find_fire(s, r->seq, &prev);
+		if (!f)
+			return BWD_REC_ECORRUPT;
+		f->sent = true;
+		return 0;
+	case BWD_REC_DONE:
+		f = find_fire(s, r->seq, &prev);
+		if (!f)
+			return BWD_REC_ECORRUPT;
+		if (prev)
+			prev->next = f->next;
+		else
+			s->queue_head = f->next;
+		if (s->queue_tail == f)
+			s->queue_tail = prev;
+		s->queued--;
+		st->stats.queued--;
+		st->stats.bytes -= sizeof(*f) + f->payload_len;
+		free(f);
+		return 0;
+	default:
+		return BWD_REC_ECORRUPT;
+	}
+}
+
+int bwd_state_restore_finish(struct bwd_state *st, uint64_t now_ns,
+			     struct bwd_state_stats *restored)
+{
+	memset(restored, 0, sizeof(*restored));
+	st->restoring = false;
+	for (size_t b = 0; b <= st->sessions.mask; b++) {
+		for (struct bwd_map_node *n = st->sessions.bucket[b], *next; n; n = next) {
+			struct bwd_session *s = bwd_container_of(n, struct bwd_session, node);
+
+			next = n->next;
+			for (size_t tb = 0; tb <= s->timers.mask; tb++) {
+				for (struct bwd_map_node *tn = s->timers.bucket[tb], *tnext;
+				     tn; tn = tnext) {
+					struct bwd_timer *t = bwd_container_of(tn, struct bwd_timer, node);
+
+					tnext = tn->next;
+					if (t->deadline_ns < now_ns)
+						t->late = true;
+					if (timer_arm(st, t)) {
+						bwd_log(BWD_LOG_ERR, "session '%s': no memory to restore a timer",
+							s->name);
+						free_timer(st, t);
+						continue;
+					}
+					restored->timers++;
+				}
+			}
+			restored->queued += s->queued;
+			restored->sessions++;
+			bwd_session_detach(s);
+		}
+	}
 	return 0;
 }

@@ -1,0 +1,318 @@
+/*
+ * record.c - the bytes of bitwheeld's state files, and nothing else.
+ *
+ * The journal and the snapshot (journal.c, snapshot.c) are the same thing
+ * on disk: a 64-byte file header, then records back to back.  This module
+ * alone packs and parses them, the way proto/frame.c alone owns the wire.
+ *
+ * File header (little endian):
+ *    0  8  magic "BWJOURN1" or "BWSNAPS1"
+ *    8  8  generation (journal: its number; snapshot: the first journal
+ *          generation it does not contain)
+ *   16 16  boot_id of the kernel that wrote it
+ *   32  8  CLOCK_MONOTONIC ns when the file was created
+ *   40  8  CLOCK_REALTIME ns at the same moment
+ *   48 12  zero
+ *   60  4  CRC32C of bytes 0..59
+ *
+ * Record:
+ *    0  4  body length n (1 .. BWD_RECORD_MAX)
+ *    4  4  CRC32C of the body
+ *    8  n  body: type (1 byte), flags (1 byte), then the fields its type
+ *          carries (field_mask[]) in the order of enum field: u64s, a u32
+ *          uid, a name (1-byte length), a payload (4-byte length)
+ *
+ * A reader can tell a torn record (the file ends inside it: a crash while
+ * appending) from a corrupt one (a CRC or layout that does not hold), and
+ * stops at either; the offset it reports is the record's first byte.
+ *
+ * Costs: packing and parsing are linear in the record's size; the CRC runs
+ * on the CPU's crc32 instruction when it has one (8 bytes a step).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "daemon-internal.h"
+
+static const char magic[2][8] = { "BWJOURN1", "BWSNAPS1" };
+
+enum field {
+	F_SID, F_KEY, F_SEQ, F_DEADLINE, F_PERIOD, F_COUNT, F_FIRED_AT,
+	F_UID, F_NAME, F_PAYLOAD,
+};
+
+#define B(f) (1u << (f))
+
+static const unsigned field_mask[BWD_REC_TYPES] = {
+	[BWD_REC_SESSION] = B(F_SID) | B(F_SEQ) | B(F_UID) | B(F_NAME),
+	[BWD_REC_END] = B(F_SID),
+	[BWD_REC_TIMER] = B(F_SID) | B(F_KEY) | B(F_DEADLINE) | B(F_PERIOD) |
+		B(F_COUNT) | B(F_PAYLOAD),
+	[BWD_REC_CANCEL] = B(F_SID) | B(F_KEY),
+	[BWD_REC_FIRE] = B(F_SID) | B(F_KEY) | B(F_SEQ) | B(F_DEADLINE) |
+		B(F_COUNT) | B(F_FIRED_AT),
+	[BWD_REC_QUEUED] = B(F_SID) | B(F_KEY) | B(F_SEQ) | B(F_DEADLINE) |
+		B(F_COUNT) | B(F_FIRED_AT) | B(F_PAYLOAD),
+	[BWD_REC_SENT] = B(F_SID) | B(F_SEQ),
+	[BWD_REC_DONE] = B(F_SID) | B(F_SEQ),
+	[BWD_REC_TRAILER] = B(F_COUNT),
+};
+
+/* ---- CRC32C (Castagnoli) ------------------------------------------------- */
+
+static uint32_t crc_table[256];
+
+static void crc_table_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+		crc_table[i] = c;
+	}
+}
+
+static uint32_t crc_soft(uint32_t crc, const uint8_t *p, size_t n)
+{
+	if (!crc_table[1])
+		crc_table_init();
+	while (n--)
+		crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+	return crc;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2")))
+static uint32_t crc_hw(uint32_t crc, const uint8_t *p, size_t n)
+{
+	uint64_t c = crc;
+
+	for (; n >= 8; n -= 8, p += 8) {
+		uint64_t w;
+
+		memcpy(&w, p, 8);
+		c = __builtin_ia32_crc32di(c, w);
+	}
+	crc = (uint32_t)c;
+	while (n--)
+		crc = __builtin_ia32_crc32qi(crc, *p++);
+	return crc;
+}
+#endif
+
+uint32_t bwd_crc32c(const void *data, size_t len)
+{
+	uint32_t crc = 0xffffffffu;
+
+#if defined(__x86_64__)
+	if (__builtin_cpu_supports("sse4.2"))
+		return ~crc_hw(crc, data, len);
+#endif
+	return ~crc_soft(crc, data, len);
+}
+
+/* ---- little-endian fields -------------------------------------------------- */
+
+static uint8_t *put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+	return p + 8;
+}
+
+static uint8_t *put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+	return p + 4;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+/* ---- file header -------------------------------------------------------------- */
+
+void bwd_file_header_pack(const struct bwd_file_header *h,
+			  uint8_t out[BWD_FILE_HEADER_SIZE])
+{
+	uint8_t *p = out;
+
+	memset(out, 0, BWD_FILE_HEADER_SIZE);
+	memcpy(p, magic[h->kind], 8);
+	p = put64(p + 8, h->generation);
+	memcpy(p, h->boot_id, 16);
+	p = put64(p + 16, h->mono_ns);
+	put64(p, h->real_ns);
+	put32(out + 60, bwd_crc32c(out, 60));
+}
+
+int bwd_file_header_parse(const uint8_t *buf, size_t len,
+			  struct bwd_file_header *h)
+{
+	if (len < BWD_FILE_HEADER_SIZE)
+		return BWD_REC_ETORN;
+	if (get32(buf + 60) != bwd_crc32c(buf, 60))
+		return BWD_REC_ECORRUPT;
+	if (memcmp(buf, magic[BWD_FILE_JOURNAL], 8) == 0)
+		h->kind = BWD_FILE_JOURNAL;
+	else if (memcmp(buf, magic[BWD_FILE_SNAPSHOT], 8) == 0)
+		h->kind = BWD_FILE_SNAPSHOT;
+	else
+		return BWD_REC_ECORRUPT;
+	h->generation = get64(buf + 8);
+	memcpy(h->boot_id, buf + 16, 16);
+	h->mono_ns = get64(buf + 32);
+	h->real_ns = get64(buf + 40);
+	return 0;
+}
+
+/* ---- records ------------------------------------------------------------------- */
+
+static uint64_t *u64_field(struct bwd_record *r, enum field f)
+{
+	switch (f) {
+	case F_SID: return &r->sid;
+	case F_KEY: return &r->key;
+	case F_SEQ: return &r->seq;
+	case F_DEADLINE: return &r->deadline_ns;
+	case F_PERIOD: return &r->period_ns;
+	case F_COUNT: return &r->count;
+	default: return &r->fired_ns;
+	}
+}
+
+size_t bwd_record_size(const struct bwd_record *r)
+{
+	unsigned m = field_mask[r->type];
+	size_t n = BWD_RECORD_HEADER_SIZE + 2;
+
+	for (enum field f = F_SID; f <= F_FIRED_AT; f++)
+		if (m & B(f))
+			n += 8;
+	if (m & B(F_UID))
+		n += 4;
+	if (m & B(F_NAME))
+		n += 1 + r->name_len;
+	if (m & B(F_PAYLOAD))
+		n += 4 + r->payload_len;
+	return n;
+}
+
+size_t bwd_record_pack(const struct bwd_record *r, uint8_t *out)
+{
+	unsigned m = field_mask[r->type];
+	uint8_t *body = out + BWD_RECORD_HEADER_SIZE, *p = body;
+
+	*p++ = r->type;
+	*p++ = r->flags;
+	for (enum field f = F_SID; f <= F_FIRED_AT; f++)
+		if (m & B(f))
+			p = put64(p, *u64_field((struct bwd_record *)r, f));
+	if (m & B(F_UID))
+		p = put32(p, r->uid);
+	if (m & B(F_NAME)) {
+		*p++ = r->name_len;
+		memcpy(p, r->name, r->name_len);
+		p += r->name_len;
+	}
+	if (m & B(F_PAYLOAD)) {
+		p = put32(p, r->payload_len);
+		if (r->payload_len)
+			memcpy(p, r->payload, r->payload_len);
+		p += r->payload_len;
+	}
+	put32(out, (uint32_t)(p - body));
+	put32(out + 4, bwd_crc32c(body, (size_t)(p - body)));
+	return (size_t)(p - out);
+}
+
+/* The body's fields; the body passed its CRC, but its layout may still lie. */
+static int parse_body(const uint8_t *p, size_t n, struct bwd_record *r)
+{
+	const uint8_t *end = p + n;
+	unsigned m;
+
+	memset(r, 0, sizeof(*r));
+	if (n < 2 || p[0] == 0 || p[0] >= BWD_REC_TYPES)
+		return BWD_REC_ECORRUPT;
+	r->type = p[0];
+	r->flags = p[1];
+	p += 2;
+	m = field_mask[r->type];
+	for (enum field f = F_SID; f <= F_FIRED_AT; f++) {
+		if (!(m & B(f)))
+			continue;
+		if (end - p < 8)
+			return BWD_REC_ECORRUPT;
+		*u64_field(r, f) = get64(p);
+		p += 8;
+	}
+	if (m & B(F_UID)) {
+		if (end - p < 4)
+			return BWD_REC_ECORRUPT;
+		r->uid = get32(p);
+		p += 4;
+	}
+	if (m & B(F_NAME)) {
+		if (end - p < 1 || end - p - 1 < p[0])
+			return BWD_REC_ECORRUPT;
+		r->name_len = p[0];
+		r->name = (const char *)p + 1;
+		p += 1 + r->name_len;
+	}
+	if (m & B(F_PAYLOAD)) {
+		if (end - p < 4 || (size_t)(end - p - 4) < get32(p))
+			return BWD_REC_ECORRUPT;
+		r->payload_len = get32(p);
+		r->payload = p + 4;
+		p += 4 + r->payload_len;
+	}
+	return p == end ? 0 : BWD_REC_ECORRUPT;
+}
+
+int bwd_record_parse(const uint8_t *buf, size_t len, struct bwd_record *r,
+		     size_t *used)
+{
+	uint32_t n;
+	int err;
+
+	if (len < BWD_RECORD_HEADER_SIZE)
+		return BWD_REC_ETORN;
+	n = get32(buf);
+	if (n == 0 || n > BWD_RECORD_MAX)
+		return BWD_REC_ECORRUPT;
+	if (len - BWD_RECORD_HEADER_SIZE < n)
+		return BWD_REC_ETORN;
+	if (get32(buf + 4) != bwd_crc32c(buf + BWD_RECORD_HEADER_SIZE, n))
+		return BWD_REC_ECORRUPT;
+	err = parse_body(buf + BWD_RECORD_HEADER_SIZE, n, r);
+	if (err)
+		return err;
+	*used = BWD_RECORD_HEADER_SIZE + n;
+	return 0;
+}
+
+const char *bwd_record_strerror(int err)
+{
+	switch (err) {
+	case BWD_REC_ETORN:
+		return "torn (the file ends inside it)";
+	case BWD_REC_ECORRUPT:
+		return "corrupt (checksum or layout)";
+	default:
+		return strerror(-err);
+	}
+}

@@ -1,0 +1,466 @@
+/*
+ * store.c - the state directory (--state-dir): what survives a restart.
+ *
+ * Files, all mode 0600 in a 0700 directory:
+ *   lock                  flock(2)ed by the daemon that uses the directory
+ *   snapshot              every named session at one moment (snapshot.c)
+ *   journal.<generation>  the changes after it, in order (journal.c); the
+ *                         snapshot's header names the first generation it
+ *                         does not contain
+ *   snapshot.tmp          a snapshot being written; removed at start-up
+ *
+ * Start-up (bwd_store_open): lock, read the snapshot (a bad one stops the
+ * daemon, naming the file, unless --ignore-snapshot), replay each journal
+ * of its generation or later in order, each up to its first torn or
+ * corrupt record (logged with its offset; everything before it is kept),
+ * arm the timers, then open the next generation's journal and, when
+ * anything was replayed, write a fresh snapshot at once.  Times in a file
+ * written during another boot are carried over by the wall clock (the
+ * header has both clocks); within one boot they are exact.
+ *
+ * Running: the server calls bwd_store_commit() at the end of every loop
+ * turn (group commit), then releases the output it held.  A snapshot
+ * starts at a commit when the journal has grown past --journal-max or
+ * --snapshot-interval has passed since the last one, never two at once;
+ * the journal moves to the next generation first, so the child's
+ * snapshot and the new journal meet exactly.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "daemon-internal.h"
+
+/* After a failed snapshot, wait this long before the next try. */
+#define SNAPSHOT_RETRY_NS (10 * 1000000000ull)
+
+struct bwd_store {
+	const struct bwd_store_options *opt;
+	struct bwd_state *state;
+	int dirfd, lockfd;
+	struct bwd_journal *journal;
+	struct event *sigchld;
+	pid_t child;               /* the snapshot writer, 0: none           */
+	uint64_t child_generation;
+	uint64_t child_started_ns;
+	uint64_t next_snapshot_ns; /* the interval's next snapshot           */
+};
+
+struct bwd_journal *bwd_store_journal(struct bwd_store *s)
+{
+	return s->journal;
+}
+
+static double ms_since(uint64_t t0)
+{
+	return (double)(bw_now_ns() - t0) / 1e6;
+}
+
+/* ---- recovery ---------------------------------------------------------------- */
+
+/* The whole file, or NULL with *err (-ENOENT when it is not there). */
+static uint8_t *slurp(int dirfd, const char *name, size_t *len, int *err)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	struct stat sb;
+	uint8_t *buf = NULL;
+	size_t off = 0;
+
+	if (fd < 0 || fstat(fd, &sb) < 0)
+		goto fail;
+	buf = malloc((size_t)sb.st_size + 1);
+	if (!buf) {
+		errno = ENOMEM;
+		goto fail;
+	}
+	while (off < (size_t)sb.st_size) {
+		ssize_t n = read(fd, buf + off, (size_t)sb.st_size - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0)
+				break;
+			goto fail;
+		}
+		off += (size_t)n;
+	}
+	close(fd);
+	*len = off;
+	return buf;
+fail:
+	*err = -errno;
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return NULL;
+}
+
+/* How far ahead of a file's monotonic clock ours runs. */
+static int64_t clock_shift(const struct bwd_file_header *h)
+{
+	uint8_t boot[16];
+
+	if (bwd_boot_id(boot) == 0 && memcmp(boot, h->boot_id, 16) == 0)
+		return 0;
+	/* Another boot: its deadline d was wall time d - mono + real. */
+	return ((int64_t)bw_now_ns() - (int64_t)bwd_realtime_ns()) -
+	       ((int64_t)h->mono_ns - (int64_t)h->real_ns);
+}
+
+int bwd_store_replay(struct bwd_state *st, const uint8_t *buf, size_t len,
+		     const char *name, enum bwd_file_kind kind,
+		     struct bwd_replay *out)
+{
+	struct bwd_file_header h;
+	size_t off = BWD_FILE_HEADER_SIZE, used;
+	int64_t shift;
+	int err = bwd_file_header_parse(buf, len, &h);
+
+	memset(out, 0, sizeof(*out));
+	if (err || h.kind != kind) {
+		bwd_log(BWD_LOG_ERR, "%s: not a bitwheeld %s (bad header)", name,
+			kind == BWD_FILE_SNAPSHOT ? "snapshot" : "journal");
+		return BWD_REC_ECORRUPT;
+	}
+	out->generation = h.generation;
+	shift = clock_shift(&h);
+	if (shift)
+		bwd_log(BWD_LOG_NOTICE, "%s: written during another boot: its deadlines move by the wall clock (%+.3f s)",
+			name, (double)shift / 1e9);
+	while (off < len) {
+		struct bwd_record r;
+
+		err = bwd_record_parse(buf + off, len - off, &r, &used);
+		if (err) {
+			out->stopped_at = off;
+			bwd_log(kind == BWD_FILE_SNAPSHOT ? BWD_LOG_ERR : BWD_LOG_WARNING,
+				"%s: record at offset %zu is %s; the %zu bytes from there are ignored",
+				name, off, bwd_record_strerror(err), len - off);
+			return err;
+		}
+		if (r.type == BWD_REC_TRAILER) {
+			if (kind != BWD_FILE_SNAPSHOT || r.count != out->records ||
+			    off + used != len) {
+				out->stopped_at = off;
+				bwd_log(BWD_LOG_ERR, "%s: misplaced trailer at offset %zu", name, off);
+				return BWD_REC_ECORRUPT;
+			}
+			out->whole = true;
+			return 0;
+		}
+		err = bwd_state_apply(st, &r, shift);
+		if (err < 0)
+			return err;
+		if (err) {
+			out->contradictions++;
+			bwd_log(BWD_LOG_WARNING, "%s: record at offset %zu (type %u) does not fit the state; skipped",
+				name, off, r.type);
+		}
+		out->records++;
+		off += used;
+	}
+	out->stopped_at = off;
+	if (kind == BWD_FILE_SNAPSHOT) {
+		bwd_log(BWD_LOG_ERR, "%s: ends without its trailer", name);
+		return BWD_REC_ETORN;
+	}
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The generations of the journals in the directory, ascending. */
+static int list_journals(int dirfd, uint64_t **gens, size_t *n)
+{
+	int fd = dup(dirfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+	size_t cap = 0;
+
+	*gens = NULL;
+	*n = 0;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	rewinddir(d);
+	while ((e = readdir(d))) {
+		char *end;
+		uint64_t g;
+
+		if (strncmp(e->d_name, "journal.", 8) || strlen(e->d_name) != 24)
+			continue;
+		g = strtoull(e->d_name + 8, &end, 16);
+		if (*end)
+			continue;
+		if (*n == cap) {
+			uint64_t *p = realloc(*gens, (cap = cap ? 2 * cap : 16) * sizeof(*p));
+
+			if (!p) {
+				closedir(d);
+				return -ENOMEM;
+			}
+			*gens = p;
+		}
+		(*gens)[(*n)++] = g;
+	}
+	closedir(d);
+	qsort(*gens, *n, sizeof(**gens), cmp_u64);
+	return 0;
+}
+
+/* Snapshot, then journals; *next is the generation for the new journal,
+ * *replayed whether any journal record was read. */
+static int recover(struct bwd_store *s, uint64_t *next, bool *replayed)
+{
+	const char *dir = s->opt->dir;
+	struct bwd_replay snap = { 0 }, rep;
+	struct bwd_state_stats got;
+	uint64_t t0 = bw_now_ns(), from = 0, records = 0, *gens;
+	size_t len, n, files = 0;
+	uint8_t *buf;
+	int err = 0;
+
+	*replayed = false;
+	buf = s->opt->ignore_snapshot ? NULL : slurp(s->dirfd, "snapshot", &len, &err);
+	if (buf) {
+		err = bwd_store_replay(s->state, buf, len, "snapshot", BWD_FILE_SNAPSHOT, &snap);
+		free(buf);
+		if (err) {
+			bwd_log(BWD_LOG_ERR, "%s/snapshot is damaged; to start from the journals after it alone, losing what only the snapshot held, run with --ignore-snapshot",
+				dir);
+			return err < 0 ? err : -EBADMSG;
+		}
+		from = snap.generation;
+	} else if (err && err != -ENOENT) {
+		bwd_log(BWD_LOG_ERR, "%s/snapshot: %s", dir, strerror(-err));
+		return err;
+	} else if (s->opt->ignore_snapshot) {
+		bwd_log(BWD_LOG_WARNING, "--ignore-snapshot: recovering from the journals alone");
+	}
+	err = list_journals(s->dirfd, &gens, &n);
+	if (err) {
+		bwd_log(BWD_LOG_ERR, "%s: cannot list: %s", dir, strerror(-err));
+		return err;
+	}
+	*next = from;
+	for (size_t i = 0; i < n; i++) {
+		char name[32];
+
+		if (gens[i] < from)
+			continue;
+		bwd_journal_name(gens[i], name);
+		*next = gens[i] + 1;
+		buf = slurp(s->dirfd, name, &len, &err);
+		if (!buf) {
+			bwd_log(BWD_LOG_ERR, "%s/%s: %s", dir, name, strerror(-err));
+			free(gens);
+			return err;
+		}
+		err = bwd_store_replay(s->state, buf, len, name, BWD_FILE_JOURNAL, &rep);
+		free(buf);
+		if (err < 0) {
+			free(gens);
+			return err;
+		}
+		records += rep.records;
+		files++;
+	}
+	free(gens);
+	*replayed = records > 0 || s->opt->ignore_snapshot;
+	bwd_state_restore_finish(s->state, bw_now_ns(), &got);
+	bwd_log(BWD_LOG_NOTICE, "recovered %" PRIu64 " sessions, %" PRIu64 " timers and %" PRIu64 " undelivered fires from %s (%" PRIu64 " records) and %zu journals (%" PRIu64 " records) in %.1f ms",
+		got.sessions, got.timers, got.queued,
+		snap.whole ? "the snapshot" : "no snapshot", snap.records, files,
+		records, ms_since(t0));
+	return 0;
+}
+
+/* ---- snapshots ---------------------------------------------------------------- */
+
+static void on_child(evutil_socket_t sig, short what, void *arg)
+{
+	struct bwd_store *s = arg;
+	int status, err;
+
+	(void)sig;
+	(void)what;
+	if (!s->child || waitpid(s->child, &status, WNOHANG) != s->child)
+		return;
+	s->child = 0;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		err = bwd_snapshot_install(s->dirfd, s->child_generation);
+		if (!err) {
+			bwd_log(BWD_LOG_INFO, "snapshot before journal generation %" PRIu64 " written in %.1f ms",
+				s->child_generation, ms_since(s->child_started_ns));
+			return;
+		}
+		bwd_log(BWD_LOG_ERR, "snapshot: installing it: %s", strerror(-err));
+	} else {
+		bwd_log(BWD_LOG_ERR, "snapshot: the writer failed (status 0x%x); the journals stay",
+			(unsigned)status);
+	}
+	unlinkat(s->dirfd, "snapshot.tmp", 0);
+	s->next_snapshot_ns = bw_now_ns() + SNAPSHOT_RETRY_NS;
+}
+
+/* Move to the next journal generation and fork the writer of everything
+ * before it. */
+static void snapshot_begin(struct bwd_store *s)
+{
+	uint64_t gen = bwd_journal_generation(s->journal) + 1, t0 = bw_now_ns();
+	struct bwd_journal *next;
+	int err = bwd_journal_open(s->dirfd, gen, s->opt->fsync, &next);
+
+	s->next_snapshot_ns = t0 + s->opt->snapshot_interval_ns;
+	if (err) {
+		bwd_log(BWD_LOG_ERR, "snapshot: cannot start journal generation %" PRIu64 ": %s",
+			gen, strerror(-err));
+		s->next_snapshot_ns = t0 + SNAPSHOT_RETRY_NS;
+		return;
+	}
+	bwd_journal_close(s->journal);
+	s->journal = next;
+	bwd_state_set_journal(s->state, next);
+	err = bwd_snapshot_start(s->state, s->dirfd, gen, &s->child);
+	if (err) {
+		bwd_log(BWD_LOG_ERR, "snapshot: fork: %s", strerror(-err));
+		s->child = 0;
+		s->next_snapshot_ns = t0 + SNAPSHOT_RETRY_NS;
+		return;
+	}
+	s->child_generation = gen;
+	s->child_started_ns = t0;
+	bwd_log(BWD_LOG_DEBUG, "snapshot: writer forked in %.3f ms", ms_since(t0));
+}
+
+int bwd_store_commit(struct bwd_store *s)
+{
+	int err = bwd_journal_commit(s->journal);
+	uint64_t size;
+
+	if (err)
+		return err;
+	if (s->child)
+		return 0;
+	size = bwd_journal_size(s->journal);
+	/* Each snapshot starts a journal: its size is the change since. */
+	if (size >= s->opt->journal_max ||
+	    (size > BWD_FILE_HEADER_SIZE && bw_now_ns() >= s->next_snapshot_ns))
+		snapshot_begin(s);
+	return 0;
+}
+
+/* ---- the directory ---------------------------------------------------------------- */
+
+static int open_dir(struct bwd_store *s)
+{
+	const char *dir = s->opt->dir;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		bwd_log(BWD_LOG_ERR, "--state-dir %s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	s->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->dirfd < 0) {
+		bwd_log(BWD_LOG_ERR, "--state-dir %s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	s->lockfd = openat(s->dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (s->lockfd < 0) {
+		bwd_log(BWD_LOG_ERR, "%s/lock: %s", dir, strerror(errno));
+		return -errno;
+	}
+	if (flock(s->lockfd, LOCK_EX | LOCK_NB) < 0) {
+		int err = errno;
+
+		bwd_log(BWD_LOG_ERR, "%s is in use by another bitwheeld (%s/lock is locked)",
+			dir, dir);
+		return -err;
+	}
+	if (unlinkat(s->dirfd, "snapshot.tmp", 0) == 0)
+		bwd_log(BWD_LOG_INFO, "%s/snapshot.tmp: an unfinished snapshot, removed", dir);
+	return 0;
+}
+
+int bwd_store_open(const struct bwd_store_options *opt, struct bwd_state *st,
+		   struct event_base *base, struct bwd_store **out)
+{
+	struct bwd_store *s = calloc(1, sizeof(*s));
+	uint64_t gen;
+	bool replayed;
+	int err;
+
+	if (!s)
+		return -ENOMEM;
+	s->opt = opt;
+	s->state = st;
+	s->dirfd = s->lockfd = -1;
+	err = open_dir(s);
+	if (err)
+		goto fail;
+	err = recover(s, &gen, &replayed);
+	if (err)
+		goto fail;
+	err = bwd_journal_open(s->dirfd, gen, opt->fsync, &s->journal);
+	if (err) {
+		bwd_log(BWD_LOG_ERR, "%s: cannot create journal generation %" PRIu64 ": %s",
+			opt->dir, gen, strerror(-err));
+		goto fail;
+	}
+	s->sigchld = evsignal_new(base, SIGCHLD, on_child, s);
+	if (!s->sigchld || event_add(s->sigchld, NULL)) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	bwd_state_set_journal(st, s->journal);
+	s->next_snapshot_ns = bw_now_ns() + opt->snapshot_interval_ns;
+	/* One file again: what was replayed goes into a snapshot now, so
+	 * the next start reads it instead of the same journals. */
+	if (replayed)
+		snapshot_begin(s);
+	*out = s;
+	return 0;
+fail:
+	bwd_store_free(s);
+	return err;
+}
+
+void bwd_store_free(struct bwd_store *s)
+{
+	if (!s)
+		return;
+	if (s->child) {
+		/* The journals hold everything: an unfinished snapshot is
+		 * only lost work. */
+		kill(s->child, SIGKILL);
+		waitpid(s->child, NULL, 0);
+		unlinkat(s->dirfd, "snapshot.tmp", 0);
+	}
+	if (s->sigchld)
+		event_free(s->sigchld);
+	bwd_state_set_journal(s->state, NULL);
+	bwd_journal_close(s->journal);
+	if (s->lockfd >= 0)
+		close(s->lockfd);
+	if (s->dirfd >= 0)
+		close(s->dirfd);
+	free(s);
+}
