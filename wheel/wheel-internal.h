@@ -31,11 +31,12 @@ enum bw_list {
 	BW_NLISTS
 };
 
-/* rec.loc values besides a slot id (gear * 64 + digit, < 512). */
+/* rec.loc values besides a slot id (gear * 64 + digit, < 512).  Every
+ * pending place is below BW_LOC_FIRING, so "pending" is one compare. */
 enum bw_loc {
 	BW_LOC_LIST = 0xfff0,  /* + enum bw_list                           */
-	BW_LOC_HEAP = 0xfffe,  /* overflow heap; rec.next is its position  */
-	BW_LOC_FIRING = 0xfffd,/* its callback runs now: not pending       */
+	BW_LOC_HEAP = 0xfffd,  /* overflow heap; rec.next is its position  */
+	BW_LOC_FIRING = 0xfffe,/* its callback runs now: not pending       */
 	BW_LOC_FREE = 0xffff,
 };
 
@@ -78,6 +79,8 @@ struct bw_wheel {
 	struct bw_config cfg;
 	struct bw_allocator alloc;
 	uint64_t tick_ns;
+	uint64_t tick_mul;     /* floor(2^(64 + tick_shift) / tick_ns)     */
+	unsigned tick_shift;   /* floor(log2(tick_ns - 1))                 */
 	uint64_t now;          /* current tick: every tick <= now is done  */
 	uint64_t due_limit;    /* inserts at ticks <= this go to a due list */
 	uint64_t range;        /* plain wheel accepts deltas <= range ticks */
@@ -125,26 +128,24 @@ static inline bw_handle bw_handle_make(uint32_t idx, uint32_t gen)
 	return (uint64_t)gen << 32 | idx;
 }
 
-/* gear.c: a gear's first occupied slot's event tick, UINT64_MAX if none. */
-uint64_t bw_gear_scan(const struct bw_wheel *w, unsigned g);
-
 /* overflow.c */
 int bw_heap_push(struct bw_wheel *w, uint32_t idx);
 void bw_heap_remove(struct bw_wheel *w, uint32_t idx);
 void bw_heap_fini(struct bw_wheel *w);
 
 /* wheel.c */
-uint64_t bw_tick_of(const struct bw_wheel *w, uint64_t deadline_ns);
 /* Recompute the next-event cache of the dirty gears and the heap. */
 uint64_t bw_next_event_scan(struct bw_wheel *w);
 /*
  * A poll in two phases, so that a dual wheel can run both lanes' first
  * phase before any callback: collect advances the clock to now and takes
  * every due timer aside; fire then runs the callbacks with the clock
- * already at now.  Collect returns false, and fire must not run, when
- * there is nothing to fire: now is in the past, or nothing is due by it.
+ * already at now.  Collect (bw_poll_collect, below) returns false, and
+ * fire must not run, when there is nothing to fire: now is in the past,
+ * or nothing is due by it; otherwise it leaves the work, up to tick
+ * target, to bw_poll_collect_due.
  */
-bool bw_poll_collect(struct bw_wheel *w, uint64_t now_ns);
+void bw_poll_collect_due(struct bw_wheel *w, uint64_t target);
 void bw_poll_fire(struct bw_wheel *w, uint64_t now_ns,
 		  const struct bw_callbacks *cb, struct bw_poll_result *res);
 
@@ -166,6 +167,49 @@ static inline uint64_t bw_pow64(unsigned g)
 	return 1ull << (6 * g);
 }
 
+/*
+ * Ticks from nanoseconds without a division, which would be the dearest
+ * instruction of an insert.  tick_mul is 2^(64 + tick_shift) / tick_ns
+ * rounded down, so the high half of n * tick_mul, shifted, falls short of
+ * n / tick_ns by less than n / 2^64 < 1: it is the floor or one less, and
+ * the remainder it leaves, in [0, 2 * tick_ns), says which.
+ */
+static inline uint64_t bw_tick_quot(const struct bw_wheel *w, uint64_t n,
+				    uint64_t *rem)
+{
+#ifdef __SIZEOF_INT128__
+	uint64_t q = (uint64_t)(((unsigned __int128)n * w->tick_mul) >> 64) >>
+		     w->tick_shift;
+#else
+	uint64_t q = n / w->tick_ns;
+#endif
+	*rem = n - q * w->tick_ns;
+	return q;
+}
+
+/* The tick a poll at n ns has reached: floor(n / tick_ns). */
+static inline uint64_t bw_tick_floor(const struct bw_wheel *w, uint64_t n)
+{
+	uint64_t r, q = bw_tick_quot(w, n, &r);
+
+	return q + (r >= w->tick_ns);
+}
+
+/* A deadline's tick, rounded up so that it never fires early. */
+static inline uint64_t bw_tick_of(const struct bw_wheel *w, uint64_t deadline)
+{
+	uint64_t r, q = bw_tick_quot(w, deadline, &r);
+
+	return q + (r != 0) + (r > w->tick_ns);
+}
+
+/* The lowest gear able to hold a timer delta ticks ahead, delta >= 1,
+ * counting from a now aligned to that gear's slots. */
+static inline unsigned bw_gear_of(uint64_t delta)
+{
+	return (63u - (unsigned)__builtin_clzll(delta)) / 6;
+}
+
 
 /*
  * Slots, inline because every insert, cancel and fire goes through them.
@@ -175,17 +219,16 @@ static inline uint64_t bw_pow64(unsigned g)
  * and a slot fires in arrival order.  Every change to a slot keeps the
  * gear's two bitmaps (occupied, full) and its cached next-event tick in
  * step; emptying the slot that held the cached minimum only marks the gear
- * dirty (gear.c recomputes it when needed).
+ * dirty (the next bw_next_event() recomputes it, once).
  *
  * Event tick of slot d in gear g: the slot sits dist = (d - digit(now)) mod
  * 64 slots ahead of the current one (1..63: the current slot is always
  * empty between polls), and comes due at the start of that slot,
  * ((now >> 6g) + dist) << 6g.
  */
-static inline void bw_list_push(struct bw_pool *p, uint32_t *head, uint32_t idx)
+static inline void bw_list_push(struct bw_pool *p, uint32_t *head,
+				uint32_t idx, struct bw_rec *r)
 {
-	struct bw_rec *r = bw_rec_at(p, idx);
-
 	if (*head == BW_NIL) {
 		r->next = r->prev = idx;
 		*head = idx;
@@ -200,10 +243,9 @@ static inline void bw_list_push(struct bw_pool *p, uint32_t *head, uint32_t idx)
 	}
 }
 
-static inline void bw_list_unlink(struct bw_pool *p, uint32_t *head, uint32_t idx)
+static inline void bw_list_unlink(struct bw_pool *p, uint32_t *head,
+				  uint32_t idx, const struct bw_rec *r)
 {
-	struct bw_rec *r = bw_rec_at(p, idx);
-
 	if (r->next == idx) {
 		*head = BW_NIL;
 		return;
@@ -222,15 +264,32 @@ static inline uint64_t bw_gear_event(const struct bw_wheel *w, unsigned g, unsig
 	return (base + dist) << (6 * g);
 }
 
-/* Add to gear g's slot for key, the slot's absolute index (tick >> 6g). */
-static inline void bw_slot_add(struct bw_wheel *w, unsigned g, uint64_t key, uint32_t idx)
+/*
+ * A gear's next event, UINT64_MAX if it is empty: one rotate of the
+ * occupied map by now's digit, so that bit 0 is the current slot, and one
+ * count-trailing-zeros.
+ */
+static inline uint64_t bw_gear_scan(const struct bw_wheel *w, unsigned g)
+{
+	const struct bw_gear *gr = &w->gear[g];
+	uint64_t base = w->now >> (6 * g);
+	uint64_t r = rotr64(gr->occ, (unsigned)base);
+
+	if (!r)
+		return UINT64_MAX;
+	return (base + (uint64_t)__builtin_ctzll(r)) << (6 * g);
+}
+
+/* Add record idx (r) to gear g's slot for key, the slot's absolute index
+ * (tick >> 6g). */
+static inline void bw_slot_add(struct bw_wheel *w, unsigned g, uint64_t key,
+			       uint32_t idx, struct bw_rec *r)
 {
 	struct bw_gear *gr = &w->gear[g];
-	struct bw_rec *r = bw_rec_at(&w->pool, idx);
 	unsigned d = (unsigned)key & (BW_SLOTS - 1);
 	uint64_t ev = key << (6 * g);
 
-	bw_list_push(&w->pool, &gr->head[d], idx);
+	bw_list_push(&w->pool, &gr->head[d], idx, r);
 	r->loc = (uint16_t)(g * BW_SLOTS + d);
 	gr->occ |= 1ull << d;
 	if (++gr->count[d] >= w->cfg.slot_cap)
@@ -241,11 +300,12 @@ static inline void bw_slot_add(struct bw_wheel *w, unsigned g, uint64_t key, uin
 		w->next = ev;
 }
 
-static inline void bw_slot_remove(struct bw_wheel *w, unsigned g, unsigned d, uint32_t idx)
+static inline void bw_slot_remove(struct bw_wheel *w, unsigned g, unsigned d,
+				  uint32_t idx, const struct bw_rec *r)
 {
 	struct bw_gear *gr = &w->gear[g];
 
-	bw_list_unlink(&w->pool, &gr->head[d], idx);
+	bw_list_unlink(&w->pool, &gr->head[d], idx, r);
 	if (--gr->count[d] < w->cfg.slot_cap)
 		gr->full &= ~(1ull << d);
 	if (gr->count[d] == 0) {
@@ -260,6 +320,26 @@ static inline uint64_t bw_next_event(struct bw_wheel *w)
 {
 	return __builtin_expect(w->dirty != 0, 0) ? bw_next_event_scan(w)
 						  : w->next;
+}
+
+/* The first phase of a poll (above).  Inline, because most polls find
+ * nothing due: then it is a multiply and a few compares. */
+static inline bool bw_poll_collect(struct bw_wheel *w, uint64_t now_ns)
+{
+	uint64_t target;
+
+	/* now never passes last_now's tick, so a monotonic now_ns is all it
+	 * takes for the clock to move forward. */
+	if (now_ns < w->last_now)
+		return false;
+	w->last_now = now_ns;
+	target = bw_tick_floor(w, now_ns);
+	if (w->list[BW_DUE] == BW_NIL && target < bw_next_event(w)) {
+		w->now = w->due_limit = target;
+		return false;
+	}
+	bw_poll_collect_due(w, target);
+	return true;
 }
 
 /* A free record, O(1); growing the pool is pool.c's business. */

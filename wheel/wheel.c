@@ -38,45 +38,54 @@
  *           has arrived fires, the others drop to a finer gear.  A timer
  *           therefore fires at the first poll reaching tick t + p, where p
  *           < max_probes is its displacement by gear-0 probing.  It moves
- *           at most once per gear it descends through (plus once per spill,
- *           below).
+ *           at most once per gear it descends through.
  *   coarse  The seed's no-cascading behaviour, rounded up: a timer sits in
  *           the slot starting at or after t (key = ceil(t / 64^g)) and
  *           fires when that slot comes due: late by less than
  *           64^g * (1 + p) ticks, with p its probe displacement.
  *
- * Probing.  A full home slot tries the next slots, max_probes slots in all.
- * Gear 0 (and every gear in coarse mode) probes forward, later, which is
- * the displacement above.  Coarse gears in exact mode probe backward, into
- * earlier slots still ahead of now: the re-slot at that slot's start puts
- * the timer right, so spilling costs no lateness.  When every candidate is
- * full, a plain wheel refuses the insert (BW_EFULL: the caller keeps its
- * data); a failover wheel puts the timer in its overflow heap.
+ * Capacity.  slot_cap bounds the slots timers fire from: gear 0, and every
+ * gear in coarse mode.  A full home slot there tries the next slots,
+ * forward (later, which is the displacement above), max_probes slots in
+ * all; when every candidate is full, a plain wheel refuses the insert
+ * (BW_EFULL: the caller keeps its data) and a failover wheel puts the
+ * timer in its overflow heap.  Exact mode's coarse gears (1 and up) fire
+ * nothing - their slots are only sorted further when they come due - so
+ * only the pool bounds them: a hot far deadline costs records, not
+ * refusals or heap entries, and a failover wheel keeps a million pending
+ * timers in its gears, growing its pool, instead of its heap.  The price:
+ * the poll that reaches such a slot re-slots all of it, however many.
  *
  * Re-slots are never refused and never probe: a timer moving down goes
- * straight to its home slot, over capacity if need be (counted as
- * overfilled).  The wheel accepted it once, so refusing it now would lose
- * it, and probing it into a later gear-0 slot would only make it late: in
- * exact mode only timers inserted straight into gear 0 are ever displaced.
- * Insert alone enforces slot_cap, so a slot never holds more than the
- * timers inserts accepted for its span - at most slot_cap * max_probes per
- * hot deadline per gear they came through - and a poll moves at most that
- * many per slot it passes.
+ * straight to its home slot, over capacity if need be (a gear-0 slot
+ * already at slot_cap counts as overfilled).  The wheel accepted it once,
+ * so refusing it now would lose it, and probing it into a later gear-0
+ * slot would only make it late: in exact mode only timers inserted
+ * straight into gear 0 are ever displaced.
  *
  * Poll.  A poll runs in two phases.  Collect jumps the clock from event to
  * event up to now (the cached next event makes an idle stretch free),
  * re-slots coarse slots as they come due and moves every due timer to a
- * ripe list, leaving the clock at now.  Fire then runs the callbacks in
- * tick order.  So a callback sees a consistent wheel: it may insert and
- * cancel (a ripe timer it cancels does not fire), anything it arms counts
- * from now, and anything it arms at or before now waits on the due list
- * for the next poll - a callback can never keep a poll going.
+ * ripe list - a slot whose timers are all due (gear 0, or any slot in
+ * coarse mode) is spliced over whole - leaving the clock at now.  Fire
+ * then runs the callbacks in tick order.  So a callback sees a consistent
+ * wheel: it may insert and cancel (a ripe timer it cancels does not fire),
+ * anything it arms counts from now, and anything it arms at or before now
+ * waits on the due list for the next poll - a callback can never keep a
+ * poll going.
  *
- * Costs.  insert: one division, a few bit operations, one list push: O(1).
+ * Costs.  insert: a multiply by the tick's reciprocal (no division), a
+ * count-leading-zeros for the gear, a few bit operations, one list push:
+ * O(1), about 100 instructions on x86-64 (bench/results/callgrind.md).
  * cancel: O(1) (O(log n) for an overflowed timer).  poll: O(1) when no
- * event is due - the cached next event lets it jump any number of ticks -
- * otherwise O(events + timers moved or fired), never O(elapsed ticks).
- * The overflow heap costs O(log n) per insert, cancel and fire.
+ * event is due - the cached next event lets it jump any number of ticks,
+ * and the check is inline: a multiply and a few compares - otherwise
+ * O(events + timers moved or fired), never O(elapsed ticks).  Every
+ * exact-mode timer that lands in gear 1 or above is moved once per gear
+ * on its way down, all of a slot in the poll that reaches it, so that
+ * poll costs a burst proportional to the slot's timers (in the trading
+ * simulation, about 50 every 64 ms).  The overflow heap costs O(log n) per
+ * insert, cancel and fire.
  * Nothing on the plain wheel allocates after bw_wheel_new().
  */
 #include <stdlib.h>
@@ -107,11 +116,6 @@ void *bw_mem(struct bw_wheel *w, void *p, size_t old_size, size_t new_size)
 	return r;
 }
 
-uint64_t bw_tick_of(const struct bw_wheel *w, uint64_t deadline_ns)
-{
-	return deadline_ns / w->tick_ns + (deadline_ns % w->tick_ns != 0);
-}
-
 static inline unsigned min_u(unsigned a, unsigned b)
 {
 	return a < b ? a : b;
@@ -126,63 +130,71 @@ static inline unsigned gears_at(const struct bw_wheel *w, uint64_t ev)
 }
 
 /*
- * Put record idx, due at tick t > now, into a slot.  BW_ERANGE beyond the
- * range, BW_EFULL when the home slot and its probes are full.  A re-slot
- * goes straight to its home slot, over capacity if need be: the timer was
- * accepted once, and probing it elsewhere now would only make it late.
+ * Put record idx (r), due at tick t > now, into a slot: BW_ERANGE beyond
+ * the range, BW_EFULL when a capped home slot and its probes are full.
+ * The gear comes from the magnitude of t - now; only a now not aligned to
+ * that gear's slots can put t one slot too far ahead, into the next gear.
  */
-static int place(struct bw_wheel *w, uint32_t idx, uint64_t t, bool reslot)
+static inline __attribute__((always_inline)) int
+place(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, uint64_t t)
 {
 	uint64_t delta = t - w->now, key, avail;
-	unsigned g, d, k0, j, lim;
 	bool exact = w->cfg.precision == BW_EXACT;
+	unsigned g = 0, d, k0, j;
 
-	if (delta > w->range)
-		return BW_ERANGE;
-	g = delta < BW_SLOTS ? 0 : (63u - (unsigned)__builtin_clzll(delta)) / 6;
-	for (;;) {
-		key = exact || g == 0 ? t >> (6 * g)
-				      : (t + bw_pow64(g) - 1) >> (6 * g);
-		if (key - (w->now >> (6 * g)) < BW_SLOTS)
-			break;
-		g++;
+	key = t;
+	if (delta >= BW_SLOTS) {
+		if (delta > w->range)
+			return BW_ERANGE;
+		g = bw_gear_of(delta);
+		for (;;) {
+			key = exact ? t >> (6 * g)
+				    : (t + bw_pow64(g) - 1) >> (6 * g);
+			if (key - (w->now >> (6 * g)) < BW_SLOTS)
+				break;
+			g++;
+		}
+		if (exact) {
+			bw_slot_add(w, g, key, idx, r);
+			return 0;
+		}
 	}
 	d = (unsigned)key & (BW_SLOTS - 1);
 	avail = ~w->gear[g].full;
-	if (reslot) {
-		if (!(avail & (1ull << d)))
-			w->ctr.overfilled++;
-		bw_slot_add(w, g, key, idx);
+	if (__builtin_expect(avail >> d & 1, 1)) {
+		bw_slot_add(w, g, key, idx, r);
 		return 0;
 	}
 	k0 = (unsigned)(key - (w->now >> (6 * g)));
-	if (exact && g > 0) {
-		uint64_t r = rotl64(avail, 63 - d);
-
-		lim = min_u(k0 - 1, w->cfg.max_probes - 1);
-		if (!r || (j = (unsigned)__builtin_clzll(r)) > lim)
-			return BW_EFULL;
-		key -= j;
-	} else {
-		uint64_t r = rotr64(avail, d);
-
-		lim = min_u(BW_SLOTS - 1 - k0, w->cfg.max_probes - 1);
-		if (!r || (j = (unsigned)__builtin_ctzll(r)) > lim)
-			return BW_EFULL;
-		key += j;
-	}
-	if (j)
-		w->ctr.probed++;
-	bw_slot_add(w, g, key, idx);
+	avail = rotr64(avail, d);
+	if (!avail || (j = (unsigned)__builtin_ctzll(avail)) >
+			      min_u(BW_SLOTS - 1 - k0, w->cfg.max_probes - 1))
+		return BW_EFULL;
+	w->ctr.probed++;
+	bw_slot_add(w, g, key + j, idx, r);
 	return 0;
 }
 
-/* A slot, or the overflow heap on a failover wheel. */
-static int settle(struct bw_wheel *w, uint32_t idx, uint64_t t)
+static void list_push(struct bw_wheel *w, enum bw_list l, uint32_t idx,
+		      struct bw_rec *r)
 {
-	int err = place(w, idx, t, false);
+	bw_list_push(&w->pool, &w->list[l], idx, r);
+	r->loc = (uint16_t)(BW_LOC_LIST + l);
+}
 
-	if (err && w->cfg.failover) {
+/* Arm record idx (r) for its deadline: the due list, a slot, or the heap
+ * on a failover wheel. */
+static inline int arm(struct bw_wheel *w, uint32_t idx, struct bw_rec *r)
+{
+	uint64_t t = bw_tick_of(w, r->deadline);
+	int err;
+
+	if (t <= w->due_limit) {
+		list_push(w, BW_DUE, idx, r);
+		return 0;
+	}
+	err = place(w, idx, r, t);
+	if (__builtin_expect(err != 0, 0) && w->cfg.failover) {
 		err = bw_heap_push(w, idx);
 		if (!err)
 			w->ctr.overflowed++;
@@ -190,62 +202,38 @@ static int settle(struct bw_wheel *w, uint32_t idx, uint64_t t)
 	return err;
 }
 
-static void list_push(struct bw_wheel *w, enum bw_list l, uint32_t idx)
+/* Take record idx (r) out of wherever it is pending. */
+static inline void unlink_rec(struct bw_wheel *w, uint32_t idx,
+			      const struct bw_rec *r)
 {
-	bw_list_push(&w->pool, &w->list[l], idx);
-	bw_rec_at(&w->pool, idx)->loc = (uint16_t)(BW_LOC_LIST + l);
-}
+	uint16_t loc = r->loc;
 
-/* Take the first record off a list, or BW_NIL. */
-static uint32_t list_pop(struct bw_wheel *w, enum bw_list l)
-{
-	uint32_t idx = w->list[l];
-
-	if (idx != BW_NIL)
-		bw_list_unlink(&w->pool, &w->list[l], idx);
-	return idx;
-}
-
-/* Arm record idx for its rec.deadline: the due list, a slot or the heap. */
-static int arm(struct bw_wheel *w, uint32_t idx)
-{
-	uint64_t t = bw_tick_of(w, bw_rec_at(&w->pool, idx)->deadline);
-
-	if (t <= w->due_limit) {
-		list_push(w, BW_DUE, idx);
-		return 0;
-	}
-	return settle(w, idx, t);
-}
-
-/* Take record idx out of wherever it is pending. */
-static void unlink_rec(struct bw_wheel *w, uint32_t idx)
-{
-	uint16_t loc = bw_rec_at(&w->pool, idx)->loc;
-
-	if (loc < BW_MAX_GEARS * BW_SLOTS)
-		bw_slot_remove(w, loc / BW_SLOTS, loc % BW_SLOTS, idx);
+	if (__builtin_expect(loc < BW_MAX_GEARS * BW_SLOTS, 1))
+		bw_slot_remove(w, loc / BW_SLOTS, loc % BW_SLOTS, idx, r);
 	else if (loc == BW_LOC_HEAP)
 		bw_heap_remove(w, idx);
 	else
-		bw_list_unlink(&w->pool, &w->list[loc - BW_LOC_LIST], idx);
+		bw_list_unlink(&w->pool, &w->list[loc - BW_LOC_LIST], idx, r);
 }
 
 /* Pending: in a slot, the heap, the due list or this poll's ripe list. */
-static bool is_pending(uint16_t loc)
+static inline bool is_pending(uint16_t loc)
 {
-	return loc != BW_LOC_FREE && loc != BW_LOC_FIRING;
+	return loc < BW_LOC_FIRING;
 }
 
 /* The pending record a handle names, or NULL. */
-static struct bw_rec *lookup(const struct bw_wheel *w, bw_handle h)
+static inline struct bw_rec *lookup(const struct bw_wheel *w, bw_handle h)
 {
 	uint32_t idx = (uint32_t)h;
 	struct bw_rec *r;
 
-	if (!bw_pool_valid(&w->pool, idx))
+	if (__builtin_expect(idx < w->pool.nbase_records, 1))
+		r = &w->pool.base[idx];
+	else if (bw_pool_valid(&w->pool, idx))
+		r = bw_rec_at(&w->pool, idx);
+	else
 		return NULL;
-	r = bw_rec_at(&w->pool, idx);
 	if (r->gen != h >> 32 || !is_pending(r->loc))
 		return NULL;
 	return r;
@@ -275,6 +263,12 @@ int bw_wheel_new(const struct bw_config *cfg, uint64_t now_ns,
 	w->alloc = a;
 	w->footprint = size;
 	w->tick_ns = (uint64_t)cfg->resolution_ms * 1000000u;
+	/* 2^tick_shift < tick_ns keeps tick_mul below 2^64. */
+	w->tick_shift = 63u - (unsigned)__builtin_clzll(w->tick_ns - 1);
+#ifdef __SIZEOF_INT128__
+	w->tick_mul = (uint64_t)(((unsigned __int128)1 << (64 + w->tick_shift)) /
+				 w->tick_ns);
+#endif
 	w->now = w->due_limit = now_ns / w->tick_ns;
 	w->last_now = now_ns;
 	w->range = bw_config_range_ticks(cfg);
@@ -322,7 +316,7 @@ int bw_wheel_insert(struct bw_wheel *w, uint64_t deadline_ns, void *data,
 	r = bw_rec_at(&w->pool, idx);
 	r->deadline = deadline_ns;
 	r->data = data;
-	err = arm(w, idx);
+	err = arm(w, idx, r);
 	if (err) {
 		bw_pool_put(w, idx);
 		goto fail;
@@ -346,7 +340,7 @@ int bw_wheel_cancel(struct bw_wheel *w, bw_handle h, void **data_out)
 	r = lookup(w, h);
 	if (!r)
 		return BW_ENOTFOUND;
-	unlink_rec(w, (uint32_t)h);
+	unlink_rec(w, (uint32_t)h, r);
 	if (data_out)
 		*data_out = r->data;
 	bw_pool_put(w, (uint32_t)h);
@@ -367,10 +361,10 @@ static void drop(struct bw_wheel *w, uint32_t idx, int reason,
 		cb->drop(data, reason, cb->ctx);
 }
 
-static void fire(struct bw_wheel *w, uint32_t idx, uint64_t now_ns,
-		 const struct bw_callbacks *cb, struct bw_poll_result *res)
+static void fire(struct bw_wheel *w, uint32_t idx, struct bw_rec *r,
+		 uint64_t now_ns, const struct bw_callbacks *cb,
+		 struct bw_poll_result *res)
 {
-	struct bw_rec *r = bw_rec_at(&w->pool, idx);
 	uint64_t again;
 	int err;
 
@@ -378,13 +372,14 @@ static void fire(struct bw_wheel *w, uint32_t idx, uint64_t now_ns,
 	w->pending--;
 	w->ctr.fired++;
 	res->fired++;
+	/* Records never move, so r outlives whatever the callback does. */
 	again = cb->fire(r->data, now_ns, cb->ctx);
 	if (!again) {
 		bw_pool_put(w, idx);
 		return;
 	}
 	r->deadline = again;
-	err = arm(w, idx);
+	err = arm(w, idx, r);
 	if (err) {
 		res->rearm_failed++;
 		drop(w, idx, err, cb);
@@ -394,63 +389,96 @@ static void fire(struct bw_wheel *w, uint32_t idx, uint64_t now_ns,
 	res->rearmed++;
 }
 
-/* A slot came due: set aside what is due, move the rest to finer gears. */
-static void run_slot(struct bw_wheel *w, unsigned g, unsigned d)
+/* Empty slot d of gear g, which comes due now, in its bitmaps and cache. */
+static inline void slot_clear(struct bw_wheel *w, unsigned g, unsigned d)
 {
-	uint32_t *head = &w->gear[g].head[d];
+	struct bw_gear *gr = &w->gear[g];
 
-	while (*head != BW_NIL) {
-		uint32_t idx = *head;
-		uint64_t t = bw_tick_of(w, bw_rec_at(&w->pool, idx)->deadline);
+	gr->head[d] = BW_NIL;
+	gr->count[d] = 0;
+	gr->occ &= ~(1ull << d);
+	gr->full &= ~(1ull << d);
+	w->dirty |= 1u << g;
+}
 
-		bw_slot_remove(w, g, d, idx);
+/*
+ * A slot whose timers are all due (gear 0, or any gear in coarse mode):
+ * splice its whole list onto the ripe list, relabelling each record so
+ * that a callback can still cancel it.
+ */
+static void take_slot(struct bw_wheel *w, unsigned g, unsigned d)
+{
+	struct bw_pool *p = &w->pool;
+	uint32_t head = w->gear[g].head[d], idx = head, *ripe = &w->list[BW_RIPE];
+	struct bw_rec *r, *first = bw_rec_at(p, head);
+	uint32_t tail = first->prev;
+
+	do {
+		r = bw_rec_at(p, idx);
+		r->loc = BW_LOC_LIST + BW_RIPE;
+		idx = r->next;
+	} while (idx != head);
+	if (*ripe == BW_NIL) {
+		*ripe = head;
+	} else {
+		struct bw_rec *rh = bw_rec_at(p, *ripe);
+		uint32_t rtail = rh->prev;
+
+		bw_rec_at(p, rtail)->next = head;
+		first->prev = rtail;
+		r->next = *ripe;
+		rh->prev = tail;
+	}
+	slot_clear(w, g, d);
+}
+
+/*
+ * An exact mode coarse slot came due, and now is its start: set aside what
+ * is due and move the rest down.  now is aligned to this gear's slots, so
+ * a timer t - now ahead belongs in gear bw_gear_of(t - now), home slot
+ * t >> 6g, always within 63 slots: no range check and no loop.  Re-slots
+ * never probe (an accepted timer is not refused or made late now): a
+ * full gear-0 home slot just takes one more, counted as overfilled.
+ */
+static void reslot_slot(struct bw_wheel *w, unsigned g, unsigned d)
+{
+	struct bw_gear *gr = &w->gear[g];
+	uint32_t idx = gr->head[d], n = gr->count[d];
+
+	slot_clear(w, g, d);
+	while (n--) {
+		struct bw_rec *r = bw_rec_at(&w->pool, idx);
+		uint32_t next = r->next;
+		uint64_t t = bw_tick_of(w, r->deadline), key;
+		unsigned to;
+
 		if (t <= w->now) {
-			list_push(w, BW_RIPE, idx);
+			list_push(w, BW_RIPE, idx, r);
 		} else {
-			/* t is within range of its old slot, so only fullness
-			 * could refuse it, and re-slots are never refused. */
-			place(w, idx, t, true);
+			to = bw_gear_of(t - w->now);
+			key = t >> (6 * to);
+			if (to == 0 && (w->gear[0].full >> (key & (BW_SLOTS - 1)) & 1))
+				w->ctr.overfilled++;
+			bw_slot_add(w, to, key, idx, r);
 			w->ctr.reslotted++;
 		}
+		idx = next;
 	}
 }
 
-uint64_t bw_next_event_scan(struct bw_wheel *w)
+void bw_poll_collect_due(struct bw_wheel *w, uint64_t target)
 {
-	uint64_t next;
-
-	if (w->dirty & BW_DIRTY_HEAP)
-		w->heap_next = w->heap.n ?
-			bw_tick_of(w, bw_rec_at(&w->pool, w->heap.pos[0])->deadline) :
-			UINT64_MAX;
-	next = w->heap_next;
-	for (unsigned g = 0; g < w->cfg.gears; g++) {
-		if (w->dirty & (1u << g))
-			w->gear[g].next = bw_gear_scan(w, g);
-		if (w->gear[g].next < next)
-			next = w->gear[g].next;
-	}
-	w->dirty = 0;
-	w->next = next;
-	return next;
-}
-
-bool bw_poll_collect(struct bw_wheel *w, uint64_t now_ns)
-{
-	uint64_t target = now_ns / w->tick_ns, ev;
+	bool exact = w->cfg.precision == BW_EXACT;
+	uint64_t ev;
 	uint32_t idx;
 
-	if (now_ns < w->last_now || target < w->now)
-		return false;
-	w->last_now = now_ns;
-	/* The common idle poll: nothing due, the clock just moves. */
-	if (w->list[BW_DUE] == BW_NIL && target < bw_next_event(w)) {
-		w->now = w->due_limit = target;
-		return false;
-	}
 	w->in_poll = true;
-	while ((idx = list_pop(w, BW_DUE)) != BW_NIL)
-		list_push(w, BW_RIPE, idx);
+	while ((idx = w->list[BW_DUE]) != BW_NIL) {
+		struct bw_rec *r = bw_rec_at(&w->pool, idx);
+
+		bw_list_unlink(&w->pool, &w->list[BW_DUE], idx, r);
+		list_push(w, BW_RIPE, idx, r);
+	}
 	while ((ev = bw_next_event(w)) <= target) {
 		w->now = ev;
 		/* Only gears whose slots start at ev can be due: gear g's slots
@@ -458,21 +486,27 @@ bool bw_poll_collect(struct bw_wheel *w, uint64_t now_ns)
 		for (unsigned g = gears_at(w, ev) + 1; g-- > 0;) {
 			unsigned d = (ev >> (6 * g)) & (BW_SLOTS - 1);
 
-			if (w->gear[g].occ & (1ull << d))
-				run_slot(w, g, d);
+			if (!(w->gear[g].occ & (1ull << d)))
+				continue;
+			if (g && exact)
+				reslot_slot(w, g, d);
+			else
+				take_slot(w, g, d);
 		}
 		while (w->heap.n) {
+			struct bw_rec *r;
+
 			idx = w->heap.pos[0];
-			if (bw_tick_of(w, bw_rec_at(&w->pool, idx)->deadline) > ev)
+			r = bw_rec_at(&w->pool, idx);
+			if (bw_tick_of(w, r->deadline) > ev)
 				break;
 			bw_heap_remove(w, idx);
-			list_push(w, BW_RIPE, idx);
+			list_push(w, BW_RIPE, idx, r);
 		}
 	}
 	/* Callbacks arm relative to the poll's tick, and whatever they arm
 	 * at or before it waits for the next poll. */
 	w->now = w->due_limit = target;
-	return true;
 }
 
 void bw_poll_fire(struct bw_wheel *w, uint64_t now_ns,
@@ -480,8 +514,12 @@ void bw_poll_fire(struct bw_wheel *w, uint64_t now_ns,
 {
 	uint32_t idx;
 
-	while ((idx = list_pop(w, BW_RIPE)) != BW_NIL)
-		fire(w, idx, now_ns, cb, res);
+	while ((idx = w->list[BW_RIPE]) != BW_NIL) {
+		struct bw_rec *r = bw_rec_at(&w->pool, idx);
+
+		bw_list_unlink(&w->pool, &w->list[BW_RIPE], idx, r);
+		fire(w, idx, r, now_ns, cb, res);
+	}
 	w->in_poll = false;
 }
 
@@ -494,11 +532,10 @@ int bw_wheel_poll(struct bw_wheel *w, uint64_t now_ns,
 		return BW_EINVAL;
 	if (w->in_poll)
 		return BW_EINPOLL;
-	if (!res)
-		res = &unused;
-	*res = (struct bw_poll_result){ 0 };
+	if (res)
+		*res = (struct bw_poll_result){ 0 };
 	if (bw_poll_collect(w, now_ns))
-		bw_poll_fire(w, now_ns, cb, res);
+		bw_poll_fire(w, now_ns, cb, res ? res : &unused);
 	return 0;
 }
 
@@ -593,7 +630,7 @@ static int visit(struct bw_wheel *w, bw_visit_fn fn, void *ctx, bool remove)
 			continue;
 		fn(bw_handle_make(idx, r->gen), r->deadline, r->data, ctx);
 		if (remove) {
-			unlink_rec(w, idx);
+			unlink_rec(w, idx, r);
 			bw_pool_put(w, idx);
 			w->pending--;
 		}
