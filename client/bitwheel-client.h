@@ -379,6 +379,9 @@ struct bwc_fire {
 	uint64_t fire_count;   /* periodic: 1 for the first; oneshot: 0     */
 	bool late;             /* due while the daemon was not running (a
 				  timer restored from its journal)          */
+	bool redelivered;      /* may repeat a fire received before the
+				  daemon restarted: same key, deadline_ns
+				  and fire_count (PROTOCOL.md section 9)    */
 };
 
 /*

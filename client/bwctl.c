@@ -120,7 +120,7 @@ static const char help_watch[] =
 "                       already arrived are lost, with a warning)\n"
 "  --timeout DURATION   give up after DURATION in all\n"
 "  --json               JSON lines: key, payload, deadline_ns, fired_ns,\n"
-"                       late_us, and fire_count/restored when set\n"
+"                       late_us, and fire_count/restored/redelivered when set\n"
 "\n"
 "Human lines read: fired key=7 payload=\"hi\" deadline=NS late=0.84ms\n"
 "\n"
@@ -297,6 +297,8 @@ static void print_fire(const struct bwc_fire *f, bool json)
 			       (unsigned long long)f->fire_count);
 		if (f->late)
 			fputs(",\"restored\":true", stdout);
+		if (f->redelivered)
+			fputs(",\"redelivered\":true", stdout);
 		fputs("}\n", stdout);
 	} else {
 		printf("fired key=%llu", (unsigned long long)f->key);
@@ -310,6 +312,8 @@ static void print_fire(const struct bwc_fire *f, bool json)
 			printf(" count=%llu", (unsigned long long)f->fire_count);
 		if (f->late)
 			fputs(" restored", stdout);
+		if (f->redelivered)
+			fputs(" redelivered", stdout);
 		putchar('\n');
 	}
 	fflush(stdout);

@@ -1357,6 +1357,7 @@ static void fire_from(const Bitwheel__V1__Fired *f, struct bwc_fire *out)
 	out->fired_ns = f->fired_at_ns;
 	out->fire_count = f->fire_count;
 	out->late = f->late;
+	out->redelivered = f->redelivered;
 }
 
 int bwc_wait_fire(struct bwc_client *c, int64_t timeout_ns,

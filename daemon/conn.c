@@ -291,6 +291,8 @@ static int send_fire(struct bwd_conn *c, const struct bwd_fire *f)
 	fired.fire_count = f->count;
 	fired.has_late = f->late;
 	fired.late = f->late;
+	fired.has_redelivered = f->redelivered;
+	fired.redelivered = f->redelivered;
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED;
 	env.fired = &fired;
 	return bwd_conn_send(c, &env);

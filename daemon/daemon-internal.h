@@ -123,6 +123,7 @@ struct bwd_fire {
 	uint64_t seq;              /* the session's fire number (journal)    */
 	bool late;
 	bool sent;                 /* handed to a connection at least once   */
+	bool redelivered;          /* restored after it had been sent        */
 	bool has_payload;
 	uint32_t payload_len;
 	const uint8_t *payload;    /* the timer's, or the bytes that follow  */
@@ -242,7 +243,8 @@ int bwd_timer_cancel(struct bwd_session *s, uint64_t key, bool *pending);
 struct bwd_journal;
 struct bwd_record;
 
-/* From now on, every change to a named session is appended to j. */
+/* From now on, every change to a named session is appended to j (NULL:
+ * none), which starts with a SESSION record for each named session. */
 void bwd_state_set_journal(struct bwd_state *st, struct bwd_journal *j);
 /* Hand every named session, timer and undelivered fire to emit, as
  * records (a snapshot's body); stops at emit's first nonzero return. */

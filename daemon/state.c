@@ -684,9 +684,31 @@ int bwd_timer_cancel(struct bwd_session *s, uint64_t key, bool *pending)
 
 /* ---- writing out and reading back ------------------------------------------- */
 
+static struct bwd_record session_record(const struct bwd_session *s)
+{
+	return (struct bwd_record){
+		.type = BWD_REC_SESSION, .sid = s->id, .seq = s->next_seq,
+		.uid = (uint32_t)s->owner, .name = s->name,
+		.name_len = (uint8_t)strlen(s->name),
+	};
+}
+
 void bwd_state_set_journal(struct bwd_state *st, struct bwd_journal *j)
 {
 	st->journal = j;
+	if (!j)
+		return;
+	/* Every journal names the sessions it continues, so that one read
+	 * without the snapshot before it (--ignore-snapshot) still knows
+	 * whose timers its records are. */
+	for (size_t b = 0; b <= st->sessions.mask; b++) {
+		for (struct bwd_map_node *n = st->sessions.bucket[b]; n; n = n->next) {
+			struct bwd_record r = session_record(
+				bwd_container_of(n, struct bwd_session, node));
+
+			journal(st, &r);
+		}
+	}
 }
 
 static int dump_fires(const struct bwd_session *s, const struct bwd_fire *f,
@@ -713,11 +735,7 @@ static int dump_fires(const struct bwd_session *s, const struct bwd_fire *f,
 static int dump_session(const struct bwd_session *s,
 			int (*emit)(void *, const struct bwd_record *), void *ctx)
 {
-	struct bwd_record r = {
-		.type = BWD_REC_SESSION, .sid = s->id, .seq = s->next_seq,
-		.uid = (uint32_t)s->owner, .name = s->name,
-		.name_len = (uint8_t)strlen(s->name),
-	};
+	struct bwd_record r = session_record(s);
 	int err = emit(ctx, &r);
 
 	for (size_t b = 0; !err && b <= s->timers.mask; b++) {
@@ -774,6 +792,7 @@ static void restore_fire(struct bwd_session *s, const struct bwd_record *r,
 		.deadline_ns = shifted(r->deadline_ns, shift),
 		.fired_ns = shifted(r->fired_ns, shift), .count = r->count,
 		.late = r->flags & BWD_RECF_LATE, .sent = r->flags & BWD_RECF_SENT,
+		.redelivered = r->flags & BWD_RECF_SENT,
 		.has_payload = has_payload, .payload = payload,
 		.payload_len = payload_len,
 	};
@@ -842,11 +861,18 @@ int bwd_state_apply(struct bwd_state *st, const struct bwd_record *r,
 
 	st->restoring = true;
 	if (r->type == BWD_REC_SESSION) {
-		if (s || r->sid == 0 || r->name_len == 0 ||
-		    r->name_len > BWP_SESSION_NAME_MAX)
+		if (r->sid == 0 || r->name_len == 0 || r->name_len > BWP_SESSION_NAME_MAX)
 			return BWD_REC_ECORRUPT;
 		memcpy(name, r->name, r->name_len);
 		name[r->name_len] = '\0';
+		/* A journal starts by naming the sessions it continues. */
+		if (s) {
+			if (strcmp(s->name, name) || s->owner != (uid_t)r->uid)
+				return BWD_REC_ECORRUPT;
+			if (r->seq > s->next_seq)
+				s->next_seq = r->seq;
+			return 0;
+		}
 		if (!bwp_session_name_valid(name) || session_find(st, name))
 			return BWD_REC_ECORRUPT;
 		if (session_new(st, name, (uid_t)r->uid, r->sid, &s))
@@ -878,7 +904,7 @@ int bwd_state_apply(struct bwd_state *st, const struct bwd_record *r,
 		f = find_fire(s, r->seq, &prev);
 		if (!f)
 			return BWD_REC_ECORRUPT;
-		f->sent = true;
+		f->sent = f->redelivered = true;
 		return 0;
 	case BWD_REC_DONE:
 		f = find_fire(s, r->seq, &prev);

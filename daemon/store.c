@@ -162,15 +162,17 @@ int bwd_store_replay(struct bwd_state *st, const uint8_t *buf, size_t len,
 		err = bwd_state_apply(st, &r, shift);
 		if (err < 0)
 			return err;
-		if (err) {
-			out->contradictions++;
+		/* A few examples say where; the count says how many. */
+		if (err && ++out->contradictions <= 5)
 			bwd_log(BWD_LOG_WARNING, "%s: record at offset %zu (type %u) does not fit the state; skipped",
 				name, off, r.type);
-		}
 		out->records++;
 		off += used;
 	}
 	out->stopped_at = off;
+	if (out->contradictions > 5)
+		bwd_log(BWD_LOG_WARNING, "%s: %" PRIu64 " records in all did not fit the state",
+			name, out->contradictions);
 	if (kind == BWD_FILE_SNAPSHOT) {
 		bwd_log(BWD_LOG_ERR, "%s: ends without its trailer", name);
 		return BWD_REC_ETORN;

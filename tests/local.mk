@@ -43,7 +43,8 @@ EXTRA_tests_check_systemd_DEPENDENCIES = systemd/bitwheeld.service daemon/bitwhe
 # through the raw protocol (proto/frame.h), the client library and bwctl.
 # Paths to the built programs come from abs_top_builddir, so distcheck's
 # out-of-tree build runs its own; the programs are built before the tests.
-bw_e2e_programs = tests/check_daemon tests/check_client tests/check_bwctl
+bw_e2e_programs = tests/check_daemon tests/check_client tests/check_bwctl \
+	tests/check_durable
 check_PROGRAMS += $(bw_e2e_programs)
 TESTS += $(bw_e2e_programs)
 
@@ -71,6 +72,12 @@ tests_check_bwctl_CPPFLAGS = $(bw_e2e_cppflags)
 tests_check_bwctl_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_bwctl_LDADD = $(bw_e2e_ldadd)
 EXTRA_tests_check_bwctl_DEPENDENCIES = daemon/bitwheeld client/bwctl
+
+tests_check_durable_SOURCES = tests/check_durable.c $(bw_e2e_sources)
+tests_check_durable_CPPFLAGS = $(bw_e2e_cppflags)
+tests_check_durable_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_durable_LDADD = $(bw_e2e_ldadd)
+EXTRA_tests_check_durable_DEPENDENCIES = daemon/bitwheeld
 
 # libFuzzer targets: make fuzz, make fuzz-run (tests/fuzz.mk).
 include tests/fuzz.mk
