@@ -357,6 +357,8 @@ uint64_t bwd_journal_size(const struct bwd_journal *j);
 
 /* ---- snapshot.c --------------------------------------------------------- */
 
+/* Write a whole snapshot of st (header, records, trailer) to fd. */
+int bwd_snapshot_write(const struct bwd_state *st, int fd, uint64_t generation);
 /*
  * Fork a child that writes the state as it is now to snapshot.tmp in
  * dirfd, header generation `generation`, synced; *pid is the child.  The

@@ -84,13 +84,11 @@ static int emit(void *ctx, const struct bwd_record *r)
 	return 0;
 }
 
-/* The child: 0 when snapshot.tmp is whole and on disk. */
-static int write_snapshot(const struct bwd_state *st, int dirfd,
-			  uint64_t generation)
+int bwd_snapshot_write(const struct bwd_state *st, int fd, uint64_t generation)
 {
 	struct bwd_file_header h = { .kind = BWD_FILE_SNAPSHOT,
 				     .generation = generation };
-	struct writer w = { .fd = -1 };
+	struct writer w = { .fd = fd };
 	struct bwd_record trailer = { .type = BWD_REC_TRAILER };
 	int err;
 
@@ -102,12 +100,6 @@ static int write_snapshot(const struct bwd_state *st, int dirfd,
 		goto out;
 	h.mono_ns = bw_now_ns();
 	h.real_ns = bwd_realtime_ns();
-	w.fd = openat(dirfd, "snapshot.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-		      0600);
-	if (w.fd < 0) {
-		err = -errno;
-		goto out;
-	}
 	bwd_file_header_pack(&h, w.buf);
 	w.len = BWD_FILE_HEADER_SIZE;
 	err = bwd_state_dump(st, emit, &w);
@@ -117,12 +109,25 @@ static int write_snapshot(const struct bwd_state *st, int dirfd,
 	err = emit(&w, &trailer);
 	if (!err)
 		err = flush(&w);
-	if (!err && fsync(w.fd) < 0)
-		err = -errno;
 out:
-	if (w.fd >= 0)
-		close(w.fd);
 	free(w.buf);
+	return err;
+}
+
+/* The child: 0 when snapshot.tmp is whole and on disk. */
+static int write_snapshot(const struct bwd_state *st, int dirfd,
+			  uint64_t generation)
+{
+	int fd = openat(dirfd, "snapshot.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			0600);
+	int err;
+
+	if (fd < 0)
+		return -errno;
+	err = bwd_snapshot_write(st, fd, generation);
+	if (!err && fsync(fd) < 0)
+		err = -errno;
+	close(fd);
 	return err;
 }
 

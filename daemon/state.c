@@ -774,12 +774,14 @@ int bwd_state_dump(const struct bwd_state *st,
 }
 
 /* A time read back from a file whose clock runs shift ns behind ours;
- * before our clock's zero it is simply long past. */
+ * before our clock's zero it is simply long past, and past its end never. */
 static uint64_t shifted(uint64_t t, int64_t shift)
 {
-	if (shift < 0 && t < (uint64_t)-shift)
-		return 0;
-	return t + (uint64_t)shift;
+	uint64_t by = shift < 0 ? 0 - (uint64_t)shift : (uint64_t)shift;
+
+	if (shift < 0)
+		return t < by ? 0 : t - by;
+	return t > UINT64_MAX - by ? UINT64_MAX : t + by;
 }
 
 /* Queue a restored fire at the tail: its seq is the newest so far. */

@@ -113,9 +113,11 @@ static int64_t clock_shift(const struct bwd_file_header *h)
 
 	if (bwd_boot_id(boot) == 0 && memcmp(boot, h->boot_id, 16) == 0)
 		return 0;
-	/* Another boot: its deadline d was wall time d - mono + real. */
-	return ((int64_t)bw_now_ns() - (int64_t)bwd_realtime_ns()) -
-	       ((int64_t)h->mono_ns - (int64_t)h->real_ns);
+	/* Another boot: its deadline d was wall time d - mono + real.  The
+	 * difference of differences is taken modulo 2^64: a damaged header
+	 * gives a wrong shift, not undefined arithmetic. */
+	return (int64_t)((bw_now_ns() - bwd_realtime_ns()) -
+			 (h->mono_ns - h->real_ns));
 }
 
 int bwd_store_replay(struct bwd_state *st, const uint8_t *buf, size_t len,

@@ -1,17 +1,20 @@
 # tests/fuzz.mk: the libFuzzer targets (tests/fuzz_wheel.c, tests/fuzz_frame.c,
-# tests/fuzz_dispatch.c) and their seed corpora (tests/fuzz-corpus/).  Neither all nor check builds
+# tests/fuzz_dispatch.c, tests/fuzz_state.c) and their seed corpora
+# (tests/fuzz-corpus/).  Neither all nor check builds
 # them: `make fuzz` compiles each with clang (FUZZ_CC, found by configure)
 # straight from the library sources, not from gcc's libtool objects, and
 # `make fuzz-run FUZZ_SECONDS=60` runs each on a copy of its corpus, failing
 # on any crash, leak or sanitizer report.  Included from tests/local.mk.
 
 EXTRA_DIST += tests/fuzz_wheel.c tests/fuzz_frame.c tests/fuzz_dispatch.c \
-	tests/fuzz-corpus
+	tests/fuzz_state.c tests/fuzz-corpus
 
 FUZZ_SECONDS = 60
 bw_fuzz_cflags = -std=gnu11 -Wall -Wextra -g -O1 -fno-omit-frame-pointer \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-bw_fuzz_targets = tests/fuzz_wheel tests/fuzz_frame tests/fuzz_dispatch
+bw_fuzz_names = wheel frame dispatch state
+bw_fuzz_targets = tests/fuzz_wheel tests/fuzz_frame tests/fuzz_dispatch \
+	tests/fuzz_state
 CLEANFILES += $(bw_fuzz_targets)
 
 # Prerequisites are found through VPATH; $^ names them where they are
@@ -28,9 +31,12 @@ tests/fuzz_frame: tests/fuzz_frame.c proto/frame.c proto/bitwheel.pb-c.c \
 	$(FUZZ_CC) $(bw_fuzz_cflags) $(bw_proto_cppflags) \
 		-o $@ $(filter %.c,$^) $(PROTOBUF_C_LIBS)
 
-# The daemon's connection and request code, with everything it links but
-# main().  libevent, libsystemd and protobuf-c themselves run uninstrumented.
-tests/fuzz_dispatch: tests/fuzz_dispatch.c \
+# The daemon's code (connections and requests; the state files' reader),
+# with everything it links but main().  libevent, libsystemd and
+# protobuf-c themselves run uninstrumented.
+tests/fuzz_dispatch: tests/fuzz_dispatch.c
+tests/fuzz_state: tests/fuzz_state.c
+tests/fuzz_dispatch tests/fuzz_state: \
 		$(filter-out daemon/bitwheeld.c,$(daemon_bitwheeld_SOURCES)) \
 		$(wheel_libbitwheel_la_SOURCES) proto/frame.c proto/bitwheel.pb-c.c \
 		wheel/bitwheel.h wheel/wheel-internal.h proto/frame.h \
@@ -58,7 +64,7 @@ endif
 # libFuzzer reports (crash, leak, sanitizer, timeout) fails the run, with
 # the end of its log and the reproducer left in tests/fuzz-work/<name>/.
 fuzz-run: fuzz
-	@for t in wheel frame dispatch; do \
+	@for t in $(bw_fuzz_names); do \
 		work=tests/fuzz-work/$$t; \
 		rm -rf $$work && $(MKDIR_P) $$work/corpus $$work/artifacts && \
 		cp $(srcdir)/tests/fuzz-corpus/$$t/* $$work/corpus/ && \
