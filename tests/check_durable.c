@@ -597,6 +597,7 @@ struct crash {
 	uint64_t next_id;
 	struct tu_rng rng;
 	uint64_t fires, redelivered, late;
+	uint64_t worst;            /* unmarked fires' latest, in the daemon  */
 	/* periodic counts seen, per timer: a small bitmap of counts */
 	uint64_t *counts[SESSIONS];
 };
@@ -628,11 +629,18 @@ static void on_frame(struct crash *x, int s, du_env *e, uint64_t rx)
 		x->fires++;
 		x->redelivered += f->redelivered;
 		x->late += f->late;
-		if (!f->late && !f->redelivered)
-			ck_assert_msg(f->fired_at_ns - f->deadline_ns <=
-				      (t->period ? PERIODIC_RES : ONESHOT_RES) + du_margin_ns(),
+		/* Twice the usual margin: a restart (recovery, the snapshot's
+		 * fork) comes every few hundred milliseconds here. */
+		if (!f->late && !f->redelivered) {
+			uint64_t late = f->fired_at_ns - f->deadline_ns;
+
+			ck_assert_msg(late <= (t->period ? PERIODIC_RES : ONESHOT_RES) +
+					      2 * du_margin_ns(),
 				      "key %" PRIu64 " fired %.3f ms late, unmarked", f->key,
-				      (double)(f->fired_at_ns - f->deadline_ns) / 1e6);
+				      (double)late / 1e6);
+			if (late > x->worst)
+				x->worst = late;
+		}
 		if (!t->period) {
 			t->fires++;
 			t->marked += f->redelivered;
@@ -823,8 +831,9 @@ START_TEST(test_crash_rounds)
 			}
 		}
 	}
-	du_note("%d rounds of SIGKILL: %" PRIu64 " acknowledged oneshot timers fired exactly once, %" PRIu64 " cancelled never fired, %" PRIu64 " unanswered at a kill; %" PRIu64 " fires (%" PRIu64 " late, %" PRIu64 " marked redelivered)",
-		ROUNDS, acked, cancelled, unknown, x->fires, x->late, x->redelivered);
+	du_note("%d rounds of SIGKILL: %" PRIu64 " acknowledged oneshot timers all fired, none twice unmarked; %" PRIu64 " cancelled never fired, %" PRIu64 " unanswered at a kill; %" PRIu64 " fires (%" PRIu64 " late, %" PRIu64 " marked redelivered), the latest unmarked %.2f ms after its deadline",
+		ROUNDS, acked, cancelled, unknown, x->fires, x->late, x->redelivered,
+		(double)x->worst / 1e6);
 	ck_assert_uint_gt(acked, 100);
 	for (int s = 0; s < SESSIONS; s++) {
 		du_conn_free(x->c[s]);
