@@ -8,32 +8,45 @@ set -euo pipefail
 bw_build=$bw_root/build
 
 # What a newcomer should see working: bitwheeld on a socket under the
-# build tree, two processes scheduling at the same time (each into its own
-# named session: a session takes one connection at a time), a cancel, a
-# watcher receiving a session's fires, a periodic timer, the counters, and
-# a clean stop.
+# build tree, keeping its state there too; two processes scheduling at the
+# same time (each into its own named session: a session takes one
+# connection at a time), a cancel, a watcher receiving a session's fires, a
+# periodic timer, a timer that outlives a crash of the daemon, the
+# counters, and a clean stop.
 bw_daemon_pid=
 stop_daemon() {
 	[ -n "$bw_daemon_pid" ] && kill "$bw_daemon_pid" 2>/dev/null
 	return 0
 }
 
-main_job() {
-	local run=$bw_build/run sock i bwctl
-	sock=$run/bitwheeld.sock
-	bwctl=$bw_build/client/bwctl
-	mkdir -p "$run"
+# bitwheeld on $sock with its state in $state, in the background; returns
+# once it listens.
+start_daemon() {
+	local i
 
-	echo "== bitwheeld --socket $sock"
-	"$bw_build/daemon/bitwheeld" --socket "$sock" &
+	echo "== bitwheeld --socket $sock --state-dir $state"
+	"$bw_build/daemon/bitwheeld" --socket "$sock" --state-dir "$state" &
 	bw_daemon_pid=$!
-	# Whatever happens below, the daemon does not outlive the script.
-	trap stop_daemon EXIT
 	for i in $(seq 50); do
-		[ -S "$sock" ] && break
-		[ "$i" -eq 50 ] && { echo "bitwheeld did not start" >&2; return 1; }
+		"$bwctl" --socket "$sock" stats >/dev/null 2>&1 && return 0
 		sleep 0.1
 	done
+	echo "bitwheeld did not start" >&2
+	return 1
+}
+
+main_job() {
+	local run=$bw_build/run sock state bwctl
+	sock=$run/bitwheeld.sock
+	state=$run/state
+	bwctl=$bw_build/client/bwctl
+	mkdir -p "$run"
+	# Each run starts from nothing: no sessions left from the last one.
+	rm -rf "$state"
+
+	# Whatever happens below, the daemon does not outlive the script.
+	trap stop_daemon EXIT
+	start_daemon
 
 	echo "== two processes schedule at once: sessions 'orders' and 'leases'"
 	"$bwctl" --socket "$sock" schedule --session orders --key 1 --in 300ms --payload "order 1 timed out" &
@@ -48,6 +61,12 @@ main_job() {
 	"$bwctl" --socket "$sock" watch --session leases --count 1 --timeout 5s
 	echo "== an anonymous periodic timer, waited for in the foreground"
 	"$bwctl" --socket "$sock" schedule --key 9 --in 250ms --payload "heartbeat" --every 250ms --count 3
+	echo "== a timer that outlives the daemon: orders key 4 in 1.5 s, then SIGKILL"
+	"$bwctl" --socket "$sock" schedule --session orders --key 4 --in 1500ms --payload "order 4 timed out"
+	kill -KILL "$bw_daemon_pid"
+	wait "$bw_daemon_pid" || true
+	start_daemon
+	"$bwctl" --socket "$sock" watch --session orders --count 1 --timeout 5s
 	echo "== stats"
 	"$bwctl" --socket "$sock" stats
 	echo "== stop"
