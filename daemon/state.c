@@ -233,10 +233,13 @@ static void route(struct bwd_state *st, struct bwd_session *s,
 	if (s->conn && !s->queue_head &&
 	    st->sink.deliver(s->conn, f, st->sink.ctx) == 0)
 		return;
-	/* Anonymous sessions have no future connection to queue for. */
+	/* Anonymous sessions have no future connection to queue for: the
+	 * fire is lost with the closing one, and the log says which. */
 	if (!s->name) {
 		s->dropped++;
 		st->stats.dropped++;
+		bwd_log(BWD_LOG_DEBUG, "  undelivered: key %" PRIu64 " deadline %" PRIu64 " count %" PRIu64 " (an anonymous session's closing connection)",
+			f->key, f->deadline_ns, f->count);
 		return;
 	}
 	enqueue(s, f);
@@ -461,15 +464,24 @@ fail:
 	return -ENOMEM;
 }
 
-/* Each pending timer's key and deadline: debug level only, like every
- * key the daemon logs. */
+/* Each pending timer's key and deadline, and each undelivered fire's:
+ * debug level only, like every key the daemon logs. */
 static void log_keys(const struct bwd_session *s)
 {
-	for (size_t b = 0; b <= s->timers.mask; b++)
-		for (struct bwd_map_node *n = s->timers.bucket[b]; n; n = n->next)
+	const struct bwd_fire *lists[] = { s->sent_head, s->queue_head };
+
+	for (size_t b = 0; b <= s->timers.mask; b++) {
+		for (struct bwd_map_node *n = s->timers.bucket[b]; n; n = n->next) {
+			const struct bwd_timer *t = bwd_container_of(n, struct bwd_timer, node);
+
 			bwd_log(BWD_LOG_DEBUG, "  pending: key %" PRIu64 " deadline %" PRIu64 " period %" PRIu64,
-				n->key, bwd_container_of(n, struct bwd_timer, node)->deadline_ns,
-				bwd_container_of(n, struct bwd_timer, node)->period_ns);
+				n->key, t->deadline_ns, t->period_ns);
+		}
+	}
+	for (size_t i = 0; i < 2; i++)
+		for (const struct bwd_fire *f = lists[i]; f; f = f->next)
+			bwd_log(BWD_LOG_DEBUG, "  undelivered: key %" PRIu64 " deadline %" PRIu64 " count %" PRIu64,
+				f->key, f->deadline_ns, f->count);
 }
 
 void bwd_state_log_pending(const struct bwd_state *st, bool kept)

@@ -15,6 +15,9 @@
  *   files     the torn tail (the journal cut at every byte of its last
  *             record), a corrupt snapshot (exit 1 naming it) and
  *             --ignore-snapshot.
+ *   shutdown  SIGTERM under load, without --state-dir: every timer the
+ *             daemon acknowledged either fired to the client or is named in
+ *             the shutdown log (keys at debug level, -v).
  *   crash     rounds of pipelined schedules and cancels on three named
  *             sessions, the daemon SIGKILLed at a random moment of each:
  *             every acknowledged, uncancelled timer fires exactly once
@@ -572,6 +575,101 @@ START_TEST(test_corrupt_snapshot)
 }
 END_TEST
 
+/* ---- shutdown ------------------------------------------------------------ */
+
+/*
+ * Two clients, one named session and one anonymous, pipeline schedules
+ * (deadlines 0..2 s ahead) until SIGTERM comes at a random moment; each
+ * reads to the end.  Every key whose ScheduleReply came back either fired
+ * or is in the log: "pending" (a timer) or "undelivered" (a queued fire).
+ */
+START_TEST(test_sigterm_reports_pending)
+{
+	enum { KEYS = 4000 };
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c[2];
+	bool *acked[2], *fired[2];
+	uint64_t seed = test_seed(), sent[2] = { 0, 0 }, reported = 0, got = 0, n_acked = 0;
+	struct tu_rng rng;
+	uint64_t stop_at;
+	char *log;
+
+	tu_rng_seed(&rng, seed);
+	du_daemon_start(d, "-v", (const char *)NULL);
+	c[0] = du_open(d, "shut");
+	c[1] = du_open(d, NULL);
+	for (int i = 0; i < 2; i++) {
+		acked[i] = calloc(KEYS, sizeof(bool));
+		fired[i] = calloc(KEYS, sizeof(bool));
+		ck_assert(acked[i] && fired[i]);
+	}
+	stop_at = du_now_ns() + tu_rng_range(&rng, 100, 400) * DU_MS;
+	while (du_now_ns() < stop_at && sent[0] < KEYS) {
+		for (int i = 0; i < 2; i++) {
+			struct du_buf b = { 0 };
+
+			for (int k = 0; k < 20 && sent[i] < KEYS; k++, sent[i]++) {
+				struct du_sched sc = { .key = sent[i], .when = DU_DELAY,
+						       .when_ns = tu_rng_range(&rng, 0, 2000) * DU_MS };
+
+				du_pack_schedule(&b, 1 + sent[i], &sc);
+			}
+			du_send_buf(c[i], &b);
+			du_buf_free(&b);
+		}
+		du_sleep_ms(5);
+	}
+	ck_assert_int_eq(kill(d->pid, SIGTERM), 0);
+	for (int i = 0; i < 2; i++) {
+		du_env *e;
+
+		while (du_recv(c[i], DU_WAIT_MS, &e) == DU_FRAME) {
+			if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY) {
+				ck_assert_uint_ge(e->request_id, 1);
+				acked[i][e->request_id - 1] = true;
+			} else if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_FIRED) {
+				ck_assert_uint_lt(e->fired->key, KEYS);
+				fired[i][e->fired->key] = true;
+			}
+			bwp_frame_free(e);
+		}
+	}
+	du_assert_exit(d, du_daemon_stop(d, 0, DU_WAIT_MS), 0);
+	log = du_daemon_log(d);
+	for (int i = 0; i < 2; i++) {
+		for (uint64_t k = 0; k < KEYS; k++) {
+			char pending[64], undelivered[64];
+
+			if (!acked[i][k])
+				continue;
+			n_acked++;
+			if (fired[i][k]) {
+				got++;
+				continue;
+			}
+			snprintf(pending, sizeof(pending), "pending: key %" PRIu64 " ", k);
+			snprintf(undelivered, sizeof(undelivered), "undelivered: key %" PRIu64 " ", k);
+			ck_assert_msg(strstr(log, pending) || strstr(log, undelivered),
+				      "%s session: key %" PRIu64 " acknowledged, neither fired nor in the shutdown log: %s",
+				      i ? "anonymous" : "named", k, tail(log));
+			reported++;
+		}
+	}
+	ck_assert_msg(strstr(log, "stopping: session 'shut'") || reported == 0 || got == n_acked,
+		      "no notice for the named session: %s", tail(log));
+	du_note("SIGTERM under load: %" PRIu64 " acknowledged timers, %" PRIu64 " fired, %" PRIu64 " named in the shutdown log",
+		n_acked, got, reported);
+	ck_assert_uint_gt(reported, 0);
+	free(log);
+	for (int i = 0; i < 2; i++) {
+		du_conn_free(c[i]);
+		free(acked[i]);
+		free(fired[i]);
+	}
+	du_daemon_free(d);
+}
+END_TEST
+
 /* ---- crash --------------------------------------------------------------- */
 
 #define SESSIONS 3
@@ -864,6 +962,11 @@ static Suite *durable_suite(void)
 	du_tcase(tc);
 	tcase_add_test(tc, test_torn_tail);
 	tcase_add_test(tc, test_corrupt_snapshot);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("shutdown");
+	du_tcase(tc);
+	tcase_add_test(tc, test_sigterm_reports_pending);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("crash");
