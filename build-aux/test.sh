@@ -90,6 +90,14 @@ bw_bootstrap
 # From scratch, as in CI's fresh clone: objects built earlier under other
 # CFLAGS are not recompiled when flags change, and could hide a warning.
 run_checks "$bw_build" --enable-werror
+# The end-to-end suites again with every daemon under valgrind memcheck
+# (tests/local.mk): no invalid access, nothing definitely lost.
+if command -v valgrind >/dev/null; then
+	echo "== make check-valgrind ($(basename "$bw_build"))"
+	make -C "$bw_build" check-valgrind
+else
+	echo "== check-valgrind: skipped: valgrind is not installed"
+fi
 echo "== bench/bwbench --quick"
 "$bw_build/bench/bwbench" --quick --out "$bw_build/bench-quick" >/dev/null
 echo "bench/bwbench --quick: ok ($bw_build/bench-quick/wheel.md)"

@@ -77,6 +77,95 @@ static uint64_t deadline_in(int timeout_ms)
 	return du_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * DU_MS;
 }
 
+/* ---- slow daemons --------------------------------------------------- */
+
+unsigned du_slow(void)
+{
+	const char *s = getenv("BW_TEST_SLOW");
+	char *end;
+	unsigned long v;
+
+	if (s != NULL && *s != '\0') {
+		errno = 0;
+		v = strtoul(s, &end, 10);
+		if (errno == 0 && *end == '\0' && v >= 1 && v <= 1000)
+			return (unsigned)v;
+	}
+	return 1;
+}
+
+int du_scale_ms(int ms)
+{
+	int64_t v = (int64_t)ms * du_slow();
+
+	return v > INT_MAX ? INT_MAX : (int)v;
+}
+
+static const char *wrapper(void)
+{
+	const char *w = getenv("BW_TEST_DAEMON_WRAPPER");
+
+	return w != NULL && w[strspn(w, " \t")] != '\0' ? w : NULL;
+}
+
+bool du_wrapped(void)
+{
+	return wrapper() != NULL;
+}
+
+bool du_skip_if_wrapped(const char *test, const char *why)
+{
+	if (!du_wrapped())
+		return false;
+	du_note("SKIP under BW_TEST_DAEMON_WRAPPER: %s: %s", test, why);
+	return true;
+}
+
+/*
+ * argv with the wrapper's words put in front of DU_DAEMON_PATH, in a
+ * malloc'd vector (whose strings point into *words, also malloc'd); argv
+ * itself when there is no wrapper or no daemon in it.  Runs before fork:
+ * the child only execs.
+ */
+static const char *const *wrap_argv(const char *const *argv, char **words)
+{
+	const char **v;
+	size_t n = 0, nw = 0, at = SIZE_MAX, k = 0;
+	char *save = NULL;
+
+	*words = NULL;
+	if (wrapper() == NULL)
+		return argv;
+	for (n = 0; argv[n] != NULL; n++)
+		if (at == SIZE_MAX && strcmp(argv[n], DU_DAEMON_PATH) == 0)
+			at = n;
+	if (at == SIZE_MAX)
+		return argv;
+	*words = strdup(wrapper());
+	ck_assert_ptr_nonnull(*words);
+	/* A word and its separator take two characters at least. */
+	nw = strlen(*words) / 2 + 1;
+	v = calloc(n + nw + 1, sizeof(*v));
+	ck_assert_ptr_nonnull(v);
+	for (size_t i = 0; i < n; i++) {
+		if (i == at)
+			for (char *w = strtok_r(*words, " \t", &save); w != NULL;
+			     w = strtok_r(NULL, " \t", &save))
+				v[k++] = w;
+		v[k++] = argv[i];
+	}
+	v[k] = NULL;
+	return v;
+}
+
+static void wrap_free(const char *const *wrapped, const char *const *argv,
+		      char *words)
+{
+	if (wrapped != argv)
+		free((void *)wrapped);
+	free(words);
+}
+
 uint64_t du_margin_ns(void)
 {
 	const char *s = getenv("BW_TEST_MARGIN_MS");
@@ -87,9 +176,9 @@ uint64_t du_margin_ns(void)
 		errno = 0;
 		v = strtoul(s, &end, 10);
 		if (errno == 0 && *end == '\0')
-			return (uint64_t)v * DU_MS;
+			return (uint64_t)v * DU_MS * du_slow();
 	}
-	return DU_DEFAULT_MARGIN_MS * DU_MS;
+	return DU_DEFAULT_MARGIN_MS * DU_MS * du_slow();
 }
 
 /* ---- the registry ---------------------------------------------------- */
@@ -228,7 +317,7 @@ void du_tcase(TCase *tc)
 {
 	tcase_add_unchecked_fixture(tc, runner_setup, runner_teardown);
 	tcase_add_checked_fixture(tc, test_setup, test_teardown);
-	tcase_set_timeout(tc, DU_TCASE_TIMEOUT_S);
+	tcase_set_timeout(tc, (double)DU_TCASE_TIMEOUT_S * du_slow());
 }
 
 /* ---- files ---------------------------------------------------------------- */
@@ -352,6 +441,8 @@ static bool notes_have(const struct du_daemon *d, const char *what)
 
 void du_daemon_spawn(struct du_daemon *d, const char *const *argv)
 {
+	const char *const *run;
+	char *words;
 	int logfd, nullfd;
 	pid_t pid;
 
@@ -368,6 +459,7 @@ void du_daemon_spawn(struct du_daemon *d, const char *const *argv)
 	ck_assert_msg(logfd >= 0, "open %s: %s", d->log, strerror(errno));
 	nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	ck_assert_msg(nullfd >= 0, "open /dev/null: %s", strerror(errno));
+	run = wrap_argv(argv, &words);
 
 	pid = fork();
 	ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
@@ -388,10 +480,11 @@ void du_daemon_spawn(struct du_daemon *d, const char *const *argv)
 		unsetenv("WATCHDOG_USEC");
 		unsetenv("WATCHDOG_PID");
 		unsetenv("BITWHEEL_SOCKET");
-		execvp(argv[0], (char *const *)argv);
-		dprintf(2, "daemonutil: exec %s: %s\n", argv[0], strerror(errno));
+		execvp(run[0], (char *const *)run);
+		dprintf(2, "daemonutil: exec %s: %s\n", run[0], strerror(errno));
 		_exit(127);
 	}
+	wrap_free(run, argv, words);
 	/* Both sides set the group, so it is in place whichever runs first. */
 	setpgid(pid, pid);
 	close(logfd);
@@ -530,6 +623,10 @@ void du_daemon_free(struct du_daemon *d)
 {
 	if (d == NULL)
 		return;
+	/* valgrind writes its leak summary only when the daemon exits by
+	 * itself; the exit status carries its --error-exitcode. */
+	if (d->pid > 0 && du_wrapped())
+		du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
 	du_daemon_kill(d);
 	if (d->notify_fd >= 0)
 		close(d->notify_fd);
@@ -1153,9 +1250,12 @@ uint64_t du_next_period(uint64_t first, uint64_t period, uint64_t fired_ns)
 void du_proc_start(struct du_proc *p, const char *const *argv,
 		   const char *const *env)
 {
+	const char *const *run;
+	char *words;
 	int outp[2], errp[2], nullfd;
 
 	memset(p, 0, sizeof(*p));
+	run = wrap_argv(argv, &words);
 	ck_assert_msg(pipe2(outp, O_CLOEXEC) == 0 && pipe2(errp, O_CLOEXEC) == 0,
 		      "pipe2: %s", strerror(errno));
 	nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -1185,10 +1285,11 @@ void du_proc_start(struct du_proc *p, const char *const *argv,
 				setenv(name, eq + 1, 1);
 			}
 		}
-		execvp(argv[0], (char *const *)argv);
-		dprintf(2, "daemonutil: exec %s: %s\n", argv[0], strerror(errno));
+		execvp(run[0], (char *const *)run);
+		dprintf(2, "daemonutil: exec %s: %s\n", run[0], strerror(errno));
 		_exit(127);
 	}
+	wrap_free(run, argv, words);
 	close(outp[1]);
 	close(errp[1]);
 	close(nullfd);
@@ -1371,4 +1472,22 @@ unsigned long du_raise_nofile(unsigned long n)
 		getrlimit(RLIMIT_NOFILE, &rl);
 	}
 	return (unsigned long)rl.rlim_cur;
+}
+
+uint64_t du_proc_status_kb(pid_t pid, const char *field)
+{
+	char path[64], *text, *p;
+	size_t fl = strlen(field);
+	unsigned long long kb = 0;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+	text = du_read_file(path);
+	ck_assert_msg(text != NULL, "%s: %s", path, strerror(errno));
+	for (p = text; p != NULL; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, field, fl) == 0 && p[fl] == ':')
+			break;
+	ck_assert_msg(p != NULL && sscanf(p + fl + 1, " %llu kB", &kb) == 1,
+		      "%s has no %s line", path, field);
+	free(text);
+	return kb;
 }

@@ -53,16 +53,46 @@
 #define DU_S UINT64_C(1000000000)
 
 /*
+ * Slow daemons (make check-valgrind, tests/local.mk):
+ *   BW_TEST_DAEMON_WRAPPER  a command line, split at blanks (no quoting),
+ *                           put in front of every bitwheeld a test starts
+ *                           (du_daemon_spawn, and du_proc_start when
+ *                           argv[0] is DU_DAEMON_PATH), wherever the daemon
+ *                           stands in argv, so "prlimit ... bitwheeld"
+ *                           becomes "prlimit ... valgrind ... bitwheeld".
+ *                           Under it, du_daemon_free() stops a running
+ *                           daemon with SIGTERM, not SIGKILL, so that
+ *                           valgrind writes its leak summary, and fails the
+ *                           test unless it exits 0 (valgrind's
+ *                           --error-exitcode makes an error or leak show).
+ *   BW_TEST_SLOW            a factor (default 1) for every wait and margin
+ *                           below: DU_WAIT_MS, the READY wait, TCase
+ *                           timeouts, du_margin_ns(), du_scale_ms().
+ * Tests whose point is speed or lateness skip themselves under the
+ * wrapper, saying why (du_skip_if_wrapped).
+ */
+unsigned du_slow(void);
+bool du_wrapped(void);
+/* ms times du_slow(), for a test's own literal waits. */
+int du_scale_ms(int ms);
+/* Under the wrapper: print "SKIP under BW_TEST_DAEMON_WRAPPER: test: why"
+ * and return true (the test then returns). */
+bool du_skip_if_wrapped(const char *test, const char *why);
+
+/*
  * How late past "its lane's resolution" a fire may be on a shared machine
  * (make -j2 check runs two suites at once, each with its own daemon).
- * BW_TEST_MARGIN_MS overrides it for slower machines.
+ * BW_TEST_MARGIN_MS overrides it for slower machines; BW_TEST_SLOW
+ * multiplies either.
  */
 #define DU_DEFAULT_MARGIN_MS 50
 uint64_t du_margin_ns(void);
 
-/* The bound on anything awaited that should come promptly. */
-#define DU_WAIT_MS 10000
-/* Every e2e TCase's timeout, in seconds. */
+/* The bound on anything awaited that should come promptly (an int
+ * expression, not a constant: BW_TEST_SLOW scales it). */
+#define DU_BASE_WAIT_MS 10000
+#define DU_WAIT_MS du_scale_ms(DU_BASE_WAIT_MS)
+/* Every e2e TCase's timeout, in seconds, before BW_TEST_SLOW. */
 #define DU_TCASE_TIMEOUT_S 60
 
 /* ---- time ------------------------------------------------------------- */
@@ -321,5 +351,8 @@ bool du_have_tool(const char *name);
 unsigned long du_raise_nofile(unsigned long n);
 /* Whole file as a string (NULL with errno set); free() it. */
 char *du_read_file(const char *path);
+/* A "Name:  N kB" field of /proc/pid/status (VmRSS, VmHWM, ...) in KiB;
+ * fails the test when it cannot be read. */
+uint64_t du_proc_status_kb(pid_t pid, const char *field);
 
 #endif /* BW_DAEMONUTIL_H */

@@ -81,3 +81,72 @@ EXTRA_tests_check_durable_DEPENDENCIES = daemon/bitwheeld
 
 # libFuzzer targets: make fuzz, make fuzz-run (tests/fuzz.mk).
 include tests/fuzz.mk
+
+# make check-valgrind: the end-to-end suites again, every bitwheeld they
+# start under valgrind memcheck (BW_TEST_DAEMON_WRAPPER, tests/daemonutil.h)
+# through libtool --mode=execute, so that valgrind runs the daemon and not
+# its libtool wrapper script (which would exec the daemon out of valgrind's
+# reach); every wait and margin scaled by BW_VALGRIND_SLOW.  Tests stop
+# their daemons with SIGTERM under the wrapper, so valgrind writes a leak
+# summary.  It fails when a suite fails (a daemon exiting 99, valgrind's
+# --error-exitcode, fails its test), or when any daemon's log shows an
+# error, a definite leak or a death by signal; the logs of daemons a test
+# SIGKILLs on purpose have no summary and are only scanned for errors.
+# Every TCase runs (about 2 minutes on 2 cores); the few tests whose point
+# is speed, memory or descriptor limits skip themselves under the wrapper
+# and say why.  Logs: tests/valgrind/.  Paths must not contain blanks.
+VALGRIND = valgrind
+BW_VALGRIND_SLOW = 20
+bw_valgrind_programs = tests/check_daemon tests/check_client tests/check_bwctl
+bw_valgrind_dir = tests/valgrind
+bw_valgrind_opts = --leak-check=full --errors-for-leak-kinds=definite \
+	--error-exitcode=99
+CLEANFILES += $(bw_valgrind_dir)/*.log $(bw_valgrind_dir)/*.out
+
+check-valgrind: $(bw_valgrind_programs) daemon/bitwheeld client/bwctl
+	@command -v $(VALGRIND) >/dev/null || { \
+		echo "check-valgrind: $(VALGRIND) not found (Debian: apt-get install valgrind)" >&2; \
+		exit 1; }; \
+	dir=$(bw_valgrind_dir); status=0; \
+	rm -f $$dir/*.log $$dir/*.out; $(MKDIR_P) $$dir; \
+	for prog in $(bw_valgrind_programs); do \
+		name=`basename $$prog`; \
+		echo "check-valgrind: $$prog (output: $$dir/$$name.out)"; \
+		if BW_TEST_SLOW=$(BW_VALGRIND_SLOW) \
+		   BW_TEST_DAEMON_WRAPPER="$(SHELL) $(abs_top_builddir)/libtool --mode=execute $(VALGRIND) $(bw_valgrind_opts) --log-file=$(abs_builddir)/$$dir/$$name.%p.log" \
+		   ./$$prog >$$dir/$$name.out 2>&1; then \
+			grep -E '^[0-9]+%: Checks|SKIP' $$dir/$$name.out | sed 's/^/  /'; \
+		else \
+			cat $$dir/$$name.out; status=1; \
+		fi; \
+	done; \
+	logs=0; summed=0; killed=0; \
+	for log in $$dir/*.log; do \
+		[ -e "$$log" ] || continue; \
+		logs=$$((logs + 1)); \
+		if ! grep -q '^==[0-9]*== Command: .*/\.libs/' "$$log"; then \
+			echo "check-valgrind: $$log: not the daemon's binary under valgrind"; status=1; \
+		fi; \
+		if grep -Eq '^==[0-9]*== (Invalid |Conditional jump|Use of uninitialised|Syscall param|Mismatched free|Source and destination overlap|Argument .* of function|Process terminating)' "$$log"; then \
+			echo "check-valgrind: $$log: errors:"; cat "$$log"; status=1; \
+		fi; \
+		if grep -q 'ERROR SUMMARY:' "$$log"; then \
+			summed=$$((summed + 1)); \
+			if ! grep -q 'ERROR SUMMARY: 0 errors' "$$log" || \
+			   { grep -q 'definitely lost:' "$$log" && \
+			     ! grep -q 'definitely lost: 0 bytes' "$$log"; } || \
+			   ! grep -Eq 'definitely lost: 0 bytes|All heap blocks were freed' "$$log"; then \
+				echo "check-valgrind: $$log: errors or leaks:"; cat "$$log"; status=1; \
+			fi; \
+		else \
+			killed=$$((killed + 1)); \
+		fi; \
+	done; \
+	if [ $$summed -eq 0 ]; then \
+		echo "check-valgrind: no daemon wrote a valgrind summary ($$logs logs)"; status=1; \
+	fi; \
+	echo "check-valgrind: $$logs daemons under valgrind: $$summed exited with 'definitely lost: 0' (or nothing allocated left) and 0 errors, $$killed killed on purpose before a summary (no errors in their logs)"; \
+	if [ $$status -ne 0 ]; then echo "check-valgrind: FAILED" >&2; fi; \
+	exit $$status
+
+.PHONY: check-valgrind
