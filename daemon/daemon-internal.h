@@ -161,6 +161,10 @@ struct bwd_session {
 	uint64_t id;               /* named: its number in the state files,
 				      id_node's key                          */
 	uint64_t next_seq;         /* named: the next fire's seq             */
+	/* Anonymous, ended with many timers: cancelled a chunk per turn. */
+	bool ending;
+	size_t reap_bucket;        /* timers' buckets before it are empty    */
+	struct bwd_session *next_ending;
 };
 
 struct bwd_state_stats {

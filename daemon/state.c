@@ -26,7 +26,9 @@
  *
  * Costs: schedule, cancel and each fire are O(1) on average (a map lookup,
  * a wheel operation, one record); ending a session is O(its timers + its
- * queue); applying a DONE is O(its distance from the queue's head), which
+ * queue), spread over loop turns TEARDOWN_CHUNK timers at a time when an
+ * anonymous session ends with more, so that one client leaving 100,000
+ * timers behind does not hold up everyone else's fires; applying a DONE is O(its distance from the queue's head), which
  * is 0 when fires are delivered in order.
  */
 #include <errno.h>
@@ -38,11 +40,16 @@
 
 #include "daemon-internal.h"
 
+/* Timers cancelled per loop turn when an anonymous session ends. */
+#define TEARDOWN_CHUNK 1024
+
 struct bwd_state {
 	struct bw_dual *wheel;
 	struct bwd_map sessions;
 	struct bwd_map by_id;      /* named sessions by id                   */
 	struct bwd_journal *journal;
+	struct bwd_session *ending;  /* anonymous sessions being torn down  */
+	struct event *reaper;
 	uint64_t next_id;
 	bool restoring;            /* timers are not in the wheel yet        */
 	const struct bwd_options *opt;
@@ -234,10 +241,10 @@ static void route(struct bwd_state *st, struct bwd_session *s,
 	    st->sink.deliver(s->conn, f, st->sink.ctx) == 0)
 		return;
 	/* Anonymous sessions have no future connection to queue for: the
-	 * fire is lost with the closing one, and the log says which. */
+	 * fire dies with the closing one, like the session's other timers
+	 * (not a queue drop, which Stats.dropped counts), and the log says
+	 * which. */
 	if (!s->name) {
-		s->dropped++;
-		st->stats.dropped++;
 		bwd_log(BWD_LOG_DEBUG, "  undelivered: key %" PRIu64 " deadline %" PRIu64 " count %" PRIu64 " (an anonymous session's closing connection)",
 			f->key, f->deadline_ns, f->count);
 		return;
@@ -285,6 +292,10 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 	};
 
 	t->late = false;
+	if (s->ending) {
+		free_timer(st, t);
+		return 0;
+	}
 	if (s->name) {
 		struct bwd_record r = {
 			.type = BWD_REC_FIRE, .sid = s->id, .key = f.key,
@@ -316,6 +327,8 @@ static void on_drop(void *data, int reason, void *ctx)
 
 /* ---- state ----------------------------------------------------------------- */
 
+static void reap(evutil_socket_t fd, short what, void *arg);
+
 int bwd_state_new(const struct bwd_options *opt, struct event_base *base,
 		  const struct bwd_sink *sink, uint64_t now_ns,
 		  struct bwd_state **out)
@@ -331,6 +344,11 @@ int bwd_state_new(const struct bwd_options *opt, struct event_base *base,
 	if (getrandom(&st->seed, sizeof(st->seed), 0) != sizeof(st->seed))
 		st->seed = now_ns;
 	st->next_id = 1;
+	st->reaper = evtimer_new(base, reap, st);
+	if (!st->reaper) {
+		err = -ENOMEM;
+		goto fail;
+	}
 	err = bwd_map_init(&st->sessions, st->seed);
 	if (!err)
 		err = bwd_map_init(&st->by_id, st->seed);
@@ -355,6 +373,14 @@ void bwd_state_free(struct bwd_state *st)
 {
 	if (!st)
 		return;
+	while (st->ending) {
+		struct bwd_session *s = st->ending;
+
+		st->ending = s->next_ending;
+		session_free(s);
+	}
+	if (st->reaper)
+		event_free(st->reaper);
 	if (st->sessions.bucket) {
 		for (size_t b = 0; b <= st->sessions.mask; b++)
 			while (st->sessions.bucket[b])
@@ -500,6 +526,15 @@ void bwd_state_log_pending(const struct bwd_state *st, bool kept)
 	}
 }
 
+static void log_cancelled(const struct bwd_session *s)
+{
+	if (s->name || !s->timers.count)
+		return;
+	bwd_log(BWD_LOG_INFO, "an anonymous session of uid %ld ended with its connection: %zu pending timers cancelled",
+		(long)s->owner, s->timers.count);
+	log_keys(s);
+}
+
 /* Take a timer out of the wheel, unless it is not in yet. */
 static void disarm(struct bwd_state *st, struct bwd_timer *t)
 {
@@ -513,11 +548,8 @@ static void session_free(struct bwd_session *s)
 	struct bwd_state *st = s->state;
 	struct bwd_fire *f;
 
-	if (!s->name && s->timers.count) {
-		bwd_log(BWD_LOG_INFO, "an anonymous session of uid %ld ended with its connection: %zu pending timers cancelled",
-			(long)s->owner, s->timers.count);
-		log_keys(s);
-	}
+	if (!s->ending)
+		log_cancelled(s);
 	for (size_t b = 0; b <= s->timers.mask; b++) {
 		while (s->timers.bucket[b]) {
 			struct bwd_timer *t = bwd_container_of(s->timers.bucket[b],
@@ -573,6 +605,57 @@ int bwd_session_open(struct bwd_state *st, const char *name, uid_t uid,
 	return 0;
 }
 
+static void reap(evutil_socket_t fd, short what, void *arg)
+{
+	static const struct timeval now = { 0, 0 };
+	struct bwd_state *st = arg;
+	size_t budget = TEARDOWN_CHUNK;
+
+	(void)fd;
+	(void)what;
+	while (st->ending && budget) {
+		struct bwd_session *s = st->ending;
+
+		while (budget && s->timers.count) {
+			struct bwd_map_node *n = s->timers.bucket[s->reap_bucket];
+			struct bwd_timer *t;
+
+			if (!n) {
+				s->reap_bucket++;
+				continue;
+			}
+			t = bwd_container_of(n, struct bwd_timer, node);
+			disarm(st, t);
+			free_timer(st, t);
+			budget--;
+		}
+		if (!s->timers.count) {
+			st->ending = s->next_ending;
+			session_free(s);
+		}
+	}
+	/* A timer, not event_active: the loop polls for I/O in between. */
+	if (st->ending)
+		evtimer_add(st->reaper, &now);
+}
+
+/* An anonymous session's end: at once, or a chunk of timers per turn. */
+static void session_end(struct bwd_session *s)
+{
+	static const struct timeval now = { 0, 0 };
+	struct bwd_state *st = s->state;
+
+	if (s->timers.count <= TEARDOWN_CHUNK) {
+		session_free(s);
+		return;
+	}
+	log_cancelled(s);
+	s->ending = true;
+	s->next_ending = st->ending;
+	st->ending = s;
+	evtimer_add(st->reaper, &now);
+}
+
 void bwd_session_detach(struct bwd_session *s)
 {
 	struct timeval tv;
@@ -580,7 +663,7 @@ void bwd_session_detach(struct bwd_session *s)
 
 	s->conn = NULL;
 	if (!s->name) {
-		session_free(s);
+		session_end(s);
 		return;
 	}
 	tv.tv_sec = (time_t)(linger / 1000000000u);
