@@ -97,7 +97,8 @@ include tests/fuzz.mk
 # and say why.  Logs: tests/valgrind/.  Paths must not contain blanks.
 VALGRIND = valgrind
 BW_VALGRIND_SLOW = 20
-bw_valgrind_programs = tests/check_daemon tests/check_client tests/check_bwctl
+bw_valgrind_programs = tests/check_daemon tests/check_client tests/check_bwctl \
+	tests/check_durable
 bw_valgrind_dir = tests/valgrind
 bw_valgrind_opts = --leak-check=full --errors-for-leak-kinds=definite \
 	--error-exitcode=99
