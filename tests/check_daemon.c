@@ -3392,8 +3392,10 @@ END_TEST
  * the margin.  A named session keeps max_queued of the fires not sent and
  * counts the rest as dropped: received + queued + dropped = fired.  After
  * an anonymous cut-off the daemon cancels the ~99,500 timers left a chunk
- * per loop turn (freeing them at once stalled it 12-46 ms), so the probe's
- * bound is the same there.
+ * per loop turn (freeing them at once stalled it 12-46 ms).  100,000 fires
+ * in a second, with make -j2 running another suite beside this one, is the
+ * overload of test_slow_consumer: the probe's bound is its resolution plus
+ * three margins (measured alone: at most 12 ms late).
  *
  * A oneshot timer's memory is freed as it fires, so there RSS barely
  * moves whatever the daemon does with the fire (the cut-off and the
@@ -3559,14 +3561,14 @@ START_TEST(test_unread_fires)
 
 		e = du_expect_fire(probe, du_scale_ms(UNREAD_LEAD_MS + 2 * UNREAD_WINDOW_MS), &rx);
 		ck_assert(e->fired->key < NUPROBE);
-		late[n] = du_check_fire_time(e->fired, rx, res);
+		late[n] = du_check_fire_time(e->fired, rx, res + 2 * du_margin_ns());
 		bwp_frame_free(e);
 		rss = du_proc_status_kb(d->pid, "VmRSS");
 		rss_max = rss > rss_max ? rss : rss_max;
 	}
 	du_note("unread fires (%s): probe lateness over %d fires %s (bound %.3f ms)",
 		kind, NUPROBE, percentiles(late, NUPROBE, pct, sizeof(pct)),
-		(double)(res + du_margin_ns()) / 1e6);
+		(double)(res + 3 * du_margin_ns()) / 1e6);
 
 	/* The slow client: whatever reached its socket, then the end. */
 	for (;;) {
