@@ -3,12 +3,15 @@
  * the forked workers, and the report (Markdown and CSV).
  *
  *   bwload [--quick] [--socket BITWHEELD_SOCK [--daemon-pid PID]]
- *          [--redis REDIS_SOCK [--redis-pid PID]] [--out DIR] ...
+ *          [--redis REDIS_SOCK [--redis-pid PID]] [--out DIR]
+ *          [--session NAME] ...
  *
  * Subjects, each over the same phases, clients, depth, mix and timers:
  *   echo          a raw Unix-socket echo of 24-byte messages, served by a
  *                 process bwload forks itself: the physical floor
- *   bitwheel      bitwheeld at --socket, through libbitwheel-client
+ *   bitwheel      bitwheeld at --socket, through libbitwheel-client; an
+ *                 anonymous session per client, or with --session a
+ *                 named one (journaled under --state-dir)
  *   redis-zset    redis-server at --redis: a sorted-set delay queue
  *   redis-expire  redis-server at --redis: SET PX and expiry events
  * Phases:
@@ -53,10 +56,10 @@ static const char *const phase_name[NPHASE] = {
 };
 
 struct opts {
-	const char *socket, *redis, *out;
+	const char *socket, *redis, *out, *session;
 	long daemon_pid, redis_pid;
 	int clients, depth, deep_depth, cancel_pct;
-	uint64_t duration_ms, rate, min_delay_ms, max_delay_ms;
+	uint64_t duration_ms, rate, min_delay_ms, max_delay_ms, drain_ms;
 	bool quick;
 	bool subj_on[NSUBJ], phase_on[NPHASE];
 };
@@ -83,10 +86,15 @@ static void usage(FILE *f)
 	      "              [--clients N] [--depth N] [--deep-depth N]\n"
 	      "              [--duration MS] [--rate TIMERS/S] [--cancel-pct P]\n"
 	      "              [--min-delay-ms N] [--max-delay-ms N]\n"
-	      "              [--subject LIST] [--phase LIST] [--list]\n"
+	      "              [--subject LIST] [--phase LIST] [--session NAME]\n"
+	      "              [--drain-ms MS] [--list]\n"
 	      "subjects: echo, bitwheel (needs --socket), redis-zset and\n"
 	      "redis-expire (need --redis and a build with hiredis)\n"
-	      "phases: rtt, pipelined, deep, sustained\n", f);
+	      "phases: rtt, pipelined, deep, sustained\n"
+	      "--session NAME: bitwheel clients open named sessions\n"
+	      "  NAME-<phase>-<client>-<pid> instead of anonymous ones\n"
+	      "--drain-ms MS: how long clients wait for replies and fires after\n"
+	      "  sending, beyond the longest delay (300; redis-expire 2000)\n", f);
 }
 
 static bool have_hiredis(void)
@@ -157,6 +165,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{ "max-delay-ms", required_argument, NULL, 'M' },
 		{ "subject", required_argument, NULL, 'S' },
 		{ "phase", required_argument, NULL, 'H' },
+		{ "session", required_argument, NULL, 'n' },
+		{ "drain-ms", required_argument, NULL, 'w' },
 		{ "list", no_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -180,6 +190,14 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case 'r': o->redis = optarg; break;
 		case 'R': o->redis_pid = (long)num("redis-pid", optarg, 1, 1u << 30); break;
 		case 'o': o->out = optarg; break;
+		case 'w': o->drain_ms = num("drain-ms", optarg, 1, 600000); break;
+		case 'n':
+			if (!*optarg || strlen(optarg) > 24) {
+				fprintf(stderr, "bwload: --session: 1 to 24 bytes\n");
+				exit(2);
+			}
+			o->session = optarg;
+			break;
 		case 'c': o->clients = (int)num("clients", optarg, 1, 64); break;
 		case 'd': o->depth = (int)num("depth", optarg, 1, 4096); break;
 		case 'D': o->deep_depth = (int)num("deep-depth", optarg, 1, 4096); break;
@@ -318,7 +336,9 @@ static void run_one(int ph, int subj, const struct opts *o)
 		.cancel_pct = o->cancel_pct,
 		.min_delay_ns = o->min_delay_ms * 1000000,
 		.max_delay_ns = o->max_delay_ms * 1000000,
-		.drain_ns = subj == SUBJ_EXPIRE ? 2000000000 : 300000000,
+		.drain_ns = o->drain_ms ? o->drain_ms * 1000000
+			  : subj == SUBJ_EXPIRE ? 2000000000 : 300000000,
+		.session = o->session,
 	};
 	bool redis = subj == SUBJ_ZSET || subj == SUBJ_EXPIRE;
 	long spid = subj == SUBJ_ECHO ? (long)echo_pid

@@ -68,6 +68,9 @@ struct load_phase {
 	int cancel_pct;         /* share of cancels of a recent key         */
 	uint64_t min_delay_ns, max_delay_ns;
 	uint64_t drain_ns;      /* how long to wait for fires after sending */
+	const char *session;    /* bitwheel: NULL for an anonymous session
+				   per client; else a named session per
+				   client, "<session>-<phase>-<id>-<pid>"  */
 };
 
 /* The subjects' workers: fill slot, return 0 or -1 (slot->error says). */

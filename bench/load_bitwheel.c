@@ -1,6 +1,8 @@
 /*
- * load_bitwheel.c - bwload's bitwheeld subject: one anonymous session per
- * worker, driven with libbitwheel-client's non-blocking calls (depth 1 is
+ * load_bitwheel.c - bwload's bitwheeld subject: one session per worker,
+ * anonymous, or named with --session (only named sessions are journaled
+ * by a daemon with --state-dir, and their replies wait for the journal's
+ * commit: bench/run-durable.sh), driven with libbitwheel-client's non-blocking calls (depth 1 is
  * the non-pipelined round trip: one request, wait for its reply).  Keeps
  * `depth` requests in flight: schedules of oneshot timers at an absolute
  * CLOCK_MONOTONIC deadline now + delay, and cancels of a recently
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define RECENT 64
 
@@ -135,6 +138,7 @@ int load_bitwheel_worker(const char *socket, const struct load_phase *p,
 	struct bwl w = { .p = p, .s = slot, .rs = 0x9E3779B97F4A7C15ULL ^ (uint64_t)(id + 1) * 7919,
 			 .next_key = (uint64_t)id << 40 };
 	uint64_t end, last_deadline, now;
+	char name[65];
 	int ret = -1;
 
 	w.sent_at = calloc((size_t)p->depth, sizeof *w.sent_at);
@@ -143,7 +147,12 @@ int load_bitwheel_worker(const char *socket, const struct load_phase *p,
 		goto out;
 	}
 	bwc_set_timeout(w.c, 5000000000LL);
-	if (bwc_connect(w.c, socket, NULL) != 0) {
+	/* Unique per phase, client and process: a named session lingers
+	 * after its connection closes. */
+	if (p->session)
+		snprintf(name, sizeof name, "%.24s-%s-%d-%ld", p->session,
+			 p->name, id, (long)getpid());
+	if (bwc_connect(w.c, socket, p->session ? name : NULL) != 0) {
 		snprintf(slot->error, sizeof slot->error, "%s", bwc_errmsg(w.c));
 		goto out;
 	}

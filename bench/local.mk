@@ -70,3 +70,33 @@ bench_bwload_CPPFLAGS += -DBENCH_HAVE_HIREDIS $(BENCH_HIREDIS_CFLAGS)
 bench_bwload_LDADD += $(BENCH_HIREDIS_LIBS)
 endif
 EXTRA_DIST += bench/run-service.sh
+
+# bench/bwdurable: the durability benchmark's helpers
+# (bench/run-durable.sh): filling a daemon with named sessions' timers,
+# timing a restart until it answers, and the loop's stall during a
+# snapshot.  Throughput under --fsync is bwload's, with --session.
+noinst_PROGRAMS += bench/bwdurable
+bench_bwdurable_SOURCES = \
+	bench/bwload.h \
+	bench/bwdurable.c \
+	bench/load_stats.c
+bench_bwdurable_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/client
+bench_bwdurable_LDFLAGS = -no-install
+bench_bwdurable_LDADD = client/libbitwheel-client.la
+EXTRA_DIST += bench/run-durable.sh
+
+# bench/bwsoak: the bounded soak (bench/soak.sh; not in CI): client
+# processes on libbitwheel-client mixing timers, cancels, kills,
+# reconnects and slow readers against one bitwheeld, then accounting for
+# every acknowledged timer from their journals.  It borrows bwload's
+# histogram, clock and /proc helpers (load_stats.c).
+noinst_PROGRAMS += bench/bwsoak
+bench_bwsoak_SOURCES = \
+	bench/soak.h \
+	bench/bwsoak.c \
+	bench/bwload.h \
+	bench/load_stats.c
+bench_bwsoak_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/client
+bench_bwsoak_LDFLAGS = -no-install
+bench_bwsoak_LDADD = client/libbitwheel-client.la -lm
+EXTRA_DIST += bench/soak.sh

@@ -1,0 +1,353 @@
+#!/usr/bin/env bash
+# run-durable.sh - what --state-dir costs, in one command.
+#
+#   bench/run-durable.sh [--quick] [--out DIR] [--build DIR] [--rounds N]
+#                        [--timers N] [--part LIST] [-- BWLOAD_OPTIONS...]
+#
+#   1. throughput: four bitwheelds side by side - in memory (no
+#      --state-dir), --fsync=never, batch and always (each on a temporary
+#      socket and state directory under $TMPDIR, default /tmp) - and, per
+#      bwload phase (rtt, pipelined, deep, sustained), bwload against each
+#      in turn with named sessions (--session: only they are journaled),
+#      N rounds (default 3, --quick 1); the median of the rounds, with
+#      ratios to the in-memory daemon
+#   2. recovery: a daemon with --state-dir (batch, --journal-max 1073741824 so the
+#      fill leaves journals only) filled with --timers pending timers
+#      (default 1,000,000; --quick 100,000) due in 1..2 h over 16 named
+#      sessions, pipelined; SIGKILL and restart (journal only); once its
+#      snapshot is written, SIGTERM and restart (snapshot): the daemon's
+#      "recovered ... in X ms", the wall time until a Stats is answered,
+#      the pending count (must be the same), VmRSS and VmHWM
+#   3. stall: that daemon restarted with --journal-max 2000000 -v; for 10 s
+#      (--quick 3 s) a probe doing back-to-back Stats round trips and a
+#      named session churning Schedule/Cancel at 20,000/s, which starts a
+#      snapshot every few seconds: round trips during and outside the
+#      snapshots, the fork times and write times from the daemon's log
+#
+# --part LIST: any of throughput,recovery,stall (stall needs recovery's
+# daemon and runs after it).  Writes DIR/durable.md, durable.csv (part 1),
+# durable-recovery.csv (part 2); DIR: bench/results, or
+# bench/results/quick with --quick.  --build DIR: an already configured
+# build tree to use (default: the source tree if configured, else
+# bench/build).  Every daemon it started is stopped however it ends; each
+# step runs under `timeout`.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+quick=
+out=
+build=
+rounds=
+timers=
+parts=throughput,recovery,stall
+expect=
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) quick=--quick ;;
+	--out) out=$2; shift ;;
+	--build) build=$2; shift ;;
+	--rounds) rounds=$2; shift ;;
+	--timers) timers=$2; shift ;;
+	--part) parts=$2; shift ;;
+	--) shift; break ;;
+	-h | --help) sed -n '2,36p' "$0"; exit 0 ;;
+	*) echo "run-durable.sh: unknown option $1" >&2; exit 2 ;;
+	esac
+	shift
+done
+out=${out:-$here/results${quick:+/quick}}
+rounds=${rounds:-$([ -n "$quick" ] && echo 1 || echo 3)}
+timers=${timers:-$([ -n "$quick" ] && echo 100000 || echo 1000000)}
+stall_ms=$([ -n "$quick" ] && echo 3000 || echo 10000)
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+t_begin=$(date +%s)
+want() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
+
+# ---- build ---------------------------------------------------------------
+# shellcheck source=build-aux/common.sh
+. "$root/build-aux/common.sh"
+if [ -z "$build" ]; then
+	if [ -f "$root/Makefile" ]; then
+		build=$root
+	else
+		build=$here/build
+		bw_bootstrap
+		[ -f "$build/Makefile" ] || bw_configure "$build"
+	fi
+fi
+if grep -q -- '-fsanitize' "$build/config.status" 2>/dev/null; then
+	echo "run-durable.sh: WARNING: $build is configured with sanitizers; timings mean little" >&2
+fi
+make -C "$build" -j2 bench/bwload bench/bwdurable daemon/bitwheeld >/dev/null
+bwload=$build/bench/bwload
+bwdurable=$build/bench/bwdurable
+bitwheeld=$build/daemon/bitwheeld
+
+# ---- daemons -------------------------------------------------------------
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bwdurable.XXXXXX")
+pids=()
+stop_all() {
+	local p
+
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null || true
+	done
+	for p in "${pids[@]}"; do
+		wait "$p" 2>/dev/null || true
+	done
+	rm -rf "$tmp"
+}
+trap stop_all EXIT
+trap 'exit 130' INT TERM
+
+# start NAME ARGS...: bitwheeld on $tmp/NAME.sock, log $tmp/NAME.log
+# (appended), pid in $started, wall time to the first answered Stats in
+# $ready_line.
+start() {
+	local name=$1 t0
+	shift
+	t0=$(date +%s%N)
+	"$bitwheeld" --socket "$tmp/$name.sock" "$@" >>"$tmp/$name.log" 2>&1 &
+	started=$!
+	pids+=("$started")
+	if ! ready_line=$(timeout 120 "$bwdurable" ready --socket "$tmp/$name.sock" \
+			--since "$t0" --pid "$started" --timeout-ms 100000 ${expect:+--expect "$expect"}); then
+		echo "run-durable.sh: bitwheeld $name did not come up as expected:" >&2
+		echo "$ready_line" >&2
+		tail -20 "$tmp/$name.log" >&2
+		exit 1
+	fi
+}
+rss_kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
+mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
+
+host="$(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), Linux $(uname -r)"
+fs=$(df -PT "$tmp" | awk 'NR == 2 { print $2 " (" $1 ")" }')
+md=$out/durable.md
+{
+	echo "# bitwheeld durability benchmark (bench/run-durable.sh${quick:+ --quick})"
+	echo
+	echo "Host: $host.  State directories on $fs, the filesystem of \$TMPDIR ($(dirname "$tmp")).  $(date -u '+%Y-%m-%d %H:%M UTC')."
+	echo
+	echo "Command: \`bench/run-durable.sh${quick:+ --quick} --rounds $rounds --timers $timers${*:+ -- $*}\`"
+	echo
+} >"$md"
+
+# ---- 1. throughput --------------------------------------------------------
+configs=(memory never batch always)
+if want throughput; then
+	echo "run-durable.sh: throughput: ${configs[*]}, $rounds round(s)" >&2
+	declare -A dpid
+	for c in "${configs[@]}"; do
+		if [ "$c" = memory ]; then
+			start "$c"
+		else
+			start "$c" --state-dir "$tmp/$c.state" --fsync "$c"
+		fi
+		dpid[$c]=$started
+	done
+	raw=$tmp/raw.csv
+	: >"$raw"
+	for r in $(seq "$rounds"); do
+		for ph in rtt pipelined deep sustained; do
+			for c in "${configs[@]}"; do
+				d=$tmp/out-$r-$ph-$c
+				mkdir -p "$d"
+				nice -n 0 timeout 300 "$bwload" $quick --subject bitwheel --phase "$ph" \
+					--session "bwl$r" --drain-ms 3000 --socket "$tmp/$c.sock" \
+					--daemon-pid "${dpid[$c]}" --out "$d" "$@" 2>&1 |
+					sed "s/^/  [$c, round $r] /" >&2 || true
+				[ -f "$d/service.csv" ] &&
+					sed -n 2p "$d/service.csv" | sed "s/^/$c,$r,/" >>"$raw"
+			done
+		done
+	done
+	for c in never batch always; do
+		du -sb "$tmp/$c.state" | awk -v c="$c" '{ printf "%s: %.1f MiB in its state directory\n", c, $1 / 1048576 }' >&2
+	done
+	head -1 "$tmp/out-1-rtt-memory/service.csv" | sed 's/^/config,round,/' >"$tmp/header.csv"
+	# The median over the rounds of every number, per config and phase;
+	# ok only if every round was.
+	awk -F, -v OFS=, '
+		NR == FNR { for (i = 1; i <= NF; i++) col[$i] = i; hdr = $0; next }
+		{
+			k = $1 SUBSEP $3
+			if (!(k in n)) { order[++nk] = k }
+			n[k]++
+			for (i = 1; i <= NF; i++) v[k, i, n[k]] = $i
+		}
+		END {
+			sub(/^config,round,/, "config,rounds,", hdr)
+			print hdr
+			for (j = 1; j <= nk; j++) {
+				k = order[j]; m = n[k]; line = v[k, 1, 1] OFS m
+				for (i = 3; i <= NF; i++) {
+					if (i <= 4) { line = line OFS v[k, i, 1]; continue }
+					for (a = 1; a <= m; a++) s[a] = v[k, i, a] + 0
+					for (a = 2; a <= m; a++)
+						for (b = a; b > 1 && s[b - 1] > s[b]; b--) { t = s[b]; s[b] = s[b - 1]; s[b - 1] = t }
+					if (i == col["ok"]) line = line OFS s[1]
+					else line = line OFS (m % 2 ? s[(m + 1) / 2] : (s[m / 2] + s[m / 2 + 1]) / 2)
+				}
+				print line
+			}
+		}' "$tmp/header.csv" "$raw" >"$out/durable.csv"
+	{
+		echo "## 1. Schedule throughput and fire lateness by --fsync"
+		echo
+		echo "bwload's bitwheel subject against four daemons started side by side by the script, one phase at a time, the four daemons in turn within each phase; each client opens its own **named session** (\`--session\`), so the same requests are journaled (never, batch, always) or not (memory: no --state-dir).  Default fast-precise daemon.  Phases as in the service benchmark: rtt 1×1; pipelined 4 clients × depth 64; deep 1 × 256; sustained 4 × 64 paced at 100,000 new timers/s (+10 % cancels).  Mix: 90 % oneshot schedules due in 1..50 ms, 10 % cancels.  Each cell is the median of $rounds round(s).  ×mem: requests/s relative to the in-memory daemon in the same phase.  Times in µs; late = fire received − deadline asked for."
+		echo
+		echo "| phase | daemon | clients×depth | requests/s | ×mem | rtt p50 | rtt p99 | rtt p99.9 | late p50 | late p99 | late p99.9 | fired | early | errors | daemon CPU µs/req | RSS MiB | ok |"
+		echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+		awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+			{ rows[NR] = $0; if ($1 == "memory") mem[$3] = $(c["requests_per_s"]) }
+			END {
+				for (r = 2; r <= NR; r++) {
+					split(rows[r], f, ",")
+					rps = f[c["requests_per_s"]]
+					ratio = mem[f[3]] > 0 ? sprintf("%.2f×", rps / mem[f[3]]) : "-"
+					rtt = f[c["rtt_p50_ns"]] > 0
+					printf "| %s | %s | %s×%s | %.0f | %s |", f[3], f[1], f[5], f[6], rps, ratio
+					if (rtt) printf " %.1f | %.1f | %.1f |", f[c["rtt_p50_ns"]] / 1e3, f[c["rtt_p99_ns"]] / 1e3, f[c["rtt_p999_ns"]] / 1e3
+					else printf " - | - | - |"
+					if (f[c["late_p50_ns"]] > 0) printf " %.1f | %.1f | %.1f |", f[c["late_p50_ns"]] / 1e3, f[c["late_p99_ns"]] / 1e3, f[c["late_p999_ns"]] / 1e3
+					else printf " - | - | - |"
+					printf " %d | %d | %d |", f[c["fired"]], f[c["early"]], f[c["errors"]]
+					cpu = f[c["replies"]] > 0 ? f[c["server_cpu_ns"]] / 1e3 / f[c["replies"]] : 0
+					printf " %.2f | %.1f | %s |\n", cpu, f[c["server_rss_bytes"]] / 1048576, (f[c["ok"]] == 1 ? "yes" : "NO")
+				}
+			}' "$out/durable.csv"
+		echo
+		awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+			$3 == "pipelined" { v[$1] = $(c["requests_per_s"]) }
+			END {
+				if (v["memory"] > 0 && v["batch"] > 0) {
+					r = v["batch"] / v["memory"]
+					met = r >= 0.5 ? "met" : "missed"
+					printf "Target: with --fsync=batch, pipelined throughput ≥ 0.5× the in-memory daemon at the same depth: **%.2f×** (%.0f vs %.0f requests/s) - **%s**.\n", r, v["batch"], v["memory"], met
+				}
+			}' "$out/durable.csv"
+		echo
+		grep -h . "$tmp"/out-*/service.md | grep -E '^[a-z]+/bitwheel: ' | sort -u | sed 's/^/Error: /' || true
+		echo
+	} >>"$md"
+	for c in "${configs[@]}"; do
+		kill "${dpid[$c]}" 2>/dev/null || true
+		wait "${dpid[$c]}" 2>/dev/null || true
+	done
+fi
+
+# ---- 2. recovery ------------------------------------------------------------
+state=$tmp/rec.state
+recargs=(--state-dir "$state" --fsync batch --linger 2h -v)
+rec_csv=$out/durable-recovery.csv
+if want recovery || want stall; then
+	echo "run-durable.sh: recovery: filling $timers timers" >&2
+	expect=
+	start rec "${recargs[@]}" --journal-max 1073741824
+	rpid=$started
+	fill_line=$(timeout 600 nice -n 0 "$bwdurable" fill --socket "$tmp/rec.sock" \
+		--timers "$timers" --sessions 16 --depth 256 --name fill)
+	echo "$fill_line" >&2
+	fill_rss=$(rss_kib "$rpid" VmRSS)
+	fill_hwm=$(rss_kib "$rpid" VmHWM)
+	journal_bytes=$(du -cb "$state"/journal.* | tail -1 | cut -f1)
+	kill -KILL "$rpid"
+	wait "$rpid" 2>/dev/null || true
+
+	# recover KIND SIGNAL: restart, wait for the Stats, read the log.
+	echo "case,state_files_bytes,recovered_log_ms,ready_wall_ms,pending,expected,rss_kib,hwm_kib,log_line" >"$rec_csv"
+	recover() {
+		local kind=$1 bytes line log_ms wall pending rss hwm
+		bytes=$(du -cb "$state"/snapshot "$state"/journal.* 2>/dev/null | tail -1 | cut -f1 || true)
+		: >"$tmp/rec.log"
+		expect=$timers
+		start rec "${recargs[@]}" --journal-max 1073741824
+		expect=
+		rpid=$started
+		line=$(grep -m1 'recovered ' "$tmp/rec.log" | sed 's/^<[0-9]>bitwheeld: //')
+		log_ms=$(echo "$line" | sed -n 's/.* in \([0-9.]*\) ms$/\1/p')
+		wall=$(echo "$ready_line" | sed -n 's/.* \([0-9.]*\) ms after start.*/\1/p')
+		pending=$(echo "$ready_line" | sed -n 's/.*pending=\([0-9]*\).*/\1/p')
+		rss=$(rss_kib "$rpid" VmRSS)
+		hwm=$(rss_kib "$rpid" VmHWM)
+		echo "$kind,$bytes,$log_ms,$wall,$pending,$timers,$rss,$hwm,\"$line\"" >>"$rec_csv"
+		echo "  $kind: $line; Stats answered after $wall ms; RSS $(mib "$rss") MiB, HWM $(mib "$hwm") MiB" >&2
+	}
+	# wait_snapshot: until the daemon logs its snapshot written (bounded).
+	wait_snapshot() {
+		for _ in $(seq 600); do
+			grep -q 'snapshot before journal generation .* written' "$tmp/rec.log" && return 0
+			grep -q 'snapshot: .*fail\|snapshot: writing' "$tmp/rec.log" && break
+			sleep 0.1
+		done
+		echo "run-durable.sh: no snapshot written:" >&2
+		tail -5 "$tmp/rec.log" >&2
+		return 1
+	}
+	recover "SIGKILL after the fill: journal only"
+	wait_snapshot
+	snap1=$(grep -m1 'snapshot before journal generation' "$tmp/rec.log" | sed 's/^<[0-9]>bitwheeld: //')
+	fork1=$(grep -m1 'writer forked in' "$tmp/rec.log" | sed 's/.* in \([0-9.]*\) ms/\1/')
+	kill -TERM "$rpid"
+	wait "$rpid" 2>/dev/null || true
+	recover "SIGTERM then restart: snapshot + journal"
+	{
+		echo "## 2. Recovery of $timers pending timers"
+		echo
+		echo "\`bwdurable fill --timers $timers --sessions 16 --depth 256\` into \`bitwheeld ${recargs[*]} --journal-max 1073741824\` (the large --journal-max keeps the fill in journals only): oneshot timers due in 1..2 h over 16 named sessions, 16 connections with 256 requests in flight each."
+		echo
+		echo "$fill_line" | sed 's/^/- /'
+		echo "- after the fill: journal $(mib $((journal_bytes / 1024))) MiB; daemon VmRSS $(mib "$fill_rss") MiB (VmHWM $(mib "$fill_hwm") MiB)"
+		echo "- after the first recovery, the daemon's snapshot: \"$snap1\" (writer forked in $fork1 ms); snapshot file $(mib $(( $(stat -c %s "$state/snapshot") / 1024 ))) MiB"
+		echo
+		echo "Start → READY: the daemon's own \"recovered ... in X ms\" (reading and replaying the files, arming the timers) and the wall time from starting the process until a fresh connection's Stats was answered (\`bwdurable ready\`, retrying every ms: exec, recovery, the listening socket, Hello, Stats).  RSS read right after that answer."
+		echo
+		echo "| case | state files MiB | recovered (log) ms | start → Stats answered ms | pending after / before | VmRSS MiB | VmHWM MiB | under 2 s |"
+		echo "|---|---:|---:|---:|---:|---:|---:|---|"
+		awk -F, 'NR > 1 { printf "| %s | %.1f | %s | %s | %s / %s | %.1f | %.1f | %s |\n", $1, $2 / 1048576, $3, $4, $5, $6, $7 / 1024, $8 / 1024, ($4 < 2000 && $5 == $6) ? "yes" : "NO" }' "$rec_csv"
+		echo
+		echo "The daemon's log lines:"
+		echo
+		awk -F, 'NR > 1 { l = $0; sub(/^[^"]*"/, "", l); sub(/"$/, "", l); print "- " $1 ": `" l "`" }' "$rec_csv"
+		echo
+	} >>"$md"
+fi
+
+# ---- 3. stall -----------------------------------------------------------------
+if want stall; then
+	echo "run-durable.sh: stall: $stall_ms ms with --journal-max 2000000" >&2
+	kill -TERM "$rpid"
+	wait "$rpid" 2>/dev/null || true
+	: >"$tmp/rec.log"
+	expect=$timers
+	start rec "${recargs[@]}" --journal-max 2000000
+	expect=
+	rpid=$started
+	wait_snapshot || true   # the restart's own snapshot (it replayed a journal)
+	n0=$(grep -c 'writer forked in' "$tmp/rec.log" || true)
+	stall_out=$(timeout 300 "$bwdurable" stall --socket "$tmp/rec.sock" --state-dir "$state" \
+		--duration-ms "$stall_ms" --rate 20000 --depth 16 --name stall) || echo "run-durable.sh: stall: no snapshot seen or a client failed" >&2
+	n1=$(grep -c 'writer forked in' "$tmp/rec.log" || true)
+	sleep 2   # the last writer's "written" line
+	echo "$stall_out" >&2
+	forks=$(grep 'writer forked in' "$tmp/rec.log" | sed -n "$((n0 + 1)),${n1}p" | sed 's/.* in \([0-9.]*\) ms/\1/' | paste -sd, -)
+	writes=$(grep 'snapshot before journal generation' "$tmp/rec.log" | sed -n "$((n0 + 1)),${n1}p" | sed 's/.* in \([0-9.]*\) ms/\1/' | paste -sd, -)
+	srss=$(rss_kib "$rpid" VmRSS)
+	{
+		echo "## 3. The loop's stall while a snapshot of $timers timers is taken"
+		echo
+		echo "The recovered daemon restarted as \`bitwheeld ${recargs[*]} --journal-max 2000000\` (holding $timers timers; VmRSS $(mib "$srss") MiB at the end), then \`bwdurable stall --duration-ms $stall_ms --rate 20000 --depth 16\`: a probe client (anonymous session) doing back-to-back Stats round trips, and a named session doing paced Schedule/Cancel pairs of 1 h timers at 20,000 requests/s (up to 16 in flight), whose journal records start a snapshot every time the journal passes 2,000,000 bytes.  A snapshot window runs from the first sight of snapshot.tmp to its rename (polled every 0.5 ms); a round trip is *during* a snapshot if it overlaps a window widened by 20 ms before its start, which takes in the fork."
+		echo
+		echo "- fork times of these snapshots (\"snapshot: writer forked in X ms\", -v): ${forks:-none} ms"
+		echo "- write times (\"snapshot before journal generation N written in X ms\", fork to installed): ${writes:-none} ms"
+		echo
+		echo "$stall_out" | sed 's/^stall: \(.*\)$/- \1/'
+		echo
+	} >>"$md"
+fi
+
+echo "run-durable.sh: done in $(($(date +%s) - t_begin)) s; see $md" >&2

@@ -1,0 +1,190 @@
+/*
+ * soak.h - bwsoak's journal format and the model built from it.
+ *
+ * Every client process of the soak appends fixed-size records to its
+ * slot's journal (one file per client slot, shared by the slot's
+ * successive incarnations, O_APPEND, one write(2) per record), so that
+ * what it did and saw survives its own SIGKILL.  The parent appends a
+ * record when it kills a slot's process and when it drains the slot's
+ * named session at the end.  Only one process writes a slot's journal at
+ * a time, so the file's order is the order things happened in for that
+ * slot: replies and fires in the order the connection delivered them.
+ *
+ * The same fold over a journal serves two readers: a restarted client
+ * replays its slot's journal to learn which timers its session may still
+ * hold (to cancel its periodic ones), and the parent accounts for every
+ * timer at the end (soak_fold with a tally).
+ */
+#ifndef SOAK_H
+#define SOAK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bwload.h"
+
+/* A timer's identity: slot, incarnation, sequence.  It is the payload's
+ * first 8 bytes, so a fire names the exact Schedule it came from even
+ * when a key is reused by replace. */
+#define SOAK_UID(slot, inc, seq) \
+	(((uint64_t)(slot) << 48) | ((uint64_t)(inc) << 32) | (uint64_t)(seq))
+#define SOAK_UID_SLOT(u) ((unsigned)((u) >> 48))
+#define SOAK_UID_INC(u) ((unsigned)(((u) >> 32) & 0xffff))
+#define SOAK_UID_SEQ(u) ((uint32_t)(u))
+/* The parent's end-of-run drain of a named session. */
+#define SOAK_INC_DRAIN 0xffffu
+
+enum soak_rec_type {
+	SR_START = 1,   /* v0 pid, v1 seed                                   */
+	SR_DIAL,        /* about to connect                                  */
+	SR_CONN,        /* attached: v0 t before dialling, v1 resumed,
+			   v2 timers, v3 queued, key: dropped                */
+	SR_CONN_FAIL,   /* v0 bwc error, v1 server code                      */
+	SR_SCHED,       /* intent, before sending: key, uid, v0 deadline
+			   (absolute) or delay, v1 period, v2 SF_* flags     */
+	SR_SCHED_OK,    /* key, uid, v0 deadline, v1 replaced                */
+	SR_SCHED_ERR,   /* key, uid, v0 bwc error, v1 server code            */
+	SR_CANCEL,      /* intent: key, uid (the timer the client meant)     */
+	SR_CANCEL_OK,   /* key, uid, v0 pending                              */
+	SR_CANCEL_ERR,  /* key, uid, v0 bwc error, v1 server code            */
+	SR_FIRE,        /* key, uid (0: bad payload), v0 deadline,
+			   v1 fired_at, v2 fire_count                        */
+	SR_PAUSE,       /* stops reading                                     */
+	SR_RESUME,
+	SR_CLOSE,       /* closed its connection on purpose                  */
+	SR_CLOSED,      /* the connection ended under it: v0 bwc error       */
+	SR_END,         /* done, about to close (t)                          */
+	SR_KILL,        /* written by the parent: SIGKILL sent at t          */
+	SR_NTYPES
+};
+
+/* SR_SCHED flags. */
+#define SF_PERIODIC 1u
+#define SF_ABS 2u       /* v0 is an absolute deadline, else a delay      */
+#define SF_REPLACE 4u
+#define SF_DUP 8u       /* a key known pending, without replace: expects
+			   DUPLICATE_KEY                                     */
+#define SF_BURST 16u    /* sent just before a pause                       */
+
+struct soak_rec {
+	uint16_t type;
+	uint16_t inc;
+	uint32_t slot;
+	uint64_t t;     /* CLOCK_MONOTONIC ns when written (or as stated)  */
+	uint64_t key;
+	uint64_t uid;
+	uint64_t v[4];
+};
+
+_Static_assert(sizeof(struct soak_rec) == 64, "journal records are 64 bytes");
+
+/* ---- the model ---------------------------------------------------------- */
+
+enum soak_state {
+	TS_INTENT = 1,  /* sent, no reply recorded (yet)                     */
+	TS_LIVE,        /* acknowledged and pending                          */
+	TS_MAYBE,       /* the client cannot know: reply lost with its
+			   connection or its process, or a cancel/replace of
+			   it whose reply was lost; may fire (once)          */
+	TS_REFUSED,     /* an error reply (or the client refused to send)    */
+	TS_FIRED,       /* oneshot, fired                                    */
+	TS_CANCELLED,   /* a CancelReply pending=true took it                */
+	TS_REPLACED,    /* a ScheduleReply replaced=true took it             */
+	TS_VANISHED,    /* a reply said the key was not pending though the
+			   client had seen no fire: a lost fire, unless one
+			   was in flight at a connection break               */
+};
+
+struct soak_timer {
+	uint64_t uid, key;
+	uint64_t t_intent, when, period, deadline;
+	uint64_t t_stop;        /* when the client asked it to stop          */
+	uint64_t end_pos;       /* no fire may follow this record            */
+	uint64_t ack_pos, fire1_pos, last_pos;
+	uint64_t last_count, last_deadline, last_fired;
+	uint64_t next;          /* next uid on the same key (chain)          */
+	uint64_t tail;          /* chain head only: the last uid on the key  */
+	uint64_t t_cancel;      /* chain head only: last Cancel sent         */
+	uint32_t conn;          /* the connection it was sent on             */
+	uint32_t fires;
+	uint32_t last_breaks;   /* the slot's break count at the last fire   */
+	uint8_t flags;          /* SF_*                                      */
+	uint8_t st;             /* enum soak_state                           */
+	bool was_acked;
+};
+
+struct soak_conn {
+	uint16_t inc;
+	bool open, named;
+	int end_kind;           /* SR_CLOSE, SR_CLOSED, SR_END, SR_KILL      */
+	uint64_t dial, attach, end;
+	uint64_t pause_open;    /* a pause still open when it ended (0 none) */
+	uint64_t last_resume;
+	uint64_t queued, fires, dropped, timers_at_attach;
+	bool resumed;
+};
+
+struct soak_inc {
+	struct soak_timer *t;   /* by sequence number, from 1            */
+	uint32_t n, cap;
+};
+
+/* Counters and measurements over every journal (the parent's). */
+struct soak_tally {
+	uint64_t intents, scheduled, periodic_scheduled, refused,
+		 refused_dup, refused_client, refused_other;
+	uint64_t fires, oneshot_fires, periodic_fires, queued_fires,
+		 delayed_fires;
+	uint64_t fired_once, cancelled, replaced, cancel_sent, cancel_hit,
+		 cancel_miss;
+	uint64_t unknown, unknown_fired;
+	uint64_t died_with_conn, inflight_excused, periodic_gaps_excused;
+	uint64_t excused_why[3]; /* grace window, pause cut short, unread queue */
+	uint64_t lost, lost_periodic;
+	uint64_t violations;
+	uint64_t kills, closes, daemon_closes, conns, resumed, busy_retries,
+		 pauses;
+	uint64_t dropped_hello, left_pending;
+	uint64_t skips;         /* periodic deadlines skipped (allowed)     */
+	struct load_hist os_srv, os_recv, per_srv, per_recv;
+	/* A few violations written out for the report. */
+	char examples[8][240];
+	unsigned nexamples;
+};
+
+/* A request waiting for its reply: a Schedule (uid) or a Cancel (key). */
+struct soak_req {
+	uint64_t key, uid;      /* uid 0: a Cancel                          */
+};
+
+struct soak_model {
+	unsigned slot;
+	bool named;
+	struct soak_inc *incs;
+	unsigned nincs;
+	struct soak_conn *conns;
+	unsigned nconns, capconns;
+	uint64_t grace_ns;      /* in-flight window before a break          */
+	uint64_t last_t;        /* the journal's last time                  */
+	uint64_t records;
+	int cur;                /* the open connection, -1 none             */
+	bool dial_pending;      /* dialled, no SR_CONN recorded yet          */
+	uint32_t breaks;        /* connections ended by a kill or a close    */
+	struct soak_req *pend;  /* requests sent and not yet answered        */
+	size_t npend, cappend;
+	struct soak_tally *tally; /* NULL: replay only                      */
+};
+
+/*
+ * Fold a slot's journal into m (zeroed by the caller, slot and named set).
+ * With m->tally, every check is made and counted, and soak_finish must
+ * follow.  -1 when the file cannot be read.
+ */
+int soak_fold(const char *path, struct soak_model *m);
+/* The end-of-run verdict on every timer of the slot. */
+void soak_finish(struct soak_model *m);
+struct soak_timer *soak_timer_get(struct soak_model *m, uint64_t uid);
+void soak_model_free(struct soak_model *m);
+
+#endif /* SOAK_H */
