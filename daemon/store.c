@@ -226,7 +226,9 @@ static int list_journals(int dirfd, uint64_t **gens, size_t *n)
 		(*gens)[(*n)++] = g;
 	}
 	closedir(d);
-	qsort(*gens, *n, sizeof(**gens), cmp_u64);
+	/* qsort() wants an array even for nothing to sort. */
+	if (*n > 1)
+		qsort(*gens, *n, sizeof(**gens), cmp_u64);
 	return 0;
 }
 
