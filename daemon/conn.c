@@ -6,8 +6,14 @@
  * (proto/frame.c owns the bytes) and handled in one wakeup; the input
  * never holds more than one frame past the maximum, because reading stops
  * at that watermark.  Output: replies and fires are packed straight into
- * the output evbuffer and libevent writes them in one go when the loop
- * turns, so requests that arrive together are answered by one write.
+ * a per-connection stage, a plain array, and moved to the output evbuffer
+ * in one piece by a deferred event later in the same turn of the loop (or
+ * sooner, when the stage is full or the destination changes): one
+ * evbuffer_add and one round of evbuffer callbacks per batch rather than
+ * per frame.  libevent writes the output in one go when the loop turns, so
+ * requests that arrive together are answered by one write.  Input frames
+ * are read in place from the input buffer's first chunk and drained once
+ * a batch; a Schedule's payload points into it while it is handled.
  *
  * Bounds on output, max_output bytes of unread output per connection:
  *   - at half of it the daemon stops reading this client's requests
@@ -50,6 +56,7 @@
 struct bwd_conn {
 	struct bwd_conn *next, **pprev;  /* the server's list             */
 	struct bwd_server *srv;
+	const struct bwd_limits *lim;  /* the server's, fixed while it runs */
 	struct bufferevent *bev;
 	struct event *reap;
 	struct bwd_session *session;
@@ -59,20 +66,55 @@ struct bwd_conn {
 	struct bwd_conn *held_next, **held_pprev; /* NULL pprev: not held    */
 	uint64_t committed;        /* bytes ever put in the output buffer    */
 	uint64_t drained;          /* bytes ever taken out by writes         */
+	uint8_t *stage;            /* STAGE_CAP bytes: frames not yet in ... */
+	size_t staged;             /* ... stage_to, this many                */
+	struct evbuffer *stage_to; /* the output or held                     */
+	struct event *flush;       /* active while something is staged       */
+	uint64_t now_ns;           /* bwd_conn_now() of this batch; 0: unread */
 	bool throttled;            /* reading paused for backpressure        */
 	bool closing;              /* close once the output has drained      */
 	bool dead;                 /* close at the next turn, unflushed      */
 };
 
+/* Big enough for a whole pipeline's replies (~20 bytes each) or a poll's
+ * worth of fires; a frame larger than this bypasses the stage. */
+#define STAGE_CAP 16384u
+
 static const struct bwd_limits *limits(const struct bwd_conn *c)
 {
-	return &bwd_server_options(c->srv)->limits;
+	return c->lim;
 }
 
 size_t bwd_conn_output(const struct bwd_conn *c)
 {
 	return evbuffer_get_length(bufferevent_get_output(c->bev)) +
-	       (c->held ? evbuffer_get_length(c->held) : 0);
+	       (c->held ? evbuffer_get_length(c->held) : 0) + c->staged;
+}
+
+uint64_t bwd_conn_now(struct bwd_conn *c)
+{
+	if (!c->now_ns)
+		c->now_ns = bw_now_ns();
+	return c->now_ns;
+}
+
+static void kill_conn(struct bwd_conn *c);
+
+/* Move the staged frames to their evbuffer; -ENOMEM when they cannot go.
+ * Frames already counted as sent are then lost: the connection dies. */
+static int flush_stage(struct bwd_conn *c)
+{
+	size_t n = c->staged;
+
+	if (!n)
+		return 0;
+	c->staged = 0;
+	if (evbuffer_add(c->stage_to, c->stage, n) == 0)
+		return 0;
+	bwd_log(BWD_LOG_ERR, "client pid %ld: out of memory for its output; disconnecting",
+		(long)c->pid);
+	kill_conn(c);
+	return -ENOMEM;
 }
 
 static void unhold(struct bwd_conn *c)
@@ -113,6 +155,9 @@ void bwd_conn_release(struct bwd_conn **head)
 		struct bwd_conn *c = *head;
 
 		unhold(c);
+		/* While held, the stage only ever fills for the held buffer. */
+		if (flush_stage(c))
+			continue;
 		evbuffer_add_buffer(bufferevent_get_output(c->bev), c->held);
 	}
 }
@@ -175,6 +220,8 @@ static void conn_free(struct bwd_conn *c)
 		c->next->pprev = c->pprev;
 	bwd_server_conn_gone(c->srv);
 	event_free(c->reap);
+	event_free(c->flush);
+	free(c->stage);
 	/* libevent may finish freeing the bufferevent later: it must not call
 	 * back into a connection that is gone by then. */
 	evbuffer_remove_cb(bufferevent_get_output(c->bev), on_drain, c);
@@ -195,6 +242,7 @@ static void kill_conn(struct bwd_conn *c)
 	if (c->dead)
 		return;
 	c->dead = true;
+	c->staged = 0; /* as unsent as the output it never reached */
 	/* A named session is free for its client's next connection at once,
 	 * even one whose Hello is read in this same turn of the loop.  An
 	 * anonymous one ends, cancelling its timers, so that waits for the
@@ -221,19 +269,26 @@ void bwd_conn_close(struct bwd_conn *c, bool flush)
 	bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
 }
 
-int bwd_conn_send(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
+static void on_flush(evutil_socket_t fd, short what, void *arg)
 {
-	size_t size = bwp_frame_packed_size(env), len;
-	struct evbuffer *out;
+	struct bwd_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	if (!c->dead)
+		flush_stage(c);
+}
+
+/* A frame too big for the stage goes straight into out, after the stage. */
+static int send_direct(struct bwd_conn *c, struct evbuffer *out,
+		       const Bitwheel__V1__Envelope *env, size_t size)
+{
 	struct evbuffer_iovec v;
+	size_t len;
 	int err;
 
-	if (c->dead)
-		return -EPIPE;
-	if (bwd_conn_output(c) + size > limits(c)->max_output)
-		return -ENOBUFS;
-	out = sink(c);
-	if (!out || evbuffer_reserve_space(out, (ev_ssize_t)size, &v, 1) != 1)
+	if (flush_stage(c) ||
+	    evbuffer_reserve_space(out, (ev_ssize_t)size, &v, 1) != 1)
 		return -ENOMEM;
 	err = bwp_frame_pack(env, limits(c)->max_frame, v.iov_base, v.iov_len, &len);
 	if (err) {
@@ -242,6 +297,52 @@ int bwd_conn_send(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
 	}
 	v.iov_len = len;
 	evbuffer_commit_space(out, &v, 1);
+	c->committed += len;
+	return 0;
+}
+
+int bwd_conn_send(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
+{
+	size_t room = c->stage ? STAGE_CAP - c->staged : 0, len;
+	struct evbuffer *out;
+	int err;
+
+	if (c->dead)
+		return -EPIPE;
+	if (!c->stage && (c->stage = malloc(STAGE_CAP)))
+		room = STAGE_CAP;
+	/* Packed at the stage's end but not counted until it is accepted:
+	 * one sizing serves the bound, the room and the write. */
+	err = bwp_frame_pack(env, limits(c)->max_frame,
+			     room ? c->stage + c->staged : NULL, room, &len);
+	if (err && err != BWP_ENOSPC) {
+		bwd_log(BWD_LOG_ERR, "cannot pack a frame: %s", bwp_strerror(err));
+		return -EINVAL;
+	}
+	if (bwd_conn_output(c) + len > limits(c)->max_output)
+		return -ENOBUFS;
+	out = sink(c);
+	if (!out)
+		return -ENOMEM;
+	if (err == BWP_ENOSPC) {
+		if (len > STAGE_CAP || !c->stage)
+			return send_direct(c, out, env, len);
+		if (flush_stage(c))
+			return -ENOMEM;
+		bwp_frame_pack(env, limits(c)->max_frame, c->stage, STAGE_CAP, &len);
+	} else if (c->staged && out != c->stage_to) {
+		/* The journal began to hold output: what was staged before
+		 * goes to the output, this frame to the held buffer. */
+		size_t before = c->staged;
+
+		if (flush_stage(c))
+			return -ENOMEM;
+		memmove(c->stage, c->stage + before, len);
+	}
+	c->stage_to = out;
+	if (!c->staged)
+		event_active(c->flush, 0, 0);
+	c->staged += len;
 	c->committed += len;
 	return 0;
 }
@@ -347,46 +448,55 @@ static Bitwheel__V1__ErrorCode frame_error_code(int err)
 	}
 }
 
-/* Parse the frame at the head of the input, if it is all there. */
-static int next_frame(struct bwd_conn *c, Bitwheel__V1__Envelope **env,
-		      size_t *frame_len)
-{
-	struct evbuffer *in = bufferevent_get_input(c->bev);
-	size_t have = evbuffer_get_length(in), want = BWP_HEADER_SIZE;
-	size_t max = limits(c)->max_frame;
-	int err;
-
-	if (have < want)
-		return BWP_EMORE;
-	/* The header alone says how much to wait for, or that it's too big. */
-	err = bwp_frame_parse(evbuffer_pullup(in, (ev_ssize_t)want), want, max,
-			      env, frame_len);
-	if (err != BWP_EMORE || have < *frame_len)
-		return err;
-	want = *frame_len;
-	return bwp_frame_parse(evbuffer_pullup(in, (ev_ssize_t)want), want, max,
-			       env, frame_len);
-}
-
 static void on_read(struct bufferevent *bev, void *arg)
 {
 	struct bwd_conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t max = limits(c)->max_frame;
+	/* p[off, n): what is left of the input's first chunk; the frames
+	 * before off are handled but drained only once, at the end. */
+	const uint8_t *p = NULL;
+	size_t n = 0, off = 0;
 
+	c->now_ns = 0;
 	while (!c->closing && !c->dead) {
 		Bitwheel__V1__Envelope *env;
+		struct bwp_request req;
 		size_t len;
-		int err = next_frame(c, &env, &len);
+		int err = bwp_frame_parse_request(p ? p + off : NULL, n - off,
+						  max, &req, &env, &len);
 
-		if (err == BWP_EMORE)
-			break;
+		if (err == BWP_EMORE) {
+			/* The frame runs past this chunk, or past the input:
+			 * len says how far (the header alone says that, or
+			 * that it's too big). */
+			if (off) {
+				evbuffer_drain(in, off);
+				off = 0;
+			}
+			n = 0;
+			if (evbuffer_get_length(in) < len)
+				break;
+			if (!(p = evbuffer_pullup(in, (ev_ssize_t)len))) {
+				bwd_conn_error(c, NULL, BITWHEEL__V1__ERROR_CODE__NO_MEMORY,
+					       true, "out of memory");
+				break;
+			}
+			n = evbuffer_get_contiguous_space(in);
+			continue;
+		}
 		if (err) {
 			bwd_conn_error(c, NULL, frame_error_code(err), true,
 			       "bad frame: %s", bwp_strerror(err));
 			break;
 		}
-		evbuffer_drain(bufferevent_get_input(bev), len);
-		bwd_request_handle(c, env);
-		bwp_frame_free(env);
+		off += len;
+		if (env) {
+			bwd_request_handle(c, env);
+			bwp_frame_free(env);
+		} else {
+			bwd_request_handle_fast(c, &req);
+		}
 		if (!c->closing && !c->dead &&
 		    bwd_conn_output(c) >= limits(c)->max_output / 2) {
 			c->throttled = true;
@@ -394,6 +504,9 @@ static void on_read(struct bufferevent *bev, void *arg)
 			break;
 		}
 	}
+	if (off)
+		evbuffer_drain(in, off);
+	c->now_ns = 0;
 	bwd_server_rearm(c->srv);
 }
 
@@ -437,11 +550,13 @@ int bwd_conn_new(struct bwd_server *srv, struct bufferevent *bev, uid_t uid,
 	if (!c)
 		goto fail;
 	c->srv = srv;
+	c->lim = l;
 	c->uid = uid;
 	c->pid = pid;
 	c->bev = bev;
 	c->reap = event_new(base, -1, 0, on_reap, c);
-	if (!c->reap)
+	c->flush = event_new(base, -1, 0, on_flush, c);
+	if (!c->reap || !c->flush)
 		goto fail;
 	bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
 	if (!evbuffer_add_cb(bufferevent_get_output(c->bev), on_drain, c))
@@ -459,6 +574,8 @@ int bwd_conn_new(struct bwd_server *srv, struct bufferevent *bev, uid_t uid,
 fail:
 	if (c && c->reap)
 		event_free(c->reap);
+	if (c && c->flush)
+		event_free(c->flush);
 	free(c);
 	bufferevent_free(bev);
 	return -ENOMEM;

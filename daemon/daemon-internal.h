@@ -444,6 +444,9 @@ uid_t bwd_conn_uid(const struct bwd_conn *c);
 struct bwd_session *bwd_conn_session(const struct bwd_conn *c);
 void bwd_conn_set_session(struct bwd_conn *c, struct bwd_session *s);
 size_t bwd_conn_output(const struct bwd_conn *c);
+/* CLOCK_MONOTONIC as of the batch of requests being read: the time "the
+ * daemon reads the request" (Schedule.delay_ns), one clock read a batch. */
+uint64_t bwd_conn_now(struct bwd_conn *c);
 
 struct bwd_server *bwd_conn_server(const struct bwd_conn *c);
 /* The next connection in the server's list (head: bwd_server_conns). */
@@ -453,6 +456,8 @@ struct bwd_conn *bwd_conn_next(const struct bwd_conn *c);
 
 /* Act on one request and queue its reply (or fail the connection). */
 void bwd_request_handle(struct bwd_conn *c, const Bitwheel__V1__Envelope *env);
+/* The same for a Schedule or Cancel read by bwp_frame_parse_request(). */
+void bwd_request_handle_fast(struct bwd_conn *c, const struct bwp_request *r);
 
 /* ---- server.c ----------------------------------------------------------- */
 

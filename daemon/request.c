@@ -118,84 +118,97 @@ static void do_hello(struct bwd_conn *c, const Envelope *req)
 	bwd_conn_drain_queue(c);
 }
 
-static void do_schedule(struct bwd_conn *c, const Envelope *req)
+/* An envelope that carries only r's request id: what error replies copy. */
+static const Envelope *id_of(const struct bwp_request *r, Envelope *env)
+{
+	bitwheel__v1__envelope__init(env);
+	env->has_request_id = r->has_request_id;
+	env->request_id = r->request_id;
+	return env;
+}
+
+static void do_schedule(struct bwd_conn *c, const struct bwp_request *r)
 {
 	const struct bwd_options *opt = bwd_server_options(bwd_conn_server(c));
-	const Bitwheel__V1__Schedule *sc = req->schedule;
-	Envelope env;
+	Envelope env = BITWHEEL__V1__ENVELOPE__INIT, id;
 	Bitwheel__V1__ScheduleReply sr = BITWHEEL__V1__SCHEDULE_REPLY__INIT;
 	struct bwd_schedule s = { 0 };
 	bool replaced;
 	uint64_t now;
 	int err;
 
-	if (!sc->has_key) {
-		bwd_conn_error(c, req, PROTOCOL_NAME(BAD_REQUEST), false, "Schedule without key");
+	if (!r->has_key) {
+		bwd_conn_error(c, id_of(r, &id), PROTOCOL_NAME(BAD_REQUEST), false,
+			       "Schedule without key");
 		return;
 	}
-	switch (sc->when_case) {
+	switch (r->when_case) {
 	case BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS:
-		now = bw_now_ns();
-		if (sc->delay_ns > UINT64_MAX - now) {
-			bwd_conn_error(c, req, PROTOCOL_NAME(BAD_DEADLINE), false,
+		now = bwd_conn_now(c);
+		if (r->when_ns > UINT64_MAX - now) {
+			bwd_conn_error(c, id_of(r, &id), PROTOCOL_NAME(BAD_DEADLINE), false,
 				    "now + delay_ns overflows 64 bits");
 			return;
 		}
-		s.deadline_ns = now + sc->delay_ns;
+		s.deadline_ns = now + r->when_ns;
 		break;
 	case BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS:
-		s.deadline_ns = sc->deadline_ns;
+		s.deadline_ns = r->when_ns;
 		break;
 	default:
-		bwd_conn_error(c, req, PROTOCOL_NAME(BAD_DEADLINE), false,
+		bwd_conn_error(c, id_of(r, &id), PROTOCOL_NAME(BAD_DEADLINE), false,
 			    "Schedule needs delay_ns or deadline_ns");
 		return;
 	}
-	if (sc->has_period_ns && sc->period_ns == 0) {
-		bwd_conn_error(c, req, PROTOCOL_NAME(BAD_DEADLINE), false, "period_ns must be > 0");
+	if (r->has_period_ns && r->period_ns == 0) {
+		bwd_conn_error(c, id_of(r, &id), PROTOCOL_NAME(BAD_DEADLINE), false,
+			       "period_ns must be > 0");
 		return;
 	}
-	if (sc->has_payload && sc->payload.len > opt->limits.max_payload) {
-		bwd_conn_error(c, req, PROTOCOL_NAME(PAYLOAD_TOO_LARGE), false,
+	if (r->has_payload && r->payload_len > opt->limits.max_payload) {
+		bwd_conn_error(c, id_of(r, &id), PROTOCOL_NAME(PAYLOAD_TOO_LARGE), false,
 			    "payload of %zu bytes is over the limit of %" PRIu32,
-			    sc->payload.len, opt->limits.max_payload);
+			    r->payload_len, opt->limits.max_payload);
 		return;
 	}
-	s.key = sc->key;
-	s.period_ns = sc->has_period_ns ? sc->period_ns : 0;
-	s.has_payload = sc->has_payload;
-	s.payload = sc->payload.data;
-	s.payload_len = sc->has_payload ? (uint32_t)sc->payload.len : 0;
-	s.replace = sc->has_replace && sc->replace;
+	s.key = r->key;
+	s.period_ns = r->has_period_ns ? r->period_ns : 0;
+	s.has_payload = r->has_payload;
+	s.payload = r->payload;
+	s.payload_len = r->has_payload ? (uint32_t)r->payload_len : 0;
+	s.replace = r->has_replace && r->replace;
 	err = bwd_timer_schedule(bwd_conn_session(c), &s, &replaced);
 	if (err) {
-		bwd_conn_error(c, req, err, false, "key %" PRIu64 ": %s", s.key,
-			    state_error_text(err));
+		bwd_conn_error(c, id_of(r, &id), err, false, "key %" PRIu64 ": %s",
+			       s.key, state_error_text(err));
 		return;
 	}
 	sr.has_deadline_ns = sr.has_replaced = 1;
 	sr.deadline_ns = s.deadline_ns;
 	sr.replaced = replaced;
-	bwp_reply_init(&env, req);
+	env.has_request_id = r->has_request_id;
+	env.request_id = r->request_id;
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY;
 	env.schedule_reply = &sr;
 	reply(c, &env);
 }
 
-static void do_cancel(struct bwd_conn *c, const Envelope *req)
+static void do_cancel(struct bwd_conn *c, const struct bwp_request *r)
 {
-	Envelope env;
+	Envelope env = BITWHEEL__V1__ENVELOPE__INIT, id;
 	Bitwheel__V1__CancelReply cr = BITWHEEL__V1__CANCEL_REPLY__INIT;
 	bool pending;
 
-	if (!req->cancel->has_key) {
-		bwd_conn_error(c, req, PROTOCOL_NAME(BAD_REQUEST), false, "Cancel without key");
+	if (!r->has_key) {
+		bwd_conn_error(c, id_of(r, &id), PROTOCOL_NAME(BAD_REQUEST), false,
+			       "Cancel without key");
 		return;
 	}
-	bwd_timer_cancel(bwd_conn_session(c), req->cancel->key, &pending);
+	bwd_timer_cancel(bwd_conn_session(c), r->key, &pending);
 	cr.has_pending = 1;
 	cr.pending = pending;
-	bwp_reply_init(&env, req);
+	env.has_request_id = r->has_request_id;
+	env.request_id = r->request_id;
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY;
 	env.cancel_reply = &cr;
 	reply(c, &env);
@@ -248,17 +261,16 @@ static void do_stats(struct bwd_conn *c, const Envelope *req)
 	reply(c, &env);
 }
 
-void bwd_request_handle(struct bwd_conn *c, const Envelope *req)
+/* The rules every request meets before its own; false when it failed. */
+static bool admissible(struct bwd_conn *c, const Envelope *req)
 {
 	if (!req->has_request_id) {
 		bwd_conn_error(c, NULL, PROTOCOL_NAME(BAD_REQUEST), true,
 			      "a request without request_id");
-		return;
+		return false;
 	}
-	if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_HELLO) {
-		do_hello(c, req);
-		return;
-	}
+	if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_HELLO)
+		return true;
 	switch (req->body_case) {
 	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE:
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
@@ -266,18 +278,43 @@ void bwd_request_handle(struct bwd_conn *c, const Envelope *req)
 		if (!bwd_conn_session(c)) {
 			bwd_conn_error(c, req, PROTOCOL_NAME(HELLO_REQUIRED), true,
 				      "the first request must be Hello");
-			return;
+			return false;
 		}
-		break;
+		return true;
 	default:
 		bwd_conn_error(c, req, PROTOCOL_NAME(UNKNOWN_MESSAGE), true,
 			      "body %d is not a request", (int)req->body_case);
-		return;
+		return false;
 	}
-	if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE)
-		do_schedule(c, req);
-	else if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_CANCEL)
-		do_cancel(c, req);
+}
+
+void bwd_request_handle_fast(struct bwd_conn *c, const struct bwp_request *r)
+{
+	Envelope id;
+
+	/* The common case costs two tests; the rest says it the slow way. */
+	if (!r->has_request_id || !bwd_conn_session(c)) {
+		id_of(r, &id);
+		id.body_case = r->body_case;
+		if (!admissible(c, &id))
+			return;
+	}
+	if (r->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE)
+		do_schedule(c, r);
+	else
+		do_cancel(c, r);
+}
+
+void bwd_request_handle(struct bwd_conn *c, const Envelope *req)
+{
+	struct bwp_request r;
+
+	if (!admissible(c, req))
+		return;
+	if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_HELLO)
+		do_hello(c, req);
+	else if (bwp_request_from_envelope(req, &r))
+		bwd_request_handle_fast(c, &r);
 	else
 		do_stats(c, req);
 }

@@ -1,9 +1,46 @@
 /*
  * frame.c - bitwheel protocol frames over byte buffers.  The layout, the
  * contract and the cost of each operation are in frame.h.
+ *
+ * The fast path.  protobuf-c walks descriptors for every field, sizes a
+ * message once to pack it and again inside the pack, and unpacks into
+ * malloc'd messages with a copy of every payload: most of the daemon's
+ * instructions per request.  So the messages that make up nearly all the
+ * traffic are handled here directly:
+ *
+ *   writing   Schedule, Cancel (a client's requests), ScheduleReply,
+ *             CancelReply and Fired (the daemon's hot frames) are sized
+ *             with a few branches and written as protobuf wire bytes
+ *             straight into the caller's buffer.  The bytes are exactly
+ *             protobuf_c_message_pack()'s: fields in ascending number
+ *             (the order of protobuf-c's descriptors), a field only when
+ *             its has_* flag (or its oneof case) says so, bools as one
+ *             byte 0 or 1, lengths and integers as minimal varints.  An
+ *             envelope or body carrying unknown fields (a re-packed
+ *             received message), or any other body, goes to protobuf-c.
+ *
+ *   reading   bwp_frame_parse_request() reads an Envelope whose body is a
+ *             Schedule or Cancel in one pass, without allocating, into a
+ *             struct bwp_request whose payload points into the frame.  It
+ *             accepts only the plain encoding: one-byte tags of the fields
+ *             the schema gives those messages, with their own wire types;
+ *             each field at most once (one body, one of delay/deadline);
+ *             varints of at most ten bytes, read as protobuf-c reads them
+ *             (bits past 64 dropped); length prefixes of at most five
+ *             bytes that fit the enclosing message; bools as one byte 0
+ *             or 1.  Anything else - another body, no body, an unknown or
+ *             repeated field, a wire-type surprise, an over-long tag, a
+ *             truncated value, an odd bool - falls back to protobuf-c's
+ *             full unpack of the same bytes, so whether a frame is an
+ *             error, and which, is protobuf-c's decision alone, and an
+ *             accepted frame decodes to the fields protobuf-c would give.
+ *
+ * tests/check_frame.c compares both directions with protobuf-c on many
+ * messages, and tests/fuzz_frame.c on every fuzz input.
  */
 #include "frame.h"
 
+#include <limits.h>
 #include <string.h>
 
 const char *bwp_strerror(int err)
@@ -61,23 +98,213 @@ static bool body_present(const Bitwheel__V1__Envelope *env)
 	return *(void *const *)((const char *)env + f->offset) != NULL;
 }
 
+/* ---- fast writing -------------------------------------------------------- */
+
+enum { WT_VARINT = 0, WT_LEN = 2 };
+#define TAG(field, wt) ((uint8_t)((field) << 3 | (wt)))
+/* Not a size fast_body_size() can give: protobuf-c must pack this one. */
+#define SLOW SIZE_MAX
+
+static inline size_t varint_size(uint64_t v)
+{
+	/* Seven bits a byte; | 1 so that 0 takes its one byte. */
+	return (size_t)(64 - __builtin_clzll(v | 1) + 6) / 7;
+}
+
+static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+static inline size_t opt_u64_size(bool has, uint64_t v)
+{
+	return has ? 1 + varint_size(v) : 0;
+}
+
+static inline uint8_t *put_u64(uint8_t *p, unsigned field, bool has,
+			       uint64_t v)
+{
+	if (!has)
+		return p;
+	*p++ = TAG(field, WT_VARINT);
+	return put_varint(p, v);
+}
+
+static inline uint8_t *put_bool(uint8_t *p, unsigned field, bool has, bool v)
+{
+	if (!has)
+		return p;
+	*p++ = TAG(field, WT_VARINT);
+	*p++ = v ? 1 : 0;
+	return p;
+}
+
+static inline uint8_t *put_bytes(uint8_t *p, unsigned field, bool has,
+				 const ProtobufCBinaryData *b)
+{
+	if (!has)
+		return p;
+	*p++ = TAG(field, WT_LEN);
+	p = put_varint(p, b->len);
+	if (b->len)
+		memcpy(p, b->data, b->len);
+	return p + b->len;
+}
+
+static inline size_t opt_bytes_size(bool has, const ProtobufCBinaryData *b)
+{
+	return has ? 1 + varint_size(b->len) + b->len : 0;
+}
+
+/* The body message's own size (without its tag and length), or SLOW. */
+static size_t fast_body_size(const Bitwheel__V1__Envelope *env)
+{
+	switch (env->body_case) {
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE: {
+		const Bitwheel__V1__Schedule *m = env->schedule;
+
+		if (!m || m->base.n_unknown_fields)
+			return SLOW;
+		return opt_u64_size(m->has_key, m->key) +
+		       (m->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS ||
+			m->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS
+			? 1 + varint_size(m->delay_ns) : 0) +
+		       opt_u64_size(m->has_period_ns, m->period_ns) +
+		       opt_bytes_size(m->has_payload, &m->payload) +
+		       (m->has_replace ? 2 : 0);
+	}
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL: {
+		const Bitwheel__V1__Cancel *m = env->cancel;
+
+		if (!m || m->base.n_unknown_fields)
+			return SLOW;
+		return opt_u64_size(m->has_key, m->key);
+	}
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY: {
+		const Bitwheel__V1__ScheduleReply *m = env->schedule_reply;
+
+		if (!m || m->base.n_unknown_fields)
+			return SLOW;
+		return opt_u64_size(m->has_deadline_ns, m->deadline_ns) +
+		       (m->has_replaced ? 2 : 0);
+	}
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY: {
+		const Bitwheel__V1__CancelReply *m = env->cancel_reply;
+
+		if (!m || m->base.n_unknown_fields)
+			return SLOW;
+		return m->has_pending ? 2 : 0;
+	}
+	case BITWHEEL__V1__ENVELOPE__BODY_FIRED: {
+		const Bitwheel__V1__Fired *m = env->fired;
+
+		if (!m || m->base.n_unknown_fields)
+			return SLOW;
+		return opt_u64_size(m->has_key, m->key) +
+		       opt_bytes_size(m->has_payload, &m->payload) +
+		       opt_u64_size(m->has_deadline_ns, m->deadline_ns) +
+		       opt_u64_size(m->has_fired_at_ns, m->fired_at_ns) +
+		       opt_u64_size(m->has_fire_count, m->fire_count) +
+		       (m->has_late ? 2 : 0) + (m->has_redelivered ? 2 : 0);
+	}
+	default:
+		return SLOW;
+	}
+}
+
+/* Write the body message's fields: fast_body_size() said it can. */
+static uint8_t *fast_body_write(const Bitwheel__V1__Envelope *env, uint8_t *p)
+{
+	switch (env->body_case) {
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE: {
+		const Bitwheel__V1__Schedule *m = env->schedule;
+
+		p = put_u64(p, 1, m->has_key, m->key);
+		if (m->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS ||
+		    m->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS)
+			/* delay_ns and deadline_ns share the union. */
+			p = put_u64(p, (unsigned)m->when_case, true, m->delay_ns);
+		p = put_u64(p, 4, m->has_period_ns, m->period_ns);
+		p = put_bytes(p, 5, m->has_payload, &m->payload);
+		return put_bool(p, 6, m->has_replace, m->replace);
+	}
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
+		return put_u64(p, 1, env->cancel->has_key, env->cancel->key);
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY: {
+		const Bitwheel__V1__ScheduleReply *m = env->schedule_reply;
+
+		p = put_u64(p, 1, m->has_deadline_ns, m->deadline_ns);
+		return put_bool(p, 2, m->has_replaced, m->replaced);
+	}
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
+		return put_bool(p, 1, env->cancel_reply->has_pending,
+				env->cancel_reply->pending);
+	case BITWHEEL__V1__ENVELOPE__BODY_FIRED: {
+		const Bitwheel__V1__Fired *m = env->fired;
+
+		p = put_u64(p, 1, m->has_key, m->key);
+		p = put_bytes(p, 2, m->has_payload, &m->payload);
+		p = put_u64(p, 3, m->has_deadline_ns, m->deadline_ns);
+		p = put_u64(p, 4, m->has_fired_at_ns, m->fired_at_ns);
+		p = put_u64(p, 5, m->has_fire_count, m->fire_count);
+		p = put_bool(p, 6, m->has_late, m->late);
+		return put_bool(p, 7, m->has_redelivered, m->redelivered);
+	}
+	default:
+		return p; /* not reached: fast_body_size() said SLOW */
+	}
+}
+
+/* The envelope's packed size and its body's, or SLOW. */
+static size_t fast_size(const Bitwheel__V1__Envelope *env, size_t *sub)
+{
+	if (env->base.n_unknown_fields)
+		return SLOW;
+	*sub = fast_body_size(env);
+	if (*sub == SLOW)
+		return SLOW;
+	return opt_u64_size(env->has_request_id, env->request_id) + 1 +
+	       varint_size(*sub) + *sub;
+}
+
+static void fast_write(const Bitwheel__V1__Envelope *env, size_t sub,
+		       uint8_t *p)
+{
+	p = put_u64(p, 1, env->has_request_id, env->request_id);
+	/* Every body member is a message: length-delimited. */
+	*p++ = TAG((unsigned)env->body_case, WT_LEN);
+	p = put_varint(p, sub);
+	fast_body_write(env, p);
+}
+
 size_t bwp_frame_packed_size(const Bitwheel__V1__Envelope *env)
 {
-	return add_sat(BWP_HEADER_SIZE,
-		       bitwheel__v1__envelope__get_packed_size(env));
+	size_t sub, body = fast_size(env, &sub);
+
+	if (body == SLOW)
+		body = bitwheel__v1__envelope__get_packed_size(env);
+	return add_sat(BWP_HEADER_SIZE, body);
 }
 
 int bwp_frame_pack(const Bitwheel__V1__Envelope *env, size_t max_frame,
 		   uint8_t *buf, size_t cap, size_t *out_len)
 {
-	size_t body, total;
+	size_t body, total, sub = SLOW;
 
 	if (env == NULL || out_len == NULL || (buf == NULL && cap > 0))
 		return BWP_EINVAL;
-	if (!body_present(env))
-		return BWP_ENOBODY;
-
-	body = bitwheel__v1__envelope__get_packed_size(env);
+	/* A fast body is one whose member pointer is set: present. */
+	body = fast_size(env, &sub);
+	if (body == SLOW) {
+		if (!body_present(env))
+			return BWP_ENOBODY;
+		body = bitwheel__v1__envelope__get_packed_size(env);
+	}
 	total = add_sat(BWP_HEADER_SIZE, body);
 	*out_len = total;
 	if (body > body_limit(max_frame))
@@ -89,20 +316,18 @@ int bwp_frame_pack(const Bitwheel__V1__Envelope *env, size_t max_frame,
 	buf[1] = (uint8_t)(body >> 16);
 	buf[2] = (uint8_t)(body >> 8);
 	buf[3] = (uint8_t)body;
-	bitwheel__v1__envelope__pack(env, buf + BWP_HEADER_SIZE);
+	if (sub != SLOW)
+		fast_write(env, sub, buf + BWP_HEADER_SIZE);
+	else
+		bitwheel__v1__envelope__pack(env, buf + BWP_HEADER_SIZE);
 	return BWP_OK;
 }
 
-int bwp_frame_parse(const uint8_t *buf, size_t len, size_t max_frame,
-		    Bitwheel__V1__Envelope **out, size_t *frame_len)
+/* The header's verdict: BWP_OK when the whole frame is in buf. */
+static int parse_header(const uint8_t *buf, size_t len, size_t max_frame,
+			size_t *frame_len)
 {
-	Bitwheel__V1__Envelope *env = NULL;
 	size_t body;
-	int rc;
-
-	if (out == NULL || frame_len == NULL || (buf == NULL && len > 0))
-		return BWP_EINVAL;
-	*out = NULL;
 
 	if (len < BWP_HEADER_SIZE) {
 		*frame_len = BWP_HEADER_SIZE;
@@ -117,25 +342,279 @@ int bwp_frame_parse(const uint8_t *buf, size_t len, size_t max_frame,
 		return BWP_ETOOBIG;
 	if (len < *frame_len)
 		return BWP_EMORE;
+	return BWP_OK;
+}
+
+static int unpack_body(const uint8_t *body, size_t len,
+		       Bitwheel__V1__Envelope **out)
+{
+	Bitwheel__V1__Envelope *env;
 
 	/* protobuf-c returns NULL for malformed input and for a failed
 	 * malloc alike; bodies are bounded by max_frame, so take it as the
 	 * former. */
-	env = bitwheel__v1__envelope__unpack(NULL, body, buf + BWP_HEADER_SIZE);
-	if (env == NULL) {
-		rc = BWP_EDECODE;
-		goto fail;
-	}
+	env = bitwheel__v1__envelope__unpack(NULL, len, body);
+	if (env == NULL)
+		return BWP_EDECODE;
 	if (!body_present(env)) {
-		rc = BWP_ENOBODY;
-		goto fail;
+		bwp_frame_free(env);
+		return BWP_ENOBODY;
 	}
 	*out = env;
 	return BWP_OK;
+}
 
-fail:
-	bwp_frame_free(env);
-	return rc;
+int bwp_frame_parse(const uint8_t *buf, size_t len, size_t max_frame,
+		    Bitwheel__V1__Envelope **out, size_t *frame_len)
+{
+	int rc;
+
+	if (out == NULL || frame_len == NULL || (buf == NULL && len > 0))
+		return BWP_EINVAL;
+	*out = NULL;
+	rc = parse_header(buf, len, max_frame, frame_len);
+	if (rc != BWP_OK)
+		return rc;
+	return unpack_body(buf + BWP_HEADER_SIZE, *frame_len - BWP_HEADER_SIZE,
+			   out);
+}
+
+/* ---- fast reading -------------------------------------------------------- */
+
+/*
+ * A varint at p as protobuf-c reads a scalar: at most ten bytes, the bits
+ * past 64 dropped.  NULL when it does not end inside [p, end), where
+ * protobuf-c fails too (the fallback says so).
+ */
+static inline const uint8_t *get_varint(const uint8_t *p, const uint8_t *end,
+					uint64_t *out)
+{
+	uint64_t v = 0;
+	unsigned shift;
+
+	if (p < end && *p < 0x80) {
+		*out = *p;
+		return p + 1;
+	}
+	for (shift = 0; shift < 70 && p < end; shift += 7) {
+		uint8_t b = *p++;
+
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*out = v;
+			return p;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * A length prefix and the bytes it announces, as protobuf-c scans them: at
+ * most five bytes of prefix, at most INT_MAX, inside [p, end).  NULL
+ * otherwise.
+ */
+static inline const uint8_t *get_len(const uint8_t *p, const uint8_t *end,
+				     size_t *out)
+{
+	size_t v = 0;
+	unsigned i;
+
+	for (i = 0; i < 5 && p < end; i++) {
+		uint8_t b = *p++;
+
+		v |= (size_t)(b & 0x7f) << (7 * i);
+		if (!(b & 0x80)) {
+			if (v > INT_MAX || v > (size_t)(end - p))
+				return NULL;
+			*out = v;
+			return p;
+		}
+	}
+	return NULL;
+}
+
+/* protobuf-c reads any nonzero varint as true; 0 and 1 are the plain
+ * spellings, and the only ones taken here. */
+static inline const uint8_t *get_bool(const uint8_t *p, const uint8_t *end,
+				      bool *out)
+{
+	if (p == end || *p > 1)
+		return NULL;
+	*out = *p;
+	return p + 1;
+}
+
+/* Each field at most once; repeats merge or override in protobuf-c. */
+#define ONCE(seen, bit) do {                          \
+		if ((seen) & (1u << (bit)))           \
+			return false;                 \
+		(seen) |= 1u << (bit);                \
+	} while (0)
+
+static bool fast_schedule(const uint8_t *p, const uint8_t *end,
+			  struct bwp_request *r)
+{
+	unsigned seen = 0;
+
+	while (p < end) {
+		switch (*p++) {
+		case TAG(1, WT_VARINT):
+			ONCE(seen, 1);
+			p = get_varint(p, end, &r->key);
+			r->has_key = true;
+			break;
+		case TAG(2, WT_VARINT):
+		case TAG(3, WT_VARINT):
+			/* Both would leave the last one set: not plain. */
+			ONCE(seen, 2);
+			r->when_case = (Bitwheel__V1__Schedule__WhenCase)(p[-1] >> 3);
+			p = get_varint(p, end, &r->when_ns);
+			break;
+		case TAG(4, WT_VARINT):
+			ONCE(seen, 4);
+			p = get_varint(p, end, &r->period_ns);
+			r->has_period_ns = true;
+			break;
+		case TAG(5, WT_LEN):
+			ONCE(seen, 5);
+			p = get_len(p, end, &r->payload_len);
+			if (!p)
+				return false;
+			r->has_payload = true;
+			r->payload = r->payload_len ? p : NULL;
+			p += r->payload_len;
+			break;
+		case TAG(6, WT_VARINT):
+			ONCE(seen, 6);
+			p = get_bool(p, end, &r->replace);
+			r->has_replace = true;
+			break;
+		default:
+			return false;
+		}
+		if (!p)
+			return false;
+	}
+	return true;
+}
+
+static bool fast_cancel(const uint8_t *p, const uint8_t *end,
+			struct bwp_request *r)
+{
+	bool seen = false;
+
+	while (p < end) {
+		if (*p++ != TAG(1, WT_VARINT) || seen)
+			return false;
+		seen = true;
+		p = get_varint(p, end, &r->key);
+		if (!p)
+			return false;
+		r->has_key = true;
+	}
+	return true;
+}
+
+/* Whether body is a plain Schedule or Cancel envelope, read into r. */
+static bool fast_request(const uint8_t *p, const uint8_t *end,
+			 struct bwp_request *r)
+{
+	static const struct bwp_request empty = {
+		.body_case = BITWHEEL__V1__ENVELOPE__BODY__NOT_SET,
+		.when_case = BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET,
+	};
+	unsigned seen = 0;
+	const uint8_t *sub;
+	size_t n;
+
+	*r = empty;
+	while (p < end) {
+		switch (*p++) {
+		case TAG(1, WT_VARINT):
+			ONCE(seen, 1);
+			p = get_varint(p, end, &r->request_id);
+			if (!p)
+				return false;
+			r->has_request_id = true;
+			break;
+		case TAG(BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE, WT_LEN):
+		case TAG(BITWHEEL__V1__ENVELOPE__BODY_CANCEL, WT_LEN):
+			/* A second body replaces or merges with the first. */
+			ONCE(seen, 2);
+			r->body_case = (Bitwheel__V1__Envelope__BodyCase)(p[-1] >> 3);
+			sub = get_len(p, end, &n);
+			if (!sub)
+				return false;
+			p = sub + n;
+			if (!(r->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE
+			      ? fast_schedule(sub, p, r)
+			      : fast_cancel(sub, p, r)))
+				return false;
+			break;
+		default:
+			return false;
+		}
+	}
+	return seen & 1u << 2;
+}
+
+int bwp_frame_parse_request(const uint8_t *buf, size_t len, size_t max_frame,
+			    struct bwp_request *req,
+			    Bitwheel__V1__Envelope **out, size_t *frame_len)
+{
+	int rc;
+
+	if (req == NULL || out == NULL || frame_len == NULL ||
+	    (buf == NULL && len > 0))
+		return BWP_EINVAL;
+	*out = NULL;
+	rc = parse_header(buf, len, max_frame, frame_len);
+	if (rc != BWP_OK)
+		return rc;
+	if (fast_request(buf + BWP_HEADER_SIZE, buf + *frame_len, req))
+		return BWP_OK;
+	return unpack_body(buf + BWP_HEADER_SIZE, *frame_len - BWP_HEADER_SIZE,
+			   out);
+}
+
+bool bwp_request_from_envelope(const Bitwheel__V1__Envelope *env,
+			       struct bwp_request *r)
+{
+	static const struct bwp_request empty = {
+		.body_case = BITWHEEL__V1__ENVELOPE__BODY__NOT_SET,
+		.when_case = BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET,
+	};
+
+	*r = empty;
+	r->has_request_id = env->has_request_id;
+	r->request_id = env->request_id;
+	r->body_case = env->body_case;
+	switch (env->body_case) {
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE: {
+		const Bitwheel__V1__Schedule *m = env->schedule;
+
+		r->has_key = m->has_key;
+		r->key = m->key;
+		r->when_case = m->when_case;
+		if (m->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS ||
+		    m->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS)
+			r->when_ns = m->delay_ns; /* the union's one value */
+		r->has_period_ns = m->has_period_ns;
+		r->period_ns = m->period_ns;
+		r->has_payload = m->has_payload;
+		r->payload_len = m->payload.len;
+		r->payload = m->payload.data;
+		r->has_replace = m->has_replace;
+		r->replace = m->replace;
+		return true;
+	}
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
+		r->has_key = env->cancel->has_key;
+		r->key = env->cancel->key;
+		return true;
+	default:
+		return false;
+	}
 }
 
 void bwp_frame_free(Bitwheel__V1__Envelope *env)

@@ -22,11 +22,16 @@
  *
  * Costs:
  *   bwp_frame_packed_size  one walk over the envelope's fields; no
- *                          allocation.
+ *                          allocation.  For the hot messages (below) a few
+ *                          branches and no protobuf-c call.
  *   bwp_frame_pack         two walks (size, then write) straight into the
  *                          caller's buffer; no allocation.  When the buffer
  *                          is too small it stops after the first walk and
- *                          says how big it must be.
+ *                          says how big it must be.  The hot messages
+ *                          (Schedule, Cancel, ScheduleReply, CancelReply,
+ *                          Fired, with no unknown fields) are written by
+ *                          frame.c itself, byte for byte what protobuf-c
+ *                          would write.
  *   bwp_frame_parse        O(1) until the whole frame is in the buffer: it
  *                          reads the 4-byte header and no further, so a
  *                          caller may retry after every read without
@@ -36,6 +41,11 @@
  *                          body message and a copy of each string or bytes
  *                          field (the payload among them).
  *   bwp_frame_free         one walk, one free per allocation above.
+ *   bwp_frame_parse_request
+ *                          as bwp_frame_parse, but a plain Schedule or
+ *                          Cancel is read in one pass into caller storage,
+ *                          without malloc; anything else goes through
+ *                          protobuf-c as above.
  *
  * Every function that can fail returns 0 or a negative enum bwp_error and
  * passes results through pointers.
@@ -122,6 +132,50 @@ int bwp_frame_parse(const uint8_t *buf, size_t len, size_t max_frame,
 
 /* Release an envelope from bwp_frame_parse(); NULL is a no-op. */
 void bwp_frame_free(Bitwheel__V1__Envelope *env);
+
+/*
+ * A Schedule or Cancel request, field for field what protobuf-c would
+ * decode (has_* as its has_* flags; when_case as Schedule's), but flat.
+ * payload points into the frame it was read from (or into the envelope it
+ * was copied from), and is NULL when payload_len is 0, as protobuf-c
+ * leaves it.  Cancel uses has_key and key only.
+ */
+struct bwp_request {
+	Bitwheel__V1__Envelope__BodyCase body_case; /* _SCHEDULE or _CANCEL */
+	bool has_request_id;
+	bool has_key;
+	bool has_period_ns;
+	bool has_payload;
+	bool has_replace;
+	bool replace;
+	Bitwheel__V1__Schedule__WhenCase when_case;
+	uint64_t request_id;
+	uint64_t key;
+	uint64_t when_ns;          /* delay_ns or deadline_ns, per when_case */
+	uint64_t period_ns;
+	const uint8_t *payload;
+	size_t payload_len;
+};
+
+/*
+ * bwp_frame_parse() for a reader that wants Schedule and Cancel fast.
+ * Same results, same *frame_len, and the same frames are errors.  On 0,
+ * either *out is NULL and *req holds the request, whose payload points
+ * into buf (valid while buf is), or *out is an envelope as
+ * bwp_frame_parse() gives, for anything frame.c does not read itself
+ * (another body, or an encoding it leaves to protobuf-c: see frame.c).
+ */
+int bwp_frame_parse_request(const uint8_t *buf, size_t len, size_t max_frame,
+			    struct bwp_request *req,
+			    Bitwheel__V1__Envelope **out, size_t *frame_len);
+
+/*
+ * The request in env (from bwp_frame_parse) as a struct bwp_request, its
+ * payload pointing into env; false when the body is neither Schedule nor
+ * Cancel.
+ */
+bool bwp_request_from_envelope(const Bitwheel__V1__Envelope *env,
+			       struct bwp_request *req);
 
 /*
  * Start a reply to req in caller storage: env is initialised and, when req

@@ -1129,6 +1129,368 @@ START_TEST(test_session_names)
 }
 END_TEST
 
+/* ---- the fast path against protobuf-c ------------------------------------ */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void)
+{
+	/* xorshift64*: reproducible, so a failure names its iteration. */
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545f4914f6cdd1dull;
+}
+
+/* Values at every varint width's edges, and anything. */
+static uint64_t rnd_u64(void)
+{
+	static const uint64_t edge[] = {
+		0, 1, 127, 128, 16383, 16384, UINT32_MAX, 1ull << 35,
+		(1ull << 56) - 1, 1ull << 56, 1ull << 63, UINT64_MAX,
+	};
+
+	switch (rnd() % 3) {
+	case 0:
+		return edge[rnd() % (sizeof(edge) / sizeof(edge[0]))];
+	case 1:
+		return rnd() >> (rnd() % 64);
+	default:
+		return rnd();
+	}
+}
+
+static uint8_t big_payload[BWP_DEFAULT_MAX_FRAME];
+
+static void rnd_payload(protobuf_c_boolean *has, ProtobufCBinaryData *b)
+{
+	static const size_t lens[] = { 0, 1, 127, 128, 300,
+				       BWP_DEFAULT_MAX_PAYLOAD,
+				       BWP_DEFAULT_MAX_FRAME - 64 };
+
+	*has = rnd() % 4 != 0;
+	b->len = rnd() % 2 ? lens[rnd() % (sizeof(lens) / sizeof(lens[0]))]
+			   : rnd() % 64;
+	b->data = b->len ? big_payload : NULL;
+	if (!*has && rnd() % 2) {
+		b->len = 0;
+		b->data = NULL;
+	}
+}
+
+/* has_* flags and bools as protobuf-c's ints: any nonzero is true. */
+static protobuf_c_boolean rnd_flag(void)
+{
+	return rnd() % 8 == 0 ? 2 : (protobuf_c_boolean)(rnd() % 2);
+}
+
+/* A random envelope of one of the bodies frame.c writes itself. */
+static void rnd_fast_envelope(struct sample *s)
+{
+	static const Bitwheel__V1__Envelope__BodyCase bodies[] = {
+		BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE,
+		BITWHEEL__V1__ENVELOPE__BODY_CANCEL,
+		BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY,
+		BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY,
+		BITWHEEL__V1__ENVELOPE__BODY_FIRED,
+	};
+	static const Bitwheel__V1__Schedule__WhenCase whens[] = {
+		BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET,
+		BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS,
+		BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS,
+	};
+
+	sample_init(s);
+	s->env.has_request_id = rnd_flag();
+	s->env.request_id = rnd_u64();
+	s->env.body_case = bodies[rnd() % 5];
+	switch (s->env.body_case) {
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE:
+		s->schedule.has_key = rnd_flag();
+		s->schedule.key = rnd_u64();
+		s->schedule.when_case = whens[rnd() % 3];
+		s->schedule.delay_ns = rnd_u64();
+		s->schedule.has_period_ns = rnd_flag();
+		s->schedule.period_ns = rnd_u64();
+		rnd_payload(&s->schedule.has_payload, &s->schedule.payload);
+		s->schedule.has_replace = rnd_flag();
+		s->schedule.replace = rnd_flag();
+		s->env.schedule = &s->schedule;
+		break;
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
+		s->cancel.has_key = rnd_flag();
+		s->cancel.key = rnd_u64();
+		s->env.cancel = &s->cancel;
+		break;
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY:
+		s->schedule_reply.has_deadline_ns = rnd_flag();
+		s->schedule_reply.deadline_ns = rnd_u64();
+		s->schedule_reply.has_replaced = rnd_flag();
+		s->schedule_reply.replaced = rnd_flag();
+		s->env.schedule_reply = &s->schedule_reply;
+		break;
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
+		s->cancel_reply.has_pending = rnd_flag();
+		s->cancel_reply.pending = rnd_flag();
+		s->env.cancel_reply = &s->cancel_reply;
+		break;
+	default:
+		s->fired.has_key = rnd_flag();
+		s->fired.key = rnd_u64();
+		rnd_payload(&s->fired.has_payload, &s->fired.payload);
+		s->fired.has_deadline_ns = rnd_flag();
+		s->fired.deadline_ns = rnd_u64();
+		s->fired.has_fired_at_ns = rnd_flag();
+		s->fired.fired_at_ns = rnd_u64();
+		s->fired.has_fire_count = rnd_flag();
+		s->fired.fire_count = rnd_u64();
+		s->fired.has_late = rnd_flag();
+		s->fired.late = rnd_flag();
+		s->fired.has_redelivered = rnd_flag();
+		s->fired.redelivered = rnd_flag();
+		s->env.fired = &s->fired;
+		break;
+	}
+}
+
+/* protobuf-c's own frame of env: the reference bytes. */
+static uint8_t *reference_frame(const Bitwheel__V1__Envelope *env, size_t *len)
+{
+	size_t body = bitwheel__v1__envelope__get_packed_size(env);
+	uint8_t *buf = malloc(BWP_HEADER_SIZE + body);
+
+	ck_assert_ptr_nonnull(buf);
+	buf[0] = (uint8_t)(body >> 24);
+	buf[1] = (uint8_t)(body >> 16);
+	buf[2] = (uint8_t)(body >> 8);
+	buf[3] = (uint8_t)body;
+	ck_assert_uint_eq(bitwheel__v1__envelope__pack(env, buf + BWP_HEADER_SIZE),
+			  body);
+	*len = BWP_HEADER_SIZE + body;
+	return buf;
+}
+
+/* r, from the fast path, says field for field what protobuf-c decoded. */
+static void same_request(const struct bwp_request *r,
+			 const Bitwheel__V1__Envelope *e)
+{
+	ck_assert_int_eq(r->body_case, e->body_case);
+	ck_assert_int_eq(r->has_request_id, !!e->has_request_id);
+	if (e->has_request_id)
+		ck_assert_uint_eq(r->request_id, e->request_id);
+	if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_CANCEL) {
+		ck_assert_int_eq(r->has_key, !!e->cancel->has_key);
+		if (e->cancel->has_key)
+			ck_assert_uint_eq(r->key, e->cancel->key);
+		return;
+	}
+	ck_assert_int_eq(e->body_case, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE);
+	ck_assert_int_eq(r->has_key, !!e->schedule->has_key);
+	if (e->schedule->has_key)
+		ck_assert_uint_eq(r->key, e->schedule->key);
+	ck_assert_int_eq(r->when_case, e->schedule->when_case);
+	if (e->schedule->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS)
+		ck_assert_uint_eq(r->when_ns, e->schedule->delay_ns);
+	if (e->schedule->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS)
+		ck_assert_uint_eq(r->when_ns, e->schedule->deadline_ns);
+	ck_assert_int_eq(r->has_period_ns, !!e->schedule->has_period_ns);
+	if (e->schedule->has_period_ns)
+		ck_assert_uint_eq(r->period_ns, e->schedule->period_ns);
+	ck_assert_int_eq(r->has_payload, !!e->schedule->has_payload);
+	ck_assert_uint_eq(r->payload_len, e->schedule->payload.len);
+	ck_assert_int_eq(r->payload == NULL, e->schedule->payload.data == NULL);
+	if (r->payload_len)
+		ck_assert_mem_eq(r->payload, e->schedule->payload.data,
+				 r->payload_len);
+	ck_assert_int_eq(r->has_replace, !!e->schedule->has_replace);
+	if (e->schedule->has_replace)
+		ck_assert_int_eq(r->replace, !!e->schedule->replace);
+}
+
+/*
+ * bwp_frame_parse_request() on buf agrees with bwp_frame_parse(): the same
+ * result and frame length, and the same fields.  Returns whether the fast
+ * path took the frame.
+ */
+static bool parse_both(const uint8_t *buf, size_t len, size_t max_frame)
+{
+	Bitwheel__V1__Envelope *ref = NULL, *env = NULL;
+	struct bwp_request r;
+	size_t fl_ref = 0, fl = 0;
+	int rc_ref, rc;
+
+	rc_ref = bwp_frame_parse(buf, len, max_frame, &ref, &fl_ref);
+	rc = bwp_frame_parse_request(buf, len, max_frame, &r, &env, &fl);
+	ck_assert_int_eq(rc, rc_ref);
+	ck_assert_uint_eq(fl, fl_ref);
+	if (rc != BWP_OK) {
+		ck_assert_ptr_null(env);
+		return false;
+	}
+	if (env) {
+		ck_assert_int_eq(env->body_case, ref->body_case);
+		bwp_frame_free(env);
+		bwp_frame_free(ref);
+		return false;
+	}
+	same_request(&r, ref);
+	if (r.payload_len)
+		ck_assert(r.payload > buf && r.payload + r.payload_len <= buf + fl);
+	/* The daemon's conversion of a fallback envelope says the same. */
+	ck_assert(bwp_request_from_envelope(ref, &r));
+	same_request(&r, ref);
+	bwp_frame_free(ref);
+	return true;
+}
+
+START_TEST(test_fast_pack_is_protobuf_c)
+{
+	struct sample s;
+	size_t len, ref_len, got;
+	uint8_t *buf, *ref;
+
+	for (int i = 0; i < 20000; i++) {
+		rnd_fast_envelope(&s);
+		ref = reference_frame(&s.env, &ref_len);
+		len = bwp_frame_packed_size(&s.env);
+		ck_assert_msg(len == ref_len, "iteration %d: size %zu, protobuf-c %zu",
+			      i, len, ref_len);
+		buf = malloc(len);
+		ck_assert_ptr_nonnull(buf);
+		ck_assert_int_eq(bwp_frame_pack(&s.env, SIZE_MAX, buf, len, &got),
+				 BWP_OK);
+		ck_assert_uint_eq(got, len);
+		ck_assert_msg(memcmp(buf, ref, len) == 0, "iteration %d: bytes differ", i);
+		/* One byte short: the size, nothing written past the cap. */
+		ck_assert_int_eq(bwp_frame_pack(&s.env, SIZE_MAX, buf, len - 1, &got),
+				 BWP_ENOSPC);
+		ck_assert_uint_eq(got, len);
+		free(buf);
+		free(ref);
+	}
+}
+END_TEST
+
+START_TEST(test_fast_parse_is_protobuf_c)
+{
+	struct sample s;
+	size_t len;
+	uint8_t *buf;
+	int fast = 0, n = 0;
+
+	for (int i = 0; i < 20000; i++) {
+		rnd_fast_envelope(&s);
+		if (s.env.body_case != BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE &&
+		    s.env.body_case != BITWHEEL__V1__ENVELOPE__BODY_CANCEL)
+			continue;
+		buf = reference_frame(&s.env, &len);
+		n++;
+		/* protobuf-c writes the plain encoding: always the fast path. */
+		ck_assert_msg(parse_both(buf, len, SIZE_MAX), "iteration %d", i);
+		fast++;
+		/* Cut short, every prefix waits for more, on both paths. */
+		if (len < 256)
+			for (size_t cut = 0; cut < len; cut++)
+				ck_assert(!parse_both(buf, cut, SIZE_MAX));
+		free(buf);
+	}
+	ck_assert_int_eq(fast, n);
+}
+END_TEST
+
+/* Damaged frames: both paths agree on every one, and some are fast. */
+START_TEST(test_fast_parse_mutations)
+{
+	struct sample s;
+	size_t len;
+	uint8_t *buf;
+	int fast = 0, slow = 0;
+
+	for (int i = 0; i < 20000; i++) {
+		do
+			rnd_fast_envelope(&s);
+		while (s.env.body_case != BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE &&
+		       s.env.body_case != BITWHEEL__V1__ENVELOPE__BODY_CANCEL);
+		if (s.env.body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE)
+			s.schedule.payload.len %= 8;
+		s.fired.payload.len %= 8;
+		buf = reference_frame(&s.env, &len);
+		for (int m = 0, nm = 1 + (int)(rnd() % 3); m < nm; m++) {
+			size_t at = BWP_HEADER_SIZE + rnd() % (len - BWP_HEADER_SIZE);
+
+			buf[at] = rnd() % 2 ? (uint8_t)rnd() : (uint8_t)(buf[at] ^ (1u << rnd() % 8));
+		}
+		if (parse_both(buf, len, SIZE_MAX))
+			fast++;
+		else
+			slow++;
+		free(buf);
+	}
+	ck_assert_int_gt(fast, 0);
+	ck_assert_int_gt(slow, 0);
+}
+END_TEST
+
+static const struct odd_body {
+	const char *why;
+	uint8_t len;
+	uint8_t bytes[24];
+	int rc;          /* bwp_frame_parse's verdict */
+	bool fast;       /* the fast path takes it   */
+} odd_bodies[] = {
+	{ "plain schedule", 8, { 0x08, 0x07, 0x1a, 0x04, 0x08, 0x01, 0x18, 0x05 }, 0, true },
+	{ "plain cancel, key 0", 6, { 0x08, 0x07, 0x22, 0x02, 0x08, 0x00 }, 0, true },
+	{ "empty schedule", 4, { 0x08, 0x07, 0x1a, 0x00 }, 0, true },
+	{ "no request id", 4, { 0x1a, 0x02, 0x08, 0x01 }, 0, true },
+	{ "over-long key varint", 7, { 0x22, 0x05, 0x08, 0x81, 0x80, 0x80, 0x00 }, 0, true },
+	{ "ten-byte varint", 13, { 0x22, 0x0b, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff,
+				   0xff, 0xff, 0xff, 0xff, 0x7f }, 0, true },
+	{ "eleven-byte varint", 14, { 0x22, 0x0c, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff,
+				      0xff, 0xff, 0xff, 0xff, 0xff, 0x01 },
+	  BWP_EDECODE, false },
+	{ "unknown envelope field", 6, { 0x78, 0x01, 0x22, 0x02, 0x08, 0x01 }, 0, false },
+	{ "unknown schedule field", 6, { 0x1a, 0x04, 0x08, 0x01, 0x78, 0x01 }, 0, false },
+	{ "fixed64 unknown field", 12, { 0x22, 0x0a, 0x09, 1, 2, 3, 4, 5, 6, 7, 8, 0x08 },
+	  BWP_EDECODE, false },
+	{ "key twice", 6, { 0x22, 0x04, 0x08, 0x01, 0x08, 0x02 }, 0, false },
+	{ "request id twice", 8, { 0x08, 0x01, 0x08, 0x02, 0x22, 0x02, 0x08, 0x03 }, 0, false },
+	{ "delay and deadline", 6, { 0x1a, 0x04, 0x10, 0x01, 0x18, 0x02 }, 0, false },
+	{ "body twice", 8, { 0x22, 0x02, 0x08, 0x01, 0x1a, 0x02, 0x08, 0x02 }, 0, false },
+	{ "cancel twice", 8, { 0x22, 0x02, 0x08, 0x01, 0x22, 0x02, 0x08, 0x02 }, 0, false },
+	{ "bool 2", 4, { 0x1a, 0x02, 0x30, 0x02 }, 0, false },
+	{ "bool over-long", 5, { 0x1a, 0x03, 0x30, 0x81, 0x00 }, 0, false },
+	{ "key as bytes (packed)", 6, { 0x22, 0x04, 0x0a, 0x02, 0x01, 0x02 }, BWP_EDECODE, false },
+	{ "body as varint", 3, { 0x08, 0x01, 0x20 }, BWP_EDECODE, false },
+	{ "over-long tag", 7, { 0x88, 0x00, 0x01, 0x22, 0x02, 0x08, 0x01 }, 0, false },
+	{ "truncated key", 4, { 0x22, 0x02, 0x08, 0x80 }, BWP_EDECODE, false },
+	{ "sub length past the end", 4, { 0x22, 0x05, 0x08, 0x01 }, BWP_EDECODE, false },
+	{ "payload past the end", 5, { 0x1a, 0x03, 0x2a, 0x05, 0x01 }, BWP_EDECODE, false },
+	{ "six-byte length", 9, { 0x1a, 0x89, 0x80, 0x80, 0x80, 0x80, 0x00, 0x08, 0x01 },
+	  BWP_EDECODE, false },
+	{ "hello", 4, { 0x08, 0x01, 0x12, 0x00 }, 0, false },
+	{ "stats", 4, { 0x08, 0x01, 0x2a, 0x00 }, 0, false },
+	{ "no body", 2, { 0x08, 0x01 }, BWP_ENOBODY, false },
+	{ "a reply", 4, { 0x08, 0x01, 0x4a, 0x00 }, 0, false },
+	{ "group", 4, { 0x22, 0x02, 0x0b, 0x0c }, BWP_EDECODE, false },
+};
+#define N_ODD ((int)(sizeof(odd_bodies) / sizeof(odd_bodies[0])))
+
+START_TEST(test_fast_parse_fallback)
+{
+	const struct odd_body *o = &odd_bodies[_i];
+	uint8_t frame[BWP_HEADER_SIZE + sizeof(o->bytes)];
+	size_t n = frame_of(o->bytes, o->len, frame), fl;
+	Bitwheel__V1__Envelope *ref;
+	int rc = bwp_frame_parse(frame, n, BWP_DEFAULT_MAX_FRAME, &ref, &fl);
+
+	ck_assert_msg(rc == o->rc, "%s: protobuf-c says %d", o->why, rc);
+	bwp_frame_free(ref);
+	ck_assert_msg(parse_both(frame, n, BWP_DEFAULT_MAX_FRAME) == o->fast,
+		      "%s: the fast path should%s take it", o->why,
+		      o->fast ? "" : " not");
+}
+END_TEST
+
 static Suite *frame_suite(void)
 {
 	Suite *s = suite_create("frame");
@@ -1164,6 +1526,14 @@ static Suite *frame_suite(void)
 	tcase_add_test(tc, test_pack_buffer_too_small);
 	tcase_add_test(tc, test_pack_no_body);
 	tcase_add_test(tc, test_bad_arguments);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("fast");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_fast_pack_is_protobuf_c);
+	tcase_add_test(tc, test_fast_parse_is_protobuf_c);
+	tcase_add_test(tc, test_fast_parse_mutations);
+	tcase_add_loop_test(tc, test_fast_parse_fallback, 0, N_ODD);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("helpers");

@@ -18,7 +18,12 @@
  *   - an error reply built with bwp_error_init() for the envelope round
  *     trips with the request id copied;
  *   - a Hello's session name gets bwp_session_name_valid()'s documented
- *     verdict.
+ *     verdict;
+ *   - bwp_frame_parse_request(), the daemon's fast path, agrees with
+ *     protobuf-c on every frame: the same result and frame length; when
+ *     it reads the frame itself, protobuf-c accepted it too and decoded
+ *     the same fields (payload bytes included, pointing into the frame);
+ *     when it falls back, the envelope is protobuf-c's.
  * Memory errors and leaks are the sanitizers' (bwp_frame_free() after
  * each envelope).  Built by `make fuzz` (tests/fuzz.mk).
  */
@@ -157,6 +162,66 @@ static void check_envelope(const Bitwheel__V1__Envelope *env,
 	check_error_reply(env, max_frame);
 }
 
+/* The fast path's r says field for field what protobuf-c decoded into e. */
+static void same_request(const struct bwp_request *r,
+			 const Bitwheel__V1__Envelope *e)
+{
+	const Bitwheel__V1__Schedule *sc = e->schedule;
+
+	REQUIRE(r->body_case == e->body_case);
+	REQUIRE(r->has_request_id == !!e->has_request_id);
+	REQUIRE(!e->has_request_id || r->request_id == e->request_id);
+	if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_CANCEL) {
+		REQUIRE(r->has_key == !!e->cancel->has_key);
+		REQUIRE(!e->cancel->has_key || r->key == e->cancel->key);
+		return;
+	}
+	REQUIRE(e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE);
+	REQUIRE(r->has_key == !!sc->has_key);
+	REQUIRE(!sc->has_key || r->key == sc->key);
+	REQUIRE(r->when_case == sc->when_case);
+	REQUIRE(sc->when_case != BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS ||
+		r->when_ns == sc->delay_ns);
+	REQUIRE(sc->when_case != BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS ||
+		r->when_ns == sc->deadline_ns);
+	REQUIRE(r->has_period_ns == !!sc->has_period_ns);
+	REQUIRE(!sc->has_period_ns || r->period_ns == sc->period_ns);
+	REQUIRE(r->has_payload == !!sc->has_payload);
+	REQUIRE(r->payload_len == sc->payload.len);
+	REQUIRE((r->payload == NULL) == (sc->payload.data == NULL));
+	REQUIRE(!r->payload_len ||
+		memcmp(r->payload, sc->payload.data, r->payload_len) == 0);
+	REQUIRE(r->has_replace == !!sc->has_replace);
+	REQUIRE(!sc->has_replace || r->replace == !!sc->replace);
+}
+
+/* bwp_frame_parse_request() on p[0, left) against bwp_frame_parse()'s
+ * verdict rc, fl and env (NULL unless rc is 0). */
+static void check_fast(const uint8_t *p, size_t left, size_t max_frame,
+		       int rc, size_t fl, const Bitwheel__V1__Envelope *env)
+{
+	Bitwheel__V1__Envelope *slow = (Bitwheel__V1__Envelope *)1;
+	struct bwp_request r;
+	size_t fl2 = 0;
+	int rc2 = bwp_frame_parse_request(p, left, max_frame, &r, &slow, &fl2);
+
+	REQUIRE(rc2 == rc);
+	REQUIRE(fl2 == fl);
+	if (rc != 0) {
+		REQUIRE(slow == NULL);
+		return;
+	}
+	if (slow) {
+		REQUIRE(slow->body_case == env->body_case);
+		REQUIRE(slow->has_request_id == env->has_request_id);
+		bwp_frame_free(slow);
+		return;
+	}
+	same_request(&r, env);
+	REQUIRE(!r.payload_len ||
+		(r.payload >= p + BWP_HEADER_SIZE && r.payload + r.payload_len <= p + fl));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -179,6 +244,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			: 0;
 		if (rc != 0)
 			REQUIRE(env == NULL);
+		check_fast(p, left, max_frame, rc, fl, rc == 0 ? env : NULL);
 		switch (rc) {
 		case 0:
 			REQUIRE(env != NULL);
