@@ -364,15 +364,20 @@ uint64_t bwd_journal_size(const struct bwd_journal *j);
 /* Write a whole snapshot of st (header, records, trailer) to fd. */
 int bwd_snapshot_write(const struct bwd_state *st, int fd, uint64_t generation);
 /*
- * Fork a child that writes the state as it is now to snapshot.tmp in
- * dirfd, header generation `generation`, synced; *pid is the child.  The
- * parent goes on at once.  0 or -errno.
+ * Fork a child that writes the state as it is now to snapshot.tmp.<its
+ * pid> in dirfd, header generation `generation`, synced; *pid is the
+ * child, which does not keep lockfd and dies with the daemon.  The parent
+ * goes on at once.  0 or -errno.
  */
-int bwd_snapshot_start(const struct bwd_state *st, int dirfd,
+int bwd_snapshot_start(const struct bwd_state *st, int dirfd, int lockfd,
 		       uint64_t generation, pid_t *pid);
-/* The child succeeded: rename snapshot.tmp over snapshot, sync the
+/* The name the writer `writer` writes to. */
+void bwd_snapshot_tmp_name(pid_t writer, char out[40]);
+/* Writer `writer` succeeded: rename its file over snapshot, sync the
  * directory, and remove the journals it makes redundant. */
-int bwd_snapshot_install(int dirfd, uint64_t generation);
+int bwd_snapshot_install(int dirfd, pid_t writer, uint64_t generation);
+/* Remove every unfinished snapshot; the count, or -errno. */
+int bwd_snapshot_clean(int dirfd);
 
 /* ---- store.c ------------------------------------------------------------ */
 

@@ -5,11 +5,13 @@
  * A snapshot is written by a child forked from the loop: fork() gives it
  * the state exactly as it is between two loop turns, copy-on-write, and
  * the loop goes on serving while the child walks the sessions
- * (bwd_state_dump), writes snapshot.tmp through a 1 MiB buffer, syncs it
- * and exits.  The parent's only costs are the fork itself (page tables:
+ * (bwd_state_dump), writes snapshot.tmp.<its pid> through a 1 MiB buffer,
+ * syncs it and exits.  The name is the child's own, and the child dies
+ * with the daemon (PR_SET_PDEATHSIG), so that a writer left over from a
+ * daemon that was killed can never write into a newer daemon's snapshot.  The parent's only costs are the fork itself (page tables:
  * measured in bench/, a few milliseconds at a million timers) and the
  * pages it writes to meanwhile.  Once the child exits 0, the parent
- * renames snapshot.tmp over snapshot, syncs the directory and removes the
+ * renames the file over snapshot, syncs the directory and removes the
  * journals of earlier generations (bwd_snapshot_install).  A crash at any
  * point leaves either the old snapshot and every journal after it, or the
  * new one and the journals after it.
@@ -26,7 +28,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "daemon-internal.h"
@@ -114,12 +118,20 @@ out:
 	return err;
 }
 
-/* The child: 0 when snapshot.tmp is whole and on disk. */
+void bwd_snapshot_tmp_name(pid_t writer, char out[40])
+{
+	snprintf(out, 40, "snapshot.tmp.%ld", (long)writer);
+}
+
+/* The child: 0 when its file is whole and on disk. */
 static int write_snapshot(const struct bwd_state *st, int dirfd,
 			  uint64_t generation)
 {
-	int fd = openat(dirfd, "snapshot.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-			0600);
+	char name[40];
+	int fd;
+
+	bwd_snapshot_tmp_name(getpid(), name);
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	int err;
 
 	if (fd < 0)
@@ -131,18 +143,24 @@ static int write_snapshot(const struct bwd_state *st, int dirfd,
 	return err;
 }
 
-int bwd_snapshot_start(const struct bwd_state *st, int dirfd,
+int bwd_snapshot_start(const struct bwd_state *st, int dirfd, int lockfd,
 		       uint64_t generation, pid_t *pid)
 {
-	pid_t child = fork();
+	pid_t parent = getpid(), child = fork();
 
 	if (child < 0)
 		return -errno;
 	if (child == 0) {
-		int err = write_snapshot(st, dirfd, generation);
+		int err = -ESRCH;
 
+		/* The lock stays the daemon's alone: once the daemon is gone,
+		 * a new one may start while this child is still being
+		 * killed. */
+		close(lockfd);
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 && getppid() == parent)
+			err = write_snapshot(st, dirfd, generation);
 		if (err)
-			bwd_log(BWD_LOG_ERR, "snapshot: writing snapshot.tmp: %s",
+			bwd_log(BWD_LOG_ERR, "snapshot: the writer failed: %s",
 				strerror(-err));
 		/* Nothing of the parent's (atexit, stdio, libevent) may run. */
 		_exit(err ? 1 : 0);
@@ -164,29 +182,54 @@ static bool old_journal(const char *name, uint64_t below)
 	return !errno && *end == '\0' && g < below;
 }
 
-int bwd_snapshot_install(int dirfd, uint64_t generation)
+static bool unfinished(const char *name, uint64_t unused)
 {
-	DIR *d;
-	struct dirent *e;
-	int fd;
+	(void)unused;
+	return strncmp(name, "snapshot.tmp", 12) == 0;
+}
 
-	if (renameat(dirfd, "snapshot.tmp", dirfd, "snapshot") < 0 ||
-	    fsync(dirfd) < 0)
-		return -errno;
-	/* The snapshot is on disk under its name: the journals it holds
-	 * are history. */
-	fd = dup(dirfd);
-	if (fd < 0 || !(d = fdopendir(fd))) {
+/* Remove the files of dirfd that match; the count removed. */
+static int remove_matching(int dirfd, bool (*match)(const char *, uint64_t),
+			   uint64_t arg)
+{
+	int fd = dup(dirfd), n = 0;
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+
+	if (!d) {
 		if (fd >= 0)
 			close(fd);
 		return -errno;
 	}
 	rewinddir(d);
-	while ((e = readdir(d)))
-		if (old_journal(e->d_name, generation) &&
-		    unlinkat(dirfd, e->d_name, 0) < 0)
-			bwd_log(BWD_LOG_WARNING, "snapshot: cannot remove %s: %s",
-				e->d_name, strerror(errno));
+	while ((e = readdir(d))) {
+		if (!match(e->d_name, arg))
+			continue;
+		if (unlinkat(dirfd, e->d_name, 0) == 0)
+			n++;
+		else
+			bwd_log(BWD_LOG_WARNING, "cannot remove %s: %s", e->d_name,
+				strerror(errno));
+	}
 	closedir(d);
-	return 0;
+	return n;
+}
+
+int bwd_snapshot_clean(int dirfd)
+{
+	return remove_matching(dirfd, unfinished, 0);
+}
+
+int bwd_snapshot_install(int dirfd, pid_t writer, uint64_t generation)
+{
+	char name[40];
+	int n;
+
+	bwd_snapshot_tmp_name(writer, name);
+	if (renameat(dirfd, name, dirfd, "snapshot") < 0 || fsync(dirfd) < 0)
+		return -errno;
+	/* The snapshot is on disk under its name: the journals it holds
+	 * are history. */
+	n = remove_matching(dirfd, old_journal, generation);
+	return n < 0 ? n : 0;
 }

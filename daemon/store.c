@@ -7,7 +7,8 @@
  *   journal.<generation>  the changes after it, in order (journal.c); the
  *                         snapshot's header names the first generation it
  *                         does not contain
- *   snapshot.tmp          a snapshot being written; removed at start-up
+ *   snapshot.tmp.<pid>    a snapshot being written by that child; removed
+ *                         at start-up
  *
  * Start-up (bwd_store_open): lock, read the snapshot (a bad one stops the
  * daemon, naming the file, unless --ignore-snapshot), replay each journal
@@ -304,15 +305,18 @@ static int recover(struct bwd_store *s, uint64_t *next, bool *replayed)
 static void on_child(evutil_socket_t sig, short what, void *arg)
 {
 	struct bwd_store *s = arg;
+	char name[40];
+	pid_t child;
 	int status, err;
 
 	(void)sig;
 	(void)what;
 	if (!s->child || waitpid(s->child, &status, WNOHANG) != s->child)
 		return;
+	child = s->child;
 	s->child = 0;
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-		err = bwd_snapshot_install(s->dirfd, s->child_generation);
+		err = bwd_snapshot_install(s->dirfd, child, s->child_generation);
 		if (!err) {
 			bwd_log(BWD_LOG_INFO, "snapshot before journal generation %" PRIu64 " written in %.1f ms",
 				s->child_generation, ms_since(s->child_started_ns));
@@ -323,7 +327,8 @@ static void on_child(evutil_socket_t sig, short what, void *arg)
 		bwd_log(BWD_LOG_ERR, "snapshot: the writer failed (status 0x%x); the journals stay",
 			(unsigned)status);
 	}
-	unlinkat(s->dirfd, "snapshot.tmp", 0);
+	bwd_snapshot_tmp_name(child, name);
+	unlinkat(s->dirfd, name, 0);
 	s->next_snapshot_ns = bw_now_ns() + SNAPSHOT_RETRY_NS;
 }
 
@@ -345,7 +350,7 @@ static void snapshot_begin(struct bwd_store *s)
 	bwd_journal_close(s->journal);
 	s->journal = next;
 	bwd_state_set_journal(s->state, next);
-	err = bwd_snapshot_start(s->state, s->dirfd, gen, &s->child);
+	err = bwd_snapshot_start(s->state, s->dirfd, s->lockfd, gen, &s->child);
 	if (err) {
 		bwd_log(BWD_LOG_ERR, "snapshot: fork: %s", strerror(-err));
 		s->child = 0;
@@ -401,8 +406,8 @@ static int open_dir(struct bwd_store *s)
 			dir, dir);
 		return -err;
 	}
-	if (unlinkat(s->dirfd, "snapshot.tmp", 0) == 0)
-		bwd_log(BWD_LOG_INFO, "%s/snapshot.tmp: an unfinished snapshot, removed", dir);
+	if (bwd_snapshot_clean(s->dirfd) > 0)
+		bwd_log(BWD_LOG_INFO, "%s: an unfinished snapshot, removed", dir);
 	return 0;
 }
 
@@ -456,9 +461,12 @@ void bwd_store_free(struct bwd_store *s)
 	if (s->child) {
 		/* The journals hold everything: an unfinished snapshot is
 		 * only lost work. */
+		char name[40];
+
 		kill(s->child, SIGKILL);
 		waitpid(s->child, NULL, 0);
-		unlinkat(s->dirfd, "snapshot.tmp", 0);
+		bwd_snapshot_tmp_name(s->child, name);
+		unlinkat(s->dirfd, name, 0);
 	}
 	if (s->sigchld)
 		event_free(s->sigchld);
