@@ -32,10 +32,12 @@
  *
  * With a journal, a named session's connection holds its output while
  * the journal has records that are not yet durable: frames go to a side
- * buffer (held) that the end of the loop turn appends to the output once
- * the journal's commit is done (bwd_conn_release), so an acknowledgement
- * or a fire never leaves before its record.  Held bytes count against the
- * output bound like any others.
+ * buffer (held).  When a sync of the journal begins, what is held is
+ * covered by it (bwd_conn_cover: held moves to covered); when that sync is
+ * done, covered goes to the output (bwd_conn_release), while frames held
+ * meanwhile wait for the next sync.  So an acknowledgement or a fire never
+ * leaves before its record, and the loop never waits for the disk.  Held
+ * and covered bytes count against the output bound like any others.
  *
  * Closing never happens in the middle of a wheel poll or of request
  * handling: a dead connection is only marked, and freed by a deferred
@@ -62,7 +64,8 @@ struct bwd_conn {
 	struct bwd_session *session;
 	uid_t uid;
 	pid_t pid;
-	struct evbuffer *held;     /* frames waiting for the journal's commit */
+	struct evbuffer *held;     /* frames waiting for the journal's sync  */
+	struct evbuffer *covered;  /* held ones the sync in flight covers    */
 	struct bwd_conn *held_next, **held_pprev; /* NULL pprev: not held    */
 	uint64_t committed;        /* bytes ever put in the output buffer    */
 	uint64_t drained;          /* bytes ever taken out by writes         */
@@ -88,7 +91,8 @@ static const struct bwd_limits *limits(const struct bwd_conn *c)
 size_t bwd_conn_output(const struct bwd_conn *c)
 {
 	return evbuffer_get_length(bufferevent_get_output(c->bev)) +
-	       (c->held ? evbuffer_get_length(c->held) : 0) + c->staged;
+	       (c->held ? evbuffer_get_length(c->held) : 0) +
+	       (c->covered ? evbuffer_get_length(c->covered) : 0) + c->staged;
 }
 
 uint64_t bwd_conn_now(struct bwd_conn *c)
@@ -140,6 +144,8 @@ static struct evbuffer *sink(struct bwd_conn *c)
 		return bufferevent_get_output(c->bev);
 	if (!c->held && !(c->held = evbuffer_new()))
 		return NULL;
+	if (!c->covered && !(c->covered = evbuffer_new()))
+		return NULL;
 	head = bwd_server_held(c->srv);
 	c->held_next = *head;
 	if (c->held_next)
@@ -149,16 +155,23 @@ static struct evbuffer *sink(struct bwd_conn *c)
 	return c->held;
 }
 
+void bwd_conn_cover(struct bwd_conn **head)
+{
+	for (struct bwd_conn *c = *head, *next; c; c = next) {
+		next = c->held_next;
+		/* While held, the stage only ever fills for the held buffer. */
+		if (flush_stage(c) == 0)
+			evbuffer_add_buffer(c->covered, c->held);
+	}
+}
+
 void bwd_conn_release(struct bwd_conn **head)
 {
-	while (*head) {
-		struct bwd_conn *c = *head;
-
-		unhold(c);
-		/* While held, the stage only ever fills for the held buffer. */
-		if (flush_stage(c))
-			continue;
-		evbuffer_add_buffer(bufferevent_get_output(c->bev), c->held);
+	for (struct bwd_conn *c = *head, *next; c; c = next) {
+		next = c->held_next;
+		evbuffer_add_buffer(bufferevent_get_output(c->bev), c->covered);
+		if (!evbuffer_get_length(c->held) && !c->staged)
+			unhold(c);
 	}
 }
 
@@ -211,6 +224,8 @@ static void conn_free(struct bwd_conn *c)
 	unhold(c);
 	if (c->held)
 		evbuffer_free(c->held);
+	if (c->covered)
+		evbuffer_free(c->covered);
 	if (named(c))
 		bwd_session_unsend(c->session);
 	if (c->session)

@@ -345,13 +345,24 @@ void bwd_journal_name(uint64_t generation, char out[32]);
 int bwd_journal_open(int dirfd, uint64_t generation, enum bwd_fsync policy,
 		     struct bwd_journal **out);
 void bwd_journal_close(struct bwd_journal *j);
-/* Add a record to the next commit (with --fsync=always: commit it now).
+/* Add a record to the next commit (with --fsync=always: sync it now).
  * 0 or -errno; after a failure the journal stays failed. */
 int bwd_journal_append(struct bwd_journal *j, const struct bwd_record *r);
 /* write(2) what was appended, without waiting for the disk. */
 int bwd_journal_write(struct bwd_journal *j);
-/* Make everything appended durable as --fsync says.  0 or -errno. */
-int bwd_journal_commit(struct bwd_journal *j);
+/* Write what was appended and make it durable now, in the caller. */
+int bwd_journal_sync(struct bwd_journal *j);
+/*
+ * The end of a loop turn: write what was appended; with --fsync=batch
+ * start the sync thread on it unless a sync is in flight (*started: one
+ * began, covering everything written so far), otherwise make it durable
+ * now.  0 or -errno.
+ */
+int bwd_journal_commit(struct bwd_journal *j, bool *started);
+/* batch: the eventfd that becomes readable when a sync is done (-1
+ * otherwise); then bwd_journal_synced() takes its result.  0 or -errno. */
+int bwd_journal_event_fd(const struct bwd_journal *j);
+int bwd_journal_synced(struct bwd_journal *j);
 /* Whether some appended record is not yet durable (acks must wait). */
 bool bwd_journal_pending(const struct bwd_journal *j);
 bool bwd_journal_failed(const struct bwd_journal *j);
@@ -386,14 +397,24 @@ struct bwd_store;
 /*
  * Open the state directory (created if missing, locked against a second
  * daemon), recover what it holds into st, and start a new journal.
- * Errors are logged; -errno.
+ * durable(arg) is called from the loop whenever a sync that
+ * bwd_store_commit() started is done.  Errors are logged; -errno.
  */
 int bwd_store_open(const struct bwd_store_options *opt, struct bwd_state *st,
-		   struct event_base *base, struct bwd_store **out);
+		   struct event_base *base, void (*durable)(void *arg), void *arg,
+		   struct bwd_store **out);
 void bwd_store_free(struct bwd_store *s);
-/* The end of a loop turn: make what the turn appended durable; may start
- * a snapshot.  -errno when the journal cannot be written. */
-int bwd_store_commit(struct bwd_store *s);
+
+/* What a commit did for the output held so far. */
+enum bwd_commit {
+	BWD_COMMIT_WAIT,           /* a sync in flight: it waits for the next */
+	BWD_COMMIT_SYNCING,        /* a sync began that covers it            */
+	BWD_COMMIT_DURABLE,        /* already durable: it may go             */
+};
+/* The end of a loop turn: write what the turn appended and see to its
+ * sync; may start a snapshot.  -errno when the journal cannot be written
+ * or synced. */
+int bwd_store_commit(struct bwd_store *s, enum bwd_commit *done);
 struct bwd_journal *bwd_store_journal(struct bwd_store *s);
 
 /* What replaying one file found. */
@@ -442,8 +463,11 @@ void bwd_conn_close(struct bwd_conn *c, bool flush);
 int bwd_conn_deliver(struct bwd_conn *c, const struct bwd_fire *f, void *ctx);
 /* Send queued fires of the attached session while the output has room. */
 void bwd_conn_drain_queue(struct bwd_conn *c);
-/* The journal's commit is done: held output goes out, for every
- * connection in the list (head: bwd_server_held), which ends empty. */
+/* A sync of the journal began: what the connections in the list (head:
+ * bwd_server_held) hold waits for that sync. */
+void bwd_conn_cover(struct bwd_conn **head);
+/* That sync is done: what it covered goes out; a connection leaves the
+ * list once it holds nothing more. */
 void bwd_conn_release(struct bwd_conn **head);
 uid_t bwd_conn_uid(const struct bwd_conn *c);
 struct bwd_session *bwd_conn_session(const struct bwd_conn *c);

@@ -5,29 +5,37 @@
  * Layout: journal.<generation, 16 hex digits> in the state directory, a
  * file header, then records.  Records go into a memory buffer as the loop
  * turn makes them; bwd_journal_commit() writes the buffer with one
- * write(2) and, with --fsync=batch, makes it durable with one fdatasync(2)
- * for the whole turn (group commit).  --fsync=always commits each record
- * as it is appended; --fsync=never only writes, which survives a crash of
- * the daemon but not of the machine.
+ * write(2) at the end of the turn.  With --fsync=batch (group commit) a
+ * thread of the journal's own then runs one fdatasync(2) for everything
+ * written so far, while the loop goes on serving; when it is done it says
+ * so on an eventfd (bwd_journal_event_fd), the loop reads what is durable
+ * (bwd_journal_synced), and the next commit starts the next sync for all
+ * that was written meanwhile.  --fsync=always syncs each record as it is
+ * appended, in the loop; --fsync=never only writes, which survives a
+ * crash of the daemon but not of the machine.
  *
  * Replies wait for this: while bwd_journal_pending() is true, connections
- * of named sessions hold their output (conn.c), so no acknowledgement
- * leaves before its record is as durable as --fsync promises.
+ * of named sessions hold their output (conn.c) until a sync covering it
+ * is done, so no acknowledgement leaves before its record is as durable
+ * as --fsync promises.
  *
  * A write or sync that fails leaves the journal failed for good: nothing
  * it held back is ever released, and the daemon stops (store.c), because
  * what the kernel did with the failed bytes cannot be known.
  *
  * Costs: append is a copy into the buffer (amortised O(record)); commit
- * is one write and at most one fdatasync per loop turn.
+ * is one write per loop turn; the loop never waits for the disk under
+ * batch, and there is at most one fdatasync in flight.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,9 +47,21 @@ struct bwd_journal {
 	enum bwd_fsync fsync;
 	uint8_t *buf;              /* appended, not yet written              */
 	size_t len, cap;
-	bool unsynced;             /* written, not yet fdatasync'ed          */
 	bool failed;
-	uint64_t size;             /* bytes in the file                      */
+	uint64_t size;             /* bytes in the file (written)            */
+	uint64_t durable;          /* bytes known to be on disk (loop's copy) */
+	bool syncing;              /* a sync is asked for and not yet seen   */
+	/* The sync thread (batch only); mu guards want, synced, sync_err
+	 * and stop. */
+	bool threaded;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint64_t want;             /* sync the file up to here               */
+	uint64_t synced;           /* done up to here                        */
+	int sync_err;
+	bool stop;
+	int efd;                   /* the thread's "done" to the loop        */
 };
 
 uint64_t bwd_realtime_ns(void)
@@ -106,6 +126,78 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 	return 0;
 }
 
+/* The sync thread: fdatasync up to `want` whenever asked, say when done. */
+static void *sync_main(void *arg)
+{
+	struct bwd_journal *j = arg;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&j->mu);
+	for (;;) {
+		uint64_t target;
+		int err = 0;
+
+		while (!j->stop && j->want == j->synced)
+			pthread_cond_wait(&j->cv, &j->mu);
+		if (j->stop)
+			break;
+		target = j->want;
+		pthread_mutex_unlock(&j->mu);
+		if (fdatasync(j->fd) < 0)
+			err = -errno;
+		pthread_mutex_lock(&j->mu);
+		if (err)
+			j->sync_err = err;
+		else
+			j->synced = target;
+		/* The loop drains the counter; a full one cannot happen. */
+		if (write(j->efd, &one, sizeof(one)) < 0)
+			j->sync_err = j->sync_err ? j->sync_err : -errno;
+		if (err)
+			break;
+	}
+	pthread_mutex_unlock(&j->mu);
+	return NULL;
+}
+
+static int start_thread(struct bwd_journal *j)
+{
+	int err;
+
+	if (j->fsync != BWD_FSYNC_BATCH)
+		return 0;
+	j->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (j->efd < 0)
+		return -errno;
+	if ((err = pthread_mutex_init(&j->mu, NULL)))
+		return -err;
+	if ((err = pthread_cond_init(&j->cv, NULL))) {
+		pthread_mutex_destroy(&j->mu);
+		return -err;
+	}
+	if ((err = pthread_create(&j->thread, NULL, sync_main, j))) {
+		pthread_cond_destroy(&j->cv);
+		pthread_mutex_destroy(&j->mu);
+		return -err;
+	}
+	j->threaded = true;
+	return 0;
+}
+
+static void stop_thread(struct bwd_journal *j)
+{
+	if (!j->threaded)
+		return;
+	pthread_mutex_lock(&j->mu);
+	j->stop = true;
+	pthread_cond_signal(&j->cv);
+	pthread_mutex_unlock(&j->mu);
+	pthread_join(j->thread, NULL);
+	pthread_cond_destroy(&j->cv);
+	pthread_mutex_destroy(&j->mu);
+	j->threaded = false;
+}
+
 int bwd_journal_open(int dirfd, uint64_t generation, enum bwd_fsync policy,
 		     struct bwd_journal **out)
 {
@@ -118,7 +210,7 @@ int bwd_journal_open(int dirfd, uint64_t generation, enum bwd_fsync policy,
 
 	if (!j)
 		return -ENOMEM;
-	j->fd = -1;
+	j->fd = j->efd = -1;
 	j->generation = generation;
 	j->fsync = policy;
 	err = bwd_boot_id(h.boot_id);
@@ -143,7 +235,10 @@ int bwd_journal_open(int dirfd, uint64_t generation, enum bwd_fsync policy,
 		err = -errno;
 		goto fail;
 	}
-	j->size = sizeof(hdr);
+	j->size = j->durable = j->want = j->synced = sizeof(hdr);
+	err = start_thread(j);
+	if (err)
+		goto fail;
 	*out = j;
 	return 0;
 fail:
@@ -151,6 +246,8 @@ fail:
 		close(j->fd);
 		unlinkat(dirfd, name, 0);
 	}
+	if (j->efd >= 0)
+		close(j->efd);
 	free(j);
 	return err;
 }
@@ -159,8 +256,11 @@ void bwd_journal_close(struct bwd_journal *j)
 {
 	if (!j)
 		return;
-	if (!j->failed && bwd_journal_commit(j))
-		bwd_log(BWD_LOG_ERR, "journal: last commit failed: %s", strerror(errno));
+	stop_thread(j);
+	if (!j->failed)
+		bwd_journal_sync(j);
+	if (j->efd >= 0)
+		close(j->efd);
 	close(j->fd);
 	free(j->buf);
 	free(j);
@@ -168,7 +268,12 @@ void bwd_journal_close(struct bwd_journal *j)
 
 bool bwd_journal_pending(const struct bwd_journal *j)
 {
-	return j->len || j->failed || (j->unsynced && j->fsync != BWD_FSYNC_NEVER);
+	return j->len || j->failed || j->durable < j->size;
+}
+
+int bwd_journal_event_fd(const struct bwd_journal *j)
+{
+	return j->efd;
 }
 
 bool bwd_journal_failed(const struct bwd_journal *j)
@@ -214,7 +319,7 @@ int bwd_journal_append(struct bwd_journal *j, const struct bwd_record *r)
 		j->cap = cap;
 	}
 	j->len += bwd_record_pack(r, j->buf + j->len);
-	return j->fsync == BWD_FSYNC_ALWAYS ? bwd_journal_commit(j) : 0;
+	return j->fsync == BWD_FSYNC_ALWAYS ? bwd_journal_sync(j) : 0;
 }
 
 int bwd_journal_write(struct bwd_journal *j)
@@ -230,20 +335,56 @@ int bwd_journal_write(struct bwd_journal *j)
 		return fail(j, err, "write");
 	j->size += j->len;
 	j->len = 0;
-	j->unsynced = true;
+	/* A crash of the daemon alone keeps what the kernel has. */
+	if (j->fsync == BWD_FSYNC_NEVER)
+		j->durable = j->size;
 	return 0;
 }
 
-int bwd_journal_commit(struct bwd_journal *j)
+int bwd_journal_sync(struct bwd_journal *j)
 {
 	int err = bwd_journal_write(j);
 
 	if (err)
 		return err;
-	if (j->unsynced && j->fsync != BWD_FSYNC_NEVER) {
+	if (j->durable < j->size) {
 		if (fdatasync(j->fd) < 0)
 			return fail(j, -errno, "fdatasync");
-		j->unsynced = false;
+		j->durable = j->size;
 	}
 	return 0;
+}
+
+int bwd_journal_commit(struct bwd_journal *j, bool *started)
+{
+	int err;
+
+	*started = false;
+	if (!j->threaded)
+		return bwd_journal_sync(j);
+	err = bwd_journal_write(j);
+	if (err || j->syncing || j->durable == j->size)
+		return err;
+	pthread_mutex_lock(&j->mu);
+	j->want = j->size;
+	pthread_cond_signal(&j->cv);
+	pthread_mutex_unlock(&j->mu);
+	j->syncing = *started = true;
+	return 0;
+}
+
+int bwd_journal_synced(struct bwd_journal *j)
+{
+	uint64_t n;
+	int err;
+
+	if (read(j->efd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		return fail(j, -errno, "eventfd");
+	pthread_mutex_lock(&j->mu);
+	err = j->sync_err;
+	if (j->synced == j->want)
+		j->syncing = false;
+	j->durable = j->synced;
+	pthread_mutex_unlock(&j->mu);
+	return err ? fail(j, err, "fdatasync") : 0;
 }

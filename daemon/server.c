@@ -12,7 +12,8 @@
  *              WATCHDOG=1 at half the watchdog interval, STOPPING=1
  *   sigchld    a snapshot writer finished (store.c)
  * The loop runs one turn at a time (EVLOOP_ONCE): after each, the store
- * commits what the turn journaled and the output held for it goes out.
+ * writes what the turn journaled and starts its sync (in the journal's
+ * thread); the output held for it goes out once the sync is done.
  * Shutdown: stop accepting, answer every connection SHUTTING_DOWN after its
  * pending replies, wait (at most 5 s, or until a second signal) for them
  * to drain, log what was still pending, exit 0.  A journal that cannot be
@@ -309,6 +310,14 @@ int bwd_server_attach(struct bwd_server *srv, struct bufferevent *bev,
 	return 0;
 }
 
+/* A sync of the journal is done: the output it covered may go. */
+static void on_durable(void *arg)
+{
+	struct bwd_server *srv = arg;
+
+	bwd_conn_release(&srv->held);
+}
+
 int bwd_server_new(const struct bwd_options *opt, struct bwd_server **out)
 {
 	struct event_config *cfg;
@@ -337,7 +346,8 @@ int bwd_server_new(const struct bwd_options *opt, struct bwd_server **out)
 	if (!srv->wheel)
 		goto fail;
 	if (opt->store.dir) {
-		err = bwd_store_open(&opt->store, srv->state, srv->base, &srv->store);
+		err = bwd_store_open(&opt->store, srv->state, srv->base, on_durable,
+				     srv, &srv->store);
 		if (err)
 			goto fail;
 		bwd_server_rearm(srv);
@@ -417,14 +427,18 @@ static int serve(struct bwd_server *srv)
 		int rc = event_base_loop(srv->base, EVLOOP_ONCE);
 
 		if (srv->store) {
-			int err = bwd_store_commit(srv->store);
+			enum bwd_commit done;
+			int err = bwd_store_commit(srv->store, &done);
 
 			if (err) {
 				bwd_log(BWD_LOG_ERR, "the journal cannot be written (%s): stopping now; requests not yet acknowledged stay unanswered",
 					strerror(-err));
 				return err;
 			}
-			bwd_conn_release(&srv->held);
+			if (done != BWD_COMMIT_WAIT)
+				bwd_conn_cover(&srv->held);
+			if (done == BWD_COMMIT_DURABLE)
+				bwd_conn_release(&srv->held);
 		}
 		if (rc || event_base_got_break(srv->base) ||
 		    event_base_got_exit(srv->base))

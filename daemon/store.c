@@ -20,7 +20,9 @@
  * header has both clocks); within one boot they are exact.
  *
  * Running: the server calls bwd_store_commit() at the end of every loop
- * turn (group commit), then releases the output it held.  A snapshot
+ * turn (group commit): what the turn journaled is written, and a sync of
+ * it starts in the journal's thread; when the sync is done (its eventfd,
+ * on_synced) the server releases the output that waited for it.  A snapshot
  * starts at a commit when the journal has grown past --journal-max or
  * --snapshot-interval has passed since the last one, never two at once;
  * the journal moves to the next generation first, so the child's
@@ -48,6 +50,12 @@
 struct bwd_store {
 	const struct bwd_store_options *opt;
 	struct bwd_state *state;
+	struct event_base *base;
+	struct event *synced;      /* the journal's "a sync is done"         */
+	void (*durable)(void *arg);
+	void *arg;
+	int failed;                /* a sync failed: -errno                  */
+	bool flushed;              /* a rotation made everything durable     */
 	int dirfd, lockfd;
 	struct bwd_journal *journal;
 	struct event *sigchld;
@@ -332,6 +340,38 @@ static void on_child(evutil_socket_t sig, short what, void *arg)
 	s->next_snapshot_ns = bw_now_ns() + SNAPSHOT_RETRY_NS;
 }
 
+static void on_synced(evutil_socket_t fd, short what, void *arg)
+{
+	struct bwd_store *s = arg;
+	int err = bwd_journal_synced(s->journal);
+
+	(void)fd;
+	(void)what;
+	if (err) {
+		/* serve() sees it at the end of this turn and stops. */
+		s->failed = err;
+		event_base_loopbreak(s->base);
+		return;
+	}
+	s->durable(s->arg);
+}
+
+/* Listen to the current journal's sync thread, if it has one. */
+static int watch_journal(struct bwd_store *s)
+{
+	int fd = bwd_journal_event_fd(s->journal);
+
+	if (s->synced)
+		event_free(s->synced);
+	s->synced = NULL;
+	if (fd < 0)
+		return 0;
+	s->synced = event_new(s->base, fd, EV_READ | EV_PERSIST, on_synced, s);
+	if (!s->synced || event_add(s->synced, NULL))
+		return -ENOMEM;
+	return 0;
+}
+
 /* Move to the next journal generation and fork the writer of everything
  * before it. */
 static void snapshot_begin(struct bwd_store *s)
@@ -347,8 +387,18 @@ static void snapshot_begin(struct bwd_store *s)
 		s->next_snapshot_ns = t0 + SNAPSHOT_RETRY_NS;
 		return;
 	}
+	/* Closing syncs it: whatever waited for it may go. */
+	if (s->synced)
+		event_free(s->synced);
+	s->synced = NULL;
 	bwd_journal_close(s->journal);
+	s->flushed = true;
 	s->journal = next;
+	if (watch_journal(s)) {
+		/* Without the event, syncs would finish unseen: stop. */
+		s->failed = -ENOMEM;
+		return;
+	}
 	bwd_state_set_journal(s->state, next);
 	err = bwd_snapshot_start(s->state, s->dirfd, s->lockfd, gen, &s->child);
 	if (err) {
@@ -362,21 +412,33 @@ static void snapshot_begin(struct bwd_store *s)
 	bwd_log(BWD_LOG_DEBUG, "snapshot: writer forked in %.3f ms", ms_since(t0));
 }
 
-int bwd_store_commit(struct bwd_store *s)
+int bwd_store_commit(struct bwd_store *s, enum bwd_commit *done)
 {
-	int err = bwd_journal_commit(s->journal);
+	bool started = false;
 	uint64_t size;
+	int err = s->failed;
 
+	*done = BWD_COMMIT_WAIT;
+	if (!err)
+		err = bwd_journal_commit(s->journal, &started);
 	if (err)
 		return err;
+	if (started)
+		*done = BWD_COMMIT_SYNCING;
+	else if (!bwd_journal_pending(s->journal))
+		*done = BWD_COMMIT_DURABLE;
 	if (s->child)
 		return 0;
 	size = bwd_journal_size(s->journal);
 	/* Each snapshot starts a journal: its size is the change since. */
 	if (size >= s->opt->journal_max ||
-	    (size > BWD_FILE_HEADER_SIZE && bw_now_ns() >= s->next_snapshot_ns))
+	    (size > BWD_FILE_HEADER_SIZE && bw_now_ns() >= s->next_snapshot_ns)) {
+		s->flushed = false;
 		snapshot_begin(s);
-	return 0;
+		if (s->flushed)
+			*done = BWD_COMMIT_DURABLE;
+	}
+	return s->failed;
 }
 
 /* ---- the directory ---------------------------------------------------------------- */
@@ -412,7 +474,8 @@ static int open_dir(struct bwd_store *s)
 }
 
 int bwd_store_open(const struct bwd_store_options *opt, struct bwd_state *st,
-		   struct event_base *base, struct bwd_store **out)
+		   struct event_base *base, void (*durable)(void *arg), void *arg,
+		   struct bwd_store **out)
 {
 	struct bwd_store *s = calloc(1, sizeof(*s));
 	uint64_t gen;
@@ -423,6 +486,9 @@ int bwd_store_open(const struct bwd_store_options *opt, struct bwd_state *st,
 		return -ENOMEM;
 	s->opt = opt;
 	s->state = st;
+	s->base = base;
+	s->durable = durable;
+	s->arg = arg;
 	s->dirfd = s->lockfd = -1;
 	err = open_dir(s);
 	if (err)
@@ -437,7 +503,7 @@ int bwd_store_open(const struct bwd_store_options *opt, struct bwd_state *st,
 		goto fail;
 	}
 	s->sigchld = evsignal_new(base, SIGCHLD, on_child, s);
-	if (!s->sigchld || event_add(s->sigchld, NULL)) {
+	if (!s->sigchld || event_add(s->sigchld, NULL) || watch_journal(s)) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -470,6 +536,8 @@ void bwd_store_free(struct bwd_store *s)
 	}
 	if (s->sigchld)
 		event_free(s->sigchld);
+	if (s->synced)
+		event_free(s->synced);
 	bwd_state_set_journal(s->state, NULL);
 	bwd_journal_close(s->journal);
 	if (s->lockfd >= 0)

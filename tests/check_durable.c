@@ -211,6 +211,15 @@ static du_env *expect_key(struct du_conn *c, uint64_t key, int timeout_ms,
  * restart, 3 periodic (300 ms) from before the stop, 4 cancelled; key 5 in
  * an anonymous session.  stop: how the daemon goes down.
  */
+/*
+ * The journal's sync is part of a fire's lateness (a fire waits for its
+ * record), and under make -j2 another suite's syncs can hold the disk for
+ * hundreds of milliseconds: the tests that time fires against their
+ * resolution plus the margin journal with --fsync=never, which keeps
+ * everything across a SIGKILL just the same (the kernel has it).
+ */
+#define NEVER "--fsync=never"
+
 static void restart_keeps(int sig)
 {
 	struct du_daemon *d = du_daemon_new();
@@ -219,7 +228,7 @@ static void restart_keeps(int sig)
 	bool resumed;
 	du_env *f;
 
-	start_durable(d, NULL);
+	start_durable(d, NEVER);
 	c = du_open(d, "s");
 	anon = du_open(d, NULL);
 	t0 = du_now_ns();
@@ -240,7 +249,7 @@ static void restart_keeps(int sig)
 		du_assert_exit(d, du_daemon_stop(d, sig, DU_WAIT_MS), 0);
 	/* Down long enough for key 1 and two periods of key 3 to pass. */
 	du_sleep_until(t0 + 1300 * DU_MS);
-	start_durable(d, NULL);
+	start_durable(d, NEVER);
 	restarted = du_now_ns();
 	d2 = restarted + 2 * DU_S;
 	c = du_connect(d->sock);
@@ -256,7 +265,19 @@ static void restart_keeps(int sig)
 	 * it missed. */
 	for (int i = 0; i < 2; i++) {
 		f = du_expect_fire(c, DU_WAIT_MS, &rx);
-		ck_assert(f->fired->late);
+		/* The first fire of key 3 may come again: the daemon can die
+		 * between writing it to the socket and journaling that it did
+		 * (PROTOCOL.md: redelivered). */
+		if (f->fired->redelivered) {
+			ck_assert_uint_eq(f->fired->key, 3);
+			ck_assert_uint_eq(f->fired->fire_count, 1);
+			bwp_frame_free(f);
+			i--;
+			continue;
+		}
+		ck_assert_msg(f->fired->late, "key %" PRIu64 " count %" PRIu64 " deadline %" PRIu64 " (restart %" PRIu64 ") not late%s",
+			      f->fired->key, f->fired->fire_count, f->fired->deadline_ns,
+			      restarted, f->fired->redelivered ? ", redelivered" : "");
 		ck_assert_uint_le(rx, restarted + PERIODIC_RES + du_margin_ns() + 500 * DU_MS);
 		if (f->fired->key == 1) {
 			ck_assert_uint_eq(f->fired->deadline_ns, d1);
@@ -310,7 +331,9 @@ START_TEST(test_restart_sigkill)
 }
 END_TEST
 
-/* A timer due 2 s after a restart, scheduled before it, fires on time. */
+/* A timer due 2 s after a restart, scheduled before it, fires on time:
+ * with --fsync=always every record waits for the disk, so the bound is the
+ * overload one (three margins). */
 START_TEST(test_restart_within_deadline)
 {
 	struct du_daemon *d = du_daemon_new();
@@ -335,7 +358,7 @@ START_TEST(test_restart_within_deadline)
 	ck_assert(!f->fired->redelivered);
 	ck_assert_uint_eq(f->fired->deadline_ns, deadline);
 	du_note("fired %.2f ms after its deadline, restart %.1f s before it",
-		(double)du_check_fire_time(f->fired, rx, ONESHOT_RES) / 1e6,
+		(double)du_check_fire_time(f->fired, rx, ONESHOT_RES + 2 * du_margin_ns()) / 1e6,
 		(double)(deadline - restarted) / 1e9);
 	bwp_frame_free(f);
 	du_conn_free(c);
