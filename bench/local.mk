@@ -48,7 +48,8 @@ EXTRA_DIST += \
 	bench/README.md \
 	bench/run-wheel.sh \
 	bench/callgrind.sh \
-	bench/plot.sh
+	bench/plot.sh \
+	bench/plot-service.sh
 
 # bench/bwload: the service benchmark (bench/run-service.sh): bitwheeld
 # through libbitwheel-client against a raw Unix-socket echo and, with

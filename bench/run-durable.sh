@@ -26,7 +26,8 @@
 #
 # --part LIST: any of throughput,recovery,stall (stall needs recovery's
 # daemon and runs after it).  Writes DIR/durable.md, durable.csv (part 1),
-# durable-recovery.csv (part 2); DIR: bench/results, or
+# durable-recovery.csv (part 2), and with gnuplot durable-throughput.png
+# (part 1, bench/plot-service.sh); DIR: bench/results, or
 # bench/results/quick with --quick.  --build DIR: an already configured
 # build tree to use (default: the source tree if configured, else
 # bench/build).  Every daemon it started is stopped however it ends; each
@@ -52,7 +53,7 @@ while [ $# -gt 0 ]; do
 	--timers) timers=$2; shift ;;
 	--part) parts=$2; shift ;;
 	--) shift; break ;;
-	-h | --help) sed -n '2,36p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,34p' "$0"; exit 0 ;;
 	*) echo "run-durable.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -350,4 +351,12 @@ if want stall; then
 	} >>"$md"
 fi
 
+if want throughput; then
+	if command -v gnuplot >/dev/null; then
+		timeout 120 "$here/plot-service.sh" --durable-csv "$out/durable.csv" --out "$out" ||
+			echo "run-durable.sh: plot-service.sh failed: no chart" >&2
+	else
+		echo "run-durable.sh: gnuplot not installed: no chart (install gnuplot-nox)" >&2
+	fi
+fi
 echo "run-durable.sh: done in $(($(date +%s) - t_begin)) s; see $md" >&2

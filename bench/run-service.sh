@@ -13,7 +13,10 @@
 #      no) on Unix sockets in a temporary directory
 #   4. runs bwload against them and its own echo server: DIR/service.md,
 #      DIR/service.csv
-#   5. stops every server it started, however it ends
+#   5. renders the charts with gnuplot (bench/plot-service.sh; skipped
+#      with a note without gnuplot): DIR/service-throughput.png,
+#      service-lateness.png
+#   6. stops every server it started, however it ends
 #
 # DIR: bench/results, or bench/results/quick with --quick (a few seconds).
 # bwload runs under a time limit of BW_BENCH_TIMEOUT seconds (default 600).
@@ -34,7 +37,7 @@ while [ $# -gt 0 ]; do
 	--no-install) install= ;;
 	--no-redis) redis= ;;
 	--) shift; break ;;
-	-h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,22p' "$0"; exit 0 ;;
 	*) echo "run-service.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -128,4 +131,10 @@ t1=$(date +%s)
 timeout "$limit" "$bwload" $quick "${args[@]}" --out "$out" "$@"
 t2=$(date +%s)
 echo "run-service.sh: bwload took $((t2 - t1)) s" >&2
+if command -v gnuplot >/dev/null; then
+	timeout 120 "$here/plot-service.sh" --csv "$out/service.csv" --out "$out" ||
+		echo "run-service.sh: plot-service.sh failed: no charts" >&2
+else
+	echo "run-service.sh: gnuplot not installed: no charts (install gnuplot-nox)" >&2
+fi
 echo "run-service.sh: done in $(($(date +%s) - t0)) s; see $out/service.md" >&2
