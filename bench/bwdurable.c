@@ -28,7 +28,7 @@
  *       doing paced Schedule + Cancel of far timers at R requests/s
  *       (default 20,000) with up to K in flight (default 16), which grows
  *       the journal so that a small --journal-max starts snapshots; and a
- *       watcher that looks for DIR/snapshot.tmp every 0.5 ms: from the
+ *       watcher that looks for DIR/snapshot.tmp.<pid> every 0.5 ms: from the
  *       writer's first file to the rename is a snapshot window.  A round
  *       trip is "during" a snapshot if [send, reply] meets a window
  *       widened by M ms (default 20) before it, which takes in the fork
@@ -41,6 +41,7 @@
 #include "bwload.h"
 
 #include <bitwheel-client.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -271,7 +272,7 @@ struct samples {
 };
 
 struct window {
-	uint64_t start, end;   /* first and last time snapshot.tmp was seen */
+	uint64_t start, end;   /* first and last time snapshot.tmp.* was seen */
 };
 
 static struct samples *shared_samples(void)
@@ -451,6 +452,27 @@ static void report(const char *who, const struct samples *s, const struct window
 	free(out);
 }
 
+
+/* Whether a snapshot writer's file (snapshot.tmp.<pid>) is in dirfd. */
+static bool snapshot_writing(int dirfd)
+{
+	int fd = dup(dirfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+	bool there = false;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	rewinddir(d);
+	while (!there && (e = readdir(d)))
+		there = strncmp(e->d_name, "snapshot.tmp", 12) == 0;
+	closedir(d);
+	return there;
+}
+
 static int cmd_stall(const struct opts *o)
 {
 	struct samples *ps = shared_samples(), *cs = shared_samples();
@@ -474,11 +496,11 @@ static int cmd_stall(const struct opts *o)
 			_exit(i == 0 ? probe(o, start, end, ps) : churn(o, start, end, cs));
 		}
 	}
-	/* The watcher: snapshot.tmp exists from the writer's start to the
-	 * rename. */
+	/* The watcher: snapshot.tmp.<pid> exists from the writer's start to
+	 * the rename. */
 	load_sleep_until(start);
 	for (uint64_t now = load_now_ns(); now < end; now = load_now_ns()) {
-		bool there = faccessat(dirfd, "snapshot.tmp", F_OK, 0) == 0;
+		bool there = snapshot_writing(dirfd);
 
 		if (there && !in && nw < MAX_WINDOWS) {
 			w[nw++] = (struct window){ now, now };
