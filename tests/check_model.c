@@ -17,9 +17,7 @@
  *     beyond range_ns, else BW_EFULL; failover: never), or, for a re-arm
  *     the plain wheel cannot place, dropped through the drop callback;
  *   - a burst on one future deadline never takes more than
- *     slot_cap * max_probes into the wheel, unless it lands in an EXACT
- *     wheel's coarse gear (64 ticks or more ahead), whose slots only the
- *     pool bounds;
+ *     slot_cap * max_probes into the wheel;
  *   - a poll before next_deadline does nothing; next_deadline is no later
  *     than the earliest bound; poll results and counters add up;
  *   - bw_*_check passes every few hundred operations and at the end;
@@ -790,10 +788,9 @@ static void do_burst(struct model *m)
 		in += w;
 		m->op++;
 	}
-	if (ln->prec == BW_COARSE || dt < BW_SLOTS)
-		MCHECK(m, in <= ln->cap * ln->P,
-		       "one deadline took %u timers into the wheel (cap %u x "
-		       "probes %u)", in, ln->cap, ln->P);
+	MCHECK(m, in <= ln->cap * ln->P,
+	       "one deadline took %u timers into the wheel (cap %u x probes %u)",
+	       in, ln->cap, ln->P);
 }
 
 /* ---- foreach / drain ---------------------------------------------------- */

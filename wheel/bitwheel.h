@@ -77,10 +77,9 @@ BW_EXPORT const char *bw_strerror(int err);
  *              span = 64^gear ticks.
  * Neither mode ever fires a timer at a poll whose now is before its deadline.
  *
- * slot_cap bounds the slots timers fire from: gear 0, and every gear in
- * BW_COARSE.  BW_EXACT's coarse gears only the record pool bounds, so a
- * hot far deadline is refused (plain) or overflowed (failover) only when
- * records run out; a failover wheel grows its pool for them instead.
+ * slot_cap bounds every slot, so that a poll never moves more than
+ * slot_cap * max_probes timers of one hot deadline; beyond that a plain
+ * wheel refuses (BW_EFULL) and a failover wheel overflows to its heap.
  */
 enum bw_precision {
 	BW_EXACT = 0,
@@ -104,7 +103,7 @@ struct bw_config {
 	unsigned gears;          /* 1..8: range is 63 * 64^(gears-1) ticks,
 				    62 * 64^(gears-1) in coarse mode      */
 	unsigned resolution_ms;  /* tick length, 1..60000                     */
-	unsigned slot_cap;       /* timers per firing slot (above), 1..65535  */
+	unsigned slot_cap;       /* timers per slot (above), 1..65535         */
 	unsigned max_probes;     /* slots tried per insert, home included, 1..64 */
 	enum bw_precision precision;
 	bool failover;           /* add the overflow store                    */
@@ -180,8 +179,8 @@ struct bw_counters {
 	uint64_t overflowed;     /* placements that went to the overflow store */
 	uint64_t lost;           /* re-arms refused: data went to drop    */
 	uint64_t reslotted;      /* moves from a coarse gear to a finer one */
-	uint64_t overfilled;     /* re-slots into a gear-0 home slot already
-				    at slot_cap (re-slots never probe)   */
+	uint64_t overfilled;     /* re-slots into a home slot already at
+				    slot_cap (re-slots never probe)      */
 };
 
 /* ---- plain and failover wheel ---------------------------------------- */

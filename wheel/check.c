@@ -5,13 +5,14 @@
  *
  * What holds between operations:
  *   - each slot's circular list is well linked, has count records, all
- *     with loc naming that slot (a count may pass slot_cap: re-slots, and
- *     exact mode's coarse gears, are not capped); the occupied and full
+ *     with loc naming that slot (a count may pass slot_cap: re-slots are
+ *     not capped); the occupied and full
  *     bits agree with the count; the slot at now's digit is empty;
  *   - each timer sits where its mode puts it: exact mode, gear 0: its slot
  *     is at or after its tick by less than max_probes; coarse gears: the
- *     slot is the one containing its tick; coarse mode: the slot starts at
- *     or after its tick, by less than max_probes spans;
+ *     slot starts at or before its tick, by less than max_probes spans;
+ *     coarse mode: the slot starts at or after its tick, by less than
+ *     max_probes spans;
  *   - each clean gear's cached next event is the real one, and the wheel's
  *     cached minimum is the minimum of the gears and the heap;
  *   - the due list holds only timers at or before now, and the lists of a
@@ -72,8 +73,8 @@ static int check_placement(const struct bw_wheel *w, unsigned g, unsigned d,
 	uint64_t reach = (uint64_t)w->cfg.max_probes * bw_pow64(g);
 
 	if (w->cfg.precision == BW_EXACT && g > 0) {
-		if (ev > t || t - ev >= bw_pow64(g))
-			FAIL("exact coarse-gear timer outside its slot");
+		if (ev > t || t - ev >= reach)
+			FAIL("exact coarse-gear timer outside its slot or spill range");
 	} else if (ev < t || ev - t >= reach) {
 		FAIL("timer before its slot or beyond its probe range");
 	}

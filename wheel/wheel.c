@@ -38,30 +38,30 @@
  *           has arrived fires, the others drop to a finer gear.  A timer
  *           therefore fires at the first poll reaching tick t + p, where p
  *           < max_probes is its displacement by gear-0 probing.  It moves
- *           at most once per gear it descends through.
+ *           at most once per gear it descends through (plus once per spill,
+ *           below).
  *   coarse  The seed's no-cascading behaviour, rounded up: a timer sits in
  *           the slot starting at or after t (key = ceil(t / 64^g)) and
  *           fires when that slot comes due: late by less than
  *           64^g * (1 + p) ticks, with p its probe displacement.
  *
- * Capacity.  slot_cap bounds the slots timers fire from: gear 0, and every
- * gear in coarse mode.  A full home slot there tries the next slots,
- * forward (later, which is the displacement above), max_probes slots in
- * all; when every candidate is full, a plain wheel refuses the insert
- * (BW_EFULL: the caller keeps its data) and a failover wheel puts the
- * timer in its overflow heap.  Exact mode's coarse gears (1 and up) fire
- * nothing - their slots are only sorted further when they come due - so
- * only the pool bounds them: a hot far deadline costs records, not
- * refusals or heap entries, and a failover wheel keeps a million pending
- * timers in its gears, growing its pool, instead of its heap.  The price:
- * the poll that reaches such a slot re-slots all of it, however many.
+ * Capacity.  slot_cap bounds every slot.  A full home slot tries other
+ * slots, max_probes in all: gear 0 (and every gear in coarse mode)
+ * forward, later, which is the displacement above; exact mode's coarse
+ * gears backward, into earlier slots still ahead of now, whose re-slot
+ * puts the timer right, so spilling costs no lateness.  When every
+ * candidate is full, a plain wheel refuses the insert (BW_EFULL: the
+ * caller keeps its data) and a failover wheel puts the timer in its
+ * overflow heap, which fires each on its own tick.  The cap is what keeps
+ * poll tails short: a poll that reaches a coarse slot moves at most
+ * slot_cap * max_probes timers per hot deadline, where an uncapped slot
+ * (a million far timers) would move tens of thousands in one poll.
  *
  * Re-slots are never refused and never probe: a timer moving down goes
- * straight to its home slot, over capacity if need be (a gear-0 slot
- * already at slot_cap counts as overfilled).  The wheel accepted it once,
- * so refusing it now would lose it, and probing it into a later gear-0
- * slot would only make it late: in exact mode only timers inserted
- * straight into gear 0 are ever displaced.
+ * straight to its home slot, over capacity if need be (counted as
+ * overfilled).  The wheel accepted it once, so refusing it now would lose
+ * it, and probing it into a later gear-0 slot would only make it late: in
+ * exact mode only timers inserted straight into gear 0 are ever displaced.
  *
  * Poll.  A poll runs in two phases.  Collect jumps the clock from event to
  * event up to now (the cached next event makes an idle stretch free),
@@ -135,6 +135,30 @@ static inline unsigned gears_at(const struct bw_wheel *w, uint64_t ev)
  * The gear comes from the magnitude of t - now; only a now not aligned to
  * that gear's slots can put t one slot too far ahead, into the next gear.
  */
+/*
+ * Exact mode, coarse gear g, home slot key: the first slot not full of
+ * key, key - 1, ... (max_probes in all), never the current slot, whose
+ * re-slot is past.  Any of them puts the timer right: it is re-slotted at
+ * that slot's start, before its tick.
+ */
+static inline int spill(struct bw_wheel *w, unsigned g, uint64_t key,
+			uint32_t idx, struct bw_rec *r)
+{
+	uint64_t full = w->gear[g].full;
+	unsigned lim = min_u(w->cfg.max_probes - 1,
+			     (unsigned)(key - (w->now >> (6 * g)) - 1));
+
+	for (unsigned j = 0; j <= lim; j++) {
+		if (!(full >> ((key - j) & (BW_SLOTS - 1)) & 1)) {
+			if (j)
+				w->ctr.probed++;
+			bw_slot_add(w, g, key - j, idx, r);
+			return 0;
+		}
+	}
+	return BW_EFULL;
+}
+
 static inline __attribute__((always_inline)) int
 place(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, uint64_t t)
 {
@@ -154,10 +178,8 @@ place(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, uint64_t t)
 				break;
 			g++;
 		}
-		if (exact) {
-			bw_slot_add(w, g, key, idx, r);
-			return 0;
-		}
+		if (exact)
+			return spill(w, g, key, idx, r);
 	}
 	d = (unsigned)key & (BW_SLOTS - 1);
 	avail = ~w->gear[g].full;
@@ -438,7 +460,7 @@ static void take_slot(struct bw_wheel *w, unsigned g, unsigned d)
  * a timer t - now ahead belongs in gear bw_gear_of(t - now), home slot
  * t >> 6g, always within 63 slots: no range check and no loop.  Re-slots
  * never probe (an accepted timer is not refused or made late now): a
- * full gear-0 home slot just takes one more, counted as overfilled.
+ * full home slot just takes one more, counted as overfilled.
  */
 static void reslot_slot(struct bw_wheel *w, unsigned g, unsigned d)
 {
@@ -457,7 +479,7 @@ static void reslot_slot(struct bw_wheel *w, unsigned g, unsigned d)
 		} else {
 			to = bw_gear_of(t - w->now);
 			key = t >> (6 * to);
-			if (to == 0 && (w->gear[0].full >> (key & (BW_SLOTS - 1)) & 1))
+			if (w->gear[to].full >> (key & (BW_SLOTS - 1)) & 1)
 				w->ctr.overfilled++;
 			bw_slot_add(w, to, key, idx, r);
 			w->ctr.reslotted++;
