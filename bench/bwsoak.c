@@ -818,6 +818,10 @@ int soak_fold(const char *path, struct soak_model *m)
 	return n < 0 ? -1 : 0;
 }
 
+/* How long after the parent records a SIGKILL its client may still own
+ * an open socket (the kill, and the recording, are not instantaneous). */
+#define KILL_LAG_NS (50 * MS)
+
 /* Could a fire due at d have been written to a connection that then broke
  * (and so be lost as PROTOCOL.md section 9 allows)?  0 no; 1 within the
  * grace before the break; 2 in a pause the break cut short; 3 in a
@@ -832,7 +836,10 @@ static int in_flight(const struct soak_model *m, unsigned only, uint64_t d)
 			continue;
 		if (c->open || c->end_kind == SR_CLOSED)
 			continue;       /* read to the end: nothing in flight */
-		if (d > c->end)
+		/* A SIGKILL takes a moment to close the client's socket: the
+		 * daemon may still write a fire due just after the kill was
+		 * recorded into it, and the kernel drops it with the socket. */
+		if (d > c->end + (c->end_kind == SR_KILL ? KILL_LAG_NS : 0))
 			continue;
 		lo = c->end > m->grace_ns ? c->end - m->grace_ns : 0;
 		if (d >= lo)
