@@ -70,18 +70,7 @@ want() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
 # ---- build ---------------------------------------------------------------
 # shellcheck source=build-aux/common.sh
 . "$root/build-aux/common.sh"
-if [ -z "$build" ]; then
-	if [ -f "$root/Makefile" ]; then
-		build=$root
-	else
-		build=$here/build
-		bw_bootstrap
-		[ -f "$build/Makefile" ] || bw_configure "$build"
-	fi
-fi
-if grep -q -- '-fsanitize' "$build/config.status" 2>/dev/null; then
-	echo "run-durable.sh: WARNING: $build is configured with sanitizers; timings mean little" >&2
-fi
+build=$(bw_bench_build "$build" run-durable.sh)
 make -C "$build" -j2 bench/bwload bench/bwdurable daemon/bitwheeld >/dev/null
 bwload=$build/bench/bwload
 bwdurable=$build/bench/bwdurable

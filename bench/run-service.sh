@@ -53,16 +53,7 @@ if [ -n "$install" ]; then
 fi
 
 # ---- build ---------------------------------------------------------------
-if [ -f "$root/Makefile" ]; then
-	build=$root
-	if grep -q -- '-fsanitize' "$root/config.status" 2>/dev/null; then
-		echo "run-service.sh: WARNING: this tree is configured with sanitizers; timings mean little" >&2
-	fi
-else
-	build=$here/build
-	bw_bootstrap
-	[ -f "$build/Makefile" ] || bw_configure "$build"
-fi
+build=$(bw_bench_build "" run-service.sh)
 make -C "$build" -j2 bench/bwload daemon/bitwheeld >/dev/null
 bwload=$build/bench/bwload
 

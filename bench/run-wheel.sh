@@ -48,16 +48,7 @@ if [ -n "$install" ]; then
 fi
 
 # ---- build ---------------------------------------------------------------
-if [ -f "$root/Makefile" ]; then
-	build=$root
-	if grep -q -- '-fsanitize' "$root/config.status" 2>/dev/null; then
-		echo "run-wheel.sh: WARNING: this tree is configured with sanitizers; timings mean little" >&2
-	fi
-else
-	build=$here/build
-	bw_bootstrap
-	[ -f "$build/Makefile" ] || bw_configure "$build"
-fi
+build=$(bw_bench_build "" run-wheel.sh)
 make -C "$build" -j2 bench/bwbench >/dev/null
 bwbench=$build/bench/bwbench
 

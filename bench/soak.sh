@@ -47,18 +47,7 @@ esac
 . "$root/build-aux/common.sh"
 
 # ---- build ---------------------------------------------------------------
-if [ -n "$build" ]; then
-	[ -f "$build/Makefile" ] || { bw_bootstrap; bw_configure "$build"; }
-elif [ -f "$root/Makefile" ]; then
-	build=$root
-else
-	build=$here/build
-	bw_bootstrap
-	[ -f "$build/Makefile" ] || bw_configure "$build"
-fi
-if grep -q -- '-fsanitize' "$build/config.status" 2>/dev/null; then
-	echo "soak.sh: note: this build has sanitizers; lateness numbers mean little" >&2
-fi
+build=$(bw_bench_build "$build" soak.sh)
 nice make -C "$build" -j2 bench/bwsoak daemon/bitwheeld >/dev/null
 
 # ---- daemon --------------------------------------------------------------

@@ -54,6 +54,27 @@ bw_configure() {
 	(cd "$dir" && "$bw_root/configure" "$@")
 }
 
+# The build a benchmark script uses, printed: DIR when given (configured
+# if it is not yet), else the source tree when it is configured in place,
+# else bench/build.  A build with sanitizers gets a warning: its timings
+# mean little.  $2 names the script in the warning.
+bw_bench_build() {
+	local build=$1 who=$2
+
+	if [ -z "$build" ] && [ -f "$bw_root/Makefile" ]; then
+		build=$bw_root
+	fi
+	build=${build:-$bw_root/bench/build}
+	if [ ! -f "$build/Makefile" ]; then
+		bw_bootstrap >&2
+		bw_configure "$build" >&2
+	fi
+	if grep -q -- '-fsanitize' "$build/config.status" 2>/dev/null; then
+		echo "$who: WARNING: $build is configured with sanitizers; timings mean little" >&2
+	fi
+	echo "$build"
+}
+
 # Optional, for the benchmarks only: the wheel benchmark's peers
 # (bench/run-wheel.sh: libev, libuv, libbsd's tree.h; libevent is above),
 # gnuplot for its charts and valgrind for its instruction counts; the
