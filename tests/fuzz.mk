@@ -6,8 +6,8 @@
 # `make fuzz-run FUZZ_SECONDS=60` runs each on a copy of its corpus, failing
 # on any crash, leak or sanitizer report.  Included from tests/local.mk.
 
-EXTRA_DIST += tests/fuzz_wheel.c tests/fuzz_frame.c tests/fuzz_dispatch.c \
-	tests/fuzz_state.c tests/fuzz-corpus
+EXTRA_DIST += tests/fuzz.h tests/fuzz_wheel.c tests/fuzz_frame.c \
+	tests/fuzz_dispatch.c tests/fuzz_state.c tests/fuzz-corpus
 
 FUZZ_SECONDS = 60
 bw_fuzz_cflags = -std=gnu11 -Wall -Wextra -g -O1 -fno-omit-frame-pointer \
@@ -19,13 +19,13 @@ CLEANFILES += $(bw_fuzz_targets)
 
 # Prerequisites are found through VPATH; $^ names them where they are
 # (the generated protobuf-c code is in the build tree).
-tests/fuzz_wheel: tests/fuzz_wheel.c $(wheel_libbitwheel_la_SOURCES) \
+tests/fuzz_wheel: tests/fuzz_wheel.c tests/fuzz.h $(wheel_libbitwheel_la_SOURCES) \
 		wheel/bitwheel.h wheel/wheel-internal.h
 	$(AM_V_CCLD)$(MKDIR_P) tests && \
 	$(FUZZ_CC) $(bw_fuzz_cflags) -I$(srcdir)/wheel \
 		-o $@ $(filter %.c,$^)
 
-tests/fuzz_frame: tests/fuzz_frame.c proto/frame.c proto/bitwheel.pb-c.c \
+tests/fuzz_frame: tests/fuzz_frame.c tests/fuzz.h proto/frame.c proto/bitwheel.pb-c.c \
 		proto/frame.h proto/bitwheel.pb-c.h
 	$(AM_V_CCLD)$(MKDIR_P) tests && \
 	$(FUZZ_CC) $(bw_fuzz_cflags) $(bw_proto_cppflags) \
@@ -34,8 +34,8 @@ tests/fuzz_frame: tests/fuzz_frame.c proto/frame.c proto/bitwheel.pb-c.c \
 # The daemon's code (connections and requests; the state files' reader),
 # with everything it links but main().  libevent, libsystemd and
 # protobuf-c themselves run uninstrumented.
-tests/fuzz_dispatch: tests/fuzz_dispatch.c
-tests/fuzz_state: tests/fuzz_state.c
+tests/fuzz_dispatch: tests/fuzz_dispatch.c tests/fuzz.h
+tests/fuzz_state: tests/fuzz_state.c tests/fuzz.h
 tests/fuzz_dispatch tests/fuzz_state: \
 		$(filter-out daemon/bitwheeld.c,$(daemon_bitwheeld_SOURCES)) \
 		$(wheel_libbitwheel_la_SOURCES) proto/frame.c proto/bitwheel.pb-c.c \

@@ -23,17 +23,9 @@
 #include <stdlib.h>
 
 #include "daemon-internal.h"
-
-#define CHECK(cond)                   \
-	do {                              \
-		if (!(cond))                  \
-			__builtin_trap();         \
-	} while (0)
+#include "fuzz.h"
 
 static struct bwd_options opt;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -67,8 +59,8 @@ static void check_output(struct evbuffer *in)
 		Bitwheel__V1__Envelope *env;
 		size_t flen;
 
-		CHECK(bwp_frame_parse(p, len, opt.limits.max_frame, &env, &flen) == 0);
-		CHECK(env->body_case >= BITWHEEL__V1__ENVELOPE__BODY_ERROR);
+		REQUIRE(bwp_frame_parse(p, len, opt.limits.max_frame, &env, &flen) == 0);
+		REQUIRE(env->body_case >= BITWHEEL__V1__ENVELOPE__BODY_ERROR);
 		bwp_frame_free(env);
 		p += flen;
 		len -= flen;

@@ -34,8 +34,7 @@
 #include <string.h>
 
 #include "frame.h"
-
-#define REQUIRE(c) do { if (!(c)) __builtin_trap(); } while (0)
+#include "fuzz.h"
 
 /* How many frames one input may carry, so each input stays fast. */
 #define MAX_FRAMES 1024
@@ -221,8 +220,6 @@ static void check_fast(const uint8_t *p, size_t left, size_t max_frame,
 	REQUIRE(!r.payload_len ||
 		(r.payload >= p + BWP_HEADER_SIZE && r.payload + r.payload_len <= p + fl));
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

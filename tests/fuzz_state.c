@@ -25,17 +25,9 @@
 #include <unistd.h>
 
 #include "daemon-internal.h"
-
-#define CHECK(cond)                   \
-	do {                              \
-		if (!(cond))                  \
-			__builtin_trap();         \
-	} while (0)
+#include "fuzz.h"
 
 static struct bwd_options opt;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -86,13 +78,13 @@ static uint8_t *snapshot(const struct bwd_state *st, size_t *len)
 	off_t end;
 	uint8_t *buf;
 
-	CHECK(fd >= 0);
-	CHECK(bwd_snapshot_write(st, fd, 7) == 0);
+	REQUIRE(fd >= 0);
+	REQUIRE(bwd_snapshot_write(st, fd, 7) == 0);
 	end = lseek(fd, 0, SEEK_END);
-	CHECK(end >= BWD_FILE_HEADER_SIZE);
+	REQUIRE(end >= BWD_FILE_HEADER_SIZE);
 	buf = malloc((size_t)end);
-	CHECK(buf);
-	CHECK(pread(fd, buf, (size_t)end, 0) == end);
+	REQUIRE(buf);
+	REQUIRE(pread(fd, buf, (size_t)end, 0) == end);
 	close(fd);
 	*len = (size_t)end;
 	return buf;
@@ -124,28 +116,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	kind = data[0] & 2 ? BWD_FILE_SNAPSHOT : BWD_FILE_JOURNAL;
 	len = size - 1;
 	buf = malloc(len + 1);
-	CHECK(buf);
+	REQUIRE(buf);
 	memcpy(buf, data + 1, len);
 	if (data[0] & 1)
 		fix_crcs(buf, len);
 	base = event_base_new();
-	CHECK(base);
+	REQUIRE(base);
 	a = state_new(base);
 	err = bwd_store_replay(a, buf, len, "fuzz", kind, &rep);
-	CHECK(err == 0 || err == BWD_REC_ETORN || err == BWD_REC_ECORRUPT);
-	CHECK(rep.stopped_at <= len);
+	REQUIRE(err == 0 || err == BWD_REC_ETORN || err == BWD_REC_ECORRUPT);
+	REQUIRE(rep.stopped_at <= len);
 	bwd_state_restore_finish(a, bw_now_ns(), &ga);
 	free(buf);
 
 	snap = snapshot(a, &snap_len);
 	b = state_new(base);
-	CHECK(bwd_store_replay(b, snap, snap_len, "again", BWD_FILE_SNAPSHOT, &rep) == 0);
-	CHECK(rep.whole && rep.contradictions == 0);
+	REQUIRE(bwd_store_replay(b, snap, snap_len, "again", BWD_FILE_SNAPSHOT, &rep) == 0);
+	REQUIRE(rep.whole && rep.contradictions == 0);
 	bwd_state_restore_finish(b, bw_now_ns(), &gb);
-	CHECK(ga.sessions == gb.sessions && ga.timers == gb.timers &&
+	REQUIRE(ga.sessions == gb.sessions && ga.timers == gb.timers &&
 	      ga.queued == gb.queued);
 	again = snapshot(b, &again_len);
-	CHECK(again_len == snap_len);
+	REQUIRE(again_len == snap_len);
 
 	free(snap);
 	free(again);

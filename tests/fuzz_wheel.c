@@ -39,13 +39,13 @@
 #include <string.h>
 
 #include "bitwheel.h"
+#include "fuzz.h"
 
 #define MAX_OPS 4096
 #define MAX_TIMERS 4096
 /* The harness's clock never goes past this, so its sums cannot wrap. */
 #define NOW_MAX (UINT64_C(1) << 62)
 
-#define REQUIRE(c) do { if (!(c)) __builtin_trap(); } while (0)
 
 enum tstate { T_PENDING = 1, T_FIRED, T_CANCELLED, T_DROPPED, T_DRAINED };
 
@@ -532,8 +532,6 @@ static bool setup(void)
 	f.tick_ns = (uint64_t)cfg.resolution_ms * 1000000u;
 	return true;
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
