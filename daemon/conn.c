@@ -8,10 +8,13 @@
  * at that watermark.  Output: replies and fires are packed straight into
  * a per-connection stage, a plain array, and moved to the output evbuffer
  * in one piece by a deferred event later in the same turn of the loop (or
- * sooner, when the stage is full or the destination changes): one
- * evbuffer_add and one round of evbuffer callbacks per batch rather than
- * per frame.  libevent writes the output in one go when the loop turns, so
- * requests that arrive together are answered by one write.  Input frames
+ * sooner, when the stage is full or the destination changes), so requests
+ * that arrive together are answered by one write.  While the output
+ * buffer is empty that write is a send() straight from the stage; only
+ * what the socket does not take goes to the output evbuffer, which
+ * libevent writes when the socket is writable again.  So the usual batch
+ * costs one system call: no copy, no write interest to add to and remove
+ * from epoll, no extra wakeup.  Input frames
  * are read in place from the input buffer's first chunk and drained once
  * a batch; a Schedule's payload points into it while it is handled.
  *
@@ -52,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "daemon-internal.h"
 
@@ -59,7 +63,9 @@ struct bwd_conn {
 	struct bwd_conn *next, **pprev;  /* the server's list             */
 	struct bwd_server *srv;
 	const struct bwd_limits *lim;  /* the server's, fixed while it runs */
-	struct bufferevent *bev;
+	struct bufferevent *bev;   /* output, and input without a socket     */
+	struct event *rd;          /* with a socket: its input, read here ... */
+	struct evbuffer *in;       /* ... into this; else the bufferevent's  */
 	struct event *reap;
 	struct bwd_session *session;
 	uid_t uid;
@@ -104,16 +110,64 @@ uint64_t bwd_conn_now(struct bwd_conn *c)
 
 static void kill_conn(struct bwd_conn *c);
 
-/* Move the staged frames to their evbuffer; -ENOMEM when they cannot go.
- * Frames already counted as sent are then lost: the connection dies. */
+static bool named(const struct bwd_conn *c)
+{
+	return c->session && c->session->name;
+}
+
+/* Output given to the client: fires up to here are its own now. */
+static void written(struct bwd_conn *c, size_t n)
+{
+	c->drained += n;
+	if (named(c))
+		bwd_session_written(c->session, c->drained);
+}
+
+/* Where output may skip the output buffer, -1 if it may not: only with a
+ * socket (not the fuzzer's in-memory pair) and an empty buffer, so that
+ * nothing is overtaken. */
+static int direct_fd(struct bwd_conn *c)
+{
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)))
+		return -1;
+	return bufferevent_getfd(c->bev);
+}
+
+/* After n bytes went straight to the socket (n < 0: none did). */
+static void sent_direct(struct bwd_conn *c, ssize_t n)
+{
+	if (n <= 0)
+		return;
+	written(c, (size_t)n);
+	/* The buffer's write callback will not see these bytes go. */
+	if (c->closing && bwd_conn_output(c) == 0)
+		kill_conn(c);
+}
+
+/* Move the staged frames out: straight to the socket when it takes them
+ * (most batches: no evbuffer copy, no write event to enable in epoll
+ * and no second wakeup to write), the rest to their evbuffer.  -ENOMEM
+ * when that cannot take them: frames already counted as sent are then
+ * lost, and the connection dies. */
 static int flush_stage(struct bwd_conn *c)
 {
 	size_t n = c->staged;
+	ssize_t done = -1;
+	int fd;
 
 	if (!n)
 		return 0;
 	c->staged = 0;
-	if (evbuffer_add(c->stage_to, c->stage, n) == 0)
+	if (c->stage_to == bufferevent_get_output(c->bev) &&
+	    (fd = direct_fd(c)) >= 0) {
+		/* A failure is the buffer's to find and report on its write. */
+		done = send(fd, c->stage, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+		sent_direct(c, done);
+		if (done == (ssize_t)n)
+			return 0;
+	}
+	if (evbuffer_add(c->stage_to, c->stage + (done > 0 ? done : 0),
+			 n - (size_t)(done > 0 ? done : 0)) == 0)
 		return 0;
 	bwd_log(BWD_LOG_ERR, "client pid %ld: out of memory for its output; disconnecting",
 		(long)c->pid);
@@ -168,7 +222,11 @@ void bwd_conn_cover(struct bwd_conn **head)
 void bwd_conn_release(struct bwd_conn **head)
 {
 	for (struct bwd_conn *c = *head, *next; c; c = next) {
+		int fd = direct_fd(c);
+
 		next = c->held_next;
+		if (fd >= 0 && evbuffer_get_length(c->covered))
+			sent_direct(c, evbuffer_write(c->covered, fd));
 		evbuffer_add_buffer(bufferevent_get_output(c->bev), c->covered);
 		if (!evbuffer_get_length(c->held) && !c->staged)
 			unhold(c);
@@ -200,11 +258,6 @@ struct bwd_conn *bwd_conn_next(const struct bwd_conn *c)
 	return c->next;
 }
 
-static bool named(const struct bwd_conn *c)
-{
-	return c->session && c->session->name;
-}
-
 /* Written out: those fires are the client's now. */
 static void on_drain(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 		     void *arg)
@@ -212,11 +265,8 @@ static void on_drain(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 	struct bwd_conn *c = arg;
 
 	(void)buf;
-	if (!info->n_deleted)
-		return;
-	c->drained += info->n_deleted;
-	if (named(c))
-		bwd_session_written(c->session, c->drained);
+	if (info->n_deleted)
+		written(c, info->n_deleted);
 }
 
 static void conn_free(struct bwd_conn *c)
@@ -236,6 +286,10 @@ static void conn_free(struct bwd_conn *c)
 	bwd_server_conn_gone(c->srv);
 	event_free(c->reap);
 	event_free(c->flush);
+	if (c->rd) {
+		event_free(c->rd);
+		evbuffer_free(c->in);
+	}
 	free(c->stage);
 	/* libevent may finish freeing the bufferevent later: it must not call
 	 * back into a connection that is gone by then. */
@@ -249,6 +303,21 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	conn_free(arg);
+}
+
+/* Start or stop taking requests from the client. */
+static void set_reading(struct bwd_conn *c, bool on)
+{
+	if (c->rd) {
+		if (on)
+			event_add(c->rd, NULL);
+		else
+			event_del(c->rd);
+	} else if (on) {
+		bufferevent_enable(c->bev, EV_READ);
+	} else {
+		bufferevent_disable(c->bev, EV_READ);
+	}
 }
 
 /* Free at the next turn of the loop, whatever is left unsent. */
@@ -268,7 +337,8 @@ static void kill_conn(struct bwd_conn *c)
 		bwd_session_detach(c->session);
 		c->session = NULL;
 	}
-	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	set_reading(c, false);
+	bufferevent_disable(c->bev, EV_WRITE);
 	event_active(c->reap, 0, 0);
 }
 
@@ -279,7 +349,7 @@ void bwd_conn_close(struct bwd_conn *c, bool flush)
 		return;
 	}
 	c->closing = true;
-	bufferevent_disable(c->bev, EV_READ);
+	set_reading(c, false);
 	/* on_write then runs once the last byte is out. */
 	bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
 }
@@ -463,10 +533,10 @@ static Bitwheel__V1__ErrorCode frame_error_code(int err)
 	}
 }
 
-static void on_read(struct bufferevent *bev, void *arg)
+/* Handle every whole frame in the input buffer. */
+static void handle_input(struct bwd_conn *c)
 {
-	struct bwd_conn *c = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer *in = c->in;
 	size_t max = limits(c)->max_frame;
 	/* p[off, n): what is left of the input's first chunk; the frames
 	 * before off are handled but drained only once, at the end. */
@@ -515,7 +585,7 @@ static void on_read(struct bufferevent *bev, void *arg)
 		if (!c->closing && !c->dead &&
 		    bwd_conn_output(c) >= limits(c)->max_output / 2) {
 			c->throttled = true;
-			bufferevent_disable(bev, EV_READ);
+			set_reading(c, false);
 			break;
 		}
 	}
@@ -525,10 +595,53 @@ static void on_read(struct bufferevent *bev, void *arg)
 	bwd_server_rearm(c->srv);
 }
 
+/* Input through the bufferevent: the fuzzer's in-memory pair. */
+static void on_read(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	handle_input(arg);
+}
+
+/*
+ * Input from the socket, read here rather than by the bufferevent, which
+ * asks the kernel how much is waiting (an ioctl) before every read: one
+ * recv() per wakeup instead.  The input never holds more than the largest
+ * frame: whole frames are handled at once, so what is left is the start
+ * of one, and a read takes no more than the rest of the largest.
+ */
+static void on_sock_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct bwd_conn *c = arg;
+	struct evbuffer *in = c->in;
+	size_t room = limits(c)->max_frame + BWP_HEADER_SIZE - evbuffer_get_length(in);
+	struct evbuffer_iovec v;
+	ssize_t n;
+
+	(void)what;
+	if (evbuffer_reserve_space(in, (ev_ssize_t)room, &v, 1) != 1) {
+		bwd_conn_error(c, NULL, BITWHEEL__V1__ERROR_CODE__NO_MEMORY, true,
+			       "out of memory");
+		return;
+	}
+	n = recv(fd, v.iov_base, room < v.iov_len ? room : v.iov_len, MSG_DONTWAIT);
+	if (n > 0) {
+		v.iov_len = (size_t)n;
+		evbuffer_commit_space(in, &v, 1);
+		handle_input(c);
+		return;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n < 0)
+		bwd_log(BWD_LOG_DEBUG, "client pid %ld: %s", (long)c->pid, strerror(errno));
+	kill_conn(c);
+}
+
 static void on_write(struct bufferevent *bev, void *arg)
 {
 	struct bwd_conn *c = arg;
 
+	(void)bev;
 	if (c->closing) {
 		if (bwd_conn_output(c) == 0)
 			kill_conn(c);
@@ -537,9 +650,9 @@ static void on_write(struct bufferevent *bev, void *arg)
 	bwd_conn_drain_queue(c);
 	if (c->throttled && bwd_conn_output(c) < limits(c)->max_output / 2) {
 		c->throttled = false;
-		bufferevent_enable(bev, EV_READ);
+		set_reading(c, true);
 		/* Frames may already wait in the input buffer. */
-		on_read(bev, c);
+		handle_input(c);
 	}
 }
 
@@ -573,12 +686,20 @@ int bwd_conn_new(struct bwd_server *srv, struct bufferevent *bev, uid_t uid,
 	c->flush = event_new(base, -1, 0, on_flush, c);
 	if (!c->reap || !c->flush)
 		goto fail;
+	c->in = bufferevent_get_input(bev);
+	if (bufferevent_getfd(bev) >= 0) {
+		c->rd = event_new(base, bufferevent_getfd(bev), EV_READ | EV_PERSIST,
+				  on_sock_read, c);
+		if (!c->rd || !(c->in = evbuffer_new()))
+			goto fail;
+	}
 	bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
 	if (!evbuffer_add_cb(bufferevent_get_output(c->bev), on_drain, c))
 		goto fail;
 	bufferevent_setwatermark(c->bev, EV_READ, 0, l->max_frame + BWP_HEADER_SIZE);
 	bufferevent_setwatermark(c->bev, EV_WRITE, l->max_output / 4, 0);
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	bufferevent_enable(c->bev, EV_WRITE);
+	set_reading(c, true);
 	c->pprev = bwd_server_conns(srv);
 	c->next = *c->pprev;
 	if (c->next)
@@ -591,6 +712,11 @@ fail:
 		event_free(c->reap);
 	if (c && c->flush)
 		event_free(c->flush);
+	if (c && c->rd) {
+		event_free(c->rd);
+		if (c->in)
+			evbuffer_free(c->in);
+	}
 	free(c);
 	bufferevent_free(bev);
 	return -ENOMEM;

@@ -5,8 +5,14 @@
  *   listener   accepts every pending connection per wakeup; at the client
  *              limit a newcomer gets TOO_MANY_CLIENTS and is closed; out of
  *              descriptors, accepting pauses for 100 ms instead of spinning
- *   wheel      one timer armed at the wheel's next deadline, re-armed after
- *              every batch of requests and every poll (bwd_server_rearm)
+ *   wheel      a timerfd of its own, armed at the wheel's next deadline in
+ *              absolute CLOCK_MONOTONIC nanoseconds and re-armed only when
+ *              that deadline changes (bwd_server_rearm, after every batch
+ *              of requests and every poll).  Edge-triggered: re-arming
+ *              resets its expiry count, so it is never read.  libevent's
+ *              own precise timer would cost a timerfd_settime() on every
+ *              turn of the loop, two per request and fire; its remaining
+ *              timers (status, lingering sessions) need only milliseconds.
  *   signals    SIGTERM/SIGINT start the shutdown; SIGPIPE is ignored
  *   notify     READY=1 once the loop runs, STATUS= every few seconds,
  *              WATCHDOG=1 at half the watchdog interval, STOPPING=1
@@ -29,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -47,10 +54,11 @@ struct bwd_server {
 	struct bwd_conn *held;     /* connections waiting for the commit    */
 	uint64_t clients;
 	int listen_fd;
+	int timer_fd;              /* the wheel's timerfd                    */
 	bool activated;
 	bool stopping;
 	uint64_t started_ns;
-	uint64_t armed_ns;         /* when the wheel event fires; MAX: idle  */
+	uint64_t armed_ns;         /* when timer_fd expires; MAX: disarmed   */
 	struct event *listener, *wheel, *status, *watchdog;
 	struct event *sigterm, *sigint;
 };
@@ -111,34 +119,34 @@ void bwd_server_conn_gone(struct bwd_server *srv)
 		event_base_loopbreak(srv->base);
 }
 
-static void set_timer(struct event *ev, uint64_t ns)
+/* Arm the wheel's timerfd at ns (0: disarm).  The clock is the wheel's
+ * own, so the wakeup is never early; a time already past expires at once. */
+static void set_timer(struct bwd_server *srv, uint64_t ns)
 {
-	struct timeval tv = {
-		.tv_sec = (time_t)(ns / 1000000000u),
-		.tv_usec = (suseconds_t)(ns % 1000000000u / 1000u),
+	struct itimerspec its = {
+		.it_value = { .tv_sec = (time_t)(ns / 1000000000u),
+			      .tv_nsec = (long)(ns % 1000000000u) },
 	};
 
-	evtimer_add(ev, &tv);
+	if (timerfd_settime(srv->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
+		bwd_log(BWD_LOG_ERR, "timerfd_settime: %s", strerror(errno));
+	srv->armed_ns = ns ? ns : UINT64_MAX;
 }
 
 void bwd_server_rearm(struct bwd_server *srv)
 {
-	uint64_t next, now;
+	uint64_t next;
 
 	if (bwd_state_next_deadline(srv->state, &next)) {
-		evtimer_del(srv->wheel);
-		srv->armed_ns = UINT64_MAX;
+		if (srv->armed_ns != UINT64_MAX)
+			set_timer(srv, 0);
 		return;
 	}
-	if (next == srv->armed_ns)
-		return;
-	/* libevent adds the delay to its cached time; refresh it, or the
-	 * timer fires early by however stale the cache is. */
-	event_base_update_cache_time(srv->base);
-	now = bw_now_ns();
-	srv->armed_ns = next;
-	/* Round up to the microsecond libevent counts in: never wake early. */
-	set_timer(srv->wheel, next > now ? next - now + 999 : 0);
+	/* Absolute time 0 would disarm it: nothing can be due before 1 ns. */
+	if (next == 0)
+		next = 1;
+	if (next != srv->armed_ns)
+		set_timer(srv, next);
 }
 
 static void on_wheel(evutil_socket_t fd, short what, void *arg)
@@ -147,6 +155,8 @@ static void on_wheel(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	/* It expired, so it is disarmed (or was re-armed since, and this is
+	 * stale: then the poll finds nothing and the re-arm repeats it). */
 	srv->armed_ns = UINT64_MAX;
 	bwd_state_poll(srv->state, bw_now_ns());
 	bwd_server_rearm(srv);
@@ -320,7 +330,6 @@ static void on_durable(void *arg)
 
 int bwd_server_new(const struct bwd_options *opt, struct bwd_server **out)
 {
-	struct event_config *cfg;
 	struct bwd_sink sink = { bwd_conn_deliver, NULL };
 	struct bwd_server *srv = calloc(1, sizeof(*srv));
 	int err = -ENOMEM;
@@ -329,21 +338,23 @@ int bwd_server_new(const struct bwd_options *opt, struct bwd_server **out)
 		return -ENOMEM;
 	srv->opt = opt;
 	srv->listen_fd = -1;
+	srv->timer_fd = -1;
 	srv->armed_ns = UINT64_MAX;
 	srv->started_ns = bw_now_ns();
-	cfg = event_config_new();
-	if (!cfg)
-		goto fail;
-	/* Sub-millisecond wakeups for the 1 ms lane (timerfd on Linux). */
-	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
-	srv->base = event_base_new_with_config(cfg);
-	event_config_free(cfg);
+	srv->base = event_base_new();
 	if (!srv->base)
 		goto fail;
 	if (bwd_state_new(opt, srv->base, &sink, srv->started_ns, &srv->state))
 		goto fail;
-	srv->wheel = evtimer_new(srv->base, on_wheel, srv);
-	if (!srv->wheel)
+	srv->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (srv->timer_fd < 0) {
+		err = -errno;
+		bwd_log(BWD_LOG_ERR, "timerfd_create: %s", strerror(errno));
+		goto fail;
+	}
+	srv->wheel = event_new(srv->base, srv->timer_fd, EV_READ | EV_PERSIST | EV_ET,
+			       on_wheel, srv);
+	if (!srv->wheel || event_add(srv->wheel, NULL))
 		goto fail;
 	if (opt->store.dir) {
 		err = bwd_store_open(&opt->store, srv->state, srv->base, on_durable,
@@ -410,6 +421,8 @@ void bwd_server_free(struct bwd_server *srv)
 			event_free(evs[i]);
 	bwd_store_free(srv->store);
 	bwd_state_free(srv->state);
+	if (srv->timer_fd >= 0)
+		close(srv->timer_fd);
 	if (srv->listen_fd >= 0) {
 		close(srv->listen_fd);
 		if (!srv->activated)
