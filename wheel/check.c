@@ -4,17 +4,17 @@
  * between operations (never from inside a poll callback).
  *
  * What holds between operations:
- *   - each slot's circular list is well linked, has count records, all
- *     with loc naming that slot (a count may pass slot_cap: re-slots are
- *     not capped); the occupied and full
+ *   - each slot's list is well linked both ways and ends at its tail, has
+ *     count records, all with loc naming that slot (a count may pass
+ *     slot_cap: re-slots are not capped); the occupied and full
  *     bits agree with the count; the slot at now's digit is empty;
  *   - each timer sits where its mode puts it: exact mode, gear 0: its slot
  *     is at or after its tick by less than max_probes; coarse gears: the
  *     slot starts at or before its tick, by less than max_probes spans;
  *     coarse mode: the slot starts at or after its tick, by less than
  *     max_probes spans;
- *   - each clean gear's cached next event is the real one, and the wheel's
- *     cached minimum is the minimum of the gears and the heap;
+ *   - unless marked dirty, the wheel's cached next event is the minimum
+ *     of the gears' next events and the heap's;
  *   - the due list holds only timers at or before now, and the lists of a
  *     poll in progress are empty; the heap is ordered and
  *     every record knows its position;
@@ -38,17 +38,16 @@ static bool heap_before(const struct bw_pool *p, uint32_t a, uint32_t b)
 	       (ra->deadline == rb->deadline && (int32_t)(ra->prev - rb->prev) < 0);
 }
 
-/* Walk one circular list; *n gets its length, or the walk fails. */
-static int check_list(const struct bw_wheel *w, uint32_t head, uint16_t loc,
-		      uint32_t limit, uint32_t *n, const char **why)
+/* Walk one list; *n gets its length, or the walk fails. */
+static int check_list(const struct bw_wheel *w, const struct bw_list *l,
+		      uint16_t loc, uint32_t limit, uint32_t *n,
+		      const char **why)
 {
 	const struct bw_pool *p = &w->pool;
-	uint32_t idx = head;
+	uint32_t prev = BW_NIL;
 
 	*n = 0;
-	if (head == BW_NIL)
-		return 0;
-	do {
+	for (uint32_t idx = l->head; idx != BW_NIL; idx = bw_rec_at(p, idx)->next) {
 		const struct bw_rec *r;
 
 		if (!bw_pool_valid(p, idx))
@@ -56,12 +55,14 @@ static int check_list(const struct bw_wheel *w, uint32_t head, uint16_t loc,
 		r = bw_rec_at(p, idx);
 		if (r->loc != loc)
 			FAIL("record's loc disagrees with the list holding it");
-		if (bw_rec_at(p, r->next)->prev != idx)
+		if (r->prev != prev)
 			FAIL("list links are not symmetric");
 		if (++*n > limit)
 			FAIL("list longer than its bound");
-		idx = r->next;
-	} while (idx != head);
+		prev = idx;
+	}
+	if (l->tail != prev)
+		FAIL("list tail is not its last record");
 	return 0;
 }
 
@@ -90,13 +91,14 @@ static int check_gears(const struct bw_wheel *w, uint64_t *min,
 		uint64_t first = bw_gear_scan(w, g);
 
 		for (unsigned d = 0; d < BW_SLOTS; d++) {
-			uint32_t n, idx = gr->head[d];
-			int err = check_list(w, idx, (uint16_t)(g * BW_SLOTS + d),
+			const struct bw_slot *s = &w->slot[g * BW_SLOTS + d];
+			uint32_t n, idx = s->list.head;
+			int err = check_list(w, &s->list, (uint16_t)(g * BW_SLOTS + d),
 					     w->pool.size, &n, why);
 
 			if (err)
 				return err;
-			if (n != gr->count[d])
+			if (n != s->count)
 				FAIL("slot count disagrees with its list");
 			if (!!(gr->occ & (1ull << d)) != (n > 0))
 				FAIL("occupied bit disagrees with slot contents");
@@ -112,8 +114,6 @@ static int check_gears(const struct bw_wheel *w, uint64_t *min,
 			}
 			*slotted += n;
 		}
-		if (!(w->dirty & (1u << g)) && gr->next != first)
-			FAIL("a clean gear's cached next event is wrong");
 		if (first < *min)
 			*min = first;
 	}
@@ -163,23 +163,22 @@ int bw_wheel_check(const struct bw_wheel *w, const char **why)
 
 		if (ht <= w->now)
 			FAIL("overflow heap holds a timer already due");
-		if (!(w->dirty & BW_DIRTY_HEAP) && w->heap_next != ht)
-			FAIL("cached heap minimum is wrong");
 		if (ht < min)
 			min = ht;
 	}
 	if (!w->dirty && w->next != min)
 		FAIL("cached next event is wrong");
-	if (w->list[BW_RIPE] != BW_NIL)
+	if (w->list[BW_RIPE].head != BW_NIL || w->list[BW_RIPE].tail != BW_NIL)
 		FAIL("a poll's ripe list outlived the poll");
 	{
-		uint32_t n, idx = w->list[BW_DUE];
+		uint32_t n, idx = w->list[BW_DUE].head;
 
-		err = check_list(w, idx, BW_LOC_LIST + BW_DUE, p->size, &n, why);
+		err = check_list(w, &w->list[BW_DUE], BW_LOC_LIST + BW_DUE, p->size,
+				 &n, why);
 		if (err)
 			return err;
 		for (uint32_t k = 0; k < n; k++) {
-			if (bw_tick_of(w, bw_rec_at(p, idx)->deadline) > w->due_limit)
+			if (bw_tick_of(w, bw_rec_at(p, idx)->deadline) > w->now)
 				FAIL("due list holds a timer not yet due");
 			idx = bw_rec_at(p, idx)->next;
 		}

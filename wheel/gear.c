@@ -1,33 +1,38 @@
 /*
  * gear.c - finding the wheel's next event.
  *
- * The slot operations (wheel-internal.h) only mark a gear dirty when they
- * empty the slot holding its cached next event, and the heap only when its
- * minimum leaves; this recomputes the dirty gears' caches, once, when the
- * wheel next needs its next event: bw_gear_scan() is one rotate and one
- * count-trailing-zeros per dirty gear, then one compare per gear.
+ * The wheel caches one next-event tick.  Adding a timer can only lower it,
+ * which the slot operations (wheel-internal.h) and the heap do in step;
+ * emptying the slot that held it, or taking the heap's minimum, only marks
+ * it dirty, and this recomputes it, once, when the wheel next needs it.
+ *
+ * A gear's next event is one rotate of its occupied map by now's digit
+ * and one count-trailing-zeros (bw_gear_scan).  Gears are scanned from the
+ * finest up, and the scan stops at the first gear that cannot beat what it
+ * has: gear g's slots start at multiples of 64^g and the current one is
+ * empty, so none of its events, nor any coarser gear's, comes before the
+ * first multiple of 64^g after now.  When gear 0 holds anything before the
+ * next multiple of 64, which a busy wheel's gear 0 usually does, that is
+ * one gear scanned; an idle wheel scans every gear: O(gears) either way.
  */
 #include "wheel-internal.h"
 
 uint64_t bw_next_event_scan(struct bw_wheel *w)
 {
-	uint32_t dirty = w->dirty;
-	uint64_t next;
+	uint64_t next = UINT64_MAX;
 
-	if (dirty & BW_DIRTY_HEAP)
-		w->heap_next = w->heap.n ?
-			bw_tick_of(w, bw_rec_at(&w->pool, w->heap.pos[0])->deadline) :
-			UINT64_MAX;
-	for (uint32_t m = dirty & ~BW_DIRTY_HEAP; m; m &= m - 1) {
-		unsigned g = (unsigned)__builtin_ctz(m);
+	if (w->heap.n)
+		next = bw_tick_of(w, bw_rec_at(&w->pool, w->heap.pos[0])->deadline);
+	for (unsigned g = 0; g < w->cfg.gears; g++) {
+		uint64_t ev;
 
-		w->gear[g].next = bw_gear_scan(w, g);
+		if (((w->now >> (6 * g)) + 1) << (6 * g) >= next)
+			break;
+		ev = bw_gear_scan(w, g);
+		if (ev < next)
+			next = ev;
 	}
-	next = w->heap_next;
-	for (unsigned g = 0; g < w->cfg.gears; g++)
-		if (w->gear[g].next < next)
-			next = w->gear[g].next;
-	w->dirty = 0;
+	w->dirty = false;
 	w->next = next;
 	return next;
 }

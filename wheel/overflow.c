@@ -78,8 +78,6 @@ int bw_heap_push(struct bw_wheel *w, uint32_t idx)
 	r->prev = h->arrivals++;
 	heap_up(w, h->n++, idx);
 	tick = bw_tick_of(w, r->deadline);
-	if (tick < w->heap_next)
-		w->heap_next = tick;
 	if (tick < w->next)
 		w->next = tick;
 	return 0;
@@ -92,7 +90,7 @@ void bw_heap_remove(struct bw_wheel *w, uint32_t idx)
 	uint32_t last = h->pos[--h->n];
 
 	if (i == 0)
-		w->dirty |= BW_DIRTY_HEAP;
+		w->dirty = true;
 	if (i == h->n)
 		return;
 	if (i > 0 && heap_less(&w->pool, last, h->pos[(i - 1) / 2]))

@@ -5,8 +5,10 @@
  *   pool      every timer is a 32-byte record in a chunked array, named by
  *             its index; a handle is (generation << 32 | index).  Free
  *             records form a singly linked list through rec.next.
- *   gears     per gear: 64 slot list heads, 64 counts, an occupied bitmap,
- *             a full bitmap and a cached next-event tick.
+ *   gears     per gear: an occupied bitmap and a full bitmap; per slot
+ *             (one wheel-wide array, slot id = gear * 64 + digit, so a
+ *             record's loc indexes it without a multiply): a list and a
+ *             count.  One cached next-event tick for the whole wheel.
  *   due       two intrusive lists of timers whose tick has already been
  *             reached; the one not being fired takes new arrivals.
  *   heap      the failover wheel's overflow store, an indexed binary heap
@@ -25,7 +27,7 @@
 #define BW_MAX_RECORDS (BW_NIL - 1)
 
 /* The wheel's lists besides the slots (struct bw_wheel.list). */
-enum bw_list {
+enum bw_list_id {
 	BW_DUE,                /* tick reached: fires at the next poll     */
 	BW_RIPE,               /* collected by this poll, about to fire    */
 	BW_NLISTS
@@ -34,7 +36,7 @@ enum bw_list {
 /* rec.loc values besides a slot id (gear * 64 + digit, < 512).  Every
  * pending place is below BW_LOC_FIRING, so "pending" is one compare. */
 enum bw_loc {
-	BW_LOC_LIST = 0xfff0,  /* + enum bw_list                           */
+	BW_LOC_LIST = 0xfff0,  /* + enum bw_list_id                      */
 	BW_LOC_HEAP = 0xfffd,  /* overflow heap; rec.next is its position  */
 	BW_LOC_FIRING = 0xfffe,/* its callback runs now: not pending       */
 	BW_LOC_FREE = 0xffff,
@@ -59,12 +61,20 @@ struct bw_pool {
 	uint32_t free;         /* free list head                           */
 };
 
+/* A list of records linked through rec.next/rec.prev, BW_NIL-ended:
+ * head and tail are BW_NIL when it is empty. */
+struct bw_list {
+	uint32_t head, tail;
+};
+
+struct bw_slot {
+	struct bw_list list;
+	uint32_t count;        /* may pass slot_cap after a re-slot        */
+};
+
 struct bw_gear {
 	uint64_t occ;          /* bit d: slot d holds a timer              */
 	uint64_t full;         /* bit d: slot d holds >= slot_cap timers   */
-	uint64_t next;         /* tick of the first occupied slot's event  */
-	uint32_t head[BW_SLOTS];
-	uint32_t count[BW_SLOTS]; /* may pass slot_cap after a re-slot     */
 };
 
 struct bw_heap {
@@ -73,29 +83,27 @@ struct bw_heap {
 	uint32_t arrivals;     /* orders equal deadlines first come, first fired */
 };
 
-#define BW_DIRTY_HEAP (1u << 31)
-
 struct bw_wheel {
 	struct bw_config cfg;
 	struct bw_allocator alloc;
 	uint64_t tick_ns;
 	uint64_t tick_mul;     /* floor(2^(64 + tick_shift) / tick_ns)     */
 	unsigned tick_shift;   /* floor(log2(tick_ns - 1))                 */
-	uint64_t now;          /* current tick: every tick <= now is done  */
-	uint64_t due_limit;    /* inserts at ticks <= this go to a due list */
+	uint64_t now;          /* current tick: every tick <= now is done;
+				  an arm at a tick <= now joins the due list */
 	uint64_t range;        /* plain wheel accepts deltas <= range ticks */
 	uint64_t next;         /* cached min event tick over gears and heap */
-	uint64_t heap_next;    /* cached tick of the heap's minimum        */
 	uint64_t last_now;     /* now_ns of the last poll                  */
-	uint32_t dirty;        /* bit g: gear g's cache stale; BW_DIRTY_HEAP */
-	uint32_t list[BW_NLISTS];
+	bool dirty;            /* next may be too early: recompute it      */
+	struct bw_list list[BW_NLISTS];
 	bool in_poll;
 	size_t pending;
 	size_t footprint;
 	struct bw_counters ctr;
 	struct bw_pool pool;
 	struct bw_heap heap;
-	struct bw_gear gear[];
+	struct bw_gear gear[BW_MAX_GEARS];
+	struct bw_slot slot[];  /* cfg.gears * BW_SLOTS, by slot id        */
 };
 
 /* Memory, through the configured allocator, with footprint accounting. */
@@ -134,7 +142,7 @@ void bw_heap_remove(struct bw_wheel *w, uint32_t idx);
 void bw_heap_fini(struct bw_wheel *w);
 
 /* wheel.c */
-/* Recompute the next-event cache of the dirty gears and the heap. */
+/* Recompute the wheel's next-event cache. */
 uint64_t bw_next_event_scan(struct bw_wheel *w);
 /*
  * A poll in two phases, so that a dual wheel can run both lanes' first
@@ -142,8 +150,9 @@ uint64_t bw_next_event_scan(struct bw_wheel *w);
  * every due timer aside; fire then runs the callbacks with the clock
  * already at now.  Collect (bw_poll_collect, below) returns false, and
  * fire must not run, when there is nothing to fire: now is in the past,
- * or nothing is due by it; otherwise it leaves the work, up to tick
- * target, to bw_poll_collect_due.
+ * or nothing is due by it (bw_poll_work); otherwise it leaves the work,
+ * up to tick target, to bw_poll_collect_due.  bw_wheel_poll() runs the
+ * same two phases inline.
  */
 void bw_poll_collect_due(struct bw_wheel *w, uint64_t target);
 void bw_poll_fire(struct bw_wheel *w, uint64_t now_ns,
@@ -214,46 +223,62 @@ static inline unsigned bw_gear_of(uint64_t delta)
 /*
  * Slots, inline because every insert, cancel and fire goes through them.
  *
- * A slot is a list head plus a count.  Lists are circular and doubly
- * linked through rec.next/rec.prev, so push-at-tail and unlink are O(1)
- * and a slot fires in arrival order.  Every change to a slot keeps the
- * gear's two bitmaps (occupied, full) and its cached next-event tick in
- * step; emptying the slot that held the cached minimum only marks the gear
- * dirty (the next bw_next_event() recomputes it, once).
+ * A slot is a list plus a count.  Lists are doubly linked through
+ * rec.next/rec.prev and end in BW_NIL both ways, with a tail beside the
+ * head: push-at-tail touches one neighbour (a circular list would read the
+ * head's record for the tail, then write both), unlink is O(1), a whole
+ * list moves to another's tail in O(1), and a slot fires in arrival order.
+ * Every change to a slot keeps the gear's two bitmaps (occupied, full) and
+ * the wheel's cached next-event tick in step; emptying the slot that held
+ * the cached minimum only marks the cache dirty (the next bw_next_event()
+ * recomputes it, once).
  *
  * Event tick of slot d in gear g: the slot sits dist = (d - digit(now)) mod
  * 64 slots ahead of the current one (1..63: the current slot is always
  * empty between polls), and comes due at the start of that slot,
  * ((now >> 6g) + dist) << 6g.
  */
-static inline void bw_list_push(struct bw_pool *p, uint32_t *head,
+static inline void bw_list_push(struct bw_pool *p, struct bw_list *l,
 				uint32_t idx, struct bw_rec *r)
 {
-	if (*head == BW_NIL) {
-		r->next = r->prev = idx;
-		*head = idx;
-	} else {
-		struct bw_rec *h = bw_rec_at(p, *head);
-		uint32_t tail = h->prev;
+	uint32_t tail = l->tail;
 
-		r->next = *head;
-		r->prev = tail;
+	r->next = BW_NIL;
+	r->prev = tail;
+	if (tail == BW_NIL)
+		l->head = idx;
+	else
 		bw_rec_at(p, tail)->next = idx;
-		h->prev = idx;
-	}
+	l->tail = idx;
 }
 
-static inline void bw_list_unlink(struct bw_pool *p, uint32_t *head,
-				  uint32_t idx, const struct bw_rec *r)
+static inline void bw_list_unlink(struct bw_pool *p, struct bw_list *l,
+				  const struct bw_rec *r)
 {
-	if (r->next == idx) {
-		*head = BW_NIL;
-		return;
+	uint32_t next = r->next, prev = r->prev;
+
+	if (prev == BW_NIL)
+		l->head = next;
+	else
+		bw_rec_at(p, prev)->next = next;
+	if (next == BW_NIL)
+		l->tail = prev;
+	else
+		bw_rec_at(p, next)->prev = prev;
+}
+
+/* Move every record of from (not empty) to the tail of to; from is left
+ * as it was, for the caller to reset. */
+static inline void bw_list_splice(struct bw_pool *p, struct bw_list *to,
+				  const struct bw_list *from)
+{
+	if (to->tail == BW_NIL) {
+		to->head = from->head;
+	} else {
+		bw_rec_at(p, to->tail)->next = from->head;
+		bw_rec_at(p, from->head)->prev = to->tail;
 	}
-	bw_rec_at(p, r->prev)->next = r->next;
-	bw_rec_at(p, r->next)->prev = r->prev;
-	if (*head == idx)
-		*head = r->next;
+	to->tail = from->tail;
 }
 
 static inline uint64_t bw_gear_event(const struct bw_wheel *w, unsigned g, unsigned d)
@@ -286,58 +311,69 @@ static inline void bw_slot_add(struct bw_wheel *w, unsigned g, uint64_t key,
 			       uint32_t idx, struct bw_rec *r)
 {
 	struct bw_gear *gr = &w->gear[g];
-	unsigned d = (unsigned)key & (BW_SLOTS - 1);
+	unsigned d = (unsigned)key & (BW_SLOTS - 1), id = g * BW_SLOTS + d;
+	struct bw_slot *s = &w->slot[id];
 	uint64_t ev = key << (6 * g);
 
-	bw_list_push(&w->pool, &gr->head[d], idx, r);
-	r->loc = (uint16_t)(g * BW_SLOTS + d);
+	bw_list_push(&w->pool, &s->list, idx, r);
+	r->loc = (uint16_t)id;
 	gr->occ |= 1ull << d;
-	if (++gr->count[d] >= w->cfg.slot_cap)
+	if (++s->count >= w->cfg.slot_cap)
 		gr->full |= 1ull << d;
-	if (ev < gr->next)
-		gr->next = ev;
 	if (ev < w->next)
 		w->next = ev;
 }
 
-static inline void bw_slot_remove(struct bw_wheel *w, unsigned g, unsigned d,
-				  uint32_t idx, const struct bw_rec *r)
+/* Take record r out of slot id (its loc). */
+static inline void bw_slot_remove(struct bw_wheel *w, unsigned id,
+				  const struct bw_rec *r)
 {
+	struct bw_slot *s = &w->slot[id];
+	unsigned g = id / BW_SLOTS, d = id % BW_SLOTS;
 	struct bw_gear *gr = &w->gear[g];
 
-	bw_list_unlink(&w->pool, &gr->head[d], idx, r);
-	if (--gr->count[d] < w->cfg.slot_cap)
+	bw_list_unlink(&w->pool, &s->list, r);
+	if (--s->count < w->cfg.slot_cap)
 		gr->full &= ~(1ull << d);
-	if (gr->count[d] == 0) {
+	if (s->count == 0) {
 		gr->occ &= ~(1ull << d);
-		if (bw_gear_event(w, g, d) == gr->next)
-			w->dirty |= 1u << g;
+		if (bw_gear_event(w, g, d) == w->next)
+			w->dirty = true;
 	}
 }
 
 /* The tick of the wheel's next event (a slot or the heap's minimum). */
 static inline uint64_t bw_next_event(struct bw_wheel *w)
 {
-	return __builtin_expect(w->dirty != 0, 0) ? bw_next_event_scan(w)
-						  : w->next;
+	return __builtin_expect(w->dirty, 0) ? bw_next_event_scan(w) : w->next;
 }
 
-/* The first phase of a poll (above).  Inline, because most polls find
- * nothing due: then it is a multiply and a few compares. */
-static inline bool bw_poll_collect(struct bw_wheel *w, uint64_t now_ns)
+/* Whether a poll at now_ns has work, up to tick *target; if not, the
+ * clock just moves.  Inline, because most polls find nothing due: then it
+ * is a multiply and a few compares. */
+static inline bool bw_poll_work(struct bw_wheel *w, uint64_t now_ns,
+				uint64_t *target)
 {
-	uint64_t target;
-
 	/* now never passes last_now's tick, so a monotonic now_ns is all it
 	 * takes for the clock to move forward. */
 	if (now_ns < w->last_now)
 		return false;
 	w->last_now = now_ns;
-	target = bw_tick_floor(w, now_ns);
-	if (w->list[BW_DUE] == BW_NIL && target < bw_next_event(w)) {
-		w->now = w->due_limit = target;
+	*target = bw_tick_floor(w, now_ns);
+	if (w->list[BW_DUE].head == BW_NIL && *target < bw_next_event(w)) {
+		w->now = *target;
 		return false;
 	}
+	return true;
+}
+
+/* The first phase of a poll (above). */
+static inline bool bw_poll_collect(struct bw_wheel *w, uint64_t now_ns)
+{
+	uint64_t target;
+
+	if (!bw_poll_work(w, now_ns, &target))
+		return false;
 	bw_poll_collect_due(w, target);
 	return true;
 }
@@ -359,11 +395,11 @@ static inline int bw_pool_get(struct bw_wheel *w, uint32_t *idx)
 	return 0;
 }
 
-/* Free a record; its new generation kills every handle to it. */
-static inline void bw_pool_put(struct bw_wheel *w, uint32_t idx)
+/* Free record idx (r); its new generation kills every handle to it. */
+static inline void bw_pool_put(struct bw_wheel *w, uint32_t idx,
+			       struct bw_rec *r)
 {
 	struct bw_pool *p = &w->pool;
-	struct bw_rec *r = bw_rec_at(p, idx);
 
 	r->gen = r->gen + 1 == BW_GEN_LIMIT ? 1 : r->gen + 1;
 	r->loc = BW_LOC_FREE;

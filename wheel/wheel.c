@@ -28,8 +28,9 @@
  * Bitmaps.  Each gear keeps a 64-bit occupied map and a full map.  The next
  * event of a gear is one rotate by now's digit and one count-trailing-
  * zeros; the first free slot in probe order is one rotate and one ctz/clz.
- * Each gear caches its next event; removing the timer that held it only
- * marks the gear dirty, so minimums are recomputed after removals, once.
+ * The wheel caches its next event; removing the timer that held it only
+ * marks the cache dirty, so the minimum is recomputed after removals,
+ * once, usually from gear 0 alone (gear.c).
  *
  * Precision modes.
  *   exact   A timer sits in the slot containing t and the slot's event is
@@ -76,16 +77,18 @@
  *
  * Costs.  insert: a multiply by the tick's reciprocal (no division), a
  * count-leading-zeros for the gear, a few bit operations, one list push:
- * O(1), about 100 instructions on x86-64 (bench/results/callgrind.md).
- * cancel: O(1) (O(log n) for an overflowed timer).  poll: O(1) when no
- * event is due - the cached next event lets it jump any number of ticks,
- * and the check is inline: a multiply and a few compares - otherwise
- * O(events + timers moved or fired), never O(elapsed ticks).  Every
- * exact-mode timer that lands in gear 1 or above is moved once per gear
- * on its way down, all of a slot in the poll that reaches it, so that
- * poll costs a burst proportional to the slot's timers (in the trading
- * simulation, about 50 every 64 ms).  The overflow heap costs O(log n) per
- * insert, cancel and fire.
+ * O(1), about 125 instructions on x86-64 in the trading simulation
+ * (bench/callgrind.sh), call included.  cancel: O(1), about 95 (O(log n)
+ * for an overflowed timer).  poll: O(1) when no event is due - the cached
+ * next event lets it jump any number of ticks, and the check is inline: a
+ * multiply and a few compares - otherwise O(events + timers moved or
+ * fired), never O(elapsed ticks).  Every exact-mode timer that lands in
+ * gear 1 or above is moved once per gear on its way down, all of a slot in
+ * the poll that reaches it, so that poll costs a burst proportional to the
+ * slot's timers (in the trading simulation, about 50 every 64 ms; averaged
+ * over its 1 ms polls, fires included, about 245 instructions a poll in
+ * exact mode and 105 in coarse mode).  The overflow heap costs O(log n)
+ * per insert, cancel and fire.
  * Nothing on the plain wheel allocates after bw_wheel_new().
  */
 #include <stdlib.h>
@@ -130,98 +133,100 @@ static inline unsigned gears_at(const struct bw_wheel *w, uint64_t ev)
 }
 
 /*
- * Put record idx (r), due at tick t > now, into a slot: BW_ERANGE beyond
- * the range, BW_EFULL when a capped home slot and its probes are full.
- * The gear comes from the magnitude of t - now; only a now not aligned to
- * that gear's slots can put t one slot too far ahead, into the next gear.
- */
-/*
- * Exact mode, coarse gear g, home slot key: the first slot not full of
- * key, key - 1, ... (max_probes in all), never the current slot, whose
+ * A timer whose home slot, key in gear g, is full: the cold half of arm().
+ * Exact mode, coarse gear: the first slot not full of key - 1, key - 2,
+ * ... (max_probes in all, home included), never the current slot, whose
  * re-slot is past.  Any of them puts the timer right: it is re-slotted at
- * that slot's start, before its tick.
+ * that slot's start, before its tick.  Otherwise the first slot not full
+ * after key, within max_probes and ahead of now: one rotate and one ctz.
  */
-static inline int spill(struct bw_wheel *w, unsigned g, uint64_t key,
-			uint32_t idx, struct bw_rec *r)
+static __attribute__((cold, noinline)) int
+probe(struct bw_wheel *w, unsigned g, uint64_t key, uint32_t idx,
+      struct bw_rec *r)
 {
-	uint64_t full = w->gear[g].full;
-	unsigned lim = min_u(w->cfg.max_probes - 1,
-			     (unsigned)(key - (w->now >> (6 * g)) - 1));
+	uint64_t avail = ~w->gear[g].full;
+	unsigned k0 = (unsigned)(key - (w->now >> (6 * g)));
+	unsigned lim = w->cfg.max_probes - 1, j;
 
-	for (unsigned j = 0; j <= lim; j++) {
-		if (!(full >> ((key - j) & (BW_SLOTS - 1)) & 1)) {
-			if (j)
-				w->ctr.probed++;
-			bw_slot_add(w, g, key - j, idx, r);
-			return 0;
-		}
-	}
-	return BW_EFULL;
-}
-
-static inline __attribute__((always_inline)) int
-place(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, uint64_t t)
-{
-	uint64_t delta = t - w->now, key, avail;
-	bool exact = w->cfg.precision == BW_EXACT;
-	unsigned g = 0, d, k0, j;
-
-	key = t;
-	if (delta >= BW_SLOTS) {
-		if (delta > w->range)
-			return BW_ERANGE;
-		g = bw_gear_of(delta);
-		for (;;) {
-			key = exact ? t >> (6 * g)
-				    : (t + bw_pow64(g) - 1) >> (6 * g);
-			if (key - (w->now >> (6 * g)) < BW_SLOTS)
+	if (g && w->cfg.precision == BW_EXACT) {
+		lim = min_u(lim, k0 - 1);
+		for (j = 1; j <= lim; j++)
+			if (avail >> ((key - j) & (BW_SLOTS - 1)) & 1)
 				break;
-			g++;
-		}
-		if (exact)
-			return spill(w, g, key, idx, r);
+		if (j > lim)
+			return BW_EFULL;
+		key -= j;
+	} else {
+		avail = rotr64(avail, (unsigned)key);
+		if (!avail || (j = (unsigned)__builtin_ctzll(avail)) >
+				      min_u(BW_SLOTS - 1 - k0, lim))
+			return BW_EFULL;
+		key += j;
 	}
-	d = (unsigned)key & (BW_SLOTS - 1);
-	avail = ~w->gear[g].full;
-	if (__builtin_expect(avail >> d & 1, 1)) {
-		bw_slot_add(w, g, key, idx, r);
-		return 0;
-	}
-	k0 = (unsigned)(key - (w->now >> (6 * g)));
-	avail = rotr64(avail, d);
-	if (!avail || (j = (unsigned)__builtin_ctzll(avail)) >
-			      min_u(BW_SLOTS - 1 - k0, w->cfg.max_probes - 1))
-		return BW_EFULL;
 	w->ctr.probed++;
-	bw_slot_add(w, g, key + j, idx, r);
+	bw_slot_add(w, g, key, idx, r);
 	return 0;
 }
 
-static void list_push(struct bw_wheel *w, enum bw_list l, uint32_t idx,
+/* A timer no slot takes (err): the failover wheel's heap, or err. */
+static __attribute__((cold, noinline)) int
+overflow(struct bw_wheel *w, uint32_t idx, int err)
+{
+	if (!w->cfg.failover)
+		return err;
+	err = bw_heap_push(w, idx);
+	if (!err)
+		w->ctr.overflowed++;
+	return err;
+}
+
+static void list_push(struct bw_wheel *w, enum bw_list_id l, uint32_t idx,
 		      struct bw_rec *r)
 {
 	bw_list_push(&w->pool, &w->list[l], idx, r);
 	r->loc = (uint16_t)(BW_LOC_LIST + l);
 }
 
-/* Arm record idx (r) for its deadline: the due list, a slot, or the heap
- * on a failover wheel. */
-static inline int arm(struct bw_wheel *w, uint32_t idx, struct bw_rec *r)
+/*
+ * Arm record idx (r) for its deadline, at tick t: the due list when t has
+ * been reached, else a slot, else (failover) the heap; BW_ERANGE beyond
+ * the range, BW_EFULL when a capped home slot and its probes are full.
+ * One unsigned compare of t - now - 1 against the range sends both the
+ * due and the out-of-range case off the common path.  The gear comes from
+ * the magnitude of t - now; only a now not aligned to that gear's slots
+ * can put t one slot too far ahead, into the next gear.  Inline into
+ * insert and the re-arm in fire(): the rare paths are out of line.
+ */
+static inline __attribute__((always_inline)) int
+arm(struct bw_wheel *w, uint32_t idx, struct bw_rec *r)
 {
-	uint64_t t = bw_tick_of(w, r->deadline);
+	uint64_t t = bw_tick_of(w, r->deadline), delta = t - w->now, key = t;
+	unsigned g = 0;
 	int err;
 
-	if (t <= w->due_limit) {
+	if (__builtin_expect(delta - 1 >= w->range, 0)) {
+		if (t > w->now)
+			return overflow(w, idx, BW_ERANGE);
 		list_push(w, BW_DUE, idx, r);
 		return 0;
 	}
-	err = place(w, idx, r, t);
-	if (__builtin_expect(err != 0, 0) && w->cfg.failover) {
-		err = bw_heap_push(w, idx);
-		if (!err)
-			w->ctr.overflowed++;
+	if (delta >= BW_SLOTS) {
+		/* Exact mode's key is floor(t / 64^g), coarse mode's
+		 * ceil(t / 64^g) = floor((t - 1) / 64^g) + 1 (t > now >= 0). */
+		uint64_t up = w->cfg.precision == BW_COARSE;
+
+		for (g = bw_gear_of(delta);; g++) {
+			key = ((t - up) >> (6 * g)) + up;
+			if (key - (w->now >> (6 * g)) < BW_SLOTS)
+				break;
+		}
 	}
-	return err;
+	if (__builtin_expect(w->gear[g].full >> (key & (BW_SLOTS - 1)) & 1, 0)) {
+		err = probe(w, g, key, idx, r);
+		return err ? overflow(w, idx, err) : 0;
+	}
+	bw_slot_add(w, g, key, idx, r);
+	return 0;
 }
 
 /* Take record idx (r) out of wherever it is pending. */
@@ -231,11 +236,11 @@ static inline void unlink_rec(struct bw_wheel *w, uint32_t idx,
 	uint16_t loc = r->loc;
 
 	if (__builtin_expect(loc < BW_MAX_GEARS * BW_SLOTS, 1))
-		bw_slot_remove(w, loc / BW_SLOTS, loc % BW_SLOTS, idx, r);
+		bw_slot_remove(w, loc, r);
 	else if (loc == BW_LOC_HEAP)
 		bw_heap_remove(w, idx);
 	else
-		bw_list_unlink(&w->pool, &w->list[loc - BW_LOC_LIST], idx, r);
+		bw_list_unlink(&w->pool, &w->list[loc - BW_LOC_LIST], r);
 }
 
 /* Pending: in a slot, the heap, the due list or this poll's ripe list. */
@@ -276,7 +281,7 @@ int bw_wheel_new(const struct bw_config *cfg, uint64_t now_ns,
 		return err;
 	if (cfg->alloc)
 		a = *cfg->alloc;
-	size = sizeof(*w) + cfg->gears * sizeof(struct bw_gear);
+	size = sizeof(*w) + cfg->gears * BW_SLOTS * sizeof(struct bw_slot);
 	w = mem_raw(&a, NULL, 0, size);
 	if (!w)
 		return BW_ENOMEM;
@@ -291,16 +296,14 @@ int bw_wheel_new(const struct bw_config *cfg, uint64_t now_ns,
 	w->tick_mul = (uint64_t)(((unsigned __int128)1 << (64 + w->tick_shift)) /
 				 w->tick_ns);
 #endif
-	w->now = w->due_limit = now_ns / w->tick_ns;
+	w->now = now_ns / w->tick_ns;
 	w->last_now = now_ns;
 	w->range = bw_config_range_ticks(cfg);
-	w->next = w->heap_next = UINT64_MAX;
+	w->next = UINT64_MAX;
 	for (unsigned l = 0; l < BW_NLISTS; l++)
-		w->list[l] = BW_NIL;
-	for (unsigned g = 0; g < cfg->gears; g++) {
-		memset(w->gear[g].head, 0xff, sizeof(w->gear[g].head));
-		w->gear[g].next = UINT64_MAX;
-	}
+		w->list[l].head = w->list[l].tail = BW_NIL;
+	for (unsigned s = 0; s < cfg->gears * BW_SLOTS; s++)
+		w->slot[s].list.head = w->slot[s].list.tail = BW_NIL;
 	err = bw_pool_init(w, cfg->gears * BW_SLOTS * cfg->slot_cap);
 	if (err)
 		goto fail;
@@ -340,7 +343,7 @@ int bw_wheel_insert(struct bw_wheel *w, uint64_t deadline_ns, void *data,
 	r->data = data;
 	err = arm(w, idx, r);
 	if (err) {
-		bw_pool_put(w, idx);
+		bw_pool_put(w, idx, r);
 		goto fail;
 	}
 	w->ctr.inserted++;
@@ -365,27 +368,27 @@ int bw_wheel_cancel(struct bw_wheel *w, bw_handle h, void **data_out)
 	unlink_rec(w, (uint32_t)h, r);
 	if (data_out)
 		*data_out = r->data;
-	bw_pool_put(w, (uint32_t)h);
+	bw_pool_put(w, (uint32_t)h, r);
 	w->pending--;
 	w->ctr.cancelled++;
 	return 0;
 }
 
 /* Give a record back to its owner through the drop callback. */
-static void drop(struct bw_wheel *w, uint32_t idx, int reason,
-		 const struct bw_callbacks *cb)
+static void drop(struct bw_wheel *w, uint32_t idx, struct bw_rec *r,
+		 int reason, const struct bw_callbacks *cb)
 {
-	void *data = bw_rec_at(&w->pool, idx)->data;
+	void *data = r->data;
 
 	w->ctr.lost++;
-	bw_pool_put(w, idx);
+	bw_pool_put(w, idx, r);
 	if (cb->drop)
 		cb->drop(data, reason, cb->ctx);
 }
 
-static void fire(struct bw_wheel *w, uint32_t idx, struct bw_rec *r,
-		 uint64_t now_ns, const struct bw_callbacks *cb,
-		 struct bw_poll_result *res)
+static inline __attribute__((always_inline)) void
+fire(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, uint64_t now_ns,
+     const struct bw_callbacks *cb, struct bw_poll_result *res)
 {
 	uint64_t again;
 	int err;
@@ -397,61 +400,48 @@ static void fire(struct bw_wheel *w, uint32_t idx, struct bw_rec *r,
 	/* Records never move, so r outlives whatever the callback does. */
 	again = cb->fire(r->data, now_ns, cb->ctx);
 	if (!again) {
-		bw_pool_put(w, idx);
+		bw_pool_put(w, idx, r);
 		return;
 	}
 	r->deadline = again;
 	err = arm(w, idx, r);
 	if (err) {
 		res->rearm_failed++;
-		drop(w, idx, err, cb);
+		drop(w, idx, r, err, cb);
 		return;
 	}
 	w->pending++;
 	res->rearmed++;
 }
 
-/* Empty slot d of gear g, which comes due now, in its bitmaps and cache. */
-static inline void slot_clear(struct bw_wheel *w, unsigned g, unsigned d)
+/* Empty slot id, which comes due now, in its bitmaps and cache. */
+static inline void slot_clear(struct bw_wheel *w, unsigned id)
 {
-	struct bw_gear *gr = &w->gear[g];
+	struct bw_gear *gr = &w->gear[id / BW_SLOTS];
+	uint64_t bit = 1ull << (id % BW_SLOTS);
 
-	gr->head[d] = BW_NIL;
-	gr->count[d] = 0;
-	gr->occ &= ~(1ull << d);
-	gr->full &= ~(1ull << d);
-	w->dirty |= 1u << g;
+	w->slot[id] = (struct bw_slot){ { BW_NIL, BW_NIL }, 0 };
+	gr->occ &= ~bit;
+	gr->full &= ~bit;
+	w->dirty = true;
 }
 
 /*
- * A slot whose timers are all due (gear 0, or any gear in coarse mode):
- * splice its whole list onto the ripe list, relabelling each record so
- * that a callback can still cancel it.
+ * Move the whole of list l (not empty) to the tail of the ripe list,
+ * relabelling each record so that a callback can still cancel it; l is
+ * left for the caller to reset.
  */
-static void take_slot(struct bw_wheel *w, unsigned g, unsigned d)
+static inline void ripen(struct bw_wheel *w, const struct bw_list *l)
 {
 	struct bw_pool *p = &w->pool;
-	uint32_t head = w->gear[g].head[d], idx = head, *ripe = &w->list[BW_RIPE];
-	struct bw_rec *r, *first = bw_rec_at(p, head);
-	uint32_t tail = first->prev;
 
-	do {
-		r = bw_rec_at(p, idx);
+	for (uint32_t idx = l->head; idx != BW_NIL;) {
+		struct bw_rec *r = bw_rec_at(p, idx);
+
 		r->loc = BW_LOC_LIST + BW_RIPE;
 		idx = r->next;
-	} while (idx != head);
-	if (*ripe == BW_NIL) {
-		*ripe = head;
-	} else {
-		struct bw_rec *rh = bw_rec_at(p, *ripe);
-		uint32_t rtail = rh->prev;
-
-		bw_rec_at(p, rtail)->next = head;
-		first->prev = rtail;
-		r->next = *ripe;
-		rh->prev = tail;
 	}
-	slot_clear(w, g, d);
+	bw_list_splice(p, &w->list[BW_RIPE], l);
 }
 
 /*
@@ -462,13 +452,12 @@ static void take_slot(struct bw_wheel *w, unsigned g, unsigned d)
  * never probe (an accepted timer is not refused or made late now): a
  * full home slot just takes one more, counted as overfilled.
  */
-static void reslot_slot(struct bw_wheel *w, unsigned g, unsigned d)
+static void reslot_slot(struct bw_wheel *w, unsigned id)
 {
-	struct bw_gear *gr = &w->gear[g];
-	uint32_t idx = gr->head[d], n = gr->count[d];
+	uint32_t idx = w->slot[id].list.head;
 
-	slot_clear(w, g, d);
-	while (n--) {
+	slot_clear(w, id);
+	while (idx != BW_NIL) {
 		struct bw_rec *r = bw_rec_at(&w->pool, idx);
 		uint32_t next = r->next;
 		uint64_t t = bw_tick_of(w, r->deadline), key;
@@ -488,18 +477,20 @@ static void reslot_slot(struct bw_wheel *w, unsigned g, unsigned d)
 	}
 }
 
-void bw_poll_collect_due(struct bw_wheel *w, uint64_t target)
+/* The two phases' bodies: inline into poll_run() for bw_wheel_poll(), and
+ * out of line as bw_poll_collect_due() and bw_poll_fire() for the dual
+ * wheel. */
+static inline __attribute__((always_inline)) void
+collect_due(struct bw_wheel *w, uint64_t target)
 {
+	struct bw_list *due = &w->list[BW_DUE];
 	bool exact = w->cfg.precision == BW_EXACT;
 	uint64_t ev;
-	uint32_t idx;
 
 	w->in_poll = true;
-	while ((idx = w->list[BW_DUE]) != BW_NIL) {
-		struct bw_rec *r = bw_rec_at(&w->pool, idx);
-
-		bw_list_unlink(&w->pool, &w->list[BW_DUE], idx, r);
-		list_push(w, BW_RIPE, idx, r);
+	if (due->head != BW_NIL) {
+		ripen(w, due);
+		due->head = due->tail = BW_NIL;
 	}
 	while ((ev = bw_next_event(w)) <= target) {
 		w->now = ev;
@@ -507,19 +498,22 @@ void bw_poll_collect_due(struct bw_wheel *w, uint64_t target)
 		 * start at multiples of 64^g. */
 		for (unsigned g = gears_at(w, ev) + 1; g-- > 0;) {
 			unsigned d = (ev >> (6 * g)) & (BW_SLOTS - 1);
+			unsigned id = g * BW_SLOTS + d;
 
 			if (!(w->gear[g].occ & (1ull << d)))
 				continue;
-			if (g && exact)
-				reslot_slot(w, g, d);
-			else
-				take_slot(w, g, d);
+			if (g && exact) {
+				reslot_slot(w, id);
+			} else {
+				/* Every timer here is due: the list moves whole. */
+				ripen(w, &w->slot[id].list);
+				slot_clear(w, id);
+			}
 		}
 		while (w->heap.n) {
-			struct bw_rec *r;
+			uint32_t idx = w->heap.pos[0];
+			struct bw_rec *r = bw_rec_at(&w->pool, idx);
 
-			idx = w->heap.pos[0];
-			r = bw_rec_at(&w->pool, idx);
 			if (bw_tick_of(w, r->deadline) > ev)
 				break;
 			bw_heap_remove(w, idx);
@@ -528,27 +522,53 @@ void bw_poll_collect_due(struct bw_wheel *w, uint64_t target)
 	}
 	/* Callbacks arm relative to the poll's tick, and whatever they arm
 	 * at or before it waits for the next poll. */
-	w->now = w->due_limit = target;
+	w->now = target;
 }
 
-void bw_poll_fire(struct bw_wheel *w, uint64_t now_ns,
-		  const struct bw_callbacks *cb, struct bw_poll_result *res)
+static inline __attribute__((always_inline)) void
+fire_ripe(struct bw_wheel *w, uint64_t now_ns, const struct bw_callbacks *cb,
+	  struct bw_poll_result *res)
 {
+	struct bw_list *ripe = &w->list[BW_RIPE];
 	uint32_t idx;
 
-	while ((idx = w->list[BW_RIPE]) != BW_NIL) {
+	while ((idx = ripe->head) != BW_NIL) {
 		struct bw_rec *r = bw_rec_at(&w->pool, idx);
 
-		bw_list_unlink(&w->pool, &w->list[BW_RIPE], idx, r);
+		bw_list_unlink(&w->pool, ripe, r);
 		fire(w, idx, r, now_ns, cb, res);
 	}
 	w->in_poll = false;
 }
 
+void bw_poll_collect_due(struct bw_wheel *w, uint64_t target)
+{
+	collect_due(w, target);
+}
+
+void bw_poll_fire(struct bw_wheel *w, uint64_t now_ns,
+		  const struct bw_callbacks *cb, struct bw_poll_result *res)
+{
+	fire_ripe(w, now_ns, cb, res);
+}
+
+/* Both phases in one frame; out of line, so that a poll with nothing due
+ * stays a leaf. */
+static __attribute__((noinline)) int
+poll_run(struct bw_wheel *w, uint64_t target, uint64_t now_ns,
+	 const struct bw_callbacks *cb, struct bw_poll_result *res)
+{
+	struct bw_poll_result unused;
+
+	collect_due(w, target);
+	fire_ripe(w, now_ns, cb, res ? res : &unused);
+	return 0;
+}
+
 int bw_wheel_poll(struct bw_wheel *w, uint64_t now_ns,
 		  const struct bw_callbacks *cb, struct bw_poll_result *res)
 {
-	struct bw_poll_result unused;
+	uint64_t target;
 
 	if (!w || !cb || !cb->fire)
 		return BW_EINVAL;
@@ -556,9 +576,9 @@ int bw_wheel_poll(struct bw_wheel *w, uint64_t now_ns,
 		return BW_EINPOLL;
 	if (res)
 		*res = (struct bw_poll_result){ 0 };
-	if (bw_poll_collect(w, now_ns))
-		bw_poll_fire(w, now_ns, cb, res ? res : &unused);
-	return 0;
+	if (!bw_poll_work(w, now_ns, &target))
+		return 0;
+	return poll_run(w, target, now_ns, cb, res);
 }
 
 int bw_wheel_next_deadline(struct bw_wheel *w, uint64_t *out_ns)
@@ -567,7 +587,7 @@ int bw_wheel_next_deadline(struct bw_wheel *w, uint64_t *out_ns)
 
 	if (!w || !out_ns)
 		return BW_EINVAL;
-	if (w->list[BW_DUE] != BW_NIL)
+	if (w->list[BW_DUE].head != BW_NIL)
 		t = w->now;
 	else
 		t = bw_next_event(w);
@@ -653,7 +673,7 @@ static int visit(struct bw_wheel *w, bw_visit_fn fn, void *ctx, bool remove)
 		fn(bw_handle_make(idx, r->gen), r->deadline, r->data, ctx);
 		if (remove) {
 			unlink_rec(w, idx, r);
-			bw_pool_put(w, idx);
+			bw_pool_put(w, idx, r);
 			w->pending--;
 		}
 	}
