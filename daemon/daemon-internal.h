@@ -504,6 +504,8 @@ struct bwd_state *bwd_server_state(struct bwd_server *srv);
 const struct bwd_options *bwd_server_options(struct bwd_server *srv);
 /* The wheel may have a new earliest deadline: re-arm the loop's timer. */
 void bwd_server_rearm(struct bwd_server *srv);
+/* Add a libevent timer ns from now, never early by CLOCK_MONOTONIC. */
+void bwd_server_timer_add(struct event *ev, uint64_t ns);
 /* A connection was freed (conn.c unlinks it from the list itself). */
 void bwd_server_conn_gone(struct bwd_server *srv);
 /* The head of the list of connections, which conn.c keeps. */

@@ -12,7 +12,8 @@
  *              resets its expiry count, so it is never read.  libevent's
  *              own precise timer would cost a timerfd_settime() on every
  *              turn of the loop, two per request and fire; its remaining
- *              timers (status, lingering sessions) need only milliseconds.
+ *              timers (status, lingering sessions) need only milliseconds
+ *              and go through bwd_server_timer_add.
  *   signals    SIGTERM/SIGINT start the shutdown; SIGPIPE is ignored
  *   notify     READY=1 once the loop runs, STATUS= every few seconds,
  *              WATCHDOG=1 at half the watchdog interval, STOPPING=1
@@ -37,6 +38,7 @@
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <systemd/sd-daemon.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon-internal.h"
@@ -147,6 +149,25 @@ void bwd_server_rearm(struct bwd_server *srv)
 		next = 1;
 	if (next != srv->armed_ns)
 		set_timer(srv, next);
+}
+
+/*
+ * libevent's timers count in its cached time on CLOCK_MONOTONIC_COARSE
+ * (without EVENT_BASE_FLAG_PRECISE_TIMER, left off above): the cache is
+ * as old as the loop's wakeup and the clock lags by up to its resolution.
+ * So refresh the one and add the other, or the timer fires early.
+ */
+void bwd_server_timer_add(struct event *ev, uint64_t ns)
+{
+	struct timespec res = { 0, 0 };
+	struct timeval tv;
+
+	clock_getres(CLOCK_MONOTONIC_COARSE, &res);
+	ns += (uint64_t)res.tv_sec * 1000000000u + (uint64_t)res.tv_nsec + 999u;
+	tv.tv_sec = (time_t)(ns / 1000000000u);
+	tv.tv_usec = (suseconds_t)(ns % 1000000000u / 1000u);
+	event_base_update_cache_time(event_get_base(ev));
+	evtimer_add(ev, &tv);
 }
 
 static void on_wheel(evutil_socket_t fd, short what, void *arg)

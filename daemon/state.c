@@ -658,17 +658,12 @@ static void session_end(struct bwd_session *s)
 
 void bwd_session_detach(struct bwd_session *s)
 {
-	struct timeval tv;
-	uint64_t linger = s->state->opt->limits.linger_ns;
-
 	s->conn = NULL;
 	if (!s->name) {
 		session_end(s);
 		return;
 	}
-	tv.tv_sec = (time_t)(linger / 1000000000u);
-	tv.tv_usec = (suseconds_t)(linger % 1000000000u / 1000u);
-	evtimer_add(s->linger, &tv);
+	bwd_server_timer_add(s->linger, s->state->opt->limits.linger_ns);
 }
 
 /* ---- timers ---------------------------------------------------------------- */
