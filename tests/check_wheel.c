@@ -1862,77 +1862,58 @@ START_TEST(test_rearm_failover_keeps)
 END_TEST
 
 /*
- * EXACT re-slot into a full finer gear: a 2-gear wheel with one timer per
- * slot and no probing, every gear-0 slot kept occupied by fillers.  A
- * gear-1 timer whose coarse slot comes due finds its gear-0 slot taken.
+ * EXACT re-slot into a full ring slot: a 3-gear wheel with one timer per
+ * slot and no probing.  A gear-2 timer's slot comes due while a filler,
+ * inserted later straight into the ring, holds the ring slot of its tick.
  * An accepted timer is never dropped: it still fires on its tick, over
- * capacity in its home slot (counted as overfilled) or, on a failover
- * wheel, possibly from the overflow store.  Offsets in the coarse slot
- * vary; if the wheel re-slots before a filler claims the slot, the filler
- * is the one refused instead, which is legal, but at least one offset
- * must reach the full-slot path.
+ * capacity in its home slot (counted as overfilled, plain or failover: a
+ * re-slot never overflows), after the filler.  Offsets in the gear-2 slot
+ * vary.
  */
 START_TEST(test_reslot_into_full_gear)
 {
 	bool fo = _i;
-	static const unsigned offs[] = { 5, 30, 60 };
-	unsigned collisions = 0;
+	static const unsigned offs[] = { 5, 2000, 3990 };
 
 	for (unsigned o = 0; o < 3; o++) {
-		struct bw_config cfg = tu_cfg(2, 5, 1, 1, BW_EXACT, fo);
-		uint64_t L = 64 * 100;
+		struct bw_config cfg = tu_cfg(3, 5, 1, 1, BW_EXACT, fo);
+		uint64_t L = 4096 * 100;
 		struct bw_wheel *w = tu_wheel_new(&cfg, L * T5 + 5);
 		struct tu_rec rec;
 		int a, fill;
 		bw_handle ha, hf;
-		uint64_t t = L + 128 + offs[o];
-		int filler_at_t = -1;
+		/* a's gear-2 slot comes due at L + 8192, 4000 ticks or less
+		 * before t: the filler, 4000 ahead, is in the ring by then. */
+		uint64_t t = L + 8192 + offs[o];
 		struct bw_counters c0, c;
 
 		tu_rec_init(&rec);
-		for (uint64_t s = 1; s <= 63; s++)
-			ck_assert_int_eq(bw_wheel_insert(w, (L + s) * T5, &fill,
-							 &hf),
-					 0);
 		ck_assert_int_eq(bw_wheel_insert(w, t * T5 - 2, &a, &ha), 0);
+		tu_poll(w, (t - 4000) * T5, &rec);
+		ck_assert_int_eq(bw_wheel_insert(w, t * T5, &fill, &hf), 0);
 		bw_wheel_counters(w, &c0);
-		for (uint64_t cur = L + 1; cur <= t; cur++) {
-			int rc;
-
+		for (uint64_t cur = t - 3999; cur <= t; cur++) {
 			/* Not before its tick... */
 			ck_assert_uint_eq(tu_rec_fired_count(&rec, &a), 0);
 			tu_poll(w, cur * T5, &rec);
 			ck_assert_uint_eq(rec.ndropped, 0);
-			rc = bw_wheel_insert(w, (cur + 63) * T5, &fill, &hf);
-			if (cur + 63 == t)
-				filler_at_t = rc;
-			else
-				ck_assert_int_eq(rc, 0);
-			tu_assert_healthy(w);
+			if (cur % 512 == 0 || cur + 1 >= L + 8192)
+				tu_assert_healthy(w);
 		}
-		/* ...and on it, whatever happened to its slot. */
+		/* ...and on it, after the filler that took its slot. */
 		ck_assert_uint_eq(tu_rec_fired_count(&rec, &a), 1);
+		ck_assert_uint_eq(rec.nfired, 2);
+		ck_assert_ptr_eq(rec.fired[0].data, &fill);
 		ck_assert_int_eq(bw_wheel_cancel(w, ha, NULL), BW_ENOTFOUND);
 		bw_wheel_counters(w, &c);
 		ck_assert_uint_eq(c.lost, 0);
-		if (filler_at_t == 0) {
-			collisions++;
-			if (fo)
-				ck_assert_uint_ge(c.overfilled + c.overflowed -
-							  c0.overflowed,
-						  1);
-			else
-				ck_assert_uint_eq(c.overfilled, 1);
-		} else {
-			/* Re-slotted before its coarse slot came due. */
-			ck_assert_int_eq(filler_at_t, BW_EFULL);
-			ck_assert(!fo);
-		}
-		ck_assert_uint_eq(bw_wheel_pending(w), 63);
+		ck_assert_uint_eq(c.overflowed, c0.overflowed);
+		ck_assert_uint_eq(c.reslotted - c0.reslotted, 1);
+		ck_assert_uint_eq(c.overfilled - c0.overfilled, 1);
+		ck_assert_uint_eq(bw_wheel_pending(w), 0);
 		tu_rec_free(&rec);
 		bw_wheel_free(w);
 	}
-	ck_assert_msg(collisions > 0, "no re-slot ever found its slot full");
 }
 END_TEST
 

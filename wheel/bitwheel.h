@@ -69,12 +69,15 @@ BW_EXPORT const char *bw_strerror(int err);
  *   BW_EXACT   a timer fires at the first poll whose tick (now rounded down
  *              to the resolution) reaches its deadline rounded up to the
  *              tick, plus at most max_probes - 1 ticks of probe
- *              displacement.  Coarse-gear timers are re-slotted into finer
- *              gears when their coarse slot comes due.
- *   BW_COARSE  the seed's no-cascading behaviour, rounded up: a timer fires
- *              at the first boundary of its gear's slot at or after its
- *              deadline; late by less than span * (1 + displacement), where
- *              span = 64^gear ticks.
+ *              displacement.  A timer less than 4096 ticks ahead sits in
+ *              its own tick's slot and never moves; one further ahead, in
+ *              a gear of 4096-tick or coarser slots, is re-slotted into a
+ *              finer gear or the tick slots when its slot comes due.
+ *   BW_COARSE  the seed's no-cascading behaviour, rounded up, beyond 4096
+ *              ticks: a timer fires at the first boundary of its gear's
+ *              slot at or after its deadline; late by less than span *
+ *              (1 + displacement), where span = 64^gear ticks.  Nearer
+ *              timers fire as in BW_EXACT (span 1).
  * Neither mode ever fires a timer at a poll whose now is before its deadline.
  *
  * slot_cap bounds every slot, so that a poll never moves more than
@@ -178,7 +181,8 @@ struct bw_counters {
 	uint64_t refused;        /* inserts refused (EFULL or ERANGE)     */
 	uint64_t overflowed;     /* placements that went to the overflow store */
 	uint64_t lost;           /* re-arms refused: data went to drop    */
-	uint64_t reslotted;      /* moves from a coarse gear to a finer one */
+	uint64_t reslotted;      /* moves from a gear of 4096-tick or coarser
+				    slots to a finer one or the tick slots */
 	uint64_t overfilled;     /* re-slots into a home slot already at
 				    slot_cap (re-slots never probe)      */
 };
@@ -199,8 +203,9 @@ BW_EXPORT void bw_wheel_free(struct bw_wheel *w);
 /*
  * Schedule data to fire at deadline_ns.  A deadline at or before the
  * wheel's current tick fires at the next poll.  Plain wheel: BW_EFULL when
- * the home slot and its probes are full, BW_ERANGE beyond the range; the
- * caller keeps its data.  Failover wheel: only BW_ENOMEM.
+ * the home slot and its probes are full, or when gears * 64 * slot_cap
+ * timers are already pending, BW_ERANGE beyond the range; the caller keeps
+ * its data.  Failover wheel: only BW_ENOMEM.
  */
 BW_EXPORT int bw_wheel_insert(struct bw_wheel *w, uint64_t deadline_ns,
 			      void *data, bw_handle *out);

@@ -6,15 +6,18 @@
  * What holds between operations:
  *   - each slot's list is well linked both ways and ends at its tail, has
  *     count records, all with loc naming that slot (a count may pass
- *     slot_cap: re-slots are not capped); the occupied and full
- *     bits agree with the count; the slot at now's digit is empty;
- *   - each timer sits where its mode puts it: exact mode, gear 0: its slot
- *     is at or after its tick by less than max_probes; coarse gears: the
- *     slot starts at or before its tick, by less than max_probes spans;
- *     coarse mode: the slot starts at or after its tick, by less than
- *     max_probes spans;
- *   - unless marked dirty, the wheel's cached next event is the minimum
- *     of the gears' next events and the heap's;
+ *     slot_cap: re-slots are not capped); the occupied and full bits agree
+ *     with the count; no bitmap bit names a slot the wheel does not have,
+ *     and the summary names exactly the occupied words; the slot at now's
+ *     position, in the ring and in each gear, is empty;
+ *   - each timer sits where its mode puts it: in the ring (either mode),
+ *     its slot is at or after its tick by less than max_probes ticks;
+ *     exact mode, gears >= 2: the slot starts at or before its tick, by
+ *     less than max_probes spans; coarse mode, gears >= 2: the slot starts
+ *     at or after its tick, by less than max_probes spans;
+ *   - the ring's and each gear's scan find their first occupied slot, and
+ *     unless marked dirty the wheel's cached next event is the minimum of
+ *     all slots' events and the heap's;
  *   - the due list holds only timers at or before now, and the lists of a
  *     poll in progress are empty; the heap is ordered and
  *     every record knows its position;
@@ -66,58 +69,114 @@ static int check_list(const struct bw_wheel *w, const struct bw_list *l,
 	return 0;
 }
 
-static int check_placement(const struct bw_wheel *w, unsigned g, unsigned d,
+/* The gear of slot id: 0 for the ring, else 2.. */
+static unsigned slot_gear(const struct bw_wheel *w, unsigned id)
+{
+	return id <= w->ring_mask ? 0 : id / BW_SLOTS + 2 - BW_RING_WORDS;
+}
+
+static int check_placement(const struct bw_wheel *w, unsigned id,
 			   uint32_t idx, const char **why)
 {
+	unsigned g = slot_gear(w, id);
 	uint64_t t = bw_tick_of(w, bw_rec_at(&w->pool, idx)->deadline);
-	uint64_t ev = bw_gear_event(w, g, d);
+	uint64_t ev = bw_slot_event(w, id);
 	uint64_t reach = (uint64_t)w->cfg.max_probes * bw_pow64(g);
 
 	if (w->cfg.precision == BW_EXACT && g > 0) {
 		if (ev > t || t - ev >= reach)
-			FAIL("exact coarse-gear timer outside its slot or spill range");
+			FAIL("exact gear timer outside its slot or spill range");
 	} else if (ev < t || ev - t >= reach) {
 		FAIL("timer before its slot or beyond its probe range");
 	}
 	return 0;
 }
 
-static int check_gears(const struct bw_wheel *w, uint64_t *min,
-		       size_t *slotted, const char **why)
+/* Whether bitmap word k backs any slot of this wheel. */
+static bool word_used(const struct bw_wheel *w, unsigned k)
 {
-	for (unsigned g = 0; g < w->cfg.gears; g++) {
-		const struct bw_gear *gr = &w->gear[g];
-		unsigned cur = (w->now >> (6 * g)) & (BW_SLOTS - 1);
-		uint64_t first = bw_gear_scan(w, g);
+	if (k < BW_RING_WORDS)
+		return k <= w->ring_mask / 64;
+	return k < bw_gear_word(w->cfg.gears);
+}
 
-		for (unsigned d = 0; d < BW_SLOTS; d++) {
-			const struct bw_slot *s = &w->slot[g * BW_SLOTS + d];
-			uint32_t n, idx = s->list.head;
-			int err = check_list(w, &s->list, (uint16_t)(g * BW_SLOTS + d),
-					     w->pool.size, &n, why);
+/* The bitmaps against each other: no bit outside the wheel's slots, and
+ * the summary names exactly the words that are not empty. */
+static int check_maps(const struct bw_wheel *w, const char **why)
+{
+	for (unsigned k = 0; k < 2 * 64; k++) {
+		bool set = w->sum[k / 64] >> (k % 64) & 1;
 
-			if (err)
-				return err;
-			if (n != s->count)
-				FAIL("slot count disagrees with its list");
-			if (!!(gr->occ & (1ull << d)) != (n > 0))
-				FAIL("occupied bit disagrees with slot contents");
-			if (!!(gr->full & (1ull << d)) != (n >= w->cfg.slot_cap))
-				FAIL("full bit disagrees with slot count");
-			if (n && d == cur)
-				FAIL("the current slot holds timers");
-			for (uint32_t i = 0; i < n; i++) {
-				err = check_placement(w, g, d, idx, why);
-				if (err)
-					return err;
-				idx = bw_rec_at(&w->pool, idx)->next;
-			}
-			*slotted += n;
+		if (k >= BW_MAP_WORDS) {
+			if (set)
+				FAIL("summary bit beyond the bitmaps");
+			continue;
 		}
-		if (first < *min)
-			*min = first;
+		if (!word_used(w, k) && (w->occ[k] || w->full[k]))
+			FAIL("bitmap bit for a slot the wheel does not have");
+		if (set != (w->occ[k] != 0))
+			FAIL("summary bit disagrees with its occupied word");
 	}
 	return 0;
+}
+
+/*
+ * Every slot against its bitmaps, and the placement of every timer in it.
+ * *min gets the earliest slot event, computed slot by slot, and the
+ * scans that the next-event cache relies on must agree with it.
+ */
+static int check_slots(const struct bw_wheel *w, uint64_t *min,
+		       size_t *slotted, const char **why)
+{
+	size_t nslots = bw_slot_count(&w->cfg);
+	uint64_t gmin[BW_MAX_GEARS];
+
+	for (unsigned g = 0; g < BW_MAX_GEARS; g++)
+		gmin[g] = UINT64_MAX;
+	for (unsigned id = 0; id < nslots; id++) {
+		const struct bw_slot *s = &w->slot[id];
+		unsigned g = slot_gear(w, id);
+		uint32_t n, idx = s->list.head;
+		bool current;
+		int err = check_list(w, &s->list, (uint16_t)id, w->pool.size, &n,
+				     why);
+
+		if (err)
+			return err;
+		if (n != s->count)
+			FAIL("slot count disagrees with its list");
+		if (bw_map_test(w->occ, id) != (n > 0))
+			FAIL("occupied bit disagrees with slot contents");
+		if (bw_map_test(w->full, id) != (n >= w->cfg.slot_cap))
+			FAIL("full bit disagrees with slot count");
+		if (!n)
+			continue;
+		if (g == 0)
+			current = id == (w->now & w->ring_mask);
+		else
+			current = id % BW_SLOTS ==
+				  ((w->now >> (6 * g)) & (BW_SLOTS - 1));
+		if (current)
+			FAIL("the current slot holds timers");
+		for (uint32_t i = 0; i < n; i++) {
+			err = check_placement(w, id, idx, why);
+			if (err)
+				return err;
+			idx = bw_rec_at(&w->pool, idx)->next;
+		}
+		if (bw_slot_event(w, id) < gmin[g])
+			gmin[g] = bw_slot_event(w, id);
+		*slotted += n;
+	}
+	if (bw_ring_scan(w) != gmin[0])
+		FAIL("ring scan misses its first occupied slot");
+	for (unsigned g = 2; g < w->cfg.gears; g++)
+		if (bw_gear_scan(w, g) != gmin[g])
+			FAIL("gear scan misses its first occupied slot");
+	for (unsigned g = 0; g < BW_MAX_GEARS; g++)
+		if (gmin[g] < *min)
+			*min = gmin[g];
+	return check_maps(w, why);
 }
 
 static int check_heap(const struct bw_wheel *w, const char **why)
@@ -152,7 +211,7 @@ int bw_wheel_check(const struct bw_wheel *w, const char **why)
 	if (w->in_poll)
 		return BW_EINPOLL;
 	p = &w->pool;
-	err = check_gears(w, &min, &slotted, why);
+	err = check_slots(w, &min, &slotted, why);
 	if (err)
 		return err;
 	err = check_heap(w, why);

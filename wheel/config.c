@@ -106,7 +106,9 @@ int bw_config_validate(const struct bw_config *cfg)
  * a tick up to 63 slots of the top gear ahead has a key at most 63 top
  * slots ahead.  Coarse mode rounds up to the slot start, which can add one
  * slot, so it guarantees one less (except with a single gear, where
- * nothing is rounded).
+ * nothing is rounded).  A two-gear wheel is all ring and rounds nothing
+ * either, but keeps the range it has always had: a range that changed with
+ * the slot layout would be a change of interface.
  */
 uint64_t bw_config_range_ticks(const struct bw_config *cfg)
 {

@@ -6,25 +6,30 @@
  * emptying the slot that held it, or taking the heap's minimum, only marks
  * it dirty, and this recomputes it, once, when the wheel next needs it.
  *
- * A gear's next event is one rotate of its occupied map by now's digit
- * and one count-trailing-zeros (bw_gear_scan).  Gears are scanned from the
- * finest up, and the scan stops at the first gear that cannot beat what it
- * has: gear g's slots start at multiples of 64^g and the current one is
- * empty, so none of its events, nor any coarser gear's, comes before the
- * first multiple of 64^g after now.  When gear 0 holds anything before the
- * next multiple of 64, which a busy wheel's gear 0 usually does, that is
- * one gear scanned; an idle wheel scans every gear: O(gears) either way.
+ * The ring's next event is a masked ctz in now's word, or a rotate of the
+ * summary, a ctz and a ctz in the word it names (bw_ring_scan); a gear's is
+ * one rotate of its occupied word by now's digit and one ctz
+ * (bw_gear_scan).  The gears that hold anything (the summary's second
+ * word) are scanned after the ring, from the finest up, and the scan stops
+ * at the first gear that cannot beat what it has: gear g's slots start at
+ * multiples of 64^g and the current one is empty, so none of its events,
+ * nor any coarser gear's, comes before the first multiple of 64^g after
+ * now.  A busy wheel's ring usually holds something within 4096 ticks,
+ * which ends the scan there: O(1), and O(gears) at worst.
  */
 #include "wheel-internal.h"
 
 uint64_t bw_next_event_scan(struct bw_wheel *w)
 {
-	uint64_t next = UINT64_MAX;
+	uint64_t next = UINT64_MAX, ev;
 
 	if (w->heap.n)
 		next = bw_tick_of(w, bw_rec_at(&w->pool, w->heap.pos[0])->deadline);
-	for (unsigned g = 0; g < w->cfg.gears; g++) {
-		uint64_t ev;
+	ev = bw_ring_scan(w);
+	if (ev < next)
+		next = ev;
+	for (uint64_t gears = w->sum[1]; gears; gears &= gears - 1) {
+		unsigned g = (unsigned)__builtin_ctzll(gears) + 2;
 
 		if (((w->now >> (6 * g)) + 1) << (6 * g) >= next)
 			break;

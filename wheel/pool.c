@@ -4,9 +4,9 @@
  * Records live in chunks of BW_CHUNK; chunk i holds records
  * i*BW_CHUNK .. i*BW_CHUNK + BW_CHUNK - 1, so a record's index never
  * changes and a handle can name it for its whole life.  The records a wheel
- * needs at creation (gears * 64 * slot_cap) come in one block whose chunk
- * pointers point into it; only a failover wheel grows, one chunk at a time,
- * when its overflow store needs more records.  Free records are a stack
+ * gets at creation (gears * 64 * slot_cap, a plain wheel's capacity) come
+ * in one block whose chunk pointers point into it; only a failover wheel
+ * grows, one chunk at a time, when it runs out.  Free records are a stack
  * threaded through rec.next: get and put are O(1), growth is O(BW_CHUNK).
  *
  * Each record carries a generation.  Putting a record back bumps it, which

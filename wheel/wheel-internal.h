@@ -5,10 +5,16 @@
  *   pool      every timer is a 32-byte record in a chunked array, named by
  *             its index; a handle is (generation << 32 | index).  Free
  *             records form a singly linked list through rec.next.
- *   gears     per gear: an occupied bitmap and a full bitmap; per slot
- *             (one wheel-wide array, slot id = gear * 64 + digit, so a
- *             record's loc indexes it without a multiply): a list and a
- *             count.  One cached next-event tick for the whole wheel.
+ *   slots     one wheel-wide array of slots (a list and a count each),
+ *             named by a slot id, which a record's loc holds so that
+ *             cancel needs no multiply: first the ring, one slot per tick
+ *             (ids 0..ring_mask), then 64 slots for each gear g >= 2 (ids
+ *             64 * bw_gear_word(g) + digit).  Two bitmaps over the ids,
+ *             occupied and full, as 64-bit words (word id / 64: the ring's
+ *             words first, then one word per gear), and a summary of the
+ *             occupied words (bit k of sum[k / 64]: word k is not empty),
+ *             so that the ring's next event is two ctz away.  One cached
+ *             next-event tick for the whole wheel.
  *   due       two intrusive lists of timers whose tick has already been
  *             reached; the one not being fired takes new arrivals.
  *   heap      the failover wheel's overflow store, an indexed binary heap
@@ -26,6 +32,13 @@
 #define BW_CHUNK (1u << BW_CHUNK_SHIFT)
 #define BW_MAX_RECORDS (BW_NIL - 1)
 
+/* The ring: 64 * 64 one-tick slots (gears 0 and 1 of a classic wheel),
+ * or 64 on a one-gear wheel; its bitmaps take BW_RING_WORDS words at
+ * most, and each coarser gear one more. */
+#define BW_RING_MAX (BW_SLOTS * BW_SLOTS)
+#define BW_RING_WORDS (BW_RING_MAX / 64)
+#define BW_MAP_WORDS (BW_RING_WORDS + BW_MAX_GEARS - 2)
+
 /* The wheel's lists besides the slots (struct bw_wheel.list). */
 enum bw_list_id {
 	BW_DUE,                /* tick reached: fires at the next poll     */
@@ -33,8 +46,9 @@ enum bw_list_id {
 	BW_NLISTS
 };
 
-/* rec.loc values besides a slot id (gear * 64 + digit, < 512).  Every
- * pending place is below BW_LOC_FIRING, so "pending" is one compare. */
+/* rec.loc values besides a slot id (below 64 * BW_MAP_WORDS, so below
+ * BW_LOC_LIST: "in a slot" is one compare).  Every pending place is below
+ * BW_LOC_FIRING, so "pending" is one compare too. */
 enum bw_loc {
 	BW_LOC_LIST = 0xfff0,  /* + enum bw_list_id                      */
 	BW_LOC_HEAP = 0xfffd,  /* overflow heap; rec.next is its position  */
@@ -72,11 +86,6 @@ struct bw_slot {
 	uint32_t count;        /* may pass slot_cap after a re-slot        */
 };
 
-struct bw_gear {
-	uint64_t occ;          /* bit d: slot d holds a timer              */
-	uint64_t full;         /* bit d: slot d holds >= slot_cap timers   */
-};
-
 struct bw_heap {
 	uint32_t *pos;         /* pos[i] = record index at heap position i */
 	uint32_t n, cap;
@@ -92,7 +101,8 @@ struct bw_wheel {
 	uint64_t now;          /* current tick: every tick <= now is done;
 				  an arm at a tick <= now joins the due list */
 	uint64_t range;        /* plain wheel accepts deltas <= range ticks */
-	uint64_t next;         /* cached min event tick over gears and heap */
+	uint64_t ring_mask;    /* ring slots - 1: 4095, or 63 with one gear */
+	uint64_t next;         /* cached min event tick over slots and heap */
 	uint64_t last_now;     /* now_ns of the last poll                  */
 	bool dirty;            /* next may be too early: recompute it      */
 	struct bw_list list[BW_NLISTS];
@@ -102,8 +112,11 @@ struct bw_wheel {
 	struct bw_counters ctr;
 	struct bw_pool pool;
 	struct bw_heap heap;
-	struct bw_gear gear[BW_MAX_GEARS];
-	struct bw_slot slot[];  /* cfg.gears * BW_SLOTS, by slot id        */
+	uint64_t sum[2];       /* bit k of sum[k / 64]: occ[k] != 0        */
+	uint64_t occ[BW_MAP_WORDS];  /* bit id % 64 of word id / 64: slot id
+					holds a timer                      */
+	uint64_t full[BW_MAP_WORDS]; /* ... holds >= slot_cap timers        */
+	struct bw_slot slot[];  /* bw_slot_count(cfg), by slot id           */
 };
 
 /* Memory, through the configured allocator, with footprint accounting. */
@@ -228,16 +241,43 @@ static inline unsigned bw_gear_of(uint64_t delta)
  * head: push-at-tail touches one neighbour (a circular list would read the
  * head's record for the tail, then write both), unlink is O(1), a whole
  * list moves to another's tail in O(1), and a slot fires in arrival order.
- * Every change to a slot keeps the gear's two bitmaps (occupied, full) and
- * the wheel's cached next-event tick in step; emptying the slot that held
- * the cached minimum only marks the cache dirty (the next bw_next_event()
- * recomputes it, once).
+ * Every change to a slot keeps the bitmaps (occupied with its summary,
+ * full) and the wheel's cached next-event tick in step; emptying the slot
+ * that held the cached minimum only marks the cache dirty (the next
+ * bw_next_event() recomputes it, once).
  *
- * Event tick of slot d in gear g: the slot sits dist = (d - digit(now)) mod
- * 64 slots ahead of the current one (1..63: the current slot is always
- * empty between polls), and comes due at the start of that slot,
+ * The slot at now's position - in the ring and in every gear - is always
+ * empty between polls, so an occupied slot's distance ahead is
+ * unambiguous: ring slot id is (id - now) mod ring ticks ahead, 1..ring
+ * - 1, and that tick is its event; slot d of gear g is dist = (d -
+ * digit(now)) mod 64 slots ahead, 1..63, and comes due at its start,
  * ((now >> 6g) + dist) << 6g.
  */
+
+/* The bitmap word of gear g's slots, g >= 2 (gears 0 and 1 are the ring). */
+static inline unsigned bw_gear_word(unsigned g)
+{
+	return BW_RING_WORDS + g - 2;
+}
+
+/* The slots of a wheel with cfg: its ring, then 64 per gear above 1. */
+static inline size_t bw_slot_count(const struct bw_config *cfg)
+{
+	if (cfg->gears < 2)
+		return BW_SLOTS;
+	return BW_RING_MAX + (size_t)(cfg->gears - 2) * BW_SLOTS;
+}
+
+/* The slot for key, a slot's absolute index in its gear (tick >> 6g):
+ * the ring for g = 0, whose keys are ticks; gear g for g >= 2. */
+static inline unsigned bw_slot_id(const struct bw_wheel *w, unsigned g,
+				  uint64_t key)
+{
+	if (g == 0)
+		return (unsigned)(key & w->ring_mask);
+	return bw_gear_word(g) * BW_SLOTS + (unsigned)(key & (BW_SLOTS - 1));
+}
+
 static inline void bw_list_push(struct bw_pool *p, struct bw_list *l,
 				uint32_t idx, struct bw_rec *r)
 {
@@ -281,45 +321,90 @@ static inline void bw_list_splice(struct bw_pool *p, struct bw_list *to,
 	to->tail = from->tail;
 }
 
-static inline uint64_t bw_gear_event(const struct bw_wheel *w, unsigned g, unsigned d)
+/* The event tick of occupied slot id (above). */
+static inline uint64_t bw_slot_event(const struct bw_wheel *w, unsigned id)
 {
-	uint64_t base = w->now >> (6 * g);
-	uint64_t dist = (d - base) & (BW_SLOTS - 1);
+	unsigned g;
+	uint64_t base;
 
-	return (base + dist) << (6 * g);
+	if (id <= w->ring_mask)
+		return w->now + ((id - w->now) & w->ring_mask);
+	g = id / BW_SLOTS + 2 - BW_RING_WORDS;
+	base = w->now >> (6 * g);
+	return (base + ((id - base) & (BW_SLOTS - 1))) << (6 * g);
 }
 
 /*
- * A gear's next event, UINT64_MAX if it is empty: one rotate of the
- * occupied map by now's digit, so that bit 0 is the current slot, and one
- * count-trailing-zeros.
+ * The ring's next event, UINT64_MAX if it is empty.  The occupied bits
+ * after now's in its word are this rotation's; otherwise the summary,
+ * rotated so that bit 0 is the next word, names the first occupied word,
+ * and a ctz the slot in it.  now's own word comes last in that order: its
+ * bits before now's are a rotation (ring ticks) on.  A one-gear wheel's
+ * ring is one word, and the same steps find its bits before now's a word
+ * (64 ticks) on.
+ */
+static inline uint64_t bw_ring_scan(const struct bw_wheel *w)
+{
+	unsigned words = (unsigned)(w->ring_mask / 64), k, kn;
+	uint64_t start = w->now & ~(uint64_t)63, m, s;
+
+	k = (unsigned)(w->now / 64) & words;
+	m = w->occ[k] & (~0ull << (w->now & 63));
+	if (m)
+		return start + (uint64_t)__builtin_ctzll(m);
+	s = rotr64(w->sum[0], k + 1);
+	if (!s)
+		return UINT64_MAX;
+	kn = (k + 1 + (unsigned)__builtin_ctzll(s)) & (BW_RING_WORDS - 1);
+	return start + 64 * (((kn - k - 1) & words) + 1) +
+	       (uint64_t)__builtin_ctzll(w->occ[kn]);
+}
+
+/*
+ * Gear g's next event (g >= 2), UINT64_MAX if it is empty: one rotate of
+ * its occupied word by now's digit, so that bit 0 is the current slot,
+ * and one count-trailing-zeros.
  */
 static inline uint64_t bw_gear_scan(const struct bw_wheel *w, unsigned g)
 {
-	const struct bw_gear *gr = &w->gear[g];
 	uint64_t base = w->now >> (6 * g);
-	uint64_t r = rotr64(gr->occ, (unsigned)base);
+	uint64_t r = rotr64(w->occ[bw_gear_word(g)], (unsigned)base);
 
 	if (!r)
 		return UINT64_MAX;
 	return (base + (uint64_t)__builtin_ctzll(r)) << (6 * g);
 }
 
-/* Add record idx (r) to gear g's slot for key, the slot's absolute index
- * (tick >> 6g). */
-static inline void bw_slot_add(struct bw_wheel *w, unsigned g, uint64_t key,
+/* Bit id of a slot bitmap (occ or full). */
+static inline bool bw_map_test(const uint64_t *map, unsigned id)
+{
+	return map[id / 64] >> (id % 64) & 1;
+}
+
+/* Slot id is empty now: its occupied bit, and its word's summary bit
+ * when that was the word's last. */
+static inline void bw_occ_clear(struct bw_wheel *w, unsigned id)
+{
+	unsigned k = id / 64;
+
+	if (!(w->occ[k] &= ~(1ull << (id % 64))))
+		w->sum[k / 64] &= ~(1ull << (k % 64));
+}
+
+/* Add record idx (r) to slot id, whose event tick is ev. */
+static inline void bw_slot_add(struct bw_wheel *w, unsigned id, uint64_t ev,
 			       uint32_t idx, struct bw_rec *r)
 {
-	struct bw_gear *gr = &w->gear[g];
-	unsigned d = (unsigned)key & (BW_SLOTS - 1), id = g * BW_SLOTS + d;
 	struct bw_slot *s = &w->slot[id];
-	uint64_t ev = key << (6 * g);
+	unsigned k = id / 64;
+	uint64_t bit = 1ull << (id % 64);
 
 	bw_list_push(&w->pool, &s->list, idx, r);
 	r->loc = (uint16_t)id;
-	gr->occ |= 1ull << d;
+	w->occ[k] |= bit;
+	w->sum[k / 64] |= 1ull << (k % 64);
 	if (++s->count >= w->cfg.slot_cap)
-		gr->full |= 1ull << d;
+		w->full[k] |= bit;
 	if (ev < w->next)
 		w->next = ev;
 }
@@ -329,15 +414,15 @@ static inline void bw_slot_remove(struct bw_wheel *w, unsigned id,
 				  const struct bw_rec *r)
 {
 	struct bw_slot *s = &w->slot[id];
-	unsigned g = id / BW_SLOTS, d = id % BW_SLOTS;
-	struct bw_gear *gr = &w->gear[g];
+	unsigned k = id / 64;
+	uint64_t bit = 1ull << (id % 64);
 
 	bw_list_unlink(&w->pool, &s->list, r);
 	if (--s->count < w->cfg.slot_cap)
-		gr->full &= ~(1ull << d);
+		w->full[k] &= ~bit;
 	if (s->count == 0) {
-		gr->occ &= ~(1ull << d);
-		if (bw_gear_event(w, g, d) == w->next)
+		bw_occ_clear(w, id);
+		if (bw_slot_event(w, id) == w->next)
 			w->dirty = true;
 	}
 }

@@ -6,68 +6,87 @@
  * floor(now / tick).  So a timer fires only once now >= t * tick >= d:
  * never early, whatever the gear or mode.
  *
- * Gears.  There are `gears` gears of 64 slots; slot d of gear g spans
- * 64^g ticks, so each gear is 64 times coarser than the one below:
+ * The ring and the gears.  The two finest gears of a classic wheel are
+ * one flat ring of 64 * 64 = 4096 one-tick slots, slot t mod 4096 for tick
+ * t (64 slots on a one-gear wheel).  Above it, each gear g >= 2 has 64
+ * slots spanning 64^g ticks, each gear 64 times coarser than the one
+ * below:
  *
- *   gear  slot span   covers ahead      at 1 ms      at 5 ms
- *    0    1 tick      63 ticks          63 ms        315 ms
- *    1    64          63 * 64           4 s          20 s
- *    2    4096        63 * 4096         258 s        21.5 min
- *    3    262144      63 * 262144       4.6 h        22.9 h
+ *   level    slot span   covers ahead      at 1 ms      at 5 ms
+ *   ring     1 tick      4095 ticks        4 s          20 s
+ *   gear 2   4096        63 * 4096         258 s        21.5 min
+ *   gear 3   262144      63 * 262144       4.6 h        22.9 h
  *
  * The wheel's clock is `now`, the last tick processed.  A timer at tick t
- * goes into the lowest gear g whose slot index key = t >> 6g is at most 63
- * slots ahead of now >> 6g; the slot is key mod 64.  The slot now's digit
- * points at is always empty between polls, so an occupied slot's distance
- * ahead (1..63) is unambiguous, and its event tick - when a poll must look
- * at it - is the start of the slot.  Timers at or before `now` wait on a
- * due list and fire at the next poll.  The guaranteed range is 63 * 64^(G-1)
- * ticks in exact mode (62 * 64^(G-1) in coarse mode, which rounds up); a
- * plain wheel refuses anything further with BW_ERANGE.
+ * less than 4096 ticks ahead goes straight into its own slot of the ring,
+ * in either mode; a later one into the lowest gear g whose slot index key
+ * = t >> 6g is at most 63 slots ahead of now >> 6g, slot key mod 64.  The
+ * slot at now's position - in the ring and in each gear - is always empty
+ * between polls, so an occupied slot's distance ahead (1..4095 ticks in
+ * the ring, 1..63 slots in a gear) is unambiguous, and its event tick -
+ * when a poll must look at it - is its tick, or the start of the gear
+ * slot.  Timers at or before `now` wait on a due list and fire at the next
+ * poll.  The guaranteed range is 63 * 64^(G-1) ticks in exact mode (62 *
+ * 64^(G-1) in coarse mode, which rounds up in the gears); a plain wheel
+ * refuses anything further with BW_ERANGE.
  *
- * Bitmaps.  Each gear keeps a 64-bit occupied map and a full map.  The next
- * event of a gear is one rotate by now's digit and one count-trailing-
- * zeros; the first free slot in probe order is one rotate and one ctz/clz.
- * The wheel caches its next event; removing the timer that held it only
- * marks the cache dirty, so the minimum is recomputed after removals,
- * once, usually from gear 0 alone (gear.c).
+ * Bitmaps.  Every slot has an occupied and a full bit, 64 to a word: the
+ * ring's 64 words, then one word per gear.  A summary word has a bit per
+ * ring word that is not empty.  The ring's next event is a ctz of now's
+ * word masked to the slots after now, or else a rotate of the summary by
+ * now's word, a ctz and a ctz of the word found; a gear's next event is
+ * one rotate by now's digit and one ctz; the first free slot in probe
+ * order is a 64-bit window of the full map and one ctz.  The wheel caches
+ * its next event; removing the timer that held it only marks the cache
+ * dirty, so the minimum is recomputed after removals, once, usually from
+ * the ring alone (gear.c).
  *
- * Precision modes.
- *   exact   A timer sits in the slot containing t and the slot's event is
- *           its start, at or before t.  When a coarse slot comes due its
+ * Precision modes.  They differ only in the gears; a ring slot holds
+ * timers of its own tick (or displaced to it by probing, below) in both.
+ *   exact   A timer sits in the gear slot containing t and the slot's event
+ *           is its start, at or before t.  When a gear slot comes due its
  *           timers are re-slotted relative to the new now: a timer whose t
- *           has arrived fires, the others drop to a finer gear.  A timer
- *           therefore fires at the first poll reaching tick t + p, where p
- *           < max_probes is its displacement by gear-0 probing.  It moves
- *           at most once per gear it descends through (plus once per spill,
- *           below).
- *   coarse  The seed's no-cascading behaviour, rounded up: a timer sits in
- *           the slot starting at or after t (key = ceil(t / 64^g)) and
- *           fires when that slot comes due: late by less than
- *           64^g * (1 + p) ticks, with p its probe displacement.
+ *           has arrived fires, the others drop to a finer gear or the
+ *           ring.  A timer therefore fires at the first poll reaching tick
+ *           t + p, where p < max_probes is its displacement by ring
+ *           probing.  It moves at most once per gear it descends through
+ *           (plus once per spill, below), and not at all below 4096 ticks:
+ *           the poll that reaches a ring slot only fires it, so no poll
+ *           pays for a burst of moves every 64 ticks, and the moves left
+ *           come every 4096 ticks at most, for timers armed further ahead.
+ *   coarse  The seed's no-cascading behaviour, rounded up, in the gears: a
+ *           timer sits in the slot starting at or after t (key =
+ *           ceil(t / 64^g)) and fires when that slot comes due: late by
+ *           less than 64^g * (1 + p) ticks, with p its probe displacement.
+ *           In the ring's reach it fires on tick t + p, as in exact mode:
+ *           never later than the 64-tick slots it used to round up to.
  *
  * Capacity.  slot_cap bounds every slot.  A full home slot tries other
- * slots, max_probes in all: gear 0 (and every gear in coarse mode)
- * forward, later, which is the displacement above; exact mode's coarse
- * gears backward, into earlier slots still ahead of now, whose re-slot
- * puts the timer right, so spilling costs no lateness.  When every
- * candidate is full, a plain wheel refuses the insert (BW_EFULL: the
- * caller keeps its data) and a failover wheel puts the timer in its
- * overflow heap, which fires each on its own tick.  The cap is what keeps
- * poll tails short: a poll that reaches a coarse slot moves at most
- * slot_cap * max_probes timers per hot deadline, where an uncapped slot
- * (a million far timers) would move tens of thousands in one poll.
+ * slots, max_probes in all: the ring (and every gear in coarse mode)
+ * forward, later, which is the displacement above; exact mode's gears
+ * backward, into earlier slots still ahead of now, whose re-slot puts the
+ * timer right, so spilling costs no lateness.  When every candidate is
+ * full, a plain wheel refuses the insert (BW_EFULL: the caller keeps its
+ * data) and a failover wheel puts the timer in its overflow heap, which
+ * fires each on its own tick.  The cap is what keeps poll tails short: a
+ * poll that reaches a gear slot moves at most slot_cap * max_probes timers
+ * per hot deadline, where an uncapped slot (a million far timers) would
+ * move tens of thousands in one poll.  The records are as many as the
+ * classic layout's slots could hold, gears * 64 * slot_cap, made at
+ * creation: the ring's 4096 slots can hold more, and a plain wheel whose
+ * records are all pending refuses the insert with BW_EFULL too.
  *
  * Re-slots are never refused and never probe: a timer moving down goes
  * straight to its home slot, over capacity if need be (counted as
  * overfilled).  The wheel accepted it once, so refusing it now would lose
- * it, and probing it into a later gear-0 slot would only make it late: in
- * exact mode only timers inserted straight into gear 0 are ever displaced.
+ * it, and probing it into a later ring slot would only make it late: in
+ * exact mode only timers inserted straight into the ring are ever
+ * displaced.
  *
  * Poll.  A poll runs in two phases.  Collect jumps the clock from event to
  * event up to now (the cached next event makes an idle stretch free),
- * re-slots coarse slots as they come due and moves every due timer to a
- * ripe list - a slot whose timers are all due (gear 0, or any slot in
+ * re-slots gear slots as they come due and moves every due timer to a
+ * ripe list - a slot whose timers are all due (a ring slot, or any slot in
  * coarse mode) is spliced over whole - leaving the clock at now.  Fire
  * then runs the callbacks in tick order.  So a callback sees a consistent
  * wheel: it may insert and cancel (a ripe timer it cancels does not fire),
@@ -76,19 +95,19 @@
  * poll going.
  *
  * Costs.  insert: a multiply by the tick's reciprocal (no division), a
- * count-leading-zeros for the gear, a few bit operations, one list push:
- * O(1), about 125 instructions on x86-64 in the trading simulation
- * (bench/callgrind.sh), call included.  cancel: O(1), about 95 (O(log n)
- * for an overflowed timer).  poll: O(1) when no event is due - the cached
- * next event lets it jump any number of ticks, and the check is inline: a
- * multiply and a few compares - otherwise O(events + timers moved or
- * fired), never O(elapsed ticks).  Every exact-mode timer that lands in
- * gear 1 or above is moved once per gear on its way down, all of a slot in
- * the poll that reaches it, so that poll costs a burst proportional to the
- * slot's timers (in the trading simulation, about 50 every 64 ms; averaged
- * over its 1 ms polls, fires included, about 245 instructions a poll in
- * exact mode and 105 in coarse mode).  The overflow heap costs O(log n)
- * per insert, cancel and fire.
+ * compare against the ring's reach (a count-leading-zeros for the gear
+ * beyond it), a few bit operations, one list push: O(1), about 110
+ * instructions on x86-64 in the trading simulation (bench/callgrind.sh),
+ * call included.  cancel: O(1), about 100 (O(log n) for an overflowed
+ * timer).  poll: O(1) when no event is due - the cached next event lets it
+ * jump any number of ticks, and the check is inline: a multiply and a few
+ * compares - otherwise O(events + timers moved or fired), never O(elapsed
+ * ticks).  In the trading simulation (every timer under 4096 ticks ahead)
+ * a poll only fires: about 175 instructions a poll averaged over its 1 ms
+ * polls, fires included, in either mode, and its tail is the polls that
+ * fire several timers, not a re-slot burst.  The overflow heap costs
+ * O(log n) per insert, cancel and fire.  Memory: the ring's slots take
+ * 4096 * 12 bytes (48 KiB) per wheel of two gears or more.
  * Nothing on the plain wheel allocates after bw_wheel_new().
  */
 #include <stdlib.h>
@@ -133,38 +152,56 @@ static inline unsigned gears_at(const struct bw_wheel *w, uint64_t ev)
 }
 
 /*
- * A timer whose home slot, key in gear g, is full: the cold half of arm().
- * Exact mode, coarse gear: the first slot not full of key - 1, key - 2,
- * ... (max_probes in all, home included), never the current slot, whose
- * re-slot is past.  Any of them puts the timer right: it is re-slotted at
- * that slot's start, before its tick.  Otherwise the first slot not full
- * after key, within max_probes and ahead of now: one rotate and one ctz.
+ * 64 bits of a bitmap from slot position pos on, wrapping at the end of
+ * its level's words (words + 1 of them, a power of two): bit 0 is pos.
+ */
+static inline uint64_t map_window(const uint64_t *map, unsigned pos,
+				  unsigned words)
+{
+	unsigned k = pos / 64, b = pos % 64;
+
+	if (!b)
+		return map[k];
+	return map[k] >> b | map[(k + 1) & words] << (64 - b);
+}
+
+/*
+ * A timer whose home slot, key in gear g (g = 0: the ring, whose keys are
+ * ticks), is full: the cold half of arm().  Exact mode, gear g >= 2: the
+ * first slot not full of key - 1, key - 2, ... (max_probes in all, home
+ * included), never the current slot, whose re-slot is past.  Any of them
+ * puts the timer right: it is re-slotted at that slot's start, before its
+ * tick.  Otherwise the first slot not full after key, within max_probes
+ * and ahead of now: a window of the full map and one ctz.
  */
 static __attribute__((cold, noinline)) int
 probe(struct bw_wheel *w, unsigned g, uint64_t key, uint32_t idx,
       struct bw_rec *r)
 {
-	uint64_t avail = ~w->gear[g].full;
-	unsigned k0 = (unsigned)(key - (w->now >> (6 * g)));
+	uint64_t ahead = key - (w->now >> (6 * g));
+	uint64_t mask = g ? BW_SLOTS - 1 : w->ring_mask;
+	const uint64_t *map = g ? &w->full[bw_gear_word(g)] : w->full;
 	unsigned lim = w->cfg.max_probes - 1, j;
+	uint64_t avail;
 
 	if (g && w->cfg.precision == BW_EXACT) {
-		lim = min_u(lim, k0 - 1);
+		lim = min_u(lim, (unsigned)ahead - 1);
 		for (j = 1; j <= lim; j++)
-			if (avail >> ((key - j) & (BW_SLOTS - 1)) & 1)
+			if (!(*map >> ((key - j) & mask) & 1))
 				break;
 		if (j > lim)
 			return BW_EFULL;
 		key -= j;
 	} else {
-		avail = rotr64(avail, (unsigned)key);
-		if (!avail || (j = (unsigned)__builtin_ctzll(avail)) >
-				      min_u(BW_SLOTS - 1 - k0, lim))
+		avail = ~map_window(map, (unsigned)(key & mask),
+				    (unsigned)(mask / 64));
+		if (!avail || (j = (unsigned)__builtin_ctzll(avail)) > lim ||
+		    j > mask - ahead)
 			return BW_EFULL;
 		key += j;
 	}
 	w->ctr.probed++;
-	bw_slot_add(w, g, key, idx, r);
+	bw_slot_add(w, bw_slot_id(w, g, key), key << (6 * g), idx, r);
 	return 0;
 }
 
@@ -192,16 +229,18 @@ static void list_push(struct bw_wheel *w, enum bw_list_id l, uint32_t idx,
  * been reached, else a slot, else (failover) the heap; BW_ERANGE beyond
  * the range, BW_EFULL when a capped home slot and its probes are full.
  * One unsigned compare of t - now - 1 against the range sends both the
- * due and the out-of-range case off the common path.  The gear comes from
- * the magnitude of t - now; only a now not aligned to that gear's slots
- * can put t one slot too far ahead, into the next gear.  Inline into
+ * due and the out-of-range case off the common path.  Within the ring's
+ * reach t's own slot takes it, in either mode; beyond, the gear comes from
+ * the magnitude of t - now, and only a now not aligned to that gear's
+ * slots can put t one slot too far ahead, into the next gear.  Inline into
  * insert and the re-arm in fire(): the rare paths are out of line.
  */
 static inline __attribute__((always_inline)) int
 arm(struct bw_wheel *w, uint32_t idx, struct bw_rec *r)
 {
-	uint64_t t = bw_tick_of(w, r->deadline), delta = t - w->now, key = t;
-	unsigned g = 0;
+	uint64_t t = bw_tick_of(w, r->deadline), delta = t - w->now;
+	uint64_t key = t, ev = t;
+	unsigned g = 0, id;
 	int err;
 
 	if (__builtin_expect(delta - 1 >= w->range, 0)) {
@@ -210,7 +249,9 @@ arm(struct bw_wheel *w, uint32_t idx, struct bw_rec *r)
 		list_push(w, BW_DUE, idx, r);
 		return 0;
 	}
-	if (delta >= BW_SLOTS) {
+	if (__builtin_expect(delta <= w->ring_mask, 1)) {
+		id = (unsigned)(t & w->ring_mask);
+	} else {
 		/* Exact mode's key is floor(t / 64^g), coarse mode's
 		 * ceil(t / 64^g) = floor((t - 1) / 64^g) + 1 (t > now >= 0). */
 		uint64_t up = w->cfg.precision == BW_COARSE;
@@ -220,12 +261,14 @@ arm(struct bw_wheel *w, uint32_t idx, struct bw_rec *r)
 			if (key - (w->now >> (6 * g)) < BW_SLOTS)
 				break;
 		}
+		id = bw_slot_id(w, g, key);
+		ev = key << (6 * g);
 	}
-	if (__builtin_expect(w->gear[g].full >> (key & (BW_SLOTS - 1)) & 1, 0)) {
+	if (__builtin_expect(bw_map_test(w->full, id), 0)) {
 		err = probe(w, g, key, idx, r);
 		return err ? overflow(w, idx, err) : 0;
 	}
-	bw_slot_add(w, g, key, idx, r);
+	bw_slot_add(w, id, ev, idx, r);
 	return 0;
 }
 
@@ -235,7 +278,7 @@ static inline void unlink_rec(struct bw_wheel *w, uint32_t idx,
 {
 	uint16_t loc = r->loc;
 
-	if (__builtin_expect(loc < BW_MAX_GEARS * BW_SLOTS, 1))
+	if (__builtin_expect(loc < BW_LOC_LIST, 1))
 		bw_slot_remove(w, loc, r);
 	else if (loc == BW_LOC_HEAP)
 		bw_heap_remove(w, idx);
@@ -271,7 +314,7 @@ int bw_wheel_new(const struct bw_config *cfg, uint64_t now_ns,
 {
 	struct bw_allocator a = { NULL, NULL };
 	struct bw_wheel *w;
-	size_t size;
+	size_t size, nslots;
 	int err;
 
 	if (!cfg || !out)
@@ -281,7 +324,8 @@ int bw_wheel_new(const struct bw_config *cfg, uint64_t now_ns,
 		return err;
 	if (cfg->alloc)
 		a = *cfg->alloc;
-	size = sizeof(*w) + cfg->gears * BW_SLOTS * sizeof(struct bw_slot);
+	nslots = bw_slot_count(cfg);
+	size = sizeof(*w) + nslots * sizeof(struct bw_slot);
 	w = mem_raw(&a, NULL, 0, size);
 	if (!w)
 		return BW_ENOMEM;
@@ -299,11 +343,14 @@ int bw_wheel_new(const struct bw_config *cfg, uint64_t now_ns,
 	w->now = now_ns / w->tick_ns;
 	w->last_now = now_ns;
 	w->range = bw_config_range_ticks(cfg);
+	w->ring_mask = cfg->gears > 1 ? BW_RING_MAX - 1 : BW_SLOTS - 1;
 	w->next = UINT64_MAX;
 	for (unsigned l = 0; l < BW_NLISTS; l++)
 		w->list[l].head = w->list[l].tail = BW_NIL;
-	for (unsigned s = 0; s < cfg->gears * BW_SLOTS; s++)
+	for (size_t s = 0; s < nslots; s++)
 		w->slot[s].list.head = w->slot[s].list.tail = BW_NIL;
+	/* A plain wheel's capacity: 64 * slot_cap per gear, as the gears'
+	 * slots once were; the ring's 4096 slots may take more. */
 	err = bw_pool_init(w, cfg->gears * BW_SLOTS * cfg->slot_cap);
 	if (err)
 		goto fail;
@@ -417,12 +464,9 @@ fire(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, uint64_t now_ns,
 /* Empty slot id, which comes due now, in its bitmaps and cache. */
 static inline void slot_clear(struct bw_wheel *w, unsigned id)
 {
-	struct bw_gear *gr = &w->gear[id / BW_SLOTS];
-	uint64_t bit = 1ull << (id % BW_SLOTS);
-
 	w->slot[id] = (struct bw_slot){ { BW_NIL, BW_NIL }, 0 };
-	gr->occ &= ~bit;
-	gr->full &= ~bit;
+	bw_occ_clear(w, id);
+	w->full[id / 64] &= ~(1ull << (id % 64));
 	w->dirty = true;
 }
 
@@ -445,12 +489,13 @@ static inline void ripen(struct bw_wheel *w, const struct bw_list *l)
 }
 
 /*
- * An exact mode coarse slot came due, and now is its start: set aside what
+ * An exact mode gear slot came due, and now is its start: set aside what
  * is due and move the rest down.  now is aligned to this gear's slots, so
- * a timer t - now ahead belongs in gear bw_gear_of(t - now), home slot
- * t >> 6g, always within 63 slots: no range check and no loop.  Re-slots
- * never probe (an accepted timer is not refused or made late now): a
- * full home slot just takes one more, counted as overfilled.
+ * a timer t - now ahead belongs in the ring when that is under its reach,
+ * else in gear bw_gear_of(t - now), home slot t >> 6g, always within 63
+ * slots: no range check and no loop.  Re-slots never probe (an accepted
+ * timer is not refused or made late now): a full home slot just takes one
+ * more, counted as overfilled.
  */
 static void reslot_slot(struct bw_wheel *w, unsigned id)
 {
@@ -460,17 +505,20 @@ static void reslot_slot(struct bw_wheel *w, unsigned id)
 	while (idx != BW_NIL) {
 		struct bw_rec *r = bw_rec_at(&w->pool, idx);
 		uint32_t next = r->next;
-		uint64_t t = bw_tick_of(w, r->deadline), key;
-		unsigned to;
+		uint64_t t = bw_tick_of(w, r->deadline), key = t;
+		unsigned g = 0, to;
 
 		if (t <= w->now) {
 			list_push(w, BW_RIPE, idx, r);
 		} else {
-			to = bw_gear_of(t - w->now);
-			key = t >> (6 * to);
-			if (w->gear[to].full >> (key & (BW_SLOTS - 1)) & 1)
+			if (t - w->now > w->ring_mask) {
+				g = bw_gear_of(t - w->now);
+				key = t >> (6 * g);
+			}
+			to = bw_slot_id(w, g, key);
+			if (bw_map_test(w->full, to))
 				w->ctr.overfilled++;
-			bw_slot_add(w, to, key, idx, r);
+			bw_slot_add(w, to, key << (6 * g), idx, r);
 			w->ctr.reslotted++;
 		}
 		idx = next;
@@ -493,22 +541,29 @@ collect_due(struct bw_wheel *w, uint64_t target)
 		due->head = due->tail = BW_NIL;
 	}
 	while ((ev = bw_next_event(w)) <= target) {
+		unsigned id = (unsigned)(ev & w->ring_mask);
+
 		w->now = ev;
 		/* Only gears whose slots start at ev can be due: gear g's slots
-		 * start at multiples of 64^g. */
-		for (unsigned g = gears_at(w, ev) + 1; g-- > 0;) {
-			unsigned d = (ev >> (6 * g)) & (BW_SLOTS - 1);
-			unsigned id = g * BW_SLOTS + d;
+		 * start at multiples of 64^g.  The coarsest go first: a timer
+		 * there was armed further ahead, so most likely earlier, than
+		 * the ring slot's timers of the same tick. */
+		for (unsigned g = gears_at(w, ev); g > 1; g--) {
+			unsigned gid = bw_slot_id(w, g, ev >> (6 * g));
 
-			if (!(w->gear[g].occ & (1ull << d)))
+			if (!bw_map_test(w->occ, gid))
 				continue;
-			if (g && exact) {
-				reslot_slot(w, id);
+			if (exact) {
+				reslot_slot(w, gid);
 			} else {
-				/* Every timer here is due: the list moves whole. */
-				ripen(w, &w->slot[id].list);
-				slot_clear(w, id);
+				ripen(w, &w->slot[gid].list);
+				slot_clear(w, gid);
 			}
+		}
+		/* Every timer of a ring slot is due: the list moves whole. */
+		if (bw_map_test(w->occ, id)) {
+			ripen(w, &w->slot[id].list);
+			slot_clear(w, id);
 		}
 		while (w->heap.n) {
 			uint32_t idx = w->heap.pos[0];
