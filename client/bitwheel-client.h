@@ -39,7 +39,7 @@
  * replies to non-blocking requests that arrive meanwhile, are queued in the
  * client and handed out later, in arrival order: fires by bwc_wait_fire()
  * or by bwc_dispatch() to the fire handler, replies by bwc_dispatch().  The
- * queue is bounded only by memory (about 120 bytes plus the payload per
+ * queue is bounded only by memory (about 80 bytes plus the payload per
  * fire); a caller that never takes its fires keeps them all.  If the queue
  * cannot grow, the call returns BWC_ENOMEM and the fire stays unread on the
  * socket rather than being dropped.
@@ -88,8 +88,10 @@
  * flight (at most one frame, 64 KiB by default, of unparsed input; up to
  * 1 MiB of unwritten requests in non-blocking mode) and never shrink.  A
  * blocking request is one round trip to the daemon; a non-blocking one is
- * a pack into the output buffer and usually one send().  Each received
- * frame is decoded once, with a few small allocations, and queued in O(1).
+ * a pack into the output buffer, and pipelined ones share a send() (see
+ * bwc_send_schedule).  Each received frame is decoded once and queued in
+ * O(1); schedule and cancel replies and fires without allocating, other
+ * frames with a few small allocations.
  */
 #ifndef BITWHEEL_CLIENT_H
 #define BITWHEEL_CLIENT_H
@@ -263,7 +265,8 @@ BWC_EXPORT int bwc_connect(struct bwc_client *c, const char *path,
 BWC_EXPORT int bwc_reconnect(struct bwc_client *c);
 /*
  * Close the connection (an anonymous session's timers die with it; a named
- * session is detached and keeps firing into its queue).  Outstanding
+ * session is detached and keeps firing into its queue), after writing what
+ * the socket takes of the requests not yet written.  Outstanding
  * non-blocking requests fail with BWC_ECLOSED at the next bwc_dispatch.
  * Queued fires stay.  No-op when not connected.
  */
@@ -446,10 +449,15 @@ BWC_EXPORT int bwc_fd(const struct bwc_client *c);
 BWC_EXPORT short bwc_poll_events(const struct bwc_client *c);
 
 /*
- * Queue a request and write what the socket takes now, without waiting
- * for the reply; its callback (cb may be NULL: the reply is consumed
- * unseen) runs from a later bwc_dispatch() with a struct bwc_reply.
- * Replies come in request order.  May be called from inside callbacks.
+ * Queue a request without waiting for the reply; its callback (cb may be
+ * NULL: the reply is consumed unseen) runs from a later bwc_dispatch()
+ * with a struct bwc_reply.  Replies come in request order.  May be called
+ * from inside callbacks.  The request is written at once when no other is
+ * outstanding; behind outstanding ones it waits, with bwc_poll_events()
+ * asking for POLLOUT, for the next bwc_dispatch() (or blocking call, or
+ * bwc_close, or 16 KiB of requests queued), which writes all that queued
+ * in one go: a pipeline costs one send() per batch rather than per
+ * request.
  *   BWC_EAGAIN   over 1 MiB of requests not yet written: dispatch when
  *                the fd is writable, then retry
  *   BWC_ECLOSED, BWC_ENOMEM; bwc_send_schedule also BWC_EINVAL,
@@ -476,7 +484,8 @@ BWC_EXPORT int bwc_send_stats(struct bwc_client *c, bwc_reply_fn cb,
  *                outstanding requests' callbacks got BWC_ECLOSED
  *   BWC_EPROTO, BWC_ESERVER, BWC_EIO: the connection closed for that
  *                reason during this call (same delivery as BWC_ECLOSED)
- *   BWC_ENOMEM   a frame could not be queued; call again later
+ *   BWC_ENOMEM   a frame could not be queued, or a fire handed out;
+ *                call again later
  *   BWC_EBUSY    from inside a callback
  */
 BWC_EXPORT int bwc_dispatch(struct bwc_client *c);

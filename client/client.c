@@ -18,25 +18,44 @@
  *               always belongs to the front entry.
  *   done        ring of struct done: answered or failed non-blocking
  *               requests whose callbacks bwc_dispatch() has yet to run.
- *   fires       ring of struct fire: fires not yet handed out.
+ *   fires       ring of struct fire: fires not yet handed out, their
+ *               fields by value.
  *               done and fires carry a sequence number from one counter,
  *               so dispatch can merge them back into arrival order.
+ *   pay         the queued fires' payloads, back to back in fire order:
+ *               [pay_off, pay_len).  A fire's payload is copied here when
+ *               it is queued (the input buffer is reused) and out again
+ *               when it is handed out, into held (bwc_wait_fire's, valid
+ *               until the next call) or lent (the fire handler's), which
+ *               nothing else writes: pay itself moves when it grows.
  *   waiter_*    the one blocking call in progress (there is never more
  *               than one: callbacks may not make blocking calls and the
  *               object is single-threaded).
  *
+ * Replies and fires are read with bwp_frame_parse_response(): a
+ * ScheduleReply, CancelReply or Fired lands in a struct bwp_response in
+ * place, and what the client keeps of it (struct answer, struct fire) is
+ * plain values; only the rare bodies (errors, Hello and Stats replies, or
+ * an encoding the fast path leaves to protobuf-c) are envelopes.
+ *
  * Invariant: done has room for every outstanding request, so failing them
  * all when the connection closes never allocates (and never loses a
- * callback to ENOMEM).  Before a frame is parsed, fires has room for one
- * more, so a fire is never dropped for lack of memory: the frame stays in
- * the input buffer and the call reports BWC_ENOMEM.
+ * callback to ENOMEM).  A fire is consumed from the input buffer only
+ * once fires and pay have room for it, so it is never dropped for lack of
+ * memory: the frame stays in the input buffer and the call reports
+ * BWC_ENOMEM.
  *
  * Costs: a request is one pack straight into the output buffer (amortized
- * O(frame), allocation only when a buffer or ring grows) and one send().
- * A received frame costs one decode (frame.h: a few mallocs) and O(1) ring
- * work; rings and buffers double when they grow and never shrink while the
- * client lives.  Reads are batched: up to READ_BATCH recv() calls per
- * wake-up, each parsing every complete frame it completed.
+ * O(frame), allocation only when a buffer or ring grows).  It is written
+ * at once when no other request is outstanding, else with the next write
+ * (see submit): a pipeline costs one send() per batch, not per request.
+ * A received ScheduleReply, CancelReply or Fired costs one pass over its
+ * bytes, no allocation, a copy of the payload and O(1) ring work; other
+ * frames one protobuf-c decode (frame.h: a few mallocs).  Rings and
+ * buffers double when they grow and never shrink while the client lives.
+ * Reads are batched: recv() into at least READ_CHUNK bytes, parsing every
+ * complete frame, until a read comes back short (the socket is drained)
+ * or READ_BATCH reads.
  */
 /* ppoll(), and glibc hides it without this. */
 #define _GNU_SOURCE
@@ -69,7 +88,14 @@
 /* recv() calls per conn_read(): bounds the time one wake-up spends on a
  * daemon that keeps writing; level-triggered polling brings us back. */
 #define READ_BATCH 64
-#define READ_CHUNK 4096u
+/* The least each recv() offers: a deep pipeline's replies and fires
+ * arrive some 10 KiB at a time, and each recv() is a system call. */
+#define READ_CHUNK 16384u
+/* Requests queued behind outstanding ones are written once this much is
+ * waiting, even before the next bwc_dispatch (see submit). */
+#define WRITE_BATCH 16384u
+/* A byte buffer's first capacity. */
+#define BUF_MIN 256u
 /* errmsg and closed_why: the same size, so one copies into the other
  * whole. */
 #define MSG_MAX 512
@@ -91,12 +117,13 @@ _Static_assert((int)BWC_SERVER_INTERNAL ==
 struct ring {
 	unsigned char *buf;
 	size_t size;            /* bytes per item */
-	size_t cap, head, len;  /* in items */
+	size_t cap, head, len;  /* in items; cap 0 or a power of two */
 };
 
+/* A mask, not %: a division per access showed in the client's profile. */
 static void *ring_at(const struct ring *r, size_t i)
 {
-	return r->buf + ((r->head + i) % r->cap) * r->size;
+	return r->buf + ((r->head + i) & (r->cap - 1)) * r->size;
 }
 
 /* Room for extra more items; the only place a ring allocates. */
@@ -129,16 +156,39 @@ static int ring_reserve(struct ring *r, size_t extra)
 /* Callers reserve first. */
 static void ring_push(struct ring *r, const void *item)
 {
-	memcpy(r->buf + ((r->head + r->len) % r->cap) * r->size, item,
-	       r->size);
+	memcpy(ring_at(r, r->len), item, r->size);
 	r->len++;
 }
 
 static void ring_pop(struct ring *r, void *item)
 {
 	memcpy(item, ring_at(r, 0), r->size);
-	r->head = (r->head + 1) % r->cap;
+	r->head = (r->head + 1) & (r->cap - 1);
 	r->len--;
+}
+
+/*
+ * Room for need bytes in *buf, which holds *cap: capacities double from
+ * BUF_MIN, contents are kept.  The only place a byte buffer allocates.
+ */
+static int buf_reserve(uint8_t **buf, size_t *cap, size_t need)
+{
+	size_t ncap = *cap ? *cap : BUF_MIN;
+	uint8_t *nbuf;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need) {
+		if (ncap > SIZE_MAX / 2)
+			return BWC_ENOMEM;
+		ncap *= 2;
+	}
+	nbuf = realloc(*buf, ncap);
+	if (nbuf == NULL)
+		return BWC_ENOMEM;
+	*buf = nbuf;
+	*cap = ncap;
+	return 0;
 }
 
 /* ---- the client ------------------------------------------------------- */
@@ -155,17 +205,29 @@ struct request {
 	bool abandoned;  /* ...and gave up: discard the reply */
 };
 
+/* What a reply said, from its arrival until it is handed out. */
+struct answer {
+	struct bwc_scheduled scheduled;  /* a ScheduleReply's fields */
+	bool pending;                    /* a CancelReply's */
+	/* Any other body (Error, HelloReply, StatsReply), owned; NULL for the
+	 * two above, which are read without allocating (frame.h). */
+	Bitwheel__V1__Envelope *env;
+};
+
 /* A non-blocking request's outcome, awaiting bwc_dispatch(). */
 struct done {
 	uint64_t seq;
 	struct request req;
 	int status;                     /* 0, BWC_ESERVER or BWC_ECLOSED */
-	Bitwheel__V1__Envelope *env;    /* NULL for BWC_ECLOSED */
+	struct answer ans;              /* all zero for BWC_ECLOSED */
 };
 
+/* A fire not yet handed out.  f.payload is NULL: a payload's bytes wait in
+ * the client's payload queue, in fire order. */
 struct fire {
 	uint64_t seq;
-	Bitwheel__V1__Envelope *env;
+	struct bwc_fire f;
+	bool has_payload;
 };
 
 struct bwc_client {
@@ -187,12 +249,17 @@ struct bwc_client {
 	struct ring requests;
 	struct ring done;
 	struct ring fires;
+	uint8_t *pay;               /* queued fires' payloads: [pay_off, pay_len) */
+	size_t pay_off, pay_len, pay_cap;
+	uint8_t *held;              /* the last bwc_wait_fire's payload */
+	size_t held_cap;
+	uint8_t *lent;              /* the fire handler's, during its call */
+	size_t lent_cap;
 
 	bool waiter_done;
 	int waiter_status;
-	Bitwheel__V1__Envelope *waiter_env;
+	struct answer waiter_ans;
 
-	Bitwheel__V1__Envelope *held_fire;  /* last bwc_wait_fire's payload */
 	bwc_fire_fn on_fire;
 	void *on_fire_arg;
 	bool in_callback;
@@ -370,7 +437,7 @@ static void conn_close(struct bwc_client *c, int status)
 		d.seq = c->next_seq++;
 		d.req = req;
 		d.status = BWC_ECLOSED;
-		d.env = NULL;
+		d.ans = (struct answer){ .env = NULL };
 		ring_push(&c->done, &d);   /* room reserved at submit */
 	}
 }
@@ -409,30 +476,38 @@ static const char *body_name(Bitwheel__V1__Envelope__BodyCase bc)
 }
 
 /* A reply: it answers the oldest outstanding request or breaks the
- * protocol.  Takes env. */
-static int take_reply(struct bwc_client *c, Bitwheel__V1__Envelope *env)
+ * protocol.  m says which and, for the hot bodies, what; env holds any
+ * other body, and is taken. */
+static int take_reply(struct bwc_client *c, const struct bwp_response *m,
+		      Bitwheel__V1__Envelope *env)
 {
+	struct answer ans = {
+		.scheduled = { .deadline_ns = m->deadline_ns,
+			       .replaced = m->replaced },
+		.pending = m->pending,
+		.env = env,
+	};
 	struct request *front;
 	struct request req;
 	struct done d;
-	bool is_error = env->body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR;
+	bool is_error = m->body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR;
 
 	if (c->requests.len == 0) {
 		conn_fail(c, BWC_EPROTO,
 			  "protocol error: %s reply (request_id %llu) with no "
-			  "request outstanding", body_name(env->body_case),
-			  (unsigned long long)env->request_id);
+			  "request outstanding", body_name(m->body_case),
+			  (unsigned long long)m->request_id);
 		goto fail;
 	}
 	front = ring_at(&c->requests, 0);
-	if (env->request_id != front->id ||
-	    (!is_error && env->body_case != front->reply_case)) {
+	if (m->request_id != front->id ||
+	    (!is_error && m->body_case != front->reply_case)) {
 		conn_fail(c, BWC_EPROTO,
 			  "protocol error: expected the reply to request %llu, "
 			  "got %s with request_id %llu",
 			  (unsigned long long)front->id,
-			  body_name(env->body_case),
-			  (unsigned long long)env->request_id);
+			  body_name(m->body_case),
+			  (unsigned long long)m->request_id);
 		goto fail;
 	}
 	ring_pop(&c->requests, &req);
@@ -444,13 +519,13 @@ static int take_reply(struct bwc_client *c, Bitwheel__V1__Envelope *env)
 		}
 		c->waiter_done = true;
 		c->waiter_status = 0;
-		c->waiter_env = env;
+		c->waiter_ans = ans;
 		return 0;
 	}
 	d.seq = c->next_seq++;
 	d.req = req;
 	d.status = is_error ? BWC_ESERVER : 0;
-	d.env = env;
+	d.ans = ans;
 	ring_push(&c->done, &d);   /* room reserved at submit */
 	return 0;
 
@@ -459,22 +534,66 @@ fail:
 	return BWC_EPROTO;
 }
 
-/* One decoded frame.  Takes env; returns nonzero only if it closed the
- * connection. */
-static int take_frame(struct bwc_client *c, Bitwheel__V1__Envelope *env)
+/*
+ * Room to queue one more fire, with a payload of n bytes.  conn_parse asks
+ * before it consumes the frame, so a fire is never dropped for lack of
+ * memory.  The payload queue is compacted only when the bytes already
+ * handed out are at least half of it, so each byte moves O(1) times.
+ */
+static int fire_room(struct bwc_client *c, size_t n)
 {
-	struct fire f;
+	if (c->pay_off > 0 && c->pay_len + n > c->pay_cap &&
+	    c->pay_off >= c->pay_len - c->pay_off) {
+		memmove(c->pay, c->pay + c->pay_off, c->pay_len - c->pay_off);
+		c->pay_len -= c->pay_off;
+		c->pay_off = 0;
+	}
+	if (ring_reserve(&c->fires, 1) != 0 ||
+	    buf_reserve(&c->pay, &c->pay_cap, c->pay_len + n) != 0)
+		return BWC_ENOMEM;
+	return 0;
+}
+
+/* Queue the fire m, its payload copied: the input buffer it points into
+ * is reused by the next read.  fire_room() came first. */
+static void fire_push(struct bwc_client *c, const struct bwp_response *m)
+{
+	struct fire f = {
+		.seq = c->next_seq++,
+		.f = {
+			.key = m->key,
+			.payload_len = m->payload_len,
+			.deadline_ns = m->deadline_ns,
+			.fired_ns = m->fired_at_ns,
+			.fire_count = m->fire_count,
+			.late = m->late,
+			.redelivered = m->redelivered,
+		},
+		.has_payload = m->has_payload,
+	};
+
+	if (m->payload_len > 0) {
+		memcpy(c->pay + c->pay_len, m->payload, m->payload_len);
+		c->pay_len += m->payload_len;
+	}
+	ring_push(&c->fires, &f);
+}
+
+/* One frame: m says which (body and request_id) and holds the hot
+ * bodies' fields; env holds any other body, and is taken.  Returns
+ * nonzero only if it closed the connection. */
+static int take_frame(struct bwc_client *c, const struct bwp_response *m,
+		      Bitwheel__V1__Envelope *env)
+{
 	int rc;
 
-	switch (env->body_case) {
+	switch (m->body_case) {
 	case BITWHEEL__V1__ENVELOPE__BODY_FIRED:
-		f.seq = c->next_seq++;
-		f.env = env;
-		ring_push(&c->fires, &f);   /* room reserved by conn_parse */
+		fire_push(c, m);
 		return 0;
 	case BITWHEEL__V1__ENVELOPE__BODY_ERROR:
-		if (env->has_request_id)
-			return take_reply(c, env);
+		if (m->has_request_id)
+			return take_reply(c, m, env);
 		/* Connection-level: the last frame before the daemon closes
 		 * (PROTOCOL.md 5.8), so close now and keep its words. */
 		rc = fail_server(c, env->error,
@@ -487,18 +606,18 @@ static int take_frame(struct bwc_client *c, Bitwheel__V1__Envelope *env)
 	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY:
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
 	case BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY:
-		if (!env->has_request_id) {
+		if (!m->has_request_id) {
 			conn_fail(c, BWC_EPROTO,
 				  "protocol error: %s without a request_id",
-				  body_name(env->body_case));
+				  body_name(m->body_case));
 			bwp_frame_free(env);
 			return BWC_EPROTO;
 		}
-		return take_reply(c, env);
+		return take_reply(c, m, env);
 	default:
 		conn_fail(c, BWC_EPROTO,
 			  "protocol error: the daemon sent a %s request",
-			  body_name(env->body_case));
+			  body_name(m->body_case));
 		bwp_frame_free(env);
 		return BWC_EPROTO;
 	}
@@ -507,19 +626,16 @@ static int take_frame(struct bwc_client *c, Bitwheel__V1__Envelope *env)
 /* Every complete frame in the input buffer. */
 static int conn_parse(struct bwc_client *c)
 {
+	struct bwp_response m;
 	Bitwheel__V1__Envelope *env;
 	size_t off = 0, flen;
+	bool hot;
 	int rc = 0;
 
 	c->in_need = 0;
 	while (c->fd >= 0) {
-		if (ring_reserve(&c->fires, 1) != 0) {
-			rc = fail(c, BWC_ENOMEM,
-				  "out of memory queueing a received frame");
-			break;
-		}
-		rc = bwp_frame_parse(c->in + off, c->in_len - off,
-				     c->max_frame, &env, &flen);
+		rc = bwp_frame_parse_response(c->in + off, c->in_len - off,
+					      c->max_frame, &m, &env, &flen);
 		if (rc == BWP_EMORE) {
 			/* Relative to in + off, which the memmove below makes
 			 * the start of the buffer. */
@@ -531,8 +647,20 @@ static int conn_parse(struct bwc_client *c)
 			return conn_fail(c, BWC_EPROTO,
 					 "protocol error: bad frame from the "
 					 "daemon: %s", bwp_strerror(rc));
+		/* A hot body protobuf-c read (an encoding the fast path left
+		 * to it) is taken like the fast path's, from m. */
+		hot = env == NULL || bwp_response_from_envelope(env, &m);
+		if (m.body_case == BITWHEEL__V1__ENVELOPE__BODY_FIRED &&
+		    fire_room(c, m.payload_len) != 0) {
+			bwp_frame_free(env);
+			rc = fail(c, BWC_ENOMEM,
+				  "out of memory queueing a received frame");
+			break;
+		}
 		off += flen;
-		rc = take_frame(c, env);
+		rc = take_frame(c, &m, hot ? NULL : env);
+		if (hot)
+			bwp_frame_free(env);
 		if (rc != 0)
 			return rc;   /* closed: the buffer is gone */
 	}
@@ -554,33 +682,25 @@ static int conn_read(struct bwc_client *c)
 	int i, rc;
 
 	for (i = 0; i < READ_BATCH && c->fd >= 0; i++) {
-		size_t want = c->in_len + READ_CHUNK;
+		size_t want = c->in_len + READ_CHUNK, room;
 		ssize_t n;
 
 		if (c->in_need > want)
 			want = c->in_need;
-		if (want > c->in_cap) {
-			size_t ncap = c->in_cap ? c->in_cap : 2 * READ_CHUNK;
-			uint8_t *nin;
-
-			while (ncap < want)
-				ncap *= 2;
-			nin = realloc(c->in, ncap);
-			if (nin == NULL)
-				return fail(c, BWC_ENOMEM,
-					    "out of memory reading from the "
-					    "daemon");
-			c->in = nin;
-			c->in_cap = ncap;
-		}
-
-		n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len,
-			 MSG_DONTWAIT);
+		if (buf_reserve(&c->in, &c->in_cap, want) != 0)
+			return fail(c, BWC_ENOMEM,
+				    "out of memory reading from the daemon");
+		room = c->in_cap - c->in_len;
+		n = recv(c->fd, c->in + c->in_len, room, MSG_DONTWAIT);
 		if (n > 0) {
 			c->in_len += (size_t)n;
 			rc = conn_parse(c);
 			if (rc == BWC_ENOMEM)
 				return rc;
+			/* Less than offered: the socket had no more, and
+			 * another recv() would only say EAGAIN. */
+			if ((size_t)n < room)
+				return 0;
 			continue;
 		}
 		if (n == 0) {
@@ -648,11 +768,18 @@ static void conn_flush(struct bwc_client *c)
 /*
  * Pack env as the next request and queue it.  req describes it; its id is
  * assigned here.  Nothing is queued on failure.
+ *
+ * The request is written at once only when no other is outstanding: a
+ * lone request must not wait.  Behind outstanding ones a reply is due, and
+ * whatever takes it (bwc_dispatch, a blocking call's wait_io) writes all
+ * that queued meanwhile in one send(): a pipeline then costs a system call
+ * per batch instead of one per request.  WRITE_BATCH bounds the wait.
  */
 static int submit(struct bwc_client *c, Bitwheel__V1__Envelope *env,
 		  struct request *req)
 {
-	size_t need, n;
+	bool write_now;
+	size_t n;
 	int rc;
 
 	if (c->fd < 0)
@@ -661,32 +788,29 @@ static int submit(struct bwc_client *c, Bitwheel__V1__Envelope *env,
 	 * connection close (see the invariant at the top). */
 	if (ring_reserve(&c->requests, 1) != 0 ||
 	    ring_reserve(&c->done, c->requests.len + 1) != 0)
-		return fail(c, BWC_ENOMEM, "out of memory queueing a request");
+		goto nomem;
 
 	env->has_request_id = 1;
 	env->request_id = c->next_id;
 
-	need = bwp_frame_packed_size(env);
 	if (c->out_off > 0) {
 		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
 		c->out_len -= c->out_off;
 		c->out_off = 0;
 	}
-	if (need > c->out_cap - c->out_len) {
-		size_t ncap = c->out_cap ? c->out_cap : 2 * READ_CHUNK;
-		uint8_t *nout;
-
-		while (ncap - c->out_len < need)
-			ncap *= 2;
-		nout = realloc(c->out, ncap);
-		if (nout == NULL)
-			return fail(c, BWC_ENOMEM,
-				    "out of memory queueing a request");
-		c->out = nout;
-		c->out_cap = ncap;
-	}
+	/* Room for a request without payload, so that it packs at once; a
+	 * bigger one says its size and packs again. */
+	if (buf_reserve(&c->out, &c->out_cap,
+			c->out_len + BWP_PAYLOAD_OVERHEAD) != 0)
+		goto nomem;
 	rc = bwp_frame_pack(env, c->max_frame, c->out + c->out_len,
 			    c->out_cap - c->out_len, &n);
+	if (rc == BWP_ENOSPC) {
+		if (buf_reserve(&c->out, &c->out_cap, c->out_len + n) != 0)
+			goto nomem;
+		rc = bwp_frame_pack(env, c->max_frame, c->out + c->out_len,
+				    c->out_cap - c->out_len, &n);
+	}
 	if (rc == BWP_ETOOBIG)
 		return fail(c, BWC_ETOOBIG,
 			    "request of %zu bytes over the daemon's frame "
@@ -696,10 +820,15 @@ static int submit(struct bwc_client *c, Bitwheel__V1__Envelope *env,
 			    bwp_strerror(rc));
 	c->out_len += n;
 
+	write_now = c->requests.len == 0 || c->out_len >= WRITE_BATCH;
 	req->id = c->next_id++;
 	ring_push(&c->requests, req);
-	conn_flush(c);
+	if (write_now)
+		conn_flush(c);
 	return 0;
+
+nomem:
+	return fail(c, BWC_ENOMEM, "out of memory queueing a request");
 }
 
 /* ---- waiting ---------------------------------------------------------- */
@@ -797,16 +926,16 @@ static void abandon(struct bwc_client *c, uint64_t id)
 }
 
 /*
- * Send a request and wait for its reply.  On 0, *reply is the daemon's
- * answer (never an error) for the caller to free.
+ * Send a request and wait for its reply.  On 0, *ans is the daemon's
+ * answer (never an error); the caller frees ans->env.
  */
 static int call(struct bwc_client *c, Bitwheel__V1__Envelope *env,
-		struct request *req, Bitwheel__V1__Envelope **reply)
+		struct request *req, struct answer *ans)
 {
 	char tbuf[32];
 	int rc;
 
-	*reply = NULL;
+	*ans = (struct answer){ .env = NULL };
 	if (c->in_callback)
 		return fail(c, BWC_EBUSY,
 			    "blocking call from inside a bwc_dispatch callback");
@@ -815,7 +944,7 @@ static int call(struct bwc_client *c, Bitwheel__V1__Envelope *env,
 	req->waiter = true;
 	req->abandoned = false;
 	c->waiter_done = false;
-	c->waiter_env = NULL;
+	c->waiter_ans = (struct answer){ .env = NULL };
 	rc = submit(c, env, req);
 	if (rc != 0)
 		return rc;
@@ -834,14 +963,15 @@ static int call(struct bwc_client *c, Bitwheel__V1__Envelope *env,
 	if (c->waiter_status != 0)
 		return c->waiter_status;   /* the closer set the message */
 
-	if (c->waiter_env->body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR) {
-		rc = fail_server(c, c->waiter_env->error, "");
-		bwp_frame_free(c->waiter_env);
-		c->waiter_env = NULL;
+	*ans = c->waiter_ans;
+	c->waiter_ans.env = NULL;
+	if (ans->env != NULL &&
+	    ans->env->body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR) {
+		rc = fail_server(c, ans->env->error, "");
+		bwp_frame_free(ans->env);
+		ans->env = NULL;
 		return rc;
 	}
-	*reply = c->waiter_env;
-	c->waiter_env = NULL;
 	return 0;
 }
 
@@ -872,24 +1002,21 @@ int bwc_new(struct bwc_client **out)
 void bwc_free(struct bwc_client *c)
 {
 	struct done d;
-	struct fire f;
 
 	if (c == NULL)
 		return;
 	bwc_close(c);
 	while (c->done.len > 0) {
 		ring_pop(&c->done, &d);
-		bwp_frame_free(d.env);
+		bwp_frame_free(d.ans.env);
 	}
-	while (c->fires.len > 0) {
-		ring_pop(&c->fires, &f);
-		bwp_frame_free(f.env);
-	}
-	bwp_frame_free(c->held_fire);
-	bwp_frame_free(c->waiter_env);
+	bwp_frame_free(c->waiter_ans.env);
 	free(c->requests.buf);
 	free(c->done.buf);
 	free(c->fires.buf);
+	free(c->pay);
+	free(c->held);
+	free(c->lent);
 	free(c->in);
 	free(c->out);
 	free(c->path);
@@ -907,7 +1034,12 @@ int bwc_set_timeout(struct bwc_client *c, int64_t timeout_ns)
 
 void bwc_close(struct bwc_client *c)
 {
-	if (c != NULL && c->fd >= 0) {
+	if (c == NULL || c->fd < 0)
+		return;
+	/* Requests still queued behind outstanding ones (see submit) get
+	 * what the socket takes now, as they would have, written at once. */
+	conn_flush(c);
+	if (c->fd >= 0) {
 		conn_close(c, BWC_ECLOSED);
 		snprintf(c->closed_why, sizeof(c->closed_why),
 			 "closed by bwc_close");
@@ -938,7 +1070,7 @@ static int dial(struct bwc_client *c)
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
 	Bitwheel__V1__Hello hello = BITWHEEL__V1__HELLO__INIT;
-	Bitwheel__V1__Envelope *reply = NULL;
+	struct answer ans = { .env = NULL };
 	const Bitwheel__V1__HelloReply *hr;
 	struct request req = { .kind = 0 };
 	struct sockaddr_un sa;
@@ -993,11 +1125,11 @@ static int dial(struct bwc_client *c)
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
 	env.hello = &hello;
 	req.reply_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY;
-	rc = call(c, &env, &req, &reply);
+	rc = call(c, &env, &req, &ans);
 	if (rc != 0)
 		goto fail;
 
-	hr = reply->hello_reply;
+	hr = ans.env->hello_reply;
 	if (hr->protocol_version != BWP_PROTOCOL_VERSION) {
 		rc = fail(c, BWC_EPROTO,
 			  "protocol error: the daemon at %s answered Hello "
@@ -1015,11 +1147,11 @@ static int dial(struct bwc_client *c)
 	c->info.timers = hr->timers;
 	c->info.queued = hr->queued;
 	c->info.dropped = hr->dropped;
-	bwp_frame_free(reply);
+	bwp_frame_free(ans.env);
 	return 0;
 
 fail:
-	bwp_frame_free(reply);
+	bwp_frame_free(ans.env);
 	/* A failed Hello closes the connection on the daemon's side too;
 	 * the message set above stays. */
 	if (c->fd >= 0) {
@@ -1223,7 +1355,7 @@ int bwc_schedule(struct bwc_client *c, const struct bwc_timer *t,
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
 	Bitwheel__V1__Schedule s;
-	Bitwheel__V1__Envelope *reply;
+	struct answer ans;
 	struct request req = { .kind = 0 };
 	int rc;
 
@@ -1231,14 +1363,12 @@ int bwc_schedule(struct bwc_client *c, const struct bwc_timer *t,
 		return BWC_EINVAL;
 	rc = build_schedule(c, t, &env, &s, &req);
 	if (rc == 0)
-		rc = call(c, &env, &req, &reply);
+		rc = call(c, &env, &req, &ans);
 	if (rc != 0)
 		return rc;
-	if (out != NULL) {
-		out->deadline_ns = reply->schedule_reply->deadline_ns;
-		out->replaced = reply->schedule_reply->replaced;
-	}
-	bwp_frame_free(reply);
+	/* A ScheduleReply: by value, no envelope to free. */
+	if (out != NULL)
+		*out = ans.scheduled;
 	return 0;
 }
 
@@ -1246,19 +1376,19 @@ int bwc_cancel(struct bwc_client *c, uint64_t key, bool *pending)
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
 	Bitwheel__V1__Cancel cn;
-	Bitwheel__V1__Envelope *reply;
+	struct answer ans;
 	struct request req = { .kind = 0 };
 	int rc;
 
 	if (c == NULL)
 		return BWC_EINVAL;
 	build_cancel(key, &env, &cn, &req);
-	rc = call(c, &env, &req, &reply);
+	rc = call(c, &env, &req, &ans);
 	if (rc != 0)
 		return rc;
+	/* A CancelReply: by value, no envelope to free. */
 	if (pending != NULL)
-		*pending = reply->cancel_reply->pending;
-	bwp_frame_free(reply);
+		*pending = ans.pending;
 	return 0;
 }
 
@@ -1266,18 +1396,18 @@ int bwc_stats(struct bwc_client *c, struct bwc_stats *out)
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
 	Bitwheel__V1__Stats st;
-	Bitwheel__V1__Envelope *reply;
+	struct answer ans;
 	struct request req = { .kind = 0 };
 	int rc;
 
 	if (c == NULL || out == NULL)
 		return c ? fail(c, BWC_EINVAL, "stats output NULL") : BWC_EINVAL;
 	build_stats(&env, &st, &req);
-	rc = call(c, &env, &req, &reply);
+	rc = call(c, &env, &req, &ans);
 	if (rc != 0)
 		return rc;
-	copy_stats(reply->stats_reply, out);
-	bwp_frame_free(reply);
+	copy_stats(ans.env->stats_reply, out);
+	bwp_frame_free(ans.env);
 	return 0;
 }
 
@@ -1342,29 +1472,38 @@ int bwc_send_stats(struct bwc_client *c, bwc_reply_fn cb, void *arg)
 
 /* ---- handing out fires and replies ---------------------------------- */
 
-static void fire_from(const Bitwheel__V1__Fired *f, struct bwc_fire *out)
+/*
+ * Hand out the oldest queued fire, its payload copied to *buf (grown to
+ * fit; *cap is its size).  The payload queue moves as it grows, so the
+ * caller gets a buffer that only its own next take overwrites.
+ * BWC_ENOMEM leaves the fire queued.
+ */
+static int fire_take(struct bwc_client *c, uint8_t **buf, size_t *cap,
+		     struct bwc_fire *out)
 {
-	memset(out, 0, sizeof(*out));
-	out->key = f->key;
-	if (f->has_payload) {
+	const struct fire *front = ring_at(&c->fires, 0);
+	size_t n = front->f.payload_len;
+	struct fire f;
+
+	if (buf_reserve(buf, cap, n) != 0)
+		return fail(c, BWC_ENOMEM, "out of memory handing out a fire");
+	ring_pop(&c->fires, &f);
+	*out = f.f;
+	if (f.has_payload) {
 		/* An empty payload is still a payload: keep it non-NULL so
 		 * the caller can tell it from none. */
-		out->payload = f->payload.data ? (const void *)f->payload.data
-					       : (const void *)"";
-		out->payload_len = f->payload.len;
+		out->payload = n ? memcpy(*buf, c->pay + c->pay_off, n) : "";
+		c->pay_off += n;
+		if (c->pay_off == c->pay_len)
+			c->pay_off = c->pay_len = 0;
 	}
-	out->deadline_ns = f->deadline_ns;
-	out->fired_ns = f->fired_at_ns;
-	out->fire_count = f->fire_count;
-	out->late = f->late;
-	out->redelivered = f->redelivered;
+	return 0;
 }
 
 int bwc_wait_fire(struct bwc_client *c, int64_t timeout_ns,
 		  struct bwc_fire *out)
 {
 	char tbuf[32];
-	struct fire f;
 	int rc;
 
 	if (c == NULL || out == NULL)
@@ -1372,9 +1511,6 @@ int bwc_wait_fire(struct bwc_client *c, int64_t timeout_ns,
 	if (c->in_callback)
 		return fail(c, BWC_EBUSY,
 			    "bwc_wait_fire from inside a bwc_dispatch callback");
-	bwp_frame_free(c->held_fire);
-	c->held_fire = NULL;
-
 	if (c->fires.len == 0) {
 		if (c->fd < 0)
 			return not_connected(c);
@@ -1389,17 +1525,15 @@ int bwc_wait_fire(struct bwc_client *c, int64_t timeout_ns,
 		if (rc != 0)
 			return rc;
 	}
-	ring_pop(&c->fires, &f);
-	c->held_fire = f.env;
-	fire_from(f.env->fired, out);
-	return 0;
+	/* held: valid until the next bwc_wait_fire, whatever comes between. */
+	return fire_take(c, &c->held, &c->held_cap, out);
 }
 
 static void deliver_reply(struct bwc_client *c, struct done *d)
 {
 	struct bwc_reply r;
 	struct bwc_stats st;
-	const Bitwheel__V1__Envelope *env = d->env;
+	const Bitwheel__V1__Envelope *env = d->ans.env;
 
 	memset(&r, 0, sizeof(r));
 	r.request = d->req.kind;
@@ -1414,12 +1548,10 @@ static void deliver_reply(struct bwc_client *c, struct done *d)
 	} else if (d->status == 0) {
 		switch (d->req.kind) {
 		case BWC_REQUEST_SCHEDULE:
-			r.scheduled.deadline_ns =
-				env->schedule_reply->deadline_ns;
-			r.scheduled.replaced = env->schedule_reply->replaced;
+			r.scheduled = d->ans.scheduled;
 			break;
 		case BWC_REQUEST_CANCEL:
-			r.pending = env->cancel_reply->pending;
+			r.pending = d->ans.pending;
 			break;
 		case BWC_REQUEST_STATS:
 			copy_stats(env->stats_reply, &st);
@@ -1432,7 +1564,7 @@ static void deliver_reply(struct bwc_client *c, struct done *d)
 
 int bwc_dispatch(struct bwc_client *c)
 {
-	bool was_open;
+	bool was_open, flushed = false;
 	int rc = 0;
 
 	if (c == NULL)
@@ -1454,26 +1586,38 @@ int bwc_dispatch(struct bwc_client *c)
 		struct fire *fn = c->on_fire && c->fires.len ?
 					  ring_at(&c->fires, 0) : NULL;
 
-		if (dn == NULL && fn == NULL)
-			break;
-		c->in_callback = true;
+		if (dn == NULL && fn == NULL) {
+			/* What the callbacks sent goes out in one write
+			 * (see submit).  Should that close the connection,
+			 * the requests it fails are delivered too. */
+			if (flushed || c->fd < 0)
+				break;
+			conn_flush(c);
+			flushed = true;
+			continue;
+		}
 		if (dn != NULL && (fn == NULL || dn->seq < fn->seq)) {
 			struct done d;
 
 			ring_pop(&c->done, &d);
+			c->in_callback = true;
 			if (d.req.cb != NULL)
 				deliver_reply(c, &d);
-			bwp_frame_free(d.env);
+			c->in_callback = false;
+			bwp_frame_free(d.ans.env);
 		} else {
-			struct fire f;
 			struct bwc_fire bf;
 
-			ring_pop(&c->fires, &f);
-			fire_from(f.env->fired, &bf);
+			/* lent: the callbacks may read (a failed send reads
+			 * the daemon's last words), moving the queue. */
+			if (fire_take(c, &c->lent, &c->lent_cap, &bf) != 0) {
+				rc = BWC_ENOMEM;
+				break;
+			}
+			c->in_callback = true;
 			c->on_fire(c, &bf, c->on_fire_arg);
-			bwp_frame_free(f.env);
+			c->in_callback = false;
 		}
-		c->in_callback = false;
 	}
 
 	if (rc != 0)

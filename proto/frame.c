@@ -20,21 +20,26 @@
  *             received message), or any other body, goes to protobuf-c.
  *
  *   reading   bwp_frame_parse_request() reads an Envelope whose body is a
- *             Schedule or Cancel in one pass, without allocating, into a
- *             struct bwp_request whose payload points into the frame.  It
- *             accepts only the plain encoding: one-byte tags of the fields
- *             the schema gives those messages, with their own wire types;
- *             each field at most once (one body, one of delay/deadline);
- *             varints of at most ten bytes, read as protobuf-c reads them
- *             (bits past 64 dropped); length prefixes of at most five
- *             bytes that fit the enclosing message; bools as one byte 0
- *             or 1.  Anything else - another body, no body, an unknown or
- *             repeated field, a wire-type surprise, an over-long tag, a
- *             truncated value, an odd bool - falls back to protobuf-c's
- *             full unpack of the same bytes, so whether a frame is an
- *             error, and which, is protobuf-c's decision alone, and an
- *             accepted frame decodes to the fields protobuf-c would give.
- *
+ *             Schedule or Cancel (the daemon's hot frames) into a struct
+ *             bwp_request, and bwp_frame_parse_response() one whose body
+ *             is a ScheduleReply, CancelReply or Fired (the client's) into
+ *             a struct bwp_response, without allocating, the payload
+ *             pointing into the frame.  Both walk the envelope once
+ *             (fast_envelope: the request_id and where the body lies),
+ *             then the body.  They accept only the plain encoding:
+ *             one-byte tags of the fields the schema gives those messages,
+ *             with their own wire types; each field at most once (one
+ *             body, one of delay/deadline); varints of at most ten bytes,
+ *             read as protobuf-c reads them (bits past 64 dropped); length
+ *             prefixes of at most five bytes that fit the enclosing
+ *             message; bools as one byte 0 or 1.  Anything else - another
+ *             body, no body, an unknown or repeated field, a wire-type
+ *             surprise, an over-long tag, a truncated value, an odd bool -
+ *             falls back to protobuf-c's full unpack of the same bytes, so
+ *             whether a frame is an error, and which, is protobuf-c's
+ *             decision alone, and an accepted frame decodes to the fields
+ *             protobuf-c would give.
+
  * tests/check_frame.c compares both directions with protobuf-c on many
  * messages, and tests/fuzz_frame.c on every fuzz input.
  */
@@ -364,19 +369,38 @@ static int unpack_body(const uint8_t *body, size_t len,
 	return BWP_OK;
 }
 
-int bwp_frame_parse(const uint8_t *buf, size_t len, size_t max_frame,
-		    Bitwheel__V1__Envelope **out, size_t *frame_len)
+/*
+ * A fast reader: the envelope body [p, end) read into caller storage, or
+ * false when it is not the plain encoding of a body the reader knows, and
+ * protobuf-c must decide (out is then scratch).
+ */
+typedef bool fast_reader(const uint8_t *p, const uint8_t *end, void *out);
+
+/* Every bwp_frame_parse*(): the header, then read (unless NULL) or, when
+ * it declines, protobuf-c. */
+static int parse_frame(const uint8_t *buf, size_t len, size_t max_frame,
+		       fast_reader *read, void *fast,
+		       Bitwheel__V1__Envelope **out, size_t *frame_len)
 {
 	int rc;
 
-	if (out == NULL || frame_len == NULL || (buf == NULL && len > 0))
+	if ((read != NULL && fast == NULL) || out == NULL ||
+	    frame_len == NULL || (buf == NULL && len > 0))
 		return BWP_EINVAL;
 	*out = NULL;
 	rc = parse_header(buf, len, max_frame, frame_len);
 	if (rc != BWP_OK)
 		return rc;
+	if (read != NULL && read(buf + BWP_HEADER_SIZE, buf + *frame_len, fast))
+		return BWP_OK;
 	return unpack_body(buf + BWP_HEADER_SIZE, *frame_len - BWP_HEADER_SIZE,
 			   out);
+}
+
+int bwp_frame_parse(const uint8_t *buf, size_t len, size_t max_frame,
+		    Bitwheel__V1__Envelope **out, size_t *frame_len)
+{
+	return parse_frame(buf, len, max_frame, NULL, NULL, out, frame_len);
 }
 
 /* ---- fast reading -------------------------------------------------------- */
@@ -515,80 +539,222 @@ static bool fast_cancel(const uint8_t *p, const uint8_t *end,
 	return true;
 }
 
-/* Whether body is a plain Schedule or Cancel envelope, read into r. */
-static bool fast_request(const uint8_t *p, const uint8_t *end,
-			 struct bwp_request *r)
+static bool fast_schedule_reply(const uint8_t *p, const uint8_t *end,
+				struct bwp_response *r)
 {
-	static const struct bwp_request empty = {
-		.body_case = BITWHEEL__V1__ENVELOPE__BODY__NOT_SET,
-		.when_case = BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET,
-	};
 	unsigned seen = 0;
-	const uint8_t *sub;
-	size_t n;
 
-	*r = empty;
 	while (p < end) {
 		switch (*p++) {
 		case TAG(1, WT_VARINT):
 			ONCE(seen, 1);
-			p = get_varint(p, end, &r->request_id);
-			if (!p)
-				return false;
-			r->has_request_id = true;
+			p = get_varint(p, end, &r->deadline_ns);
+			r->has_deadline_ns = true;
 			break;
-		case TAG(BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE, WT_LEN):
-		case TAG(BITWHEEL__V1__ENVELOPE__BODY_CANCEL, WT_LEN):
-			/* A second body replaces or merges with the first. */
+		case TAG(2, WT_VARINT):
 			ONCE(seen, 2);
-			r->body_case = (Bitwheel__V1__Envelope__BodyCase)(p[-1] >> 3);
-			sub = get_len(p, end, &n);
-			if (!sub)
-				return false;
-			p = sub + n;
-			if (!(r->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE
-			      ? fast_schedule(sub, p, r)
-			      : fast_cancel(sub, p, r)))
-				return false;
+			p = get_bool(p, end, &r->replaced);
+			r->has_replaced = true;
 			break;
 		default:
+			return false;
+		}
+		if (!p)
+			return false;
+	}
+	return true;
+}
+
+static bool fast_cancel_reply(const uint8_t *p, const uint8_t *end,
+			      struct bwp_response *r)
+{
+	bool seen = false;
+
+	while (p < end) {
+		if (*p++ != TAG(1, WT_VARINT) || seen)
+			return false;
+		seen = true;
+		p = get_bool(p, end, &r->pending);
+		if (!p)
+			return false;
+		r->has_pending = true;
+	}
+	return true;
+}
+
+static bool fast_fired(const uint8_t *p, const uint8_t *end,
+		       struct bwp_response *r)
+{
+	unsigned seen = 0;
+
+	while (p < end) {
+		switch (*p++) {
+		case TAG(1, WT_VARINT):
+			ONCE(seen, 1);
+			p = get_varint(p, end, &r->key);
+			r->has_key = true;
+			break;
+		case TAG(2, WT_LEN):
+			ONCE(seen, 2);
+			p = get_len(p, end, &r->payload_len);
+			if (!p)
+				return false;
+			r->has_payload = true;
+			r->payload = r->payload_len ? p : NULL;
+			p += r->payload_len;
+			break;
+		case TAG(3, WT_VARINT):
+			ONCE(seen, 3);
+			p = get_varint(p, end, &r->deadline_ns);
+			r->has_deadline_ns = true;
+			break;
+		case TAG(4, WT_VARINT):
+			ONCE(seen, 4);
+			p = get_varint(p, end, &r->fired_at_ns);
+			r->has_fired_at_ns = true;
+			break;
+		case TAG(5, WT_VARINT):
+			ONCE(seen, 5);
+			p = get_varint(p, end, &r->fire_count);
+			r->has_fire_count = true;
+			break;
+		case TAG(6, WT_VARINT):
+			ONCE(seen, 6);
+			p = get_bool(p, end, &r->late);
+			r->has_late = true;
+			break;
+		case TAG(7, WT_VARINT):
+			ONCE(seen, 7);
+			p = get_bool(p, end, &r->redelivered);
+			r->has_redelivered = true;
+			break;
+		default:
+			return false;
+		}
+		if (!p)
+			return false;
+	}
+	return true;
+}
+
+/* An envelope around a body a fast reader knows, its bytes not yet read. */
+struct fast_envelope {
+	Bitwheel__V1__Envelope__BodyCase body_case;
+	bool has_request_id;
+	uint64_t request_id;
+	const uint8_t *body, *body_end;
+};
+
+/*
+ * Whether [p, end) is a plain envelope: at most one request_id and exactly
+ * one body, whose case is among bodies (a mask of 1 << case), read into e.
+ * Every body member is a message, so its tag says length-delimited.
+ */
+static bool fast_envelope(const uint8_t *p, const uint8_t *end,
+			  uint32_t bodies, struct fast_envelope *e)
+{
+	unsigned seen = 0;
+	size_t n;
+
+	e->has_request_id = false;
+	e->request_id = 0;
+	while (p < end) {
+		uint8_t tag = *p++;
+
+		if (tag == TAG(1, WT_VARINT)) {
+			ONCE(seen, 1);
+			p = get_varint(p, end, &e->request_id);
+			if (!p)
+				return false;
+			e->has_request_id = true;
+		} else if ((tag & 7) == WT_LEN && (bodies >> (tag >> 3) & 1)) {
+			/* A second body replaces or merges with the first.
+			 * A tag byte with its top bit set (an over-long or
+			 * two-byte tag) names no body in the mask. */
+			ONCE(seen, 2);
+			e->body_case = (Bitwheel__V1__Envelope__BodyCase)(tag >> 3);
+			e->body = get_len(p, end, &n);
+			if (!e->body)
+				return false;
+			p = e->body_end = e->body + n;
+		} else {
 			return false;
 		}
 	}
 	return seen & 1u << 2;
 }
 
+#define BODY_BIT(c) (1u << BITWHEEL__V1__ENVELOPE__BODY_##c)
+
+/* A fast_reader: a plain Schedule or Cancel envelope into a bwp_request. */
+static bool fast_request(const uint8_t *p, const uint8_t *end, void *out)
+{
+	struct bwp_request *r = out;
+	struct fast_envelope e;
+
+	if (!fast_envelope(p, end, BODY_BIT(SCHEDULE) | BODY_BIT(CANCEL), &e))
+		return false;
+	*r = (struct bwp_request){
+		.body_case = e.body_case,
+		.has_request_id = e.has_request_id,
+		.request_id = e.request_id,
+		.when_case = BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET,
+	};
+	if (e.body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE)
+		return fast_schedule(e.body, e.body_end, r);
+	return fast_cancel(e.body, e.body_end, r);
+}
+
+/* A fast_reader: a plain ScheduleReply, CancelReply or Fired envelope
+ * into a bwp_response. */
+static bool fast_response(const uint8_t *p, const uint8_t *end, void *out)
+{
+	struct bwp_response *r = out;
+	struct fast_envelope e;
+
+	if (!fast_envelope(p, end, BODY_BIT(SCHEDULE_REPLY) |
+			   BODY_BIT(CANCEL_REPLY) | BODY_BIT(FIRED), &e))
+		return false;
+	*r = (struct bwp_response){
+		.body_case = e.body_case,
+		.has_request_id = e.has_request_id,
+		.request_id = e.request_id,
+	};
+	switch (e.body_case) {
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY:
+		return fast_schedule_reply(e.body, e.body_end, r);
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
+		return fast_cancel_reply(e.body, e.body_end, r);
+	default:
+		return fast_fired(e.body, e.body_end, r);
+	}
+}
+
 int bwp_frame_parse_request(const uint8_t *buf, size_t len, size_t max_frame,
 			    struct bwp_request *req,
 			    Bitwheel__V1__Envelope **out, size_t *frame_len)
 {
-	int rc;
+	return parse_frame(buf, len, max_frame, fast_request, req, out,
+			   frame_len);
+}
 
-	if (req == NULL || out == NULL || frame_len == NULL ||
-	    (buf == NULL && len > 0))
-		return BWP_EINVAL;
-	*out = NULL;
-	rc = parse_header(buf, len, max_frame, frame_len);
-	if (rc != BWP_OK)
-		return rc;
-	if (fast_request(buf + BWP_HEADER_SIZE, buf + *frame_len, req))
-		return BWP_OK;
-	return unpack_body(buf + BWP_HEADER_SIZE, *frame_len - BWP_HEADER_SIZE,
-			   out);
+int bwp_frame_parse_response(const uint8_t *buf, size_t len,
+			     size_t max_frame, struct bwp_response *resp,
+			     Bitwheel__V1__Envelope **out, size_t *frame_len)
+{
+	return parse_frame(buf, len, max_frame, fast_response, resp, out,
+			   frame_len);
 }
 
 bool bwp_request_from_envelope(const Bitwheel__V1__Envelope *env,
 			       struct bwp_request *r)
 {
-	static const struct bwp_request empty = {
-		.body_case = BITWHEEL__V1__ENVELOPE__BODY__NOT_SET,
+	*r = (struct bwp_request){
+		.body_case = env->body_case,
+		.has_request_id = env->has_request_id,
+		.request_id = env->request_id,
 		.when_case = BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET,
 	};
-
-	*r = empty;
-	r->has_request_id = env->has_request_id;
-	r->request_id = env->request_id;
-	r->body_case = env->body_case;
 	switch (env->body_case) {
 	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE: {
 		const Bitwheel__V1__Schedule *m = env->schedule;
@@ -612,6 +778,53 @@ bool bwp_request_from_envelope(const Bitwheel__V1__Envelope *env,
 		r->has_key = env->cancel->has_key;
 		r->key = env->cancel->key;
 		return true;
+	default:
+		return false;
+	}
+}
+
+bool bwp_response_from_envelope(const Bitwheel__V1__Envelope *env,
+				struct bwp_response *r)
+{
+	*r = (struct bwp_response){
+		.body_case = env->body_case,
+		.has_request_id = env->has_request_id,
+		.request_id = env->request_id,
+	};
+	switch (env->body_case) {
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY: {
+		const Bitwheel__V1__ScheduleReply *m = env->schedule_reply;
+
+		r->has_deadline_ns = m->has_deadline_ns;
+		r->deadline_ns = m->deadline_ns;
+		r->has_replaced = m->has_replaced;
+		r->replaced = m->replaced;
+		return true;
+	}
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
+		r->has_pending = env->cancel_reply->has_pending;
+		r->pending = env->cancel_reply->pending;
+		return true;
+	case BITWHEEL__V1__ENVELOPE__BODY_FIRED: {
+		const Bitwheel__V1__Fired *m = env->fired;
+
+		r->has_key = m->has_key;
+		r->key = m->key;
+		r->has_payload = m->has_payload;
+		r->payload_len = m->payload.len;
+		r->payload = m->payload.data;
+		r->has_deadline_ns = m->has_deadline_ns;
+		r->deadline_ns = m->deadline_ns;
+		r->has_fired_at_ns = m->has_fired_at_ns;
+		r->fired_at_ns = m->fired_at_ns;
+		r->has_fire_count = m->has_fire_count;
+		r->fire_count = m->fire_count;
+		r->has_late = m->has_late;
+		r->late = m->late;
+		r->has_redelivered = m->has_redelivered;
+		r->redelivered = m->redelivered;
+		return true;
+	}
 	default:
 		return false;
 	}

@@ -46,6 +46,9 @@
  *                          Cancel is read in one pass into caller storage,
  *                          without malloc; anything else goes through
  *                          protobuf-c as above.
+ *   bwp_frame_parse_response
+ *                          the same for the client's hot frames: a plain
+ *                          ScheduleReply, CancelReply or Fired.
  *
  * Every function that can fail returns 0 or a negative enum bwp_error and
  * passes results through pointers.
@@ -176,6 +179,58 @@ int bwp_frame_parse_request(const uint8_t *buf, size_t len, size_t max_frame,
  */
 bool bwp_request_from_envelope(const Bitwheel__V1__Envelope *env,
 			       struct bwp_request *req);
+
+/*
+ * What the daemon sends most: a ScheduleReply, a CancelReply (replies) or
+ * a Fired (a notification), field for field what protobuf-c would decode
+ * (has_* as its has_* flags), but flat.  Each body uses its own fields:
+ * ScheduleReply deadline_ns and replaced; CancelReply pending; Fired key,
+ * payload, deadline_ns, fired_at_ns, fire_count, late and redelivered;
+ * the others stay absent and zero.  payload is as in struct bwp_request.
+ */
+struct bwp_response {
+	/* _SCHEDULE_REPLY, _CANCEL_REPLY or _FIRED */
+	Bitwheel__V1__Envelope__BodyCase body_case;
+	bool has_request_id;
+	bool has_deadline_ns;
+	bool has_replaced;
+	bool replaced;
+	bool has_pending;
+	bool pending;
+	bool has_key;
+	bool has_payload;
+	bool has_fired_at_ns;
+	bool has_fire_count;
+	bool has_late;
+	bool late;
+	bool has_redelivered;
+	bool redelivered;
+	uint64_t request_id;
+	uint64_t deadline_ns;
+	uint64_t key;
+	uint64_t fired_at_ns;
+	uint64_t fire_count;
+	const uint8_t *payload;
+	size_t payload_len;
+};
+
+/*
+ * bwp_frame_parse_request() for the other direction: a reader that wants
+ * ScheduleReply, CancelReply and Fired fast (the client).  Same contract,
+ * with *resp in place of *req.
+ */
+int bwp_frame_parse_response(const uint8_t *buf, size_t len,
+			     size_t max_frame, struct bwp_response *resp,
+			     Bitwheel__V1__Envelope **out, size_t *frame_len);
+
+/*
+ * The body of env (from bwp_frame_parse) as a struct bwp_response, its
+ * payload pointing into env; false when the body is none of the three.
+ * body_case, has_request_id and request_id are set either way, so a
+ * reader can route every frame on resp alone.
+ */
+bool bwp_response_from_envelope(const Bitwheel__V1__Envelope *env,
+				struct bwp_response *resp);
 
 /*
  * Start a reply to req in caller storage: env is initialised and, when req

@@ -8,12 +8,14 @@
  *                absolute, periodic, payloads), cancel, stats, wait_fire
  *                and its timeout; a request's timeout against a stopped
  *                daemon, and the late reply being discarded; fires that
- *                arrive during a blocking call are kept, in order.
+ *                arrive during a blocking call are kept, in order; how
+ *                long fire payloads stay valid.
  *   nonblocking  bwc_fd / bwc_poll_events / pipelined bwc_send_* /
  *                bwc_dispatch with reply callbacks and a fire handler;
  *                replies in request order; daemon errors in replies;
  *                outstanding requests failing with BWC_ECLOSED; calls that
- *                are not allowed inside callbacks.
+ *                are not allowed inside callbacks; requests queued behind
+ *                outstanding ones, written by bwc_dispatch or bwc_close.
  *   errors       BWC_EUNREACHABLE naming the path, BWC_ESERVER with
  *                bwc_server_error() for daemon refusals (DUPLICATE_KEY,
  *                SESSION_BUSY, TOO_MANY_CLIENTS, TOO_MANY_TIMERS,
@@ -21,6 +23,8 @@
  *                BWC_EINVAL.
  *   restart      the daemon killed and restarted under a named session:
  *                what bwc_reconnect() keeps and what is lost.
+ *   fallback     a stand-in daemon's replies and fires in encodings the
+ *                client's fast decoder leaves to protobuf-c.
  *   sigpipe      with SIGPIPE at its default disposition, writing to a
  *                dead daemon returns an error and the process lives.
  *
@@ -31,6 +35,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -444,6 +449,103 @@ START_TEST(test_mixed_modes)
 }
 END_TEST
 
+
+#define NBIG 300
+
+struct big_seen {
+	struct bwc_client *c;
+	int fires, stats;
+};
+
+/* The payload of key k: 1000 bytes, the key's low byte then a count. */
+static void big_payload(uint64_t k, uint8_t *p)
+{
+	for (int i = 0; i < 1000; i++)
+		p[i] = (uint8_t)(k + (uint64_t)i);
+}
+
+static void big_stats(struct bwc_client *c, const struct bwc_reply *r, void *arg)
+{
+	struct big_seen *b = arg;
+
+	(void)c;
+	ck_assert_int_eq(r->status, 0);
+	b->stats++;
+}
+
+static void big_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
+{
+	struct big_seen *b = arg;
+	uint8_t want[1000];
+
+	big_payload(f->key, want);
+	ck_assert(f->payload_len == sizeof(want) &&
+		  memcmp(f->payload, want, sizeof(want)) == 0);
+	/* A request from the handler: queued behind the Stats outstanding,
+	 * written by this dispatch, its reply taken by a later one. */
+	ck_assert_int_eq(bwc_send_stats(c, big_stats, b), 0);
+	ck_assert(memcmp(f->payload, want, sizeof(want)) == 0);
+	b->fires++;
+}
+
+/*
+ * Payloads outlive what they must: bwc_wait_fire's until the next
+ * bwc_wait_fire, while later calls queue hundreds of big payloads behind
+ * it (the client's payload queue grows and moves); the fire handler's
+ * during its call, requests sent from it included.
+ */
+START_TEST(test_fire_payloads)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c;
+	struct bwc_timer t = { .key = NBIG, .payload = "first", .payload_len = 5 };
+	struct big_seen b = { 0 };
+	struct bwc_stats st;
+	struct bwc_fire f;
+	uint8_t p[1000];
+	uint64_t t0, deadline;
+
+	du_daemon_start(d, NULL);
+	c = connect_to(d, NULL);
+	b.c = c;
+	t0 = bwc_now_ns();
+	t.absolute = true;
+	t.when_ns = t0 + 20 * DU_MS;
+	CK_BWC(c, bwc_schedule(c, &t, NULL));
+	for (uint64_t k = 0; k < NBIG; k++) {
+		struct bwc_timer big = { .key = k, .absolute = true,
+					 .when_ns = t0 + 60 * DU_MS, .payload = p,
+					 .payload_len = sizeof(p) };
+
+		big_payload(k, p);
+		CK_BWC(c, bwc_schedule(c, &big, NULL));
+	}
+	CK_BWC(c, bwc_wait_fire(c, 2 * (int64_t)DU_S, &f));
+	ck_assert_uint_eq(f.key, NBIG);
+	/* Every big one fires while nobody reads; a blocking call queues
+	 * them all. */
+	du_sleep_until(t0 + 60 * DU_MS + 150 * DU_MS);
+	CK_BWC(c, bwc_stats(c, &st));
+	ck_assert_uint_eq(st.oneshot.fired, NBIG + 1);
+	ck_assert_msg(f.payload_len == 5 && memcmp(f.payload, "first", 5) == 0,
+		      "bwc_wait_fire's payload changed under later calls");
+
+	bwc_set_fire_handler(c, big_fire, &b);
+	ck_assert_int_eq(bwc_send_stats(c, big_stats, &b), 0);
+	deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
+	while (b.fires < NBIG || b.stats < NBIG + 1) {
+		struct pollfd pf = { bwc_fd(c), bwc_poll_events(c), 0 };
+
+		ck_assert_msg(du_now_ns() < deadline, "%d fires, %d stats", b.fires,
+			      b.stats);
+		poll(&pf, 1, 50);
+		ck_assert_int_eq(bwc_dispatch(c), 0);
+	}
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 /* ======================================================================
  * nonblocking
  * ====================================================================== */
@@ -720,6 +822,74 @@ START_TEST(test_nonblocking_closed)
 }
 END_TEST
 
+
+#define NQUEUED 50
+
+/* bwc_reconnect to a named session just closed: until the daemon has seen
+ * the old connection go, the session is busy. */
+static void reattach(struct bwc_client *c)
+{
+	uint64_t deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
+	int rc;
+
+	while ((rc = bwc_reconnect(c)) != 0) {
+		ck_assert_msg(rc == BWC_ESERVER &&
+			      bwc_server_error(c) == BWC_SERVER_SESSION_BUSY,
+			      "bwc_reconnect: %s", bwc_errmsg(c));
+		ck_assert_msg(du_now_ns() < deadline, "session busy for good");
+		du_sleep_ms(10);
+	}
+}
+
+/*
+ * Writes are batched: a request goes out at once when none is
+ * outstanding, and behind an outstanding one it waits (POLLOUT) for the
+ * next bwc_dispatch, which writes the lot.  bwc_close writes what is
+ * still queued before it closes: the session keeps every timer.
+ */
+START_TEST(test_batched_writes)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c;
+	struct bwc_session_info info;
+	struct err_seen first = { 0 }, rest[NQUEUED];
+
+	memset(rest, 0, sizeof(rest));
+	du_daemon_start(d, NULL);
+	c = connect_to(d, "e2e-batched");
+	ck_assert_int_eq(bwc_send_stats(c, err_reply, &first), 0);
+	ck_assert_int_eq(bwc_poll_events(c), POLLIN);
+	for (int i = 0; i < NQUEUED; i++) {
+		struct bwc_timer t = { .key = (uint64_t)i, .when_ns = 3600 * DU_S };
+
+		ck_assert_int_eq(bwc_send_schedule(c, &t, err_reply, &rest[i]), 0);
+		ck_assert(bwc_poll_events(c) & POLLOUT);
+	}
+	dispatch_until(c, &rest[NQUEUED - 1].calls, 1);
+	ck_assert_int_eq(first.calls, 1);
+	for (int i = 0; i < NQUEUED; i++)
+		ck_assert_int_eq(rest[i].status, 0);
+	ck_assert_int_eq(bwc_poll_events(c), POLLIN);
+
+	/* Queued, never dispatched, then closed. */
+	ck_assert_int_eq(bwc_send_stats(c, NULL, NULL), 0);
+	for (int i = 0; i < NQUEUED; i++) {
+		struct bwc_timer t = { .key = (uint64_t)(NQUEUED + i),
+				       .when_ns = 3600 * DU_S };
+
+		ck_assert_int_eq(bwc_send_schedule(c, &t, NULL, NULL), 0);
+	}
+	ck_assert(bwc_poll_events(c) & POLLOUT);
+	bwc_close(c);
+	reattach(c);
+	CK_BWC(c, bwc_get_session_info(c, &info));
+	ck_assert(info.resumed);
+	ck_assert_uint_eq(info.timers, 2 * NQUEUED);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 /* ======================================================================
  * errors
  * ====================================================================== */
@@ -944,6 +1114,236 @@ START_TEST(test_reconnect_restart)
 END_TEST
 
 /* ======================================================================
+ * fallback
+ * ====================================================================== */
+
+/* An unsigned varint at p; returns the byte after it. */
+static uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+	for (; v >= 0x80; v >>= 7)
+		*p++ = (uint8_t)(v | 0x80);
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+/* Append a frame of body [b, e) to out + *len. */
+static void put_frame(uint8_t *out, size_t *len, const uint8_t *b, const uint8_t *e)
+{
+	size_t n = (size_t)(e - b);
+
+	out[*len] = (uint8_t)(n >> 24);
+	out[*len + 1] = (uint8_t)(n >> 16);
+	out[*len + 2] = (uint8_t)(n >> 8);
+	out[*len + 3] = (uint8_t)n;
+	memcpy(out + *len + 4, b, n);
+	*len += 4 + n;
+}
+
+/* Envelope field tag + length + a message body at [b, e), into p. */
+static uint8_t *put_body(uint8_t *p, unsigned field, const uint8_t *b, const uint8_t *e)
+{
+	*p++ = (uint8_t)(field << 3 | 2);
+	p = put_varint(p, (uint64_t)(e - b));
+	memcpy(p, b, (size_t)(e - b));
+	return p + (e - b);
+}
+
+#define ODD_DEADLINE UINT64_C(123456789012)
+
+/*
+ * The stand-in daemon's answer to env, in encodings bitwheeld never
+ * writes but a protobuf reader must take (PROTOCOL.md: unknown fields,
+ * any nonzero varint as true, over-long varints): a Hello gets a plain
+ * HelloReply; a Schedule of key k a ScheduleReply carrying an unknown
+ * field, then a Fired of k with payload "odd", redelivered spelt 2, and
+ * an unknown field; a Cancel of k a CancelReply whose pending is an
+ * over-long 1, then a Fired of k with an empty payload and an unknown
+ * field.  Everything the client reads here goes through protobuf-c.
+ */
+static size_t odd_answer(const Bitwheel__V1__Envelope *env, uint8_t *out)
+{
+	uint8_t msg[64], body[96], *m = msg, *b = body;
+	size_t len = 0;
+
+	if (env->body_case == BITWHEEL__V1__ENVELOPE__BODY_HELLO) {
+		Bitwheel__V1__Envelope r;
+		Bitwheel__V1__HelloReply hr = BITWHEEL__V1__HELLO_REPLY__INIT;
+
+		bwp_reply_init(&r, env);
+		hr.has_protocol_version = 1;
+		hr.protocol_version = BWP_PROTOCOL_VERSION;
+		hr.daemon_version = "odd";
+		r.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY;
+		r.hello_reply = &hr;
+		return bwp_frame_pack(&r, SIZE_MAX, out, 256, &len) == 0 ? len : 0;
+	}
+	*b++ = 0x08;
+	b = put_varint(b, env->request_id);
+	if (env->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE) {
+		*m++ = 0x08;                                  /* deadline_ns */
+		m = put_varint(m, ODD_DEADLINE);
+		*m++ = 0x10;                                  /* replaced */
+		*m++ = 0x01;
+		*m++ = 0x78;                                  /* field 15 */
+		*m++ = 0x07;
+		b = put_body(b, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY, msg, m);
+		put_frame(out, &len, body, b);
+		m = msg;
+		*m++ = 0x08;                                  /* key */
+		m = put_varint(m, env->schedule->key);
+		*m++ = 0x12;                                  /* payload */
+		*m++ = 3;
+		memcpy(m, "odd", 3);
+		m += 3;
+		*m++ = 0x18;                                  /* deadline_ns */
+		m = put_varint(m, ODD_DEADLINE);
+		*m++ = 0x38;                                  /* redelivered */
+		*m++ = 0x02;
+		*m++ = 0x40;                                  /* field 8 */
+		*m++ = 0x01;
+	} else {
+		*m++ = 0x08;                                  /* pending */
+		*m++ = 0x81;
+		*m++ = 0x00;
+		b = put_body(b, BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY, msg, m);
+		put_frame(out, &len, body, b);
+		m = msg;
+		*m++ = 0x08;                                  /* key */
+		m = put_varint(m, env->cancel->key);
+		*m++ = 0x12;                                  /* payload, empty */
+		*m++ = 0x00;
+		*m++ = 0x78;                                  /* field 15 */
+		*m++ = 0x01;
+	}
+	b = put_body(body, BITWHEEL__V1__ENVELOPE__BODY_FIRED, msg, m);
+	put_frame(out, &len, body, b);
+	return len;
+}
+
+/* The stand-in daemon's thread (arg: the listening socket): one
+ * connection, answered until EOF.  Returns NULL, or a string saying what
+ * went wrong (Check's asserts belong to the test's thread). */
+static void *odd_daemon(void *arg)
+{
+	uint8_t in[4096], out[512];
+	size_t in_len = 0;
+	const char *why = NULL;
+	int fd = accept(*(int *)arg, NULL, NULL);
+
+	if (fd < 0)
+		return "accept failed";
+	for (;;) {
+		ssize_t n = read(fd, in + in_len, sizeof(in) - in_len);
+		Bitwheel__V1__Envelope *env;
+		size_t fl, len;
+
+		if (n <= 0) {
+			why = n == 0 ? NULL : "read failed";
+			break;
+		}
+		in_len += (size_t)n;
+		while (bwp_frame_parse(in, in_len, BWP_DEFAULT_MAX_FRAME, &env, &fl) == 0) {
+			len = odd_answer(env, out);
+			bwp_frame_free(env);
+			if (len == 0 || write(fd, out, len) != (ssize_t)len) {
+				close(fd);
+				return "cannot answer";
+			}
+			memmove(in, in + fl, in_len - fl);
+			in_len -= fl;
+		}
+	}
+	close(fd);
+	return (void *)why;
+}
+
+static void odd_reply(struct bwc_client *c, const struct bwc_reply *r, void *arg)
+{
+	struct err_seen *e = arg;
+
+	(void)c;
+	ck_assert_int_eq(r->status, 0);
+	if (r->request == BWC_REQUEST_SCHEDULE) {
+		ck_assert_uint_eq(r->scheduled.deadline_ns, ODD_DEADLINE);
+		ck_assert(r->scheduled.replaced);
+	} else {
+		ck_assert(r->pending);
+	}
+	e->calls++;
+}
+
+static void odd_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
+{
+	struct err_seen *e = arg;
+
+	(void)c;
+	if (f->key == 7) {
+		ck_assert(f->payload_len == 3 && memcmp(f->payload, "odd", 3) == 0);
+		ck_assert(f->redelivered);
+	} else {
+		ck_assert_uint_eq(f->key, 8);
+		ck_assert(f->payload != NULL && f->payload_len == 0);
+	}
+	e->status++;
+}
+
+/*
+ * Replies and fires in encodings the fast path leaves to protobuf-c (from
+ * a stand-in daemon): the client reads them all the same, through both
+ * blocking calls and bwc_dispatch.
+ */
+START_TEST(test_unusual_encodings)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct bwc_client *c = new_client();
+	struct bwc_timer t = { .key = 7, .when_ns = DU_S };
+	struct bwc_scheduled sc;
+	struct bwc_fire f;
+	struct err_seen e = { 0 };
+	bool pending = false;
+	pthread_t th;
+	void *why;
+	int lfd;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", d->sock);
+	lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert(lfd >= 0);
+	ck_assert(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	ck_assert(listen(lfd, 1) == 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, odd_daemon, &lfd), 0);
+
+	CK_BWC(c, bwc_connect(c, d->sock, NULL));
+	CK_BWC(c, bwc_schedule(c, &t, &sc));
+	ck_assert_uint_eq(sc.deadline_ns, ODD_DEADLINE);
+	ck_assert(sc.replaced);
+	CK_BWC(c, bwc_cancel(c, 8, &pending));
+	ck_assert(pending);
+	CK_BWC(c, bwc_wait_fire(c, 0, &f));
+	ck_assert_uint_eq(f.key, 7);
+	ck_assert(f.payload_len == 3 && memcmp(f.payload, "odd", 3) == 0);
+	ck_assert_uint_eq(f.deadline_ns, ODD_DEADLINE);
+	ck_assert(f.redelivered);
+	CK_BWC(c, bwc_wait_fire(c, 0, &f));
+	ck_assert_uint_eq(f.key, 8);
+	ck_assert_msg(f.payload != NULL && f.payload_len == 0,
+		      "an empty payload must be non-NULL with length 0");
+
+	bwc_set_fire_handler(c, odd_fire, &e);
+	ck_assert_int_eq(bwc_send_schedule(c, &t, odd_reply, &e), 0);
+	ck_assert_int_eq(bwc_send_cancel(c, 8, odd_reply, &e), 0);
+	dispatch_until(c, &e.status, 2);
+	ck_assert_int_eq(e.calls, 2);
+
+	bwc_free(c);
+	ck_assert_int_eq(pthread_join(th, &why), 0);
+	ck_assert_msg(why == NULL, "stand-in daemon: %s", (const char *)why);
+	close(lfd);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
  * sigpipe
  * ====================================================================== */
 
@@ -1031,6 +1431,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_fires_during_blocking_call);
 	tcase_add_test(tc, test_wait_fire_eintr);
 	tcase_add_test(tc, test_mixed_modes);
+	tcase_add_test(tc, test_fire_payloads);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("nonblocking");
@@ -1038,6 +1439,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_nonblocking);
 	tcase_add_test(tc, test_nonblocking_errors);
 	tcase_add_test(tc, test_nonblocking_closed);
+	tcase_add_test(tc, test_batched_writes);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("errors");
@@ -1050,6 +1452,11 @@ static Suite *client_suite(void)
 	tc = tcase_create("restart");
 	du_tcase(tc);
 	tcase_add_test(tc, test_reconnect_restart);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("fallback");
+	du_tcase(tc);
+	tcase_add_test(tc, test_unusual_encodings);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("sigpipe");

@@ -19,11 +19,13 @@
  *     trips with the request id copied;
  *   - a Hello's session name gets bwp_session_name_valid()'s documented
  *     verdict;
- *   - bwp_frame_parse_request(), the daemon's fast path, agrees with
- *     protobuf-c on every frame: the same result and frame length; when
- *     it reads the frame itself, protobuf-c accepted it too and decoded
- *     the same fields (payload bytes included, pointing into the frame);
- *     when it falls back, the envelope is protobuf-c's.
+ *   - bwp_frame_parse_request() and bwp_frame_parse_response(), the
+ *     daemon's and the client's fast paths, agree with protobuf-c on
+ *     every frame: the same result and frame length; when one reads the
+ *     frame itself (at most one does), protobuf-c accepted it too and
+ *     decoded the same fields (payload bytes included, pointing into the
+ *     frame), and so do the conversions of protobuf-c's envelope; when
+ *     it falls back, the envelope is protobuf-c's.
  * Memory errors and leaks are the sanitizers' (bwp_frame_free() after
  * each envelope).  Built by `make fuzz` (tests/fuzz.mk).
  */
@@ -194,31 +196,103 @@ static void same_request(const struct bwp_request *r,
 	REQUIRE(!sc->has_replace || r->replace == !!sc->replace);
 }
 
-/* bwp_frame_parse_request() on p[0, left) against bwp_frame_parse()'s
- * verdict rc, fl and env (NULL unless rc is 0). */
+/* The fast path's r says field for field what protobuf-c decoded into e. */
+static void same_response(const struct bwp_response *r,
+			  const Bitwheel__V1__Envelope *e)
+{
+	const Bitwheel__V1__ScheduleReply *sr = e->schedule_reply;
+	const Bitwheel__V1__CancelReply *cr = e->cancel_reply;
+	const Bitwheel__V1__Fired *f = e->fired;
+
+	REQUIRE(r->body_case == e->body_case);
+	REQUIRE(r->has_request_id == !!e->has_request_id);
+	REQUIRE(!e->has_request_id || r->request_id == e->request_id);
+	switch (e->body_case) {
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY:
+		REQUIRE(r->has_deadline_ns == !!sr->has_deadline_ns);
+		REQUIRE(!sr->has_deadline_ns || r->deadline_ns == sr->deadline_ns);
+		REQUIRE(r->has_replaced == !!sr->has_replaced);
+		REQUIRE(!sr->has_replaced || r->replaced == !!sr->replaced);
+		REQUIRE(!r->has_pending && !r->has_key && !r->has_payload);
+		return;
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
+		REQUIRE(r->has_pending == !!cr->has_pending);
+		REQUIRE(!cr->has_pending || r->pending == !!cr->pending);
+		REQUIRE(!r->has_deadline_ns && !r->has_key && !r->has_payload);
+		return;
+	default:
+		REQUIRE(e->body_case == BITWHEEL__V1__ENVELOPE__BODY_FIRED);
+	}
+	REQUIRE(r->has_key == !!f->has_key);
+	REQUIRE(!f->has_key || r->key == f->key);
+	REQUIRE(r->has_payload == !!f->has_payload);
+	REQUIRE(r->payload_len == f->payload.len);
+	REQUIRE((r->payload == NULL) == (f->payload.data == NULL));
+	REQUIRE(!r->payload_len ||
+		memcmp(r->payload, f->payload.data, r->payload_len) == 0);
+	REQUIRE(r->has_deadline_ns == !!f->has_deadline_ns);
+	REQUIRE(!f->has_deadline_ns || r->deadline_ns == f->deadline_ns);
+	REQUIRE(r->has_fired_at_ns == !!f->has_fired_at_ns);
+	REQUIRE(!f->has_fired_at_ns || r->fired_at_ns == f->fired_at_ns);
+	REQUIRE(r->has_fire_count == !!f->has_fire_count);
+	REQUIRE(!f->has_fire_count || r->fire_count == f->fire_count);
+	REQUIRE(r->has_late == !!f->has_late);
+	REQUIRE(!f->has_late || r->late == !!f->late);
+	REQUIRE(r->has_redelivered == !!f->has_redelivered);
+	REQUIRE(!f->has_redelivered || r->redelivered == !!f->redelivered);
+	REQUIRE(!r->has_replaced && !r->has_pending);
+}
+
+/* A payload a fast path read lies inside the frame p[0, fl). */
+static void inside(const uint8_t *payload, size_t len, const uint8_t *p,
+		   size_t fl)
+{
+	REQUIRE(!len || (payload >= p + BWP_HEADER_SIZE && payload + len <= p + fl));
+}
+
+/* The fast parsers on p[0, left) against bwp_frame_parse()'s verdict rc,
+ * fl and env (NULL unless rc is 0). */
 static void check_fast(const uint8_t *p, size_t left, size_t max_frame,
 		       int rc, size_t fl, const Bitwheel__V1__Envelope *env)
 {
 	Bitwheel__V1__Envelope *slow = (Bitwheel__V1__Envelope *)1;
+	Bitwheel__V1__Envelope *slow2 = (Bitwheel__V1__Envelope *)1;
 	struct bwp_request r;
-	size_t fl2 = 0;
+	struct bwp_response q;
+	size_t fl2 = 0, fl3 = 0;
 	int rc2 = bwp_frame_parse_request(p, left, max_frame, &r, &slow, &fl2);
+	int rc3 = bwp_frame_parse_response(p, left, max_frame, &q, &slow2, &fl3);
 
-	REQUIRE(rc2 == rc);
-	REQUIRE(fl2 == fl);
+	REQUIRE(rc2 == rc && rc3 == rc);
+	REQUIRE(fl2 == fl && fl3 == fl);
 	if (rc != 0) {
-		REQUIRE(slow == NULL);
+		REQUIRE(slow == NULL && slow2 == NULL);
 		return;
 	}
+	REQUIRE(slow != NULL || slow2 != NULL);
 	if (slow) {
 		REQUIRE(slow->body_case == env->body_case);
 		REQUIRE(slow->has_request_id == env->has_request_id);
 		bwp_frame_free(slow);
-		return;
+	} else {
+		same_request(&r, env);
+		inside(r.payload, r.payload_len, p, fl);
 	}
-	same_request(&r, env);
-	REQUIRE(!r.payload_len ||
-		(r.payload >= p + BWP_HEADER_SIZE && r.payload + r.payload_len <= p + fl));
+	if (slow2) {
+		REQUIRE(slow2->body_case == env->body_case);
+		REQUIRE(slow2->has_request_id == env->has_request_id);
+		bwp_frame_free(slow2);
+	} else {
+		same_response(&q, env);
+		inside(q.payload, q.payload_len, p, fl);
+	}
+	if (bwp_request_from_envelope(env, &r))
+		same_request(&r, env);
+	if (bwp_response_from_envelope(env, &q))
+		same_response(&q, env);
+	REQUIRE(q.body_case == env->body_case);
+	REQUIRE(q.has_request_id == !!env->has_request_id);
+	REQUIRE(q.request_id == env->request_id);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
