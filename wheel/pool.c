@@ -8,6 +8,10 @@
  * in one block whose chunk pointers point into it; only a failover wheel
  * grows, one chunk at a time, when it runs out.  Free records are a stack
  * threaded through rec.next: get and put are O(1), growth is O(BW_CHUNK).
+ * The block is threaded onto the stack BW_CHUNK records at a time, as the
+ * stack runs dry (fresh counts those threaded so far), so that a large
+ * slot_cap reserves address space, not memory: a page is touched only
+ * once the wheel has held that many timers.
  *
  * Each record carries a generation.  Putting a record back bumps it, which
  * kills every handle that named the old timer.
@@ -51,7 +55,6 @@ int bw_pool_init(struct bw_wheel *w, uint32_t nrecords)
 		p->chunk[i] = p->base + (size_t)i * BW_CHUNK;
 	p->nchunks = p->nbase = nbase;
 	p->size = nrecords;
-	pool_thread(p, 0, nrecords);
 	return 0;
 fail:
 	bw_pool_fini(w);
@@ -71,14 +74,24 @@ void bw_pool_fini(struct bw_wheel *w)
 	memset(p, 0, sizeof(*p));
 }
 
-/* Add one chunk.  It starts after the base block's last (maybe partial)
- * chunk, so indices between the two never exist: see bw_pool_valid(). */
+/* Thread the base block's next BW_CHUNK records or, once it is all in use,
+ * add one chunk.  A chunk starts after the base block's last (maybe
+ * partial) chunk, so indices between the two never exist: see
+ * bw_pool_valid(). */
 int bw_pool_grow(struct bw_wheel *w)
 {
 	struct bw_pool *p = &w->pool;
 	uint64_t first = (uint64_t)p->nchunks * BW_CHUNK;
 	struct bw_rec *c;
 
+	if (p->fresh < p->nbase_records) {
+		uint32_t n = p->nbase_records - p->fresh;
+
+		n = n < BW_CHUNK ? n : BW_CHUNK;
+		pool_thread(p, p->fresh, n);
+		p->fresh += n;
+		return 0;
+	}
 	if (!w->cfg.failover)
 		return BW_EFULL;
 	if (first + BW_CHUNK > BW_MAX_RECORDS)

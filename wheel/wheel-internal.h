@@ -70,6 +70,8 @@ struct bw_pool {
 	struct bw_rec *base;   /* the creation-time block behind chunk[0..nbase) */
 	uint32_t nchunks, nbase, chunk_cap;
 	uint32_t nbase_records;/* records in the base block                */
+	uint32_t fresh;        /* base records threaded so far: the rest
+				  were never used and may be untouched memory */
 	uint32_t size;         /* one past the highest record index        */
 	uint32_t used;         /* records not on the free list             */
 	uint32_t free;         /* free list head                           */
@@ -125,7 +127,8 @@ void *bw_mem(struct bw_wheel *w, void *p, size_t old_size, size_t new_size);
 /* pool.c */
 int bw_pool_init(struct bw_wheel *w, uint32_t nrecords);
 void bw_pool_fini(struct bw_wheel *w);
-/* Add a chunk of free records: failover wheels only, else BW_EFULL. */
+/* More free records: the base block's next untouched ones, else a chunk
+ * (failover wheels only, else BW_EFULL). */
 int bw_pool_grow(struct bw_wheel *w);
 
 static inline struct bw_rec *bw_rec_at(const struct bw_pool *p, uint32_t idx)
@@ -140,7 +143,7 @@ static inline struct bw_rec *bw_rec_at(const struct bw_pool *p, uint32_t idx)
  * base block's partial last chunk). */
 static inline bool bw_pool_valid(const struct bw_pool *p, uint32_t idx)
 {
-	return idx < p->nbase_records ||
+	return idx < p->fresh ||
 	       (idx >= (uint64_t)p->nbase * BW_CHUNK && idx < p->size);
 }
 

@@ -298,7 +298,7 @@ static inline struct bw_rec *lookup(const struct bw_wheel *w, bw_handle h)
 	uint32_t idx = (uint32_t)h;
 	struct bw_rec *r;
 
-	if (__builtin_expect(idx < w->pool.nbase_records, 1))
+	if (__builtin_expect(idx < w->pool.fresh, 1))
 		r = &w->pool.base[idx];
 	else if (bw_pool_valid(&w->pool, idx))
 		r = bw_rec_at(&w->pool, idx);
