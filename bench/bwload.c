@@ -16,6 +16,8 @@
  *   redis-expire  redis-server at --redis: SET PX and expiry events
  * Phases:
  *   rtt           1 client, depth 1: the non-pipelined round trip
+ *   single        1 client, --depth requests in flight: the issue's
+ *                 reference point for the echo and redis ratios
  *   pipelined     --clients clients, --depth requests in flight each
  *   deep          1 client, --deep-depth requests in flight
  *   sustained     --clients clients, --depth, paced at --rate schedules/s
@@ -40,7 +42,7 @@
 #include <unistd.h>
 
 enum { SUBJ_ECHO, SUBJ_BITWHEEL, SUBJ_ZSET, SUBJ_EXPIRE, NSUBJ };
-enum { PH_RTT, PH_PIPE, PH_DEEP, PH_SUST, NPHASE };
+enum { PH_RTT, PH_SINGLE, PH_PIPE, PH_DEEP, PH_SUST, NPHASE };
 
 static const char *const subj_name[NSUBJ] = {
 	"echo", "bitwheel", "redis-zset", "redis-expire"
@@ -52,7 +54,7 @@ static const char *const subj_what[NSUBJ] = {
 	"redis SET PX / DEL; subscriber on __keyevent@0__:expired",
 };
 static const char *const phase_name[NPHASE] = {
-	"rtt", "pipelined", "deep", "sustained"
+	"rtt", "single", "pipelined", "deep", "sustained"
 };
 
 struct opts {
@@ -90,7 +92,7 @@ static void usage(FILE *f)
 	      "              [--drain-ms MS] [--list]\n"
 	      "subjects: echo, bitwheel (needs --socket), redis-zset and\n"
 	      "redis-expire (need --redis and a build with hiredis)\n"
-	      "phases: rtt, pipelined, deep, sustained\n"
+	      "phases: rtt, single, pipelined, deep, sustained\n"
 	      "--session NAME: bitwheel clients open named sessions\n"
 	      "  NAME-<phase>-<client>-<pid> instead of anonymous ones\n"
 	      "--drain-ms MS: how long clients wait for replies and fires after\n"
@@ -353,6 +355,8 @@ static void run_one(int ph, int subj, const struct opts *o)
 
 	if (ph == PH_RTT)
 		p.clients = 1, p.depth = 1;
+	else if (ph == PH_SINGLE)
+		p.clients = 1;
 	else if (ph == PH_DEEP)
 		p.clients = 1, p.depth = o->deep_depth;
 	else if (ph == PH_SUST)  /* --rate counts schedules, the mix adds cancels */
@@ -475,7 +479,7 @@ static void write_md(FILE *f, const struct opts *o)
 
 	uname(&u);
 	fprintf(f, "# bitwheel service benchmark (bwload%s)\n\n", o->quick ? " --quick" : "");
-	fprintf(f, "Host: %s %s, %ld CPUs.  Clients: %d (phase rtt and deep: 1), depth %d "
+	fprintf(f, "Host: %s %s, %ld CPUs.  Clients: %d (phases rtt, single and deep: 1), depth %d "
 		"(rtt: 1, deep: %d), %" PRIu64 " ms of sending per phase; %d%% cancels of a "
 		"recent key, %d%% oneshot schedules due in %" PRIu64 "..%" PRIu64 " ms; "
 		"phase sustained paced at %" PRIu64 " new timers/s in total (plus the cancels).  hiredis: %s.\n\n",
@@ -534,11 +538,15 @@ static void write_md(FILE *f, const struct opts *o)
 		fprintf(f, "| non-pipelined schedule round trip ≤ 1.25× the echo's (p50) | %.2f× (p99: %.2f×) | %s |\n",
 			r50, r99, r50 <= 1.25 ? "yes" : "no");
 	}
-	if (HAVE(PH_PIPE, SUBJ_BITWHEEL) && HAVE(PH_PIPE, SUBJ_ECHO)) {
-		double r = R(PH_PIPE, SUBJ_BITWHEEL)->rps / R(PH_PIPE, SUBJ_ECHO)->rps;
+	for (int ph = PH_SINGLE; ph <= PH_PIPE; ph++) {
+		double r;
 
-		fprintf(f, "| pipelined throughput ≥ 0.6× the echo's at depth %d, %d clients | %.2f× |  %s |\n",
-			o->depth, o->clients, r, r >= 0.6 ? "yes" : "no");
+		if (!HAVE(ph, SUBJ_BITWHEEL) || !HAVE(ph, SUBJ_ECHO))
+			continue;
+		r = R(ph, SUBJ_BITWHEEL)->rps / R(ph, SUBJ_ECHO)->rps;
+		fprintf(f, "| pipelined throughput ≥ 0.6× the echo's at depth %d, %d client%s | %.2f× |  %s |\n",
+			R(ph, SUBJ_BITWHEEL)->depth, R(ph, SUBJ_BITWHEEL)->clients,
+			R(ph, SUBJ_BITWHEEL)->clients > 1 ? "s" : "", r, r >= 0.6 ? "yes" : "no");
 	}
 	if (HAVE(PH_DEEP, SUBJ_BITWHEEL)) {
 		double v = R(PH_DEEP, SUBJ_BITWHEEL)->rps;
@@ -547,11 +555,15 @@ static void write_md(FILE *f, const struct opts *o)
 			o->deep_depth, v, HAVE(PH_DEEP, SUBJ_ECHO) ? R(PH_DEEP, SUBJ_ECHO)->rps : 0.0,
 			v >= 1e6 ? "yes" : "no");
 	}
-	if (HAVE(PH_PIPE, SUBJ_BITWHEEL) && HAVE(PH_PIPE, SUBJ_ZSET)) {
-		double r = R(PH_PIPE, SUBJ_BITWHEEL)->rps / R(PH_PIPE, SUBJ_ZSET)->rps;
+	for (int ph = PH_SINGLE; ph <= PH_PIPE; ph++) {
+		double r;
 
-		fprintf(f, "| ≥ 5× redis sorted-set ZADD/ZREM throughput (%d clients, depth %d) | %.2f× |  %s |\n",
-			o->clients, o->depth, r, r >= 5 ? "yes" : "no");
+		if (!HAVE(ph, SUBJ_BITWHEEL) || !HAVE(ph, SUBJ_ZSET))
+			continue;
+		r = R(ph, SUBJ_BITWHEEL)->rps / R(ph, SUBJ_ZSET)->rps;
+		fprintf(f, "| ≥ 5× redis sorted-set ZADD/ZREM throughput (%d client%s, depth %d) | %.2f× |  %s |\n",
+			R(ph, SUBJ_BITWHEEL)->clients, R(ph, SUBJ_BITWHEEL)->clients > 1 ? "s" : "",
+			R(ph, SUBJ_BITWHEEL)->depth, r, r >= 5 ? "yes" : "no");
 	}
 	if (HAVE(PH_SUST, SUBJ_BITWHEEL)) {
 		struct row *r = R(PH_SUST, SUBJ_BITWHEEL);

@@ -51,7 +51,7 @@ mkdir -p "$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-phases="rtt pipelined deep sustained"
+phases="rtt single pipelined deep sustained"
 # An awk function: 111111 -> 111k.
 kilo='function kilo(v) { return v >= 1e4 ? sprintf("%.0fk", v / 1e3) : v }
 '
