@@ -1121,7 +1121,11 @@ static int dial(struct bwc_client *c)
 
 	hello.has_protocol_version = 1;
 	hello.protocol_version = BWP_PROTOCOL_VERSION;
-	hello.session = c->session;
+	if (c->session) {
+		hello.has_session = 1;
+		hello.session.data = (uint8_t *)c->session;
+		hello.session.len = strlen(c->session);
+	}
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
 	env.hello = &hello;
 	req.reply_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY;
@@ -1180,7 +1184,7 @@ int bwc_connect(struct bwc_client *c, const char *path, const char *session)
 		return fail(c, BWC_EINVAL,
 			    "socket path of %zu bytes: it must be 1 to %zu",
 			    strlen(path), sizeof(sa.sun_path) - 1);
-	if (session != NULL && !bwp_session_name_valid(session))
+	if (session != NULL && !bwp_session_name_valid(session, strlen(session)))
 		return fail(c, BWC_EINVAL,
 			    "invalid session name \"%.80s\": 1 to %u bytes of "
 			    "A-Z a-z 0-9 _ . : @ -", session,

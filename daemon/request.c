@@ -10,6 +10,7 @@
  * debug level.
  */
 #include <inttypes.h>
+#include <string.h>
 
 #include "daemon-internal.h"
 
@@ -50,6 +51,7 @@ static void do_hello(struct bwd_conn *c, const Envelope *req)
 	Bitwheel__V1__HelloReply hr = BITWHEEL__V1__HELLO_REPLY__INIT;
 	Bitwheel__V1__Limits lim = BITWHEEL__V1__LIMITS__INIT;
 	struct bwd_session *s;
+	char name[BWP_SESSION_NAME_MAX + 1];
 	bool resumed;
 	int err;
 
@@ -69,17 +71,22 @@ static void do_hello(struct bwd_conn *c, const Envelope *req)
 			      h->protocol_version, BWP_PROTOCOL_VERSION);
 		return;
 	}
-	if (h->session && !bwp_session_name_valid(h->session)) {
+	if (h->has_session && !bwp_session_name_valid(h->session.data, h->session.len)) {
 		bwd_conn_error(c, req, PROTOCOL_NAME(BAD_REQUEST), true,
 			      "session names are 1 to %u bytes of A-Z a-z 0-9 _ . : @ -",
 			      BWP_SESSION_NAME_MAX);
 		return;
 	}
-	err = bwd_session_open(bwd_server_state(bwd_conn_server(c)), h->session,
+	if (h->has_session) {
+		memcpy(name, h->session.data, h->session.len);
+		name[h->session.len] = '\0';
+	}
+	err = bwd_session_open(bwd_server_state(bwd_conn_server(c)),
+			       h->has_session ? name : NULL,
 			       bwd_conn_uid(c), c, &s, &resumed);
 	if (err) {
 		bwd_conn_error(c, req, err, true, "session '%s': %s",
-			      h->session ? h->session : "(anonymous)",
+			      h->has_session ? name : "(anonymous)",
 			      state_error_text(err));
 		return;
 	}

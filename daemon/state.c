@@ -965,7 +965,7 @@ int bwd_state_apply(struct bwd_state *st, const struct bwd_record *r,
 				s->next_seq = r->seq;
 			return 0;
 		}
-		if (!bwp_session_name_valid(name) || session_find(st, name))
+		if (!bwp_session_name_valid(name, r->name_len) || session_find(st, name))
 			return BWD_REC_ECORRUPT;
 		if (session_new(st, name, (uid_t)r->uid, r->sid, &s))
 			return -ENOMEM;

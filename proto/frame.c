@@ -861,22 +861,21 @@ void bwp_error_init(Bitwheel__V1__Envelope *env, Bitwheel__V1__Error *err,
 	env->error = err;
 }
 
-bool bwp_session_name_valid(const char *name)
+bool bwp_session_name_valid(const void *name, size_t len)
 {
-	size_t n;
+	const unsigned char *p = name;
 
-	if (name == NULL)
+	if (name == NULL || len == 0 || len > BWP_SESSION_NAME_MAX)
 		return false;
 	/* Spelled out rather than isalnum(), whose answer depends on the
-	 * locale: the daemon and every client must agree byte for byte. */
-	for (n = 0; name[n] != '\0'; n++) {
-		char c = name[n];
+	 * locale: the daemon and every client must agree byte for byte.
+	 * memchr, not strchr, which would find a NUL in its own terminator. */
+	for (size_t n = 0; n < len; n++) {
+		unsigned char c = p[n];
 
-		if (n == BWP_SESSION_NAME_MAX)
-			return false;
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || strchr("_.:@-", c) != NULL))
+		      (c >= '0' && c <= '9') || (c && memchr("_.:@-", c, 5))))
 			return false;
 	}
-	return n > 0;
+	return true;
 }

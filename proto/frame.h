@@ -137,15 +137,21 @@ int bwp_frame_parse(const uint8_t *buf, size_t len, size_t max_frame,
 void bwp_frame_free(Bitwheel__V1__Envelope *env);
 
 /*
- * A Schedule or Cancel request, field for field what protobuf-c would
+ * A Schedule, Cancel or Ack request, field for field what protobuf-c would
  * decode (has_* as its has_* flags; when_case as Schedule's), but flat.
  * payload points into the frame it was read from (or into the envelope it
  * was copied from), and is NULL when payload_len is 0, as protobuf-c
- * leaves it.  Cancel uses has_key and key only.
+ * leaves it.  Cancel uses has_key and key only; Ack has_delivery,
+ * delivery, has_cumulative and cumulative only.
  */
 struct bwp_request {
-	Bitwheel__V1__Envelope__BodyCase body_case; /* _SCHEDULE or _CANCEL */
+	/* _SCHEDULE, _CANCEL or _ACK */
+	Bitwheel__V1__Envelope__BodyCase body_case;
 	bool has_request_id;
+	bool has_delivery;
+	bool has_cumulative;
+	bool cumulative;
+	uint64_t delivery;
 	bool has_key;
 	bool has_period_ns;
 	bool has_payload;
@@ -174,23 +180,28 @@ int bwp_frame_parse_request(const uint8_t *buf, size_t len, size_t max_frame,
 
 /*
  * The request in env (from bwp_frame_parse) as a struct bwp_request, its
- * payload pointing into env; false when the body is neither Schedule nor
- * Cancel.
+ * payload pointing into env; false when the body is not a Schedule,
+ * Cancel or Ack.
  */
 bool bwp_request_from_envelope(const Bitwheel__V1__Envelope *env,
 			       struct bwp_request *req);
 
 /*
- * What the daemon sends most: a ScheduleReply, a CancelReply (replies) or
- * a Fired (a notification), field for field what protobuf-c would decode
- * (has_* as its has_* flags), but flat.  Each body uses its own fields:
- * ScheduleReply deadline_ns and replaced; CancelReply pending; Fired key,
- * payload, deadline_ns, fired_at_ns, fire_count, late and redelivered;
- * the others stay absent and zero.  payload is as in struct bwp_request.
+ * What the daemon sends most: a ScheduleReply, a CancelReply, an AckReply
+ * (replies) or a Fired (a notification), field for field what protobuf-c
+ * would decode (has_* as its has_* flags), but flat.  Each body uses its
+ * own fields: ScheduleReply deadline_ns and replaced; CancelReply pending;
+ * AckReply acked; Fired key, payload, deadline_ns, fired_at_ns,
+ * fire_count, late, redelivered and delivery; the others stay absent and
+ * zero.  payload is as in struct bwp_request.
  */
 struct bwp_response {
-	/* _SCHEDULE_REPLY, _CANCEL_REPLY or _FIRED */
+	/* _SCHEDULE_REPLY, _CANCEL_REPLY, _ACK_REPLY or _FIRED */
 	Bitwheel__V1__Envelope__BodyCase body_case;
+	bool has_delivery;
+	bool has_acked;
+	uint64_t delivery;
+	uint64_t acked;
 	bool has_request_id;
 	bool has_deadline_ns;
 	bool has_replaced;
@@ -225,7 +236,7 @@ int bwp_frame_parse_response(const uint8_t *buf, size_t len,
 
 /*
  * The body of env (from bwp_frame_parse) as a struct bwp_response, its
- * payload pointing into env; false when the body is none of the three.
+ * payload pointing into env; false when the body is none of the four.
  * body_case, has_request_id and request_id are set either way, so a
  * reader can route every frame on resp alone.
  */
@@ -249,7 +260,8 @@ void bwp_error_init(Bitwheel__V1__Envelope *env, Bitwheel__V1__Error *err,
 		    const Bitwheel__V1__Envelope *req,
 		    Bitwheel__V1__ErrorCode code, const char *message);
 
-/* Whether name obeys Hello.session's rule (PROTOCOL.md, "Sessions"). */
-bool bwp_session_name_valid(const char *name);
+/* Whether the len bytes at name obey Hello.session's rule (PROTOCOL.md,
+ * "Hello"): every byte is checked, so a NUL anywhere makes it invalid. */
+bool bwp_session_name_valid(const void *name, size_t len);
 
 #endif /* BITWHEEL_PROTO_FRAME_H */

@@ -45,7 +45,9 @@ static void build_hello(struct sample *s)
 	set_id(s, 1);
 	s->hello.has_protocol_version = 1;
 	s->hello.protocol_version = BWP_PROTOCOL_VERSION;
-	s->hello.session = SESSION;
+	s->hello.has_session = 1;
+	s->hello.session.data = (uint8_t *)SESSION;
+	s->hello.session.len = strlen(SESSION);
 	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
 	s->env.hello = &s->hello;
 }
@@ -56,7 +58,9 @@ static void check_hello(const Bitwheel__V1__Envelope *e)
 	ck_assert_uint_eq(e->request_id, 1);
 	ck_assert(e->hello->has_protocol_version);
 	ck_assert_uint_eq(e->hello->protocol_version, BWP_PROTOCOL_VERSION);
-	ck_assert_str_eq(e->hello->session, SESSION);
+	ck_assert(e->hello->has_session);
+	ck_assert_mem_eq(e->hello->session.data, SESSION, strlen(SESSION));
+	ck_assert_uint_eq(e->hello->session.len, strlen(SESSION));
 }
 
 static void build_hello_anonymous(struct sample *s)
@@ -72,7 +76,7 @@ static void check_hello_anonymous(const Bitwheel__V1__Envelope *e)
 {
 	ck_assert_uint_eq(e->request_id, BIG);
 	ck_assert_uint_eq(e->hello->protocol_version, BWP_PROTOCOL_VERSION);
-	ck_assert_ptr_null(e->hello->session);
+	ck_assert(!e->hello->has_session);
 }
 
 /* Key 0 must survive as present: it is a valid key. */
@@ -1130,12 +1134,18 @@ START_TEST(test_session_names)
 	ck_assert_uint_eq(strlen(good[5]), BWP_SESSION_NAME_MAX);
 	ck_assert_uint_eq(strlen(bad[7]), BWP_SESSION_NAME_MAX + 1);
 	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++)
-		ck_assert_msg(bwp_session_name_valid(good[i]), "\"%s\"",
-			      good[i]);
+		ck_assert_msg(bwp_session_name_valid(good[i], strlen(good[i])),
+			      "\"%s\"", good[i]);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ck_assert_msg(!bwp_session_name_valid(bad[i]), "\"%s\"",
-			      bad[i]);
-	ck_assert(!bwp_session_name_valid(NULL));
+		ck_assert_msg(!bwp_session_name_valid(bad[i], strlen(bad[i])),
+			      "\"%s\"", bad[i]);
+	ck_assert(!bwp_session_name_valid(NULL, 0));
+	/* The rule holds over the whole length: a NUL anywhere breaks it,
+	 * so "victim\0junk" is not "victim". */
+	ck_assert(!bwp_session_name_valid("victim\0junk", 11));
+	ck_assert(!bwp_session_name_valid("victim\0", 7));
+	ck_assert(!bwp_session_name_valid("\0victim", 7));
+	ck_assert(bwp_session_name_valid("victim\0", 6));
 }
 END_TEST
 

@@ -859,7 +859,11 @@ void du_pack_hello(struct du_buf *b, uint64_t id, const char *session)
 
 	h.has_protocol_version = 1;
 	h.protocol_version = BWP_PROTOCOL_VERSION;
-	h.session = (char *)session;
+	if (session) {
+		h.has_session = 1;
+		h.session.data = (uint8_t *)session;
+		h.session.len = strlen(session);
+	}
 	env.has_request_id = 1;
 	env.request_id = id;
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;

@@ -45,17 +45,15 @@ static const size_t max_frames[8] = {
 	1, 8, 32, 128, 512, 4096, BWP_DEFAULT_MAX_FRAME, SIZE_MAX,
 };
 
-static bool session_ok(const char *s)
+static bool session_ok(const uint8_t *s, size_t n)
 {
-	size_t n = strlen(s);
-
 	if (n < 1 || n > BWP_SESSION_NAME_MAX)
 		return false;
 	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
+		char c = (char)s[i];
 
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || strchr("_.:@-", c)))
+		      (c >= '0' && c <= '9') || (c && strchr("_.:@-", c))))
 			return false;
 	}
 	return true;
@@ -132,9 +130,11 @@ static void check_envelope(const Bitwheel__V1__Envelope *env,
 	REQUIRE(env->body_case != BITWHEEL__V1__ENVELOPE__BODY__NOT_SET);
 	REQUIRE(env->hello != NULL); /* any member of the body union */
 	if (env->body_case == BITWHEEL__V1__ENVELOPE__BODY_HELLO &&
-	    env->hello->session)
-		REQUIRE(bwp_session_name_valid(env->hello->session) ==
-			session_ok(env->hello->session));
+	    env->hello->has_session)
+		REQUIRE(bwp_session_name_valid(env->hello->session.data,
+					       env->hello->session.len) ==
+			session_ok(env->hello->session.data,
+				   env->hello->session.len));
 
 	if (pack_fresh(env, max_frame, &buf, &len) == 0) {
 		rc = bwp_frame_parse(buf, len, max_frame, &back, &fl);
