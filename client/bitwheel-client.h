@@ -14,35 +14,89 @@
  *   struct bwc_fire f;
  *
  *   if (bwc_new(&c) != 0) ...out of memory...
+ *   bwc_set_role(c, BWC_ROLE_CONSUMER);   // this program takes the fires
  *   if (bwc_connect(c, NULL, "myprog-backup") != 0 ||
  *       bwc_schedule(c, &t, NULL) != 0 ||
- *       bwc_wait_fire(c, -1, &f) != 0)
+ *       bwc_wait_fire(c, -1, &f) != 0 ||
+ *       bwc_ack(c, &f, true, NULL) != 0)   // handled: the daemon forgets it
  *           fprintf(stderr, "%s\n", bwc_errmsg(c));
  *   bwc_free(c);
  *
+ * Sessions, roles and acknowledgement (protocol version 2): a client
+ * connects with a session name (a named session, whose timers outlive
+ * the connection: fires due while no consumer is attached wait in the
+ * session's queue) or without one (anonymous: the timers die with the
+ * connection).  A named session is shared: any number of connections may
+ * be attached at once, each in one of two roles, chosen with
+ * bwc_set_role() before bwc_connect():
+ *
+ *   producer  schedules, cancels, asks for stats, and never receives a
+ *             fire, so a program that only schedules cannot lose one by
+ *             not reading.  The default for a named session.
+ *   consumer  may do the same and also receives the session's fires, each
+ *             fire going to exactly one of the session's consumers
+ *             (round-robin among those with room).  The default, and the
+ *             only role, for an anonymous session.
+ *
+ * A consumer has a window (bwc_set_window, default 256): the most fires
+ * in flight to it at once, received but not acknowledged.  In a named
+ * session a consumer acknowledges each fire once it has handled it, with
+ * bwc_ack() (blocking: returns once the daemon holds the acknowledgement
+ * as durably as its --fsync makes it) or bwc_send_ack() (non-blocking, no
+ * reply).  Cumulative acks cover every fire up to the one named, so one
+ * ack per batch is enough.  A fire not yet acknowledged when its
+ * connection ends, or held longer than the ack timeout
+ * (bwc_set_ack_timeout), is taken back by the daemon and delivered again,
+ * to this or another consumer, with bwc_fire.redelivered set.  The
+ * guarantee: a fire of a named session is lost only once it has been
+ * acknowledged; until then it is pending, queued or in flight, whatever
+ * happens to the consumer.  The price is at-least-once: a handler that
+ * must act exactly once drops repeats by key, deadline_ns and fire_count.
+ *
+ * Auto-ack (bwc_set_ack_mode(c, BWC_ACK_AUTO), the default for an
+ * anonymous session) makes each fire done as soon as the daemon has
+ * written it to the socket: no acks, version 1's at-most-once delivery (a
+ * fire written to a connection that then breaks is lost).
+ *
+ *   struct bwc_fire f;                     // a consumer, manual acks
+ *
+ *   bwc_set_role(c, BWC_ROLE_CONSUMER);
+ *   bwc_connect(c, NULL, "myprog-backup");
+ *   while (bwc_wait_fire(c, -1, &f) == 0) {
+ *           handle(&f);                    // durably, then:
+ *           bwc_send_ack(c, &f, true);
+ *   }
+ *
  * Two ways to drive a client, which may be mixed on one client object:
  *
- *   Blocking: bwc_connect, bwc_schedule, bwc_cancel, bwc_stats each send a
- *   request and wait for its reply (at most the client's timeout,
- *   bwc_set_timeout); bwc_wait_fire waits for the next fire.
+ *   Blocking: bwc_connect, bwc_schedule, bwc_cancel, bwc_stats, bwc_ack
+ *   each send a request and wait for its reply (at most the client's
+ *   timeout, bwc_set_timeout); bwc_wait_fire waits for the next fire.
  *
  *   Non-blocking, for callers with their own event loop: watch bwc_fd()
  *   for the events bwc_poll_events() asks for (level-triggered: poll,
  *   select, epoll without EPOLLET, libevent's default), pipeline requests
- *   with bwc_send_schedule / bwc_send_cancel / bwc_send_stats, which
- *   return without waiting, and call bwc_dispatch() when the fd is ready:
- *   it reads what is there and runs the reply callbacks and the fire
- *   handler (bwc_set_fire_handler).
+ *   with bwc_send_schedule / bwc_send_cancel / bwc_send_stats /
+ *   bwc_send_ack, which return without waiting, and call bwc_dispatch()
+ *   when the fd is ready: it reads what is there and runs the reply
+ *   callbacks and the fire handler (bwc_set_fire_handler).  A consumer's
+ *   fire handler acknowledges nothing by itself (no hidden ack): the
+ *   idiom is to handle each fire in the handler, keep a copy of the last
+ *   one, and after bwc_dispatch() returns call bwc_send_ack(c, &last,
+ *   true) once for the batch (bwc_send_ack from inside the handler works
+ *   too, and costs no extra send(): acks sent from callbacks go out
+ *   together when bwc_dispatch ends).
  *
  * Callbacks run only inside bwc_dispatch(), never inside any other call.
  * Fires that arrive while a blocking call waits for its own reply, and
  * replies to non-blocking requests that arrive meanwhile, are queued in the
  * client and handed out later, in arrival order: fires by bwc_wait_fire()
  * or by bwc_dispatch() to the fire handler, replies by bwc_dispatch().  The
- * queue is bounded only by memory (about 80 bytes plus the payload per
- * fire); a caller that never takes its fires keeps them all.  If the queue
- * cannot grow, the call returns BWC_ENOMEM and the fire stays unread on the
- * socket rather than being dropped.
+ * queue is bounded by the window for a manual-ack consumer, otherwise only
+ * by memory (about 100 bytes plus the payload per fire); a caller that
+ * never takes its fires keeps them all.  If the queue cannot grow, the
+ * call returns BWC_ENOMEM and the fire stays unread on the socket rather
+ * than being dropped.
  *
  * Errors: every function that can fail returns 0 or a negative enum
  * bwc_error, and results come back through pointer arguments.
@@ -60,16 +114,28 @@
  * failing call overwrites its buffer).  Distinct clients share nothing;
  * the library has no global state.
  *
- * Sessions and restarts: a client connects with a session name (a named
- * session, whose timers outlive the connection; fires due while detached
- * are queued by the daemon and delivered right after the next attach) or
- * without one (anonymous: the timers die with the connection).  A named
- * session is held by one connection at a time (BWC_SERVER_SESSION_BUSY).
- * When the connection breaks (BWC_ECLOSED, e.g. after a daemon restart),
- * bwc_reconnect() dials the same path and attaches to the same session
- * again.  Requests that were outstanding when it broke may or may not have
- * taken effect, and a daemon restarted without its journal has lost every
- * timer, so replay what you need (PROTOCOL.md, section 9):
+ * Reconnecting: when the connection breaks (BWC_ECLOSED, e.g. after a
+ * daemon restart), bwc_reconnect() dials the same path and attaches to the
+ * same session again, with the same role, window, ack timeout and ack
+ * mode.  What happens to fires on the way:
+ *
+ *   - a manual-ack consumer's fires that were still queued inside the
+ *     client (received, not yet handed to the caller) are discarded when
+ *     its connection closes, by bwc_reconnect, bwc_close or the daemon:
+ *     the daemon takes every unacknowledged fire back and delivers it
+ *     again, marked redelivered (a daemon restarted without --state-dir
+ *     has lost them, as it lost every timer);
+ *   - fires already handed out from the old connection can no longer be
+ *     acknowledged: bwc_ack and bwc_send_ack refuse them with BWC_ESTALE
+ *     (bwc_fire.connection says which connection a fire came on); they
+ *     come again;
+ *   - an auto-ack consumer's queued fires are done on the daemon's side
+ *     and stay queued in the client, handed out after the close as
+ *     before.
+ *
+ * Requests that were outstanding when the connection broke may or may not
+ * have taken effect, and a daemon restarted without its journal has lost
+ * every timer, so replay what you need (PROTOCOL.md, section 8):
  *
  *   while (bwc_reconnect(c) != 0)
  *           sleep(1);                      // or back off in your loop
@@ -149,10 +215,18 @@ enum bwc_error {
 				  (max_payload_bytes); nothing was sent     */
 	BWC_EIO = -12,         /* a system call failed (socket, poll, recv);
 				  the message has errno's text              */
+	BWC_ESTALE = -13,      /* bwc_ack/bwc_send_ack: the fire came on an
+				  earlier connection; the daemon took it
+				  back and will deliver it again, marked
+				  redelivered                               */
+	BWC_EROLE = -14,       /* not for this connection's role: waiting
+				  for fires or acknowledging on a producer
+				  (bwc_set_role(c, BWC_ROLE_CONSUMER)), or a
+				  producer without a session name           */
 };
 
 /*
- * The daemon's ErrorCode values (PROTOCOL.md, section 8), which
+ * The daemon's ErrorCode values (PROTOCOL.md, section 9), which
  * bwc_server_error() and struct bwc_reply report.  A newer daemon may send
  * a code not listed here: treat it as a generic failure of the request.
  */
@@ -166,7 +240,7 @@ enum bwc_server_code {
 	BWC_SERVER_HELLO_REQUIRED = 6,
 	BWC_SERVER_ALREADY_HELLO = 7,
 	BWC_SERVER_PERMISSION_DENIED = 8,
-	BWC_SERVER_SESSION_BUSY = 9,
+	BWC_SERVER_SESSION_BUSY = 9,      /* version 1 only: never sent now */
 	BWC_SERVER_TOO_MANY_CLIENTS = 10,
 	BWC_SERVER_DUPLICATE_KEY = 11,
 	BWC_SERVER_BAD_DEADLINE = 12,
@@ -215,7 +289,7 @@ BWC_EXPORT void bwc_free(struct bwc_client *c);
 
 /*
  * The message of the last call on c that failed, e.g. "daemon error
- * SESSION_BUSY: session \"backup\" is attached to another connection".
+ * DUPLICATE_KEY: key 7 is pending".
  * Never NULL; owned by c; overwritten by the next failure.
  */
 BWC_EXPORT const char *bwc_errmsg(const struct bwc_client *c);
@@ -235,40 +309,94 @@ BWC_EXPORT int bwc_server_error(const struct bwc_client *c);
  */
 BWC_EXPORT int bwc_set_timeout(struct bwc_client *c, int64_t timeout_ns);
 
+/* ---- what the connection is (set before bwc_connect) ------------------ */
+
+/*
+ * These settings are sent in the Hello of the next bwc_connect() or
+ * bwc_reconnect() and remembered for every later one; changing them while
+ * connected changes nothing until then.  Each is sent only when set (not
+ * its DEFAULT / 0), so the daemon's defaults apply otherwise; the consumer
+ * options (window, ack timeout, ack mode) only for a consumer, and are
+ * ignored for a producer.  bwc_get_session_info() says what is in force.
+ */
+
+/* A connection's role in its session (see the top of this file). */
+enum bwc_role {
+	BWC_ROLE_DEFAULT = 0,   /* named session: producer; anonymous: consumer */
+	BWC_ROLE_PRODUCER = 1,  /* schedules, never receives fires; named
+				   sessions only (an anonymous producer is
+				   BWC_EINVAL at bwc_connect)              */
+	BWC_ROLE_CONSUMER = 2,  /* also receives the session's fires      */
+};
+
+/* How a consumer's fires become done. */
+enum bwc_ack_mode {
+	BWC_ACK_DEFAULT = 0,    /* named session: manual; anonymous: auto    */
+	BWC_ACK_MANUAL = 1,     /* bwc_ack / bwc_send_ack: at least once     */
+	BWC_ACK_AUTO = 2,       /* done once written to the socket: at most
+				   once, and nothing to acknowledge          */
+};
+
+/* BWC_EINVAL for a value outside the enum. */
+BWC_EXPORT int bwc_set_role(struct bwc_client *c, enum bwc_role role);
+/* Consumers: the most fires in flight (received, unacknowledged) at once,
+ * 1 to the daemon's limits.max_window (4096 by default; more is refused
+ * by the daemon at connect, BWC_ESERVER BAD_REQUEST); 0: the daemon's
+ * default, 256. */
+BWC_EXPORT int bwc_set_window(struct bwc_client *c, uint32_t window);
+/* Consumers: a fire held this long without an ack is taken back and
+ * delivered again (to this or another consumer), marked redelivered; an
+ * ack of it afterwards completes nothing.  0: never (the default). */
+BWC_EXPORT int bwc_set_ack_timeout(struct bwc_client *c, uint64_t ns);
+/* Consumers: BWC_EINVAL for a value outside the enum. */
+BWC_EXPORT int bwc_set_ack_mode(struct bwc_client *c, enum bwc_ack_mode mode);
+
 /*
  * Connect to the daemon at path (NULL: bwc_default_socket()) and open a
  * session: session NULL for an anonymous one, or a name of 1 to 64 bytes
  * of [A-Za-z0-9_.:@-] to create or attach to (PROTOCOL.md, section 7;
- * prefix it with your program's name, names are global).  Blocks until the
- * daemon's Hello reply.  Remembers path and session for bwc_reconnect().
- *   BWC_EINVAL        bad session name, path longer than a socket address
+ * prefix it with your program's name, names are global), in the role and
+ * with the options set above.  Blocks until the daemon's Hello reply.
+ * Remembers path and session for bwc_reconnect().
+ *   BWC_EINVAL        bad session name, path longer than a socket address,
+ *                     BWC_ROLE_PRODUCER without a session name
  *   BWC_EUNREACHABLE  connect() failed (errno's text in the message)
  *   BWC_ESERVER       the daemon refused the Hello (BAD_VERSION,
- *                     PERMISSION_DENIED, SESSION_BUSY, TOO_MANY_CLIENTS,
- *                     SHUTTING_DOWN, ...); the client is not connected
+ *                     BAD_REQUEST for a window over its max_window,
+ *                     PERMISSION_DENIED, TOO_MANY_CLIENTS, SHUTTING_DOWN,
+ *                     ...); the client is not connected
  *   BWC_EBUSY         already connected (bwc_close first)
  *   BWC_ECLOSED, BWC_ETIMEDOUT, BWC_EPROTO, BWC_EIO, BWC_ENOMEM
- * Fires the daemon had queued for a named session arrive right after the
- * Hello; they are queued in the client for bwc_wait_fire/bwc_dispatch.
+ * A consumer receives the fires waiting in the session's queue right after
+ * the Hello, as many as its window allows; they are queued in the client
+ * for bwc_wait_fire/bwc_dispatch.  Each connection gets a new number,
+ * bwc_fire.connection of the fires that come on it.
  */
 BWC_EXPORT int bwc_connect(struct bwc_client *c, const char *path,
 			   const char *session);
 /*
  * Close the current connection if any and connect again with the path and
- * session of the last bwc_connect(): the one call to reattach after the
- * daemon closed the connection or restarted.  Outstanding non-blocking
- * requests fail with BWC_ECLOSED (their callbacks run at the next
- * bwc_dispatch); fires already queued in the client stay queued.  The fd
- * changes.  Errors as bwc_connect(), and BWC_EINVAL if bwc_connect() was
- * never called.  See the top of this file for what to replay.
+ * session of the last bwc_connect(), and the current settings: the one
+ * call to reattach after the daemon closed the connection or restarted.
+ * Outstanding non-blocking requests fail with BWC_ECLOSED (their callbacks
+ * run at the next bwc_dispatch).  Fires queued in the client: a
+ * manual-ack consumer's are discarded (the daemon delivers them again,
+ * marked redelivered), others stay queued.  The fd changes, and so does
+ * the connection number: fires handed out before can no longer be
+ * acknowledged (BWC_ESTALE).  Errors as bwc_connect(), and BWC_EINVAL if
+ * bwc_connect() was never called.  See the top of this file for what to
+ * replay.
  */
 BWC_EXPORT int bwc_reconnect(struct bwc_client *c);
 /*
  * Close the connection (an anonymous session's timers die with it; a named
- * session is detached and keeps firing into its queue), after writing what
- * the socket takes of the requests not yet written.  Outstanding
- * non-blocking requests fail with BWC_ECLOSED at the next bwc_dispatch.
- * Queued fires stay.  No-op when not connected.
+ * session keeps its timers, firing into its queue for its consumers),
+ * after writing what the socket takes of the requests (and acks) not yet
+ * written.  Outstanding non-blocking requests fail with BWC_ECLOSED at the
+ * next bwc_dispatch.  Queued fires stay, except a manual-ack consumer's,
+ * which are discarded: the daemon takes them back with every fire not
+ * acknowledged and delivers them again, marked redelivered.  No-op when
+ * not connected.
  */
 BWC_EXPORT void bwc_close(struct bwc_client *c);
 
@@ -281,6 +409,7 @@ struct bwc_limits {
 	uint64_t session_linger_ns; /* how long a detached session lives   */
 	uint64_t max_output_bytes;  /* unread output before a disconnect   */
 	uint64_t max_clients;       /* connections the daemon accepts      */
+	uint32_t max_window;        /* the largest consumer window         */
 };
 
 /* What the daemon said when this connection opened its session. */
@@ -291,9 +420,19 @@ struct bwc_session_info {
 	struct bwc_limits limits;
 	bool resumed;      /* an existing named session was attached        */
 	uint64_t timers;   /* pending timers the session held at attach     */
-	uint64_t queued;   /* queued fires that followed the Hello reply    */
-	uint64_t dropped;  /* fires lost to the daemon's full queue while
-			      the session was detached                      */
+	uint64_t queued;   /* fires waiting in the session's queue at attach:
+			      a consumer receives them, or its share, as its
+			      window allows                                 */
+	uint64_t dropped;  /* periodic fires the session dropped at its
+			      max_queued since a consumer last attached     */
+	enum bwc_role role;      /* this connection's role as the daemon took
+				    it: BWC_ROLE_PRODUCER or _CONSUMER      */
+	uint32_t window;         /* consumers: the window in force; 0 for a
+				    producer                                */
+	uint64_t ack_timeout_ns; /* consumers: the ack timeout, 0 for none  */
+	bool auto_ack;           /* consumers: BWC_ACK_AUTO in force        */
+	uint64_t consumers;      /* consumer connections attached to the
+				    session at attach, this one included    */
 };
 
 /* The current connection's session: BWC_ECLOSED when not connected. */
@@ -343,10 +482,17 @@ struct bwc_stats {
 	struct bwc_lane_stats periodic;
 	uint64_t clients;      /* connections now                           */
 	uint64_t sessions;     /* named sessions, attached or not           */
-	uint64_t queued;       /* fires waiting in detached sessions' queues */
-	uint64_t dropped;      /* fires dropped from full queues, ever       */
+	uint64_t queued;       /* fires waiting in sessions' queues now (not
+				  in flight)                                */
+	uint64_t dropped;      /* periodic fires dropped at a session's
+				  max_queued, ever                          */
 	uint64_t uptime_ns;
 	uint64_t memory_bytes;
+	uint64_t expired;      /* named sessions dropped after their linger */
+	uint64_t in_flight;    /* fires sent to consumers, not yet done     */
+	uint64_t consumers;    /* consumer connections now                  */
+	uint64_t acked;        /* fires done by an ack or auto-ack, ever    */
+	uint64_t redelivered;  /* fires taken back to be sent again, ever   */
 };
 
 /*
@@ -355,7 +501,7 @@ struct bwc_stats {
  * (bwc_server_error(): DUPLICATE_KEY, BAD_DEADLINE, TOO_MANY_TIMERS, ...),
  * BWC_ECLOSED when the connection ends first (the request may or may not
  * have taken effect), BWC_ETIMEDOUT, BWC_EPROTO, BWC_ENOMEM, BWC_EIO, and
- * BWC_EBUSY from inside a callback.
+ * BWC_EBUSY from inside a callback.  Any role may make them.
  */
 
 /* Arm a timer.  out may be NULL.  Also BWC_EINVAL (payload NULL with a
@@ -382,19 +528,34 @@ struct bwc_fire {
 	uint64_t fire_count;   /* periodic: 1 for the first; oneshot: 0     */
 	bool late;             /* due while the daemon was not running (a
 				  timer restored from its journal)          */
-	bool redelivered;      /* may repeat a fire received before the
-				  daemon restarted: same key, deadline_ns
-				  and fire_count (PROTOCOL.md section 9)    */
+	bool redelivered;      /* sent to a consumer before and not
+				  acknowledged (it went away, its ack
+				  timeout ran out, or the daemon
+				  restarted): may repeat a fire handled
+				  before, with the same key, deadline_ns
+				  and fire_count (PROTOCOL.md section 8)    */
+	uint64_t delivery;     /* the daemon's number for it on its
+				  connection (Fired.delivery), what an ack
+				  names                                     */
+	uint64_t connection;   /* which connection of this client object it
+				  came on: the library counts connects, so
+				  bwc_ack can refuse a fire of an earlier
+				  one (BWC_ESTALE)                          */
 };
 
 /*
  * The next fire: the oldest queued in the client, or the next to arrive
  * within timeout_ns (negative: forever; 0: only what the socket already
  * holds).  out->payload stays valid until the next bwc_wait_fire() or
- * bwc_free() on c.  Fires queued before the connection closed are still
- * handed out after it closed.
+ * bwc_free() on c.  An auto-ack consumer's fires queued before the
+ * connection closed are still handed out after it closed (a manual-ack
+ * consumer's are discarded at the close: they come again).  A manual-ack
+ * consumer gets no more than its window until it acknowledges.
  *   BWC_ETIMEDOUT  none within timeout_ns
  *   BWC_EINTR      a signal interrupted the wait (call again to resume)
+ *   BWC_EROLE      the connection is a producer, which never receives a
+ *                  fire: bwc_set_role(c, BWC_ROLE_CONSUMER) before
+ *                  bwc_connect
  *   BWC_ECLOSED    none queued and not connected (or the daemon closed
  *                  the connection during the wait); also BWC_EPROTO,
  *                  BWC_ESERVER (a connection-level error), BWC_EIO,
@@ -403,6 +564,40 @@ struct bwc_fire {
 BWC_EXPORT int bwc_wait_fire(struct bwc_client *c, int64_t timeout_ns,
 			     struct bwc_fire *out);
 
+/*
+ * Acknowledge fire (one this client handed out, by bwc_wait_fire or the
+ * fire handler; only its delivery and connection are read, so a copy
+ * made after its payload went stale will do): the daemon is done with
+ * it, or with cumulative, with every fire in flight to this connection
+ * up to it (one ack per batch of fires handled in order).  Done fires are
+ * never delivered again and free the window for more.
+ *
+ * bwc_ack blocks for the daemon's reply, which comes once the ack is as
+ * durable as the daemon's --fsync makes it: after it, a daemon crash
+ * never delivers those fires again.  *acked (may be NULL) gets how many
+ * fires it completed: 0 when they were done already (acknowledged
+ * before, or taken back by the ack timeout).  Errors as bwc_schedule.
+ *
+ * bwc_send_ack returns at once: the ack, which gets no reply, is queued
+ * and written with other pending requests, as bwc_send_schedule's are
+ * (acks sent from a callback all go out when bwc_dispatch ends).  A
+ * daemon crash just after may deliver those fires again, marked.  Also
+ * BWC_EAGAIN as bwc_send_schedule.
+ *
+ * Both:
+ *   BWC_ESTALE   the fire came on an earlier connection: the daemon took
+ *                it back when that one closed and will deliver it again,
+ *                marked redelivered
+ *   BWC_EROLE    the connection is a producer (it was never sent a fire)
+ *   BWC_EINVAL   fire NULL, or without a delivery number
+ *   BWC_ECLOSED  not connected
+ * An auto-ack consumer's ack is sent all the same and completes nothing.
+ */
+BWC_EXPORT int bwc_ack(struct bwc_client *c, const struct bwc_fire *fire,
+		       bool cumulative, uint64_t *acked);
+BWC_EXPORT int bwc_send_ack(struct bwc_client *c, const struct bwc_fire *fire,
+			    bool cumulative);
+
 /* ---- non-blocking mode ------------------------------------------------ */
 
 /* Which request a struct bwc_reply answers. */
@@ -410,6 +605,8 @@ enum bwc_request_kind {
 	BWC_REQUEST_SCHEDULE = 1,
 	BWC_REQUEST_CANCEL = 2,
 	BWC_REQUEST_STATS = 3,
+	BWC_REQUEST_ACK = 4,   /* bwc_ack's, which is blocking: no callback
+				  sees this kind today                      */
 };
 
 /* The outcome of a non-blocking request, valid during its callback. */
@@ -434,7 +631,9 @@ typedef void (*bwc_fire_fn)(struct bwc_client *c,
 
 /*
  * Where bwc_dispatch() gets its fires' callback; fn NULL (the default)
- * leaves fires queued for bwc_wait_fire().
+ * leaves fires queued for bwc_wait_fire().  The handler acknowledges
+ * nothing: a manual-ack consumer calls bwc_send_ack (see the top of this
+ * file).
  */
 BWC_EXPORT void bwc_set_fire_handler(struct bwc_client *c, bwc_fire_fn fn,
 				     void *arg);
@@ -486,7 +685,13 @@ BWC_EXPORT int bwc_send_stats(struct bwc_client *c, bwc_reply_fn cb,
  *                reason during this call (same delivery as BWC_ECLOSED)
  *   BWC_ENOMEM   a frame could not be queued, or a fire handed out;
  *                call again later
+ *   BWC_EROLE    a fire handler is set but the connection is a producer,
+ *                which never receives fires (everything else was done,
+ *                and the connection is open): bwc_set_role(c,
+ *                BWC_ROLE_CONSUMER) and reconnect, or unset the handler
  *   BWC_EBUSY    from inside a callback
+ * A manual-ack consumer's fires not yet handed to the handler when the
+ * connection closes are discarded, not delivered: they come again.
  */
 BWC_EXPORT int bwc_dispatch(struct bwc_client *c);
 

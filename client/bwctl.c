@@ -5,11 +5,21 @@
  * named session given), one or two requests through libbitwheel-client's
  * blocking calls, print, exit.  bwctl uses nothing but the public header,
  * as any other client would.  Output goes to stdout, one line per fire
- * (flushed at once, so a pipe sees it live), diagnostics to stderr.
+ * (flushed as it arrives, so a pipe sees it live), diagnostics to stderr.
+ *
+ * Roles (PROTOCOL.md 7): schedule and cancel with --session attach as
+ * producers, which never receive a fire, so any number of them may run
+ * beside a watch without taking its fires.  watch is the session's
+ * consumer: it acknowledges a fire only once its line has been written
+ * and flushed to stdout, cumulatively, once per batch of lines flushed
+ * together, so a watch killed at any moment loses nothing (what it had
+ * not acknowledged is delivered again, marked redelivered).  schedule and
+ * cancel without --session, and stats, use an anonymous session, whose
+ * connection is its own consumer with auto-ack.
  *
  * Cost: one connection and one or two round trips per command; watch and
  * waiting schedules then block in the library until a fire or the
- * deadline, using no CPU in between.
+ * deadline, using no CPU in between; watch adds one ack per batch.
  *
  * Exit status (also in bwctl.1 and --help):
  *   0 ok, 1 not found or timed out, 2 usage, 3 daemon unreachable,
@@ -19,6 +29,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +60,8 @@ static const char help_main[] =
 "Commands:\n"
 "  schedule   arm a timer; without --session, wait for it to fire\n"
 "  cancel     disarm a timer\n"
-"  watch      print a named session's fires as they arrive\n"
+"  watch      print a named session's fires as they arrive, and\n"
+"             acknowledge them once printed\n"
 "  stats      print the daemon's counters\n"
 "\n"
 "Options:\n"
@@ -69,12 +81,13 @@ static const char help_schedule[] =
 "             [--every DURATION] [--session NAME] [--payload TEXT] [--replace]\n"
 "             [--count N]\n"
 "\n"
-"Arm timer K.  With --session, attach to the named session, schedule, print\n"
-"the deadline and exit: the timer stays with the session and fires into its\n"
-"queue until 'bwctl watch --session NAME' picks the fires up.  Without\n"
-"--session the timer belongs to this bwctl alone: it waits for the fire and\n"
-"prints it (with --every, for --count fires), and the timer is gone when\n"
-"bwctl exits.\n"
+"Arm timer K.  With --session, attach to the named session as a producer\n"
+"(which never receives fires, so any number may run while a watch is\n"
+"attached), schedule, print the deadline and exit: the timer stays with the\n"
+"session and its fire waits in the session's queue for a consumer such as\n"
+"'bwctl watch --session NAME'.  Without --session the timer belongs to this\n"
+"bwctl alone: it waits for the fire and prints it (with --every, for\n"
+"--count fires), and the timer is gone when bwctl exits.\n"
 "\n"
 "  --key K              the timer's key, 0 to 2^64-1 (decimal, or hex with 0x)\n"
 "  --in DURATION        fire this long from now\n"
@@ -87,17 +100,14 @@ static const char help_schedule[] =
 "                       more than 1 needs --every)\n"
 "\n"
 "Prints 'scheduled key=K deadline=NS' (--session) or one line per fire, as\n"
-"'bwctl watch' does.  With --session, fires the daemon hands this\n"
-"connection (the session's queue arrives on attach) are printed too rather\n"
-"than lost.  Exit status: 0 ok, 2 usage, 3 unreachable, 4 the daemon\n"
-"refused (e.g. DUPLICATE_KEY without --replace) or other error.\n";
+"'bwctl watch' does.  Exit status: 0 ok, 2 usage, 3 unreachable, 4 the\n"
+"daemon refused (e.g. DUPLICATE_KEY without --replace) or other error.\n";
 
 static const char help_cancel[] =
 "Usage: bwctl [--socket PATH] cancel --key K [--session NAME]\n"
 "\n"
-"Disarm timer K of the named session (without --session, of a new anonymous\n"
-"session, where nothing is ever pending).  Fires the daemon hands this\n"
-"connection are printed as 'bwctl watch' prints them.\n"
+"Disarm timer K of the named session, attached as a producer (without\n"
+"--session, of a new anonymous session, where nothing is ever pending).\n"
 "\n"
 "  --key K              the timer's key (decimal, or hex with 0x)\n"
 "  --session NAME       the named session that holds the timer\n"
@@ -108,32 +118,44 @@ static const char help_cancel[] =
 
 static const char help_watch[] =
 "Usage: bwctl [--socket PATH] watch --session NAME [--count N]\n"
-"             [--timeout DURATION] [--json]\n"
+"             [--window N] [--ack-timeout DURATION] [--timeout DURATION]\n"
+"             [--json]\n"
 "\n"
-"Attach to the named session and print each fire as one line: first those\n"
-"the daemon queued while the session was detached, then new ones.  While\n"
-"watch runs it holds the session: other connections to it get SESSION_BUSY.\n"
+"Attach to the named session as a consumer and print each fire as one\n"
+"line: first those waiting in the session's queue, then new ones.  Each\n"
+"line is written and flushed to stdout before its fire is acknowledged, so\n"
+"'bwctl watch | handler' loses nothing when bwctl is killed: fires not yet\n"
+"acknowledged are delivered again, marked redelivered.  Several watches\n"
+"(consumers) of one session share its fires, each fire going to one.\n"
 "\n"
 "  --session NAME       the named session to attach to\n"
-"  --count N            exit after N fires (the daemon sends a session's\n"
-"                       whole queue on attach: fires past N that had\n"
-"                       already arrived are lost, with a warning)\n"
+"  --count N            exit after exactly N fires (the window is at most\n"
+"                       N; fires received past N go back to the session's\n"
+"                       queue, marked redelivered)\n"
+"  --window N           the most fires in flight unacknowledged at once\n"
+"                       (default: the daemon's, 256)\n"
+"  --ack-timeout DURATION\n"
+"                       have the daemon take back and redeliver a fire\n"
+"                       unacknowledged this long (default: never)\n"
 "  --timeout DURATION   give up after DURATION in all\n"
 "  --json               JSON lines: key, payload, deadline_ns, fired_ns,\n"
 "                       late_us, and fire_count/restored/redelivered when set\n"
 "\n"
 "Human lines read: fired key=7 payload=\"hi\" deadline=NS late=0.84ms\n"
+"and end in ' redelivered' for a fire that may have been printed before.\n"
 "\n"
 "Exit status: 0 after --count fires (or, with --timeout only, if any fire\n"
 "came), 1 timed out (before --count fires, or with none), 2 usage,\n"
-"3 unreachable, 4 other error (e.g. SESSION_BUSY, the daemon went away).\n";
+"3 unreachable, 4 other error (e.g. stdout could not be written, the\n"
+"daemon went away).\n";
 
 static const char help_stats[] =
 "Usage: bwctl [--socket PATH] stats [--json]\n"
 "\n"
 "Print the daemon's counters: per lane (oneshot, periodic) the timers\n"
 "pending, in overflow, inserted, cancelled, fired and lost; and clients,\n"
-"named sessions, queued and dropped notifications, uptime and memory.\n"
+"consumers, named sessions, fires queued, in flight, acknowledged,\n"
+"redelivered and dropped, expired sessions, uptime and memory.\n"
 "\n"
 "  --json               one JSON object instead of the table\n"
 "\n"
@@ -170,11 +192,6 @@ static int report(struct bwc_client *c, int rc)
 		return ST_UNREACHABLE;
 	case BWC_EINVAL:
 		return ST_USAGE;
-	case BWC_ESERVER:
-		if (bwc_server_error(c) == BWC_SERVER_SESSION_BUSY)
-			fputs("bwctl: another connection holds the session "
-			      "(a 'bwctl watch' still running?)\n", stderr);
-		return ST_ERROR;
 	default:
 		return ST_ERROR;
 	}
@@ -274,6 +291,8 @@ static void human_bytes(const void *data, size_t len)
 	quoted_bytes(data, len, "\\x%02x");
 }
 
+/* One fire's line, into stdout's buffer: the caller flushes (and checks)
+ * before it acknowledges anything. */
 static void print_fire(const struct bwc_fire *f, bool json)
 {
 	/* fired_ns >= deadline_ns by the protocol; don't trust it blindly. */
@@ -316,7 +335,25 @@ static void print_fire(const struct bwc_fire *f, bool json)
 			fputs(" redelivered", stdout);
 		putchar('\n');
 	}
-	fflush(stdout);
+}
+
+/* Push what stdout holds to its file: false (errno set) when it did not
+ * all get there, EPIPE from a reader that went away among others. */
+static bool flush_out(void)
+{
+	errno = 0;
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		if (errno == 0)
+			errno = EIO;
+		return false;
+	}
+	return true;
+}
+
+static int output_error(void)
+{
+	fprintf(stderr, "bwctl: writing output: %s\n", strerror(errno));
+	return ST_ERROR;
 }
 
 /* "1h02m03.500s", "4m05.000s", "0.250s" */
@@ -335,7 +372,15 @@ static void print_uptime(uint64_t ns)
 
 /* ---- commands ----------------------------------------------------------- */
 
-static int open_client(const char *session, struct bwc_client **out)
+/* How a command connects: the session, and what the connection is in it. */
+struct conn_opts {
+	const char *session;       /* NULL: anonymous                       */
+	enum bwc_role role;
+	uint32_t window;           /* consumers; 0: the daemon's default     */
+	uint64_t ack_timeout_ns;   /* consumers; 0: none                     */
+};
+
+static int open_client(const struct conn_opts *o, struct bwc_client **out)
 {
 	struct bwc_client *c;
 	int rc;
@@ -345,7 +390,10 @@ static int open_client(const char *session, struct bwc_client **out)
 		fputs("bwctl: out of memory\n", stderr);
 		return ST_ERROR;
 	}
-	rc = bwc_connect(c, socket_path, session);
+	bwc_set_role(c, o->role);
+	bwc_set_window(c, o->window);
+	bwc_set_ack_timeout(c, o->ack_timeout_ns);
+	rc = bwc_connect(c, socket_path, o->session);
 	if (rc != 0) {
 		rc = report(c, rc);
 		bwc_free(c);
@@ -367,24 +415,14 @@ static int next_fire(struct bwc_client *c, int64_t timeout_ns,
 	return rc;
 }
 
-/*
- * Print the fires already in hand.  Attaching to a named session makes the
- * daemon send its whole queue at once (PROTOCOL.md 5.7), and a fire
- * written to a connection that then closes is gone (9), so whatever
- * reached this bwctl is printed rather than dropped with it.  Returns how
- * many there were.
- */
-static uint64_t drain_fires(struct bwc_client *c, bool print, bool json)
+/* A named session's producer; an anonymous session's consumer (the
+ * only role it has). */
+static struct conn_opts producer(const char *session)
 {
-	struct bwc_fire f;
-	uint64_t n = 0;
-
-	while (bwc_wait_fire(c, 0, &f) == 0) {
-		if (print)
-			print_fire(&f, json);
-		n++;
-	}
-	return n;
+	return (struct conn_opts){
+		.session = session,
+		.role = session ? BWC_ROLE_PRODUCER : BWC_ROLE_DEFAULT,
+	};
 }
 
 static int cmd_schedule(int argc, char **argv)
@@ -405,6 +443,7 @@ static int cmd_schedule(int argc, char **argv)
 	};
 	struct bwc_timer t = { .key = 0 };
 	struct bwc_scheduled sched;
+	struct conn_opts co;
 	struct bwc_client *c = NULL;
 	struct bwc_fire f;
 	const char *session = NULL;
@@ -486,7 +525,8 @@ static int cmd_schedule(int argc, char **argv)
 				   "oneshot timer fires once");
 	t.absolute = have_at;
 
-	if ((rc = open_client(session, &c)) != ST_OK)
+	co = producer(session);
+	if ((rc = open_client(&co, &c)) != ST_OK)
 		return rc;
 	rc = bwc_schedule(c, &t, &sched);
 	if (rc != 0)
@@ -497,15 +537,19 @@ static int cmd_schedule(int argc, char **argv)
 		       (unsigned long long)t.key,
 		       (unsigned long long)sched.deadline_ns,
 		       sched.replaced ? " replaced" : "");
-		drain_fires(c, true, false);
 		bwc_free(c);
 		return ST_OK;
 	}
+	/* The anonymous session's own fires, auto-acknowledged. */
 	for (i = 0; i < count; i++) {
 		rc = next_fire(c, -1, &f);
 		if (rc != 0)
 			goto fail;
 		print_fire(&f, false);
+		if (!flush_out()) {
+			bwc_free(c);
+			return output_error();
+		}
 	}
 	bwc_free(c);
 	return ST_OK;
@@ -527,6 +571,7 @@ static int cmd_cancel(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bwc_client *c = NULL;
+	struct conn_opts co;
 	const char *session = NULL;
 	bool have_key = false, pending = false;
 	uint64_t key = 0;
@@ -560,7 +605,8 @@ static int cmd_cancel(int argc, char **argv)
 	if (!have_key)
 		return usage_error(cmd, "--key is required");
 
-	if ((rc = open_client(session, &c)) != ST_OK)
+	co = producer(session);
+	if ((rc = open_client(&co, &c)) != ST_OK)
 		return rc;
 	rc = bwc_cancel(c, key, &pending);
 	if (rc != 0) {
@@ -570,7 +616,6 @@ static int cmd_cancel(int argc, char **argv)
 	}
 	if (pending)
 		printf("cancelled key=%llu\n", (unsigned long long)key);
-	drain_fires(c, true, false);
 	bwc_free(c);
 	if (!pending) {
 		fprintf(stderr, "bwctl: no pending timer with key %llu%s%s\n",
@@ -581,36 +626,72 @@ static int cmd_cancel(int argc, char **argv)
 	return ST_OK;
 }
 
+/* The daemon's default window (PROTOCOL.md, Hello), for --count's bound. */
+#define DEFAULT_WINDOW 256u
+
+/*
+ * The fires already in the client, up to the count, after the one just
+ * printed: one batch, flushed and acknowledged together.  Returns the
+ * last fire printed in *last.
+ */
+static void print_batch(struct bwc_client *c, bool json, uint64_t count,
+			uint64_t *seen, struct bwc_fire *last)
+{
+	struct bwc_fire f;
+
+	while ((count == 0 || *seen < count) && bwc_wait_fire(c, 0, &f) == 0) {
+		print_fire(&f, json);
+		(*seen)++;
+		*last = f;
+	}
+}
+
 static int cmd_watch(int argc, char **argv)
 {
 	static const char cmd[] = "watch";
 	static const struct option opts[] = {
 		{ "session", required_argument, NULL, 's' },
 		{ "count", required_argument, NULL, 'c' },
+		{ "window", required_argument, NULL, 'w' },
+		{ "ack-timeout", required_argument, NULL, 'a' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "socket", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	struct conn_opts co = { .role = BWC_ROLE_CONSUMER };
 	struct bwc_session_info info;
 	struct bwc_client *c = NULL;
-	struct bwc_fire f;
-	const char *session = NULL, *timeout_text = NULL;
-	uint64_t count = 0, timeout = 0, deadline = 0, seen = 0;
-	bool json = false;
+	struct bwc_fire f, last = { .key = 0 };
+	const char *timeout_text = NULL;
+	uint64_t count = 0, timeout = 0, deadline = 0, seen = 0, window = 0;
+	bool json = false, unacked = false;
 	int o, rc;
 
 	optind = 0;
 	while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (o) {
 		case 's':
-			session = optarg;
+			co.session = optarg;
 			break;
 		case 'c':
 			if (!parse_u64(optarg, &count) || count == 0)
 				return usage_error(cmd, "bad --count '%s': a "
 						   "number above zero", optarg);
+			break;
+		case 'w':
+			if (!parse_u64(optarg, &window) || window == 0 ||
+			    window > UINT32_MAX)
+				return usage_error(cmd, "bad --window '%s': a "
+						   "number from 1 to %u",
+						   optarg, UINT32_MAX);
+			break;
+		case 'a':
+			if (bwc_parse_duration(optarg, &co.ack_timeout_ns) != 0)
+				return usage_error(cmd, "bad --ack-timeout '%s': "
+						   "a duration with a unit, "
+						   "e.g. 30s", optarg);
 			break;
 		case 't':
 			if (bwc_parse_duration(optarg, &timeout) != 0)
@@ -634,17 +715,26 @@ static int cmd_watch(int argc, char **argv)
 	}
 	if ((rc = leftover(cmd, argc, argv)) != ST_OK)
 		return rc;
-	if (session == NULL)
+	if (co.session == NULL)
 		return usage_error(cmd, "--session is required: fires of an "
 				   "anonymous session die with it");
+	/* --count N: never more than N in flight, so the daemon sends no
+	 * more than needed at once (more only as acks free the window at
+	 * the end; those go back to the queue when bwctl closes). */
+	if (count > 0 && count < (window ? window : DEFAULT_WINDOW))
+		window = count;
+	co.window = (uint32_t)window;
+	/* A reader gone is a write error (EPIPE) to report, with the fires
+	 * of the failed batch unacknowledged, not a silent death. */
+	signal(SIGPIPE, SIG_IGN);
 
-	if ((rc = open_client(session, &c)) != ST_OK)
+	if ((rc = open_client(&co, &c)) != ST_OK)
 		return rc;
 	if (bwc_get_session_info(c, &info) == 0 && info.dropped > 0)
-		fprintf(stderr, "bwctl: the daemon dropped %llu fires of "
-			"session %s from its full queue while it was "
-			"detached\n", (unsigned long long)info.dropped,
-			session);
+		fprintf(stderr, "bwctl: the daemon dropped %llu periodic fires "
+			"of session %s at its queue limit since a consumer "
+			"last attached\n", (unsigned long long)info.dropped,
+			co.session);
 	if (timeout_text != NULL) {
 		uint64_t now = bwc_now_ns();
 
@@ -665,24 +755,37 @@ static int cmd_watch(int argc, char **argv)
 		rc = next_fire(c, left, &f);
 		if (rc == BWC_ETIMEDOUT)
 			break;
-		if (rc != 0) {
-			rc = report(c, rc);
+		if (rc != 0)
+			goto fail;
+		print_fire(&f, json);
+		seen++;
+		last = f;
+		print_batch(c, json, count, &seen, &last);
+		/* Printed and flushed first, acknowledged after: a fire
+		 * whose line did not get out is delivered again. */
+		if (!flush_out()) {
+			rc = output_error();
+			fprintf(stderr, "bwctl: the fires not acknowledged go "
+				"back to session %s's queue\n", co.session);
 			bwc_free(c);
 			return rc;
 		}
-		print_fire(&f, json);
-		seen++;
+		unacked = true;
+		if (count > 0 && seen == count)
+			break;              /* acknowledged durably below */
+		rc = bwc_send_ack(c, &last, true);
+		if (rc != 0)
+			goto fail;
 	}
-	if (count > 0 && seen == count) {
-		/* The daemon sent them and will not send them again. */
-		uint64_t extra = drain_fires(c, false, json);
-
-		if (extra > 0)
-			fprintf(stderr, "bwctl: %llu more fires of session "
-				"%s had arrived after the %llu counted; they "
-				"are lost\n", (unsigned long long)extra,
-				session, (unsigned long long)count);
+	/* The last acks durable before exiting: the blocking ack returns
+	 * once the daemon has journaled it (a repeat of one sent without
+	 * reply is harmless and waits for that one too). */
+	if (unacked) {
+		rc = bwc_ack(c, &last, true, NULL);
+		if (rc != 0)
+			goto fail;
 	}
+	/* Fires received past --count go back to the queue with the close. */
 	bwc_free(c);
 	if (count > 0 && seen < count) {
 		fprintf(stderr, "bwctl: timed out after %s with %llu of %llu "
@@ -695,6 +798,11 @@ static int cmd_watch(int argc, char **argv)
 		return ST_NOTFOUND;
 	}
 	return ST_OK;
+
+fail:
+	rc = report(c, rc);
+	bwc_free(c);
+	return rc;
 }
 
 static void print_lane_json(const char *name, const struct bwc_lane_stats *l)
@@ -727,6 +835,7 @@ static int cmd_stats(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bwc_session_info info;
+	struct conn_opts co = producer(NULL);
 	struct bwc_client *c = NULL;
 	struct bwc_stats st;
 	bool json = false;
@@ -751,7 +860,9 @@ static int cmd_stats(int argc, char **argv)
 	if ((rc = leftover(cmd, argc, argv)) != ST_OK)
 		return rc;
 
-	if ((rc = open_client(NULL, &c)) != ST_OK)
+	/* Anonymous: a producer needs a named session, and stats needs none
+	 * (nothing is scheduled, so nothing ever fires to this connection). */
+	if ((rc = open_client(&co, &c)) != ST_OK)
 		return rc;
 	if (bwc_get_session_info(c, &info) != 0)
 		memset(&info, 0, sizeof(info));
@@ -770,30 +881,50 @@ static int cmd_stats(int argc, char **argv)
 		print_lane_json("oneshot", &st.oneshot);
 		putchar(',');
 		print_lane_json("periodic", &st.periodic);
-		printf(",\"clients\":%llu,\"sessions\":%llu,\"queued\":%llu,"
-		       "\"dropped\":%llu,\"uptime_ns\":%llu,"
+		printf(",\"clients\":%llu,\"consumers\":%llu,"
+		       "\"sessions\":%llu,\"queued\":%llu,"
+		       "\"in_flight\":%llu,\"acked\":%llu,"
+		       "\"redelivered\":%llu,\"dropped\":%llu,"
+		       "\"expired\":%llu,\"uptime_ns\":%llu,"
 		       "\"memory_bytes\":%llu}\n",
 		       (unsigned long long)st.clients,
+		       (unsigned long long)st.consumers,
 		       (unsigned long long)st.sessions,
 		       (unsigned long long)st.queued,
+		       (unsigned long long)st.in_flight,
+		       (unsigned long long)st.acked,
+		       (unsigned long long)st.redelivered,
 		       (unsigned long long)st.dropped,
+		       (unsigned long long)st.expired,
 		       (unsigned long long)st.uptime_ns,
 		       (unsigned long long)st.memory_bytes);
 		return ST_OK;
 	}
-	printf("daemon    bitwheeld %s at %s\n",
+	printf("daemon       bitwheeld %s at %s\n",
 	       info.daemon_version[0] ? info.daemon_version : "(unknown)",
 	       socket_path);
-	fputs("uptime    ", stdout);
+	fputs("uptime       ", stdout);
 	print_uptime(st.uptime_ns);
-	printf("\nclients   %llu\n", (unsigned long long)st.clients);
-	printf("sessions  %llu (named, attached or not)\n",
+	printf("\nclients      %llu (connections now)\n",
+	       (unsigned long long)st.clients);
+	printf("consumers    %llu (consumer connections now)\n",
+	       (unsigned long long)st.consumers);
+	printf("sessions     %llu (named, attached or not)\n",
 	       (unsigned long long)st.sessions);
-	printf("queued    %llu (notifications in detached sessions' queues)\n",
+	printf("queued       %llu (fires waiting in sessions' queues)\n",
 	       (unsigned long long)st.queued);
-	printf("dropped   %llu (notifications dropped from full queues)\n",
-	       (unsigned long long)st.dropped);
-	printf("memory    %llu bytes\n", (unsigned long long)st.memory_bytes);
+	printf("in_flight    %llu (fires sent to consumers, not yet "
+	       "acknowledged)\n", (unsigned long long)st.in_flight);
+	printf("acked        %llu (fires acknowledged, auto-ack included)\n",
+	       (unsigned long long)st.acked);
+	printf("redelivered  %llu (fires taken back to be sent again)\n",
+	       (unsigned long long)st.redelivered);
+	printf("dropped      %llu (periodic fires dropped at a session's "
+	       "queue limit)\n", (unsigned long long)st.dropped);
+	printf("expired      %llu (named sessions dropped after their "
+	       "linger)\n", (unsigned long long)st.expired);
+	printf("memory       %llu bytes\n",
+	       (unsigned long long)st.memory_bytes);
 	printf("\n%-8s %10s %10s %10s %10s %10s %10s\n", "lane", "pending",
 	       "overflow", "inserted", "cancelled", "fired", "lost");
 	print_lane("oneshot", &st.oneshot);

@@ -15,11 +15,18 @@
  *   requests    ring of struct request: the requests sent (or queued to
  *               send) and not yet answered, in send order.  The daemon
  *               answers in request order (PROTOCOL.md 5.2), so a reply
- *               always belongs to the front entry.
+ *               always belongs to the front entry.  An Ack without
+ *               request_id (bwc_send_ack) asks for no reply and has no
+ *               entry: it is only bytes in out.
  *   done        ring of struct done: answered or failed non-blocking
  *               requests whose callbacks bwc_dispatch() has yet to run.
  *   fires       ring of struct fire: fires not yet handed out, their
- *               fields by value.
+ *               fields by value, each tagged with conn_seq, the number of
+ *               the connection it came on (bumped by every dial).  Fires
+ *               of one connection are a suffix of the ring, so a
+ *               manual-ack consumer's connection closing drops its fires
+ *               from the back (discard_fires): the daemon takes them
+ *               back and delivers them again.
  *               done and fires carry a sequence number from one counter,
  *               so dispatch can merge them back into arrival order.
  *   pay         the queued fires' payloads, back to back in fire order:
@@ -33,10 +40,17 @@
  *               object is single-threaded).
  *
  * Replies and fires are read with bwp_frame_parse_response(): a
- * ScheduleReply, CancelReply or Fired lands in a struct bwp_response in
- * place, and what the client keeps of it (struct answer, struct fire) is
- * plain values; only the rare bodies (errors, Hello and Stats replies, or
- * an encoding the fast path leaves to protobuf-c) are envelopes.
+ * ScheduleReply, CancelReply, AckReply or Fired lands in a struct
+ * bwp_response in place, and what the client keeps of it (struct answer,
+ * struct fire) is plain values; only the rare bodies (errors, Hello and
+ * Stats replies, or an encoding the fast path leaves to protobuf-c) are
+ * envelopes.
+ *
+ * Roles: the settings (role, window, ack timeout, ack mode) are kept as
+ * set and go into every Hello; what the daemon answered is conn_role and
+ * conn_auto_ack, which decide what bwc_wait_fire, bwc_ack and closing do.
+ * The library does not count the window: the daemon enforces it, and a
+ * manual-ack consumer's fire queue is bounded by it.
  *
  * Invariant: done has room for every outstanding request, so failing them
  * all when the connection closes never allocates (and never loses a
@@ -111,6 +125,11 @@ _Static_assert((int)BWC_SERVER_SESSION_BUSY ==
 _Static_assert((int)BWC_SERVER_INTERNAL ==
 		       (int)BITWHEEL__V1__ERROR_CODE__INTERNAL,
 	       "server code mismatch");
+/* And the roles are the protocol's Role numbers. */
+_Static_assert((int)BWC_ROLE_PRODUCER == (int)BITWHEEL__V1__ROLE__PRODUCER &&
+		       (int)BWC_ROLE_CONSUMER ==
+			       (int)BITWHEEL__V1__ROLE__CONSUMER,
+	       "role mismatch");
 
 /* ---- a growable FIFO of fixed-size items -------------------------------- */
 
@@ -167,6 +186,12 @@ static void ring_pop(struct ring *r, void *item)
 	r->len--;
 }
 
+/* The newest item, or NULL. */
+static void *ring_back(const struct ring *r)
+{
+	return r->len ? ring_at(r, r->len - 1) : NULL;
+}
+
 /*
  * Room for need bytes in *buf, which holds *cap: capacities double from
  * BUF_MIN, contents are kept.  The only place a byte buffer allocates.
@@ -209,6 +234,7 @@ struct request {
 struct answer {
 	struct bwc_scheduled scheduled;  /* a ScheduleReply's fields */
 	bool pending;                    /* a CancelReply's */
+	uint64_t acked;                  /* an AckReply's */
 	/* Any other body (Error, HelloReply, StatsReply), owned; NULL for the
 	 * two above, which are read without allocating (frame.h). */
 	Bitwheel__V1__Envelope *env;
@@ -235,6 +261,16 @@ struct bwc_client {
 	char *path;                 /* from bwc_connect, for bwc_reconnect */
 	char *session;              /* NULL: anonymous */
 	int64_t timeout_ns;
+	/* Settings for the next Hello, as set (0: not set, not sent). */
+	enum bwc_role role;
+	uint32_t window;
+	uint64_t ack_timeout_ns;
+	enum bwc_ack_mode ack_mode;
+	/* The connection: its number (fires carry it), and its role and ack
+	 * mode as the daemon took them. */
+	uint64_t conn_seq;
+	enum bwc_role conn_role;
+	bool conn_auto_ack;
 	uint64_t next_id;
 	uint64_t next_seq;
 	size_t max_frame;
@@ -288,6 +324,10 @@ const char *bwc_strerror(int err)
 	case BWC_EBUSY: return "not allowed now";
 	case BWC_ETOOBIG: return "payload over the daemon's limit";
 	case BWC_EIO: return "system call failed";
+	case BWC_ESTALE: return "the fire came on an earlier connection; the "
+		"daemon took it back and will deliver it again, marked "
+		"redelivered";
+	case BWC_EROLE: return "not allowed in this connection's role";
 	default: return "unknown error";
 	}
 }
@@ -408,9 +448,30 @@ static const char *seconds(int64_t ns, char *buf, size_t len)
 /* ---- connection teardown ---------------------------------------------- */
 
 /*
+ * A manual-ack consumer's connection is closing: the fires it received
+ * and the caller has not taken are the daemon's again (it delivers them
+ * anew, marked), and the caller could not acknowledge them anyway.  They
+ * are the back of the queue (see the top), their payloads the back of
+ * pay.
+ */
+static void discard_fires(struct bwc_client *c)
+{
+	struct fire *f;
+
+	while ((f = ring_back(&c->fires)) != NULL &&
+	       f->f.connection == c->conn_seq) {
+		c->pay_len -= f->f.payload_len;
+		c->fires.len--;
+	}
+	if (c->pay_off == c->pay_len)
+		c->pay_off = c->pay_len = 0;
+}
+
+/*
  * Drop the connection and settle every outstanding request: the blocking
  * waiter learns status, non-blocking ones fail with BWC_ECLOSED at the
- * next dispatch.  The caller sets the message; queued fires survive.
+ * next dispatch.  The caller sets the message; queued fires survive,
+ * unless they are a manual-ack consumer's (discard_fires).
  */
 static void conn_close(struct bwc_client *c, int status)
 {
@@ -419,6 +480,8 @@ static void conn_close(struct bwc_client *c, int status)
 
 	if (c->fd >= 0)
 		close(c->fd);
+	if (c->conn_role == BWC_ROLE_CONSUMER && !c->conn_auto_ack)
+		discard_fires(c);
 	c->fd = -1;
 	c->close_status = status;
 	c->out_off = c->out_len = 0;
@@ -471,6 +534,8 @@ static const char *body_name(Bitwheel__V1__Envelope__BodyCase bc)
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY: return "cancel_reply";
 	case BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY: return "stats_reply";
 	case BITWHEEL__V1__ENVELOPE__BODY_FIRED: return "fired";
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK: return "ack";
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY: return "ack_reply";
 	default: return "unknown";
 	}
 }
@@ -485,6 +550,7 @@ static int take_reply(struct bwc_client *c, const struct bwp_response *m,
 		.scheduled = { .deadline_ns = m->deadline_ns,
 			       .replaced = m->replaced },
 		.pending = m->pending,
+		.acked = m->acked,
 		.env = env,
 	};
 	struct request *front;
@@ -568,6 +634,8 @@ static void fire_push(struct bwc_client *c, const struct bwp_response *m)
 			.fire_count = m->fire_count,
 			.late = m->late,
 			.redelivered = m->redelivered,
+			.delivery = m->delivery,
+			.connection = c->conn_seq,
 		},
 		.has_payload = m->has_payload,
 	};
@@ -606,6 +674,7 @@ static int take_frame(struct bwc_client *c, const struct bwp_response *m,
 	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY:
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
 	case BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY:
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY:
 		if (!m->has_request_id) {
 			conn_fail(c, BWC_EPROTO,
 				  "protocol error: %s without a request_id",
@@ -620,6 +689,32 @@ static int take_frame(struct bwc_client *c, const struct bwp_response *m,
 			  body_name(m->body_case));
 		bwp_frame_free(env);
 		return BWC_EPROTO;
+	}
+}
+
+/*
+ * The version 2 fields of a body protobuf-c decoded, into m, whatever
+ * bwp_response_from_envelope() filled: Fired.delivery and an AckReply.
+ * Returns whether m now holds all of an AckReply (which is then taken
+ * like the other hot bodies, from m).
+ */
+static bool response_v2(const Bitwheel__V1__Envelope *env,
+			struct bwp_response *m)
+{
+	switch (env->body_case) {
+	case BITWHEEL__V1__ENVELOPE__BODY_FIRED:
+		m->has_delivery = env->fired->has_delivery;
+		m->delivery = env->fired->delivery;
+		return false;
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY:
+		m->body_case = env->body_case;
+		m->has_request_id = env->has_request_id;
+		m->request_id = env->request_id;
+		m->has_acked = env->ack_reply->has_acked;
+		m->acked = env->ack_reply->acked;
+		return true;
+	default:
+		return false;
 	}
 }
 
@@ -650,6 +745,8 @@ static int conn_parse(struct bwc_client *c)
 		/* A hot body protobuf-c read (an encoding the fast path left
 		 * to it) is taken like the fast path's, from m. */
 		hot = env == NULL || bwp_response_from_envelope(env, &m);
+		if (env != NULL && response_v2(env, &m))
+			hot = true;
 		if (m.body_case == BITWHEEL__V1__ENVELOPE__BODY_FIRED &&
 		    fire_room(c, m.payload_len) != 0) {
 			bwp_frame_free(env);
@@ -767,13 +864,18 @@ static void conn_flush(struct bwc_client *c)
 
 /*
  * Pack env as the next request and queue it.  req describes it; its id is
- * assigned here.  Nothing is queued on failure.
+ * assigned here.  req NULL: a request that asks for no reply (an Ack
+ * without request_id), packed without an id and not queued for a reply.
+ * Nothing is queued on failure.
  *
  * The request is written at once only when no other is outstanding: a
  * lone request must not wait.  Behind outstanding ones a reply is due, and
  * whatever takes it (bwc_dispatch, a blocking call's wait_io) writes all
  * that queued meanwhile in one send(): a pipeline then costs a system call
- * per batch instead of one per request.  WRITE_BATCH bounds the wait.
+ * per batch instead of one per request.  WRITE_BATCH bounds the wait.  A
+ * request without reply sent from a callback waits too: bwc_dispatch
+ * writes what its callbacks sent when they are done, so a fire handler
+ * acknowledging each fire costs one send() per dispatch.
  */
 static int submit(struct bwc_client *c, Bitwheel__V1__Envelope *env,
 		  struct request *req)
@@ -786,12 +888,13 @@ static int submit(struct bwc_client *c, Bitwheel__V1__Envelope *env,
 		return not_connected(c);
 	/* done must be able to take every outstanding request should the
 	 * connection close (see the invariant at the top). */
-	if (ring_reserve(&c->requests, 1) != 0 ||
-	    ring_reserve(&c->done, c->requests.len + 1) != 0)
+	if (req != NULL &&
+	    (ring_reserve(&c->requests, 1) != 0 ||
+	     ring_reserve(&c->done, c->requests.len + 1) != 0))
 		goto nomem;
 
-	env->has_request_id = 1;
-	env->request_id = c->next_id;
+	env->has_request_id = req != NULL;
+	env->request_id = req != NULL ? c->next_id : 0;
 
 	if (c->out_off > 0) {
 		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
@@ -820,9 +923,12 @@ static int submit(struct bwc_client *c, Bitwheel__V1__Envelope *env,
 			    bwp_strerror(rc));
 	c->out_len += n;
 
-	write_now = c->requests.len == 0 || c->out_len >= WRITE_BATCH;
-	req->id = c->next_id++;
-	ring_push(&c->requests, req);
+	write_now = (c->requests.len == 0 && (req != NULL || !c->in_callback)) ||
+		    c->out_len >= WRITE_BATCH;
+	if (req != NULL) {
+		req->id = c->next_id++;
+		ring_push(&c->requests, req);
+	}
 	if (write_now)
 		conn_flush(c);
 	return 0;
@@ -1032,6 +1138,66 @@ int bwc_set_timeout(struct bwc_client *c, int64_t timeout_ns)
 	return 0;
 }
 
+int bwc_set_role(struct bwc_client *c, enum bwc_role role)
+{
+	if (c == NULL)
+		return BWC_EINVAL;
+	if (role != BWC_ROLE_DEFAULT && role != BWC_ROLE_PRODUCER &&
+	    role != BWC_ROLE_CONSUMER)
+		return fail(c, BWC_EINVAL, "unknown role %d", (int)role);
+	c->role = role;
+	return 0;
+}
+
+int bwc_set_window(struct bwc_client *c, uint32_t window)
+{
+	if (c == NULL)
+		return BWC_EINVAL;
+	c->window = window;
+	return 0;
+}
+
+int bwc_set_ack_timeout(struct bwc_client *c, uint64_t ns)
+{
+	if (c == NULL)
+		return BWC_EINVAL;
+	c->ack_timeout_ns = ns;
+	return 0;
+}
+
+int bwc_set_ack_mode(struct bwc_client *c, enum bwc_ack_mode mode)
+{
+	if (c == NULL)
+		return BWC_EINVAL;
+	if (mode != BWC_ACK_DEFAULT && mode != BWC_ACK_MANUAL &&
+	    mode != BWC_ACK_AUTO)
+		return fail(c, BWC_EINVAL, "unknown ack mode %d", (int)mode);
+	c->ack_mode = mode;
+	return 0;
+}
+
+/* The role a Hello with the current settings asks for, defaults applied
+ * (PROTOCOL.md, Hello). */
+static enum bwc_role role_asked(const struct bwc_client *c,
+				const char *session)
+{
+	if (c->role != BWC_ROLE_DEFAULT)
+		return c->role;
+	return session != NULL ? BWC_ROLE_PRODUCER : BWC_ROLE_CONSUMER;
+}
+
+/* A producer needs a named session: nobody else could take its fires. */
+static int check_role(struct bwc_client *c, const char *session)
+{
+	if (session == NULL && c->role == BWC_ROLE_PRODUCER)
+		return fail(c, BWC_EINVAL,
+			    "a producer needs a named session: an anonymous "
+			    "session's fires go to its own connection only "
+			    "(give a session name, or leave the role "
+			    "BWC_ROLE_DEFAULT)");
+	return 0;
+}
+
 void bwc_close(struct bwc_client *c)
 {
 	if (c == NULL || c->fd < 0)
@@ -1058,6 +1224,7 @@ static void copy_limits(struct bwc_client *c, const Bitwheel__V1__Limits *l)
 	out->session_linger_ns = l->session_linger_ns;
 	out->max_output_bytes = l->max_output_bytes;
 	out->max_clients = l->max_clients;
+	out->max_window = l->max_window;
 	/* A limit the daemon leaves out keeps the protocol's default. */
 	if (out->max_frame_bytes > 0)
 		c->max_frame = out->max_frame_bytes;
@@ -1118,6 +1285,13 @@ static int dial(struct bwc_client *c)
 	c->max_frame = BWP_DEFAULT_MAX_FRAME;
 	c->max_payload = BWP_DEFAULT_MAX_PAYLOAD;
 	memset(&c->info, 0, sizeof(c->info));
+	/* A new connection: fires from now on carry its number.  Its role
+	 * and ack mode as asked, until the reply says what was granted. */
+	c->conn_seq++;
+	c->conn_role = role_asked(c, c->session);
+	c->conn_auto_ack = c->conn_role == BWC_ROLE_CONSUMER &&
+			   (c->ack_mode == BWC_ACK_AUTO ||
+			    (c->ack_mode == BWC_ACK_DEFAULT && !c->session));
 
 	hello.has_protocol_version = 1;
 	hello.protocol_version = BWP_PROTOCOL_VERSION;
@@ -1125,6 +1299,27 @@ static int dial(struct bwc_client *c)
 		hello.has_session = 1;
 		hello.session.data = (uint8_t *)c->session;
 		hello.session.len = strlen(c->session);
+	}
+	/* Only what was set, so the daemon's defaults apply otherwise; the
+	 * consumer options only for a consumer (a producer's are
+	 * BAD_REQUEST). */
+	if (c->role != BWC_ROLE_DEFAULT) {
+		hello.has_role = 1;
+		hello.role = (Bitwheel__V1__Role)c->role;
+	}
+	if (c->conn_role == BWC_ROLE_CONSUMER) {
+		if (c->window > 0) {
+			hello.has_window = 1;
+			hello.window = c->window;
+		}
+		if (c->ack_timeout_ns > 0) {
+			hello.has_ack_timeout_ns = 1;
+			hello.ack_timeout_ns = c->ack_timeout_ns;
+		}
+		if (c->ack_mode != BWC_ACK_DEFAULT) {
+			hello.has_auto_ack = 1;
+			hello.auto_ack = c->ack_mode == BWC_ACK_AUTO;
+		}
 	}
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
 	env.hello = &hello;
@@ -1151,6 +1346,20 @@ static int dial(struct bwc_client *c)
 	c->info.timers = hr->timers;
 	c->info.queued = hr->queued;
 	c->info.dropped = hr->dropped;
+	/* What the daemon granted; one that leaves the role out has taken
+	 * the Hello's (a version 2 daemon always says). */
+	if (hr->has_role && (hr->role == BITWHEEL__V1__ROLE__PRODUCER ||
+			     hr->role == BITWHEEL__V1__ROLE__CONSUMER))
+		c->conn_role = (enum bwc_role)hr->role;
+	if (c->conn_role == BWC_ROLE_CONSUMER && hr->has_auto_ack)
+		c->conn_auto_ack = hr->auto_ack;
+	if (c->conn_role != BWC_ROLE_CONSUMER)
+		c->conn_auto_ack = false;
+	c->info.role = c->conn_role;
+	c->info.window = hr->window;
+	c->info.ack_timeout_ns = hr->ack_timeout_ns;
+	c->info.auto_ack = c->conn_auto_ack;
+	c->info.consumers = hr->consumers;
 	bwp_frame_free(ans.env);
 	return 0;
 
@@ -1189,6 +1398,8 @@ int bwc_connect(struct bwc_client *c, const char *path, const char *session)
 			    "invalid session name \"%.80s\": 1 to %u bytes of "
 			    "A-Z a-z 0-9 _ . : @ -", session,
 			    BWP_SESSION_NAME_MAX);
+	if ((rc = check_role(c, session)) != 0)
+		return rc;
 
 	npath = strdup(path);
 	if (npath == NULL)
@@ -1222,6 +1433,9 @@ int bwc_reconnect(struct bwc_client *c)
 		return fail(c, BWC_EINVAL,
 			    "bwc_reconnect before any bwc_connect");
 	bwc_close(c);
+	/* The role may have been set since bwc_connect. */
+	if (check_role(c, c->session) != 0)
+		return BWC_EINVAL;
 	return dial(c);
 }
 
@@ -1352,6 +1566,11 @@ static void copy_stats(const Bitwheel__V1__StatsReply *r,
 	out->dropped = r->dropped;
 	out->uptime_ns = r->uptime_ns;
 	out->memory_bytes = r->memory_bytes;
+	out->expired = r->expired;
+	out->in_flight = r->in_flight;
+	out->consumers = r->consumers;
+	out->acked = r->acked;
+	out->redelivered = r->redelivered;
 }
 
 int bwc_schedule(struct bwc_client *c, const struct bwc_timer *t,
@@ -1474,6 +1693,113 @@ int bwc_send_stats(struct bwc_client *c, bwc_reply_fn cb, void *arg)
 	return send_async(c, &env, &req, cb, arg);
 }
 
+/* ---- acknowledging ------------------------------------------------------ */
+
+/* bwc_wait_fire and bwc_dispatch's words for a producer's caller. */
+static int producer_has_no_fires(struct bwc_client *c, const char *what)
+{
+	return fail(c, BWC_EROLE,
+		    "%s on a producer connection to session \"%s\", which "
+		    "never receives fires: call bwc_set_role(c, "
+		    "BWC_ROLE_CONSUMER) before bwc_connect (or bwc_reconnect)",
+		    what, c->session ? c->session : "");
+}
+
+/* The checks bwc_ack and bwc_send_ack share, and the Ack, in caller
+ * storage. */
+static int build_ack(struct bwc_client *c, const struct bwc_fire *fire,
+		     bool cumulative, Bitwheel__V1__Envelope *env,
+		     Bitwheel__V1__Ack *a)
+{
+	if (fire == NULL)
+		return fail(c, BWC_EINVAL, "fire NULL");
+	if (fire->connection == 0 || fire->connection > c->conn_seq)
+		return fail(c, BWC_EINVAL,
+			    "not a fire this client handed out (connection "
+			    "%llu)", (unsigned long long)fire->connection);
+	if (c->fd < 0)
+		return not_connected(c);
+	if (fire->connection != c->conn_seq)
+		return fail(c, BWC_ESTALE,
+			    "the fire of key %llu came on an earlier "
+			    "connection (%llu, this is %llu): the daemon took "
+			    "it back when that one closed and will deliver it "
+			    "again, marked redelivered",
+			    (unsigned long long)fire->key,
+			    (unsigned long long)fire->connection,
+			    (unsigned long long)c->conn_seq);
+	if (c->conn_role != BWC_ROLE_CONSUMER)
+		return fail(c, BWC_EROLE,
+			    "cannot acknowledge on a producer connection, "
+			    "which is never sent a fire: call bwc_set_role(c, "
+			    "BWC_ROLE_CONSUMER) before bwc_connect");
+	if (fire->delivery == 0)
+		return fail(c, BWC_EINVAL,
+			    "the fire of key %llu carries no delivery number "
+			    "to acknowledge", (unsigned long long)fire->key);
+
+	bitwheel__v1__ack__init(a);
+	a->has_delivery = 1;
+	a->delivery = fire->delivery;
+	if (cumulative) {
+		a->has_cumulative = 1;
+		a->cumulative = 1;
+	}
+	env->body_case = BITWHEEL__V1__ENVELOPE__BODY_ACK;
+	env->ack = a;
+	return 0;
+}
+
+int bwc_ack(struct bwc_client *c, const struct bwc_fire *fire,
+	    bool cumulative, uint64_t *acked)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Ack a;
+	struct answer ans;
+	struct request req = { .kind = BWC_REQUEST_ACK };
+	int rc;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	if (c->in_callback)
+		return fail(c, BWC_EBUSY,
+			    "bwc_ack from inside a bwc_dispatch callback (use "
+			    "bwc_send_ack)");
+	rc = build_ack(c, fire, cumulative, &env, &a);
+	if (rc != 0)
+		return rc;
+	req.key = fire->key;
+	req.reply_case = BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY;
+	rc = call(c, &env, &req, &ans);
+	if (rc != 0)
+		return rc;
+	/* An AckReply: by value (conn_parse), no envelope to free. */
+	bwp_frame_free(ans.env);
+	if (acked != NULL)
+		*acked = ans.acked;
+	return 0;
+}
+
+int bwc_send_ack(struct bwc_client *c, const struct bwc_fire *fire,
+		 bool cumulative)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Ack a;
+	int rc;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	rc = build_ack(c, fire, cumulative, &env, &a);
+	if (rc != 0)
+		return rc;
+	if (c->out_len - c->out_off > OUTPUT_LIMIT)
+		return fail(c, BWC_EAGAIN,
+			    "%zu bytes of requests not yet written to %s",
+			    c->out_len - c->out_off, c->path);
+	/* No request_id: the daemon answers nothing. */
+	return submit(c, &env, NULL);
+}
+
 /* ---- handing out fires and replies ---------------------------------- */
 
 /*
@@ -1518,6 +1844,8 @@ int bwc_wait_fire(struct bwc_client *c, int64_t timeout_ns,
 	if (c->fires.len == 0) {
 		if (c->fd < 0)
 			return not_connected(c);
+		if (c->conn_role == BWC_ROLE_PRODUCER)
+			return producer_has_no_fires(c, "bwc_wait_fire");
 		rc = wait_io(c, WAIT_FIRE, timeout_ns < 0 ? -1 : timeout_ns,
 			     true);
 		if (rc == BWC_ETIMEDOUT)
@@ -1560,6 +1888,9 @@ static void deliver_reply(struct bwc_client *c, struct done *d)
 		case BWC_REQUEST_STATS:
 			copy_stats(env->stats_reply, &st);
 			r.stats = &st;
+			break;
+		case BWC_REQUEST_ACK:
+			/* Only bwc_ack sends one with a reply, and waits. */
 			break;
 		}
 	}
@@ -1628,5 +1959,8 @@ int bwc_dispatch(struct bwc_client *c)
 		return rc;
 	if (c->fd < 0)
 		return was_open ? c->close_status : not_connected(c);
+	if (c->on_fire != NULL && c->conn_role == BWC_ROLE_PRODUCER)
+		return producer_has_no_fires(c, "a fire handler is set, "
+					     "but bwc_dispatch runs");
 	return 0;
 }
