@@ -8,9 +8,9 @@
  * instructions per request.  So the messages that make up nearly all the
  * traffic are handled here directly:
  *
- *   writing   Schedule, Cancel (a client's requests), ScheduleReply,
- *             CancelReply and Fired (the daemon's hot frames) are sized
- *             with a few branches and written as protobuf wire bytes
+ *   writing   Schedule, Cancel, Ack (a client's requests), ScheduleReply,
+ *             CancelReply, AckReply and Fired (the daemon's hot frames) are
+ *             sized with a few branches and written as protobuf wire bytes
  *             straight into the caller's buffer.  The bytes are exactly
  *             protobuf_c_message_pack()'s: fields in ascending number
  *             (the order of protobuf-c's descriptors), a field only when
@@ -20,13 +20,13 @@
  *             received message), or any other body, goes to protobuf-c.
  *
  *   reading   bwp_frame_parse_request() reads an Envelope whose body is a
- *             Schedule or Cancel (the daemon's hot frames) into a struct
- *             bwp_request, and bwp_frame_parse_response() one whose body
- *             is a ScheduleReply, CancelReply or Fired (the client's) into
- *             a struct bwp_response, without allocating, the payload
- *             pointing into the frame.  Both walk the envelope once
- *             (fast_envelope: the request_id and where the body lies),
- *             then the body.  They accept only the plain encoding:
+ *             Schedule, Cancel or Ack (the daemon's hot frames) into a
+ *             struct bwp_request, and bwp_frame_parse_response() one whose
+ *             body is a ScheduleReply, CancelReply, AckReply or Fired (the
+ *             client's) into a struct bwp_response, without allocating,
+ *             the payload pointing into the frame.  Both walk the envelope
+ *             once (fast_envelope: the request_id and where the body
+ *             lies), then the body.  They accept only the plain encoding:
  *             one-byte tags of the fields the schema gives those messages,
  *             with their own wire types; each field at most once (one
  *             body, one of delay/deadline); varints of at most ten bytes,
@@ -39,7 +39,7 @@
  *             whether a frame is an error, and which, is protobuf-c's
  *             decision alone, and an accepted frame decodes to the fields
  *             protobuf-c would give.
-
+ *
  * tests/check_frame.c compares both directions with protobuf-c on many
  * messages, and tests/fuzz_frame.c on every fuzz input.
  */
@@ -190,6 +190,14 @@ static size_t fast_body_size(const Bitwheel__V1__Envelope *env)
 			return SLOW;
 		return opt_u64_size(m->has_key, m->key);
 	}
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK: {
+		const Bitwheel__V1__Ack *m = env->ack;
+
+		if (!m || m->base.n_unknown_fields)
+			return SLOW;
+		return opt_u64_size(m->has_delivery, m->delivery) +
+		       (m->has_cumulative ? 2 : 0);
+	}
 	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY: {
 		const Bitwheel__V1__ScheduleReply *m = env->schedule_reply;
 
@@ -205,6 +213,13 @@ static size_t fast_body_size(const Bitwheel__V1__Envelope *env)
 			return SLOW;
 		return m->has_pending ? 2 : 0;
 	}
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY: {
+		const Bitwheel__V1__AckReply *m = env->ack_reply;
+
+		if (!m || m->base.n_unknown_fields)
+			return SLOW;
+		return opt_u64_size(m->has_acked, m->acked);
+	}
 	case BITWHEEL__V1__ENVELOPE__BODY_FIRED: {
 		const Bitwheel__V1__Fired *m = env->fired;
 
@@ -215,7 +230,8 @@ static size_t fast_body_size(const Bitwheel__V1__Envelope *env)
 		       opt_u64_size(m->has_deadline_ns, m->deadline_ns) +
 		       opt_u64_size(m->has_fired_at_ns, m->fired_at_ns) +
 		       opt_u64_size(m->has_fire_count, m->fire_count) +
-		       (m->has_late ? 2 : 0) + (m->has_redelivered ? 2 : 0);
+		       (m->has_late ? 2 : 0) + (m->has_redelivered ? 2 : 0) +
+		       opt_u64_size(m->has_delivery, m->delivery);
 	}
 	default:
 		return SLOW;
@@ -240,6 +256,10 @@ static uint8_t *fast_body_write(const Bitwheel__V1__Envelope *env, uint8_t *p)
 	}
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
 		return put_u64(p, 1, env->cancel->has_key, env->cancel->key);
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK:
+		p = put_u64(p, 1, env->ack->has_delivery, env->ack->delivery);
+		return put_bool(p, 2, env->ack->has_cumulative,
+				env->ack->cumulative);
 	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY: {
 		const Bitwheel__V1__ScheduleReply *m = env->schedule_reply;
 
@@ -249,6 +269,9 @@ static uint8_t *fast_body_write(const Bitwheel__V1__Envelope *env, uint8_t *p)
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
 		return put_bool(p, 1, env->cancel_reply->has_pending,
 				env->cancel_reply->pending);
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY:
+		return put_u64(p, 1, env->ack_reply->has_acked,
+			       env->ack_reply->acked);
 	case BITWHEEL__V1__ENVELOPE__BODY_FIRED: {
 		const Bitwheel__V1__Fired *m = env->fired;
 
@@ -258,7 +281,8 @@ static uint8_t *fast_body_write(const Bitwheel__V1__Envelope *env, uint8_t *p)
 		p = put_u64(p, 4, m->has_fired_at_ns, m->fired_at_ns);
 		p = put_u64(p, 5, m->has_fire_count, m->fire_count);
 		p = put_bool(p, 6, m->has_late, m->late);
-		return put_bool(p, 7, m->has_redelivered, m->redelivered);
+		p = put_bool(p, 7, m->has_redelivered, m->redelivered);
+		return put_u64(p, 8, m->has_delivery, m->delivery);
 	}
 	default:
 		return p; /* not reached: fast_body_size() said SLOW */
@@ -539,6 +563,32 @@ static bool fast_cancel(const uint8_t *p, const uint8_t *end,
 	return true;
 }
 
+static bool fast_ack(const uint8_t *p, const uint8_t *end,
+		     struct bwp_request *r)
+{
+	unsigned seen = 0;
+
+	while (p < end) {
+		switch (*p++) {
+		case TAG(1, WT_VARINT):
+			ONCE(seen, 1);
+			p = get_varint(p, end, &r->delivery);
+			r->has_delivery = true;
+			break;
+		case TAG(2, WT_VARINT):
+			ONCE(seen, 2);
+			p = get_bool(p, end, &r->cumulative);
+			r->has_cumulative = true;
+			break;
+		default:
+			return false;
+		}
+		if (!p)
+			return false;
+	}
+	return true;
+}
+
 static bool fast_schedule_reply(const uint8_t *p, const uint8_t *end,
 				struct bwp_response *r)
 {
@@ -578,6 +628,23 @@ static bool fast_cancel_reply(const uint8_t *p, const uint8_t *end,
 		if (!p)
 			return false;
 		r->has_pending = true;
+	}
+	return true;
+}
+
+static bool fast_ack_reply(const uint8_t *p, const uint8_t *end,
+			   struct bwp_response *r)
+{
+	bool seen = false;
+
+	while (p < end) {
+		if (*p++ != TAG(1, WT_VARINT) || seen)
+			return false;
+		seen = true;
+		p = get_varint(p, end, &r->acked);
+		if (!p)
+			return false;
+		r->has_acked = true;
 	}
 	return true;
 }
@@ -627,6 +694,11 @@ static bool fast_fired(const uint8_t *p, const uint8_t *end,
 			ONCE(seen, 7);
 			p = get_bool(p, end, &r->redelivered);
 			r->has_redelivered = true;
+			break;
+		case TAG(8, WT_VARINT):
+			ONCE(seen, 8);
+			p = get_varint(p, end, &r->delivery);
+			r->has_delivery = true;
 			break;
 		default:
 			return false;
@@ -686,13 +758,15 @@ static bool fast_envelope(const uint8_t *p, const uint8_t *end,
 
 #define BODY_BIT(c) (1u << BITWHEEL__V1__ENVELOPE__BODY_##c)
 
-/* A fast_reader: a plain Schedule or Cancel envelope into a bwp_request. */
+/* A fast_reader: a plain Schedule, Cancel or Ack envelope into a
+ * bwp_request. */
 static bool fast_request(const uint8_t *p, const uint8_t *end, void *out)
 {
 	struct bwp_request *r = out;
 	struct fast_envelope e;
 
-	if (!fast_envelope(p, end, BODY_BIT(SCHEDULE) | BODY_BIT(CANCEL), &e))
+	if (!fast_envelope(p, end, BODY_BIT(SCHEDULE) | BODY_BIT(CANCEL) |
+			   BODY_BIT(ACK), &e))
 		return false;
 	*r = (struct bwp_request){
 		.body_case = e.body_case,
@@ -700,20 +774,26 @@ static bool fast_request(const uint8_t *p, const uint8_t *end, void *out)
 		.request_id = e.request_id,
 		.when_case = BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET,
 	};
-	if (e.body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE)
+	switch (e.body_case) {
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE:
 		return fast_schedule(e.body, e.body_end, r);
-	return fast_cancel(e.body, e.body_end, r);
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
+		return fast_cancel(e.body, e.body_end, r);
+	default:
+		return fast_ack(e.body, e.body_end, r);
+	}
 }
 
-/* A fast_reader: a plain ScheduleReply, CancelReply or Fired envelope
- * into a bwp_response. */
+/* A fast_reader: a plain ScheduleReply, CancelReply, AckReply or Fired
+ * envelope into a bwp_response. */
 static bool fast_response(const uint8_t *p, const uint8_t *end, void *out)
 {
 	struct bwp_response *r = out;
 	struct fast_envelope e;
 
 	if (!fast_envelope(p, end, BODY_BIT(SCHEDULE_REPLY) |
-			   BODY_BIT(CANCEL_REPLY) | BODY_BIT(FIRED), &e))
+			   BODY_BIT(CANCEL_REPLY) | BODY_BIT(ACK_REPLY) |
+			   BODY_BIT(FIRED), &e))
 		return false;
 	*r = (struct bwp_response){
 		.body_case = e.body_case,
@@ -725,6 +805,8 @@ static bool fast_response(const uint8_t *p, const uint8_t *end, void *out)
 		return fast_schedule_reply(e.body, e.body_end, r);
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
 		return fast_cancel_reply(e.body, e.body_end, r);
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY:
+		return fast_ack_reply(e.body, e.body_end, r);
 	default:
 		return fast_fired(e.body, e.body_end, r);
 	}
@@ -778,6 +860,12 @@ bool bwp_request_from_envelope(const Bitwheel__V1__Envelope *env,
 		r->has_key = env->cancel->has_key;
 		r->key = env->cancel->key;
 		return true;
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK:
+		r->has_delivery = env->ack->has_delivery;
+		r->delivery = env->ack->delivery;
+		r->has_cumulative = env->ack->has_cumulative;
+		r->cumulative = env->ack->cumulative;
+		return true;
 	default:
 		return false;
 	}
@@ -805,6 +893,10 @@ bool bwp_response_from_envelope(const Bitwheel__V1__Envelope *env,
 		r->has_pending = env->cancel_reply->has_pending;
 		r->pending = env->cancel_reply->pending;
 		return true;
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY:
+		r->has_acked = env->ack_reply->has_acked;
+		r->acked = env->ack_reply->acked;
+		return true;
 	case BITWHEEL__V1__ENVELOPE__BODY_FIRED: {
 		const Bitwheel__V1__Fired *m = env->fired;
 
@@ -823,6 +915,8 @@ bool bwp_response_from_envelope(const Bitwheel__V1__Envelope *env,
 		r->late = m->late;
 		r->has_redelivered = m->has_redelivered;
 		r->redelivered = m->redelivered;
+		r->has_delivery = m->has_delivery;
+		r->delivery = m->delivery;
 		return true;
 	}
 	default:

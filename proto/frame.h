@@ -28,10 +28,10 @@
  *                          caller's buffer; no allocation.  When the buffer
  *                          is too small it stops after the first walk and
  *                          says how big it must be.  The hot messages
- *                          (Schedule, Cancel, ScheduleReply, CancelReply,
- *                          Fired, with no unknown fields) are written by
- *                          frame.c itself, byte for byte what protobuf-c
- *                          would write.
+ *                          (Schedule, Cancel, Ack, ScheduleReply,
+ *                          CancelReply, AckReply, Fired, with no unknown
+ *                          fields) are written by frame.c itself, byte for
+ *                          byte what protobuf-c would write.
  *   bwp_frame_parse        O(1) until the whole frame is in the buffer: it
  *                          reads the 4-byte header and no further, so a
  *                          caller may retry after every read without
@@ -42,13 +42,13 @@
  *                          field (the payload among them).
  *   bwp_frame_free         one walk, one free per allocation above.
  *   bwp_frame_parse_request
- *                          as bwp_frame_parse, but a plain Schedule or
- *                          Cancel is read in one pass into caller storage,
- *                          without malloc; anything else goes through
- *                          protobuf-c as above.
+ *                          as bwp_frame_parse, but a plain Schedule,
+ *                          Cancel or Ack is read in one pass into caller
+ *                          storage, without malloc; anything else goes
+ *                          through protobuf-c as above.
  *   bwp_frame_parse_response
  *                          the same for the client's hot frames: a plain
- *                          ScheduleReply, CancelReply or Fired.
+ *                          ScheduleReply, CancelReply, AckReply or Fired.
  *
  * Every function that can fail returns 0 or a negative enum bwp_error and
  * passes results through pointers.
@@ -167,7 +167,7 @@ struct bwp_request {
 };
 
 /*
- * bwp_frame_parse() for a reader that wants Schedule and Cancel fast.
+ * bwp_frame_parse() for a reader that wants Schedule, Cancel and Ack fast.
  * Same results, same *frame_len, and the same frames are errors.  On 0,
  * either *out is NULL and *req holds the request, whose payload points
  * into buf (valid while buf is), or *out is an envelope as
@@ -227,8 +227,8 @@ struct bwp_response {
 
 /*
  * bwp_frame_parse_request() for the other direction: a reader that wants
- * ScheduleReply, CancelReply and Fired fast (the client).  Same contract,
- * with *resp in place of *req.
+ * ScheduleReply, CancelReply, AckReply and Fired fast (the client).  Same
+ * contract, with *resp in place of *req.
  */
 int bwp_frame_parse_response(const uint8_t *buf, size_t len,
 			     size_t max_frame, struct bwp_response *resp,

@@ -27,6 +27,8 @@ struct sample {
 	Bitwheel__V1__StatsReply stats_reply;
 	Bitwheel__V1__LaneStats lanes[2];
 	Bitwheel__V1__Fired fired;
+	Bitwheel__V1__Ack ack;
+	Bitwheel__V1__AckReply ack_reply;
 };
 
 /* NULs and high bytes inside: payloads are bytes, not strings. */
@@ -77,6 +79,49 @@ static void check_hello_anonymous(const Bitwheel__V1__Envelope *e)
 	ck_assert_uint_eq(e->request_id, BIG);
 	ck_assert_uint_eq(e->hello->protocol_version, BWP_PROTOCOL_VERSION);
 	ck_assert(!e->hello->has_session);
+	ck_assert(!e->hello->has_role && !e->hello->has_window);
+	ck_assert(!e->hello->has_ack_timeout_ns && !e->hello->has_auto_ack);
+}
+
+/* Every consumer option, auto_ack an explicit false; a session name with
+ * a NUL in it travels as bytes, whole (the daemon refuses it, not the
+ * decoder). */
+static void build_hello_consumer(struct sample *s)
+{
+	set_id(s, 2);
+	s->hello.has_protocol_version = 1;
+	s->hello.protocol_version = BWP_PROTOCOL_VERSION;
+	s->hello.has_session = 1;
+	s->hello.session.data = (uint8_t *)"victim\0junk";
+	s->hello.session.len = 11;
+	s->hello.has_role = 1;
+	s->hello.role = BITWHEEL__V1__ROLE__CONSUMER;
+	s->hello.has_window = 1;
+	s->hello.window = 4096;
+	s->hello.has_ack_timeout_ns = 1;
+	s->hello.ack_timeout_ns = 30000000000ull;
+	s->hello.has_auto_ack = 1;
+	s->hello.auto_ack = 0;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
+	s->env.hello = &s->hello;
+}
+
+static void check_hello_consumer(const Bitwheel__V1__Envelope *e)
+{
+	const Bitwheel__V1__Hello *m = e->hello;
+
+	ck_assert_uint_eq(e->request_id, 2);
+	ck_assert(m->has_session);
+	ck_assert_uint_eq(m->session.len, 11);
+	ck_assert_mem_eq(m->session.data, "victim\0junk", 11);
+	ck_assert(!bwp_session_name_valid(m->session.data, m->session.len));
+	ck_assert(m->has_role);
+	ck_assert_int_eq(m->role, BITWHEEL__V1__ROLE__CONSUMER);
+	ck_assert(m->has_window);
+	ck_assert_uint_eq(m->window, 4096);
+	ck_assert(m->has_ack_timeout_ns);
+	ck_assert_uint_eq(m->ack_timeout_ns, 30000000000ull);
+	ck_assert(m->has_auto_ack && !m->auto_ack);
 }
 
 /* Key 0 must survive as present: it is a valid key. */
@@ -245,6 +290,8 @@ static void build_hello_reply(struct sample *s)
 	l->max_output_bytes = 1 << 20;
 	l->has_max_clients = 1;
 	l->max_clients = 1024;
+	l->has_max_window = 1;
+	l->max_window = 4096;
 	m->has_protocol_version = 1;
 	m->protocol_version = BWP_PROTOCOL_VERSION;
 	m->daemon_version = "0.1.0";
@@ -261,6 +308,16 @@ static void build_hello_reply(struct sample *s)
 	m->queued = 3;
 	m->has_dropped = 1;
 	m->dropped = 1;
+	m->has_role = 1;
+	m->role = BITWHEEL__V1__ROLE__CONSUMER;
+	m->has_window = 1;
+	m->window = 256;
+	m->has_ack_timeout_ns = 1;
+	m->ack_timeout_ns = 0;
+	m->has_auto_ack = 1;
+	m->auto_ack = 0;
+	m->has_consumers = 1;
+	m->consumers = 2;
 	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY;
 	s->env.hello_reply = m;
 }
@@ -278,6 +335,15 @@ static void check_hello_reply(const Bitwheel__V1__Envelope *e)
 	ck_assert_uint_eq(m->timers, 12);
 	ck_assert_uint_eq(m->queued, 3);
 	ck_assert_uint_eq(m->dropped, 1);
+	ck_assert(m->has_role);
+	ck_assert_int_eq(m->role, BITWHEEL__V1__ROLE__CONSUMER);
+	ck_assert(m->has_window);
+	ck_assert_uint_eq(m->window, 256);
+	ck_assert(m->has_ack_timeout_ns);
+	ck_assert_uint_eq(m->ack_timeout_ns, 0);
+	ck_assert(m->has_auto_ack && !m->auto_ack);
+	ck_assert(m->has_consumers);
+	ck_assert_uint_eq(m->consumers, 2);
 	ck_assert_ptr_nonnull(l);
 	ck_assert_uint_eq(l->max_frame_bytes, BWP_DEFAULT_MAX_FRAME);
 	ck_assert_uint_eq(l->max_payload_bytes, BWP_DEFAULT_MAX_PAYLOAD);
@@ -286,6 +352,8 @@ static void check_hello_reply(const Bitwheel__V1__Envelope *e)
 	ck_assert_uint_eq(l->session_linger_ns, 600000000000ull);
 	ck_assert_uint_eq(l->max_output_bytes, 1 << 20);
 	ck_assert_uint_eq(l->max_clients, 1024);
+	ck_assert(l->has_max_window);
+	ck_assert_uint_eq(l->max_window, 4096);
 }
 
 static void build_schedule_reply(struct sample *s)
@@ -362,6 +430,13 @@ static void build_stats_reply(struct sample *s)
 	m->dropped = 4;
 	m->uptime_ns = BIG;
 	m->memory_bytes = 1 << 24;
+	m->has_expired = m->has_in_flight = m->has_consumers = 1;
+	m->has_acked = m->has_redelivered = 1;
+	m->expired = 5;
+	m->in_flight = 300;
+	m->consumers = 7;
+	m->acked = BIG;
+	m->redelivered = 0;
 	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY;
 	s->env.stats_reply = m;
 }
@@ -378,6 +453,12 @@ static void check_stats_reply(const Bitwheel__V1__Envelope *e)
 	ck_assert_uint_eq(m->dropped, 4);
 	ck_assert_uint_eq(m->uptime_ns, BIG);
 	ck_assert_uint_eq(m->memory_bytes, 1 << 24);
+	ck_assert_uint_eq(m->expired, 5);
+	ck_assert_uint_eq(m->in_flight, 300);
+	ck_assert_uint_eq(m->consumers, 7);
+	ck_assert_uint_eq(m->acked, BIG);
+	ck_assert(m->has_redelivered);
+	ck_assert_uint_eq(m->redelivered, 0);
 }
 
 static void build_fired_periodic(struct sample *s)
@@ -443,6 +524,94 @@ static void check_fired_oneshot(const Bitwheel__V1__Envelope *e)
 	ck_assert_uint_eq(m->fired_at_ns, 2);
 }
 
+/* A consumer's fire: redelivered, numbered for its Ack. */
+static void build_fired_delivery(struct sample *s)
+{
+	Bitwheel__V1__Fired *m = &s->fired;
+
+	m->has_key = 1;
+	m->key = 7;
+	m->has_payload = 1;
+	m->payload.data = (uint8_t *)"hi";
+	m->payload.len = 2;
+	m->has_deadline_ns = 1;
+	m->deadline_ns = 5001500000ull;
+	m->has_fired_at_ns = 1;
+	m->fired_at_ns = 5001503000ull;
+	m->has_redelivered = 1;
+	m->redelivered = 1;
+	m->has_delivery = 1;
+	m->delivery = BIG;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED;
+	s->env.fired = m;
+}
+
+static void check_fired_delivery(const Bitwheel__V1__Envelope *e)
+{
+	const Bitwheel__V1__Fired *m = e->fired;
+
+	ck_assert(!e->has_request_id);
+	ck_assert_uint_eq(m->key, 7);
+	ck_assert_uint_eq(m->payload.len, 2);
+	ck_assert_mem_eq(m->payload.data, "hi", 2);
+	ck_assert(!m->has_fire_count && !m->has_late);
+	ck_assert(m->has_redelivered && m->redelivered);
+	ck_assert(m->has_delivery);
+	ck_assert_uint_eq(m->delivery, BIG);
+}
+
+/* The cheap form: no request_id, so no reply. */
+static void build_ack(struct sample *s)
+{
+	s->ack.has_delivery = 1;
+	s->ack.delivery = 1;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_ACK;
+	s->env.ack = &s->ack;
+}
+
+static void check_ack(const Bitwheel__V1__Envelope *e)
+{
+	ck_assert(!e->has_request_id);
+	ck_assert(e->ack->has_delivery);
+	ck_assert_uint_eq(e->ack->delivery, 1);
+	ck_assert(!e->ack->has_cumulative);
+}
+
+static void build_ack_cumulative(struct sample *s)
+{
+	set_id(s, 8);
+	s->ack.has_delivery = 1;
+	s->ack.delivery = BIG;
+	s->ack.has_cumulative = 1;
+	s->ack.cumulative = 1;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_ACK;
+	s->env.ack = &s->ack;
+}
+
+static void check_ack_cumulative(const Bitwheel__V1__Envelope *e)
+{
+	ck_assert_uint_eq(e->request_id, 8);
+	ck_assert_uint_eq(e->ack->delivery, BIG);
+	ck_assert(e->ack->has_cumulative && e->ack->cumulative);
+}
+
+/* acked = 0 is an answer (all done already), so present. */
+static void build_ack_reply(struct sample *s)
+{
+	set_id(s, 8);
+	s->ack_reply.has_acked = 1;
+	s->ack_reply.acked = 0;
+	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY;
+	s->env.ack_reply = &s->ack_reply;
+}
+
+static void check_ack_reply(const Bitwheel__V1__Envelope *e)
+{
+	ck_assert_uint_eq(e->request_id, 8);
+	ck_assert(e->ack_reply->has_acked);
+	ck_assert_uint_eq(e->ack_reply->acked, 0);
+}
+
 static const struct kind {
 	const char *name;
 	Bitwheel__V1__Envelope__BodyCase body;
@@ -453,6 +622,7 @@ static const struct kind {
 	{ #name, BITWHEEL__V1__ENVELOPE__BODY_##body, build_##name, check_##name }
 	K(hello, HELLO),
 	K(hello_anonymous, HELLO),
+	K(hello_consumer, HELLO),
 	K(schedule_delay, SCHEDULE),
 	K(schedule_periodic, SCHEDULE),
 	K(schedule_empty_payload, SCHEDULE),
@@ -466,6 +636,10 @@ static const struct kind {
 	K(stats_reply, STATS_REPLY),
 	K(fired_periodic, FIRED),
 	K(fired_oneshot, FIRED),
+	K(fired_delivery, FIRED),
+	K(ack, ACK),
+	K(ack_cumulative, ACK),
+	K(ack_reply, ACK_REPLY),
 #undef K
 };
 #define N_KINDS ((int)(sizeof(kinds) / sizeof(kinds[0])))
@@ -486,6 +660,8 @@ static void sample_init(struct sample *s)
 	bitwheel__v1__lane_stats__init(&s->lanes[0]);
 	bitwheel__v1__lane_stats__init(&s->lanes[1]);
 	bitwheel__v1__fired__init(&s->fired);
+	bitwheel__v1__ack__init(&s->ack);
+	bitwheel__v1__ack_reply__init(&s->ack_reply);
 }
 
 /*
@@ -624,7 +800,7 @@ START_TEST(test_body_members_are_messages)
 			      d->fields[i].name);
 		members++;
 	}
-	ck_assert_uint_eq(members, 10);
+	ck_assert_uint_eq(members, 12);
 }
 END_TEST
 
@@ -697,6 +873,131 @@ START_TEST(test_payload_overhead)
 	s.fired.payload.len = sizeof(big);
 	body = bwp_frame_packed_size(&s.env) - BWP_HEADER_SIZE;
 	ck_assert_uint_le(body, sizeof(big) + BWP_PAYLOAD_OVERHEAD);
+}
+END_TEST
+
+/*
+ * PROTOCOL.md's examples, byte for byte: the Hello of section 3 and the
+ * session of section 11.  Each one also reads back fast where it is a hot
+ * frame.
+ */
+START_TEST(test_protocol_examples)
+{
+	static const uint8_t hello[] = {
+		0x00, 0x00, 0x00, 0x10, 0x08, 0x01, 0x12, 0x0c, 0x08, 0x02,
+		0x12, 0x06, 'b', 'a', 'c', 'k', 'u', 'p', 0x18, 0x02,
+	};
+	static const uint8_t schedule[] = {
+		0x00, 0x00, 0x00, 0x10, 0x08, 0x02, 0x1a, 0x0c, 0x08, 0x07,
+		0x10, 0x80, 0xde, 0xa0, 0xcb, 0x05, 0x2a, 0x02, 0x68, 0x69,
+	};
+	static const uint8_t schedule_reply[] = {
+		0x00, 0x00, 0x00, 0x0a, 0x08, 0x02, 0x42, 0x06, 0x08, 0xe0,
+		0xaa, 0xf3, 0xd0, 0x12,
+	};
+	static const uint8_t fired[] = {
+		0x00, 0x00, 0x00, 0x16, 0x5a, 0x14, 0x08, 0x07, 0x12, 0x02,
+		0x68, 0x69, 0x18, 0xe0, 0xaa, 0xf3, 0xd0, 0x12, 0x20, 0x98,
+		0xc2, 0xf3, 0xd0, 0x12, 0x40, 0x01,
+	};
+	static const uint8_t ack[] = {
+		0x00, 0x00, 0x00, 0x04, 0x62, 0x02, 0x08, 0x01,
+	};
+	struct sample s;
+	struct bwp_request r;
+	struct bwp_response q;
+	Bitwheel__V1__Envelope *env;
+	uint8_t *buf;
+	size_t len, fl;
+
+	sample_init(&s);
+	set_id(&s, 1);
+	s.hello.has_protocol_version = 1;
+	s.hello.protocol_version = BWP_PROTOCOL_VERSION;
+	s.hello.has_session = 1;
+	s.hello.session.data = (uint8_t *)"backup";
+	s.hello.session.len = 6;
+	s.hello.has_role = 1;
+	s.hello.role = BITWHEEL__V1__ROLE__CONSUMER;
+	s.env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
+	s.env.hello = &s.hello;
+	buf = pack_new(&s.env, &len);
+	ck_assert_uint_eq(len, sizeof(hello));
+	ck_assert_mem_eq(buf, hello, len);
+	free(buf);
+
+	sample_init(&s);
+	set_id(&s, 2);
+	s.schedule.has_key = 1;
+	s.schedule.key = 7;
+	s.schedule.when_case = BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS;
+	s.schedule.delay_ns = 1500000000;
+	s.schedule.has_payload = 1;
+	s.schedule.payload.data = (uint8_t *)"hi";
+	s.schedule.payload.len = 2;
+	s.env.body_case = BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE;
+	s.env.schedule = &s.schedule;
+	buf = pack_new(&s.env, &len);
+	ck_assert_uint_eq(len, sizeof(schedule));
+	ck_assert_mem_eq(buf, schedule, len);
+	free(buf);
+
+	sample_init(&s);
+	set_id(&s, 2);
+	s.schedule_reply.has_deadline_ns = 1;
+	s.schedule_reply.deadline_ns = 5001500000ull;
+	s.env.body_case = BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY;
+	s.env.schedule_reply = &s.schedule_reply;
+	buf = pack_new(&s.env, &len);
+	ck_assert_uint_eq(len, sizeof(schedule_reply));
+	ck_assert_mem_eq(buf, schedule_reply, len);
+	free(buf);
+
+	sample_init(&s);
+	s.fired.has_key = 1;
+	s.fired.key = 7;
+	s.fired.has_payload = 1;
+	s.fired.payload.data = (uint8_t *)"hi";
+	s.fired.payload.len = 2;
+	s.fired.has_deadline_ns = 1;
+	s.fired.deadline_ns = 5001500000ull;
+	s.fired.has_fired_at_ns = 1;
+	s.fired.fired_at_ns = 5001503000ull;
+	s.fired.has_delivery = 1;
+	s.fired.delivery = 1;
+	s.env.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED;
+	s.env.fired = &s.fired;
+	buf = pack_new(&s.env, &len);
+	ck_assert_uint_eq(len, sizeof(fired));
+	ck_assert_mem_eq(buf, fired, len);
+	free(buf);
+	ck_assert_int_eq(bwp_frame_parse_response(fired, sizeof(fired),
+						  BWP_DEFAULT_MAX_FRAME, &q,
+						  &env, &fl), BWP_OK);
+	ck_assert_ptr_null(env);
+	ck_assert_uint_eq(fl, sizeof(fired));
+	ck_assert(q.has_delivery);
+	ck_assert_uint_eq(q.delivery, 1);
+	ck_assert_uint_eq(q.fired_at_ns, 5001503000ull);
+
+	sample_init(&s);
+	s.ack.has_delivery = 1;
+	s.ack.delivery = 1;
+	s.env.body_case = BITWHEEL__V1__ENVELOPE__BODY_ACK;
+	s.env.ack = &s.ack;
+	buf = pack_new(&s.env, &len);
+	ck_assert_uint_eq(len, sizeof(ack));
+	ck_assert_mem_eq(buf, ack, len);
+	free(buf);
+	ck_assert_int_eq(bwp_frame_parse_request(ack, sizeof(ack),
+						 BWP_DEFAULT_MAX_FRAME, &r,
+						 &env, &fl), BWP_OK);
+	ck_assert_ptr_null(env);
+	ck_assert_uint_eq(fl, sizeof(ack));
+	ck_assert_int_eq(r.body_case, BITWHEEL__V1__ENVELOPE__BODY_ACK);
+	ck_assert(!r.has_request_id);
+	ck_assert(r.has_delivery && !r.has_cumulative);
+	ck_assert_uint_eq(r.delivery, 1);
 }
 END_TEST
 
@@ -922,8 +1223,8 @@ END_TEST
 static const struct bad_body bodiless[] = {
 	{ "request_id only", 2, { 0x08, 0x01 } },
 	{ "unknown field 99 only", 5, { 0x08, 0x01, 0x98, 0x06, 0x01 } },
-	{ "a newer protocol's member 12", 6,
-	  { 0x08, 0x07, 0x62, 0x02, 0x08, 0x01 } },
+	{ "a newer protocol's member 15", 6,
+	  { 0x08, 0x07, 0x7a, 0x02, 0x08, 0x01 } },
 };
 #define N_BODILESS ((int)(sizeof(bodiless) / sizeof(bodiless[0])))
 
@@ -1204,15 +1505,34 @@ static protobuf_c_boolean rnd_flag(void)
 	return rnd() % 8 == 0 ? 2 : (protobuf_c_boolean)(rnd() % 2);
 }
 
-/* A random envelope of one of the bodies frame.c writes itself. */
+/* A session name: mostly valid bytes, sometimes a NUL or a space. */
+static void rnd_session(protobuf_c_boolean *has, ProtobufCBinaryData *b)
+{
+	static const char alphabet[] = "az09_.:@- \0\xff";
+	static uint8_t name[BWP_SESSION_NAME_MAX + 2];
+
+	*has = rnd_flag();
+	b->len = rnd() % sizeof(name);
+	for (size_t i = 0; i < b->len; i++)
+		name[i] = (uint8_t)alphabet[rnd() % (sizeof(alphabet) - 1)];
+	b->data = b->len ? name : NULL;
+}
+
+/*
+ * A random envelope of one of the bodies frame.c writes itself, or a
+ * Hello, which it leaves to protobuf-c, with every field of version 2.
+ */
 static void rnd_fast_envelope(struct sample *s)
 {
 	static const Bitwheel__V1__Envelope__BodyCase bodies[] = {
 		BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE,
 		BITWHEEL__V1__ENVELOPE__BODY_CANCEL,
+		BITWHEEL__V1__ENVELOPE__BODY_ACK,
 		BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY,
 		BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY,
+		BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY,
 		BITWHEEL__V1__ENVELOPE__BODY_FIRED,
+		BITWHEEL__V1__ENVELOPE__BODY_HELLO,
 	};
 	static const Bitwheel__V1__Schedule__WhenCase whens[] = {
 		BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET,
@@ -1223,7 +1543,7 @@ static void rnd_fast_envelope(struct sample *s)
 	sample_init(s);
 	s->env.has_request_id = rnd_flag();
 	s->env.request_id = rnd_u64();
-	s->env.body_case = bodies[rnd() % 5];
+	s->env.body_case = bodies[rnd() % (sizeof(bodies) / sizeof(bodies[0]))];
 	switch (s->env.body_case) {
 	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE:
 		s->schedule.has_key = rnd_flag();
@@ -1241,6 +1561,33 @@ static void rnd_fast_envelope(struct sample *s)
 		s->cancel.has_key = rnd_flag();
 		s->cancel.key = rnd_u64();
 		s->env.cancel = &s->cancel;
+		break;
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK:
+		s->ack.has_delivery = rnd_flag();
+		s->ack.delivery = rnd_u64();
+		s->ack.has_cumulative = rnd_flag();
+		s->ack.cumulative = rnd_flag();
+		s->env.ack = &s->ack;
+		break;
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY:
+		s->ack_reply.has_acked = rnd_flag();
+		s->ack_reply.acked = rnd_u64();
+		s->env.ack_reply = &s->ack_reply;
+		break;
+	case BITWHEEL__V1__ENVELOPE__BODY_HELLO:
+		s->hello.has_protocol_version = rnd_flag();
+		s->hello.protocol_version = (uint32_t)rnd_u64();
+		rnd_session(&s->hello.has_session, &s->hello.session);
+		s->hello.has_role = rnd_flag();
+		/* 3: a role this schema does not name, kept as a number. */
+		s->hello.role = (Bitwheel__V1__Role)(rnd() % 4);
+		s->hello.has_window = rnd_flag();
+		s->hello.window = (uint32_t)rnd_u64();
+		s->hello.has_ack_timeout_ns = rnd_flag();
+		s->hello.ack_timeout_ns = rnd_u64();
+		s->hello.has_auto_ack = rnd_flag();
+		s->hello.auto_ack = rnd_flag();
+		s->env.hello = &s->hello;
 		break;
 	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY:
 		s->schedule_reply.has_deadline_ns = rnd_flag();
@@ -1268,6 +1615,8 @@ static void rnd_fast_envelope(struct sample *s)
 		s->fired.late = rnd_flag();
 		s->fired.has_redelivered = rnd_flag();
 		s->fired.redelivered = rnd_flag();
+		s->fired.has_delivery = rnd_flag();
+		s->fired.delivery = rnd_u64();
 		s->env.fired = &s->fired;
 		break;
 	}
@@ -1302,9 +1651,24 @@ static void same_request(const struct bwp_request *r,
 		ck_assert_int_eq(r->has_key, !!e->cancel->has_key);
 		if (e->cancel->has_key)
 			ck_assert_uint_eq(r->key, e->cancel->key);
+		ck_assert(!r->has_delivery && !r->has_cumulative);
+		return;
+	}
+	if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_ACK) {
+		ck_assert_int_eq(r->has_delivery, !!e->ack->has_delivery);
+		if (e->ack->has_delivery)
+			ck_assert_uint_eq(r->delivery, e->ack->delivery);
+		ck_assert_int_eq(r->has_cumulative, !!e->ack->has_cumulative);
+		if (e->ack->has_cumulative)
+			ck_assert_int_eq(r->cumulative, !!e->ack->cumulative);
+		/* Another body's fields stay absent. */
+		ck_assert(!r->has_key && !r->has_payload && !r->has_period_ns);
+		ck_assert_int_eq(r->when_case,
+				 BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET);
 		return;
 	}
 	ck_assert_int_eq(e->body_case, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE);
+	ck_assert(!r->has_delivery && !r->has_cumulative);
 	ck_assert_int_eq(r->has_key, !!e->schedule->has_key);
 	if (e->schedule->has_key)
 		ck_assert_uint_eq(r->key, e->schedule->key);
@@ -1333,6 +1697,7 @@ static void same_response(const struct bwp_response *r,
 {
 	const Bitwheel__V1__ScheduleReply *sr = e->schedule_reply;
 	const Bitwheel__V1__CancelReply *cr = e->cancel_reply;
+	const Bitwheel__V1__AckReply *ar = e->ack_reply;
 	const Bitwheel__V1__Fired *f = e->fired;
 
 	ck_assert_int_eq(r->body_case, e->body_case);
@@ -1349,12 +1714,21 @@ static void same_response(const struct bwp_response *r,
 			ck_assert_int_eq(r->replaced, !!sr->replaced);
 		/* Another body's fields stay absent. */
 		ck_assert(!r->has_pending && !r->has_key && !r->has_payload);
+		ck_assert(!r->has_acked && !r->has_delivery);
 		return;
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
 		ck_assert_int_eq(r->has_pending, !!cr->has_pending);
 		if (cr->has_pending)
 			ck_assert_int_eq(r->pending, !!cr->pending);
 		ck_assert(!r->has_deadline_ns && !r->has_key && !r->has_payload);
+		ck_assert(!r->has_acked && !r->has_delivery);
+		return;
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY:
+		ck_assert_int_eq(r->has_acked, !!ar->has_acked);
+		if (ar->has_acked)
+			ck_assert_uint_eq(r->acked, ar->acked);
+		ck_assert(!r->has_deadline_ns && !r->has_key && !r->has_payload);
+		ck_assert(!r->has_pending && !r->has_delivery);
 		return;
 	default:
 		ck_assert_int_eq(e->body_case, BITWHEEL__V1__ENVELOPE__BODY_FIRED);
@@ -1382,7 +1756,10 @@ static void same_response(const struct bwp_response *r,
 	ck_assert_int_eq(r->has_redelivered, !!f->has_redelivered);
 	if (f->has_redelivered)
 		ck_assert_int_eq(r->redelivered, !!f->redelivered);
-	ck_assert(!r->has_replaced && !r->has_pending);
+	ck_assert_int_eq(r->has_delivery, !!f->has_delivery);
+	if (f->has_delivery)
+		ck_assert_uint_eq(r->delivery, f->delivery);
+	ck_assert(!r->has_replaced && !r->has_pending && !r->has_acked);
 }
 
 /* Which fast path read a frame itself. */
@@ -1450,9 +1827,16 @@ static enum taken parse_both(const uint8_t *buf, size_t len, size_t max_frame)
 /* The fast path that should read a plain envelope of body bc. */
 static enum taken fast_for(Bitwheel__V1__Envelope__BodyCase bc)
 {
-	return bc == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE ||
-	       bc == BITWHEEL__V1__ENVELOPE__BODY_CANCEL ? FAST_REQUEST
-							  : FAST_RESPONSE;
+	switch (bc) {
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE:
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK:
+		return FAST_REQUEST;
+	case BITWHEEL__V1__ENVELOPE__BODY_HELLO:
+		return SLOW;
+	default:
+		return FAST_RESPONSE;
+	}
 }
 
 START_TEST(test_fast_pack_is_protobuf_c)
@@ -1483,12 +1867,14 @@ START_TEST(test_fast_pack_is_protobuf_c)
 }
 END_TEST
 
-/* Every body both directions read fast, as protobuf-c writes it. */
+/* Every body both directions read fast, as protobuf-c writes it, and
+ * every field of every body (a Hello's too) read back. */
 START_TEST(test_fast_parse_is_protobuf_c)
 {
 	struct sample s;
-	size_t len;
-	uint8_t *buf;
+	Bitwheel__V1__Envelope *got;
+	size_t len, fl, again_len;
+	uint8_t *buf, *again;
 	int n[3] = { 0 };
 
 	for (int i = 0; i < 20000; i++) {
@@ -1501,6 +1887,15 @@ START_TEST(test_fast_parse_is_protobuf_c)
 		ck_assert_msg(parse_both(buf, len, SIZE_MAX) == want,
 			      "iteration %d", i);
 		n[want]++;
+		/* Whatever was decoded, present or absent, packs to the same
+		 * bytes: nothing lost or invented. */
+		ck_assert_int_eq(bwp_frame_parse(buf, len, SIZE_MAX, &got, &fl),
+				 BWP_OK);
+		again = pack_new(got, &again_len);
+		ck_assert_msg(again_len == len && memcmp(again, buf, len) == 0,
+			      "iteration %d: decoded fields differ", i);
+		free(again);
+		bwp_frame_free(got);
 		/* Cut short, every prefix waits for more, on every path. */
 		if (len < 256)
 			for (size_t cut = 0; cut < len; cut++)
@@ -1509,6 +1904,7 @@ START_TEST(test_fast_parse_is_protobuf_c)
 	}
 	ck_assert_int_gt(n[FAST_REQUEST], 0);
 	ck_assert_int_gt(n[FAST_RESPONSE], 0);
+	ck_assert_int_gt(n[SLOW], 0);
 }
 END_TEST
 
@@ -1528,6 +1924,7 @@ START_TEST(test_fast_parse_mutations)
 		want = fast_for(s.env.body_case);
 		s.schedule.payload.len %= 8;
 		s.fired.payload.len %= 8;
+		s.hello.session.len %= 8;
 		buf = reference_frame(&s.env, &len);
 		for (int m = 0, nm = 1 + (int)(rnd() % 3); m < nm; m++) {
 			size_t at = BWP_HEADER_SIZE + rnd() % (len - BWP_HEADER_SIZE);
@@ -1583,7 +1980,24 @@ static const struct odd_body {
 	{ "payload past the end", 5, { 0x1a, 0x03, 0x2a, 0x05, 0x01 }, BWP_EDECODE, SLOW },
 	{ "six-byte length", 9, { 0x1a, 0x89, 0x80, 0x80, 0x80, 0x80, 0x00, 0x08, 0x01 },
 	  BWP_EDECODE, SLOW },
+	{ "plain ack", 4, { 0x62, 0x02, 0x08, 0x01 }, 0, FAST_REQUEST },
+	{ "cumulative ack", 9, { 0x08, 0x09, 0x62, 0x05, 0x08, 0x80, 0x01, 0x10, 0x01 },
+	  0, FAST_REQUEST },
+	{ "ack, cumulative false", 6, { 0x62, 0x04, 0x08, 0x02, 0x10, 0x00 }, 0, FAST_REQUEST },
+	{ "ack, cumulative first", 6, { 0x62, 0x04, 0x10, 0x01, 0x08, 0x02 }, 0, FAST_REQUEST },
+	{ "empty ack", 2, { 0x62, 0x00 }, 0, FAST_REQUEST },
+	{ "ack delivery twice", 6, { 0x62, 0x04, 0x08, 0x01, 0x08, 0x02 }, 0, SLOW },
+	{ "ack cumulative twice", 6, { 0x62, 0x04, 0x10, 0x01, 0x10, 0x01 }, 0, SLOW },
+	{ "ack cumulative 2", 4, { 0x62, 0x02, 0x10, 0x02 }, 0, SLOW },
+	{ "ack, unknown field", 4, { 0x62, 0x02, 0x18, 0x01 }, 0, SLOW },
+	{ "ack delivery as bytes", 5, { 0x62, 0x03, 0x0a, 0x01, 0x00 }, BWP_EDECODE, SLOW },
+	{ "ack, truncated delivery", 4, { 0x62, 0x02, 0x08, 0x80 }, BWP_EDECODE, SLOW },
+	{ "ack and cancel", 6, { 0x62, 0x00, 0x22, 0x02, 0x08, 0x01 }, 0, SLOW },
+	{ "ack twice", 6, { 0x62, 0x02, 0x08, 0x01, 0x62, 0x00 }, 0, SLOW },
 	{ "hello", 4, { 0x08, 0x01, 0x12, 0x00 }, 0, SLOW },
+	{ "hello, version 2 consumer", 15, { 0x08, 0x01, 0x12, 0x0b, 0x08, 0x02, 0x18, 0x02,
+					     0x20, 0x80, 0x02, 0x28, 0x00, 0x30, 0x00 },
+	  0, SLOW },
 	{ "stats", 4, { 0x08, 0x01, 0x2a, 0x00 }, 0, SLOW },
 	{ "no body", 2, { 0x08, 0x01 }, BWP_ENOBODY, SLOW },
 	{ "group", 4, { 0x22, 0x02, 0x0b, 0x0c }, BWP_EDECODE, SLOW },
@@ -1598,7 +2012,19 @@ static const struct odd_body {
 	{ "fired redelivered", 4, { 0x5a, 0x02, 0x38, 0x01 }, 0, FAST_RESPONSE },
 	{ "fired with a request id", 6, { 0x08, 0x09, 0x5a, 0x02, 0x08, 0x01 }, 0,
 	  FAST_RESPONSE },
-	{ "unknown fired field", 6, { 0x5a, 0x04, 0x08, 0x01, 0x40, 0x01 }, 0, SLOW },
+	{ "unknown fired field", 6, { 0x5a, 0x04, 0x08, 0x01, 0x48, 0x01 }, 0, SLOW },
+	{ "fired delivery", 6, { 0x5a, 0x04, 0x08, 0x01, 0x40, 0x01 }, 0, FAST_RESPONSE },
+	{ "fired delivery 2^64-1", 13, { 0x5a, 0x0b, 0x40, 0xff, 0xff, 0xff, 0xff, 0xff,
+					 0xff, 0xff, 0xff, 0xff, 0x01 }, 0, FAST_RESPONSE },
+	{ "fired delivery twice", 6, { 0x5a, 0x04, 0x40, 0x01, 0x40, 0x02 }, 0, SLOW },
+	{ "fired delivery as bytes", 5, { 0x5a, 0x03, 0x42, 0x01, 0x00 }, BWP_EDECODE, SLOW },
+	{ "fired, truncated delivery", 4, { 0x5a, 0x02, 0x40, 0x80 }, BWP_EDECODE, SLOW },
+	{ "plain ack reply", 6, { 0x08, 0x03, 0x6a, 0x02, 0x08, 0x05 }, 0, FAST_RESPONSE },
+	{ "ack reply, acked 0", 4, { 0x6a, 0x02, 0x08, 0x00 }, 0, FAST_RESPONSE },
+	{ "empty ack reply", 2, { 0x6a, 0x00 }, 0, FAST_RESPONSE },
+	{ "acked twice", 6, { 0x6a, 0x04, 0x08, 0x01, 0x08, 0x01 }, 0, SLOW },
+	{ "ack reply, unknown field", 4, { 0x6a, 0x02, 0x10, 0x01 }, 0, SLOW },
+	{ "ack reply and fired", 6, { 0x6a, 0x00, 0x5a, 0x02, 0x40, 0x01 }, 0, SLOW },
 	{ "fired key twice", 6, { 0x5a, 0x04, 0x08, 0x01, 0x08, 0x02 }, 0, SLOW },
 	{ "pending 2", 4, { 0x4a, 0x02, 0x08, 0x02 }, 0, SLOW },
 	{ "replaced over-long", 5, { 0x42, 0x03, 0x10, 0x81, 0x00 }, 0, SLOW },
@@ -1639,6 +2065,7 @@ static Suite *frame_suite(void)
 	tcase_add_test(tc, test_unknown_field_ignored);
 	tcase_add_test(tc, test_body_twice_last_wins);
 	tcase_add_test(tc, test_payload_overhead);
+	tcase_add_test(tc, test_protocol_examples);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("partial");

@@ -20,12 +20,16 @@
  *   - a Hello's session name gets bwp_session_name_valid()'s documented
  *     verdict;
  *   - bwp_frame_parse_request() and bwp_frame_parse_response(), the
- *     daemon's and the client's fast paths, agree with protobuf-c on
- *     every frame: the same result and frame length; when one reads the
+ *     daemon's and the client's fast paths (Schedule, Cancel, Ack;
+ *     ScheduleReply, CancelReply, AckReply, Fired), agree with protobuf-c
+ *     on every frame: the same result and frame length; when one reads the
  *     frame itself (at most one does), protobuf-c accepted it too and
  *     decoded the same fields (payload bytes included, pointing into the
- *     frame), and so do the conversions of protobuf-c's envelope; when
- *     it falls back, the envelope is protobuf-c's.
+ *     frame), another body's fields staying absent, and so do the
+ *     conversions of protobuf-c's envelope; when it falls back, the
+ *     envelope is protobuf-c's;
+ *   - frame.c's own writers (the same hot messages) give protobuf-c's
+ *     bytes for every envelope that decodes to one of them.
  * Memory errors and leaks are the sanitizers' (bwp_frame_free() after
  * each envelope).  Built by `make fuzz` (tests/fuzz.mk).
  */
@@ -119,6 +123,23 @@ static void check_error_reply(const Bitwheel__V1__Envelope *req,
 	free(buf);
 }
 
+/* bwp_frame_pack() writes env's body as protobuf-c does, header aside. */
+static void check_same_bytes(const Bitwheel__V1__Envelope *env)
+{
+	size_t body = bitwheel__v1__envelope__get_packed_size(env), got = 0;
+	uint8_t *ref = malloc(body), *buf = malloc(BWP_HEADER_SIZE + body);
+
+	REQUIRE(ref && buf);
+	REQUIRE(bitwheel__v1__envelope__pack(env, ref) == body);
+	REQUIRE(bwp_frame_packed_size(env) == BWP_HEADER_SIZE + body);
+	REQUIRE(bwp_frame_pack(env, SIZE_MAX, buf, BWP_HEADER_SIZE + body,
+			       &got) == 0);
+	REQUIRE(got == BWP_HEADER_SIZE + body);
+	REQUIRE(memcmp(buf + BWP_HEADER_SIZE, ref, body) == 0);
+	free(buf);
+	free(ref);
+}
+
 static void check_envelope(const Bitwheel__V1__Envelope *env,
 			   size_t max_frame)
 {
@@ -135,6 +156,7 @@ static void check_envelope(const Bitwheel__V1__Envelope *env,
 					       env->hello->session.len) ==
 			session_ok(env->hello->session.data,
 				   env->hello->session.len));
+	check_same_bytes(env);
 
 	if (pack_fresh(env, max_frame, &buf, &len) == 0) {
 		rc = bwp_frame_parse(buf, len, max_frame, &back, &fl);
@@ -175,9 +197,22 @@ static void same_request(const struct bwp_request *r,
 	if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_CANCEL) {
 		REQUIRE(r->has_key == !!e->cancel->has_key);
 		REQUIRE(!e->cancel->has_key || r->key == e->cancel->key);
+		REQUIRE(!r->has_delivery && !r->has_cumulative);
+		return;
+	}
+	if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_ACK) {
+		const Bitwheel__V1__Ack *a = e->ack;
+
+		REQUIRE(r->has_delivery == !!a->has_delivery);
+		REQUIRE(!a->has_delivery || r->delivery == a->delivery);
+		REQUIRE(r->has_cumulative == !!a->has_cumulative);
+		REQUIRE(!a->has_cumulative || r->cumulative == !!a->cumulative);
+		REQUIRE(!r->has_key && !r->has_payload && !r->has_period_ns);
+		REQUIRE(r->when_case == BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET);
 		return;
 	}
 	REQUIRE(e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE);
+	REQUIRE(!r->has_delivery && !r->has_cumulative);
 	REQUIRE(r->has_key == !!sc->has_key);
 	REQUIRE(!sc->has_key || r->key == sc->key);
 	REQUIRE(r->when_case == sc->when_case);
@@ -202,6 +237,7 @@ static void same_response(const struct bwp_response *r,
 {
 	const Bitwheel__V1__ScheduleReply *sr = e->schedule_reply;
 	const Bitwheel__V1__CancelReply *cr = e->cancel_reply;
+	const Bitwheel__V1__AckReply *ar = e->ack_reply;
 	const Bitwheel__V1__Fired *f = e->fired;
 
 	REQUIRE(r->body_case == e->body_case);
@@ -214,11 +250,19 @@ static void same_response(const struct bwp_response *r,
 		REQUIRE(r->has_replaced == !!sr->has_replaced);
 		REQUIRE(!sr->has_replaced || r->replaced == !!sr->replaced);
 		REQUIRE(!r->has_pending && !r->has_key && !r->has_payload);
+		REQUIRE(!r->has_acked && !r->has_delivery);
 		return;
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
 		REQUIRE(r->has_pending == !!cr->has_pending);
 		REQUIRE(!cr->has_pending || r->pending == !!cr->pending);
 		REQUIRE(!r->has_deadline_ns && !r->has_key && !r->has_payload);
+		REQUIRE(!r->has_acked && !r->has_delivery);
+		return;
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY:
+		REQUIRE(r->has_acked == !!ar->has_acked);
+		REQUIRE(!ar->has_acked || r->acked == ar->acked);
+		REQUIRE(!r->has_deadline_ns && !r->has_key && !r->has_payload);
+		REQUIRE(!r->has_pending && !r->has_delivery);
 		return;
 	default:
 		REQUIRE(e->body_case == BITWHEEL__V1__ENVELOPE__BODY_FIRED);
@@ -240,7 +284,9 @@ static void same_response(const struct bwp_response *r,
 	REQUIRE(!f->has_late || r->late == !!f->late);
 	REQUIRE(r->has_redelivered == !!f->has_redelivered);
 	REQUIRE(!f->has_redelivered || r->redelivered == !!f->redelivered);
-	REQUIRE(!r->has_replaced && !r->has_pending);
+	REQUIRE(r->has_delivery == !!f->has_delivery);
+	REQUIRE(!f->has_delivery || r->delivery == f->delivery);
+	REQUIRE(!r->has_replaced && !r->has_pending && !r->has_acked);
 }
 
 /* A payload a fast path read lies inside the frame p[0, fl). */
