@@ -20,18 +20,21 @@
  *
  * Bounds on output, max_output bytes of unread output per connection:
  *   - at half of it the daemon stops reading this client's requests
- *     (backpressure: a pipelining client is slowed, not cut off) and
- *     resumes below a quarter;
+ *     (backpressure: a pipelining client is slowed, not cut off) and stops
+ *     handing its member fires (they wait in the session's queue or go to
+ *     other consumers); both resume below a quarter, whichever way the
+ *     output drained (the buffer's writes, a send straight from the stage,
+ *     a release of held output): every drain goes through written();
  *   - a frame that would push it past the bound means the client is not
- *     reading at all: it is disconnected.  Its named session keeps the
- *     unsent fire queued; an anonymous session ends with the connection.
+ *     reading at all: it is disconnected, and its member's fires in flight
+ *     go back to the session's queue.  The options keep the bound at least
+ *     twice the largest fire, so a fire never does this.
  *
- * Fires of a named session stay the session's until they have left the
- * output buffer: each one written keeps a copy in the session
- * (bwd_session_sent), with the output offset its frame ends at, until the
- * buffer drains past it (bwd_session_written).  When the connection
- * breaks, those still unwritten go back to the front of the session's
- * queue, in order, for its next connection (PROTOCOL.md section 9).
+ * Requests go to request.c, which fills in a reply; this file packs it.
+ * Fires come from the server's pump (bwd_conn_deliver), already in flight
+ * to this connection's member: each is written with its delivery number,
+ * and its frame's end offset kept for auto_ack (bwd_member_written, as
+ * the output drains past it).
  *
  * With a journal, a named session's connection holds its output while
  * the journal has records that are not yet durable: frames go to a side
@@ -42,9 +45,9 @@
  * leaves before its record, and the loop never waits for the disk.  Held
  * and covered bytes count against the output bound like any others.
  *
- * Closing never happens in the middle of a wheel poll or of request
- * handling: a dead connection is only marked, and freed by a deferred
- * event at the next turn of the loop.
+ * A dead connection leaves its session at once (its fires in flight go
+ * back to the queue for the others) and is freed by a deferred event at
+ * the next turn of the loop, so that no callback finds it gone.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -60,14 +63,15 @@
 #include "daemon-internal.h"
 
 struct bwd_conn {
-	struct bwd_conn *next, **pprev;  /* the server's list             */
-	struct bwd_server *srv;
+	struct bwd_conn *next, **pprev;  /* env->conns                    */
+	struct bwd_env *env;
 	const struct bwd_limits *lim;  /* the server's, fixed while it runs */
 	struct bufferevent *bev;   /* output, and input without a socket     */
 	struct event *rd;          /* with a socket: its input, read here ... */
 	struct evbuffer *in;       /* ... into this; else the bufferevent's  */
 	struct event *reap;
-	struct bwd_session *session;
+	struct event *resume;      /* output drained: take requests and fires */
+	struct bwd_member *member; /* after Hello                            */
 	uid_t uid;
 	pid_t pid;
 	struct evbuffer *held;     /* frames waiting for the journal's sync  */
@@ -79,7 +83,7 @@ struct bwd_conn {
 	size_t staged;             /* ... stage_to, this many                */
 	struct evbuffer *stage_to; /* the output or held                     */
 	struct event *flush;       /* active while something is staged       */
-	uint64_t now_ns;           /* bwd_conn_now() of this batch; 0: unread */
+	uint64_t now_ns;           /* the batch's clock; 0: unread           */
 	bool throttled;            /* reading paused for backpressure        */
 	bool closing;              /* close once the output has drained      */
 	bool dead;                 /* close at the next turn, unflushed      */
@@ -89,11 +93,6 @@ struct bwd_conn {
  * worth of fires; a frame larger than this bypasses the stage. */
 #define STAGE_CAP 16384u
 
-static const struct bwd_limits *limits(const struct bwd_conn *c)
-{
-	return c->lim;
-}
-
 size_t bwd_conn_output(const struct bwd_conn *c)
 {
 	return evbuffer_get_length(bufferevent_get_output(c->bev)) +
@@ -101,26 +100,33 @@ size_t bwd_conn_output(const struct bwd_conn *c)
 	       (c->covered ? evbuffer_get_length(c->covered) : 0) + c->staged;
 }
 
-uint64_t bwd_conn_now(struct bwd_conn *c)
-{
-	if (!c->now_ns)
-		c->now_ns = bw_now_ns();
-	return c->now_ns;
-}
-
 static void kill_conn(struct bwd_conn *c);
 
 static bool named(const struct bwd_conn *c)
 {
-	return c->session && c->session->name;
+	return c->member && c->member->session->name;
 }
 
-/* Output given to the client: fires up to here are its own now. */
+/* Output has room again (below a quarter of the bound): what waited for
+ * it may go.  From any drain, but acted on in a callback of its own. */
+static bool low_water(const struct bwd_conn *c)
+{
+	return bwd_conn_output(c) < c->lim->max_output / 4;
+}
+
+/* Output given to the client: an auto-ack member's fires up to here are
+ * done, and what paused for the bound may resume. */
 static void written(struct bwd_conn *c, size_t n)
 {
 	c->drained += n;
-	if (named(c))
-		bwd_session_written(c->session, c->drained);
+	if (c->dead)
+		return;
+	if (c->member && c->member->auto_ack && c->member->flight) {
+		bwd_member_written(c->member, c->drained);
+		event_active(c->env->pump, 0, 0);
+	}
+	if ((c->throttled || (c->member && !c->member->room)) && low_water(c))
+		event_active(c->resume, 0, 0);
 }
 
 /* Where output may skip the output buffer, -1 if it may not: only with a
@@ -147,8 +153,8 @@ static void sent_direct(struct bwd_conn *c, ssize_t n)
 /* Move the staged frames out: straight to the socket when it takes them
  * (most batches: no evbuffer copy, no write event to enable in epoll
  * and no second wakeup to write), the rest to their evbuffer.  -ENOMEM
- * when that cannot take them: frames already counted as sent are then
- * lost, and the connection dies. */
+ * when that cannot take them: the connection dies, and its fires in
+ * flight go back to the queue. */
 static int flush_stage(struct bwd_conn *c)
 {
 	size_t n = c->staged;
@@ -189,18 +195,18 @@ static void unhold(struct bwd_conn *c)
  * journal owes a commit; NULL without memory for the latter. */
 static struct evbuffer *sink(struct bwd_conn *c)
 {
-	struct bwd_journal *j = bwd_server_journal(c->srv);
+	struct bwd_journal *j = c->env->journal;
 	struct bwd_conn **head;
 
 	if (c->held_pprev)
 		return c->held;
-	if (!j || !c->session || !c->session->name || !bwd_journal_pending(j))
+	if (!j || !named(c) || !bwd_journal_pending(j))
 		return bufferevent_get_output(c->bev);
 	if (!c->held && !(c->held = evbuffer_new()))
 		return NULL;
 	if (!c->covered && !(c->covered = evbuffer_new()))
 		return NULL;
-	head = bwd_server_held(c->srv);
+	head = &c->env->held;
 	c->held_next = *head;
 	if (c->held_next)
 		c->held_next->held_pprev = &c->held_next;
@@ -233,32 +239,12 @@ void bwd_conn_release(struct bwd_conn **head)
 	}
 }
 
-uid_t bwd_conn_uid(const struct bwd_conn *c)
-{
-	return c->uid;
-}
-
-struct bwd_session *bwd_conn_session(const struct bwd_conn *c)
-{
-	return c->session;
-}
-
-void bwd_conn_set_session(struct bwd_conn *c, struct bwd_session *s)
-{
-	c->session = s;
-}
-
-struct bwd_server *bwd_conn_server(const struct bwd_conn *c)
-{
-	return c->srv;
-}
-
 struct bwd_conn *bwd_conn_next(const struct bwd_conn *c)
 {
 	return c->next;
 }
 
-/* Written out: those fires are the client's now. */
+/* Written out by the buffer. */
 static void on_drain(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 		     void *arg)
 {
@@ -269,6 +255,16 @@ static void on_drain(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 		written(c, info->n_deleted);
 }
 
+/* Leave the session: fires in flight go back to its queue. */
+static void leave(struct bwd_conn *c)
+{
+	if (!c->member)
+		return;
+	bwd_member_detach(c->member);
+	c->member = NULL;
+	event_active(c->env->pump, 0, 0);
+}
+
 static void conn_free(struct bwd_conn *c)
 {
 	unhold(c);
@@ -276,16 +272,14 @@ static void conn_free(struct bwd_conn *c)
 		evbuffer_free(c->held);
 	if (c->covered)
 		evbuffer_free(c->covered);
-	if (named(c))
-		bwd_session_unsend(c->session);
-	if (c->session)
-		bwd_session_detach(c->session);
+	leave(c);
 	*c->pprev = c->next;
 	if (c->next)
 		c->next->pprev = c->pprev;
-	bwd_server_conn_gone(c->srv);
+	c->env->clients--;
 	event_free(c->reap);
 	event_free(c->flush);
+	event_free(c->resume);
 	if (c->rd) {
 		event_free(c->rd);
 		evbuffer_free(c->in);
@@ -327,16 +321,8 @@ static void kill_conn(struct bwd_conn *c)
 		return;
 	c->dead = true;
 	c->staged = 0; /* as unsent as the output it never reached */
-	/* A named session is free for its client's next connection at once,
-	 * even one whose Hello is read in this same turn of the loop.  An
-	 * anonymous one ends, cancelling its timers, so that waits for the
-	 * reap: this may run inside a poll, firing one of those timers. */
 	unhold(c);
-	if (named(c)) {
-		bwd_session_unsend(c->session);
-		bwd_session_detach(c->session);
-		c->session = NULL;
-	}
+	leave(c);
 	set_reading(c, false);
 	bufferevent_disable(c->bev, EV_WRITE);
 	event_active(c->reap, 0, 0);
@@ -350,6 +336,10 @@ void bwd_conn_close(struct bwd_conn *c, bool flush)
 	}
 	c->closing = true;
 	set_reading(c, false);
+	/* A closing connection takes no more fires; those in flight go back
+	 * to the queue when it is freed. */
+	if (c->member)
+		bwd_member_set_room(c->member, false);
 	/* on_write then runs once the last byte is out. */
 	bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
 }
@@ -375,7 +365,7 @@ static int send_direct(struct bwd_conn *c, struct evbuffer *out,
 	if (flush_stage(c) ||
 	    evbuffer_reserve_space(out, (ev_ssize_t)size, &v, 1) != 1)
 		return -ENOMEM;
-	err = bwp_frame_pack(env, limits(c)->max_frame, v.iov_base, v.iov_len, &len);
+	err = bwp_frame_pack(env, c->lim->max_frame, v.iov_base, v.iov_len, &len);
 	if (err) {
 		bwd_log(BWD_LOG_ERR, "cannot pack a frame: %s", bwp_strerror(err));
 		return -EINVAL;
@@ -386,7 +376,8 @@ static int send_direct(struct bwd_conn *c, struct evbuffer *out,
 	return 0;
 }
 
-int bwd_conn_send(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
+/* Write one envelope; 0, or -ENOBUFS when the output bound is hit. */
+static int send_env(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
 {
 	size_t room = c->stage ? STAGE_CAP - c->staged : 0, len;
 	struct evbuffer *out;
@@ -398,13 +389,13 @@ int bwd_conn_send(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
 		room = STAGE_CAP;
 	/* Packed at the stage's end but not counted until it is accepted:
 	 * one sizing serves the bound, the room and the write. */
-	err = bwp_frame_pack(env, limits(c)->max_frame,
+	err = bwp_frame_pack(env, c->lim->max_frame,
 			     room ? c->stage + c->staged : NULL, room, &len);
 	if (err && err != BWP_ENOSPC) {
 		bwd_log(BWD_LOG_ERR, "cannot pack a frame: %s", bwp_strerror(err));
 		return -EINVAL;
 	}
-	if (bwd_conn_output(c) + len > limits(c)->max_output)
+	if (bwd_conn_output(c) + len > c->lim->max_output)
 		return -ENOBUFS;
 	out = sink(c);
 	if (!out)
@@ -414,7 +405,7 @@ int bwd_conn_send(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
 			return send_direct(c, out, env, len);
 		if (flush_stage(c))
 			return -ENOMEM;
-		bwp_frame_pack(env, limits(c)->max_frame, c->stage, STAGE_CAP, &len);
+		bwp_frame_pack(env, c->lim->max_frame, c->stage, STAGE_CAP, &len);
 	} else if (c->staged && out != c->stage_to) {
 		/* The journal began to hold output: what was staged before
 		 * goes to the output, this frame to the held buffer. */
@@ -432,34 +423,41 @@ int bwd_conn_send(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
 	return 0;
 }
 
-void bwd_conn_error(struct bwd_conn *c, const Bitwheel__V1__Envelope *req,
-		    Bitwheel__V1__ErrorCode code, bool fatal, const char *fmt, ...)
+/* Send a reply request.c filled in, and close if it says so. */
+static void send_reply(struct bwd_conn *c, const struct bwd_reply *r)
 {
-	Bitwheel__V1__Envelope env;
-	Bitwheel__V1__Error err;
-	char msg[256];
-	va_list ap;
-	int sent;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	/* Request errors may name keys: debug only.  Fatal ones never do. */
-	if (fatal)
-		bwd_log(BWD_LOG_INFO, "client pid %ld uid %ld: %s; closing",
-			(long)c->pid, (long)c->uid, msg);
-	else
-		bwd_log(BWD_LOG_DEBUG, "client pid %ld request %" PRIu64 ": %s",
-			(long)c->pid, req ? req->request_id : 0, msg);
-	bwp_error_init(&env, &err, req, code, msg);
-	sent = bwd_conn_send(c, &env);
-	/* An error reply that does not fit means the client is not reading. */
-	if (fatal || sent)
-		bwd_conn_close(c, fatal);
+	if (r->none)
+		return;
+	if (r->env.body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR) {
+		/* Request errors may name keys: debug only.  Fatal ones never do. */
+		if (r->close)
+			bwd_log(BWD_LOG_INFO, "client pid %ld uid %ld: %s; closing",
+				(long)c->pid, (long)c->uid, r->message);
+		else
+			bwd_log(BWD_LOG_DEBUG, "client pid %ld request %" PRIu64 ": %s",
+				(long)c->pid, r->env.request_id, r->message);
+	}
+	if (send_env(c, &r->env)) {
+		/* A reply that does not fit means the client is not reading. */
+		bwd_log(BWD_LOG_WARNING, "client pid %ld uid %ld is not reading: %zu bytes unread reached the output bound; disconnecting",
+			(long)c->pid, (long)c->uid, bwd_conn_output(c));
+		kill_conn(c);
+		return;
+	}
+	if (r->close)
+		bwd_conn_close(c, true);
 }
 
-/* Write one fire; 0, or nonzero when it does not fit. */
-static int send_fire(struct bwd_conn *c, const struct bwd_fire *f)
+void bwd_conn_fail(struct bwd_conn *c, Bitwheel__V1__ErrorCode code,
+		   const char *msg)
+{
+	struct bwd_reply r;
+
+	bwd_request_fail(&r, code, "%s", msg);
+	send_reply(c, &r);
+}
+
+void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f)
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
 	Bitwheel__V1__Fired fired = BITWHEEL__V1__FIRED__INIT;
@@ -479,46 +477,19 @@ static int send_fire(struct bwd_conn *c, const struct bwd_fire *f)
 	fired.late = f->late;
 	fired.has_redelivered = f->redelivered;
 	fired.redelivered = f->redelivered;
+	fired.has_delivery = 1;
+	fired.delivery = f->delivery;
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED;
 	env.fired = &fired;
-	return bwd_conn_send(c, &env);
-}
-
-int bwd_conn_deliver(struct bwd_conn *c, const struct bwd_fire *f, void *ctx)
-{
-	struct bwd_fire *copy;
-
-	(void)ctx;
-	if (c->closing || c->dead)
-		return -1;
-	/* Without memory for the copy the fire still goes out, untracked. */
-	copy = named(c) ? bwd_fire_copy(f) : NULL;
-	if (send_fire(c, f) == 0) {
-		if (copy)
-			bwd_session_sent(c->session, copy, c->committed);
-		return 0;
-	}
-	free(copy);
-	bwd_log(BWD_LOG_WARNING, "client pid %ld uid %ld is not reading: %zu bytes unread reached the output bound; disconnecting",
-		(long)c->pid, (long)c->uid, bwd_conn_output(c));
-	kill_conn(c);
-	return -1;
-}
-
-void bwd_conn_drain_queue(struct bwd_conn *c)
-{
-	struct bwd_fire *f;
-
-	if (!c->session || c->closing || c->dead)
+	if (send_env(c, &env)) {
+		bwd_log(BWD_LOG_WARNING, "client pid %ld uid %ld: a fire does not fit its output (%zu bytes unread); disconnecting",
+			(long)c->pid, (long)c->uid, bwd_conn_output(c));
+		kill_conn(c);
 		return;
-	while (bwd_conn_output(c) < limits(c)->max_output / 2 &&
-	       (f = bwd_session_dequeue(c->session))) {
-		if (send_fire(c, f)) {
-			bwd_session_requeue(c->session, f);
-			return;
-		}
-		bwd_session_sent(c->session, f, c->committed);
 	}
+	f->wire_end = c->committed;
+	if (bwd_conn_output(c) >= c->lim->max_output / 2)
+		bwd_member_set_room(c->member, false);
 }
 
 static Bitwheel__V1__ErrorCode frame_error_code(int err)
@@ -533,17 +504,32 @@ static Bitwheel__V1__ErrorCode frame_error_code(int err)
 	}
 }
 
+/* Every connection's unread output, for Stats. */
+static uint64_t buffered(const struct bwd_env *env)
+{
+	uint64_t n = 0;
+
+	for (const struct bwd_conn *c = env->conns; c; c = c->next)
+		n += bwd_conn_output(c);
+	return n;
+}
+
 /* Handle every whole frame in the input buffer. */
 static void handle_input(struct bwd_conn *c)
 {
 	struct evbuffer *in = c->in;
-	size_t max = limits(c)->max_frame;
+	size_t max = c->lim->max_frame;
+	struct bwd_request_ctx ctx = {
+		.env = c->env, .member = c->member, .owner = c,
+		.uid = c->uid, .pid = c->pid,
+	};
+	struct bwd_reply reply;
 	/* p[off, n): what is left of the input's first chunk; the frames
 	 * before off are handled but drained only once, at the end. */
 	const uint8_t *p = NULL;
 	size_t n = 0, off = 0;
+	char msg[96];
 
-	c->now_ns = 0;
 	while (!c->closing && !c->dead) {
 		Bitwheel__V1__Envelope *env;
 		struct bwp_request req;
@@ -563,27 +549,31 @@ static void handle_input(struct bwd_conn *c)
 			if (evbuffer_get_length(in) < len)
 				break;
 			if (!(p = evbuffer_pullup(in, (ev_ssize_t)len))) {
-				bwd_conn_error(c, NULL, BITWHEEL__V1__ERROR_CODE__NO_MEMORY,
-					       true, "out of memory");
+				bwd_conn_fail(c, BITWHEEL__V1__ERROR_CODE__NO_MEMORY,
+					      "out of memory");
 				break;
 			}
 			n = evbuffer_get_contiguous_space(in);
 			continue;
 		}
 		if (err) {
-			bwd_conn_error(c, NULL, frame_error_code(err), true,
-			       "bad frame: %s", bwp_strerror(err));
+			snprintf(msg, sizeof(msg), "bad frame: %s", bwp_strerror(err));
+			bwd_conn_fail(c, frame_error_code(err), msg);
 			break;
 		}
 		off += len;
 		if (env) {
-			bwd_request_handle(c, env);
+			if (env->body_case == BITWHEEL__V1__ENVELOPE__BODY_STATS)
+				ctx.buffered = buffered(c->env);
+			bwd_request_handle(&ctx, env, &reply);
 			bwp_frame_free(env);
 		} else {
-			bwd_request_handle_fast(c, &req);
+			bwd_request_handle_fast(&ctx, &req, &reply);
 		}
+		c->member = ctx.member;
+		send_reply(c, &reply);
 		if (!c->closing && !c->dead &&
-		    bwd_conn_output(c) >= limits(c)->max_output / 2) {
+		    bwd_conn_output(c) >= c->lim->max_output / 2) {
 			c->throttled = true;
 			set_reading(c, false);
 			break;
@@ -591,8 +581,7 @@ static void handle_input(struct bwd_conn *c)
 	}
 	if (off)
 		evbuffer_drain(in, off);
-	c->now_ns = 0;
-	bwd_server_rearm(c->srv);
+	event_active(c->env->pump, 0, 0);
 }
 
 /* Input through the bufferevent: the fuzzer's in-memory pair. */
@@ -613,14 +602,13 @@ static void on_sock_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct bwd_conn *c = arg;
 	struct evbuffer *in = c->in;
-	size_t room = limits(c)->max_frame + BWP_HEADER_SIZE - evbuffer_get_length(in);
+	size_t room = c->lim->max_frame + BWP_HEADER_SIZE - evbuffer_get_length(in);
 	struct evbuffer_iovec v;
 	ssize_t n;
 
 	(void)what;
 	if (evbuffer_reserve_space(in, (ev_ssize_t)room, &v, 1) != 1) {
-		bwd_conn_error(c, NULL, BITWHEEL__V1__ERROR_CODE__NO_MEMORY, true,
-			       "out of memory");
+		bwd_conn_fail(c, BITWHEEL__V1__ERROR_CODE__NO_MEMORY, "out of memory");
 		return;
 	}
 	n = recv(fd, v.iov_base, room < v.iov_len ? room : v.iov_len, MSG_DONTWAIT);
@@ -637,23 +625,35 @@ static void on_sock_read(evutil_socket_t fd, short what, void *arg)
 	kill_conn(c);
 }
 
-static void on_write(struct bufferevent *bev, void *arg)
+/* The output drained below a quarter of the bound: fires and requests
+ * that paused for it go on. */
+static void on_resume(evutil_socket_t fd, short what, void *arg)
 {
 	struct bwd_conn *c = arg;
 
-	(void)bev;
-	if (c->closing) {
-		if (bwd_conn_output(c) == 0)
-			kill_conn(c);
+	(void)fd;
+	(void)what;
+	if (c->dead || c->closing || !low_water(c))
 		return;
+	if (c->member && !c->member->room) {
+		bwd_member_set_room(c->member, true);
+		event_active(c->env->pump, 0, 0);
 	}
-	bwd_conn_drain_queue(c);
-	if (c->throttled && bwd_conn_output(c) < limits(c)->max_output / 2) {
+	if (c->throttled) {
 		c->throttled = false;
 		set_reading(c, true);
 		/* Frames may already wait in the input buffer. */
 		handle_input(c);
 	}
+}
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+	struct bwd_conn *c = arg;
+
+	(void)bev;
+	if (c->closing && bwd_conn_output(c) == 0)
+		kill_conn(c);
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
@@ -668,27 +668,27 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 		kill_conn(c);
 }
 
-int bwd_conn_new(struct bwd_server *srv, struct bufferevent *bev, uid_t uid,
+int bwd_conn_new(struct bwd_env *env, struct bufferevent *bev, uid_t uid,
 		 pid_t pid, struct bwd_conn **out)
 {
-	struct event_base *base = bwd_server_base(srv);
 	struct bwd_conn *c = calloc(1, sizeof(*c));
-	const struct bwd_limits *l = &bwd_server_options(srv)->limits;
+	const struct bwd_limits *l = &env->opt->limits;
 
 	if (!c)
 		goto fail;
-	c->srv = srv;
+	c->env = env;
 	c->lim = l;
 	c->uid = uid;
 	c->pid = pid;
 	c->bev = bev;
-	c->reap = event_new(base, -1, 0, on_reap, c);
-	c->flush = event_new(base, -1, 0, on_flush, c);
-	if (!c->reap || !c->flush)
+	c->reap = event_new(env->base, -1, 0, on_reap, c);
+	c->flush = event_new(env->base, -1, 0, on_flush, c);
+	c->resume = event_new(env->base, -1, 0, on_resume, c);
+	if (!c->reap || !c->flush || !c->resume)
 		goto fail;
 	c->in = bufferevent_get_input(bev);
 	if (bufferevent_getfd(bev) >= 0) {
-		c->rd = event_new(base, bufferevent_getfd(bev), EV_READ | EV_PERSIST,
+		c->rd = event_new(env->base, bufferevent_getfd(bev), EV_READ | EV_PERSIST,
 				  on_sock_read, c);
 		if (!c->rd || !(c->in = evbuffer_new()))
 			goto fail;
@@ -697,14 +697,14 @@ int bwd_conn_new(struct bwd_server *srv, struct bufferevent *bev, uid_t uid,
 	if (!evbuffer_add_cb(bufferevent_get_output(c->bev), on_drain, c))
 		goto fail;
 	bufferevent_setwatermark(c->bev, EV_READ, 0, l->max_frame + BWP_HEADER_SIZE);
-	bufferevent_setwatermark(c->bev, EV_WRITE, l->max_output / 4, 0);
 	bufferevent_enable(c->bev, EV_WRITE);
 	set_reading(c, true);
-	c->pprev = bwd_server_conns(srv);
+	c->pprev = &env->conns;
 	c->next = *c->pprev;
 	if (c->next)
 		c->next->pprev = &c->next;
 	*c->pprev = c;
+	env->clients++;
 	*out = c;
 	return 0;
 fail:
@@ -712,6 +712,8 @@ fail:
 		event_free(c->reap);
 	if (c && c->flush)
 		event_free(c->flush);
+	if (c && c->resume)
+		event_free(c->resume);
 	if (c && c->rd) {
 		event_free(c->rd);
 		if (c->in)

@@ -4,20 +4,29 @@
  *   options.c   command line and defaults          -> struct bwd_options
  *   log.c       leveled logging to stderr (journald reads the <N> prefix)
  *   map.c       intrusive chained hash map keyed by u64
- *   state.c     sessions, timers and the dual wheel: everything the daemon
- *               knows, changed only through bwd_state_* / bwd_session_*,
- *               each change of a named session told to the journal, and
- *               all of it written out (dump) and read back (apply) there
+ *   state.c     sessions, their members (connections' places), timers,
+ *               queues and fires in flight, and the dual wheel: everything
+ *               the daemon knows, changed only through bwd_state_* /
+ *               bwd_session_* / bwd_member_*, each change of a named session
+ *               told to the journal, all of it written out (dump) and read
+ *               back (apply) there.  No I/O and no libevent: what is to be
+ *               sent is pulled from it (bwd_state_next_delivery)
  *   record.c    the bytes of the state files: headers and records, CRC32C
  *   journal.c   the append-only journal file: append, group commit, rotate
  *   snapshot.c  a snapshot written by a forked child, then installed
  *   store.c     the state directory: lock, recovery at start, when to
  *               commit and when to snapshot
  *   listen.c    the listening socket: systemd's, or one we bind
- *   conn.c      one client connection: frames in, frames out, bounds
  *   request.c   what each request does to the state, and its reply
- *   server.c    the libevent loop: accept, timers, signals, sd_notify
+ *   conn.c      one client connection: frames in, frames out, bounds
+ *   server.c    the libevent loop: accept, timers, signals, sd_notify, and
+ *               the pump that hands fires to connections
  *   bitwheeld.c main()
+ *
+ * Layers, each calling only those below it: server -> conn -> request ->
+ * state -> journal/record -> wheel; store (recovery, commits) sits beside
+ * server, over state.  What a lower layer needs from a higher one is data
+ * (struct bwd_env), never a call.
  */
 #ifndef BWD_DAEMON_INTERNAL_H
 #define BWD_DAEMON_INTERNAL_H
@@ -44,7 +53,11 @@ struct bwd_limits {
 	uint64_t max_queued;       /* per detached named session             */
 	uint64_t linger_ns;
 	uint64_t max_output;       /* unread bytes per connection            */
+	uint32_t max_window;       /* largest consumer window                */
 };
+
+/* A consumer's window when its Hello names none (PROTOCOL.md). */
+#define BWD_DEFAULT_WINDOW 256u
 
 /* When a journal write counts as done (--fsync). */
 enum bwd_fsync { BWD_FSYNC_NEVER, BWD_FSYNC_BATCH, BWD_FSYNC_ALWAYS };
@@ -111,9 +124,14 @@ size_t bwd_map_bytes(const struct bwd_map *m);
 
 /* ---- state.c ------------------------------------------------------------ */
 
-struct bwd_conn;
+/* What the wheel's data pointer leads to: a client's timer, or one of the
+ * state's own (a session's linger, a consumer's ack timeout). */
+enum bwd_due_kind { BWD_DUE_TIMER, BWD_DUE_LINGER, BWD_DUE_ACK };
+struct bwd_due {
+	enum bwd_due_kind kind;
+};
 
-/* A fire on its way to a client: sent at once, or queued while detached. */
+/* A fire: queued in its session, or in flight to one member. */
 struct bwd_fire {
 	struct bwd_fire *next;
 	uint64_t key;
@@ -121,16 +139,19 @@ struct bwd_fire {
 	uint64_t fired_ns;
 	uint64_t count;            /* periodic: fire number; 0 for oneshot   */
 	uint64_t seq;              /* the session's fire number (journal)    */
+	uint64_t delivery;         /* in flight: the member's number for it  */
+	uint64_t take_back_ns;     /* in flight with an ack timeout          */
+	uint64_t wire_end;         /* conn.c: output offset its frame ends at */
 	bool late;
-	bool sent;                 /* handed to a connection at least once   */
-	bool redelivered;          /* restored after it had been sent        */
+	bool sent;                 /* journaled as handed to a consumer      */
+	bool redelivered;          /* handed out before, not acknowledged    */
 	bool has_payload;
 	uint32_t payload_len;
-	const uint8_t *payload;    /* the timer's, or the bytes that follow  */
-	uint64_t wire_end;         /* conn.c: output offset its frame ends at */
+	const uint8_t *payload;    /* the bytes that follow                  */
 };
 
 struct bwd_timer {
+	struct bwd_due due;        /* BWD_DUE_TIMER: the wheel's data        */
 	struct bwd_map_node node;  /* keyed by the client's key              */
 	struct bwd_session *session;
 	bw_handle handle;
@@ -143,20 +164,30 @@ struct bwd_timer {
 	uint8_t payload[];
 };
 
+struct bwd_member;
+
 struct bwd_session {
 	struct bwd_map_node node;  /* keyed by the name's hash (named only)  */
 	struct bwd_map_node id_node; /* keyed by id (named only)             */
 	char *name;                /* NULL: anonymous                        */
 	uid_t owner;
-	struct bwd_conn *conn;     /* NULL: detached                         */
 	struct bwd_map timers;
-	/* Named sessions' fires, oldest first: written to the connection but
-	 * not yet out of its buffer (sent), then waiting to be (queue). */
-	struct bwd_fire *sent_head, *sent_tail;
+	/* Fires waiting for a consumer, oldest first (taken-back ones at
+	 * the front). */
 	struct bwd_fire *queue_head, *queue_tail;
 	uint64_t queued;
-	uint64_t dropped;          /* since it was last attached             */
-	struct event *linger;      /* armed while detached                   */
+	uint64_t in_flight;        /* fires in flight to its members         */
+	uint64_t dropped;          /* since a consumer last attached         */
+	/* Every member, and the consumers that may take a fire now (credit
+	 * and room), served round-robin from the head. */
+	struct bwd_member *members;
+	struct bwd_member *ready_head, *ready_tail;
+	uint32_t nmembers, nconsumers;
+	/* In the state's list of sessions with fires to hand out. */
+	struct bwd_session *work_next, **work_pprev;
+	struct bwd_due linger;     /* BWD_DUE_LINGER: armed with no members  */
+	bw_handle linger_handle;
+	bool lingering;
 	struct bwd_state *state;
 	uint64_t id;               /* named: its number in the state files,
 				      id_node's key                          */
@@ -167,66 +198,99 @@ struct bwd_session {
 	struct bwd_session *next_ending;
 };
 
+/* A connection's place in a session. */
+struct bwd_member {
+	struct bwd_due due;        /* BWD_DUE_ACK: its ack timeout's timer   */
+	struct bwd_session *session;
+	void *owner;               /* the connection, for the pump           */
+	struct bwd_member *next, **pprev;          /* session->members      */
+	struct bwd_member *ready_next, **ready_pprev; /* NULL pprev: out     */
+	/* In flight to it, in delivery order. */
+	struct bwd_fire *flight_head, *flight_tail;
+	uint64_t flight;
+	uint64_t last_delivery;    /* the number of the last fire sent       */
+	uint64_t ack_timeout_ns;   /* 0: none                                */
+	bw_handle ack_handle;
+	uint32_t window;
+	bool consumer;
+	bool auto_ack;
+	bool room;                 /* its connection's output takes fires    */
+	bool ack_armed;
+};
+
 struct bwd_state_stats {
 	uint64_t sessions;         /* named                                  */
 	uint64_t queued;           /* fires waiting in session queues        */
-	uint64_t dropped;          /* fires dropped from full queues, ever   */
+	uint64_t in_flight;        /* fires in flight to consumers           */
+	uint64_t consumers;        /* consumer members                       */
+	uint64_t dropped;          /* periodic fires dropped, ever           */
+	uint64_t acked;            /* fires done, ever                       */
+	uint64_t redelivered;      /* fires taken back, ever                 */
 	uint64_t expired;          /* sessions dropped after their linger    */
 	uint64_t timers;           /* pending, all sessions                  */
 	uint64_t bytes;            /* timers, fires, sessions, maps          */
-};
-
-/*
- * Where fires go: the server hands fires for attached sessions to their
- * connection.  deliver returns 0 when the fire was written, nonzero when
- * the session must queue it instead.
- */
-struct bwd_sink {
-	int (*deliver)(struct bwd_conn *conn, const struct bwd_fire *fire,
-		       void *ctx);
-	void *ctx;
+	/* The state's own timers in the oneshot lane (lingers, ack
+	 * timeouts), which the lane's counters include and Stats does not. */
+	uint64_t own_pending, own_inserted, own_fired, own_cancelled;
 };
 
 struct bwd_state;
 
-int bwd_state_new(const struct bwd_options *opt, struct event_base *base,
-		  const struct bwd_sink *sink, uint64_t now_ns,
+int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 		  struct bwd_state **out);
 void bwd_state_free(struct bwd_state *st);
-/* Fire every due timer; the server re-arms its timer from next_deadline. */
+/* Fire every due timer into its session's queue; the server then pumps
+ * (bwd_state_next_delivery) and re-arms its timer from next_deadline. */
 void bwd_state_poll(struct bwd_state *st, uint64_t now_ns);
 /* BW_EEMPTY when nothing is pending. */
 int bwd_state_next_deadline(struct bwd_state *st, uint64_t *out_ns);
 void bwd_state_stats(const struct bwd_state *st, struct bwd_state_stats *out);
 struct bw_dual *bwd_state_wheel(struct bwd_state *st);
-
 /*
- * Open a session for a connection.  name NULL: a new anonymous session.
- * Otherwise attach to the named one or create it.  Errors are protocol
- * codes (Bitwheel__V1__ErrorCode) as positive ints, 0 on success.
+ * The next fire to write, round-robin over sessions with queued fires and,
+ * within one, over its consumers with credit and room: the fire is now in
+ * flight to *m (numbered, journaled), and the caller writes it to
+ * (*m)->owner and sets its wire_end.  NULL when nothing is to be sent.
  */
-int bwd_session_open(struct bwd_state *st, const char *name, uid_t uid,
-		     struct bwd_conn *conn, struct bwd_session **out,
-		     bool *resumed);
-/* The connection is gone: anonymous sessions end, named ones linger. */
-void bwd_session_detach(struct bwd_session *s);
-/* A copy of f with its payload, in one allocation free() releases. */
-struct bwd_fire *bwd_fire_copy(const struct bwd_fire *f);
-/* Take the oldest queued fire (caller frees it with free()), or NULL. */
-struct bwd_fire *bwd_session_dequeue(struct bwd_session *s);
-/* Put fires that were not sent back at the head of the queue, in order:
- * chain is a list through next, which the queue takes over. */
-void bwd_session_requeue(struct bwd_session *s, struct bwd_fire *chain);
-/* A named session's fire f (the session's now) was written to its
- * connection, its frame ending at output offset wire_end. */
-void bwd_session_sent(struct bwd_session *s, struct bwd_fire *f,
-		      uint64_t wire_end);
-/* The connection's output has drained to offset `drained`: the fires
- * written before it are the client's, and the journal says so. */
-void bwd_session_written(struct bwd_session *s, uint64_t drained);
-/* The connection is gone: fires written but not drained go back to the
- * head of the queue. */
-void bwd_session_unsend(struct bwd_session *s);
+struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
+					 struct bwd_member **m);
+/* Cancel a chunk of the timers of anonymous sessions that ended with many;
+ * true while some remain (call again at the next turn). */
+bool bwd_state_reap(struct bwd_state *st);
+
+/* What a connection asks of its session at Hello. */
+struct bwd_attach {
+	const char *name;          /* NULL: a new anonymous session          */
+	uid_t uid;
+	bool consumer;
+	bool auto_ack;
+	uint32_t window;
+	uint64_t ack_timeout_ns;   /* 0: none                                */
+	void *owner;               /* handed back with its fires             */
+};
+/*
+ * Attach a connection to the named session (created if need be) or to a
+ * new anonymous one.  0, or a protocol error code (Bitwheel__V1__
+ * ErrorCode) as a positive int.  *resumed: the session existed.
+ */
+int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
+		       struct bwd_member **out, bool *resumed);
+/* The connection is gone: its fires in flight go back to the front of the
+ * queue, marked redelivered; an anonymous session ends, a named one with
+ * no members left starts to linger. */
+void bwd_member_detach(struct bwd_member *m);
+/*
+ * Acknowledge delivery (and, cumulative, every earlier one in flight).
+ * 0 with *acked the fires it completed, or BAD_REQUEST for a number this
+ * member was never sent.
+ */
+int bwd_member_ack(struct bwd_member *m, uint64_t delivery, bool cumulative,
+		   uint64_t *acked);
+/* Whether the connection's output takes more fires (flow control). */
+void bwd_member_set_room(struct bwd_member *m, bool room);
+/* The connection's output has drained to offset `drained`: an auto-ack
+ * member's fires written before it are done. */
+void bwd_member_written(struct bwd_member *m, uint64_t drained);
 
 struct bwd_schedule {
 	uint64_t key;
@@ -437,56 +501,98 @@ int bwd_store_replay(struct bwd_state *st, const uint8_t *buf, size_t len,
  * notice level, keys at debug level.  kept: whether a journal has them. */
 void bwd_state_log_pending(const struct bwd_state *st, bool kept);
 
+struct bwd_server;
+
 /* ---- listen.c ----------------------------------------------------------- */
 
 /* The listening fd: systemd's if it passed one, else bound at path. */
 int bwd_listen_open(const char *path, unsigned mode, int *fd_out,
 		    bool *activated);
 
+/* ---- shared by request, conn and server -------------------------------- */
+
+struct bwd_conn;
+
+/* The server's state that the layers below it read and keep: data, so
+ * that nothing below the server ever calls up into it. */
+struct bwd_env {
+	const struct bwd_options *opt;
+	struct event_base *base;
+	struct bwd_state *state;
+	struct bwd_journal *journal;   /* NULL without --state-dir          */
+	/* Active it after changing the state: the server then hands out
+	 * fires, cancels a chunk of ended sessions and re-arms its timer. */
+	struct event *pump;
+	struct bwd_conn *conns;        /* every connection (conn.c keeps it) */
+	struct bwd_conn *held;         /* those holding output for a sync    */
+	uint64_t clients;
+	uint64_t started_ns;
+	bool stopping;
+};
+
+/* ---- request.c ---------------------------------------------------------- */
+
+/* One request's connection, as request.c sees it. */
+struct bwd_request_ctx {
+	struct bwd_env *env;
+	struct bwd_member *member;     /* NULL before Hello; set by it       */
+	void *owner;                   /* the connection, for Hello          */
+	uid_t uid;
+	pid_t pid;
+	uint64_t now_ns;               /* 0: not read yet in this batch      */
+	uint64_t buffered;             /* Stats: every connection's output   */
+};
+
+/* A reply in caller storage: env, whose body points into the rest. */
+struct bwd_reply {
+	Bitwheel__V1__Envelope env;
+	union {
+		Bitwheel__V1__Error error;
+		Bitwheel__V1__HelloReply hello;
+		Bitwheel__V1__ScheduleReply schedule;
+		Bitwheel__V1__CancelReply cancel;
+		Bitwheel__V1__StatsReply stats;
+		Bitwheel__V1__AckReply ack;
+	} body;
+	Bitwheel__V1__Limits limits;
+	Bitwheel__V1__LaneStats lanes[2];
+	char message[256];
+	bool none;                     /* nothing to send (an Ack without id) */
+	bool close;                    /* close once it is written           */
+};
+
+/* Act on one request and fill in its reply. */
+void bwd_request_handle(struct bwd_request_ctx *ctx,
+			const Bitwheel__V1__Envelope *req, struct bwd_reply *out);
+/* The same for a request read by bwp_frame_parse_request(). */
+void bwd_request_handle_fast(struct bwd_request_ctx *ctx,
+			     const struct bwp_request *r, struct bwd_reply *out);
+/* A connection-level error (no request_id) that closes the connection. */
+void bwd_request_fail(struct bwd_reply *out, Bitwheel__V1__ErrorCode code,
+		      const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* ---- conn.c ------------------------------------------------------------- */
 
-struct bwd_server;
-
 /* A connection over bev, which it owns from now on, even on failure. */
-int bwd_conn_new(struct bwd_server *srv, struct bufferevent *bev, uid_t uid,
+int bwd_conn_new(struct bwd_env *env, struct bufferevent *bev, uid_t uid,
 		 pid_t pid, struct bwd_conn **out);
-/* Write one envelope; 0, or -ENOBUFS when the output bound is hit. */
-int bwd_conn_send(struct bwd_conn *c, const Bitwheel__V1__Envelope *env);
-/* Queue an error frame answering req (NULL: the connection); when fatal,
- * close once it has been written. */
-void bwd_conn_error(struct bwd_conn *c, const Bitwheel__V1__Envelope *req,
-		    Bitwheel__V1__ErrorCode code, bool fatal, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
 /* Close after the output drains (graceful) or at once. */
 void bwd_conn_close(struct bwd_conn *c, bool flush);
-/* Deliver a fire (the sink's deliver). */
-int bwd_conn_deliver(struct bwd_conn *c, const struct bwd_fire *f, void *ctx);
-/* Send queued fires of the attached session while the output has room. */
-void bwd_conn_drain_queue(struct bwd_conn *c);
+/* Send a connection-level error and close once it is written. */
+void bwd_conn_fail(struct bwd_conn *c, Bitwheel__V1__ErrorCode code,
+		   const char *msg);
+/* Write a fire that is now in flight to the connection's member. */
+void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f);
 /* A sync of the journal began: what the connections in the list (head:
- * bwd_server_held) hold waits for that sync. */
+ * env->held) hold waits for that sync. */
 void bwd_conn_cover(struct bwd_conn **head);
 /* That sync is done: what it covered goes out; a connection leaves the
  * list once it holds nothing more. */
 void bwd_conn_release(struct bwd_conn **head);
-uid_t bwd_conn_uid(const struct bwd_conn *c);
-struct bwd_session *bwd_conn_session(const struct bwd_conn *c);
-void bwd_conn_set_session(struct bwd_conn *c, struct bwd_session *s);
+/* Unread output, all of it: the buffer, held, covered, staged. */
 size_t bwd_conn_output(const struct bwd_conn *c);
-/* CLOCK_MONOTONIC as of the batch of requests being read: the time "the
- * daemon reads the request" (Schedule.delay_ns), one clock read a batch. */
-uint64_t bwd_conn_now(struct bwd_conn *c);
-
-struct bwd_server *bwd_conn_server(const struct bwd_conn *c);
-/* The next connection in the server's list (head: bwd_server_conns). */
+/* The next connection in env->conns. */
 struct bwd_conn *bwd_conn_next(const struct bwd_conn *c);
-
-/* ---- request.c ---------------------------------------------------------- */
-
-/* Act on one request and queue its reply (or fail the connection). */
-void bwd_request_handle(struct bwd_conn *c, const Bitwheel__V1__Envelope *env);
-/* The same for a Schedule or Cancel read by bwp_frame_parse_request(). */
-void bwd_request_handle_fast(struct bwd_conn *c, const struct bwp_request *r);
 
 /* ---- server.c ----------------------------------------------------------- */
 
@@ -499,25 +605,6 @@ void bwd_server_free(struct bwd_server *srv);
 /* Serve a client over bev (taken over, even on failure). */
 int bwd_server_attach(struct bwd_server *srv, struct bufferevent *bev,
 		      uid_t uid, pid_t pid);
-struct event_base *bwd_server_base(struct bwd_server *srv);
-struct bwd_state *bwd_server_state(struct bwd_server *srv);
-const struct bwd_options *bwd_server_options(struct bwd_server *srv);
-/* The wheel may have a new earliest deadline: re-arm the loop's timer. */
-void bwd_server_rearm(struct bwd_server *srv);
-/* Add a libevent timer ns from now, never early by CLOCK_MONOTONIC. */
-void bwd_server_timer_add(struct event *ev, uint64_t ns);
-/* A connection was freed (conn.c unlinks it from the list itself). */
-void bwd_server_conn_gone(struct bwd_server *srv);
-/* The head of the list of connections, which conn.c keeps. */
-struct bwd_conn **bwd_server_conns(struct bwd_server *srv);
-/* The head of the list of connections holding output (conn.c keeps it). */
-struct bwd_conn **bwd_server_held(struct bwd_server *srv);
-/* NULL without --state-dir. */
-struct bwd_journal *bwd_server_journal(struct bwd_server *srv);
-bool bwd_server_stopping(const struct bwd_server *srv);
-/* Bytes waiting in every connection's output buffer. */
-uint64_t bwd_server_buffered(struct bwd_server *srv);
-uint64_t bwd_server_started(const struct bwd_server *srv);
-uint64_t bwd_server_clients(const struct bwd_server *srv);
+struct bwd_env *bwd_server_env(struct bwd_server *srv);
 
 #endif /* BWD_DAEMON_INTERNAL_H */

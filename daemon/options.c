@@ -40,10 +40,14 @@ static void usage(FILE *f)
 "      --max-clients N       open connections (1024)\n"
 "      --max-frame BYTES     frame body size (65536; >= max-payload + 64)\n"
 "      --max-payload BYTES   Schedule payload (1024)\n"
-"      --max-timers N        pending timers per session (65536)\n"
-"      --max-queued N        fires queued per detached session (4096)\n"
-"      --linger DURATION     life of a detached named session (5m)\n"
-"      --max-output BYTES    unread output per connection (1048576)\n"
+"      --max-timers N        pending timers plus undelivered fires per session\n"
+"                            (65536; Schedule gets TOO_MANY_TIMERS beyond)\n"
+"      --max-queued N        undelivered fires per session past which periodic\n"
+"                            fires are dropped and counted (4096)\n"
+"      --max-window N        largest consumer window (4096)\n"
+"      --linger DURATION     life of a named session with no connection (5m)\n"
+"      --max-output BYTES    unread output per connection (1048576; at half,\n"
+"                            reading and fires pause; >= 2 x the largest fire)\n"
 "      --state-dir DIR       keep named sessions' timers here, across restarts\n"
 "                            and crashes (default: nothing is kept)\n"
 "      --fsync POLICY        batch (default: group commit, one fdatasync at a\n"
@@ -110,7 +114,7 @@ enum {
 	OPT_ONESHOT_RES, OPT_ONESHOT_CAP, OPT_ONESHOT_PROBES,
 	OPT_PERIODIC_RES, OPT_PERIODIC_CAP, OPT_PERIODIC_PROBES,
 	OPT_MAX_CLIENTS, OPT_MAX_FRAME, OPT_MAX_PAYLOAD, OPT_MAX_TIMERS,
-	OPT_MAX_QUEUED, OPT_LINGER, OPT_MAX_OUTPUT,
+	OPT_MAX_QUEUED, OPT_LINGER, OPT_MAX_OUTPUT, OPT_MAX_WINDOW,
 	OPT_STATE_DIR, OPT_FSYNC, OPT_JOURNAL_MAX, OPT_SNAPSHOT_INTERVAL,
 	OPT_IGNORE_SNAPSHOT,
 };
@@ -133,6 +137,7 @@ static const struct option longopts[] = {
 	{ "max-queued", required_argument, NULL, OPT_MAX_QUEUED },
 	{ "linger", required_argument, NULL, OPT_LINGER },
 	{ "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
+	{ "max-window", required_argument, NULL, OPT_MAX_WINDOW },
 	{ "state-dir", required_argument, NULL, OPT_STATE_DIR },
 	{ "fsync", required_argument, NULL, OPT_FSYNC },
 	{ "journal-max", required_argument, NULL, OPT_JOURNAL_MAX },
@@ -220,6 +225,11 @@ static int parse_limit(int opt, const char *arg, struct bwd_limits *l)
 		return parse_uint(flag, arg, 0, UINT32_MAX, 10, &l->max_queued);
 	case OPT_MAX_OUTPUT:
 		return parse_uint(flag, arg, 4096, 1ull << 34, 10, &l->max_output);
+	case OPT_MAX_WINDOW:
+		if (parse_uint(flag, arg, 1, 1u << 20, 10, &v))
+			return -1;
+		l->max_window = (uint32_t)v;
+		return 0;
 	case OPT_LINGER:
 		if (bwd_parse_duration(arg, &l->linger_ns)) {
 			fprintf(stderr, "bitwheeld: --linger: '%s' is not a duration (e.g. 30s, 5m)\n", arg);
@@ -291,6 +301,7 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 		.max_queued = 4096,
 		.linger_ns = 300000000000ull,
 		.max_output = 1u << 20,
+		.max_window = 4096,
 	};
 	o->store = (struct bwd_store_options){
 		.fsync = BWD_FSYNC_BATCH,
@@ -335,7 +346,7 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 			break;
 		case OPT_MAX_CLIENTS: case OPT_MAX_FRAME: case OPT_MAX_PAYLOAD:
 		case OPT_MAX_TIMERS: case OPT_MAX_QUEUED: case OPT_LINGER:
-		case OPT_MAX_OUTPUT:
+		case OPT_MAX_OUTPUT: case OPT_MAX_WINDOW:
 			if (parse_limit(c, optarg, &o->limits))
 				return -1;
 			break;
@@ -393,6 +404,16 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 		fprintf(stderr, "bitwheeld: --max-frame %" PRIu32 " must be at least --max-payload + %u = %" PRIu64 "\n",
 			o->limits.max_frame, BWP_PAYLOAD_OVERHEAD,
 			(uint64_t)o->limits.max_payload + BWP_PAYLOAD_OVERHEAD);
+		return -1;
+	}
+	/* Fires pause at half the bound (conn.c): the largest must fit below
+	 * it, or a reading client could be cut off for a single fire. */
+	if (o->limits.max_output < 2 * ((uint64_t)o->limits.max_payload +
+					BWP_PAYLOAD_OVERHEAD + BWP_HEADER_SIZE)) {
+		fprintf(stderr, "bitwheeld: --max-output %" PRIu64 " must be at least twice the largest fire, 2 x (--max-payload + %u) = %" PRIu64 "\n",
+			o->limits.max_output, BWP_PAYLOAD_OVERHEAD + BWP_HEADER_SIZE,
+			2 * ((uint64_t)o->limits.max_payload + BWP_PAYLOAD_OVERHEAD +
+			     BWP_HEADER_SIZE));
 		return -1;
 	}
 	return 0;

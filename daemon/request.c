@@ -1,15 +1,19 @@
 /*
  * request.c - what each request does, and the reply it gets.
  *
- * One function per request type turns the decoded envelope into a call on
- * the state (state.c) and packs exactly one reply: its own *_reply or an
- * Error carrying the request's id (PROTOCOL.md sections 5, 6 and 8).
+ * One function per request type turns the decoded request into a call on
+ * the state (state.c) and fills in exactly one reply in the caller's
+ * struct bwd_reply: its own *_reply or an Error carrying the request's id
+ * (PROTOCOL.md sections 5, 6 and 9), or none for an Ack without an id.
  * Requests that break the connection's rules (no request_id, nothing
- * before Hello, a failed Hello, a non-request body) fail the connection:
- * an error frame, then a close.  Payloads and keys are logged only at
- * debug level.
+ * before Hello, a failed Hello, a non-request body, an Ack of a fire never
+ * sent) also set reply->close.  Nothing here writes bytes: the connection
+ * (conn.c) packs and sends what it is given.  Payloads and keys are logged
+ * only at debug level.
  */
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "daemon-internal.h"
@@ -18,11 +22,52 @@
 
 typedef Bitwheel__V1__Envelope Envelope;
 
-/* Send a reply whose body the caller filled in. */
-static void reply(struct bwd_conn *c, Envelope *env)
+/* Start a reply to a request with this id (has_id false: none). */
+static void reply_init(struct bwd_reply *out, bool has_id, uint64_t id,
+		       Bitwheel__V1__Envelope__BodyCase body)
 {
-	if (bwd_conn_send(c, env))
-		bwd_conn_close(c, false);
+	bitwheel__v1__envelope__init(&out->env);
+	out->env.has_request_id = has_id;
+	out->env.request_id = id;
+	out->env.body_case = body;
+	out->none = out->close = false;
+}
+
+static void verror(struct bwd_reply *out, bool has_id, uint64_t id,
+		   Bitwheel__V1__ErrorCode code, bool close, const char *fmt,
+		   va_list ap)
+{
+	vsnprintf(out->message, sizeof(out->message), fmt, ap);
+	reply_init(out, has_id, id, BITWHEEL__V1__ENVELOPE__BODY_ERROR);
+	bitwheel__v1__error__init(&out->body.error);
+	out->body.error.has_code = 1;
+	out->body.error.code = code;
+	out->body.error.message = out->message;
+	out->env.error = &out->body.error;
+	out->close = close;
+}
+
+static void error(struct bwd_reply *out, bool has_id, uint64_t id,
+		  Bitwheel__V1__ErrorCode code, bool close, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+static void error(struct bwd_reply *out, bool has_id, uint64_t id,
+		  Bitwheel__V1__ErrorCode code, bool close, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	verror(out, has_id, id, code, close, fmt, ap);
+	va_end(ap);
+}
+
+void bwd_request_fail(struct bwd_reply *out, Bitwheel__V1__ErrorCode code,
+		      const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	verror(out, false, 0, code, true, fmt, ap);
+	va_end(ap);
 }
 
 static const char *state_error_text(int code)
@@ -30,12 +75,10 @@ static const char *state_error_text(int code)
 	switch (code) {
 	case PROTOCOL_NAME(PERMISSION_DENIED):
 		return "the session belongs to another user";
-	case PROTOCOL_NAME(SESSION_BUSY):
-		return "the session is attached to another connection";
 	case PROTOCOL_NAME(DUPLICATE_KEY):
 		return "the key is pending; set replace to replace it";
 	case PROTOCOL_NAME(TOO_MANY_TIMERS):
-		return "the session holds its maximum of pending timers";
+		return "the session's pending timers and undelivered fires are at its limit (max_timers): let its consumers catch up";
 	case PROTOCOL_NAME(NO_MEMORY):
 		return "out of memory";
 	default:
@@ -43,118 +86,166 @@ static const char *state_error_text(int code)
 	}
 }
 
-static void do_hello(struct bwd_conn *c, const Envelope *req)
+static uint64_t now_of(struct bwd_request_ctx *ctx)
 {
-	const struct bwd_options *opt = bwd_server_options(bwd_conn_server(c));
-	const Bitwheel__V1__Hello *h = req->hello;
-	Envelope env;
-	Bitwheel__V1__HelloReply hr = BITWHEEL__V1__HELLO_REPLY__INIT;
-	Bitwheel__V1__Limits lim = BITWHEEL__V1__LIMITS__INIT;
-	struct bwd_session *s;
-	char name[BWP_SESSION_NAME_MAX + 1];
-	bool resumed;
-	int err;
+	if (!ctx->now_ns)
+		ctx->now_ns = bw_now_ns();
+	return ctx->now_ns;
+}
 
-	if (bwd_conn_session(c)) {
-		bwd_conn_error(c, req, PROTOCOL_NAME(ALREADY_HELLO), false,
-			    "this connection already said Hello");
-		return;
+/* What Hello asks for, checked: 0, or the reply already says why not. */
+static int hello_attach(const struct bwd_options *opt, const Envelope *req,
+			char *name, struct bwd_attach *a, struct bwd_reply *out)
+{
+	const Bitwheel__V1__Hello *h = req->hello;
+	bool named = h->has_session;
+
+	if (named && !bwp_session_name_valid(h->session.data, h->session.len)) {
+		error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), true,
+		      "session names are 1 to %u bytes of A-Z a-z 0-9 _ . : @ -",
+		      BWP_SESSION_NAME_MAX);
+		return -1;
 	}
-	if (!h->has_protocol_version) {
-		bwd_conn_error(c, req, PROTOCOL_NAME(BAD_REQUEST), true,
-			      "Hello without protocol_version");
-		return;
-	}
-	if (h->protocol_version != BWP_PROTOCOL_VERSION) {
-		bwd_conn_error(c, req, PROTOCOL_NAME(BAD_VERSION), true,
-			      "protocol version %" PRIu32 " is not spoken here; this daemon speaks %d",
-			      h->protocol_version, BWP_PROTOCOL_VERSION);
-		return;
-	}
-	if (h->has_session && !bwp_session_name_valid(h->session.data, h->session.len)) {
-		bwd_conn_error(c, req, PROTOCOL_NAME(BAD_REQUEST), true,
-			      "session names are 1 to %u bytes of A-Z a-z 0-9 _ . : @ -",
-			      BWP_SESSION_NAME_MAX);
-		return;
-	}
-	if (h->has_session) {
+	if (named) {
 		memcpy(name, h->session.data, h->session.len);
 		name[h->session.len] = '\0';
 	}
-	err = bwd_session_open(bwd_server_state(bwd_conn_server(c)),
-			       h->has_session ? name : NULL,
-			       bwd_conn_uid(c), c, &s, &resumed);
-	if (err) {
-		bwd_conn_error(c, req, err, true, "session '%s': %s",
-			      h->has_session ? name : "(anonymous)",
-			      state_error_text(err));
+	if (h->has_role && h->role != BITWHEEL__V1__ROLE__PRODUCER &&
+	    h->role != BITWHEEL__V1__ROLE__CONSUMER) {
+		error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), true,
+		      "role %d is neither PRODUCER (1) nor CONSUMER (2)", (int)h->role);
+		return -1;
+	}
+	a->name = named ? name : NULL;
+	a->consumer = !named || (h->has_role && h->role == BITWHEEL__V1__ROLE__CONSUMER);
+	if (!named && h->has_role && h->role == BITWHEEL__V1__ROLE__PRODUCER) {
+		error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), true,
+		      "an anonymous session's connection consumes its own fires: it cannot be a PRODUCER");
+		return -1;
+	}
+	if (!a->consumer && (h->has_window || h->has_ack_timeout_ns || h->has_auto_ack)) {
+		error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), true,
+		      "window, ack_timeout_ns and auto_ack are for consumers; this Hello is a PRODUCER's");
+		return -1;
+	}
+	a->window = h->has_window ? h->window :
+		(BWD_DEFAULT_WINDOW < opt->limits.max_window ?
+		 BWD_DEFAULT_WINDOW : opt->limits.max_window);
+	if (a->consumer && (a->window == 0 || a->window > opt->limits.max_window)) {
+		error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), true,
+		      "window %" PRIu32 " is not within 1 to %" PRIu32 " (max_window)",
+		      a->window, opt->limits.max_window);
+		return -1;
+	}
+	if (!a->consumer)
+		a->window = 0;
+	a->ack_timeout_ns = h->has_ack_timeout_ns ? h->ack_timeout_ns : 0;
+	a->auto_ack = a->consumer && (h->has_auto_ack ? h->auto_ack : !named);
+	return 0;
+}
+
+static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
+		     struct bwd_reply *out)
+{
+	const struct bwd_options *opt = ctx->env->opt;
+	const Bitwheel__V1__Hello *h = req->hello;
+	Bitwheel__V1__HelloReply *hr = &out->body.hello;
+	Bitwheel__V1__Limits *lim = &out->limits;
+	char name[BWP_SESSION_NAME_MAX + 1];
+	struct bwd_attach a = { .uid = ctx->uid, .owner = ctx->owner };
+	struct bwd_session *s;
+	bool resumed;
+	int err;
+
+	if (ctx->member) {
+		error(out, true, req->request_id, PROTOCOL_NAME(ALREADY_HELLO), false,
+		      "this connection already said Hello");
 		return;
 	}
-	bwd_conn_set_session(c, s);
-	lim.has_max_frame_bytes = lim.has_max_payload_bytes = 1;
-	lim.max_frame_bytes = opt->limits.max_frame;
-	lim.max_payload_bytes = opt->limits.max_payload;
-	lim.has_max_timers = lim.has_max_queued = lim.has_session_linger_ns = 1;
-	lim.max_timers = opt->limits.max_timers;
-	lim.max_queued = opt->limits.max_queued;
-	lim.session_linger_ns = opt->limits.linger_ns;
-	lim.has_max_output_bytes = lim.has_max_clients = 1;
-	lim.max_output_bytes = opt->limits.max_output;
-	lim.max_clients = opt->limits.max_clients;
-	hr.has_protocol_version = 1;
-	hr.protocol_version = BWP_PROTOCOL_VERSION;
-	hr.daemon_version = PACKAGE_VERSION;
-	hr.has_oneshot_resolution_ns = hr.has_periodic_resolution_ns = 1;
-	hr.oneshot_resolution_ns = opt->wheel.oneshot.resolution_ms * 1000000ull;
-	hr.periodic_resolution_ns = opt->wheel.periodic.resolution_ms * 1000000ull;
-	hr.limits = &lim;
-	hr.has_resumed = hr.has_timers = hr.has_queued = hr.has_dropped = 1;
-	hr.resumed = resumed;
-	hr.timers = s->timers.count;
-	hr.queued = s->queued;
-	hr.dropped = s->dropped;
-	s->dropped = 0;
-	bwp_reply_init(&env, req);
-	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY;
-	env.hello_reply = &hr;
-	reply(c, &env);
+	if (!h->has_protocol_version) {
+		error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), true,
+		      "Hello without protocol_version");
+		return;
+	}
+	if (h->protocol_version != BWP_PROTOCOL_VERSION) {
+		error(out, true, req->request_id, PROTOCOL_NAME(BAD_VERSION), true,
+		      "protocol version %" PRIu32 " is not spoken here; this daemon speaks %d",
+		      h->protocol_version, BWP_PROTOCOL_VERSION);
+		return;
+	}
+	if (hello_attach(opt, req, name, &a, out))
+		return;
+	err = bwd_session_attach(ctx->env->state, &a, &ctx->member, &resumed);
+	if (err) {
+		error(out, true, req->request_id, err, true, "session '%s': %s",
+		      a.name ? a.name : "(anonymous)", state_error_text(err));
+		return;
+	}
+	s = ctx->member->session;
+	bitwheel__v1__limits__init(lim);
+	lim->has_max_frame_bytes = lim->has_max_payload_bytes = 1;
+	lim->max_frame_bytes = opt->limits.max_frame;
+	lim->max_payload_bytes = opt->limits.max_payload;
+	lim->has_max_timers = lim->has_max_queued = lim->has_session_linger_ns = 1;
+	lim->max_timers = opt->limits.max_timers;
+	lim->max_queued = opt->limits.max_queued;
+	lim->session_linger_ns = opt->limits.linger_ns;
+	lim->has_max_output_bytes = lim->has_max_clients = lim->has_max_window = 1;
+	lim->max_output_bytes = opt->limits.max_output;
+	lim->max_clients = opt->limits.max_clients;
+	lim->max_window = opt->limits.max_window;
+	bitwheel__v1__hello_reply__init(hr);
+	hr->has_protocol_version = 1;
+	hr->protocol_version = BWP_PROTOCOL_VERSION;
+	hr->daemon_version = PACKAGE_VERSION;
+	hr->has_oneshot_resolution_ns = hr->has_periodic_resolution_ns = 1;
+	hr->oneshot_resolution_ns = opt->wheel.oneshot.resolution_ms * 1000000ull;
+	hr->periodic_resolution_ns = opt->wheel.periodic.resolution_ms * 1000000ull;
+	hr->limits = lim;
+	hr->has_resumed = hr->has_timers = hr->has_queued = hr->has_dropped = 1;
+	hr->resumed = resumed;
+	hr->timers = s->timers.count;
+	hr->queued = s->queued;
+	hr->dropped = s->dropped;
+	hr->has_role = hr->has_window = hr->has_ack_timeout_ns = 1;
+	hr->has_auto_ack = hr->has_consumers = 1;
+	hr->role = a.consumer ? BITWHEEL__V1__ROLE__CONSUMER : BITWHEEL__V1__ROLE__PRODUCER;
+	hr->window = a.window;
+	hr->ack_timeout_ns = a.ack_timeout_ns;
+	hr->auto_ack = a.auto_ack;
+	hr->consumers = s->nconsumers;
+	if (a.consumer)
+		s->dropped = 0;
+	reply_init(out, true, req->request_id, BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY);
+	out->env.hello_reply = hr;
 	if (s->name)
-		bwd_log(BWD_LOG_INFO, "uid %ld %s session '%s' (%zu timers, %" PRIu64 " queued fires)",
-			(long)bwd_conn_uid(c), resumed ? "resumed" : "opened",
-			s->name, s->timers.count, s->queued);
-	bwd_conn_drain_queue(c);
+		bwd_log(BWD_LOG_INFO, "pid %ld uid %ld %s session '%s' as a %s (%zu timers, %" PRIu64 " queued fires, %" PRIu32 " consumers)",
+			(long)ctx->pid, (long)ctx->uid, resumed ? "joined" : "opened",
+			s->name, a.consumer ? "consumer" : "producer",
+			s->timers.count, s->queued, s->nconsumers);
 }
 
-/* An envelope that carries only r's request id: what error replies copy. */
-static const Envelope *id_of(const struct bwp_request *r, Envelope *env)
+static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r,
+			struct bwd_reply *out)
 {
-	bitwheel__v1__envelope__init(env);
-	env->has_request_id = r->has_request_id;
-	env->request_id = r->request_id;
-	return env;
-}
-
-static void do_schedule(struct bwd_conn *c, const struct bwp_request *r)
-{
-	const struct bwd_options *opt = bwd_server_options(bwd_conn_server(c));
-	Envelope env = BITWHEEL__V1__ENVELOPE__INIT, id;
-	Bitwheel__V1__ScheduleReply sr = BITWHEEL__V1__SCHEDULE_REPLY__INIT;
+	const struct bwd_options *opt = ctx->env->opt;
+	Bitwheel__V1__ScheduleReply *sr = &out->body.schedule;
 	struct bwd_schedule s = { 0 };
 	bool replaced;
 	uint64_t now;
 	int err;
 
 	if (!r->has_key) {
-		bwd_conn_error(c, id_of(r, &id), PROTOCOL_NAME(BAD_REQUEST), false,
-			       "Schedule without key");
+		error(out, true, r->request_id, PROTOCOL_NAME(BAD_REQUEST), false,
+		      "Schedule without key");
 		return;
 	}
 	switch (r->when_case) {
 	case BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS:
-		now = bwd_conn_now(c);
+		now = now_of(ctx);
 		if (r->when_ns > UINT64_MAX - now) {
-			bwd_conn_error(c, id_of(r, &id), PROTOCOL_NAME(BAD_DEADLINE), false,
-				    "now + delay_ns overflows 64 bits");
+			error(out, true, r->request_id, PROTOCOL_NAME(BAD_DEADLINE), false,
+			      "now + delay_ns overflows 64 bits");
 			return;
 		}
 		s.deadline_ns = now + r->when_ns;
@@ -163,19 +254,19 @@ static void do_schedule(struct bwd_conn *c, const struct bwp_request *r)
 		s.deadline_ns = r->when_ns;
 		break;
 	default:
-		bwd_conn_error(c, id_of(r, &id), PROTOCOL_NAME(BAD_DEADLINE), false,
-			    "Schedule needs delay_ns or deadline_ns");
+		error(out, true, r->request_id, PROTOCOL_NAME(BAD_DEADLINE), false,
+		      "Schedule needs delay_ns or deadline_ns");
 		return;
 	}
 	if (r->has_period_ns && r->period_ns == 0) {
-		bwd_conn_error(c, id_of(r, &id), PROTOCOL_NAME(BAD_DEADLINE), false,
-			       "period_ns must be > 0");
+		error(out, true, r->request_id, PROTOCOL_NAME(BAD_DEADLINE), false,
+		      "period_ns must be > 0");
 		return;
 	}
 	if (r->has_payload && r->payload_len > opt->limits.max_payload) {
-		bwd_conn_error(c, id_of(r, &id), PROTOCOL_NAME(PAYLOAD_TOO_LARGE), false,
-			    "payload of %zu bytes is over the limit of %" PRIu32,
-			    r->payload_len, opt->limits.max_payload);
+		error(out, true, r->request_id, PROTOCOL_NAME(PAYLOAD_TOO_LARGE), false,
+		      "payload of %zu bytes is over the limit of %" PRIu32,
+		      r->payload_len, opt->limits.max_payload);
 		return;
 	}
 	s.key = r->key;
@@ -184,48 +275,76 @@ static void do_schedule(struct bwd_conn *c, const struct bwp_request *r)
 	s.payload = r->payload;
 	s.payload_len = r->has_payload ? (uint32_t)r->payload_len : 0;
 	s.replace = r->has_replace && r->replace;
-	err = bwd_timer_schedule(bwd_conn_session(c), &s, &replaced);
+	err = bwd_timer_schedule(ctx->member->session, &s, &replaced);
 	if (err) {
-		bwd_conn_error(c, id_of(r, &id), err, false, "key %" PRIu64 ": %s",
-			       s.key, state_error_text(err));
+		error(out, true, r->request_id, err, false, "key %" PRIu64 ": %s",
+		      s.key, state_error_text(err));
 		return;
 	}
-	sr.has_deadline_ns = sr.has_replaced = 1;
-	sr.deadline_ns = s.deadline_ns;
-	sr.replaced = replaced;
-	env.has_request_id = r->has_request_id;
-	env.request_id = r->request_id;
-	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY;
-	env.schedule_reply = &sr;
-	reply(c, &env);
+	bitwheel__v1__schedule_reply__init(sr);
+	sr->has_deadline_ns = sr->has_replaced = 1;
+	sr->deadline_ns = s.deadline_ns;
+	sr->replaced = replaced;
+	reply_init(out, true, r->request_id, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY);
+	out->env.schedule_reply = sr;
 }
 
-static void do_cancel(struct bwd_conn *c, const struct bwp_request *r)
+static void do_cancel(struct bwd_request_ctx *ctx, const struct bwp_request *r,
+		      struct bwd_reply *out)
 {
-	Envelope env = BITWHEEL__V1__ENVELOPE__INIT, id;
-	Bitwheel__V1__CancelReply cr = BITWHEEL__V1__CANCEL_REPLY__INIT;
+	Bitwheel__V1__CancelReply *cr = &out->body.cancel;
 	bool pending;
 
 	if (!r->has_key) {
-		bwd_conn_error(c, id_of(r, &id), PROTOCOL_NAME(BAD_REQUEST), false,
-			       "Cancel without key");
+		error(out, true, r->request_id, PROTOCOL_NAME(BAD_REQUEST), false,
+		      "Cancel without key");
 		return;
 	}
-	bwd_timer_cancel(bwd_conn_session(c), r->key, &pending);
-	cr.has_pending = 1;
-	cr.pending = pending;
-	env.has_request_id = r->has_request_id;
-	env.request_id = r->request_id;
-	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY;
-	env.cancel_reply = &cr;
-	reply(c, &env);
+	bwd_timer_cancel(ctx->member->session, r->key, &pending);
+	bitwheel__v1__cancel_reply__init(cr);
+	cr->has_pending = 1;
+	cr->pending = pending;
+	reply_init(out, true, r->request_id, BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY);
+	out->env.cancel_reply = cr;
 }
 
-static void lane_stats(struct bw_wheel *w, Bitwheel__V1__LaneStats *ls)
+static void do_ack(struct bwd_request_ctx *ctx, const struct bwp_request *r,
+		   struct bwd_reply *out)
+{
+	Bitwheel__V1__AckReply *ar = &out->body.ack;
+	uint64_t acked;
+
+	if (!r->has_delivery || bwd_member_ack(ctx->member, r->delivery,
+					       r->has_cumulative && r->cumulative,
+					       &acked)) {
+		/* A client that acknowledges what it was never sent has lost
+		 * track of its fires: it had better start again. */
+		error(out, r->has_request_id, r->request_id, PROTOCOL_NAME(BAD_REQUEST), true,
+		      "Ack of delivery %" PRIu64 ": this connection was sent %" PRIu64 " fires%s",
+		      r->delivery, ctx->member->last_delivery,
+		      r->has_delivery ? "" : " (and the Ack names none)");
+		return;
+	}
+	if (!r->has_request_id) {
+		reply_init(out, false, 0, BITWHEEL__V1__ENVELOPE__BODY__NOT_SET);
+		out->none = true;
+		return;
+	}
+	bitwheel__v1__ack_reply__init(ar);
+	ar->has_acked = 1;
+	ar->acked = acked;
+	reply_init(out, true, r->request_id, BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY);
+	out->env.ack_reply = ar;
+}
+
+/* One lane's counters, less the state's own timers (oneshot lane). */
+static void lane_stats(struct bw_wheel *w, const struct bwd_state_stats *own,
+		       Bitwheel__V1__LaneStats *ls)
 {
 	struct bw_counters k;
 
 	bw_wheel_counters(w, &k);
+	bitwheel__v1__lane_stats__init(ls);
 	ls->has_pending = ls->has_overflow = ls->has_inserted = 1;
 	ls->has_cancelled = ls->has_fired = ls->has_lost = 1;
 	ls->pending = bw_wheel_pending(w);
@@ -234,94 +353,105 @@ static void lane_stats(struct bw_wheel *w, Bitwheel__V1__LaneStats *ls)
 	ls->cancelled = k.cancelled;
 	ls->fired = k.fired;
 	ls->lost = k.lost;
+	if (own) {
+		ls->pending -= own->own_pending;
+		ls->inserted -= own->own_inserted;
+		ls->cancelled -= own->own_cancelled;
+		ls->fired -= own->own_fired;
+	}
 }
 
-static void do_stats(struct bwd_conn *c, const Envelope *req)
+static void do_stats(struct bwd_request_ctx *ctx, const Envelope *req,
+		     struct bwd_reply *out)
 {
-	struct bwd_server *srv = bwd_conn_server(c);
-	struct bwd_state *st = bwd_server_state(srv);
-	struct bw_dual *wheel = bwd_state_wheel(st);
+	struct bwd_env *env = ctx->env;
+	struct bw_dual *wheel = bwd_state_wheel(env->state);
+	Bitwheel__V1__StatsReply *sr = &out->body.stats;
 	struct bwd_state_stats ss;
-	Envelope env;
-	Bitwheel__V1__StatsReply sr = BITWHEEL__V1__STATS_REPLY__INIT;
-	Bitwheel__V1__LaneStats one = BITWHEEL__V1__LANE_STATS__INIT;
-	Bitwheel__V1__LaneStats per = BITWHEEL__V1__LANE_STATS__INIT;
 
-	bwd_state_stats(st, &ss);
-	lane_stats(bw_dual_lane(wheel, BW_LANE_ONESHOT), &one);
-	lane_stats(bw_dual_lane(wheel, BW_LANE_PERIODIC), &per);
-	sr.oneshot = &one;
-	sr.periodic = &per;
-	sr.has_clients = sr.has_sessions = sr.has_queued = sr.has_dropped = 1;
-	sr.clients = bwd_server_clients(srv);
-	sr.sessions = ss.sessions;
-	sr.queued = ss.queued;
-	sr.dropped = ss.dropped;
-	sr.has_expired = 1;
-	sr.expired = ss.expired;
-	sr.has_uptime_ns = sr.has_memory_bytes = 1;
-	sr.uptime_ns = bw_now_ns() - bwd_server_started(srv);
-	sr.memory_bytes = ss.bytes + bwd_server_buffered(srv);
-	bwp_reply_init(&env, req);
-	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY;
-	env.stats_reply = &sr;
-	reply(c, &env);
+	bwd_state_stats(env->state, &ss);
+	lane_stats(bw_dual_lane(wheel, BW_LANE_ONESHOT), &ss, &out->lanes[0]);
+	lane_stats(bw_dual_lane(wheel, BW_LANE_PERIODIC), NULL, &out->lanes[1]);
+	bitwheel__v1__stats_reply__init(sr);
+	sr->oneshot = &out->lanes[0];
+	sr->periodic = &out->lanes[1];
+	sr->has_clients = sr->has_sessions = sr->has_queued = sr->has_dropped = 1;
+	sr->clients = env->clients;
+	sr->sessions = ss.sessions;
+	sr->queued = ss.queued;
+	sr->dropped = ss.dropped;
+	sr->has_expired = sr->has_in_flight = sr->has_consumers = 1;
+	sr->expired = ss.expired;
+	sr->in_flight = ss.in_flight;
+	sr->consumers = ss.consumers;
+	sr->has_acked = sr->has_redelivered = 1;
+	sr->acked = ss.acked;
+	sr->redelivered = ss.redelivered;
+	sr->has_uptime_ns = sr->has_memory_bytes = 1;
+	sr->uptime_ns = bw_now_ns() - env->started_ns;
+	sr->memory_bytes = ss.bytes + ctx->buffered;
+	reply_init(out, true, req->request_id, BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY);
+	out->env.stats_reply = sr;
 }
 
 /* The rules every request meets before its own; false when it failed. */
-static bool admissible(struct bwd_conn *c, const Envelope *req)
+static bool admissible(struct bwd_request_ctx *ctx, bool has_id, uint64_t id,
+		       Bitwheel__V1__Envelope__BodyCase body, struct bwd_reply *out)
 {
-	if (!req->has_request_id) {
-		bwd_conn_error(c, NULL, PROTOCOL_NAME(BAD_REQUEST), true,
-			      "a request without request_id");
+	if (!has_id && body != BITWHEEL__V1__ENVELOPE__BODY_ACK) {
+		bwd_request_fail(out, PROTOCOL_NAME(BAD_REQUEST),
+				 "a request without request_id");
 		return false;
 	}
-	if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_HELLO)
-		return true;
-	switch (req->body_case) {
+	switch (body) {
+	case BITWHEEL__V1__ENVELOPE__BODY_HELLO:
 	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE:
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
 	case BITWHEEL__V1__ENVELOPE__BODY_STATS:
-		if (!bwd_conn_session(c)) {
-			bwd_conn_error(c, req, PROTOCOL_NAME(HELLO_REQUIRED), true,
-				      "the first request must be Hello");
-			return false;
-		}
-		return true;
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK:
+		break;
 	default:
-		bwd_conn_error(c, req, PROTOCOL_NAME(UNKNOWN_MESSAGE), true,
-			      "body %d is not a request", (int)req->body_case);
+		error(out, has_id, id, PROTOCOL_NAME(UNKNOWN_MESSAGE), true,
+		      "body %d is not a request", (int)body);
 		return false;
 	}
-}
-
-void bwd_request_handle_fast(struct bwd_conn *c, const struct bwp_request *r)
-{
-	Envelope id;
-
-	/* The common case costs two tests; the rest says it the slow way. */
-	if (!r->has_request_id || !bwd_conn_session(c)) {
-		id_of(r, &id);
-		id.body_case = r->body_case;
-		if (!admissible(c, &id))
-			return;
+	if (body != BITWHEEL__V1__ENVELOPE__BODY_HELLO && !ctx->member) {
+		error(out, has_id, id, PROTOCOL_NAME(HELLO_REQUIRED), true,
+		      "the first request must be Hello");
+		return false;
 	}
-	if (r->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE)
-		do_schedule(c, r);
-	else
-		do_cancel(c, r);
+	return true;
 }
 
-void bwd_request_handle(struct bwd_conn *c, const Envelope *req)
+void bwd_request_handle_fast(struct bwd_request_ctx *ctx,
+			     const struct bwp_request *r, struct bwd_reply *out)
+{
+	/* The common case costs two tests; the rest says it the slow way. */
+	if ((!r->has_request_id || !ctx->member) &&
+	    !admissible(ctx, r->has_request_id, r->request_id, r->body_case, out))
+		return;
+	if (r->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE)
+		do_schedule(ctx, r, out);
+	else if (r->body_case == BITWHEEL__V1__ENVELOPE__BODY_CANCEL)
+		do_cancel(ctx, r, out);
+	else
+		do_ack(ctx, r, out);
+}
+
+void bwd_request_handle(struct bwd_request_ctx *ctx, const Envelope *req,
+			struct bwd_reply *out)
 {
 	struct bwp_request r;
 
-	if (!admissible(c, req))
+	if (!admissible(ctx, req->has_request_id, req->request_id, req->body_case, out))
 		return;
 	if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_HELLO)
-		do_hello(c, req);
+		do_hello(ctx, req, out);
+	else if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_STATS)
+		do_stats(ctx, req, out);
 	else if (bwp_request_from_envelope(req, &r))
-		bwd_request_handle_fast(c, &r);
+		bwd_request_handle_fast(ctx, &r, out);
 	else
-		do_stats(c, req);
+		error(out, req->has_request_id, req->request_id, PROTOCOL_NAME(INTERNAL),
+		      false, "body %d has no handler", (int)req->body_case);
 }

@@ -7,13 +7,19 @@
  *              descriptors, accepting pauses for 100 ms instead of spinning
  *   wheel      a timerfd of its own, armed at the wheel's next deadline in
  *              absolute CLOCK_MONOTONIC nanoseconds and re-armed only when
- *              that deadline changes (bwd_server_rearm, after every batch
- *              of requests and every poll).  Edge-triggered: re-arming
- *              resets its expiry count, so it is never read.  libevent's
- *              own precise timer would cost a timerfd_settime() on every
- *              turn of the loop, two per request and fire; its remaining
- *              timers (status, lingering sessions) need only milliseconds
- *              and go through bwd_server_timer_add.
+ *              that deadline changes (by the pump).  Edge-triggered:
+ *              re-arming resets its expiry count, so it is never read.
+ *              libevent's own precise timer would cost a timerfd_settime()
+ *              on every turn of the loop, two per request and fire.  The
+ *              state's own timers (lingers, ack timeouts) are in the same
+ *              wheel.
+ *   pump       a deferred event that whoever changed the state activates
+ *              (a poll, a batch of requests, an Ack, a connection leaving,
+ *              output drained): it hands every fire that may go now to its
+ *              connection (bwd_state_next_delivery), cancels a chunk of
+ *              ended anonymous sessions' timers, and re-arms the wheel's
+ *              timerfd.  So fires leave in the turn they became possible,
+ *              and the state never calls up into the connections.
  *   signals    SIGTERM/SIGINT start the shutdown; SIGPIPE is ignored
  *   notify     READY=1 once the loop runs, STATUS= every few seconds,
  *              WATCHDOG=1 at half the watchdog interval, STOPPING=1
@@ -48,77 +54,22 @@
 #define SHUTDOWN_GRACE_S 5
 
 struct bwd_server {
+	struct bwd_env env;        /* what the connections share             */
 	const struct bwd_options *opt;
 	struct event_base *base;
 	struct bwd_state *state;
 	struct bwd_store *store;
-	struct bwd_conn *conns;
-	struct bwd_conn *held;     /* connections waiting for the commit    */
-	uint64_t clients;
 	int listen_fd;
 	int timer_fd;              /* the wheel's timerfd                    */
 	bool activated;
-	bool stopping;
-	uint64_t started_ns;
 	uint64_t armed_ns;         /* when timer_fd expires; MAX: disarmed   */
-	struct event *listener, *wheel, *status, *watchdog;
+	struct event *listener, *wheel, *status, *watchdog, *reaper;
 	struct event *sigterm, *sigint;
 };
 
-struct event_base *bwd_server_base(struct bwd_server *srv)
+struct bwd_env *bwd_server_env(struct bwd_server *srv)
 {
-	return srv->base;
-}
-
-struct bwd_state *bwd_server_state(struct bwd_server *srv)
-{
-	return srv->state;
-}
-
-const struct bwd_options *bwd_server_options(struct bwd_server *srv)
-{
-	return srv->opt;
-}
-
-struct bwd_conn **bwd_server_conns(struct bwd_server *srv)
-{
-	return &srv->conns;
-}
-
-struct bwd_conn **bwd_server_held(struct bwd_server *srv)
-{
-	return &srv->held;
-}
-
-struct bwd_journal *bwd_server_journal(struct bwd_server *srv)
-{
-	return srv->store ? bwd_store_journal(srv->store) : NULL;
-}
-
-uint64_t bwd_server_started(const struct bwd_server *srv)
-{
-	return srv->started_ns;
-}
-
-uint64_t bwd_server_clients(const struct bwd_server *srv)
-{
-	return srv->clients;
-}
-
-uint64_t bwd_server_buffered(struct bwd_server *srv)
-{
-	uint64_t n = 0;
-
-	for (struct bwd_conn *c = srv->conns; c; c = bwd_conn_next(c))
-		n += bwd_conn_output(c);
-	return n;
-}
-
-void bwd_server_conn_gone(struct bwd_server *srv)
-{
-	srv->clients--;
-	if (srv->stopping && srv->clients == 0)
-		event_base_loopbreak(srv->base);
+	return &srv->env;
 }
 
 /* Arm the wheel's timerfd at ns (0: disarm).  The clock is the wheel's
@@ -135,7 +86,7 @@ static void set_timer(struct bwd_server *srv, uint64_t ns)
 	srv->armed_ns = ns ? ns : UINT64_MAX;
 }
 
-void bwd_server_rearm(struct bwd_server *srv)
+static void rearm(struct bwd_server *srv)
 {
 	uint64_t next;
 
@@ -151,23 +102,26 @@ void bwd_server_rearm(struct bwd_server *srv)
 		set_timer(srv, next);
 }
 
-/*
- * libevent's timers count in its cached time on CLOCK_MONOTONIC_COARSE
- * (without EVENT_BASE_FLAG_PRECISE_TIMER, left off above): the cache is
- * as old as the loop's wakeup and the clock lags by up to its resolution.
- * So refresh the one and add the other, or the timer fires early.
- */
-void bwd_server_timer_add(struct event *ev, uint64_t ns)
+/* Hand out every fire that may go now, then see to the timerfd. */
+static void pump(struct bwd_server *srv)
 {
-	struct timespec res = { 0, 0 };
-	struct timeval tv;
+	static const struct timeval now = { 0, 0 };
+	struct bwd_member *m;
+	struct bwd_fire *f;
 
-	clock_getres(CLOCK_MONOTONIC_COARSE, &res);
-	ns += (uint64_t)res.tv_sec * 1000000000u + (uint64_t)res.tv_nsec + 999u;
-	tv.tv_sec = (time_t)(ns / 1000000000u);
-	tv.tv_usec = (suseconds_t)(ns % 1000000000u / 1000u);
-	event_base_update_cache_time(event_get_base(ev));
-	evtimer_add(ev, &tv);
+	while ((f = bwd_state_next_delivery(srv->state, &m)))
+		bwd_conn_deliver(m->owner, f);
+	/* A timer, not event_active: the loop polls for I/O in between. */
+	if (bwd_state_reap(srv->state))
+		evtimer_add(srv->reaper, &now);
+	rearm(srv);
+}
+
+static void on_pump(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	pump(arg);
 }
 
 static void on_wheel(evutil_socket_t fd, short what, void *arg)
@@ -180,7 +134,7 @@ static void on_wheel(evutil_socket_t fd, short what, void *arg)
 	 * stale: then the poll finds nothing and the re-arm repeats it). */
 	srv->armed_ns = UINT64_MAX;
 	bwd_state_poll(srv->state, bw_now_ns());
-	bwd_server_rearm(srv);
+	pump(srv);
 }
 
 static void notify_status(struct bwd_server *srv)
@@ -188,8 +142,8 @@ static void notify_status(struct bwd_server *srv)
 	struct bwd_state_stats ss;
 
 	bwd_state_stats(srv->state, &ss);
-	sd_notifyf(0, "STATUS=%" PRIu64 " timers pending, %" PRIu64 " clients, %" PRIu64 " sessions, %" PRIu64 " queued fires",
-		   ss.timers, srv->clients, ss.sessions, ss.queued);
+	sd_notifyf(0, "STATUS=%" PRIu64 " timers pending, %" PRIu64 " clients, %" PRIu64 " sessions, %" PRIu64 " queued fires, %" PRIu64 " in flight",
+		   ss.timers, srv->env.clients, ss.sessions, ss.queued, ss.in_flight);
 }
 
 static void on_status(evutil_socket_t fd, short what, void *arg)
@@ -243,7 +197,7 @@ static void resume_accept(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (!srv->stopping)
+	if (!srv->env.stopping)
 		event_add(srv->listener, NULL);
 }
 
@@ -252,7 +206,7 @@ static void pause_accept(struct bwd_server *srv, int err)
 	struct timeval tv = { 0, ACCEPT_PAUSE_MS * 1000 };
 
 	bwd_log(BWD_LOG_WARNING, "accept: %s; pausing new connections for %d ms (%" PRIu64 " open)",
-		strerror(err), ACCEPT_PAUSE_MS, srv->clients);
+		strerror(err), ACCEPT_PAUSE_MS, srv->env.clients);
 	event_del(srv->listener);
 	event_base_once(srv->base, -1, EV_TIMEOUT, resume_accept, srv, &tv);
 }
@@ -283,9 +237,9 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			close(fd);
 			continue;
 		}
-		if (srv->clients >= srv->opt->limits.max_clients) {
+		if (srv->env.clients >= srv->opt->limits.max_clients) {
 			bwd_log(BWD_LOG_WARNING, "client pid %ld uid %ld refused: %" PRIu64 " connections is the limit",
-				(long)cred.pid, (long)cred.uid, srv->clients);
+				(long)cred.pid, (long)cred.uid, srv->env.clients);
 			refuse(fd);
 			continue;
 		}
@@ -308,22 +262,22 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	struct timeval grace = { SHUTDOWN_GRACE_S, 0 };
 
 	(void)what;
-	if (srv->stopping) {
+	if (srv->env.stopping) {
 		bwd_log(BWD_LOG_NOTICE, "%s again: stopping without waiting for clients",
 			strsignal((int)sig));
 		event_base_loopbreak(srv->base);
 		return;
 	}
-	srv->stopping = true;
+	srv->env.stopping = true;
 	sd_notify(0, "STOPPING=1");
 	bwd_log(BWD_LOG_NOTICE, "%s: stopping", strsignal((int)sig));
 	event_del(srv->listener);
-	for (struct bwd_conn *c = srv->conns, *next; c; c = next) {
+	for (struct bwd_conn *c = srv->env.conns, *next; c; c = next) {
 		next = bwd_conn_next(c);
-		bwd_conn_error(c, NULL, BITWHEEL__V1__ERROR_CODE__SHUTTING_DOWN,
-			       true, "bitwheeld is stopping");
+		bwd_conn_fail(c, BITWHEEL__V1__ERROR_CODE__SHUTTING_DOWN,
+			      "bitwheeld is stopping");
 	}
-	if (srv->clients == 0)
+	if (srv->env.clients == 0)
 		event_base_loopbreak(srv->base);
 	else
 		event_base_loopexit(srv->base, &grace);
@@ -333,12 +287,8 @@ int bwd_server_attach(struct bwd_server *srv, struct bufferevent *bev,
 		      uid_t uid, pid_t pid)
 {
 	struct bwd_conn *c;
-	int err = bwd_conn_new(srv, bev, uid, pid, &c);
 
-	if (err)
-		return err;
-	srv->clients++;
-	return 0;
+	return bwd_conn_new(&srv->env, bev, uid, pid, &c);
 }
 
 /* A sync of the journal is done: the output it covered may go. */
@@ -346,12 +296,12 @@ static void on_durable(void *arg)
 {
 	struct bwd_server *srv = arg;
 
-	bwd_conn_release(&srv->held);
+	bwd_conn_release(&srv->env.held);
+	event_active(srv->env.pump, 0, 0);
 }
 
 int bwd_server_new(const struct bwd_options *opt, struct bwd_server **out)
 {
-	struct bwd_sink sink = { bwd_conn_deliver, NULL };
 	struct bwd_server *srv = calloc(1, sizeof(*srv));
 	int err = -ENOMEM;
 
@@ -361,12 +311,19 @@ int bwd_server_new(const struct bwd_options *opt, struct bwd_server **out)
 	srv->listen_fd = -1;
 	srv->timer_fd = -1;
 	srv->armed_ns = UINT64_MAX;
-	srv->started_ns = bw_now_ns();
 	srv->base = event_base_new();
 	if (!srv->base)
 		goto fail;
-	if (bwd_state_new(opt, srv->base, &sink, srv->started_ns, &srv->state))
+	srv->env.opt = opt;
+	srv->env.base = srv->base;
+	srv->env.started_ns = bw_now_ns();
+	srv->env.pump = event_new(srv->base, -1, 0, on_pump, srv);
+	srv->reaper = evtimer_new(srv->base, on_pump, srv);
+	if (!srv->env.pump || !srv->reaper)
 		goto fail;
+	if (bwd_state_new(opt, srv->env.started_ns, &srv->state))
+		goto fail;
+	srv->env.state = srv->state;
 	srv->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (srv->timer_fd < 0) {
 		err = -errno;
@@ -382,7 +339,8 @@ int bwd_server_new(const struct bwd_options *opt, struct bwd_server **out)
 				     srv, &srv->store);
 		if (err)
 			goto fail;
-		bwd_server_rearm(srv);
+		srv->env.journal = bwd_store_journal(srv->store);
+		rearm(srv);
 	} else {
 		bwd_log(BWD_LOG_NOTICE, "no --state-dir: timers are kept in memory only and lost when bitwheeld stops");
 	}
@@ -430,11 +388,12 @@ static int server_open(struct bwd_server *srv)
 void bwd_server_free(struct bwd_server *srv)
 {
 	struct event *evs[] = { srv->listener, srv->wheel, srv->status,
-				srv->watchdog, srv->sigterm, srv->sigint };
+				srv->watchdog, srv->sigterm, srv->sigint,
+				srv->reaper, srv->env.pump };
 
 	/* Connections free themselves from the loop's next turn. */
-	while (srv->conns) {
-		bwd_conn_close(srv->conns, false);
+	while (srv->env.conns) {
+		bwd_conn_close(srv->env.conns, false);
 		event_base_loop(srv->base, EVLOOP_NONBLOCK);
 	}
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
@@ -470,12 +429,13 @@ static int serve(struct bwd_server *srv)
 				return err;
 			}
 			if (done != BWD_COMMIT_WAIT)
-				bwd_conn_cover(&srv->held);
+				bwd_conn_cover(&srv->env.held);
 			if (done == BWD_COMMIT_DURABLE)
-				bwd_conn_release(&srv->held);
+				bwd_conn_release(&srv->env.held);
 		}
 		if (rc || event_base_got_break(srv->base) ||
-		    event_base_got_exit(srv->base))
+		    event_base_got_exit(srv->base) ||
+		    (srv->env.stopping && srv->env.clients == 0))
 			return 0;
 	}
 }
@@ -495,7 +455,7 @@ int bwd_server_run(const struct bwd_options *opt)
 	err = server_open(srv);
 	if (err == 0) {
 		err = serve(srv);
-		if (srv->stopping || err)
+		if (srv->env.stopping || err)
 			bwd_state_log_pending(srv->state, srv->store != NULL);
 	} else if (err == -ENOMEM) {
 		bwd_log(BWD_LOG_ERR, "out of memory at start-up");

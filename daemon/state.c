@@ -1,22 +1,39 @@
 /*
- * state.c - everything bitwheeld knows: sessions, their timers, and the
- * dual wheel that fires them.
+ * state.c - everything bitwheeld knows: sessions, their members, their
+ * timers and fires, and the dual wheel that fires them.
  *
  * Layout.  Named sessions sit in one map keyed by a hash of their name
- * (anonymous sessions belong to their connection alone).  Each session
+ * (anonymous sessions belong to their one member alone).  Each session
  * maps its clients' keys to struct bwd_timer, which carries the payload
- * inline and the wheel handle it was scheduled under; the wheel's data
- * pointer is the bwd_timer.  A detached named session also holds a FIFO of
- * fires waiting for the next connection, bounded by max_queued (the oldest
- * goes first).
+ * inline and the wheel handle it was scheduled under.  A timer that comes
+ * due becomes a struct bwd_fire (a copy of what it must carry) at the tail
+ * of its session's queue; from there the pump moves it to one consumer's
+ * in-flight list, numbered with that member's next delivery number, until
+ * an Ack (or, with auto_ack, its frame leaving the connection's buffer)
+ * makes it done, or the member goes away or its ack timeout runs out and
+ * it goes back to the front of the queue, marked redelivered.  PROTOCOL.md
+ * section 8 draws that life.
  *
- * Every change goes through a function here - open, detach, schedule,
- * cancel, fire, hand a fire to a connection, see it delivered - and each
- * change to a named session appends one record to the journal (record.c
- * lists them) as it happens.  Anonymous sessions are never journaled:
- * their timers end with their connection anyway.  A named session's fires
- * carry a sequence number, so that the journal can say which of them were
- * delivered (DONE) whatever order the queue and the connection took.
+ * Who gets a fire.  A session keeps its consumers that may take one now -
+ * fewer fires in flight than their window, and room in their connection's
+ * output - in a FIFO (ready): the pump serves its head and puts it back at
+ * the tail while it still may, so consumers take turns.  Sessions with
+ * queued fires and a ready consumer sit in the state's work list, served
+ * the same way, one fire per turn, so that no session's burst holds up
+ * another's.  Entries leave those lists lazily, when found unable.
+ *
+ * Nothing here does I/O or knows libevent: the server pulls what is to be
+ * sent (bwd_state_next_delivery), and the state's own timers - a detached
+ * session's linger, a consumer's ack timeout - are entries in the same
+ * wheel as the clients' timers, told apart by struct bwd_due.
+ *
+ * Every change goes through a function here, and each change to a named
+ * session appends one record to the journal (record.c lists them) as it
+ * happens: TIMER, CANCEL, FIRE (a fire is owed), SENT (first handed to a
+ * consumer), DONE (acknowledged or dropped).  Anonymous sessions are never
+ * journaled.  A named session's fires carry a sequence number, so that
+ * the journal can say which of them were done whatever order the queue
+ * and the consumers took.
  *
  * The same records come back through bwd_state_apply() at start-up, from
  * a snapshot (bwd_state_dump() wrote it) and the journals after it; the
@@ -24,16 +41,18 @@
  * (bwd_state_restore_finish), so that replaying a timer's history costs
  * map operations, not wheel ones.
  *
- * Costs: schedule, cancel and each fire are O(1) on average (a map lookup,
- * a wheel operation, one record); ending a session is O(its timers + its
- * queue), spread over loop turns TEARDOWN_CHUNK timers at a time when an
- * anonymous session ends with more, so that one client leaving 100,000
- * timers behind does not hold up everyone else's fires; applying a DONE is O(its distance from the queue's head), which
- * is 0 when fires are delivered in order.
+ * Costs: schedule, cancel, each fire, each hand-out and each cumulative
+ * or in-order ack are O(1) on average (a map lookup, a wheel operation, a
+ * list move, one record); a single ack out of order is O(the window);
+ * taking back a member's fires is O(its flight); ending a session is
+ * O(its timers + its fires), spread over loop turns TEARDOWN_CHUNK timers
+ * at a time when an anonymous session ends with more, so that one client
+ * leaving 100,000 timers behind does not hold up everyone else's fires;
+ * applying a DONE is O(its distance from the queue's head), which is 0
+ * when fires are done in order.
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -49,12 +68,11 @@ struct bwd_state {
 	struct bwd_map by_id;      /* named sessions by id                   */
 	struct bwd_journal *journal;
 	struct bwd_session *ending;  /* anonymous sessions being torn down  */
-	struct event *reaper;
+	/* Sessions that may have a fire to hand out, served from the head. */
+	struct bwd_session *work_head, **work_tail;
 	uint64_t next_id;
 	bool restoring;            /* timers are not in the wheel yet        */
 	const struct bwd_options *opt;
-	struct event_base *base;
-	struct bwd_sink sink;
 	struct bwd_state_stats stats;
 	uint64_t seed;
 };
@@ -73,6 +91,11 @@ static size_t timer_bytes(const struct bwd_timer *t)
 	return sizeof(*t) + t->payload_len;
 }
 
+static size_t fire_bytes(const struct bwd_fire *f)
+{
+	return sizeof(*f) + f->payload_len;
+}
+
 /* Append a record; a failure leaves the journal failed, which holds every
  * reply back and stops the daemon at the end of the turn (store.c). */
 static void journal(struct bwd_state *st, const struct bwd_record *r)
@@ -86,7 +109,8 @@ static void journal_seq(struct bwd_session *s, enum bwd_rec_type type,
 {
 	struct bwd_record r = { .type = type, .sid = s->id, .seq = seq };
 
-	journal(s->state, &r);
+	if (s->name)
+		journal(s->state, &r);
 }
 
 static void free_timer(struct bwd_state *st, struct bwd_timer *t)
@@ -97,9 +121,105 @@ static void free_timer(struct bwd_state *st, struct bwd_timer *t)
 	free(t);
 }
 
-/* ---- fire queues --------------------------------------------------------- */
+/* ---- the state's own timers ------------------------------------------------ */
 
-struct bwd_fire *bwd_fire_copy(const struct bwd_fire *f)
+static void own_arm(struct bwd_state *st, struct bwd_due *d, uint64_t at,
+		    bw_handle *h, bool *armed)
+{
+	if (bw_dual_insert_oneshot(st->wheel, at, d, h)) {
+		/* Only out of memory: the linger or ack timeout is then not
+		 * enforced, which loses nothing. */
+		bwd_log(BWD_LOG_ERR, "no memory for an internal timer");
+		return;
+	}
+	*armed = true;
+	st->stats.own_pending++;
+	st->stats.own_inserted++;
+}
+
+static void own_disarm(struct bwd_state *st, bw_handle h, bool *armed)
+{
+	if (!*armed)
+		return;
+	*armed = false;
+	bw_dual_cancel(st->wheel, h, NULL);
+	st->stats.own_pending--;
+	st->stats.own_cancelled++;
+}
+
+/* ---- work lists -------------------------------------------------------------- */
+
+static bool member_may_take(const struct bwd_member *m)
+{
+	return m->room && m->flight < m->window;
+}
+
+static void work_add(struct bwd_session *s)
+{
+	struct bwd_state *st = s->state;
+
+	if (s->work_pprev || !s->queue_head || !s->ready_head)
+		return;
+	s->work_next = NULL;
+	s->work_pprev = st->work_tail;
+	*st->work_tail = s;
+	st->work_tail = &s->work_next;
+}
+
+static void work_remove(struct bwd_session *s)
+{
+	struct bwd_state *st = s->state;
+
+	if (!s->work_pprev)
+		return;
+	*s->work_pprev = s->work_next;
+	if (s->work_next)
+		s->work_next->work_pprev = s->work_pprev;
+	else
+		st->work_tail = s->work_pprev;
+	s->work_pprev = NULL;
+}
+
+/* A consumer that may take a fire joins its session's turn. */
+static void ready_add(struct bwd_member *m)
+{
+	struct bwd_session *s = m->session;
+
+	if (m->ready_pprev || !m->consumer || !member_may_take(m))
+		return;
+	m->ready_next = NULL;
+	if (s->ready_tail) {
+		s->ready_tail->ready_next = m;
+		m->ready_pprev = &s->ready_tail->ready_next;
+	} else {
+		s->ready_head = m;
+		m->ready_pprev = &s->ready_head;
+	}
+	s->ready_tail = m;
+	work_add(s);
+}
+
+static void ready_remove(struct bwd_member *m)
+{
+	struct bwd_session *s = m->session;
+
+	if (!m->ready_pprev)
+		return;
+	*m->ready_pprev = m->ready_next;
+	if (m->ready_next) {
+		m->ready_next->ready_pprev = m->ready_pprev;
+	} else {
+		/* The tail was m: the new tail is whoever points at nothing
+		 * now, the member whose ready_next m->ready_pprev is, or none. */
+		s->ready_tail = m->ready_pprev == &s->ready_head ? NULL :
+			bwd_container_of(m->ready_pprev, struct bwd_member, ready_next);
+	}
+	m->ready_pprev = NULL;
+}
+
+/* ---- fire queues ----------------------------------------------------------- */
+
+static struct bwd_fire *fire_new(const struct bwd_fire *f)
 {
 	struct bwd_fire *q = malloc(sizeof(*q) + f->payload_len);
 
@@ -114,46 +234,27 @@ struct bwd_fire *bwd_fire_copy(const struct bwd_fire *f)
 	return q;
 }
 
-/* Hold at most max_queued: the oldest fires go first, and are counted. */
-static void trim(struct bwd_session *s)
+static void count_queued(struct bwd_session *s, const struct bwd_fire *f,
+			 int64_t n)
 {
-	while (s->queued > s->state->opt->limits.max_queued) {
-		struct bwd_fire *f = bwd_session_dequeue(s);
-
-		journal_seq(s, BWD_REC_DONE, f->seq);
-		free(f);
-		s->dropped++;
-		s->state->stats.dropped++;
-	}
+	s->queued += (uint64_t)n;
+	s->state->stats.queued += (uint64_t)n;
+	s->state->stats.bytes += (uint64_t)n * fire_bytes(f);
 }
 
-static void count_in(struct bwd_session *s, const struct bwd_fire *f)
+static void enqueue_tail(struct bwd_session *s, struct bwd_fire *f)
 {
-	s->queued++;
-	s->state->stats.queued++;
-	s->state->stats.bytes += sizeof(*f) + f->payload_len;
-}
-
-/* Queue a copy of f at the tail. */
-static void enqueue(struct bwd_session *s, const struct bwd_fire *f)
-{
-	struct bwd_fire *q = bwd_fire_copy(f);
-
-	if (!q) {
-		s->dropped++;
-		s->state->stats.dropped++;
-		return;
-	}
+	f->next = NULL;
 	if (s->queue_tail)
-		s->queue_tail->next = q;
+		s->queue_tail->next = f;
 	else
-		s->queue_head = q;
-	s->queue_tail = q;
-	count_in(s, q);
-	trim(s);
+		s->queue_head = f;
+	s->queue_tail = f;
+	count_queued(s, f, 1);
+	work_add(s);
 }
 
-struct bwd_fire *bwd_session_dequeue(struct bwd_session *s)
+static struct bwd_fire *dequeue(struct bwd_session *s)
 {
 	struct bwd_fire *f = s->queue_head;
 
@@ -162,95 +263,210 @@ struct bwd_fire *bwd_session_dequeue(struct bwd_session *s)
 	s->queue_head = f->next;
 	if (!s->queue_head)
 		s->queue_tail = NULL;
-	s->queued--;
-	/* The caller owns it now, outside every count. */
-	s->state->stats.queued--;
-	s->state->stats.bytes -= sizeof(*f) + f->payload_len;
+	count_queued(s, f, -1);
 	f->next = NULL;
 	return f;
 }
 
-void bwd_session_sent(struct bwd_session *s, struct bwd_fire *f,
-		      uint64_t wire_end)
+/* Put the chain head..tail (linked through next) back at the front. */
+static void requeue_front(struct bwd_session *s, struct bwd_fire *head,
+			  struct bwd_fire *tail)
 {
-	if (!f->sent)
-		journal_seq(s, BWD_REC_SENT, f->seq);
-	f->sent = true;
-	f->wire_end = wire_end;
-	f->next = NULL;
-	if (s->sent_tail)
-		s->sent_tail->next = f;
-	else
-		s->sent_head = f;
-	s->sent_tail = f;
+	for (struct bwd_fire *f = head; f; f = f->next)
+		count_queued(s, f, 1);
+	tail->next = s->queue_head;
+	s->queue_head = head;
+	if (!s->queue_tail)
+		s->queue_tail = tail;
+	work_add(s);
 }
 
-void bwd_session_written(struct bwd_session *s, uint64_t drained)
+static void fire_free(struct bwd_fire *f)
 {
-	bool any = false;
+	free(f);
+}
 
-	while (s->sent_head && s->sent_head->wire_end <= drained) {
-		struct bwd_fire *f = s->sent_head;
+/* ---- fires in flight ------------------------------------------------------- */
 
-		s->sent_head = f->next;
-		journal_seq(s, BWD_REC_DONE, f->seq);
-		free(f);
-		any = true;
+/* f (in flight to m, unlinked by the caller) is done. */
+static void flight_done(struct bwd_member *m, struct bwd_fire *f)
+{
+	struct bwd_session *s = m->session;
+	struct bwd_state *st = s->state;
+
+	journal_seq(s, BWD_REC_DONE, f->seq);
+	m->flight--;
+	s->in_flight--;
+	st->stats.in_flight--;
+	st->stats.acked++;
+	st->stats.bytes -= fire_bytes(f);
+	fire_free(f);
+}
+
+/* The fires in flight to m from its head up to `last` (NULL: all) go back
+ * to the front of the session's queue, in delivery order, marked. */
+static void take_back(struct bwd_member *m, struct bwd_fire *last)
+{
+	struct bwd_session *s = m->session;
+	struct bwd_state *st = s->state;
+	struct bwd_fire *head = m->flight_head, *tail = last ? last : m->flight_tail;
+	uint64_t n = 0;
+
+	if (!head)
+		return;
+	m->flight_head = tail->next;
+	if (!m->flight_head)
+		m->flight_tail = NULL;
+	tail->next = NULL;
+	for (struct bwd_fire *f = head; f; f = f->next) {
+		f->redelivered = true;
+		st->stats.bytes -= fire_bytes(f);
+		n++;
 	}
-	if (!s->sent_head)
-		s->sent_tail = NULL;
-	/* The client has these bytes now: written out at once, the DONE
-	 * records leave a crash only microseconds in which to repeat a fire
-	 * (PROTOCOL.md: redelivered). */
-	if (any && s->state->journal)
-		bwd_journal_write(s->state->journal);
+	m->flight -= n;
+	s->in_flight -= n;
+	st->stats.in_flight -= n;
+	st->stats.redelivered += n;
+	requeue_front(s, head, tail);
 }
 
-void bwd_session_unsend(struct bwd_session *s)
+static void ack_timer_arm(struct bwd_member *m)
 {
-	struct bwd_fire *chain = s->sent_head;
-
-	s->sent_head = s->sent_tail = NULL;
-	bwd_session_requeue(s, chain);
+	if (m->ack_armed || !m->flight_head || !m->ack_timeout_ns)
+		return;
+	own_arm(m->session->state, &m->due, m->flight_head->take_back_ns,
+		&m->ack_handle, &m->ack_armed);
 }
 
-void bwd_session_requeue(struct bwd_session *s, struct bwd_fire *chain)
+/* The ack timeout: what m has held too long goes back. */
+static void ack_expired(struct bwd_member *m, uint64_t now_ns)
 {
 	struct bwd_fire *last = NULL;
 
-	if (!chain)
-		return;
-	for (struct bwd_fire *f = chain; f; f = f->next) {
-		count_in(s, f);
+	m->ack_armed = false;
+	for (struct bwd_fire *f = m->flight_head; f && f->take_back_ns <= now_ns;
+	     f = f->next)
 		last = f;
+	if (last) {
+		bwd_log(BWD_LOG_DEBUG, "a consumer of session '%s' held fires past its ack timeout: taken back",
+			m->session->name ? m->session->name : "(anonymous)");
+		take_back(m, last);
 	}
-	last->next = s->queue_head;
-	s->queue_head = chain;
-	if (!s->queue_tail)
-		s->queue_tail = last;
-	trim(s);
+	ack_timer_arm(m);
+	ready_add(m);
+}
+
+struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
+					 struct bwd_member **out)
+{
+	struct bwd_session *s;
+
+	while ((s = st->work_head)) {
+		struct bwd_member *m = s->ready_head;
+		struct bwd_fire *f;
+
+		if (!s->queue_head || !m) {
+			work_remove(s);
+			continue;
+		}
+		ready_remove(m);
+		if (!member_may_take(m))
+			continue;
+		f = dequeue(s);
+		f->delivery = ++m->last_delivery;
+		if (m->flight_tail)
+			m->flight_tail->next = f;
+		else
+			m->flight_head = f;
+		m->flight_tail = f;
+		m->flight++;
+		s->in_flight++;
+		st->stats.in_flight++;
+		st->stats.bytes += fire_bytes(f);
+		if (!f->sent) {
+			journal_seq(s, BWD_REC_SENT, f->seq);
+			f->sent = true;
+		}
+		if (m->ack_timeout_ns) {
+			uint64_t now = bw_now_ns();
+
+			f->take_back_ns = now > UINT64_MAX - m->ack_timeout_ns ?
+				UINT64_MAX : now + m->ack_timeout_ns;
+			ack_timer_arm(m);
+		}
+		ready_add(m);
+		/* The next turn is another session's. */
+		work_remove(s);
+		work_add(s);
+		*out = m;
+		return f;
+	}
+	return NULL;
+}
+
+int bwd_member_ack(struct bwd_member *m, uint64_t delivery, bool cumulative,
+		   uint64_t *acked)
+{
+	struct bwd_fire *f, **pp;
+	uint64_t n = 0;
+
+	*acked = 0;
+	if (delivery == 0 || delivery > m->last_delivery)
+		return BITWHEEL__V1__ERROR_CODE__BAD_REQUEST;
+	if (cumulative) {
+		while ((f = m->flight_head) && f->delivery <= delivery) {
+			m->flight_head = f->next;
+			flight_done(m, f);
+			n++;
+		}
+		if (!m->flight_head)
+			m->flight_tail = NULL;
+	} else {
+		struct bwd_fire *prev = NULL;
+
+		for (pp = &m->flight_head; (f = *pp) && f->delivery < delivery;
+		     pp = &f->next)
+			prev = f;
+		if (f && f->delivery == delivery) {
+			*pp = f->next;
+			if (m->flight_tail == f)
+				m->flight_tail = prev;
+			flight_done(m, f);
+			n = 1;
+		}
+	}
+	*acked = n;
+	if (n)
+		ready_add(m);
+	return 0;
+}
+
+void bwd_member_written(struct bwd_member *m, uint64_t drained)
+{
+	struct bwd_fire *f;
+	bool any = false;
+
+	if (!m->auto_ack)
+		return;
+	while ((f = m->flight_head) && f->wire_end <= drained) {
+		m->flight_head = f->next;
+		flight_done(m, f);
+		any = true;
+	}
+	if (!m->flight_head)
+		m->flight_tail = NULL;
+	if (any)
+		ready_add(m);
+}
+
+void bwd_member_set_room(struct bwd_member *m, bool room)
+{
+	m->room = room;
+	if (room)
+		ready_add(m);
 }
 
 /* ---- the wheel's callbacks ----------------------------------------------- */
-
-/* Hand a fire to the session's connection, or queue it. */
-static void route(struct bwd_state *st, struct bwd_session *s,
-		  const struct bwd_fire *f)
-{
-	if (s->conn && !s->queue_head &&
-	    st->sink.deliver(s->conn, f, st->sink.ctx) == 0)
-		return;
-	/* Anonymous sessions have no future connection to queue for: the
-	 * fire dies with the closing one, like the session's other timers
-	 * (not a queue drop, which Stats.dropped counts), and the log says
-	 * which. */
-	if (!s->name) {
-		bwd_log(BWD_LOG_DEBUG, "  undelivered: key %" PRIu64 " deadline %" PRIu64 " count %" PRIu64 " (an anonymous session's closing connection)",
-			f->key, f->deadline_ns, f->count);
-		return;
-	}
-	enqueue(s, f);
-}
 
 /* The next deadline of d, d + p, d + 2p, ... after now; 0 if none fits. */
 static uint64_t next_period(uint64_t deadline, uint64_t period, uint64_t now)
@@ -274,13 +490,19 @@ static uint64_t advance(struct bwd_timer *t, uint64_t fired_ns)
 	return next;
 }
 
-static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
+static void session_expire(struct bwd_session *s);
+
+/* A periodic fire past max_queued is dropped: its timer stays armed. */
+static bool over_queue(const struct bwd_session *s)
 {
-	struct bwd_state *st = ctx;
-	struct bwd_timer *t = data;
+	return s->queued + s->in_flight >= s->state->opt->limits.max_queued;
+}
+
+static uint64_t timer_fired(struct bwd_state *st, struct bwd_timer *t,
+			    uint64_t now_ns)
+{
 	struct bwd_session *s = t->session;
-	uint64_t next;
-	struct bwd_fire f = {
+	struct bwd_fire tmpl = {
 		.key = t->node.key,
 		.deadline_ns = t->deadline_ns,
 		.fired_ns = now_ns,
@@ -290,47 +512,76 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 		.payload_len = t->payload_len,
 		.payload = t->payload,
 	};
+	struct bwd_fire *f;
+	uint64_t next;
 
 	t->late = false;
 	if (s->ending) {
 		free_timer(st, t);
 		return 0;
 	}
-	if (s->name) {
-		struct bwd_record r = {
-			.type = BWD_REC_FIRE, .sid = s->id, .key = f.key,
-			.deadline_ns = f.deadline_ns, .count = f.count,
-			.fired_ns = now_ns,
-		};
+	if (t->period_ns && over_queue(s)) {
+		s->dropped++;
+		st->stats.dropped++;
+	} else if ((f = fire_new(&tmpl))) {
+		if (s->name) {
+			struct bwd_record r = {
+				.type = BWD_REC_FIRE, .sid = s->id, .key = tmpl.key,
+				.deadline_ns = tmpl.deadline_ns, .count = tmpl.count,
+				.fired_ns = now_ns,
+				.flags = tmpl.late ? BWD_RECF_LATE : 0,
+			};
 
-		f.seq = r.seq = s->next_seq++;
-		/* route() hands it to the connection on the same condition. */
-		f.sent = s->conn && !s->queue_head;
-		r.flags = (f.late ? BWD_RECF_LATE : 0) | (f.sent ? BWD_RECF_SENT : 0);
-		journal(st, &r);
+			f->seq = r.seq = s->next_seq++;
+			journal(st, &r);
+		}
+		enqueue_tail(s, f);
+	} else {
+		bwd_log(BWD_LOG_ERR, "out of memory: a fire of session '%s' is lost",
+			s->name ? s->name : "(anonymous)");
+		s->dropped++;
+		st->stats.dropped++;
 	}
-	route(st, s, &f);
 	next = advance(t, now_ns);
 	if (!next)
 		free_timer(st, t);
 	return next;
 }
 
+static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
+{
+	struct bwd_state *st = ctx;
+	struct bwd_due *d = data;
+
+	if (d->kind == BWD_DUE_TIMER)
+		return timer_fired(st, bwd_container_of(d, struct bwd_timer, due),
+				   now_ns);
+	st->stats.own_pending--;
+	st->stats.own_fired++;
+	if (d->kind == BWD_DUE_ACK) {
+		ack_expired(bwd_container_of(d, struct bwd_member, due), now_ns);
+	} else {
+		struct bwd_session *s = bwd_container_of(d, struct bwd_session, linger);
+
+		s->lingering = false;
+		session_expire(s);
+	}
+	return 0;
+}
+
 /* Only a failed allocation in the overflow store gets here. */
 static void on_drop(void *data, int reason, void *ctx)
 {
-	struct bwd_timer *t = data;
+	struct bwd_due *d = data;
 
 	bwd_log(BWD_LOG_ERR, "timer lost by the wheel: %s", bw_strerror(reason));
-	free_timer(ctx, t);
+	if (d->kind == BWD_DUE_TIMER)
+		free_timer(ctx, bwd_container_of(d, struct bwd_timer, due));
 }
 
 /* ---- state ----------------------------------------------------------------- */
 
-static void reap(evutil_socket_t fd, short what, void *arg);
-
-int bwd_state_new(const struct bwd_options *opt, struct event_base *base,
-		  const struct bwd_sink *sink, uint64_t now_ns,
+int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 		  struct bwd_state **out)
 {
 	struct bwd_state *st = calloc(1, sizeof(*st));
@@ -339,16 +590,10 @@ int bwd_state_new(const struct bwd_options *opt, struct event_base *base,
 	if (!st)
 		return -ENOMEM;
 	st->opt = opt;
-	st->base = base;
-	st->sink = *sink;
+	st->work_tail = &st->work_head;
 	if (getrandom(&st->seed, sizeof(st->seed), 0) != sizeof(st->seed))
 		st->seed = now_ns;
 	st->next_id = 1;
-	st->reaper = evtimer_new(base, reap, st);
-	if (!st->reaper) {
-		err = -ENOMEM;
-		goto fail;
-	}
 	err = bwd_map_init(&st->sessions, st->seed);
 	if (!err)
 		err = bwd_map_init(&st->by_id, st->seed);
@@ -379,8 +624,6 @@ void bwd_state_free(struct bwd_state *st)
 		st->ending = s->next_ending;
 		session_free(s);
 	}
-	if (st->reaper)
-		event_free(st->reaper);
 	if (st->sessions.bucket) {
 		for (size_t b = 0; b <= st->sessions.mask; b++)
 			while (st->sessions.bucket[b])
@@ -419,19 +662,6 @@ struct bw_dual *bwd_state_wheel(struct bwd_state *st)
 
 /* ---- sessions -------------------------------------------------------------- */
 
-static void linger_expired(evutil_socket_t fd, short what, void *arg)
-{
-	struct bwd_session *s = arg;
-
-	(void)fd;
-	(void)what;
-	bwd_log(BWD_LOG_INFO, "session '%s' expired after its linger: %zu timers and %" PRIu64 " queued fires dropped",
-		s->name, s->timers.count, s->queued);
-	s->state->stats.expired++;
-	journal_seq(s, BWD_REC_END, 0);
-	session_free(s);
-}
-
 static struct bwd_session *session_find(struct bwd_state *st, const char *name)
 {
 	uint64_t h = name_hash(name);
@@ -463,12 +693,12 @@ static int session_new(struct bwd_state *st, const char *name, uid_t uid,
 		return -ENOMEM;
 	s->state = st;
 	s->owner = uid;
+	s->linger.kind = BWD_DUE_LINGER;
 	if (bwd_map_init(&s->timers, st->seed))
 		goto fail;
 	if (name) {
 		s->name = strdup(name);
-		s->linger = evtimer_new(st->base, linger_expired, s);
-		if (!s->name || !s->linger)
+		if (!s->name)
 			goto fail;
 		s->node.key = name_hash(name);
 		bwd_map_insert(&st->sessions, &s->node);
@@ -482,20 +712,23 @@ static int session_new(struct bwd_state *st, const char *name, uid_t uid,
 	*out = s;
 	return 0;
 fail:
-	if (s->linger)
-		event_free(s->linger);
 	free(s->name);
 	bwd_map_fini(&s->timers);
 	free(s);
 	return -ENOMEM;
 }
 
+static void log_fires(const struct bwd_fire *f, const char *what)
+{
+	for (; f; f = f->next)
+		bwd_log(BWD_LOG_DEBUG, "  %s: key %" PRIu64 " deadline %" PRIu64 " count %" PRIu64,
+			what, f->key, f->deadline_ns, f->count);
+}
+
 /* Each pending timer's key and deadline, and each undelivered fire's:
  * debug level only, like every key the daemon logs. */
 static void log_keys(const struct bwd_session *s)
 {
-	const struct bwd_fire *lists[] = { s->sent_head, s->queue_head };
-
 	for (size_t b = 0; b <= s->timers.mask; b++) {
 		for (struct bwd_map_node *n = s->timers.bucket[b]; n; n = n->next) {
 			const struct bwd_timer *t = bwd_container_of(n, struct bwd_timer, node);
@@ -504,10 +737,9 @@ static void log_keys(const struct bwd_session *s)
 				n->key, t->deadline_ns, t->period_ns);
 		}
 	}
-	for (size_t i = 0; i < 2; i++)
-		for (const struct bwd_fire *f = lists[i]; f; f = f->next)
-			bwd_log(BWD_LOG_DEBUG, "  undelivered: key %" PRIu64 " deadline %" PRIu64 " count %" PRIu64,
-				f->key, f->deadline_ns, f->count);
+	for (const struct bwd_member *m = s->members; m; m = m->next)
+		log_fires(m->flight_head, "in flight");
+	log_fires(s->queue_head, "undelivered");
 }
 
 void bwd_state_log_pending(const struct bwd_state *st, bool kept)
@@ -516,10 +748,11 @@ void bwd_state_log_pending(const struct bwd_state *st, bool kept)
 		for (struct bwd_map_node *n = st->sessions.bucket[b]; n; n = n->next) {
 			const struct bwd_session *s = bwd_container_of(n, struct bwd_session, node);
 
-			if (!s->timers.count && !s->queued)
+			if (!s->timers.count && !s->queued && !s->in_flight)
 				continue;
-			bwd_log(BWD_LOG_NOTICE, "stopping: session '%s' of uid %ld has %zu timers pending and %" PRIu64 " fires queued; %s",
-				s->name, (long)s->owner, s->timers.count, s->queued,
+			bwd_log(BWD_LOG_NOTICE, "stopping: session '%s' of uid %ld has %zu timers pending and %" PRIu64 " fires undelivered; %s",
+				s->name, (long)s->owner, s->timers.count,
+				s->queued + s->in_flight,
 				kept ? "the journal keeps them" : "they are lost (no --state-dir)");
 			log_keys(s);
 		}
@@ -528,10 +761,10 @@ void bwd_state_log_pending(const struct bwd_state *st, bool kept)
 
 static void log_cancelled(const struct bwd_session *s)
 {
-	if (s->name || !s->timers.count)
+	if (s->name || (!s->timers.count && !s->queued))
 		return;
-	bwd_log(BWD_LOG_INFO, "an anonymous session of uid %ld ended with its connection: %zu pending timers cancelled",
-		(long)s->owner, s->timers.count);
+	bwd_log(BWD_LOG_INFO, "an anonymous session of uid %ld ended with its connection: %zu pending timers cancelled, %" PRIu64 " undelivered fires dropped",
+		(long)s->owner, s->timers.count, s->queued);
 	log_keys(s);
 }
 
@@ -542,7 +775,25 @@ static void disarm(struct bwd_state *st, struct bwd_timer *t)
 		bw_dual_cancel(st->wheel, t->handle, NULL);
 }
 
-/* End a session: cancel its timers, drop its queue, forget it. */
+static void member_free(struct bwd_member *m)
+{
+	struct bwd_session *s = m->session;
+
+	own_disarm(s->state, m->ack_handle, &m->ack_armed);
+	ready_remove(m);
+	*m->pprev = m->next;
+	if (m->next)
+		m->next->pprev = m->pprev;
+	s->nmembers--;
+	if (m->consumer) {
+		s->nconsumers--;
+		s->state->stats.consumers--;
+	}
+	s->state->stats.bytes -= sizeof(*m);
+	free(m);
+}
+
+/* End a session: cancel its timers, drop its fires, forget it. */
 static void session_free(struct bwd_session *s)
 {
 	struct bwd_state *st = s->state;
@@ -550,6 +801,8 @@ static void session_free(struct bwd_session *s)
 
 	if (!s->ending)
 		log_cancelled(s);
+	work_remove(s);
+	own_disarm(st, s->linger_handle, &s->lingering);
 	for (size_t b = 0; b <= s->timers.mask; b++) {
 		while (s->timers.bucket[b]) {
 			struct bwd_timer *t = bwd_container_of(s->timers.bucket[b],
@@ -559,60 +812,100 @@ static void session_free(struct bwd_session *s)
 			free_timer(st, t);
 		}
 	}
-	while ((f = s->sent_head)) {
-		s->sent_head = f->next;
-		free(f);
+	/* Members are gone by now but for the state's own teardown. */
+	while (s->members) {
+		struct bwd_member *m = s->members;
+
+		take_back(m, NULL);
+		member_free(m);
 	}
-	while ((f = bwd_session_dequeue(s)))
-		free(f);
+	while ((f = dequeue(s)))
+		fire_free(f);
 	bwd_map_fini(&s->timers);
 	if (s->name) {
 		bwd_map_remove(&st->sessions, &s->node);
 		bwd_map_remove(&st->by_id, &s->id_node);
 		st->stats.bytes -= strlen(s->name) + 1;
-		event_free(s->linger);
 		free(s->name);
 	}
 	st->stats.bytes -= sizeof(*s);
 	free(s);
 }
 
-int bwd_session_open(struct bwd_state *st, const char *name, uid_t uid,
-		     struct bwd_conn *conn, struct bwd_session **out,
-		     bool *resumed)
+static void session_expire(struct bwd_session *s)
 {
-	struct bwd_session *s = name ? session_find(st, name) : NULL;
+	bwd_log(BWD_LOG_INFO, "session '%s' expired after its linger: %zu timers and %" PRIu64 " queued fires dropped",
+		s->name, s->timers.count, s->queued);
+	s->state->stats.expired++;
+	journal_seq(s, BWD_REC_END, 0);
+	session_free(s);
+}
+
+static void linger_start(struct bwd_session *s)
+{
+	struct bwd_state *st = s->state;
+	uint64_t now = bw_now_ns(), linger = st->opt->limits.linger_ns;
+
+	own_arm(st, &s->linger, now > UINT64_MAX - linger ? UINT64_MAX : now + linger,
+		&s->linger_handle, &s->lingering);
+}
+
+int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
+		       struct bwd_member **out, bool *resumed)
+{
+	struct bwd_session *s = a->name ? session_find(st, a->name) : NULL;
+	struct bwd_member *m;
 
 	*resumed = s != NULL;
-	if (s) {
-		if (s->owner != uid && uid != 0)
-			return BITWHEEL__V1__ERROR_CODE__PERMISSION_DENIED;
-		if (s->conn)
-			return BITWHEEL__V1__ERROR_CODE__SESSION_BUSY;
-		evtimer_del(s->linger);
-	} else if (session_new(st, name, uid, 0, &s)) {
+	if (s && s->owner != a->uid && a->uid != 0)
+		return BITWHEEL__V1__ERROR_CODE__PERMISSION_DENIED;
+	m = calloc(1, sizeof(*m));
+	if (!m)
 		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
-	} else if (name) {
-		struct bwd_record r = {
-			.type = BWD_REC_SESSION, .sid = s->id, .uid = (uint32_t)uid,
-			.name = name, .name_len = (uint8_t)strlen(name),
-		};
+	if (!s) {
+		if (session_new(st, a->name, a->uid, 0, &s)) {
+			free(m);
+			return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
+		}
+		if (a->name) {
+			struct bwd_record r = {
+				.type = BWD_REC_SESSION, .sid = s->id,
+				.uid = (uint32_t)a->uid, .name = a->name,
+				.name_len = (uint8_t)strlen(a->name),
+			};
 
-		journal(st, &r);
+			journal(st, &r);
+		}
 	}
-	s->conn = conn;
-	*out = s;
+	own_disarm(st, s->linger_handle, &s->lingering);
+	m->due.kind = BWD_DUE_ACK;
+	m->session = s;
+	m->owner = a->owner;
+	m->consumer = a->consumer;
+	m->auto_ack = a->auto_ack;
+	m->window = a->window;
+	m->ack_timeout_ns = a->ack_timeout_ns;
+	m->room = true;
+	m->next = s->members;
+	if (m->next)
+		m->next->pprev = &m->next;
+	m->pprev = &s->members;
+	s->members = m;
+	s->nmembers++;
+	st->stats.bytes += sizeof(*m);
+	if (m->consumer) {
+		s->nconsumers++;
+		st->stats.consumers++;
+		ready_add(m);
+	}
+	*out = m;
 	return 0;
 }
 
-static void reap(evutil_socket_t fd, short what, void *arg)
+bool bwd_state_reap(struct bwd_state *st)
 {
-	static const struct timeval now = { 0, 0 };
-	struct bwd_state *st = arg;
 	size_t budget = TEARDOWN_CHUNK;
 
-	(void)fd;
-	(void)what;
 	while (st->ending && budget) {
 		struct bwd_session *s = st->ending;
 
@@ -634,15 +927,12 @@ static void reap(evutil_socket_t fd, short what, void *arg)
 			session_free(s);
 		}
 	}
-	/* A timer, not event_active: the loop polls for I/O in between. */
-	if (st->ending)
-		evtimer_add(st->reaper, &now);
+	return st->ending != NULL;
 }
 
 /* An anonymous session's end: at once, or a chunk of timers per turn. */
 static void session_end(struct bwd_session *s)
 {
-	static const struct timeval now = { 0, 0 };
 	struct bwd_state *st = s->state;
 
 	if (s->timers.count <= TEARDOWN_CHUNK) {
@@ -653,17 +943,23 @@ static void session_end(struct bwd_session *s)
 	s->ending = true;
 	s->next_ending = st->ending;
 	st->ending = s;
-	evtimer_add(st->reaper, &now);
 }
 
-void bwd_session_detach(struct bwd_session *s)
+void bwd_member_detach(struct bwd_member *m)
 {
-	s->conn = NULL;
-	if (!s->name) {
-		session_end(s);
+	struct bwd_session *s = m->session;
+
+	if (m->flight_head && s->name)
+		bwd_log(BWD_LOG_INFO, "session '%s': a consumer left with %" PRIu64 " fires unacknowledged; they go back to the queue, marked redelivered",
+			s->name, m->flight);
+	take_back(m, NULL);
+	member_free(m);
+	if (s->nmembers)
 		return;
-	}
-	bwd_server_timer_add(s->linger, s->state->opt->limits.linger_ns);
+	if (!s->name)
+		session_end(s);
+	else
+		linger_start(s);
 }
 
 /* ---- timers ---------------------------------------------------------------- */
@@ -690,6 +986,7 @@ static struct bwd_timer *timer_new(struct bwd_session *s,
 	if (!t)
 		return NULL;
 	*t = (struct bwd_timer){
+		.due.kind = BWD_DUE_TIMER,
 		.node.key = req->key,
 		.session = s,
 		.deadline_ns = req->deadline_ns,
@@ -712,8 +1009,8 @@ static void timer_add(struct bwd_session *s, struct bwd_timer *t)
 static int timer_arm(struct bwd_state *st, struct bwd_timer *t)
 {
 	return t->period_ns ?
-		bw_dual_insert_periodic(st->wheel, t->deadline_ns, t, &t->handle) :
-		bw_dual_insert_oneshot(st->wheel, t->deadline_ns, t, &t->handle);
+		bw_dual_insert_periodic(st->wheel, t->deadline_ns, &t->due, &t->handle) :
+		bw_dual_insert_oneshot(st->wheel, t->deadline_ns, &t->due, &t->handle);
 }
 
 int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
@@ -726,7 +1023,11 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 	*replaced = false;
 	if (old && !req->replace)
 		return BITWHEEL__V1__ERROR_CODE__DUPLICATE_KEY;
-	if (!old && s->timers.count >= st->opt->limits.max_timers)
+	/* A oneshot timer's fire takes its place: timers and undelivered
+	 * fires share the bound, so a consumer that falls behind slows its
+	 * producers instead of losing fires. */
+	if (!old && s->timers.count + s->queued + s->in_flight >=
+		    st->opt->limits.max_timers)
 		return BITWHEEL__V1__ERROR_CODE__TOO_MANY_TIMERS;
 	t = timer_new(s, req);
 	if (!t)
@@ -843,9 +1144,10 @@ static int dump_session(const struct bwd_session *s,
 			err = emit(ctx, &r);
 		}
 	}
-	/* Written but not drained, then queued: the order they are owed in. */
-	if (!err)
-		err = dump_fires(s, s->sent_head, emit, ctx);
+	/* In flight, then queued: in flight ones go back to the front of the
+	 * queue when read back, as they would if their consumers left. */
+	for (const struct bwd_member *m = s->members; m && !err; m = m->next)
+		err = dump_fires(s, m->flight_head, emit, ctx);
 	if (!err)
 		err = dump_fires(s, s->queue_head, emit, ctx);
 	return err;
@@ -888,8 +1190,14 @@ static void restore_fire(struct bwd_session *s, const struct bwd_record *r,
 		.has_payload = has_payload, .payload = payload,
 		.payload_len = payload_len,
 	};
-	/* Without memory for it, enqueue counts it dropped, as at run time. */
-	enqueue(s, &f);
+	struct bwd_fire *q = fire_new(&f);
+
+	if (q) {
+		enqueue_tail(s, q);
+	} else {
+		s->dropped++;
+		s->state->stats.dropped++;
+	}
 	if (r->seq >= s->next_seq)
 		s->next_seq = r->seq + 1;
 }
@@ -1008,10 +1316,8 @@ int bwd_state_apply(struct bwd_state *st, const struct bwd_record *r,
 			s->queue_head = f->next;
 		if (s->queue_tail == f)
 			s->queue_tail = prev;
-		s->queued--;
-		st->stats.queued--;
-		st->stats.bytes -= sizeof(*f) + f->payload_len;
-		free(f);
+		count_queued(s, f, -1);
+		fire_free(f);
 		return 0;
 	default:
 		return BWD_REC_ECORRUPT;
@@ -1047,7 +1353,7 @@ int bwd_state_restore_finish(struct bwd_state *st, uint64_t now_ns,
 			}
 			restored->queued += s->queued;
 			restored->sessions++;
-			bwd_session_detach(s);
+			linger_start(s);
 		}
 	}
 	return 0;

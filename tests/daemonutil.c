@@ -852,7 +852,22 @@ void du_send_env(struct du_conn *c, const du_env *env)
 	du_buf_free(&b);
 }
 
+/* What du_pack_hello() asks for a named session: a consumer that needs
+ * no Acks, so that every fire arrives, as the timing, session and
+ * framing tests expect. */
+static const struct du_hello_opts legacy_consumer = {
+	.role = BITWHEEL__V1__ROLE__CONSUMER, .has_auto_ack = true, .auto_ack = true,
+};
+
 void du_pack_hello(struct du_buf *b, uint64_t id, const char *session)
+{
+	static const struct du_hello_opts none = { 0 };
+
+	du_pack_hello_opts(b, id, session, session ? &legacy_consumer : &none);
+}
+
+void du_pack_hello_opts(struct du_buf *b, uint64_t id, const char *session,
+			const struct du_hello_opts *o)
 {
 	du_env env = BITWHEEL__V1__ENVELOPE__INIT;
 	Bitwheel__V1__Hello h = BITWHEEL__V1__HELLO__INIT;
@@ -862,8 +877,16 @@ void du_pack_hello(struct du_buf *b, uint64_t id, const char *session)
 	if (session) {
 		h.has_session = 1;
 		h.session.data = (uint8_t *)session;
-		h.session.len = strlen(session);
+		h.session.len = o->session_len ? o->session_len : strlen(session);
 	}
+	h.has_role = o->role != 0;
+	h.role = (Bitwheel__V1__Role)o->role;
+	h.has_window = o->has_window;
+	h.window = o->window;
+	h.has_ack_timeout_ns = o->ack_timeout_ns != 0;
+	h.ack_timeout_ns = o->ack_timeout_ns;
+	h.has_auto_ack = o->has_auto_ack;
+	h.auto_ack = o->auto_ack;
 	env.has_request_id = 1;
 	env.request_id = id;
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
@@ -940,6 +963,43 @@ void du_pack_stats(struct du_buf *b, uint64_t id)
 void du_send_hello(struct du_conn *c, uint64_t id, const char *session)
 {
 	DU_SEND_ONE(du_pack_hello(&b_, id, session));
+}
+
+void du_pack_ack(struct du_buf *b, bool has_id, uint64_t id, uint64_t delivery,
+		 bool cumulative)
+{
+	du_env env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Ack a = BITWHEEL__V1__ACK__INIT;
+
+	a.has_delivery = 1;
+	a.delivery = delivery;
+	a.has_cumulative = cumulative;
+	a.cumulative = cumulative;
+	env.has_request_id = has_id;
+	env.request_id = id;
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_ACK;
+	env.ack = &a;
+	du_buf_pack(b, &env);
+}
+
+void du_send_ack(struct du_conn *c, bool has_id, uint64_t id, uint64_t delivery,
+		 bool cumulative)
+{
+	DU_SEND_ONE(du_pack_ack(&b_, has_id, id, delivery, cumulative));
+}
+
+uint64_t du_ack(struct du_conn *c, uint64_t id, uint64_t delivery,
+		bool cumulative)
+{
+	du_env *r;
+	uint64_t acked;
+
+	du_send_ack(c, true, id, delivery, cumulative);
+	r = du_expect_reply(c, id, BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY);
+	ck_assert(r->ack_reply->has_acked);
+	acked = r->ack_reply->acked;
+	bwp_frame_free(r);
+	return acked;
 }
 
 void du_send_schedule(struct du_conn *c, uint64_t id, const struct du_sched *s)
@@ -1168,6 +1228,22 @@ du_env *du_hello(struct du_conn *c, const char *session)
 	du_send_hello(c, 1, session);
 	r = du_expect_reply(c, 1, BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY);
 	return r;
+}
+
+du_env *du_hello_opts(struct du_conn *c, const char *session,
+		      const struct du_hello_opts *o)
+{
+	DU_SEND_ONE(du_pack_hello_opts(&b_, 1, session, o));
+	return du_expect_reply(c, 1, BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY);
+}
+
+struct du_conn *du_open_opts(const struct du_daemon *d, const char *session,
+			     const struct du_hello_opts *o)
+{
+	struct du_conn *c = du_connect(d->sock);
+
+	bwp_frame_free(du_hello_opts(c, session, o));
+	return c;
 }
 
 struct du_conn *du_open(const struct du_daemon *d, const char *session)

@@ -234,6 +234,36 @@ struct du_sched {
 	bool replace;
 };
 
+/*
+ * Hello as a test wants it.  du_pack_hello() and du_hello() ask, for a
+ * named session, for a consumer with auto_ack (every fire arrives, none
+ * needs an Ack: the timing, session and framing tests), and nothing more
+ * for an anonymous one; the delivery tests say what they want here.
+ */
+struct du_hello_opts {
+	int role;              /* 0: absent; else a Bitwheel__V1__Role     */
+	bool has_window;
+	uint32_t window;
+	uint64_t ack_timeout_ns; /* 0: absent                              */
+	bool has_auto_ack;
+	bool auto_ack;
+	size_t session_len;    /* 0: strlen(session); else bytes to send   */
+};
+void du_pack_hello_opts(struct du_buf *b, uint64_t id, const char *session,
+			const struct du_hello_opts *o);
+du_env *du_hello_opts(struct du_conn *c, const char *session,
+		      const struct du_hello_opts *o);
+struct du_conn *du_open_opts(const struct du_daemon *d, const char *session,
+			     const struct du_hello_opts *o);
+/* Ack delivery (has_id false: no request_id, and no reply comes). */
+void du_pack_ack(struct du_buf *b, bool has_id, uint64_t id, uint64_t delivery,
+		 bool cumulative);
+void du_send_ack(struct du_conn *c, bool has_id, uint64_t id, uint64_t delivery,
+		 bool cumulative);
+/* Ack with request_id id and wait for its AckReply: the count it acked. */
+uint64_t du_ack(struct du_conn *c, uint64_t id, uint64_t delivery,
+		bool cumulative);
+
 void du_pack_hello(struct du_buf *b, uint64_t id, const char *session);
 void du_pack_schedule(struct du_buf *b, uint64_t id, const struct du_sched *s);
 void du_pack_cancel(struct du_buf *b, uint64_t id, uint64_t key);
