@@ -18,11 +18,20 @@
  *                outstanding ones, written by bwc_dispatch or bwc_close.
  *   errors       BWC_EUNREACHABLE naming the path, BWC_ESERVER with
  *                bwc_server_error() for daemon refusals (DUPLICATE_KEY,
- *                SESSION_BUSY, TOO_MANY_CLIENTS, TOO_MANY_TIMERS,
- *                BAD_DEADLINE, SHUTTING_DOWN), client-side BWC_ETOOBIG and
- *                BWC_EINVAL.
+ *                TOO_MANY_CLIENTS, TOO_MANY_TIMERS, BAD_DEADLINE,
+ *                SHUTTING_DOWN), client-side BWC_ETOOBIG and BWC_EINVAL;
+ *                a second connection to a named session is welcome.
+ *   consumer     protocol version 2's roles and acknowledgement: producers
+ *                and consumers of one session (BWC_EROLE for what a
+ *                producer cannot do, BWC_EINVAL for an anonymous one); a
+ *                window of 4 never has more than 4 fires unacknowledged,
+ *                counted on the client's side; bwc_ack's counts; BWC_ESTALE
+ *                and redelivery after a reconnect, the old connection's
+ *                queued fires discarded; a non-blocking consumer acking
+ *                once per dispatch.
  *   restart      the daemon killed and restarted under a named session:
- *                what bwc_reconnect() keeps and what is lost.
+ *                what bwc_reconnect() keeps (an auto-ack consumer's fires)
+ *                and what is lost.
  *   fallback     a stand-in daemon's replies and fires in encodings the
  *                client's fast decoder leaves to protobuf-c.
  *   sigpipe      with SIGPIPE at its default disposition, writing to a
@@ -109,10 +118,28 @@ START_TEST(test_connect_info)
 	ck_assert_int_eq(bwc_get_session_info(c, &info), BWC_ECLOSED);
 	ck_assert_int_eq(bwc_reconnect(c), BWC_EINVAL);
 
+	/* Settings are checked when set; a producer needs a session name. */
+	ck_assert_int_eq(bwc_set_role(c, (enum bwc_role)3), BWC_EINVAL);
+	ck_assert_int_eq(bwc_set_ack_mode(c, (enum bwc_ack_mode)3), BWC_EINVAL);
+	CK_BWC(c, bwc_set_role(c, BWC_ROLE_PRODUCER));
+	ck_assert_int_eq(bwc_connect(c, d->sock, NULL), BWC_EINVAL);
+	ck_assert_msg(strstr(bwc_errmsg(c), "named session") != NULL, "errmsg: %s",
+		      bwc_errmsg(c));
+	ck_assert_int_eq(bwc_fd(c), -1);
+	CK_BWC(c, bwc_set_role(c, BWC_ROLE_DEFAULT));
+
 	CK_BWC(c, bwc_connect(c, d->sock, NULL));
 	ck_assert_int_ge(bwc_fd(c), 0);
 	ck_assert(bwc_poll_events(c) & POLLIN);
 	CK_BWC(c, bwc_get_session_info(c, &info));
+	/* Anonymous: the session's one consumer, auto-ack, the default
+	 * window. */
+	ck_assert_int_eq(info.role, BWC_ROLE_CONSUMER);
+	ck_assert(info.auto_ack);
+	ck_assert_uint_eq(info.window, 256);
+	ck_assert_uint_eq(info.ack_timeout_ns, 0);
+	ck_assert_uint_eq(info.consumers, 1);
+	ck_assert_uint_eq(info.limits.max_window, 4096);
 	/* What the daemon says in its HelloReply, as a raw client sees it. */
 	raw = du_connect(d->sock);
 	e = du_hello(raw, NULL);
@@ -181,6 +208,10 @@ START_TEST(test_schedule_fire)
 	check_fire_time(&f, bwc_now_ns(), info.oneshot_resolution_ns);
 	ck_assert_uint_eq(f.key, 42);
 	ck_assert_uint_eq(f.deadline_ns, sc.deadline_ns);
+	/* The connection's first fire, on the client's first connection. */
+	ck_assert_uint_eq(f.delivery, 1);
+	ck_assert_uint_eq(f.connection, 1);
+	ck_assert(!f.redelivered);
 	ck_assert(f.payload != NULL && f.payload_len == 5 && memcmp(f.payload, "hello", 5) == 0);
 	ck_assert_uint_eq(f.fire_count, 0);
 	ck_assert(!f.late);
@@ -199,6 +230,7 @@ START_TEST(test_schedule_fire)
 	ck_assert_uint_eq(f.key, 44);
 	ck_assert_msg(f.payload != NULL && f.payload_len == 0,
 		      "an empty payload must be non-NULL with length 0");
+	ck_assert_uint_eq(f.delivery, 3);
 
 	/* Periodic: d, d + p, d + 2p (each the next after the last fire),
 	 * counted; then cancelled. */
@@ -334,7 +366,9 @@ START_TEST(test_fires_during_blocking_call)
 	uint64_t t0 = 0, last = 0;
 
 	du_daemon_start(d, NULL);
-	c = connect_to(d, "e2e-during");
+	c = new_client();
+	CK_BWC(c, bwc_set_role(c, BWC_ROLE_CONSUMER));
+	CK_BWC(c, bwc_connect(c, d->sock, "e2e-during"));
 	for (int i = 0; i < NDURING; i++) {
 		struct bwc_timer t = { .key = (uint64_t)i, .absolute = true,
 				       .payload = &i, .payload_len = sizeof(i) };
@@ -611,6 +645,9 @@ static void nb_reply(struct bwc_client *c, const struct bwc_reply *r, void *arg)
 			st->extra_stats_done = true;
 		}
 		break;
+	case BWC_REQUEST_ACK:
+		ck_abort_msg("a reply to a non-blocking ack, which has none");
+		break;
 	}
 }
 
@@ -825,18 +862,21 @@ END_TEST
 
 #define NQUEUED 50
 
-/* bwc_reconnect to a named session just closed: until the daemon has seen
- * the old connection go, the session is busy. */
-static void reattach(struct bwc_client *c)
+/* Until the daemon has read all the requests of connections that
+ * closed: n timers pending in the oneshot lane (daemon-wide).  A new
+ * connection to a shared session does not wait for the old one's last
+ * requests. */
+static void wait_pending(struct bwc_client *c, uint64_t n)
 {
 	uint64_t deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
-	int rc;
+	struct bwc_stats st;
 
-	while ((rc = bwc_reconnect(c)) != 0) {
-		ck_assert_msg(rc == BWC_ESERVER &&
-			      bwc_server_error(c) == BWC_SERVER_SESSION_BUSY,
-			      "bwc_reconnect: %s", bwc_errmsg(c));
-		ck_assert_msg(du_now_ns() < deadline, "session busy for good");
+	for (;;) {
+		CK_BWC(c, bwc_stats(c, &st));
+		if (st.oneshot.pending == n)
+			return;
+		ck_assert_msg(du_now_ns() < deadline, "%" PRIu64 " of %" PRIu64
+			      " timers pending", st.oneshot.pending, n);
 		du_sleep_ms(10);
 	}
 }
@@ -881,10 +921,10 @@ START_TEST(test_batched_writes)
 	}
 	ck_assert(bwc_poll_events(c) & POLLOUT);
 	bwc_close(c);
-	reattach(c);
+	CK_BWC(c, bwc_reconnect(c));
 	CK_BWC(c, bwc_get_session_info(c, &info));
 	ck_assert(info.resumed);
-	ck_assert_uint_eq(info.timers, 2 * NQUEUED);
+	wait_pending(c, 2 * NQUEUED);
 	bwc_free(c);
 	du_daemon_free(d);
 }
@@ -960,8 +1000,9 @@ START_TEST(test_server_errors)
 		      bwc_errmsg(c));
 	ck_assert_str_eq(bwc_server_error_name(BWC_SERVER_DUPLICATE_KEY), "DUPLICATE_KEY");
 
-	/* A failure of another kind resets the server code. */
-	ck_assert_int_eq(bwc_wait_fire(c, 0, &f), BWC_ETIMEDOUT);
+	/* A failure of another kind resets the server code: here waiting for
+	 * a fire on a producer (a named session's default). */
+	ck_assert_int_eq(bwc_wait_fire(c, 0, &f), BWC_EROLE);
 	ck_assert_int_eq(bwc_server_error(c), BWC_SERVER_UNSPECIFIED);
 
 	t.key = 2;
@@ -984,13 +1025,27 @@ START_TEST(test_server_errors)
 	CK_BWC(c, bwc_stats(c, &st));
 	ck_assert_uint_eq(st.oneshot.inserted, 2);
 
-	/* SESSION_BUSY: the second client is left unconnected. */
+	/* Sessions are shared: a second connection attaches beside c.  Then
+	 * the daemon sees it go before the limit is tried. */
 	c2 = new_client();
-	rc = bwc_connect(c2, d->sock, "e2e-errors");
-	ck_assert_int_eq(rc, BWC_ESERVER);
-	ck_assert_int_eq(bwc_server_error(c2), BWC_SERVER_SESSION_BUSY);
-	ck_assert_int_eq(bwc_fd(c2), -1);
+	CK_BWC(c2, bwc_connect(c2, d->sock, "e2e-errors"));
+	{
+		struct bwc_session_info info;
+
+		CK_BWC(c2, bwc_get_session_info(c2, &info));
+		ck_assert(info.resumed);
+		ck_assert_uint_eq(info.timers, 2);
+		ck_assert_int_eq(info.role, BWC_ROLE_PRODUCER);
+	}
+	bwc_close(c2);
 	ck_assert_int_eq(bwc_connect(c2, d->sock, "bad name!"), BWC_EINVAL);
+	for (uint64_t until = du_now_ns() + DU_WAIT_MS * DU_MS;;) {
+		CK_BWC(c, bwc_stats(c, &st));
+		if (st.clients == 1)
+			break;
+		ck_assert_msg(du_now_ns() < until, "the second client never went");
+		du_sleep_ms(10);
+	}
 
 	/* TOO_MANY_CLIENTS: with c and a raw connection, the limit of 2 is
 	 * reached. */
@@ -1036,15 +1091,377 @@ START_TEST(test_shutting_down)
 END_TEST
 
 /* ======================================================================
+ * consumer
+ * ====================================================================== */
+
+/* A client of session in role, with a window (0: the default) and the
+ * named session's default ack mode (manual for a consumer). */
+static struct bwc_client *attach(const struct du_daemon *d, const char *session,
+				 enum bwc_role role, uint32_t window)
+{
+	struct bwc_client *c = new_client();
+
+	CK_BWC(c, bwc_set_role(c, role));
+	CK_BWC(c, bwc_set_window(c, window));
+	CK_BWC(c, bwc_connect(c, d->sock, session));
+	return c;
+}
+
+static void role_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
+{
+	(void)c;
+	(void)f;
+	(*(int *)arg)++;
+}
+
+/*
+ * A producer and a consumer of one named session: the producer schedules,
+ * the consumer receives and acknowledges; what a producer cannot do is
+ * BWC_EROLE, with a message naming the fix.
+ */
+START_TEST(test_roles)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *p, *k;
+	struct bwc_session_info info;
+	struct bwc_timer t = { .key = 1, .when_ns = 20 * DU_MS };
+	struct bwc_fire f, fake = { .key = 1, .delivery = 1, .connection = 1 };
+	struct bwc_stats st;
+	uint64_t acked = 99;
+	int calls = 0, rc;
+
+	du_daemon_start(d, NULL);
+	p = connect_to(d, "e2e-roles");                 /* the default */
+	CK_BWC(p, bwc_get_session_info(p, &info));
+	ck_assert_int_eq(info.role, BWC_ROLE_PRODUCER);
+	ck_assert_uint_eq(info.window, 0);
+	ck_assert(!info.auto_ack);
+	ck_assert_uint_eq(info.consumers, 0);
+
+	rc = bwc_wait_fire(p, 0, &f);
+	ck_assert_msg(rc == BWC_EROLE, "wait_fire on a producer: %d (%s)", rc, bwc_errmsg(p));
+	ck_assert_msg(strstr(bwc_errmsg(p), "bwc_set_role") != NULL, "errmsg: %s",
+		      bwc_errmsg(p));
+	ck_assert_int_eq(bwc_ack(p, &fake, true, NULL), BWC_EROLE);
+	ck_assert_int_eq(bwc_send_ack(p, &fake, true), BWC_EROLE);
+	bwc_set_fire_handler(p, role_fire, &calls);
+	ck_assert_int_eq(bwc_dispatch(p), BWC_EROLE);
+	ck_assert_int_ge(bwc_fd(p), 0);                 /* still connected */
+	bwc_set_fire_handler(p, NULL, NULL);
+	ck_assert_int_eq(bwc_dispatch(p), 0);
+	ck_assert_int_eq(bwc_ack(p, NULL, true, NULL), BWC_EINVAL);
+	fake.connection = 0;
+	ck_assert_int_eq(bwc_ack(p, &fake, true, NULL), BWC_EINVAL);
+	ck_assert_str_eq(bwc_strerror(BWC_EROLE), "not allowed in this connection's role");
+	ck_assert(strstr(bwc_strerror(BWC_ESTALE), "earlier connection") != NULL);
+
+	k = attach(d, "e2e-roles", BWC_ROLE_CONSUMER, 0);
+	CK_BWC(k, bwc_get_session_info(k, &info));
+	ck_assert(info.resumed);
+	ck_assert_int_eq(info.role, BWC_ROLE_CONSUMER);
+	ck_assert(!info.auto_ack);
+	ck_assert_uint_eq(info.window, 256);
+	ck_assert_uint_eq(info.consumers, 1);
+
+	/* The producer schedules; the consumer gets the fire, the producer
+	 * nothing. */
+	CK_BWC(p, bwc_schedule(p, &t, NULL));
+	CK_BWC(k, bwc_wait_fire(k, 2 * (int64_t)DU_S, &f));
+	ck_assert_uint_eq(f.key, 1);
+	ck_assert_uint_eq(f.delivery, 1);
+	ck_assert_uint_eq(f.connection, 1);
+	ck_assert_int_eq(bwc_wait_fire(p, 0, &f), BWC_EROLE);
+	CK_BWC(p, bwc_stats(p, &st));
+	ck_assert_uint_eq(st.consumers, 1);
+	ck_assert_uint_eq(st.in_flight, 1);
+	CK_BWC(k, bwc_ack(k, &f, false, &acked));
+	ck_assert_uint_eq(acked, 1);
+	CK_BWC(p, bwc_stats(p, &st));
+	ck_assert_uint_eq(st.in_flight, 0);
+	ck_assert_uint_eq(st.acked, 1);
+	bwc_free(p);
+	bwc_free(k);
+	du_daemon_free(d);
+}
+END_TEST
+
+#define NWIN 24
+#define WIN 4
+
+/*
+ * A consumer with window 4: whatever the session has queued, no more than
+ * 4 fires are ever unacknowledged, counted on the client's side (every
+ * delivery number is at most the last acknowledged plus 4), and with 4 in
+ * hand nothing more comes until an ack.
+ */
+START_TEST(test_window)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *p, *k;
+	struct bwc_session_info info;
+	struct bwc_stats st;
+	struct bwc_fire f, last;
+	int seen[NWIN] = { 0 };
+	uint64_t t0, acked_upto = 0, got = 0, stalls = 0, acked;
+
+	du_daemon_start(d, NULL);
+	p = connect_to(d, "e2e-window");
+	t0 = bwc_now_ns();
+	for (uint64_t i = 0; i < NWIN; i++) {
+		struct bwc_timer t = { .key = i, .absolute = true,
+				       .when_ns = t0 + 30 * DU_MS + i * DU_MS };
+
+		CK_BWC(p, bwc_schedule(p, &t, NULL));
+	}
+	/* All due and queued before the consumer attaches. */
+	du_sleep_until(t0 + 30 * DU_MS + NWIN * DU_MS + 100 * DU_MS);
+	k = attach(d, "e2e-window", BWC_ROLE_CONSUMER, WIN);
+	CK_BWC(k, bwc_get_session_info(k, &info));
+	ck_assert_uint_eq(info.window, WIN);
+	ck_assert_uint_eq(info.queued, NWIN);
+
+	while (got < NWIN) {
+		CK_BWC(k, bwc_wait_fire(k, 2 * (int64_t)DU_S, &f));
+		got++;
+		ck_assert(f.key < NWIN);
+		ck_assert_msg(!f.redelivered, "key %" PRIu64 " redelivered", f.key);
+		seen[f.key]++;
+		ck_assert_uint_eq(f.delivery, got);
+		ck_assert_msg(f.delivery - acked_upto <= WIN,
+			      "delivery %" PRIu64 " with only %" PRIu64 " acknowledged, window %d",
+			      f.delivery, acked_upto, WIN);
+		last = f;
+		if (f.delivery - acked_upto < WIN && got < NWIN)
+			continue;
+		/* A full window: the client holds nothing more, and nothing
+		 * more comes (checked twice: each wait costs its timeout). */
+		if (got < NWIN && stalls++ < 2)
+			ck_assert_int_eq(bwc_wait_fire(k, 150 * (int64_t)DU_MS, &f),
+					 BWC_ETIMEDOUT);
+		CK_BWC(k, bwc_send_ack(k, &last, true));
+		acked_upto = last.delivery;
+	}
+	for (int i = 0; i < NWIN; i++)
+		ck_assert_msg(seen[i] == 1, "key %d seen %d times", i, seen[i]);
+	/* The acks without reply are all in once a blocking one returns. */
+	CK_BWC(k, bwc_ack(k, &last, true, &acked));
+	ck_assert_uint_eq(acked, 0);
+	CK_BWC(p, bwc_stats(p, &st));
+	ck_assert_uint_eq(st.in_flight, 0);
+	ck_assert_uint_eq(st.acked, NWIN);
+	ck_assert_uint_eq(st.queued, 0);
+	ck_assert_uint_eq(st.redelivered, 0);
+	bwc_free(p);
+	bwc_free(k);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* bwc_ack's count: single and cumulative, 0 for fires already done. */
+START_TEST(test_ack_counts)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *k;
+	struct bwc_fire f[5];
+	struct bwc_stats st;
+	uint64_t t0, acked;
+
+	du_daemon_start(d, NULL);
+	/* A consumer schedules too. */
+	k = attach(d, "e2e-ackc", BWC_ROLE_CONSUMER, 0);
+	t0 = bwc_now_ns();
+	for (uint64_t i = 0; i < 5; i++) {
+		struct bwc_timer t = { .key = i, .absolute = true,
+				       .when_ns = t0 + 20 * DU_MS + i * 5 * DU_MS };
+
+		CK_BWC(k, bwc_schedule(k, &t, NULL));
+	}
+	for (uint64_t i = 0; i < 5; i++) {
+		CK_BWC(k, bwc_wait_fire(k, 2 * (int64_t)DU_S, &f[i]));
+		ck_assert_uint_eq(f[i].key, i);
+		ck_assert_uint_eq(f[i].delivery, i + 1);
+	}
+	CK_BWC(k, bwc_ack(k, &f[2], false, &acked));
+	ck_assert_uint_eq(acked, 1);
+	CK_BWC(k, bwc_ack(k, &f[2], false, &acked));
+	ck_assert_uint_eq(acked, 0);
+	CK_BWC(k, bwc_ack(k, &f[4], true, &acked));
+	ck_assert_uint_eq(acked, 4);
+	CK_BWC(k, bwc_ack(k, &f[4], true, NULL));
+	CK_BWC(k, bwc_stats(k, &st));
+	ck_assert_uint_eq(st.acked, 5);
+	ck_assert_uint_eq(st.in_flight, 0);
+	/* All done: a new connection gets nothing again. */
+	CK_BWC(k, bwc_reconnect(k));
+	ck_assert_int_eq(bwc_wait_fire(k, 200 * (int64_t)DU_MS, &f[0]), BWC_ETIMEDOUT);
+	CK_BWC(k, bwc_stats(k, &st));
+	ck_assert_uint_eq(st.redelivered, 0);
+	bwc_free(k);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * A manual-ack consumer reconnects with fires unacknowledged: one handed
+ * out (its ack is now BWC_ESTALE) and two still queued in the client
+ * (discarded).  The new connection receives all three again, first, in
+ * their order, marked redelivered, numbered afresh.
+ */
+START_TEST(test_stale_after_reconnect)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *k;
+	struct bwc_stats st;
+	struct bwc_fire f, first;
+	uint64_t t0, acked;
+	int rc;
+
+	du_daemon_start(d, NULL);
+	k = attach(d, "e2e-stale", BWC_ROLE_CONSUMER, 0);
+	t0 = bwc_now_ns();
+	for (uint64_t i = 1; i <= 3; i++) {
+		struct bwc_timer t = { .key = i, .absolute = true,
+				       .when_ns = t0 + 20 * DU_MS + i * 5 * DU_MS };
+
+		CK_BWC(k, bwc_schedule(k, &t, NULL));
+	}
+	CK_BWC(k, bwc_wait_fire(k, 2 * (int64_t)DU_S, &first));
+	ck_assert_uint_eq(first.key, 1);
+	/* The other two reach the client during a blocking call. */
+	du_sleep_until(t0 + 20 * DU_MS + 15 * DU_MS + 100 * DU_MS);
+	CK_BWC(k, bwc_stats(k, &st));
+	ck_assert_uint_eq(st.in_flight, 3);
+
+	CK_BWC(k, bwc_reconnect(k));
+	rc = bwc_ack(k, &first, true, NULL);
+	ck_assert_msg(rc == BWC_ESTALE, "ack of the old connection's fire: %d (%s)", rc,
+		      bwc_errmsg(k));
+	ck_assert(strstr(bwc_errmsg(k), "earlier connection") != NULL);
+	ck_assert_int_eq(bwc_send_ack(k, &first, false), BWC_ESTALE);
+	for (uint64_t i = 1; i <= 3; i++) {
+		CK_BWC(k, bwc_wait_fire(k, 2 * (int64_t)DU_S, &f));
+		ck_assert_msg(f.key == i && f.connection == 2 && f.redelivered,
+			      "fire %" PRIu64 " after the reconnect: key %" PRIu64
+			      " connection %" PRIu64 " redelivered %d", i, f.key, f.connection,
+			      f.redelivered);
+		ck_assert_uint_eq(f.delivery, i);
+	}
+	ck_assert_int_eq(bwc_wait_fire(k, 100 * (int64_t)DU_MS, &f), BWC_ETIMEDOUT);
+	CK_BWC(k, bwc_ack(k, &f, true, &acked));
+	ck_assert_uint_eq(acked, 3);
+	CK_BWC(k, bwc_stats(k, &st));
+	ck_assert_uint_eq(st.redelivered, 3);
+	ck_assert_uint_eq(st.in_flight, 0);
+
+	/* bwc_close does the same discarding: a fire queued, then closed. */
+	{
+		struct bwc_timer t = { .key = 9, .when_ns = 10 * DU_MS };
+
+		CK_BWC(k, bwc_schedule(k, &t, NULL));
+		du_sleep_ms(100);
+		CK_BWC(k, bwc_stats(k, &st));          /* reads the fire */
+		bwc_close(k);
+		ck_assert_int_eq(bwc_wait_fire(k, 0, &f), BWC_ECLOSED);
+		CK_BWC(k, bwc_reconnect(k));
+		CK_BWC(k, bwc_wait_fire(k, 2 * (int64_t)DU_S, &f));
+		ck_assert(f.key == 9 && f.redelivered && f.connection == 3);
+	}
+	bwc_free(k);
+	du_daemon_free(d);
+}
+END_TEST
+
+#define NNBC 100
+#define NBWIN 8
+
+struct nbc_state {
+	int seen[NNBC];
+	uint64_t got, acked_upto, max_unacked;
+	struct bwc_fire last;
+	bool have_last;
+};
+
+static void nbc_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
+{
+	struct nbc_state *s = arg;
+
+	(void)c;
+	ck_assert(f->key < NNBC);
+	ck_assert(!f->redelivered);
+	s->seen[f->key]++;
+	s->got++;
+	ck_assert_uint_eq(f->delivery, s->got);
+	if (f->delivery - s->acked_upto > s->max_unacked)
+		s->max_unacked = f->delivery - s->acked_upto;
+	s->last = *f;             /* the payload is not kept: acks need none */
+	s->have_last = true;
+}
+
+/*
+ * The non-blocking idiom: the fire handler handles, and after each
+ * bwc_dispatch one cumulative bwc_send_ack covers the batch.  With window
+ * 8, never more than 8 unacknowledged; every fire exactly once.
+ */
+START_TEST(test_nonblocking_consumer)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *p, *k;
+	struct nbc_state *s = calloc(1, sizeof(*s));
+	struct bwc_stats st;
+	uint64_t t0, deadline;
+
+	ck_assert_ptr_nonnull(s);
+	du_daemon_start(d, NULL);
+	k = attach(d, "e2e-nbc", BWC_ROLE_CONSUMER, NBWIN);
+	bwc_set_fire_handler(k, nbc_fire, s);
+	p = connect_to(d, "e2e-nbc");
+	t0 = bwc_now_ns();
+	for (uint64_t i = 0; i < NNBC; i++) {
+		struct bwc_timer t = { .key = i, .absolute = true,
+				       .when_ns = t0 + 20 * DU_MS + (i % 10) * DU_MS };
+
+		ck_assert_int_eq(bwc_send_schedule(p, &t, NULL, NULL), 0);
+	}
+	deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
+	while (s->got < NNBC) {
+		struct pollfd pf[2] = { { bwc_fd(k), bwc_poll_events(k), 0 },
+					{ bwc_fd(p), bwc_poll_events(p), 0 } };
+
+		ck_assert_msg(du_now_ns() < deadline, "%" PRIu64 " of %d fires", s->got, NNBC);
+		poll(pf, 2, 50);
+		ck_assert_int_eq(bwc_dispatch(p), 0);
+		ck_assert_msg(bwc_dispatch(k) == 0, "bwc_dispatch: %s", bwc_errmsg(k));
+		if (s->have_last && s->last.delivery > s->acked_upto) {
+			CK_BWC(k, bwc_send_ack(k, &s->last, true));
+			s->acked_upto = s->last.delivery;
+		}
+	}
+	for (int i = 0; i < NNBC; i++)
+		ck_assert_msg(s->seen[i] == 1, "key %d seen %d times", i, s->seen[i]);
+	ck_assert_msg(s->max_unacked <= NBWIN, "%" PRIu64 " unacknowledged, window %d",
+		      s->max_unacked, NBWIN);
+	CK_BWC(k, bwc_ack(k, &s->last, true, NULL));
+	CK_BWC(p, bwc_stats(p, &st));
+	ck_assert_uint_eq(st.acked, NNBC);
+	ck_assert_uint_eq(st.in_flight, 0);
+	bwc_free(p);
+	bwc_free(k);
+	free(s);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
  * restart
  * ====================================================================== */
 
 /*
- * A named session across a daemon crash and restart.  This version of the
- * daemon keeps nothing on disk (PROTOCOL.md 9), so:
- *   kept:  the client's path and session name (bwc_reconnect() needs no
- *          arguments), and fires that had reached the client before the
- *          connection broke (still handed out by bwc_wait_fire);
+ * A named session across a daemon crash and restart, without --state-dir
+ * (PROTOCOL.md 8), for an auto-ack consumer:
+ *   kept:  the client's path, session name and settings (bwc_reconnect()
+ *          needs no arguments), and fires that had reached the client
+ *          before the connection broke (auto-ack: done on the daemon's
+ *          side, so still handed out by bwc_wait_fire);
  *   lost:  every timer and the session itself: the reconnect creates a
  *          new session (resumed = false, no timers), a timer due after the
  *          crash never fires, and cancelling it finds nothing; replaying
@@ -1063,7 +1480,10 @@ START_TEST(test_reconnect_restart)
 	int rc;
 
 	du_daemon_start(d, NULL);
-	c = connect_to(d, "e2e-restart");
+	c = new_client();
+	CK_BWC(c, bwc_set_role(c, BWC_ROLE_CONSUMER));
+	CK_BWC(c, bwc_set_ack_mode(c, BWC_ACK_AUTO));
+	CK_BWC(c, bwc_connect(c, d->sock, "e2e-restart"));
 	t = (struct bwc_timer){ .key = 1, .when_ns = 3600 * DU_S };
 	CK_BWC(c, bwc_schedule(c, &t, NULL));
 	t = (struct bwc_timer){ .key = 2, .when_ns = 300 * DU_MS };
@@ -1091,9 +1511,13 @@ START_TEST(test_reconnect_restart)
 	ck_assert_msg(!info.resumed && info.timers == 0,
 		      "a restarted daemon without a journal resumed the session "
 		      "(resumed=%d timers=%" PRIu64 ")", info.resumed, info.timers);
-	/* The fire that arrived before the crash is still here. */
+	ck_assert_int_eq(info.role, BWC_ROLE_CONSUMER);
+	ck_assert(info.auto_ack);
+	/* The fire that arrived before the crash is still here, from the
+	 * first connection. */
 	CK_BWC(c, bwc_wait_fire(c, 0, &f));
 	ck_assert(f.key == 3 && f.payload_len == 4 && memcmp(f.payload, "kept", 4) == 0);
+	ck_assert_uint_eq(f.connection, 1);
 	/* Key 2 was due 300 ms after scheduling: gone with the old daemon. */
 	ck_assert_int_eq(bwc_wait_fire(c, 400 * (int64_t)DU_MS, &f), BWC_ETIMEDOUT);
 	CK_BWC(c, bwc_cancel(c, 1, &pending));
@@ -1149,16 +1573,21 @@ static uint8_t *put_body(uint8_t *p, unsigned field, const uint8_t *b, const uin
 }
 
 #define ODD_DEADLINE UINT64_C(123456789012)
+#define ODD_DELIVERY 300
+#define ODD_ACKED 3
 
 /*
  * The stand-in daemon's answer to env, in encodings bitwheeld never
  * writes but a protobuf reader must take (PROTOCOL.md: unknown fields,
  * any nonzero varint as true, over-long varints): a Hello gets a plain
- * HelloReply; a Schedule of key k a ScheduleReply carrying an unknown
- * field, then a Fired of k with payload "odd", redelivered spelt 2, and
- * an unknown field; a Cancel of k a CancelReply whose pending is an
- * over-long 1, then a Fired of k with an empty payload and an unknown
- * field.  Everything the client reads here goes through protobuf-c.
+ * HelloReply (without the version 2 fields: the client takes its own
+ * defaults); a Schedule of key k a ScheduleReply carrying an unknown
+ * field, then a Fired of k with payload "odd", redelivered spelt 2,
+ * delivery ODD_DELIVERY and an unknown field; a Cancel of k a CancelReply
+ * whose pending is an over-long 1, then a Fired of k with an empty
+ * payload, no delivery and an unknown field; an Ack an AckReply of
+ * acked ODD_ACKED with an unknown field.  Everything the client reads
+ * here goes through protobuf-c.
  */
 static size_t odd_answer(const Bitwheel__V1__Envelope *env, uint8_t *out)
 {
@@ -1179,6 +1608,15 @@ static size_t odd_answer(const Bitwheel__V1__Envelope *env, uint8_t *out)
 	}
 	*b++ = 0x08;
 	b = put_varint(b, env->request_id);
+	if (env->body_case == BITWHEEL__V1__ENVELOPE__BODY_ACK) {
+		*m++ = 0x08;                                  /* acked */
+		m = put_varint(m, ODD_ACKED);
+		*m++ = 0x78;                                  /* field 15 */
+		*m++ = 0x02;
+		b = put_body(b, BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY, msg, m);
+		put_frame(out, &len, body, b);
+		return len;
+	}
 	if (env->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE) {
 		*m++ = 0x08;                                  /* deadline_ns */
 		m = put_varint(m, ODD_DEADLINE);
@@ -1199,7 +1637,9 @@ static size_t odd_answer(const Bitwheel__V1__Envelope *env, uint8_t *out)
 		m = put_varint(m, ODD_DEADLINE);
 		*m++ = 0x38;                                  /* redelivered */
 		*m++ = 0x02;
-		*m++ = 0x40;                                  /* field 8 */
+		*m++ = 0x40;                                  /* delivery */
+		m = put_varint(m, ODD_DELIVERY);
+		*m++ = 0x78;                                  /* field 15 */
 		*m++ = 0x01;
 	} else {
 		*m++ = 0x08;                                  /* pending */
@@ -1280,6 +1720,7 @@ static void odd_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
 	if (f->key == 7) {
 		ck_assert(f->payload_len == 3 && memcmp(f->payload, "odd", 3) == 0);
 		ck_assert(f->redelivered);
+		ck_assert_uint_eq(f->delivery, ODD_DELIVERY);
 	} else {
 		ck_assert_uint_eq(f->key, 8);
 		ck_assert(f->payload != NULL && f->payload_len == 0);
@@ -1299,8 +1740,9 @@ START_TEST(test_unusual_encodings)
 	struct bwc_client *c = new_client();
 	struct bwc_timer t = { .key = 7, .when_ns = DU_S };
 	struct bwc_scheduled sc;
-	struct bwc_fire f;
+	struct bwc_fire f, f7;
 	struct err_seen e = { 0 };
+	uint64_t acked = 0;
 	bool pending = false;
 	pthread_t th;
 	void *why;
@@ -1324,10 +1766,20 @@ START_TEST(test_unusual_encodings)
 	ck_assert(f.payload_len == 3 && memcmp(f.payload, "odd", 3) == 0);
 	ck_assert_uint_eq(f.deadline_ns, ODD_DEADLINE);
 	ck_assert(f.redelivered);
+	ck_assert_uint_eq(f.delivery, ODD_DELIVERY);
+	ck_assert_uint_eq(f.connection, 1);
+	f7 = f;
 	CK_BWC(c, bwc_wait_fire(c, 0, &f));
 	ck_assert_uint_eq(f.key, 8);
 	ck_assert_msg(f.payload != NULL && f.payload_len == 0,
 		      "an empty payload must be non-NULL with length 0");
+	/* No delivery number: nothing the client could acknowledge. */
+	ck_assert_uint_eq(f.delivery, 0);
+	ck_assert_int_eq(bwc_ack(c, &f, false, NULL), BWC_EINVAL);
+	/* An AckReply protobuf-c reads (the HelloReply named no role: an
+	 * anonymous session's connection is a consumer). */
+	CK_BWC(c, bwc_ack(c, &f7, true, &acked));
+	ck_assert_uint_eq(acked, ODD_ACKED);
 
 	bwc_set_fire_handler(c, odd_fire, &e);
 	ck_assert_int_eq(bwc_send_schedule(c, &t, odd_reply, &e), 0);
@@ -1447,6 +1899,15 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_unreachable);
 	tcase_add_test(tc, test_server_errors);
 	tcase_add_test(tc, test_shutting_down);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("consumer");
+	du_tcase(tc);
+	tcase_add_test(tc, test_roles);
+	tcase_add_test(tc, test_window);
+	tcase_add_test(tc, test_ack_counts);
+	tcase_add_test(tc, test_stale_after_reconnect);
+	tcase_add_test(tc, test_nonblocking_consumer);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("restart");
