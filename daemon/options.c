@@ -38,7 +38,7 @@ static void usage(FILE *f)
 "                            probes 1 slot, full slots overflow on time;\n"
 "                            oneshot slots hold 1024)\n"
 "      --max-clients N       open connections (1024)\n"
-"      --max-frame BYTES     frame body size (65536; >= max-payload + 64)\n"
+"      --max-frame BYTES     frame body size (65536; >= max-payload + 80)\n"
 "      --max-payload BYTES   Schedule payload (1024)\n"
 "      --max-timers N        pending timers plus undelivered fires per session\n"
 "                            (65536; Schedule gets TOO_MANY_TIMERS beyond)\n"

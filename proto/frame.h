@@ -74,7 +74,7 @@
  * max_frame >= max_payload + this, so whatever payload it accepts also fits
  * a frame both ways.
  */
-#define BWP_PAYLOAD_OVERHEAD 64u
+#define BWP_PAYLOAD_OVERHEAD 80u
 /* Hello.session: 1 to this many bytes of [A-Za-z0-9_.:@-]. */
 #define BWP_SESSION_NAME_MAX 64u
 

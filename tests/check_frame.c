@@ -869,6 +869,10 @@ START_TEST(test_payload_overhead)
 	s.fired.deadline_ns = BIG;
 	s.fired.fired_at_ns = BIG;
 	s.fired.fire_count = BIG;
+	s.fired.has_delivery = 1;
+	s.fired.delivery = UINT64_MAX;
+	s.fired.has_late = s.fired.has_redelivered = 1;
+	s.fired.late = s.fired.redelivered = 1;
 	s.fired.payload.data = big;
 	s.fired.payload.len = sizeof(big);
 	body = bwp_frame_packed_size(&s.env) - BWP_HEADER_SIZE;
