@@ -11,7 +11,15 @@
  *   cancel     exit 0 when the timer was pending, 1 when not.
  *   watch      --json lines parse (key, payload byte for byte, deadline_ns,
  *              fired_ns, late_us, fire_count) for queued and live fires;
- *              --timeout exits 1; a held session is SESSION_BUSY (exit 4).
+ *              --timeout exits 1; schedule and cancel are producers that
+ *              take no fire, and run beside a watch; --count's extra
+ *              fires and the dropped-periodic warning.
+ *   shared     protocol 2's sessions end to end: 40 sequential schedules
+ *              then one watch --count 40 gets all 40; 8 concurrent
+ *              producers beside a watch: every fire exactly once; two
+ *              watches of one session: disjoint sets whose union is all;
+ *              a watch killed mid-stream: the next one gets every fire
+ *              the first did not print, and repeats only marked ones.
  *   stats      the table and --json agree with the daemon's own counters.
  *   usage      exit 2 for usage errors, exit 3 naming the socket when the
  *              daemon is unreachable, --help for bwctl and every command.
@@ -32,6 +40,35 @@
 #include "testutil.h"
 
 #define RUN_MS DU_WAIT_MS
+
+/*
+ * A raw connection attached to session as a producer (it is never sent a
+ * fire), for tests that schedule faster than a bwctl per timer.
+ */
+static struct du_conn *raw_producer(const struct du_daemon *d, const char *session)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Hello h = BITWHEEL__V1__HELLO__INIT;
+	struct du_conn *c = du_connect(d->sock);
+	du_env *r;
+
+	h.has_protocol_version = 1;
+	h.protocol_version = BWP_PROTOCOL_VERSION;
+	h.has_session = 1;
+	h.session.data = (uint8_t *)session;
+	h.session.len = strlen(session);
+	h.has_role = 1;
+	h.role = BITWHEEL__V1__ROLE__PRODUCER;
+	env.has_request_id = 1;
+	env.request_id = 1;
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
+	env.hello = &h;
+	du_send_env(c, &env);
+	r = du_expect_reply(c, 1, BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY);
+	ck_assert_int_eq(r->hello_reply->role, BITWHEEL__V1__ROLE__PRODUCER);
+	bwp_frame_free(r);
+	return c;
+}
 
 /* ---- running bwctl ------------------------------------------------------ */
 
@@ -631,8 +668,8 @@ START_TEST(test_watch_json)
 	uint64_t t0 = du_now_ns();
 
 	du_daemon_start(d, NULL);
-	/* Due only once all are scheduled: each bwctl schedule attaches to
-	 * the session and would print (and so take) a fire queued by then. */
+	/* Due only once all are scheduled, so that all are queued when the
+	 * watch attaches. */
 	for (int i = 0; i < 4; i++) {
 		snprintf(key, sizeof(key), "%d", i + 1);
 		snprintf(in, sizeof(in), "%dms", 500 + 20 * i);
@@ -727,7 +764,6 @@ START_TEST(test_watch_live)
 	jfree(v);
 	/* Human format of the same, for a queued fire. */
 	du_result_free(&r);
-	/* Not due while that bwctl runs, or it would print (and take) it. */
 	bwctl(&r, d->sock, "schedule", "--session", "e2e-live", "--key", "4", "--in", "200ms",
 	      NULL);
 	ASSERT_EXIT(&r, 0, "schedule");
@@ -772,110 +808,327 @@ START_TEST(test_watch_timeout)
 END_TEST
 
 /*
- * Fires handed to a connection are never sent again, so bwctl prints what
- * it received: schedule and cancel --session print the session's queued
- * fires after their own line; watch --count warns about fires past the
- * count, and about fires the daemon dropped from the full queue.
+ * schedule and cancel attach as producers: they print their own line
+ * only, even with fires waiting in the session's queue, and take none.
+ * watch --count 1 takes one; the rest stay for the next watch (one the
+ * first had received past its count comes back marked).  The daemon's
+ * dropped periodic fires are reported.
  */
-START_TEST(test_queued_fires_printed)
+START_TEST(test_producers_take_no_fire)
 {
 	struct du_daemon *d = du_daemon_new();
 	struct du_result r;
 	char line[512];
 
-	/* Deadlines leave a second for each bwctl to run: on a loaded machine
-	 * starting one can take long, and a fire must not beat its command. */
 	du_daemon_start(d, "--max-queued", "2", NULL);
-	bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", "1", "--in", "1s",
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", "1", "--in", "10ms",
 	      "--payload", "one", NULL);
 	ASSERT_EXIT(&r, 0, "schedule");
-	ck_assert_msg(strstr(r.out, "fired") == NULL, "fired too soon: %s", r.out);
 	du_result_free(&r);
-	du_sleep_ms(1100);
-	bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", "2", "--in", "1h", NULL);
-	ASSERT_EXIT(&r, 0, "schedule with a fire queued");
-	ck_assert_msg(count_lines(r.out) == 2, "stdout: %s", r.out);
-	ck_assert(line_n(r.out, 0, line, sizeof(line)) &&
-		  strncmp(line, "scheduled key=2 ", 16) == 0);
-	ck_assert(line_n(r.out, 1, line, sizeof(line)));
-	ck_assert_msg(strncmp(line, "fired key=1 payload=\"one\" deadline=",
-			      strlen("fired key=1 payload=\"one\" deadline=")) == 0,
-		      "second line: %s", line);
-	du_result_free(&r);
-
-	/* cancel does the same. */
-	bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", "3", "--in", "1s", NULL);
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", "3", "--in", "20ms", NULL);
 	ASSERT_EXIT(&r, 0, "schedule");
-	ck_assert_msg(strstr(r.out, "fired") == NULL, "fired too soon: %s", r.out);
 	du_result_free(&r);
-	du_sleep_ms(1100);
+	du_sleep_ms(200);
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", "2", "--in", "1h", NULL);
+	ASSERT_EXIT(&r, 0, "schedule with fires queued");
+	ck_assert_msg(count_lines(r.out) == 1 && strncmp(r.out, "scheduled key=2 ", 16) == 0,
+		      "stdout: %s", r.out);
+	du_result_free(&r);
 	bwctl(&r, d->sock, "cancel", "--session", "e2e-q", "--key", "2", NULL);
-	ASSERT_EXIT(&r, 0, "cancel with a fire queued");
-	ck_assert_msg(count_lines(r.out) == 2 && strncmp(r.out, "cancelled key=2\n", 16) == 0 &&
-		      strstr(r.out, "\nfired key=3 ") != NULL, "stdout: %s", r.out);
+	ASSERT_EXIT(&r, 0, "cancel with fires queued");
+	ck_assert_msg(strcmp(r.out, "cancelled key=2\n") == 0, "stdout: %s", r.out);
 	du_result_free(&r);
 
-	/* Five fires into a queue of two: three dropped, two delivered, one
-	 * of them past --count 1. */
-	for (int k = 10; k < 15; k++) {
-		char key[8], in[8];
-
-		snprintf(key, sizeof(key), "%d", k);
-		snprintf(in, sizeof(in), "%dms", 2000 + 10 * (k - 10));
-		bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", key, "--in", in,
-		      NULL);
-		ASSERT_EXIT(&r, 0, "schedule");
-		ck_assert_msg(strstr(r.out, "fired") == NULL, "fire while scheduling: %s", r.out);
-		du_result_free(&r);
-	}
-	du_sleep_ms(2300);
+	/* Both fires still queued: one per watch --count 1. */
 	bwctl(&r, d->sock, "watch", "--session", "e2e-q", "--count", "1", NULL);
 	ASSERT_EXIT(&r, 0, "watch --count 1");
-	ck_assert_msg(count_lines(r.out) == 1 && strncmp(r.out, "fired key=13 ", 13) == 0,
-		      "stdout (the oldest are dropped): %s", r.out);
-	ck_assert_msg(strstr(r.err, "3") != NULL && strstr(r.err, "dropped") != NULL,
-		      "no warning about 3 dropped fires: %s", r.err);
-	ck_assert_msg(strstr(r.err, "1 more") != NULL || strstr(r.err, " 1 ") != NULL,
-		      "no warning about the fire past --count: %s", r.err);
+	ck_assert_msg(count_lines(r.out) == 1 &&
+		      strncmp(r.out, "fired key=1 payload=\"one\" deadline=",
+			      strlen("fired key=1 payload=\"one\" deadline=")) == 0 &&
+		      strstr(r.out, "redelivered") == NULL, "stdout: %s", r.out);
+	ck_assert_msg(r.err[0] == '\0', "stderr: %s", r.err);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "watch", "--session", "e2e-q", "--count", "1", "--timeout", "5s",
+	      NULL);
+	ASSERT_EXIT(&r, 0, "second watch --count 1");
+	ck_assert_msg(count_lines(r.out) == 1 && strncmp(r.out, "fired key=3 ", 12) == 0,
+		      "stdout: %s", r.out);
+	du_result_free(&r);
+
+	/* A periodic timer fires into a queue of 2 with no consumer: the
+	 * rest are dropped, and the next watch says how many. */
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-q", "--key", "9", "--in", "10ms",
+	      "--every", "100ms", NULL);
+	ASSERT_EXIT(&r, 0, "schedule --every");
+	du_result_free(&r);
+	du_sleep_ms(800);
+	bwctl(&r, d->sock, "watch", "--session", "e2e-q", "--count", "1", NULL);
+	ASSERT_EXIT(&r, 0, "watch --count 1 after drops");
+	ck_assert(line_n(r.out, 0, line, sizeof(line)));
+	ck_assert_msg(count_lines(r.out) == 1 && strncmp(line, "fired key=9 ", 12) == 0 &&
+		      field_u64(line, "count") == 1, "stdout: %s", r.out);
+	ck_assert_msg(strstr(r.err, "dropped") != NULL, "no warning about dropped fires: %s",
+		      r.err);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "cancel", "--session", "e2e-q", "--key", "9", NULL);
+	ASSERT_EXIT(&r, 0, "cancel the periodic timer");
 	du_result_free(&r);
 	du_daemon_free(d);
 }
 END_TEST
 
-static bool two_clients(const struct du_daemon *d)
+static bool n_clients(const struct du_daemon *d, uint64_t n)
 {
 	du_env *e = du_fresh_stats(d);
-	bool yes = e->stats_reply->clients == 2;
+	bool yes = e->stats_reply->clients == n;
 
 	bwp_frame_free(e);
 	return yes;
 }
 
-/* A session held by a running watch is SESSION_BUSY for others: exit 4. */
-START_TEST(test_watch_busy)
+/* Wait until n connections are open, counting du_fresh_stats's own. */
+static void wait_clients(const struct du_daemon *d, uint64_t n, const char *what)
+{
+	uint64_t deadline = du_now_ns() + RUN_MS * DU_MS;
+
+	while (!n_clients(d, n)) {
+		ck_assert_msg(du_now_ns() < deadline, "%s", what);
+		du_sleep_ms(5);
+	}
+}
+
+/* A session with a watch attached takes more connections: producers
+ * schedule into it while the watch runs, and the watch gets the fires. */
+START_TEST(test_watch_shared)
 {
 	struct du_daemon *d = du_daemon_new();
 	struct du_proc p;
 	struct du_result r;
-	uint64_t deadline;
 
 	du_daemon_start(d, NULL);
-	bwctl_start(&p, d->sock, "watch", "--session", "e2e-busy", "--timeout", "20s", NULL);
-	deadline = du_now_ns() + RUN_MS * DU_MS;
-	while (!two_clients(d)) {
-		ck_assert_msg(du_now_ns() < deadline, "the first watch never connected");
-		du_sleep_ms(5);
-	}
-	bwctl(&r, d->sock, "watch", "--session", "e2e-busy", "--timeout", "1s", NULL);
-	ASSERT_EXIT(&r, 4, "second watch of a held session");
-	ck_assert_msg(strstr(r.err, "SESSION_BUSY") != NULL, "stderr: %s", r.err);
-	du_result_free(&r);
-	bwctl(&r, d->sock, "schedule", "--session", "e2e-busy", "--key", "1", "--in", "1s",
+	bwctl_start(&p, d->sock, "watch", "--session", "e2e-shared", "--count", "2",
+		    "--timeout", "10s", NULL);
+	wait_clients(d, 2, "the watch never connected");
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-shared", "--key", "1", "--in", "10ms",
 	      NULL);
-	ASSERT_EXIT(&r, 4, "schedule into a held session");
+	ASSERT_EXIT(&r, 0, "schedule beside a watch");
+	ck_assert_msg(count_lines(r.out) == 1, "stdout: %s", r.out);
 	du_result_free(&r);
-	du_proc_finish(&p, 0, &r);
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-shared", "--key", "2", "--in", "10ms",
+	      NULL);
+	ASSERT_EXIT(&r, 0, "another schedule beside a watch");
 	du_result_free(&r);
+	du_proc_finish(&p, RUN_MS, &r);
+	ASSERT_EXIT(&r, 0, "watch --count 2");
+	ck_assert_msg(count_lines(r.out) == 2 && strncmp(r.out, "fired key=1 ", 12) == 0 &&
+		      strstr(r.out, "\nfired key=2 ") != NULL, "stdout: %s", r.out);
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * shared
+ * ====================================================================== */
+
+#define NKEYS 40
+
+struct seen_line {
+	int count;
+	bool redelivered;
+};
+
+/*
+ * Each line of out a fire line of a key below NKEYS, counted into seen
+ * (may be NULL); returns the number of lines.  Fails on anything else.
+ */
+static int tally(const char *out, struct seen_line *seen)
+{
+	char line[512];
+	int n = 0;
+
+	while (line_n(out, n, line, sizeof(line))) {
+		uint64_t k;
+
+		ck_assert_msg(strncmp(line, "fired key=", 10) == 0, "not a fire: %s", line);
+		k = field_u64(line, "key");
+		ck_assert_msg(k < NKEYS, "key %" PRIu64 " out of range: %s", k, line);
+		if (seen != NULL) {
+			seen[k].count++;
+			if (strstr(line, " redelivered") != NULL)
+				seen[k].redelivered = true;
+		}
+		n++;
+	}
+	return n;
+}
+
+/*
+ * The issue's first scenario: 40 bwctl schedule runs one after another,
+ * key K due (20 + 15 K) ms later, many due before the last is scheduled;
+ * then one bwctl watch --count 40 gets all 40, in fire order.
+ */
+START_TEST(test_sequential_then_watch)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct seen_line seen[NKEYS];
+	struct du_result r;
+	char key[16], in[16], line[512];
+
+	memset(seen, 0, sizeof(seen));
+	du_daemon_start(d, NULL);
+	for (int k = 0; k < NKEYS; k++) {
+		snprintf(key, sizeof(key), "%d", k);
+		snprintf(in, sizeof(in), "%dms", 20 + 15 * k);
+		bwctl(&r, d->sock, "schedule", "--session", "s", "--key", key, "--in", in, NULL);
+		ASSERT_EXIT(&r, 0, "schedule");
+		ck_assert_msg(count_lines(r.out) == 1 && strncmp(r.out, "scheduled ", 10) == 0,
+			      "stdout: %s", r.out);
+		du_result_free(&r);
+	}
+	bwctl(&r, d->sock, "watch", "--session", "s", "--count", "40", "--timeout", "20s", NULL);
+	ASSERT_EXIT(&r, 0, "watch --count 40");
+	ck_assert_int_eq(tally(r.out, seen), NKEYS);
+	for (int k = 0; k < NKEYS; k++) {
+		ck_assert_msg(seen[k].count == 1 && !seen[k].redelivered, "key %d: %d times%s", k,
+			      seen[k].count, seen[k].redelivered ? ", redelivered" : "");
+		/* Deadlines grow with the key: fire order is key order. */
+		ck_assert(line_n(r.out, k, line, sizeof(line)));
+		ck_assert_uint_eq(field_u64(line, "key"), (uint64_t)k);
+	}
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+#define NPROD 8
+
+/* 8 bwctl schedule producers at a time, 5 rounds, while a watch is
+ * attached: each exits 0 having taken no fire; the watch prints every
+ * fire exactly once. */
+START_TEST(test_concurrent_producers)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct seen_line seen[NKEYS];
+	struct du_proc w, p[NPROD];
+	struct du_result r;
+	char key[NPROD][16];
+
+	memset(seen, 0, sizeof(seen));
+	du_daemon_start(d, NULL);
+	bwctl_start(&w, d->sock, "watch", "--session", "e2e-conc", "--count", "40",
+		    "--timeout", "30s", NULL);
+	wait_clients(d, 2, "the watch never connected");
+	for (int round = 0; round < NKEYS / NPROD; round++) {
+		for (int i = 0; i < NPROD; i++) {
+			snprintf(key[i], sizeof(key[i]), "%d", round * NPROD + i);
+			bwctl_start(&p[i], d->sock, "schedule", "--session", "e2e-conc", "--key",
+				    key[i], "--in", "30ms", NULL);
+		}
+		for (int i = 0; i < NPROD; i++) {
+			du_proc_finish(&p[i], RUN_MS, &r);
+			ASSERT_EXIT(&r, 0, "a concurrent schedule");
+			ck_assert_msg(count_lines(r.out) == 1 &&
+				      strncmp(r.out, "scheduled ", 10) == 0, "stdout: %s", r.out);
+			du_result_free(&r);
+		}
+	}
+	du_proc_finish(&w, RUN_MS, &r);
+	ASSERT_EXIT(&r, 0, "watch --count 40 beside the producers");
+	ck_assert_int_eq(tally(r.out, seen), NKEYS);
+	for (int k = 0; k < NKEYS; k++)
+		ck_assert_msg(seen[k].count == 1 && !seen[k].redelivered, "key %d: %d times", k,
+			      seen[k].count);
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* Two watches of one session share its fires: disjoint sets, whose union
+ * is every fire. */
+START_TEST(test_two_watches)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct seen_line seen[2][NKEYS];
+	struct du_proc w[2];
+	struct du_result r[2];
+	struct du_conn *prod;
+	int n[2];
+
+	memset(seen, 0, sizeof(seen));
+	du_daemon_start(d, NULL);
+	for (int i = 0; i < 2; i++)
+		bwctl_start(&w[i], d->sock, "watch", "--session", "e2e-two", "--timeout", "3s",
+			    NULL);
+	wait_clients(d, 3, "the watches never connected");
+	prod = raw_producer(d, "e2e-two");
+	for (uint64_t k = 0; k < NKEYS; k++) {
+		struct du_sched s = { .key = k, .when = DU_DELAY,
+				      .when_ns = 100 * DU_MS + k * 10 * DU_MS };
+
+		bwp_frame_free(du_schedule(prod, k + 2, &s));
+	}
+	for (int i = 0; i < 2; i++) {
+		du_proc_finish(&w[i], RUN_MS, &r[i]);
+		ASSERT_EXIT(&r[i], 0, "a watch sharing the session");
+		n[i] = tally(r[i].out, seen[i]);
+	}
+	du_note("the two watches printed %d and %d fires", n[0], n[1]);
+	ck_assert_int_eq(n[0] + n[1], NKEYS);
+	for (int k = 0; k < NKEYS; k++)
+		ck_assert_msg(seen[0][k].count + seen[1][k].count == 1,
+			      "key %d printed %d and %d times", k, seen[0][k].count,
+			      seen[1][k].count);
+	du_result_free(&r[0]);
+	du_result_free(&r[1]);
+	du_conn_free(prod);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * bwctl watch killed (SIGKILL) while fires stream in: the next watch
+ * prints every fire the first did not, and any it repeats is marked
+ * redelivered (a fire is acknowledged only once its line was flushed).
+ */
+START_TEST(test_watch_killed)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct seen_line seen[2][NKEYS];
+	struct du_proc w;
+	struct du_result r[2];
+	struct du_conn *prod;
+	int n[2];
+
+	memset(seen, 0, sizeof(seen));
+	du_daemon_start(d, NULL);
+	bwctl_start(&w, d->sock, "watch", "--session", "e2e-kill", "--window", "2", NULL);
+	wait_clients(d, 2, "the watch never connected");
+	prod = raw_producer(d, "e2e-kill");
+	for (uint64_t k = 0; k < NKEYS; k++) {
+		struct du_sched s = { .key = k, .when = DU_DELAY,
+				      .when_ns = 50 * DU_MS + k * 20 * DU_MS };
+
+		bwp_frame_free(du_schedule(prod, k + 2, &s));
+	}
+	/* Killed about half way through the 800 ms of fires. */
+	du_proc_finish(&w, 450, &r[0]);
+	ck_assert_msg(r[0].timed_out, "the first watch exited by itself");
+	n[0] = tally(r[0].out, seen[0]);
+	bwctl(&r[1], d->sock, "watch", "--session", "e2e-kill", "--timeout", "2s", NULL);
+	n[1] = tally(r[1].out, seen[1]);
+	du_note("the killed watch printed %d fires, the next %d", n[0], n[1]);
+	for (int k = 0; k < NKEYS; k++) {
+		ck_assert_msg(seen[0][k].count <= 1 && seen[1][k].count <= 1,
+			      "key %d repeated by one watch", k);
+		ck_assert_msg(seen[0][k].count + seen[1][k].count >= 1, "key %d lost", k);
+		if (seen[0][k].count && seen[1][k].count)
+			ck_assert_msg(seen[1][k].redelivered,
+				      "key %d printed twice, the second time unmarked", k);
+	}
+	du_result_free(&r[0]);
+	du_result_free(&r[1]);
+	du_conn_free(prod);
 	du_daemon_free(d);
 }
 END_TEST
@@ -917,8 +1170,9 @@ START_TEST(test_stats)
 		"daemon_version", "oneshot.pending", "oneshot.overflow", "oneshot.inserted",
 		"oneshot.cancelled", "oneshot.fired", "oneshot.lost", "periodic.pending",
 		"periodic.overflow", "periodic.inserted", "periodic.cancelled",
-		"periodic.fired", "periodic.lost", "clients", "sessions", "queued",
-		"dropped", "uptime_ns", "memory_bytes",
+		"periodic.fired", "periodic.lost", "clients", "consumers", "sessions",
+		"queued", "in_flight", "acked", "redelivered", "dropped", "expired",
+		"uptime_ns", "memory_bytes",
 	};
 	char version[64];
 	du_env *e;
@@ -950,6 +1204,11 @@ START_TEST(test_stats)
 	ck_assert_uint_eq(table_cell(r.out, "oneshot", 2), 3);   /* inserted  */
 	ck_assert_uint_eq(table_cell(r.out, "oneshot", 3), 1);   /* cancelled */
 	ck_assert_uint_eq(table_cell(r.out, "periodic", 0), 1);
+	ck_assert_uint_eq(table_cell(r.out, "in_flight", 0), 0);
+	ck_assert_uint_eq(table_cell(r.out, "acked", 0), 0);
+	ck_assert_uint_eq(table_cell(r.out, "redelivered", 0), 0);
+	ck_assert_uint_eq(table_cell(r.out, "expired", 0), 0);
+	(void)table_cell(r.out, "consumers", 0);
 	du_result_free(&r);
 
 	bwctl(&r, d->sock, "stats", "--json", NULL);
@@ -969,6 +1228,11 @@ START_TEST(test_stats)
 	ck_assert_uint_eq(ju64(v, "clients"), 2);
 	ck_assert_uint_eq(ju64(v, "sessions"), 1);
 	ck_assert_uint_eq(ju64(v, "queued"), 0);
+	ck_assert_uint_eq(ju64(v, "in_flight"), 0);
+	ck_assert_uint_eq(ju64(v, "acked"), 0);
+	ck_assert_uint_eq(ju64(v, "redelivered"), 0);
+	ck_assert_uint_eq(ju64(v, "expired"), 0);
+	ck_assert(ju64(v, "consumers") >= 1);   /* bwctl's own, at least */
 	ck_assert(ju64(v, "uptime_ns") > 0 && ju64(v, "memory_bytes") > 0);
 	jfree(v);
 	du_result_free(&r);
@@ -999,6 +1263,9 @@ static const char *const usage_cases[][12] = {
 	{ "watch", NULL },
 	{ "watch", "--session", "s", "--timeout", "soon", NULL },
 	{ "watch", "--session", "s", "--count", "0", NULL },
+	{ "watch", "--session", "s", "--window", "0", NULL },
+	{ "watch", "--session", "s", "--window", "4294967296", NULL },
+	{ "watch", "--session", "s", "--ack-timeout", "30", NULL },
 	{ "stats", "--bogus", NULL },
 	{ "stats", "extra", NULL },
 	{ "schedule", "--key", NULL },
@@ -1133,8 +1400,16 @@ static Suite *bwctl_suite(void)
 	tcase_add_test(tc, test_watch_json);
 	tcase_add_test(tc, test_watch_live);
 	tcase_add_test(tc, test_watch_timeout);
-	tcase_add_test(tc, test_watch_busy);
-	tcase_add_test(tc, test_queued_fires_printed);
+	tcase_add_test(tc, test_watch_shared);
+	tcase_add_test(tc, test_producers_take_no_fire);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("shared");
+	du_tcase(tc);
+	tcase_add_test(tc, test_sequential_then_watch);
+	tcase_add_test(tc, test_concurrent_producers);
+	tcase_add_test(tc, test_two_watches);
+	tcase_add_test(tc, test_watch_killed);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("stats");
