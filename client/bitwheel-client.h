@@ -156,7 +156,7 @@
  * blocking request is one round trip to the daemon; a non-blocking one is
  * a pack into the output buffer, and pipelined ones share a send() (see
  * bwc_send_schedule).  Each received frame is decoded once and queued in
- * O(1); schedule and cancel replies and fires without allocating, other
+ * O(1); schedule, cancel and ack replies and fires without allocating, other
  * frames with a few small allocations.
  */
 #ifndef BITWHEEL_CLIENT_H
@@ -404,10 +404,15 @@ BWC_EXPORT void bwc_close(struct bwc_client *c);
 struct bwc_limits {
 	uint32_t max_frame_bytes;   /* largest frame body, either direction */
 	uint32_t max_payload_bytes; /* largest Schedule payload            */
-	uint64_t max_timers;        /* pending timers per session          */
-	uint64_t max_queued;        /* fires queued for a detached session */
-	uint64_t session_linger_ns; /* how long a detached session lives   */
-	uint64_t max_output_bytes;  /* unread output before a disconnect   */
+	uint64_t max_timers;        /* pending timers plus undelivered
+				       fires per session: Schedule's
+				       backpressure (TOO_MANY_TIMERS)      */
+	uint64_t max_queued;        /* undelivered periodic fires per
+				       session; more are dropped, counted  */
+	uint64_t session_linger_ns; /* how long a session with no
+				       connection lives                    */
+	uint64_t max_output_bytes;  /* unread output per connection: at
+				       half, fires wait (PROTOCOL.md 8)    */
 	uint64_t max_clients;       /* connections the daemon accepts      */
 	uint32_t max_window;        /* the largest consumer window         */
 };
