@@ -156,8 +156,8 @@
  * blocking request is one round trip to the daemon; a non-blocking one is
  * a pack into the output buffer, and pipelined ones share a send() (see
  * bwc_send_schedule).  Each received frame is decoded once and queued in
- * O(1); schedule, cancel and ack replies and fires without allocating, other
- * frames with a few small allocations.
+ * O(1); schedule, cancel and ack replies and fires without allocating,
+ * other frames with a few small allocations.
  */
 #ifndef BITWHEEL_CLIENT_H
 #define BITWHEEL_CLIENT_H
