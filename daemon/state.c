@@ -374,6 +374,9 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 			continue;
 		f = dequeue(s);
 		f->delivery = ++m->last_delivery;
+		/* Not written yet: no drain may complete it (auto_ack) before
+		 * the connection says where its frame ends. */
+		f->wire_end = UINT64_MAX;
 		if (m->flight_tail)
 			m->flight_tail->next = f;
 		else
