@@ -371,12 +371,15 @@ START_TEST(test_restart_keeps_queue)
 {
 	struct du_daemon *d = du_daemon_new();
 	struct du_conn *c;
-	uint64_t t0 = du_now_ns(), queued, rx;
+	uint64_t t0, queued, rx;
 
 	if (skip_timing("test_restart_keeps_queue"))
 		return;
 	start_durable(d, NULL);
 	c = du_open(d, "q");
+	/* After the start, however long it took: every timer must come due
+	 * once the connection is gone. */
+	t0 = du_now_ns();
 	for (uint64_t k = 1; k <= 20; k++)
 		schedule_at(c, 1 + k, k, t0 + (50 + k) * DU_MS, 0);
 	du_conn_free(c);
@@ -764,8 +767,12 @@ static void on_frame(struct crash *x, int s, du_env *e, uint64_t rx)
 		t = by_key(x, s, f->key);
 		ck_assert_msg(t, "session %d: fire for unknown key %" PRIu64, s, f->key);
 		ck_assert_msg(t->st != T_REFUSED, "a refused timer fired");
-		ck_assert_msg(!(t->st == T_CANCELLED && t->cancel_pending),
-			      "key %" PRIu64 " fired after its cancel was acknowledged", f->key);
+		/* A fire that happened before the Cancel may still be on its way
+		 * behind the reply (PROTOCOL.md 5.5): none fired after it. */
+		ck_assert_msg(!(t->st == T_CANCELLED && t->cancel_pending &&
+				f->fired_at_ns > t->cancel_rx),
+			      "key %" PRIu64 " fired %.3f ms after its cancel was acknowledged",
+			      f->key, (double)(f->fired_at_ns - t->cancel_rx) / 1e6);
 		ck_assert_uint_ge(f->fired_at_ns, f->deadline_ns);
 		ck_assert_uint_ge(rx, f->deadline_ns);
 		x->fires++;

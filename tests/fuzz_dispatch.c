@@ -9,7 +9,8 @@
  * the other end in chunks whose size the first byte picks, so frames
  * arrive whole, split and merged, with the loop turning after each chunk.
  * The second byte picks the client's uid (root or not).  Then the wheel
- * is polled, the client end is closed and the server freed.  Trapping on:
+ * is polled and the fires pumped, the client end is closed and the server
+ * freed.  Trapping on:
  *   - any bytes from the daemon that are not a sequence of whole, valid
  *     frames, each a reply, an error or a Fired (never a request);
  * and the sanitizers catch memory errors and leaks (everything the
@@ -60,7 +61,8 @@ static void check_output(struct evbuffer *in)
 		size_t flen;
 
 		REQUIRE(bwp_frame_parse(p, len, opt.limits.max_frame, &env, &flen) == 0);
-		REQUIRE(env->body_case >= BITWHEEL__V1__ENVELOPE__BODY_ERROR);
+		REQUIRE(env->body_case >= BITWHEEL__V1__ENVELOPE__BODY_ERROR &&
+			env->body_case != BITWHEEL__V1__ENVELOPE__BODY_ACK);
 		bwp_frame_free(env);
 		p += flen;
 		len -= flen;
@@ -72,6 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct bwd_server *srv;
 	struct bufferevent *pair[2];
 	struct event_base *base;
+	struct bwd_env *env;
 	size_t chunk;
 	uid_t uid;
 
@@ -83,7 +86,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size -= 2;
 	if (bwd_server_new(&opt, &srv))
 		abort();
-	base = bwd_server_base(srv);
+	env = bwd_server_env(srv);
+	base = env->base;
 	if (bufferevent_pair_new(base, 0, pair) ||
 	    bwd_server_attach(srv, pair[0], uid, 1))
 		abort();
@@ -93,7 +97,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				  size - off < chunk ? size - off : chunk);
 		turn(base);
 	}
-	bwd_state_poll(bwd_server_state(srv), bw_now_ns());
+	bwd_state_poll(env->state, bw_now_ns());
+	event_active(env->pump, 0, 0);
 	turn(base);
 	check_output(bufferevent_get_input(pair[1]));
 	bufferevent_free(pair[1]);

@@ -17,7 +17,6 @@
  * (tests/fuzz.mk).
  */
 #define _GNU_SOURCE
-#include <event2/event.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,19 +89,17 @@ static uint8_t *snapshot(const struct bwd_state *st, size_t *len)
 	return buf;
 }
 
-static struct bwd_state *state_new(struct event_base *base)
+static struct bwd_state *state_new(void)
 {
-	struct bwd_sink sink = { NULL, NULL };
 	struct bwd_state *st;
 
-	if (bwd_state_new(&opt, base, &sink, bw_now_ns(), &st))
+	if (bwd_state_new(&opt, bw_now_ns(), &st))
 		abort();
 	return st;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct event_base *base;
 	struct bwd_state *a, *b;
 	struct bwd_replay rep;
 	struct bwd_state_stats ga, gb;
@@ -120,9 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(buf, data + 1, len);
 	if (data[0] & 1)
 		fix_crcs(buf, len);
-	base = event_base_new();
-	REQUIRE(base);
-	a = state_new(base);
+	a = state_new();
 	err = bwd_store_replay(a, buf, len, "fuzz", kind, &rep);
 	REQUIRE(err == 0 || err == BWD_REC_ETORN || err == BWD_REC_ECORRUPT);
 	REQUIRE(rep.stopped_at <= len);
@@ -130,7 +125,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(buf);
 
 	snap = snapshot(a, &snap_len);
-	b = state_new(base);
+	b = state_new();
 	REQUIRE(bwd_store_replay(b, snap, snap_len, "again", BWD_FILE_SNAPSHOT, &rep) == 0);
 	REQUIRE(rep.whole && rep.contradictions == 0);
 	bwd_state_restore_finish(b, bw_now_ns(), &gb);
@@ -143,6 +138,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(again);
 	bwd_state_free(a);
 	bwd_state_free(b);
-	event_base_free(base);
 	return 0;
 }
