@@ -713,6 +713,83 @@ START_TEST(test_sigterm_reports_pending)
 }
 END_TEST
 
+#define NACKS 50
+#define NACKED 25
+
+/*
+ * Acknowledgements are journaled (PROTOCOL.md 8): a consumer acknowledges
+ * half of 50 fires - 20 with one cumulative Ack, 5 one by one - each
+ * with a request_id, so that its AckReply means durable; the daemon is
+ * SIGKILLed and restarted; the next consumer gets exactly the other 25,
+ * each marked redelivered (they had been in flight), and none of the
+ * acknowledged ones.  Once more after a second SIGKILL with nothing
+ * acknowledged: the same 25, and only they.
+ */
+START_TEST(test_acks_survive_crash)
+{
+	static const struct du_hello_opts producer = { .role = BITWHEEL__V1__ROLE__PRODUCER };
+	static const struct du_hello_opts consumer = { .role = BITWHEEL__V1__ROLE__CONSUMER,
+						       .has_window = true, .window = NACKS };
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *p, *c;
+	uint64_t key_of[NACKS + 1], queued, t0;
+	bool acked[NACKS] = { false };
+	du_env *e;
+
+	start_durable(d, "--fsync=never");
+	p = du_open_opts(d, "acks", &producer);
+	c = du_open_opts(d, "acks", &consumer);
+	t0 = du_now_ns();
+	for (uint64_t k = 0; k < NACKS; k++)
+		schedule_at(p, 2 + k, k, t0 + 20 * DU_MS, 0);
+	for (uint64_t n = 1; n <= NACKS; n++) {
+		du_env *f = du_expect_fire(c, DU_WAIT_MS, NULL);
+
+		ck_assert_uint_eq(f->fired->delivery, n);
+		ck_assert(!f->fired->redelivered);
+		key_of[n] = f->fired->key;
+		bwp_frame_free(f);
+	}
+	ck_assert_uint_eq(du_ack(c, 100, 20, true), 20);
+	for (uint64_t n = 21; n <= NACKED; n++)
+		ck_assert_uint_eq(du_ack(c, 100 + n, n, false), 1);
+	for (uint64_t n = 1; n <= NACKED; n++)
+		acked[key_of[n]] = true;
+	du_conn_free(c);
+	du_conn_free(p);
+
+	for (int round = 0; round < 2; round++) {
+		bool seen[NACKS] = { false };
+
+		du_daemon_kill(d);
+		start_durable(d, "--fsync=never");
+		c = du_connect(d->sock);
+		e = du_hello_opts(c, "acks", &consumer);
+		queued = e->hello_reply->queued;
+		ck_assert_uint_eq(e->hello_reply->timers, 0);
+		bwp_frame_free(e);
+		ck_assert_uint_eq(queued, NACKS - NACKED);
+		for (int n = 0; n < NACKS - NACKED; n++) {
+			du_env *f = du_expect_fire(c, DU_WAIT_MS, NULL);
+			uint64_t k = f->fired->key;
+
+			ck_assert_msg(k < NACKS && !acked[k],
+				      "round %d: key %" PRIu64 " came back after its Ack was answered",
+				      round, k);
+			ck_assert_msg(!seen[k], "round %d: key %" PRIu64 " twice", round, k);
+			ck_assert_msg(f->fired->redelivered, "round %d: key %" PRIu64
+				      " had been in flight: it must come marked", round, k);
+			seen[k] = true;
+			bwp_frame_free(f);
+		}
+		du_expect_quiet(c, 100);
+		/* Not acknowledged: the next round gets them again. */
+		du_conn_free(c);
+	}
+	du_daemon_free(d);
+}
+END_TEST
+
 /* ---- crash --------------------------------------------------------------- */
 
 #define SESSIONS 3
@@ -1020,6 +1097,7 @@ static Suite *durable_suite(void)
 	tcase_add_test(tc, test_restart_sigkill);
 	tcase_add_test(tc, test_restart_within_deadline);
 	tcase_add_test(tc, test_restart_keeps_queue);
+	tcase_add_test(tc, test_acks_survive_crash);
 	tcase_add_test(tc, test_restart_other_boot);
 	tcase_add_test(tc, test_no_state_dir_says_so);
 	tcase_add_test(tc, test_state_dir_locked);
