@@ -8,11 +8,11 @@ set -euo pipefail
 bw_build=$bw_root/build
 
 # What a newcomer should see working: bitwheeld on a socket under the
-# build tree, keeping its state there too; two processes scheduling at the
-# same time (each into its own named session: a session takes one
-# connection at a time), a cancel, a watcher receiving a session's fires, a
-# periodic timer, a timer that outlives a crash of the daemon, the
-# counters, and a clean stop.
+# build tree, keeping its state there too; a consumer watching a named
+# session while two producers schedule into it at the same time, a cancel,
+# each fire acknowledged by the consumer once printed, a periodic timer, a
+# timer that outlives a crash of the daemon, the counters, and a clean
+# stop.
 bw_daemon_pid=
 stop_daemon() {
 	[ -n "$bw_daemon_pid" ] && kill "$bw_daemon_pid" 2>/dev/null
@@ -48,21 +48,22 @@ main_job() {
 	trap stop_daemon EXIT
 	start_daemon
 
-	echo "== two processes schedule at once: sessions 'orders' and 'leases'"
+	echo "== a consumer watches session 'orders' while two producers schedule into it at once"
+	"$bwctl" --socket "$sock" watch --session orders --count 3 --timeout 5s &
+	watcher=$!
 	"$bwctl" --socket "$sock" schedule --session orders --key 1 --in 300ms --payload "order 1 timed out" &
-	"$bwctl" --socket "$sock" schedule --session leases --key 7 --in 500ms --payload "lease 7 expired" &
-	wait %2 %3
-	"$bwctl" --socket "$sock" schedule --session orders --key 2 --in 600ms --payload "order 2 timed out"
+	"$bwctl" --socket "$sock" schedule --session orders --key 2 --in 500ms --payload "order 2 timed out" &
+	wait %3 %4
 	"$bwctl" --socket "$sock" schedule --session orders --key 3 --in 400ms --payload "order 3"
 	echo "== order 3 filled: cancel its timeout"
 	"$bwctl" --socket "$sock" cancel --session orders --key 3
-	echo "== watch each session's fires"
-	"$bwctl" --socket "$sock" watch --session orders --count 2 --timeout 5s
-	"$bwctl" --socket "$sock" watch --session leases --count 1 --timeout 5s
+	"$bwctl" --socket "$sock" schedule --session orders --key 4 --in 700ms --payload "order 4 timed out"
+	echo "== the consumer prints keys 1, 2 and 4, acknowledging each"
+	wait "$watcher"
 	echo "== an anonymous periodic timer, waited for in the foreground"
 	"$bwctl" --socket "$sock" schedule --key 9 --in 250ms --payload "heartbeat" --every 250ms --count 3
-	echo "== a timer that outlives the daemon: orders key 4 in 1.5 s, then SIGKILL"
-	"$bwctl" --socket "$sock" schedule --session orders --key 4 --in 1500ms --payload "order 4 timed out"
+	echo "== a timer that outlives the daemon: orders key 5 in 1.5 s, then SIGKILL"
+	"$bwctl" --socket "$sock" schedule --session orders --key 5 --in 1500ms --payload "order 5 timed out"
 	kill -KILL "$bw_daemon_pid"
 	wait "$bw_daemon_pid" || true
 	start_daemon

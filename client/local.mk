@@ -13,7 +13,9 @@ client_libbitwheel_client_la_CPPFLAGS = $(AM_CPPFLAGS) \
 	-I$(top_srcdir)/client $(bw_proto_cppflags) -DBWC_BUILDING_LIBRARY
 client_libbitwheel_client_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 client_libbitwheel_client_la_LIBADD = proto/libbwproto.la $(PROTOBUF_C_LIBS)
-client_libbitwheel_client_la_LDFLAGS = -version-info 0:0:0 -no-undefined \
+# 1:0:0 since protocol 2: struct bwc_fire and the info structs grew, so
+# programs built against 0:0:0 must be rebuilt.
+client_libbitwheel_client_la_LDFLAGS = -version-info 1:0:0 -no-undefined \
 	-export-symbols-regex '^bwc_'
 include_HEADERS += client/bitwheel-client.h
 pkgconfig_DATA += client/libbitwheel-client.pc
