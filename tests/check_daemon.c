@@ -1884,8 +1884,30 @@ START_TEST(test_bad_session_name)
 	c = du_connect(d->sock);
 	bwp_frame_free(du_hello(c, "A-z_0.9:x@y"));
 	du_conn_free(c);
+	/* The rule holds over every byte: "victim" followed by a NUL and
+	 * junk is not "victim", whose owner it would otherwise reach. */
+	c = du_connect(d->sock);
+	bwp_frame_free(du_hello(c, "victim"));
+	du_conn_free(c);
+	for (size_t len = 7; len <= 11; len += 4) {
+		struct du_hello_opts o = { .role = BITWHEEL__V1__ROLE__CONSUMER,
+					   .session_len = len };
+
+		c = du_connect(d->sock);
+		{
+			struct du_buf b = { 0 };
+
+			du_pack_hello_opts(&b, 1, "victim\0junk", &o);
+			du_send_buf(c, &b);
+			du_buf_free(&b);
+		}
+		du_expect_error(c, true, 1, EC(BAD_REQUEST));
+		du_expect_eof(c, DU_WAIT_MS);
+		du_conn_free(c);
+	}
 	e = du_fresh_stats(d);
-	ck_assert_uint_eq(e->stats_reply->sessions, 2);
+	ck_assert_uint_eq(e->stats_reply->sessions, 3);
+	ck_assert_uint_eq(e->stats_reply->consumers, 1); /* the Stats' own */
 	bwp_frame_free(e);
 	du_daemon_free(d);
 }
