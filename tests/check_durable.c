@@ -19,9 +19,11 @@
  *             daemon acknowledged either fired to the client or is named in
  *             the shutdown log (keys at debug level, -v).
  *   crash     rounds of pipelined schedules and cancels on three named
- *             sessions, the daemon SIGKILLed at a random moment of each:
- *             every acknowledged, uncancelled timer fires exactly once
- *             (per period for periodic ones) and no cancelled one fires.
+ *             sessions, each connection a consumer that acknowledges every
+ *             fire as it reads it, the daemon SIGKILLed at a random moment
+ *             of each: every acknowledged, uncancelled timer is handled
+ *             exactly once (per period for periodic ones) but for repeats
+ *             marked redelivered, and no cancelled one fires.
  *
  * The state files' layout (daemon/record.c) is read here from its
  * description, with a CRC32C of the test's own, so the test checks the
@@ -814,6 +816,9 @@ struct crash {
 	/* request id -> timer index; cancels have bit 62 set */
 	uint64_t next_id;
 	struct tu_rng rng;
+	/* the last delivery received on each session's connection, and the
+	 * last acknowledged: everything received is acknowledged at once */
+	uint64_t delivered[SESSIONS], acked[SESSIONS];
 	uint64_t fires, redelivered, late;
 	uint64_t worst;            /* unmarked fires' latest, in the daemon  */
 	/* periodic counts seen, per timer: a small bitmap of counts */
@@ -843,6 +848,8 @@ static void on_frame(struct crash *x, int s, du_env *e, uint64_t rx)
 
 		t = by_key(x, s, f->key);
 		ck_assert_msg(t, "session %d: fire for unknown key %" PRIu64, s, f->key);
+		ck_assert_uint_eq(f->delivery, x->delivered[s] + 1);
+		x->delivered[s] = f->delivery;
 		ck_assert_msg(t->st != T_REFUSED, "a refused timer fired");
 		/* A fire that happened before the Cancel may still be on its way
 		 * behind the reply (PROTOCOL.md 5.5): none fired after it. */
@@ -918,6 +925,11 @@ static void pump(struct crash *x, int timeout_ms)
 			bwp_frame_free(e);
 			timeout_ms = 0;
 		}
+		/* Handled: one cumulative Ack for the lot, without a reply. */
+		if (x->c[s] && x->delivered[s] > x->acked[s]) {
+			du_send_ack(x->c[s], false, 0, x->delivered[s], true);
+			x->acked[s] = x->delivered[s];
+		}
 	}
 }
 
@@ -927,9 +939,18 @@ static void open_sessions(struct crash *x)
 		char name[16];
 		du_env *r;
 
+		static const struct du_hello_opts consumer = {
+			.role = BITWHEEL__V1__ROLE__CONSUMER, .has_window = true,
+			.window = 4096,
+		};
+		struct du_buf b = { 0 };
+
 		snprintf(name, sizeof(name), "crash%d", s);
 		x->c[s] = du_connect(x->d->sock);
-		du_send_hello(x->c[s], CANCEL_BIT | (CANCEL_BIT >> 1), name);
+		x->delivered[s] = x->acked[s] = 0;
+		du_pack_hello_opts(&b, CANCEL_BIT | (CANCEL_BIT >> 1), name, &consumer);
+		du_send_buf(x->c[s], &b);
+		du_buf_free(&b);
 		r = du_expect_reply(x->c[s], CANCEL_BIT | (CANCEL_BIT >> 1),
 				    BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY);
 		ck_assert_uint_eq(r->hello_reply->dropped, 0);
