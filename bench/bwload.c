@@ -4,14 +4,20 @@
  *
  *   bwload [--quick] [--socket BITWHEELD_SOCK [--daemon-pid PID]]
  *          [--redis REDIS_SOCK [--redis-pid PID]] [--out DIR]
- *          [--session NAME] ...
+ *          [--session NAME] [--ack manual|auto] [--window N]
+ *          [--producers N] [--deliver-rate TIMERS/S] ...
  *
  * Subjects, each over the same phases, clients, depth, mix and timers:
  *   echo          a raw Unix-socket echo of 24-byte messages, served by a
  *                 process bwload forks itself: the physical floor
  *   bitwheel      bitwheeld at --socket, through libbitwheel-client; an
- *                 anonymous session per client, or with --session a
- *                 named one (journaled under --state-dir)
+ *                 anonymous session per client (auto ack), or with
+ *                 --session a named one (journaled under --state-dir),
+ *                 connected as a consumer that acknowledges each batch
+ *                 of fires (--ack manual|auto says otherwise)
+ *   bitwheel-ack  bitwheeld, a named session per client, always a
+ *                 manual-ack consumer: acknowledgement's cost against
+ *                 bitwheel in the same run
  *   redis-zset    redis-server at --redis: a sorted-set delay queue
  *   redis-expire  redis-server at --redis: SET PX and expiry events
  * Phases:
@@ -21,6 +27,11 @@
  *   pipelined     --clients clients, --depth requests in flight each
  *   deep          1 client, --deep-depth requests in flight
  *   sustained     --clients clients, --depth, paced at --rate schedules/s
+ *   deliver1      bitwheel only: --producers producers (1) schedule into
+ *   deliver4      one named session (depth --depth, flat out or at
+ *                 --deliver-rate, no cancels) and 1 or 4 consumers of it
+ *                 take and acknowledge its fires: fires/s and lateness at
+ *                 the consumers; every accepted timer must arrive once
  * Every client runs --duration ms (and at most a bound of requests), then
  * waits for its replies and the fires still due, all bounded in time.
  * See bench/README.md, "The service benchmark".
@@ -41,27 +52,35 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { SUBJ_ECHO, SUBJ_BITWHEEL, SUBJ_ZSET, SUBJ_EXPIRE, NSUBJ };
-enum { PH_RTT, PH_SINGLE, PH_PIPE, PH_DEEP, PH_SUST, NPHASE };
+enum { SUBJ_ECHO, SUBJ_BITWHEEL, SUBJ_BWACK, SUBJ_ZSET, SUBJ_EXPIRE, NSUBJ };
+enum { PH_RTT, PH_SINGLE, PH_PIPE, PH_DEEP, PH_SUST, PH_DELIV1, PH_DELIV4,
+       NPHASE };
 
 static const char *const subj_name[NSUBJ] = {
-	"echo", "bitwheel", "redis-zset", "redis-expire"
+	"echo", "bitwheel", "bitwheel-ack", "redis-zset", "redis-expire"
 };
 static const char *const subj_what[NSUBJ] = {
 	"raw AF_UNIX echo of 24-byte messages (the floor)",
 	"bitwheeld: Schedule (oneshot, absolute deadline) / Cancel",
+	"bitwheeld, a named session per client as a consumer acking each batch",
 	"redis sorted set: ZADD / ZREM; consumer: Lua ZRANGEBYSCORE+ZREM",
 	"redis SET PX / DEL; subscriber on __keyevent@0__:expired",
 };
 static const char *const phase_name[NPHASE] = {
-	"rtt", "single", "pipelined", "deep", "sustained"
+	"rtt", "single", "pipelined", "deep", "sustained", "deliver1", "deliver4"
 };
+static const char *const ack_name[3] = { "default", "auto", "manual" };
+
+#define IS_BITWHEEL(s) ((s) == SUBJ_BITWHEEL || (s) == SUBJ_BWACK)
+#define IS_DELIVERY(ph) ((ph) == PH_DELIV1 || (ph) == PH_DELIV4)
 
 struct opts {
 	const char *socket, *redis, *out, *session;
 	long daemon_pid, redis_pid;
-	int clients, depth, deep_depth, cancel_pct;
-	uint64_t duration_ms, rate, min_delay_ms, max_delay_ms, drain_ms;
+	int clients, depth, deep_depth, cancel_pct, producers, ack;
+	uint32_t window;
+	uint64_t duration_ms, rate, min_delay_ms, max_delay_ms, drain_ms,
+		 deliver_rate;
 	bool quick;
 	bool subj_on[NSUBJ], phase_on[NPHASE];
 };
@@ -69,9 +88,13 @@ struct opts {
 struct row {
 	bool ran, ok;
 	int clients, depth;
+	int producers, consumers; /* delivery phases                      */
+	int ack;                /* LOAD_ACK_* as the clients asked         */
+	uint32_t window;
 	uint64_t rate;
 	struct load_slot sum;   /* merged: histograms and counters       */
 	double rps;             /* replies / (last reply - first send)   */
+	double fps;             /* delivery: fires/s in the steady window */
 	int64_t cpu_ns;         /* the server's utime+stime over the phase */
 	uint64_t wall_ns, rss;
 	char error[200];
@@ -89,12 +112,21 @@ static void usage(FILE *f)
 	      "              [--duration MS] [--rate TIMERS/S] [--cancel-pct P]\n"
 	      "              [--min-delay-ms N] [--max-delay-ms N]\n"
 	      "              [--subject LIST] [--phase LIST] [--session NAME]\n"
-	      "              [--drain-ms MS] [--list]\n"
-	      "subjects: echo, bitwheel (needs --socket), redis-zset and\n"
-	      "redis-expire (need --redis and a build with hiredis)\n"
-	      "phases: rtt, single, pipelined, deep, sustained\n"
+	      "              [--ack manual|auto] [--window N] [--producers N]\n"
+	      "              [--deliver-rate TIMERS/S] [--drain-ms MS] [--list]\n"
+	      "subjects: echo, bitwheel and bitwheel-ack (need --socket),\n"
+	      "redis-zset and redis-expire (need --redis and a build with hiredis)\n"
+	      "phases: rtt, single, pipelined, deep, sustained (every subject);\n"
+	      "deliver1, deliver4 (bitwheel only: one named session, --producers\n"
+	      "  producers scheduling flat out or at --deliver-rate, 1 or 4\n"
+	      "  consumers acknowledging; fires/s and lateness at the consumers)\n"
 	      "--session NAME: bitwheel clients open named sessions\n"
-	      "  NAME-<phase>-<client>-<pid> instead of anonymous ones\n"
+	      "  NAME-<phase>-<client>-<pid> as consumers instead of anonymous ones\n"
+	      "--ack MODE: how bitwheel's consumers finish fires: manual (one\n"
+	      "  cumulative Ack per batch) or auto; default manual for named\n"
+	      "  sessions and the delivery phases, auto for anonymous sessions.\n"
+	      "  bitwheel-ack always acknowledges manually\n"
+	      "--window N: consumers' window (default the daemon's, 256)\n"
 	      "--drain-ms MS: how long clients wait for replies and fires after\n"
 	      "  sending, beyond the longest delay (300; redis-expire 2000)\n", f);
 }
@@ -169,6 +201,10 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{ "phase", required_argument, NULL, 'H' },
 		{ "session", required_argument, NULL, 'n' },
 		{ "drain-ms", required_argument, NULL, 'w' },
+		{ "ack", required_argument, NULL, 'k' },
+		{ "window", required_argument, NULL, 'W' },
+		{ "producers", required_argument, NULL, 'p' },
+		{ "deliver-rate", required_argument, NULL, 'e' },
 		{ "list", no_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -179,7 +215,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	*o = (struct opts){ .clients = 4, .depth = 64, .deep_depth = 256,
 			    .cancel_pct = 10, .duration_ms = 2000,
 			    .rate = 100000, .min_delay_ms = 1,
-			    .max_delay_ms = 50 };
+			    .max_delay_ms = 50, .producers = 1 };
 	for (int i = 0; i < NSUBJ; i++)
 		o->subj_on[i] = true;
 	for (int i = 0; i < NPHASE; i++)
@@ -200,6 +236,19 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			}
 			o->session = optarg;
 			break;
+		case 'k':
+			if (strcmp(optarg, "manual") == 0)
+				o->ack = LOAD_ACK_MANUAL;
+			else if (strcmp(optarg, "auto") == 0)
+				o->ack = LOAD_ACK_AUTO;
+			else {
+				fprintf(stderr, "bwload: --ack: manual or auto\n");
+				exit(2);
+			}
+			break;
+		case 'W': o->window = (uint32_t)num("window", optarg, 1, 1u << 20); break;
+		case 'p': o->producers = (int)num("producers", optarg, 1, 16); break;
+		case 'e': o->deliver_rate = num("deliver-rate", optarg, 1, 100000000); break;
 		case 'c': o->clients = (int)num("clients", optarg, 1, 64); break;
 		case 'd': o->depth = (int)num("depth", optarg, 1, 4096); break;
 		case 'D': o->deep_depth = (int)num("deep-depth", optarg, 1, 4096); break;
@@ -233,9 +282,9 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	}
 	if (o->quick && !duration_set)
 		o->duration_ms = 300;
-	if (!o->socket && o->subj_on[SUBJ_BITWHEEL]) {
-		fprintf(stderr, "bwload: no --socket: bitwheel left out\n");
-		o->subj_on[SUBJ_BITWHEEL] = false;
+	if (!o->socket && (o->subj_on[SUBJ_BITWHEEL] || o->subj_on[SUBJ_BWACK])) {
+		fprintf(stderr, "bwload: no --socket: bitwheel and bitwheel-ack left out\n");
+		o->subj_on[SUBJ_BITWHEEL] = o->subj_on[SUBJ_BWACK] = false;
 	}
 	if (!have_hiredis() && (o->subj_on[SUBJ_ZSET] || o->subj_on[SUBJ_EXPIRE])) {
 		if (o->redis)
@@ -283,24 +332,26 @@ static int start_echo(void)
 }
 
 /* Wait for pids until deadline; kill what is left.  Returns how many
- * exited with status 0. */
+ * exited with status 0.  Only these pids are waited for: other workers
+ * of the phase may still be running. */
 static int reap(pid_t *pids, int n, uint64_t deadline)
 {
-	int left = n, ok = 0;
+	int left = 0, ok = 0;
 
+	for (int i = 0; i < n; i++)
+		left += pids[i] > 0;
 	while (left > 0) {
-		int st;
-		pid_t p = waitpid(-1, &st, WNOHANG);
+		for (int i = 0; i < n; i++) {
+			int st;
 
-		if (p > 0) {
-			for (int i = 0; i < n; i++)
-				if (pids[i] == p) {
-					pids[i] = -1;
-					left--;
-					ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
-				}
-			continue;
+			if (pids[i] <= 0 || waitpid(pids[i], &st, WNOHANG) != pids[i])
+				continue;
+			pids[i] = -1;
+			left--;
+			ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
 		}
+		if (left == 0)
+			break;
 		if (load_now_ns() >= deadline) {
 			for (int i = 0; i < n; i++)
 				if (pids[i] > 0) {
@@ -316,17 +367,27 @@ static int reap(pid_t *pids, int n, uint64_t deadline)
 }
 
 static int run_worker(int subj, const struct opts *o, const struct load_phase *p,
-		      int id, struct load_slot *slot)
+		      int id, volatile int *stop, struct load_slot *slot)
 {
 	switch (subj) {
 	case SUBJ_ECHO: return load_echo_worker(echo_path, p, id, slot);
-	case SUBJ_BITWHEEL: return load_bitwheel_worker(o->socket, p, id, slot);
+	case SUBJ_BITWHEEL:
+	case SUBJ_BWACK: return load_bitwheel_worker(o->socket, p, id, stop, slot);
 #ifdef BENCH_HAVE_HIREDIS
 	case SUBJ_ZSET: return load_redis_worker(o->redis, 'z', p, id, slot);
 	case SUBJ_EXPIRE: return load_redis_worker(o->redis, 'x', p, id, slot);
 #endif
 	}
 	return -1;
+}
+
+static uint64_t sum_fires(const struct load_slot *slots, int from, int to)
+{
+	uint64_t n = 0;
+
+	for (int i = from; i < to; i++)
+		n += ((const volatile struct load_slot *)&slots[i])->fires;
+	return n;
 }
 
 static void run_one(int ph, int subj, const struct opts *o)
@@ -340,18 +401,20 @@ static void run_one(int ph, int subj, const struct opts *o)
 		.max_delay_ns = o->max_delay_ms * 1000000,
 		.drain_ns = o->drain_ms ? o->drain_ms * 1000000
 			  : subj == SUBJ_EXPIRE ? 2000000000 : 300000000,
-		.session = o->session,
+		.session = o->session, .ack = o->ack, .window = o->window,
 	};
 	bool redis = subj == SUBJ_ZSET || subj == SUBJ_EXPIRE;
+	bool deliver = IS_DELIVERY(ph);
 	long spid = subj == SUBJ_ECHO ? (long)echo_pid
-		  : subj == SUBJ_BITWHEEL ? o->daemon_pid : o->redis_pid;
+		  : IS_BITWHEEL(subj) ? o->daemon_pid : o->redis_pid;
 	struct load_slot *slots;
 	size_t len;
 	volatile int *stop;
-	pid_t pids[66];
+	pid_t pids[96];
+	char shared[65];
 	uint64_t t0, bound, first = UINT64_MAX, last = 0;
 	int64_t cpu0;
-	int n, ok;
+	int n, ok, senders;
 
 	if (ph == PH_RTT)
 		p.clients = 1, p.depth = 1;
@@ -361,12 +424,37 @@ static void run_one(int ph, int subj, const struct opts *o)
 		p.clients = 1, p.depth = o->deep_depth;
 	else if (ph == PH_SUST)  /* --rate counts schedules, the mix adds cancels */
 		p.rate = o->cancel_pct < 100 ? o->rate * 100 / (uint64_t)(100 - o->cancel_pct) : o->rate;
+	if (subj == SUBJ_BWACK) {
+		/* A named session per client, consuming with manual acks. */
+		p.session = o->session ? o->session : "bwload-ack";
+		p.ack = LOAD_ACK_MANUAL;
+	}
+	if (deliver) {
+		/* One named session: producers schedule (no cancels, so every
+		 * timer fires), consumers take the fires and acknowledge. */
+		snprintf(shared, sizeof shared, "%.24s-%s-%ld-%" PRIu64,
+			 o->session ? o->session : "bwload", phase_name[ph],
+			 (long)getpid(), load_now_ns() / 1000000 % 1000000);
+		p.session = shared;
+		p.producers = o->producers;
+		p.clients = o->producers + (ph == PH_DELIV1 ? 1 : 4);
+		p.cancel_pct = 0;
+		p.rate = o->deliver_rate;
+	}
 	p.max_requests = o->duration_ms * 5000;  /* 5 M/s per client */
 	n = p.clients + (redis ? 1 : 0);
+	senders = deliver ? p.producers : p.clients;
 	row->ran = true;
 	row->clients = p.clients;
 	row->depth = p.depth;
 	row->rate = p.rate;
+	row->producers = p.producers;
+	row->consumers = deliver ? p.clients - p.producers : 0;
+	/* The ack mode in force: the daemon's default is auto for an
+	 * anonymous session, manual for a named one. */
+	row->ack = !IS_BITWHEEL(subj) ? LOAD_ACK_DEFAULT : p.ack ? p.ack :
+		   p.session ? LOAD_ACK_MANUAL : LOAD_ACK_AUTO;
+	row->window = IS_BITWHEEL(subj) ? p.window : 0;
 	len = sizeof *slots * (size_t)(n + 1) + 64;
 	slots = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (slots == MAP_FAILED) {
@@ -385,7 +473,14 @@ static void run_one(int ph, int subj, const struct opts *o)
 	t0 = load_now_ns();
 	cpu0 = load_proc_cpu_ns(spid);
 	p.start_ns = t0 + 150000000;  /* time to fork and connect */
+	/* The steady window of a delivery phase: producers sending and the
+	 * first timers' deadlines passed (the whole sending time if the
+	 * delays are as long as it). */
+	p.win_lo = p.start_ns + (p.max_delay_ns < p.duration_ns / 2 ? p.max_delay_ns : 0);
+	p.win_hi = p.start_ns + p.duration_ns;
 	bound = p.start_ns + p.duration_ns + p.max_delay_ns + p.drain_ns + 10000000000ULL;
+	if (deliver)
+		bound += 10000000000ULL;  /* the consumers' drain, below */
 	for (int i = 0; i < n; i++) {
 		pids[i] = fork();
 		if (pids[i] == 0) {
@@ -399,7 +494,7 @@ static void run_one(int ph, int subj, const struct opts *o)
 							 &p, stop, &slots[i]);
 			else
 #endif
-				rc = run_worker(subj, o, &p, i, &slots[i]);
+				rc = run_worker(subj, o, &p, i, stop, &slots[i]);
 			if (getrusage(RUSAGE_SELF, &ru) == 0)
 				slots[i].cpu_ns = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000u +
 						  (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
@@ -413,7 +508,7 @@ static void run_one(int ph, int subj, const struct opts *o)
 			return;
 		}
 	}
-	ok = reap(pids, p.clients, bound);
+	ok = reap(pids, senders, bound);
 	if (redis) {
 		/* The consumer: until every accepted timer that was not
 		 * cancelled fired, or the drain ran out. */
@@ -425,6 +520,28 @@ static void run_one(int ph, int subj, const struct opts *o)
 			load_sleep_until(load_now_ns() + 5000000);
 		*stop = 1;
 		ok += reap(pids + p.clients, 1, load_now_ns() + 5000000000ULL);
+	} else if (deliver) {
+		/* The consumers: until every accepted timer fired, or no fire
+		 * came for a while (the drain, at least a second), or 10 s. */
+		uint64_t want = 0, seen = 0, last_seen = 0, now = load_now_ns();
+		uint64_t quiet = p.drain_ns > 1000000000 ? p.drain_ns : 1000000000;
+		uint64_t until = now + p.max_delay_ns + quiet;
+		uint64_t give_up = now + p.max_delay_ns + 10000000000ULL;
+
+		for (int i = 0; i < p.producers; i++)
+			want += slots[i].scheduled;
+		while ((seen = sum_fires(slots, p.producers, p.clients)) < want &&
+		       (now = load_now_ns()) < until && now < give_up) {
+			if (seen != last_seen) {
+				last_seen = seen;
+				if (now + quiet > until)
+					until = now + quiet;
+			}
+			load_sleep_until(now + 2000000);
+		}
+		*stop = 1;
+		ok += reap(pids + p.producers, p.clients - p.producers,
+			   load_now_ns() + 5000000000ULL);
 	}
 	row->wall_ns = load_now_ns() - t0;
 	row->cpu_ns = cpu0 >= 0 ? load_proc_cpu_ns(spid) - cpu0 : -1;
@@ -443,11 +560,15 @@ static void run_one(int ph, int subj, const struct opts *o)
 		row->sum.cancel_hit += s->cancel_hit;
 		row->sum.fires += s->fires;
 		row->sum.early += s->early;
+		row->sum.refused += s->refused;
+		row->sum.acks += s->acks;
+		row->sum.redelivered += s->redelivered;
+		row->sum.win_fires += s->win_fires;
 		if (i < p.clients)
 			row->sum.cpu_ns += s->cpu_ns;
-		if (i < p.clients && s->t_start && s->t_start < first)
+		if (i < senders && s->t_start && s->t_start < first)
 			first = s->t_start;
-		if (i < p.clients && s->t_last > last)
+		if (i < senders && s->t_last > last)
 			last = s->t_last;
 		if (s->error[0] && !row->error[0])
 			snprintf(row->error, sizeof row->error, "%s", s->error);
@@ -455,9 +576,26 @@ static void run_one(int ph, int subj, const struct opts *o)
 	if (!row->ok && !row->error[0])
 		snprintf(row->error, sizeof row->error, "a worker failed or ran out of time");
 	row->rps = last > first ? (double)row->sum.replies * 1e9 / (double)(last - first) : 0;
+	if (deliver) {
+		row->fps = p.win_hi > p.win_lo ? (double)row->sum.win_fires * 1e9 /
+			   (double)(p.win_hi - p.win_lo) : 0;
+		/* Nobody died: every accepted timer reaches a consumer once. */
+		if (row->ok && row->sum.fires != row->sum.scheduled) {
+			row->ok = false;
+			snprintf(row->error, sizeof row->error,
+				 "%" PRIu64 " timers accepted, %" PRIu64 " fires received "
+				 "(%" PRIu64 " redelivered)", row->sum.scheduled,
+				 row->sum.fires, row->sum.redelivered);
+		}
+	}
 	munmap(slots, len);
-	fprintf(stderr, "bwload: %-9s %-12s %10.0f req/s%s%s\n", phase_name[ph],
-		subj_name[subj], row->rps, row->error[0] ? "  ERROR: " : "", row->error);
+	if (deliver)
+		fprintf(stderr, "bwload: %-9s %-12s %10.0f req/s %10.0f fires/s%s%s\n",
+			phase_name[ph], subj_name[subj], row->rps, row->fps,
+			row->error[0] ? "  ERROR: " : "", row->error);
+	else
+		fprintf(stderr, "bwload: %-9s %-12s %10.0f req/s%s%s\n", phase_name[ph],
+			subj_name[subj], row->rps, row->error[0] ? "  ERROR: " : "", row->error);
 }
 
 /* ---- report ------------------------------------------------------------ */
@@ -471,6 +609,108 @@ static void us(FILE *f, uint64_t ns, bool have)
 }
 
 static const double qs[4] = { 0.50, 0.90, 0.99, 0.999 };
+
+static double q_us(const struct load_hist *h, double q)
+{
+	return (double)load_hist_quantile(h, q) / 1e3;
+}
+
+/* bitwheel against bitwheel-ack, phase by phase: what acknowledging
+ * costs the requests/s and the lateness. */
+static void write_ack_md(FILE *f)
+{
+	bool any = false;
+
+	for (int ph = 0; ph < PH_DELIV1; ph++) {
+		struct row *a = &rows[ph][SUBJ_BITWHEEL], *b = &rows[ph][SUBJ_BWACK];
+
+		if (!a->ran || !b->ran || !a->sum.replies || !b->sum.replies)
+			continue;
+		if (!any)
+			fprintf(f, "\n\n## Acknowledgement's cost\n\n"
+				"bitwheel (acknowledgement %s) against bitwheel-ack (a named session "
+				"per client, consumer, one cumulative Ack per batch of fires) in the "
+				"same run.  ×: bitwheel-ack's requests/s over bitwheel's.  "
+				"fires/ack: fires per Ack sent.  Times in µs.\n\n"
+				"| phase | clients×depth | bitwheel req/s | bitwheel-ack req/s | × "
+				"| late p50 | with acks | late p99 | with acks | acks | fires/ack "
+				"| redelivered | backpressure |\n"
+				"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+				ack_name[a->ack]);
+		any = true;
+		fprintf(f, "| %s | %d×%d | %.0f | %.0f | %.2f× | %.1f | %.1f | %.1f | %.1f "
+			"| %" PRIu64 " | %.1f | %" PRIu64 " | %" PRIu64 " |\n",
+			phase_name[ph], b->clients, b->depth, a->rps, b->rps,
+			a->rps > 0 ? b->rps / a->rps : 0.0,
+			q_us(&a->sum.late, 0.5), q_us(&b->sum.late, 0.5),
+			q_us(&a->sum.late, 0.99), q_us(&b->sum.late, 0.99),
+			b->sum.acks, b->sum.acks ? (double)b->sum.fires / (double)b->sum.acks : 0.0,
+			b->sum.redelivered, a->sum.refused + b->sum.refused);
+	}
+}
+
+/* The delivery phases: fires/s to 1 and 4 consumers of one session. */
+static void write_delivery_md(FILE *f, const struct opts *o)
+{
+	bool any = false;
+
+	for (int ph = PH_DELIV1; ph <= PH_DELIV4; ph++) {
+		struct row *r = &rows[ph][SUBJ_BITWHEEL];
+		char mode[48];
+
+		if (!r->ran)
+			continue;
+		if (r->ack == LOAD_ACK_MANUAL)
+			snprintf(mode, sizeof mode, "manual, window %" PRIu32,
+				 r->window ? r->window : 256);
+		else
+			snprintf(mode, sizeof mode, "%s", ack_name[r->ack]);
+		if (!any)
+			fprintf(f, "\n\n## Delivery to the consumers of one named session\n\n"
+				"%d producer%s (depth %d, %s) schedule oneshot timers due in "
+				"%" PRIu64 "..%" PRIu64 " ms, no cancels, into one named session "
+				"for %" PRIu64 " ms; 1 or 4 consumers of it take the fires "
+				"(round-robin) and acknowledge them (%s).  fires/s: fires "
+				"received by all consumers in the steady window (from the longest "
+				"delay after the start to the end of sending) per second.  late: "
+				"receive time at the consumer minus the deadline (µs); daemon: "
+				"Fired.fired_at_ns minus the deadline.  Every accepted timer must "
+				"reach a consumer exactly once (nobody dies: nothing is "
+				"redelivered).  backpressure: Schedules refused TOO_MANY_TIMERS "
+				"(the session's pending timers and undelivered fires at "
+				"max_timers; the producer holds off 1 ms).  Daemon CPU per fire: "
+				"its Schedule, its fire and its share of an Ack.\n\n"
+				"| phase | producers×depth | consumers | ack | requests/s | fires/s "
+				"| fires | late p50 | p90 | p99 | p99.9 | daemon p50 | daemon p99 "
+				"| acks | fires/ack | redelivered | backpressure | daemon CPU µs/fire "
+				"| CPU %% | errors |\n"
+				"|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:"
+				"|---:|---:|---:|---:|---:|---:|---:|\n",
+				o->producers, o->producers > 1 ? "s" : "", o->depth,
+				o->deliver_rate ? "paced" : "flat out", o->min_delay_ms,
+				o->max_delay_ms, o->duration_ms,
+				ack_name[r->ack]);
+		any = true;
+		fprintf(f, "| %s | %d×%d | %d | %s | %.0f | %.0f | %" PRIu64 "/%" PRIu64
+			" | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %" PRIu64 " | %.1f | %" PRIu64
+			" | %" PRIu64 " |", phase_name[ph], r->producers, r->depth, r->consumers,
+			mode, r->rps, r->fps,
+			r->sum.fires, r->sum.scheduled,
+			q_us(&r->sum.late, 0.5), q_us(&r->sum.late, 0.9),
+			q_us(&r->sum.late, 0.99), q_us(&r->sum.late, 0.999),
+			q_us(&r->sum.srv, 0.5), q_us(&r->sum.srv, 0.99), r->sum.acks,
+			r->sum.acks ? (double)r->sum.fires / (double)r->sum.acks : 0.0,
+			r->sum.redelivered, r->sum.refused);
+		if (r->cpu_ns >= 0 && r->sum.fires)
+			fprintf(f, " %.2f | %.0f |", (double)r->cpu_ns / 1e3 / (double)r->sum.fires,
+				100.0 * (double)r->cpu_ns / (double)r->wall_ns);
+		else
+			fputs(" - | - |", f);
+		fprintf(f, " %" PRIu64 "%s |\n", r->sum.errors, r->ok ? "" : " (failed)");
+	}
+	if (any && o->deliver_rate)
+		fprintf(f, "\nProducers paced at %" PRIu64 " timers/s in all.\n", o->deliver_rate);
+}
 
 static void write_md(FILE *f, const struct opts *o)
 {
@@ -486,6 +726,15 @@ static void write_md(FILE *f, const struct opts *o)
 		u.sysname, u.release, ncpu, o->clients, o->depth, o->deep_depth,
 		o->duration_ms, o->cancel_pct, 100 - o->cancel_pct, o->min_delay_ms,
 		o->max_delay_ms, o->rate, have_hiredis() ? "yes" : "no (no redis subjects)");
+	fprintf(f, "bitwheel: %s, acknowledgement %s%s.  bitwheel-ack: a named session per "
+		"client (`%s-<phase>-<client>-<pid>`), connected as a consumer that acknowledges "
+		"its fires itself: one cumulative `bwc_send_ack` per batch of fires handled in "
+		"a `bwc_dispatch` (protocol 2's at-least-once path), window %s.\n\n",
+		o->session ? "a named session per client, connected as a consumer" :
+		"an anonymous session per client", ack_name[o->ack ? o->ack : o->session ?
+		LOAD_ACK_MANUAL : LOAD_ACK_AUTO], o->ack ? " (--ack)" : " (the daemon's default)",
+		o->session ? o->session : "bwload-ack",
+		o->window ? "as --window" : "the daemon's default (256)");
 	fputs("Times in µs.  rtt: request round trip (send to reply), depth 1 only.  "
 	      "late: fire lateness, receive time minus the deadline asked for "
 	      "(CLOCK_MONOTONIC).  CPU: the server's utime+stime over the phase, per "
@@ -499,7 +748,7 @@ static void write_md(FILE *f, const struct opts *o)
 		for (int s = 0; s < NSUBJ; s++) {
 			struct row *r = &rows[ph][s];
 
-			if (!r->ran)
+			if (!r->ran || IS_DELIVERY(ph))
 				continue;
 			fprintf(f, "| %s | %s | %d×%d | %.0f |", phase_name[ph], subj_name[s],
 				r->clients, r->depth, r->rps);
@@ -525,6 +774,8 @@ static void write_md(FILE *f, const struct opts *o)
 		for (int s = 0; s < NSUBJ; s++)
 			if (rows[ph][s].error[0])
 				fprintf(f, "\n%s/%s: %s", phase_name[ph], subj_name[s], rows[ph][s].error);
+	write_ack_md(f);
+	write_delivery_md(f, o);
 	fputs("\n\n## Targets\n\n| target | measured | met |\n|---|---|---|\n", f);
 
 #define R(ph, s) (&rows[ph][s])
@@ -577,19 +828,21 @@ static void write_md(FILE *f, const struct opts *o)
 			p99 <= 1.5 && rate_ok && r->sum.late.count ? "yes" : "no");
 	}
 	fputs("\nbitwheel's fire lateness split: the daemon's own (Fired.fired_at_ns − deadline) "
-	      "and as received by the client (daemon + delivery):\n\n| phase | daemon p50 | daemon p99 "
-	      "| received p50 (total) | received p99 (total) |\n|---|---:|---:|---:|---:|\n", f);
-	for (int ph = 0; ph < NPHASE; ph++) {
-		struct row *r = R(ph, SUBJ_BITWHEEL);
+	      "and as received by the client (daemon + delivery):\n\n| phase | subject | daemon p50 | daemon p99 "
+	      "| received p50 (total) | received p99 (total) |\n|---|---|---:|---:|---:|---:|\n", f);
+	for (int ph = 0; ph < NPHASE; ph++)
+		for (int s = SUBJ_BITWHEEL; s <= SUBJ_BWACK; s++) {
+			struct row *r = R(ph, s);
 
-		if (!r->ran || !r->sum.srv.count)
-			continue;
-		fprintf(f, "| %s | %.1f µs | %.1f µs | %.1f µs | %.1f µs |\n", phase_name[ph],
-			(double)load_hist_quantile(&r->sum.srv, 0.5) / 1e3,
-			(double)load_hist_quantile(&r->sum.srv, 0.99) / 1e3,
-			(double)load_hist_quantile(&r->sum.late, 0.5) / 1e3,
-			(double)load_hist_quantile(&r->sum.late, 0.99) / 1e3);
-	}
+			if (!r->ran || !r->sum.srv.count)
+				continue;
+			fprintf(f, "| %s | %s | %.1f µs | %.1f µs | %.1f µs | %.1f µs |\n",
+				phase_name[ph], subj_name[s],
+				(double)load_hist_quantile(&r->sum.srv, 0.5) / 1e3,
+				(double)load_hist_quantile(&r->sum.srv, 0.99) / 1e3,
+				(double)load_hist_quantile(&r->sum.late, 0.5) / 1e3,
+				(double)load_hist_quantile(&r->sum.late, 0.99) / 1e3);
+		}
 #undef R
 #undef HAVE
 }
@@ -600,7 +853,8 @@ static void write_csv(FILE *f)
 	      "rtt_p50_ns,rtt_p90_ns,rtt_p99_ns,rtt_p999_ns,"
 	      "late_p50_ns,late_p90_ns,late_p99_ns,late_p999_ns,late_max_ns,"
 	      "daemon_late_p50_ns,daemon_late_p99_ns,"
-	      "scheduled,cancel_hits,fired,early,errors,server_cpu_ns,wall_ns,server_rss_bytes,clients_cpu_ns,ok\n", f);
+	      "scheduled,cancel_hits,fired,early,errors,server_cpu_ns,wall_ns,server_rss_bytes,clients_cpu_ns,ok,"
+	      "ack,window,producers,consumers,fires_per_s,acks,redelivered,backpressure\n", f);
 	for (int ph = 0; ph < NPHASE; ph++)
 		for (int s = 0; s < NSUBJ; s++) {
 			struct row *r = &rows[ph][s];
@@ -617,10 +871,14 @@ static void write_csv(FILE *f)
 			fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64, r->sum.late.max,
 				load_hist_quantile(&r->sum.srv, 0.5), load_hist_quantile(&r->sum.srv, 0.99));
 			fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
-				",%" PRIu64 ",%" PRId64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d\n",
+				",%" PRIu64 ",%" PRId64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d",
 				r->sum.scheduled, r->sum.cancel_hit, r->sum.fires,
 				r->sum.early, r->sum.errors, r->cpu_ns, r->wall_ns, r->rss,
 				r->sum.cpu_ns, r->ok);
+			fprintf(f, ",%s,%" PRIu32 ",%d,%d,%.0f,%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n",
+				r->ack ? ack_name[r->ack] : "", r->window, r->producers,
+				r->consumers, r->fps, r->sum.acks, r->sum.redelivered,
+				r->sum.refused);
 		}
 }
 
@@ -654,6 +912,10 @@ int main(int argc, char **argv)
 				continue;
 			/* The echo has no timers: nothing to pace or to fire. */
 			if (s == SUBJ_ECHO && ph == PH_SUST)
+				continue;
+			/* One named session's producers and consumers:
+			 * bitwheel's alone. */
+			if (IS_DELIVERY(ph) && s != SUBJ_BITWHEEL)
 				continue;
 			run_one(ph, s, &o);
 			failed |= !rows[ph][s].ok;

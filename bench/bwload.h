@@ -52,6 +52,14 @@ struct load_slot {
 	uint64_t early;         /* fires received before their deadline */
 	uint64_t t_start;       /* first send, CLOCK_MONOTONIC ns       */
 	uint64_t t_last;        /* last reply                           */
+	/* Protocol 2 (bitwheel): */
+	uint64_t refused;       /* Schedules refused TOO_MANY_TIMERS: the
+				   session's backpressure (not an error) */
+	uint64_t acks;          /* Acks sent (cumulative, one per batch) */
+	uint64_t redelivered;   /* fires marked redelivered             */
+	uint64_t win_fires;     /* delivery phases: fires received in
+				   the steady window [win_lo, win_hi]   */
+	uint64_t t_first_fire, t_last_fire;
 	uint64_t cpu_ns;        /* the worker's own utime + stime       */
 	char error[160];        /* the first failure, for the report    */
 };
@@ -70,12 +78,33 @@ struct load_phase {
 	uint64_t drain_ns;      /* how long to wait for fires after sending */
 	const char *session;    /* bitwheel: NULL for an anonymous session
 				   per client; else a named session per
-				   client, "<session>-<phase>-<id>-<pid>"  */
+				   client, "<session>-<phase>-<id>-<pid>",
+				   or with producers > 0 the one session
+				   every worker attaches to, whole        */
+	int ack;                /* bitwheel consumers: LOAD_ACK_*          */
+	uint32_t window;        /* bitwheel consumers: 0 the daemon's (256) */
+	int producers;          /* 0: every worker has a session of its own
+				   and consumes its fires; > 0 (delivery
+				   phases): workers 0..producers-1 only
+				   schedule into `session`, the others only
+				   consume and acknowledge its fires until
+				   *stop                                   */
+	uint64_t win_lo, win_hi; /* delivery: the steady window (fires/s)  */
 };
 
-/* The subjects' workers: fill slot, return 0 or -1 (slot->error says). */
+/* How a bitwheel consumer's fires become done (Hello.auto_ack). */
+enum {
+	LOAD_ACK_DEFAULT = 0,   /* the daemon's: auto for an anonymous
+				   session, manual for a named one         */
+	LOAD_ACK_AUTO = 1,      /* done once written to the socket         */
+	LOAD_ACK_MANUAL = 2,    /* bwc_send_ack(cumulative) once per batch
+				   of fires handled in a dispatch          */
+};
+
+/* The subjects' workers: fill slot, return 0 or -1 (slot->error says).
+ * stop: the parent's flag that ends a delivery phase's consumers. */
 int load_bitwheel_worker(const char *socket, const struct load_phase *p,
-			 int id, struct load_slot *slot);
+			 int id, volatile int *stop, struct load_slot *slot);
 int load_echo_worker(const char *socket, const struct load_phase *p, int id,
 		     struct load_slot *slot);
 /* The echo server: serves path until SIGTERM; never returns. */
@@ -116,15 +145,18 @@ static inline uint64_t load_delay(const struct load_phase *p, uint64_t *rs)
 	return p->min_delay_ns + (span ? load_rand(rs) % (span + 1) : 0);
 }
 
-/* How many requests a paced client may have sent by now. */
+/* How many requests a paced client may have sent by now (the rate is
+ * shared by the clients that send: the producers of a delivery phase). */
 static inline uint64_t load_allowed(const struct load_phase *p, uint64_t now)
 {
+	int senders = p->producers > 0 ? p->producers : p->clients;
+
 	if (p->rate == 0)
 		return UINT64_MAX;
 	if (now <= p->start_ns)
 		return 1;
 	return 1 + (uint64_t)((double)(now - p->start_ns) *
-			      ((double)p->rate / p->clients) / 1e9);
+			      ((double)p->rate / senders) / 1e9);
 }
 
 #endif /* BWLOAD_H */

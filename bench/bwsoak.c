@@ -8,15 +8,20 @@
  *          [--dir DIR] [--verbose]
  *   bwsoak --account DIR [--clients N] [--grace-ms MS]
  *
- * Client slots are forked processes on libbitwheel-client, each with a
- * named session (reattached by every incarnation of the slot) or an
- * anonymous one.  They schedule oneshot timers (1 ms .. 2 s, the 1 ms
- * lane) and periodic ones (50 .. 500 ms, cancelled after a few fires),
- * cancel pending timers, replace them, schedule a pending key again
- * (DUPLICATE_KEY), close and reconnect, and stop reading for a while
- * after a burst of timers due meanwhile (slow readers, within the output
- * bound).  The parent SIGKILLs a random client every --kill-every ms or
- * so and restarts it after a moment; it samples the daemon's VmRSS every
+ * Client slots are forked processes on libbitwheel-client, in groups of
+ * four (soak.h): three share a named session (protocol 2), one a
+ * producer only, one a producer and a consumer, one a consumer only
+ * (with an ack timeout of a second), each reattaching with every
+ * incarnation of the slot; the fourth has an anonymous session (auto
+ * ack).  Consumers of a named session journal each fire, then
+ * acknowledge the batch with one cumulative Ack.  Producers schedule
+ * oneshot timers (1 ms .. 2 s, the 1 ms lane) and periodic ones (50 ..
+ * 500 ms, cancelled after a few fires), cancel pending timers, replace
+ * them, schedule a pending key again (DUPLICATE_KEY); every slot closes
+ * and reconnects, and stops reading for a while (a consumer after a
+ * burst of timers due meanwhile: slow readers).  The parent SIGKILLs a
+ * random client, consumers too, every --kill-every ms or so and
+ * restarts it after a moment; it samples the daemon's VmRSS every
  * second.
  *
  * Everything a client intends, every reply and every fire goes to its
@@ -26,14 +31,18 @@
  * oneshot fired exactly once, or was cancelled / replaced (and did not
  * fire after the reply that said so), or was refused; periodic timers
  * fired once per period (or skipped as PROTOCOL.md allows) until they
- * were cancelled, and never after; nothing early; nothing dropped.
- * What the protocol leaves open is counted apart, not hidden: a request
- * whose reply died with its process or connection is "unknown" (it may
- * fire, once), an anonymous session's timers die with its connection, and
- * a fire already written to a connection that then broke may be lost
- * (PROTOCOL.md section 9) - excused only when its deadline falls in the
+ * were cancelled, and never after; nothing early; nothing dropped.  A
+ * named session's fire may be in any of its consumers' journals, and
+ * more than once, but at most one copy may lack the redelivered mark.  What the protocol leaves
+ * open is counted apart, not hidden: a request whose reply died with its
+ * process or connection is "unknown" (it may fire, once), an anonymous
+ * session's timers die with its connection, and a fire already written
+ * to an anonymous (auto-ack) connection that then broke may be lost
+ * (PROTOCOL.md section 8) - excused only when its deadline falls in the
  * --grace-ms window before the break (or in a pause or unread queue that
- * the break cut short).  Anything else missing is "lost" and fails.
+ * the break cut short).  A named session's fire has no excuse: it is
+ * redelivered until a consumer that journaled it acknowledges it.
+ * Anything else missing is "lost" and fails.
  *
  * Seeds: every choice comes from a fixed seed mixed with $BW_SOAK_SEED
  * (printed); slot s, incarnation i uses seed(s, i) derived from it.
@@ -64,6 +73,8 @@
 #define SEC UINT64_C(1000000000)
 #define SOAK_FIXED_SEED 0x50a4b17e5eed2024ull
 #define MAX_SLOTS 64
+/* The consumer-only slots' ack timeout: shorter than their pauses. */
+#define CONSUMER_ACK_TIMEOUT_NS SEC
 
 struct cfg {
 	const char *socket;
@@ -106,15 +117,28 @@ static uint64_t urand(uint64_t *rs, uint64_t lo, uint64_t hi)
 	return hi <= lo ? lo : lo + load_rand(rs) % (hi - lo + 1);
 }
 
-static bool slot_named(unsigned slot)
+/* Groups of four slots (soak.h): a producer, a producer and consumer, a
+ * consumer of one named session, and an anonymous session.  A producer
+ * without its partner in the group (the last slot) also consumes, so
+ * that every session with timers has a consumer. */
+static int slot_role(unsigned slot)
 {
-	/* Two named sessions for every anonymous one. */
-	return slot % 3 != 2;
+	int r = (int)(slot % 4);
+
+	if (r == SOAK_PRODUCER && (int)slot + 1 >= cfg.clients)
+		return SOAK_BOTH;
+	return r;
 }
 
+static bool slot_named(unsigned slot)
+{
+	return slot_role(slot) != SOAK_ANON;
+}
+
+/* The named session of slot's group. */
 static void slot_session(unsigned slot, char *buf, size_t len)
 {
-	snprintf(buf, len, "bwsoak.%ld.%u", (long)cfg.parent, slot);
+	snprintf(buf, len, "bwsoak.%ld.g%u", (long)cfg.parent, slot / 4);
 }
 
 static void slot_path(unsigned slot, char *buf, size_t len)
@@ -330,8 +354,9 @@ static bool ambiguous(int st)
  * live member's fate unknown too.
  */
 static void settle_key(struct soak_model *m, struct soak_timer *head,
-		       const struct soak_timer *except, uint64_t pos,
-		       bool took_one, uint64_t t_stop, const char *what)
+		       const struct soak_timer *except,
+		       uint64_t t_reply, bool took_one, uint64_t t_stop,
+		       const char *what)
 {
 	unsigned live = 0, amb = 0;
 
@@ -351,8 +376,8 @@ static void settle_key(struct soak_model *m, struct soak_timer *head,
 	CHAIN_FOR(m, head, it) {
 		if (it == except)
 			continue;
-		if (pos < it->end_pos)
-			it->end_pos = pos;
+		if (t_reply < it->end_t)
+			it->end_t = t_reply;
 		if (it->st != TS_LIVE)
 			continue;
 		if (amb) {
@@ -433,10 +458,13 @@ static void fold_fire(struct soak_model *m, const struct soak_rec *r,
 	if (f < d || recv < d)
 		viol(m, "EARLY fire of %#" PRIx64 ": deadline %" PRIu64
 		     " fired_at %" PRIu64 " received %" PRIu64, t->uid, d, f, recv);
-	if (pos > t->end_pos)
+	/* Protocol 2 delivers a fire that happened before a Cancel even
+	 * after its reply (it waited in the session's queue): only a fire
+	 * the daemon made after the reply is wrong. */
+	if (f > t->end_t)
 		viol(m, "fire of %#" PRIx64 " (deadline %" PRIu64 ", count %"
-		     PRIu64 ") after the reply that cancelled or replaced it",
-		     t->uid, d, cnt);
+		     PRIu64 ") fired at %" PRIu64 ", after the reply at %" PRIu64
+		     " that cancelled or replaced it", t->uid, d, cnt, f, t->end_t);
 	if (!m->named && (int)t->conn != m->cur)
 		viol(m, "fire of %#" PRIx64 " reached another connection's "
 		     "anonymous session", t->uid);
@@ -459,6 +487,10 @@ static void fold_fire(struct soak_model *m, const struct soak_rec *r,
 		if (cnt != 0)
 			viol(m, "oneshot %#" PRIx64 " fired with count %" PRIu64,
 			     t->uid, cnt);
+		if (t->st == TS_CANCELLED || t->st == TS_REPLACED)
+			viol(m, "oneshot %#" PRIx64 " fired at %" PRIu64 ", yet a "
+			     "reply at %" PRIu64 " found it pending and took it",
+			     t->uid, f, t->end_t);
 		if (t->fire1_pos == 0)
 			t->fire1_pos = pos;
 		if (t->st == TS_LIVE)
@@ -539,6 +571,96 @@ static void fold_fire(struct soak_model *m, const struct soak_rec *r,
 	t->last_breaks = m->breaks;
 }
 
+static void obs_push(struct soak_obsvec *ov, const struct soak_obs *o)
+{
+	if (ov->n == ov->cap) {
+		size_t cap = ov->cap ? ov->cap * 2 : 4096;
+		struct soak_obs *p = realloc(ov->v, cap * sizeof *p);
+
+		if (!p) {
+			fprintf(stderr, "bwsoak: out of memory for fires\n");
+			exit(2);
+		}
+		ov->v = p;
+		ov->cap = cap;
+	}
+	ov->v[ov->n++] = *o;
+}
+
+/*
+ * A named session's fire, in the journal of the consumer that took it.
+ * What needs no timer is checked here; the rest once every journal is
+ * folded (soak_settle_fires), since the timer's own records are in the
+ * journal of the slot that scheduled it, which may be another.
+ */
+static void fold_fire_named(struct soak_model *m, const struct soak_rec *r,
+			    uint64_t pos)
+{
+	struct soak_tally *ty = m->tally;
+	struct soak_conn *c = m->cur >= 0 ? &m->conns[m->cur] : NULL;
+	uint64_t d = r->v[0], f = r->v[1], cnt = r->v[2], recv = r->t;
+	unsigned fl = (unsigned)r->v[3];
+	unsigned owner = SOAK_UID_SLOT(r->uid);
+	bool delayed = (fl & SFF_REDELIVERED) != 0;
+
+	if (c) {
+		c->fires++;
+		if (c->fires <= c->queued) {
+			delayed = true;
+			if (ty)
+				ty->queued_fires++;
+		}
+		if (f < c->attach || (c->last_resume && f < c->last_resume))
+			delayed = true;
+	}
+	if (!ty) {
+		/* Replay: a fire of one of this slot's oneshots ends it. */
+		struct soak_timer *t = r->uid ? soak_timer_get(m, r->uid) : NULL;
+
+		if (t && !(t->flags & SF_PERIODIC) && t->st == TS_LIVE)
+			t->st = TS_FIRED;
+		return;
+	}
+	ty->fires++;
+	ty->named_fires++;
+	if (fl & SFF_REDELIVERED)
+		ty->named_redelivered++;
+	if (delayed)
+		ty->delayed_fires++;
+	if (!r->uid) {
+		viol(m, "fire of key %#" PRIx64 " with a payload that names no "
+		     "timer", r->key);
+		return;
+	}
+	if (owner / 4 != m->group || owner % 4 == SOAK_ANON) {
+		viol(m, "fire of %#" PRIx64 " (slot %u) reached session %u's "
+		     "consumer", r->uid, owner, m->group);
+		return;
+	}
+	if (f < d || recv < d)
+		viol(m, "EARLY fire of %#" PRIx64 ": deadline %" PRIu64
+		     " fired_at %" PRIu64 " received %" PRIu64, r->uid, d, f, recv);
+	if (cnt == 0) {
+		ty->oneshot_fires++;
+		if (f >= d)
+			load_hist_add(&ty->os_srv, f - d);
+		if (!delayed && recv >= d)
+			load_hist_add(&ty->os_recv, recv - d);
+	} else {
+		ty->periodic_fires++;
+		if (f >= d)
+			load_hist_add(&ty->per_srv, f - d);
+		if (!delayed && recv >= d)
+			load_hist_add(&ty->per_recv, recv - d);
+	}
+	if (m->obs)
+		obs_push(m->obs, &(struct soak_obs){
+			.uid = r->uid, .key = r->key, .d = d, .f = f, .cnt = cnt,
+			.recv = recv, .pos = pos, .slot = m->slot,
+			.conn = m->cur >= 0 ? (uint32_t)m->cur : UINT32_MAX,
+			.flags = (uint8_t)fl });
+}
+
 static void fold_rec(struct soak_model *m, const struct soak_rec *r,
 		     uint64_t pos)
 {
@@ -597,7 +719,7 @@ static void fold_rec(struct soak_model *m, const struct soak_rec *r,
 		t->flags = (uint8_t)r->v[2];
 		t->st = TS_INTENT;
 		t->conn = m->cur >= 0 ? (uint32_t)m->cur : UINT32_MAX;
-		t->end_pos = UINT64_MAX;
+		t->end_t = UINT64_MAX;
 		t->last_breaks = m->breaks;
 		pend_push(m, r->key, r->uid);
 		if (ty)
@@ -649,7 +771,7 @@ static void fold_rec(struct soak_model *m, const struct soak_rec *r,
 			if (replaced && !(t->flags & SF_REPLACE))
 				viol(m, "%#" PRIx64 " replaced without replace",
 				     t->uid);
-			settle_key(m, head, t, pos, replaced, t->t_intent,
+			settle_key(m, head, t, r->t, replaced, t->t_intent,
 				   "ScheduleReply replaced=true");
 		} else if (r->v[1]) {
 			viol(m, "%#" PRIx64 " replaced=true on a fresh key", t->uid);
@@ -716,7 +838,7 @@ static void fold_rec(struct soak_model *m, const struct soak_rec *r,
 			else
 				ty->cancel_miss++;
 		}
-		settle_key(m, head, NULL, pos, r->v[0], head->t_cancel,
+		settle_key(m, head, NULL, r->t, r->v[0], head->t_cancel,
 			   "CancelReply pending=true");
 		break;
 	case SR_CANCEL_ERR:
@@ -730,7 +852,16 @@ static void fold_rec(struct soak_model *m, const struct soak_rec *r,
 				it->st = TS_MAYBE;
 		break;
 	case SR_FIRE:
-		fold_fire(m, r, pos);
+		if (m->named)
+			fold_fire_named(m, r, pos);
+		else
+			fold_fire(m, r, pos);
+		break;
+	case SR_ACK:
+		if (ty && r->v[1] == 0)
+			ty->acks++;
+		else if (ty)
+			ty->ack_failures++;
 		break;
 	case SR_PAUSE:
 		if (m->cur >= 0)
@@ -822,10 +953,11 @@ int soak_fold(const char *path, struct soak_model *m)
  * an open socket (the kill, and the recording, are not instantaneous). */
 #define KILL_LAG_NS (50 * MS)
 
-/* Could a fire due at d have been written to a connection that then broke
- * (and so be lost as PROTOCOL.md section 9 allows)?  0 no; 1 within the
- * grace before the break; 2 in a pause the break cut short; 3 in a
- * reattach queue the client was killed before reading. */
+/* Could a fire due at d have been written to an anonymous (auto-ack)
+ * connection that then broke (and so be lost as PROTOCOL.md section 8
+ * allows)?  0 no; 1 within the grace before the break; 2 in a pause the
+ * break cut short; 3 in a reattach queue the client was killed before
+ * reading. */
 static int in_flight(const struct soak_model *m, unsigned only, uint64_t d)
 {
 	for (unsigned i = 0; i < m->nconns; i++) {
@@ -868,6 +1000,158 @@ static bool excuse(struct soak_model *m, unsigned only, uint64_t d)
 	return why != 0;
 }
 
+/* ---- named sessions: every journal's fires against the timers ---------- */
+
+static int obs_cmp(const void *a, const void *b)
+{
+	const struct soak_obs *x = a, *y = b;
+	unsigned rx = x->flags & SFF_REDELIVERED, ry = y->flags & SFF_REDELIVERED;
+
+	if (x->uid != y->uid)
+		return x->uid < y->uid ? -1 : 1;
+	if (x->cnt != y->cnt)
+		return x->cnt < y->cnt ? -1 : 1;
+	if (rx != ry)
+		return rx ? 1 : -1;     /* the unmarked copy first */
+	return x->recv < y->recv ? -1 : x->recv > y->recv;
+}
+
+/* One fire of t (its first copy o), in fire-count order. */
+static void settle_one(struct soak_model *m, struct soak_timer *t,
+		       const struct soak_obs *o)
+{
+	struct soak_tally *ty = m->tally;
+	uint64_t d = o->d, f = o->f, cnt = o->cnt;
+
+	t->fires++;
+	if (t->fire1_pos == 0)
+		t->fire1_pos = o->pos;
+	if (!(t->flags & SF_PERIODIC)) {
+		if (cnt != 0)
+			viol(m, "oneshot %#" PRIx64 " fired with count %" PRIu64,
+			     t->uid, cnt);
+		if (t->was_acked && d != t->deadline)
+			viol(m, "fire of %#" PRIx64 " for deadline %" PRIu64
+			     ", acknowledged %" PRIu64, t->uid, d, t->deadline);
+		if ((t->flags & SF_ABS) && d != t->when)
+			viol(m, "fire of %#" PRIx64 " for deadline %" PRIu64
+			     ", asked %" PRIu64, t->uid, d, t->when);
+		if (t->st == TS_CANCELLED || t->st == TS_REPLACED)
+			viol(m, "oneshot %#" PRIx64 " fired at %" PRIu64 ", yet a "
+			     "reply at %" PRIu64 " found it pending and took it",
+			     t->uid, f, t->end_t);
+		if (t->st == TS_LIVE || t->st == TS_VANISHED)
+			t->st = TS_FIRED;
+		return;
+	}
+	/* Periodic: fire counts 1, 2, 3, ..., deadlines first + k * period,
+	 * a skip only after falling a whole period behind. */
+	uint64_t d0 = t->was_acked ? t->deadline :
+		      (t->flags & SF_ABS) ? t->when : 0;
+	uint64_t gap;
+
+	if (cnt == 0) {
+		viol(m, "periodic %#" PRIx64 " fired with count 0", t->uid);
+		return;
+	}
+	if (d0 && (d < d0 || (d - d0) % t->period != 0))
+		viol(m, "periodic %#" PRIx64 " fired for %" PRIu64
+		     ", not in its sequence %" PRIu64 " + k*%" PRIu64,
+		     t->uid, d, d0, t->period);
+	gap = cnt - t->last_count - 1;
+	if (t->last_count == 0 && gap == 0 && d0 && d != d0)
+		viol(m, "periodic %#" PRIx64 " first fire for %" PRIu64
+		     ", first deadline %" PRIu64, t->uid, d, d0);
+	if (t->last_count > 0 && gap == 0) {
+		if (d <= t->last_deadline)
+			viol(m, "periodic %#" PRIx64 " deadline went back", t->uid);
+		else if (d <= t->last_fired)
+			viol(m, "periodic %#" PRIx64 " fired again for %" PRIu64
+			     ", already past when it fired at %" PRIu64
+			     " (a catch-up fire, no skip)", t->uid, d, t->last_fired);
+		else if (d != t->last_deadline + t->period) {
+			if (d - t->period > t->last_fired)
+				viol(m, "periodic %#" PRIx64 " skipped to %" PRIu64
+				     " though it fired %" PRIu64 " at %" PRIu64,
+				     t->uid, d, t->last_deadline, t->last_fired);
+			else
+				ty->skips += (d - t->last_deadline) / t->period - 1;
+		}
+	}
+	if (gap > 0) {
+		/* A fire of a named session is acknowledged only once a
+		 * consumer journaled it: a missing count is lost. */
+		ty->lost_periodic += gap;
+		loss(m, "periodic %#" PRIx64 ": fire count jumped %" PRIu64
+		     " -> %" PRIu64 " (no consumer journaled the fires between)",
+		     t->uid, t->last_count, cnt);
+	}
+	t->last_count = cnt;
+	t->last_deadline = d;
+	t->last_fired = f;
+	t->last_pos = o->pos;
+}
+
+void soak_settle_fires(struct soak_model *models, unsigned n,
+		       struct soak_obsvec *ov, struct soak_tally *ty)
+{
+	if (ov->n)
+		qsort(ov->v, ov->n, sizeof ov->v[0], obs_cmp);
+	for (size_t i = 0, j; i < ov->n; i = j) {
+		uint64_t uid = ov->v[i].uid;
+		unsigned owner = SOAK_UID_SLOT(uid);
+		struct soak_model *m = owner < n && models[owner].named ?
+				       &models[owner] : NULL;
+		struct soak_timer *t = m ? soak_timer_get(m, uid) : NULL;
+
+		for (j = i; j < ov->n && ov->v[j].uid == uid; j++)
+			;
+		if (!t) {
+			viol(&models[ov->v[i].slot], "fire of key %#" PRIx64
+			     " names no timer its session's producers sent (uid %#"
+			     PRIx64 ")", ov->v[i].key, uid);
+			continue;
+		}
+		for (size_t k = i, e; k < j; k = e) {
+			const struct soak_obs *o = &ov->v[k];
+			unsigned unmarked = 0;
+
+			for (e = k; e < j && ov->v[e].cnt == o->cnt; e++) {
+				const struct soak_obs *x = &ov->v[e];
+
+				unmarked += !(x->flags & SFF_REDELIVERED);
+				if (x->d != o->d || x->f != o->f)
+					viol(m, "two copies of %#" PRIx64 "'s fire %"
+					     PRIu64 " differ: deadline %" PRIu64 "/%"
+					     PRIu64 ", fired_at %" PRIu64 "/%" PRIu64,
+					     uid, o->cnt, o->d, x->d, o->f, x->f);
+				if (x->key != t->key)
+					viol(m, "fire of uid %#" PRIx64 " carries key %#"
+					     PRIx64 ", scheduled as %#" PRIx64, uid,
+					     x->key, t->key);
+				if (x->f > t->end_t)
+					viol(m, "fire of %#" PRIx64 " (count %" PRIu64
+					     ") fired at %" PRIu64 ", after the reply "
+					     "at %" PRIu64 " that cancelled or replaced "
+					     "it", uid, x->cnt, x->f, t->end_t);
+				if (t->was_acked && x->slot == m->slot &&
+				    x->conn == t->conn && x->pos < t->ack_pos)
+					viol(m, "%#" PRIx64 " fired before its "
+					     "ScheduleReply on the connection that "
+					     "scheduled it", uid);
+			}
+			ty->named_handled_once++;
+			ty->named_repeats += (e - k) - 1;
+			if (unmarked > 1)
+				viol(m, "DUPLICATE: fire %" PRIu64 " of %#" PRIx64
+				     " (deadline %" PRIu64 ") handled %u times "
+				     "without the redelivered mark", o->cnt, uid,
+				     o->d, unmarked);
+			settle_one(m, t, o);
+		}
+	}
+}
+
 static void finish_oneshot(struct soak_model *m, struct soak_timer *t)
 {
 	struct soak_tally *ty = m->tally;
@@ -880,7 +1164,9 @@ static void finish_oneshot(struct soak_model *m, struct soak_timer *t)
 		ty->died_with_conn++;   /* documented: dies with its connection */
 		return;
 	}
-	if (excuse(m, only, t->deadline)) {
+	/* A named session's fire is redelivered until a consumer that
+	 * journaled it acknowledges it: nothing to excuse. */
+	if (!m->named && excuse(m, only, t->deadline)) {
 		ty->inflight_excused++;
 		return;
 	}
@@ -908,7 +1194,7 @@ static void finish_periodic(struct soak_model *m, struct soak_timer *t,
 	}
 	if (next + m->grace_ns >= t_stop)
 		return;
-	if (excuse(m, only, next)) {
+	if (!m->named && excuse(m, only, next)) {
 		ty->periodic_gaps_excused++;
 		return;
 	}
@@ -992,6 +1278,8 @@ enum { E_SENT = 1, E_LIVE, E_BUSY, E_DEAD };
 struct ent {
 	uint64_t key, old;      /* old: the timer a replace aims at       */
 	uint64_t deadline;
+	uint64_t period;
+	uint64_t stop_at;       /* named periodic: cancel it then         */
 	uint32_t conn;
 	int32_t li;             /* index in the live list, -1 none        */
 	uint16_t fires, target;
@@ -1008,6 +1296,10 @@ static struct client {
 	unsigned slot;
 	uint16_t inc;
 	bool named;
+	int role;               /* SOAK_*                                  */
+	bool manual;            /* a consumer that acknowledges            */
+	bool have_last;         /* last: journaled, not yet acknowledged   */
+	struct bwc_fire last;
 	char session[80];
 	int fd;                 /* the journal                             */
 	struct bwc_client *c;
@@ -1218,6 +1510,12 @@ static void on_sched(struct bwc_client *c, const struct bwc_reply *r, void *arg)
 		e->deadline = r->scheduled.deadline_ns;
 		if (!e->periodic && e->deadline > C.max_deadline)
 			C.max_deadline = e->deadline;
+		/* A named session's fires go to any of its consumers, so a
+		 * producer stops a periodic timer by the clock: after about
+		 * `target` fires. */
+		if (e->periodic && C.named)
+			e->stop_at = e->deadline + (uint64_t)(e->target - 1) * e->period +
+				     e->period / 2;
 		if (e->st == E_SENT) {
 			e->st = E_LIVE;
 			if (C.named || e->conn == C.conn)
@@ -1264,6 +1562,7 @@ static int send_sched(uint64_t key, bool periodic, bool abs, uint64_t when,
 	e->key = key;
 	e->old = old;
 	e->periodic = periodic;
+	e->period = periodic ? period : 0;
 	e->target = target;
 	e->conn = C.conn;
 	e->st = E_SENT;
@@ -1297,10 +1596,15 @@ static void on_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
 
 	(void)c;
 	(void)arg;
+	/* Journaled (handled) first; acknowledged after the dispatch. */
 	rec(SR_FIRE, f->key, uid, f->deadline_ns, f->fired_ns, f->fire_count,
-	    f->late);
+	    (f->late ? SFF_LATE : 0) | (f->redelivered ? SFF_REDELIVERED : 0));
+	if (C.manual) {
+		C.last = *f;
+		C.have_last = true;
+	}
 	if (!e)
-		return;
+		return;         /* another producer's, or an earlier incarnation's */
 	if (!e->periodic) {
 		live_del(e);
 		e->st = E_DEAD;
@@ -1308,8 +1612,8 @@ static void on_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
 		return;
 	}
 	e->fires++;
-	if (e->fires >= e->target && e->st == E_LIVE &&
-	    (C.named || e->conn == C.conn)) {
+	if (!C.named && e->fires >= e->target && e->st == E_LIVE &&
+	    e->conn == C.conn) {
 		live_del(e);
 		e->st = E_BUSY;
 		send_cancel(e->key, uid);
@@ -1404,6 +1708,32 @@ static void do_op(void)
 
 static void connect_loop(void);
 
+/* One cumulative Ack for the fires journaled since the last one. */
+static void ack_handled(void)
+{
+	int rc;
+
+	if (!C.have_last)
+		return;
+	rc = bwc_send_ack(C.c, &C.last, true);
+	if (rc == BWC_EAGAIN)
+		return;         /* the next batch's covers these */
+	rec(SR_ACK, C.last.key, 0, C.last.delivery, (uint64_t)(int64_t)rc, 0, 0);
+	C.have_last = false;
+}
+
+/* Read what the socket holds and acknowledge what was journaled. */
+static int dispatch(void)
+{
+	int rc = bwc_dispatch(C.c);
+
+	if (rc == 0 || rc == BWC_ENOMEM)
+		ack_handled();
+	else
+		C.have_last = false;    /* they come again, marked */
+	return rc;
+}
+
 /* Read what is there (waiting up to timeout_ms), and reattach if the
  * connection went away under us. */
 static void pump(int timeout_ms)
@@ -1420,7 +1750,7 @@ static void pump(int timeout_ms)
 		die("poll: %s", strerror(errno));
 	if (rc <= 0)
 		return;
-	rc = bwc_dispatch(C.c);
+	rc = dispatch();
 	if (rc == 0 || rc == BWC_ENOMEM)
 		return;
 	rec(SR_CLOSED, 0, 0, (uint64_t)(int64_t)rc, 0, 0, 0);
@@ -1453,18 +1783,18 @@ static void connect_loop(void)
 		if (rc == 0 && bwc_get_session_info(C.c, &si) == 0) {
 			C.ever_connected = true;
 			C.conn++;
+			C.have_last = false;
+			C.manual = si.role == BWC_ROLE_CONSUMER && !si.auto_ack;
 			rec(SR_CONN, si.dropped, 0, t0, si.resumed, si.timers,
 			    si.queued);
 			/* The queue follows the Hello: take it now. */
-			bwc_dispatch(C.c);
+			dispatch();
 			return;
 		}
 		rec(SR_CONN_FAIL, 0, 0, (uint64_t)(int64_t)rc,
 		    (uint64_t)bwc_server_error(C.c), 0, 0);
 		if (load_now_ns() > give_up)
 			die("cannot attach: %s", bwc_errmsg(C.c));
-		/* SESSION_BUSY: the daemon has not yet seen the killed
-		 * incarnation's connection close. */
 		load_sleep_until(load_now_ns() + 20 * MS);
 	}
 }
@@ -1472,8 +1802,8 @@ static void connect_loop(void)
 static void reconnect_on_purpose(void)
 {
 	quiesce(2 * SEC);
-	bwc_dispatch(C.c);
-	bwc_close(C.c);
+	dispatch();
+	bwc_close(C.c);         /* writes the last ack first */
 	rec(SR_CLOSE, 0, 0, 0, 0, 0, 0);
 	bwc_dispatch(C.c);
 	if (!C.named)
@@ -1488,7 +1818,10 @@ static void pause_reading(void)
 {
 	uint64_t len = urand(&C.rs, 300, 2500) * MS, now = load_now_ns();
 
-	if (cfg.burst && len > 500 * MS && (load_rand(&C.rs) & 1)) {
+	/* A burst only where it lands on this slot's own reading: a
+	 * producer is sent no fires. */
+	if (cfg.burst && len > 500 * MS && (load_rand(&C.rs) & 1) &&
+	    (C.role == SOAK_BOTH || C.role == SOAK_ANON)) {
 		/* Enough fires due during the pause to fill the socket and
 		 * leave some in the daemon's output buffer. */
 		for (unsigned i = 0; i < cfg.burst; i++) {
@@ -1536,6 +1869,31 @@ static void replay(const char *path)
 	soak_model_free(&m);
 }
 
+/*
+ * A named slot's producer never sees most of its fires (they go to any
+ * consumer of the session): its periodic timers stop by the clock, and a
+ * oneshot well past its deadline is taken as fired (for the choice of
+ * keys only: the accounting knows from the consumers' journals).
+ */
+static void scan_live(uint64_t now)
+{
+	for (uint32_t i = C.nlive; i-- > 0;) {
+		struct ent *e = &C.e[C.live[i]];
+
+		if (e->periodic) {
+			if (e->stop_at && now >= e->stop_at && e->st == E_LIVE) {
+				live_del(e);
+				e->st = E_BUSY;
+				send_cancel(e->key, SOAK_UID(C.slot, C.inc, e - C.e));
+			}
+		} else if (e->deadline && now > e->deadline + 100 * MS) {
+			live_del(e);
+			e->st = E_DEAD;
+			C.fired[C.nfired++ % 64] = e->key;
+		}
+	}
+}
+
 static void flush_cleanup(void)
 {
 	struct keyvec kv = C.cleanup;
@@ -1550,11 +1908,12 @@ static void client_main(unsigned slot, unsigned inc)
 {
 	char path[512];
 	uint64_t now, next_op, next_pause, next_reconnect, next_cleanup;
-	uint64_t interval = SEC / (cfg.rate ? cfg.rate : 1);
+	uint64_t next_scan = 0, interval = SEC / (cfg.rate ? cfg.rate : 1);
 
 	C.slot = slot;
 	C.inc = (uint16_t)inc;
-	C.named = slot_named(slot);
+	C.role = slot_role(slot);
+	C.named = C.role != SOAK_ANON;
 	C.rs = slot_seed(slot, inc);
 	slot_session(slot, C.session, sizeof C.session);
 	slot_path(slot, path, sizeof path);
@@ -1567,7 +1926,21 @@ static void client_main(unsigned slot, unsigned inc)
 	if (bwc_new(&C.c) != 0)
 		die("out of memory");
 	bwc_set_timeout(C.c, 5 * (int64_t)SEC);
-	bwc_set_fire_handler(C.c, on_fire, NULL);
+	if (C.role == SOAK_PRODUCER) {
+		bwc_set_role(C.c, BWC_ROLE_PRODUCER);
+	} else {
+		/* Named sessions: manual acks, the default.  The consumer-only
+		 * slot also lets the daemon take back what it holds for a
+		 * second unacknowledged (its pauses run longer), and keeps a
+		 * smaller window. */
+		if (C.named)
+			bwc_set_role(C.c, BWC_ROLE_CONSUMER);
+		if (C.role == SOAK_CONSUMER) {
+			bwc_set_window(C.c, 128);
+			bwc_set_ack_timeout(C.c, CONSUMER_ACK_TIMEOUT_NS);
+		}
+		bwc_set_fire_handler(C.c, on_fire, NULL);
+	}
 	connect_loop();
 
 	now = load_now_ns();
@@ -1582,10 +1955,15 @@ static void client_main(unsigned slot, unsigned inc)
 		int wait;
 
 		if (now >= next_op) {
-			do_op();
+			if (C.role != SOAK_CONSUMER)
+				do_op();
 			next_op += interval / 2 + load_rand(&C.rs) % (interval + 1);
 			if (next_op + 100 * MS < now)
 				next_op = now;  /* fell behind: don't catch up */
+		}
+		if (C.named && now >= next_scan) {
+			scan_live(now);
+			next_scan = now + 20 * MS;
 		}
 		if (C.cleanup.n && now >= next_cleanup)
 			flush_cleanup();
@@ -1602,8 +1980,11 @@ static void client_main(unsigned slot, unsigned inc)
 		pump(wait > 5 ? 5 : wait);
 	}
 
-	/* The end: stop every periodic timer, then wait out the deadlines. */
+	/* The end: stop every periodic timer, then wait out the deadlines
+	 * (a consumer-only slot: every producer's, about). */
 	uint64_t give_up = load_now_ns() + 60 * SEC;
+	if (C.role == SOAK_CONSUMER && C.max_deadline < cfg.t_end + 3 * SEC)
+		C.max_deadline = cfg.t_end + 3 * SEC;
 	for (;;) {
 		/* Backwards: live_del moves the last entry into the hole. */
 		for (uint32_t i = C.nlive; i-- > 0;) {
@@ -1751,7 +2132,9 @@ static int get_stats(struct bwc_client **cp, struct bwc_stats *st)
 	return 0;
 }
 
-/* Attach each named session once more and take what it queued. */
+/* Attach each named session once more, as a consumer acknowledging what
+ * it journals, and take what it queued.  slot: the group's first, whose
+ * journal gets the records. */
 static void drain_named(unsigned slot)
 {
 	char path[512];
@@ -1761,6 +2144,7 @@ static void drain_named(unsigned slot)
 	C.slot = slot;
 	C.inc = SOAK_INC_DRAIN;
 	C.named = true;
+	C.role = SOAK_CONSUMER;
 	slot_session(slot, C.session, sizeof C.session);
 	slot_path(slot, path, sizeof path);
 	C.fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
@@ -1769,6 +2153,7 @@ static void drain_named(unsigned slot)
 		return;
 	}
 	bwc_set_timeout(C.c, 5 * (int64_t)SEC);
+	bwc_set_role(C.c, BWC_ROLE_CONSUMER);
 	bwc_set_fire_handler(C.c, on_fire, NULL);
 	connect_loop();
 	end = load_now_ns() + 10 * SEC;
@@ -1779,7 +2164,7 @@ static void drain_named(unsigned slot)
 		if (pfd.fd < 0 || poll(&pfd, 1, 20) < 0)
 			break;
 		if (pfd.revents) {
-			if (bwc_dispatch(C.c) != 0)
+			if (dispatch() != 0)
 				break;
 			quiet = load_now_ns() + 300 * MS;
 		}
@@ -1946,7 +2331,7 @@ int main(int argc, char **argv)
 		nnamed += slots[i].named;
 	}
 	printf("bwsoak: %.0f s against %s (daemon pid %ld), %d clients "
-	       "(%u named, %u anonymous), %" PRIu64 " ops/s each, bursts of %u, "
+	       "(%u in named sessions, %u anonymous), %" PRIu64 " ops/s each, bursts of %u, "
 	       "a kill every ~%.1f s\n",
 	       (double)cfg.duration_ns / 1e9, cfg.socket, cfg.daemon_pid,
 	       cfg.clients, nnamed, cfg.clients - nnamed, cfg.rate, cfg.burst,
@@ -1954,10 +2339,11 @@ int main(int argc, char **argv)
 	printf("bwsoak: seed BW_SOAK_SEED=%" PRIu64 " -> run seed %#018" PRIx64
 	       " (slot s, incarnation i: splitmix(run ^ splitmix(s<<20|i)))\n",
 	       cfg.env_seed, cfg.run_seed);
-	printf("bwsoak: slot seeds:");
+	printf("bwsoak: slot seeds (P producer, B producer and consumer, C consumer, "
+	       "A anonymous; named slots by fours share a session):");
 	for (int i = 0; i < cfg.clients; i++)
-		printf("%s %d%s=%#" PRIx64, i % 4 ? "" : "\n ", i,
-		       slots[i].named ? "N" : "A", slots[i].seed0);
+		printf("%s %d%c=%#" PRIx64, i % 4 ? "" : "\n ", i,
+		       "PBCA"[slot_role((unsigned)i)], slots[i].seed0);
 	printf("\nbwsoak: journals and events.log in %s\n", cfg.dir);
 	fflush(stdout);
 
@@ -2094,10 +2480,16 @@ int main(int argc, char **argv)
 	sample_rss();
 
 	/* Every named session once more: whatever is still queued. */
-	for (int i = 0; i < cfg.clients && !daemon_died; i++)
-		if (slots[i].named)
-			drain_named((unsigned)i);
-	have_stats = !daemon_died && get_stats(&sc, &st) == 0;
+	for (int i = 0; i < cfg.clients && !daemon_died; i += 4)
+		drain_named((unsigned)i);
+	/* The drains' last acks may still be on their way: let the daemon
+	 * settle (queued and in flight back to 0) for a moment. */
+	for (int i = 0; i < 50 && !daemon_died; i++) {
+		have_stats = get_stats(&sc, &st) == 0;
+		if (!have_stats || st.queued + st.in_flight == 0)
+			break;
+		load_sleep_until(load_now_ns() + 40 * MS);
+	}
 	cpu1 = load_proc_cpu_ns(cfg.daemon_pid);
 	sample_rss();
 account:
@@ -2106,20 +2498,35 @@ account:
 	if (!ty)
 		return 2;
 	uint64_t records = 0;
+	/* Every journal first (a named session's fires are in its
+	 * consumers' journals, its timers in its producers'), then the named
+	 * sessions' fires against their timers, then the verdicts. */
+	struct soak_model *models = calloc((size_t)cfg.clients, sizeof *models);
+	struct soak_obsvec obs = { 0 };
+
+	if (!models)
+		return 2;
 	for (int i = 0; i < cfg.clients; i++) {
-		struct soak_model m = { .slot = (unsigned)i, .named = slots[i].named,
-					.grace_ns = cfg.grace_ns, .tally = ty };
+		struct soak_model *m = &models[i];
 		char path[512];
 
+		*m = (struct soak_model){ .slot = (unsigned)i, .named = slots[i].named,
+					  .group = (unsigned)i / 4, .grace_ns = cfg.grace_ns,
+					  .tally = ty, .obs = slots[i].named ? &obs : NULL };
 		slot_path((unsigned)i, path, sizeof path);
-		if (soak_fold(path, &m) != 0) {
+		if (soak_fold(path, m) != 0) {
 			fprintf(stderr, "bwsoak: %s: %s\n", path, strerror(errno));
 			failures++;
 		}
-		soak_finish(&m);
-		records += m.records;
-		soak_model_free(&m);
+		records += m->records;
 	}
+	soak_settle_fires(models, (unsigned)cfg.clients, &obs, ty);
+	for (int i = 0; i < cfg.clients; i++) {
+		soak_finish(&models[i]);
+		soak_model_free(&models[i]);
+	}
+	free(models);
+	free(obs.v);
 
 	/* ---- report ------------------------------------------------------ */
 	/* A named session's drops reach its next HelloReply.dropped, and the
@@ -2133,11 +2540,12 @@ account:
 	uint64_t anon_undelivered = stats_dropped > dropped ? stats_dropped - dropped : 0;
 	uint64_t lanes_lost = have_stats ? st.oneshot.lost + st.periodic.lost : 0;
 	uint64_t pending = have_stats ? st.oneshot.pending + st.periodic.pending : 0;
+	uint64_t undone = have_stats ? st.queued + st.in_flight : 0;
 	uint64_t lost = ty->lost + ty->lost_periodic;
 	bool pass = !daemon_died && (have_stats || cfg.account_only) &&
 		    failures == 0 && lost == 0 &&
 		    ty->violations == 0 && dropped == 0 && lanes_lost == 0 &&
-		    pending == 0 && ty->left_pending == 0;
+		    pending == 0 && ty->left_pending == 0 && undone == 0;
 
 	printf("\n## Timers (%" PRIu64 " journal records)\n\n", records);
 	printf("| %-40s | %10s | %s |\n", "what", "count", "note");
@@ -2147,13 +2555,19 @@ account:
 	row("scheduled (acknowledged)", ty->scheduled, "ScheduleReply received");
 	row("  of which periodic", ty->periodic_scheduled, "");
 	if (have_stats)
-		row("fires the daemon sent (Stats)", st.oneshot.fired +
+		row("fires the daemon made (Stats)", st.oneshot.fired +
 		    st.periodic.fired - st0.oneshot.fired - st0.periodic.fired,
-		    "minus fires received: lost with killed clients' sockets or anonymous sessions");
+		    "each once; received below counts repeats too, and not the anonymous ones lost with a socket");
 	row("fires received", ty->fires, "");
 	row("  oneshot", ty->oneshot_fires, "");
 	row("  periodic", ty->periodic_fires, "");
 	row("  delivered from a session queue", ty->queued_fires, "after a reattach");
+	row("named sessions' fires journaled", ty->named_fires, "by a consumer, then acknowledged");
+	row("  handled (distinct fires)", ty->named_handled_once, "each acknowledged timer's fire, once");
+	row("  repeats, marked redelivered", ty->named_repeats, "journaled again after a kill, close or ack timeout: allowed");
+	row("  received marked redelivered", ty->named_redelivered, "");
+	row("  acks sent (cumulative)", ty->acks, "one per batch, after journaling it");
+	row("  acks refused", ty->ack_failures, "the connection ended first: the fires came again");
 	row("oneshot fired exactly once", ty->fired_once, "");
 	row("cancelled (CancelReply pending=true)", ty->cancelled, "none fired after the reply");
 	row("replaced (ScheduleReply replaced=true)", ty->replaced, "none fired after the reply");
@@ -2166,8 +2580,8 @@ account:
 	row("unknown outcome", ty->unknown, "a reply (to it, or to a cancel/replace of it) lost with a killed client or connection");
 	row("  of which fired (once)", ty->unknown_fired, "");
 	row("died with an anonymous connection", ty->died_with_conn, "documented: not due before the close");
-	row("in flight at a break (excused)", ty->inflight_excused, "oneshots: written to a connection that then broke (why: below)");
-	row("periodic gaps at a break (excused)", ty->periodic_gaps_excused, "fire counts skipped across a kill/close");
+	row("in flight at a break (excused)", ty->inflight_excused, "anonymous (auto-ack) oneshots: written to a connection that then broke (why: below)");
+	row("periodic gaps at a break (excused)", ty->periodic_gaps_excused, "anonymous (auto-ack): fire counts skipped across a kill/close");
 	row("  excused: within the grace", ty->excused_why[0], "due within --grace-ms before the break");
 	row("  excused: in a pause cut short", ty->excused_why[1], "a slow reader killed while paused: its socket's fires");
 	row("  excused: in an unread queue", ty->excused_why[2], "killed before reading its reattach queue");
@@ -2176,6 +2590,8 @@ account:
 	row("LOST periodic fires", ty->lost_periodic, "must be 0");
 	row("violations", ty->violations, "early, duplicate, after cancel, order, ...: must be 0");
 	row("left pending at the end", ty->left_pending + pending, "must be 0");
+	if (have_stats)
+		row("left queued or in flight", undone, "Stats.queued + in_flight after the drains: must be 0");
 	row("dropped from full queues", dropped, "sum of HelloReply.dropped (every named session, drain included): must be 0");
 	if (have_stats)
 		row("  Stats.dropped over the run", stats_dropped, "the above plus anonymous fires at a closing connection");
@@ -2189,7 +2605,7 @@ account:
 	row("clients killed (SIGKILL)", ty->kills, "restarted after 50..1500 ms");
 	row("connections", ty->conns, "");
 	row("  reattached to a named session", ty->resumed, "HelloReply.resumed");
-	row("  SESSION_BUSY or other retries", ty->busy_retries, "the killed connection not yet closed");
+	row("  connect retries", ty->busy_retries, "a Hello that failed");
 	row("closed on purpose and reconnected", ty->closes, "");
 	row("closed by the daemon", ty->daemon_closes, "");
 	row("pauses (slow reader)", ty->pauses, "");
@@ -2219,12 +2635,14 @@ account:
 		       " fired %" PRIu64 " lost %" PRIu64 " pending %" PRIu64
 		       "; periodic inserted %" PRIu64 " cancelled %" PRIu64
 		       " fired %" PRIu64 " lost %" PRIu64 " pending %" PRIu64
-		       "; sessions %" PRIu64 ", queued %" PRIu64 ", dropped %"
+		       "; sessions %" PRIu64 ", queued %" PRIu64 ", in flight %" PRIu64
+		       ", acked %" PRIu64 ", redelivered %" PRIu64 ", dropped %"
 		       PRIu64 ", memory %.2f MiB\n",
 		       st.oneshot.inserted, st.oneshot.cancelled, st.oneshot.fired,
 		       st.oneshot.lost, st.oneshot.pending, st.periodic.inserted,
 		       st.periodic.cancelled, st.periodic.fired, st.periodic.lost,
-		       st.periodic.pending, st.sessions, st.queued, st.dropped,
+		       st.periodic.pending, st.sessions, st.queued, st.in_flight,
+		       st.acked, st.redelivered, st.dropped,
 		       (double)st.memory_bytes / 1048576.0);
 	else
 		printf("Stats: unavailable%s\n", daemon_died ? " (bitwheeld died)" : "");
@@ -2237,13 +2655,15 @@ account:
 		printf("\nClient failures:%s\n", fails[0] ? fails : " (journal unreadable)");
 	printf("\nsoak: %s %.0f s%s, seed %" PRIu64 ": scheduled=%" PRIu64
 	       " fired=%" PRIu64 " cancelled=%" PRIu64 " refused=%" PRIu64
-	       " unknown=%" PRIu64 " excused=%" PRIu64 " lost=%" PRIu64
+	       " unknown=%" PRIu64 " named_once=%" PRIu64 " redelivered_repeats=%" PRIu64
+	       " excused_anon=%" PRIu64 " lost=%" PRIu64
 	       " violations=%" PRIu64 " dropped=%" PRIu64 " kills=%" PRIu64
 	       " rss_max=%.2fMiB\n",
 	       pass ? "PASS" : "FAIL", (double)cfg.duration_ns / 1e9,
 	       cfg.account_only ? " (accounted again from journals)" : "",
 	       cfg.env_seed, ty->scheduled, ty->fires,
 	       ty->cancelled + ty->replaced, ty->refused, ty->unknown,
+	       ty->named_handled_once, ty->named_repeats,
 	       ty->inflight_excused + ty->periodic_gaps_excused, lost,
 	       ty->violations, dropped, ty->kills, (double)rss_max / 1048576.0);
 	bwc_free(sc);

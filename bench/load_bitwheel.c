@@ -1,14 +1,36 @@
 /*
- * load_bitwheel.c - bwload's bitwheeld subject: one session per worker,
- * anonymous, or named with --session (only named sessions are journaled
- * by a daemon with --state-dir, and their replies wait for the journal's
- * commit: bench/run-durable.sh), driven with libbitwheel-client's non-blocking calls (depth 1 is
- * the non-pipelined round trip: one request, wait for its reply).  Keeps
- * `depth` requests in flight: schedules of oneshot timers at an absolute
- * CLOCK_MONOTONIC deadline now + delay, and cancels of a recently
- * scheduled key; the fire handler records lateness (receive time minus
- * the deadline asked for).  After the sending window, it waits for the
- * outstanding replies and the fires still due, bounded by drain_ns.
+ * load_bitwheel.c - bwload's bitwheeld subject, driven with
+ * libbitwheel-client's non-blocking calls (depth 1 is the non-pipelined
+ * round trip: one request, wait for its reply).  A worker is one of:
+ *
+ *   own       (p->producers == 0) a session of its own, which it both
+ *             schedules into and consumes: anonymous, or named with
+ *             --session (only named sessions are journaled by a daemon
+ *             with --state-dir, and their replies wait for the journal's
+ *             commit: bench/run-durable.sh).  A named session's worker
+ *             connects as a consumer (protocol 2: a named session's
+ *             connection is a producer unless it says otherwise).  Keeps
+ *             `depth` requests in flight: schedules of oneshot timers at
+ *             an absolute CLOCK_MONOTONIC deadline now + delay, and
+ *             cancels of a recently scheduled key; then waits for the
+ *             outstanding replies and the fires still due, bounded by
+ *             drain_ns.
+ *   producer  (delivery phases, id < p->producers) schedules the same
+ *             timers (no cancels) into the shared named session
+ *             p->session, as a producer: it is sent no fires.
+ *   consumer  (delivery phases, the other ids) attaches to that session
+ *             as a consumer and takes its share of the fires until the
+ *             parent sets *stop.
+ *
+ * Every fire is measured in the fire handler (receive time minus the
+ * deadline asked for, and the daemon's fired_at - deadline).  A
+ * manual-ack consumer acknowledges as PROTOCOL.md section 8 suggests:
+ * the handler keeps a copy of the last fire, and after bwc_dispatch()
+ * returns, one cumulative bwc_send_ack() covers the batch.  A Schedule
+ * refused with TOO_MANY_TIMERS (the session's pending timers and
+ * undelivered fires at max_timers: the producer's backpressure) is
+ * counted apart, not as an error, and the worker holds off new
+ * requests for a millisecond.
  */
 #include "bwload.h"
 
@@ -21,17 +43,25 @@
 #include <unistd.h>
 
 #define RECENT 64
+#define BACKOFF_NS 1000000
+
+enum { W_OWN, W_PRODUCER, W_CONSUMER };
 
 struct bwl {
 	const struct load_phase *p;
 	struct load_slot *s;
 	struct bwc_client *c;
+	int kind;               /* W_*                                       */
+	bool manual;            /* a consumer that must acknowledge          */
+	bool have_last;         /* last: handled, not yet acknowledged       */
+	struct bwc_fire last;
 	uint64_t *sent_at;      /* ring of send times, replies come in order */
 	unsigned head, tail;    /* pop at head, push at tail (mod depth)     */
 	unsigned inflight;
 	uint64_t recent[RECENT];
 	unsigned nrecent;
 	uint64_t next_key;
+	uint64_t backoff_until; /* no new request before (backpressure)      */
 	uint64_t rs;
 	int failed;
 };
@@ -53,6 +83,12 @@ static void on_reply(struct bwc_client *c, const struct bwc_reply *r, void *arg)
 	w->s->replies++;
 	w->s->t_last = now;
 	if (r->status != 0) {
+		if (r->status == BWC_ESERVER &&
+		    r->server_error == BWC_SERVER_TOO_MANY_TIMERS) {
+			w->s->refused++;
+			w->backoff_until = now + BACKOFF_NS;
+			return;
+		}
 		if (w->s->errors++ == 0)
 			snprintf(w->s->error, sizeof w->s->error, "%s: %s %s",
 				 r->request == BWC_REQUEST_SCHEDULE ? "schedule" : "cancel",
@@ -72,11 +108,24 @@ static void on_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
 
 	(void)c;
 	w->s->fires++;
+	if (f->redelivered)
+		w->s->redelivered++;
+	if (!w->s->t_first_fire)
+		w->s->t_first_fire = now;
+	w->s->t_last_fire = now;
+	if (now >= w->p->win_lo && now < w->p->win_hi)
+		w->s->win_fires++;
 	load_hist_add(&w->s->srv, f->fired_ns - f->deadline_ns);
 	if (now < f->deadline_ns)
 		w->s->early++;
 	else
 		load_hist_add(&w->s->late, now - f->deadline_ns);
+	if (w->manual) {
+		/* Only delivery and connection are read by the ack: the
+		 * payload pointer going stale does not matter. */
+		w->last = *f;
+		w->have_last = true;
+	}
 }
 
 static int send_one(struct bwl *w, uint64_t now)
@@ -114,7 +163,28 @@ static int send_one(struct bwl *w, uint64_t now)
 	return 0;
 }
 
-/* Wait up to timeout_ms for the socket and dispatch what arrived. */
+/* One cumulative Ack for every fire handled so far. */
+static int ack_batch(struct bwl *w)
+{
+	int rc;
+
+	if (!w->have_last)
+		return 0;
+	rc = bwc_send_ack(w->c, &w->last, true);
+	if (rc == BWC_EAGAIN)
+		return 0;       /* the next batch's ack covers this one */
+	if (rc != 0) {
+		snprintf(w->s->error, sizeof w->s->error, "ack: %s",
+			 bwc_errmsg(w->c));
+		return -1;
+	}
+	w->s->acks++;
+	w->have_last = false;
+	return 0;
+}
+
+/* Wait up to timeout_ms for the socket, dispatch what arrived, and
+ * acknowledge the fires it handed out. */
 static int pump(struct bwl *w, int timeout_ms)
 {
 	struct pollfd pfd = { .fd = bwc_fd(w->c), .events = bwc_poll_events(w->c) };
@@ -129,34 +199,99 @@ static int pump(struct bwl *w, int timeout_ms)
 			 bwc_errmsg(w->c));
 		return -1;
 	}
+	return ack_batch(w);
+}
+
+/* Send what the depth, the pacing and the backpressure allow. */
+static int send_some(struct bwl *w, uint64_t now)
+{
+	const struct load_phase *p = w->p;
+
+	if (now < w->backoff_until)
+		return 0;
+	while (w->inflight < (unsigned)p->depth &&
+	       w->s->sent < load_allowed(p, now) &&
+	       w->s->sent < p->max_requests) {
+		int rc = send_one(w, now);
+
+		if (rc < 0)
+			return -1;
+		if (rc > 0)
+			break;
+	}
+	return 0;
+}
+
+static int connect_worker(struct bwl *w, const char *socket, int id)
+{
+	const struct load_phase *p = w->p;
+	struct bwc_session_info si;
+	const char *session = NULL;
+	char name[65];
+
+	bwc_set_timeout(w->c, 5000000000LL);
+	if (w->kind != W_OWN) {
+		session = p->session;
+	} else if (p->session) {
+		/* Unique per phase, client and process: a named session
+		 * lingers after its connection closes. */
+		snprintf(name, sizeof name, "%.24s-%s-%d-%ld", p->session,
+			 p->name, id, (long)getpid());
+		session = name;
+	}
+	if (session)
+		bwc_set_role(w->c, w->kind == W_PRODUCER ? BWC_ROLE_PRODUCER
+							 : BWC_ROLE_CONSUMER);
+	if (w->kind != W_PRODUCER) {
+		if (p->ack)
+			bwc_set_ack_mode(w->c, p->ack == LOAD_ACK_MANUAL ?
+					 BWC_ACK_MANUAL : BWC_ACK_AUTO);
+		if (p->window)
+			bwc_set_window(w->c, p->window);
+	}
+	if (bwc_connect(w->c, socket, session) != 0 ||
+	    bwc_get_session_info(w->c, &si) != 0) {
+		snprintf(w->s->error, sizeof w->s->error, "%s", bwc_errmsg(w->c));
+		return -1;
+	}
+	if (w->kind != W_PRODUCER) {
+		if (si.role != BWC_ROLE_CONSUMER) {
+			snprintf(w->s->error, sizeof w->s->error,
+				 "the daemon took session %s's connection as a "
+				 "producer", session ? session : "(anonymous)");
+			return -1;
+		}
+		w->manual = !si.auto_ack;
+		bwc_set_fire_handler(w->c, on_fire, w);
+	}
 	return 0;
 }
 
 int load_bitwheel_worker(const char *socket, const struct load_phase *p,
-			 int id, struct load_slot *slot)
+			 int id, volatile int *stop, struct load_slot *slot)
 {
 	struct bwl w = { .p = p, .s = slot, .rs = 0x9E3779B97F4A7C15ULL ^ (uint64_t)(id + 1) * 7919,
 			 .next_key = (uint64_t)id << 40 };
 	uint64_t end, last_deadline, now;
-	char name[65];
 	int ret = -1;
 
+	w.kind = p->producers <= 0 ? W_OWN : id < p->producers ? W_PRODUCER : W_CONSUMER;
 	w.sent_at = calloc((size_t)p->depth, sizeof *w.sent_at);
 	if (!w.sent_at || bwc_new(&w.c) != 0) {
 		snprintf(slot->error, sizeof slot->error, "out of memory");
 		goto out;
 	}
-	bwc_set_timeout(w.c, 5000000000LL);
-	/* Unique per phase, client and process: a named session lingers
-	 * after its connection closes. */
-	if (p->session)
-		snprintf(name, sizeof name, "%.24s-%s-%d-%ld", p->session,
-			 p->name, id, (long)getpid());
-	if (bwc_connect(w.c, socket, p->session ? name : NULL) != 0) {
-		snprintf(slot->error, sizeof slot->error, "%s", bwc_errmsg(w.c));
+	if (connect_worker(&w, socket, id) != 0)
+		goto out;
+
+	if (w.kind == W_CONSUMER) {
+		/* Until the parent has seen every fire, or gives up. */
+		while (!*stop)
+			if (pump(&w, 5) != 0)
+				goto out;
+		ret = 0;
 		goto out;
 	}
-	bwc_set_fire_handler(w.c, on_fire, &w);
 
 	load_sleep_until(p->start_ns);
 	slot->t_start = load_now_ns();
@@ -165,24 +300,15 @@ int load_bitwheel_worker(const char *socket, const struct load_phase *p,
 		now = load_now_ns();
 		if (now >= end || slot->sent >= p->max_requests)
 			break;
-		while (w.inflight < (unsigned)p->depth &&
-		       slot->sent < load_allowed(p, now) &&
-		       slot->sent < p->max_requests) {
-			int rc = send_one(&w, now);
-
-			if (rc < 0)
-				goto out;
-			if (rc > 0)
-				break;
-		}
-		if (pump(&w, 1) != 0)
+		if (send_some(&w, now) != 0 || pump(&w, 1) != 0)
 			goto out;
 	}
-	/* Replies still outstanding, then the fires still due. */
+	/* Replies still outstanding, then (own session) the fires still due. */
 	last_deadline = load_now_ns() + p->max_delay_ns;
 	end = last_deadline + p->drain_ns;
 	while ((now = load_now_ns()) < end &&
-	       (w.inflight || slot->fires + slot->cancel_hit < slot->scheduled))
+	       (w.inflight || (w.kind == W_OWN &&
+			       slot->fires + slot->cancel_hit < slot->scheduled)))
 		if (pump(&w, 1) != 0)
 			goto out;
 	if (w.inflight) {
@@ -192,7 +318,7 @@ int load_bitwheel_worker(const char *socket, const struct load_phase *p,
 	}
 	ret = 0;
 out:
-	bwc_free(w.c);
+	bwc_free(w.c);          /* writes the last ack, if any, first */
 	free(w.sent_at);
 	return ret;
 }

@@ -7,8 +7,9 @@
 # Reads bwload's service.csv (--csv, default bench/results/service.csv)
 # and writes into DIR (default: the CSV's folder):
 #   service-throughput.png
-#       requests/s per subject (bitwheel, echo, redis-zset, redis-expire:
-#       those in the CSV) for each phase, grouped bars on a log scale
+#       requests/s per subject (bitwheel, bitwheel-ack, echo, redis-zset,
+#       redis-expire: those in the CSV) for each phase, grouped bars on a
+#       log scale (the delivery phases are bwload's tables only)
 #   service-lateness.png
 #       fire lateness p50, p90, p99, p99.9 in ms on a log scale, one panel
 #       per phase with fires, one line per subject with fires
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
 	--csv) csv=$2; shift ;;
 	--out) out=$2; shift ;;
 	--durable-csv) durable=$2; shift ;;
-	-h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,21p' "$0"; exit 0 ;;
 	*) echo "plot-service.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -60,6 +61,7 @@ kilo='function kilo(v) { return v >= 1e4 ? sprintf("%.0fk", v / 1e3) : v }
 color() {
 	case $1 in
 	bitwheel) echo "#1f5fa8" ;;
+	bitwheel-ack) echo "#6fa8dc" ;;
 	echo) echo "#8c8c8c" ;;
 	redis-zset) echo "#c0392b" ;;
 	redis-expire) echo "#e69138" ;;
@@ -196,7 +198,7 @@ EOF
 
 # ---- service-throughput.png, service-lateness.png ------------------------
 if [ -n "$csv" ]; then
-	read -ra subjects <<<"$(present "$csv" subject "bitwheel echo redis-zset redis-expire")"
+	read -ra subjects <<<"$(present "$csv" subject "bitwheel bitwheel-ack echo redis-zset redis-expire")"
 	[ ${#subjects[@]} -gt 0 ] || { echo "plot-service.sh: no known subject in $csv" >&2; exit 1; }
 	bars "$out/service-throughput.png" \
 		"Service benchmark: requests/s per subject and phase (replies / first send to last reply)" \

@@ -14,6 +14,15 @@
  * replays its slot's journal to learn which timers its session may still
  * hold (to cancel its periodic ones), and the parent accounts for every
  * timer at the end (soak_fold with a tally).
+ *
+ * Protocol 2: the named sessions are shared.  Slots come in groups of
+ * four, slot % 4: 0 a producer of the group's session, 1 a producer and
+ * a consumer, 2 a consumer only, 3 an anonymous session of its own (auto
+ * ack, version 1's delivery).  A fire of a named session lands in
+ * whichever consumer's journal took it, so the parent folds every
+ * journal first, collecting named sessions' fires (struct soak_obs), and
+ * then settles them against the timers of the slots that scheduled them
+ * (soak_settle_fires), before soak_finish.
  */
 #ifndef SOAK_H
 #define SOAK_H
@@ -35,6 +44,14 @@
 /* The parent's end-of-run drain of a named session. */
 #define SOAK_INC_DRAIN 0xffffu
 
+/* A slot's part (slot % 4). */
+enum soak_role {
+	SOAK_PRODUCER = 0,      /* schedules into its group's session       */
+	SOAK_BOTH = 1,          /* schedules, consumes, acknowledges        */
+	SOAK_CONSUMER = 2,      /* consumes and acknowledges only           */
+	SOAK_ANON = 3,          /* an anonymous session of its own          */
+};
+
 enum soak_rec_type {
 	SR_START = 1,   /* v0 pid, v1 seed                                   */
 	SR_DIAL,        /* about to connect                                  */
@@ -49,15 +66,21 @@ enum soak_rec_type {
 	SR_CANCEL_OK,   /* key, uid, v0 pending                              */
 	SR_CANCEL_ERR,  /* key, uid, v0 bwc error, v1 server code            */
 	SR_FIRE,        /* key, uid (0: bad payload), v0 deadline,
-			   v1 fired_at, v2 fire_count                        */
+			   v1 fired_at, v2 fire_count, v3 SFF_* flags        */
 	SR_PAUSE,       /* stops reading                                     */
 	SR_RESUME,
 	SR_CLOSE,       /* closed its connection on purpose                  */
 	SR_CLOSED,      /* the connection ended under it: v0 bwc error       */
 	SR_END,         /* done, about to close (t)                          */
 	SR_KILL,        /* written by the parent: SIGKILL sent at t          */
+	SR_ACK,         /* a cumulative Ack of the fires journaled so far on
+			   this connection: v0 delivery, v1 bwc result       */
 	SR_NTYPES
 };
+
+/* SR_FIRE flags. */
+#define SFF_LATE 1u
+#define SFF_REDELIVERED 2u
 
 /* SR_SCHED flags. */
 #define SF_PERIODIC 1u
@@ -100,7 +123,9 @@ struct soak_timer {
 	uint64_t uid, key;
 	uint64_t t_intent, when, period, deadline;
 	uint64_t t_stop;        /* when the client asked it to stop          */
-	uint64_t end_pos;       /* no fire may follow this record            */
+	uint64_t end_t;         /* no fire may be fired after this time, the
+				   reply that cancelled or replaced it (one
+				   fired before may still arrive after)      */
 	uint64_t ack_pos, fire1_pos, last_pos;
 	uint64_t last_count, last_deadline, last_fired;
 	uint64_t next;          /* next uid on the same key (chain)          */
@@ -140,6 +165,9 @@ struct soak_tally {
 		 cancel_miss;
 	uint64_t unknown, unknown_fired;
 	uint64_t died_with_conn, inflight_excused, periodic_gaps_excused;
+	/* Named sessions (manual acks): */
+	uint64_t named_fires, named_redelivered, named_repeats,
+		 named_handled_once, acks, ack_failures;
 	uint64_t excused_why[3]; /* grace window, pause cut short, unread queue */
 	uint64_t lost, lost_periodic;
 	uint64_t violations;
@@ -153,6 +181,19 @@ struct soak_tally {
 	unsigned nexamples;
 };
 
+/* A named session's fire as one consumer journaled it. */
+struct soak_obs {
+	uint64_t uid, key, d, f, cnt, recv, pos;
+	uint32_t slot;          /* the journal it is in                     */
+	uint32_t conn;          /* that slot's connection (index)           */
+	uint8_t flags;          /* SFF_*                                    */
+};
+
+struct soak_obsvec {
+	struct soak_obs *v;
+	size_t n, cap;
+};
+
 /* A request waiting for its reply: a Schedule (uid) or a Cancel (key). */
 struct soak_req {
 	uint64_t key, uid;      /* uid 0: a Cancel                          */
@@ -161,6 +202,7 @@ struct soak_req {
 struct soak_model {
 	unsigned slot;
 	bool named;
+	unsigned group;         /* named: slot / 4, the session's slots     */
 	struct soak_inc *incs;
 	unsigned nincs;
 	struct soak_conn *conns;
@@ -174,6 +216,8 @@ struct soak_model {
 	struct soak_req *pend;  /* requests sent and not yet answered        */
 	size_t npend, cappend;
 	struct soak_tally *tally; /* NULL: replay only                      */
+	struct soak_obsvec *obs;  /* named, with a tally: fires collected
+				     here for soak_settle_fires             */
 };
 
 /*
@@ -182,6 +226,11 @@ struct soak_model {
  * follow.  -1 when the file cannot be read.
  */
 int soak_fold(const char *path, struct soak_model *m);
+/* Named sessions' fires, from every journal, against the timers of the
+ * slots that scheduled them (models[i] is slot i's, n of them); before
+ * soak_finish. */
+void soak_settle_fires(struct soak_model *models, unsigned n,
+		       struct soak_obsvec *obs, struct soak_tally *tally);
 /* The end-of-run verdict on every timer of the slot. */
 void soak_finish(struct soak_model *m);
 struct soak_timer *soak_timer_get(struct soak_model *m, uint64_t uid);

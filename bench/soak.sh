@@ -11,7 +11,9 @@
 #      soak notices drops)
 #   3. runs bwsoak against it for --duration seconds (default 300): client
 #      processes mixing oneshot and periodic timers, cancels, replaces,
-#      kills, reconnects and slow readers, then the accounting
+#      kills, reconnects and slow readers, as producers and manually
+#      acknowledging consumers of shared named sessions (protocol 2) and
+#      in anonymous sessions, then the accounting
 #   4. stops bitwheeld with SIGTERM and removes the directory (--keep
 #      leaves the journals and logs), however it ends
 #
@@ -34,7 +36,7 @@ while [ $# -gt 0 ]; do
 	--keep) keep=yes ;;
 	--daemon-opt) daemon_opts+=("$2"); shift ;;
 	--) shift; break ;;
-	-h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,22p' "$0"; exit 0 ;;
 	*) echo "soak.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
