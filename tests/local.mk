@@ -43,8 +43,8 @@ EXTRA_tests_check_systemd_DEPENDENCIES = systemd/bitwheeld.service daemon/bitwhe
 # through the raw protocol (proto/frame.h), the client library and bwctl.
 # Paths to the built programs come from abs_top_builddir, so distcheck's
 # out-of-tree build runs its own; the programs are built before the tests.
-bw_e2e_programs = tests/check_daemon tests/check_client tests/check_bwctl \
-	tests/check_durable
+bw_e2e_programs = tests/check_daemon tests/check_delivery tests/check_client \
+	tests/check_bwctl tests/check_durable
 check_PROGRAMS += $(bw_e2e_programs)
 TESTS += $(bw_e2e_programs)
 
@@ -60,6 +60,12 @@ tests_check_daemon_CPPFLAGS = $(bw_e2e_cppflags)
 tests_check_daemon_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_daemon_LDADD = $(bw_e2e_ldadd)
 EXTRA_tests_check_daemon_DEPENDENCIES = daemon/bitwheeld
+
+tests_check_delivery_SOURCES = tests/check_delivery.c $(bw_e2e_sources)
+tests_check_delivery_CPPFLAGS = $(bw_e2e_cppflags)
+tests_check_delivery_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_delivery_LDADD = $(bw_e2e_ldadd)
+EXTRA_tests_check_delivery_DEPENDENCIES = daemon/bitwheeld
 
 tests_check_client_SOURCES = tests/check_client.c $(bw_e2e_sources)
 tests_check_client_CPPFLAGS = $(bw_e2e_cppflags)
@@ -97,8 +103,8 @@ include tests/fuzz.mk
 # and say why.  Logs: tests/valgrind/.  Paths must not contain blanks.
 VALGRIND = valgrind
 BW_VALGRIND_SLOW = 20
-bw_valgrind_programs = tests/check_daemon tests/check_client tests/check_bwctl \
-	tests/check_durable
+bw_valgrind_programs = tests/check_daemon tests/check_delivery tests/check_client \
+	tests/check_bwctl tests/check_durable
 bw_valgrind_dir = tests/valgrind
 bw_valgrind_opts = --leak-check=full --errors-for-leak-kinds=definite \
 	--error-exitcode=99
