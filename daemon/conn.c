@@ -119,13 +119,12 @@ static bool low_water(const struct bwd_conn *c)
 static void written(struct bwd_conn *c, size_t n)
 {
 	c->drained += n;
-	if (c->dead)
+	if (c->dead || !c->member)
 		return;
-	if (c->member && c->member->auto_ack && c->member->flight) {
-		bwd_member_written(c->member, c->drained);
+	bwd_member_written(c->member, c->drained);
+	if (c->member->auto_ack && c->member->flight)
 		event_active(c->env->pump, 0, 0);
-	}
-	if ((c->throttled || (c->member && !c->member->room)) && low_water(c))
+	if ((c->throttled || !c->member->room) && low_water(c))
 		event_active(c->resume, 0, 0);
 }
 

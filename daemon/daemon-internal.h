@@ -209,6 +209,7 @@ struct bwd_member {
 	struct bwd_fire *flight_head, *flight_tail;
 	uint64_t flight;
 	uint64_t last_delivery;    /* the number of the last fire sent       */
+	uint64_t drained;          /* its connection's output written so far */
 	uint64_t ack_timeout_ns;   /* 0: none                                */
 	bw_handle ack_handle;
 	uint32_t window;
@@ -288,8 +289,9 @@ int bwd_member_ack(struct bwd_member *m, uint64_t delivery, bool cumulative,
 		   uint64_t *acked);
 /* Whether the connection's output takes more fires (flow control). */
 void bwd_member_set_room(struct bwd_member *m, bool room);
-/* The connection's output has drained to offset `drained`: an auto-ack
- * member's fires written before it are done. */
+/* The connection's output has drained to offset `drained`: the fires
+ * whose frames end before it have reached the socket (an auto-ack
+ * member's are done; another's are marked if they are taken back). */
 void bwd_member_written(struct bwd_member *m, uint64_t drained);
 
 struct bwd_schedule {

@@ -304,7 +304,9 @@ static void flight_done(struct bwd_member *m, struct bwd_fire *f)
 }
 
 /* The fires in flight to m from its head up to `last` (NULL: all) go back
- * to the front of the session's queue, in delivery order, marked. */
+ * to the front of the session's queue, in delivery order; those whose
+ * frame reached the socket whole are marked, since the consumer may have
+ * read them.  One not written out (or only in part) cannot have been. */
 static void take_back(struct bwd_member *m, struct bwd_fire *last)
 {
 	struct bwd_session *s = m->session;
@@ -319,7 +321,7 @@ static void take_back(struct bwd_member *m, struct bwd_fire *last)
 		m->flight_tail = NULL;
 	tail->next = NULL;
 	for (struct bwd_fire *f = head; f; f = f->next) {
-		f->redelivered = true;
+		f->redelivered |= f->wire_end <= m->drained;
 		st->stats.bytes -= fire_bytes(f);
 		n++;
 	}
@@ -449,6 +451,7 @@ void bwd_member_written(struct bwd_member *m, uint64_t drained)
 	struct bwd_fire *f;
 	bool any = false;
 
+	m->drained = drained;
 	if (!m->auto_ack)
 		return;
 	while ((f = m->flight_head) && f->wire_end <= drained) {
