@@ -167,7 +167,7 @@ struct bwd_timer {
 struct bwd_member;
 
 struct bwd_session {
-	struct bwd_map_node node;  /* keyed by the name's hash (named only)  */
+	struct bwd_map_node node;  /* keyed by (owner, name)'s hash (named)  */
 	struct bwd_map_node id_node; /* keyed by id (named only)             */
 	char *name;                /* NULL: anonymous                        */
 	uid_t owner;
@@ -262,7 +262,8 @@ bool bwd_state_reap(struct bwd_state *st);
 /* What a connection asks of its session at Hello. */
 struct bwd_attach {
 	const char *name;          /* NULL: a new anonymous session          */
-	uid_t uid;
+	uid_t uid;                 /* the caller's                           */
+	uid_t owner_uid;           /* whose namespace name is in             */
 	bool consumer;
 	bool auto_ack;
 	uint32_t window;

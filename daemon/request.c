@@ -74,7 +74,7 @@ static const char *state_error_text(int code)
 {
 	switch (code) {
 	case PROTOCOL_NAME(PERMISSION_DENIED):
-		return "the session belongs to another user";
+		return "only root may name another uid's namespace (owner_uid)";
 	case PROTOCOL_NAME(DUPLICATE_KEY):
 		return "the key is pending; set replace to replace it";
 	case PROTOCOL_NAME(TOO_MANY_TIMERS):
@@ -100,6 +100,11 @@ static int hello_attach(const struct bwd_options *opt, const Envelope *req,
 	const Bitwheel__V1__Hello *h = req->hello;
 	bool named = h->has_session;
 
+	if (!named && h->has_owner_uid) {
+		error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), true,
+		      "owner_uid names a namespace: it needs a session name");
+		return -1;
+	}
 	if (named && !bwp_session_name_valid(h->session.data, h->session.len)) {
 		error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), true,
 		      "session names are 1 to %u bytes of A-Z a-z 0-9 _ . : @ -",
@@ -117,6 +122,7 @@ static int hello_attach(const struct bwd_options *opt, const Envelope *req,
 		return -1;
 	}
 	a->name = named ? name : NULL;
+	a->owner_uid = h->has_owner_uid ? (uid_t)h->owner_uid : a->uid;
 	a->consumer = !named || (h->has_role && h->role == BITWHEEL__V1__ROLE__CONSUMER);
 	if (!named && h->has_role && h->role == BITWHEEL__V1__ROLE__PRODUCER) {
 		error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), true,
@@ -177,8 +183,9 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 		return;
 	err = bwd_session_attach(ctx->env->state, &a, &ctx->member, &resumed);
 	if (err) {
-		error(out, true, req->request_id, err, true, "session '%s': %s",
-		      a.name ? a.name : "(anonymous)", state_error_text(err));
+		error(out, true, req->request_id, err, true, "session '%s' of uid %ld: %s",
+		      a.name ? a.name : "(anonymous)", (long)a.owner_uid,
+		      state_error_text(err));
 		return;
 	}
 	s = ctx->member->session;
@@ -214,14 +221,16 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 	hr->ack_timeout_ns = a.ack_timeout_ns;
 	hr->auto_ack = a.auto_ack;
 	hr->consumers = s->nconsumers;
+	hr->has_owner_uid = s->name != NULL;
+	hr->owner_uid = (uint32_t)s->owner;
 	if (a.consumer)
 		s->dropped = 0;
 	reply_init(out, true, req->request_id, BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY);
 	out->env.hello_reply = hr;
 	if (s->name)
-		bwd_log(BWD_LOG_INFO, "pid %ld uid %ld %s session '%s' as a %s (%zu timers, %" PRIu64 " queued fires, %" PRIu32 " consumers)",
+		bwd_log(BWD_LOG_INFO, "pid %ld uid %ld %s session '%s' of uid %ld as a %s (%zu timers, %" PRIu64 " queued fires, %" PRIu32 " consumers)",
 			(long)ctx->pid, (long)ctx->uid, resumed ? "joined" : "opened",
-			s->name, a.consumer ? "consumer" : "producer",
+			s->name, (long)s->owner, a.consumer ? "consumer" : "producer",
 			s->timers.count, s->queued, s->nconsumers);
 }
 

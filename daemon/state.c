@@ -2,8 +2,9 @@
  * state.c - everything bitwheeld knows: sessions, their members, their
  * timers and fires, and the dual wheel that fires them.
  *
- * Layout.  Named sessions sit in one map keyed by a hash of their name
- * (anonymous sessions belong to their one member alone).  Each session
+ * Layout.  Named sessions sit in one map keyed by a hash of their owner's
+ * uid and their name: each uid has a namespace of its own (anonymous
+ * sessions belong to their one member alone).  Each session
  * maps its clients' keys to struct bwd_timer, which carries the payload
  * inline and the wheel handle it was scheduled under.  A timer that comes
  * due becomes a struct bwd_fire (a copy of what it must carry) at the tail
@@ -77,9 +78,9 @@ struct bwd_state {
 	uint64_t seed;
 };
 
-static uint64_t name_hash(const char *name)
+static uint64_t name_hash(uid_t owner, const char *name)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = (0xcbf29ce484222325ull ^ (uint64_t)owner) * 0x100000001b3ull;
 
 	for (; *name; name++)
 		h = (h ^ (unsigned char)*name) * 0x100000001b3ull;
@@ -668,15 +669,16 @@ struct bw_dual *bwd_state_wheel(struct bwd_state *st)
 
 /* ---- sessions -------------------------------------------------------------- */
 
-static struct bwd_session *session_find(struct bwd_state *st, const char *name)
+static struct bwd_session *session_find(struct bwd_state *st, uid_t owner,
+					const char *name)
 {
-	uint64_t h = name_hash(name);
+	uint64_t h = name_hash(owner, name);
 
 	for (struct bwd_map_node *n = bwd_map_find(&st->sessions, h); n;
 	     n = bwd_map_next(n->next, h)) {
 		struct bwd_session *s = bwd_container_of(n, struct bwd_session, node);
 
-		if (strcmp(s->name, name) == 0)
+		if (s->owner == owner && strcmp(s->name, name) == 0)
 			return s;
 	}
 	return NULL;
@@ -706,7 +708,7 @@ static int session_new(struct bwd_state *st, const char *name, uid_t uid,
 		s->name = strdup(name);
 		if (!s->name)
 			goto fail;
-		s->node.key = name_hash(name);
+		s->node.key = name_hash(uid, name);
 		bwd_map_insert(&st->sessions, &s->node);
 		s->id = s->id_node.key = id ? id : st->next_id;
 		if (s->id >= st->next_id)
@@ -840,8 +842,8 @@ static void session_free(struct bwd_session *s)
 
 static void session_expire(struct bwd_session *s)
 {
-	bwd_log(BWD_LOG_INFO, "session '%s' expired after its linger: %zu timers and %" PRIu64 " queued fires dropped",
-		s->name, s->timers.count, s->queued);
+	bwd_log(BWD_LOG_INFO, "session '%s' of uid %ld expired after its linger: %zu timers and %" PRIu64 " queued fires dropped",
+		s->name, (long)s->owner, s->timers.count, s->queued);
 	s->state->stats.expired++;
 	journal_seq(s, BWD_REC_END, 0);
 	session_free(s);
@@ -859,24 +861,27 @@ static void linger_start(struct bwd_session *s)
 int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
 		       struct bwd_member **out, bool *resumed)
 {
-	struct bwd_session *s = a->name ? session_find(st, a->name) : NULL;
+	struct bwd_session *s;
 	struct bwd_member *m;
 
-	*resumed = s != NULL;
-	if (s && s->owner != a->uid && a->uid != 0)
+	/* Before any lookup, so that a refusal tells nothing of what the
+	 * other namespace holds. */
+	if (a->owner_uid != a->uid && a->uid != 0)
 		return BITWHEEL__V1__ERROR_CODE__PERMISSION_DENIED;
+	s = a->name ? session_find(st, a->owner_uid, a->name) : NULL;
+	*resumed = s != NULL;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
 	if (!s) {
-		if (session_new(st, a->name, a->uid, 0, &s)) {
+		if (session_new(st, a->name, a->owner_uid, 0, &s)) {
 			free(m);
 			return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
 		}
 		if (a->name) {
 			struct bwd_record r = {
 				.type = BWD_REC_SESSION, .sid = s->id,
-				.uid = (uint32_t)a->uid, .name = a->name,
+				.uid = (uint32_t)a->owner_uid, .name = a->name,
 				.name_len = (uint8_t)strlen(a->name),
 			};
 
@@ -1279,7 +1284,8 @@ int bwd_state_apply(struct bwd_state *st, const struct bwd_record *r,
 				s->next_seq = r->seq;
 			return 0;
 		}
-		if (!bwp_session_name_valid(name, r->name_len) || session_find(st, name))
+		if (!bwp_session_name_valid(name, r->name_len) ||
+		    session_find(st, (uid_t)r->uid, name))
 			return BWD_REC_ECORRUPT;
 		if (session_new(st, name, (uid_t)r->uid, r->sid, &s))
 			return -ENOMEM;

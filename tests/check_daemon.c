@@ -15,12 +15,13 @@
  *               periodic timers (d, d+p, d+2p; fire_count), 10,000
  *               pipelined requests answered in order.
  *   sessions    named sessions: detach, fires queued while detached and
- *               delivered in order right after the HelloReply; SESSION_BUSY;
- *               linger expiry; max_queued drop-oldest; anonymous sessions'
- *               timers die with the connection.
- *   uid         another uid cannot attach to root's session
- *               (PERMISSION_DENIED), root can attach to anyone's; needs
- *               root, else a printed SKIP.
+ *               delivered in order after the HelloReply; shared sessions;
+ *               linger expiry; max_queued for periodic fires; anonymous
+ *               sessions' timers die with the connection.
+ *   uid         session names are per uid: another uid's same name is
+ *               another session, naming root's namespace is
+ *               PERMISSION_DENIED, root can reach anyone's with owner_uid;
+ *               needs root, else a printed SKIP.
  *   systemd     socket activation through systemd-socket-activate,
  *               READY=1 / STATUS= / STOPPING=1 and watchdog pings on
  *               NOTIFY_SOCKET.
@@ -1255,18 +1256,23 @@ static int wait_child(pid_t pid)
 }
 
 /*
- * Named sessions belong to their creator's uid.  Root creates one with a
- * pending timer; a process running as nobody is refused
- * (PERMISSION_DENIED, closed), so it can neither see nor cancel the timer,
- * which still fires for root.  Nobody's own session may be attached by
- * root, and keeps its owner.
+ * Session names are per uid (PROTOCOL.md 7).  Root creates "e2e-orders"
+ * with a pending timer; a process running as nobody that names root's
+ * namespace is refused (PERMISSION_DENIED, closed), and its own
+ * "e2e-orders" is a new, empty session of its own, where root's key is
+ * not; root's timer still fires for root.  Root reaches nobody's session
+ * with owner_uid, and it stays nobody's.
  */
 START_TEST(test_uid_isolation)
 {
+	static const struct du_hello_opts legacy = {
+		.role = BITWHEEL__V1__ROLE__CONSUMER, .has_auto_ack = true, .auto_ack = true,
+	};
 	struct du_daemon *d;
 	struct du_conn *c;
 	struct du_sched s = { .key = 1, .when = DU_DELAY, .when_ns = 300 * DU_MS,
 			      .payload = "root", .payload_len = 4 };
+	struct du_hello_opts o = legacy;
 	uint64_t due;
 	pid_t pid;
 	du_env *e;
@@ -1282,7 +1288,10 @@ START_TEST(test_uid_isolation)
 	ck_assert(chmod(d->dir, 0755) == 0);
 	du_daemon_start(d, "--socket-mode", "0666", NULL);
 
-	c = du_open(d, "e2e-root-owned");
+	c = du_connect(d->sock);
+	e = du_hello(c, "e2e-orders");
+	ck_assert_uint_eq(hr_of(e)->owner_uid, 0);
+	bwp_frame_free(e);
 	e = du_schedule(c, 2, &s);
 	due = e->schedule_reply->deadline_ns;
 	bwp_frame_free(e);
@@ -1297,31 +1306,46 @@ START_TEST(test_uid_isolation)
 		struct du_conn *n;
 
 		become_nobody();
+		/* Root's namespace is not nobody's to name... */
+		o.has_owner_uid = true;
+		o.owner_uid = 0;
 		n = du_connect(d->sock);
-		du_send_hello(n, 1, "e2e-root-owned");
+		{
+			struct du_buf b = { 0 };
+
+			du_pack_hello_opts(&b, 1, "e2e-orders", &o);
+			du_send_buf(n, &b);
+			du_buf_free(&b);
+		}
 		du_expect_error(n, true, 1, EC(PERMISSION_DENIED));
 		du_expect_eof(n, DU_WAIT_MS);
 		du_conn_free(n);
-		/* Its own session, with a timer. */
+		/* ...and the same name in its own is its own session: new,
+		 * empty, nothing of root's to see. */
 		n = du_connect(d->sock);
-		e = du_hello(n, "e2e-nobody");
-		if (hr_of(e)->resumed)
+		e = du_hello(n, "e2e-orders");
+		if (hr_of(e)->resumed || hr_of(e)->timers != 0 || hr_of(e)->queued != 0 ||
+		    hr_of(e)->owner_uid != NOBODY)
 			_exit(3);
 		bwp_frame_free(e);
 		s.key = 9;
 		s.when_ns = 3600 * DU_S;
 		bwp_frame_free(du_schedule(n, 2, &s));
+		/* Root's key 1 is not in it. */
+		if (du_cancel(n, 3, 1))
+			_exit(4);
 		du_conn_free(n);
 		_exit(0);
 	}
 	ck_assert_msg(wait_child(pid) == 0, "the uid %d client failed (see above)", NOBODY);
 
-	/* Root's timer fired into its queue: the refused client touched
-	 * nothing. */
+	/* Root's timer fired into its own session's queue: nobody's session
+	 * of the same name touched nothing. */
 	du_sleep_until(due + 100 * DU_MS);
 	c = du_connect(d->sock);
-	e = du_hello(c, "e2e-root-owned");
+	e = du_hello(c, "e2e-orders");
 	ck_assert(hr_of(e)->resumed);
+	ck_assert_uint_eq(hr_of(e)->timers, 0);
 	ck_assert_uint_eq(hr_of(e)->queued, 1);
 	bwp_frame_free(e);
 	e = du_expect_fire(c, DU_WAIT_MS, NULL);
@@ -1329,38 +1353,30 @@ START_TEST(test_uid_isolation)
 	bwp_frame_free(e);
 	du_conn_free(c);
 
-	/* Root may attach to nobody's session... */
+	/* Root may name nobody's namespace, and the session stays nobody's. */
+	o = legacy;
+	o.has_owner_uid = true;
+	o.owner_uid = NOBODY;
 	c = du_connect(d->sock);
-	e = du_hello(c, "e2e-nobody");
-	ck_assert_msg(hr_of(e)->resumed && hr_of(e)->timers == 1,
-		      "root could not attach to another user's session");
+	e = du_hello_opts(c, "e2e-orders", &o);
+	ck_assert_msg(hr_of(e)->resumed && hr_of(e)->timers == 1 &&
+		      hr_of(e)->owner_uid == NOBODY,
+		      "root could not attach to uid %d's session", NOBODY);
 	bwp_frame_free(e);
 	du_conn_free(c);
+	e = du_fresh_stats(d);
+	ck_assert_uint_eq(e->stats_reply->sessions, 2);
+	bwp_frame_free(e);
 
-	/* ...without taking it over: nobody attaches again. */
 	pid = fork();
 	ck_assert(pid >= 0);
 	if (pid == 0) {
 		struct du_conn *n;
-		uint64_t deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
 
 		become_nobody();
-		for (;;) {
-			/* Root's connection may still be closing: busy. */
-			n = du_connect(d->sock);
-			du_send_hello(n, 1, "e2e-nobody");
-			if (du_recv(n, DU_WAIT_MS, &e) != DU_FRAME)
-				_exit(4);
-			if (e->body_case == BC(HELLO_REPLY))
-				break;
-			if (e->body_case != BC(ERROR) ||
-			    e->error->code != EC(SESSION_BUSY) || du_now_ns() > deadline)
-				_exit(5);
-			bwp_frame_free(e);
-			du_conn_free(n);
-			du_sleep_ms(5);
-		}
-		_exit(e->hello_reply->resumed && e->hello_reply->timers == 1 ? 0 : 6);
+		n = du_connect(d->sock);
+		e = du_hello(n, "e2e-orders");
+		_exit(hr_of(e)->resumed && hr_of(e)->timers == 1 ? 0 : 6);
 	}
 	ck_assert_msg(wait_child(pid) == 0,
 		      "the owner could not attach to its session after root did");
@@ -1884,6 +1900,19 @@ START_TEST(test_bad_session_name)
 	c = du_connect(d->sock);
 	bwp_frame_free(du_hello(c, "A-z_0.9:x@y"));
 	du_conn_free(c);
+	/* owner_uid names a namespace: without a session name it is wrong. */
+	{
+		struct du_hello_opts o = { .has_owner_uid = true, .owner_uid = 0 };
+		struct du_buf b = { 0 };
+
+		c = du_connect(d->sock);
+		du_pack_hello_opts(&b, 1, NULL, &o);
+		du_send_buf(c, &b);
+		du_buf_free(&b);
+		du_expect_error(c, true, 1, EC(BAD_REQUEST));
+		du_expect_eof(c, DU_WAIT_MS);
+		du_conn_free(c);
+	}
 	/* The rule holds over every byte: "victim" followed by a NUL and
 	 * junk is not "victim", whose owner it would otherwise reach. */
 	c = du_connect(d->sock);

@@ -715,6 +715,53 @@ START_TEST(test_sigterm_reports_pending)
 }
 END_TEST
 
+/*
+ * Session names are per uid, in the journal too: "ns" of uid 0 and "ns"
+ * of uid 65534 (created by root through owner_uid) each keep their own
+ * timer across a SIGKILL.
+ */
+START_TEST(test_restart_namespaces)
+{
+	static const struct du_hello_opts other = {
+		.role = BITWHEEL__V1__ROLE__PRODUCER, .has_owner_uid = true,
+		.owner_uid = 65534,
+	};
+	struct du_daemon *d;
+	struct du_conn *c;
+	du_env *e;
+
+	if (geteuid() != 0) {
+		du_note("SKIP: test_restart_namespaces needs root (to name uid 65534's namespace)");
+		return;
+	}
+	d = du_daemon_new();
+	start_durable(d, "--fsync=never");
+	c = du_open(d, "ns");
+	schedule_at(c, 2, 1, du_now_ns() + 3600 * DU_S, 0);
+	du_conn_free(c);
+	c = du_open_opts(d, "ns", &other);
+	schedule_at(c, 2, 2, du_now_ns() + 3600 * DU_S, 0);
+	schedule_at(c, 3, 3, du_now_ns() + 3600 * DU_S, 0);
+	du_conn_free(c);
+	du_daemon_kill(d);
+	start_durable(d, "--fsync=never");
+	c = du_connect(d->sock);
+	ck_assert_uint_eq(hello_timers(c, "ns", NULL, NULL), 1);
+	ck_assert(du_cancel(c, 3, 1));
+	du_conn_free(c);
+	c = du_connect(d->sock);
+	e = du_hello_opts(c, "ns", &other);
+	ck_assert(e->hello_reply->resumed);
+	ck_assert_uint_eq(e->hello_reply->owner_uid, 65534);
+	ck_assert_uint_eq(e->hello_reply->timers, 2);
+	bwp_frame_free(e);
+	ck_assert(!du_cancel(c, 4, 1));
+	ck_assert(du_cancel(c, 5, 2));
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 #define NACKS 50
 #define NACKED 25
 
@@ -1119,6 +1166,7 @@ static Suite *durable_suite(void)
 	tcase_add_test(tc, test_restart_within_deadline);
 	tcase_add_test(tc, test_restart_keeps_queue);
 	tcase_add_test(tc, test_acks_survive_crash);
+	tcase_add_test(tc, test_restart_namespaces);
 	tcase_add_test(tc, test_restart_other_boot);
 	tcase_add_test(tc, test_no_state_dir_says_so);
 	tcase_add_test(tc, test_state_dir_locked);

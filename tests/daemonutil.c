@@ -887,6 +887,8 @@ void du_pack_hello_opts(struct du_buf *b, uint64_t id, const char *session,
 	h.ack_timeout_ns = o->ack_timeout_ns;
 	h.has_auto_ack = o->has_auto_ack;
 	h.auto_ack = o->auto_ack;
+	h.has_owner_uid = o->has_owner_uid;
+	h.owner_uid = o->owner_uid;
 	env.has_request_id = 1;
 	env.request_id = id;
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
