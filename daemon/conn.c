@@ -71,6 +71,7 @@ struct bwd_conn {
 	struct evbuffer *in;       /* ... into this; else the bufferevent's  */
 	struct event *reap;
 	struct event *resume;      /* output drained: take requests and fires */
+	struct event *hello_late;  /* armed until the Hello                  */
 	struct bwd_member *member; /* after Hello                            */
 	uid_t uid;
 	pid_t pid;
@@ -279,6 +280,7 @@ static void conn_free(struct bwd_conn *c)
 	event_free(c->reap);
 	event_free(c->flush);
 	event_free(c->resume);
+	event_free(c->hello_late);
 	if (c->rd) {
 		event_free(c->rd);
 		evbuffer_free(c->in);
@@ -569,6 +571,8 @@ static void handle_input(struct bwd_conn *c)
 		} else {
 			bwd_request_handle_fast(&ctx, &req, &reply);
 		}
+		if (ctx.member && !c->member)
+			event_del(c->hello_late);
 		c->member = ctx.member;
 		send_reply(c, &reply);
 		if (!c->closing && !c->dead &&
@@ -646,6 +650,18 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* A connection that holds a slot without saying who it is gets no more. */
+static void on_hello_late(evutil_socket_t fd, short what, void *arg)
+{
+	struct bwd_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	if (!c->dead && !c->closing && !c->member)
+		bwd_conn_fail(c, BITWHEEL__V1__ERROR_CODE__HELLO_REQUIRED,
+			      "no Hello within the hello timeout");
+}
+
 static void on_write(struct bufferevent *bev, void *arg)
 {
 	struct bwd_conn *c = arg;
@@ -683,8 +699,17 @@ int bwd_conn_new(struct bwd_env *env, struct bufferevent *bev, uid_t uid,
 	c->reap = event_new(env->base, -1, 0, on_reap, c);
 	c->flush = event_new(env->base, -1, 0, on_flush, c);
 	c->resume = event_new(env->base, -1, 0, on_resume, c);
-	if (!c->reap || !c->flush || !c->resume)
+	c->hello_late = evtimer_new(env->base, on_hello_late, c);
+	if (!c->reap || !c->flush || !c->resume || !c->hello_late)
 		goto fail;
+	{
+		struct timeval tv = {
+			.tv_sec = (time_t)(l->hello_timeout_ns / 1000000000u),
+			.tv_usec = (suseconds_t)(l->hello_timeout_ns % 1000000000u / 1000u),
+		};
+
+		evtimer_add(c->hello_late, &tv);
+	}
 	c->in = bufferevent_get_input(bev);
 	if (bufferevent_getfd(bev) >= 0) {
 		c->rd = event_new(env->base, bufferevent_getfd(bev), EV_READ | EV_PERSIST,
@@ -713,6 +738,8 @@ fail:
 		event_free(c->flush);
 	if (c && c->resume)
 		event_free(c->resume);
+	if (c && c->hello_late)
+		event_free(c->hello_late);
 	if (c && c->rd) {
 		event_free(c->rd);
 		if (c->in)

@@ -54,6 +54,7 @@ struct bwd_limits {
 	uint64_t linger_ns;
 	uint64_t max_output;       /* unread bytes per connection            */
 	uint32_t max_window;       /* largest consumer window                */
+	uint64_t hello_timeout_ns; /* a connection's time to say Hello       */
 };
 
 /* A consumer's window when its Hello names none (PROTOCOL.md). */

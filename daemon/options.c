@@ -45,6 +45,8 @@ static void usage(FILE *f)
 "      --max-queued N        undelivered fires per session past which periodic\n"
 "                            fires are dropped and counted (4096)\n"
 "      --max-window N        largest consumer window (4096)\n"
+"      --hello-timeout DURATION  close a connection that has not said Hello\n"
+"                            by then (30s)\n"
 "      --linger DURATION     life of a named session with no connection (5m)\n"
 "      --max-output BYTES    unread output per connection (1048576; at half,\n"
 "                            reading and fires pause; >= 2 x the largest fire)\n"
@@ -114,7 +116,7 @@ enum {
 	OPT_ONESHOT_RES, OPT_ONESHOT_CAP, OPT_ONESHOT_PROBES,
 	OPT_PERIODIC_RES, OPT_PERIODIC_CAP, OPT_PERIODIC_PROBES,
 	OPT_MAX_CLIENTS, OPT_MAX_FRAME, OPT_MAX_PAYLOAD, OPT_MAX_TIMERS,
-	OPT_MAX_QUEUED, OPT_LINGER, OPT_MAX_OUTPUT, OPT_MAX_WINDOW,
+	OPT_MAX_QUEUED, OPT_LINGER, OPT_MAX_OUTPUT, OPT_MAX_WINDOW, OPT_HELLO_TIMEOUT,
 	OPT_STATE_DIR, OPT_FSYNC, OPT_JOURNAL_MAX, OPT_SNAPSHOT_INTERVAL,
 	OPT_IGNORE_SNAPSHOT,
 };
@@ -138,6 +140,7 @@ static const struct option longopts[] = {
 	{ "linger", required_argument, NULL, OPT_LINGER },
 	{ "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
 	{ "max-window", required_argument, NULL, OPT_MAX_WINDOW },
+	{ "hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT },
 	{ "state-dir", required_argument, NULL, OPT_STATE_DIR },
 	{ "fsync", required_argument, NULL, OPT_FSYNC },
 	{ "journal-max", required_argument, NULL, OPT_JOURNAL_MAX },
@@ -230,6 +233,13 @@ static int parse_limit(int opt, const char *arg, struct bwd_limits *l)
 			return -1;
 		l->max_window = (uint32_t)v;
 		return 0;
+	case OPT_HELLO_TIMEOUT:
+		if (bwd_parse_duration(arg, &l->hello_timeout_ns) ||
+		    l->hello_timeout_ns < 1000000u) {
+			fprintf(stderr, "bitwheeld: --hello-timeout: '%s' is not a duration of 1ms or more\n", arg);
+			return -1;
+		}
+		return 0;
 	case OPT_LINGER:
 		if (bwd_parse_duration(arg, &l->linger_ns)) {
 			fprintf(stderr, "bitwheeld: --linger: '%s' is not a duration (e.g. 30s, 5m)\n", arg);
@@ -302,6 +312,7 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 		.linger_ns = 300000000000ull,
 		.max_output = 1u << 20,
 		.max_window = 4096,
+		.hello_timeout_ns = 30000000000ull,
 	};
 	o->store = (struct bwd_store_options){
 		.fsync = BWD_FSYNC_BATCH,
@@ -346,7 +357,7 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 			break;
 		case OPT_MAX_CLIENTS: case OPT_MAX_FRAME: case OPT_MAX_PAYLOAD:
 		case OPT_MAX_TIMERS: case OPT_MAX_QUEUED: case OPT_LINGER:
-		case OPT_MAX_OUTPUT: case OPT_MAX_WINDOW:
+		case OPT_MAX_OUTPUT: case OPT_MAX_WINDOW: case OPT_HELLO_TIMEOUT:
 			if (parse_limit(c, optarg, &o->limits))
 				return -1;
 			break;

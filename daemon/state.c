@@ -47,8 +47,10 @@
  * list move, one record); a single ack out of order is O(the window);
  * taking back a member's fires is O(its flight); ending a session is
  * O(its timers + its fires), spread over loop turns TEARDOWN_CHUNK timers
- * at a time when an anonymous session ends with more, so that one client
- * leaving 100,000 timers behind does not hold up everyone else's fires;
+ * and fires at a time when an anonymous session ends, or a named one
+ * expires, with more, so that one client leaving 100,000 timers behind
+ * does not hold up everyone else's fires (an expired session loses its
+ * name at once, so a new one may take it meanwhile);
  * applying a DONE is O(its distance from the queue's head), which is 0
  * when fires are done in order.
  */
@@ -801,14 +803,25 @@ static void member_free(struct bwd_member *m)
 	free(m);
 }
 
+/* Forget a named session's name and number: from now on a Hello with its
+ * name creates a new session, whatever is left of this one. */
+static void unname(struct bwd_session *s)
+{
+	struct bwd_state *st = s->state;
+
+	bwd_map_remove(&st->sessions, &s->node);
+	bwd_map_remove(&st->by_id, &s->id_node);
+	st->stats.bytes -= strlen(s->name) + 1;
+	free(s->name);
+	s->name = NULL;
+}
+
 /* End a session: cancel its timers, drop its fires, forget it. */
 static void session_free(struct bwd_session *s)
 {
 	struct bwd_state *st = s->state;
 	struct bwd_fire *f;
 
-	if (!s->ending)
-		log_cancelled(s);
 	work_remove(s);
 	own_disarm(st, s->linger_handle, &s->lingering);
 	for (size_t b = 0; b <= s->timers.mask; b++) {
@@ -830,15 +843,13 @@ static void session_free(struct bwd_session *s)
 	while ((f = dequeue(s)))
 		fire_free(f);
 	bwd_map_fini(&s->timers);
-	if (s->name) {
-		bwd_map_remove(&st->sessions, &s->node);
-		bwd_map_remove(&st->by_id, &s->id_node);
-		st->stats.bytes -= strlen(s->name) + 1;
-		free(s->name);
-	}
+	if (s->name)
+		unname(s);
 	st->stats.bytes -= sizeof(*s);
 	free(s);
 }
+
+static void session_end(struct bwd_session *s);
 
 static void session_expire(struct bwd_session *s)
 {
@@ -846,7 +857,8 @@ static void session_expire(struct bwd_session *s)
 		s->name, (long)s->owner, s->timers.count, s->queued);
 	s->state->stats.expired++;
 	journal_seq(s, BWD_REC_END, 0);
-	session_free(s);
+	unname(s);
+	session_end(s);
 }
 
 static void linger_start(struct bwd_session *s)
@@ -933,7 +945,9 @@ bool bwd_state_reap(struct bwd_state *st)
 			free_timer(st, t);
 			budget--;
 		}
-		if (!s->timers.count) {
+		for (; budget && s->queue_head; budget--)
+			fire_free(dequeue(s));
+		if (!s->timers.count && !s->queue_head) {
 			st->ending = s->next_ending;
 			session_free(s);
 		}
@@ -941,16 +955,16 @@ bool bwd_state_reap(struct bwd_state *st)
 	return st->ending != NULL;
 }
 
-/* An anonymous session's end: at once, or a chunk of timers per turn. */
+/* The end of a session with no name (left anonymous, or expired): at
+ * once, or TEARDOWN_CHUNK timers and fires per turn. */
 static void session_end(struct bwd_session *s)
 {
 	struct bwd_state *st = s->state;
 
-	if (s->timers.count <= TEARDOWN_CHUNK) {
+	if (s->timers.count + s->queued <= TEARDOWN_CHUNK) {
 		session_free(s);
 		return;
 	}
-	log_cancelled(s);
 	s->ending = true;
 	s->next_ending = st->ending;
 	st->ending = s;
@@ -967,10 +981,12 @@ void bwd_member_detach(struct bwd_member *m)
 	member_free(m);
 	if (s->nmembers)
 		return;
-	if (!s->name)
-		session_end(s);
-	else
+	if (s->name) {
 		linger_start(s);
+		return;
+	}
+	log_cancelled(s);
+	session_end(s);
 }
 
 /* ---- timers ---------------------------------------------------------------- */

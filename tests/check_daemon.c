@@ -1050,6 +1050,82 @@ START_TEST(test_session_shared)
 }
 END_TEST
 
+static bool session_gone(const Bitwheel__V1__StatsReply *s, uint64_t pending)
+{
+	return s->expired == 1 && s->sessions == 0 && s->oneshot->pending == pending;
+}
+
+#define NEXPIRE 20000
+
+/*
+ * A named session expiring with 20,000 timers and 2,000 queued fires is
+ * torn down a chunk per loop turn, like an anonymous one: its name is
+ * free at once (a Hello makes a new session), every timer and fire goes,
+ * and another client's timers due meanwhile are on time.
+ */
+START_TEST(test_session_expire_large)
+{
+	static const struct du_hello_opts producer = { .role = BITWHEEL__V1__ROLE__PRODUCER };
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *a, *probe;
+	struct du_buf b = { 0 };
+	uint64_t t0, res, worst = 0;
+	du_env *e;
+
+	du_daemon_start(d, "--linger", "300ms", "--max-timers", "100000", NULL);
+	a = du_connect(d->sock);
+	e = du_hello_opts(a, "e2e-expire", &producer);
+	bwp_frame_free(e);
+	t0 = du_now_ns();
+	/* In batches of 1,000, reading the replies: a pipeline bounded by
+	 * what the socket buffers hold both ways. */
+	for (uint64_t k = 0; k < NEXPIRE + 2000; k += 1000) {
+		for (uint64_t j = k; j < k + 1000; j++) {
+			struct du_sched sc = { .key = j, .when = DU_DELAY,
+					       .when_ns = j < NEXPIRE ? 3600 * DU_S : DU_MS };
+
+			du_pack_schedule(&b, j + 2, &sc);
+		}
+		du_send_buf(a, &b);
+		for (uint64_t j = k; j < k + 1000; j++)
+			bwp_frame_free(du_expect_reply(a, j + 2, BC(SCHEDULE_REPLY)));
+	}
+	du_buf_free(&b);
+	du_conn_free(a);
+	probe = du_connect(d->sock);
+	e = du_hello(probe, NULL);
+	res = hr_of(e)->oneshot_resolution_ns;
+	bwp_frame_free(e);
+	/* Due around the expiry, 300 ms after the detach. */
+	for (uint64_t i = 0; i < 20; i++) {
+		struct du_sched sc = { .key = i, .when = DU_DELAY,
+				       .when_ns = 250 * DU_MS + i * 10 * DU_MS };
+
+		bwp_frame_free(du_schedule(probe, i + 2, &sc));
+	}
+	for (int i = 0; i < 20; i++) {
+		uint64_t rx, late;
+
+		e = du_expect_fire(probe, DU_WAIT_MS, &rx);
+		late = du_check_fire_time(e->fired, rx, res + du_margin_ns());
+		worst = late > worst ? late : worst;
+		bwp_frame_free(e);
+	}
+	e = wait_stats(d, session_gone, 0, "the expired session's timers all gone");
+	ck_assert_uint_eq(e->stats_reply->queued, 0);
+	bwp_frame_free(e);
+	du_note("expire large: %d timers and 2000 fires dropped %.0f ms after they were scheduled; probe lateness at most %.3f ms",
+		NEXPIRE, (double)(du_now_ns() - t0) / 1e6, (double)worst / 1e6);
+	a = du_connect(d->sock);
+	e = du_hello_opts(a, "e2e-expire", &producer);
+	ck_assert(!hr_of(e)->resumed && hr_of(e)->timers == 0 && hr_of(e)->queued == 0);
+	bwp_frame_free(e);
+	du_conn_free(a);
+	du_conn_free(probe);
+	du_daemon_free(d);
+}
+END_TEST
+
 static bool expired_is(const Bitwheel__V1__StatsReply *s, uint64_t n)
 {
 	return s->has_expired && s->expired == n;
@@ -3003,6 +3079,35 @@ static bool clients_at_least(const Bitwheel__V1__StatsReply *s, uint64_t n)
 	return s->clients >= n;
 }
 
+/*
+ * --hello-timeout 200ms: a connection that says nothing is told
+ * HELLO_REQUIRED (without request_id) and closed once the time is up,
+ * not before; one that said Hello is left alone.
+ */
+START_TEST(test_hello_timeout)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *silent, *talker;
+	uint64_t t0;
+
+	du_daemon_start(d, "--hello-timeout", "200ms", NULL);
+	t0 = du_now_ns();
+	silent = du_connect(d->sock);
+	talker = du_open(d, NULL);
+	du_expect_quiet(silent, 100);
+	du_expect_error(silent, false, 0, EC(HELLO_REQUIRED));
+	ck_assert_msg(du_now_ns() - t0 >= 190 * DU_MS,
+		      "closed %.0f ms after connecting, timeout 200 ms",
+		      (double)(du_now_ns() - t0) / 1e6);
+	du_expect_eof(silent, DU_WAIT_MS);
+	du_sleep_until(t0 + 400 * DU_MS);
+	bwp_frame_free(du_stats(talker, 2));
+	du_conn_free(silent);
+	du_conn_free(talker);
+	du_daemon_free(d);
+}
+END_TEST
+
 /* NSILENT connections that never send a byte take nothing from others. */
 START_TEST(test_silent_clients)
 {
@@ -3839,6 +3944,7 @@ static Suite *daemon_suite(void)
 	tcase_add_test(tc, test_session_resume_large);
 	tcase_add_test(tc, test_session_shared);
 	tcase_add_test(tc, test_session_linger);
+	tcase_add_test(tc, test_session_expire_large);
 	tcase_add_test(tc, test_session_max_queued);
 	tcase_add_test(tc, test_session_anonymous_dies);
 	suite_add_tcase(s, tc);
@@ -3895,6 +4001,7 @@ static Suite *daemon_suite(void)
 	du_tcase(tc);
 	tcase_add_loop_test(tc, test_killed_mid_frame, 0, 2);
 	tcase_add_test(tc, test_silent_clients);
+	tcase_add_test(tc, test_hello_timeout);
 	tcase_add_test(tc, test_dribbling_client);
 	tcase_add_test(tc, test_out_of_fds);
 	tcase_add_test(tc, test_ten_thousand_clients);
