@@ -120,6 +120,7 @@ static bool low_water(const struct bwd_conn *c)
 static void written(struct bwd_conn *c, size_t n)
 {
 	c->drained += n;
+	c->env->buffered -= n;
 	if (c->dead || !c->member)
 		return;
 	bwd_member_written(c->member, c->drained);
@@ -277,6 +278,7 @@ static void conn_free(struct bwd_conn *c)
 	if (c->next)
 		c->next->pprev = c->pprev;
 	c->env->clients--;
+	c->env->buffered -= c->committed - c->drained;
 	event_free(c->reap);
 	event_free(c->flush);
 	event_free(c->resume);
@@ -374,6 +376,7 @@ static int send_direct(struct bwd_conn *c, struct evbuffer *out,
 	v.iov_len = len;
 	evbuffer_commit_space(out, &v, 1);
 	c->committed += len;
+	c->env->buffered += len;
 	return 0;
 }
 
@@ -421,6 +424,7 @@ static int send_env(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
 		event_active(c->flush, 0, 0);
 	c->staged += len;
 	c->committed += len;
+	c->env->buffered += len;
 	return 0;
 }
 
@@ -505,16 +509,6 @@ static Bitwheel__V1__ErrorCode frame_error_code(int err)
 	}
 }
 
-/* Every connection's unread output, for Stats. */
-static uint64_t buffered(const struct bwd_env *env)
-{
-	uint64_t n = 0;
-
-	for (const struct bwd_conn *c = env->conns; c; c = c->next)
-		n += bwd_conn_output(c);
-	return n;
-}
-
 /* Handle every whole frame in the input buffer. */
 static void handle_input(struct bwd_conn *c)
 {
@@ -564,8 +558,6 @@ static void handle_input(struct bwd_conn *c)
 		}
 		off += len;
 		if (env) {
-			if (env->body_case == BITWHEEL__V1__ENVELOPE__BODY_STATS)
-				ctx.buffered = buffered(c->env);
 			bwd_request_handle(&ctx, env, &reply);
 			bwp_frame_free(env);
 		} else {

@@ -530,6 +530,10 @@ struct bwd_env {
 	struct bwd_conn *conns;        /* every connection (conn.c keeps it) */
 	struct bwd_conn *held;         /* those holding output for a sync    */
 	uint64_t clients;
+	/* Output put out by every connection and not yet written to its
+	 * socket (what dead ones dropped counts until they are freed), kept
+	 * as it changes so that Stats costs O(1). */
+	uint64_t buffered;
 	uint64_t started_ns;
 	bool stopping;
 };
@@ -544,7 +548,6 @@ struct bwd_request_ctx {
 	uid_t uid;
 	pid_t pid;
 	uint64_t now_ns;               /* 0: not read yet in this batch      */
-	uint64_t buffered;             /* Stats: every connection's output   */
 };
 
 /* A reply in caller storage: env, whose body points into the rest. */

@@ -398,7 +398,7 @@ static void do_stats(struct bwd_request_ctx *ctx, const Envelope *req,
 	sr->redelivered = ss.redelivered;
 	sr->has_uptime_ns = sr->has_memory_bytes = 1;
 	sr->uptime_ns = bw_now_ns() - env->started_ns;
-	sr->memory_bytes = ss.bytes + ctx->buffered;
+	sr->memory_bytes = ss.bytes + env->buffered;
 	reply_init(out, true, req->request_id, BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY);
 	out->env.stats_reply = sr;
 }
