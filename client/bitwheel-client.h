@@ -26,8 +26,13 @@
  * connects with a session name (a named session, whose timers outlive
  * the connection: fires due while no consumer is attached wait in the
  * session's queue) or without one (anonymous: the timers die with the
- * connection).  A named session is shared: any number of connections may
- * be attached at once, each in one of two roles, chosen with
+ * connection).  Names are per uid: each uid has a namespace of its own,
+ * so two users' "orders" are two sessions, and nobody can see, attach to
+ * or squat on another user's.  A process works in its own uid's namespace;
+ * root may reach another uid's session (e.g. to drain a stuck user's
+ * queue) with bwc_set_owner_uid(), and the session stays that uid's.  A
+ * named session is shared: any number of connections (of its uid, or
+ * root) may be attached at once, each in one of two roles, chosen with
  * bwc_set_role() before bwc_connect():
  *
  *   producer  schedules, cancels, asks for stats, and never receives a
@@ -116,8 +121,9 @@
  *
  * Reconnecting: when the connection breaks (BWC_ECLOSED, e.g. after a
  * daemon restart), bwc_reconnect() dials the same path and attaches to the
- * same session again, with the same role, window, ack timeout and ack
- * mode.  What happens to fires on the way:
+ * same session again (in the same uid's namespace), with the same role,
+ * window, ack timeout, ack mode and owner uid.  What happens to fires on
+ * the way:
  *
  *   - a manual-ack consumer's fires that were still queued inside the
  *     client (received, not yet handed to the caller) are discarded when
@@ -190,7 +196,8 @@ extern "C" {
 enum bwc_error {
 	BWC_OK = 0,
 	BWC_EINVAL = -1,       /* a NULL or otherwise invalid argument (a bad
-				  session name, a socket path too long) */
+				  session name, a socket path too long, an
+				  owner uid without a session name)         */
 	BWC_ENOMEM = -2,       /* out of memory; the connection is intact   */
 	BWC_EUNREACHABLE = -3, /* cannot connect: the socket is missing,
 				  refuses connections, or is not accessible */
@@ -239,7 +246,10 @@ enum bwc_server_code {
 	BWC_SERVER_BAD_VERSION = 5,
 	BWC_SERVER_HELLO_REQUIRED = 6,
 	BWC_SERVER_ALREADY_HELLO = 7,
-	BWC_SERVER_PERMISSION_DENIED = 8,
+	BWC_SERVER_PERMISSION_DENIED = 8, /* Hello: a caller other than root
+					     named another uid's namespace
+					     (bwc_set_owner_uid); the
+					     connection is closed           */
 	BWC_SERVER_SESSION_BUSY = 9,      /* version 1 only: never sent now */
 	BWC_SERVER_TOO_MANY_CLIENTS = 10,
 	BWC_SERVER_DUPLICATE_KEY = 11,
@@ -315,9 +325,10 @@ BWC_EXPORT int bwc_set_timeout(struct bwc_client *c, int64_t timeout_ns);
  * These settings are sent in the Hello of the next bwc_connect() or
  * bwc_reconnect() and remembered for every later one; changing them while
  * connected changes nothing until then.  Each is sent only when set (not
- * its DEFAULT / 0), so the daemon's defaults apply otherwise; the consumer
- * options (window, ack timeout, ack mode) only for a consumer, and are
- * ignored for a producer.  bwc_get_session_info() says what is in force.
+ * its DEFAULT / 0 / -1), so the daemon's defaults apply otherwise; the
+ * consumer options (window, ack timeout, ack mode) only for a consumer,
+ * and are ignored for a producer; the owner uid only with a session name.
+ * bwc_get_session_info() says what is in force.
  */
 
 /* A connection's role in its session (see the top of this file). */
@@ -350,21 +361,36 @@ BWC_EXPORT int bwc_set_window(struct bwc_client *c, uint32_t window);
 BWC_EXPORT int bwc_set_ack_timeout(struct bwc_client *c, uint64_t ns);
 /* Consumers: BWC_EINVAL for a value outside the enum. */
 BWC_EXPORT int bwc_set_ack_mode(struct bwc_client *c, enum bwc_ack_mode mode);
+/*
+ * Named sessions: the uid whose namespace the session name is in
+ * (PROTOCOL.md, section 7).  Negative (e.g. -1, the default): the
+ * caller's own, and nothing is sent.  Only root may name another uid: it
+ * then creates or attaches to that uid's session, which stays that uid's
+ * (bwc_session_info.owner_uid says whose); anyone else naming a uid not
+ * its own gets BWC_ESERVER with BWC_SERVER_PERMISSION_DENIED at connect.
+ * BWC_EINVAL for a uid above UINT32_MAX; an owner set for an anonymous
+ * session (session NULL) is BWC_EINVAL at bwc_connect/bwc_reconnect.
+ */
+BWC_EXPORT int bwc_set_owner_uid(struct bwc_client *c, int64_t uid);
 
 /*
  * Connect to the daemon at path (NULL: bwc_default_socket()) and open a
  * session: session NULL for an anonymous one, or a name of 1 to 64 bytes
- * of [A-Za-z0-9_.:@-] to create or attach to (PROTOCOL.md, section 7;
- * prefix it with your program's name, names are global), in the role and
- * with the options set above.  Blocks until the daemon's Hello reply.
- * Remembers path and session for bwc_reconnect().
+ * of [A-Za-z0-9_.:@-] to create or attach to in the caller's uid's
+ * namespace, or the owner uid's (PROTOCOL.md, section 7; names are per
+ * uid, so only the caller's own programs share its namespace: prefix a
+ * name with your program's to keep them apart), in the role and with the
+ * options set above.  Blocks until the daemon's Hello reply.  Remembers
+ * path and session for bwc_reconnect().
  *   BWC_EINVAL        bad session name, path longer than a socket address,
- *                     BWC_ROLE_PRODUCER without a session name
+ *                     BWC_ROLE_PRODUCER or an owner uid without a session
+ *                     name
  *   BWC_EUNREACHABLE  connect() failed (errno's text in the message)
  *   BWC_ESERVER       the daemon refused the Hello (BAD_VERSION,
  *                     BAD_REQUEST for a window over its max_window,
- *                     PERMISSION_DENIED, TOO_MANY_CLIENTS, SHUTTING_DOWN,
- *                     ...); the client is not connected
+ *                     PERMISSION_DENIED for an owner uid not the caller's
+ *                     from a caller other than root, TOO_MANY_CLIENTS,
+ *                     SHUTTING_DOWN, ...); the client is not connected
  *   BWC_EBUSY         already connected (bwc_close first)
  *   BWC_ECLOSED, BWC_ETIMEDOUT, BWC_EPROTO, BWC_EIO, BWC_ENOMEM
  * A consumer receives the fires waiting in the session's queue right after
@@ -438,6 +464,10 @@ struct bwc_session_info {
 	bool auto_ack;           /* consumers: BWC_ACK_AUTO in force        */
 	uint64_t consumers;      /* consumer connections attached to the
 				    session at attach, this one included    */
+	uint32_t owner_uid;      /* named sessions: the uid whose namespace
+				    the session is in (the caller's, or the
+				    one bwc_set_owner_uid named); 0 for an
+				    anonymous session                       */
 };
 
 /* The current connection's session: BWC_ECLOSED when not connected. */

@@ -17,6 +17,10 @@
  * cancel without --session, and stats, use an anonymous session, whose
  * connection is its own consumer with auto-ack.
  *
+ * Session names are per uid: --session NAME is the caller's own uid's
+ * session NAME, unless --owner names another uid's namespace, which only
+ * root may do (the daemon answers anyone else PERMISSION_DENIED).
+ *
  * Cost: one connection and one or two round trips per command; watch and
  * waiting schedules then block in the library until a fire or the
  * deadline, using no CPU in between; watch adds one ack per batch.
@@ -29,6 +33,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -49,11 +54,14 @@ enum status {
 
 /* --socket, wherever it was given; NULL until main() settles it. */
 static const char *socket_path;
+/* --owner, wherever it was given: the uid whose namespace --session is
+ * in; -1 for the caller's own (not sent). */
+static int64_t owner_uid = -1;
 
 /* ---- help ---------------------------------------------------------------- */
 
 static const char help_main[] =
-"Usage: bwctl [--socket PATH] COMMAND [OPTIONS]\n"
+"Usage: bwctl [--socket PATH] [--owner UID] COMMAND [OPTIONS]\n"
 "\n"
 "Talk to bitwheeld, the host-wide timer service.\n"
 "\n"
@@ -67,6 +75,9 @@ static const char help_main[] =
 "Options:\n"
 "  --socket PATH  the daemon's socket (default: $" BWC_SOCKET_ENV ",\n"
 "                 else " BWC_DEFAULT_SOCKET ")\n"
+"  --owner UID    root only: the uid (number or user name) whose session\n"
+"                 --session names, for schedule, cancel and watch\n"
+"                 (session names are per uid; default: your own)\n"
 "  -h, --help     show this help; 'bwctl COMMAND --help' for a command\n"
 "  --version      show the version\n"
 "\n"
@@ -78,8 +89,8 @@ static const char help_main[] =
 
 static const char help_schedule[] =
 "Usage: bwctl [--socket PATH] schedule --key K (--in DURATION | --at-monotonic NS)\n"
-"             [--every DURATION] [--session NAME] [--payload TEXT] [--replace]\n"
-"             [--count N]\n"
+"             [--every DURATION] [--session NAME [--owner UID]]\n"
+"             [--payload TEXT] [--replace] [--count N]\n"
 "\n"
 "Arm timer K.  With --session, attach to the named session as a producer\n"
 "(which never receives fires, so any number may run while a watch is\n"
@@ -93,7 +104,10 @@ static const char help_schedule[] =
 "  --in DURATION        fire this long from now\n"
 "  --at-monotonic NS    fire at this CLOCK_MONOTONIC time, in nanoseconds\n"
 "  --every DURATION     periodic: fire again every DURATION (> 0)\n"
-"  --session NAME       the named session (1 to 64 of A-Z a-z 0-9 _ . : @ -)\n"
+"  --session NAME       the named session (1 to 64 of A-Z a-z 0-9 _ . : @ -),\n"
+"                       your uid's unless --owner says whose\n"
+"  --owner UID          root only: the session NAME of this uid (a number or\n"
+"                       a user name)\n"
 "  --payload TEXT       bytes handed back with every fire\n"
 "  --replace            replace a pending timer with the same key\n"
 "  --count N            without --session: fires to wait for (default 1;\n"
@@ -104,20 +118,22 @@ static const char help_schedule[] =
 "daemon refused (e.g. DUPLICATE_KEY without --replace) or other error.\n";
 
 static const char help_cancel[] =
-"Usage: bwctl [--socket PATH] cancel --key K [--session NAME]\n"
+"Usage: bwctl [--socket PATH] cancel --key K [--session NAME [--owner UID]]\n"
 "\n"
 "Disarm timer K of the named session, attached as a producer (without\n"
 "--session, of a new anonymous session, where nothing is ever pending).\n"
 "\n"
 "  --key K              the timer's key (decimal, or hex with 0x)\n"
-"  --session NAME       the named session that holds the timer\n"
+"  --session NAME       the named session that holds the timer (your uid's)\n"
+"  --owner UID          root only: the session NAME of this uid (a number or\n"
+"                       a user name)\n"
 "\n"
 "Exit status: 0 the timer was pending and is gone, 1 no pending timer had\n"
 "this key (never scheduled, already fired, or cancelled), 2 usage,\n"
 "3 unreachable, 4 other error.\n";
 
 static const char help_watch[] =
-"Usage: bwctl [--socket PATH] watch --session NAME [--count N]\n"
+"Usage: bwctl [--socket PATH] watch --session NAME [--owner UID] [--count N]\n"
 "             [--window N] [--ack-timeout DURATION] [--timeout DURATION]\n"
 "             [--json]\n"
 "\n"
@@ -128,7 +144,9 @@ static const char help_watch[] =
 "acknowledged are delivered again, marked redelivered.  Several watches\n"
 "(consumers) of one session share its fires, each fire going to one.\n"
 "\n"
-"  --session NAME       the named session to attach to\n"
+"  --session NAME       the named session to attach to (your uid's)\n"
+"  --owner UID          root only: the session NAME of this uid (a number or\n"
+"                       a user name), e.g. to drain a stuck user's queue\n"
 "  --count N            exit after exactly N fires (the window is at most\n"
 "                       N; fires received past N go back to the session's\n"
 "                       queue, marked redelivered)\n"
@@ -192,6 +210,13 @@ static int report(struct bwc_client *c, int rc)
 		return ST_UNREACHABLE;
 	case BWC_EINVAL:
 		return ST_USAGE;
+	case BWC_ESERVER:
+		if (bwc_server_error(c) == BWC_SERVER_PERMISSION_DENIED &&
+		    owner_uid >= 0)
+			fputs("bwctl: only root may use --owner to name another "
+			      "uid's session; without --owner, --session is "
+			      "your own uid's\n", stderr);
+		return ST_ERROR;
 	default:
 		return ST_ERROR;
 	}
@@ -220,6 +245,38 @@ static bool parse_u64(const char *s, uint64_t *out)
 		return false;
 	*out = v;
 	return true;
+}
+
+/* --owner: a uid, 0 to 2^32-1 (as parse_u64 reads numbers), or a user
+ * name, looked up.  Sets owner_uid; ST_USAGE with a message if neither. */
+static int parse_owner(const char *cmd, const char *text)
+{
+	struct passwd *pw;
+	uint64_t v;
+
+	if (parse_u64(text, &v)) {
+		if (v > UINT32_MAX)
+			return usage_error(cmd, "bad --owner '%s': a uid is 0 "
+					   "to %u", text, UINT32_MAX);
+		owner_uid = (int64_t)v;
+		return ST_OK;
+	}
+	pw = *text != '\0' ? getpwnam(text) : NULL;
+	if (pw == NULL)
+		return usage_error(cmd, "bad --owner '%s': neither a uid nor a "
+				   "known user name", text);
+	owner_uid = (int64_t)pw->pw_uid;
+	return ST_OK;
+}
+
+/* --owner without --session: there is no name to look up in its
+ * namespace (anonymous sessions have none). */
+static int owner_needs_session(const char *cmd, const char *session)
+{
+	if (owner_uid >= 0 && session == NULL)
+		return usage_error(cmd, "--owner needs --session: it says whose "
+				   "namespace the session name is in");
+	return ST_OK;
 }
 
 /* getopt_long's complaints, worded once for every command. */
@@ -393,6 +450,8 @@ static int open_client(const struct conn_opts *o, struct bwc_client **out)
 	bwc_set_role(c, o->role);
 	bwc_set_window(c, o->window);
 	bwc_set_ack_timeout(c, o->ack_timeout_ns);
+	if (o->session != NULL && owner_uid >= 0)
+		bwc_set_owner_uid(c, owner_uid);
 	rc = bwc_connect(c, socket_path, o->session);
 	if (rc != 0) {
 		rc = report(c, rc);
@@ -437,6 +496,7 @@ static int cmd_schedule(int argc, char **argv)
 		{ "payload", required_argument, NULL, 'p' },
 		{ "replace", no_argument, NULL, 'r' },
 		{ "count", required_argument, NULL, 'c' },
+		{ "owner", required_argument, NULL, 'O' },
 		{ "socket", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -499,6 +559,10 @@ static int cmd_schedule(int argc, char **argv)
 						   "number above zero", optarg);
 			have_count = true;
 			break;
+		case 'O':
+			if ((rc = parse_owner(cmd, optarg)) != ST_OK)
+				return rc;
+			break;
 		case 'S':
 			socket_path = optarg;
 			break;
@@ -516,6 +580,8 @@ static int cmd_schedule(int argc, char **argv)
 	if (have_in == have_at)
 		return usage_error(cmd, "give exactly one of --in and "
 				   "--at-monotonic");
+	if ((rc = owner_needs_session(cmd, session)) != ST_OK)
+		return rc;
 	if (have_count && session != NULL)
 		return usage_error(cmd, "--count is for waiting without "
 				   "--session; with one, use 'bwctl watch "
@@ -566,6 +632,7 @@ static int cmd_cancel(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "key", required_argument, NULL, 'k' },
 		{ "session", required_argument, NULL, 's' },
+		{ "owner", required_argument, NULL, 'O' },
 		{ "socket", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -590,6 +657,10 @@ static int cmd_cancel(int argc, char **argv)
 		case 's':
 			session = optarg;
 			break;
+		case 'O':
+			if ((rc = parse_owner(cmd, optarg)) != ST_OK)
+				return rc;
+			break;
 		case 'S':
 			socket_path = optarg;
 			break;
@@ -604,6 +675,8 @@ static int cmd_cancel(int argc, char **argv)
 		return rc;
 	if (!have_key)
 		return usage_error(cmd, "--key is required");
+	if ((rc = owner_needs_session(cmd, session)) != ST_OK)
+		return rc;
 
 	co = producer(session);
 	if ((rc = open_client(&co, &c)) != ST_OK)
@@ -618,9 +691,12 @@ static int cmd_cancel(int argc, char **argv)
 		printf("cancelled key=%llu\n", (unsigned long long)key);
 	bwc_free(c);
 	if (!pending) {
-		fprintf(stderr, "bwctl: no pending timer with key %llu%s%s\n",
+		fprintf(stderr, "bwctl: no pending timer with key %llu%s%s",
 			(unsigned long long)key,
 			session ? " in session " : "", session ? session : "");
+		if (owner_uid >= 0)
+			fprintf(stderr, " of uid %lld", (long long)owner_uid);
+		fputc('\n', stderr);
 		return ST_NOTFOUND;
 	}
 	return ST_OK;
@@ -656,6 +732,7 @@ static int cmd_watch(int argc, char **argv)
 		{ "ack-timeout", required_argument, NULL, 'a' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "owner", required_argument, NULL, 'O' },
 		{ "socket", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -702,6 +779,10 @@ static int cmd_watch(int argc, char **argv)
 			break;
 		case 'j':
 			json = true;
+			break;
+		case 'O':
+			if ((rc = parse_owner(cmd, optarg)) != ST_OK)
+				return rc;
 			break;
 		case 'S':
 			socket_path = optarg;
@@ -859,6 +940,10 @@ static int cmd_stats(int argc, char **argv)
 	}
 	if ((rc = leftover(cmd, argc, argv)) != ST_OK)
 		return rc;
+	if (owner_uid >= 0)
+		return usage_error(cmd, "--owner is for schedule, cancel and "
+				   "watch with --session: stats are the whole "
+				   "daemon's");
 
 	/* Anonymous: a producer needs a named session, and stats needs none
 	 * (nothing is scheduled, so nothing ever fires to this connection). */
@@ -950,6 +1035,7 @@ int main(int argc, char **argv)
 	enum { OPT_VERSION = 256 };
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 'S' },
+		{ "owner", required_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -963,6 +1049,10 @@ int main(int argc, char **argv)
 		switch (o) {
 		case 'S':
 			socket_path = optarg;
+			break;
+		case 'O':
+			if ((rc = parse_owner(NULL, optarg)) != ST_OK)
+				return rc;
 			break;
 		case 'h':
 			fputs(help_main, stdout);

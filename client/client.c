@@ -46,11 +46,12 @@
  * Stats replies, or an encoding the fast path leaves to protobuf-c) are
  * envelopes.
  *
- * Roles: the settings (role, window, ack timeout, ack mode) are kept as
- * set and go into every Hello; what the daemon answered is conn_role and
- * conn_auto_ack, which decide what bwc_wait_fire, bwc_ack and closing do.
- * The library does not count the window: the daemon enforces it, and a
- * manual-ack consumer's fire queue is bounded by it.
+ * Roles: the settings (role, window, ack timeout, ack mode, and a named
+ * session's owner uid) are kept as set and go into every Hello; what the
+ * daemon answered is conn_role and conn_auto_ack, which decide what
+ * bwc_wait_fire, bwc_ack and closing do.  The library does not count the
+ * window: the daemon enforces it, and a manual-ack consumer's fire queue
+ * is bounded by it.
  *
  * Invariant: done has room for every outstanding request, so failing them
  * all when the connection closes never allocates (and never loses a
@@ -78,6 +79,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -266,6 +268,7 @@ struct bwc_client {
 	uint32_t window;
 	uint64_t ack_timeout_ns;
 	enum bwc_ack_mode ack_mode;
+	int64_t owner_uid;          /* -1: the caller's own (not sent) */
 	/* The connection: its number (fires carry it), and its role and ack
 	 * mode as the daemon took them. */
 	uint64_t conn_seq;
@@ -1095,6 +1098,7 @@ int bwc_new(struct bwc_client **out)
 		return BWC_ENOMEM;
 	c->fd = -1;
 	c->timeout_ns = BWC_DEFAULT_TIMEOUT_NS;
+	c->owner_uid = -1;
 	c->close_status = BWC_ECLOSED;
 	c->max_frame = BWP_DEFAULT_MAX_FRAME;
 	c->max_payload = BWP_DEFAULT_MAX_PAYLOAD;
@@ -1176,6 +1180,19 @@ int bwc_set_ack_mode(struct bwc_client *c, enum bwc_ack_mode mode)
 	return 0;
 }
 
+int bwc_set_owner_uid(struct bwc_client *c, int64_t uid)
+{
+	if (c == NULL)
+		return BWC_EINVAL;
+	if (uid > (int64_t)UINT32_MAX)
+		return fail(c, BWC_EINVAL,
+			    "owner uid %" PRId64 " out of range: 0 to %" PRIu32
+			    ", or negative for the caller's own", uid,
+			    UINT32_MAX);
+	c->owner_uid = uid < 0 ? -1 : uid;
+	return 0;
+}
+
 /* The role a Hello with the current settings asks for, defaults applied
  * (PROTOCOL.md, Hello). */
 static enum bwc_role role_asked(const struct bwc_client *c,
@@ -1186,7 +1203,9 @@ static enum bwc_role role_asked(const struct bwc_client *c,
 	return session != NULL ? BWC_ROLE_PRODUCER : BWC_ROLE_CONSUMER;
 }
 
-/* A producer needs a named session: nobody else could take its fires. */
+/* A producer needs a named session: nobody else could take its fires;
+ * and an owner uid names whose namespace a session name is in, so it
+ * needs one too (the daemon would refuse it, BAD_REQUEST). */
 static int check_role(struct bwc_client *c, const char *session)
 {
 	if (session == NULL && c->role == BWC_ROLE_PRODUCER)
@@ -1195,6 +1214,12 @@ static int check_role(struct bwc_client *c, const char *session)
 			    "session's fires go to its own connection only "
 			    "(give a session name, or leave the role "
 			    "BWC_ROLE_DEFAULT)");
+	if (session == NULL && c->owner_uid >= 0)
+		return fail(c, BWC_EINVAL,
+			    "an owner uid (%" PRId64 ") needs a named session: "
+			    "it says whose namespace the name is in, and an "
+			    "anonymous session has no name (give a session "
+			    "name, or bwc_set_owner_uid(c, -1))", c->owner_uid);
 	return 0;
 }
 
@@ -1299,6 +1324,11 @@ static int dial(struct bwc_client *c)
 		hello.has_session = 1;
 		hello.session.data = (uint8_t *)c->session;
 		hello.session.len = strlen(c->session);
+		/* Another uid's namespace (root only); absent: our own. */
+		if (c->owner_uid >= 0) {
+			hello.has_owner_uid = 1;
+			hello.owner_uid = (uint32_t)c->owner_uid;
+		}
 	}
 	/* Only what was set, so the daemon's defaults apply otherwise; the
 	 * consumer options only for a consumer (a producer's are
@@ -1360,6 +1390,7 @@ static int dial(struct bwc_client *c)
 	c->info.ack_timeout_ns = hr->ack_timeout_ns;
 	c->info.auto_ack = c->conn_auto_ack;
 	c->info.consumers = hr->consumers;
+	c->info.owner_uid = hr->owner_uid;
 	bwp_frame_free(ans.env);
 	return 0;
 
@@ -1433,7 +1464,7 @@ int bwc_reconnect(struct bwc_client *c)
 		return fail(c, BWC_EINVAL,
 			    "bwc_reconnect before any bwc_connect");
 	bwc_close(c);
-	/* The role may have been set since bwc_connect. */
+	/* The role or owner may have been set since bwc_connect. */
 	if (check_role(c, c->session) != 0)
 		return BWC_EINVAL;
 	return dial(c);

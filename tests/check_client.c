@@ -29,6 +29,12 @@
  *                and redelivery after a reconnect, the old connection's
  *                queued fires discarded; a non-blocking consumer acking
  *                once per dispatch.
+ *   owner        session names per uid: HelloReply.owner_uid in the
+ *                session info; bwc_set_owner_uid's range, and an owner
+ *                for an anonymous session being BWC_EINVAL; as root, the
+ *                same name in uid 65534's namespace being another session
+ *                (remembered across bwc_reconnect), and uid 65534 naming
+ *                root's refused with PERMISSION_DENIED (else a SKIP note).
  *   restart      the daemon killed and restarted under a named session:
  *                what bwc_reconnect() keeps (an auto-ack consumer's fires)
  *                and what is lost.
@@ -42,6 +48,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -50,8 +57,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bitwheel-client.h"
@@ -1452,6 +1461,183 @@ START_TEST(test_nonblocking_consumer)
 END_TEST
 
 /* ======================================================================
+ * owner
+ * ====================================================================== */
+
+#define NOBODY 65534
+
+/* In a child: become NOBODY (uid and gid), or exit 99 (as check_daemon's). */
+static void become_nobody(void)
+{
+	if (setgroups(0, NULL) != 0 || setgid(NOBODY) != 0 || setuid(NOBODY) != 0 ||
+	    getuid() != NOBODY || setuid(0) == 0) {
+		fprintf(stderr, "cannot drop to uid %d: %s\n", NOBODY, strerror(errno));
+		_exit(99);
+	}
+}
+
+/* The child's exit status, or a failed test after DU_WAIT_MS. */
+static int wait_child(pid_t pid)
+{
+	uint64_t deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
+	int st;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		if (r == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (du_now_ns() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			ck_abort_msg("child %ld did not finish", (long)pid);
+		}
+		du_sleep_ms(2);
+	}
+}
+
+/* In the child: say what went wrong and exit with code. */
+static void child_fail(int code, const char *what, const struct bwc_client *c)
+{
+	fprintf(stderr, "uid %d client: %s: %s\n", NOBODY, what,
+		c ? bwc_errmsg(c) : "");
+	fflush(stderr);
+	_exit(code);
+}
+
+/*
+ * Session names are per uid (PROTOCOL.md 7).  Everyone: the session info
+ * says whose namespace a session is in (the caller's); an owner for an
+ * anonymous session is refused before anything is sent.  Root: the same
+ * name with owner 65534 is another session than root's own (a key
+ * scheduled in one is not pending in the other), it stays 65534's across
+ * bwc_reconnect, and 65534 itself attaches to it; 65534 naming root's
+ * namespace gets PERMISSION_DENIED.
+ */
+START_TEST(test_owner)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_session_info info;
+	struct bwc_client *c, *o;
+	struct bwc_timer t = { .key = 7, .when_ns = 3600 * DU_S };
+	bool pending = true;
+	pid_t pid;
+	int rc;
+
+	/* A client running as nobody must reach the socket. */
+	ck_assert(chmod(d->dir, 0755) == 0);
+	du_daemon_start(d, "--socket-mode", "0666", NULL);
+
+	/* A named session is the caller's uid's, and says so. */
+	c = connect_to(d, "e2e-owner");
+	CK_BWC(c, bwc_get_session_info(c, &info));
+	ck_assert(!info.resumed);
+	ck_assert_uint_eq(info.owner_uid, getuid());
+	bwc_free(c);
+	/* An anonymous one is nobody's namespace: 0. */
+	c = connect_to(d, NULL);
+	CK_BWC(c, bwc_get_session_info(c, &info));
+	ck_assert_uint_eq(info.owner_uid, 0);
+	bwc_close(c);
+
+	/* The range, checked when set; negative is "my own". */
+	ck_assert_int_eq(bwc_set_owner_uid(NULL, 1), BWC_EINVAL);
+	ck_assert_int_eq(bwc_set_owner_uid(c, (int64_t)UINT32_MAX + 1), BWC_EINVAL);
+	ck_assert_msg(strstr(bwc_errmsg(c), "owner uid") != NULL, "errmsg: %s",
+		      bwc_errmsg(c));
+	CK_BWC(c, bwc_set_owner_uid(c, -5));
+	CK_BWC(c, bwc_connect(c, d->sock, NULL));      /* -5: nothing to send */
+	bwc_close(c);
+
+	/* An owner names whose namespace a name is in: anonymous is
+	 * BWC_EINVAL, at connect and at reconnect, with nothing sent. */
+	CK_BWC(c, bwc_set_owner_uid(c, getuid()));
+	rc = bwc_connect(c, d->sock, NULL);
+	ck_assert_msg(rc == BWC_EINVAL, "anonymous with an owner: %d (%s)", rc, bwc_errmsg(c));
+	ck_assert_msg(strstr(bwc_errmsg(c), "owner uid") != NULL &&
+		      strstr(bwc_errmsg(c), "named session") != NULL, "errmsg: %s",
+		      bwc_errmsg(c));
+	ck_assert_int_eq(bwc_fd(c), -1);
+	ck_assert_int_eq(bwc_reconnect(c), BWC_EINVAL);
+	ck_assert_int_eq(bwc_fd(c), -1);
+	/* Naming one's own uid is the same as not naming one. */
+	CK_BWC(c, bwc_connect(c, d->sock, "e2e-owner"));
+	CK_BWC(c, bwc_get_session_info(c, &info));
+	ck_assert(info.resumed);
+	ck_assert_uint_eq(info.owner_uid, getuid());
+	bwc_free(c);
+
+	if (geteuid() != 0) {
+		/* Check has no "skip": the test passes and says so. */
+		du_note("SKIP: test_owner's owner_uid part needs root (to name uid %d's "
+			"namespace and to run a client as uid %d)", NOBODY, NOBODY);
+		du_daemon_free(d);
+		return;
+	}
+
+	/* Root in nobody's namespace: a new session, nobody's, holding key 7. */
+	o = new_client();
+	CK_BWC(o, bwc_set_owner_uid(o, NOBODY));
+	CK_BWC(o, bwc_connect(o, d->sock, "e2e-owner"));
+	CK_BWC(o, bwc_get_session_info(o, &info));
+	ck_assert(!info.resumed);
+	ck_assert_uint_eq(info.owner_uid, NOBODY);
+	CK_BWC(o, bwc_schedule(o, &t, NULL));
+	/* Root's own "e2e-owner" is another session: no key 7 in it. */
+	c = connect_to(d, "e2e-owner");
+	CK_BWC(c, bwc_get_session_info(c, &info));
+	ck_assert(info.resumed);
+	ck_assert_uint_eq(info.owner_uid, 0);
+	ck_assert_uint_eq(info.timers, 0);
+	CK_BWC(c, bwc_cancel(c, 7, &pending));
+	ck_assert_msg(!pending, "root's own session cancelled nobody's key 7");
+	bwc_free(c);
+	/* The owner is remembered: a reconnect is back in nobody's. */
+	CK_BWC(o, bwc_reconnect(o));
+	CK_BWC(o, bwc_get_session_info(o, &info));
+	ck_assert(info.resumed);
+	ck_assert_uint_eq(info.owner_uid, NOBODY);
+	ck_assert_uint_eq(info.timers, 1);
+	bwc_free(o);
+
+	pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		struct bwc_client *n = NULL;
+
+		become_nobody();
+		if (bwc_new(&n) != 0)
+			child_fail(2, "bwc_new", NULL);
+		bwc_set_timeout(n, (int64_t)DU_WAIT_MS * (int64_t)DU_MS);
+		/* Root's namespace is not nobody's to name. */
+		bwc_set_owner_uid(n, 0);
+		rc = bwc_connect(n, d->sock, "e2e-owner");
+		if (rc != BWC_ESERVER ||
+		    bwc_server_error(n) != BWC_SERVER_PERMISSION_DENIED)
+			child_fail(3, "owner 0: not PERMISSION_DENIED", n);
+		if (strstr(bwc_errmsg(n), "PERMISSION_DENIED") == NULL)
+			child_fail(4, "the message does not name the code", n);
+		if (bwc_fd(n) != -1)
+			child_fail(5, "connected after a refused Hello", n);
+		/* Its own "e2e-owner" is the one root made for it. */
+		bwc_set_owner_uid(n, -1);
+		if (bwc_connect(n, d->sock, "e2e-owner") != 0)
+			child_fail(6, "connect to its own session", n);
+		if (bwc_get_session_info(n, &info) != 0 || !info.resumed ||
+		    info.owner_uid != NOBODY || info.timers != 1)
+			child_fail(7, "its session is not the one root made", n);
+		if (bwc_cancel(n, 7, &pending) != 0 || !pending)
+			child_fail(8, "key 7 not pending in its session", n);
+		bwc_free(n);
+		_exit(0);
+	}
+	ck_assert_msg(wait_child(pid) == 0, "the uid %d client failed (see above)", NOBODY);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
  * restart
  * ====================================================================== */
 
@@ -1908,6 +2094,11 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_ack_counts);
 	tcase_add_test(tc, test_stale_after_reconnect);
 	tcase_add_test(tc, test_nonblocking_consumer);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("owner");
+	du_tcase(tc);
+	tcase_add_test(tc, test_owner);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("restart");
