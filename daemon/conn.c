@@ -436,16 +436,18 @@ static void send_reply(struct bwd_conn *c, const struct bwd_reply *r)
 	if (r->env.body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR) {
 		/* Request errors may name keys: debug only.  Fatal ones never do. */
 		if (r->close)
-			bwd_log(BWD_LOG_INFO, "client pid %ld uid %ld: %s; closing",
-				(long)c->pid, (long)c->uid, r->message);
+			bwd_log_client(BWD_LOGK_CLOSE, c->uid, BWD_LOG_INFO,
+				       "client pid %ld uid %ld: %s; closing",
+				       (long)c->pid, (long)c->uid, r->message);
 		else
 			bwd_log(BWD_LOG_DEBUG, "client pid %ld request %" PRIu64 ": %s",
 				(long)c->pid, r->env.request_id, r->message);
 	}
 	if (send_env(c, &r->env)) {
 		/* A reply that does not fit means the client is not reading. */
-		bwd_log(BWD_LOG_WARNING, "client pid %ld uid %ld is not reading: %zu bytes unread reached the output bound; disconnecting",
-			(long)c->pid, (long)c->uid, bwd_conn_output(c));
+		bwd_log_client(BWD_LOGK_SLOW, c->uid, BWD_LOG_WARNING,
+			       "client pid %ld uid %ld is not reading: %zu bytes unread reached the output bound; disconnecting",
+			       (long)c->pid, (long)c->uid, bwd_conn_output(c));
 		kill_conn(c);
 		return;
 	}
@@ -487,8 +489,9 @@ void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f)
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED;
 	env.fired = &fired;
 	if (send_env(c, &env)) {
-		bwd_log(BWD_LOG_WARNING, "client pid %ld uid %ld: a fire does not fit its output (%zu bytes unread); disconnecting",
-			(long)c->pid, (long)c->uid, bwd_conn_output(c));
+		bwd_log_client(BWD_LOGK_SLOW, c->uid, BWD_LOG_WARNING,
+			       "client pid %ld uid %ld: a fire does not fit its output (%zu bytes unread); disconnecting",
+			       (long)c->pid, (long)c->uid, bwd_conn_output(c));
 		kill_conn(c);
 		return;
 	}

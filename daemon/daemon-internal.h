@@ -96,6 +96,41 @@ void bwd_log_set_level(enum bwd_log_level max);
 void bwd_log(enum bwd_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* What a client can make the daemon log, each kind limited on its own. */
+enum bwd_log_kind {
+	BWD_LOGK_CLOSE,            /* closed for breaking the protocol       */
+	BWD_LOGK_SLOW,             /* not reading its output                 */
+	BWD_LOGK_SESSION,          /* sessions joined, left, expired         */
+	BWD_LOGK_REFUSED,          /* connections refused at a limit         */
+	BWD_LOGK_KINDS
+};
+/* bwd_log for a line uid's client caused: at most BWD_RATELIMIT_BURST of
+ * a kind per uid and second, then one line saying how many were held. */
+void bwd_log_client(enum bwd_log_kind kind, uid_t uid, enum bwd_log_level level,
+		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+#define BWD_RATELIMIT_SLOTS 64
+#define BWD_RATELIMIT_BURST 10u
+#define BWD_RATELIMIT_WINDOW_NS 1000000000ull
+
+struct bwd_ratelimit_slot {
+	uid_t uid;                 /* the last held back (or let through)    */
+	bool used;
+	uint32_t lines;            /* let through in this window             */
+	uint64_t start_ns;         /* the window's start                     */
+	uint64_t suppressed;       /* held back in it                        */
+};
+struct bwd_ratelimit {
+	struct bwd_ratelimit_slot slot[BWD_RATELIMIT_SLOTS];
+};
+/*
+ * Whether a line for uid may go at now_ns.  *held: lines held back in the
+ * window of uid's slot that just ended (to report before this one), and
+ * *held_uid the last of them was for; 0 when none.
+ */
+bool bwd_ratelimit_allow(struct bwd_ratelimit *rl, uid_t uid, uint64_t now_ns,
+			 uint64_t *held, uid_t *held_uid);
+
 /* ---- map.c -------------------------------------------------------------- */
 
 struct bwd_map_node {

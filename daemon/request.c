@@ -228,7 +228,8 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 	reply_init(out, true, req->request_id, BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY);
 	out->env.hello_reply = hr;
 	if (s->name)
-		bwd_log(BWD_LOG_INFO, "pid %ld uid %ld %s session '%s' of uid %ld as a %s (%zu timers, %" PRIu64 " queued fires, %" PRIu32 " consumers)",
+		bwd_log_client(BWD_LOGK_SESSION, ctx->uid, BWD_LOG_INFO,
+			"pid %ld uid %ld %s session '%s' of uid %ld as a %s (%zu timers, %" PRIu64 " queued fires, %" PRIu32 " consumers)",
 			(long)ctx->pid, (long)ctx->uid, resumed ? "joined" : "opened",
 			s->name, (long)s->owner, a.consumer ? "consumer" : "producer",
 			s->timers.count, s->queued, s->nconsumers);

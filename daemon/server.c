@@ -238,7 +238,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			continue;
 		}
 		if (srv->env.clients >= srv->opt->limits.max_clients) {
-			bwd_log(BWD_LOG_WARNING, "client pid %ld uid %ld refused: %" PRIu64 " connections is the limit",
+			bwd_log_client(BWD_LOGK_REFUSED, cred.uid, BWD_LOG_WARNING,
+				"client pid %ld uid %ld refused: %" PRIu64 " connections is the limit",
 				(long)cred.pid, (long)cred.uid, srv->env.clients);
 			refuse(fd);
 			continue;

@@ -773,7 +773,8 @@ static void log_cancelled(const struct bwd_session *s)
 {
 	if (s->name || (!s->timers.count && !s->queued))
 		return;
-	bwd_log(BWD_LOG_INFO, "an anonymous session of uid %ld ended with its connection: %zu pending timers cancelled, %" PRIu64 " undelivered fires dropped",
+	bwd_log_client(BWD_LOGK_SESSION, s->owner, BWD_LOG_INFO,
+		"an anonymous session of uid %ld ended with its connection: %zu pending timers cancelled, %" PRIu64 " undelivered fires dropped",
 		(long)s->owner, s->timers.count, s->queued);
 	log_keys(s);
 }
@@ -853,7 +854,8 @@ static void session_end(struct bwd_session *s);
 
 static void session_expire(struct bwd_session *s)
 {
-	bwd_log(BWD_LOG_INFO, "session '%s' of uid %ld expired after its linger: %zu timers and %" PRIu64 " queued fires dropped",
+	bwd_log_client(BWD_LOGK_SESSION, s->owner, BWD_LOG_INFO,
+		"session '%s' of uid %ld expired after its linger: %zu timers and %" PRIu64 " queued fires dropped",
 		s->name, (long)s->owner, s->timers.count, s->queued);
 	s->state->stats.expired++;
 	journal_seq(s, BWD_REC_END, 0);
@@ -975,8 +977,9 @@ void bwd_member_detach(struct bwd_member *m)
 	struct bwd_session *s = m->session;
 
 	if (m->flight_head && s->name)
-		bwd_log(BWD_LOG_INFO, "session '%s': a consumer left with %" PRIu64 " fires unacknowledged; they go back to the queue, marked redelivered",
-			s->name, m->flight);
+		bwd_log_client(BWD_LOGK_SESSION, s->owner, BWD_LOG_INFO,
+			"session '%s' of uid %ld: a consumer left with %" PRIu64 " fires unacknowledged; they go back to the queue",
+			s->name, (long)s->owner, m->flight);
 	take_back(m, NULL);
 	member_free(m);
 	if (s->nmembers)

@@ -27,6 +27,16 @@ tests_check_config_SOURCES = tests/check_config.c tests/testutil.c tests/testuti
 tests_check_config_CFLAGS = $(bw_check_cflags)
 tests_check_config_LDADD = $(bw_check_ldadd)
 
+# The daemon's log limiter, in-process with injected time.
+check_PROGRAMS += tests/check_log
+TESTS += tests/check_log
+tests_check_log_SOURCES = tests/check_log.c daemon/log.c tests/testutil.c \
+	tests/testutil.h
+tests_check_log_CPPFLAGS = $(AM_CPPFLAGS) $(bw_proto_cppflags) \
+	-I$(top_srcdir)/daemon
+tests_check_log_CFLAGS = $(bw_check_cflags)
+tests_check_log_LDADD = $(bw_check_ldadd)
+
 # The units, checked with systemd's own tools against the built daemon.
 check_PROGRAMS += tests/check_systemd
 TESTS += tests/check_systemd
