@@ -521,6 +521,9 @@ static void handle_input(struct bwd_conn *c)
 		.env = c->env, .member = c->member, .owner = c,
 		.uid = c->uid, .pid = c->pid,
 	};
+	/* Only a Schedule may need a payload's length; the others are small
+	 * unless padded with fields nobody reads, which cost to decode. */
+	size_t slow = c->lim->max_payload + BWP_PAYLOAD_OVERHEAD;
 	struct bwd_reply reply;
 	/* p[off, n): what is left of the input's first chunk; the frames
 	 * before off are handled but drained only once, at the end. */
@@ -532,8 +535,8 @@ static void handle_input(struct bwd_conn *c)
 		Bitwheel__V1__Envelope *env;
 		struct bwp_request req;
 		size_t len;
-		int err = bwp_frame_parse_request(p ? p + off : NULL, n - off,
-						  max, &req, &env, &len);
+		int err = bwp_frame_parse_request_bounded(p ? p + off : NULL, n - off,
+							  max, slow, &req, &env, &len);
 
 		if (err == BWP_EMORE) {
 			/* The frame runs past this chunk, or past the input:

@@ -67,6 +67,8 @@ const char *bwp_strerror(int err)
 		return "output buffer too small for the frame";
 	case BWP_EINVAL:
 		return "invalid argument";
+	case BWP_ESLOW:
+		return "frame too long for what it holds (only a plain Schedule may carry a payload's length)";
 	}
 	return "unknown bwp error";
 }
@@ -403,7 +405,7 @@ typedef bool fast_reader(const uint8_t *p, const uint8_t *end, void *out);
 /* Every bwp_frame_parse*(): the header, then read (unless NULL) or, when
  * it declines, protobuf-c. */
 static int parse_frame(const uint8_t *buf, size_t len, size_t max_frame,
-		       fast_reader *read, void *fast,
+		       size_t max_slow, fast_reader *read, void *fast,
 		       Bitwheel__V1__Envelope **out, size_t *frame_len)
 {
 	int rc;
@@ -417,6 +419,8 @@ static int parse_frame(const uint8_t *buf, size_t len, size_t max_frame,
 		return rc;
 	if (read != NULL && read(buf + BWP_HEADER_SIZE, buf + *frame_len, fast))
 		return BWP_OK;
+	if (*frame_len - BWP_HEADER_SIZE > max_slow)
+		return BWP_ESLOW;
 	return unpack_body(buf + BWP_HEADER_SIZE, *frame_len - BWP_HEADER_SIZE,
 			   out);
 }
@@ -424,7 +428,7 @@ static int parse_frame(const uint8_t *buf, size_t len, size_t max_frame,
 int bwp_frame_parse(const uint8_t *buf, size_t len, size_t max_frame,
 		    Bitwheel__V1__Envelope **out, size_t *frame_len)
 {
-	return parse_frame(buf, len, max_frame, NULL, NULL, out, frame_len);
+	return parse_frame(buf, len, max_frame, SIZE_MAX, NULL, NULL, out, frame_len);
 }
 
 /* ---- fast reading -------------------------------------------------------- */
@@ -816,7 +820,17 @@ int bwp_frame_parse_request(const uint8_t *buf, size_t len, size_t max_frame,
 			    struct bwp_request *req,
 			    Bitwheel__V1__Envelope **out, size_t *frame_len)
 {
-	return parse_frame(buf, len, max_frame, fast_request, req, out,
+	return parse_frame(buf, len, max_frame, SIZE_MAX, fast_request, req, out,
+			   frame_len);
+}
+
+int bwp_frame_parse_request_bounded(const uint8_t *buf, size_t len,
+				    size_t max_frame, size_t max_slow,
+				    struct bwp_request *req,
+				    Bitwheel__V1__Envelope **out,
+				    size_t *frame_len)
+{
+	return parse_frame(buf, len, max_frame, max_slow, fast_request, req, out,
 			   frame_len);
 }
 
@@ -824,7 +838,7 @@ int bwp_frame_parse_response(const uint8_t *buf, size_t len,
 			     size_t max_frame, struct bwp_response *resp,
 			     Bitwheel__V1__Envelope **out, size_t *frame_len)
 {
-	return parse_frame(buf, len, max_frame, fast_response, resp, out,
+	return parse_frame(buf, len, max_frame, SIZE_MAX, fast_response, resp, out,
 			   frame_len);
 }
 

@@ -87,6 +87,8 @@ enum bwp_error {
 	BWP_ENOBODY = -5,  /* the envelope has no body this code knows       */
 	BWP_ENOSPC = -6,   /* pack: the output buffer is too small           */
 	BWP_EINVAL = -7,   /* a NULL or otherwise invalid argument           */
+	BWP_ESLOW = -8,    /* parse: longer than the bound for a frame the
+			      fast reader does not take                   */
 };
 
 /* A static description of a bwp_error code. */
@@ -177,6 +179,20 @@ struct bwp_request {
 int bwp_frame_parse_request(const uint8_t *buf, size_t len, size_t max_frame,
 			    struct bwp_request *req,
 			    Bitwheel__V1__Envelope **out, size_t *frame_len);
+
+/*
+ * bwp_frame_parse_request() for a reader that bounds what it pays
+ * protobuf-c for: a frame the fast reader does not take (anything but a
+ * plain Schedule, Cancel or Ack) whose body is longer than max_slow is
+ * BWP_ESLOW, without being decoded; *frame_len is its size, as for
+ * BWP_EDECODE.  Decoding costs grow with a frame's fields, and a frame of
+ * tens of thousands of unknown fields would otherwise cost milliseconds.
+ */
+int bwp_frame_parse_request_bounded(const uint8_t *buf, size_t len,
+				    size_t max_frame, size_t max_slow,
+				    struct bwp_request *req,
+				    Bitwheel__V1__Envelope **out,
+				    size_t *frame_len);
 
 /*
  * The request in env (from bwp_frame_parse) as a struct bwp_request, its

@@ -881,6 +881,82 @@ START_TEST(test_payload_overhead)
 END_TEST
 
 /*
+ * bwp_frame_parse_request_bounded(): a Stats padded with 2,000 unknown
+ * fields (a 6,000-byte body) is refused unread past a bound of 1,000, with
+ * its size, and read under one of 10,000; a plain Schedule with a 2,000-
+ * byte payload is read fast whatever the bound.
+ */
+START_TEST(test_parse_bounded)
+{
+	enum { NFIELDS = 2000 };
+	uint8_t *buf = malloc(16 + NFIELDS * 3 + 2100);
+	Bitwheel__V1__Envelope *env;
+	struct bwp_request r;
+	size_t n = 0, fl, body;
+
+	ck_assert_ptr_nonnull(buf);
+	/* Stats { field 100 = 1, 2,000 times }, request_id 1. */
+	body = 2 + 1 + 2 + NFIELDS * 3;
+	buf[n++] = (uint8_t)(body >> 24);
+	buf[n++] = (uint8_t)(body >> 16);
+	buf[n++] = (uint8_t)(body >> 8);
+	buf[n++] = (uint8_t)body;
+	buf[n++] = 0x08;
+	buf[n++] = 0x01;
+	buf[n++] = 0x2a;
+	buf[n++] = (uint8_t)(0x80 | ((NFIELDS * 3) & 0x7f));
+	buf[n++] = (uint8_t)((NFIELDS * 3) >> 7);
+	for (int i = 0; i < NFIELDS; i++) {
+		buf[n++] = 0xa0;
+		buf[n++] = 0x06;
+		buf[n++] = 0x01;
+	}
+	ck_assert_uint_eq(n, body + BWP_HEADER_SIZE);
+	ck_assert_int_eq(bwp_frame_parse_request_bounded(buf, n, BWP_DEFAULT_MAX_FRAME, 1000,
+							 &r, &env, &fl), BWP_ESLOW);
+	ck_assert_ptr_null(env);
+	ck_assert_uint_eq(fl, n);
+	ck_assert_int_eq(bwp_frame_parse_request_bounded(buf, n, BWP_DEFAULT_MAX_FRAME, 10000,
+							 &r, &env, &fl), BWP_OK);
+	ck_assert_ptr_nonnull(env);
+	ck_assert_int_eq(env->body_case, BITWHEEL__V1__ENVELOPE__BODY_STATS);
+	bwp_frame_free(env);
+
+	/* Schedule { key 7, delay_ns 1, payload 2,000 bytes }, request_id 2. */
+	n = 0;
+	body = 2 + 3 + 2 + 2 + 3 + 2000;
+	buf[n++] = 0;
+	buf[n++] = 0;
+	buf[n++] = (uint8_t)(body >> 8);
+	buf[n++] = (uint8_t)body;
+	buf[n++] = 0x08;
+	buf[n++] = 0x02;
+	buf[n++] = 0x1a;
+	buf[n++] = (uint8_t)(0x80 | ((2 + 2 + 3 + 2000) & 0x7f));
+	buf[n++] = (uint8_t)((2 + 2 + 3 + 2000) >> 7);
+	buf[n++] = 0x08;
+	buf[n++] = 0x07;
+	buf[n++] = 0x10;
+	buf[n++] = 0x01;
+	buf[n++] = 0x2a;
+	buf[n++] = (uint8_t)(0x80 | (2000 & 0x7f));
+	buf[n++] = (uint8_t)(2000 >> 7);
+	memset(buf + n, 'p', 2000);
+	n += 2000;
+	ck_assert_uint_eq(n, body + BWP_HEADER_SIZE);
+	ck_assert_int_eq(bwp_frame_parse_request_bounded(buf, n, BWP_DEFAULT_MAX_FRAME, 100,
+							 &r, &env, &fl), BWP_OK);
+	ck_assert_ptr_null(env);
+	ck_assert_int_eq(r.body_case, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE);
+	ck_assert_uint_eq(r.key, 7);
+	ck_assert_uint_eq(r.payload_len, 2000);
+	ck_assert_str_eq(bwp_strerror(BWP_ESLOW),
+			 "frame too long for what it holds (only a plain Schedule may carry a payload's length)");
+	free(buf);
+}
+END_TEST
+
+/*
  * PROTOCOL.md's examples, byte for byte: the Hello of section 3 and the
  * session of section 11.  Each one also reads back fast where it is a hot
  * frame.
@@ -2070,6 +2146,7 @@ static Suite *frame_suite(void)
 	tcase_add_test(tc, test_body_twice_last_wins);
 	tcase_add_test(tc, test_payload_overhead);
 	tcase_add_test(tc, test_protocol_examples);
+	tcase_add_test(tc, test_parse_bounded);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("partial");
