@@ -219,8 +219,8 @@ int bwd_journal_open(int dirfd, uint64_t generation, enum bwd_fsync policy,
 	h.mono_ns = bw_now_ns();
 	h.real_ns = bwd_realtime_ns();
 	bwd_journal_name(generation, name);
-	j->fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
-		       0600);
+	j->fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND |
+		       O_CLOEXEC, 0600);
 	if (j->fd < 0) {
 		err = -errno;
 		goto fail;

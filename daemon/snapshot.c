@@ -131,7 +131,8 @@ static int write_snapshot(const struct bwd_state *st, int dirfd,
 	int fd;
 
 	bwd_snapshot_tmp_name(getpid(), name);
-	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	fd = openat(dirfd, name,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	int err;
 
 	if (fd < 0)

@@ -10,6 +10,21 @@
  *   snapshot.tmp.<pid>    a snapshot being written by that child; removed
  *                         at start-up
  *
+ * Trust (as sshd's StrictModes): the directory must be owned by the
+ * daemon's uid or root and writable by nobody else, or whoever can write
+ * it could rename the journal away, plant a journal with valid CRCs that
+ * creates another uid's session, or make the daemon (root, perhaps) create
+ * or truncate a file elsewhere through a symbolic link.  So open_dir()
+ * refuses, naming the path and the fix: a directory that is not one, a
+ * symbolic link to one unless root or the daemon's uid owns the link and
+ * nobody else can replace it, a directory of another uid or writable by
+ * group or others, and any entry in it owned by another uid or (but for
+ * symbolic links) writable by group or others; our own names (lock,
+ * snapshot, journal.*, snapshot.tmp.*) must be regular files.  Every file
+ * is then opened relative to the directory's fd with O_NOFOLLOW, reads
+ * with O_NONBLOCK (a FIFO named snapshot cannot hang us), and checked
+ * again on the fd it was opened as (check_file).
+ *
  * Start-up (bwd_store_open): lock, read the snapshot (a bad one stops the
  * daemon, naming the file, unless --ignore-snapshot), replay each journal
  * of its generation or later in order, each up to its first torn or
@@ -34,7 +49,10 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -75,17 +93,126 @@ static double ms_since(uint64_t t0)
 	return (double)(bw_now_ns() - t0) / 1e6;
 }
 
+/* ---- trust ---------------------------------------------------------------- */
+
+static bool ours(uid_t uid)
+{
+	return uid == geteuid() || uid == 0;
+}
+
+static const char *file_kind(mode_t m)
+{
+	return S_ISREG(m) ? "regular file" : S_ISDIR(m) ? "directory" :
+	       S_ISLNK(m) ? "symbolic link" : S_ISFIFO(m) ? "FIFO" :
+	       S_ISSOCK(m) ? "socket" : S_ISCHR(m) || S_ISBLK(m) ? "device" :
+	       "special file";
+}
+
+/* A name the daemon creates or reads: it must be a regular file. */
+static bool daemon_name(const char *name)
+{
+	return !strcmp(name, "lock") || !strcmp(name, "snapshot") ||
+	       !strncmp(name, "journal.", 8) || !strncmp(name, "snapshot.tmp", 12);
+}
+
+/* Whether dir/name, as st describes it, may be used; logs why not. */
+static bool check_entry(const char *dir, const char *name, const struct stat *st)
+{
+	if (!ours(st->st_uid)) {
+		bwd_log(BWD_LOG_ERR, "%s/%s: owned by uid %u, not by the daemon's uid %u or root; remove it (or chown it, if you trust it)",
+			dir, name, (unsigned)st->st_uid, (unsigned)geteuid());
+		return false;
+	}
+	if (daemon_name(name) && !S_ISREG(st->st_mode)) {
+		bwd_log(BWD_LOG_ERR, "%s/%s: a %s, not a regular file; remove it",
+			dir, name, file_kind(st->st_mode));
+		return false;
+	}
+	if (!S_ISLNK(st->st_mode) && (st->st_mode & 022)) {
+		bwd_log(BWD_LOG_ERR, "%s/%s: writable by %s (mode %04o); chmod go-w it",
+			dir, name, st->st_mode & 002 ? "others" : "its group",
+			(unsigned)(st->st_mode & 07777));
+		return false;
+	}
+	return true;
+}
+
+/* A state file just opened (O_NOFOLLOW) as fd: -errno when it may not be
+ * used (logged).  open_err: the open's errno, when it failed. */
+static int check_file(const char *dir, const char *name, int fd, int open_err)
+{
+	struct stat st;
+
+	if (fd < 0) {
+		if (open_err == ELOOP)
+			bwd_log(BWD_LOG_ERR, "%s/%s: a symbolic link, not a regular file; remove it",
+				dir, name);
+		else if (open_err != ENOENT)
+			bwd_log(BWD_LOG_ERR, "%s/%s: %s", dir, name, strerror(open_err));
+		return -open_err;
+	}
+	if (fstat(fd, &st) < 0) {
+		int err = errno;
+
+		bwd_log(BWD_LOG_ERR, "%s/%s: %s", dir, name, strerror(err));
+		return -err;
+	}
+	return check_entry(dir, name, &st) ? 0 : -EPERM;
+}
+
+/* Every entry of the directory, checked once at start-up. */
+static int check_entries(const char *dir, int dirfd)
+{
+	int fd = dup(dirfd), err = 0;
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+
+	if (!d) {
+		err = -errno;
+		if (fd >= 0)
+			close(fd);
+		bwd_log(BWD_LOG_ERR, "%s: cannot list: %s", dir, strerror(-err));
+		return err;
+	}
+	rewinddir(d);
+	while (!err && (e = readdir(d))) {
+		struct stat st;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno == ENOENT)
+				continue;
+			err = -errno;
+			bwd_log(BWD_LOG_ERR, "%s/%s: %s", dir, e->d_name, strerror(-err));
+		} else if (!check_entry(dir, e->d_name, &st)) {
+			err = -EPERM;
+		}
+	}
+	closedir(d);
+	return err;
+}
+
 /* ---- recovery ---------------------------------------------------------------- */
 
-/* The whole file, or NULL with *err (-ENOENT when it is not there). */
-static uint8_t *slurp(int dirfd, const char *name, size_t *len, int *err)
+/* The whole file, or NULL with *err (-ENOENT when it is not there; any
+ * other reason is logged). */
+static uint8_t *slurp(const char *dir, int dirfd, const char *name, size_t *len,
+		      int *err)
 {
-	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	int fd = openat(dirfd, name,
+			O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	struct stat sb;
 	uint8_t *buf = NULL;
 	size_t off = 0;
 
-	if (fd < 0 || fstat(fd, &sb) < 0)
+	*err = check_file(dir, name, fd, errno);
+	if (*err) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	if (fstat(fd, &sb) < 0)
 		goto fail;
 	buf = malloc((size_t)sb.st_size + 1);
 	if (!buf) {
@@ -109,8 +236,8 @@ static uint8_t *slurp(int dirfd, const char *name, size_t *len, int *err)
 	return buf;
 fail:
 	*err = -errno;
-	if (fd >= 0)
-		close(fd);
+	bwd_log(BWD_LOG_ERR, "%s/%s: %s", dir, name, strerror(errno));
+	close(fd);
 	free(buf);
 	return NULL;
 }
@@ -254,7 +381,7 @@ static int recover(struct bwd_store *s, uint64_t *next, bool *replayed)
 	int err = 0;
 
 	*replayed = false;
-	buf = s->opt->ignore_snapshot ? NULL : slurp(s->dirfd, "snapshot", &len, &err);
+	buf = s->opt->ignore_snapshot ? NULL : slurp(dir, s->dirfd, "snapshot", &len, &err);
 	if (buf) {
 		err = bwd_store_replay(s->state, buf, len, "snapshot", BWD_FILE_SNAPSHOT, &snap);
 		free(buf);
@@ -265,7 +392,6 @@ static int recover(struct bwd_store *s, uint64_t *next, bool *replayed)
 		}
 		from = snap.generation;
 	} else if (err && err != -ENOENT) {
-		bwd_log(BWD_LOG_ERR, "%s/snapshot: %s", dir, strerror(-err));
 		return err;
 	} else if (s->opt->ignore_snapshot) {
 		bwd_log(BWD_LOG_WARNING, "--ignore-snapshot: recovering from the journals alone");
@@ -283,9 +409,10 @@ static int recover(struct bwd_store *s, uint64_t *next, bool *replayed)
 			continue;
 		bwd_journal_name(gens[i], name);
 		*next = gens[i] + 1;
-		buf = slurp(s->dirfd, name, &len, &err);
+		buf = slurp(dir, s->dirfd, name, &len, &err);
 		if (!buf) {
-			bwd_log(BWD_LOG_ERR, "%s/%s: %s", dir, name, strerror(-err));
+			if (err == -ENOENT)
+				bwd_log(BWD_LOG_ERR, "%s/%s: %s", dir, name, strerror(-err));
 			free(gens);
 			return err;
 		}
@@ -443,30 +570,86 @@ int bwd_store_commit(struct bwd_store *s, enum bwd_commit *done)
 
 /* ---- the directory ---------------------------------------------------------------- */
 
+/* dir is a symbolic link (systemd's DynamicUser= makes /var/lib/NAME
+ * one): followed only when root or the daemon's uid owns it and nobody
+ * else can replace it (its directory is not writable by others, or is
+ * sticky). */
+static bool trusted_link(const char *dir, const struct stat *link)
+{
+	char buf[PATH_MAX], *parent;
+	struct stat st;
+
+	if (!ours(link->st_uid)) {
+		bwd_log(BWD_LOG_ERR, "--state-dir %s: a symbolic link owned by uid %u, not by the daemon's uid %u or root; remove it or choose another --state-dir",
+			dir, (unsigned)link->st_uid, (unsigned)geteuid());
+		return false;
+	}
+	snprintf(buf, sizeof(buf), "%s", dir);
+	parent = dirname(buf);
+	if (stat(parent, &st) < 0) {
+		bwd_log(BWD_LOG_ERR, "--state-dir %s: %s: %s", dir, parent, strerror(errno));
+		return false;
+	}
+	if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)) {
+		bwd_log(BWD_LOG_ERR, "--state-dir %s: a symbolic link in %s, which others may write (mode %04o); use the directory itself or choose another --state-dir",
+			dir, parent, (unsigned)(st.st_mode & 07777));
+		return false;
+	}
+	return true;
+}
+
 static int open_dir(struct bwd_store *s)
 {
 	const char *dir = s->opt->dir;
+	uid_t me = geteuid();
+	struct stat st;
+	int err, follow = O_NOFOLLOW;
 
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+	if (mkdir(dir, 0700) == 0) {
+		bwd_log(BWD_LOG_INFO, "created %s", dir);
+	} else if (errno != EEXIST) {
+		err = -errno;
 		bwd_log(BWD_LOG_ERR, "--state-dir %s: %s", dir, strerror(errno));
-		return -errno;
+		return err;
 	}
-	s->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (s->dirfd < 0) {
-		bwd_log(BWD_LOG_ERR, "--state-dir %s: %s", dir, strerror(errno));
-		return -errno;
+	if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
+		if (!trusted_link(dir, &st))
+			return -EPERM;
+		follow = 0;
 	}
-	s->lockfd = openat(s->dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (s->lockfd < 0) {
-		bwd_log(BWD_LOG_ERR, "%s/lock: %s", dir, strerror(errno));
-		return -errno;
+	s->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | follow);
+	if (s->dirfd < 0 || fstat(s->dirfd, &st) < 0) {
+		err = -errno;
+		bwd_log(BWD_LOG_ERR, "--state-dir %s: %s", dir,
+			errno == ENOTDIR ? "not a directory" : strerror(errno));
+		return err;
 	}
+	if (!ours(st.st_uid)) {
+		bwd_log(BWD_LOG_ERR, "%s: owned by uid %u, not by the daemon's uid %u or root; chown it or choose another --state-dir",
+			dir, (unsigned)st.st_uid, (unsigned)me);
+		return -EPERM;
+	}
+	if (st.st_mode & 022) {
+		bwd_log(BWD_LOG_ERR, "%s: writable by %s (mode %04o); chmod go-w it (0700 is right) or choose another --state-dir",
+			dir, st.st_mode & 002 ? "others" : "its group",
+			(unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	err = check_entries(dir, s->dirfd);
+	if (err)
+		return err;
+	s->lockfd = openat(s->dirfd, "lock",
+			   O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+	err = check_file(dir, "lock", s->lockfd, errno);
+	if (err == -ENOENT)
+		bwd_log(BWD_LOG_ERR, "%s/lock: %s", dir, strerror(ENOENT));
+	if (err)
+		return err;
 	if (flock(s->lockfd, LOCK_EX | LOCK_NB) < 0) {
-		int err = errno;
-
+		err = -errno;
 		bwd_log(BWD_LOG_ERR, "%s is in use by another bitwheeld (%s/lock is locked)",
 			dir, dir);
-		return -err;
+		return err;
 	}
 	if (bwd_snapshot_clean(s->dirfd) > 0)
 		bwd_log(BWD_LOG_INFO, "%s: an unfinished snapshot, removed", dir);

@@ -45,6 +45,14 @@
  *   startup     a live daemon on the path, a stale socket, a file that is
  *               no socket, --help/--version, usage errors (exit 2), the
  *               socket's mode.
+ *   paths       the socket's directory is trusted only as sshd's
+ *               StrictModes would: writable by group or others (not
+ *               sticky) or of another uid, refused naming it; a sticky
+ *               one serves; a live listener at the path (even with a full
+ *               backlog) refuses the daemon at once; a stale socket of
+ *               another uid is left alone; a symbolic link at the path is
+ *               refused and its target keeps its mode; the socket gets
+ *               exactly --socket-mode whatever the umask.
  *
  * Timing: real clocks, bounds of "resolution + margin" (daemonutil.h:
  * 50 ms unless BW_TEST_MARGIN_MS says otherwise); nothing asserts speed.
@@ -55,6 +63,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -3915,6 +3924,206 @@ START_TEST(test_truncated_then_eof)
 }
 END_TEST
 
+/* ======================================================================
+ * paths
+ * ====================================================================== */
+
+/* Start a daemon on --socket sock that must refuse: exit 1 within the
+ * wait (a hang fails here).  Its log, which the caller frees. */
+static char *socket_refused(struct du_daemon *d, const char *sock,
+			    const char *mode)
+{
+	const char *argv[] = { DU_DAEMON_PATH, "--socket", sock, "--socket-mode",
+			       mode ? mode : "0660", NULL };
+	char *log;
+
+	du_daemon_spawn(d, argv);
+	ck_assert_msg(du_daemon_wait_exit(d, DU_WAIT_MS),
+		      "the daemon did not exit within %d ms on %s", DU_WAIT_MS, sock);
+	log = du_daemon_log(d);
+	ck_assert_msg(WIFEXITED(d->status) && WEXITSTATUS(d->status) == 1,
+		      "status 0x%x, not exit 1; log: %s", (unsigned)d->status, log);
+	return log;
+}
+
+static void expect_socket_refused(struct du_daemon *d, const char *sock,
+				  const char *want)
+{
+	char *log = socket_refused(d, sock, NULL);
+
+	ck_assert_msg(strstr(log, want) != NULL, "no \"%s\" in the log: %s", want, log);
+	free(log);
+}
+
+/* A directory others may write (not sticky) is refused; sticky serves. */
+START_TEST(test_socket_dir_writable)
+{
+	struct du_daemon *d = du_daemon_new();
+	char dir[160], sock[200], want[300];
+	struct stat st;
+
+	snprintf(dir, sizeof(dir), "%s/pub", d->dir);
+	snprintf(sock, sizeof(sock), "%s/sock", dir);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	ck_assert_int_eq(chmod(dir, 0777), 0);
+	snprintf(want, sizeof(want), "%s: writable by others (mode 0777)", dir);
+	expect_socket_refused(d, sock, want);
+	ck_assert_int_eq(chmod(dir, 0775), 0);
+	snprintf(want, sizeof(want), "%s: writable by its group (mode 0775)", dir);
+	expect_socket_refused(d, sock, want);
+	ck_assert_msg(lstat(sock, &st) != 0, "a refused daemon made %s", sock);
+	/* Sticky, as /tmp: nobody else may rename or remove our socket. */
+	ck_assert_int_eq(chmod(dir, 01777), 0);
+	{
+		const char *extra[] = { "--socket", sock, NULL };
+		struct du_conn *c;
+		du_env *e;
+
+		du_daemon_startv(d, extra);
+		c = du_connect(sock);
+		e = du_hello(c, NULL);
+		bwp_frame_free(e);
+		du_conn_free(c);
+	}
+	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A directory of another uid is refused, naming it. */
+START_TEST(test_socket_dir_other_owner)
+{
+	struct du_daemon *d;
+	char dir[160], sock[200], want[300];
+
+	if (geteuid() != 0) {
+		du_note("SKIP: test_socket_dir_other_owner needs root (to chown to uid %d)",
+			NOBODY);
+		return;
+	}
+	d = du_daemon_new();
+	snprintf(dir, sizeof(dir), "%s/theirs", d->dir);
+	snprintf(sock, sizeof(sock), "%s/sock", dir);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	ck_assert_int_eq(chown(dir, NOBODY, NOBODY), 0);
+	snprintf(want, sizeof(want), "%s: owned by uid %d, not by the daemon's uid %u or root",
+		 dir, NOBODY, (unsigned)geteuid());
+	expect_socket_refused(d, sock, want);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* Something of the test's own listens at the path: the daemon refuses at
+ * once, even when that listener's backlog is full (a blocking probe would
+ * hang there), and leaves the socket alone. */
+START_TEST(test_live_listener)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int l = socket(AF_UNIX, SOCK_STREAM, 0), c[4];
+	char want[200];
+	struct stat st;
+
+	ck_assert(l >= 0);
+	strcpy(sa.sun_path, d->sock);
+	ck_assert(bind(l, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	ck_assert(listen(l, 8) == 0);
+	snprintf(want, sizeof(want), "another bitwheeld (or something else) listens on %s",
+		 d->sock);
+	expect_socket_refused(d, d->sock, want);
+	ck_assert(lstat(d->sock, &st) == 0 && S_ISSOCK(st.st_mode));
+	/* Full: listen(0) takes one connection, the next gets EAGAIN. */
+	ck_assert(listen(l, 0) == 0);
+	for (int i = 0; i < 4; i++) {
+		c[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		ck_assert(c[i] >= 0);
+		(void)connect(c[i], (struct sockaddr *)&sa, sizeof(sa));
+	}
+	expect_socket_refused(d, d->sock, want);
+	ck_assert(lstat(d->sock, &st) == 0 && S_ISSOCK(st.st_mode));
+	for (int i = 0; i < 4; i++)
+		close(c[i]);
+	close(l);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A stale socket (nobody listens) of another uid is not ours to remove. */
+START_TEST(test_stale_socket_other_owner)
+{
+	struct du_daemon *d;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char want[300];
+	struct stat st;
+	int fd;
+
+	if (geteuid() != 0) {
+		du_note("SKIP: test_stale_socket_other_owner needs root (to chown to uid %d)",
+			NOBODY);
+		return;
+	}
+	d = du_daemon_new();
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert(fd >= 0);
+	strcpy(sa.sun_path, d->sock);
+	ck_assert(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	close(fd);
+	ck_assert_int_eq(lchown(d->sock, NOBODY, NOBODY), 0);
+	snprintf(want, sizeof(want), "%s: a stale socket of uid %d", d->sock, NOBODY);
+	expect_socket_refused(d, d->sock, want);
+	ck_assert(lstat(d->sock, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_uid == NOBODY);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A symbolic link at the path (to a file of ours, and dangling): refused;
+ * nothing is chmodded or created through it.  Then the socket gets exactly
+ * --socket-mode, whatever the umask the daemon started with. */
+START_TEST(test_socket_symlink_trap)
+{
+	static const struct { mode_t umask; const char *mode; unsigned want; } cases[] = {
+		{ 0, "0640", 0640 }, { 0077, "0666", 0666 }, { 0022, "0600", 0600 },
+	};
+	struct du_daemon *d = du_daemon_new();
+	char target[160], dangling[160], *log;
+	struct stat st;
+	int fd;
+
+	snprintf(target, sizeof(target), "%s/target", d->dir);
+	snprintf(dangling, sizeof(dangling), "%s/nothing", d->dir);
+	fd = open(target, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert(fd >= 0);
+	close(fd);
+	ck_assert_int_eq(chmod(target, 0600), 0);
+	ck_assert_int_eq(symlink(target, d->sock), 0);
+	log = socket_refused(d, d->sock, "0666");
+	ck_assert_msg(strstr(log, "is not a socket (a symbolic link)"), "log: %s", log);
+	free(log);
+	ck_assert(stat(target, &st) == 0 && S_ISREG(st.st_mode));
+	ck_assert_msg((st.st_mode & 07777) == 0600, "the target's mode became %o",
+		      (unsigned)(st.st_mode & 07777));
+	ck_assert(unlink(d->sock) == 0);
+	ck_assert_int_eq(symlink(dangling, d->sock), 0);
+	log = socket_refused(d, d->sock, "0666");
+	free(log);
+	ck_assert_msg(lstat(dangling, &st) != 0, "the daemon created %s", dangling);
+	ck_assert(unlink(d->sock) == 0);
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		mode_t old = umask(cases[i].umask);
+
+		du_daemon_start(d, "--socket-mode", cases[i].mode, (const char *)NULL);
+		umask(old);
+		ck_assert(lstat(d->sock, &st) == 0 && S_ISSOCK(st.st_mode));
+		ck_assert_msg((st.st_mode & 07777) == cases[i].want,
+			      "--socket-mode %s under umask %03o gave %o", cases[i].mode,
+			      (unsigned)cases[i].umask, (unsigned)(st.st_mode & 07777));
+		du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	}
+	du_daemon_free(d);
+}
+END_TEST
+
 static Suite *daemon_suite(void)
 {
 	Suite *s = suite_create("daemon");
@@ -4018,6 +4227,15 @@ static Suite *daemon_suite(void)
 	tcase_add_loop_test(tc, test_bad_flags, 0,
 			    (int)(sizeof(bad_args) / sizeof(bad_args[0])));
 	tcase_add_test(tc, test_socket_mode);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("paths");
+	du_tcase(tc);
+	tcase_add_test(tc, test_socket_dir_writable);
+	tcase_add_test(tc, test_socket_dir_other_owner);
+	tcase_add_test(tc, test_live_listener);
+	tcase_add_test(tc, test_stale_socket_other_owner);
+	tcase_add_test(tc, test_socket_symlink_trap);
 	suite_add_tcase(s, tc);
 	return s;
 }

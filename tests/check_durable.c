@@ -24,6 +24,14 @@
  *             of each: every acknowledged, uncancelled timer is handled
  *             exactly once (per period for periodic ones) but for repeats
  *             marked redelivered, and no cancelled one fires.
+ *   paths     the state directory is trusted only as sshd's StrictModes
+ *             would: another uid's directory, a group- or world-writable
+ *             one, a symbolic link named lock (its target never created),
+ *             a FIFO named snapshot (refused at once, no hang), a
+ *             directory named like a journal, a journal of another uid
+ *             or group-writable: each refused with exit 1 naming the path;
+ *             a directory reached through a symbolic link of ours in a
+ *             private directory serves, one in a public directory not.
  *
  * The state files' layout (daemon/record.c) is read here from its
  * description, with a CRC32C of the test's own, so the test checks the
@@ -38,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "daemonutil.h"
@@ -1154,6 +1163,195 @@ START_TEST(test_crash_rounds)
 }
 END_TEST
 
+/* ---- paths --------------------------------------------------------------- */
+
+#define NOBODY 65534
+
+/* Run a daemon on dir that must refuse it: exit 1 within the wait (a
+ * hang fails here); its log, which the caller frees. */
+static char *refused(struct du_daemon *d, const char *dir)
+{
+	const char *argv[] = { DU_DAEMON_PATH, "--socket", d->sock, "--state-dir",
+			       dir, NULL };
+	uint64_t t0 = du_now_ns();
+	char *log;
+
+	du_daemon_spawn(d, argv);
+	ck_assert_msg(du_daemon_wait_exit(d, DU_WAIT_MS),
+		      "the daemon did not exit within %d ms (hung on %s?)", DU_WAIT_MS, dir);
+	log = du_daemon_log(d);
+	ck_assert_msg(WIFEXITED(d->status) && WEXITSTATUS(d->status) == 1,
+		      "status 0x%x, not exit 1; log: %s", (unsigned)d->status, tail(log));
+	du_note("refused in %.1f ms", (double)(du_now_ns() - t0) / 1e6);
+	return log;
+}
+
+static void expect_refused(struct du_daemon *d, const char *dir, const char *want)
+{
+	char *log = refused(d, dir);
+	struct stat st;
+
+	ck_assert_msg(strstr(log, want) != NULL, "no \"%s\" in the log: %s", want,
+		      tail(log));
+	ck_assert_msg(stat(d->sock, &st) != 0, "a refused daemon left its socket");
+	free(log);
+}
+
+static bool need_root(const char *test)
+{
+	if (geteuid() == 0)
+		return true;
+	du_note("SKIP: %s needs root (to chown to uid %d)", test, NOBODY);
+	return false;
+}
+
+/* A state directory of another uid is refused, naming it and the fix. */
+START_TEST(test_state_dir_other_owner)
+{
+	struct du_daemon *d;
+	char dir[160], want[400];
+
+	if (!need_root("test_state_dir_other_owner"))
+		return;
+	d = du_daemon_new();
+	clear_state(d);
+	state_path(d, NULL, dir, sizeof(dir));
+	ck_assert_int_eq(chown(dir, NOBODY, NOBODY), 0);
+	snprintf(want, sizeof(want),
+		 "%s: owned by uid %d, not by the daemon's uid %u or root; chown it or choose another --state-dir",
+		 dir, NOBODY, (unsigned)geteuid());
+	expect_refused(d, dir, want);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* Group- or world-writable: refused; 0700 again: serves. */
+START_TEST(test_state_dir_writable)
+{
+	static const struct { mode_t mode; const char *who; } cases[] = {
+		{ 0770, "writable by its group (mode 0770)" },
+		{ 0707, "writable by others (mode 0707)" },
+		{ 01777, "writable by others (mode 1777)" },
+	};
+	struct du_daemon *d = du_daemon_new();
+	char dir[160];
+
+	clear_state(d);
+	state_path(d, NULL, dir, sizeof(dir));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ck_assert_int_eq(chmod(dir, cases[i].mode), 0);
+		expect_refused(d, dir, cases[i].who);
+	}
+	ck_assert_int_eq(chmod(dir, 0700), 0);
+	start_durable(d, NULL);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A symbolic link named lock is refused, and what it points to is never
+ * created. */
+START_TEST(test_lock_symlink)
+{
+	struct du_daemon *d = du_daemon_new();
+	char dir[160], lock[200], target[200];
+	struct stat st;
+
+	clear_state(d);
+	state_path(d, NULL, dir, sizeof(dir));
+	state_path(d, "lock", lock, sizeof(lock));
+	snprintf(target, sizeof(target), "%s/planted", d->dir);
+	ck_assert_int_eq(symlink(target, lock), 0);
+	expect_refused(d, dir, "/lock: a symbolic link, not a regular file; remove it");
+	ck_assert_msg(lstat(target, &st) != 0 && errno == ENOENT,
+		      "the daemon created %s through the link", target);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A FIFO named snapshot is refused at once, not read (which would hang);
+ * so is a directory named like a journal. */
+START_TEST(test_snapshot_fifo)
+{
+	struct du_daemon *d = du_daemon_new();
+	char dir[160], path[200];
+
+	clear_state(d);
+	state_path(d, NULL, dir, sizeof(dir));
+	state_path(d, "snapshot", path, sizeof(path));
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	expect_refused(d, dir, "/snapshot: a FIFO, not a regular file; remove it");
+	/* --ignore-snapshot does not read it, and refuses it all the same. */
+	clear_state(d);
+	state_path(d, "journal.0000000000000000", path, sizeof(path));
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	expect_refused(d, dir, "/journal.0000000000000000: a directory, not a regular file");
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A journal (valid CRCs and all) owned by another uid is refused: whoever
+ * wrote it could plant any session. */
+START_TEST(test_journal_other_owner)
+{
+	struct du_daemon *d;
+	char dir[160], path[200], want[300];
+	struct du_conn *c;
+
+	if (!need_root("test_journal_other_owner"))
+		return;
+	d = du_daemon_new();
+	start_durable(d, NULL);
+	c = du_open(d, "paths");
+	schedule_at(c, 2, 1, du_now_ns() + 3600 * DU_S, 0);
+	du_conn_free(c);
+	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	state_path(d, NULL, dir, sizeof(dir));
+	state_path(d, "journal.0000000000000000", path, sizeof(path));
+	ck_assert_msg(chown(path, NOBODY, NOBODY) == 0, "%s: %s", path, strerror(errno));
+	snprintf(want, sizeof(want), "%s: owned by uid %d, not by the daemon's uid %u or root",
+		 path, NOBODY, (unsigned)geteuid());
+	expect_refused(d, dir, want);
+	/* Group-writable, though ours: refused too. */
+	ck_assert_int_eq(chown(path, 0, 0), 0);
+	ck_assert_int_eq(chmod(path, 0620), 0);
+	expect_refused(d, dir, "journal.0000000000000000: writable by its group (mode 0620)");
+	ck_assert_int_eq(chmod(path, 0600), 0);
+	start_durable(d, NULL);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A state directory reached through a symbolic link (systemd's
+ * DynamicUser= makes /var/lib/bitwheel one) is used when root or we own
+ * the link in a directory nobody else may write; not in one others may. */
+START_TEST(test_state_dir_symlink)
+{
+	struct du_daemon *d = du_daemon_new();
+	char real[160], link[160], pub[160], publink[200];
+
+	clear_state(d);
+	state_path(d, NULL, real, sizeof(real));
+	snprintf(link, sizeof(link), "%s/state-link", d->dir);
+	ck_assert_int_eq(symlink(real, link), 0);
+	{
+		const char *extra[] = { "--state-dir", link, NULL };
+
+		du_daemon_startv(d, extra);
+	}
+	du_assert_serving(d);
+	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	snprintf(pub, sizeof(pub), "%s/pub", d->dir);
+	ck_assert_int_eq(mkdir(pub, 0700), 0);
+	ck_assert_int_eq(chmod(pub, 0777), 0);
+	snprintf(publink, sizeof(publink), "%s/state-link", pub);
+	ck_assert_int_eq(symlink(real, publink), 0);
+	expect_refused(d, publink, "which others may write (mode 0777)");
+	du_daemon_free(d);
+}
+END_TEST
+
 static Suite *durable_suite(void)
 {
 	Suite *s = suite_create("durable");
@@ -1186,6 +1384,16 @@ static Suite *durable_suite(void)
 	tc = tcase_create("crash");
 	du_tcase(tc);
 	tcase_add_test(tc, test_crash_rounds);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("paths");
+	du_tcase(tc);
+	tcase_add_test(tc, test_state_dir_other_owner);
+	tcase_add_test(tc, test_state_dir_writable);
+	tcase_add_test(tc, test_lock_symlink);
+	tcase_add_test(tc, test_snapshot_fifo);
+	tcase_add_test(tc, test_journal_other_owner);
+	tcase_add_test(tc, test_state_dir_symlink);
 	suite_add_tcase(s, tc);
 	return s;
 }
