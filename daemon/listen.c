@@ -241,7 +241,8 @@ int bwd_listen_open(const char *path, unsigned mode, int *fd_out,
 		r = -EPERM;
 		bwd_log(BWD_LOG_ERR, "%s: the socket came out with mode %04o, not --socket-mode %04o (a default ACL on %s?)",
 			path, (unsigned)(st.st_mode & 07777), mode, dir);
-		unlinkat(dirfd, name, 0);
+		if (S_ISSOCK(st.st_mode))
+			unlinkat(dirfd, name, 0);
 		goto fail;
 	}
 	if (listen(fd, SOMAXCONN) < 0) {
