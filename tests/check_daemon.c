@@ -2219,6 +2219,50 @@ START_TEST(test_unknown_fields)
 }
 END_TEST
 
+/*
+ * A Stats padded with 20,000 unknown fields (60 KB, under the frame limit)
+ * is refused unread: BAD_FRAME without request_id, closed (PROTOCOL.md 3:
+ * only a Schedule may need a payload's length); the daemon serves on.
+ */
+START_TEST(test_padded_request)
+{
+	enum { NFIELDS = 20000 };
+	struct du_daemon *d = du_daemon_new();
+	size_t body = 2 + 1 + 3 + NFIELDS * 3, n = 0;
+	uint8_t *buf = malloc(BWP_HEADER_SIZE + body);
+	struct du_conn *c;
+
+	ck_assert_ptr_nonnull(buf);
+	du_daemon_start(d, NULL);
+	buf[n++] = (uint8_t)(body >> 24);
+	buf[n++] = (uint8_t)(body >> 16);
+	buf[n++] = (uint8_t)(body >> 8);
+	buf[n++] = (uint8_t)body;
+	buf[n++] = 0x08;                   /* request_id 1 */
+	buf[n++] = 0x01;
+	buf[n++] = 0x2a;                   /* stats, length in three bytes */
+	buf[n++] = (uint8_t)(0x80 | ((NFIELDS * 3) & 0x7f));
+	buf[n++] = (uint8_t)(0x80 | (((NFIELDS * 3) >> 7) & 0x7f));
+	buf[n++] = (uint8_t)((NFIELDS * 3) >> 14);
+	for (int i = 0; i < NFIELDS; i++) {
+		buf[n++] = 0xa0;           /* field 100, varint 1 */
+		buf[n++] = 0x06;
+		buf[n++] = 0x01;
+	}
+	ck_assert_uint_eq(n, BWP_HEADER_SIZE + body);
+	c = du_connect(d->sock);
+	du_send_hello(c, 1, NULL);
+	bwp_frame_free(du_expect_reply(c, 1, BC(HELLO_REPLY)));
+	ck_assert_int_eq(du_conn_send_bytes(c, buf, n, DU_WAIT_MS), 0);
+	du_expect_error(c, false, 0, EC(BAD_FRAME));
+	du_expect_eof(c, DU_WAIT_MS);
+	du_conn_free(c);
+	du_assert_serving(d);
+	free(buf);
+	du_daemon_free(d);
+}
+END_TEST
+
 /* Frames trickled a byte at a time, and several frames in one write. */
 START_TEST(test_split_frames)
 {
@@ -4189,6 +4233,7 @@ static Suite *daemon_suite(void)
 	tcase_add_test(tc, test_request_ids);
 	tcase_add_test(tc, test_unknown_fields);
 	tcase_add_test(tc, test_split_frames);
+	tcase_add_test(tc, test_padded_request);
 	tcase_add_test(tc, test_truncated_then_eof);
 	suite_add_tcase(s, tc);
 
