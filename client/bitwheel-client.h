@@ -259,6 +259,10 @@ enum bwc_server_code {
 	BWC_SERVER_NO_MEMORY = 15,
 	BWC_SERVER_SHUTTING_DOWN = 16,
 	BWC_SERVER_INTERNAL = 17,
+	BWC_SERVER_OVER_BUDGET = 18,      /* the caller's uid is at a budget:
+					     named sessions (Hello, which
+					     closes) or periodic fire rate
+					     (Schedule)                     */
 };
 
 /* A static description of a bwc_error code. */

@@ -127,6 +127,9 @@ _Static_assert((int)BWC_SERVER_SESSION_BUSY ==
 _Static_assert((int)BWC_SERVER_INTERNAL ==
 		       (int)BITWHEEL__V1__ERROR_CODE__INTERNAL,
 	       "server code mismatch");
+_Static_assert((int)BWC_SERVER_OVER_BUDGET ==
+		       (int)BITWHEEL__V1__ERROR_CODE__OVER_BUDGET,
+	       "server code mismatch");
 /* And the roles are the protocol's Role numbers. */
 _Static_assert((int)BWC_ROLE_PRODUCER == (int)BITWHEEL__V1__ROLE__PRODUCER &&
 		       (int)BWC_ROLE_CONSUMER ==
@@ -345,7 +348,7 @@ const char *bwc_server_error_name(int code)
 		"HELLO_REQUIRED", "ALREADY_HELLO", "PERMISSION_DENIED",
 		"SESSION_BUSY", "TOO_MANY_CLIENTS", "DUPLICATE_KEY",
 		"BAD_DEADLINE", "PAYLOAD_TOO_LARGE", "TOO_MANY_TIMERS",
-		"NO_MEMORY", "SHUTTING_DOWN", "INTERNAL",
+		"NO_MEMORY", "SHUTTING_DOWN", "INTERNAL", "OVER_BUDGET",
 	};
 
 	if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]))

@@ -278,6 +278,7 @@ static void conn_free(struct bwd_conn *c)
 	if (c->next)
 		c->next->pprev = c->pprev;
 	c->env->clients--;
+	bwd_state_conn_close(c->env->state, c->uid);
 	c->env->buffered -= c->committed - c->drained;
 	event_free(c->reap);
 	event_free(c->flush);

@@ -55,6 +55,11 @@ struct bwd_limits {
 	uint64_t max_output;       /* unread bytes per connection            */
 	uint32_t max_window;       /* largest consumer window                */
 	uint64_t hello_timeout_ns; /* a connection's time to say Hello       */
+	/* Per-uid budgets (state.c), root exempt. */
+	uint32_t max_clients_per_uid;   /* connections, before Hello too    */
+	uint64_t max_sessions_per_uid;  /* named sessions                   */
+	uint64_t max_timers_per_uid;    /* pending timers + undelivered fires */
+	uint64_t max_periodic_mhz_per_uid; /* sum of 1/period, milli-hertz  */
 };
 
 /* A consumer's window when its Hello names none (PROTOCOL.md). */
@@ -201,12 +206,14 @@ struct bwd_timer {
 };
 
 struct bwd_member;
+struct bwd_uid;
 
 struct bwd_session {
 	struct bwd_map_node node;  /* keyed by (owner, name)'s hash (named)  */
 	struct bwd_map_node id_node; /* keyed by id (named only)             */
 	char *name;                /* NULL: anonymous                        */
 	uid_t owner;
+	struct bwd_uid *acct;      /* owner's budgets' use (state.c)         */
 	struct bwd_map timers;
 	/* Fires waiting for a consumer, oldest first (taken-back ones at
 	 * the front). */
@@ -295,6 +302,28 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
  * true while some remain (call again at the next turn). */
 bool bwd_state_reap(struct bwd_state *st);
 
+/*
+ * Per-uid budgets.  The state counts, for every uid with something in the
+ * daemon, its connections (every accepted one, before Hello too), its
+ * named sessions, its pending timers and undelivered fires over all of its
+ * sessions (anonymous too), and its periodic rate: the sum over its
+ * periodic timers of 1/period in milli-hertz (bwd_periodic_mhz).  Each is
+ * checked at admission against opt->limits' *_per_uid; uid 0 is counted
+ * but never refused; recovery counts and never refuses.
+ */
+struct bwd_uid_usage {
+	uint64_t connections, sessions, timers, periodic_mhz;
+};
+/* A connection of uid was accepted: 0, or TOO_MANY_CLIENTS when uid is at
+ * its budget (nothing counted), NO_MEMORY. */
+int bwd_state_conn_open(struct bwd_state *st, uid_t uid);
+/* One that bwd_state_conn_open() counted is gone. */
+void bwd_state_conn_close(struct bwd_state *st, uid_t uid);
+void bwd_state_uid_usage(const struct bwd_state *st, uid_t uid,
+			 struct bwd_uid_usage *out);
+/* 10^12 / period_ns: a periodic timer's share of the rate, in mHz. */
+uint64_t bwd_periodic_mhz(uint64_t period_ns);
+
 /* What a connection asks of its session at Hello. */
 struct bwd_attach {
 	const char *name;          /* NULL: a new anonymous session          */
@@ -309,7 +338,9 @@ struct bwd_attach {
 /*
  * Attach a connection to the named session (created if need be) or to a
  * new anonymous one.  0, or a protocol error code (Bitwheel__V1__
- * ErrorCode) as a positive int.  *resumed: the session existed.
+ * ErrorCode) as a positive int: OVER_BUDGET when a new named session would
+ * take the owner past max_sessions_per_uid (unless uid or owner is 0).
+ * *resumed: the session existed.
  */
 int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
 		       struct bwd_member **out, bool *resumed);
@@ -339,11 +370,20 @@ struct bwd_schedule {
 	uint32_t payload_len;
 	bool has_payload;
 	bool replace;
+	uid_t uid;                 /* the caller's: 0 is exempt from budgets */
 };
 
-/* 0 or a protocol error code; *replaced says whether a timer was replaced. */
+/*
+ * 0 or a protocol error code; *replaced says whether a timer was replaced.
+ * TOO_MANY_TIMERS: the session's max_timers, or its owner's
+ * max_timers_per_uid; OVER_BUDGET: the owner's periodic rate would pass
+ * max_periodic_mhz_per_uid.  The budgets spare a caller or owner uid 0.
+ */
 int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 		       bool *replaced);
+/* The session owner's periodic rate (mHz) were req scheduled in s. */
+uint64_t bwd_timer_rate_after(struct bwd_session *s,
+			      const struct bwd_schedule *req);
 /* 0 (*pending says whether it was), or a protocol error code. */
 int bwd_timer_cancel(struct bwd_session *s, uint64_t key, bool *pending);
 

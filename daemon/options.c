@@ -44,6 +44,15 @@ static void usage(FILE *f)
 "                            (65536; Schedule gets TOO_MANY_TIMERS beyond)\n"
 "      --max-queued N        undelivered fires per session past which periodic\n"
 "                            fires are dropped and counted (4096)\n"
+"      --max-clients-per-uid N   connections of one uid, before Hello too\n"
+"                            (max-clients / 4; TOO_MANY_CLIENTS beyond)\n"
+"      --max-sessions-per-uid N  named sessions of one uid (256; a Hello\n"
+"                            creating one more gets OVER_BUDGET)\n"
+"      --max-timers-per-uid N    pending timers plus undelivered fires over\n"
+"                            all of one uid's sessions (4 x max-timers)\n"
+"      --max-periodic-rate-per-uid HZ  sum of 1/period over one uid's\n"
+"                            periodic timers (10000; OVER_BUDGET beyond)\n"
+"                            Root (uid 0) is exempt from the per-uid budgets\n"
 "      --max-window N        largest consumer window (4096)\n"
 "      --hello-timeout DURATION  close a connection that has not said Hello\n"
 "                            by then (30s)\n"
@@ -119,6 +128,8 @@ enum {
 	OPT_MAX_QUEUED, OPT_LINGER, OPT_MAX_OUTPUT, OPT_MAX_WINDOW, OPT_HELLO_TIMEOUT,
 	OPT_STATE_DIR, OPT_FSYNC, OPT_JOURNAL_MAX, OPT_SNAPSHOT_INTERVAL,
 	OPT_IGNORE_SNAPSHOT,
+	OPT_CLIENTS_PER_UID, OPT_SESSIONS_PER_UID, OPT_TIMERS_PER_UID,
+	OPT_RATE_PER_UID,
 };
 
 static const struct option longopts[] = {
@@ -138,6 +149,10 @@ static const struct option longopts[] = {
 	{ "max-timers", required_argument, NULL, OPT_MAX_TIMERS },
 	{ "max-queued", required_argument, NULL, OPT_MAX_QUEUED },
 	{ "linger", required_argument, NULL, OPT_LINGER },
+	{ "max-clients-per-uid", required_argument, NULL, OPT_CLIENTS_PER_UID },
+	{ "max-sessions-per-uid", required_argument, NULL, OPT_SESSIONS_PER_UID },
+	{ "max-timers-per-uid", required_argument, NULL, OPT_TIMERS_PER_UID },
+	{ "max-periodic-rate-per-uid", required_argument, NULL, OPT_RATE_PER_UID },
 	{ "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
 	{ "max-window", required_argument, NULL, OPT_MAX_WINDOW },
 	{ "hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT },
@@ -240,6 +255,22 @@ static int parse_limit(int opt, const char *arg, struct bwd_limits *l)
 			return -1;
 		}
 		return 0;
+	case OPT_CLIENTS_PER_UID:
+		if (parse_uint(flag, arg, 1, 1000000, 10, &v))
+			return -1;
+		l->max_clients_per_uid = (uint32_t)v;
+		return 0;
+	case OPT_SESSIONS_PER_UID:
+		return parse_uint(flag, arg, 0, UINT32_MAX, 10,
+				  &l->max_sessions_per_uid);
+	case OPT_TIMERS_PER_UID:
+		return parse_uint(flag, arg, 1, UINT64_MAX / 2, 10,
+				  &l->max_timers_per_uid);
+	case OPT_RATE_PER_UID:
+		if (parse_uint(flag, arg, 0, 1000000000, 10, &v))
+			return -1;
+		l->max_periodic_mhz_per_uid = v * 1000u;
+		return 0;
 	case OPT_LINGER:
 		if (bwd_parse_duration(arg, &l->linger_ns)) {
 			fprintf(stderr, "bitwheeld: --linger: '%s' is not a duration (e.g. 30s, 5m)\n", arg);
@@ -313,6 +344,10 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 		.max_output = 1u << 20,
 		.max_window = 4096,
 		.hello_timeout_ns = 30000000000ull,
+		/* max_clients_per_uid and max_timers_per_uid: 0 until the
+		 * end, where they follow max_clients and max_timers. */
+		.max_sessions_per_uid = 256,
+		.max_periodic_mhz_per_uid = 10000u * 1000u,
 	};
 	o->store = (struct bwd_store_options){
 		.fsync = BWD_FSYNC_BATCH,
@@ -358,6 +393,8 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 		case OPT_MAX_CLIENTS: case OPT_MAX_FRAME: case OPT_MAX_PAYLOAD:
 		case OPT_MAX_TIMERS: case OPT_MAX_QUEUED: case OPT_LINGER:
 		case OPT_MAX_OUTPUT: case OPT_MAX_WINDOW: case OPT_HELLO_TIMEOUT:
+		case OPT_CLIENTS_PER_UID: case OPT_SESSIONS_PER_UID:
+		case OPT_TIMERS_PER_UID: case OPT_RATE_PER_UID:
 			if (parse_limit(c, optarg, &o->limits))
 				return -1;
 			break;
@@ -384,6 +421,13 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 		fprintf(stderr, "bitwheeld: unexpected argument '%s'\n", argv[optind]);
 		return -1;
 	}
+	/* One uid takes at most a quarter of the connections, and four
+	 * sessions' worth of timers, unless told otherwise. */
+	if (!o->limits.max_clients_per_uid)
+		o->limits.max_clients_per_uid = o->limits.max_clients / 4 ?
+			o->limits.max_clients / 4 : 1;
+	if (!o->limits.max_timers_per_uid)
+		o->limits.max_timers_per_uid = 4 * o->limits.max_timers;
 	bw_dual_config_preset(preset, &o->wheel);
 	o->preset_name = bw_dual_preset_name(preset);
 	/* Both lanes fail over to an ordered store that fires on the exact

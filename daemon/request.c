@@ -81,9 +81,26 @@ static const char *state_error_text(int code)
 		return "the session's pending timers and undelivered fires are at its limit (max_timers): let its consumers catch up";
 	case PROTOCOL_NAME(NO_MEMORY):
 		return "out of memory";
+	case PROTOCOL_NAME(OVER_BUDGET):
+		return "the uid is at one of its budgets";
 	default:
 		return "internal error";
 	}
+}
+
+/* A rate in mHz as Hz, e.g. "110" or "0.5". */
+static const char *hz_text(uint64_t mhz, char buf[32])
+{
+	if (mhz % 1000 == 0) {
+		snprintf(buf, 32, "%" PRIu64, mhz / 1000);
+	} else {
+		char *p;
+
+		snprintf(buf, 32, "%" PRIu64 ".%03" PRIu64, mhz / 1000, mhz % 1000);
+		for (p = buf + strlen(buf) - 1; *p == '0'; p--)
+			*p = '\0';
+	}
+	return buf;
 }
 
 static uint64_t now_of(struct bwd_request_ctx *ctx)
@@ -182,6 +199,16 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 	if (hello_attach(opt, req, name, &a, out))
 		return;
 	err = bwd_session_attach(ctx->env->state, &a, &ctx->member, &resumed);
+	if (err == PROTOCOL_NAME(OVER_BUDGET)) {
+		struct bwd_uid_usage u;
+
+		bwd_state_uid_usage(ctx->env->state, a.owner_uid, &u);
+		error(out, true, req->request_id, err, true,
+		      "session '%s': uid %ld has %" PRIu64 " named sessions; its budget is %" PRIu64 " (max_sessions_per_uid)",
+		      a.name, (long)a.owner_uid, u.sessions,
+		      opt->limits.max_sessions_per_uid);
+		return;
+	}
 	if (err) {
 		error(out, true, req->request_id, err, true, "session '%s' of uid %ld: %s",
 		      a.name ? a.name : "(anonymous)", (long)a.owner_uid,
@@ -201,6 +228,12 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 	lim->max_output_bytes = opt->limits.max_output;
 	lim->max_clients = opt->limits.max_clients;
 	lim->max_window = opt->limits.max_window;
+	lim->has_max_clients_per_uid = lim->has_max_sessions_per_uid = 1;
+	lim->has_max_timers_per_uid = lim->has_max_periodic_rate_per_uid = 1;
+	lim->max_clients_per_uid = opt->limits.max_clients_per_uid;
+	lim->max_sessions_per_uid = opt->limits.max_sessions_per_uid;
+	lim->max_timers_per_uid = opt->limits.max_timers_per_uid;
+	lim->max_periodic_rate_per_uid = opt->limits.max_periodic_mhz_per_uid / 1000;
 	bitwheel__v1__hello_reply__init(hr);
 	hr->has_protocol_version = 1;
 	hr->protocol_version = BWP_PROTOCOL_VERSION;
@@ -285,7 +318,33 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 	s.payload = r->payload;
 	s.payload_len = r->has_payload ? (uint32_t)r->payload_len : 0;
 	s.replace = r->has_replace && r->replace;
+	s.uid = ctx->uid;
 	err = bwd_timer_schedule(ctx->member->session, &s, &replaced);
+	if (err == PROTOCOL_NAME(OVER_BUDGET)) {
+		struct bwd_session *ss = ctx->member->session;
+		char rate[32], budget[32];
+
+		error(out, true, r->request_id, err, false,
+		      "key %" PRIu64 ": uid %ld's periodic timers would fire %s times a second; its budget is %s (max_periodic_rate_per_uid)",
+		      s.key, (long)ss->owner,
+		      hz_text(bwd_timer_rate_after(ss, &s), rate),
+		      hz_text(opt->limits.max_periodic_mhz_per_uid, budget));
+		return;
+	}
+	if (err == PROTOCOL_NAME(TOO_MANY_TIMERS)) {
+		struct bwd_session *ss = ctx->member->session;
+
+		if (ss->timers.count + ss->queued + ss->in_flight < opt->limits.max_timers) {
+			struct bwd_uid_usage u;
+
+			bwd_state_uid_usage(ctx->env->state, ss->owner, &u);
+			error(out, true, r->request_id, err, false,
+			      "key %" PRIu64 ": uid %ld's pending timers and undelivered fires over all its sessions (%" PRIu64 ") are at its budget of %" PRIu64 " (max_timers_per_uid): cancel some or let consumers catch up",
+			      s.key, (long)ss->owner, u.timers,
+			      opt->limits.max_timers_per_uid);
+			return;
+		}
+	}
 	if (err) {
 		error(out, true, r->request_id, err, false, "key %" PRIu64 ": %s",
 		      s.key, state_error_text(err));
@@ -378,6 +437,7 @@ static void do_stats(struct bwd_request_ctx *ctx, const Envelope *req,
 	struct bw_dual *wheel = bwd_state_wheel(env->state);
 	Bitwheel__V1__StatsReply *sr = &out->body.stats;
 	struct bwd_state_stats ss;
+	struct bwd_uid_usage uu;
 
 	bwd_state_stats(env->state, &ss);
 	lane_stats(bw_dual_lane(wheel, BW_LANE_ONESHOT), &ss, &out->lanes[0]);
@@ -400,6 +460,13 @@ static void do_stats(struct bwd_request_ctx *ctx, const Envelope *req,
 	sr->has_uptime_ns = sr->has_memory_bytes = 1;
 	sr->uptime_ns = bw_now_ns() - env->started_ns;
 	sr->memory_bytes = ss.bytes + env->buffered;
+	bwd_state_uid_usage(env->state, ctx->uid, &uu);
+	sr->has_uid_connections = sr->has_uid_sessions = 1;
+	sr->has_uid_timers = sr->has_uid_periodic_rate_mhz = 1;
+	sr->uid_connections = uu.connections;
+	sr->uid_sessions = uu.sessions;
+	sr->uid_timers = uu.timers;
+	sr->uid_periodic_rate_mhz = uu.periodic_mhz;
 	reply_init(out, true, req->request_id, BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY);
 	out->env.stats_reply = sr;
 }

@@ -3,7 +3,9 @@
  *
  * One libevent base, one thread.  Its events:
  *   listener   accepts every pending connection per wakeup; at the client
- *              limit a newcomer gets TOO_MANY_CLIENTS and is closed; out of
+ *              limit, or its uid's (bwd_state_conn_open, which counts it
+ *              until conn_free), a newcomer gets TOO_MANY_CLIENTS and is
+ *              closed; out of
  *              descriptors, accepting pauses for 100 ms instead of spinning
  *   wheel      a timerfd of its own, armed at the wheel's next deadline in
  *              absolute CLOCK_MONOTONIC nanoseconds and re-armed only when
@@ -39,6 +41,7 @@
 #include <event2/event.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -175,16 +178,15 @@ static void on_ready(evutil_socket_t fd, short what, void *arg)
 		srv->activated ? "socket from systemd" : srv->opt->socket_path);
 }
 
-/* Tell a client over the limit why, without giving it a connection. */
-static void refuse(int fd)
+/* Tell a client over a limit why, without giving it a connection. */
+static void refuse(int fd, Bitwheel__V1__ErrorCode code, const char *msg)
 {
 	Bitwheel__V1__Envelope env;
 	Bitwheel__V1__Error err;
-	uint8_t buf[256];
+	uint8_t buf[384];
 	size_t len;
 
-	bwp_error_init(&env, &err, NULL, BITWHEEL__V1__ERROR_CODE__TOO_MANY_CLIENTS,
-		       "bitwheeld is at its connection limit");
+	bwp_error_init(&env, &err, NULL, code, msg);
 	if (bwp_frame_pack(&env, sizeof(buf), buf, sizeof(buf), &len) == 0 &&
 	    send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 		bwd_log(BWD_LOG_DEBUG, "refusal not sent: %s", strerror(errno));
@@ -211,6 +213,19 @@ static void pause_accept(struct bwd_server *srv, int err)
 	event_base_once(srv->base, -1, EV_TIMEOUT, resume_accept, srv, &tv);
 }
 
+/* A connection bwd_state_conn_open() counted: conn_free uncounts it, and
+ * so does a failure here. */
+static int attach_counted(struct bwd_server *srv, struct bufferevent *bev,
+			  uid_t uid, pid_t pid)
+{
+	struct bwd_conn *c;
+	int err = bwd_conn_new(&srv->env, bev, uid, pid, &c);
+
+	if (err)
+		bwd_state_conn_close(srv->state, uid);
+	return err;
+}
+
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
 {
 	struct bwd_server *srv = arg;
@@ -220,6 +235,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		struct ucred cred = { 0, (uid_t)-1, (gid_t)-1 };
 		socklen_t clen = sizeof(cred);
 		struct bufferevent *bev;
+		int code;
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
@@ -241,14 +257,31 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			bwd_log_client(BWD_LOGK_REFUSED, cred.uid, BWD_LOG_WARNING,
 				"client pid %ld uid %ld refused: %" PRIu64 " connections is the limit",
 				(long)cred.pid, (long)cred.uid, srv->env.clients);
-			refuse(fd);
+			refuse(fd, BITWHEEL__V1__ERROR_CODE__TOO_MANY_CLIENTS,
+			       "bitwheeld is at its connection limit");
+			continue;
+		}
+		code = bwd_state_conn_open(srv->state, cred.uid);
+		if (code) {
+			char msg[160];
+
+			snprintf(msg, sizeof(msg), code == BITWHEEL__V1__ERROR_CODE__TOO_MANY_CLIENTS ?
+				 "uid %ld is at its budget of %" PRIu32 " connections (max_clients_per_uid)" :
+				 "bitwheeld is out of memory (uid %ld, budget %" PRIu32 ")",
+				 (long)cred.uid, srv->opt->limits.max_clients_per_uid);
+			bwd_log_client(BWD_LOGK_REFUSED, cred.uid, BWD_LOG_WARNING,
+				"client pid %ld uid %ld refused: %s", (long)cred.pid,
+				(long)cred.uid, msg);
+			refuse(fd, (Bitwheel__V1__ErrorCode)code, msg);
 			continue;
 		}
 		bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
-		if (!bev || bwd_server_attach(srv, bev, cred.uid, cred.pid)) {
+		if (!bev || attach_counted(srv, bev, cred.uid, cred.pid)) {
 			bwd_log(BWD_LOG_ERR, "out of memory for a connection");
-			if (!bev)
+			if (!bev) {
+				bwd_state_conn_close(srv->state, cred.uid);
 				close(fd);
+			}
 			continue;
 		}
 		bwd_log(BWD_LOG_DEBUG, "client pid %ld uid %ld connected", (long)cred.pid,
@@ -287,9 +320,11 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 int bwd_server_attach(struct bwd_server *srv, struct bufferevent *bev,
 		      uid_t uid, pid_t pid)
 {
-	struct bwd_conn *c;
-
-	return bwd_conn_new(&srv->env, bev, uid, pid, &c);
+	if (bwd_state_conn_open(srv->state, uid)) {
+		bufferevent_free(bev);
+		return -EPERM;
+	}
+	return attach_counted(srv, bev, uid, pid);
 }
 
 /* A sync of the journal is done: the output it covered may go. */

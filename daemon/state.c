@@ -53,6 +53,19 @@
  * name at once, so a new one may take it meanwhile);
  * applying a DONE is O(its distance from the queue's head), which is 0
  * when fires are done in order.
+ *
+ * Budgets.  Each uid with anything in the daemon has a struct bwd_uid in
+ * a map keyed by the uid, freed once its counts are all 0: connections
+ * (counted from accept, bwd_state_conn_open, to conn_free), named
+ * sessions, all sessions (what keeps s->acct valid), pending timers,
+ * undelivered fires (queued or in flight) and the periodic rate, the sum
+ * of bwd_periodic_mhz() over its periodic timers.  Timers and the rate
+ * follow timer_add and free_timer; fires, enqueue_tail (a new fire) and
+ * fire_free.  Admission checks them (bwd_state_conn_open, a new named
+ * session in bwd_session_attach, bwd_timer_schedule) against the *_per_uid
+ * limits, sparing uid 0; recovery counts through the same paths and never
+ * checks, so a uid whose journal holds more than lowered budgets admit is
+ * simply over them until it shrinks.  Each check is one map lookup.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -65,8 +78,20 @@
 /* Timers cancelled per loop turn when an anonymous session ends. */
 #define TEARDOWN_CHUNK 1024
 
+/* One uid's use of the daemon (see "Budgets" above). */
+struct bwd_uid {
+	struct bwd_map_node node;  /* keyed by the uid                       */
+	uint64_t conns;            /* accepted connections                   */
+	uint64_t named;            /* named sessions                         */
+	uint64_t sessions;         /* every session, anonymous and ending too */
+	uint64_t timers;           /* pending timers                         */
+	uint64_t fires;            /* undelivered fires: queued, in flight   */
+	uint64_t periodic_mhz;     /* sum of 1/period over periodic timers   */
+};
+
 struct bwd_state {
 	struct bw_dual *wheel;
+	struct bwd_map uids;       /* struct bwd_uid by uid                  */
 	struct bwd_map sessions;
 	struct bwd_map by_id;      /* named sessions by id                   */
 	struct bwd_journal *journal;
@@ -87,6 +112,79 @@ static uint64_t name_hash(uid_t owner, const char *name)
 	for (; *name; name++)
 		h = (h ^ (unsigned char)*name) * 0x100000001b3ull;
 	return h;
+}
+
+uint64_t bwd_periodic_mhz(uint64_t period_ns)
+{
+	return period_ns ? 1000000000000ull / period_ns : 0;
+}
+
+static struct bwd_uid *uid_find(const struct bwd_state *st, uid_t uid)
+{
+	struct bwd_map_node *n = bwd_map_find(&st->uids, (uint64_t)uid);
+
+	return n ? bwd_container_of(n, struct bwd_uid, node) : NULL;
+}
+
+/* uid's entry, made if need be; NULL without memory. */
+static struct bwd_uid *uid_get(struct bwd_state *st, uid_t uid)
+{
+	struct bwd_uid *u = uid_find(st, uid);
+
+	if (u)
+		return u;
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	u->node.key = (uint64_t)uid;
+	bwd_map_insert(&st->uids, &u->node);
+	return u;
+}
+
+/* Forget u once nothing of its uid is left. */
+static void uid_put(struct bwd_state *st, struct bwd_uid *u)
+{
+	if (u->conns || u->sessions)
+		return;
+	bwd_map_remove(&st->uids, &u->node);
+	free(u);
+}
+
+int bwd_state_conn_open(struct bwd_state *st, uid_t uid)
+{
+	struct bwd_uid *u = uid_find(st, uid);
+
+	if (uid != 0 && u && u->conns >= st->opt->limits.max_clients_per_uid)
+		return BITWHEEL__V1__ERROR_CODE__TOO_MANY_CLIENTS;
+	u = uid_get(st, uid);
+	if (!u)
+		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
+	u->conns++;
+	return 0;
+}
+
+void bwd_state_conn_close(struct bwd_state *st, uid_t uid)
+{
+	struct bwd_uid *u = uid_find(st, uid);
+
+	if (!u || !u->conns)
+		return;
+	u->conns--;
+	uid_put(st, u);
+}
+
+void bwd_state_uid_usage(const struct bwd_state *st, uid_t uid,
+			 struct bwd_uid_usage *out)
+{
+	const struct bwd_uid *u = uid_find(st, uid);
+
+	memset(out, 0, sizeof(*out));
+	if (!u)
+		return;
+	out->connections = u->conns;
+	out->sessions = u->named;
+	out->timers = u->timers + u->fires;
+	out->periodic_mhz = u->periodic_mhz;
 }
 
 static size_t timer_bytes(const struct bwd_timer *t)
@@ -118,7 +216,11 @@ static void journal_seq(struct bwd_session *s, enum bwd_rec_type type,
 
 static void free_timer(struct bwd_state *st, struct bwd_timer *t)
 {
+	struct bwd_uid *u = t->session->acct;
+
 	bwd_map_remove(&t->session->timers, &t->node);
+	u->timers--;
+	u->periodic_mhz -= bwd_periodic_mhz(t->period_ns);
 	st->stats.timers--;
 	st->stats.bytes -= timer_bytes(t);
 	free(t);
@@ -245,8 +347,10 @@ static void count_queued(struct bwd_session *s, const struct bwd_fire *f,
 	s->state->stats.bytes += (uint64_t)n * fire_bytes(f);
 }
 
+/* A new fire (of a timer, or read back) joins the queue. */
 static void enqueue_tail(struct bwd_session *s, struct bwd_fire *f)
 {
+	s->acct->fires++;
 	f->next = NULL;
 	if (s->queue_tail)
 		s->queue_tail->next = f;
@@ -284,8 +388,9 @@ static void requeue_front(struct bwd_session *s, struct bwd_fire *head,
 	work_add(s);
 }
 
-static void fire_free(struct bwd_fire *f)
+static void fire_free(struct bwd_session *s, struct bwd_fire *f)
 {
+	s->acct->fires--;
 	free(f);
 }
 
@@ -303,7 +408,7 @@ static void flight_done(struct bwd_member *m, struct bwd_fire *f)
 	st->stats.in_flight--;
 	st->stats.acked++;
 	st->stats.bytes -= fire_bytes(f);
-	fire_free(f);
+	fire_free(s, f);
 }
 
 /* The fires in flight to m from its head up to `last` (NULL: all) go back
@@ -606,6 +711,8 @@ int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 	err = bwd_map_init(&st->sessions, st->seed);
 	if (!err)
 		err = bwd_map_init(&st->by_id, st->seed);
+	if (!err)
+		err = bwd_map_init(&st->uids, st->seed);
 	if (err)
 		goto fail;
 	err = bw_dual_new(&opt->wheel, now_ns, &st->wheel);
@@ -641,6 +748,17 @@ void bwd_state_free(struct bwd_state *st)
 		bwd_map_fini(&st->sessions);
 	}
 	bwd_map_fini(&st->by_id);
+	/* Only connections still counted are left. */
+	if (st->uids.bucket) {
+		for (size_t b = 0; b <= st->uids.mask; b++)
+			while (st->uids.bucket[b]) {
+				struct bwd_map_node *n = st->uids.bucket[b];
+
+				bwd_map_remove(&st->uids, n);
+				free(bwd_container_of(n, struct bwd_uid, node));
+			}
+		bwd_map_fini(&st->uids);
+	}
 	bw_dual_free(st->wheel);
 	free(st);
 }
@@ -701,6 +819,12 @@ static int session_new(struct bwd_state *st, const char *name, uid_t uid,
 
 	if (!s)
 		return -ENOMEM;
+	s->acct = uid_get(st, uid);
+	if (!s->acct) {
+		free(s);
+		return -ENOMEM;
+	}
+	s->acct->sessions++;
 	s->state = st;
 	s->owner = uid;
 	s->linger.kind = BWD_DUE_LINGER;
@@ -717,6 +841,7 @@ static int session_new(struct bwd_state *st, const char *name, uid_t uid,
 			st->next_id = s->id + 1;
 		bwd_map_insert(&st->by_id, &s->id_node);
 		st->stats.bytes += strlen(name) + 1;
+		s->acct->named++;
 	}
 	st->stats.bytes += sizeof(*s);
 	*out = s;
@@ -724,6 +849,8 @@ static int session_new(struct bwd_state *st, const char *name, uid_t uid,
 fail:
 	free(s->name);
 	bwd_map_fini(&s->timers);
+	s->acct->sessions--;
+	uid_put(st, s->acct);
 	free(s);
 	return -ENOMEM;
 }
@@ -815,6 +942,7 @@ static void unname(struct bwd_session *s)
 	st->stats.bytes -= strlen(s->name) + 1;
 	free(s->name);
 	s->name = NULL;
+	s->acct->named--;
 }
 
 /* End a session: cancel its timers, drop its fires, forget it. */
@@ -842,11 +970,13 @@ static void session_free(struct bwd_session *s)
 		member_free(m);
 	}
 	while ((f = dequeue(s)))
-		fire_free(f);
+		fire_free(s, f);
 	bwd_map_fini(&s->timers);
 	if (s->name)
 		unname(s);
 	st->stats.bytes -= sizeof(*s);
+	s->acct->sessions--;
+	uid_put(st, s->acct);
 	free(s);
 }
 
@@ -884,6 +1014,12 @@ int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
 		return BITWHEEL__V1__ERROR_CODE__PERMISSION_DENIED;
 	s = a->name ? session_find(st, a->owner_uid, a->name) : NULL;
 	*resumed = s != NULL;
+	if (!s && a->name && a->uid != 0 && a->owner_uid != 0) {
+		const struct bwd_uid *u = uid_find(st, a->owner_uid);
+
+		if ((u ? u->named : 0) >= st->opt->limits.max_sessions_per_uid)
+			return BITWHEEL__V1__ERROR_CODE__OVER_BUDGET;
+	}
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
@@ -948,7 +1084,7 @@ bool bwd_state_reap(struct bwd_state *st)
 			budget--;
 		}
 		for (; budget && s->queue_head; budget--)
-			fire_free(dequeue(s));
+			fire_free(s, dequeue(s));
 		if (!s->timers.count && !s->queue_head) {
 			st->ending = s->next_ending;
 			session_free(s);
@@ -1032,6 +1168,8 @@ static struct bwd_timer *timer_new(struct bwd_session *s,
 static void timer_add(struct bwd_session *s, struct bwd_timer *t)
 {
 	bwd_map_insert(&s->timers, &t->node);
+	s->acct->timers++;
+	s->acct->periodic_mhz += bwd_periodic_mhz(t->period_ns);
 	s->state->stats.timers++;
 	s->state->stats.bytes += timer_bytes(t);
 }
@@ -1059,6 +1197,18 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 	if (!old && s->timers.count + s->queued + s->in_flight >=
 		    st->opt->limits.max_timers)
 		return BITWHEEL__V1__ERROR_CODE__TOO_MANY_TIMERS;
+	/* The owner's budgets, over all of its sessions: a replace adds no
+	 * timer, and lowers or keeps the rate of a uid already over it. */
+	if (req->uid != 0 && s->owner != 0) {
+		const struct bwd_uid *u = s->acct;
+		uint64_t rate = bwd_timer_rate_after(s, req);
+
+		if (!old && u->timers + u->fires >= st->opt->limits.max_timers_per_uid)
+			return BITWHEEL__V1__ERROR_CODE__TOO_MANY_TIMERS;
+		if (rate > st->opt->limits.max_periodic_mhz_per_uid &&
+		    rate > u->periodic_mhz)
+			return BITWHEEL__V1__ERROR_CODE__OVER_BUDGET;
+	}
 	t = timer_new(s, req);
 	if (!t)
 		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
@@ -1084,6 +1234,16 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 		journal(st, &r);
 	}
 	return 0;
+}
+
+uint64_t bwd_timer_rate_after(struct bwd_session *s,
+			      const struct bwd_schedule *req)
+{
+	const struct bwd_timer *old = timer_find(s, req->key);
+
+	return s->acct->periodic_mhz -
+		(old ? bwd_periodic_mhz(old->period_ns) : 0) +
+		bwd_periodic_mhz(req->period_ns);
 }
 
 int bwd_timer_cancel(struct bwd_session *s, uint64_t key, bool *pending)
@@ -1348,7 +1508,7 @@ int bwd_state_apply(struct bwd_state *st, const struct bwd_record *r,
 		if (s->queue_tail == f)
 			s->queue_tail = prev;
 		count_queued(s, f, -1);
-		fire_free(f);
+		fire_free(s, f);
 		return 0;
 	default:
 		return BWD_REC_ECORRUPT;

@@ -54,7 +54,7 @@ EXTRA_tests_check_systemd_DEPENDENCIES = systemd/bitwheeld.service daemon/bitwhe
 # Paths to the built programs come from abs_top_builddir, so distcheck's
 # out-of-tree build runs its own; the programs are built before the tests.
 bw_e2e_programs = tests/check_daemon tests/check_delivery tests/check_client \
-	tests/check_bwctl tests/check_durable
+	tests/check_bwctl tests/check_durable tests/check_budget
 check_PROGRAMS += $(bw_e2e_programs)
 TESTS += $(bw_e2e_programs)
 
@@ -76,6 +76,12 @@ tests_check_delivery_CPPFLAGS = $(bw_e2e_cppflags)
 tests_check_delivery_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_delivery_LDADD = $(bw_e2e_ldadd)
 EXTRA_tests_check_delivery_DEPENDENCIES = daemon/bitwheeld
+
+tests_check_budget_SOURCES = tests/check_budget.c $(bw_e2e_sources)
+tests_check_budget_CPPFLAGS = $(bw_e2e_cppflags)
+tests_check_budget_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_budget_LDADD = $(bw_e2e_ldadd)
+EXTRA_tests_check_budget_DEPENDENCIES = daemon/bitwheeld
 
 tests_check_client_SOURCES = tests/check_client.c $(bw_e2e_sources)
 tests_check_client_CPPFLAGS = $(bw_e2e_cppflags)
@@ -114,7 +120,7 @@ include tests/fuzz.mk
 VALGRIND = valgrind
 BW_VALGRIND_SLOW = 20
 bw_valgrind_programs = tests/check_daemon tests/check_delivery tests/check_client \
-	tests/check_bwctl tests/check_durable
+	tests/check_bwctl tests/check_durable tests/check_budget
 bw_valgrind_dir = tests/valgrind
 bw_valgrind_opts = --leak-check=full --errors-for-leak-kinds=definite \
 	--error-exitcode=99

@@ -1,0 +1,710 @@
+/*
+ * check_budget.c - bitwheeld's per-uid budgets (bitwheeld(8) "Security and
+ * limits", PROTOCOL.md sections 9 and 10), against real daemons with small
+ * budgets:
+ *
+ *   connections  --max-clients-per-uid: uid 65534's connection past it,
+ *                said Hello or not, gets TOO_MANY_CLIENTS at accept while
+ *                root and uid 65533 still connect; one closing makes room
+ *   sessions     --max-sessions-per-uid: a Hello creating one named session
+ *                too many gets OVER_BUDGET and is closed; attaching to one
+ *                that exists works, anonymous sessions do not count, and
+ *                one expiring makes room
+ *   timers       --max-timers-per-uid: pending timers plus undelivered
+ *                fires over all of a uid's sessions; a replace still
+ *                works, a cancel makes room, fires nobody took still count
+ *   rate         --max-periodic-rate-per-uid: the sum of 1/period over a
+ *                uid's periodic timers, across its sessions
+ *   root         uid 0 is counted and never refused
+ *   stats        StatsReply's uid_* fields are the caller's own uid's, and
+ *                HelloReply.limits carries the budgets and their defaults
+ *   recovery     after a SIGKILL and a restart with --state-dir, the
+ *                restored timers and rate count: the budget still refuses;
+ *                with budgets lowered, nothing restored is dropped
+ *
+ * The uid tests run the clients in forked children that drop to uid 65534
+ * (or 65533), so they need root; without it they pass saying SKIP.  Every
+ * wait has a deadline; nothing depends on a timer firing but the one test
+ * of undelivered fires, which polls Stats for them.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "daemonutil.h"
+#include "testutil.h"
+
+#define BC(x) BITWHEEL__V1__ENVELOPE__BODY_##x
+#define EC(x) BITWHEEL__V1__ERROR_CODE__##x
+#define ROLE(x) BITWHEEL__V1__ROLE__##x
+
+#define NOBODY 65534
+#define OTHER 65533
+#define HOUR (3600 * DU_S)
+
+typedef Bitwheel__V1__StatsReply stats_t;
+
+static const struct du_hello_opts producer = { .role = ROLE(PRODUCER) };
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static bool need_root(const char *test)
+{
+	if (geteuid() == 0)
+		return true;
+	/* Check has no "skip": the test passes and says so. */
+	du_note("SKIP: %s needs root (to run clients as uid %d)", test, NOBODY);
+	return false;
+}
+
+/* In a child: become uid (and gid), or exit 99. */
+static void become(uid_t uid)
+{
+	if (setgroups(0, NULL) != 0 || setgid((gid_t)uid) != 0 || setuid(uid) != 0 ||
+	    getuid() != uid || setuid(0) == 0) {
+		fprintf(stderr, "cannot drop to uid %ld: %s\n", (long)uid, strerror(errno));
+		_exit(99);
+	}
+}
+
+static int wait_child(pid_t pid)
+{
+	uint64_t deadline = du_now_ns() + (uint64_t)DU_WAIT_MS * DU_MS;
+	int st;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		if (r == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (du_now_ns() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			ck_abort_msg("child %ld did not finish", (long)pid);
+		}
+		du_sleep_ms(2);
+	}
+}
+
+/* A daemon whose socket every uid may reach, with these options. */
+static void start(struct du_daemon *d, const char *const *extra)
+{
+	const char *argv[24] = { "--socket-mode", "0666" };
+	size_t n = 2;
+
+	for (; extra && *extra; extra++) {
+		ck_assert(n < sizeof(argv) / sizeof(argv[0]) - 1);
+		argv[n++] = *extra;
+	}
+	argv[n] = NULL;
+	du_daemon_startv(d, argv);
+}
+
+static struct du_daemon *shared_daemon(const char *const *extra)
+{
+	struct du_daemon *d = du_daemon_new();
+
+	ck_assert(chmod(d->dir, 0755) == 0);
+	start(d, extra);
+	return d;
+}
+
+/* The next frame that is not a Fired is an Error with this code (for
+ * request id, or connection-level) whose message holds `has`. */
+static void expect_error_msg(struct du_conn *c, bool with_id, uint64_t id,
+			     int code, const char *has)
+{
+	char buf[512];
+	du_env *e;
+
+	for (;;) {
+		int rc = du_recv(c, DU_WAIT_MS, &e);
+
+		ck_assert_msg(rc == DU_FRAME, "awaiting error %s: %s", du_error_name(code),
+			      rc == DU_TIMEOUT ? "timed out" : rc == DU_EOF ?
+			      "connection closed" : "bad frame");
+		if (e->body_case != BC(FIRED))
+			break;
+		bwp_frame_free(e);
+	}
+	ck_assert_msg(e->body_case == BC(ERROR) && (int)e->error->code == code &&
+		      e->has_request_id == with_id && (!with_id || e->request_id == id),
+		      "expected error %s (id %" PRIu64 "), got %s", du_error_name(code), id,
+		      du_describe(e, buf, sizeof(buf)));
+	ck_assert_msg(!has || (e->error->message && strstr(e->error->message, has)),
+		      "error message '%s' lacks '%s'", e->error->message, has);
+	bwp_frame_free(e);
+}
+
+static struct du_sched timer(uint64_t key, uint64_t delay_ns, uint64_t period_ns)
+{
+	struct du_sched s = { .key = key, .when = DU_DELAY, .when_ns = delay_ns,
+			      .periodic = period_ns != 0, .period_ns = period_ns };
+
+	return s;
+}
+
+/* Schedule that must succeed; whether it replaced a timer. */
+static bool sched_ok(struct du_conn *c, uint64_t id, uint64_t key,
+		     uint64_t delay_ns, uint64_t period_ns, bool replace)
+{
+	struct du_sched s = timer(key, delay_ns, period_ns);
+	du_env *e;
+	bool replaced;
+
+	s.replace = replace;
+	e = du_schedule(c, id, &s);
+	replaced = e->schedule_reply->replaced;
+	bwp_frame_free(e);
+	return replaced;
+}
+
+/* Schedule (replace: of a pending key) that must fail with code, its
+ * message holding `has`. */
+static void sched_fail_r(struct du_conn *c, uint64_t id, uint64_t key,
+			 uint64_t delay_ns, uint64_t period_ns, bool replace,
+			 int code, const char *has)
+{
+	struct du_sched s = timer(key, delay_ns, period_ns);
+
+	s.replace = replace;
+	du_send_schedule(c, id, &s);
+	expect_error_msg(c, true, id, code, has);
+}
+
+static void sched_fail(struct du_conn *c, uint64_t id, uint64_t key,
+		       uint64_t delay_ns, uint64_t period_ns, int code,
+		       const char *has)
+{
+	sched_fail_r(c, id, key, delay_ns, period_ns, false, code, has);
+}
+
+/* Stats on c (which said Hello): a copy of the reply. */
+static stats_t stats(struct du_conn *c, uint64_t id)
+{
+	du_env *e = du_stats(c, id);
+	stats_t s = *e->stats_reply;
+
+	ck_assert(s.has_uid_connections && s.has_uid_sessions &&
+		  s.has_uid_timers && s.has_uid_periodic_rate_mhz);
+	s.oneshot = s.periodic = NULL;
+	bwp_frame_free(e);
+	return s;
+}
+
+/* Poll Stats on c until the field at offset reaches want. */
+#define AWAIT_STAT(c, id, field, want) do {					\
+	uint64_t dl_ = du_now_ns() + (uint64_t)DU_WAIT_MS * DU_MS, got_;	\
+	for (;;) {								\
+		got_ = stats((c), (id)).field;					\
+		if (got_ == (want) || du_now_ns() > dl_)			\
+			break;							\
+		du_sleep_ms(5);							\
+	}									\
+	ck_assert_msg(got_ == (want), "Stats." #field " stayed %" PRIu64	\
+		      ", awaiting %" PRIu64, got_, (uint64_t)(want));		\
+} while (0)
+
+static void pipe_put(int fd)
+{
+	ck_assert(write(fd, "x", 1) == 1);
+}
+
+static void pipe_get(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char b;
+
+	ck_assert_msg(poll(&p, 1, DU_WAIT_MS) == 1, "the other process never said go");
+	ck_assert_msg(read(fd, &b, 1) == 1, "the other process is gone");
+}
+
+/* Run fn(d) in a child as uid; fail unless it exits 0. */
+static void as_uid(uid_t uid, const struct du_daemon *d,
+		   void (*fn)(const struct du_daemon *d))
+{
+	pid_t pid = fork();
+
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		become(uid);
+		fn(d);
+		_exit(0);
+	}
+	ck_assert_msg(wait_child(pid) == 0, "the uid %ld client failed (see above)",
+		      (long)uid);
+}
+
+/* ---- connections ------------------------------------------------------- */
+
+static void other_connects(const struct du_daemon *d)
+{
+	struct du_conn *c[3];
+
+	for (int i = 0; i < 3; i++)
+		c[i] = du_open(d, NULL);
+	ck_assert_uint_eq(stats(c[0], 2).uid_connections, 3);
+	for (int i = 0; i < 3; i++)
+		du_conn_free(c[i]);
+}
+
+START_TEST(test_uid_connections)
+{
+	static const char *const extra[] = { "--max-clients-per-uid", "3", NULL };
+	struct du_daemon *d;
+	struct du_conn *root[5];
+	int ready[2], go[2];
+	pid_t pid;
+
+	if (!need_root("test_uid_connections"))
+		return;
+	d = shared_daemon(extra);
+	ck_assert(pipe(ready) == 0 && pipe(go) == 0);
+	pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		struct du_conn *c[3], *x;
+
+		close(ready[0]);
+		close(go[1]);
+		become(NOBODY);
+		c[0] = du_open(d, NULL);
+		c[1] = du_open(d, "conns");
+		/* Counted from accept: one that never says Hello holds a
+		 * place as well. */
+		c[2] = du_connect(d->sock);
+		x = du_connect(d->sock);
+		expect_error_msg(x, false, 0, EC(TOO_MANY_CLIENTS),
+				 "uid 65534 is at its budget of 3 connections");
+		du_expect_eof(x, DU_WAIT_MS);
+		du_conn_free(x);
+		ck_assert_uint_eq(stats(c[0], 2).uid_connections, 3);
+		pipe_put(ready[1]);
+		pipe_get(go[0]);
+		/* One closes: room for one more, and no more. */
+		du_conn_free(c[2]);
+		AWAIT_STAT(c[0], 3, uid_connections, 2);
+		c[2] = du_open(d, NULL);
+		x = du_connect(d->sock);
+		expect_error_msg(x, false, 0, EC(TOO_MANY_CLIENTS), "max_clients_per_uid");
+		du_conn_free(x);
+		for (int i = 0; i < 3; i++)
+			du_conn_free(c[i]);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(go[0]);
+	pipe_get(ready[0]);
+	/* uid 65534 is at its budget; root (exempt) and uid 65533 are not
+	 * held back by it. */
+	for (int i = 0; i < 5; i++)
+		root[i] = du_open(d, NULL);
+	{
+		stats_t s = stats(root[0], 2);
+
+		ck_assert_uint_eq(s.uid_connections, 5);
+		ck_assert_uint_eq(s.clients, 8);
+	}
+	as_uid(OTHER, d, other_connects);
+	for (int i = 0; i < 5; i++)
+		du_conn_free(root[i]);
+	pipe_put(go[1]);
+	ck_assert_msg(wait_child(pid) == 0, "the uid %d client failed (see above)", NOBODY);
+	close(ready[0]);
+	close(go[1]);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ---- sessions ------------------------------------------------------------ */
+
+static void sessions_client(const struct du_daemon *d)
+{
+	struct du_conn *a, *b, *x, *anon[3];
+	du_env *e;
+
+	a = du_open(d, "s-a");
+	b = du_open_opts(d, "s-b", &producer);
+	x = du_connect(d->sock);
+	du_send_hello(x, 1, "s-c");
+	expect_error_msg(x, true, 1, EC(OVER_BUDGET),
+			 "uid 65534 has 2 named sessions; its budget is 2");
+	du_expect_eof(x, DU_WAIT_MS);
+	du_conn_free(x);
+	/* An existing one still takes another connection. */
+	x = du_connect(d->sock);
+	e = du_hello(x, "s-a");
+	ck_assert(e->hello_reply->resumed);
+	bwp_frame_free(e);
+	du_conn_free(x);
+	/* Anonymous sessions are not named sessions. */
+	for (int i = 0; i < 3; i++)
+		anon[i] = du_open(d, NULL);
+	{
+		stats_t s = stats(anon[0], 2);
+
+		ck_assert_uint_eq(s.uid_sessions, 2);
+		ck_assert_uint_eq(s.uid_connections, 5);
+	}
+	/* s-b expires after its linger (--linger 200ms): room for s-c. */
+	du_conn_free(b);
+	AWAIT_STAT(a, 3, uid_sessions, 1);
+	x = du_open(d, "s-c");
+	ck_assert_uint_eq(stats(x, 2).uid_sessions, 2);
+	du_conn_free(x);
+	for (int i = 0; i < 3; i++)
+		du_conn_free(anon[i]);
+	du_conn_free(a);
+}
+
+START_TEST(test_uid_sessions)
+{
+	static const char *const extra[] = { "--max-sessions-per-uid", "2",
+					     "--linger", "200ms", NULL };
+	struct du_daemon *d;
+
+	if (!need_root("test_uid_sessions"))
+		return;
+	d = shared_daemon(extra);
+	as_uid(NOBODY, d, sessions_client);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ---- timers -------------------------------------------------------------- */
+
+static void timers_client(const struct du_daemon *d)
+{
+	struct du_conn *p1, *p2, *q, *r;
+	uint64_t id = 10;
+
+	/* Ten pending timers over two sessions. */
+	p1 = du_open(d, "t-1");
+	p2 = du_open(d, "t-2");
+	for (uint64_t k = 1; k <= 6; k++)
+		sched_ok(p1, id++, k, HOUR, 0, false);
+	for (uint64_t k = 7; k <= 10; k++)
+		sched_ok(p2, id++, k, HOUR, 0, false);
+	sched_fail(p2, id++, 11, HOUR, 0, EC(TOO_MANY_TIMERS),
+		   "uid 65534's pending timers and undelivered fires over all its sessions (10) are at its budget of 10");
+	sched_fail(p1, id++, 11, HOUR, 0, EC(TOO_MANY_TIMERS), "max_timers_per_uid");
+	/* A replace adds nothing. */
+	ck_assert(sched_ok(p1, id++, 1, 2 * HOUR, 0, true));
+	/* A cancel makes room for one. */
+	ck_assert(du_cancel(p2, id++, 7));
+	sched_ok(p2, id++, 11, HOUR, 0, false);
+	sched_fail(p2, id++, 12, HOUR, 0, EC(TOO_MANY_TIMERS), "max_timers_per_uid");
+	ck_assert_uint_eq(stats(p1, id++).uid_timers, 10);
+
+	/* Fires nobody has taken count as the timers they were. */
+	for (uint64_t k = 2; k <= 4; k++)
+		ck_assert(du_cancel(p1, id++, k));
+	q = du_open_opts(d, "t-q", &producer);
+	for (uint64_t k = 21; k <= 23; k++)
+		sched_ok(q, id++, k, 20 * DU_MS, 0, false);
+	AWAIT_STAT(q, id++, queued, 3);
+	ck_assert_uint_eq(stats(q, id++).uid_timers, 10);
+	sched_fail(p1, id++, 30, HOUR, 0, EC(TOO_MANY_TIMERS), "max_timers_per_uid");
+	/* A consumer takes them: once done, they no longer count. */
+	r = du_open(d, "t-q");
+	for (int i = 0; i < 3; i++)
+		bwp_frame_free(du_expect_fire(r, DU_WAIT_MS, NULL));
+	AWAIT_STAT(q, id++, uid_timers, 7);
+	sched_ok(p1, id++, 30, HOUR, 0, false);
+	du_conn_free(r);
+	du_conn_free(q);
+	du_conn_free(p2);
+	du_conn_free(p1);
+}
+
+START_TEST(test_uid_timers)
+{
+	static const char *const extra[] = { "--max-timers-per-uid", "10", NULL };
+	struct du_daemon *d;
+
+	if (!need_root("test_uid_timers"))
+		return;
+	d = shared_daemon(extra);
+	as_uid(NOBODY, d, timers_client);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ---- periodic rate -------------------------------------------------------- */
+
+static void rate_client(const struct du_daemon *d)
+{
+	struct du_conn *c, *a;
+	uint64_t id = 10;
+
+	/* Ten 100 ms periodic timers: 10 Hz each, 100 Hz in all, first due in
+	 * an hour (the rate counts from Schedule, not from a fire). */
+	c = du_open(d, "rate");
+	for (uint64_t k = 1; k <= 10; k++)
+		sched_ok(c, id++, k, HOUR, 100 * DU_MS, false);
+	sched_fail(c, id++, 11, HOUR, 100 * DU_MS, EC(OVER_BUDGET),
+		   "uid 65534's periodic timers would fire 110 times a second; its budget is 100");
+	/* The uid's other sessions share it. */
+	a = du_open(d, NULL);
+	sched_fail(a, id++, 1, HOUR, 2 * DU_S, EC(OVER_BUDGET),
+		   "would fire 100.5 times a second; its budget is 100");
+	/* Oneshots are not in it; replacing at the same rate is fine, at a
+	 * higher one is not. */
+	sched_ok(a, id++, 2, HOUR, 0, false);
+	ck_assert(sched_ok(c, id++, 1, HOUR, 100 * DU_MS, true));
+	sched_fail_r(c, id++, 1, HOUR, 50 * DU_MS, true, EC(OVER_BUDGET),
+		     "would fire 110 times");
+	ck_assert_uint_eq(stats(c, id++).uid_periodic_rate_mhz, 100000);
+	/* A cancel makes room. */
+	ck_assert(du_cancel(c, id++, 2));
+	ck_assert_uint_eq(stats(c, id++).uid_periodic_rate_mhz, 90000);
+	sched_ok(c, id++, 11, HOUR, 100 * DU_MS, false);
+	/* A oneshot replacing a periodic timer gives its share back. */
+	ck_assert(sched_ok(c, id++, 3, HOUR, 0, true));
+	sched_ok(a, id++, 3, HOUR, 100 * DU_MS, false);
+	sched_fail(a, id++, 4, HOUR, 1000 * DU_MS, EC(OVER_BUDGET), "would fire 101 times");
+	du_conn_free(a);
+	/* The anonymous session's timers went with it. */
+	AWAIT_STAT(c, id++, uid_periodic_rate_mhz, 90000);
+	du_conn_free(c);
+}
+
+START_TEST(test_uid_rate)
+{
+	static const char *const extra[] = { "--max-periodic-rate-per-uid", "100", NULL };
+	struct du_daemon *d;
+
+	if (!need_root("test_uid_rate"))
+		return;
+	d = shared_daemon(extra);
+	as_uid(NOBODY, d, rate_client);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ---- root ----------------------------------------------------------------- */
+
+static void small_client(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open(d, "small");
+	uint64_t id = 10;
+
+	for (uint64_t k = 1; k <= 10; k++)
+		sched_ok(c, id++, k, HOUR, 100 * DU_MS, false);
+	sched_fail(c, id++, 11, HOUR, 0, EC(TOO_MANY_TIMERS), "max_timers_per_uid");
+	du_conn_free(c);
+}
+
+static const char *const all_small[] = {
+	"--max-clients-per-uid", "3", "--max-sessions-per-uid", "2",
+	"--max-timers-per-uid", "10", "--max-periodic-rate-per-uid", "100", NULL,
+};
+
+START_TEST(test_root_exempt)
+{
+	struct du_daemon *d;
+	struct du_conn *c[5];
+	uint64_t id = 10;
+	stats_t s;
+
+	if (!need_root("test_root_exempt"))
+		return;
+	d = shared_daemon(all_small);
+	c[0] = du_open(d, NULL);
+	c[1] = du_connect(d->sock);
+	c[2] = du_open(d, "root-1");
+	c[3] = du_open(d, "root-2");
+	c[4] = du_open(d, "root-3");
+	for (uint64_t k = 1; k <= 11; k++)
+		sched_ok(c[2], id++, k, HOUR, 100 * DU_MS, false);
+	for (uint64_t k = 12; k <= 22; k++)
+		sched_ok(c[3], id++, k, HOUR, 0, false);
+	/* Counted all the same. */
+	s = stats(c[0], id++);
+	ck_assert_uint_eq(s.uid_connections, 5);
+	ck_assert_uint_eq(s.uid_sessions, 3);
+	ck_assert_uint_eq(s.uid_timers, 22);
+	ck_assert_uint_eq(s.uid_periodic_rate_mhz, 110000);
+	/* And none of it is another uid's. */
+	as_uid(NOBODY, d, small_client);
+	for (int i = 0; i < 5; i++)
+		du_conn_free(c[i]);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ---- stats and limits ------------------------------------------------------ */
+
+static void stats_client(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open(d, "mine"), *a = du_open(d, NULL);
+	stats_t s;
+
+	sched_ok(c, 10, 1, HOUR, DU_S, false);
+	sched_ok(a, 10, 2, HOUR, 0, false);
+	sched_ok(a, 11, 3, HOUR, 400 * DU_MS, false);
+	s = stats(a, 12);
+	ck_assert_uint_eq(s.uid_connections, 2);
+	ck_assert_uint_eq(s.uid_sessions, 1);
+	ck_assert_uint_eq(s.uid_timers, 3);
+	ck_assert_uint_eq(s.uid_periodic_rate_mhz, 3500);
+	du_conn_free(a);
+	du_conn_free(c);
+}
+
+START_TEST(test_uid_stats)
+{
+	static const char *const extra[] = { "--max-clients", "40", NULL };
+	struct du_daemon *d = shared_daemon(extra);
+	struct du_conn *c = du_connect(d->sock);
+	du_env *e = du_hello(c, NULL);
+	const Bitwheel__V1__Limits *l = e->hello_reply->limits;
+	stats_t s;
+
+	/* The budgets and their defaults, in HelloReply.limits. */
+	ck_assert(l->has_max_clients_per_uid && l->has_max_sessions_per_uid &&
+		  l->has_max_timers_per_uid && l->has_max_periodic_rate_per_uid);
+	ck_assert_uint_eq(l->max_clients_per_uid, 10);
+	ck_assert_uint_eq(l->max_sessions_per_uid, 256);
+	ck_assert_uint_eq(l->max_timers_per_uid, 4 * l->max_timers);
+	ck_assert_uint_eq(l->max_periodic_rate_per_uid, 10000);
+	bwp_frame_free(e);
+	if (geteuid() == 0)
+		as_uid(NOBODY, d, stats_client);
+	/* Root's Stats are root's own: one connection, nothing else. */
+	s = stats(c, 2);
+	ck_assert_uint_eq(s.uid_connections, 1);
+	ck_assert_uint_eq(s.uid_sessions, 0);
+	ck_assert_uint_eq(s.uid_timers, 0);
+	ck_assert_uint_eq(s.uid_periodic_rate_mhz, 0);
+	du_conn_free(c);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ---- recovery ------------------------------------------------------------ */
+
+static void recovery_fill(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open_opts(d, "rec", &producer);
+	uint64_t id = 10;
+
+	for (uint64_t k = 1; k <= 9; k++)
+		sched_ok(c, id++, k, HOUR, 100 * DU_MS, false);
+	sched_ok(c, id++, 10, HOUR, 0, false);
+	du_conn_free(c);
+}
+
+static void recovery_check(const struct du_daemon *d)
+{
+	struct du_conn *c = du_connect(d->sock), *a;
+	du_env *e = du_hello_opts(c, "rec", &producer);
+	uint64_t id = 10;
+	stats_t s;
+
+	ck_assert(e->hello_reply->resumed);
+	ck_assert_uint_eq(e->hello_reply->timers, 10);
+	bwp_frame_free(e);
+	s = stats(c, id++);
+	ck_assert_uint_eq(s.uid_timers, 10);
+	ck_assert_uint_eq(s.uid_sessions, 1);
+	ck_assert_uint_eq(s.uid_periodic_rate_mhz, 90000);
+	a = du_open(d, NULL);
+	sched_fail(a, id++, 1, HOUR, 0, EC(TOO_MANY_TIMERS), "max_timers_per_uid");
+	ck_assert(du_cancel(c, id++, 10));
+	sched_fail(a, id++, 1, HOUR, 50 * DU_MS, EC(OVER_BUDGET), "would fire 110 times");
+	sched_ok(a, id++, 1, HOUR, 100 * DU_MS, false);
+	sched_fail(c, id++, 11, HOUR, 0, EC(TOO_MANY_TIMERS), "max_timers_per_uid");
+	/* The anonymous session goes with its connection. */
+	du_conn_free(a);
+	AWAIT_STAT(c, id++, uid_timers, 9);
+	sched_ok(c, id++, 10, HOUR, 0, false);
+	du_conn_free(c);
+}
+
+/* Budgets lowered below what the journal holds: all of it comes back, and
+ * the uid is over until it shrinks. */
+static void recovery_over(const struct du_daemon *d)
+{
+	struct du_conn *c = du_connect(d->sock);
+	du_env *e = du_hello_opts(c, "rec", &producer);
+	uint64_t id = 10;
+
+	ck_assert(e->hello_reply->resumed);
+	ck_assert_uint_eq(e->hello_reply->timers, 10);
+	bwp_frame_free(e);
+	ck_assert_uint_eq(stats(c, id++).uid_timers, 10);
+	sched_fail(c, id++, 11, HOUR, 0, EC(TOO_MANY_TIMERS), "max_timers_per_uid");
+	ck_assert(sched_ok(c, id++, 10, 2 * HOUR, 0, true));
+	ck_assert(du_cancel(c, id++, 10));
+	sched_fail(c, id++, 10, HOUR, 0, EC(TOO_MANY_TIMERS), "max_timers_per_uid");
+	du_conn_free(c);
+}
+
+START_TEST(test_uid_recovery)
+{
+	struct du_daemon *d;
+	char dir[160];
+	const char *args[] = { "--state-dir", dir, "--max-timers-per-uid", "10",
+			       "--max-periodic-rate-per-uid", "100", NULL };
+
+	if (!need_root("test_uid_recovery"))
+		return;
+	d = du_daemon_new();
+	ck_assert(chmod(d->dir, 0755) == 0);
+	snprintf(dir, sizeof(dir), "%s/state", d->dir);
+	start(d, args);
+	as_uid(NOBODY, d, recovery_fill);
+	du_daemon_kill(d);
+	start(d, args);
+	as_uid(NOBODY, d, recovery_check);
+	du_daemon_kill(d);
+	args[3] = "5";
+	start(d, args);
+	as_uid(NOBODY, d, recovery_over);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+static Suite *budget_suite(void)
+{
+	Suite *s = suite_create("budget");
+	TCase *tc;
+
+	tc = tcase_create("admission");
+	du_tcase(tc);
+	tcase_add_test(tc, test_uid_connections);
+	tcase_add_test(tc, test_uid_sessions);
+	tcase_add_test(tc, test_uid_timers);
+	tcase_add_test(tc, test_uid_rate);
+	tcase_add_test(tc, test_root_exempt);
+	tcase_add_test(tc, test_uid_stats);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("recovery");
+	du_tcase(tc);
+	tcase_add_test(tc, test_uid_recovery);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run_suite(budget_suite());
+}
