@@ -26,7 +26,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -190,8 +189,8 @@ int bwd_listen_open(const char *path, unsigned mode, int *fd_out,
 		    bool *activated)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char dirbuf[PATH_MAX], namebuf[PATH_MAX];
-	const char *dir, *name;
+	char dirbuf[PATH_MAX];
+	const char *dir, *name, *slash;
 	struct stat st = { 0 };
 	int fd = -1, dirfd = -1, r;
 
@@ -204,11 +203,16 @@ int bwd_listen_open(const char *path, unsigned mode, int *fd_out,
 			strlen(path), sizeof(sa.sun_path) - 1, path);
 		return -ENAMETOOLONG;
 	}
-	strcpy(dirbuf, path);
-	strcpy(namebuf, path);
-	dir = dirname(dirbuf);
-	name = basename(namebuf);
-	if (!*name || !strcmp(name, "/") || !strcmp(name, ".") || !strcmp(name, "..")) {
+	/* The directory and the last component; a path ending in '/' names
+	 * no socket. */
+	slash = strrchr(path, '/');
+	name = slash ? slash + 1 : path;
+	dir = !slash ? "." : slash == path ? "/" : dirbuf;
+	if (slash && slash != path) {
+		memcpy(dirbuf, path, (size_t)(slash - path));
+		dirbuf[slash - path] = '\0';
+	}
+	if (!*name || !strcmp(name, ".") || !strcmp(name, "..")) {
 		bwd_log(BWD_LOG_ERR, "--socket %s: not a file name", path);
 		return -EINVAL;
 	}
