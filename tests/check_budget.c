@@ -66,35 +66,6 @@ static bool need_root(const char *test)
 	return false;
 }
 
-/* In a child: become uid (and gid), or exit 99. */
-static void become(uid_t uid)
-{
-	if (setgroups(0, NULL) != 0 || setgid((gid_t)uid) != 0 || setuid(uid) != 0 ||
-	    getuid() != uid || setuid(0) == 0) {
-		fprintf(stderr, "cannot drop to uid %ld: %s\n", (long)uid, strerror(errno));
-		_exit(99);
-	}
-}
-
-static int wait_child(pid_t pid)
-{
-	uint64_t deadline = du_now_ns() + (uint64_t)DU_WAIT_MS * DU_MS;
-	int st;
-
-	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-
-		if (r == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		if (du_now_ns() > deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
-			ck_abort_msg("child %ld did not finish", (long)pid);
-		}
-		du_sleep_ms(2);
-	}
-}
-
 /* A daemon whose socket every uid may reach, with these options. */
 static void start(struct du_daemon *d, const char *const *extra)
 {
@@ -236,11 +207,11 @@ static void as_uid(uid_t uid, const struct du_daemon *d,
 
 	ck_assert(pid >= 0);
 	if (pid == 0) {
-		become(uid);
+		du_become(uid);
 		fn(d);
 		_exit(0);
 	}
-	ck_assert_msg(wait_child(pid) == 0, "the uid %ld client failed (see above)",
+	ck_assert_msg(du_wait_child(pid, DU_WAIT_MS) == 0, "the uid %ld client failed (see above)",
 		      (long)uid);
 }
 
@@ -276,7 +247,7 @@ START_TEST(test_uid_connections)
 
 		close(ready[0]);
 		close(go[1]);
-		become(NOBODY);
+		du_become(NOBODY);
 		c[0] = du_open(d, NULL);
 		c[1] = du_open(d, "conns");
 		/* Counted from accept: one that never says Hello holds a
@@ -318,7 +289,8 @@ START_TEST(test_uid_connections)
 	for (int i = 0; i < 5; i++)
 		du_conn_free(root[i]);
 	pipe_put(go[1]);
-	ck_assert_msg(wait_child(pid) == 0, "the uid %d client failed (see above)", NOBODY);
+	ck_assert_msg(du_wait_child(pid, DU_WAIT_MS) == 0,
+		      "the uid %d client failed (see above)", NOBODY);
 	close(ready[0]);
 	close(go[1]);
 	du_assert_serving(d);

@@ -1466,36 +1466,6 @@ END_TEST
 
 #define NOBODY 65534
 
-/* In a child: become NOBODY (uid and gid), or exit 99 (as check_daemon's). */
-static void become_nobody(void)
-{
-	if (setgroups(0, NULL) != 0 || setgid(NOBODY) != 0 || setuid(NOBODY) != 0 ||
-	    getuid() != NOBODY || setuid(0) == 0) {
-		fprintf(stderr, "cannot drop to uid %d: %s\n", NOBODY, strerror(errno));
-		_exit(99);
-	}
-}
-
-/* The child's exit status, or a failed test after DU_WAIT_MS. */
-static int wait_child(pid_t pid)
-{
-	uint64_t deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
-	int st;
-
-	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-
-		if (r == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		if (du_now_ns() > deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
-			ck_abort_msg("child %ld did not finish", (long)pid);
-		}
-		du_sleep_ms(2);
-	}
-}
-
 /* In the child: say what went wrong and exit with code. */
 static void child_fail(int code, const char *what, const struct bwc_client *c)
 {
@@ -1605,7 +1575,7 @@ START_TEST(test_owner)
 	if (pid == 0) {
 		struct bwc_client *n = NULL;
 
-		become_nobody();
+		du_become(NOBODY);
 		if (bwc_new(&n) != 0)
 			child_fail(2, "bwc_new", NULL);
 		bwc_set_timeout(n, (int64_t)DU_WAIT_MS * (int64_t)DU_MS);
@@ -1631,7 +1601,8 @@ START_TEST(test_owner)
 		bwc_free(n);
 		_exit(0);
 	}
-	ck_assert_msg(wait_child(pid) == 0, "the uid %d client failed (see above)", NOBODY);
+	ck_assert_msg(du_wait_child(pid, DU_WAIT_MS) == 0,
+		      "the uid %d client failed (see above)", NOBODY);
 	du_assert_serving(d);
 	du_daemon_free(d);
 }

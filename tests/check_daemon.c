@@ -1311,35 +1311,6 @@ END_TEST
 
 #define NOBODY 65534
 
-/* In a child: become NOBODY (uid and gid), or exit 99. */
-static void become_nobody(void)
-{
-	if (setgroups(0, NULL) != 0 || setgid(NOBODY) != 0 || setuid(NOBODY) != 0 ||
-	    getuid() != NOBODY || setuid(0) == 0) {
-		fprintf(stderr, "cannot drop to uid %d: %s\n", NOBODY, strerror(errno));
-		_exit(99);
-	}
-}
-
-static int wait_child(pid_t pid)
-{
-	uint64_t deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
-	int st;
-
-	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-
-		if (r == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		if (du_now_ns() > deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
-			ck_abort_msg("child %ld did not finish", (long)pid);
-		}
-		du_sleep_ms(2);
-	}
-}
-
 /*
  * Session names are per uid (PROTOCOL.md 7).  Root creates "e2e-orders"
  * with a pending timer; a process running as nobody that names root's
@@ -1390,7 +1361,7 @@ START_TEST(test_uid_isolation)
 	if (pid == 0) {
 		struct du_conn *n;
 
-		become_nobody();
+		du_become(NOBODY);
 		/* Root's namespace is not nobody's to name... */
 		o.has_owner_uid = true;
 		o.owner_uid = 0;
@@ -1422,7 +1393,8 @@ START_TEST(test_uid_isolation)
 		du_conn_free(n);
 		_exit(0);
 	}
-	ck_assert_msg(wait_child(pid) == 0, "the uid %d client failed (see above)", NOBODY);
+	ck_assert_msg(du_wait_child(pid, DU_WAIT_MS) == 0,
+		      "the uid %d client failed (see above)", NOBODY);
 
 	/* Root's timer fired into its own session's queue: nobody's session
 	 * of the same name touched nothing. */
@@ -1458,12 +1430,12 @@ START_TEST(test_uid_isolation)
 	if (pid == 0) {
 		struct du_conn *n;
 
-		become_nobody();
+		du_become(NOBODY);
 		n = du_connect(d->sock);
 		e = du_hello(n, "e2e-orders");
 		_exit(hr_of(e)->resumed && hr_of(e)->timers == 1 ? 0 : 6);
 	}
-	ck_assert_msg(wait_child(pid) == 0,
+	ck_assert_msg(du_wait_child(pid, DU_WAIT_MS) == 0,
 		      "the owner could not attach to its session after root did");
 	du_assert_serving(d);
 	du_daemon_free(d);

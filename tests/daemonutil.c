@@ -6,6 +6,7 @@
 #include "daemonutil.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
@@ -1572,4 +1573,33 @@ uint64_t du_proc_status_kb(pid_t pid, const char *field)
 		      "%s has no %s line", path, field);
 	free(text);
 	return kb;
+}
+
+void du_become(uid_t uid)
+{
+	if (setgroups(0, NULL) != 0 || setgid((gid_t)uid) != 0 || setuid(uid) != 0 ||
+	    getuid() != uid || setuid(0) == 0) {
+		fprintf(stderr, "cannot drop to uid %ld: %s\n", (long)uid, strerror(errno));
+		_exit(99);
+	}
+}
+
+int du_wait_child(pid_t pid, int timeout_ms)
+{
+	uint64_t deadline = du_now_ns() + (uint64_t)timeout_ms * DU_MS;
+	int st;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		if (r == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (du_now_ns() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			ck_abort_msg("child %ld did not finish within %d ms", (long)pid,
+				     timeout_ms);
+		}
+		du_sleep_ms(2);
+	}
 }

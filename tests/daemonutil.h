@@ -376,6 +376,13 @@ const char *du_result_describe(const struct du_result *r, char *buf,
  * flushing stdio). */
 void du_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* In a forked child: become uid (and the gid of the same number), with no
+ * supplementary groups and no way back to root, or _exit(99). */
+void du_become(uid_t uid);
+/* A forked child's exit code (128 + the signal if one killed it); the
+ * child is killed and the test fails after timeout_ms. */
+int du_wait_child(pid_t pid, int timeout_ms);
+
 /* Whether the file name exists in PATH (an executable). */
 bool du_have_tool(const char *name);
 /* Raise RLIMIT_NOFILE's soft limit to at least n (up to the hard limit);
