@@ -186,6 +186,11 @@ extern "C" {
 #define BWC_DEFAULT_SOCKET "/run/bitwheel/bitwheeld.sock"
 /* The environment variable bwc_default_socket() reads. */
 #define BWC_SOCKET_ENV "BITWHEEL_SOCKET"
+/* The environment variable that names the daemon's user when
+ * bwc_set_daemon_user() did not, and the name used when neither does
+ * (bitwheeld.service's DynamicUser=, named after the unit). */
+#define BWC_DAEMON_USER_ENV "BITWHEEL_DAEMON_USER"
+#define BWC_DEFAULT_DAEMON_USER "bitwheeld"
 /* bwc_set_timeout()'s initial value: 30 s. */
 #define BWC_DEFAULT_TIMEOUT_NS 30000000000LL
 
@@ -230,6 +235,10 @@ enum bwc_error {
 				  for fires or acknowledging on a producer
 				  (bwc_set_role(c, BWC_ROLE_CONSUMER)), or a
 				  producer without a session name           */
+	BWC_EPEER = -15,       /* connect: the process listening on the
+				  socket is not one this client trusts to
+				  be bitwheeld (see bwc_set_daemon_user);
+				  nothing was sent to it                    */
 };
 
 /*
@@ -378,6 +387,30 @@ BWC_EXPORT int bwc_set_ack_mode(struct bwc_client *c, enum bwc_ack_mode mode);
 BWC_EXPORT int bwc_set_owner_uid(struct bwc_client *c, int64_t uid);
 
 /*
+ * Who may be listening.  A socket path proves nothing about the process
+ * behind it: anyone who could create the socket (or its directory) first
+ * can pose as the daemon, take every timer and payload sent to it, and
+ * answer with invented fires.  So every connect and reconnect reads the
+ * listener's credentials (SO_PEERCRED: the process that called listen())
+ * before sending a byte, and talks only to a listener whose uid is
+ *   - root: socket activation (bitwheeld.socket) makes systemd, PID 1,
+ *     the listener, and root could read the caller's timers anyway;
+ *   - the caller's effective uid: a user trusts a daemon of its own
+ *     (tests, a per-user daemon);
+ *   - the daemon's user, named here by user name or decimal uid; NULL
+ *     (the default) means $BITWHEEL_DAEMON_USER when set and not empty,
+ *     else "bitwheeld" (the unit's DynamicUser=, which nss-systemd
+ *     resolves while the service runs).  A name is looked up at each
+ *     connect (getpwnam_r), only when the listener is neither of the
+ *     above; a name no user has trusts nobody more.
+ * Anyone else: BWC_EPEER, with a message naming the socket, the
+ * listener's uid and pid, and this setting.  The string is copied.
+ * BWC_EINVAL for an empty string; BWC_ENOMEM.  Takes effect at the next
+ * bwc_connect or bwc_reconnect.
+ */
+BWC_EXPORT int bwc_set_daemon_user(struct bwc_client *c, const char *user);
+
+/*
  * Connect to the daemon at path (NULL: bwc_default_socket()) and open a
  * session: session NULL for an anonymous one, or a name of 1 to 64 bytes
  * of [A-Za-z0-9_.:@-] to create or attach to in the caller's uid's
@@ -390,6 +423,8 @@ BWC_EXPORT int bwc_set_owner_uid(struct bwc_client *c, int64_t uid);
  *                     BWC_ROLE_PRODUCER or an owner uid without a session
  *                     name
  *   BWC_EUNREACHABLE  connect() failed (errno's text in the message)
+ *   BWC_EPEER         the listener is not trusted (bwc_set_daemon_user);
+ *                     the client is not connected
  *   BWC_ESERVER       the daemon refused the Hello (BAD_VERSION,
  *                     BAD_REQUEST for a window over its max_window,
  *                     PERMISSION_DENIED for an owner uid not the caller's
@@ -515,7 +550,20 @@ struct bwc_lane_stats {
 	uint64_t lost;         /* accepted but dropped by the wheel         */
 };
 
-/* Daemon-wide counters (not the session's). */
+/*
+ * The daemon's counters: daemon-wide (not the session's), then the
+ * caller's own uid's against its per-uid budgets (bitwheeld(8), "Security
+ * and limits"; root is counted, never refused).
+ *
+ * The struct has a fixed size, 384 bytes, for good: the caller allocates
+ * it, so a library writing a longer one than the program was built with
+ * would overrun the program's memory.  Counters added later take the
+ * reserved slots at the tail, in order (the next: uid_bytes, the uid's
+ * payload, queued-fire and unread-output bytes), so programs built
+ * against this header keep working with later libraries, and programs
+ * built against a later header read a counter this library (or the
+ * daemon) does not know as 0.  The library zeroes the reserved slots.
+ */
 struct bwc_stats {
 	struct bwc_lane_stats oneshot;
 	struct bwc_lane_stats periodic;
@@ -532,6 +580,18 @@ struct bwc_stats {
 	uint64_t consumers;    /* consumer connections now                  */
 	uint64_t acked;        /* fires done by an ack or auto-ack, ever    */
 	uint64_t redelivered;  /* fires taken back to be sent again, ever   */
+	/* The caller's uid (0 from a daemon that does not count per uid): */
+	uint64_t uid_connections; /* its connections now, this one included,
+				     against --max-clients-per-uid         */
+	uint64_t uid_sessions;    /* its named sessions, attached or not,
+				     against --max-sessions-per-uid        */
+	uint64_t uid_timers;      /* its pending timers plus undelivered
+				     fires, all its sessions, against
+				     --max-timers-per-uid                  */
+	uint64_t uid_periodic_rate_mhz; /* the sum over its periodic timers
+				     of 1/period, in millihertz, against
+				     --max-periodic-rate-per-uid           */
+	uint64_t reserved[21];    /* see above: 0                          */
 };
 
 /*

@@ -53,6 +53,12 @@
  * window: the daemon enforces it, and a manual-ack consumer's fire queue
  * is bounded by it.
  *
+ * Trust: dial() reads the listener's SO_PEERCRED right after connect()
+ * and, unless its uid is root, the caller's or the daemon's user's
+ * (bwc_set_daemon_user), closes the socket before a byte was sent
+ * (BWC_EPEER).  Every dial checks, reconnects included: the listener may
+ * be another process by then.
+ *
  * Invariant: done has room for every outstanding request, so failing them
  * all when the connection closes never allocates (and never loses a
  * callback to ENOMEM).  A fire is consumed from the input buffer only
@@ -81,6 +87,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,6 +279,8 @@ struct bwc_client {
 	uint64_t ack_timeout_ns;
 	enum bwc_ack_mode ack_mode;
 	int64_t owner_uid;          /* -1: the caller's own (not sent) */
+	char *daemon_user;          /* bwc_set_daemon_user's; NULL: env or
+				       default */
 	/* The connection: its number (fires carry it), and its role and ack
 	 * mode as the daemon took them. */
 	uint64_t conn_seq;
@@ -334,6 +343,8 @@ const char *bwc_strerror(int err)
 		"daemon took it back and will deliver it again, marked "
 		"redelivered";
 	case BWC_EROLE: return "not allowed in this connection's role";
+	case BWC_EPEER: return "the socket's listener is not trusted to be "
+		"the daemon";
 	default: return "unknown error";
 	}
 }
@@ -1134,6 +1145,7 @@ void bwc_free(struct bwc_client *c)
 	free(c->out);
 	free(c->path);
 	free(c->session);
+	free(c->daemon_user);
 	free(c);
 }
 
@@ -1194,6 +1206,117 @@ int bwc_set_owner_uid(struct bwc_client *c, int64_t uid)
 			    UINT32_MAX);
 	c->owner_uid = uid < 0 ? -1 : uid;
 	return 0;
+}
+
+/* A uid written as a decimal number (what bwc_set_daemon_user takes
+ * besides names): false for anything else, and for (uid_t)-1. */
+static bool parse_uid(const char *s, uid_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v >= UINT32_MAX)
+		return false;
+	*out = (uid_t)v;
+	return true;
+}
+
+int bwc_set_daemon_user(struct bwc_client *c, const char *user)
+{
+	char *copy = NULL;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	if (user != NULL && *user == '\0')
+		return fail(c, BWC_EINVAL,
+			    "empty daemon user: a user name or uid, or NULL "
+			    "for $%s or \"%s\"", BWC_DAEMON_USER_ENV,
+			    BWC_DEFAULT_DAEMON_USER);
+	if (user != NULL && (copy = strdup(user)) == NULL)
+		return fail(c, BWC_ENOMEM, "out of memory");
+	free(c->daemon_user);
+	c->daemon_user = copy;
+	return 0;
+}
+
+/* The daemon's user as configured: the setter's, the environment's, or
+ * the default. */
+static const char *daemon_user(const struct bwc_client *c)
+{
+	const char *env;
+
+	if (c->daemon_user != NULL)
+		return c->daemon_user;
+	env = getenv(BWC_DAEMON_USER_ENV);
+	return env != NULL && *env != '\0' ? env : BWC_DEFAULT_DAEMON_USER;
+}
+
+/* user's uid: a number as is, a name through getpwnam_r (reentrant: the
+ * library has no global state).  false when no user has the name or the
+ * lookup fails: such a user trusts nobody more. */
+static bool user_uid(const char *user, uid_t *out)
+{
+	struct passwd pw, *res = NULL;
+	size_t len = 1024;
+	char *buf = NULL, *nbuf;
+	int rc = 0;
+
+	if (parse_uid(user, out))
+		return true;
+	/* Grow the buffer while glibc asks for more, to a sane bound. */
+	do {
+		nbuf = realloc(buf, len);
+		if (nbuf == NULL)
+			break;
+		buf = nbuf;
+		rc = getpwnam_r(user, &pw, buf, len, &res);
+		len *= 2;
+	} while (rc == ERANGE && len <= (1u << 20));
+	if (res != NULL)
+		*out = pw.pw_uid;
+	free(buf);
+	return res != NULL;
+}
+
+/*
+ * Before a byte goes out on fd: is its listener root, ourselves, or the
+ * daemon's user (see bwc_set_daemon_user)?  The name is looked up only
+ * for a listener that is neither of the first two, so the usual connect
+ * costs one getsockopt.  BWC_EPEER (or BWC_EIO) with the message set.
+ */
+static int check_peer(struct bwc_client *c, int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	const char *user;
+	uid_t du;
+	char known[32];
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+		return fail(c, BWC_EIO, "cannot read the credentials of %s's "
+			    "listener (SO_PEERCRED): %s", c->path,
+			    strerror(errno));
+	if (cr.uid == 0 || cr.uid == geteuid())
+		return 0;
+	user = daemon_user(c);
+	if (user_uid(user, &du)) {
+		if (du == cr.uid)
+			return 0;
+		snprintf(known, sizeof(known), "uid %u", (unsigned)du);
+	} else {
+		snprintf(known, sizeof(known), "no such user");
+	}
+	return fail(c, BWC_EPEER,
+		    "refusing %s: its listener is uid %u (pid %ld), which is "
+		    "not root, not you (uid %u), and not the daemon's user "
+		    "\"%.64s\" (%s); if that is bitwheeld, name its user with "
+		    "$%s or bwc_set_daemon_user() (bwctl --daemon-user)",
+		    c->path, (unsigned)cr.uid, (long)cr.pid,
+		    (unsigned)geteuid(), user, known, BWC_DAEMON_USER_ENV);
 }
 
 /* The role a Hello with the current settings asks for, defaults applied
@@ -1298,6 +1421,10 @@ static int dial(struct bwc_client *c)
 				    "accepting connections", c->path);
 		return fail(c, BWC_EUNREACHABLE, "cannot connect to %s: %s",
 			    c->path, strerror(rc));
+	}
+	if ((rc = check_peer(c, fd)) != 0) {
+		close(fd);
+		return rc;
 	}
 	flags = fcntl(fd, F_GETFL);
 	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
@@ -1589,9 +1716,16 @@ static void copy_lane(const Bitwheel__V1__LaneStats *l,
 	out->lost = l->lost;
 }
 
+/* bwc_stats is caller-allocated ABI: its size never changes, new
+ * counters take reserved slots (bitwheel-client.h). */
+_Static_assert(sizeof(struct bwc_stats) == 384,
+	       "struct bwc_stats changed size: take a reserved slot instead");
+
 static void copy_stats(const Bitwheel__V1__StatsReply *r,
 		       struct bwc_stats *out)
 {
+	/* The reserved tail, and whatever the daemon left out, read 0. */
+	memset(out, 0, sizeof(*out));
 	copy_lane(r->oneshot, &out->oneshot);
 	copy_lane(r->periodic, &out->periodic);
 	out->clients = r->clients;
@@ -1605,6 +1739,10 @@ static void copy_stats(const Bitwheel__V1__StatsReply *r,
 	out->consumers = r->consumers;
 	out->acked = r->acked;
 	out->redelivered = r->redelivered;
+	out->uid_connections = r->uid_connections;
+	out->uid_sessions = r->uid_sessions;
+	out->uid_timers = r->uid_timers;
+	out->uid_periodic_rate_mhz = r->uid_periodic_rate_mhz;
 }
 
 int bwc_schedule(struct bwc_client *c, const struct bwc_timer *t,

@@ -13,9 +13,15 @@ client_libbitwheel_client_la_CPPFLAGS = $(AM_CPPFLAGS) \
 	-I$(top_srcdir)/client $(bw_proto_cppflags) -DBWC_BUILDING_LIBRARY
 client_libbitwheel_client_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 client_libbitwheel_client_la_LIBADD = proto/libbwproto.la $(PROTOBUF_C_LIBS)
-# 1:0:0 since protocol 2: struct bwc_fire and the info structs grew, so
-# programs built against 0:0:0 must be rebuilt.
-client_libbitwheel_client_la_LDFLAGS = -version-info 1:0:0 -no-undefined \
+# libtool's current:revision:age, moved once per release cycle for what
+# changed since the last release.  1:0:0 was released with 0.2.0
+# (protocol 2: struct bwc_fire and the info structs grew).  2:0:0 for the
+# next: struct bwc_session_info grew (owner_uid) and struct bwc_stats
+# grew (the per-uid counters and a reserved tail that fixes its size from
+# now on), both caller-allocated, so programs built against 1:0:0 must be
+# rebuilt (current + 1, age 0); the added functions (bwc_set_owner_uid,
+# bwc_set_daemon_user) ride on the same bump.
+client_libbitwheel_client_la_LDFLAGS = -version-info 2:0:0 -no-undefined \
 	-export-symbols-regex '^bwc_'
 include_HEADERS += client/bitwheel-client.h
 pkgconfig_DATA += client/libbitwheel-client.pc

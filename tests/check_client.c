@@ -35,6 +35,14 @@
  *                same name in uid 65534's namespace being another session
  *                (remembered across bwc_reconnect), and uid 65534 naming
  *                root's refused with PERMISSION_DENIED (else a SKIP note).
+ *   peer         who may listen (bwc_set_daemon_user): a stand-in
+ *                listener of uid 65534 is refused with BWC_EPEER, a
+ *                message naming it, and nothing sent to it; accepted once
+ *                its user is named (number, name, $BITWHEEL_DAEMON_USER,
+ *                the setter over the environment), every reconnect
+ *                checked again; a listener of the client's own uid is
+ *                accepted; struct bwc_stats's fixed size and per-uid
+ *                counters (2 sessions, 3 timers, 10 Hz of periodic fires).
  *   restart      the daemon killed and restarted under a named session:
  *                what bwc_reconnect() keeps (an auto-ack consumer's fires)
  *                and what is lost.
@@ -52,6 +60,8 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <pwd.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1609,6 +1619,196 @@ START_TEST(test_owner)
 END_TEST
 
 /* ======================================================================
+ * peer
+ * ====================================================================== */
+
+/* A connect to the stand-in that must be refused: BWC_EPEER, a message
+ * naming the socket, the listener's uid and pid and how to trust it, not
+ * connected, and not a byte sent. */
+static void assert_refused(struct bwc_client *c, struct du_fake *f, int rc,
+			   const char *also)
+{
+	char want[64];
+
+	ck_assert_msg(rc == BWC_EPEER, "uid %d's listener: %d (%s)", NOBODY, rc,
+		      bwc_errmsg(c));
+	ck_assert_int_eq(bwc_fd(c), -1);
+	snprintf(want, sizeof(want), "uid %d (pid %ld)", NOBODY, (long)f->pid);
+	ck_assert_msg(strstr(bwc_errmsg(c), f->sock) != NULL &&
+		      strstr(bwc_errmsg(c), want) != NULL &&
+		      strstr(bwc_errmsg(c), BWC_DAEMON_USER_ENV) != NULL &&
+		      strstr(bwc_errmsg(c), also) != NULL,
+		      "message without the socket, \"%s\", $%s or \"%s\": %s", want,
+		      BWC_DAEMON_USER_ENV, also, bwc_errmsg(c));
+	ck_assert_uint_eq(du_fake_next_conn(f, DU_WAIT_MS), 0);
+}
+
+/* A connect to the stand-in that must go through: its Hello answered,
+ * and the bytes of the Hello seen on its side. */
+static void assert_accepted(struct bwc_client *c, struct du_fake *f, int rc)
+{
+	struct bwc_session_info info;
+
+	ck_assert_msg(rc == 0, "uid %d's listener, trusted: %d (%s)", NOBODY, rc,
+		      bwc_errmsg(c));
+	CK_BWC(c, bwc_get_session_info(c, &info));
+	ck_assert_str_eq(info.daemon_version, "fake");
+	bwc_close(c);
+	ck_assert_uint_gt(du_fake_next_conn(f, DU_WAIT_MS), 0);
+}
+
+/*
+ * Who may listen.  A real daemon of the test's own uid is trusted (every
+ * other test relies on it too).  As root: a stand-in listening as uid
+ * 65534 is refused unless its user is named, by number or name, with the
+ * setter or $BITWHEEL_DAEMON_USER, the setter winning; an unknown name
+ * trusts nobody; each reconnect checks again.  As uid 65534, the same
+ * listener is its own and trusted.
+ */
+START_TEST(test_peer)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct passwd *pw = getpwuid(NOBODY);
+	struct bwc_client *c;
+	struct du_fake *f;
+	pid_t pid;
+
+	du_daemon_start(d, NULL);
+	c = connect_to(d, NULL);
+	bwc_free(c);
+	du_daemon_free(d);
+	if (geteuid() != 0) {
+		du_note("SKIP: test_peer's stand-in listener needs root (to run it as "
+			"uid %d)", NOBODY);
+		return;
+	}
+
+	unsetenv(BWC_DAEMON_USER_ENV);
+	f = du_fake_start(NOBODY);
+	c = new_client();
+	ck_assert_int_eq(bwc_set_daemon_user(NULL, "x"), BWC_EINVAL);
+	ck_assert_int_eq(bwc_set_daemon_user(c, ""), BWC_EINVAL);
+	/* The default, "bitwheeld", is no user here or not 65534. */
+	assert_refused(c, f, bwc_connect(c, f->sock, NULL), "\"" BWC_DEFAULT_DAEMON_USER "\"");
+	ck_assert_int_eq(bwc_reconnect(c), BWC_EPEER);
+	ck_assert_uint_eq(du_fake_next_conn(f, DU_WAIT_MS), 0);
+
+	CK_BWC(c, bwc_set_daemon_user(c, "65534"));
+	assert_accepted(c, f, bwc_reconnect(c));
+	if (pw != NULL) {
+		CK_BWC(c, bwc_set_daemon_user(c, pw->pw_name));
+		assert_accepted(c, f, bwc_reconnect(c));
+	} else {
+		du_note("no user name for uid %d: the by-name case is left out", NOBODY);
+	}
+	/* A name nobody has trusts nobody more, and says so. */
+	CK_BWC(c, bwc_set_daemon_user(c, "bw-no-such-user"));
+	assert_refused(c, f, bwc_reconnect(c), "no such user");
+	/* Another uid is not this one. */
+	CK_BWC(c, bwc_set_daemon_user(c, "65533"));
+	assert_refused(c, f, bwc_reconnect(c), "(uid 65533)");
+
+	/* The environment, when the setter names nobody; the setter wins. */
+	setenv(BWC_DAEMON_USER_ENV, "65534", 1);
+	CK_BWC(c, bwc_set_daemon_user(c, NULL));
+	assert_accepted(c, f, bwc_reconnect(c));
+	CK_BWC(c, bwc_set_daemon_user(c, "65533"));
+	assert_refused(c, f, bwc_reconnect(c), "(uid 65533)");
+	setenv(BWC_DAEMON_USER_ENV, "", 1);
+	CK_BWC(c, bwc_set_daemon_user(c, NULL));
+	assert_refused(c, f, bwc_reconnect(c), "\"" BWC_DEFAULT_DAEMON_USER "\"");
+	unsetenv(BWC_DAEMON_USER_ENV);
+	bwc_free(c);
+
+	/* To uid 65534 itself, the listener is its own. */
+	pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		struct bwc_client *n = NULL;
+
+		du_become(NOBODY);
+		if (bwc_new(&n) != 0)
+			child_fail(2, "bwc_new", NULL);
+		bwc_set_timeout(n, (int64_t)DU_WAIT_MS * (int64_t)DU_MS);
+		if (bwc_connect(n, f->sock, NULL) != 0)
+			child_fail(3, "its own uid's listener refused", n);
+		bwc_free(n);
+		_exit(0);
+	}
+	ck_assert_msg(du_wait_child(pid, DU_WAIT_MS) == 0,
+		      "the uid %d client failed (see above)", NOBODY);
+	ck_assert_uint_gt(du_fake_next_conn(f, DU_WAIT_MS), 0);
+	du_fake_free(f);
+}
+END_TEST
+
+/*
+ * struct bwc_stats is caller-allocated ABI (bitwheel-client.h): 384 bytes
+ * whatever it holds, its reserved tail zeroed by the library; and the
+ * caller's uid's figures, blocking and non-blocking, match what it holds:
+ * 3 connections (this one too), 2 named sessions, 3 timers, one of them
+ * periodic at 10 Hz.
+ */
+static void stats_seen(struct bwc_client *c, const struct bwc_reply *r, void *arg)
+{
+	(void)c;
+	ck_assert_int_eq(r->status, 0);
+	*(struct bwc_stats *)arg = *r->stats;
+}
+
+static void assert_uid_stats(const struct bwc_stats *st)
+{
+	ck_assert_uint_eq(st->uid_connections, 3);
+	ck_assert_uint_eq(st->uid_sessions, 2);
+	ck_assert_uint_eq(st->uid_timers, 3);
+	ck_assert_uint_eq(st->uid_periodic_rate_mhz, 10000);
+	for (size_t i = 0; i < sizeof(st->reserved) / sizeof(st->reserved[0]); i++)
+		ck_assert_msg(st->reserved[i] == 0, "reserved[%zu] = %#" PRIx64, i,
+			      st->reserved[i]);
+}
+
+START_TEST(test_stats_uid)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *a, *b, *c;
+	struct bwc_timer t = { .key = 1, .when_ns = 3600 * DU_S };
+	struct bwc_stats st;
+
+	ck_assert_uint_eq(sizeof(struct bwc_stats), 384);
+	ck_assert_uint_eq(offsetof(struct bwc_stats, reserved) +
+				  sizeof(((struct bwc_stats *)0)->reserved),
+			  384);
+	du_daemon_start(d, NULL);
+	a = connect_to(d, "e2e-uid-a");
+	b = connect_to(d, "e2e-uid-b");
+	CK_BWC(a, bwc_schedule(a, &t, NULL));
+	t.key = 2;
+	CK_BWC(a, bwc_schedule(a, &t, NULL));
+	t = (struct bwc_timer){ .key = 3, .when_ns = 3600 * DU_S, .period_ns = 100 * DU_MS };
+	CK_BWC(b, bwc_schedule(b, &t, NULL));
+	c = connect_to(d, NULL);
+
+	memset(&st, 0xa5, sizeof(st));
+	CK_BWC(c, bwc_stats(c, &st));
+	assert_uid_stats(&st);
+	ck_assert_uint_eq(st.clients, 3);
+	ck_assert_uint_eq(st.sessions, 2);
+	ck_assert_uint_eq(st.oneshot.pending + st.periodic.pending, 3);
+
+	memset(&st, 0xa5, sizeof(st));
+	ck_assert_int_eq(bwc_send_stats(c, stats_seen, &st), 0);
+	while (st.uid_sessions != 2 && bwc_dispatch(c) == 0)
+		poll(&(struct pollfd){ .fd = bwc_fd(c), .events = POLLIN }, 1, DU_WAIT_MS);
+	assert_uid_stats(&st);
+
+	bwc_free(a);
+	bwc_free(b);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
  * restart
  * ====================================================================== */
 
@@ -2070,6 +2270,12 @@ static Suite *client_suite(void)
 	tc = tcase_create("owner");
 	du_tcase(tc);
 	tcase_add_test(tc, test_owner);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("peer");
+	du_tcase(tc);
+	tcase_add_test(tc, test_peer);
+	tcase_add_test(tc, test_stats_uid);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("restart");

@@ -321,6 +321,146 @@ void du_tcase(TCase *tc)
 	tcase_set_timeout(tc, (double)DU_TCASE_TIMEOUT_S * du_slow());
 }
 
+/* ---- a stand-in listener ------------------------------------------------ */
+
+/* The stand-in's answer to one request frame: 0 with *len set, or -1 to
+ * close the connection. */
+static int fake_answer(const du_env *req, uint8_t *out, size_t cap, size_t *len)
+{
+	du_env r;
+	Bitwheel__V1__HelloReply hr = BITWHEEL__V1__HELLO_REPLY__INIT;
+	Bitwheel__V1__StatsReply sr = BITWHEEL__V1__STATS_REPLY__INIT;
+
+	bwp_reply_init(&r, req);
+	if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_HELLO) {
+		hr.has_protocol_version = 1;
+		hr.protocol_version = BWP_PROTOCOL_VERSION;
+		hr.daemon_version = "fake";
+		r.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY;
+		r.hello_reply = &hr;
+	} else if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_STATS) {
+		r.body_case = BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY;
+		r.stats_reply = &sr;
+	} else {
+		return -1;
+	}
+	return bwp_frame_pack(&r, SIZE_MAX, out, cap, len) == 0 ? 0 : -1;
+}
+
+/* One connection, until EOF or a request it does not answer; the bytes
+ * the client sent go to report. */
+static void fake_serve(int fd, int report)
+{
+	uint8_t in[4096], out[512];
+	size_t in_len = 0, fl, len;
+	uint64_t total = 0;
+	ssize_t n;
+	du_env *env;
+
+	while ((n = read(fd, in + in_len, sizeof(in) - in_len)) > 0) {
+		total += (uint64_t)n;
+		in_len += (size_t)n;
+		while (bwp_frame_parse(in, in_len, BWP_DEFAULT_MAX_FRAME, &env, &fl) == 0) {
+			int rc = fake_answer(env, out, sizeof(out), &len);
+
+			bwp_frame_free(env);
+			if (rc != 0 || write(fd, out, len) != (ssize_t)len)
+				goto done;
+			memmove(in, in + fl, in_len - fl);
+			in_len -= fl;
+		}
+		if (in_len == sizeof(in))
+			break;
+	}
+done:
+	close(fd);
+	if (write(report, &total, sizeof(total)) != sizeof(total))
+		_exit(97);
+}
+
+static void fake_child(const struct du_fake *f, uid_t uid, int ready, int report)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int lfd, fd;
+
+	setpgid(0, 0);
+	du_become(uid);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", f->sock);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    chmod(f->sock, 0666) != 0 || listen(lfd, 16) != 0) {
+		fprintf(stderr, "fake listener as uid %ld: %s\n", (long)uid,
+			strerror(errno));
+		_exit(98);
+	}
+	if (write(ready, "", 1) != 1)
+		_exit(97);
+	close(ready);
+	for (;;) {
+		fd = accept(lfd, NULL, NULL);
+		if (fd >= 0)
+			fake_serve(fd, report);
+	}
+}
+
+struct du_fake *du_fake_start(uid_t uid)
+{
+	struct du_fake *f = calloc(1, sizeof(*f));
+	int ready[2], report[2];
+	struct pollfd pf;
+	char c;
+
+	ck_assert_ptr_nonnull(f);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/bw-fake-XXXXXX");
+	ck_assert_msg(mkdtemp(f->dir) != NULL, "mkdtemp: %s", strerror(errno));
+	f->slot = registry_add(f->dir);
+	snprintf(f->sock, sizeof(f->sock), "%s/sock", f->dir);
+	ck_assert_msg(chown(f->dir, uid, (gid_t)uid) == 0 && chmod(f->dir, 0755) == 0,
+		      "%s for uid %ld: %s", f->dir, (long)uid, strerror(errno));
+	ck_assert(pipe2(ready, O_CLOEXEC) == 0 && pipe2(report, O_CLOEXEC) == 0);
+	f->pid = fork();
+	ck_assert(f->pid >= 0);
+	if (f->pid == 0) {
+		close(ready[0]);
+		close(report[0]);
+		fake_child(f, uid, ready[1], report[1]);
+	}
+	/* Its own group from here on, whichever of us gets there first. */
+	setpgid(f->pid, f->pid);
+	reg()[f->slot].pgid = f->pid;
+	close(ready[1]);
+	close(report[1]);
+	f->report_fd = report[0];
+	pf = (struct pollfd){ .fd = ready[0], .events = POLLIN };
+	ck_assert_msg(poll(&pf, 1, DU_WAIT_MS) == 1 && read(ready[0], &c, 1) == 1,
+		      "the fake listener as uid %ld did not start (see above)", (long)uid);
+	close(ready[0]);
+	return f;
+}
+
+uint64_t du_fake_next_conn(struct du_fake *f, int timeout_ms)
+{
+	struct pollfd pf = { .fd = f->report_fd, .events = POLLIN };
+	uint64_t total;
+
+	ck_assert_msg(poll(&pf, 1, timeout_ms) == 1 &&
+		      read(f->report_fd, &total, sizeof(total)) == sizeof(total),
+		      "no connection to the fake listener closed within %d ms", timeout_ms);
+	return total;
+}
+
+void du_fake_free(struct du_fake *f)
+{
+	if (f == NULL)
+		return;
+	kill_group(f->pid);
+	reg()[f->slot].pgid = 0;
+	close(f->report_fd);
+	rm_rf(f->dir);
+	reg()[f->slot].dir[0] = '\0';
+	free(f);
+}
+
 /* ---- files ---------------------------------------------------------------- */
 
 char *du_read_file(const char *path)

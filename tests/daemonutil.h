@@ -383,6 +383,33 @@ void du_become(uid_t uid);
  * child is killed and the test fails after timeout_ms. */
 int du_wait_child(pid_t pid, int timeout_ms);
 
+/* ---- a stand-in listener ------------------------------------------------ */
+
+/*
+ * A process posing as bitwheeld under another uid: forked, in its own
+ * process group (registered, so a failed test's is killed), it becomes
+ * uid, binds sock in dir (a scratch directory it owns, mode 0755; the
+ * socket 0666, so anyone may connect) and answers whoever connects: a
+ * Hello with a HelloReply (protocol version 2, daemon_version "fake"), a
+ * Stats with an empty StatsReply; anything else closes.  Each connection,
+ * once closed, is reported: how many bytes the client had sent, which
+ * says whether a client that refused the listener sent it anything.
+ */
+struct du_fake {
+	pid_t pid;
+	int slot;
+	int report_fd;         /* one uint64_t per closed connection       */
+	char dir[64];
+	char sock[96];
+};
+
+struct du_fake *du_fake_start(uid_t uid);
+/* The bytes the next connection to close had sent; the test fails if
+ * none closes within timeout_ms. */
+uint64_t du_fake_next_conn(struct du_fake *f, int timeout_ms);
+/* Kill it, remove the directory; NULL is a no-op. */
+void du_fake_free(struct du_fake *f);
+
 /* Whether the file name exists in PATH (an executable). */
 bool du_have_tool(const char *name);
 /* Raise RLIMIT_NOFILE's soft limit to at least n (up to the hard limit);
