@@ -25,20 +25,30 @@
  * waiting schedules then block in the library until a fire or the
  * deadline, using no CPU in between; watch adds one ack per batch.
  *
+ * Who listens: the library talks only to a listener running as root, as
+ * bwctl's own uid, or as the daemon's user (--daemon-user, else
+ * $BITWHEEL_DAEMON_USER, else "bitwheeld"); anything else is refused
+ * before a byte is sent, exit 5.
+ *
  * Exit status (also in bwctl.1 and --help):
  *   0 ok, 1 not found or timed out, 2 usage, 3 daemon unreachable,
- *   4 any other error (the daemon refused a request, the connection broke).
+ *   4 any other error (the daemon refused a request, the connection broke),
+ *   5 the socket's listener is not trusted to be bitwheeld.
  */
 #include "bitwheel-client.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <pwd.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "unknown"
@@ -50,6 +60,7 @@ enum status {
 	ST_USAGE = 2,
 	ST_UNREACHABLE = 3,
 	ST_ERROR = 4,
+	ST_UNTRUSTED = 5,
 };
 
 /* --socket, wherever it was given; NULL until main() settles it. */
@@ -57,11 +68,15 @@ static const char *socket_path;
 /* --owner, wherever it was given: the uid whose namespace --session is
  * in; -1 for the caller's own (not sent). */
 static int64_t owner_uid = -1;
+/* --daemon-user, wherever it was given; NULL: the library's default
+ * ($BITWHEEL_DAEMON_USER, else "bitwheeld"). */
+static const char *daemon_user;
 
 /* ---- help ---------------------------------------------------------------- */
 
 static const char help_main[] =
-"Usage: bwctl [--socket PATH] [--owner UID] COMMAND [OPTIONS]\n"
+"Usage: bwctl [--socket PATH] [--daemon-user USER] [--owner UID] COMMAND\n"
+"             [OPTIONS]\n"
 "\n"
 "Talk to bitwheeld, the host-wide timer service.\n"
 "\n"
@@ -75,6 +90,11 @@ static const char help_main[] =
 "Options:\n"
 "  --socket PATH  the daemon's socket (default: $" BWC_SOCKET_ENV ",\n"
 "                 else " BWC_DEFAULT_SOCKET ")\n"
+"  --daemon-user USER\n"
+"                 the user (name or uid) bitwheeld runs as: besides root\n"
+"                 and yourself, the only one trusted to listen on the\n"
+"                 socket (default: $" BWC_DAEMON_USER_ENV ", else "
+BWC_DEFAULT_DAEMON_USER ")\n"
 "  --owner UID    root only: the uid (number or user name) whose session\n"
 "                 --session names, for schedule, cancel and watch\n"
 "                 (session names are per uid; default: your own)\n"
@@ -85,7 +105,7 @@ static const char help_main[] =
 "us and ns.  A bare number is refused.\n"
 "\n"
 "Exit status: 0 ok, 1 not found or timed out, 2 usage error, 3 daemon\n"
-"unreachable, 4 any other error.\n";
+"unreachable, 4 any other error, 5 the socket's listener is not trusted.\n";
 
 static const char help_schedule[] =
 "Usage: bwctl [--socket PATH] schedule --key K (--in DURATION | --at-monotonic NS)\n"
@@ -115,7 +135,8 @@ static const char help_schedule[] =
 "\n"
 "Prints 'scheduled key=K deadline=NS' (--session) or one line per fire, as\n"
 "'bwctl watch' does.  Exit status: 0 ok, 2 usage, 3 unreachable, 4 the\n"
-"daemon refused (e.g. DUPLICATE_KEY without --replace) or other error.\n";
+"daemon refused (e.g. DUPLICATE_KEY without --replace) or other error,\n"
+"5 the socket's listener is not trusted (see --daemon-user).\n";
 
 static const char help_cancel[] =
 "Usage: bwctl [--socket PATH] cancel --key K [--session NAME [--owner UID]]\n"
@@ -130,7 +151,7 @@ static const char help_cancel[] =
 "\n"
 "Exit status: 0 the timer was pending and is gone, 1 no pending timer had\n"
 "this key (never scheduled, already fired, or cancelled), 2 usage,\n"
-"3 unreachable, 4 other error.\n";
+"3 unreachable, 4 other error, 5 the socket's listener is not trusted.\n";
 
 static const char help_watch[] =
 "Usage: bwctl [--socket PATH] watch --session NAME [--owner UID] [--count N]\n"
@@ -165,7 +186,7 @@ static const char help_watch[] =
 "Exit status: 0 after --count fires (or, with --timeout only, if any fire\n"
 "came), 1 timed out (before --count fires, or with none), 2 usage,\n"
 "3 unreachable, 4 other error (e.g. stdout could not be written, the\n"
-"daemon went away).\n";
+"daemon went away), 5 the socket's listener is not trusted.\n";
 
 static const char help_stats[] =
 "Usage: bwctl [--socket PATH] stats [--json]\n"
@@ -173,11 +194,14 @@ static const char help_stats[] =
 "Print the daemon's counters: per lane (oneshot, periodic) the timers\n"
 "pending, in overflow, inserted, cancelled, fired and lost; and clients,\n"
 "consumers, named sessions, fires queued, in flight, acknowledged,\n"
-"redelivered and dropped, expired sessions, uptime and memory.\n"
+"redelivered and dropped, expired sessions, uptime and memory; and your\n"
+"uid's connections, named sessions, timers and periodic fire rate, which\n"
+"its per-uid budgets bound (bitwheeld(8)).\n"
 "\n"
 "  --json               one JSON object instead of the table\n"
 "\n"
-"Exit status: 0 ok, 2 usage, 3 unreachable, 4 other error.\n";
+"Exit status: 0 ok, 2 usage, 3 unreachable, 4 other error, 5 the socket's\n"
+"listener is not trusted.\n";
 
 /* ---- diagnostics ---------------------------------------------------------- */
 
@@ -197,17 +221,51 @@ static int usage_error(const char *cmd, const char *fmt, ...)
 	return ST_USAGE;
 }
 
+/*
+ * Why connecting failed, for people: a socket we may not use (connect(2)
+ * needs write permission on it and search permission on its directories,
+ * which the system service grants to its group) is not a daemon that is
+ * down.  The library's message has errno's text; this asks the file
+ * system the same question with our effective ids.
+ */
+static void unreachable_hint(void)
+{
+	struct stat st;
+	struct group *gr;
+
+	if (faccessat(AT_FDCWD, socket_path, W_OK, AT_EACCESS) != 0 &&
+	    errno == EACCES) {
+		gr = stat(socket_path, &st) == 0 ? getgrgid(st.st_gid) : NULL;
+		fprintf(stderr,
+			"bwctl: you (uid %u) lack permission on %s: connecting "
+			"needs write permission on the socket, usually "
+			"membership of its group (%s%s); ask an administrator "
+			"to add you, then log in again.\n",
+			(unsigned)geteuid(), socket_path,
+			gr ? "here: " : "for the system service: ",
+			gr ? gr->gr_name : "bitwheel");
+		return;
+	}
+	fprintf(stderr,
+		"bwctl: is bitwheeld running?  Start it (e.g. "
+		"'bitwheeld --socket %s'), or point --socket or $%s "
+		"at its socket.\n", socket_path, BWC_SOCKET_ENV);
+}
+
 /* A library failure: the message, a hint where one helps, the status. */
 static int report(struct bwc_client *c, int rc)
 {
 	fprintf(stderr, "bwctl: %s\n", bwc_errmsg(c));
 	switch (rc) {
 	case BWC_EUNREACHABLE:
-		fprintf(stderr,
-			"bwctl: is bitwheeld running?  Start it (e.g. "
-			"'bitwheeld --socket %s'), or point --socket or $%s "
-			"at its socket.\n", socket_path, BWC_SOCKET_ENV);
+		unreachable_hint();
 		return ST_UNREACHABLE;
+	case BWC_EPEER:
+		fputs("bwctl: not talking to it: a process posing as bitwheeld "
+		      "would see and could forge your timers.  If it is the "
+		      "bitwheeld you mean, trust its user with --daemon-user "
+		      "USER or $" BWC_DAEMON_USER_ENV ".\n", stderr);
+		return ST_UNTRUSTED;
 	case BWC_EINVAL:
 		return ST_USAGE;
 	case BWC_ESERVER:
@@ -452,7 +510,9 @@ static int open_client(const struct conn_opts *o, struct bwc_client **out)
 	bwc_set_ack_timeout(c, o->ack_timeout_ns);
 	if (o->session != NULL && owner_uid >= 0)
 		bwc_set_owner_uid(c, owner_uid);
-	rc = bwc_connect(c, socket_path, o->session);
+	rc = bwc_set_daemon_user(c, daemon_user);
+	if (rc == 0)
+		rc = bwc_connect(c, socket_path, o->session);
 	if (rc != 0) {
 		rc = report(c, rc);
 		bwc_free(c);
@@ -498,6 +558,7 @@ static int cmd_schedule(int argc, char **argv)
 		{ "count", required_argument, NULL, 'c' },
 		{ "owner", required_argument, NULL, 'O' },
 		{ "socket", required_argument, NULL, 'S' },
+		{ "daemon-user", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -565,6 +626,9 @@ static int cmd_schedule(int argc, char **argv)
 			break;
 		case 'S':
 			socket_path = optarg;
+			break;
+		case 'D':
+			daemon_user = optarg;
 			break;
 		case 'h':
 			fputs(help_schedule, stdout);
@@ -634,6 +698,7 @@ static int cmd_cancel(int argc, char **argv)
 		{ "session", required_argument, NULL, 's' },
 		{ "owner", required_argument, NULL, 'O' },
 		{ "socket", required_argument, NULL, 'S' },
+		{ "daemon-user", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -663,6 +728,9 @@ static int cmd_cancel(int argc, char **argv)
 			break;
 		case 'S':
 			socket_path = optarg;
+			break;
+		case 'D':
+			daemon_user = optarg;
 			break;
 		case 'h':
 			fputs(help_cancel, stdout);
@@ -734,6 +802,7 @@ static int cmd_watch(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "owner", required_argument, NULL, 'O' },
 		{ "socket", required_argument, NULL, 'S' },
+		{ "daemon-user", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -786,6 +855,9 @@ static int cmd_watch(int argc, char **argv)
 			break;
 		case 'S':
 			socket_path = optarg;
+			break;
+		case 'D':
+			daemon_user = optarg;
 			break;
 		case 'h':
 			fputs(help_watch, stdout);
@@ -912,6 +984,7 @@ static int cmd_stats(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "socket", required_argument, NULL, 'S' },
+		{ "daemon-user", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -930,6 +1003,9 @@ static int cmd_stats(int argc, char **argv)
 			break;
 		case 'S':
 			socket_path = optarg;
+			break;
+		case 'D':
+			daemon_user = optarg;
 			break;
 		case 'h':
 			fputs(help_stats, stdout);
@@ -971,7 +1047,9 @@ static int cmd_stats(int argc, char **argv)
 		       "\"in_flight\":%llu,\"acked\":%llu,"
 		       "\"redelivered\":%llu,\"dropped\":%llu,"
 		       "\"expired\":%llu,\"uptime_ns\":%llu,"
-		       "\"memory_bytes\":%llu}\n",
+		       "\"memory_bytes\":%llu,\"uid\":%u,"
+		       "\"uid_connections\":%llu,\"uid_sessions\":%llu,"
+		       "\"uid_timers\":%llu,\"uid_periodic_rate_mhz\":%llu}\n",
 		       (unsigned long long)st.clients,
 		       (unsigned long long)st.consumers,
 		       (unsigned long long)st.sessions,
@@ -982,7 +1060,11 @@ static int cmd_stats(int argc, char **argv)
 		       (unsigned long long)st.dropped,
 		       (unsigned long long)st.expired,
 		       (unsigned long long)st.uptime_ns,
-		       (unsigned long long)st.memory_bytes);
+		       (unsigned long long)st.memory_bytes, (unsigned)geteuid(),
+		       (unsigned long long)st.uid_connections,
+		       (unsigned long long)st.uid_sessions,
+		       (unsigned long long)st.uid_timers,
+		       (unsigned long long)st.uid_periodic_rate_mhz);
 		return ST_OK;
 	}
 	printf("daemon       bitwheeld %s at %s\n",
@@ -1010,6 +1092,19 @@ static int cmd_stats(int argc, char **argv)
 	       "linger)\n", (unsigned long long)st.expired);
 	printf("memory       %llu bytes\n",
 	       (unsigned long long)st.memory_bytes);
+	/* The daemon counts the caller's uid: ours, as SO_PEERCRED saw it. */
+	printf("\nyour uid %u, against its per-uid budgets:\n",
+	       (unsigned)geteuid());
+	printf("uid_connections  %llu (connections now, this one included)\n",
+	       (unsigned long long)st.uid_connections);
+	printf("uid_sessions     %llu (named sessions, attached or not)\n",
+	       (unsigned long long)st.uid_sessions);
+	printf("uid_timers       %llu (pending timers and undelivered "
+	       "fires)\n", (unsigned long long)st.uid_timers);
+	printf("uid_periodic     %llu.%03llu Hz (periodic fires a second: the "
+	       "sum of 1/period)\n",
+	       (unsigned long long)(st.uid_periodic_rate_mhz / 1000),
+	       (unsigned long long)(st.uid_periodic_rate_mhz % 1000));
 	printf("\n%-8s %10s %10s %10s %10s %10s %10s\n", "lane", "pending",
 	       "overflow", "inserted", "cancelled", "fired", "lost");
 	print_lane("oneshot", &st.oneshot);
@@ -1035,6 +1130,7 @@ int main(int argc, char **argv)
 	enum { OPT_VERSION = 256 };
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 'S' },
+		{ "daemon-user", required_argument, NULL, 'D' },
 		{ "owner", required_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
@@ -1049,6 +1145,9 @@ int main(int argc, char **argv)
 		switch (o) {
 		case 'S':
 			socket_path = optarg;
+			break;
+		case 'D':
+			daemon_user = optarg;
 			break;
 		case 'O':
 			if ((rc = parse_owner(NULL, optarg)) != ST_OK)

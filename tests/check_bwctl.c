@@ -25,7 +25,14 @@
  *              root's own of the same name does not see; uid 65534 (run
  *              through setpriv(1)) naming root's gets PERMISSION_DENIED and
  *              exit 4.  Not root: a SKIP note.
- *   stats      the table and --json agree with the daemon's own counters.
+ *   stats      the table and --json agree with the daemon's own counters,
+ *              the caller's uid's among them (3 connections, 2 sessions,
+ *              3 timers, 1 Hz of periodic fires).
+ *   peer       a stand-in listener of uid 65534: refused, exit 5, its uid
+ *              and pid and --daemon-user named, nothing sent; let through
+ *              by --daemon-user (before or after the command, number or
+ *              name) or $BITWHEEL_DAEMON_USER; a socket bwctl may not open
+ *              is said to be a permission matter, not a daemon down.
  *   usage      exit 2 for usage errors, exit 3 naming the socket when the
  *              daemon is unreachable, --help for bwctl and every command.
  *
@@ -35,6 +42,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -80,7 +88,7 @@ static struct du_conn *raw_producer(const struct du_daemon *d, const char *sessi
 /* ---- running bwctl ------------------------------------------------------ */
 
 /* Nothing may reach a daemon through the caller's environment. */
-static const char *const clean_env[] = { "BITWHEEL_SOCKET", NULL };
+static const char *const clean_env[] = { "BITWHEEL_SOCKET", "BITWHEEL_DAEMON_USER", NULL };
 
 /* bwctl [--socket sock] args... (NULL-terminated), with output captured. */
 static void bwctl_argv(const char **argv, const char *sock, va_list ap)
@@ -670,6 +678,31 @@ END_TEST
  * it stays 65534's (65534 is refused root's namespace: exit 4 with the
  * daemon's PERMISSION_DENIED, and the hint).
  */
+/* Whether setpriv(1) can run bwctl as uid 65534 here (the build tree must
+ * be readable by it); a SKIP note when not. */
+static bool bwctl_runs_as_nobody(const char *test)
+{
+	static const char *const probe[] = {
+		"setpriv", "--reuid=" NOBODY, "--regid=" NOBODY, "--clear-groups",
+		DU_BWCTL_PATH, "--version", NULL,
+	};
+	struct du_result r;
+	char what[1600];
+	bool ok;
+
+	if (!du_have_tool("setpriv")) {
+		du_note("SKIP: %s's uid %s part needs setpriv(1) (util-linux)", test, NOBODY);
+		return false;
+	}
+	du_run(probe, clean_env, RUN_MS, &r);
+	ok = r.status == 0;
+	if (!ok)
+		du_note("SKIP: %s's uid %s part: bwctl does not run as uid %s (%s)", test,
+			NOBODY, NOBODY, du_result_describe(&r, what, sizeof(what)));
+	du_result_free(&r);
+	return ok;
+}
+
 START_TEST(test_owner)
 {
 	struct du_daemon *d;
@@ -717,13 +750,7 @@ START_TEST(test_owner)
 	/* 65534 may not name root's namespace: the daemon's refusal, exit 4,
 	 * the hint.  Run through setpriv(1) when it can run bwctl as 65534
 	 * (the build tree must be readable by it). */
-	if (!du_have_tool("setpriv")) {
-		du_note("SKIP: test_owner's uid %s part needs setpriv(1) (util-linux)", NOBODY);
-	} else {
-		static const char *const probe[] = {
-			"setpriv", "--reuid=" NOBODY, "--regid=" NOBODY, "--clear-groups",
-			DU_BWCTL_PATH, "--version", NULL,
-		};
+	if (bwctl_runs_as_nobody("test_owner")) {
 		static const char *const deny_argv[] = {
 			"setpriv", "--reuid=" NOBODY, "--regid=" NOBODY, "--clear-groups",
 			DU_BWCTL_PATH, "--socket", NULL /* d->sock */, "--owner", "0",
@@ -731,33 +758,25 @@ START_TEST(test_owner)
 		};
 		const char *argv[sizeof(deny_argv) / sizeof(deny_argv[0])];
 
-		du_run(probe, clean_env, RUN_MS, &r);
-		if (r.status != 0) {
-			du_note("SKIP: test_owner's uid %s part: bwctl does not run as uid %s "
-				"(%s)", NOBODY, NOBODY, du_result_describe(&r, what, sizeof(what)));
-			du_result_free(&r);
-		} else {
-			du_result_free(&r);
-			memcpy(argv, deny_argv, sizeof(argv));
-			argv[6] = d->sock;
-			du_run(argv, clean_env, RUN_MS, &r);
-			ASSERT_EXIT(&r, 4, "--owner 0 as uid " NOBODY);
-			ck_assert_msg(strstr(r.err, "PERMISSION_DENIED") != NULL &&
-				      strstr(r.err, "only root may use --owner") != NULL,
-				      "stderr: %s", r.err);
-			du_result_free(&r);
-			/* Its own session is the one root scheduled into. */
-			argv[7] = "cancel";
-			argv[8] = "--session";
-			argv[9] = "e2e-own";
-			argv[10] = "--key";
-			argv[11] = "5";
-			argv[12] = NULL;
-			du_run(argv, clean_env, RUN_MS, &r);
-			ASSERT_EXIT(&r, 0, "cancel as uid " NOBODY " in its own session");
-			ck_assert_msg(strcmp(r.out, "cancelled key=5\n") == 0, "stdout: %s", r.out);
-			du_result_free(&r);
-		}
+		memcpy(argv, deny_argv, sizeof(argv));
+		argv[6] = d->sock;
+		du_run(argv, clean_env, RUN_MS, &r);
+		ASSERT_EXIT(&r, 4, "--owner 0 as uid " NOBODY);
+		ck_assert_msg(strstr(r.err, "PERMISSION_DENIED") != NULL &&
+			      strstr(r.err, "only root may use --owner") != NULL,
+			      "stderr: %s", r.err);
+		du_result_free(&r);
+		/* Its own session is the one root scheduled into. */
+		argv[7] = "cancel";
+		argv[8] = "--session";
+		argv[9] = "e2e-own";
+		argv[10] = "--key";
+		argv[11] = "5";
+		argv[12] = NULL;
+		du_run(argv, clean_env, RUN_MS, &r);
+		ASSERT_EXIT(&r, 0, "cancel as uid " NOBODY " in its own session");
+		ck_assert_msg(strcmp(r.out, "cancelled key=5\n") == 0, "stdout: %s", r.out);
+		du_result_free(&r);
 	}
 
 	/* Gone, or still there if 65534 could not run: root cancels it in
@@ -1289,7 +1308,7 @@ START_TEST(test_stats)
 {
 	struct du_daemon *d = du_daemon_new();
 	struct du_result r;
-	struct du_conn *c;
+	struct du_conn *c, *c2;
 	struct jval *v;
 	static const char *const keys[] = {
 		"daemon_version", "oneshot.pending", "oneshot.overflow", "oneshot.inserted",
@@ -1297,7 +1316,8 @@ START_TEST(test_stats)
 		"periodic.overflow", "periodic.inserted", "periodic.cancelled",
 		"periodic.fired", "periodic.lost", "clients", "consumers", "sessions",
 		"queued", "in_flight", "acked", "redelivered", "dropped", "expired",
-		"uptime_ns", "memory_bytes",
+		"uptime_ns", "memory_bytes", "uid", "uid_connections", "uid_sessions",
+		"uid_timers", "uid_periodic_rate_mhz",
 	};
 	char version[64];
 	du_env *e;
@@ -1319,12 +1339,28 @@ START_TEST(test_stats)
 		bwp_frame_free(du_schedule(c, 9, &s));
 	}
 	ck_assert(du_cancel(c, 10, 3));
+	/* A second named session, with no timers. */
+	c2 = du_connect(d->sock);
+	bwp_frame_free(du_hello(c2, "e2e-stats-2"));
 
 	bwctl(&r, d->sock, "stats", NULL);
 	ASSERT_EXIT(&r, 0, "stats");
 	ck_assert_msg(strstr(r.out, version) != NULL, "no daemon version in: %s", r.out);
-	ck_assert_uint_eq(table_cell(r.out, "clients", 0), 2);
-	ck_assert_uint_eq(table_cell(r.out, "sessions", 0), 1);
+	ck_assert_uint_eq(table_cell(r.out, "clients", 0), 3);
+	ck_assert_uint_eq(table_cell(r.out, "sessions", 0), 2);
+	/* This uid's: all of the above are the test's (bwctl's included). */
+	{
+		char uidline[48];
+
+		snprintf(uidline, sizeof(uidline), "\nyour uid %u,", (unsigned)geteuid());
+		ck_assert_msg(strstr(r.out, uidline) != NULL, "no \"%s\" in: %s", uidline + 1,
+			      r.out);
+	}
+	ck_assert_uint_eq(table_cell(r.out, "uid_connections", 0), 3);
+	ck_assert_uint_eq(table_cell(r.out, "uid_sessions", 0), 2);
+	ck_assert_uint_eq(table_cell(r.out, "uid_timers", 0), 3);
+	ck_assert_msg(strstr(r.out, "\nuid_periodic     1.000 Hz ") != NULL,
+		      "periodic rate not 1 Hz: %s", r.out);
 	ck_assert_uint_eq(table_cell(r.out, "oneshot", 0), 2);   /* pending   */
 	ck_assert_uint_eq(table_cell(r.out, "oneshot", 2), 3);   /* inserted  */
 	ck_assert_uint_eq(table_cell(r.out, "oneshot", 3), 1);   /* cancelled */
@@ -1350,8 +1386,13 @@ START_TEST(test_stats)
 	ck_assert_uint_eq(ju64(v, "oneshot.inserted"), 3);
 	ck_assert_uint_eq(ju64(v, "oneshot.cancelled"), 1);
 	ck_assert_uint_eq(ju64(v, "periodic.pending"), 1);
-	ck_assert_uint_eq(ju64(v, "clients"), 2);
-	ck_assert_uint_eq(ju64(v, "sessions"), 1);
+	ck_assert_uint_eq(ju64(v, "clients"), 3);
+	ck_assert_uint_eq(ju64(v, "sessions"), 2);
+	ck_assert_uint_eq(ju64(v, "uid"), geteuid());
+	ck_assert_uint_eq(ju64(v, "uid_connections"), 3);
+	ck_assert_uint_eq(ju64(v, "uid_sessions"), 2);
+	ck_assert_uint_eq(ju64(v, "uid_timers"), 3);
+	ck_assert_uint_eq(ju64(v, "uid_periodic_rate_mhz"), 1000);
 	ck_assert_uint_eq(ju64(v, "queued"), 0);
 	ck_assert_uint_eq(ju64(v, "in_flight"), 0);
 	ck_assert_uint_eq(ju64(v, "acked"), 0);
@@ -1361,7 +1402,100 @@ START_TEST(test_stats)
 	ck_assert(ju64(v, "uptime_ns") > 0 && ju64(v, "memory_bytes") > 0);
 	jfree(v);
 	du_result_free(&r);
+	du_conn_free(c2);
 	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * peer
+ * ====================================================================== */
+
+#define NOBODY_UID 65534
+
+/* bwctl refused the stand-in: exit 5, its uid and pid, the socket and the
+ * way to trust it named, nothing printed on stdout, nothing sent. */
+static void assert_bwctl_refused(struct du_result *r, struct du_fake *f, const char *what)
+{
+	char want[64];
+
+	ASSERT_EXIT(r, 5, what);
+	snprintf(want, sizeof(want), "uid %d (pid %ld)", NOBODY_UID, (long)f->pid);
+	ck_assert_msg(strstr(r->err, want) != NULL && strstr(r->err, f->sock) != NULL &&
+		      strstr(r->err, "--daemon-user") != NULL &&
+		      strstr(r->err, "posing as bitwheeld") != NULL,
+		      "%s: stderr without \"%s\", the socket or --daemon-user: %s", what,
+		      want, r->err);
+	ck_assert_msg(r->out[0] == '\0', "%s: stdout: %s", what, r->out);
+	du_result_free(r);
+	ck_assert_uint_eq(du_fake_next_conn(f, RUN_MS), 0);
+}
+
+/* bwctl stats went through to the stand-in, which answered. */
+static void assert_bwctl_through(struct du_result *r, struct du_fake *f, const char *what)
+{
+	ASSERT_EXIT(r, 0, what);
+	ck_assert_msg(strstr(r->out, "bitwheeld fake at ") != NULL, "%s: stdout: %s", what,
+		      r->out);
+	du_result_free(r);
+	ck_assert_uint_gt(du_fake_next_conn(f, RUN_MS), 0);
+}
+
+START_TEST(test_peer)
+{
+	struct passwd *pw = getpwuid(NOBODY_UID);
+	const char *env[] = { "BITWHEEL_SOCKET", "BITWHEEL_DAEMON_USER=" NOBODY, NULL };
+	const char *argv[8] = { DU_BWCTL_PATH, "--socket", NULL, "stats", NULL };
+	struct du_daemon *d;
+	struct du_result r;
+	struct du_fake *f;
+
+	if (geteuid() != 0) {
+		du_note("SKIP: test_peer needs root (to run a listener as uid %s)", NOBODY);
+		return;
+	}
+	f = du_fake_start(NOBODY_UID);
+	bwctl(&r, f->sock, "stats", NULL);
+	assert_bwctl_refused(&r, f, "stats to uid 65534's listener");
+	bwctl(&r, f->sock, "--daemon-user", NOBODY, "stats", NULL);
+	assert_bwctl_through(&r, f, "--daemon-user 65534 stats");
+	bwctl(&r, f->sock, "stats", "--daemon-user", pw ? pw->pw_name : NOBODY, NULL);
+	assert_bwctl_through(&r, f, "stats --daemon-user nobody");
+	argv[2] = f->sock;
+	du_run(argv, env, RUN_MS, &r);
+	assert_bwctl_through(&r, f, "BITWHEEL_DAEMON_USER=65534 bwctl stats");
+	/* The option over the environment. */
+	argv[3] = "--daemon-user";
+	argv[4] = "65533";
+	argv[5] = "stats";
+	du_run(argv, env, RUN_MS, &r);
+	assert_bwctl_refused(&r, f, "--daemon-user 65533 over BITWHEEL_DAEMON_USER=65534");
+	bwctl(&r, f->sock, "--daemon-user", "", "stats", NULL);
+	ASSERT_EXIT(&r, 2, "--daemon-user ''");
+	du_result_free(&r);
+	du_fake_free(f);
+
+	/* A socket it may not open: not "is bitwheeld running?". */
+	if (!bwctl_runs_as_nobody("test_peer"))
+		return;
+	d = du_daemon_new();
+	ck_assert(chmod(d->dir, 0755) == 0);
+	du_daemon_start(d, "--socket-mode", "0660", NULL);
+	{
+		const char *as_nobody[] = {
+			"setpriv", "--reuid=" NOBODY, "--regid=" NOBODY, "--clear-groups",
+			DU_BWCTL_PATH, "--socket", d->sock, "stats", NULL,
+		};
+
+		du_run(as_nobody, clean_env, RUN_MS, &r);
+	}
+	ASSERT_EXIT(&r, 3, "stats as uid 65534 on a 0660 root socket");
+	ck_assert_msg(strstr(r.err, "lack permission on") != NULL &&
+		      strstr(r.err, "group") != NULL &&
+		      strstr(r.err, "is bitwheeld running") == NULL,
+		      "stderr: %s", r.err);
+	du_result_free(&r);
 	du_daemon_free(d);
 }
 END_TEST
@@ -1552,6 +1686,11 @@ static Suite *bwctl_suite(void)
 	tc = tcase_create("stats");
 	du_tcase(tc);
 	tcase_add_test(tc, test_stats);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("peer");
+	du_tcase(tc);
+	tcase_add_test(tc, test_peer);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("usage");
