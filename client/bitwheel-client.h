@@ -272,6 +272,10 @@ enum bwc_server_code {
 					     named sessions (Hello, which
 					     closes) or periodic fire rate
 					     (Schedule)                     */
+	BWC_SERVER_STORAGE_UNAVAILABLE = 19, /* the daemon cannot write its
+					     state directory: a change to a
+					     named session was refused;
+					     retry later                    */
 };
 
 /* A static description of a bwc_error code. */

@@ -274,6 +274,11 @@ static int report(struct bwc_client *c, int rc)
 			fputs("bwctl: only root may use --owner to name another "
 			      "uid's session; without --owner, --session is "
 			      "your own uid's\n", stderr);
+		if (bwc_server_error(c) == BWC_SERVER_STORAGE_UNAVAILABLE)
+			fputs("bwctl: bitwheeld cannot write its state directory "
+			      "(full or failing): named sessions take no changes "
+			      "until it can; anonymous ones still work.  Free "
+			      "space there, then retry\n", stderr);
 		return ST_ERROR;
 	default:
 		return ST_ERROR;

@@ -134,8 +134,8 @@ _Static_assert((int)BWC_SERVER_SESSION_BUSY ==
 _Static_assert((int)BWC_SERVER_INTERNAL ==
 		       (int)BITWHEEL__V1__ERROR_CODE__INTERNAL,
 	       "server code mismatch");
-_Static_assert((int)BWC_SERVER_OVER_BUDGET ==
-		       (int)BITWHEEL__V1__ERROR_CODE__OVER_BUDGET,
+_Static_assert((int)BWC_SERVER_STORAGE_UNAVAILABLE ==
+		       (int)BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE,
 	       "server code mismatch");
 /* And the roles are the protocol's Role numbers. */
 _Static_assert((int)BWC_ROLE_PRODUCER == (int)BITWHEEL__V1__ROLE__PRODUCER &&
@@ -360,6 +360,7 @@ const char *bwc_server_error_name(int code)
 		"SESSION_BUSY", "TOO_MANY_CLIENTS", "DUPLICATE_KEY",
 		"BAD_DEADLINE", "PAYLOAD_TOO_LARGE", "TOO_MANY_TIMERS",
 		"NO_MEMORY", "SHUTTING_DOWN", "INTERNAL", "OVER_BUDGET",
+		"STORAGE_UNAVAILABLE",
 	};
 
 	if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]))

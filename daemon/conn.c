@@ -43,7 +43,10 @@
  * done, covered goes to the output (bwd_conn_release), while frames held
  * meanwhile wait for the next sync.  So an acknowledgement or a fire never
  * leaves before its record, and the loop never waits for the disk.  Held
- * and covered bytes count against the output bound like any others.
+ * and covered bytes count against the output bound like any others.  When
+ * the journal fails, what is held stays held until the store has written
+ * a new snapshot (store.c); meanwhile a connection that holds nothing is
+ * not made to (sink).
  *
  * A dead connection leaves its session at once (its fires in flight go
  * back to the queue for the others) and is freed by a deferred event at
@@ -193,15 +196,19 @@ static void unhold(struct bwd_conn *c)
 }
 
 /* Where the next frame goes: the output, or the held buffer while the
- * journal owes a commit; NULL without memory for the latter. */
+ * journal owes a commit; NULL without memory for the latter.  While the
+ * storage is down, nothing a named session's connection is sent claims to
+ * be durable (what would is refused: request.c), so only a connection
+ * holding already holds on, to keep its frames in order. */
 static struct evbuffer *sink(struct bwd_conn *c)
 {
-	struct bwd_journal *j = c->env->journal;
+	const struct bwd_storage *sto = &c->env->storage;
 	struct bwd_conn **head;
 
 	if (c->held_pprev)
 		return c->held;
-	if (!j || !named(c) || !bwd_journal_pending(j))
+	if (!sto->journal || sto->down || !named(c) ||
+	    !bwd_journal_pending(sto->journal))
 		return bufferevent_get_output(c->bev);
 	if (!c->held && !(c->held = evbuffer_new()))
 		return NULL;

@@ -334,12 +334,15 @@ struct bwd_attach {
 	uint32_t window;
 	uint64_t ack_timeout_ns;   /* 0: none                                */
 	void *owner;               /* handed back with its fires             */
+	bool no_create;            /* a new named session could not be
+				      journaled: refuse to create one        */
 };
 /*
  * Attach a connection to the named session (created if need be) or to a
  * new anonymous one.  0, or a protocol error code (Bitwheel__V1__
  * ErrorCode) as a positive int: OVER_BUDGET when a new named session would
- * take the owner past max_sessions_per_uid (unless uid or owner is 0).
+ * take the owner past max_sessions_per_uid (unless uid or owner is 0),
+ * STORAGE_UNAVAILABLE when one would be created despite a->no_create.
  * *resumed: the session existed.
  */
 int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
@@ -508,7 +511,9 @@ int bwd_journal_event_fd(const struct bwd_journal *j);
 int bwd_journal_synced(struct bwd_journal *j);
 /* Whether some appended record is not yet durable (acks must wait). */
 bool bwd_journal_pending(const struct bwd_journal *j);
-bool bwd_journal_failed(const struct bwd_journal *j);
+/* 0, or the -errno that failed the journal (for good); *what (may be
+ * NULL) the call that failed: "write", "fdatasync", ... */
+int bwd_journal_error(const struct bwd_journal *j, const char **what);
 uint64_t bwd_journal_generation(const struct bwd_journal *j);
 /* Bytes in the file. */
 uint64_t bwd_journal_size(const struct bwd_journal *j);
@@ -537,15 +542,28 @@ int bwd_snapshot_clean(int dirfd);
 
 struct bwd_store;
 
+/* What the connections and requests read of the store, kept up to date by
+ * it as it changes (the server hands it bwd_env's). */
+struct bwd_storage {
+	struct bwd_journal *journal; /* the current one; NULL while none    */
+	/* The journal cannot be written: changes of named sessions that
+	 * must be durable are refused (STORAGE_UNAVAILABLE) until a new
+	 * snapshot and journal are on disk; err is why (-errno). */
+	bool down;
+	int err;
+};
+
 /*
  * Open the state directory (created if missing, locked against a second
- * daemon), recover what it holds into st, and start a new journal.
- * durable(arg) is called from the loop whenever a sync that
- * bwd_store_commit() started is done.  Errors are logged; -errno.
+ * daemon), recover what it holds into st, and start a new journal (when
+ * that cannot be written, start with pub->down, retrying in the
+ * background).  durable(arg) is called from the loop whenever a sync
+ * that bwd_store_commit() started is done while the storage is up.  Errors
+ * are logged; -errno.
  */
 int bwd_store_open(const struct bwd_store_options *opt, struct bwd_state *st,
 		   struct event_base *base, void (*durable)(void *arg), void *arg,
-		   struct bwd_store **out);
+		   struct bwd_storage *pub, struct bwd_store **out);
 void bwd_store_free(struct bwd_store *s);
 
 /* What a commit did for the output held so far. */
@@ -555,10 +573,9 @@ enum bwd_commit {
 	BWD_COMMIT_DURABLE,        /* already durable: it may go             */
 };
 /* The end of a loop turn: write what the turn appended and see to its
- * sync; may start a snapshot.  -errno when the journal cannot be written
- * or synced. */
-int bwd_store_commit(struct bwd_store *s, enum bwd_commit *done);
-struct bwd_journal *bwd_store_journal(struct bwd_store *s);
+ * sync; may start a snapshot.  A journal that cannot be written or synced
+ * takes the storage down (logged once): then WAIT, until it is back. */
+enum bwd_commit bwd_store_commit(struct bwd_store *s);
 
 /* What replaying one file found. */
 struct bwd_replay {
@@ -598,7 +615,7 @@ struct bwd_env {
 	const struct bwd_options *opt;
 	struct event_base *base;
 	struct bwd_state *state;
-	struct bwd_journal *journal;   /* NULL without --state-dir          */
+	struct bwd_storage storage;    /* all 0 without --state-dir         */
 	/* Active it after changing the state: the server then hands out
 	 * fires, cancels a chunk of ended sessions and re-arms its timer. */
 	struct event *pump;

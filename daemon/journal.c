@@ -19,9 +19,11 @@
  * is done, so no acknowledgement leaves before its record is as durable
  * as --fsync promises.
  *
- * A write or sync that fails leaves the journal failed for good: nothing
- * it held back is ever released, and the daemon stops (store.c), because
- * what the kernel did with the failed bytes cannot be known.
+ * A write or sync that fails leaves the journal failed for good
+ * (bwd_journal_error says why): it takes no more records, and what it held
+ * back stays held, because what the kernel did with the failed bytes
+ * cannot be known.  The store then goes on without it until a new
+ * snapshot and a new journal can be written (store.c).
  *
  * Costs: append is a copy into the buffer (amortised O(record)); commit
  * is one write per loop turn; the loop never waits for the disk under
@@ -48,6 +50,8 @@ struct bwd_journal {
 	uint8_t *buf;              /* appended, not yet written              */
 	size_t len, cap;
 	bool failed;
+	int err;                   /* why it failed, -errno                  */
+	const char *what;          /* the call that did                      */
 	uint64_t size;             /* bytes in the file (written)            */
 	uint64_t durable;          /* bytes known to be on disk (loop's copy) */
 	bool syncing;              /* a sync is asked for and not yet seen   */
@@ -276,9 +280,11 @@ int bwd_journal_event_fd(const struct bwd_journal *j)
 	return j->efd;
 }
 
-bool bwd_journal_failed(const struct bwd_journal *j)
+int bwd_journal_error(const struct bwd_journal *j, const char **what)
 {
-	return j->failed;
+	if (what)
+		*what = j->what;
+	return j->failed ? j->err : 0;
 }
 
 uint64_t bwd_journal_generation(const struct bwd_journal *j)
@@ -291,11 +297,13 @@ uint64_t bwd_journal_size(const struct bwd_journal *j)
 	return j->size + j->len;
 }
 
+/* The store logs it, once for all its journals. */
 static int fail(struct bwd_journal *j, int err, const char *what)
 {
-	if (!j->failed)
-		bwd_log(BWD_LOG_ERR, "journal.%016" PRIx64 ": %s: %s", j->generation,
-			what, strerror(-err));
+	if (!j->failed) {
+		j->err = err;
+		j->what = what;
+	}
 	j->failed = true;
 	return err;
 }

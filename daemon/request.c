@@ -7,7 +7,10 @@
  * (PROTOCOL.md sections 5, 6 and 9), or none for an Ack without an id.
  * Requests that break the connection's rules (no request_id, nothing
  * before Hello, a failed Hello, a non-request body, an Ack of a fire never
- * sent) also set reply->close.  Nothing here writes bytes: the connection
+ * sent) also set reply->close.  While the storage is down (store.c), a
+ * change to a named session whose reply would vouch for its durability
+ * (Schedule, Cancel, an Ack with an id, a Hello creating the session) is
+ * refused with STORAGE_UNAVAILABLE.  Nothing here writes bytes: the connection
  * (conn.c) packs and sends what it is given.  Payloads and keys are logged
  * only at debug level.
  */
@@ -101,6 +104,22 @@ static const char *hz_text(uint64_t mhz, char buf[32])
 			*p = '\0';
 	}
 	return buf;
+}
+
+/* A change to the caller's session that a reply would vouch for, while
+ * the journal cannot keep it: refused (the reply says so) rather than
+ * acknowledged without being durable.  Anonymous sessions are not kept. */
+static bool storage_refuses(struct bwd_request_ctx *ctx, bool has_id,
+			    uint64_t id, struct bwd_reply *out)
+{
+	const struct bwd_storage *sto = &ctx->env->storage;
+
+	if (!sto->down || !ctx->member->session->name)
+		return false;
+	error(out, has_id, id, PROTOCOL_NAME(STORAGE_UNAVAILABLE), false,
+	      "%s cannot be written (%s): named sessions take no changes until it can; retry later",
+	      ctx->env->opt->store.dir, strerror(-sto->err));
+	return true;
 }
 
 static uint64_t now_of(struct bwd_request_ctx *ctx)
@@ -198,6 +217,7 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 	}
 	if (hello_attach(opt, req, name, &a, out))
 		return;
+	a.no_create = ctx->env->storage.down;
 	err = bwd_session_attach(ctx->env->state, &a, &ctx->member, &resumed);
 	if (err == PROTOCOL_NAME(OVER_BUDGET)) {
 		struct bwd_uid_usage u;
@@ -207,6 +227,12 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 		      "session '%s': uid %ld has %" PRIu64 " named sessions; its budget is %" PRIu64 " (max_sessions_per_uid)",
 		      a.name, (long)a.owner_uid, u.sessions,
 		      opt->limits.max_sessions_per_uid);
+		return;
+	}
+	if (err == PROTOCOL_NAME(STORAGE_UNAVAILABLE)) {
+		error(out, true, req->request_id, err, true,
+		      "session '%s': %s cannot be written (%s), so no named session can be created until it can; retry later",
+		      a.name, opt->store.dir, strerror(-ctx->env->storage.err));
 		return;
 	}
 	if (err) {
@@ -312,6 +338,8 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 		      r->payload_len, opt->limits.max_payload);
 		return;
 	}
+	if (storage_refuses(ctx, true, r->request_id, out))
+		return;
 	s.key = r->key;
 	s.period_ns = r->has_period_ns ? r->period_ns : 0;
 	s.has_payload = r->has_payload;
@@ -369,6 +397,8 @@ static void do_cancel(struct bwd_request_ctx *ctx, const struct bwp_request *r,
 		      "Cancel without key");
 		return;
 	}
+	if (storage_refuses(ctx, true, r->request_id, out))
+		return;
 	bwd_timer_cancel(ctx->member->session, r->key, &pending);
 	bitwheel__v1__cancel_reply__init(cr);
 	cr->has_pending = 1;
@@ -383,6 +413,10 @@ static void do_ack(struct bwd_request_ctx *ctx, const struct bwp_request *r,
 	Bitwheel__V1__AckReply *ar = &out->body.ack;
 	uint64_t acked;
 
+	/* An Ack without request_id asks for no word that it is durable:
+	 * done in memory, its fire may come again after a crash. */
+	if (r->has_request_id && storage_refuses(ctx, true, r->request_id, out))
+		return;
 	if (!r->has_delivery || bwd_member_ack(ctx->member, r->delivery,
 					       r->has_cumulative && r->cumulative,
 					       &acked)) {

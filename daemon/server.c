@@ -32,8 +32,8 @@
  * Shutdown: stop accepting, answer every connection SHUTTING_DOWN after its
  * pending replies, wait (at most 5 s, or until a second signal) for them
  * to drain, log what was still pending, exit 0.  A journal that cannot be
- * written stops the daemon at once (exit 1), unacknowledged requests
- * unanswered.
+ * written does not stop it: the store goes on without one (store.c).
+ *   sigxfsz    ignored: past RLIMIT_FSIZE a write fails with EFBIG instead
  */
 #define _GNU_SOURCE /* accept4, struct ucred */
 #include <errno.h>
@@ -372,10 +372,9 @@ int bwd_server_new(const struct bwd_options *opt, struct bwd_server **out)
 		goto fail;
 	if (opt->store.dir) {
 		err = bwd_store_open(&opt->store, srv->state, srv->base, on_durable,
-				     srv, &srv->store);
+				     srv, &srv->env.storage, &srv->store);
 		if (err)
 			goto fail;
-		srv->env.journal = bwd_store_journal(srv->store);
 		rearm(srv);
 	} else {
 		bwd_log(BWD_LOG_NOTICE, "no --state-dir: timers are kept in memory only and lost when bitwheeld stops");
@@ -456,14 +455,8 @@ static int serve(struct bwd_server *srv)
 		int rc = event_base_loop(srv->base, EVLOOP_ONCE);
 
 		if (srv->store) {
-			enum bwd_commit done;
-			int err = bwd_store_commit(srv->store, &done);
+			enum bwd_commit done = bwd_store_commit(srv->store);
 
-			if (err) {
-				bwd_log(BWD_LOG_ERR, "the journal cannot be written (%s): stopping now; requests not yet acknowledged stay unanswered",
-					strerror(-err));
-				return err;
-			}
 			if (done != BWD_COMMIT_WAIT)
 				bwd_conn_cover(&srv->env.held);
 			if (done == BWD_COMMIT_DURABLE)
@@ -482,6 +475,9 @@ int bwd_server_run(const struct bwd_options *opt)
 	int err;
 
 	signal(SIGPIPE, SIG_IGN);
+	/* Past RLIMIT_FSIZE a write fails with EFBIG, a storage fault the
+	 * daemon lives through, instead of killing it. */
+	signal(SIGXFSZ, SIG_IGN);
 	err = bwd_server_new(opt, &srv);
 	if (err) {
 		if (err == -ENOMEM)
@@ -492,7 +488,8 @@ int bwd_server_run(const struct bwd_options *opt)
 	if (err == 0) {
 		err = serve(srv);
 		if (srv->env.stopping || err)
-			bwd_state_log_pending(srv->state, srv->store != NULL);
+			bwd_state_log_pending(srv->state, srv->store &&
+					      !srv->env.storage.down);
 	} else if (err == -ENOMEM) {
 		bwd_log(BWD_LOG_ERR, "out of memory at start-up");
 	}

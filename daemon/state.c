@@ -198,7 +198,7 @@ static size_t fire_bytes(const struct bwd_fire *f)
 }
 
 /* Append a record; a failure leaves the journal failed, which holds every
- * reply back and stops the daemon at the end of the turn (store.c). */
+ * reply back until the store has the state on disk again (store.c). */
 static void journal(struct bwd_state *st, const struct bwd_record *r)
 {
 	if (st->journal)
@@ -1014,6 +1014,8 @@ int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
 		return BITWHEEL__V1__ERROR_CODE__PERMISSION_DENIED;
 	s = a->name ? session_find(st, a->owner_uid, a->name) : NULL;
 	*resumed = s != NULL;
+	if (!s && a->name && a->no_create)
+		return BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE;
 	if (!s && a->name && a->uid != 0 && a->owner_uid != 0) {
 		const struct bwd_uid *u = uid_find(st, a->owner_uid);
 

@@ -30,7 +30,8 @@
  * of its generation or later in order, each up to its first torn or
  * corrupt record (logged with its offset; everything before it is kept),
  * arm the timers, then open the next generation's journal and, when
- * anything was replayed, write a fresh snapshot at once.  Times in a file
+ * anything was replayed, write a fresh snapshot at once; when the journal
+ * cannot be created, start down (below), the files as they were.  Times in a file
  * written during another boot are carried over by the wall clock (the
  * header has both clocks); within one boot they are exact.
  *
@@ -42,6 +43,18 @@
  * --snapshot-interval has passed since the last one, never two at once;
  * the journal moves to the next generation first, so the child's
  * snapshot and the new journal meet exactly.
+ *
+ * Down: a journal that fails to write or sync (ENOSPC, EDQUOT, EIO,
+ * EFBIG, ...) is given up, and the daemon serves on without it
+ * (pub->down, logged once): request.c refuses the changes whose replies
+ * would claim durability, conn.c keeps held what already waited.  A timer
+ * (on_retry: after 1 s, doubling to 10 s) tries the way back, which is
+ * the snapshot's: open the next journal, fork a writer of the whole
+ * state.  A try that fails removes its journal and its temporary file,
+ * so the last good snapshot and journals stay as they were; the one that
+ * succeeds (on_child: installed, and its journal still sound) brings the
+ * storage up, and the next commit releases what was held, the snapshot
+ * now holding every change it waited for.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -72,21 +85,24 @@ struct bwd_store {
 	struct event *synced;      /* the journal's "a sync is done"         */
 	void (*durable)(void *arg);
 	void *arg;
-	int failed;                /* a sync failed: -errno                  */
+	struct bwd_storage *pub;   /* the server's copy of what follows      */
 	bool flushed;              /* a rotation made everything durable     */
 	int dirfd, lockfd;
-	struct bwd_journal *journal;
+	struct bwd_journal *journal; /* NULL: none could be made            */
+	uint64_t next_gen;         /* the next journal's generation          */
 	struct event *sigchld;
+	/* While the storage is down (pub->down): since when, the next
+	 * retry's delay, and whether the journal is a retry's, which only
+	 * its snapshot, once installed, makes worth keeping. */
+	uint64_t down_ns;
+	uint64_t retry_ns;
+	struct event *retry;
+	bool recovery;
 	pid_t child;               /* the snapshot writer, 0: none           */
 	uint64_t child_generation;
 	uint64_t child_started_ns;
 	uint64_t next_snapshot_ns; /* the interval's next snapshot           */
 };
-
-struct bwd_journal *bwd_store_journal(struct bwd_store *s)
-{
-	return s->journal;
-}
 
 static double ms_since(uint64_t t0)
 {
@@ -435,7 +451,169 @@ static int recover(struct bwd_store *s, uint64_t *next, bool *replayed)
 	return 0;
 }
 
+/* ---- the storage going down and coming back --------------------------------- */
+
+/* The first retry after the storage went down, and the longest between
+ * two: the delay doubles from one to the other. */
+#define DOWN_RETRY_FIRST_NS 1000000000ull
+#define DOWN_RETRY_MAX_NS (10 * 1000000000ull)
+
+static void arm_retry(struct bwd_store *s)
+{
+	struct timeval tv = { (time_t)(s->retry_ns / 1000000000u),
+			      (suseconds_t)(s->retry_ns % 1000000000u / 1000u) };
+
+	evtimer_add(s->retry, &tv);
+	s->retry_ns = s->retry_ns * 2 > DOWN_RETRY_MAX_NS ? DOWN_RETRY_MAX_NS :
+		s->retry_ns * 2;
+}
+
+/* Journal generation gen failed (err, in the call what), or could not be
+ * made: serve on without one.  Logged once, however often it happens
+ * until the storage is back. */
+static void go_down(struct bwd_store *s, uint64_t gen, int err, const char *what)
+{
+	if (s->pub->down)
+		return;
+	s->pub->down = true;
+	s->pub->err = err;
+	s->down_ns = bw_now_ns();
+	bwd_log(BWD_LOG_ERR, "%s/journal.%016" PRIx64 ": %s: %s; changes to named sessions are refused (STORAGE_UNAVAILABLE) and their pending replies wait until a new snapshot can be written there (retrying every %llu to %llu s)",
+		s->opt->dir, gen, what, strerror(-err),
+		DOWN_RETRY_FIRST_NS / 1000000000ull, DOWN_RETRY_MAX_NS / 1000000000ull);
+	s->retry_ns = DOWN_RETRY_FIRST_NS;
+	/* A snapshot writer at work reports first (on_child). */
+	if (!s->child)
+		arm_retry(s);
+}
+
+/* A journal failed: the storage goes down, if it is not already. */
+static void journal_failed(struct bwd_store *s)
+{
+	const char *what;
+	int err = bwd_journal_error(s->journal, &what);
+
+	go_down(s, bwd_journal_generation(s->journal), err, what);
+}
+
 /* ---- snapshots ---------------------------------------------------------------- */
+
+static void on_synced(evutil_socket_t fd, short what, void *arg);
+
+/* Listen to the current journal's sync thread, if it has one. */
+static int watch_journal(struct bwd_store *s)
+{
+	int fd = s->journal ? bwd_journal_event_fd(s->journal) : -1;
+
+	if (s->synced)
+		event_free(s->synced);
+	s->synced = NULL;
+	if (fd < 0)
+		return 0;
+	s->synced = event_new(s->base, fd, EV_READ | EV_PERSIST, on_synced, s);
+	if (!s->synced || event_add(s->synced, NULL))
+		return -ENOMEM;
+	return 0;
+}
+
+/* From now on the state journals to j (NULL: nowhere), and everyone
+ * reads it from pub.  Closing the old journal syncs it (unless it failed):
+ * whatever waited for it may go. */
+static int use_journal(struct bwd_store *s, struct bwd_journal *j)
+{
+	if (s->synced)
+		event_free(s->synced);
+	s->synced = NULL;
+	bwd_journal_close(s->journal);
+	s->journal = s->pub->journal = j;
+	bwd_state_set_journal(s->state, j);
+	return watch_journal(s);
+}
+
+/* A recovery's journal, when its snapshot failed: nothing in it was
+ * acknowledged (the storage was down all along), and an attempt every
+ * few seconds must not leave a file each. */
+static void drop_recovery(struct bwd_store *s)
+{
+	char name[32];
+
+	if (!s->recovery)
+		return;
+	s->recovery = false;
+	bwd_journal_name(bwd_journal_generation(s->journal), name);
+	use_journal(s, NULL);
+	unlinkat(s->dirfd, name, 0);
+	s->next_gen--;
+}
+
+/*
+ * Move to the next journal generation and fork the writer of everything
+ * before it.  0 when the writer runs; -errno when the journal could not be
+ * made (the old one goes on) or the fork failed (the new one goes on).
+ */
+static int snapshot_begin(struct bwd_store *s)
+{
+	uint64_t gen = s->next_gen, t0 = bw_now_ns();
+	struct bwd_journal *next;
+	int err = bwd_journal_open(s->dirfd, gen, s->opt->fsync, &next);
+
+	if (err) {
+		bwd_log(s->pub->down ? BWD_LOG_DEBUG : BWD_LOG_ERR,
+			"snapshot: cannot start journal generation %" PRIu64 ": %s",
+			gen, strerror(-err));
+		return err;
+	}
+	s->next_gen = gen + 1;
+	/* What waited for the old journal may go once it is all on disk;
+	 * if it cannot be, this snapshot is the way back. */
+	if (s->journal && !bwd_journal_error(s->journal, NULL) &&
+	    bwd_journal_sync(s->journal))
+		journal_failed(s);
+	s->flushed = !s->pub->down;
+	s->recovery = s->pub->down;
+	if (use_journal(s, next)) {
+		/* Without the event, syncs would finish unseen. */
+		go_down(s, gen, -ENOMEM, "watching its syncs");
+		return -ENOMEM;
+	}
+	err = bwd_snapshot_start(s->state, s->dirfd, s->lockfd, gen, &s->child);
+	if (err) {
+		bwd_log(BWD_LOG_ERR, "snapshot: fork: %s", strerror(-err));
+		s->child = 0;
+		return err;
+	}
+	s->child_generation = gen;
+	s->child_started_ns = t0;
+	bwd_log(BWD_LOG_DEBUG, "snapshot: writer forked in %.3f ms", ms_since(t0));
+	return 0;
+}
+
+/* Try to bring the storage back: a fresh snapshot of everything and a new
+ * journal after it.  The next try follows a failure (on_child, or here). */
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct bwd_store *s = arg;
+
+	(void)fd;
+	(void)what;
+	if (!s->pub->down || s->child)
+		return;
+	if (snapshot_begin(s)) {
+		drop_recovery(s);
+		arm_retry(s);
+	}
+}
+
+/* The snapshot that brought the storage back is installed: changes are
+ * accepted again, and what waited goes out at the next commit. */
+static void come_up(struct bwd_store *s)
+{
+	s->recovery = false;
+	s->pub->down = false;
+	s->pub->err = 0;
+	bwd_log(BWD_LOG_NOTICE, "%s is written again (snapshot before journal generation %" PRIu64 "): changes to named sessions are accepted again after %.1f s",
+		s->opt->dir, s->child_generation, ms_since(s->down_ns) / 1e3);
+}
 
 static void on_child(evutil_socket_t sig, short what, void *arg)
 {
@@ -455,117 +633,77 @@ static void on_child(evutil_socket_t sig, short what, void *arg)
 		if (!err) {
 			bwd_log(BWD_LOG_INFO, "snapshot before journal generation %" PRIu64 " written in %.1f ms",
 				s->child_generation, ms_since(s->child_started_ns));
+			if (!s->pub->down)
+				return;
+			/* The journal after it must have held up meanwhile;
+			 * if not, what it has is on top of this snapshot. */
+			if (s->recovery && !bwd_journal_error(s->journal, NULL)) {
+				come_up(s);
+				return;
+			}
+			s->recovery = false;
+			arm_retry(s);
 			return;
 		}
-		bwd_log(BWD_LOG_ERR, "snapshot: installing it: %s", strerror(-err));
+		bwd_log(s->pub->down ? BWD_LOG_DEBUG : BWD_LOG_ERR,
+			"snapshot: installing it: %s", strerror(-err));
 	} else {
-		bwd_log(BWD_LOG_ERR, "snapshot: the writer failed (status 0x%x); the journals stay",
+		bwd_log(s->pub->down ? BWD_LOG_DEBUG : BWD_LOG_ERR,
+			"snapshot: the writer failed (status 0x%x); the journals stay",
 			(unsigned)status);
 	}
 	bwd_snapshot_tmp_name(child, name);
 	unlinkat(s->dirfd, name, 0);
 	s->next_snapshot_ns = bw_now_ns() + SNAPSHOT_RETRY_NS;
+	if (s->pub->down) {
+		drop_recovery(s);
+		arm_retry(s);
+	}
 }
 
 static void on_synced(evutil_socket_t fd, short what, void *arg)
 {
 	struct bwd_store *s = arg;
-	int err = bwd_journal_synced(s->journal);
 
 	(void)fd;
 	(void)what;
-	if (err) {
-		/* serve() sees it at the end of this turn and stops. */
-		s->failed = err;
-		event_base_loopbreak(s->base);
+	if (bwd_journal_synced(s->journal)) {
+		journal_failed(s);
 		return;
 	}
-	s->durable(s->arg);
+	/* While down, what is held waits for the snapshot, not for syncs. */
+	if (!s->pub->down)
+		s->durable(s->arg);
 }
 
-/* Listen to the current journal's sync thread, if it has one. */
-static int watch_journal(struct bwd_store *s)
+enum bwd_commit bwd_store_commit(struct bwd_store *s)
 {
-	int fd = bwd_journal_event_fd(s->journal);
-
-	if (s->synced)
-		event_free(s->synced);
-	s->synced = NULL;
-	if (fd < 0)
-		return 0;
-	s->synced = event_new(s->base, fd, EV_READ | EV_PERSIST, on_synced, s);
-	if (!s->synced || event_add(s->synced, NULL))
-		return -ENOMEM;
-	return 0;
-}
-
-/* Move to the next journal generation and fork the writer of everything
- * before it. */
-static void snapshot_begin(struct bwd_store *s)
-{
-	uint64_t gen = bwd_journal_generation(s->journal) + 1, t0 = bw_now_ns();
-	struct bwd_journal *next;
-	int err = bwd_journal_open(s->dirfd, gen, s->opt->fsync, &next);
-
-	s->next_snapshot_ns = t0 + s->opt->snapshot_interval_ns;
-	if (err) {
-		bwd_log(BWD_LOG_ERR, "snapshot: cannot start journal generation %" PRIu64 ": %s",
-			gen, strerror(-err));
-		s->next_snapshot_ns = t0 + SNAPSHOT_RETRY_NS;
-		return;
-	}
-	/* Closing syncs it: whatever waited for it may go. */
-	if (s->synced)
-		event_free(s->synced);
-	s->synced = NULL;
-	bwd_journal_close(s->journal);
-	s->flushed = true;
-	s->journal = next;
-	if (watch_journal(s)) {
-		/* Without the event, syncs would finish unseen: stop. */
-		s->failed = -ENOMEM;
-		return;
-	}
-	bwd_state_set_journal(s->state, next);
-	err = bwd_snapshot_start(s->state, s->dirfd, s->lockfd, gen, &s->child);
-	if (err) {
-		bwd_log(BWD_LOG_ERR, "snapshot: fork: %s", strerror(-err));
-		s->child = 0;
-		s->next_snapshot_ns = t0 + SNAPSHOT_RETRY_NS;
-		return;
-	}
-	s->child_generation = gen;
-	s->child_started_ns = t0;
-	bwd_log(BWD_LOG_DEBUG, "snapshot: writer forked in %.3f ms", ms_since(t0));
-}
-
-int bwd_store_commit(struct bwd_store *s, enum bwd_commit *done)
-{
+	enum bwd_commit done = BWD_COMMIT_WAIT;
 	bool started = false;
 	uint64_t size;
-	int err = s->failed;
 
-	*done = BWD_COMMIT_WAIT;
-	if (!err)
-		err = bwd_journal_commit(s->journal, &started);
-	if (err)
-		return err;
+	if (s->journal && !bwd_journal_error(s->journal, NULL) &&
+	    bwd_journal_commit(s->journal, &started))
+		journal_failed(s);
+	if (s->pub->down)
+		return BWD_COMMIT_WAIT;
 	if (started)
-		*done = BWD_COMMIT_SYNCING;
+		done = BWD_COMMIT_SYNCING;
 	else if (!bwd_journal_pending(s->journal))
-		*done = BWD_COMMIT_DURABLE;
+		done = BWD_COMMIT_DURABLE;
 	if (s->child)
-		return 0;
+		return done;
 	size = bwd_journal_size(s->journal);
 	/* Each snapshot starts a journal: its size is the change since. */
 	if (size >= s->opt->journal_max ||
 	    (size > BWD_FILE_HEADER_SIZE && bw_now_ns() >= s->next_snapshot_ns)) {
-		s->flushed = false;
-		snapshot_begin(s);
-		if (s->flushed)
-			*done = BWD_COMMIT_DURABLE;
+		s->next_snapshot_ns = bw_now_ns() + s->opt->snapshot_interval_ns;
+		if (snapshot_begin(s))
+			s->next_snapshot_ns = bw_now_ns() + SNAPSHOT_RETRY_NS;
+		else if (s->flushed)
+			done = BWD_COMMIT_DURABLE;
 	}
-	return s->failed;
+	return s->pub->down ? BWD_COMMIT_WAIT : done;
 }
 
 /* ---- the directory ---------------------------------------------------------------- */
@@ -658,9 +796,10 @@ static int open_dir(struct bwd_store *s)
 
 int bwd_store_open(const struct bwd_store_options *opt, struct bwd_state *st,
 		   struct event_base *base, void (*durable)(void *arg), void *arg,
-		   struct bwd_store **out)
+		   struct bwd_storage *pub, struct bwd_store **out)
 {
 	struct bwd_store *s = calloc(1, sizeof(*s));
+	struct bwd_journal *next;
 	uint64_t gen;
 	bool replayed;
 	int err;
@@ -672,6 +811,8 @@ int bwd_store_open(const struct bwd_store_options *opt, struct bwd_state *st,
 	s->base = base;
 	s->durable = durable;
 	s->arg = arg;
+	s->pub = pub;
+	memset(pub, 0, sizeof(*pub));
 	s->dirfd = s->lockfd = -1;
 	err = open_dir(s);
 	if (err)
@@ -679,23 +820,32 @@ int bwd_store_open(const struct bwd_store_options *opt, struct bwd_state *st,
 	err = recover(s, &gen, &replayed);
 	if (err)
 		goto fail;
-	err = bwd_journal_open(s->dirfd, gen, opt->fsync, &s->journal);
-	if (err) {
-		bwd_log(BWD_LOG_ERR, "%s: cannot create journal generation %" PRIu64 ": %s",
-			opt->dir, gen, strerror(-err));
-		goto fail;
-	}
 	s->sigchld = evsignal_new(base, SIGCHLD, on_child, s);
-	if (!s->sigchld || event_add(s->sigchld, NULL) || watch_journal(s)) {
+	s->retry = evtimer_new(base, on_retry, s);
+	if (!s->sigchld || !s->retry || event_add(s->sigchld, NULL)) {
 		err = -ENOMEM;
 		goto fail;
 	}
-	bwd_state_set_journal(st, s->journal);
+	s->next_gen = gen;
 	s->next_snapshot_ns = bw_now_ns() + opt->snapshot_interval_ns;
+	/* A full disk need not keep the daemon down: it serves what it
+	 * recovered, the files it read stay as they are, and the retries
+	 * write the snapshot when they can. */
+	err = bwd_journal_open(s->dirfd, gen, opt->fsync, &next);
+	if (err) {
+		go_down(s, gen, err, "creating it");
+		*out = s;
+		return 0;
+	}
+	s->next_gen = gen + 1;
+	if (use_journal(s, next)) {
+		err = -ENOMEM;
+		goto fail;
+	}
 	/* One file again: what was replayed goes into a snapshot now, so
 	 * the next start reads it instead of the same journals. */
-	if (replayed)
-		snapshot_begin(s);
+	if (replayed && snapshot_begin(s))
+		s->next_snapshot_ns = bw_now_ns() + SNAPSHOT_RETRY_NS;
 	*out = s;
 	return 0;
 fail:
@@ -719,10 +869,10 @@ void bwd_store_free(struct bwd_store *s)
 	}
 	if (s->sigchld)
 		event_free(s->sigchld);
-	if (s->synced)
-		event_free(s->synced);
-	bwd_state_set_journal(s->state, NULL);
-	bwd_journal_close(s->journal);
+	if (s->retry)
+		event_free(s->retry);
+	if (s->pub)
+		use_journal(s, NULL);
 	if (s->lockfd >= 0)
 		close(s->lockfd);
 	if (s->dirfd >= 0)

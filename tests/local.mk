@@ -54,7 +54,7 @@ EXTRA_tests_check_systemd_DEPENDENCIES = systemd/bitwheeld.service daemon/bitwhe
 # Paths to the built programs come from abs_top_builddir, so distcheck's
 # out-of-tree build runs its own; the programs are built before the tests.
 bw_e2e_programs = tests/check_daemon tests/check_delivery tests/check_client \
-	tests/check_bwctl tests/check_durable tests/check_budget
+	tests/check_bwctl tests/check_durable tests/check_budget tests/check_storage
 check_PROGRAMS += $(bw_e2e_programs)
 TESTS += $(bw_e2e_programs)
 
@@ -101,6 +101,12 @@ tests_check_durable_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_durable_LDADD = $(bw_e2e_ldadd)
 EXTRA_tests_check_durable_DEPENDENCIES = daemon/bitwheeld
 
+tests_check_storage_SOURCES = tests/check_storage.c $(bw_e2e_sources)
+tests_check_storage_CPPFLAGS = $(bw_e2e_cppflags)
+tests_check_storage_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_storage_LDADD = $(bw_e2e_ldadd)
+EXTRA_tests_check_storage_DEPENDENCIES = daemon/bitwheeld
+
 # libFuzzer targets: make fuzz, make fuzz-run (tests/fuzz.mk).
 include tests/fuzz.mk
 
@@ -120,7 +126,7 @@ include tests/fuzz.mk
 VALGRIND = valgrind
 BW_VALGRIND_SLOW = 20
 bw_valgrind_programs = tests/check_daemon tests/check_delivery tests/check_client \
-	tests/check_bwctl tests/check_durable tests/check_budget
+	tests/check_bwctl tests/check_durable tests/check_budget tests/check_storage
 bw_valgrind_dir = tests/valgrind
 bw_valgrind_opts = --leak-check=full --errors-for-leak-kinds=definite \
 	--error-exitcode=99

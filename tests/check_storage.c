@@ -1,0 +1,410 @@
+/*
+ * check_storage.c - bitwheeld on a state directory that cannot be written:
+ * a full file system or a file size limit, on real daemons.
+ *
+ * The fault: a small tmpfs mounted in a mount namespace of the test's own
+ * (unshare(2); the mount goes with the test and its daemon, whatever
+ * happens to them), filled by a file of the test's, beside the state
+ * directory, and freed by removing that file.  Where mounting is not
+ * permitted, RLIMIT_FSIZE set on the running daemon (prlimit(2)) below
+ * its journal's size and raised again to free it: a write then fails with
+ * EFBIG, which the daemon must live through (it ignores SIGXFSZ).  The
+ * "fsize" tests take that way on purpose, so that both are run.
+ *
+ * TCases:
+ *   storage   a journal write that fails: the daemon does not exit; the
+ *             reply to the Schedule it failed on is held; named Schedules,
+ *             Cancels and the Hello of a new named session are refused with STORAGE_UNAVAILABLE, while a Hello
+ *             that resumes a session, anonymous sessions and Stats work;
+ *             one log line at the fault and one at recovery; after space
+ *             returns the held reply arrives, changes are accepted, and
+ *             after a kill -9 and a restart every timer acknowledged
+ *             before, during (the held one) and after the fault is
+ *             pending.  A daemon started on a full file system serves
+ *             (READY=1), leaves the files it recovered from as they were,
+ *             and recovers once space returns.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemonutil.h"
+#include "testutil.h"
+
+#define PAYLOAD 8000u          /* bigger than a page: a write needs a new one */
+#define KEPT 10u               /* timers acknowledged before the fault   */
+#define FSIZE_LIMIT (64u << 10) /* below the journal's KEPT payloads      */
+#define FAR_NS (3600 * DU_S)   /* deadlines that do not come in a test   */
+
+enum fault_kind { FAULT_TMPFS, FAULT_FSIZE };
+
+struct fault {
+	enum fault_kind kind;
+	char fs[96];               /* the tmpfs (the state directory's parent) */
+	char state[128];           /* --state-dir                            */
+	char filler[128];
+};
+
+/* ---- the fault ------------------------------------------------------------ */
+
+/* A 2 MiB tmpfs at d->dir/fs in a mount namespace of the test's own, the
+ * state directory in it; false when mounting is not permitted here. */
+static bool small_fs(struct du_daemon *d, struct fault *f)
+{
+	f->kind = FAULT_TMPFS;
+	snprintf(f->fs, sizeof(f->fs), "%s/fs", d->dir);
+	snprintf(f->state, sizeof(f->state), "%s/state", f->fs);
+	snprintf(f->filler, sizeof(f->filler), "%s/filler", f->fs);
+	ck_assert_int_eq(mkdir(f->fs, 0700), 0);
+	if (unshare(CLONE_NEWNS) < 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("tmpfs", f->fs, "tmpfs", 0, "size=2m,mode=0700") < 0) {
+		du_note("cannot mount a tmpfs (%s): RLIMIT_FSIZE instead", strerror(errno));
+		return false;
+	}
+	ck_assert_int_eq(mkdir(f->state, 0700), 0);
+	return true;
+}
+
+static void fault_setup(struct du_daemon *d, struct fault *f, enum fault_kind want)
+{
+	if (want == FAULT_TMPFS && small_fs(d, f))
+		return;
+	f->kind = FAULT_FSIZE;
+	snprintf(f->state, sizeof(f->state), "%s/state", d->dir);
+}
+
+static void set_fsize(pid_t pid, rlim_t soft)
+{
+	struct rlimit rl;
+
+	ck_assert_int_eq(prlimit(pid, RLIMIT_FSIZE, NULL, &rl), 0);
+	rl.rlim_cur = soft;
+	ck_assert_msg(prlimit(pid, RLIMIT_FSIZE, &rl, NULL) == 0, "prlimit: %s",
+		      strerror(errno));
+}
+
+/* Fill the tmpfs to the last page, or limit the daemon's file size. */
+static void fault_on(struct du_daemon *d, struct fault *f)
+{
+	static char chunk[4096];
+	uint64_t n = 0;
+	int fd;
+
+	if (f->kind == FAULT_FSIZE) {
+		set_fsize(d->pid, FSIZE_LIMIT);
+		return;
+	}
+	fd = open(f->filler, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	ck_assert_msg(fd >= 0, "%s: %s", f->filler, strerror(errno));
+	for (;;) {
+		ssize_t w = write(fd, chunk, sizeof(chunk));
+
+		if (w < 0) {
+			ck_assert_msg(errno == ENOSPC, "filling: %s", strerror(errno));
+			break;
+		}
+		n += (uint64_t)w;
+	}
+	close(fd);
+	du_note("filled the tmpfs with %" PRIu64 " bytes", n);
+}
+
+static void fault_off(struct du_daemon *d, struct fault *f)
+{
+	if (f->kind == FAULT_FSIZE)
+		set_fsize(d->pid, RLIM_INFINITY);
+	else
+		ck_assert_int_eq(unlink(f->filler), 0);
+}
+
+/* The daemon and its directory, the tmpfs unmounted first (in our own
+ * namespace, where du_daemon_free removes the directory). */
+static void fault_free(struct du_daemon *d, struct fault *f)
+{
+	du_daemon_kill(d);
+	if (f->kind == FAULT_TMPFS && getenv("BW_TEST_SHOW_LOG")) {
+		char *log = du_daemon_log(d);
+
+		du_note("%s", log);
+		free(log);
+	}
+	if (f->kind == FAULT_TMPFS)
+		ck_assert_msg(umount2(f->fs, MNT_DETACH) == 0, "umount %s: %s",
+			      f->fs, strerror(errno));
+	du_daemon_free(d);
+}
+
+static void start(struct du_daemon *d, const struct fault *f)
+{
+	du_daemon_start(d, "--state-dir", f->state, "--max-payload", "8192",
+			(const char *)NULL);
+}
+
+/* ---- requests --------------------------------------------------------------- */
+
+static const uint8_t payload[PAYLOAD];
+
+static struct du_sched far_timer(uint64_t key)
+{
+	return (struct du_sched){ .key = key, .when = DU_DELAY, .when_ns = FAR_NS,
+				  .payload = payload, .payload_len = PAYLOAD };
+}
+
+static void schedule_ok(struct du_conn *c, uint64_t id, uint64_t key)
+{
+	struct du_sched s = far_timer(key);
+
+	bwp_frame_free(du_schedule(c, id, &s));
+}
+
+static void schedule_refused(struct du_conn *c, uint64_t id, uint64_t key)
+{
+	struct du_sched s = far_timer(key);
+
+	du_send_schedule(c, id, &s);
+	du_expect_error(c, true, id, BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE);
+}
+
+/* Hello to session "keep": its pending timers. */
+static uint64_t hello_timers(struct du_conn *c)
+{
+	du_env *r = du_hello(c, "keep");
+	uint64_t n = r->hello_reply->timers;
+
+	bwp_frame_free(r);
+	return n;
+}
+
+/* An anonymous session still gets its fires, and Stats its answer. */
+static void anonymous_works(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open(d, NULL);
+	struct du_sched s = { .key = 1, .when = DU_DELAY, .when_ns = 20 * DU_MS };
+	du_env *e;
+
+	bwp_frame_free(du_schedule(c, 2, &s));
+	e = du_expect_fire(c, DU_WAIT_MS, NULL);
+	ck_assert_uint_eq(e->fired->key, 1);
+	bwp_frame_free(e);
+	bwp_frame_free(du_stats(c, 3));
+	du_conn_free(c);
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+	size_t n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+static void assert_log_count(const struct du_daemon *d, const char *what, size_t want)
+{
+	char *log = du_daemon_log(d);
+	size_t n = count(log, what);
+
+	ck_assert_msg(n == want, "'%s' logged %zu times, not %zu:\n%s", what, n,
+		      want, log);
+	free(log);
+}
+
+#define DOWN_LINE "are refused (STORAGE_UNAVAILABLE)"
+#define UP_LINE "changes to named sessions are accepted again"
+
+/* Long enough for the retries (1 s doubling to 10 s) to see space again. */
+static int recovery_wait_ms(void)
+{
+	return du_scale_ms(30000);
+}
+
+/* Every key in keys is pending in "keep" after a kill -9 and a restart. */
+static void assert_kept_after_crash(struct du_daemon *d, const struct fault *f,
+				    const uint64_t *keys, size_t n)
+{
+	struct du_conn *c;
+
+	du_daemon_kill(d);
+	start(d, f);
+	c = du_connect(d->sock);
+	ck_assert_uint_eq(hello_timers(c), n);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(du_cancel(c, 100 + i, keys[i]), "key %" PRIu64 " lost",
+			      keys[i]);
+	du_conn_free(c);
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+static void refuses_then_recovers(enum fault_kind kind)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct fault f;
+	struct du_conn *held, *p, *q;
+	uint64_t keys[KEPT + 2];
+	du_env *e;
+	int rc;
+
+	fault_setup(d, &f, kind);
+	start(d, &f);
+	held = du_connect(d->sock);
+	ck_assert_uint_eq(hello_timers(held), 0);
+	for (unsigned i = 0; i < KEPT; i++)
+		schedule_ok(held, 10 + i, keys[i] = 1000 + i);
+	fault_on(d, &f);
+
+	/* The write of this one fails: its reply must not come. */
+	{
+		struct du_sched s = far_timer(keys[KEPT] = 2000);
+
+		du_send_schedule(held, 50, &s);
+		rc = du_recv(held, du_scale_ms(500), &e);
+		ck_assert_msg(rc == DU_TIMEOUT, "a reply to a Schedule that cannot be journaled: %s",
+			      rc == DU_FRAME ? du_describe(e, (char[160]){ 0 }, 160) : "closed");
+	}
+	ck_assert(!du_daemon_exited(d));
+
+	p = du_connect(d->sock);
+	ck_assert_uint_eq(hello_timers(p), KEPT + 1);
+	schedule_refused(p, 2, 3000);
+	du_send_cancel(p, 3, 1000);
+	du_expect_error(p, true, 3, BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE);
+	schedule_refused(p, 4, 3001);
+	q = du_connect(d->sock);
+	du_send_hello(q, 1, "new-session");
+	du_expect_error(q, true, 1, BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE);
+	du_conn_free(q);
+	anonymous_works(d);
+	bwp_frame_free(du_fresh_stats(d));
+	ck_assert(!du_daemon_exited(d));
+	assert_log_count(d, DOWN_LINE, 1);
+
+	fault_off(d, &f);
+	/* The held reply goes out once a snapshot has it. */
+	rc = du_recv(held, recovery_wait_ms(), &e);
+	ck_assert_msg(rc == DU_FRAME, "no reply after space returned (rc %d)", rc);
+	ck_assert_msg(e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY &&
+		      e->request_id == 50, "%s", du_describe(e, (char[160]){ 0 }, 160));
+	bwp_frame_free(e);
+	schedule_ok(p, 5, keys[KEPT + 1] = 4000);
+	assert_log_count(d, DOWN_LINE, 1);
+	assert_log_count(d, UP_LINE, 1);
+	du_conn_free(held);
+	du_conn_free(p);
+	assert_kept_after_crash(d, &f, keys, KEPT + 2);
+	fault_free(d, &f);
+}
+
+START_TEST(test_full_disk)
+{
+	refuses_then_recovers(FAULT_TMPFS);
+}
+END_TEST
+
+START_TEST(test_fsize)
+{
+	refuses_then_recovers(FAULT_FSIZE);
+}
+END_TEST
+
+/* Names and sizes of the state directory's files but the lock. */
+static void listing(const char *dir, char *out, size_t len)
+{
+	char cmd[256];
+	FILE *p;
+	size_t n;
+
+	snprintf(cmd, sizeof(cmd), "cd '%s' && stat -c '%%n %%s' * | grep -v '^lock '", dir);
+	p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	n = fread(out, 1, len - 1, p);
+	out[n] = '\0';
+	pclose(p);
+}
+
+START_TEST(test_start_full)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct fault f;
+	struct du_conn *c;
+	char before[512], after[512];
+	uint64_t keys[KEPT + 1];
+	bool up = false;
+
+	fault_setup(d, &f, FAULT_TMPFS);
+	if (f.kind != FAULT_TMPFS) {
+		du_note("SKIP test_start_full: needs a tmpfs (mount not permitted)");
+		du_daemon_free(d);
+		return;
+	}
+	start(d, &f);
+	c = du_connect(d->sock);
+	hello_timers(c);
+	for (unsigned i = 0; i < KEPT; i++)
+		schedule_ok(c, 10 + i, keys[i] = 1000 + i);
+	du_conn_free(c);
+	du_daemon_kill(d);
+	listing(f.state, before, sizeof(before));
+	fault_on(d, &f);
+
+	start(d, &f);
+	c = du_connect(d->sock);
+	ck_assert_uint_eq(hello_timers(c), KEPT);
+	schedule_refused(c, 2, 3000);
+	anonymous_works(d);
+	assert_log_count(d, DOWN_LINE, 1);
+	listing(f.state, after, sizeof(after));
+	ck_assert_str_eq(before, after);
+
+	fault_off(d, &f);
+	for (uint64_t t0 = du_now_ns(), id = 10; !up; id++) {
+		struct du_sched s = far_timer(keys[KEPT] = 4000);
+		du_env *e;
+
+		ck_assert_msg(du_now_ns() - t0 < (uint64_t)recovery_wait_ms() * DU_MS,
+			      "still refused after space returned");
+		du_send_schedule(c, id, &s);
+		ck_assert_int_eq(du_recv(c, DU_WAIT_MS, &e), DU_FRAME);
+		up = e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY;
+		if (!up) {
+			ck_assert_int_eq(e->error->code,
+					 BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE);
+			du_sleep_ms(200);
+		}
+		bwp_frame_free(e);
+	}
+	assert_log_count(d, UP_LINE, 1);
+	du_conn_free(c);
+	assert_kept_after_crash(d, &f, keys, KEPT + 1);
+	fault_free(d, &f);
+}
+END_TEST
+
+static Suite *storage_suite(void)
+{
+	Suite *s = suite_create("storage");
+	TCase *tc = tcase_create("storage");
+
+	du_tcase(tc);
+	tcase_add_test(tc, test_full_disk);
+	tcase_add_test(tc, test_fsize);
+	tcase_add_test(tc, test_start_full);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run_suite(storage_suite());
+}
