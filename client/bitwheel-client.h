@@ -469,7 +469,12 @@ BWC_EXPORT int bwc_reconnect(struct bwc_client *c);
  */
 BWC_EXPORT void bwc_close(struct bwc_client *c);
 
-/* The daemon's limits in force (HelloReply.limits). */
+/*
+ * The daemon's limits in force (HelloReply.limits).  Like struct
+ * bwc_session_info, which holds it, of a fixed size from libbitwheel-client
+ * 2:0:0 on: limits added later take the reserved slots (see struct
+ * bwc_stats), and read 0 from a library or daemon that does not know them.
+ */
 struct bwc_limits {
 	uint32_t max_frame_bytes;   /* largest frame body, either direction */
 	uint32_t max_payload_bytes; /* largest Schedule payload            */
@@ -484,6 +489,16 @@ struct bwc_limits {
 				       half, fires wait (PROTOCOL.md 8)    */
 	uint64_t max_clients;       /* connections the daemon accepts      */
 	uint32_t max_window;        /* the largest consumer window         */
+	/* Per-uid budgets (bitwheeld(8); root is counted, never refused),
+	 * what struct bwc_stats' uid_* figures are measured against; 0 from
+	 * a daemon without them: */
+	uint64_t max_clients_per_uid;   /* connections, before Hello too   */
+	uint64_t max_sessions_per_uid;  /* named sessions                  */
+	uint64_t max_timers_per_uid;    /* pending timers plus undelivered
+					   fires over all its sessions     */
+	uint64_t max_periodic_rate_per_uid; /* periodic fires a second: the
+					   sum of 1/period, in Hz          */
+	uint64_t reserved[9];           /* 0                               */
 };
 
 /* What the daemon said when this connection opened its session. */
@@ -511,6 +526,7 @@ struct bwc_session_info {
 				    the session is in (the caller's, or the
 				    one bwc_set_owner_uid named); 0 for an
 				    anonymous session                       */
+	uint64_t reserved[29];   /* room to grow (see struct bwc_stats): 0  */
 };
 
 /* The current connection's session: BWC_ECLOSED when not connected. */
@@ -559,9 +575,10 @@ struct bwc_lane_stats {
  * caller's own uid's against its per-uid budgets (bitwheeld(8), "Security
  * and limits"; root is counted, never refused).
  *
- * The struct has a fixed size, 384 bytes, for good: the caller allocates
- * it, so a library writing a longer one than the program was built with
- * would overrun the program's memory.  Counters added later take the
+ * The struct has a fixed size, 384 bytes, for good (as struct
+ * bwc_session_info and struct bwc_limits do): the caller allocates it, so
+ * a library writing a longer one than the program was built with would
+ * overrun the program's memory.  Counters added later take the
  * reserved slots at the tail, in order (the next: uid_bytes, the uid's
  * payload, queued-fire and unread-output bytes), so programs built
  * against this header keep working with later libraries, and programs

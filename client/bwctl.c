@@ -983,6 +983,21 @@ static void print_lane(const char *name, const struct bwc_lane_stats *l)
 	       (unsigned long long)l->fired, (unsigned long long)l->lost);
 }
 
+/*
+ * One row of the uid's figures: "name  value of budget unit (what)", the
+ * budget left out when the daemon sent none (0).  name NULL: the value is
+ * printed already (the periodic rate, with its fraction).
+ */
+static void print_uid_row(const char *name, uint64_t value, const char *unit,
+			  uint64_t budget, const char *what)
+{
+	if (name != NULL)
+		printf("%-16s %llu%s", name, (unsigned long long)value, unit);
+	if (budget > 0)
+		printf(" of %llu%s", (unsigned long long)budget, unit);
+	printf(" (%s)\n", what);
+}
+
 static int cmd_stats(int argc, char **argv)
 {
 	static const char cmd[] = "stats";
@@ -1054,7 +1069,11 @@ static int cmd_stats(int argc, char **argv)
 		       "\"expired\":%llu,\"uptime_ns\":%llu,"
 		       "\"memory_bytes\":%llu,\"uid\":%u,"
 		       "\"uid_connections\":%llu,\"uid_sessions\":%llu,"
-		       "\"uid_timers\":%llu,\"uid_periodic_rate_mhz\":%llu}\n",
+		       "\"uid_timers\":%llu,\"uid_periodic_rate_mhz\":%llu,"
+		       "\"max_clients_per_uid\":%llu,"
+		       "\"max_sessions_per_uid\":%llu,"
+		       "\"max_timers_per_uid\":%llu,"
+		       "\"max_periodic_rate_per_uid\":%llu}\n",
 		       (unsigned long long)st.clients,
 		       (unsigned long long)st.consumers,
 		       (unsigned long long)st.sessions,
@@ -1069,7 +1088,12 @@ static int cmd_stats(int argc, char **argv)
 		       (unsigned long long)st.uid_connections,
 		       (unsigned long long)st.uid_sessions,
 		       (unsigned long long)st.uid_timers,
-		       (unsigned long long)st.uid_periodic_rate_mhz);
+		       (unsigned long long)st.uid_periodic_rate_mhz,
+		       (unsigned long long)info.limits.max_clients_per_uid,
+		       (unsigned long long)info.limits.max_sessions_per_uid,
+		       (unsigned long long)info.limits.max_timers_per_uid,
+		       (unsigned long long)
+			       info.limits.max_periodic_rate_per_uid);
 		return ST_OK;
 	}
 	printf("daemon       bitwheeld %s at %s\n",
@@ -1098,18 +1122,23 @@ static int cmd_stats(int argc, char **argv)
 	printf("memory       %llu bytes\n",
 	       (unsigned long long)st.memory_bytes);
 	/* The daemon counts the caller's uid: ours, as SO_PEERCRED saw it. */
-	printf("\nyour uid %u, against its per-uid budgets:\n",
-	       (unsigned)geteuid());
-	printf("uid_connections  %llu (connections now, this one included)\n",
-	       (unsigned long long)st.uid_connections);
-	printf("uid_sessions     %llu (named sessions, attached or not)\n",
-	       (unsigned long long)st.uid_sessions);
-	printf("uid_timers       %llu (pending timers and undelivered "
-	       "fires)\n", (unsigned long long)st.uid_timers);
-	printf("uid_periodic     %llu.%03llu Hz (periodic fires a second: the "
-	       "sum of 1/period)\n",
+	printf("\nyour uid %u, against its per-uid budgets%s:\n",
+	       (unsigned)geteuid(),
+	       geteuid() == 0 ? " (root is counted, never refused)" : "");
+	print_uid_row("uid_connections", st.uid_connections, "",
+		      info.limits.max_clients_per_uid,
+		      "connections now, this one included");
+	print_uid_row("uid_sessions", st.uid_sessions, "",
+		      info.limits.max_sessions_per_uid,
+		      "named sessions, attached or not");
+	print_uid_row("uid_timers", st.uid_timers, "",
+		      info.limits.max_timers_per_uid,
+		      "pending timers and undelivered fires");
+	printf("uid_periodic     %llu.%03llu Hz",
 	       (unsigned long long)(st.uid_periodic_rate_mhz / 1000),
 	       (unsigned long long)(st.uid_periodic_rate_mhz % 1000));
+	print_uid_row(NULL, 0, " Hz", info.limits.max_periodic_rate_per_uid,
+		      "periodic fires a second: the sum of 1/period");
 	printf("\n%-8s %10s %10s %10s %10s %10s %10s\n", "lane", "pending",
 	       "overflow", "inserted", "cancelled", "fired", "lost");
 	print_lane("oneshot", &st.oneshot);

@@ -1377,6 +1377,10 @@ static void copy_limits(struct bwc_client *c, const Bitwheel__V1__Limits *l)
 	out->max_output_bytes = l->max_output_bytes;
 	out->max_clients = l->max_clients;
 	out->max_window = l->max_window;
+	out->max_clients_per_uid = l->max_clients_per_uid;
+	out->max_sessions_per_uid = l->max_sessions_per_uid;
+	out->max_timers_per_uid = l->max_timers_per_uid;
+	out->max_periodic_rate_per_uid = l->max_periodic_rate_per_uid;
 	/* A limit the daemon leaves out keeps the protocol's default. */
 	if (out->max_frame_bytes > 0)
 		c->max_frame = out->max_frame_bytes;
@@ -1717,10 +1721,18 @@ static void copy_lane(const Bitwheel__V1__LaneStats *l,
 	out->lost = l->lost;
 }
 
-/* bwc_stats is caller-allocated ABI: its size never changes, new
- * counters take reserved slots (bitwheel-client.h). */
+/* The caller-allocated structs are ABI: their sizes never change, new
+ * fields take reserved slots (bitwheel-client.h).  bwc_stats is all
+ * uint64_t, the same everywhere; the others are pinned where the layout
+ * is known (LP64). */
 _Static_assert(sizeof(struct bwc_stats) == 384,
 	       "struct bwc_stats changed size: take a reserved slot instead");
+#if defined(__x86_64__) || defined(__aarch64__)
+_Static_assert(sizeof(struct bwc_limits) == 160,
+	       "struct bwc_limits changed size: take a reserved slot instead");
+_Static_assert(sizeof(struct bwc_session_info) == 512,
+	       "struct bwc_session_info changed size: take a reserved slot");
+#endif
 
 static void copy_stats(const Bitwheel__V1__StatsReply *r,
 		       struct bwc_stats *out)

@@ -16,11 +16,13 @@ client_libbitwheel_client_la_LIBADD = proto/libbwproto.la $(PROTOBUF_C_LIBS)
 # libtool's current:revision:age, moved once per release cycle for what
 # changed since the last release.  1:0:0 was released with 0.2.0
 # (protocol 2: struct bwc_fire and the info structs grew).  2:0:0 for the
-# next: struct bwc_session_info grew (owner_uid) and struct bwc_stats
-# grew (the per-uid counters and a reserved tail that fixes its size from
-# now on), both caller-allocated, so programs built against 1:0:0 must be
-# rebuilt (current + 1, age 0); the added functions (bwc_set_owner_uid,
-# bwc_set_daemon_user) ride on the same bump.
+# next: struct bwc_session_info grew (owner_uid, the per-uid budgets in
+# its struct bwc_limits) and struct bwc_stats grew (the per-uid
+# counters), all caller-allocated, and each took a reserved tail that
+# fixes its size from now on; programs built against 1:0:0 must be
+# rebuilt (current + 1, age 0).  The added functions (bwc_set_owner_uid,
+# bwc_set_daemon_user) ride on the same bump.  Later fields that take
+# reserved slots are compatible additions: current + 1, age + 1.
 client_libbitwheel_client_la_LDFLAGS = -version-info 2:0:0 -no-undefined \
 	-export-symbols-regex '^bwc_'
 include_HEADERS += client/bitwheel-client.h

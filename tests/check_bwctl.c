@@ -1317,12 +1317,14 @@ START_TEST(test_stats)
 		"periodic.fired", "periodic.lost", "clients", "consumers", "sessions",
 		"queued", "in_flight", "acked", "redelivered", "dropped", "expired",
 		"uptime_ns", "memory_bytes", "uid", "uid_connections", "uid_sessions",
-		"uid_timers", "uid_periodic_rate_mhz",
+		"uid_timers", "uid_periodic_rate_mhz", "max_clients_per_uid",
+		"max_sessions_per_uid", "max_timers_per_uid", "max_periodic_rate_per_uid",
 	};
 	char version[64];
 	du_env *e;
 
-	du_daemon_start(d, NULL);
+	du_daemon_start(d, "--max-sessions-per-uid", "50", "--max-periodic-rate-per-uid", "70",
+			NULL);
 	c = du_connect(d->sock);
 	e = du_hello(c, "e2e-stats");
 	snprintf(version, sizeof(version), "%s", e->hello_reply->daemon_version);
@@ -1358,8 +1360,10 @@ START_TEST(test_stats)
 	}
 	ck_assert_uint_eq(table_cell(r.out, "uid_connections", 0), 3);
 	ck_assert_uint_eq(table_cell(r.out, "uid_sessions", 0), 2);
+	ck_assert_msg(strstr(r.out, "\nuid_sessions     2 of 50 (") != NULL,
+		      "no budget of 50 sessions in: %s", r.out);
 	ck_assert_uint_eq(table_cell(r.out, "uid_timers", 0), 3);
-	ck_assert_msg(strstr(r.out, "\nuid_periodic     1.000 Hz ") != NULL,
+	ck_assert_msg(strstr(r.out, "\nuid_periodic     1.000 Hz of 70 Hz (") != NULL,
 		      "periodic rate not 1 Hz: %s", r.out);
 	ck_assert_uint_eq(table_cell(r.out, "oneshot", 0), 2);   /* pending   */
 	ck_assert_uint_eq(table_cell(r.out, "oneshot", 2), 3);   /* inserted  */
@@ -1393,6 +1397,9 @@ START_TEST(test_stats)
 	ck_assert_uint_eq(ju64(v, "uid_sessions"), 2);
 	ck_assert_uint_eq(ju64(v, "uid_timers"), 3);
 	ck_assert_uint_eq(ju64(v, "uid_periodic_rate_mhz"), 1000);
+	ck_assert_uint_eq(ju64(v, "max_sessions_per_uid"), 50);
+	ck_assert_uint_eq(ju64(v, "max_periodic_rate_per_uid"), 70);
+	ck_assert(ju64(v, "max_clients_per_uid") > 0 && ju64(v, "max_timers_per_uid") > 0);
 	ck_assert_uint_eq(ju64(v, "queued"), 0);
 	ck_assert_uint_eq(ju64(v, "in_flight"), 0);
 	ck_assert_uint_eq(ju64(v, "acked"), 0);

@@ -1687,6 +1687,8 @@ START_TEST(test_peer)
 	f = du_fake_start(NOBODY);
 	c = new_client();
 	ck_assert_int_eq(bwc_set_daemon_user(NULL, "x"), BWC_EINVAL);
+	ck_assert_str_eq(bwc_strerror(BWC_EPEER),
+			 "the socket's listener is not trusted to be the daemon");
 	ck_assert_int_eq(bwc_set_daemon_user(c, ""), BWC_EINVAL);
 	/* The default, "bitwheeld", is no user here or not 65534. */
 	assert_refused(c, f, bwc_connect(c, f->sock, NULL), "\"" BWC_DEFAULT_DAEMON_USER "\"");
@@ -1747,7 +1749,8 @@ END_TEST
  * whatever it holds, its reserved tail zeroed by the library; and the
  * caller's uid's figures, blocking and non-blocking, match what it holds:
  * 3 connections (this one too), 2 named sessions, 3 timers, one of them
- * periodic at 10 Hz.
+ * periodic at 10 Hz.  The session info's limits carry the per-uid budgets
+ * the daemon was given, and its reserved slots (and bwc_limits') are 0.
  */
 static void stats_seen(struct bwc_client *c, const struct bwc_reply *r, void *arg)
 {
@@ -1756,15 +1759,23 @@ static void stats_seen(struct bwc_client *c, const struct bwc_reply *r, void *ar
 	*(struct bwc_stats *)arg = *r->stats;
 }
 
+/* Every reserved slot of an array of n: 0. */
+static void assert_zeroed(const uint64_t *reserved, size_t n, const char *what)
+{
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(reserved[i] == 0, "%s.reserved[%zu] = %#" PRIx64, what, i,
+			      reserved[i]);
+}
+
+#define ASSERT_ZEROED(r, what) assert_zeroed((r), sizeof(r) / sizeof((r)[0]), (what))
+
 static void assert_uid_stats(const struct bwc_stats *st)
 {
 	ck_assert_uint_eq(st->uid_connections, 3);
 	ck_assert_uint_eq(st->uid_sessions, 2);
 	ck_assert_uint_eq(st->uid_timers, 3);
 	ck_assert_uint_eq(st->uid_periodic_rate_mhz, 10000);
-	for (size_t i = 0; i < sizeof(st->reserved) / sizeof(st->reserved[0]); i++)
-		ck_assert_msg(st->reserved[i] == 0, "reserved[%zu] = %#" PRIx64, i,
-			      st->reserved[i]);
+	ASSERT_ZEROED(st->reserved, "bwc_stats");
 }
 
 START_TEST(test_stats_uid)
@@ -1772,14 +1783,30 @@ START_TEST(test_stats_uid)
 	struct du_daemon *d = du_daemon_new();
 	struct bwc_client *a, *b, *c;
 	struct bwc_timer t = { .key = 1, .when_ns = 3600 * DU_S };
+	struct bwc_session_info info;
 	struct bwc_stats st;
 
 	ck_assert_uint_eq(sizeof(struct bwc_stats), 384);
 	ck_assert_uint_eq(offsetof(struct bwc_stats, reserved) +
 				  sizeof(((struct bwc_stats *)0)->reserved),
 			  384);
-	du_daemon_start(d, NULL);
+#if defined(__x86_64__) || defined(__aarch64__)
+	ck_assert_uint_eq(sizeof(struct bwc_limits), 160);
+	ck_assert_uint_eq(sizeof(struct bwc_session_info), 512);
+#endif
+	du_daemon_start(d, "--max-sessions-per-uid", "50", "--max-timers-per-uid", "600",
+			"--max-periodic-rate-per-uid", "70", "--max-clients-per-uid", "40",
+			NULL);
 	a = connect_to(d, "e2e-uid-a");
+	/* The budgets, in the session info; its reserved slots 0. */
+	memset(&info, 0xa5, sizeof(info));
+	CK_BWC(a, bwc_get_session_info(a, &info));
+	ck_assert_uint_eq(info.limits.max_clients_per_uid, 40);
+	ck_assert_uint_eq(info.limits.max_sessions_per_uid, 50);
+	ck_assert_uint_eq(info.limits.max_timers_per_uid, 600);
+	ck_assert_uint_eq(info.limits.max_periodic_rate_per_uid, 70);
+	ASSERT_ZEROED(info.limits.reserved, "bwc_limits");
+	ASSERT_ZEROED(info.reserved, "bwc_session_info");
 	b = connect_to(d, "e2e-uid-b");
 	CK_BWC(a, bwc_schedule(a, &t, NULL));
 	t.key = 2;
