@@ -101,3 +101,26 @@ bench_bwsoak_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/client
 bench_bwsoak_LDFLAGS = -no-install
 bench_bwsoak_LDADD = client/libbitwheel-client.la -lm
 EXTRA_DIST += bench/soak.sh
+
+# bench/bwattack: the victim's lateness under each attack of a hostile
+# local user (bench/run-attack.sh, results/attack.md).  The attacks and the
+# victim (bench/attack.c) are tests/check_attack's too.
+noinst_PROGRAMS += bench/bwattack
+bench_bwattack_SOURCES = \
+	bench/bwattack.c \
+	bench/attack.c \
+	bench/attack.h \
+	bench/bwload.h \
+	bench/load_stats.c
+bench_bwattack_CPPFLAGS = $(AM_CPPFLAGS) $(bw_proto_cppflags) -I$(top_srcdir)/client
+bench_bwattack_LDFLAGS = -no-install
+bench_bwattack_LDADD = client/libbitwheel-client.la proto/libbwproto.la $(PROTOBUF_C_LIBS)
+EXTRA_DIST += bench/run-attack.sh
+
+# bench/.libs/bwturns.so: bwattack --turns preloads it into the daemon to
+# time its loop turns (bench/turns.c).  -rpath makes libtool build a
+# shared module that is never installed.
+noinst_LTLIBRARIES += bench/bwturns.la
+bench_bwturns_la_SOURCES = bench/turns.c
+bench_bwturns_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
+bench_bwturns_la_LIBADD = -ldl

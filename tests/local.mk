@@ -54,7 +54,8 @@ EXTRA_tests_check_systemd_DEPENDENCIES = systemd/bitwheeld.service daemon/bitwhe
 # Paths to the built programs come from abs_top_builddir, so distcheck's
 # out-of-tree build runs its own; the programs are built before the tests.
 bw_e2e_programs = tests/check_daemon tests/check_delivery tests/check_client \
-	tests/check_bwctl tests/check_durable tests/check_budget tests/check_storage
+	tests/check_bwctl tests/check_durable tests/check_budget tests/check_storage \
+	tests/check_attack
 check_PROGRAMS += $(bw_e2e_programs)
 TESTS += $(bw_e2e_programs)
 
@@ -82,6 +83,14 @@ tests_check_budget_CPPFLAGS = $(bw_e2e_cppflags)
 tests_check_budget_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_budget_LDADD = $(bw_e2e_ldadd)
 EXTRA_tests_check_budget_DEPENDENCIES = daemon/bitwheeld
+
+# The attacks and the victim are bench/attack.c's, shared with bench/bwattack.
+tests_check_attack_SOURCES = tests/check_attack.c bench/attack.c bench/attack.h \
+	bench/load_stats.c bench/bwload.h $(bw_e2e_sources)
+tests_check_attack_CPPFLAGS = $(bw_e2e_cppflags) -I$(top_srcdir)/bench
+tests_check_attack_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_attack_LDADD = client/libbitwheel-client.la $(bw_e2e_ldadd)
+EXTRA_tests_check_attack_DEPENDENCIES = daemon/bitwheeld
 
 tests_check_client_SOURCES = tests/check_client.c $(bw_e2e_sources)
 tests_check_client_CPPFLAGS = $(bw_e2e_cppflags)
@@ -126,7 +135,8 @@ include tests/fuzz.mk
 VALGRIND = valgrind
 BW_VALGRIND_SLOW = 20
 bw_valgrind_programs = tests/check_daemon tests/check_delivery tests/check_client \
-	tests/check_bwctl tests/check_durable tests/check_budget tests/check_storage
+	tests/check_bwctl tests/check_durable tests/check_budget tests/check_storage \
+	tests/check_attack
 bw_valgrind_dir = tests/valgrind
 bw_valgrind_opts = --leak-check=full --errors-for-leak-kinds=definite \
 	--error-exitcode=99

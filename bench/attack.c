@@ -1,0 +1,1225 @@
+/*
+ * attack.c - the victim and the attacks of attack.h.
+ *
+ * The victim and most attacks speak through libbitwheel-client; what no
+ * well-behaved client can say (connections that never say Hello or never
+ * read, frames padded with unknown fields or over the frame limit, a
+ * refusal read off a raw socket) goes through raw sockets, every frame
+ * packed by proto/frame.h but the deliberately padded ones.
+ *
+ * Each child reports in one struct through a pipe and exits; a child that
+ * fails to report is killed at the caller's deadline.  An attacker's
+ * build-up stops at the first refusal of each kind it pushes against (or
+ * at opts' caps), then it says ready by writing one byte, and its active
+ * phase runs until the stop pipe's other end is closed.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attack.h"
+#include "bitwheel-client.h"
+#include "frame.h"
+
+#define EC(x) BITWHEEL__V1__ERROR_CODE__##x
+#define MS UINT64_C(1000000)
+#define S UINT64_C(1000000000)
+#define HOUR (3600 * S)
+/* What the victim's payload says, so that a fire of anyone else's shows. */
+#define VICTIM_PAYLOAD "victim"
+/* Schedules in flight per connection while filling. */
+#define FILL_WINDOW 256
+
+static const char *const names[ATK_N] = {
+	"none", "memory", "cpu", "stats", "frames", "expire", "silent", "squat", "logs",
+};
+
+const char *atk_name(enum atk_kind k)
+{
+	return (unsigned)k < ATK_N ? names[k] : NULL;
+}
+
+int atk_expected_refusal(enum atk_kind k)
+{
+	switch (k) {
+	case ATK_MEMORY: return EC(TOO_MANY_TIMERS);
+	case ATK_CPU: return EC(OVER_BUDGET);
+	case ATK_STATS: return EC(TOO_MANY_CLIENTS);
+	case ATK_FRAMES: return EC(BAD_FRAME);
+	case ATK_EXPIRE: return EC(TOO_MANY_TIMERS);
+	case ATK_SILENT: return EC(TOO_MANY_CLIENTS);
+	case ATK_SQUAT: return EC(PERMISSION_DENIED);
+	case ATK_LOGS: return EC(BAD_VERSION);
+	default: return 0;
+	}
+}
+
+static void fmt_error(char *buf, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Keep the first failure only. */
+static void fmt_error(char *buf, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (buf[0])
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- children --------------------------------------------------------- */
+
+static void become(uid_t uid)
+{
+	if (uid == 0)
+		return;
+	if (setgroups(0, NULL) != 0 || setgid((gid_t)uid) != 0 || setuid(uid) != 0 ||
+	    getuid() != uid || setuid(0) == 0) {
+		fprintf(stderr, "attack: cannot drop to uid %ld: %s\n", (long)uid,
+			strerror(errno));
+		_exit(99);
+	}
+}
+
+static int fork_child(uid_t uid, int nice, struct atk_child *ch)
+{
+	int rep[2], stop[2];
+
+	if (pipe2(rep, O_CLOEXEC) != 0)
+		return -errno;
+	if (pipe2(stop, O_CLOEXEC) != 0) {
+		int err = -errno;
+
+		close(rep[0]);
+		close(rep[1]);
+		return err;
+	}
+	fflush(NULL);
+	ch->pid = fork();
+	if (ch->pid < 0) {
+		int err = -errno;
+
+		close(rep[0]);
+		close(rep[1]);
+		close(stop[0]);
+		close(stop[1]);
+		return err;
+	}
+	if (ch->pid == 0) {
+		close(rep[0]);
+		close(stop[1]);
+		/* A peer that went away must not kill us mid-report. */
+		signal(SIGPIPE, SIG_IGN);
+		if (nice)
+			setpriority(PRIO_PROCESS, 0, nice);
+		become(uid);
+		ch->report_fd = rep[1];
+		ch->stop_fd = stop[0];
+		return 0;
+	}
+	close(rep[1]);
+	close(stop[0]);
+	ch->report_fd = rep[0];
+	ch->stop_fd = stop[1];
+	return 0;
+}
+
+static void report(const struct atk_child *ch, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(ch->report_fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			_exit(98);
+		p += n;
+		len -= (size_t)n;
+	}
+	_exit(0);
+}
+
+/* Read len bytes by the deadline; then reap.  0 or -1 with err set. */
+static int collect(struct atk_child *ch, int timeout_ms, void *buf, size_t len,
+		   char *err, size_t errlen)
+{
+	uint64_t deadline = load_now_ns() + (uint64_t)timeout_ms * MS;
+	size_t got = 0;
+	int st, rc = 0;
+
+	while (got < len) {
+		uint64_t now = load_now_ns();
+		struct pollfd p = { .fd = ch->report_fd, .events = POLLIN };
+		ssize_t n;
+
+		if (now >= deadline) {
+			fmt_error(err, errlen, "no report from child %ld within %d ms",
+				  (long)ch->pid, timeout_ms);
+			rc = -1;
+			break;
+		}
+		if (poll(&p, 1, (int)((deadline - now) / MS) + 1) <= 0)
+			continue;
+		n = read(ch->report_fd, (char *)buf + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = -1;
+			break;
+		}
+		got += (size_t)n;
+	}
+	if (rc)
+		kill(ch->pid, SIGKILL);
+	while (waitpid(ch->pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (rc && got < len)
+		fmt_error(err, errlen, "child %ld ended without a report (%s %d)",
+			  (long)ch->pid, WIFSIGNALED(st) ? "signal" : "exit",
+			  WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	close(ch->report_fd);
+	if (ch->stop_fd >= 0)
+		close(ch->stop_fd);
+	ch->report_fd = ch->stop_fd = -1;
+	ch->pid = 0;
+	return rc;
+}
+
+/* ---- the victim -------------------------------------------------------- */
+
+struct victim {
+	const struct atk_victim_opts *o;
+	struct atk_victim_result *r;
+	uint64_t start, n;
+	uint64_t *sent;          /* per key: when its Schedule was sent     */
+	uint8_t *state;          /* per key: 1 accepted, 2 fired            */
+	uint64_t outstanding;    /* Schedules without a reply               */
+};
+
+static uint64_t victim_deadline(const struct victim *v, uint64_t k)
+{
+	return v->start + k * v->o->interval_ns + v->o->delay_ns;
+}
+
+static void victim_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
+{
+	struct victim *v = arg;
+	uint64_t rx = bwc_now_ns();
+	struct atk_victim_result *r = v->r;
+
+	(void)c;
+	if (f->key >= v->n || f->payload_len != strlen(VICTIM_PAYLOAD) ||
+	    memcmp(f->payload, VICTIM_PAYLOAD, f->payload_len) != 0 ||
+	    f->deadline_ns != victim_deadline(v, f->key)) {
+		r->foreign++;
+		fmt_error(r->error, sizeof(r->error),
+			  "a fire not the victim's: key %" PRIu64 ", %zu bytes of payload",
+			  f->key, f->payload_len);
+		return;
+	}
+	if (v->state[f->key] == 2) {
+		r->repeated++;
+		return;
+	}
+	v->state[f->key] = 2;
+	r->fires++;
+	if (f->fired_ns < f->deadline_ns || rx < f->deadline_ns) {
+		r->early++;
+		fmt_error(r->error, sizeof(r->error),
+			  "key %" PRIu64 " early: fired %" PRId64 " ns, received %" PRId64
+			  " ns after its deadline", f->key,
+			  (int64_t)(f->fired_ns - f->deadline_ns),
+			  (int64_t)(rx - f->deadline_ns));
+		return;
+	}
+	load_hist_add(&r->fired, f->fired_ns - f->deadline_ns);
+	load_hist_add(&r->rx, rx - f->deadline_ns);
+}
+
+static void victim_reply(struct bwc_client *c, const struct bwc_reply *rep,
+			 void *arg)
+{
+	struct victim *v = arg;
+
+	(void)c;
+	v->outstanding--;
+	if (rep->status != 0) {
+		v->r->refused++;
+		fmt_error(v->r->error, sizeof(v->r->error), "Schedule of key %" PRIu64
+			  " refused: %s %s", rep->key,
+			  bwc_server_error_name(rep->server_error), rep->message);
+		return;
+	}
+	load_hist_add(&v->r->rtt, bwc_now_ns() - v->sent[rep->key]);
+	if (v->state[rep->key] == 0)
+		v->state[rep->key] = 1;
+	v->r->scheduled++;
+}
+
+/* Dispatch whatever comes until t (CLOCK_MONOTONIC): 0, or -1 when the
+ * connection failed. */
+static int victim_pump_until(struct bwc_client *c, struct victim *v, uint64_t t)
+{
+	for (;;) {
+		uint64_t now = bwc_now_ns();
+		struct pollfd p = { .fd = bwc_fd(c), .events = bwc_poll_events(c) };
+		struct timespec ts;
+		int rc;
+
+		if (now >= t)
+			return 0;
+		ts.tv_sec = (time_t)((t - now) / S);
+		ts.tv_nsec = (long)((t - now) % S);
+		if (ppoll(&p, 1, &ts, NULL) < 0 && errno != EINTR)
+			return -1;
+		rc = bwc_dispatch(c);
+		if (rc != 0 && rc != BWC_ENOMEM) {
+			v->r->refused++;
+			fmt_error(v->r->error, sizeof(v->r->error), "connection: %s",
+				  bwc_errmsg(c));
+			return -1;
+		}
+	}
+}
+
+static void victim_run(const struct atk_victim_opts *o, struct atk_victim_result *r)
+{
+	struct victim v = { .o = o, .r = r };
+	struct bwc_session_info info;
+	struct bwc_client *c = NULL;
+	uint64_t end;
+
+	v.n = o->duration_ns / o->interval_ns;
+	v.sent = calloc(v.n ? v.n : 1, sizeof(*v.sent));
+	v.state = calloc(v.n ? v.n : 1, 1);
+	if (!v.sent || !v.state || bwc_new(&c) != 0) {
+		fmt_error(r->error, sizeof(r->error), "out of memory");
+		r->refused++;
+		goto out;
+	}
+	bwc_set_role(c, BWC_ROLE_CONSUMER);
+	bwc_set_ack_mode(c, BWC_ACK_AUTO);
+	bwc_set_timeout(c, (int64_t)(10 * S));
+	bwc_set_fire_handler(c, victim_fire, &v);
+	if (bwc_connect(c, o->sock, o->session) != 0) {
+		r->refused++;
+		fmt_error(r->error, sizeof(r->error), "Hello refused: %s", bwc_errmsg(c));
+		goto out;
+	}
+	/* A session of its own: anything in it already is someone else's. */
+	if (bwc_get_session_info(c, &info) == 0 && (info.timers || info.queued)) {
+		r->foreign += info.timers + info.queued;
+		fmt_error(r->error, sizeof(r->error),
+			  "its new session '%s' held %" PRIu64 " timers and %" PRIu64
+			  " fires", o->session, info.timers, info.queued);
+	}
+	v.start = bwc_now_ns() + 5 * MS;
+	for (uint64_t k = 0; k < v.n; k++) {
+		struct bwc_timer t = { .key = k, .absolute = true,
+				       .when_ns = victim_deadline(&v, k),
+				       .payload = VICTIM_PAYLOAD,
+				       .payload_len = strlen(VICTIM_PAYLOAD) };
+
+		if (victim_pump_until(c, &v, v.start + k * o->interval_ns) != 0)
+			goto out;
+		v.sent[k] = bwc_now_ns();
+		if (bwc_send_schedule(c, &t, victim_reply, &v) != 0) {
+			r->refused++;
+			fmt_error(r->error, sizeof(r->error), "Schedule: %s", bwc_errmsg(c));
+			goto out;
+		}
+		v.outstanding++;
+	}
+	/* The last fires, and every reply; then what never came is lost. */
+	end = victim_deadline(&v, v.n ? v.n - 1 : 0) + o->grace_ns;
+	while (bwc_now_ns() < end && (v.outstanding || r->fires < r->scheduled))
+		if (victim_pump_until(c, &v, bwc_now_ns() + 5 * MS) != 0)
+			break;
+out:
+	r->lost = r->scheduled - r->fires;
+	if (r->lost)
+		fmt_error(r->error, sizeof(r->error), "%" PRIu64 " of %" PRIu64
+			  " accepted timers never fired", r->lost, r->scheduled);
+	bwc_free(c);
+	free(v.sent);
+	free(v.state);
+}
+
+int atk_victim_start(const struct atk_victim_opts *opts, struct atk_child *out)
+{
+	int rc = fork_child(opts->uid, opts->nice, out);
+
+	if (rc == 0 && out->pid == 0) {
+		struct atk_victim_result *r = calloc(1, sizeof(*r));
+
+		if (!r)
+			_exit(97);
+		victim_run(opts, r);
+		report(out, r, sizeof(*r));
+	}
+	return rc;
+}
+
+int atk_victim_finish(struct atk_child *ch, int timeout_ms,
+		      struct atk_victim_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	return collect(ch, timeout_ms, out, sizeof(*out), out->error, sizeof(out->error));
+}
+
+/* ---- raw connections ---------------------------------------------------- */
+
+static int raw_connect(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Write all of buf (blocking); false when the daemon closed. */
+static bool raw_write(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		p += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+/* The ErrorCode of the first Error frame fd receives within timeout_ms
+ * (other frames skipped): -1 for none (timeout, EOF, a bad frame). */
+static int raw_read_error(int fd, int timeout_ms)
+{
+	static uint8_t buf[1 << 17];
+	uint64_t deadline = load_now_ns() + (uint64_t)timeout_ms * MS;
+	size_t have = 0;
+
+	for (;;) {
+		Bitwheel__V1__Envelope *env;
+		size_t flen;
+		int rc = bwp_frame_parse(buf, have, sizeof(buf) - BWP_HEADER_SIZE, &env, &flen);
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		uint64_t now = load_now_ns();
+		ssize_t n;
+
+		if (rc == 0) {
+			int code = env->body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR ?
+				   (int)env->error->code : -2;
+
+			bwp_frame_free(env);
+			memmove(buf, buf + flen, have - flen);
+			have -= flen;
+			if (code != -2)
+				return code;
+			continue;
+		}
+		if (rc != BWP_EMORE || now >= deadline ||
+		    poll(&p, 1, (int)((deadline - now) / MS) + 1) <= 0)
+			return -1;
+		n = recv(fd, buf + have, sizeof(buf) - have, 0);
+		if (n <= 0)
+			return -1;
+		have += (size_t)n;
+	}
+}
+
+/* Append env, packed, to *buf (grown as needed). */
+static bool pack(uint8_t **buf, size_t *len, size_t *cap,
+		 const Bitwheel__V1__Envelope *env)
+{
+	size_t need = bwp_frame_packed_size(env), got;
+
+	if (*len + need > *cap) {
+		size_t ncap = (*cap ? *cap * 2 : 4096) + need;
+		uint8_t *n = realloc(*buf, ncap);
+
+		if (!n)
+			return false;
+		*buf = n;
+		*cap = ncap;
+	}
+	if (bwp_frame_pack(env, SIZE_MAX, *buf + *len, *cap - *len, &got) != 0)
+		return false;
+	*len += got;
+	return true;
+}
+
+static bool pack_hello(uint8_t **buf, size_t *len, size_t *cap, uint32_t version)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Hello h = BITWHEEL__V1__HELLO__INIT;
+
+	h.has_protocol_version = 1;
+	h.protocol_version = version;
+	env.has_request_id = 1;
+	env.request_id = 1;
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
+	env.hello = &h;
+	return pack(buf, len, cap, &env);
+}
+
+static bool pack_schedule(uint8_t **buf, size_t *len, size_t *cap, uint64_t key,
+			  uint64_t delay_ns, const void *payload, size_t plen)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Schedule s = BITWHEEL__V1__SCHEDULE__INIT;
+
+	s.has_key = 1;
+	s.key = key;
+	s.when_case = BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS;
+	s.delay_ns = delay_ns;
+	s.has_payload = 1;
+	s.payload.data = (uint8_t *)payload;
+	s.payload.len = plen;
+	env.has_request_id = 1;
+	env.request_id = key + 2;
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE;
+	env.schedule = &s;
+	return pack(buf, len, cap, &env);
+}
+
+/*
+ * A Stats request (request_id 2) whose body is `fields` unknown varint
+ * fields (number 100, value 1, three bytes each): nothing frame.c would
+ * pack, so written by hand as check_daemon's test_padded_request does.
+ * body_len = 2 (request_id) + 1 + 3 (stats tag, length) + 3 fields.
+ */
+static size_t padded_stats(uint8_t *buf, size_t fields)
+{
+	size_t inner = fields * 3, body = 2 + 1 + 3 + inner, n = 0;
+
+	buf[n++] = (uint8_t)(body >> 24);
+	buf[n++] = (uint8_t)(body >> 16);
+	buf[n++] = (uint8_t)(body >> 8);
+	buf[n++] = (uint8_t)body;
+	buf[n++] = 0x08;                       /* request_id 2 */
+	buf[n++] = 0x02;
+	buf[n++] = 0x2a;                       /* stats, length in three bytes */
+	buf[n++] = (uint8_t)(0x80 | (inner & 0x7f));
+	buf[n++] = (uint8_t)(0x80 | ((inner >> 7) & 0x7f));
+	buf[n++] = (uint8_t)(inner >> 14);
+	for (size_t i = 0; i < fields; i++) {
+		buf[n++] = 0xa0;               /* field 100, varint 1 */
+		buf[n++] = 0x06;
+		buf[n++] = 0x01;
+	}
+	return n;
+}
+
+/* ---- the attacker's side ------------------------------------------------ */
+
+struct actx {
+	const struct atk_attack_opts *o;
+	struct atk_attack_result *r;
+	struct atk_child *ch;
+	struct bwc_limits lim;  /* learnt at the first connection          */
+	bool have_lim;
+	uint8_t *payload;       /* o->payload (or max_payload) bytes       */
+	size_t payload_len;
+	bool readied;           /* the ready byte was written              */
+};
+
+static void count_refusal(struct actx *a, int code)
+{
+	if (code >= 0 && code < ATK_CODES)
+		a->r->refused[code]++;
+}
+
+/* Whether the caller closed the stop pipe, waiting up to ms for it. */
+static bool stopping(struct actx *a, int ms)
+{
+	struct pollfd p = { .fd = a->ch->stop_fd, .events = POLLIN };
+
+	return poll(&p, 1, ms) > 0;
+}
+
+/* A client connected to session (NULL: anonymous) in role, or NULL with
+ * the refusal counted. */
+static struct bwc_client *aconnect(struct actx *a, const char *session,
+				   enum bwc_role role, int64_t owner)
+{
+	struct bwc_client *c;
+
+	a->r->ops++;
+	if (bwc_new(&c) != 0)
+		return NULL;
+	bwc_set_role(c, role);
+	bwc_set_timeout(c, (int64_t)(10 * S));
+	if (role == BWC_ROLE_CONSUMER)
+		bwc_set_ack_mode(c, BWC_ACK_AUTO);
+	if (owner >= 0)
+		bwc_set_owner_uid(c, owner);
+	if (bwc_connect(c, a->o->sock, session) != 0) {
+		if (bwc_server_error(c))
+			count_refusal(a, bwc_server_error(c));
+		else if (!strstr(bwc_errmsg(c), "closed") && !strstr(bwc_errmsg(c), "reset"))
+			fmt_error(a->r->error, sizeof(a->r->error), "connect: %s",
+				  bwc_errmsg(c));
+		bwc_free(c);
+		return NULL;
+	}
+	if (!a->have_lim) {
+		struct bwc_session_info info;
+
+		if (bwc_get_session_info(c, &info) == 0) {
+			a->lim = info.limits;
+			a->have_lim = true;
+		}
+	}
+	return c;
+}
+
+/* A refusal read off a raw connection that the daemon should refuse
+ * (one past the connection budget); false if it took the connection. */
+static bool probe_refused(struct actx *a, int *fd_out)
+{
+	int fd = raw_connect(a->o->sock), code;
+
+	a->r->ops++;
+	if (fd < 0)
+		return true;
+	code = raw_read_error(fd, 300);
+	if (code < 0) {
+		/* Nothing came: it holds a place now. */
+		if (fd_out) {
+			*fd_out = fd;
+			return false;
+		}
+		close(fd);
+		return false;
+	}
+	count_refusal(a, code);
+	close(fd);
+	return true;
+}
+
+struct fill {
+	struct actx *a;
+	uint64_t outstanding, accepted;
+	bool refused;
+};
+
+static void fill_reply(struct bwc_client *c, const struct bwc_reply *rep, void *arg)
+{
+	struct fill *f = arg;
+
+	(void)c;
+	f->outstanding--;
+	if (rep->status == 0) {
+		f->accepted++;
+		return;
+	}
+	f->refused = true;
+	if (rep->status == BWC_ESERVER)
+		count_refusal(f->a, rep->server_error);
+}
+
+/* Dispatch c until nothing is outstanding (or the connection ends). */
+static void fill_drain(struct bwc_client *c, struct fill *f, uint64_t upto)
+{
+	while (f->outstanding > upto) {
+		struct pollfd p = { .fd = bwc_fd(c), .events = bwc_poll_events(c) };
+
+		if (poll(&p, 1, 10000) <= 0 || bwc_dispatch(c) != 0)
+			break;
+	}
+}
+
+/*
+ * Schedule timers key0, key0 + 1, ... on c, pipelined, until one is
+ * refused or `most` were sent: how many were accepted.  period 0:
+ * oneshots.
+ */
+static uint64_t fill(struct actx *a, struct bwc_client *c, uint64_t key0,
+		     uint64_t most, uint64_t delay_ns, uint64_t period_ns,
+		     bool payload)
+{
+	struct fill f = { .a = a };
+
+	for (uint64_t i = 0; i < most && !f.refused; i++) {
+		struct bwc_timer t = { .key = key0 + i, .when_ns = delay_ns,
+				       .period_ns = period_ns };
+
+		if (payload) {
+			t.payload = a->payload;
+			t.payload_len = a->payload_len;
+		}
+		a->r->ops++;
+		if (bwc_send_schedule(c, &t, fill_reply, &f) != 0)
+			break;
+		f.outstanding++;
+		if (f.outstanding >= FILL_WINDOW)
+			fill_drain(c, &f, FILL_WINDOW / 2);
+	}
+	fill_drain(c, &f, 0);
+	a->r->timers += f.accepted;
+	return f.accepted;
+}
+
+/* ATK_MEMORY: sessions filled with payload timers due in an hour, left
+ * detached, until a Hello is refused (the session budget) or the caps. */
+static void build_memory(struct actx *a)
+{
+	for (unsigned s = 0; s < a->o->max_conns && a->r->timers < a->o->max_timers; s++) {
+		char name[32];
+		struct bwc_client *c;
+
+		snprintf(name, sizeof(name), "mem-%u", s);
+		c = aconnect(a, name, BWC_ROLE_PRODUCER, -1);
+		if (!c)
+			break;
+		a->r->sessions++;
+		fill(a, c, 1, a->o->max_timers - a->r->timers, HOUR, 0, true);
+		bwc_free(c);
+	}
+}
+
+/* ATK_CPU: 100 ms periodic timers round-robin over 16 detached sessions
+ * until the periodic-rate budget refuses one. */
+static void build_cpu(struct actx *a)
+{
+	struct bwc_client *c[16];
+	unsigned n = 0;
+	bool refused = false;
+
+	for (; n < 16; n++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "cpu-%u", n);
+		if (!(c[n] = aconnect(a, name, BWC_ROLE_PRODUCER, -1)))
+			break;
+		a->r->sessions++;
+	}
+	for (uint64_t k = 1; n && !refused && a->r->timers < a->o->max_timers; k++)
+		for (unsigned i = 0; i < n && !refused; i++)
+			refused = fill(a, c[i], k, 1, 100 * MS, 100 * MS, false) == 0;
+	for (unsigned i = 0; i < n; i++)
+		bwc_free(c[i]);
+}
+
+struct conns {
+	struct bwc_client **c;
+	unsigned n, cap;
+	int *raw;
+	unsigned nraw, rawcap;
+};
+
+static bool conns_add(struct conns *cs, struct bwc_client *c)
+{
+	if (cs->n == cs->cap) {
+		unsigned ncap = cs->cap ? cs->cap * 2 : 64;
+		struct bwc_client **n = realloc(cs->c, ncap * sizeof(*n));
+
+		if (!n)
+			return false;
+		cs->c = n;
+		cs->cap = ncap;
+	}
+	cs->c[cs->n++] = c;
+	return true;
+}
+
+static bool conns_add_raw(struct conns *cs, int fd)
+{
+	if (cs->nraw == cs->rawcap) {
+		unsigned ncap = cs->rawcap ? cs->rawcap * 2 : 64;
+		int *n = realloc(cs->raw, ncap * sizeof(*n));
+
+		if (!n)
+			return false;
+		cs->raw = n;
+		cs->rawcap = ncap;
+	}
+	cs->raw[cs->nraw++] = fd;
+	return true;
+}
+
+static void conns_free(struct conns *cs)
+{
+	for (unsigned i = 0; i < cs->n; i++)
+		bwc_free(cs->c[i]);
+	for (unsigned i = 0; i < cs->nraw; i++)
+		if (cs->raw[i] >= 0)
+			close(cs->raw[i]);
+	free(cs->c);
+	free(cs->raw);
+}
+
+/* Anonymous connections that said Hello, until one is refused. */
+static void hold_connections(struct actx *a, struct conns *cs)
+{
+	while (cs->n + cs->nraw < a->o->max_conns) {
+		struct bwc_client *c = aconnect(a, NULL, BWC_ROLE_DEFAULT, -1);
+
+		if (!c || !conns_add(cs, c)) {
+			bwc_free(c);
+			break;
+		}
+	}
+	a->r->conns = cs->n + cs->nraw;
+}
+
+static void stats_reply(struct bwc_client *c, const struct bwc_reply *rep, void *arg)
+{
+	unsigned *outstanding = arg;
+
+	(void)c;
+	(void)rep;
+	(*outstanding)--;
+}
+
+/* ATK_STATS: the connection budget held, 4 of them flooding Stats. */
+static void run_stats(struct actx *a, struct conns *cs)
+{
+	enum { FLOODERS = 4, DEPTH = 32 };
+	unsigned outstanding[FLOODERS] = { 0 }, nf = cs->n < FLOODERS ? cs->n : FLOODERS;
+
+	while (!stopping(a, 0)) {
+		struct pollfd p[FLOODERS];
+
+		for (unsigned i = 0; i < nf; i++) {
+			while (outstanding[i] < DEPTH &&
+			       bwc_send_stats(cs->c[i], stats_reply, &outstanding[i]) == 0) {
+				outstanding[i]++;
+				a->r->ops++;
+			}
+			p[i].fd = bwc_fd(cs->c[i]);
+			p[i].events = bwc_poll_events(cs->c[i]);
+		}
+		if (poll(p, nf, 100) < 0 && errno != EINTR)
+			break;
+		for (unsigned i = 0; i < nf; i++)
+			if (bwc_dispatch(cs->c[i]) != 0) {
+				fmt_error(a->r->error, sizeof(a->r->error), "Stats flooder: %s",
+					  bwc_errmsg(cs->c[i]));
+				return;
+			}
+	}
+}
+
+/* ATK_FRAMES, one round: a Stats padded with unknown fields to the frame
+ * limit, one header over the limit, and 64 small padded Stats (under the
+ * bound protobuf-c is trusted with) on one connection. */
+static void frames_round(struct actx *a, uint8_t *buf, size_t max_frame)
+{
+	uint8_t *hello = NULL;
+	size_t hlen = 0, hcap = 0;
+
+	if (!pack_hello(&hello, &hlen, &hcap, BWP_PROTOCOL_VERSION))
+		return;
+	for (int kind = 0; kind < 3; kind++) {
+		int fd = raw_connect(a->o->sock), code;
+		size_t n = 0;
+
+		a->r->ops++;
+		if (fd < 0)
+			break;
+		memcpy(buf, hello, hlen);
+		if (kind == 0) {
+			n = hlen + padded_stats(buf + hlen, (max_frame - 6) / 3);
+		} else if (kind == 1) {
+			uint32_t big = (uint32_t)max_frame + 1;
+
+			n = hlen + padded_stats(buf + hlen, 8);
+			buf[hlen] = (uint8_t)(big >> 24);
+			buf[hlen + 1] = (uint8_t)(big >> 16);
+			buf[hlen + 2] = (uint8_t)(big >> 8);
+			buf[hlen + 3] = (uint8_t)big;
+		} else {
+			n = hlen;
+			for (int i = 0; i < 64; i++)
+				n += padded_stats(buf + n, 300);
+		}
+		if (raw_write(fd, buf, n) && kind < 2) {
+			code = raw_read_error(fd, 2000);
+			count_refusal(a, code);
+		} else if (kind == 2) {
+			/* Replies, not errors: read them and go. */
+			if (raw_read_error(fd, 50) >= 0)
+				fmt_error(a->r->error, sizeof(a->r->error),
+					  "a small padded Stats was refused");
+		}
+		close(fd);
+	}
+	free(hello);
+}
+
+/* ATK_EXPIRE, one round: a named session filled to whatever the timer
+ * budget leaves, then dropped to expire after the daemon's linger. */
+static void expire_round(struct actx *a, unsigned *next)
+{
+	char name[32];
+	struct bwc_client *c;
+
+	snprintf(name, sizeof(name), "exp-%u", (*next)++);
+	c = aconnect(a, name, BWC_ROLE_PRODUCER, -1);
+	if (!c)
+		return;
+	a->r->sessions++;
+	fill(a, c, 1, a->o->max_timers, HOUR, 0, false);
+	bwc_free(c);
+}
+
+/* Fires a connection that never reads asks for. */
+#define UNREAD_FIRES 1000
+/* Connections opened between two looks for a refusal. */
+#define SILENT_BATCH 16
+
+/* Ask on fd for UNREAD_FIRES payload fires due at once, which it will
+ * never read.  The daemon stops reading once its output to us is full:
+ * a short write is all this connection will ever take. */
+static void never_read(struct actx *a, int fd, uint8_t **buf, size_t *cap)
+{
+	size_t len = 0;
+
+	if (!pack_hello(buf, &len, cap, BWP_PROTOCOL_VERSION))
+		return;
+	for (uint64_t k = 0; k < UNREAD_FIRES; k++)
+		if (!pack_schedule(buf, &len, cap, k, MS, a->payload, a->payload_len))
+			return;
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	if (send(fd, *buf, len, MSG_NOSIGNAL) < 0 && errno != EAGAIN)
+		fmt_error(a->r->error, sizeof(a->r->error), "send: %s", strerror(errno));
+}
+
+/* ATK_SILENT: connections in batches until the connection budget refuses
+ * some (an accepted one hears nothing, a refused one its error at once);
+ * of those accepted, every other one never says anything, and the rest
+ * ask for fires they never read. */
+static void build_silent(struct actx *a, struct conns *cs)
+{
+	uint8_t *buf = NULL;
+	size_t cap = 0;
+	bool refused = false;
+
+	while (!refused && cs->nraw < a->o->max_conns) {
+		unsigned first = cs->nraw;
+
+		for (unsigned i = 0; i < SILENT_BATCH; i++) {
+			int fd = raw_connect(a->o->sock);
+
+			a->r->ops++;
+			if (fd < 0 || !conns_add_raw(cs, fd)) {
+				refused = true;
+				break;
+			}
+		}
+		/* Refusals come at accept: give the daemon a moment. */
+		usleep(200000);
+		for (unsigned i = first; i < cs->nraw; i++) {
+			struct pollfd p = { .fd = cs->raw[i], .events = POLLIN };
+
+			if (poll(&p, 1, 0) > 0) {
+				count_refusal(a, raw_read_error(cs->raw[i], 100));
+				close(cs->raw[i]);
+				cs->raw[i] = -1;
+				refused = true;
+			} else if (i % 2 == 1) {
+				never_read(a, cs->raw[i], &buf, &cap);
+			}
+		}
+	}
+	free(buf);
+	a->r->conns = 0;
+	for (unsigned i = 0; i < cs->nraw; i++)
+		a->r->conns += cs->raw[i] >= 0;
+}
+
+/* ATK_SILENT's active phase: the silent ones the Hello deadline closes
+ * are counted (HELLO_REQUIRED) and replaced. */
+static void run_silent(struct actx *a, struct conns *cs)
+{
+	while (!stopping(a, 50)) {
+		for (unsigned i = 0; i < cs->nraw; i += 2) {
+			struct pollfd p = { .fd = cs->raw[i], .events = POLLIN };
+			int fd = -1;
+
+			if (cs->raw[i] < 0 || poll(&p, 1, 0) <= 0)
+				continue;
+			count_refusal(a, raw_read_error(cs->raw[i], 100));
+			close(cs->raw[i]);
+			cs->raw[i] = -1;
+			if (!probe_refused(a, &fd))
+				cs->raw[i] = fd;
+		}
+	}
+}
+
+/* ATK_SQUAT: the victim's name and a few like it in the attacker's own
+ * namespace, with 32 periodic timers each firing the victim's payload
+ * under the victim's keys; then, over and over, a Hello naming the
+ * victim's namespace, which must be PERMISSION_DENIED. */
+static void build_squat(struct actx *a, struct conns *cs)
+{
+	static const char *const suffix[] = { "", "-later", "-1", "-backup" };
+
+	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+		char name[80];
+		struct bwc_client *c;
+
+		snprintf(name, sizeof(name), "%s%s", a->o->victim_session, suffix[i]);
+		c = aconnect(a, name, BWC_ROLE_CONSUMER, -1);
+		if (!c)
+			continue;
+		a->r->sessions++;
+		for (uint64_t k = 0; k < 32; k++) {
+			struct bwc_timer t = { .key = k, .when_ns = 20 * MS + k * MS,
+					       .period_ns = 100 * MS,
+					       .payload = VICTIM_PAYLOAD,
+					       .payload_len = strlen(VICTIM_PAYLOAD) };
+
+			a->r->ops++;
+			if (bwc_schedule(c, &t, NULL) == 0)
+				a->r->timers++;
+			else if (bwc_server_error(c))
+				count_refusal(a, bwc_server_error(c));
+		}
+		conns_add(cs, c);
+	}
+}
+
+static void run_squat(struct actx *a, struct conns *cs)
+{
+	char victim_later[80];
+
+	snprintf(victim_later, sizeof(victim_later), "%s", a->o->victim_session);
+	while (!stopping(a, 20)) {
+		struct bwc_client *c;
+
+		/* Take the squatted sessions' fires (they are ours). */
+		for (unsigned i = 0; i < cs->n; i++) {
+			struct bwc_fire f;
+
+			while (bwc_wait_fire(cs->c[i], 0, &f) == 0)
+				;
+		}
+		c = aconnect(a, victim_later, BWC_ROLE_CONSUMER, (int64_t)a->o->victim_uid);
+		if (c) {
+			fmt_error(a->r->error, sizeof(a->r->error),
+				  "attached to uid %ld's session '%s'", (long)a->o->victim_uid,
+				  victim_later);
+			bwc_free(c);
+		}
+	}
+}
+
+/* ATK_LOGS: the connection budget held but for two places; each round a
+ * Hello of a wrong protocol version (a closing error), a named session
+ * opened and left (a session line), and three connections where two fit
+ * (a refusal line). */
+static void logs_round(struct actx *a)
+{
+	uint8_t *hello = NULL;
+	size_t hlen = 0, hcap = 0;
+	int fd, extra[3];
+	struct bwc_client *c;
+
+	if (!pack_hello(&hello, &hlen, &hcap, 999))
+		return;
+	fd = raw_connect(a->o->sock);
+	a->r->ops++;
+	if (fd >= 0) {
+		if (raw_write(fd, hello, hlen))
+			count_refusal(a, raw_read_error(fd, 2000));
+		close(fd);
+	}
+	free(hello);
+	c = aconnect(a, "logs", BWC_ROLE_PRODUCER, -1);
+	bwc_free(c);
+	for (int i = 0; i < 3; i++) {
+		extra[i] = -1;
+		probe_refused(a, &extra[i]);
+	}
+	for (int i = 0; i < 3; i++)
+		if (extra[i] >= 0)
+			close(extra[i]);
+}
+
+/* Tell the caller we are at our budgets (once); false if it is gone. */
+static bool ready(struct actx *a)
+{
+	char one = 'r';
+
+	if (a->readied)
+		return true;
+	a->readied = true;
+	return write(a->ch->report_fd, &one, 1) == 1;
+}
+
+static void attack_run(enum atk_kind k, struct actx *a)
+{
+	struct conns cs = { 0 };
+	uint64_t t0 = load_now_ns();
+	unsigned next = 0;
+	uint8_t *buf = NULL;
+	struct bwc_client *probe = aconnect(a, NULL, BWC_ROLE_DEFAULT, -1);
+
+	/* The limits, and a payload as big as they allow (or as asked). */
+	bwc_free(probe);
+	a->payload_len = a->o->payload ? a->o->payload :
+			 a->have_lim ? a->lim.max_payload_bytes : 1024;
+	a->payload = malloc(a->payload_len ? a->payload_len : 1);
+	if (!a->payload)
+		goto out;
+	memset(a->payload, 'A', a->payload_len);
+	switch (k) {
+	case ATK_MEMORY:
+		build_memory(a);
+		break;
+	case ATK_CPU:
+		build_cpu(a);
+		break;
+	case ATK_STATS:
+		hold_connections(a, &cs);
+		probe_refused(a, NULL);
+		break;
+	case ATK_FRAMES:
+		buf = malloc((a->have_lim ? a->lim.max_frame_bytes : 65536) + 65536);
+		if (!buf)
+			goto out;
+		frames_round(a, buf, a->have_lim ? a->lim.max_frame_bytes : 65536);
+		break;
+	case ATK_EXPIRE:
+		expire_round(a, &next);
+		break;
+	case ATK_SILENT:
+		build_silent(a, &cs);
+		break;
+	case ATK_SQUAT:
+		build_squat(a, &cs);
+		break;
+	case ATK_LOGS:
+		hold_connections(a, &cs);
+		probe_refused(a, NULL);
+		for (int i = 0; i < 2 && cs.n; i++)
+			bwc_free(cs.c[--cs.n]);
+		break;
+	default:
+		break;
+	}
+	a->r->ready_s = (double)(load_now_ns() - t0) / 1e9;
+	if (!ready(a))
+		goto out;
+	switch (k) {
+	case ATK_STATS:
+		run_stats(a, &cs);
+		break;
+	case ATK_FRAMES:
+		while (!stopping(a, 0))
+			frames_round(a, buf, a->have_lim ? a->lim.max_frame_bytes : 65536);
+		break;
+	case ATK_EXPIRE:
+		while (!stopping(a, 20))
+			expire_round(a, &next);
+		break;
+	case ATK_SILENT:
+		run_silent(a, &cs);
+		break;
+	case ATK_SQUAT:
+		run_squat(a, &cs);
+		break;
+	case ATK_LOGS:
+		while (!stopping(a, 0))
+			logs_round(a);
+		break;
+	default:
+		stopping(a, -1);
+		break;
+	}
+out:
+	conns_free(&cs);
+	free(buf);
+	free(a->payload);
+}
+
+int atk_attack_start(enum atk_kind k, const struct atk_attack_opts *opts,
+		     struct atk_child *out, int timeout_ms, char *err, size_t errlen)
+{
+	struct pollfd p;
+	char one;
+	int rc = fork_child(opts->uid, 0, out);
+
+	if (rc != 0) {
+		snprintf(err, errlen, "fork: %s", strerror(-rc));
+		return -1;
+	}
+	if (out->pid == 0) {
+		struct atk_attack_result r = { 0 };
+		struct actx a = { .o = opts, .r = &r, .ch = out };
+
+		attack_run(k, &a);
+		/* Ready or not, the byte comes before the report. */
+		ready(&a);
+		report(out, &r, sizeof(r));
+	}
+	p.fd = out->report_fd;
+	p.events = POLLIN;
+	if (poll(&p, 1, timeout_ms) == 1 && read(out->report_fd, &one, 1) == 1)
+		return 0;
+	err[0] = '\0';
+	{
+		struct atk_attack_result r = { 0 };
+
+		collect(out, 1000, &r, sizeof(r), err, errlen);
+		fmt_error(err, errlen, "the %s attacker was not ready within %d ms%s%s",
+			  atk_name(k), timeout_ms, r.error[0] ? ": " : "", r.error);
+	}
+	return -1;
+}
+
+int atk_attack_stop(struct atk_child *ch, int timeout_ms,
+		    struct atk_attack_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	close(ch->stop_fd);
+	ch->stop_fd = -1;
+	return collect(ch, timeout_ms, out, sizeof(*out), out->error, sizeof(out->error));
+}
+
+long atk_count_lines(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long n = 0;
+	int ch;
+
+	if (!f)
+		return -1;
+	while ((ch = getc(f)) != EOF)
+		n += ch == '\n';
+	fclose(f);
+	return n;
+}

@@ -1,0 +1,136 @@
+/*
+ * attack.h - a hostile local user against bitwheeld and the well-behaved
+ * user beside it (issue 12), as one piece of code for the end-to-end test
+ * (tests/check_attack.c, which asserts generous bounds) and the benchmark
+ * (bench/bwattack.c, which measures; bench/run-attack.sh).
+ *
+ *   victim    a forked child as its own uid, with its own named session
+ *             (a consumer with auto-ack), schedules a oneshot due `delay`
+ *             ahead every `interval` (absolute deadlines), takes its fires
+ *             as they come and reports the lateness of each, by the
+ *             daemon's clock (Fired.fired_at_ns - deadline_ns) and at
+ *             receipt (receive time - deadline), with every early, lost,
+ *             repeated or foreign fire and every refusal counted.
+ *   attacks   a forked child as the attacker's uid builds up to its
+ *             budgets (until the daemon refuses, so it needs no knowledge
+ *             of them), says ready, then keeps at it until told to stop,
+ *             counting the daemon's refusals by ErrorCode.
+ *
+ * Children report through a pipe, in one write of a fixed struct; every
+ * wait has a deadline.  Lateness goes into bwload's log-linear histograms
+ * (load_stats.c, 1.6 % resolution).  Costs: the victim holds one histogram
+ * pair and a bitmap of keys; an attacker holds its connections.
+ */
+#ifndef BW_ATTACK_H
+#define BW_ATTACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bwload.h"
+
+#define ATK_NOBODY 65534   /* the attacker's uid                      */
+#define ATK_VICTIM 65533   /* the victim's uid                        */
+#define ATK_CODES 32       /* ErrorCode values counted                */
+
+enum atk_kind {
+	ATK_NONE,     /* baseline: no attacker                                  */
+	ATK_MEMORY,   /* detached named sessions of 1 KiB-payload timers, to
+			 the session and timer budgets                         */
+	ATK_CPU,      /* 100 ms periodic timers over 16 detached sessions, to
+			 the periodic-rate budget                              */
+	ATK_STATS,    /* 4 connections flooding Stats, the rest of the
+			 connection budget idle                                */
+	ATK_FRAMES,   /* Stats frames padded with unknown fields to the frame
+			 limit, and frames over it                             */
+	ATK_EXPIRE,   /* named sessions filled to the timer budget, left to
+			 expire (run the daemon with a short --linger)         */
+	ATK_SILENT,   /* half the connection budget never says Hello, half
+			 never reads the fires it asked for                    */
+	ATK_SQUAT,    /* the attacker's sessions named as the victim's, firing,
+			 and Hello into the victim's namespace                 */
+	ATK_LOGS,     /* everything a client can make the daemon log          */
+	ATK_N
+};
+
+/* "none", "memory", ...; NULL past the end. */
+const char *atk_name(enum atk_kind k);
+/* What the attacker must have been told at its budget: an ErrorCode
+ * (0 for ATK_NONE). */
+int atk_expected_refusal(enum atk_kind k);
+
+/* A forked child and the pipes to it. */
+struct atk_child {
+	pid_t pid;
+	int report_fd;   /* the child's report, then EOF                   */
+	int stop_fd;     /* ours; closing it tells an attacker to stop     */
+};
+
+struct atk_victim_opts {
+	const char *sock;
+	const char *session;    /* the victim's named session              */
+	uid_t uid;              /* 0: stay root (no setuid)                */
+	uint64_t interval_ns;   /* one timer scheduled every interval      */
+	uint64_t delay_ns;      /* each due this far ahead                 */
+	uint64_t duration_ns;   /* scheduling for this long                */
+	uint64_t grace_ns;      /* then awaiting the last fires this long  */
+	int nice;               /* setpriority() before dropping to uid     */
+};
+
+struct atk_victim_result {
+	struct load_hist fired;  /* Fired.fired_at_ns - deadline_ns        */
+	struct load_hist rx;     /* receive time - deadline_ns             */
+	struct load_hist rtt;    /* Schedule's reply time                  */
+	uint64_t scheduled;      /* accepted                               */
+	uint64_t fires;          /* own fires received, once each          */
+	uint64_t early;          /* fired or received before the deadline  */
+	uint64_t lost;           /* accepted, never fired within the grace */
+	uint64_t repeated;       /* a key's second fire                    */
+	uint64_t foreign;        /* fires of keys or payloads not its own  */
+	uint64_t refused;        /* Hello or Schedule refused, or failed   */
+	char error[200];         /* the first failure                      */
+};
+
+struct atk_attack_opts {
+	const char *sock;
+	uid_t uid;
+	const char *victim_session; /* ATK_SQUAT's names                     */
+	uid_t victim_uid;           /* ATK_SQUAT's owner_uid probe           */
+	size_t payload;             /* bytes per timer's payload (ATK_MEMORY,
+				       ATK_EXPIRE, ATK_SILENT)               */
+	uint64_t max_timers;        /* give up building past this many      */
+	unsigned max_conns;         /* ... or this many connections         */
+};
+
+struct atk_attack_result {
+	uint64_t refused[ATK_CODES]; /* daemon errors by ErrorCode         */
+	uint64_t ops;                /* requests or connections attempted  */
+	uint64_t conns;              /* connections held when ready        */
+	uint64_t sessions;           /* named sessions made when ready     */
+	uint64_t timers;             /* timers accepted when ready         */
+	double ready_s;              /* building up took                   */
+	char error[200];             /* an unexpected failure              */
+};
+
+/* Fork the victim (as opts->uid): it connects at once and schedules for
+ * duration; 0 or -errno. */
+int atk_victim_start(const struct atk_victim_opts *opts, struct atk_child *out);
+/* Its report; 0, or -1 with out->error saying why (it died, timed out). */
+int atk_victim_finish(struct atk_child *ch, int timeout_ms,
+		      struct atk_victim_result *out);
+
+/* Fork the attacker and wait (timeout_ms) until it is at its budgets:
+ * 0, or -1 with err (of errlen bytes) saying why, the child reaped. */
+int atk_attack_start(enum atk_kind k, const struct atk_attack_opts *opts,
+		     struct atk_child *out, int timeout_ms, char *err,
+		     size_t errlen);
+/* Tell it to stop and take its report: 0 or -1 as atk_victim_finish. */
+int atk_attack_stop(struct atk_child *ch, int timeout_ms,
+		    struct atk_attack_result *out);
+
+/* Lines in a file (a daemon's log): -1 if it cannot be read. */
+long atk_count_lines(const char *path);
+
+#endif /* BW_ATTACK_H */

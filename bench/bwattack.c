@@ -1,0 +1,397 @@
+/*
+ * bwattack.c - the victim's lateness while a hostile local user attacks
+ * bitwheeld (issue 12; bench/run-attack.sh writes results/attack.md).
+ *
+ * For each attack of bench/attack.h (and a baseline with none), in one
+ * run: a fresh daemon (the given binary, its budgets the defaults unless
+ * --daemon-arg says otherwise), the attacker as uid 65534 built up to its
+ * budgets, then the victim as uid 65533 scheduling a 50 ms oneshot every
+ * 20 ms for --duration while the attacker keeps on.  One Markdown table
+ * row per attack: the victim's lateness at receipt and by the daemon's
+ * clock (p50, p99, max), its Schedules' reply time, anything lost, early,
+ * refused or foreign, what the attacker held and was refused, and the
+ * daemon's CPU, RSS and log lines a second over the victim's run.  The
+ * checks of tests/check_attack.c are the same code with small budgets.
+ *
+ * Needs root (the two uids).  Exit 0 when every attack met the target
+ * (victim p99 <= --target-ms, nothing lost, early or refused), 1 when one
+ * did not, 2 on a usage or set-up error.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "attack.h"
+#include "bitwheel-client.h"
+
+#define MS UINT64_C(1000000)
+#define S UINT64_C(1000000000)
+#define MAX_ARGS 64
+
+struct opts {
+	const char *daemon;
+	const char *args[MAX_ARGS];
+	size_t nargs;
+	bool want[ATK_N];
+	uint64_t duration_ns, interval_ns, delay_ns;
+	double target_ms;
+	size_t payload;
+	int nice;
+	const char *turns;      /* bwturns.so, or NULL                      */
+};
+
+struct daemon {
+	pid_t pid;
+	char dir[64], sock[96], log[96], turns[96];
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: bwattack --daemon PATH [OPTIONS]\n"
+		"  --daemon PATH       the bitwheeld to run (one per attack)\n"
+		"  --daemon-arg ARG    one more daemon argument (repeatable), e.g.\n"
+		"                      --daemon-arg=--max-timers-per-uid=4000\n"
+		"  --attacks LIST      comma-separated, of: none");
+	for (int k = 1; k < ATK_N; k++)
+		fprintf(f, ",%s", atk_name((enum atk_kind)k));
+	fprintf(f, " (default: all)\n"
+		"  --duration SECONDS  the victim's run under each attack (10)\n"
+		"  --interval MS       one victim timer every MS (20)\n"
+		"  --delay MS          each due MS ahead (50)\n"
+		"  --payload BYTES     the attacker's payloads (the daemon's max)\n"
+		"  --target-ms MS      the victim p99 to meet (10)\n"
+		"  --nice N            the daemon's and the victim's nice value (0);\n"
+		"                      e.g. -10 on a busy machine, so that the figures\n"
+		"                      show the daemon's own stalls more than the\n"
+		"                      other processes' share of the CPU\n"
+		"  --turns PATH        bench/.libs/bwturns.so: time the daemon's loop\n"
+		"                      turns (CPU and wall time from one epoll_wait\n"
+		"                      to the next) and report the longest\n");
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+	static const struct option lo[] = {
+		{ "daemon", required_argument, NULL, 'd' },
+		{ "daemon-arg", required_argument, NULL, 'a' },
+		{ "attacks", required_argument, NULL, 'k' },
+		{ "duration", required_argument, NULL, 't' },
+		{ "interval", required_argument, NULL, 'i' },
+		{ "delay", required_argument, NULL, 'l' },
+		{ "payload", required_argument, NULL, 'p' },
+		{ "target-ms", required_argument, NULL, 'g' },
+		{ "nice", required_argument, NULL, 'n' },
+		{ "turns", required_argument, NULL, 'u' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool any = false;
+	int ch;
+
+	o->duration_ns = 10 * S;
+	o->interval_ns = 20 * MS;
+	o->delay_ns = 50 * MS;
+	o->target_ms = 10;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'd':
+			o->daemon = optarg;
+			break;
+		case 'a':
+			if (o->nargs >= MAX_ARGS - 16)
+				return -1;
+			o->args[o->nargs++] = optarg;
+			break;
+		case 'k':
+			for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {
+				int k = 0;
+
+				while (k < ATK_N && strcmp(tok, atk_name((enum atk_kind)k)) != 0)
+					k++;
+				if (k == ATK_N) {
+					fprintf(stderr, "bwattack: no attack '%s'\n", tok);
+					return -1;
+				}
+				o->want[k] = any = true;
+			}
+			break;
+		case 't':
+			o->duration_ns = (uint64_t)(atof(optarg) * 1e9);
+			break;
+		case 'i':
+			o->interval_ns = (uint64_t)(atof(optarg) * 1e6);
+			break;
+		case 'l':
+			o->delay_ns = (uint64_t)(atof(optarg) * 1e6);
+			break;
+		case 'p':
+			o->payload = (size_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'g':
+			o->target_ms = atof(optarg);
+			break;
+		case 'n':
+			o->nice = atoi(optarg);
+			break;
+		case 'u':
+			o->turns = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			return -1;
+		}
+	}
+	if (!o->daemon || optind != argc || !o->interval_ns || o->duration_ns < o->interval_ns)
+		return -1;
+	if (!any)
+		for (int k = 0; k < ATK_N; k++)
+			o->want[k] = true;
+	return 0;
+}
+
+/* Whether something accepts connections at path. */
+static bool listening(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* A daemon of its own in a fresh directory; 0 or -1 (said on stderr). */
+static int daemon_start(const struct opts *o, enum atk_kind k, struct daemon *d)
+{
+	const char *argv[MAX_ARGS + 16];
+	size_t n = 0;
+	uint64_t deadline;
+
+	snprintf(d->dir, sizeof(d->dir), "/tmp/bwattack.XXXXXX");
+	if (!mkdtemp(d->dir) || chmod(d->dir, 0755) != 0) {
+		perror("bwattack: mkdtemp");
+		return -1;
+	}
+	snprintf(d->sock, sizeof(d->sock), "%s/sock", d->dir);
+	snprintf(d->log, sizeof(d->log), "%s/daemon.log", d->dir);
+	snprintf(d->turns, sizeof(d->turns), "%s/turns", d->dir);
+	argv[n++] = o->daemon;
+	argv[n++] = "--socket";
+	argv[n++] = d->sock;
+	argv[n++] = "--socket-mode";
+	argv[n++] = "0666";
+	/* The expiry attack needs its sessions to expire while the victim
+	 * runs; the others' stay (the default linger, 5 minutes). */
+	if (k == ATK_EXPIRE) {
+		argv[n++] = "--linger";
+		argv[n++] = "500ms";
+	}
+	for (size_t i = 0; i < o->nargs; i++)
+		argv[n++] = o->args[i];
+	argv[n] = NULL;
+	fflush(NULL);
+	d->pid = fork();
+	if (d->pid < 0)
+		return -1;
+	if (d->pid == 0) {
+		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(127);
+		unsetenv("NOTIFY_SOCKET");
+		if (o->turns && (setenv("LD_PRELOAD", o->turns, 1) != 0 ||
+				 setenv("BWTURNS_OUT", d->turns, 1) != 0))
+			_exit(127);
+		if (o->nice)
+			setpriority(PRIO_PROCESS, 0, o->nice);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	deadline = load_now_ns() + 10 * S;
+	while (!listening(d->sock)) {
+		int st;
+
+		if (waitpid(d->pid, &st, WNOHANG) == d->pid || load_now_ns() > deadline) {
+			fprintf(stderr, "bwattack: %s did not start (see %s)\n", o->daemon, d->log);
+			kill(d->pid, SIGKILL);
+			d->pid = 0;
+			return -1;
+		}
+		usleep(2000);
+	}
+	return 0;
+}
+
+struct turns {
+	unsigned long long n, max_wall, max_cpu, over1, over5, over10;
+	bool have;
+};
+
+/* Stop it; whether it was still running (it did not crash).  *t gets
+ * bwturns.so's figures when there are any. */
+static bool daemon_stop(struct daemon *d, struct turns *t)
+{
+	bool alive;
+	int st = 0;
+	FILE *f;
+
+	alive = waitpid(d->pid, &st, WNOHANG) == 0;
+	if (alive) {
+		kill(d->pid, SIGTERM);
+		waitpid(d->pid, &st, 0);
+	}
+	memset(t, 0, sizeof(*t));
+	if ((f = fopen(d->turns, "r"))) {
+		t->have = fscanf(f, "turns %llu max_wall_ns %llu max_cpu_ns %llu cpu_over_1ms %llu "
+				 "cpu_over_5ms %llu cpu_over_10ms %llu", &t->n, &t->max_wall,
+				 &t->max_cpu, &t->over1, &t->over5, &t->over10) == 6;
+		fclose(f);
+		unlink(d->turns);
+	}
+	unlink(d->sock);
+	unlink(d->log);
+	rmdir(d->dir);
+	return alive;
+}
+
+static double ms(uint64_t ns)
+{
+	return (double)ns / 1e6;
+}
+
+/* One row; whether the attack met the target. */
+static bool run_one(const struct opts *o, enum atk_kind k)
+{
+	struct atk_victim_opts vo = {
+		.session = "victim-later", .uid = ATK_VICTIM,
+		.interval_ns = o->interval_ns, .delay_ns = o->delay_ns,
+		.duration_ns = o->duration_ns, .grace_ns = 5 * S, .nice = o->nice,
+	};
+	struct atk_attack_opts ao = {
+		.uid = ATK_NOBODY, .victim_session = "victim-later",
+		.victim_uid = ATK_VICTIM, .payload = o->payload,
+		.max_timers = 10000000, .max_conns = 4096,
+	};
+	struct atk_victim_result *v = calloc(1, sizeof(*v));
+	struct atk_attack_result ar = { 0 };
+	struct atk_child ach = { 0 }, vch;
+	struct daemon d;
+	char err[256] = "", refusals[512] = "";
+	size_t off = 0;
+	uint64_t t0, t1, p99;
+	int64_t cpu0, cpu1;
+	long lines0, lines1;
+	uint64_t rss;
+	bool ok, alive;
+	struct turns turns;
+	char turn_col[96] = "-";
+
+	if (!v || daemon_start(o, k, &d) != 0) {
+		free(v);
+		return false;
+	}
+	vo.sock = ao.sock = d.sock;
+	if (k != ATK_NONE && atk_attack_start(k, &ao, &ach, 600000, err, sizeof(err)) != 0) {
+		printf("| %s | attacker failed: %s |\n", atk_name(k), err);
+		daemon_stop(&d, &turns);
+		free(v);
+		return false;
+	}
+	lines0 = atk_count_lines(d.log);
+	cpu0 = load_proc_cpu_ns(d.pid);
+	t0 = load_now_ns();
+	if (atk_victim_start(&vo, &vch) != 0) {
+		perror("bwattack: fork");
+		exit(2);
+	}
+	atk_victim_finish(&vch, (int)((o->duration_ns + 5 * S) / MS) + 30000, v);
+	t1 = load_now_ns();
+	cpu1 = load_proc_cpu_ns(d.pid);
+	lines1 = atk_count_lines(d.log);
+	rss = load_proc_rss(d.pid);
+	if (k != ATK_NONE)
+		atk_attack_stop(&ach, 60000, &ar);
+	alive = daemon_stop(&d, &turns);
+	for (int c = 1; c < ATK_CODES; c++)
+		if (ar.refused[c])
+			off += (size_t)snprintf(refusals + off, sizeof(refusals) - off, "%s%s %" PRIu64,
+						off ? ", " : "", bwc_server_error_name(c),
+						ar.refused[c]);
+	if (turns.have)
+		snprintf(turn_col, sizeof(turn_col), "%.2f / %.2f (%llu, %llu, %llu)",
+			 (double)turns.max_cpu / 1e6, (double)turns.max_wall / 1e6, turns.over1,
+			 turns.over5, turns.over10);
+	p99 = load_hist_quantile(&v->rx, 0.99);
+	ok = alive && v->fires && v->fires == v->scheduled && !v->lost && !v->early &&
+	     !v->refused && !v->foreign && !v->repeated && ms(p99) <= o->target_ms;
+	printf("| %s | %" PRIu64 "/%" PRIu64 " | %" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%" PRIu64
+	       " | %.2f | %.2f | %.2f | %.2f | %.2f | %" PRIu64 "/%" PRIu64 "/%" PRIu64
+	       " (%.1f s) | %s | %.0f %% | %s | %.0f | %.1f | %s%s |\n",
+	       atk_name(k), v->fires, v->scheduled, v->lost, v->early, v->refused,
+	       v->foreign + v->repeated, ms(load_hist_quantile(&v->rx, 0.5)), ms(p99),
+	       ms(v->rx.max), ms(load_hist_quantile(&v->fired, 0.99)),
+	       ms(load_hist_quantile(&v->rtt, 0.99)), ar.conns, ar.sessions, ar.timers,
+	       ar.ready_s, k == ATK_NONE ? "-" : refusals[0] ? refusals : "**none**",
+	       cpu0 >= 0 && cpu1 >= 0 ? 100.0 * (double)(cpu1 - cpu0) / (double)(t1 - t0) : -1.0,
+	       turn_col,
+	       (double)rss / (1 << 20), (double)(lines1 - lines0) / ((double)(t1 - t0) / 1e9),
+	       ok ? "met" : "**missed**", alive ? "" : " (daemon died)");
+	if (v->error[0])
+		fprintf(stderr, "bwattack: %s: victim: %s\n", atk_name(k), v->error);
+	if (ar.error[0])
+		fprintf(stderr, "bwattack: %s: attacker: %s\n", atk_name(k), ar.error);
+	fflush(stdout);
+	free(v);
+	return ok;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = { 0 };
+	struct rlimit rl;
+	bool all = true;
+
+	if (parse(argc, argv, &o) != 0) {
+		usage(stderr);
+		return 2;
+	}
+	if (geteuid() != 0) {
+		fprintf(stderr, "bwattack: needs root, to run the attacker as uid %d and the victim as uid %d\n",
+			ATK_NOBODY, ATK_VICTIM);
+		return 2;
+	}
+	/* The attackers hold hundreds of connections. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max < 65536 ? rl.rlim_max : 65536;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	printf("| attack | victim fires | lost/early/refused/foreign | p50 ms | p99 ms | max ms | "
+	       "daemon p99 ms | Schedule reply p99 ms | attacker conns/sessions/timers (build-up) | "
+	       "attacker refused | daemon CPU | loop turn max CPU / wall ms (turns over 1/5/10 ms CPU) | daemon RSS MiB | log lines/s | p99 <= %g ms |\n",
+	       o.target_ms);
+	printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+	fflush(stdout);
+	for (int k = 0; k < ATK_N; k++)
+		if (o.want[k])
+			all &= run_one(&o, (enum atk_kind)k);
+	return all ? 0 : 1;
+}

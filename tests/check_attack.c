@@ -1,0 +1,200 @@
+/*
+ * check_attack.c - a hostile local user against real daemons (issue 12):
+ * each attack of bench/attack.h runs as uid 65534 with the daemon's
+ * budgets set small, while a victim as uid 65533, in a named session of
+ * its own, schedules a 50 ms oneshot every 20 ms.  For each (and for a
+ * baseline with no attacker):
+ *
+ *   the attacker   was told the documented refusal at its budget
+ *                  (atk_expected_refusal) and met no other failure
+ *   the victim     its Hello and every Schedule accepted; every timer
+ *                  fired once, none early, none lost, none of anyone
+ *                  else's; p99 lateness at receipt under LATE_P99_MS
+ *                  (scaled by BW_TEST_SLOW)
+ *   the daemon     serves a new client afterwards; its RSS grew by less
+ *                  than the timer budget's bytes can explain (not under
+ *                  the valgrind wrapper); its log took at most
+ *                  LOG_LINES_PER_S lines a second while the victim ran
+ *
+ * The bound is generous (a shared 2-core machine, ASan, valgrind): the
+ * real lateness figures come from bench/run-attack.sh, against the
+ * issue's target of p99 <= 10 ms.  Needs root (to run the two uids);
+ * without it each test passes saying SKIP.
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "attack.h"
+#include "daemonutil.h"
+#include "testutil.h"
+
+#define EC(x) BITWHEEL__V1__ERROR_CODE__##x
+
+/* The victim: its session, cadence and run. */
+#define VICTIM_SESSION "victim-later"
+#define VICTIM_INTERVAL_MS 20
+#define VICTIM_DELAY_MS 50
+#define VICTIM_RUN_MS 1500
+/* Bounds (before BW_TEST_SLOW). */
+#define LATE_P99_MS 200
+#define LOG_LINES_PER_S 100
+/* The budgets, small (bitwheeld(8) "Security and limits"). */
+#define TIMERS_PER_UID 4000
+#define PAYLOAD 1024
+
+static const char *const budgets[] = {
+	"--socket-mode", "0666",
+	"--max-clients", "64",                  /* 16 per uid */
+	"--max-sessions-per-uid", "8",
+	"--max-timers", "1000",
+	"--max-timers-per-uid", "4000",
+	"--max-periodic-rate-per-uid", "1000",
+	"--max-output", "65536",
+	"--hello-timeout", "1s",
+	NULL,
+};
+
+static void start_daemon(struct du_daemon *d, enum atk_kind k)
+{
+	const char *argv[32];
+	size_t n = 0;
+
+	for (const char *const *a = budgets; *a; a++)
+		argv[n++] = *a;
+	argv[n++] = "--linger";
+	/* ATK_EXPIRE's sessions expire while the victim runs; the others'
+	 * stay for the whole test. */
+	argv[n++] = k == ATK_EXPIRE ? "200ms" : "1m";
+	argv[n] = NULL;
+	ck_assert(chmod(d->dir, 0755) == 0);
+	du_daemon_startv(d, argv);
+}
+
+static double ms(uint64_t ns)
+{
+	return (double)ns / 1e6;
+}
+
+START_TEST(test_attack)
+{
+	enum atk_kind k = (enum atk_kind)_i;
+	struct atk_victim_opts vo = {
+		.session = VICTIM_SESSION, .uid = ATK_VICTIM,
+		.interval_ns = VICTIM_INTERVAL_MS * DU_MS,
+		.delay_ns = VICTIM_DELAY_MS * DU_MS,
+		.duration_ns = VICTIM_RUN_MS * DU_MS,
+		.grace_ns = (uint64_t)du_scale_ms(2000) * DU_MS,
+	};
+	struct atk_attack_opts ao = {
+		.uid = ATK_NOBODY, .victim_session = VICTIM_SESSION,
+		.victim_uid = ATK_VICTIM, .payload = PAYLOAD,
+		/* Caps far past the budgets, so that a budget not enforced
+		 * fails the memory bound rather than the build-up's time. */
+		.max_timers = 100000, .max_conns = 2000,
+	};
+	struct atk_victim_result *v = calloc(1, sizeof(*v));
+	struct atk_attack_result ar = { 0 };
+	struct atk_child ach = { 0 }, vch;
+	struct du_daemon *d;
+	uint64_t rss0, rss1, t0, t1, p99;
+	long lines0, lines1;
+	char err[256] = "", refusals[256] = "";
+	size_t off = 0;
+	int expect = atk_expected_refusal(k);
+
+	ck_assert_ptr_nonnull(v);
+	if (geteuid() != 0) {
+		du_note("SKIP: attack %s needs root (to run uids %d and %d)", atk_name(k),
+			ATK_NOBODY, ATK_VICTIM);
+		free(v);
+		return;
+	}
+	du_raise_nofile(8192);
+	d = du_daemon_new();
+	start_daemon(d, k);
+	vo.sock = ao.sock = d->sock;
+	rss0 = du_proc_status_kb(d->pid, "VmRSS");
+	if (k != ATK_NONE)
+		ck_assert_msg(atk_attack_start(k, &ao, &ach, 3 * DU_WAIT_MS, err, sizeof(err)) == 0,
+			      "%s", err);
+	lines0 = atk_count_lines(d->log);
+	t0 = du_now_ns();
+	ck_assert(atk_victim_start(&vo, &vch) == 0);
+	ck_assert_msg(atk_victim_finish(&vch, VICTIM_RUN_MS + du_scale_ms(2000) + DU_WAIT_MS, v) == 0,
+		      "victim under attack %s: %s", atk_name(k), v->error);
+	t1 = du_now_ns();
+	lines1 = atk_count_lines(d->log);
+	rss1 = du_proc_status_kb(d->pid, "VmRSS");
+	if (k != ATK_NONE)
+		ck_assert_msg(atk_attack_stop(&ach, DU_WAIT_MS, &ar) == 0, "attacker %s: %s",
+			      atk_name(k), ar.error);
+	for (int c = 1; c < ATK_CODES; c++)
+		if (ar.refused[c])
+			off += (size_t)snprintf(refusals + off, sizeof(refusals) - off, " %s=%" PRIu64,
+						du_error_name(c), ar.refused[c]);
+	p99 = load_hist_quantile(&v->rx, 0.99);
+	du_note("attack %-6s victim %" PRIu64 "/%" PRIu64 " fires, late at receipt p50 %.2f p99 %.2f "
+		"max %.2f ms (daemon p99 %.2f ms); attacker %" PRIu64 " ops, %" PRIu64 " conns, %"
+		PRIu64 " sessions, %" PRIu64 " timers, ready in %.2f s, refused:%s; daemon RSS %"
+		PRIu64 " -> %" PRIu64 " KiB, log %ld lines in %.1f s",
+		atk_name(k), v->fires, v->scheduled, ms(load_hist_quantile(&v->rx, 0.5)), ms(p99),
+		ms(v->rx.max), ms(load_hist_quantile(&v->fired, 0.99)), ar.ops, ar.conns,
+		ar.sessions, ar.timers, ar.ready_s, refusals[0] ? refusals : " none", rss0, rss1,
+		lines1 - lines0, (double)(t1 - t0) / 1e9);
+
+	/* The victim: nothing refused, lost, early, repeated or foreign. */
+	ck_assert_msg(v->refused == 0 && v->lost == 0 && v->early == 0 && v->repeated == 0 &&
+		      v->foreign == 0,
+		      "attack %s: victim refused %" PRIu64 ", lost %" PRIu64 ", early %" PRIu64
+		      ", repeated %" PRIu64 ", foreign %" PRIu64 ": %s", atk_name(k), v->refused,
+		      v->lost, v->early, v->repeated, v->foreign, v->error);
+	ck_assert_uint_eq(v->scheduled, VICTIM_RUN_MS / VICTIM_INTERVAL_MS);
+	ck_assert_uint_eq(v->fires, v->scheduled);
+	ck_assert_msg(p99 <= (uint64_t)du_scale_ms(LATE_P99_MS) * DU_MS,
+		      "attack %s: victim p99 lateness %.2f ms over the bound of %d ms",
+		      atk_name(k), ms(p99), du_scale_ms(LATE_P99_MS));
+
+	/* The attacker: told no at its budget, and nothing else went wrong. */
+	ck_assert_msg(!ar.error[0], "attacker %s: %s", atk_name(k), ar.error);
+	ck_assert_msg(k == ATK_NONE || ar.refused[expect] > 0,
+		      "attacker %s was never refused %s (refused:%s)", atk_name(k),
+		      du_error_name(expect), refusals);
+	if (k == ATK_MEMORY)
+		ck_assert_msg(ar.refused[EC(OVER_BUDGET)] > 0 && ar.sessions == 8,
+			      "the session budget (8) did not hold: %" PRIu64 " sessions",
+			      ar.sessions);
+
+	/* The daemon: serving, its memory within the budgets, its log bounded. */
+	du_assert_serving(d);
+	if (!du_wrapped())
+		ck_assert_msg(rss1 < rss0 + (4 * TIMERS_PER_UID * (PAYLOAD + 1024)) / 1024 + 64 * 1024,
+			      "attack %s: daemon RSS %" PRIu64 " KiB -> %" PRIu64 " KiB",
+			      atk_name(k), rss0, rss1);
+	ck_assert_msg((double)(lines1 - lines0) <= LOG_LINES_PER_S * ((double)(t1 - t0) / 1e9 + 1),
+		      "attack %s: %ld log lines in %.1f s", atk_name(k), lines1 - lines0,
+		      (double)(t1 - t0) / 1e9);
+	du_daemon_free(d);
+	free(v);
+}
+END_TEST
+
+static Suite *attack_suite(void)
+{
+	Suite *s = suite_create("attack");
+	TCase *tc = tcase_create("attacks");
+
+	du_tcase(tc);
+	tcase_add_loop_test(tc, test_attack, ATK_NONE, ATK_N);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run_suite(attack_suite());
+}
