@@ -6,11 +6,13 @@ bw_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # Debian 12 packages the build, every configure check and the tests need
 # (systemd brings systemd-analyze and systemd-socket-activate; clang and
-# libclang-rt-14-dev the libFuzzer targets of make fuzz).
+# libclang-rt-14-dev the libFuzzer targets of make fuzz; python3-* and
+# protobuf-compiler the Python package, bindings/python).
 bw_packages=(
 	build-essential autoconf automake libtool pkg-config
 	libevent-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev check
 	systemd clang libclang-rt-14-dev
+	python3 python3-protobuf python3-pytest python3-pip protobuf-compiler
 )
 
 # Install only what is missing, so a ready machine needs neither root nor

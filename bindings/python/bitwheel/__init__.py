@@ -1,0 +1,50 @@
+"""bitwheel: the Python client of bitwheeld, the host-wide timer service.
+
+A process hands the daemon its timeouts over a Unix socket and the daemon
+sends each one back when it comes due (a *fire*).  :class:`Client` is the
+blocking client, :class:`AsyncClient` the asyncio one, with the same
+arguments and methods.  The protocol is proto/PROTOCOL.md of the bitwheel
+sources; this package speaks it with the messages protoc generates from
+proto/bitwheel.proto (:mod:`bitwheel.bitwheel_pb2`).
+
+Example, a producer and a consumer of the named session "orders"::
+
+    import bitwheel
+
+    with bitwheel.Client(session="orders") as c:
+        c.schedule(42, in_=15 * 60, payload=b"order 42")
+
+    with bitwheel.Client(session="orders", consume=True) as c:
+        for fire in c.fires():
+            expire_order(fire.key)
+            fire.ack()
+
+Every daemon ``ErrorCode`` is an exception class (``DuplicateKeyError``,
+``TooManyTimersError``, ... all :class:`ServerError`), generated from the
+proto's enum; :class:`ConnectionRefused`, :class:`ConnectionClosed`,
+:class:`UntrustedDaemon` and :class:`Timeout` are the client's own.  All are
+:class:`BitwheelError`.
+"""
+
+from ._codes import *  # noqa: F401,F403  (one class per ErrorCode)
+from ._codes import SERVER_ERRORS
+from ._codes import __all__ as _codes_all
+from ._core import (DAEMON_USER_ENV, DEFAULT_DAEMON_USER, DEFAULT_SOCKET,
+                    DEFAULT_TIMEOUT, PROTOCOL_VERSION, SOCKET_ENV, Duration,
+                    Fire, Scheduled, check_peer, default_socket, now_ns)
+from ._errors import (BitwheelError, ConnectionClosed, ConnectionRefused,
+                      ProtocolError, RoleError, ServerError, StaleFire,
+                      Timeout, UntrustedDaemon)
+from ._version import __version__
+from .aio import AsyncClient, AsyncFire
+from .client import Client
+
+__all__ = [
+    "AsyncClient", "AsyncFire", "BitwheelError", "Client",
+    "ConnectionClosed", "ConnectionRefused", "DAEMON_USER_ENV",
+    "DEFAULT_DAEMON_USER", "DEFAULT_SOCKET", "DEFAULT_TIMEOUT", "Duration",
+    "Fire", "PROTOCOL_VERSION", "ProtocolError", "RoleError", "SERVER_ERRORS",
+    "SOCKET_ENV", "Scheduled", "ServerError", "StaleFire", "Timeout",
+    "UntrustedDaemon", "__version__", "check_peer", "default_socket",
+    "now_ns",
+] + list(_codes_all)

@@ -1,0 +1,382 @@
+"""What the blocking and the asyncio client share, with no I/O of its own.
+
+The protocol is proto/PROTOCOL.md: frames of a 4-byte big-endian length and
+one serialized ``bitwheel.v1.Envelope``, messages from the module protoc
+generated from proto/bitwheel.proto (``bitwheel_pb2``).  This module builds
+the requests (arguments checked and converted to nanoseconds here, once for
+both clients), splits the byte stream into envelopes (:class:`FrameReader`),
+turns replies into results or exceptions, and checks who listens on the
+socket (:func:`check_peer`).
+
+Costs: a request is one protobuf message packed into one bytes object; the
+reader keeps at most one partial frame (up to the daemon's
+``max_frame_bytes``) and decodes each frame once.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import pwd
+import socket
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Union
+
+from . import bitwheel_pb2 as pb
+from ._codes import SERVER_ERRORS
+from ._errors import ProtocolError, ServerError, UntrustedDaemon
+
+#: Where bitwheeld listens unless ``$BITWHEEL_SOCKET`` says otherwise.
+DEFAULT_SOCKET = "/run/bitwheel/bitwheeld.sock"
+#: The environment variable :func:`default_socket` reads.
+SOCKET_ENV = "BITWHEEL_SOCKET"
+#: The environment variable naming the user bitwheeld runs as.
+DAEMON_USER_ENV = "BITWHEEL_DAEMON_USER"
+#: The daemon user when ``$BITWHEEL_DAEMON_USER`` is unset or empty.
+DEFAULT_DAEMON_USER = "bitwheeld"
+#: The clients' reply timeout, in seconds, when none is given.
+DEFAULT_TIMEOUT = 30.0
+#: The protocol version both clients speak.
+PROTOCOL_VERSION: int = pb.PROTOCOL_VERSION
+#: The frame size the reader accepts before HelloReply states the daemon's.
+DEFAULT_MAX_FRAME = 65536
+
+MAX_U64 = (1 << 64) - 1
+_HEADER = struct.Struct(">I")
+_PEERCRED = struct.Struct("3i")
+
+#: A duration: seconds (int or float) or a :class:`datetime.timedelta`.
+Duration = Union[int, float, datetime.timedelta]
+
+if TYPE_CHECKING:
+    Envelope = pb.Envelope
+
+
+def default_socket() -> str:
+    """``$BITWHEEL_SOCKET`` when set and not empty, else
+    :data:`DEFAULT_SOCKET`, as the C library does."""
+    return os.environ.get(SOCKET_ENV) or DEFAULT_SOCKET
+
+
+def now_ns() -> int:
+    """CLOCK_MONOTONIC now, in nanoseconds: the clock of absolute deadlines
+    (the same as :func:`time.monotonic_ns` on Linux)."""
+    return time.monotonic_ns()
+
+
+def duration_ns(value: Duration, what: str) -> int:
+    """A duration in whole nanoseconds (fractions rounded), or ValueError
+    when it is negative, not a number, or beyond 2**64 - 1 ns."""
+    if isinstance(value, datetime.timedelta):
+        ns = (value // datetime.timedelta(microseconds=1)) * 1000
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"{what}: {value!r} is not a duration")
+        ns = round(value * 1_000_000_000) if isinstance(value, float) \
+            else value * 1_000_000_000
+    else:
+        raise TypeError(f"{what}: seconds (int, float) or a timedelta, "
+                        f"not {type(value).__name__}")
+    if ns < 0:
+        raise ValueError(f"{what}: {value!r} is negative")
+    if ns > MAX_U64:
+        raise ValueError(f"{what}: {value!r} is beyond 2**64 - 1 ns")
+    return ns
+
+
+def seconds(value: Duration | None, what: str, default: float) -> float:
+    """A timeout in float seconds; None means `default`."""
+    if value is None:
+        return default
+    return duration_ns(value, what) / 1e9
+
+
+def _u64(value: int, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{what}: an int, not {type(value).__name__}")
+    if not 0 <= value <= MAX_U64:
+        raise ValueError(f"{what}: {value} is outside 0 to 2**64 - 1")
+    return value
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a client says in Hello, kept for reconnect()."""
+
+    session: bytes | None
+    consume: bool
+    window: int | None
+    ack_timeout_ns: int | None
+    auto_ack: bool | None
+    owner_uid: int | None
+
+    @classmethod
+    def make(cls, session: str | bytes | None, consume: bool,
+             window: int | None, ack_timeout: Duration | None,
+             auto_ack: bool | None, owner_uid: int | None) -> "Options":
+        if isinstance(session, str):
+            session = session.encode()
+        if session is None and owner_uid is not None:
+            raise ValueError("owner_uid needs a session name")
+        if session is None and not consume and (
+                window is not None or ack_timeout is not None
+                or auto_ack is not None):
+            consume = True   # the anonymous connection is its own consumer
+        if not consume and (window is not None or ack_timeout is not None
+                            or auto_ack is not None):
+            raise ValueError("window, ack_timeout and auto_ack are for "
+                             "consumers: pass consume=True")
+        if window is not None and not 1 <= _u64(window, "window") < 1 << 32:
+            raise ValueError(f"window: {window} is outside 1 to 2**32 - 1")
+        if owner_uid is not None and _u64(owner_uid, "owner_uid") >= 1 << 32:
+            raise ValueError(f"owner_uid: {owner_uid} is not a uid")
+        ack_ns = None if ack_timeout is None else duration_ns(
+            ack_timeout, "ack_timeout")
+        return cls(session, consume, window, ack_ns, auto_ack, owner_uid)
+
+    @property
+    def anonymous(self) -> bool:
+        return self.session is None
+
+    @property
+    def receives_fires(self) -> bool:
+        """Anonymous connections consume their own timers' fires."""
+        return self.consume or self.session is None
+
+    @property
+    def manual_ack(self) -> bool:
+        """Whether fires wait for an Ack (the default of named consumers)."""
+        if not self.receives_fires:
+            return False
+        if self.auto_ack is not None:
+            return not self.auto_ack
+        return self.session is not None
+
+
+def frame(env: Any) -> bytes:
+    """One envelope as a frame: length header and body."""
+    body = env.SerializeToString()
+    return _HEADER.pack(len(body)) + body
+
+
+def hello_request(rid: int, o: Options) -> bytes:
+    env = pb.Envelope(request_id=rid)
+    h = env.hello
+    h.protocol_version = PROTOCOL_VERSION
+    if o.session is not None:
+        h.session = o.session
+    if o.consume:
+        h.role = pb.CONSUMER
+    if o.window is not None:
+        h.window = o.window
+    if o.ack_timeout_ns is not None:
+        h.ack_timeout_ns = o.ack_timeout_ns
+    if o.auto_ack is not None:
+        h.auto_ack = o.auto_ack
+    if o.owner_uid is not None:
+        h.owner_uid = o.owner_uid
+    return frame(env)
+
+
+def schedule_request(rid: int, key: int, in_: Duration | None,
+                     at_monotonic_ns: int | None, every: Duration | None,
+                     payload: bytes | None, replace: bool,
+                     max_payload: int | None) -> bytes:
+    """A Schedule frame; ValueError/TypeError for arguments the protocol
+    cannot carry, PayloadTooLargeError for a payload over the daemon's
+    limit (nothing is sent in either case)."""
+    env = pb.Envelope(request_id=rid)
+    s = env.schedule
+    s.key = _u64(key, "key")
+    if (in_ is None) == (at_monotonic_ns is None):
+        raise ValueError("schedule: give exactly one of in_ and "
+                         "at_monotonic_ns")
+    if in_ is not None:
+        s.delay_ns = duration_ns(in_, "in_")
+    else:
+        s.deadline_ns = _u64(at_monotonic_ns, "at_monotonic_ns")
+    if every is not None:
+        s.period_ns = duration_ns(every, "every")
+    if payload is not None:
+        if not isinstance(payload, (bytes, bytearray, memoryview)):
+            raise TypeError("payload: bytes, not "
+                            f"{type(payload).__name__} (encode text first)")
+        payload = bytes(payload)
+        if max_payload is not None and len(payload) > max_payload:
+            code = pb.PAYLOAD_TOO_LARGE
+            raise SERVER_ERRORS[code](
+                code, f"payload of {len(payload)} bytes is over the "
+                f"daemon's limit of {max_payload} (not sent)")
+        s.payload = payload
+    if replace:
+        s.replace = True
+    return frame(env)
+
+
+def cancel_request(rid: int, key: int) -> bytes:
+    env = pb.Envelope(request_id=rid)
+    env.cancel.key = _u64(key, "key")
+    return frame(env)
+
+
+def stats_request(rid: int) -> bytes:
+    env = pb.Envelope(request_id=rid)
+    env.stats.SetInParent()
+    return frame(env)
+
+
+def ack_request(rid: int | None, delivery: int, cumulative: bool) -> bytes:
+    env = pb.Envelope()
+    if rid is not None:
+        env.request_id = rid
+    env.ack.delivery = delivery
+    if cumulative:
+        env.ack.cumulative = True
+    return frame(env)
+
+
+def server_error(err: Any, connection_level: bool) -> ServerError:
+    """The exception for an Error message (its class by code)."""
+    cls = SERVER_ERRORS.get(err.code, ServerError)
+    return cls(err.code, err.message, connection_level=connection_level)
+
+
+def reply_body(env: Any, want: str) -> Any:
+    """The `want` member of a reply, or raise what the reply says."""
+    which = env.WhichOneof("body")
+    if which == want:
+        return getattr(env, want)
+    if which == "error":
+        raise server_error(env.error, False)
+    raise ProtocolError(f"the daemon answered request {env.request_id} "
+                        f"with {which}, not {want}")
+
+
+class FrameReader:
+    """Splits the bytes received into envelopes."""
+
+    __slots__ = ("_buf", "max_frame")
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        #: The largest body accepted; HelloReply's max_frame_bytes later.
+        self.max_frame = DEFAULT_MAX_FRAME
+
+    def feed(self, data: bytes) -> list[Any]:
+        """The whole frames now received; ProtocolError for bytes that are
+        no frame (the connection must then be closed)."""
+        buf = self._buf
+        buf += data
+        out = []
+        off, end = 0, len(buf)
+        while end - off >= 4:
+            (n,) = _HEADER.unpack_from(buf, off)
+            if n == 0 or n > self.max_frame:
+                raise ProtocolError(f"the daemon sent a frame of {n} bytes "
+                                    f"(allowed: 1 to {self.max_frame})")
+            if end - off - 4 < n:
+                break
+            env = pb.Envelope()
+            try:
+                env.ParseFromString(bytes(buf[off + 4:off + 4 + n]))
+            except Exception as e:   # protobuf's DecodeError and kin
+                raise ProtocolError(f"the daemon sent a frame that is not "
+                                    f"an Envelope: {e}") from e
+            out.append(env)
+            off += 4 + n
+        if off:
+            del buf[:off]
+        return out
+
+
+@dataclass
+class Fire:
+    """A timer that came due, as the daemon delivered it.
+
+    Attributes:
+        key: the timer's key.
+        payload: the Schedule's payload (``b""`` when it had none).
+        deadline_ns: the deadline this fire was for (CLOCK_MONOTONIC ns).
+        fired_ns: when the daemon fired it, never before ``deadline_ns``.
+        count: periodic timers: this fire's number, 1 for the first;
+            oneshot timers: 0.
+        late: due while the daemon was not running (restored from its
+            journal).
+        redelivered: sent to a consumer before and not acknowledged; the
+            handler may have seen it (drop repeats by key, deadline_ns and
+            count if it must act exactly once).
+        delivery: the daemon's number for it on its connection, what an
+            acknowledgement names.
+        connection: which connection of its client it came on (the client
+            counts connects), so that an ack of a fire from an earlier one
+            is refused with :class:`StaleFire`.
+    """
+
+    key: int
+    payload: bytes
+    deadline_ns: int
+    fired_ns: int
+    count: int
+    late: bool
+    redelivered: bool
+    delivery: int
+    connection: int
+    _client: Any = field(default=None, repr=False, compare=False)
+
+    def ack(self, *, cumulative: bool = False, wait: bool = False) -> Any:
+        """Acknowledge this fire: the daemon forgets it and never delivers
+        it again.  See :meth:`Client.ack`."""
+        return self._client.ack(self, cumulative=cumulative, wait=wait)
+
+    @property
+    def lateness_ns(self) -> int:
+        """How long after its deadline the daemon fired it."""
+        return self.fired_ns - self.deadline_ns
+
+
+def make_fire(f: Any, connection: int, client: Any, cls: type = Fire) -> Fire:
+    return cls(f.key, f.payload, f.deadline_ns, f.fired_at_ns, f.fire_count,
+               f.late, f.redelivered, f.delivery, connection, client)
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    """What the daemon made of a Schedule."""
+
+    #: The first deadline, CLOCK_MONOTONIC ns (now + in_ for a delay).
+    deadline_ns: int
+    #: True when ``replace=True`` replaced a pending timer of the key.
+    replaced: bool
+
+
+def _daemon_uids() -> tuple[str, int | None]:
+    name = os.environ.get(DAEMON_USER_ENV) or DEFAULT_DAEMON_USER
+    if name.isdigit():
+        return name, int(name)
+    try:
+        return name, pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return name, None
+
+
+def check_peer(sock: Any, path: str) -> None:
+    """Refuse a listener that is not the daemon: its SO_PEERCRED uid must
+    be root, the caller's own (real or effective), or the daemon user's
+    (``$BITWHEEL_DAEMON_USER``, default ``bitwheeld``), as the C client
+    checks.  Raises :class:`UntrustedDaemon`."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                          _PEERCRED.size)
+    _pid, uid, _gid = _PEERCRED.unpack(raw)
+    if uid in (0, os.getuid(), os.geteuid()):
+        return
+    name, daemon_uid = _daemon_uids()
+    if uid == daemon_uid:
+        return
+    who = f"uid {daemon_uid}" if daemon_uid is not None else "no such user"
+    raise UntrustedDaemon(
+        f"{path}: the listener runs as uid {uid}, which is neither root, "
+        f"you (uid {os.geteuid()}) nor the daemon user {name!r} ({who}); "
+        f"refusing to talk to it (set {DAEMON_USER_ENV} if bitwheeld runs "
+        f"as another user)", uid)

@@ -1,0 +1,99 @@
+"""The exceptions of the bitwheel client that do not come from the daemon.
+
+Every failure the package raises is a :class:`BitwheelError`.  The daemon's
+refusals are :class:`ServerError` subclasses, one per ``ErrorCode`` of
+``proto/bitwheel.proto``; those classes are generated from the enum at build
+time (``bitwheel/_codes.py``) and re-exported by ``bitwheel``.  The rest are
+the client's own: no connection (:class:`ConnectionRefused`,
+:class:`ConnectionClosed`), a listener that is not the daemon
+(:class:`UntrustedDaemon`), no answer in time (:class:`Timeout`), a daemon
+that broke the protocol (:class:`ProtocolError`), and misuse that the
+client catches before sending anything (:class:`StaleFire`,
+:class:`RoleError`).
+"""
+
+from __future__ import annotations
+
+
+class BitwheelError(Exception):
+    """Base class of every exception the bitwheel package raises."""
+
+
+class ConnectionRefused(BitwheelError, ConnectionError):
+    """The socket could not be connected to: it is missing, nobody listens
+    on it, or it is not accessible.  Nothing was sent."""
+
+
+class ConnectionClosed(BitwheelError, ConnectionError):
+    """The connection is gone: closed by :meth:`close`, by the daemon, or
+    broken.  Requests that were outstanding may or may not have taken
+    effect (PROTOCOL.md, section 8); :meth:`reconnect` attaches to the same
+    session again."""
+
+
+class UntrustedDaemon(BitwheelError):
+    """The process listening on the socket runs as a uid that is neither
+    root, the caller's own, nor the daemon user (``$BITWHEEL_DAEMON_USER``,
+    default ``bitwheeld``): the client refuses to hand it anything.  The
+    connection was closed before a byte was sent."""
+
+    def __init__(self, message: str, uid: int) -> None:
+        super().__init__(message)
+        #: The listener's uid, as SO_PEERCRED reported it.
+        self.uid = uid
+
+
+class Timeout(BitwheelError, TimeoutError):
+    """No reply came within the client's timeout.  The connection stays
+    open; the request may still take effect, and its late reply is
+    dropped."""
+
+
+class ProtocolError(BitwheelError):
+    """The daemon sent something the protocol does not allow; the client
+    closed the connection."""
+
+
+class StaleFire(BitwheelError):
+    """An acknowledgement of a fire that came on an earlier connection of
+    this client: the daemon took it back when that connection ended and
+    will deliver it again, marked ``redelivered``."""
+
+
+class RoleError(BitwheelError):
+    """Not for this connection's role: waiting for fires or acknowledging
+    on a producer (pass ``consume=True``)."""
+
+
+class ServerError(BitwheelError):
+    """The daemon refused a request with an ``Error`` frame.
+
+    Each ``ErrorCode`` has its own subclass (``DuplicateKeyError``,
+    ``TooManyTimersError``, ...).  A code this package does not know, from
+    a newer daemon, reads as ERROR_CODE_UNSPECIFIED (proto2's rule for an
+    unknown enum value) and is raised as ``UnspecifiedError``: treat it as
+    a generic failure of the request.
+
+    Attributes:
+        code: the ErrorCode number, e.g. 11.
+        name: its name in the protocol, e.g. ``"DUPLICATE_KEY"``.
+        message: the daemon's text, for people and logs.
+        connection_level: True when the error answered no request (the
+            daemon closes the connection after it, e.g. SHUTTING_DOWN or
+            TOO_MANY_CLIENTS); the client is then disconnected.
+    """
+
+    #: The ErrorCode of the class; None on ServerError itself.
+    code_value: int | None = None
+    #: The ErrorCode's name; "UNKNOWN" on ServerError itself.
+    code_name: str = "UNKNOWN"
+
+    def __init__(self, code: int, message: str = "", *,
+                 connection_level: bool = False) -> None:
+        self.code = code
+        self.name = self.code_name if self.code_value is not None else (
+            f"UNKNOWN({code})")
+        self.message = message
+        self.connection_level = connection_level
+        text = f"daemon error {self.name} ({code})"
+        super().__init__(f"{text}: {message}" if message else text)

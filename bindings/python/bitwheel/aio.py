@@ -1,0 +1,377 @@
+"""The asyncio client: the blocking client's surface, as coroutines, with
+requests pipelined.
+
+Every request is written at once and gets its own future, keyed by its
+request_id; concurrent requests (``asyncio.gather`` of many ``schedule``
+calls) share the socket without waiting for each other's replies, and the
+replies are matched as they come.  Fires are queued in arrival order and
+handed out by :meth:`AsyncClient.next_fire` and :meth:`AsyncClient.fires`.
+
+Data: an :class:`asyncio.Protocol` on the Unix socket, a
+:class:`~bitwheel._core.FrameReader`, a dict of pending futures, a deque
+of fires and the futures of those waiting for one.  Costs per request: one
+frame packed and handed to the transport (which writes as the socket
+allows; a full buffer makes the next requests wait for it to drain), one
+future, one timeout handle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any, AsyncIterator
+
+from . import _core
+from ._core import Duration, Fire, Options, Scheduled
+from ._errors import (ConnectionClosed, ConnectionRefused, ProtocolError,
+                      RoleError, ServerError, StaleFire, Timeout)
+
+
+class AsyncFire(Fire):
+    """A :class:`~bitwheel.Fire` from an :class:`AsyncClient`: its
+    :meth:`ack` is a coroutine."""
+
+    async def ack(self, *, cumulative: bool = False,  # type: ignore[override]
+                  wait: bool = False) -> int | None:
+        """Acknowledge this fire; see :meth:`AsyncClient.ack`."""
+        return await self._client.ack(self, cumulative=cumulative, wait=wait)
+
+
+class _Protocol(asyncio.Protocol):
+    def __init__(self, client: "AsyncClient") -> None:
+        self.client = client
+
+    def data_received(self, data: bytes) -> None:
+        self.client._on_data(self, data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.client._on_lost(self, exc)
+
+    def pause_writing(self) -> None:
+        self.client._pause(self, True)
+
+    def resume_writing(self) -> None:
+        self.client._pause(self, False)
+
+
+class AsyncClient:
+    """An asyncio connection to bitwheeld, with the arguments and methods
+    of :class:`~bitwheel.Client` (as coroutines).  The connection is made
+    by ``await client.connect()`` or ``async with``.
+
+    Example::
+
+        async with bitwheel.AsyncClient(session="orders") as c:
+            await asyncio.gather(*(c.schedule(k, in_=60) for k in keys))
+
+        async with bitwheel.AsyncClient(session="orders", consume=True) as c:
+            async for fire in c.fires():
+                await handle(fire)
+                await fire.ack()
+    """
+
+    def __init__(self, socket: str | None = None,
+                 session: str | bytes | None = None, consume: bool = False,
+                 window: int | None = None, timeout: Duration | None = None,
+                 *, ack_timeout: Duration | None = None,
+                 auto_ack: bool | None = None,
+                 owner_uid: int | None = None) -> None:
+        self.path = socket or _core.default_socket()
+        self._opts = Options.make(session, consume, window, ack_timeout,
+                                  auto_ack, owner_uid)
+        self._timeout = _core.seconds(timeout, "timeout",
+                                      _core.DEFAULT_TIMEOUT)
+        self._transport: asyncio.Transport | None = None
+        self._proto: _Protocol | None = None
+        self._reader = _core.FrameReader()
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._fires: deque[AsyncFire] = deque()
+        self._waiters: list[asyncio.Future[None]] = []
+        self._drained: asyncio.Future[None] | None = None
+        self._lost: asyncio.Future[None] | None = None
+        self._next_id = 1
+        self._connection = 0
+        self._gone: BaseException | None = ConnectionClosed("never connected")
+        self._gone_raised = True
+        self.hello: Any = None
+
+    # ---- connection ------------------------------------------------------
+
+    async def connect(self) -> "AsyncClient":
+        """Connect and say Hello; see :class:`~bitwheel.Client` for what
+        it raises.  Returns the client."""
+        if self._transport is not None:
+            raise RuntimeError("already connected")
+        loop = asyncio.get_running_loop()
+        proto = _Protocol(self)
+        try:
+            async with asyncio.timeout(self._timeout):
+                transport, _ = await loop.create_unix_connection(
+                    lambda: proto, self.path)
+        except TimeoutError as e:
+            raise ConnectionRefused(f"cannot connect to {self.path}: timed "
+                                    f"out after {self._timeout} s") from e
+        except OSError as e:
+            raise ConnectionRefused(f"cannot connect to {self.path}: "
+                                    f"{e.strerror or e}") from e
+        try:
+            _core.check_peer(transport.get_extra_info("socket"), self.path)
+        except BaseException:
+            transport.abort()
+            raise
+        self._transport, self._proto = transport, proto
+        self._lost = loop.create_future()
+        self._gone, self._gone_raised = None, False
+        self._reader = _core.FrameReader()
+        self._connection += 1
+        rid = self._rid()
+        try:
+            self.hello = await self._request(
+                rid, _core.hello_request(rid, self._opts), "hello_reply")
+        except BaseException as e:
+            self._fail(e)
+            raise
+        self._reader.max_frame = self.hello.limits.max_frame_bytes or \
+            _core.DEFAULT_MAX_FRAME
+        return self
+
+    async def reconnect(self) -> None:
+        """Close the connection if open and attach to the same session
+        again; see :meth:`bitwheel.Client.reconnect`."""
+        await self.close()
+        await self.connect()
+
+    async def close(self) -> None:
+        """Close the connection once what was written (acks included) is
+        out, waiting at most the client's timeout.  Closing twice is
+        harmless."""
+        t, lost = self._transport, self._lost
+        self._fail(ConnectionClosed("closed by close()"), graceful=True)
+        if t is not None and lost is not None:
+            try:
+                async with asyncio.timeout(self._timeout):
+                    await asyncio.shield(lost)
+            except TimeoutError:
+                t.abort()
+
+    def _fail(self, why: BaseException, graceful: bool = False) -> None:
+        """The connection is over: close it, fail what waits on it."""
+        if self._gone is None:
+            self._gone = why
+        t, self._transport, self._proto = self._transport, None, None
+        if t is not None:
+            t.close() if graceful else t.abort()
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(self._gone)
+                self._gone_raised = True
+        self._wake()
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        if self._opts.manual_ack:
+            self._fires.clear()
+
+    def _raise_gone(self) -> None:
+        gone = self._gone
+        if not self._gone_raised and isinstance(gone, (ServerError,
+                                                       ProtocolError)):
+            self._gone_raised = True
+            raise gone
+        raise ConnectionClosed(f"not connected: {gone}") from gone
+
+    @property
+    def connected(self) -> bool:
+        """Whether the connection is open."""
+        return self._transport is not None
+
+    @property
+    def resumed(self) -> bool:
+        """Whether the named session existed before this connection."""
+        return bool(self.hello.resumed)
+
+    @property
+    def limits(self) -> Any:
+        """The daemon's limits (HelloReply.limits)."""
+        return self.hello.limits
+
+    async def __aenter__(self) -> "AsyncClient":
+        if self._transport is None:
+            await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---- protocol callbacks ------------------------------------------------
+
+    def _on_data(self, proto: _Protocol, data: bytes) -> None:
+        if proto is not self._proto:
+            return
+        try:
+            frames = self._reader.feed(data)
+        except ProtocolError as e:
+            self._fail(e)
+            return
+        for env in frames:
+            which = env.WhichOneof("body")
+            if which == "fired":
+                if not self._opts.receives_fires:
+                    self._fail(ProtocolError("the daemon sent a fire to a "
+                                             "producer"))
+                    return
+                self._fires.append(_core.make_fire(
+                    env.fired, self._connection, self, AsyncFire))
+                self._wake()
+            elif env.HasField("request_id"):
+                fut = self._pending.pop(env.request_id, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(env)
+            elif which == "error":
+                self._fail(_core.server_error(env.error, True))
+                return
+            else:
+                self._fail(ProtocolError(f"the daemon sent {which} without "
+                                         "request_id"))
+                return
+
+    def _on_lost(self, proto: _Protocol, exc: Exception | None) -> None:
+        if self._lost is not None and not self._lost.done():
+            self._lost.set_result(None)
+        if proto is self._proto:
+            self._fail(ConnectionClosed(
+                f"the connection broke: {exc}" if exc else
+                "the daemon closed the connection"))
+
+    def _pause(self, proto: _Protocol, paused: bool) -> None:
+        if proto is not self._proto:
+            return
+        if paused:
+            self._drained = asyncio.get_running_loop().create_future()
+        elif self._drained is not None:
+            if not self._drained.done():
+                self._drained.set_result(None)
+            self._drained = None
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    # ---- requests ----------------------------------------------------------
+
+    def _rid(self) -> int:
+        rid = self._next_id
+        self._next_id += 1
+        return rid
+
+    async def _write(self, data: bytes) -> None:
+        if self._transport is None:
+            self._raise_gone()
+        assert self._transport is not None
+        self._transport.write(data)
+        while self._drained is not None and self._transport is not None:
+            await asyncio.shield(self._drained)
+
+    async def _request(self, rid: int, data: bytes, want: str) -> Any:
+        if self._transport is None:
+            self._raise_gone()
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._write(data)
+                env = await fut
+        except TimeoutError as e:
+            raise Timeout(f"no reply from the daemon within "
+                          f"{self._timeout} s") from e
+        finally:
+            self._pending.pop(rid, None)
+        return _core.reply_body(env, want)
+
+    async def schedule(self, key: int, in_: Duration | None = None, *,
+                       at_monotonic_ns: int | None = None,
+                       every: Duration | None = None,
+                       payload: bytes | None = None,
+                       replace: bool = False) -> Scheduled:
+        """Arm timer `key`; see :meth:`bitwheel.Client.schedule`."""
+        rid = self._rid()
+        limit = self.hello.limits.max_payload_bytes if self.hello else None
+        data = _core.schedule_request(rid, key, in_, at_monotonic_ns, every,
+                                      payload, replace, limit)
+        r = await self._request(rid, data, "schedule_reply")
+        return Scheduled(r.deadline_ns, r.replaced)
+
+    async def cancel(self, key: int) -> bool:
+        """Disarm timer `key`; see :meth:`bitwheel.Client.cancel`."""
+        rid = self._rid()
+        r = await self._request(rid, _core.cancel_request(rid, key),
+                                "cancel_reply")
+        return bool(r.pending)
+
+    async def stats(self) -> Any:
+        """The daemon's counters; see :meth:`bitwheel.Client.stats`."""
+        rid = self._rid()
+        return await self._request(rid, _core.stats_request(rid),
+                                   "stats_reply")
+
+    # ---- fires -------------------------------------------------------------
+
+    def _need_consumer(self) -> None:
+        if not self._opts.receives_fires:
+            raise RoleError("a producer receives no fires: connect with "
+                            "consume=True")
+
+    async def next_fire(self, timeout: Duration | None = None
+                        ) -> AsyncFire | None:
+        """The next fire, waiting at most `timeout` (None: as long as it
+        takes); None when the wait ran out."""
+        self._need_consumer()
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else \
+            loop.time() + _core.seconds(timeout, "timeout", 0)
+        while not self._fires:
+            if self._transport is None:
+                self._raise_gone()
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await waiter
+            except TimeoutError:
+                return None
+        return self._fires.popleft()
+
+    async def fires(self, timeout: Duration | None = None
+                    ) -> AsyncIterator[AsyncFire]:
+        """Iterate over fires as they come (``async for``); with `timeout`,
+        the iteration ends once no fire came for that long."""
+        while True:
+            f = await self.next_fire(timeout)
+            if f is None:
+                return
+            yield f
+
+    async def ack(self, fire: Fire, *, cumulative: bool = False,
+                  wait: bool = False) -> int | None:
+        """Acknowledge `fire`; see :meth:`bitwheel.Client.ack`."""
+        self._need_consumer()
+        if fire.connection != self._connection or self._transport is None:
+            raise StaleFire(f"fire {fire.key} (delivery {fire.delivery}) "
+                            "came on an earlier connection; it will be "
+                            "delivered again")
+        if not self._opts.manual_ack:
+            return 0 if wait else None
+        if not wait:
+            await self._write(_core.ack_request(None, fire.delivery,
+                                                cumulative))
+            return None
+        rid = self._rid()
+        r = await self._request(rid, _core.ack_request(rid, fire.delivery,
+                                                       cumulative),
+                                "ack_reply")
+        return int(r.acked)
+
+
+__all__ = ["AsyncClient", "AsyncFire"]

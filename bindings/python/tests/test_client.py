@@ -1,0 +1,320 @@
+"""The blocking Client against real daemons: timing, cancel, replace,
+periodic timers, named sessions, consumers and acknowledgement, reconnect,
+the socket default and the check of who listens."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import bitwheel
+from conftest import MARGIN_NS, NOBODY, WAIT, check_fire_time, need_root
+
+
+def fire_now(c: bitwheel.Client, timeout: float = WAIT) -> bitwheel.Fire:
+    f = c.next_fire(timeout)
+    assert f is not None, f"no fire within {timeout} s"
+    return f
+
+
+def test_schedule_fires_never_early(daemon):
+    with bitwheel.Client(daemon.sock) as c:
+        res = c.hello.oneshot_resolution_ns
+        r = c.schedule(1, in_=0.2, payload=b"hi")
+        t0 = time.monotonic_ns()
+        assert t0 <= r.deadline_ns <= t0 + 200_000_000
+        f = fire_now(c)
+        check_fire_time(f, time.monotonic_ns(), res)
+        assert (f.key, f.payload, f.deadline_ns, f.count) == \
+            (1, b"hi", r.deadline_ns, 0)
+        assert not f.late and not f.redelivered and f.delivery == 1
+
+        # An absolute deadline, and a timedelta.
+        at = time.monotonic_ns() + 150_000_000
+        assert c.schedule(2, at_monotonic_ns=at).deadline_ns == at
+        c.schedule(3, in_=datetime.timedelta(milliseconds=100))
+        got = {}
+        for _ in range(2):
+            f = fire_now(c)
+            check_fire_time(f, time.monotonic_ns(), res)
+            got[f.key] = f
+        assert got[2].deadline_ns == at and got[2].payload == b""
+        assert sorted(got) == [2, 3]
+
+        # A past deadline fires at once; key 0 and the largest key work.
+        c.schedule(0, at_monotonic_ns=1)
+        c.schedule(2**64 - 1, in_=0)
+        assert sorted(fire_now(c).key for _ in range(2)) == [0, 2**64 - 1]
+
+
+def test_cancel(daemon):
+    with bitwheel.Client(daemon.sock) as c:
+        res = c.hello.oneshot_resolution_ns
+        c.schedule(5, in_=0.3)
+        assert c.cancel(5) is True
+        assert c.cancel(5) is False
+        assert c.cancel(6) is False
+        assert c.next_fire(0.3 + (res + MARGIN_NS) / 1e9) is None
+        st = c.stats()
+        assert st.oneshot.cancelled == 1 and st.oneshot.fired == 0
+
+
+def test_replace(daemon):
+    with bitwheel.Client(daemon.sock) as c:
+        res = c.hello.oneshot_resolution_ns
+        c.schedule(7, in_=60, payload=b"old")
+        with pytest.raises(bitwheel.DuplicateKeyError) as e:
+            c.schedule(7, in_=0.1)
+        assert e.value.code == 11 and "7" in e.value.message
+        r = c.schedule(7, in_=0.1, payload=b"new", replace=True)
+        assert r.replaced is True
+        assert c.schedule(8, in_=60, replace=True).replaced is False
+        f = fire_now(c)
+        check_fire_time(f, time.monotonic_ns(), res)
+        assert (f.key, f.payload, f.deadline_ns) == (7, b"new", r.deadline_ns)
+        assert c.next_fire(0.2) is None   # the replaced timer is gone
+
+
+def test_periodic(daemon):
+    with bitwheel.Client(daemon.sock) as c:
+        res = c.hello.periodic_resolution_ns
+        period = 50_000_000
+        r = c.schedule(9, in_=0.05, every=datetime.timedelta(milliseconds=50),
+                       payload=b"tick")
+        for n in range(1, 4):
+            f = fire_now(c)
+            assert f.key == 9 and f.count == n and f.payload == b"tick"
+            assert f.deadline_ns >= r.deadline_ns + (n - 1) * period
+            assert (f.deadline_ns - r.deadline_ns) % period == 0
+            assert f.fired_ns >= f.deadline_ns
+        assert c.cancel(9) is True
+        # Fires already sent before the cancel may still be read; none after.
+        while c.next_fire(0) is not None:
+            pass
+        assert c.next_fire(0.05 * 3 + (res + MARGIN_NS) / 1e9) is None
+
+
+def test_named_session_survives_client(daemon):
+    with bitwheel.Client(daemon.sock, session="orders") as p:
+        assert p.resumed is False
+        r = p.schedule(42, in_=0.05, payload=b"order 42")
+    time.sleep(0.1)   # due with no consumer: it waits in the queue
+    with bitwheel.Client(daemon.sock, session="orders", consume=True) as c:
+        assert c.resumed is True and c.hello.queued == 1
+        f = fire_now(c)
+        assert (f.key, f.payload, f.deadline_ns) == (42, b"order 42",
+                                                     r.deadline_ns)
+        assert f.ack(wait=True) == 1
+        assert c.stats().in_flight == 0
+    with bitwheel.Client(daemon.sock, session="orders", consume=True) as c:
+        assert c.hello.queued == 0 and c.next_fire(0.2) is None
+
+
+def test_competing_consumers_with_acks(daemon):
+    n = 40
+    s = daemon.sock
+    with bitwheel.Client(s, session="jobs", consume=True, window=4) as a, \
+            bitwheel.Client(s, session="jobs", consume=True, window=4) as b, \
+            bitwheel.Client(s, session="jobs") as p:
+        for k in range(n):
+            p.schedule(k, at_monotonic_ns=1)
+        seen: dict[str, list[int]] = {"a": [], "b": []}
+        deadline = time.monotonic() + WAIT
+        while len(seen["a"]) + len(seen["b"]) < n:
+            assert time.monotonic() < deadline, seen
+            for name, c in (("a", a), ("b", b)):
+                f = c.next_fire(0.01)
+                if f is not None:
+                    seen[name].append(f.key)
+                    f.ack()
+        assert sorted(seen["a"] + seen["b"]) == list(range(n))
+        assert seen["a"] and seen["b"]   # shared, not one taking all
+        assert a.next_fire(0.1) is None and b.next_fire(0.1) is None
+        st = p.stats()
+        assert st.in_flight == 0 and st.acked == n and st.redelivered == 0
+
+
+def test_cumulative_ack(daemon):
+    with bitwheel.Client(daemon.sock, session="batch", consume=True) as c:
+        for k in range(5):
+            c.schedule(k, at_monotonic_ns=1)
+        fires = [fire_now(c) for _ in range(5)]
+        assert [f.delivery for f in fires] == [1, 2, 3, 4, 5]
+        assert c.stats().in_flight == 5
+        assert c.ack(fires[-1], cumulative=True, wait=True) == 5
+        assert fires[0].ack(wait=True) == 0   # done already
+        assert c.stats().in_flight == 0
+
+
+def test_reconnect_same_session(daemon):
+    with bitwheel.Client(daemon.sock, session="rc", consume=True) as c:
+        c.schedule(1, at_monotonic_ns=1, payload=b"x")
+        first = fire_now(c)
+        assert not first.redelivered
+        c.reconnect()
+        assert c.resumed is True
+        with pytest.raises(bitwheel.StaleFire):
+            first.ack()
+        again = fire_now(c)
+        assert (again.key, again.payload, again.redelivered) == (1, b"x", True)
+        assert again.deadline_ns == first.deadline_ns
+        assert again.ack(wait=True) == 1
+
+
+def test_reconnect_after_daemon_restart(start_daemon):
+    d = start_daemon()
+    c = bitwheel.Client(d.sock, session="restart", consume=True)
+    d.stop()
+    with pytest.raises((bitwheel.ShuttingDownError, bitwheel.ConnectionClosed)):
+        c.stats()
+    with pytest.raises(bitwheel.ConnectionClosed):
+        c.stats()
+    with pytest.raises(bitwheel.ConnectionRefused):
+        c.reconnect()
+    d.start()
+    c.reconnect()
+    assert c.connected and c.resumed is False   # no --state-dir: all gone
+    c.schedule(3, in_=0)
+    assert fire_now(c).key == 3
+    c.close()
+
+
+def test_socket_default_and_env(daemon, monkeypatch):
+    monkeypatch.delenv("BITWHEEL_SOCKET", raising=False)
+    assert bitwheel.default_socket() == "/run/bitwheel/bitwheeld.sock"
+    monkeypatch.setenv("BITWHEEL_SOCKET", "")
+    assert bitwheel.default_socket() == "/run/bitwheel/bitwheeld.sock"
+    monkeypatch.setenv("BITWHEEL_SOCKET", daemon.sock)
+    with bitwheel.Client() as c:
+        assert c.path == daemon.sock and c.stats().clients == 1
+
+
+def test_refused_and_closed(daemon):
+    with pytest.raises(bitwheel.ConnectionRefused) as e:
+        bitwheel.Client(daemon.sock + ".missing")
+    assert "No such file" in str(e.value)
+    assert isinstance(e.value, ConnectionError)
+    with bitwheel.Client(daemon.sock) as c:
+        pass
+    assert not c.connected
+    with pytest.raises(bitwheel.ConnectionClosed):
+        c.schedule(1, in_=1)
+    c.close()   # twice is harmless
+
+
+def test_roles_and_arguments(daemon):
+    with bitwheel.Client(daemon.sock, session="p") as p:
+        with pytest.raises(bitwheel.RoleError):
+            p.next_fire(0)
+        with pytest.raises(ValueError):
+            p.schedule(1)                          # no time
+        with pytest.raises(ValueError):
+            p.schedule(1, in_=1, at_monotonic_ns=5)
+        with pytest.raises(ValueError):
+            p.schedule(-1, in_=1)
+        with pytest.raises(ValueError):
+            p.schedule(1, in_=-0.5)
+        with pytest.raises(TypeError):
+            p.schedule(1, in_=1, payload="text")   # type: ignore[arg-type]
+        assert p.stats().oneshot.inserted == 0     # nothing was sent
+    with pytest.raises(ValueError):
+        bitwheel.Client(daemon.sock, session="p", window=4)  # producer
+    with pytest.raises(ValueError):
+        bitwheel.Client(daemon.sock, owner_uid=0)  # no session
+
+
+def test_timeout(daemon):
+    daemon.send(signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(bitwheel.Timeout):
+            bitwheel.Client(daemon.sock, timeout=0.2)
+        assert time.monotonic() - t0 < WAIT
+    finally:
+        daemon.send(signal.SIGCONT)
+
+
+CONSUMER = r"""
+import sys, time, bitwheel
+c = bitwheel.Client(sys.argv[1], session="stream", consume=True, window=4)
+acked = 0
+for f in c.fires(timeout=%(wait)s):
+    if acked < 5:
+        f.ack(wait=True)
+        acked += 1
+        print("acked", f.key, flush=True)
+    else:
+        print("held", f.key, flush=True)
+print("ready", flush=True)
+time.sleep(%(wait)s)
+"""
+
+
+def test_consumer_killed_mid_stream_loses_nothing(daemon):
+    n = 20
+    with bitwheel.Client(daemon.sock, session="stream") as p:
+        for k in range(n):
+            p.schedule(k, at_monotonic_ns=1, payload=b"%d" % k)
+    # The child acks 5 fires, then holds what its window lets in (4), and
+    # ends its iteration when no more come: it is killed holding them.
+    child = subprocess.Popen(
+        [sys.executable, "-c", CONSUMER % {"wait": 1.0}, daemon.sock],
+        stdout=subprocess.PIPE, text=True)
+    acked, held = set(), set()
+    deadline = time.monotonic() + WAIT
+    try:
+        while True:
+            assert time.monotonic() < deadline, (acked, held)
+            ready, _, _ = select.select([child.stdout], [], [], 0.1)
+            if not ready:
+                continue
+            line = child.stdout.readline().split()
+            assert line, "the consumer exited early"
+            if line[0] == "ready":
+                break
+            (acked if line[0] == "acked" else held).add(int(line[1]))
+    finally:
+        child.kill()
+        child.wait(WAIT)
+        child.stdout.close()
+    assert len(acked) == 5 and len(held) == 4
+    with bitwheel.Client(daemon.sock, session="stream", consume=True) as c:
+        got = {}
+        while len(got) < n - 5:
+            f = fire_now(c)
+            assert f.key not in acked and f.key not in got, f
+            assert f.payload == b"%d" % f.key
+            assert f.redelivered == (f.key in held), f
+            got[f.key] = f
+            f.ack()
+        assert set(got) | acked == set(range(n))
+        assert c.next_fire(0.2) is None
+        assert c.stats().redelivered == len(held)
+
+
+def test_peer_check(start_daemon, monkeypatch):
+    need_root("runs a daemon as another uid")
+    d = start_daemon("--socket-mode", "0666", user=NOBODY)
+    monkeypatch.setenv("BITWHEEL_DAEMON_USER", "no-such-user-bitwheel")
+    with pytest.raises(bitwheel.UntrustedDaemon) as e:
+        bitwheel.Client(d.sock)
+    assert e.value.uid == NOBODY and str(NOBODY) in str(e.value)
+    assert not isinstance(e.value, bitwheel.ConnectionRefused)
+    monkeypatch.setenv("BITWHEEL_DAEMON_USER", str(NOBODY))
+    with bitwheel.Client(d.sock) as c:
+        assert c.stats().clients == 1
+    # A uid's own daemon is trusted by that uid, whatever the daemon user.
+    r = subprocess.run(
+        [sys.executable, "-c", "import sys, bitwheel; "
+         "print(bitwheel.Client(sys.argv[1]).stats().clients)", d.sock],
+        env=dict(os.environ, BITWHEEL_DAEMON_USER="root"),
+        capture_output=True, text=True, timeout=WAIT, user=NOBODY,
+        group=NOBODY, extra_groups=[])
+    assert r.returncode == 0 and r.stdout.strip() == "1", r.stderr
