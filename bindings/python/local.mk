@@ -17,7 +17,9 @@ bw_py_modules = \
 	bindings/python/bitwheel/py.typed
 bw_py_tests = \
 	bindings/python/tests/test_client.py \
-	bindings/python/tests/test_errors.py
+	bindings/python/tests/test_errors.py \
+	bindings/python/tests/test_aio.py \
+	bindings/python/tests/test_interop.py
 EXTRA_DIST += $(bw_py_modules) $(bw_py_tests) \
 	bindings/python/tests/conftest.py \
 	bindings/python/pyproject.toml \

@@ -18,6 +18,7 @@ future, one timeout handle.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections import deque
 from typing import Any, AsyncIterator
 
@@ -89,6 +90,7 @@ class AsyncClient:
         self._waiters: list[asyncio.Future[None]] = []
         self._drained: asyncio.Future[None] | None = None
         self._lost: asyncio.Future[None] | None = None
+        self._fd = -1
         self._next_id = 1
         self._connection = 0
         self._gone: BaseException | None = ConnectionClosed("never connected")
@@ -120,6 +122,7 @@ class AsyncClient:
             transport.abort()
             raise
         self._transport, self._proto = transport, proto
+        self._fd = transport.get_extra_info("socket").fileno()
         self._lost = loop.create_future()
         self._gone, self._gone_raised = None, False
         self._reader = _core.FrameReader()
@@ -238,6 +241,18 @@ class AsyncClient:
     def _on_lost(self, proto: _Protocol, exc: Exception | None) -> None:
         if self._lost is not None and not self._lost.done():
             self._lost.set_result(None)
+        if proto is self._proto and exc is not None and self._fd >= 0:
+            # A write failed (EPIPE): the daemon may have said why before it
+            # closed (TOO_MANY_CLIENTS, BAD_FRAME, ...), and that error is
+            # the better report.  The socket is still open here.
+            while proto is self._proto:
+                try:
+                    data = os.read(self._fd, 262144)
+                except OSError:
+                    break
+                if not data:
+                    break
+                self._on_data(proto, data)
         if proto is self._proto:
             self._fail(ConnectionClosed(
                 f"the connection broke: {exc}" if exc else
