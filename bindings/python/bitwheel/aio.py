@@ -10,9 +10,11 @@ handed out by :meth:`AsyncClient.next_fire` and :meth:`AsyncClient.fires`.
 Data: an :class:`asyncio.Protocol` on the Unix socket, a
 :class:`~bitwheel._core.FrameReader`, a dict of pending futures, a deque
 of fires and the futures of those waiting for one.  Costs per request: one
-frame packed and handed to the transport (which writes as the socket
+frame packed and queued (the frames queued in one turn of the event loop
+are handed to the transport in one write, which goes out as the socket
 allows; a full buffer makes the next requests wait for it to drain), one
-future, one timeout handle.
+future, and an entry in the dict of pending requests, which one watchdog
+timer for the whole client scans for requests past the timeout.
 """
 
 from __future__ import annotations
@@ -85,7 +87,12 @@ class AsyncClient:
         self._transport: asyncio.Transport | None = None
         self._proto: _Protocol | None = None
         self._reader = _core.FrameReader()
-        self._pending: dict[int, asyncio.Future[Any]] = {}
+        # request_id -> (future, deadline); in order of deadline, since
+        # every request gets the same timeout.
+        self._pending: dict[int, tuple[asyncio.Future[Any], float]] = {}
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._out = bytearray()
+        self._flush_soon = False
         self._fires: deque[AsyncFire] = deque()
         self._waiters: list[asyncio.Future[None]] = []
         self._drained: asyncio.Future[None] | None = None
@@ -163,9 +170,15 @@ class AsyncClient:
             self._gone = why
         t, self._transport, self._proto = self._transport, None, None
         if t is not None:
+            if graceful:
+                self._flush(t)
             t.close() if graceful else t.abort()
+        self._out.clear()
         pending, self._pending = self._pending, {}
-        for fut in pending.values():
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        for fut, _ in pending.values():
             if not fut.done():
                 fut.set_exception(self._gone)
                 self._gone_raised = True
@@ -227,9 +240,9 @@ class AsyncClient:
                     env.fired, self._connection, self, AsyncFire))
                 self._wake()
             elif env.HasField("request_id"):
-                fut = self._pending.pop(env.request_id, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(env)
+                entry = self._pending.pop(env.request_id, None)
+                if entry is not None and not entry[0].done():
+                    entry[0].set_result(env)
             elif which == "error":
                 self._fail(_core.server_error(env.error, True))
                 return
@@ -282,25 +295,55 @@ class AsyncClient:
         return rid
 
     async def _write(self, data: bytes) -> None:
+        """Queue a frame; frames queued in one turn of the event loop go
+        out in one write (pipelined requests cost one send() together)."""
         if self._transport is None:
             self._raise_gone()
-        assert self._transport is not None
-        self._transport.write(data)
+        self._out += data
+        if not self._flush_soon:
+            self._flush_soon = True
+            asyncio.get_running_loop().call_soon(self._flush, None)
         while self._drained is not None and self._transport is not None:
             await asyncio.shield(self._drained)
+
+    def _flush(self, transport: asyncio.Transport | None) -> None:
+        self._flush_soon = False
+        t = transport or self._transport
+        if t is not None and self._out:
+            t.write(bytes(self._out))
+        self._out.clear()
+
+    def _expire(self) -> None:
+        """The watchdog: fail the requests whose time is up, then sleep
+        until the oldest of the others is due."""
+        self._watchdog = None
+        now = asyncio.get_running_loop().time()
+        while self._pending:
+            rid, (fut, deadline) = next(iter(self._pending.items()))
+            if deadline > now:
+                self._arm_watchdog(deadline)
+                return
+            del self._pending[rid]
+            if not fut.done():
+                fut.set_exception(Timeout(f"no reply from the daemon within "
+                                          f"{self._timeout} s"))
+
+    def _arm_watchdog(self, when: float) -> None:
+        if self._watchdog is None:
+            self._watchdog = asyncio.get_running_loop().call_at(
+                when, self._expire)
 
     async def _request(self, rid: int, data: bytes, want: str) -> Any:
         if self._transport is None:
             self._raise_gone()
-        fut = asyncio.get_running_loop().create_future()
-        self._pending[rid] = fut
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        deadline = loop.time() + self._timeout
+        self._pending[rid] = (fut, deadline)
+        self._arm_watchdog(deadline)
         try:
-            async with asyncio.timeout(self._timeout):
-                await self._write(data)
-                env = await fut
-        except TimeoutError as e:
-            raise Timeout(f"no reply from the daemon within "
-                          f"{self._timeout} s") from e
+            await self._write(data)
+            env = await fut
         finally:
             self._pending.pop(rid, None)
         return _core.reply_body(env, want)

@@ -174,3 +174,25 @@ def test_refused(daemon):
         with pytest.raises(bitwheel.ConnectionRefused):
             await bitwheel.AsyncClient(daemon.sock + ".missing").connect()
     run(main())
+
+
+def test_timeout_and_late_replies(daemon):
+    """A stopped daemon: each request fails with Timeout after the client's
+    timeout, pipelined ones too; once it resumes, the late replies are
+    dropped and the connection serves new requests."""
+    async def main():
+        async with bitwheel.AsyncClient(daemon.sock, timeout=0.3) as c:
+            daemon.send(signal.SIGSTOP)
+            try:
+                t0 = time.monotonic()
+                out = await asyncio.gather(
+                    *(c.schedule(k, in_=60) for k in range(3)),
+                    return_exceptions=True)
+                assert all(isinstance(r, bitwheel.Timeout) for r in out), out
+                assert 0.3 <= time.monotonic() - t0 < WAIT
+            finally:
+                daemon.send(signal.SIGCONT)
+            st = await c.stats()
+            assert st.oneshot.pending == 3   # they took effect, late
+            assert (await c.schedule(9, in_=60)).replaced is False
+    run(main())
