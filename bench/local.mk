@@ -124,3 +124,6 @@ noinst_LTLIBRARIES += bench/bwturns.la
 bench_bwturns_la_SOURCES = bench/turns.c
 bench_bwturns_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 bench_bwturns_la_LIBADD = -ldl
+
+# bench/run-python.sh: the Python client beside redis-py (bench/pybench.py).
+EXTRA_DIST += bench/run-python.sh bench/pybench.py

@@ -80,10 +80,11 @@ bw_bench_build() {
 # Optional, for the benchmarks only: the wheel benchmark's peers
 # (bench/run-wheel.sh: libev, libuv, libbsd's tree.h; libevent is above),
 # gnuplot for its charts and valgrind for its instruction counts; the
-# service benchmark's (bench/run-service.sh): redis-server and hiredis.
+# service benchmark's (bench/run-service.sh): redis-server and hiredis;
+# bench/run-python.sh's: redis-server and python3-redis.
 bw_bench_packages=(
 	libev-dev libuv1-dev libbsd-dev gnuplot-nox valgrind
-	redis-server libhiredis-dev
+	redis-server libhiredis-dev python3-redis
 )
 
 # bw_install_missing over the build's packages and the benchmark's.
