@@ -12,9 +12,12 @@ as skipped by test_every_code_has_a_test.
 from __future__ import annotations
 
 import os
+import resource
+import shutil
 import signal
 import struct
 import textwrap
+import time
 
 import pytest
 
@@ -22,6 +25,8 @@ import bitwheel
 from bitwheel import _core
 from bitwheel import bitwheel_pb2 as pb
 from conftest import NOBODY, WAIT, need_root, run_python
+
+STORAGE_UNAVAILABLE = getattr(pb, "STORAGE_UNAVAILABLE", None)
 
 #: Codes the tests below make a real daemon send.
 TRIGGERED: set[int] = set()
@@ -199,6 +204,51 @@ def test_shutting_down(daemon, code):
     with pytest.raises(bitwheel.ConnectionClosed):
         c.next_fire(0)
     assert daemon.proc.wait(WAIT) == 0
+
+
+@pytest.mark.skipif(STORAGE_UNAVAILABLE is None, reason="no such code")
+@triggers(STORAGE_UNAVAILABLE or -1)
+def test_storage_unavailable(start_daemon, code):
+    """A state directory that cannot be written (RLIMIT_FSIZE on the
+    daemon below its journal's size, as tests/check_storage.c does): the
+    Schedule the write failed on is held (here: Timeout), those after it
+    are refused with STORAGE_UNAVAILABLE; lifting the limit heals it."""
+    d = start_daemon("--max-payload", "8000", "--state-dir",
+                     os.path.join("/tmp", f"bwpy-state-{os.getpid()}"))
+    try:
+        with bitwheel.Client(d.sock, session="disk", timeout=0.5) as held:
+            for k in range(10):
+                held.schedule(k, in_=3600, payload=b"x" * 8000)
+            resource.prlimit(d.proc.pid, resource.RLIMIT_FSIZE,
+                             (64 << 10, resource.RLIM_INFINITY))
+            with pytest.raises(bitwheel.Timeout):
+                held.schedule(10, in_=3600, payload=b"x" * 8000)
+            with bitwheel.Client(d.sock, session="disk") as c:
+                with pytest.raises(bitwheel.StorageUnavailableError) as e:
+                    c.schedule(11, in_=3600)
+                assert e.value.code == code and not e.value.connection_level
+                with pytest.raises(bitwheel.StorageUnavailableError):
+                    c.cancel(0)
+                with pytest.raises(bitwheel.StorageUnavailableError):
+                    bitwheel.Client(d.sock, session="new-session")
+                assert c.stats().clients == 2   # the connections stay
+                resource.prlimit(d.proc.pid, resource.RLIMIT_FSIZE,
+                                 (resource.RLIM_INFINITY,
+                                  resource.RLIM_INFINITY))
+                # The daemon retries every 1 s at first.
+                deadline = time.monotonic() + 2 * WAIT
+                while True:
+                    try:
+                        c.schedule(11, in_=3600)
+                        break
+                    except bitwheel.StorageUnavailableError:
+                        assert time.monotonic() < deadline, "no recovery"
+                        time.sleep(0.1)
+                assert c.cancel(10) is True   # the held one took effect
+    finally:
+        d.kill()
+        shutil.rmtree(os.path.join("/tmp", f"bwpy-state-{os.getpid()}"),
+                      ignore_errors=True)
 
 
 AS_NOBODY = textwrap.dedent("""
