@@ -48,6 +48,10 @@
  * a new snapshot (store.c); meanwhile a connection that holds nothing is
  * not made to (sink).
  *
+ * Unread output is counted as it changes (count_output): the daemon's
+ * total for Stats, and the uid's bytes budget (state.c), so that a uid
+ * whose clients do not read has that much less room for timers.
+ *
  * A dead connection leaves its session at once (its fires in flight go
  * back to the queue for the others) and is freed by a deferred event at
  * the next turn of the loop, so that no callback finds it gone.
@@ -77,6 +81,7 @@ struct bwd_conn {
 	struct event *hello_late;  /* armed until the Hello                  */
 	struct bwd_member *member; /* after Hello                            */
 	uid_t uid;
+	struct bwd_uid *acct;      /* its uid's counts (state.c)             */
 	pid_t pid;
 	struct evbuffer *held;     /* frames waiting for the journal's sync  */
 	struct evbuffer *covered;  /* held ones the sync in flight covers    */
@@ -106,6 +111,14 @@ size_t bwd_conn_output(const struct bwd_conn *c)
 
 static void kill_conn(struct bwd_conn *c);
 
+/* Unread output grew by n (shrank, n < 0): the daemon's total and the
+ * uid's bytes (state.c) follow it. */
+static void count_output(struct bwd_conn *c, int64_t n)
+{
+	c->env->buffered += (uint64_t)n;
+	bwd_state_output(c->env->state, c->acct, n);
+}
+
 static bool named(const struct bwd_conn *c)
 {
 	return c->member && c->member->session->name;
@@ -123,7 +136,7 @@ static bool low_water(const struct bwd_conn *c)
 static void written(struct bwd_conn *c, size_t n)
 {
 	c->drained += n;
-	c->env->buffered -= n;
+	count_output(c, -(int64_t)n);
 	if (c->dead || !c->member)
 		return;
 	bwd_member_written(c->member, c->drained);
@@ -285,8 +298,8 @@ static void conn_free(struct bwd_conn *c)
 	if (c->next)
 		c->next->pprev = c->pprev;
 	c->env->clients--;
+	count_output(c, -(int64_t)(c->committed - c->drained));
 	bwd_state_conn_close(c->env->state, c->uid);
-	c->env->buffered -= c->committed - c->drained;
 	event_free(c->reap);
 	event_free(c->flush);
 	event_free(c->resume);
@@ -384,7 +397,7 @@ static int send_direct(struct bwd_conn *c, struct evbuffer *out,
 	v.iov_len = len;
 	evbuffer_commit_space(out, &v, 1);
 	c->committed += len;
-	c->env->buffered += len;
+	count_output(c, (int64_t)len);
 	return 0;
 }
 
@@ -432,7 +445,7 @@ static int send_env(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
 		event_active(c->flush, 0, 0);
 	c->staged += len;
 	c->committed += len;
-	c->env->buffered += len;
+	count_output(c, (int64_t)len);
 	return 0;
 }
 
@@ -700,6 +713,7 @@ int bwd_conn_new(struct bwd_env *env, struct bufferevent *bev, uid_t uid,
 	c->env = env;
 	c->lim = l;
 	c->uid = uid;
+	c->acct = bwd_state_uid(env->state, uid);
 	c->pid = pid;
 	c->bev = bev;
 	c->reap = event_new(env->base, -1, 0, on_reap, c);

@@ -60,7 +60,24 @@ struct bwd_limits {
 	uint64_t max_sessions_per_uid;  /* named sessions                   */
 	uint64_t max_timers_per_uid;    /* pending timers + undelivered fires */
 	uint64_t max_periodic_mhz_per_uid; /* sum of 1/period, milli-hertz  */
+	uint64_t max_bytes_per_uid;     /* timers, fires and unread output  */
+	/* Daemon-wide: the same bytes over every uid, root too (NO_MEMORY). */
+	uint64_t max_memory;
 };
+
+/*
+ * What one timer or fire is charged against the bytes budgets: its struct
+ * and payload, and for a timer its wheel record (32 bytes), its share of
+ * the map's buckets (up to 16) and the allocator's header (16); for a fire
+ * the allocator's header.  A oneshot fire costs less than its timer, so a
+ * fire taking its timer's place never adds.
+ */
+#define BWD_TIMER_EXTRA 64u
+#define BWD_FIRE_EXTRA 16u
+#define BWD_TIMER_COST(payload_len) \
+	((uint64_t)sizeof(struct bwd_timer) + (payload_len) + BWD_TIMER_EXTRA)
+#define BWD_FIRE_COST(payload_len) \
+	((uint64_t)sizeof(struct bwd_fire) + (payload_len) + BWD_FIRE_EXTRA)
 
 /* A consumer's window when its Hello names none (PROTOCOL.md). */
 #define BWD_DEFAULT_WINDOW 256u
@@ -90,6 +107,8 @@ struct bwd_options {
 int bwd_options_parse(int argc, char **argv, struct bwd_options *out);
 /* "250ms", "2s", "5m", "1h", "10us", "100ns" -> ns; 0 or -EINVAL. */
 int bwd_parse_duration(const char *s, uint64_t *out_ns);
+/* "4096", "64K", "16M", "1G" (powers of 1024) -> bytes; 0 or -EINVAL. */
+int bwd_parse_size(const char *s, uint64_t *out);
 
 /* ---- log.c -------------------------------------------------------------- */
 
@@ -306,13 +325,16 @@ bool bwd_state_reap(struct bwd_state *st);
  * Per-uid budgets.  The state counts, for every uid with something in the
  * daemon, its connections (every accepted one, before Hello too), its
  * named sessions, its pending timers and undelivered fires over all of its
- * sessions (anonymous too), and its periodic rate: the sum over its
- * periodic timers of 1/period in milli-hertz (bwd_periodic_mhz).  Each is
- * checked at admission against opt->limits' *_per_uid; uid 0 is counted
- * but never refused; recovery counts and never refuses.
+ * sessions (anonymous too), its periodic rate: the sum over its periodic
+ * timers of 1/period in milli-hertz (bwd_periodic_mhz), and its bytes:
+ * BWD_TIMER_COST / BWD_FIRE_COST of those timers and fires plus the unread
+ * output of its connections (bwd_state_output).  Each is checked at
+ * admission against opt->limits' *_per_uid; uid 0 is counted but never
+ * refused; recovery counts and never refuses.  The sum of every uid's
+ * bytes is checked against max_memory, for uid 0 too.
  */
 struct bwd_uid_usage {
-	uint64_t connections, sessions, timers, periodic_mhz;
+	uint64_t connections, sessions, timers, periodic_mhz, bytes;
 };
 /* A connection of uid was accepted: 0, or TOO_MANY_CLIENTS when uid is at
  * its budget (nothing counted), NO_MEMORY. */
@@ -321,6 +343,13 @@ int bwd_state_conn_open(struct bwd_state *st, uid_t uid);
 void bwd_state_conn_close(struct bwd_state *st, uid_t uid);
 void bwd_state_uid_usage(const struct bwd_state *st, uid_t uid,
 			 struct bwd_uid_usage *out);
+/* The entry of a uid with a connection open (bwd_state_conn_open), valid
+ * until that connection's bwd_state_conn_close. */
+struct bwd_uid *bwd_state_uid(struct bwd_state *st, uid_t uid);
+/* Unread output of one of u's connections grew (or shrank, n < 0). */
+void bwd_state_output(struct bwd_state *st, struct bwd_uid *u, int64_t n);
+/* Every uid's bytes: what max_memory bounds. */
+uint64_t bwd_state_held(const struct bwd_state *st);
 /* 10^12 / period_ns: a periodic timer's share of the rate, in mHz. */
 uint64_t bwd_periodic_mhz(uint64_t period_ns);
 
@@ -380,13 +409,20 @@ struct bwd_schedule {
  * 0 or a protocol error code; *replaced says whether a timer was replaced.
  * TOO_MANY_TIMERS: the session's max_timers, or its owner's
  * max_timers_per_uid; OVER_BUDGET: the owner's periodic rate would pass
- * max_periodic_mhz_per_uid.  The budgets spare a caller or owner uid 0.
+ * max_periodic_mhz_per_uid, or its bytes max_bytes_per_uid (rate checked
+ * first); NO_MEMORY: every uid's bytes would pass max_memory, or an
+ * allocation failed.  The per-uid budgets spare a caller or owner uid 0;
+ * max_memory spares nobody.  A replace is charged what it adds.
  */
 int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 		       bool *replaced);
 /* The session owner's periodic rate (mHz) were req scheduled in s. */
 uint64_t bwd_timer_rate_after(struct bwd_session *s,
 			      const struct bwd_schedule *req);
+/* The bytes req would add to its owner's (0 if none: a replace by no
+ * more). */
+uint64_t bwd_timer_bytes_added(struct bwd_session *s,
+			       const struct bwd_schedule *req);
 /* 0 (*pending says whether it was), or a protocol error code. */
 int bwd_timer_cancel(struct bwd_session *s, uint64_t key, bool *pending);
 
@@ -672,7 +708,8 @@ void bwd_request_fail(struct bwd_reply *out, Bitwheel__V1__ErrorCode code,
 
 /* ---- conn.c ------------------------------------------------------------- */
 
-/* A connection over bev, which it owns from now on, even on failure. */
+/* A connection over bev, which it owns from now on, even on failure; its
+ * uid was counted by bwd_state_conn_open(). */
 int bwd_conn_new(struct bwd_env *env, struct bufferevent *bev, uid_t uid,
 		 pid_t pid, struct bwd_conn **out);
 /* Close after the output drains (graceful) or at once. */

@@ -19,6 +19,12 @@
 
 #define ONESHOT_SLOT_CAP 1024u
 
+/* The smallest bytes budget: a few timers of the largest default payload. */
+#define MIN_BYTES 4096u
+
+/* The daemon-wide bound when none is given. */
+#define DEFAULT_MAX_MEMORY (1ull << 30)
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -49,10 +55,16 @@ static void usage(FILE *f)
 "      --max-sessions-per-uid N  named sessions of one uid (256; a Hello\n"
 "                            creating one more gets OVER_BUDGET)\n"
 "      --max-timers-per-uid N    pending timers plus undelivered fires over\n"
-"                            all of one uid's sessions (4 x max-timers)\n"
+"                            all of one uid's sessions (4 x max-timers, at\n"
+"                            most what max-bytes-per-uid holds at the\n"
+"                            largest payload)\n"
 "      --max-periodic-rate-per-uid HZ  sum of 1/period over one uid's\n"
 "                            periodic timers (10000; OVER_BUDGET beyond)\n"
 "                            Root (uid 0) is exempt from the per-uid budgets\n"
+"      --max-bytes-per-uid SIZE  bytes of one uid's timers, fires and unread\n"
+"                            output (max-memory / 4; OVER_BUDGET beyond)\n"
+"      --max-memory SIZE     the same bytes over every uid, root too\n"
+"                            (1G; NO_MEMORY beyond).  SIZE: 4096, 64K, 16M, 1G\n"
 "      --max-window N        largest consumer window (4096)\n"
 "      --hello-timeout DURATION  close a connection that has not said Hello\n"
 "                            by then (30s)\n"
@@ -102,6 +114,32 @@ int bwd_parse_duration(const char *s, uint64_t *out_ns)
 	return -EINVAL;
 }
 
+int bwd_parse_size(const char *s, uint64_t *out)
+{
+	static const char units[] = "KMG";
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	if (*end) {
+		const char *u = strchr(units, *end);
+
+		if (!u || end[1])
+			return -EINVAL;
+		shift = 10u * (unsigned)(u - units + 1);
+	}
+	if (v > UINT64_MAX >> shift)
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
 /* A whole number in [min, max], or a message naming the flag. */
 static int parse_uint(const char *flag, const char *arg, uint64_t min,
 		      uint64_t max, int base, uint64_t *out)
@@ -129,7 +167,7 @@ enum {
 	OPT_STATE_DIR, OPT_FSYNC, OPT_JOURNAL_MAX, OPT_SNAPSHOT_INTERVAL,
 	OPT_IGNORE_SNAPSHOT,
 	OPT_CLIENTS_PER_UID, OPT_SESSIONS_PER_UID, OPT_TIMERS_PER_UID,
-	OPT_RATE_PER_UID,
+	OPT_RATE_PER_UID, OPT_BYTES_PER_UID, OPT_MAX_MEMORY,
 };
 
 static const struct option longopts[] = {
@@ -153,6 +191,8 @@ static const struct option longopts[] = {
 	{ "max-sessions-per-uid", required_argument, NULL, OPT_SESSIONS_PER_UID },
 	{ "max-timers-per-uid", required_argument, NULL, OPT_TIMERS_PER_UID },
 	{ "max-periodic-rate-per-uid", required_argument, NULL, OPT_RATE_PER_UID },
+	{ "max-bytes-per-uid", required_argument, NULL, OPT_BYTES_PER_UID },
+	{ "max-memory", required_argument, NULL, OPT_MAX_MEMORY },
 	{ "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
 	{ "max-window", required_argument, NULL, OPT_MAX_WINDOW },
 	{ "hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT },
@@ -271,6 +311,15 @@ static int parse_limit(int opt, const char *arg, struct bwd_limits *l)
 			return -1;
 		l->max_periodic_mhz_per_uid = v * 1000u;
 		return 0;
+	case OPT_BYTES_PER_UID:
+	case OPT_MAX_MEMORY:
+		if (bwd_parse_size(arg, &v) || v < MIN_BYTES) {
+			fprintf(stderr, "bitwheeld: --%s: '%s' is not a size of %u or more (e.g. 65536, 64K, 16M, 1G)\n",
+				flag, arg, MIN_BYTES);
+			return -1;
+		}
+		*(opt == OPT_MAX_MEMORY ? &l->max_memory : &l->max_bytes_per_uid) = v;
+		return 0;
 	case OPT_LINGER:
 		if (bwd_parse_duration(arg, &l->linger_ns)) {
 			fprintf(stderr, "bitwheeld: --linger: '%s' is not a duration (e.g. 30s, 5m)\n", arg);
@@ -348,6 +397,9 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 		 * end, where they follow max_clients and max_timers. */
 		.max_sessions_per_uid = 256,
 		.max_periodic_mhz_per_uid = 10000u * 1000u,
+		/* max_bytes_per_uid: 0 until the end, where it follows
+		 * max_memory. */
+		.max_memory = DEFAULT_MAX_MEMORY,
 	};
 	o->store = (struct bwd_store_options){
 		.fsync = BWD_FSYNC_BATCH,
@@ -395,6 +447,7 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 		case OPT_MAX_OUTPUT: case OPT_MAX_WINDOW: case OPT_HELLO_TIMEOUT:
 		case OPT_CLIENTS_PER_UID: case OPT_SESSIONS_PER_UID:
 		case OPT_TIMERS_PER_UID: case OPT_RATE_PER_UID:
+		case OPT_BYTES_PER_UID: case OPT_MAX_MEMORY:
 			if (parse_limit(c, optarg, &o->limits))
 				return -1;
 			break;
@@ -421,13 +474,22 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 		fprintf(stderr, "bitwheeld: unexpected argument '%s'\n", argv[optind]);
 		return -1;
 	}
-	/* One uid takes at most a quarter of the connections, and four
-	 * sessions' worth of timers, unless told otherwise. */
+	/* One uid takes at most a quarter of the connections and of the
+	 * memory, and four sessions' worth of timers, no more than its bytes
+	 * hold at the largest payload, unless told otherwise. */
 	if (!o->limits.max_clients_per_uid)
 		o->limits.max_clients_per_uid = o->limits.max_clients / 4 ?
 			o->limits.max_clients / 4 : 1;
-	if (!o->limits.max_timers_per_uid)
+	if (!o->limits.max_bytes_per_uid)
+		o->limits.max_bytes_per_uid = o->limits.max_memory / 4;
+	if (!o->limits.max_timers_per_uid) {
+		uint64_t fit = o->limits.max_bytes_per_uid /
+			BWD_TIMER_COST(o->limits.max_payload);
+
 		o->limits.max_timers_per_uid = 4 * o->limits.max_timers;
+		if (fit < o->limits.max_timers_per_uid)
+			o->limits.max_timers_per_uid = fit ? fit : 1;
+	}
 	bw_dual_config_preset(preset, &o->wheel);
 	o->preset_name = bw_dual_preset_name(preset);
 	/* Both lanes fail over to an ordered store that fires on the exact

@@ -260,6 +260,9 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 	lim->max_sessions_per_uid = opt->limits.max_sessions_per_uid;
 	lim->max_timers_per_uid = opt->limits.max_timers_per_uid;
 	lim->max_periodic_rate_per_uid = opt->limits.max_periodic_mhz_per_uid / 1000;
+	lim->has_max_bytes_per_uid = lim->has_max_memory_bytes = 1;
+	lim->max_bytes_per_uid = opt->limits.max_bytes_per_uid;
+	lim->max_memory_bytes = opt->limits.max_memory;
 	bitwheel__v1__hello_reply__init(hr);
 	hr->has_protocol_version = 1;
 	hr->protocol_version = BWP_PROTOCOL_VERSION;
@@ -292,6 +295,38 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 			(long)ctx->pid, (long)ctx->uid, resumed ? "joined" : "opened",
 			s->name, (long)s->owner, a.consumer ? "consumer" : "producer",
 			s->timers.count, s->queued, s->nconsumers);
+}
+
+/* A Schedule refused for bytes (the uid's, OVER_BUDGET, or the daemon's,
+ * NO_MEMORY), said with the figures; false when it was something else
+ * (the rate, or an allocation that failed). */
+static bool bytes_refused(struct bwd_request_ctx *ctx, const struct bwd_schedule *s,
+			  int err, uint64_t id, struct bwd_reply *out)
+{
+	const struct bwd_limits *l = &ctx->env->opt->limits;
+	struct bwd_session *ss = ctx->member->session;
+	uint64_t added = bwd_timer_bytes_added(ss, s);
+	struct bwd_uid_usage u;
+
+	if (err == PROTOCOL_NAME(NO_MEMORY)) {
+		uint64_t held = bwd_state_held(ctx->env->state);
+
+		if (held + added <= l->max_memory)
+			return false;
+		error(out, true, id, err, false,
+		      "key %" PRIu64 ": the daemon holds %" PRIu64 " bytes of timers, fires and output over all uids; %" PRIu64 " more would pass its bound of %" PRIu64 " (max_memory)",
+		      s->key, held, added, l->max_memory);
+		return true;
+	}
+	bwd_state_uid_usage(ctx->env->state, ss->owner, &u);
+	if (u.bytes + added <= l->max_bytes_per_uid ||
+	    (bwd_timer_rate_after(ss, s) > l->max_periodic_mhz_per_uid &&
+	     bwd_timer_rate_after(ss, s) > u.periodic_mhz))
+		return false;
+	error(out, true, id, err, false,
+	      "key %" PRIu64 ": uid %ld holds %" PRIu64 " bytes of timers, fires and unread output; %" PRIu64 " more would pass its budget of %" PRIu64 " (max_bytes_per_uid)",
+	      s->key, (long)ss->owner, u.bytes, added, l->max_bytes_per_uid);
+	return true;
 }
 
 static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r,
@@ -348,6 +383,10 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 	s.replace = r->has_replace && r->replace;
 	s.uid = ctx->uid;
 	err = bwd_timer_schedule(ctx->member->session, &s, &replaced);
+	if (err == PROTOCOL_NAME(OVER_BUDGET) || err == PROTOCOL_NAME(NO_MEMORY)) {
+		if (bytes_refused(ctx, &s, err, r->request_id, out))
+			return;
+	}
 	if (err == PROTOCOL_NAME(OVER_BUDGET)) {
 		struct bwd_session *ss = ctx->member->session;
 		char rate[32], budget[32];
@@ -501,6 +540,8 @@ static void do_stats(struct bwd_request_ctx *ctx, const Envelope *req,
 	sr->uid_sessions = uu.sessions;
 	sr->uid_timers = uu.timers;
 	sr->uid_periodic_rate_mhz = uu.periodic_mhz;
+	sr->has_uid_bytes = 1;
+	sr->uid_bytes = uu.bytes;
 	reply_init(out, true, req->request_id, BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY);
 	out->env.stats_reply = sr;
 }

@@ -58,14 +58,20 @@
  * a map keyed by the uid, freed once its counts are all 0: connections
  * (counted from accept, bwd_state_conn_open, to conn_free), named
  * sessions, all sessions (what keeps s->acct valid), pending timers,
- * undelivered fires (queued or in flight) and the periodic rate, the sum
- * of bwd_periodic_mhz() over its periodic timers.  Timers and the rate
- * follow timer_add and free_timer; fires, enqueue_tail (a new fire) and
- * fire_free.  Admission checks them (bwd_state_conn_open, a new named
- * session in bwd_session_attach, bwd_timer_schedule) against the *_per_uid
- * limits, sparing uid 0; recovery counts through the same paths and never
- * checks, so a uid whose journal holds more than lowered budgets admit is
- * simply over them until it shrinks.  Each check is one map lookup.
+ * undelivered fires (queued or in flight), the periodic rate, the sum
+ * of bwd_periodic_mhz() over its periodic timers, and its bytes: the
+ * BWD_TIMER_COST of its timers, the BWD_FIRE_COST of its fires and its
+ * connections' unread output (conn.c tells it, bwd_state_output).  The
+ * state keeps the sum of every uid's bytes too (held), for max_memory.
+ * Timers and the rate follow timer_add and free_timer; fires, enqueue_tail
+ * (a new fire) and fire_free.  Admission checks them (bwd_state_conn_open,
+ * a new named session in bwd_session_attach, bwd_timer_schedule) against
+ * the *_per_uid limits, sparing uid 0, and the held bytes against
+ * max_memory, sparing nobody; a periodic fire that would take its owner
+ * past its bytes, or the daemon past max_memory, is dropped like one past
+ * max_queued.  Recovery counts through the same paths and never checks,
+ * so a uid whose journal holds more than lowered budgets admit is simply
+ * over them until it shrinks.  Each check is one map lookup.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -87,6 +93,7 @@ struct bwd_uid {
 	uint64_t timers;           /* pending timers                         */
 	uint64_t fires;            /* undelivered fires: queued, in flight   */
 	uint64_t periodic_mhz;     /* sum of 1/period over periodic timers   */
+	uint64_t bytes;            /* its timers' and fires' costs, output   */
 };
 
 struct bwd_state {
@@ -102,6 +109,7 @@ struct bwd_state {
 	bool restoring;            /* timers are not in the wheel yet        */
 	const struct bwd_options *opt;
 	struct bwd_state_stats stats;
+	uint64_t held;             /* every uid's bytes                      */
 	uint64_t seed;
 };
 
@@ -173,6 +181,28 @@ void bwd_state_conn_close(struct bwd_state *st, uid_t uid)
 	uid_put(st, u);
 }
 
+/* u's bytes change by n. */
+static void charge(struct bwd_state *st, struct bwd_uid *u, int64_t n)
+{
+	u->bytes += (uint64_t)n;
+	st->held += (uint64_t)n;
+}
+
+struct bwd_uid *bwd_state_uid(struct bwd_state *st, uid_t uid)
+{
+	return uid_find(st, uid);
+}
+
+void bwd_state_output(struct bwd_state *st, struct bwd_uid *u, int64_t n)
+{
+	charge(st, u, n);
+}
+
+uint64_t bwd_state_held(const struct bwd_state *st)
+{
+	return st->held;
+}
+
 void bwd_state_uid_usage(const struct bwd_state *st, uid_t uid,
 			 struct bwd_uid_usage *out)
 {
@@ -185,6 +215,7 @@ void bwd_state_uid_usage(const struct bwd_state *st, uid_t uid,
 	out->sessions = u->named;
 	out->timers = u->timers + u->fires;
 	out->periodic_mhz = u->periodic_mhz;
+	out->bytes = u->bytes;
 }
 
 static size_t timer_bytes(const struct bwd_timer *t)
@@ -221,6 +252,7 @@ static void free_timer(struct bwd_state *st, struct bwd_timer *t)
 	bwd_map_remove(&t->session->timers, &t->node);
 	u->timers--;
 	u->periodic_mhz -= bwd_periodic_mhz(t->period_ns);
+	charge(st, u, -(int64_t)BWD_TIMER_COST(t->payload_len));
 	st->stats.timers--;
 	st->stats.bytes -= timer_bytes(t);
 	free(t);
@@ -351,6 +383,7 @@ static void count_queued(struct bwd_session *s, const struct bwd_fire *f,
 static void enqueue_tail(struct bwd_session *s, struct bwd_fire *f)
 {
 	s->acct->fires++;
+	charge(s->state, s->acct, (int64_t)BWD_FIRE_COST(f->payload_len));
 	f->next = NULL;
 	if (s->queue_tail)
 		s->queue_tail->next = f;
@@ -391,6 +424,7 @@ static void requeue_front(struct bwd_session *s, struct bwd_fire *head,
 static void fire_free(struct bwd_session *s, struct bwd_fire *f)
 {
 	s->acct->fires--;
+	charge(s->state, s->acct, -(int64_t)BWD_FIRE_COST(f->payload_len));
 	free(f);
 }
 
@@ -606,10 +640,16 @@ static uint64_t advance(struct bwd_timer *t, uint64_t fired_ns)
 
 static void session_expire(struct bwd_session *s);
 
-/* A periodic fire past max_queued is dropped: its timer stays armed. */
-static bool over_queue(const struct bwd_session *s)
+/* A periodic fire past max_queued, its owner's bytes or max_memory is
+ * dropped: its timer stays armed. */
+static bool over_queue(const struct bwd_session *s, const struct bwd_timer *t)
 {
-	return s->queued + s->in_flight >= s->state->opt->limits.max_queued;
+	const struct bwd_limits *l = &s->state->opt->limits;
+	uint64_t cost = BWD_FIRE_COST(t->payload_len);
+
+	return s->queued + s->in_flight >= l->max_queued ||
+	       s->state->held + cost > l->max_memory ||
+	       (s->owner != 0 && s->acct->bytes + cost > l->max_bytes_per_uid);
 }
 
 static uint64_t timer_fired(struct bwd_state *st, struct bwd_timer *t,
@@ -634,7 +674,7 @@ static uint64_t timer_fired(struct bwd_state *st, struct bwd_timer *t,
 		free_timer(st, t);
 		return 0;
 	}
-	if (t->period_ns && over_queue(s)) {
+	if (t->period_ns && over_queue(s, t)) {
 		s->dropped++;
 		st->stats.dropped++;
 	} else if ((f = fire_new(&tmpl))) {
@@ -1172,6 +1212,7 @@ static void timer_add(struct bwd_session *s, struct bwd_timer *t)
 	bwd_map_insert(&s->timers, &t->node);
 	s->acct->timers++;
 	s->acct->periodic_mhz += bwd_periodic_mhz(t->period_ns);
+	charge(s->state, s->acct, (int64_t)BWD_TIMER_COST(t->payload_len));
 	s->state->stats.timers++;
 	s->state->stats.bytes += timer_bytes(t);
 }
@@ -1188,6 +1229,7 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 {
 	struct bwd_state *st = s->state;
 	struct bwd_timer *old = timer_find(s, req->key), *t;
+	uint64_t added = bwd_timer_bytes_added(s, req);
 	int err;
 
 	*replaced = false;
@@ -1210,7 +1252,11 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 		if (rate > st->opt->limits.max_periodic_mhz_per_uid &&
 		    rate > u->periodic_mhz)
 			return BITWHEEL__V1__ERROR_CODE__OVER_BUDGET;
+		if (added && u->bytes + added > st->opt->limits.max_bytes_per_uid)
+			return BITWHEEL__V1__ERROR_CODE__OVER_BUDGET;
 	}
+	if (added && st->held + added > st->opt->limits.max_memory)
+		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
 	t = timer_new(s, req);
 	if (!t)
 		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
@@ -1246,6 +1292,16 @@ uint64_t bwd_timer_rate_after(struct bwd_session *s,
 	return s->acct->periodic_mhz -
 		(old ? bwd_periodic_mhz(old->period_ns) : 0) +
 		bwd_periodic_mhz(req->period_ns);
+}
+
+uint64_t bwd_timer_bytes_added(struct bwd_session *s,
+			       const struct bwd_schedule *req)
+{
+	const struct bwd_timer *old = timer_find(s, req->key);
+	uint64_t cost = BWD_TIMER_COST(req->payload_len),
+		 was = old ? BWD_TIMER_COST(old->payload_len) : 0;
+
+	return cost > was ? cost - was : 0;
 }
 
 int bwd_timer_cancel(struct bwd_session *s, uint64_t key, bool *pending)

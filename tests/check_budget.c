@@ -15,12 +15,22 @@
  *                works, a cancel makes room, fires nobody took still count
  *   rate         --max-periodic-rate-per-uid: the sum of 1/period over a
  *                uid's periodic timers, across its sessions
+ *   bytes        --max-bytes-per-uid: a uid's timers, fires and unread
+ *                output; refused with OVER_BUDGET one byte past it and
+ *                accepted at it exactly; a replace adds only its growth,
+ *                a cancel makes room, a queued fire holds its payload,
+ *                a periodic timer's fires past it are dropped, unread
+ *                output counts
+ *   memory       --max-memory: the same over every uid, root too, refused
+ *                with NO_MEMORY; the daemon's RSS with a uid at its bytes
+ *                budget stays under that budget plus a fixed slack
  *   root         uid 0 is counted and never refused
  *   stats        StatsReply's uid_* fields are the caller's own uid's, and
  *                HelloReply.limits carries the budgets and their defaults
  *   recovery     after a SIGKILL and a restart with --state-dir, the
- *                restored timers and rate count: the budget still refuses;
- *                with budgets lowered, nothing restored is dropped
+ *                restored timers, rate and bytes count: the budget still
+ *                refuses; with budgets lowered, nothing restored is
+ *                dropped
  *
  * The uid tests run the clients in forked children that drop to uid 65534
  * (or 65533), so they need root; without it they pass saying SKIP.  Every
@@ -166,7 +176,7 @@ static stats_t stats(struct du_conn *c, uint64_t id)
 	stats_t s = *e->stats_reply;
 
 	ck_assert(s.has_uid_connections && s.has_uid_sessions &&
-		  s.has_uid_timers && s.has_uid_periodic_rate_mhz);
+		  s.has_uid_timers && s.has_uid_periodic_rate_mhz && s.has_uid_bytes);
 	s.oneshot = s.periodic = NULL;
 	bwp_frame_free(e);
 	return s;
@@ -184,6 +194,58 @@ static stats_t stats(struct du_conn *c, uint64_t id)
 	ck_assert_msg(got_ == (want), "Stats." #field " stayed %" PRIu64	\
 		      ", awaiting %" PRIu64, got_, (uint64_t)(want));		\
 } while (0)
+
+/* ---- bytes --------------------------------------------------------------- */
+
+#define BIG 4000u                  /* a payload, under --max-payload 4096 */
+static const uint8_t zeros[4096];
+
+/* Schedule key with a payload of len bytes (replace: a pending key); 0,
+ * or the error's code, its message holding `has` (NULL: anything). */
+static int sched_bytes(struct du_conn *c, uint64_t id, uint64_t key, size_t len,
+		       uint64_t delay_ns, uint64_t period_ns, bool replace,
+		       int code, const char *has)
+{
+	struct du_sched s = timer(key, delay_ns, period_ns);
+	du_env *e;
+
+	s.payload = zeros;
+	s.payload_len = len;
+	s.replace = replace;
+	if (code) {
+		du_send_schedule(c, id, &s);
+		expect_error_msg(c, true, id, code, has);
+		return code;
+	}
+	e = du_schedule(c, id, &s);
+	bwp_frame_free(e);
+	return 0;
+}
+
+/*
+ * Fill the bytes that bound (uid_bytes, or for root alone the daemon's)
+ * to exactly `budget` with one-hour timers from key on, refused with code
+ * one byte before; *id is the next request id.  A timer's cost is its
+ * payload plus what one without payload costs (cost0, measured by the
+ * caller as Stats.uid_bytes with one such timer alone).  The next key.
+ */
+static uint64_t fill_exactly(struct du_conn *c, uint64_t *id, uint64_t key,
+			     uint64_t cost0, uint64_t budget, int code,
+			     const char *has)
+{
+	uint64_t used = stats(c, (*id)++).uid_bytes;
+
+	while (budget - used - cost0 > BIG) {
+		sched_bytes(c, (*id)++, key++, BIG, HOUR, 0, false, 0, NULL);
+		used += cost0 + BIG;
+	}
+	ck_assert_uint_eq(stats(c, (*id)++).uid_bytes, used);
+	sched_bytes(c, (*id)++, key, budget - used - cost0 + 1, HOUR, 0, false,
+		    code, has);
+	sched_bytes(c, (*id)++, key++, budget - used - cost0, HOUR, 0, false, 0, NULL);
+	ck_assert_uint_eq(stats(c, (*id)++).uid_bytes, budget);
+	return key;
+}
 
 static void pipe_put(int fd)
 {
@@ -467,6 +529,219 @@ START_TEST(test_uid_rate)
 }
 END_TEST
 
+/* ---- bytes --------------------------------------------------------------- */
+
+#define BYTES_BUDGET 65536u
+#define BYTES_OUTPUT 65536u
+
+static void bytes_client(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open(d, "b-1"), *a, *q, *r, *x;
+	struct du_buf b = { 0 };
+	uint64_t id = 10, cost0, key, before, with_fire, t;
+	stats_t st;
+
+	ck_assert_uint_eq(stats(c, id++).uid_bytes, 0);
+	sched_bytes(c, id++, 1, 0, HOUR, 0, false, 0, NULL);
+	cost0 = stats(c, id++).uid_bytes;
+	ck_assert(cost0 > 0 && cost0 < 512);
+	key = fill_exactly(c, &id, 2, cost0, BYTES_BUDGET, EC(OVER_BUDGET),
+			   "its budget of 65536 (max_bytes_per_uid)");
+	/* At it: nothing more, from any of the uid's sessions. */
+	sched_bytes(c, id++, key, 0, HOUR, 0, false, EC(OVER_BUDGET),
+		    "uid 65534 holds 65536 bytes of timers, fires and unread output");
+	a = du_open(d, NULL);
+	sched_bytes(a, id++, 1, 0, HOUR, 0, false, EC(OVER_BUDGET), "max_bytes_per_uid");
+	/* A replace adds only what it grows by. */
+	sched_bytes(c, id++, 1, 0, 2 * HOUR, 0, true, 0, NULL);
+	sched_bytes(c, id++, 1, 1, 2 * HOUR, 0, true, EC(OVER_BUDGET), "1 more");
+	/* A cancel makes room for as much. */
+	ck_assert(du_cancel(c, id++, 2));
+	ck_assert_uint_eq(stats(c, id++).uid_bytes, BYTES_BUDGET - cost0 - BIG);
+	before = BYTES_BUDGET - cost0 - BIG;
+
+	/* A fire nobody took holds its payload until it is done. */
+	q = du_open_opts(d, "b-q", &producer);
+	sched_bytes(q, id++, 1, BIG, 20 * DU_MS, 0, false, 0, NULL);
+	AWAIT_STAT(q, id++, queued, 1);
+	with_fire = stats(q, id++).uid_bytes;
+	ck_assert_msg(with_fire > before + BIG && with_fire <= BYTES_BUDGET,
+		      "with a fire of %u bytes queued, uid_bytes %" PRIu64 " (before %" PRIu64 ")",
+		      BIG, with_fire, before);
+	/* du_open's consumer acknowledges by reading (auto_ack). */
+	r = du_open(d, "b-q");
+	bwp_frame_free(du_expect_fire(r, DU_WAIT_MS, NULL));
+	AWAIT_STAT(q, id++, uid_bytes, before);
+	du_conn_free(r);
+
+	/* A periodic timer's fires past the budget are dropped, not kept. */
+	sched_bytes(q, id++, 2, BIG, 10 * DU_MS, 10 * DU_MS, false, 0, NULL);
+	ck_assert_uint_eq(stats(q, id++).uid_bytes, BYTES_BUDGET);
+	t = du_now_ns() + (uint64_t)DU_WAIT_MS * DU_MS;
+	while ((st = stats(q, id++)).dropped < 3 && du_now_ns() < t)
+		du_sleep_ms(10);
+	ck_assert_msg(st.dropped >= 3, "periodic fires past the budget: %" PRIu64 " dropped",
+		      st.dropped);
+	ck_assert_uint_eq(st.uid_bytes, BYTES_BUDGET);
+	ck_assert_uint_eq(st.queued, 0);
+	ck_assert(du_cancel(q, id++, 2));
+
+	/* Unread output counts: a connection that asks and never reads. */
+	x = du_open(d, NULL);
+	for (int i = 0; i < 5000; i++)
+		du_pack_stats(&b, 100 + (uint64_t)i);
+	du_send_buf(x, &b);
+	du_buf_free(&b);
+	t = du_now_ns() + (uint64_t)DU_WAIT_MS * DU_MS;
+	while ((st = stats(c, id++)).uid_bytes < before + BYTES_OUTPUT / 4 &&
+	       du_now_ns() < t)
+		du_sleep_ms(10);
+	ck_assert_msg(st.uid_bytes >= before + BYTES_OUTPUT / 4,
+		      "a connection not reading: uid_bytes %" PRIu64 ", timers alone %" PRIu64,
+		      st.uid_bytes, before);
+	sched_bytes(c, id++, 2, BIG, HOUR, 0, false, EC(OVER_BUDGET), "max_bytes_per_uid");
+	du_conn_free(x);
+	AWAIT_STAT(c, id++, uid_bytes, before);
+	sched_bytes(c, id++, 2, BIG, HOUR, 0, false, 0, NULL);
+
+	du_conn_free(q);
+	du_conn_free(a);
+	du_conn_free(c);
+}
+
+START_TEST(test_uid_bytes)
+{
+	static const char *const extra[] = {
+		"--max-bytes-per-uid", "64K", "--max-timers-per-uid", "100000",
+		"--max-payload", "4096", "--max-output", "65536", NULL,
+	};
+	struct du_daemon *d;
+
+	if (!need_root("test_uid_bytes"))
+		return;
+	d = shared_daemon(extra);
+	as_uid(NOBODY, d, bytes_client);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ---- memory ---------------------------------------------------------------- */
+
+static void memory_other(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open(d, NULL);
+
+	sched_bytes(c, 10, 1, 0, HOUR, 0, false, EC(NO_MEMORY),
+		    "its bound of 65536 (max_memory)");
+	du_conn_free(c);
+}
+
+START_TEST(test_max_memory)
+{
+	static const char *const extra[] = {
+		"--max-memory", "64K", "--max-payload", "4096", NULL,
+	};
+	struct du_daemon *d = shared_daemon(extra);
+	struct du_conn *c = du_open(d, "m-1");
+	uint64_t id = 10, cost0;
+
+	/* Root alone: its bytes are the daemon's, and root is not spared. */
+	sched_bytes(c, id++, 1, 0, HOUR, 0, false, 0, NULL);
+	cost0 = stats(c, id++).uid_bytes;
+	fill_exactly(c, &id, 2, cost0, 65536, EC(NO_MEMORY),
+		     "the daemon holds");
+	sched_bytes(c, id++, 1, 1, HOUR, 0, true, EC(NO_MEMORY), "max_memory");
+	if (geteuid() == 0)
+		as_uid(NOBODY, d, memory_other);
+	ck_assert(du_cancel(c, id++, 2));
+	sched_bytes(c, id++, 2, BIG, HOUR, 0, false, 0, NULL);
+	du_conn_free(c);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+#define RSS_BUDGET (16u << 20)
+#define RSS_SLACK_KB 4096u
+
+static void rss_attacker(const struct du_daemon *d)
+{
+	struct du_conn *c[4];
+	/* Each run its own keys: the sessions outlive it. */
+	uint64_t id = 10, key = (uint64_t)getpid() << 32;
+	char name[16];
+	int refused = 0;
+
+	/* Pipelined, 64 at a time, into four named sessions left detached. */
+	for (int s = 0; s < 4; s++) {
+		snprintf(name, sizeof(name), "rss-%d", s);
+		c[s] = du_open_opts(d, name, &producer);
+	}
+	for (int s = 0; !refused; s = (s + 1) % 4) {
+		struct du_buf b = { 0 };
+		uint64_t first = id;
+
+		for (int i = 0; i < 64; i++) {
+			struct du_sched sc = timer(key++, HOUR, 0);
+
+			sc.payload = zeros;
+			sc.payload_len = BIG;
+			du_pack_schedule(&b, id++, &sc);
+		}
+		du_send_buf(c[s], &b);
+		du_buf_free(&b);
+		for (uint64_t i = first; i < id; i++) {
+			du_env *e;
+
+			ck_assert(du_recv(c[s], DU_WAIT_MS, &e) == DU_FRAME);
+			if (e->body_case == BC(ERROR)) {
+				ck_assert_int_eq(e->error->code, EC(OVER_BUDGET));
+				refused++;
+			}
+			bwp_frame_free(e);
+		}
+	}
+	ck_assert_uint_le(stats(c[0], id++).uid_bytes, RSS_BUDGET);
+	ck_assert_uint_ge(stats(c[0], id++).uid_bytes, RSS_BUDGET - 64 * (BIG + 512));
+	for (int s = 0; s < 4; s++)
+		du_conn_free(c[s]);
+}
+
+START_TEST(test_memory_rss)
+{
+	static const char *const extra[] = {
+		"--max-bytes-per-uid", "16M", "--max-timers-per-uid", "1000000",
+		"--max-payload", "4096", NULL,
+	};
+	struct du_daemon *d;
+	uint64_t rss0, rss, bound;
+
+	if (!need_root("test_memory_rss") ||
+	    du_skip_if_wrapped("test_memory_rss", "the RSS measured would be valgrind's"))
+		return;
+	d = shared_daemon(extra);
+	rss0 = du_proc_status_kb(d->pid, "VmRSS");
+	as_uid(NOBODY, d, rss_attacker);
+	as_uid(NOBODY, d, rss_attacker);
+	rss = du_proc_status_kb(d->pid, "VmRSS");
+	bound = RSS_BUDGET / 1024 + RSS_SLACK_KB;
+	du_note("memory: uid %d at its bytes budget of %u KiB: daemon RSS %" PRIu64
+		" KiB before, %" PRIu64 " KiB after, growth %" PRIu64 " KiB, bound %" PRIu64
+		" KiB (budget + %u KiB slack)", NOBODY, RSS_BUDGET / 1024, rss0, rss,
+		rss - rss0, bound, RSS_SLACK_KB);
+#ifdef __SANITIZE_ADDRESS__
+	du_note("memory: RSS bound not asserted under AddressSanitizer (redzones, quarantine)");
+#else
+	ck_assert_msg(rss - rss0 <= bound, "the daemon's RSS grew by %" PRIu64
+		      " KiB with one uid at a budget of %u KiB; bound %" PRIu64 " KiB",
+		      rss - rss0, RSS_BUDGET / 1024, bound);
+#endif
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
 /* ---- root ----------------------------------------------------------------- */
 
 static void small_client(const struct du_daemon *d)
@@ -552,7 +827,16 @@ START_TEST(test_uid_stats)
 		  l->has_max_timers_per_uid && l->has_max_periodic_rate_per_uid);
 	ck_assert_uint_eq(l->max_clients_per_uid, 10);
 	ck_assert_uint_eq(l->max_sessions_per_uid, 256);
-	ck_assert_uint_eq(l->max_timers_per_uid, 4 * l->max_timers);
+	ck_assert(l->has_max_bytes_per_uid && l->has_max_memory_bytes);
+	ck_assert_uint_eq(l->max_memory_bytes, 1u << 30);
+	ck_assert_uint_eq(l->max_bytes_per_uid, l->max_memory_bytes / 4);
+	/* Four sessions' worth, but no more than the bytes hold at the
+	 * largest payload. */
+	ck_assert_uint_le(l->max_timers_per_uid, 4 * l->max_timers);
+	ck_assert_uint_le(l->max_timers_per_uid * l->max_payload_bytes,
+			  l->max_bytes_per_uid);
+	ck_assert_uint_ge(l->max_timers_per_uid * (l->max_payload_bytes + 256),
+			  l->max_bytes_per_uid);
 	ck_assert_uint_eq(l->max_periodic_rate_per_uid, 10000);
 	bwp_frame_free(e);
 	if (geteuid() == 0)
@@ -654,6 +938,59 @@ START_TEST(test_uid_recovery)
 }
 END_TEST
 
+/* A uid at its bytes budget exactly, in one named session. */
+static void bytes_fill(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open_opts(d, "rec-b", &producer);
+	uint64_t id = 10, cost0;
+
+	sched_bytes(c, id++, 1, 0, HOUR, 0, false, 0, NULL);
+	cost0 = stats(c, id++).uid_bytes;
+	fill_exactly(c, &id, 2, cost0, BYTES_BUDGET, EC(OVER_BUDGET), "max_bytes_per_uid");
+	du_conn_free(c);
+}
+
+/* All of it back, and the budget still full. */
+static void bytes_check(const struct du_daemon *d)
+{
+	struct du_conn *c = du_connect(d->sock);
+	du_env *e = du_hello_opts(c, "rec-b", &producer);
+	uint64_t id = 10, timers = e->hello_reply->timers;
+
+	ck_assert(e->hello_reply->resumed);
+	ck_assert_uint_gt(timers, BYTES_BUDGET / (BIG + 512));
+	bwp_frame_free(e);
+	ck_assert_uint_eq(stats(c, id++).uid_bytes, BYTES_BUDGET);
+	sched_bytes(c, id++, 1000, 0, HOUR, 0, false, EC(OVER_BUDGET),
+		    "uid 65534 holds 65536 bytes");
+	ck_assert(du_cancel(c, id++, 2));
+	sched_bytes(c, id++, 1000, 0, HOUR, 0, false, 0, NULL);
+	du_conn_free(c);
+}
+
+START_TEST(test_bytes_recovery)
+{
+	struct du_daemon *d;
+	char dir[160];
+	const char *args[] = { "--state-dir", dir, "--max-bytes-per-uid", "64K",
+			       "--max-timers-per-uid", "100000", "--max-payload",
+			       "4096", NULL };
+
+	if (!need_root("test_bytes_recovery"))
+		return;
+	d = du_daemon_new();
+	ck_assert(chmod(d->dir, 0755) == 0);
+	snprintf(dir, sizeof(dir), "%s/state", d->dir);
+	start(d, args);
+	as_uid(NOBODY, d, bytes_fill);
+	du_daemon_kill(d);
+	start(d, args);
+	as_uid(NOBODY, d, bytes_check);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
 static Suite *budget_suite(void)
 {
 	Suite *s = suite_create("budget");
@@ -667,11 +1004,15 @@ static Suite *budget_suite(void)
 	tcase_add_test(tc, test_uid_rate);
 	tcase_add_test(tc, test_root_exempt);
 	tcase_add_test(tc, test_uid_stats);
+	tcase_add_test(tc, test_uid_bytes);
+	tcase_add_test(tc, test_max_memory);
+	tcase_add_test(tc, test_memory_rss);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("recovery");
 	du_tcase(tc);
 	tcase_add_test(tc, test_uid_recovery);
+	tcase_add_test(tc, test_bytes_recovery);
 	suite_add_tcase(s, tc);
 	return s;
 }
