@@ -314,7 +314,10 @@ if want stall; then
 	wait "$rpid" 2>/dev/null || true
 	: >"$tmp/rec.log"
 	expect=$timers
-	start rec "${recargs[@]}" --journal-max 2000000
+	# The size rule alone, so that the stall sees a snapshot every 2 MB of
+	# journal (bitwheeld(8): --snapshot-growth, --snapshot-min-interval).
+	start rec "${recargs[@]}" --journal-max 2000000 --snapshot-growth 0 \
+		--snapshot-min-interval 0s
 	expect=
 	rpid=$started
 	wait_snapshot || true   # the restart's own snapshot (it replayed a journal)

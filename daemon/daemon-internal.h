@@ -89,7 +89,9 @@ struct bwd_store_options {
 	const char *dir;           /* NULL: nothing is kept on disk          */
 	enum bwd_fsync fsync;
 	uint64_t journal_max;      /* bytes of journal that start a snapshot */
-	uint64_t snapshot_interval_ns; /* and the longest time between them */
+	double snapshot_growth;    /* ... once past this times the last one */
+	uint64_t snapshot_min_interval_ns; /* the shortest time between them */
+	uint64_t snapshot_interval_ns; /* and the longest, if anything changed */
 	bool ignore_snapshot;      /* recover from the journals alone        */
 };
 

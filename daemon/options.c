@@ -78,7 +78,11 @@ static void usage(FILE *f)
 "                            (one per record) | never (survives a daemon\n"
 "                            crash, not a machine crash)\n"
 "      --journal-max BYTES   journal size that starts a snapshot (67108864)\n"
-"      --snapshot-interval DURATION  most time between snapshots (10m)\n"
+"      --snapshot-growth FACTOR  ... once also past FACTOR times the last\n"
+"                            snapshot's size (2; 0: --journal-max alone)\n"
+"      --snapshot-min-interval DURATION  least time between snapshots (10s)\n"
+"      --snapshot-interval DURATION  most time between snapshots while the\n"
+"                            journal has changes (10m)\n"
 "      --ignore-snapshot     recover from the journals alone when the snapshot\n"
 "                            is damaged (what only it held is lost)\n"
 "  -v, --verbose             log debug messages\n"
@@ -165,7 +169,7 @@ enum {
 	OPT_MAX_CLIENTS, OPT_MAX_FRAME, OPT_MAX_PAYLOAD, OPT_MAX_TIMERS,
 	OPT_MAX_QUEUED, OPT_LINGER, OPT_MAX_OUTPUT, OPT_MAX_WINDOW, OPT_HELLO_TIMEOUT,
 	OPT_STATE_DIR, OPT_FSYNC, OPT_JOURNAL_MAX, OPT_SNAPSHOT_INTERVAL,
-	OPT_IGNORE_SNAPSHOT,
+	OPT_IGNORE_SNAPSHOT, OPT_SNAPSHOT_GROWTH, OPT_SNAPSHOT_MIN_INTERVAL,
 	OPT_CLIENTS_PER_UID, OPT_SESSIONS_PER_UID, OPT_TIMERS_PER_UID,
 	OPT_RATE_PER_UID, OPT_BYTES_PER_UID, OPT_MAX_MEMORY,
 };
@@ -200,6 +204,8 @@ static const struct option longopts[] = {
 	{ "fsync", required_argument, NULL, OPT_FSYNC },
 	{ "journal-max", required_argument, NULL, OPT_JOURNAL_MAX },
 	{ "snapshot-interval", required_argument, NULL, OPT_SNAPSHOT_INTERVAL },
+	{ "snapshot-growth", required_argument, NULL, OPT_SNAPSHOT_GROWTH },
+	{ "snapshot-min-interval", required_argument, NULL, OPT_SNAPSHOT_MIN_INTERVAL },
 	{ "ignore-snapshot", no_argument, NULL, OPT_IGNORE_SNAPSHOT },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
@@ -367,6 +373,24 @@ static int parse_store(int opt, const char *arg, struct bwd_store_options *st)
 	case OPT_IGNORE_SNAPSHOT:
 		st->ignore_snapshot = true;
 		return 0;
+	case OPT_SNAPSHOT_GROWTH: {
+		char *end;
+
+		errno = 0;
+		st->snapshot_growth = strtod(arg, &end);
+		if (errno || end == arg || *end || !(st->snapshot_growth >= 0) ||
+		    st->snapshot_growth > 1000) {
+			fprintf(stderr, "bitwheeld: --snapshot-growth: '%s' is not a factor in 0..1000\n", arg);
+			return -1;
+		}
+		return 0;
+	}
+	case OPT_SNAPSHOT_MIN_INTERVAL:
+		if (bwd_parse_duration(arg, &st->snapshot_min_interval_ns)) {
+			fprintf(stderr, "bitwheeld: --snapshot-min-interval: '%s' is not a duration\n", arg);
+			return -1;
+		}
+		return 0;
 	}
 	return -1;
 }
@@ -404,6 +428,8 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 	o->store = (struct bwd_store_options){
 		.fsync = BWD_FSYNC_BATCH,
 		.journal_max = 64u << 20,
+		.snapshot_growth = 2.0,
+		.snapshot_min_interval_ns = 10000000000ull,
 		.snapshot_interval_ns = 600000000000ull,
 	};
 	optind = 1;
@@ -453,6 +479,7 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 			break;
 		case OPT_STATE_DIR: case OPT_FSYNC: case OPT_JOURNAL_MAX:
 		case OPT_SNAPSHOT_INTERVAL: case OPT_IGNORE_SNAPSHOT:
+		case OPT_SNAPSHOT_GROWTH: case OPT_SNAPSHOT_MIN_INTERVAL:
 			if (parse_store(c, optarg, &o->store))
 				return -1;
 			break;

@@ -39,8 +39,12 @@
  * turn (group commit): what the turn journaled is written, and a sync of
  * it starts in the journal's thread; when the sync is done (its eventfd,
  * on_synced) the server releases the output that waited for it.  A snapshot
- * starts at a commit when the journal has grown past --journal-max or
- * --snapshot-interval has passed since the last one, never two at once;
+ * starts at a commit (snapshot_due) when the journal has changes and
+ * --snapshot-min-interval has passed since the last one began, and then
+ * either --snapshot-interval has passed too or the journal has grown past
+ * --journal-max and --snapshot-growth times the snapshot on disk (as
+ * Redis's auto-aof-rewrite-min-size and -percentage): a client replacing
+ * one key in a loop makes journal bytes, not snapshots.  Never two at once;
  * the journal moves to the next generation first, so the child's
  * snapshot and the new journal meet exactly.
  *
@@ -102,6 +106,9 @@ struct bwd_store {
 	uint64_t child_generation;
 	uint64_t child_started_ns;
 	uint64_t next_snapshot_ns; /* the interval's next snapshot           */
+	uint64_t last_snapshot_ns; /* when the last one started              */
+	uint64_t snapshot_bytes;   /* the size of the snapshot on disk       */
+	uint64_t journal_base;     /* the journal's size with nothing new in it */
 };
 
 static double ms_since(uint64_t t0)
@@ -527,7 +534,40 @@ static int use_journal(struct bwd_store *s, struct bwd_journal *j)
 	bwd_journal_close(s->journal);
 	s->journal = s->pub->journal = j;
 	bwd_state_set_journal(s->state, j);
+	/* It starts by naming every session: that is no change. */
+	s->journal_base = j ? bwd_journal_size(j) : 0;
 	return watch_journal(s);
+}
+
+/* The size of the snapshot on disk, 0 without one. */
+static uint64_t snapshot_size(const struct bwd_store *s)
+{
+	struct stat st;
+
+	return fstatat(s->dirfd, "snapshot", &st, AT_SYMLINK_NOFOLLOW) == 0 ?
+		(uint64_t)st.st_size : 0;
+}
+
+/*
+ * Whether to start a snapshot now: never sooner than --snapshot-min-
+ * interval after the last one began, and never for a journal with no
+ * change; then once --snapshot-interval has passed, or once the journal
+ * is past both --journal-max and --snapshot-growth times the snapshot, so
+ * that however fast the journal grows, the snapshots written cost at most
+ * 1/growth of its bytes, and no more than one per min-interval.
+ */
+static bool snapshot_due(const struct bwd_store *s, uint64_t now)
+{
+	const struct bwd_store_options *o = s->opt;
+	uint64_t size = bwd_journal_size(s->journal);
+
+	if (size <= s->journal_base ||
+	    now - s->last_snapshot_ns < o->snapshot_min_interval_ns)
+		return false;
+	if (now >= s->next_snapshot_ns)
+		return true;
+	return size >= o->journal_max &&
+	       (double)size >= o->snapshot_growth * (double)s->snapshot_bytes;
 }
 
 /* A recovery's journal, when its snapshot failed: nothing in it was
@@ -576,6 +616,7 @@ static int snapshot_begin(struct bwd_store *s)
 		go_down(s, gen, -ENOMEM, "watching its syncs");
 		return -ENOMEM;
 	}
+	s->last_snapshot_ns = t0;
 	err = bwd_snapshot_start(s->state, s->dirfd, s->lockfd, gen, &s->child);
 	if (err) {
 		bwd_log(BWD_LOG_ERR, "snapshot: fork: %s", strerror(-err));
@@ -631,8 +672,10 @@ static void on_child(evutil_socket_t sig, short what, void *arg)
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
 		err = bwd_snapshot_install(s->dirfd, child, s->child_generation);
 		if (!err) {
-			bwd_log(BWD_LOG_INFO, "snapshot before journal generation %" PRIu64 " written in %.1f ms",
-				s->child_generation, ms_since(s->child_started_ns));
+			s->snapshot_bytes = snapshot_size(s);
+			bwd_log(BWD_LOG_INFO, "snapshot before journal generation %" PRIu64 " written: %" PRIu64 " bytes in %.1f ms",
+				s->child_generation, s->snapshot_bytes,
+				ms_since(s->child_started_ns));
 			if (!s->pub->down)
 				return;
 			/* The journal after it must have held up meanwhile;
@@ -680,7 +723,7 @@ enum bwd_commit bwd_store_commit(struct bwd_store *s)
 {
 	enum bwd_commit done = BWD_COMMIT_WAIT;
 	bool started = false;
-	uint64_t size;
+	uint64_t now;
 
 	if (s->journal && !bwd_journal_error(s->journal, NULL) &&
 	    bwd_journal_commit(s->journal, &started))
@@ -691,15 +734,12 @@ enum bwd_commit bwd_store_commit(struct bwd_store *s)
 		done = BWD_COMMIT_SYNCING;
 	else if (!bwd_journal_pending(s->journal))
 		done = BWD_COMMIT_DURABLE;
-	if (s->child)
-		return done;
-	size = bwd_journal_size(s->journal);
+	now = bw_now_ns();
 	/* Each snapshot starts a journal: its size is the change since. */
-	if (size >= s->opt->journal_max ||
-	    (size > BWD_FILE_HEADER_SIZE && bw_now_ns() >= s->next_snapshot_ns)) {
-		s->next_snapshot_ns = bw_now_ns() + s->opt->snapshot_interval_ns;
+	if (!s->child && snapshot_due(s, now)) {
+		s->next_snapshot_ns = now + s->opt->snapshot_interval_ns;
 		if (snapshot_begin(s))
-			s->next_snapshot_ns = bw_now_ns() + SNAPSHOT_RETRY_NS;
+			s->next_snapshot_ns = now + SNAPSHOT_RETRY_NS;
 		else if (s->flushed)
 			done = BWD_COMMIT_DURABLE;
 	}
@@ -828,6 +868,7 @@ int bwd_store_open(const struct bwd_store_options *opt, struct bwd_state *st,
 	}
 	s->next_gen = gen;
 	s->next_snapshot_ns = bw_now_ns() + opt->snapshot_interval_ns;
+	s->snapshot_bytes = snapshot_size(s);
 	/* A full disk need not keep the daemon down: it serves what it
 	 * recovered, the files it read stay as they are, and the retries
 	 * write the snapshot when they can. */

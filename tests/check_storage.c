@@ -23,6 +23,9 @@
  *             pending.  A daemon started on a full file system serves
  *             (READY=1), leaves the files it recovered from as they were,
  *             and recovers once space returns.
+ *   policy    a replace loop of one key with a payload writes snapshots of
+ *             at most the journal's bytes / --snapshot-growth, and at most
+ *             one per --snapshot-min-interval.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -391,6 +394,93 @@ START_TEST(test_start_full)
 }
 END_TEST
 
+/* ---- the snapshot policy ------------------------------------------------------ */
+
+#define BIG_TIMERS 100u         /* the state every snapshot writes out    */
+#define REPLACES 2000u
+#define GROWTH 2u
+#define MIN_INTERVAL_S 1u
+
+/* Every "snapshot ... written: N bytes" line of the log: how many, and
+ * their bytes. */
+static void snapshots_written(const struct du_daemon *d, uint64_t *n,
+			      uint64_t *bytes)
+{
+	char *log = du_daemon_log(d);
+	const char *p = log;
+
+	*n = *bytes = 0;
+	while ((p = strstr(p, " written: "))) {
+		unsigned long long b;
+
+		if (sscanf(p, " written: %llu bytes", &b) == 1) {
+			(*n)++;
+			*bytes += b;
+		}
+		p++;
+	}
+	free(log);
+}
+
+/* A replace loop on one key makes journal bytes, not snapshots: with the
+ * state at S bytes, a snapshot waits for GROWTH x S of journal and for
+ * MIN_INTERVAL_S, so the snapshots written come to at most the journal's
+ * bytes / GROWTH, plus the first (S at most), plus the one at the end. */
+START_TEST(test_replace_loop)
+{
+	struct du_daemon *d = du_daemon_new();
+	char dir[160], growth[16], min[16];
+	struct du_conn *big, *churn;
+	struct du_buf b = { 0 };
+	uint64_t t0, elapsed, n, bytes, journal, bound, state;
+
+	snprintf(dir, sizeof(dir), "%s/state", d->dir);
+	snprintf(growth, sizeof(growth), "%u", GROWTH);
+	snprintf(min, sizeof(min), "%us", MIN_INTERVAL_S);
+	du_daemon_start(d, "--state-dir", dir, "--max-payload", "8192",
+			"--journal-max", "65536", "--snapshot-growth", growth,
+			"--snapshot-min-interval", min, (const char *)NULL);
+	big = du_open(d, "big");
+	for (unsigned i = 0; i < BIG_TIMERS; i++)
+		schedule_ok(big, 10 + i, i);
+	churn = du_open(d, "churn");
+	t0 = du_now_ns();
+	for (uint64_t i = 0; i < REPLACES; i++) {
+		struct du_sched s = far_timer(1);
+
+		s.replace = true;
+		du_pack_schedule(&b, 10 + i, &s);
+		if (i % 50 == 49 || i + 1 == REPLACES) {
+			du_send_buf(churn, &b);
+			for (uint64_t k = i - i % 50; k <= i; k++)
+				bwp_frame_free(du_expect_reply(churn, 10 + k,
+					BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY));
+		}
+		/* Rounds over a few min-intervals, so that time allows
+		 * snapshots and only the growth rule holds them back. */
+		if (i % (REPLACES / 4) == REPLACES / 4 - 1)
+			du_sleep_ms(600);
+	}
+	elapsed = du_now_ns() - t0;
+	/* Any snapshot begun by now is written soon after. */
+	du_sleep_ms((unsigned)du_scale_ms(1500));
+	du_buf_free(&b);
+	snapshots_written(d, &n, &bytes);
+	state = (BIG_TIMERS + 1) * (PAYLOAD + 64);
+	journal = (BIG_TIMERS + REPLACES) * (PAYLOAD + 64);
+	bound = journal / GROWTH + 2 * state;
+	du_note("replace loop: %u replaces of %u bytes in %.1f s, about %" PRIu64 " journal bytes; %" PRIu64 " snapshots, %" PRIu64 " bytes (bound %" PRIu64 ")",
+		REPLACES, PAYLOAD, (double)elapsed / 1e9, journal, n, bytes, bound);
+	ck_assert_msg(bytes <= bound, "%" PRIu64 " bytes of snapshots for %" PRIu64 " of journal",
+		      bytes, journal);
+	ck_assert_msg(n <= 2 + elapsed / (MIN_INTERVAL_S * DU_S) + 1,
+		      "%" PRIu64 " snapshots in %.1f s", n, (double)elapsed / 1e9);
+	du_conn_free(big);
+	du_conn_free(churn);
+	du_daemon_free(d);
+}
+END_TEST
+
 static Suite *storage_suite(void)
 {
 	Suite *s = suite_create("storage");
@@ -400,6 +490,10 @@ static Suite *storage_suite(void)
 	tcase_add_test(tc, test_full_disk);
 	tcase_add_test(tc, test_fsize);
 	tcase_add_test(tc, test_start_full);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("policy");
+	du_tcase(tc);
+	tcase_add_test(tc, test_replace_loop);
 	suite_add_tcase(s, tc);
 	return s;
 }
