@@ -10,7 +10,8 @@ handed out by :meth:`AsyncClient.next_fire` and :meth:`AsyncClient.fires`.
 Data: an :class:`asyncio.Protocol` on the Unix socket, a
 :class:`~bitwheel._core.FrameReader`, a dict of pending futures, a deque
 of fires and the futures of those waiting for one.  Costs per request: one
-frame packed and queued (the frames queued in one turn of the event loop
+frame packed and queued by a plain method returning a future (no task, no
+coroutine, so that gathering many is cheap) (the frames queued in one turn of the event loop
 are handed to the transport in one write, which goes out as the socket
 allows; a full buffer makes the next requests wait for it to drain), one
 future, and an entry in the dict of pending requests, which one watchdog
@@ -22,12 +23,21 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import deque
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from . import _core
 from ._core import Duration, Fire, Options, Scheduled
-from ._errors import (ConnectionClosed, ConnectionRefused, ProtocolError,
+from ._errors import (BitwheelError, ConnectionClosed, ConnectionRefused, ProtocolError,
                       RoleError, ServerError, StaleFire, Timeout)
+
+
+def _scheduled(env: Any) -> Scheduled:
+    r = _core.reply_body(env, "schedule_reply")
+    return Scheduled(r.deadline_ns, r.replaced)
+
+
+def _cancelled(env: Any) -> bool:
+    return bool(_core.reply_body(env, "cancel_reply").pending)
 
 
 class AsyncFire(Fire):
@@ -89,7 +99,8 @@ class AsyncClient:
         self._reader = _core.FrameReader()
         # request_id -> (future, deadline); in order of deadline, since
         # every request gets the same timeout.
-        self._pending: dict[int, tuple[asyncio.Future[Any], float]] = {}
+        self._pending: dict[int, tuple[asyncio.Future[Any], float,
+                                       Callable[[Any], Any]]] = {}
         self._watchdog: asyncio.TimerHandle | None = None
         self._out = bytearray()
         self._flush_soon = False
@@ -178,7 +189,7 @@ class AsyncClient:
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None
-        for fut, _ in pending.values():
+        for fut, _, _ in pending.values():
             if not fut.done():
                 fut.set_exception(self._gone)
                 self._gone_raised = True
@@ -242,7 +253,10 @@ class AsyncClient:
             elif env.HasField("request_id"):
                 entry = self._pending.pop(env.request_id, None)
                 if entry is not None and not entry[0].done():
-                    entry[0].set_result(env)
+                    try:
+                        entry[0].set_result(entry[2](env))
+                    except BitwheelError as e:
+                        entry[0].set_exception(e)
             elif which == "error":
                 self._fail(_core.server_error(env.error, True))
                 return
@@ -294,7 +308,7 @@ class AsyncClient:
         self._next_id += 1
         return rid
 
-    async def _write(self, data: bytes) -> None:
+    def _queue(self, data: bytes) -> None:
         """Queue a frame; frames queued in one turn of the event loop go
         out in one write (pipelined requests cost one send() together)."""
         if self._transport is None:
@@ -303,6 +317,9 @@ class AsyncClient:
         if not self._flush_soon:
             self._flush_soon = True
             asyncio.get_running_loop().call_soon(self._flush, None)
+
+    async def _drain(self) -> None:
+        """Wait while the transport's buffer is over its high-water mark."""
         while self._drained is not None and self._transport is not None:
             await asyncio.shield(self._drained)
 
@@ -319,7 +336,7 @@ class AsyncClient:
         self._watchdog = None
         now = asyncio.get_running_loop().time()
         while self._pending:
-            rid, (fut, deadline) = next(iter(self._pending.items()))
+            rid, (fut, deadline, _) = next(iter(self._pending.items()))
             if deadline > now:
                 self._arm_watchdog(deadline)
                 return
@@ -333,46 +350,55 @@ class AsyncClient:
             self._watchdog = asyncio.get_running_loop().call_at(
                 when, self._expire)
 
-    async def _request(self, rid: int, data: bytes, want: str) -> Any:
+    def _submit(self, rid: int, data: bytes,
+                result: Callable[[Any], Any]) -> asyncio.Future[Any]:
+        """Send a request; the future gets result(reply) or the error.
+        No task, no coroutine: many of these pipeline cheaply."""
         if self._transport is None:
             self._raise_gone()
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         deadline = loop.time() + self._timeout
-        self._pending[rid] = (fut, deadline)
+        self._pending[rid] = (fut, deadline, result)
         self._arm_watchdog(deadline)
-        try:
-            await self._write(data)
-            env = await fut
-        finally:
-            self._pending.pop(rid, None)
-        return _core.reply_body(env, want)
+        self._queue(data)
+        return fut
 
-    async def schedule(self, key: int, in_: Duration | None = None, *,
-                       at_monotonic_ns: int | None = None,
-                       every: Duration | None = None,
-                       payload: bytes | None = None,
-                       replace: bool = False) -> Scheduled:
-        """Arm timer `key`; see :meth:`bitwheel.Client.schedule`."""
+    async def _request(self, rid: int, data: bytes, want: str) -> Any:
+        fut = self._submit(rid, data, lambda env: _core.reply_body(env, want))
+        await self._drain()
+        return await fut
+
+    def schedule(self, key: int, in_: Duration | None = None, *,
+                 at_monotonic_ns: int | None = None,
+                 every: Duration | None = None,
+                 payload: bytes | None = None,
+                 replace: bool = False) -> asyncio.Future[Scheduled]:
+        """Arm timer `key`; see :meth:`bitwheel.Client.schedule`.
+
+        Returns a future to await (``await c.schedule(...)``): the request
+        is queued at once, so that many of them, gathered, are pipelined
+        without a task each.  Invalid arguments raise at the call.
+        Requests are queued without limit: a program scheduling millions
+        awaits them in batches."""
         rid = self._rid()
         limit = self.hello.limits.max_payload_bytes if self.hello else None
         data = _core.schedule_request(rid, key, in_, at_monotonic_ns, every,
                                       payload, replace, limit)
-        r = await self._request(rid, data, "schedule_reply")
-        return Scheduled(r.deadline_ns, r.replaced)
+        return self._submit(rid, data, _scheduled)
 
-    async def cancel(self, key: int) -> bool:
-        """Disarm timer `key`; see :meth:`bitwheel.Client.cancel`."""
+    def cancel(self, key: int) -> asyncio.Future[bool]:
+        """Disarm timer `key`; see :meth:`bitwheel.Client.cancel`.  A future,
+        as :meth:`schedule` returns."""
         rid = self._rid()
-        r = await self._request(rid, _core.cancel_request(rid, key),
-                                "cancel_reply")
-        return bool(r.pending)
+        return self._submit(rid, _core.cancel_request(rid, key), _cancelled)
 
-    async def stats(self) -> Any:
-        """The daemon's counters; see :meth:`bitwheel.Client.stats`."""
+    def stats(self) -> asyncio.Future[Any]:
+        """The daemon's counters; see :meth:`bitwheel.Client.stats`.  A
+        future, as :meth:`schedule` returns."""
         rid = self._rid()
-        return await self._request(rid, _core.stats_request(rid),
-                                   "stats_reply")
+        return self._submit(rid, _core.stats_request(rid),
+                            lambda env: _core.reply_body(env, "stats_reply"))
 
     # ---- fires -------------------------------------------------------------
 
@@ -422,8 +448,8 @@ class AsyncClient:
         if not self._opts.manual_ack:
             return 0 if wait else None
         if not wait:
-            await self._write(_core.ack_request(None, fire.delivery,
-                                                cumulative))
+            self._queue(_core.ack_request(None, fire.delivery, cumulative))
+            await self._drain()
             return None
         rid = self._rid()
         r = await self._request(rid, _core.ack_request(rid, fire.delivery,

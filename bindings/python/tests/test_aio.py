@@ -164,6 +164,7 @@ def test_async_errors_and_shutdown(start_daemon):
         assert e.value.connection_level and not c.connected
         with pytest.raises(bitwheel.ConnectionClosed):
             await c.stats()
+        assert await asyncio.to_thread(d.proc.wait, WAIT) == 0
         with pytest.raises(bitwheel.ConnectionRefused):
             await c.reconnect()
     run(main())
