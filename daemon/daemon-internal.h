@@ -335,8 +335,17 @@ bool bwd_state_reap(struct bwd_state *st);
  * refused; recovery counts and never refuses.  The sum of every uid's
  * bytes is checked against max_memory, for uid 0 too.
  */
+struct bwd_lane_usage {
+	uint64_t pending, inserted, fired, cancelled, lost;
+};
 struct bwd_uid_usage {
 	uint64_t connections, sessions, timers, periodic_mhz, bytes;
+	/* struct bwd_state_stats' figures for the sessions the uid owns
+	 * (cumulative ones since it last had nothing in the daemon), and its
+	 * clients' timers in each lane (indexed by enum bw_lane). */
+	uint64_t queued, in_flight, consumers, dropped, acked, redelivered,
+		 expired;
+	struct bwd_lane_usage lane[2];
 };
 /* A connection of uid was accepted: 0, or TOO_MANY_CLIENTS when uid is at
  * its budget (nothing counted), NO_MEMORY. */

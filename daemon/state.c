@@ -71,7 +71,10 @@
  * past its bytes, or the daemon past max_memory, is dropped like one past
  * max_queued.  Recovery counts through the same paths and never checks,
  * so a uid whose journal holds more than lowered budgets admit is simply
- * over them until it shrinks.  Each check is one map lookup.
+ * over them until it shrinks.  Each check is one map lookup.  The same
+ * entry keeps the uid's share of every Stats figure (COUNT beside each
+ * daemon-wide one; its timers' lane counters beside the wheel's), so
+ * that a uid's own Stats cost O(1) too.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -94,7 +97,18 @@ struct bwd_uid {
 	uint64_t fires;            /* undelivered fires: queued, in flight   */
 	uint64_t periodic_mhz;     /* sum of 1/period over periodic timers   */
 	uint64_t bytes;            /* its timers' and fires' costs, output   */
+	/* Its share of struct bwd_state_stats (COUNT), and of each lane's
+	 * counters (lane_count): what Stats shows it. */
+	uint64_t queued, in_flight, consumers, dropped, acked, redelivered,
+		 expired;
+	struct bwd_lane_usage lane[2];
 };
+
+/* A figure of the state's and of session s's owner's share, by n. */
+#define COUNT(s, field, n) do {						\
+	(s)->state->stats.field += (uint64_t)(n);			\
+	(s)->acct->field += (uint64_t)(n);				\
+} while (0)
 
 struct bwd_state {
 	struct bw_dual *wheel;
@@ -216,7 +230,25 @@ void bwd_state_uid_usage(const struct bwd_state *st, uid_t uid,
 	out->timers = u->timers + u->fires;
 	out->periodic_mhz = u->periodic_mhz;
 	out->bytes = u->bytes;
+	out->queued = u->queued;
+	out->in_flight = u->in_flight;
+	out->consumers = u->consumers;
+	out->dropped = u->dropped;
+	out->acked = u->acked;
+	out->redelivered = u->redelivered;
+	out->expired = u->expired;
+	memcpy(out->lane, u->lane, sizeof(out->lane));
 }
+
+/* A timer's lane counters in its owner's entry: the field's count by n. */
+static void lane_count(const struct bwd_timer *t, size_t field, int64_t n)
+{
+	struct bwd_lane_usage *l =
+		&t->session->acct->lane[t->period_ns ? BW_LANE_PERIODIC : BW_LANE_ONESHOT];
+
+	*(uint64_t *)((char *)l + field) += (uint64_t)n;
+}
+#define LANE(t, field, n) lane_count((t), offsetof(struct bwd_lane_usage, field), (n))
 
 static size_t timer_bytes(const struct bwd_timer *t)
 {
@@ -375,7 +407,7 @@ static void count_queued(struct bwd_session *s, const struct bwd_fire *f,
 			 int64_t n)
 {
 	s->queued += (uint64_t)n;
-	s->state->stats.queued += (uint64_t)n;
+	COUNT(s, queued, n);
 	s->state->stats.bytes += (uint64_t)n * fire_bytes(f);
 }
 
@@ -439,8 +471,8 @@ static void flight_done(struct bwd_member *m, struct bwd_fire *f)
 	journal_seq(s, BWD_REC_DONE, f->seq);
 	m->flight--;
 	s->in_flight--;
-	st->stats.in_flight--;
-	st->stats.acked++;
+	COUNT(s, in_flight, -1);
+	COUNT(s, acked, 1);
 	st->stats.bytes -= fire_bytes(f);
 	fire_free(s, f);
 }
@@ -469,8 +501,8 @@ static void take_back(struct bwd_member *m, struct bwd_fire *last)
 	}
 	m->flight -= n;
 	s->in_flight -= n;
-	st->stats.in_flight -= n;
-	st->stats.redelivered += n;
+	COUNT(s, in_flight, -(int64_t)n);
+	COUNT(s, redelivered, n);
 	requeue_front(s, head, tail);
 }
 
@@ -528,7 +560,7 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 		m->flight_tail = f;
 		m->flight++;
 		s->in_flight++;
-		st->stats.in_flight++;
+		COUNT(s, in_flight, 1);
 		st->stats.bytes += fire_bytes(f);
 		if (!f->sent) {
 			journal_seq(s, BWD_REC_SENT, f->seq);
@@ -670,13 +702,15 @@ static uint64_t timer_fired(struct bwd_state *st, struct bwd_timer *t,
 	uint64_t next;
 
 	t->late = false;
+	LANE(t, fired, 1);
 	if (s->ending) {
+		LANE(t, pending, -1);
 		free_timer(st, t);
 		return 0;
 	}
 	if (t->period_ns && over_queue(s, t)) {
 		s->dropped++;
-		st->stats.dropped++;
+		COUNT(s, dropped, 1);
 	} else if ((f = fire_new(&tmpl))) {
 		if (s->name) {
 			struct bwd_record r = {
@@ -694,11 +728,13 @@ static uint64_t timer_fired(struct bwd_state *st, struct bwd_timer *t,
 		bwd_log(BWD_LOG_ERR, "out of memory: a fire of session '%s' is lost",
 			s->name ? s->name : "(anonymous)");
 		s->dropped++;
-		st->stats.dropped++;
+		COUNT(s, dropped, 1);
 	}
 	next = advance(t, now_ns);
-	if (!next)
+	if (!next) {
+		LANE(t, pending, -1);
 		free_timer(st, t);
+	}
 	return next;
 }
 
@@ -729,8 +765,13 @@ static void on_drop(void *data, int reason, void *ctx)
 	struct bwd_due *d = data;
 
 	bwd_log(BWD_LOG_ERR, "timer lost by the wheel: %s", bw_strerror(reason));
-	if (d->kind == BWD_DUE_TIMER)
-		free_timer(ctx, bwd_container_of(d, struct bwd_timer, due));
+	if (d->kind == BWD_DUE_TIMER) {
+		struct bwd_timer *t = bwd_container_of(d, struct bwd_timer, due);
+
+		LANE(t, lost, 1);
+		LANE(t, pending, -1);
+		free_timer(ctx, t);
+	}
 }
 
 /* ---- state ----------------------------------------------------------------- */
@@ -949,8 +990,11 @@ static void log_cancelled(const struct bwd_session *s)
 /* Take a timer out of the wheel, unless it is not in yet. */
 static void disarm(struct bwd_state *st, struct bwd_timer *t)
 {
-	if (!st->restoring)
-		bw_dual_cancel(st->wheel, t->handle, NULL);
+	if (st->restoring)
+		return;
+	bw_dual_cancel(st->wheel, t->handle, NULL);
+	LANE(t, cancelled, 1);
+	LANE(t, pending, -1);
 }
 
 static void member_free(struct bwd_member *m)
@@ -965,7 +1009,7 @@ static void member_free(struct bwd_member *m)
 	s->nmembers--;
 	if (m->consumer) {
 		s->nconsumers--;
-		s->state->stats.consumers--;
+		COUNT(s, consumers, -1);
 	}
 	s->state->stats.bytes -= sizeof(*m);
 	free(m);
@@ -1027,7 +1071,7 @@ static void session_expire(struct bwd_session *s)
 	bwd_log_client(BWD_LOGK_SESSION, s->owner, BWD_LOG_INFO,
 		"session '%s' of uid %ld expired after its linger: %zu timers and %" PRIu64 " queued fires dropped",
 		s->name, (long)s->owner, s->timers.count, s->queued);
-	s->state->stats.expired++;
+	COUNT(s, expired, 1);
 	journal_seq(s, BWD_REC_END, 0);
 	unname(s);
 	session_end(s);
@@ -1098,7 +1142,7 @@ int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
 	st->stats.bytes += sizeof(*m);
 	if (m->consumer) {
 		s->nconsumers++;
-		st->stats.consumers++;
+		COUNT(s, consumers, 1);
 		ready_add(m);
 	}
 	*out = m;
@@ -1219,9 +1263,15 @@ static void timer_add(struct bwd_session *s, struct bwd_timer *t)
 
 static int timer_arm(struct bwd_state *st, struct bwd_timer *t)
 {
-	return t->period_ns ?
+	int err = t->period_ns ?
 		bw_dual_insert_periodic(st->wheel, t->deadline_ns, &t->due, &t->handle) :
 		bw_dual_insert_oneshot(st->wheel, t->deadline_ns, &t->due, &t->handle);
+
+	if (!err) {
+		LANE(t, inserted, 1);
+		LANE(t, pending, 1);
+	}
+	return err;
 }
 
 int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
@@ -1444,7 +1494,7 @@ static void restore_fire(struct bwd_session *s, const struct bwd_record *r,
 		enqueue_tail(s, q);
 	} else {
 		s->dropped++;
-		s->state->stats.dropped++;
+		COUNT(s, dropped, 1);
 	}
 	if (r->seq >= s->next_seq)
 		s->next_seq = r->seq + 1;

@@ -26,7 +26,10 @@
  *                budget stays under that budget plus a fixed slack
  *   root         uid 0 is counted and never refused
  *   stats        StatsReply's uid_* fields are the caller's own uid's, and
- *                HelloReply.limits carries the budgets and their defaults
+ *                HelloReply.limits carries the budgets and their defaults;
+ *                a non-root caller's every figure is its own uid's: uid
+ *                65534's activity is invisible to uid 65533, visible to
+ *                root
  *   recovery     after a SIGKILL and a restart with --state-dir, the
  *                restored timers, rate and bytes count: the budget still
  *                refuses; with budgets lowered, nothing restored is
@@ -853,6 +856,131 @@ START_TEST(test_uid_stats)
 }
 END_TEST
 
+/* What uid 65534 did in stats_own_a, as its Stats and root's count it. */
+#define OWN_SESSIONS 2
+
+static void lane_is(const Bitwheel__V1__LaneStats *l, uint64_t pending,
+		    uint64_t inserted, uint64_t cancelled, uint64_t fired)
+{
+	ck_assert_msg(l->pending == pending && l->inserted == inserted &&
+		      l->cancelled == cancelled && l->fired == fired,
+		      "lane: pending %" PRIu64 " inserted %" PRIu64 " cancelled %" PRIu64
+		      " fired %" PRIu64 ", expected %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64,
+		      l->pending, l->inserted, l->cancelled, l->fired, pending,
+		      inserted, cancelled, fired);
+}
+
+static void stats_own_a(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open(d, "a-1"), *q;
+	uint64_t id = 10;
+	du_env *e;
+	const Bitwheel__V1__StatsReply *s;
+
+	for (uint64_t k = 1; k <= 3; k++)
+		sched_ok(c, id++, k, HOUR, 0, false);
+	sched_ok(c, id++, 4, HOUR, DU_S, false);
+	sched_ok(c, id++, 5, HOUR, DU_S, false);
+	ck_assert(du_cancel(c, id++, 3));
+	/* One fire taken by the consumer (auto_ack), one left queued. */
+	sched_ok(c, id++, 6, 10 * DU_MS, 0, false);
+	bwp_frame_free(du_expect_fire(c, DU_WAIT_MS, NULL));
+	q = du_open_opts(d, "a-q", &producer);
+	sched_ok(q, id++, 1, 10 * DU_MS, 0, false);
+	AWAIT_STAT(q, id++, queued, 1);
+	AWAIT_STAT(q, id++, acked, 1);
+	e = du_stats(q, id++);
+	s = e->stats_reply;
+	ck_assert_uint_eq(s->clients, 2);
+	ck_assert_uint_eq(s->sessions, OWN_SESSIONS);
+	ck_assert_uint_eq(s->in_flight, 0);
+	ck_assert_uint_eq(s->consumers, 1);
+	ck_assert_uint_eq(s->memory_bytes, s->uid_bytes);
+	lane_is(s->oneshot, 2, 5, 1, 2);
+	lane_is(s->periodic, 2, 2, 0, 0);
+	bwp_frame_free(e);
+	du_conn_free(q);
+	du_conn_free(c);
+}
+
+/* uid 65533 sees none of it: only its own, and the uptime. */
+static void stats_own_b(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open(d, NULL);
+	du_env *e = du_stats(c, 2);
+	const Bitwheel__V1__StatsReply *s = e->stats_reply;
+
+	ck_assert_uint_eq(s->clients, 1);
+	ck_assert_uint_eq(s->sessions, 0);
+	ck_assert_uint_eq(s->queued, 0);
+	ck_assert_uint_eq(s->in_flight, 0);
+	ck_assert_uint_eq(s->consumers, 1);
+	ck_assert_uint_eq(s->dropped + s->acked + s->redelivered + s->expired, 0);
+	ck_assert_uint_eq(s->memory_bytes, s->uid_bytes);
+	lane_is(s->oneshot, 0, 0, 0, 0);
+	lane_is(s->periodic, 0, 0, 0, 0);
+	ck_assert(s->has_uptime_ns && s->uptime_ns > 0);
+	bwp_frame_free(e);
+	sched_ok(c, 3, 1, HOUR, 0, false);
+	e = du_stats(c, 4);
+	lane_is(e->stats_reply->oneshot, 1, 1, 0, 0);
+	bwp_frame_free(e);
+	du_conn_free(c);
+}
+
+/* uid 65534 back, its sessions lingering: still its own figures. */
+static void stats_own_again(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open(d, NULL);
+	du_env *e = du_stats(c, 2);
+	const Bitwheel__V1__StatsReply *s = e->stats_reply;
+
+	ck_assert_uint_eq(s->clients, 1);
+	ck_assert_uint_eq(s->sessions, OWN_SESSIONS);
+	ck_assert_uint_eq(s->queued, 1);
+	ck_assert_uint_eq(s->acked, 1);
+	ck_assert_uint_eq(s->consumers, 1);
+	lane_is(s->oneshot, 2, 5, 1, 2);
+	lane_is(s->periodic, 2, 2, 0, 0);
+	bwp_frame_free(e);
+	du_conn_free(c);
+}
+
+START_TEST(test_stats_own)
+{
+	struct du_daemon *d;
+	struct du_conn *r;
+	du_env *e;
+	const Bitwheel__V1__StatsReply *s;
+
+	if (!need_root("test_stats_own"))
+		return;
+	d = shared_daemon(NULL);
+	as_uid(NOBODY, d, stats_own_a);
+	as_uid(OTHER, d, stats_own_b);
+	as_uid(NOBODY, d, stats_own_again);
+	/* Root sees the daemon: uid 65534's sessions, timers and fires (uid
+	 * 65533's anonymous timer went with its connection). */
+	r = du_open(d, NULL);
+	AWAIT_STAT(r, 2, clients, 1);
+	e = du_stats(r, 3);
+	s = e->stats_reply;
+	ck_assert_uint_eq(s->sessions, OWN_SESSIONS);
+	ck_assert_uint_eq(s->queued, 1);
+	ck_assert_uint_eq(s->acked, 1);
+	ck_assert_uint_eq(s->oneshot->pending, 2);
+	ck_assert_uint_eq(s->periodic->pending, 2);
+	ck_assert_uint_eq(s->oneshot->inserted, 6);
+	ck_assert_uint_gt(s->memory_bytes, s->uid_bytes);
+	ck_assert_uint_eq(s->uid_sessions, 0);
+	ck_assert_uint_eq(s->uid_timers, 0);
+	bwp_frame_free(e);
+	du_conn_free(r);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
 /* ---- recovery ------------------------------------------------------------ */
 
 static void recovery_fill(const struct du_daemon *d)
@@ -1004,6 +1132,7 @@ static Suite *budget_suite(void)
 	tcase_add_test(tc, test_uid_rate);
 	tcase_add_test(tc, test_root_exempt);
 	tcase_add_test(tc, test_uid_stats);
+	tcase_add_test(tc, test_stats_own);
 	tcase_add_test(tc, test_uid_bytes);
 	tcase_add_test(tc, test_max_memory);
 	tcase_add_test(tc, test_memory_rss);
