@@ -15,7 +15,8 @@
  *   journal.c   the append-only journal file: append, group commit, rotate
  *   snapshot.c  a snapshot written by a forked child, then installed
  *   store.c     the state directory: lock, recovery at start, when to
- *               commit and when to snapshot
+ *               commit and when to snapshot, and serving on while it
+ *               cannot be written
  *   listen.c    the listening socket: systemd's, or one we bind
  *   request.c   what each request does to the state, and its reply
  *   conn.c      one client connection: frames in, frames out, bounds
@@ -61,6 +62,8 @@ struct bwd_limits {
 	uint64_t max_timers_per_uid;    /* pending timers + undelivered fires */
 	uint64_t max_periodic_mhz_per_uid; /* sum of 1/period, milli-hertz  */
 	uint64_t max_bytes_per_uid;     /* timers, fires and unread output  */
+	uint64_t max_journal_per_uid;   /* bytes its named sessions add to
+					   one journal generation           */
 	/* Daemon-wide: the same bytes over every uid, root too (NO_MEMORY). */
 	uint64_t max_memory;
 };
@@ -346,6 +349,7 @@ struct bwd_uid_usage {
 	uint64_t queued, in_flight, consumers, dropped, acked, redelivered,
 		 expired;
 	struct bwd_lane_usage lane[2];
+	uint64_t journal;          /* bytes added to the current journal     */
 };
 /* A connection of uid was accepted: 0, or TOO_MANY_CLIENTS when uid is at
  * its budget (nothing counted), NO_MEMORY. */
@@ -381,7 +385,8 @@ struct bwd_attach {
  * Attach a connection to the named session (created if need be) or to a
  * new anonymous one.  0, or a protocol error code (Bitwheel__V1__
  * ErrorCode) as a positive int: OVER_BUDGET when a new named session would
- * take the owner past max_sessions_per_uid (unless uid or owner is 0),
+ * take the owner past max_sessions_per_uid or find its journal share
+ * (max_journal_per_uid) used up (unless uid or owner is 0),
  * STORAGE_UNAVAILABLE when one would be created despite a->no_create.
  * *resumed: the session existed.
  */
@@ -421,7 +426,8 @@ struct bwd_schedule {
  * TOO_MANY_TIMERS: the session's max_timers, or its owner's
  * max_timers_per_uid; OVER_BUDGET: the owner's periodic rate would pass
  * max_periodic_mhz_per_uid, or its bytes max_bytes_per_uid (rate checked
- * first); NO_MEMORY: every uid's bytes would pass max_memory, or an
+ * first), or (a named session) its journal bytes are at
+ * max_journal_per_uid; NO_MEMORY: every uid's bytes would pass max_memory, or an
  * allocation failed.  The per-uid budgets spare a caller or owner uid 0;
  * max_memory spares nobody.  A replace is charged what it adds.
  */

@@ -65,6 +65,10 @@ static void usage(FILE *f)
 "                            output (max-memory / 4; OVER_BUDGET beyond)\n"
 "      --max-memory SIZE     the same bytes over every uid, root too\n"
 "                            (1G; NO_MEMORY beyond).  SIZE: 4096, 64K, 16M, 1G\n"
+"      --max-journal-per-uid SIZE  bytes one uid's named sessions may add to\n"
+"                            a journal generation (journal-max / 4; then\n"
+"                            Schedule and new named sessions get OVER_BUDGET\n"
+"                            until the next snapshot)\n"
 "      --max-window N        largest consumer window (4096)\n"
 "      --hello-timeout DURATION  close a connection that has not said Hello\n"
 "                            by then (30s)\n"
@@ -171,7 +175,7 @@ enum {
 	OPT_STATE_DIR, OPT_FSYNC, OPT_JOURNAL_MAX, OPT_SNAPSHOT_INTERVAL,
 	OPT_IGNORE_SNAPSHOT, OPT_SNAPSHOT_GROWTH, OPT_SNAPSHOT_MIN_INTERVAL,
 	OPT_CLIENTS_PER_UID, OPT_SESSIONS_PER_UID, OPT_TIMERS_PER_UID,
-	OPT_RATE_PER_UID, OPT_BYTES_PER_UID, OPT_MAX_MEMORY,
+	OPT_RATE_PER_UID, OPT_BYTES_PER_UID, OPT_MAX_MEMORY, OPT_JOURNAL_PER_UID,
 };
 
 static const struct option longopts[] = {
@@ -196,6 +200,7 @@ static const struct option longopts[] = {
 	{ "max-timers-per-uid", required_argument, NULL, OPT_TIMERS_PER_UID },
 	{ "max-periodic-rate-per-uid", required_argument, NULL, OPT_RATE_PER_UID },
 	{ "max-bytes-per-uid", required_argument, NULL, OPT_BYTES_PER_UID },
+	{ "max-journal-per-uid", required_argument, NULL, OPT_JOURNAL_PER_UID },
 	{ "max-memory", required_argument, NULL, OPT_MAX_MEMORY },
 	{ "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
 	{ "max-window", required_argument, NULL, OPT_MAX_WINDOW },
@@ -319,12 +324,15 @@ static int parse_limit(int opt, const char *arg, struct bwd_limits *l)
 		return 0;
 	case OPT_BYTES_PER_UID:
 	case OPT_MAX_MEMORY:
+	case OPT_JOURNAL_PER_UID:
 		if (bwd_parse_size(arg, &v) || v < MIN_BYTES) {
 			fprintf(stderr, "bitwheeld: --%s: '%s' is not a size of %u or more (e.g. 65536, 64K, 16M, 1G)\n",
 				flag, arg, MIN_BYTES);
 			return -1;
 		}
-		*(opt == OPT_MAX_MEMORY ? &l->max_memory : &l->max_bytes_per_uid) = v;
+		*(opt == OPT_MAX_MEMORY ? &l->max_memory :
+		  opt == OPT_JOURNAL_PER_UID ? &l->max_journal_per_uid :
+		  &l->max_bytes_per_uid) = v;
 		return 0;
 	case OPT_LINGER:
 		if (bwd_parse_duration(arg, &l->linger_ns)) {
@@ -473,7 +481,7 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 		case OPT_MAX_OUTPUT: case OPT_MAX_WINDOW: case OPT_HELLO_TIMEOUT:
 		case OPT_CLIENTS_PER_UID: case OPT_SESSIONS_PER_UID:
 		case OPT_TIMERS_PER_UID: case OPT_RATE_PER_UID:
-		case OPT_BYTES_PER_UID: case OPT_MAX_MEMORY:
+		case OPT_BYTES_PER_UID: case OPT_MAX_MEMORY: case OPT_JOURNAL_PER_UID:
 			if (parse_limit(c, optarg, &o->limits))
 				return -1;
 			break;
@@ -509,6 +517,9 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 			o->limits.max_clients / 4 : 1;
 	if (!o->limits.max_bytes_per_uid)
 		o->limits.max_bytes_per_uid = o->limits.max_memory / 4;
+	/* And a quarter of the journal that starts a snapshot. */
+	if (!o->limits.max_journal_per_uid)
+		o->limits.max_journal_per_uid = o->store.journal_max / 4;
 	if (!o->limits.max_timers_per_uid) {
 		uint64_t fit = o->limits.max_bytes_per_uid /
 			BWD_TIMER_COST(o->limits.max_payload);

@@ -129,6 +129,17 @@ static uint64_t now_of(struct bwd_request_ctx *ctx)
 	return ctx->now_ns;
 }
 
+/* OVER_BUDGET for the owner's share of the journal, said with figures. */
+static void journal_refused(struct bwd_request_ctx *ctx, uid_t owner,
+			    const struct bwd_uid_usage *u, uint64_t id, bool close,
+			    const char *what, const char *which, struct bwd_reply *out)
+{
+	error(out, true, id, PROTOCOL_NAME(OVER_BUDGET), close,
+	      "%s %s: uid %ld's named sessions added %" PRIu64 " bytes to the journal, its share of %" PRIu64 " (max_journal_per_uid); retry after the next snapshot starts a new journal",
+	      what, which, (long)owner, u->journal,
+	      ctx->env->opt->limits.max_journal_per_uid);
+}
+
 /* What Hello asks for, checked: 0, or the reply already says why not. */
 static int hello_attach(const struct bwd_options *opt, const Envelope *req,
 			char *name, struct bwd_attach *a, struct bwd_reply *out)
@@ -223,10 +234,14 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 		struct bwd_uid_usage u;
 
 		bwd_state_uid_usage(ctx->env->state, a.owner_uid, &u);
-		error(out, true, req->request_id, err, true,
-		      "session '%s': uid %ld has %" PRIu64 " named sessions; its budget is %" PRIu64 " (max_sessions_per_uid)",
-		      a.name, (long)a.owner_uid, u.sessions,
-		      opt->limits.max_sessions_per_uid);
+		if (u.sessions < opt->limits.max_sessions_per_uid)
+			journal_refused(ctx, a.owner_uid, &u, req->request_id, true,
+					"session", a.name, out);
+		else
+			error(out, true, req->request_id, err, true,
+			      "session '%s': uid %ld has %" PRIu64 " named sessions; its budget is %" PRIu64 " (max_sessions_per_uid)",
+			      a.name, (long)a.owner_uid, u.sessions,
+			      opt->limits.max_sessions_per_uid);
 		return;
 	}
 	if (err == PROTOCOL_NAME(STORAGE_UNAVAILABLE)) {
@@ -383,6 +398,19 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 	s.replace = r->has_replace && r->replace;
 	s.uid = ctx->uid;
 	err = bwd_timer_schedule(ctx->member->session, &s, &replaced);
+	if (err == PROTOCOL_NAME(OVER_BUDGET)) {
+		struct bwd_session *ss = ctx->member->session;
+		struct bwd_uid_usage u;
+		char key[24];
+
+		bwd_state_uid_usage(ctx->env->state, ss->owner, &u);
+		if (ss->name && u.journal >= opt->limits.max_journal_per_uid) {
+			snprintf(key, sizeof(key), "%" PRIu64, s.key);
+			journal_refused(ctx, ss->owner, &u, r->request_id, false,
+					"key", key, out);
+			return;
+		}
+	}
 	if (err == PROTOCOL_NAME(OVER_BUDGET) || err == PROTOCOL_NAME(NO_MEMORY)) {
 		if (bytes_refused(ctx, &s, err, r->request_id, out))
 			return;

@@ -488,8 +488,7 @@ int bwd_server_run(const struct bwd_options *opt)
 	if (err == 0) {
 		err = serve(srv);
 		if (srv->env.stopping || err)
-			bwd_state_log_pending(srv->state, srv->store &&
-					      !srv->env.storage.down);
+			bwd_state_log_pending(srv->state, srv->store != NULL);
 	} else if (err == -ENOMEM) {
 		bwd_log(BWD_LOG_ERR, "out of memory at start-up");
 	}

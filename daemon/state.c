@@ -75,6 +75,11 @@
  * entry keeps the uid's share of every Stats figure (COUNT beside each
  * daemon-wide one; its timers' lane counters beside the wheel's), so
  * that a uid's own Stats cost O(1) too.
+ * The journal share: every record of a uid's named sessions adds its size
+ * to the uid's count as it is appended (journal()), which the next
+ * generation (bwd_state_set_journal) sets back to 0 for all; past
+ * max_journal_per_uid, a Schedule on a named session or a new named
+ * session is refused (OVER_BUDGET), sparing uid 0.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -102,6 +107,8 @@ struct bwd_uid {
 	uint64_t queued, in_flight, consumers, dropped, acked, redelivered,
 		 expired;
 	struct bwd_lane_usage lane[2];
+	uint64_t journal;          /* bytes its named sessions added to the
+				      current journal generation            */
 };
 
 /* A figure of the state's and of session s's owner's share, by n. */
@@ -229,6 +236,7 @@ void bwd_state_uid_usage(const struct bwd_state *st, uid_t uid,
 	out->sessions = u->named;
 	out->timers = u->timers + u->fires;
 	out->periodic_mhz = u->periodic_mhz;
+	out->journal = u->journal;
 	out->bytes = u->bytes;
 	out->queued = u->queued;
 	out->in_flight = u->in_flight;
@@ -260,12 +268,18 @@ static size_t fire_bytes(const struct bwd_fire *f)
 	return sizeof(*f) + f->payload_len;
 }
 
-/* Append a record; a failure leaves the journal failed, which holds every
- * reply back until the store has the state on disk again (store.c). */
-static void journal(struct bwd_state *st, const struct bwd_record *r)
+/* Append a record of one of u's sessions (NULL: the journal's own), and
+ * count it to u's share of the generation; a failure leaves the journal
+ * failed, which holds every reply back until the store has the state on
+ * disk again (store.c). */
+static void journal(struct bwd_state *st, struct bwd_uid *u,
+		    const struct bwd_record *r)
 {
-	if (st->journal)
-		bwd_journal_append(st->journal, r);
+	if (!st->journal)
+		return;
+	bwd_journal_append(st->journal, r);
+	if (u)
+		u->journal += bwd_record_size(r);
 }
 
 static void journal_seq(struct bwd_session *s, enum bwd_rec_type type,
@@ -274,7 +288,7 @@ static void journal_seq(struct bwd_session *s, enum bwd_rec_type type,
 	struct bwd_record r = { .type = type, .sid = s->id, .seq = seq };
 
 	if (s->name)
-		journal(s->state, &r);
+		journal(s->state, s->acct, &r);
 }
 
 static void free_timer(struct bwd_state *st, struct bwd_timer *t)
@@ -721,7 +735,7 @@ static uint64_t timer_fired(struct bwd_state *st, struct bwd_timer *t,
 			};
 
 			f->seq = r.seq = s->next_seq++;
-			journal(st, &r);
+			journal(st, s->acct, &r);
 		}
 		enqueue_tail(s, f);
 	} else {
@@ -1103,7 +1117,8 @@ int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
 	if (!s && a->name && a->uid != 0 && a->owner_uid != 0) {
 		const struct bwd_uid *u = uid_find(st, a->owner_uid);
 
-		if ((u ? u->named : 0) >= st->opt->limits.max_sessions_per_uid)
+		if ((u ? u->named : 0) >= st->opt->limits.max_sessions_per_uid ||
+		    (u && u->journal >= st->opt->limits.max_journal_per_uid))
 			return BITWHEEL__V1__ERROR_CODE__OVER_BUDGET;
 	}
 	m = calloc(1, sizeof(*m));
@@ -1121,7 +1136,7 @@ int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
 				.name_len = (uint8_t)strlen(a->name),
 			};
 
-			journal(st, &r);
+			journal(st, s->acct, &r);
 		}
 	}
 	own_disarm(st, s->linger_handle, &s->lingering);
@@ -1302,6 +1317,8 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 		if (rate > st->opt->limits.max_periodic_mhz_per_uid &&
 		    rate > u->periodic_mhz)
 			return BITWHEEL__V1__ERROR_CODE__OVER_BUDGET;
+		if (s->name && u->journal >= st->opt->limits.max_journal_per_uid)
+			return BITWHEEL__V1__ERROR_CODE__OVER_BUDGET;
 		if (added && u->bytes + added > st->opt->limits.max_bytes_per_uid)
 			return BITWHEEL__V1__ERROR_CODE__OVER_BUDGET;
 	}
@@ -1329,7 +1346,7 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 			.payload = req->payload, .payload_len = req->payload_len,
 		};
 
-		journal(st, &r);
+		journal(st, s->acct, &r);
 	}
 	return 0;
 }
@@ -1366,7 +1383,7 @@ int bwd_timer_cancel(struct bwd_session *s, uint64_t key, bool *pending)
 		struct bwd_record r = { .type = BWD_REC_CANCEL, .sid = s->id,
 					.key = key };
 
-		journal(s->state, &r);
+		journal(s->state, s->acct, &r);
 	}
 	return 0;
 }
@@ -1385,6 +1402,10 @@ static struct bwd_record session_record(const struct bwd_session *s)
 void bwd_state_set_journal(struct bwd_state *st, struct bwd_journal *j)
 {
 	st->journal = j;
+	/* A new generation: every uid's share starts again. */
+	for (size_t b = 0; st->uids.bucket && b <= st->uids.mask; b++)
+		for (struct bwd_map_node *n = st->uids.bucket[b]; n; n = n->next)
+			bwd_container_of(n, struct bwd_uid, node)->journal = 0;
 	if (!j)
 		return;
 	/* Every journal names the sessions it continues, so that one read
@@ -1395,7 +1416,7 @@ void bwd_state_set_journal(struct bwd_state *st, struct bwd_journal *j)
 			struct bwd_record r = session_record(
 				bwd_container_of(n, struct bwd_session, node));
 
-			journal(st, &r);
+			journal(st, NULL, &r);
 		}
 	}
 }

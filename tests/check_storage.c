@@ -26,6 +26,11 @@
  *   policy    a replace loop of one key with a payload writes snapshots of
  *             at most the journal's bytes / --snapshot-growth, and at most
  *             one per --snapshot-min-interval.
+ *   share     a uid (65534) whose named sessions added --max-journal-per-uid
+ *             bytes to the journal gets OVER_BUDGET for Schedules and new
+ *             named sessions (Cancels and anonymous sessions still work)
+ *             until a snapshot starts a new journal; another uid (65533)
+ *             and root are unaffected.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -481,6 +486,159 @@ START_TEST(test_replace_loop)
 }
 END_TEST
 
+/* ---- a uid's share of the journal ------------------------------------------- */
+
+#define NOBODY 65534
+#define OTHER 65533
+#define SHARE 65536u
+
+/* The next frame is an OVER_BUDGET Error for id that names the journal
+ * share. */
+static void expect_share_refusal(struct du_conn *c, uint64_t id)
+{
+	char buf[512];
+	du_env *e;
+
+	ck_assert_int_eq(du_recv(c, DU_WAIT_MS, &e), DU_FRAME);
+	ck_assert_msg(e->body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR &&
+		      e->error->code == BITWHEEL__V1__ERROR_CODE__OVER_BUDGET &&
+		      e->request_id == id && e->error->message &&
+		      strstr(e->error->message, "max_journal_per_uid") &&
+		      strstr(e->error->message, "retry after the next snapshot"),
+		      "%s", du_describe(e, buf, sizeof(buf)));
+	bwp_frame_free(e);
+}
+
+/* Schedules of PAYLOAD bytes in session name until one is refused: how
+ * many were accepted (failing past `most`). */
+static unsigned fill_share(struct du_conn *c, unsigned most)
+{
+	for (unsigned i = 0;; i++) {
+		struct du_sched s = far_timer(i);
+		du_env *e;
+
+		ck_assert_msg(i <= most, "%u Schedules of %u bytes and no refusal", i,
+			      PAYLOAD);
+		du_send_schedule(c, 10 + i, &s);
+		ck_assert_int_eq(du_recv(c, DU_WAIT_MS, &e), DU_FRAME);
+		if (e->body_case != BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY) {
+			ck_assert_msg(e->body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR &&
+				      e->error->code == BITWHEEL__V1__ERROR_CODE__OVER_BUDGET &&
+				      strstr(e->error->message, "max_journal_per_uid"),
+				      "%s", du_describe(e, (char[512]){ 0 }, 512));
+			bwp_frame_free(e);
+			return i;
+		}
+		bwp_frame_free(e);
+	}
+}
+
+static void nobody_over_share(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open(d, "mine"), *x;
+	unsigned n = fill_share(c, 2 * SHARE / PAYLOAD);
+	struct du_sched s = far_timer(999);
+
+	/* What it holds reached the share, and one record's less did not. */
+	ck_assert_uint_ge((uint64_t)n * (PAYLOAD + 64), SHARE);
+	ck_assert_uint_lt((uint64_t)(n - 1) * PAYLOAD, SHARE);
+	du_send_schedule(c, 100, &s);
+	expect_share_refusal(c, 100);
+	/* Cancels shrink the state: still taken. */
+	ck_assert(du_cancel(c, 101, 0));
+	x = du_connect(d->sock);
+	du_send_hello(x, 1, "another");
+	expect_share_refusal(x, 1);
+	du_conn_free(x);
+	/* Anonymous sessions are not journaled. */
+	anonymous_works(d);
+	du_conn_free(c);
+}
+
+/* Still over its share (so the other uid was tried meanwhile), until the
+ * next snapshot (--snapshot-interval) starts a new journal. */
+static void nobody_share_returns(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open(d, "mine");
+	struct du_sched s = far_timer(999);
+
+	du_send_schedule(c, 100, &s);
+	expect_share_refusal(c, 100);
+	for (uint64_t t0 = du_now_ns(), id = 200;; id++) {
+		du_env *e;
+
+		ck_assert_msg(du_now_ns() - t0 < 10 * DU_S * du_slow(),
+			      "the share never came back");
+		s.key = id;
+		du_send_schedule(c, id, &s);
+		ck_assert_int_eq(du_recv(c, DU_WAIT_MS, &e), DU_FRAME);
+		if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY) {
+			bwp_frame_free(e);
+			break;
+		}
+		bwp_frame_free(e);
+		du_sleep_ms(100);
+	}
+	du_conn_free(c);
+}
+
+static void other_unaffected(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open(d, "theirs");
+
+	for (unsigned i = 0; i < SHARE / PAYLOAD / 2; i++)
+		schedule_ok(c, 10 + i, i);
+	du_conn_free(c);
+}
+
+static void run_as(uid_t uid, const struct du_daemon *d,
+		   void (*fn)(const struct du_daemon *d))
+{
+	pid_t pid = fork();
+
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		du_become(uid);
+		fn(d);
+		_exit(0);
+	}
+	ck_assert_msg(du_wait_child(pid, du_scale_ms(30000)) == 0,
+		      "the uid %ld client failed (see above)", (long)uid);
+}
+
+START_TEST(test_journal_share)
+{
+	struct du_daemon *d;
+	char dir[160], share[16], interval[16];
+	struct du_conn *c;
+
+	if (geteuid() != 0) {
+		du_note("SKIP: test_journal_share needs root (to run clients as uid %d)",
+			NOBODY);
+		return;
+	}
+	d = du_daemon_new();
+	ck_assert(chmod(d->dir, 0755) == 0);
+	snprintf(dir, sizeof(dir), "%s/state", d->dir);
+	snprintf(share, sizeof(share), "%u", SHARE);
+	/* Long enough for the first three steps, even under valgrind. */
+	snprintf(interval, sizeof(interval), "%us", 3 * du_slow());
+	du_daemon_start(d, "--socket-mode", "0666", "--state-dir", dir,
+			"--max-payload", "8192", "--max-journal-per-uid", share,
+			"--snapshot-interval", interval, "--snapshot-min-interval", "0s",
+			(const char *)NULL);
+	run_as(NOBODY, d, nobody_over_share);
+	run_as(OTHER, d, other_unaffected);
+	run_as(NOBODY, d, nobody_share_returns);
+	/* Root is exempt. */
+	c = du_open(d, "root");
+	for (unsigned i = 0; i < 2 * SHARE / PAYLOAD; i++)
+		schedule_ok(c, 10 + i, i);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 static Suite *storage_suite(void)
 {
 	Suite *s = suite_create("storage");
@@ -494,6 +652,10 @@ static Suite *storage_suite(void)
 	tc = tcase_create("policy");
 	du_tcase(tc);
 	tcase_add_test(tc, test_replace_loop);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("share");
+	du_tcase(tc);
+	tcase_add_test(tc, test_journal_share);
 	suite_add_tcase(s, tc);
 	return s;
 }
