@@ -14,8 +14,9 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
 # Check writes its summary ("100%: Checks: N, Failures: 0, Errors: 0") into
-# each test's log, where the automake harness keeps it; bring those lines,
-# and the whole log of a failed program, to the console, then one total.
+# each test's log, where the automake harness keeps it, and pytest its
+# "N passed in S" line; bring those lines, and the whole log of a failed
+# program, to the console, then one total.
 show_check_results() {
 	local dir=$1 log trs summary passed=0 failed=0 n f e
 	local re='^[0-9]+%: Checks: ([0-9]+), Failures: ([0-9]+), Errors: ([0-9]+)'
@@ -38,6 +39,23 @@ show_check_results() {
 			failed=$((failed + f + e))
 		else
 			# A program that died before its summary counts as one failure.
+			failed=$((failed + 1))
+		fi
+	done
+	# The Python suites (bindings/python): pytest's own summary line.
+	for log in "$dir"/bindings/python/tests/*.log; do
+		[ -e "$log" ] || continue
+		trs=${log%.log}.trs
+		echo "-- bindings/python/tests/$(basename "$log" .log).py"
+		summary=$(grep -E '^=+ .* in [0-9.]+s' "$log" | tail -n 1 || true)
+		grep -q '^:test-result: PASS' "$trs" 2>/dev/null || cat "$log"
+		echo "${summary:-no pytest summary}"
+		if [[ $summary =~ ([0-9]+)\ passed ]]; then
+			passed=$((passed + BASH_REMATCH[1]))
+		fi
+		if [[ $summary =~ ([0-9]+)\ (failed|error) ]]; then
+			failed=$((failed + BASH_REMATCH[1]))
+		elif [ -z "$summary" ] || ! grep -q '^:test-result: PASS' "$trs" 2>/dev/null; then
 			failed=$((failed + 1))
 		fi
 	done
