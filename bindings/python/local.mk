@@ -40,6 +40,7 @@ $(bw_py_stage)/.stamp: $(bw_py_modules) bindings/python/pyproject.toml \
 		$(srcdir)/bindings/python/README.md $(bw_py_stage)/ && \
 	echo '__version__ = "$(VERSION)"' >$(bw_py_stage)/bitwheel/_version.py && \
 	$(PROTOC) -I$(srcdir)/proto --python_out=$(bw_py_stage)/bitwheel \
+		--pyi_out=$(bw_py_stage)/bitwheel \
 		$(srcdir)/proto/bitwheel.proto && \
 	$(PYTHON) $(srcdir)/bindings/python/gen_codes.py \
 		$(bw_py_stage)/bitwheel $(srcdir)/proto/bitwheel.proto \

@@ -22,7 +22,7 @@ import socket
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from . import bitwheel_pb2 as pb
 from ._codes import SERVER_ERRORS
@@ -157,7 +157,7 @@ class Options:
 
 def frame(env: Any) -> bytes:
     """One envelope as a frame: length header and body."""
-    body = env.SerializeToString()
+    body: bytes = env.SerializeToString()
     return _HEADER.pack(len(body)) + body
 
 
@@ -195,7 +195,7 @@ def schedule_request(rid: int, key: int, in_: Duration | None,
                          "at_monotonic_ns")
     if in_ is not None:
         s.delay_ns = duration_ns(in_, "in_")
-    else:
+    elif at_monotonic_ns is not None:
         s.deadline_ns = _u64(at_monotonic_ns, "at_monotonic_ns")
     if every is not None:
         s.period_ns = duration_ns(every, "every")
@@ -336,7 +336,11 @@ class Fire:
         return self.fired_ns - self.deadline_ns
 
 
-def make_fire(f: Any, connection: int, client: Any, cls: type = Fire) -> Fire:
+F = TypeVar("F", bound=Fire)
+
+
+def make_fire(f: Any, connection: int, client: Any, cls: type[F]) -> F:
+    """A Fire (or subclass) from a Fired message."""
     return cls(f.key, f.payload, f.deadline_ns, f.fired_at_ns, f.fire_count,
                f.late, f.redelivered, f.delivery, connection, client)
 

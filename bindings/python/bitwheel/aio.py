@@ -44,10 +44,12 @@ class AsyncFire(Fire):
     """A :class:`~bitwheel.Fire` from an :class:`AsyncClient`: its
     :meth:`ack` is a coroutine."""
 
-    async def ack(self, *, cumulative: bool = False,  # type: ignore[override]
+    async def ack(self, *, cumulative: bool = False,
                   wait: bool = False) -> int | None:
         """Acknowledge this fire; see :meth:`AsyncClient.ack`."""
-        return await self._client.ack(self, cumulative=cumulative, wait=wait)
+        acked: int | None = await self._client.ack(
+            self, cumulative=cumulative, wait=wait)
+        return acked
 
 
 class _Protocol(asyncio.Protocol):

@@ -163,8 +163,9 @@ class Client:
         self.close()
 
     def __del__(self) -> None:
-        if getattr(self, "_sock", None) is not None:
-            self._sock.close()
+        sock = getattr(self, "_sock", None)
+        if sock is not None:
+            sock.close()
 
     # ---- I/O ---------------------------------------------------------------
 
@@ -251,15 +252,15 @@ class Client:
                 self._drop(err)
                 raise err
             self._fires.append(_core.make_fire(env.fired, self._connection,
-                                               self))
+                                               self, Fire))
         elif env.HasField("request_id"):
             if env.request_id == self._awaited:
                 self._reply = env
             # else: the late reply of a request that timed out: dropped.
         elif which == "error":
-            err = _core.server_error(env.error, True)
-            self._drop(err)
-            raise err
+            refused = _core.server_error(env.error, True)
+            self._drop(refused)
+            raise refused
         else:
             err = ProtocolError(f"the daemon sent {which} without request_id")
             self._drop(err)
@@ -319,8 +320,8 @@ class Client:
         follows), False if it was not (never scheduled, already fired, or
         cancelled)."""
         rid = self._rid()
-        return self._request(rid, _core.cancel_request(rid, key),
-                             "cancel_reply").pending
+        return bool(self._request(rid, _core.cancel_request(rid, key),
+                                  "cancel_reply").pending)
 
     def stats(self) -> Any:
         """The daemon's counters: a ``StatsReply`` message (``.clients``,
@@ -392,9 +393,9 @@ class Client:
             self._send(_core.ack_request(None, fire.delivery, cumulative))
             return None
         rid = self._rid()
-        return self._request(rid, _core.ack_request(rid, fire.delivery,
-                                                    cumulative),
-                             "ack_reply").acked
+        return int(self._request(rid, _core.ack_request(rid, fire.delivery,
+                                                        cumulative),
+                                 "ack_reply").acked)
 
 
 __all__ = ["Client"]
