@@ -46,6 +46,7 @@
 
 static const char *const names[ATK_N] = {
 	"none", "memory", "cpu", "stats", "frames", "expire", "silent", "squat", "logs",
+	"pipeline",
 };
 
 const char *atk_name(enum atk_kind k)
@@ -64,6 +65,7 @@ int atk_expected_refusal(enum atk_kind k)
 	case ATK_SILENT: return EC(TOO_MANY_CLIENTS);
 	case ATK_SQUAT: return EC(PERMISSION_DENIED);
 	case ATK_LOGS: return EC(BAD_VERSION);
+	case ATK_PIPELINE: return EC(TOO_MANY_CLIENTS);
 	default: return 0;
 	}
 }
@@ -551,6 +553,8 @@ struct actx {
 	uint8_t *payload;       /* o->payload (or max_payload) bytes       */
 	size_t payload_len;
 	bool readied;           /* the ready byte was written              */
+	uint8_t *buf;           /* frames packed for raw connections       */
+	size_t buf_cap;
 };
 
 static void count_refusal(struct actx *a, int code)
@@ -902,28 +906,29 @@ static void expire_round(struct actx *a, unsigned *next)
 /* Ask on fd for UNREAD_FIRES payload fires due at once, which it will
  * never read.  The daemon stops reading once its output to us is full:
  * a short write is all this connection will ever take. */
-static void never_read(struct actx *a, int fd, uint8_t **buf, size_t *cap)
+static void never_read(struct actx *a, int fd)
 {
 	size_t len = 0;
 
-	if (!pack_hello(buf, &len, cap, BWP_PROTOCOL_VERSION))
+	if (!pack_hello(&a->buf, &len, &a->buf_cap, BWP_PROTOCOL_VERSION))
 		return;
 	for (uint64_t k = 0; k < UNREAD_FIRES; k++)
-		if (!pack_schedule(buf, &len, cap, k, MS, a->payload, a->payload_len))
+		if (!pack_schedule(&a->buf, &len, &a->buf_cap, k, MS, a->payload,
+				   a->payload_len))
 			return;
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	if (send(fd, *buf, len, MSG_NOSIGNAL) < 0 && errno != EAGAIN)
+	if (send(fd, a->buf, len, MSG_NOSIGNAL) < 0 && errno != EAGAIN)
 		fmt_error(a->r->error, sizeof(a->r->error), "send: %s", strerror(errno));
 }
 
-/* ATK_SILENT: connections in batches until the connection budget refuses
- * some (an accepted one hears nothing, a refused one its error at once);
- * of those accepted, every other one never says anything, and the rest
- * ask for fires they never read. */
-static void build_silent(struct actx *a, struct conns *cs)
+/*
+ * Connections in batches until the connection budget refuses some (an
+ * accepted one hears nothing, a refused one its error at once); fn(a, i)
+ * for each accepted one, cs->raw[i].
+ */
+static void open_batches(struct actx *a, struct conns *cs,
+			 void (*fn)(struct actx *a, struct conns *cs, unsigned i))
 {
-	uint8_t *buf = NULL;
-	size_t cap = 0;
 	bool refused = false;
 
 	while (!refused && cs->nraw < a->o->max_conns) {
@@ -934,6 +939,8 @@ static void build_silent(struct actx *a, struct conns *cs)
 
 			a->r->ops++;
 			if (fd < 0 || !conns_add_raw(cs, fd)) {
+				if (fd >= 0)
+					close(fd);
 				refused = true;
 				break;
 			}
@@ -948,15 +955,82 @@ static void build_silent(struct actx *a, struct conns *cs)
 				close(cs->raw[i]);
 				cs->raw[i] = -1;
 				refused = true;
-			} else if (i % 2 == 1) {
-				never_read(a, cs->raw[i], &buf, &cap);
+			} else {
+				fn(a, cs, i);
 			}
 		}
 	}
-	free(buf);
 	a->r->conns = 0;
 	for (unsigned i = 0; i < cs->nraw; i++)
 		a->r->conns += cs->raw[i] >= 0;
+}
+
+/* ATK_SILENT: of the connections the budget admits, every other one never
+ * says anything, and the rest ask for fires they never read. */
+static void silent_one(struct actx *a, struct conns *cs, unsigned i)
+{
+	if (i % 2 == 1)
+		never_read(a, cs->raw[i]);
+}
+
+/* ATK_PIPELINE: every connection the budget admits says Hello, then
+ * writes Cancels of keys it never scheduled as fast as the daemon reads
+ * them, and reads the replies. */
+static void pipeline_one(struct actx *a, struct conns *cs, unsigned i)
+{
+	uint8_t *hello = NULL;
+	size_t len = 0, cap = 0;
+
+	if (pack_hello(&hello, &len, &cap, BWP_PROTOCOL_VERSION) &&
+	    !raw_write(cs->raw[i], hello, len))
+		fmt_error(a->r->error, sizeof(a->r->error), "Hello: %s", strerror(errno));
+	fcntl(cs->raw[i], F_SETFL, fcntl(cs->raw[i], F_GETFL) | O_NONBLOCK);
+	free(hello);
+}
+
+static void run_pipeline(struct actx *a, struct conns *cs)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Cancel cancel = BITWHEEL__V1__CANCEL__INIT;
+	size_t len = 0, *off = calloc(cs->nraw ? cs->nraw : 1, sizeof(*off));
+	struct pollfd *p = calloc(cs->nraw ? cs->nraw : 1, sizeof(*p));
+	static uint8_t sink[65536];
+
+	env.has_request_id = 1;
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_CANCEL;
+	env.cancel = &cancel;
+	cancel.has_key = 1;
+	/* 60 KiB of whole frames, written round and round. */
+	while (len < 60000) {
+		env.request_id = 1000 + len;
+		cancel.key = 1u << 20 | len;
+		if (!pack(&a->buf, &len, &a->buf_cap, &env))
+			break;
+	}
+	while (off && p && len && !stopping(a, 0)) {
+		for (unsigned i = 0; i < cs->nraw; i++) {
+			p[i].fd = cs->raw[i];
+			p[i].events = POLLIN | POLLOUT;
+		}
+		if (poll(p, cs->nraw, 100) <= 0)
+			continue;
+		for (unsigned i = 0; i < cs->nraw; i++) {
+			ssize_t n;
+
+			if (p[i].revents & POLLIN)
+				while (recv(cs->raw[i], sink, sizeof(sink), 0) > 0)
+					;
+			if (!(p[i].revents & POLLOUT))
+				continue;
+			n = send(cs->raw[i], a->buf + off[i], len - off[i], MSG_NOSIGNAL);
+			if (n > 0) {
+				off[i] = (off[i] + (size_t)n) % len;
+				a->r->ops++;
+			}
+		}
+	}
+	free(off);
+	free(p);
 }
 
 /* ATK_SILENT's active phase: the silent ones the Hello deadline closes
@@ -1117,7 +1191,10 @@ static void attack_run(enum atk_kind k, struct actx *a)
 		expire_round(a, &next);
 		break;
 	case ATK_SILENT:
-		build_silent(a, &cs);
+		open_batches(a, &cs, silent_one);
+		break;
+	case ATK_PIPELINE:
+		open_batches(a, &cs, pipeline_one);
 		break;
 	case ATK_SQUAT:
 		build_squat(a, &cs);
@@ -1149,6 +1226,9 @@ static void attack_run(enum atk_kind k, struct actx *a)
 	case ATK_SILENT:
 		run_silent(a, &cs);
 		break;
+	case ATK_PIPELINE:
+		run_pipeline(a, &cs);
+		break;
 	case ATK_SQUAT:
 		run_squat(a, &cs);
 		break;
@@ -1163,6 +1243,7 @@ static void attack_run(enum atk_kind k, struct actx *a)
 out:
 	conns_free(&cs);
 	free(buf);
+	free(a->buf);
 	free(a->payload);
 }
 

@@ -52,6 +52,8 @@ enum atk_kind {
 	ATK_SQUAT,    /* the attacker's sessions named as the victim's, firing,
 			 and Hello into the victim's namespace                 */
 	ATK_LOGS,     /* everything a client can make the daemon log          */
+	ATK_PIPELINE, /* the connection budget's worth of connections, each
+			 writing Cancels as fast as the daemon reads them      */
 	ATK_N
 };
 
