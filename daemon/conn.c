@@ -30,6 +30,20 @@
  *     go back to the session's queue.  The options keep the bound at least
  *     twice the largest fire, so a fire never does this.
  *
+ * Work per turn of the loop is bounded, so that clients pipelining
+ * requests as fast as they can (hundreds of connections, each with its
+ * 64 KiB of Cancels) cannot hold up the loop, and with it everyone's
+ * fires: a connection handles at most CONN_TURN_FRAMES frames per turn,
+ * and all of them together at most TURN_FRAMES, or what they handle in
+ * TURN_NS (a Schedule into a wheel whose overflow holds a million timers
+ * costs several times a Cancel; the clock is read every TURN_CLOCK_EVERY
+ * frames).  One with more waiting
+ * stops reading (its input holds them) and goes on from a zero timeout,
+ * that is in the next turn, after the loop has polled again; so the
+ * connections that have work share the turns round-robin, and a turn
+ * handles no more than about 1 ms of requests.  The turn is told by
+ * libevent's cached time, which it takes once a turn.
+ *
  * Requests go to request.c, which fills in a reply; this file packs it.
  * Fires come from the server's pump (bwd_conn_deliver), already in flight
  * to this connection's member: each is written with its delivery number,
@@ -94,9 +108,18 @@ struct bwd_conn {
 	struct event *flush;       /* active while something is staged       */
 	uint64_t now_ns;           /* the batch's clock; 0: unread           */
 	bool throttled;            /* reading paused for backpressure        */
+	struct event *more;        /* frames left for the next turn: ...    */
+	bool deferred;             /* ... reading paused until it runs      */
 	bool closing;              /* close once the output has drained      */
 	bool dead;                 /* close at the next turn, unflushed      */
 };
+
+/* Frames handled per turn of the loop: by one connection, by all. */
+#define CONN_TURN_FRAMES 256
+#define TURN_FRAMES 1024
+/* ... and the time they may take, the clock read every so many. */
+#define TURN_NS 1000000u
+#define TURN_CLOCK_EVERY 16
 
 /* Big enough for a whole pipeline's replies (~20 bytes each) or a poll's
  * worth of fires; a frame larger than this bypasses the stage. */
@@ -303,6 +326,7 @@ static void conn_free(struct bwd_conn *c)
 	event_free(c->reap);
 	event_free(c->flush);
 	event_free(c->resume);
+	event_free(c->more);
 	event_free(c->hello_late);
 	if (c->rd) {
 		event_free(c->rd);
@@ -533,7 +557,43 @@ static Bitwheel__V1__ErrorCode frame_error_code(int err)
 	}
 }
 
-/* Handle every whole frame in the input buffer. */
+/*
+ * Whether this turn's budget lets c handle one more frame, having handled
+ * `done` in this call.  The turn's count and clock restart when
+ * libevent's cached time (taken once a turn) moved.
+ */
+static bool turn_allows(struct bwd_conn *c, unsigned done)
+{
+	struct bwd_env *env = c->env;
+	struct timeval tv;
+
+	if (event_base_gettimeofday_cached(env->base, &tv) == 0 &&
+	    (tv.tv_sec != env->turn_tv.tv_sec || tv.tv_usec != env->turn_tv.tv_usec)) {
+		env->turn_tv = tv;
+		env->turn_frames = 0;
+		env->turn_start_ns = bw_now_ns();
+	}
+	if (done >= CONN_TURN_FRAMES || env->turn_frames >= TURN_FRAMES)
+		return false;
+	return env->turn_frames % TURN_CLOCK_EVERY != 0 || env->turn_frames == 0 ||
+	       bw_now_ns() - env->turn_start_ns < TURN_NS;
+}
+
+/* Frames are waiting beyond the turn's budget: stop reading (the input
+ * holds them) and go on in the next turn. */
+static void defer_input(struct bwd_conn *c)
+{
+	static const struct timeval zero = { 0, 0 };
+
+	if (c->deferred)
+		return;
+	c->deferred = true;
+	set_reading(c, false);
+	evtimer_add(c->more, &zero);
+}
+
+/* Handle the whole frames in the input buffer, as many as the turn's
+ * budget allows. */
 static void handle_input(struct bwd_conn *c)
 {
 	struct evbuffer *in = c->in;
@@ -550,14 +610,22 @@ static void handle_input(struct bwd_conn *c)
 	 * before off are handled but drained only once, at the end. */
 	const uint8_t *p = NULL;
 	size_t n = 0, off = 0;
+	unsigned done = 0;
 	char msg[96];
 
 	while (!c->closing && !c->dead) {
 		Bitwheel__V1__Envelope *env;
 		struct bwp_request req;
 		size_t len;
-		int err = bwp_frame_parse_request_bounded(p ? p + off : NULL, n - off,
-							  max, slow, &req, &env, &len);
+		int err;
+
+		if (!turn_allows(c, done)) {
+			if (evbuffer_get_length(in) > off)
+				defer_input(c);
+			break;
+		}
+		err = bwp_frame_parse_request_bounded(p ? p + off : NULL, n - off,
+						      max, slow, &req, &env, &len);
 
 		if (err == BWP_EMORE) {
 			/* The frame runs past this chunk, or past the input:
@@ -584,6 +652,8 @@ static void handle_input(struct bwd_conn *c)
 			break;
 		}
 		off += len;
+		done++;
+		c->env->turn_frames++;
 		if (env) {
 			bwd_request_handle(&ctx, env, &reply);
 			bwp_frame_free(env);
@@ -604,6 +674,22 @@ static void handle_input(struct bwd_conn *c)
 	if (off)
 		evbuffer_drain(in, off);
 	event_active(c->env->pump, 0, 0);
+}
+
+/* The next turn for a connection whose frames waited for it. */
+static void on_more(evutil_socket_t fd, short what, void *arg)
+{
+	struct bwd_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	c->deferred = false;
+	/* Backpressure's resume (on_resume) goes on from there itself. */
+	if (c->dead || c->closing || c->throttled)
+		return;
+	handle_input(c);
+	if (!c->deferred && !c->throttled && !c->closing && !c->dead)
+		set_reading(c, true);
 }
 
 /* Input through the bufferevent: the fuzzer's in-memory pair. */
@@ -629,6 +715,12 @@ static void on_sock_read(evutil_socket_t fd, short what, void *arg)
 	ssize_t n;
 
 	(void)what;
+	if (!room) {
+		/* Whole frames wait for a turn's budget: no read of 0 bytes,
+		 * which would look like the client's EOF. */
+		handle_input(c);
+		return;
+	}
 	if (evbuffer_reserve_space(in, (ev_ssize_t)room, &v, 1) != 1) {
 		bwd_conn_fail(c, BITWHEEL__V1__ERROR_CODE__NO_MEMORY, "out of memory");
 		return;
@@ -719,8 +811,9 @@ int bwd_conn_new(struct bwd_env *env, struct bufferevent *bev, uid_t uid,
 	c->reap = event_new(env->base, -1, 0, on_reap, c);
 	c->flush = event_new(env->base, -1, 0, on_flush, c);
 	c->resume = event_new(env->base, -1, 0, on_resume, c);
+	c->more = evtimer_new(env->base, on_more, c);
 	c->hello_late = evtimer_new(env->base, on_hello_late, c);
-	if (!c->reap || !c->flush || !c->resume || !c->hello_late)
+	if (!c->reap || !c->flush || !c->resume || !c->more || !c->hello_late)
 		goto fail;
 	{
 		struct timeval tv = {
@@ -758,6 +851,8 @@ fail:
 		event_free(c->flush);
 	if (c && c->resume)
 		event_free(c->resume);
+	if (c && c->more)
+		event_free(c->more);
 	if (c && c->hello_late)
 		event_free(c->hello_late);
 	if (c && c->rd) {

@@ -35,6 +35,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/time.h>
 #include <sys/types.h>
 
 #include "bitwheel.h"
@@ -681,6 +682,11 @@ struct bwd_env {
 	uint64_t buffered;
 	uint64_t started_ns;
 	bool stopping;
+	/* Requests handled in this turn of the loop, the turn known by
+	 * libevent's cached time (conn.c bounds both). */
+	struct timeval turn_tv;
+	unsigned turn_frames;
+	uint64_t turn_start_ns;        /* CLOCK_MONOTONIC at its first      */
 };
 
 /* ---- request.c ---------------------------------------------------------- */
