@@ -13,10 +13,12 @@ int main(int argc, char **argv)
 	struct bwd_options opt;
 	int r = bwd_options_parse(argc, argv, &opt);
 
-	if (r < 0)
-		return 2;
-	if (r > 0)
-		return 0;
+	if (r != 0) {
+		bwd_options_free(&opt);
+		return r < 0 ? 2 : 0;
+	}
 	bwd_log_set_level(opt.verbose ? BWD_LOG_DEBUG : BWD_LOG_INFO);
-	return bwd_server_run(&opt) ? EXIT_FAILURE : EXIT_SUCCESS;
+	r = bwd_server_run(&opt);
+	bwd_options_free(&opt);
+	return r ? EXIT_FAILURE : EXIT_SUCCESS;
 }

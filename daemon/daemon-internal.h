@@ -2,6 +2,7 @@
  * daemon-internal.h - bitwheeld's modules and the data they share.
  *
  *   options.c   command line and defaults          -> struct bwd_options
+ *   budgets.c   the budget file: per-uid overrides of the per-uid budgets
  *   log.c       leveled logging to stderr (journald reads the <N> prefix)
  *   map.c       intrusive chained hash map keyed by u64
  *   state.c     sessions, their members (connections' places), timers,
@@ -83,6 +84,23 @@ struct bwd_limits {
 #define BWD_FIRE_COST(payload_len) \
 	((uint64_t)sizeof(struct bwd_fire) + (payload_len) + BWD_FIRE_EXTRA)
 
+/* One uid's budgets: the *_per_uid limits, or its rule in --budgets.
+ * UINT64_MAX: unlimited. */
+struct bwd_budget {
+	uint64_t clients, sessions, timers, periodic_mhz, bytes;
+};
+struct bwd_budget_entry {
+	uid_t uid;
+	unsigned line;             /* the rule it came from                  */
+	struct bwd_budget budget;
+};
+struct bwd_budgets {
+	const char *path;          /* --budgets; NULL: none                  */
+	struct bwd_budget def;     /* every uid's but those below            */
+	struct bwd_budget_entry *entry; /* sorted by uid                     */
+	size_t n;
+};
+
 /* A consumer's window when its Hello names none (PROTOCOL.md). */
 #define BWD_DEFAULT_WINDOW 256u
 
@@ -106,6 +124,7 @@ struct bwd_options {
 	const char *preset_name;
 	struct bwd_limits limits;
 	struct bwd_store_options store;
+	struct bwd_budgets budgets;
 	bool verbose;
 };
 
@@ -115,6 +134,20 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *out);
 int bwd_parse_duration(const char *s, uint64_t *out_ns);
 /* "4096", "64K", "16M", "1G" (powers of 1024) -> bytes; 0 or -EINVAL. */
 int bwd_parse_size(const char *s, uint64_t *out);
+/* What bwd_options_parse() allocated. */
+void bwd_options_free(struct bwd_options *o);
+
+/* ---- budgets.c ---------------------------------------------------------- */
+
+/* out's defaults from l's *_per_uid limits (no file). */
+void bwd_budgets_defaults(const struct bwd_limits *l, struct bwd_budgets *out);
+/* Read the budget file at path into out; its default rule replaces l's
+ * *_per_uid limits.  0, or -1 with the file and line on stderr. */
+int bwd_budgets_load(const char *path, struct bwd_limits *l,
+		     struct bwd_budgets *out);
+/* uid's budget; NULL for root unless a rule names uid 0 (exempt). */
+const struct bwd_budget *bwd_budget_of(const struct bwd_budgets *b, uid_t uid);
+void bwd_budgets_free(struct bwd_budgets *b);
 
 /* ---- log.c -------------------------------------------------------------- */
 

@@ -3,6 +3,7 @@ sbin_PROGRAMS += daemon/bitwheeld
 daemon_bitwheeld_SOURCES = \
 	daemon/bitwheeld.c \
 	daemon/options.c \
+	daemon/budgets.c \
 	daemon/log.c \
 	daemon/map.c \
 	daemon/state.c \

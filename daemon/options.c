@@ -69,6 +69,8 @@ static void usage(FILE *f)
 "                            a journal generation (journal-max / 4; then\n"
 "                            Schedule and new named sessions get OVER_BUDGET\n"
 "                            until the next snapshot)\n"
+"      --budgets FILE        per-uid, per-user and per-group budgets, and the\n"
+"                            default (bitwheeld(8), BUDGET FILE)\n"
 "      --max-window N        largest consumer window (4096)\n"
 "      --hello-timeout DURATION  close a connection that has not said Hello\n"
 "                            by then (30s)\n"
@@ -176,6 +178,7 @@ enum {
 	OPT_IGNORE_SNAPSHOT, OPT_SNAPSHOT_GROWTH, OPT_SNAPSHOT_MIN_INTERVAL,
 	OPT_CLIENTS_PER_UID, OPT_SESSIONS_PER_UID, OPT_TIMERS_PER_UID,
 	OPT_RATE_PER_UID, OPT_BYTES_PER_UID, OPT_MAX_MEMORY, OPT_JOURNAL_PER_UID,
+	OPT_BUDGETS,
 };
 
 static const struct option longopts[] = {
@@ -202,6 +205,7 @@ static const struct option longopts[] = {
 	{ "max-bytes-per-uid", required_argument, NULL, OPT_BYTES_PER_UID },
 	{ "max-journal-per-uid", required_argument, NULL, OPT_JOURNAL_PER_UID },
 	{ "max-memory", required_argument, NULL, OPT_MAX_MEMORY },
+	{ "budgets", required_argument, NULL, OPT_BUDGETS },
 	{ "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
 	{ "max-window", required_argument, NULL, OPT_MAX_WINDOW },
 	{ "hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT },
@@ -403,6 +407,11 @@ static int parse_store(int opt, const char *arg, struct bwd_store_options *st)
 	return -1;
 }
 
+void bwd_options_free(struct bwd_options *o)
+{
+	bwd_budgets_free(&o->budgets);
+}
+
 int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 {
 	enum bw_dual_preset preset = BW_DUAL_FAST_PRECISE;
@@ -491,6 +500,9 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 			if (parse_store(c, optarg, &o->store))
 				return -1;
 			break;
+		case OPT_BUDGETS:
+			o->budgets.path = optarg;
+			break;
 		case 'v':
 			o->verbose = true;
 			break;
@@ -527,6 +539,12 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 		o->limits.max_timers_per_uid = 4 * o->limits.max_timers;
 		if (fit < o->limits.max_timers_per_uid)
 			o->limits.max_timers_per_uid = fit ? fit : 1;
+	}
+	if (o->budgets.path) {
+		if (bwd_budgets_load(o->budgets.path, &o->limits, &o->budgets))
+			return -1;
+	} else {
+		bwd_budgets_defaults(&o->limits, &o->budgets);
 	}
 	bw_dual_config_preset(preset, &o->wheel);
 	o->preset_name = bw_dual_preset_name(preset);

@@ -264,11 +264,12 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		code = bwd_state_conn_open(srv->state, cred.uid);
 		if (code) {
 			char msg[160];
+			const struct bwd_budget *lim = bwd_budget_of(&srv->opt->budgets, cred.uid);
 
 			snprintf(msg, sizeof(msg), code == BITWHEEL__V1__ERROR_CODE__TOO_MANY_CLIENTS ?
-				 "uid %ld is at its budget of %" PRIu32 " connections (max_clients_per_uid)" :
-				 "bitwheeld is out of memory (uid %ld, budget %" PRIu32 ")",
-				 (long)cred.uid, srv->opt->limits.max_clients_per_uid);
+				 "uid %ld is at its budget of %" PRIu64 " connections (max_clients_per_uid)" :
+				 "bitwheeld is out of memory (uid %ld, budget %" PRIu64 ")",
+				 (long)cred.uid, lim ? lim->clients : UINT64_MAX);
 			bwd_log_client(BWD_LOGK_REFUSED, cred.uid, BWD_LOG_WARNING,
 				"client pid %ld uid %ld refused: %s", (long)cred.pid,
 				(long)cred.uid, msg);

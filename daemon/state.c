@@ -95,6 +95,7 @@
 /* One uid's use of the daemon (see "Budgets" above). */
 struct bwd_uid {
 	struct bwd_map_node node;  /* keyed by the uid                       */
+	const struct bwd_budget *lim; /* its budgets; NULL: exempt (root)    */
 	uint64_t conns;            /* accepted connections                   */
 	uint64_t named;            /* named sessions                         */
 	uint64_t sessions;         /* every session, anonymous and ending too */
@@ -166,6 +167,7 @@ static struct bwd_uid *uid_get(struct bwd_state *st, uid_t uid)
 	if (!u)
 		return NULL;
 	u->node.key = (uint64_t)uid;
+	u->lim = bwd_budget_of(&st->opt->budgets, uid);
 	bwd_map_insert(&st->uids, &u->node);
 	return u;
 }
@@ -179,11 +181,23 @@ static void uid_put(struct bwd_state *st, struct bwd_uid *u)
 	free(u);
 }
 
+/* The budgets of an owner (lim, its entry's) that bind what caller does:
+ * none when the owner is exempt, or the caller is root acting in another
+ * uid's namespace, unless root has budgets of its own. */
+static const struct bwd_budget *binding(const struct bwd_state *st, uid_t caller,
+					const struct bwd_budget *lim)
+{
+	if (caller == 0 && !bwd_budget_of(&st->opt->budgets, 0))
+		return NULL;
+	return lim;
+}
+
 int bwd_state_conn_open(struct bwd_state *st, uid_t uid)
 {
 	struct bwd_uid *u = uid_find(st, uid);
+	const struct bwd_budget *lim = u ? u->lim : bwd_budget_of(&st->opt->budgets, uid);
 
-	if (uid != 0 && u && u->conns >= st->opt->limits.max_clients_per_uid)
+	if (lim && (u ? u->conns : 0) >= lim->clients)
 		return BITWHEEL__V1__ERROR_CODE__TOO_MANY_CLIENTS;
 	u = uid_get(st, uid);
 	if (!u)
@@ -691,11 +705,12 @@ static void session_expire(struct bwd_session *s);
 static bool over_queue(const struct bwd_session *s, const struct bwd_timer *t)
 {
 	const struct bwd_limits *l = &s->state->opt->limits;
+	const struct bwd_budget *lim = s->acct->lim;
 	uint64_t cost = BWD_FIRE_COST(t->payload_len);
 
 	return s->queued + s->in_flight >= l->max_queued ||
 	       s->state->held + cost > l->max_memory ||
-	       (s->owner != 0 && s->acct->bytes + cost > l->max_bytes_per_uid);
+	       (lim && s->acct->bytes + cost > lim->bytes);
 }
 
 static uint64_t timer_fired(struct bwd_state *st, struct bwd_timer *t,
@@ -1114,11 +1129,13 @@ int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
 	*resumed = s != NULL;
 	if (!s && a->name && a->no_create)
 		return BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE;
-	if (!s && a->name && a->uid != 0 && a->owner_uid != 0) {
+	if (!s && a->name) {
 		const struct bwd_uid *u = uid_find(st, a->owner_uid);
+		const struct bwd_budget *lim = binding(st, a->uid, u ? u->lim :
+			bwd_budget_of(&st->opt->budgets, a->owner_uid));
 
-		if ((u ? u->named : 0) >= st->opt->limits.max_sessions_per_uid ||
-		    (u && u->journal >= st->opt->limits.max_journal_per_uid))
+		if (lim && ((u ? u->named : 0) >= lim->sessions ||
+			    (u && u->journal >= st->opt->limits.max_journal_per_uid)))
 			return BITWHEEL__V1__ERROR_CODE__OVER_BUDGET;
 	}
 	m = calloc(1, sizeof(*m));
@@ -1295,6 +1312,7 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 	struct bwd_state *st = s->state;
 	struct bwd_timer *old = timer_find(s, req->key), *t;
 	uint64_t added = bwd_timer_bytes_added(s, req);
+	const struct bwd_budget *lim;
 	int err;
 
 	*replaced = false;
@@ -1307,19 +1325,19 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 		    st->opt->limits.max_timers)
 		return BITWHEEL__V1__ERROR_CODE__TOO_MANY_TIMERS;
 	/* The owner's budgets, over all of its sessions: a replace adds no
-	 * timer, and lowers or keeps the rate of a uid already over it. */
-	if (req->uid != 0 && s->owner != 0) {
+	 * timer, and lowers or keeps the rate of a uid already over it; root
+	 * spared (binding). */
+	if ((lim = binding(st, req->uid, s->acct->lim))) {
 		const struct bwd_uid *u = s->acct;
 		uint64_t rate = bwd_timer_rate_after(s, req);
 
-		if (!old && u->timers + u->fires >= st->opt->limits.max_timers_per_uid)
+		if (!old && u->timers + u->fires >= lim->timers)
 			return BITWHEEL__V1__ERROR_CODE__TOO_MANY_TIMERS;
-		if (rate > st->opt->limits.max_periodic_mhz_per_uid &&
-		    rate > u->periodic_mhz)
+		if (rate > lim->periodic_mhz && rate > u->periodic_mhz)
 			return BITWHEEL__V1__ERROR_CODE__OVER_BUDGET;
 		if (s->name && u->journal >= st->opt->limits.max_journal_per_uid)
 			return BITWHEEL__V1__ERROR_CODE__OVER_BUDGET;
-		if (added && u->bytes + added > st->opt->limits.max_bytes_per_uid)
+		if (added && u->bytes + added > lim->bytes)
 			return BITWHEEL__V1__ERROR_CODE__OVER_BUDGET;
 	}
 	if (added && st->held + added > st->opt->limits.max_memory)

@@ -24,6 +24,10 @@
  *   memory       --max-memory: the same over every uid, root too, refused
  *                with NO_MEMORY; the daemon's RSS with a uid at its bytes
  *                budget stays under that budget plus a fixed slack
+ *   file         --budgets: a uid's rule, a group's (for its members), the
+ *                default for everyone else, root exempt unless a rule
+ *                names it; HelloReply.limits shows the caller's own; a bad
+ *                file stops the daemon naming the file and line
  *   root         uid 0 is counted and never refused
  *   stats        StatsReply's uid_* fields are the caller's own uid's, and
  *                HelloReply.limits carries the budgets and their defaults;
@@ -43,6 +47,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <grp.h>
+#include <pwd.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -745,6 +750,148 @@ START_TEST(test_memory_rss)
 }
 END_TEST
 
+/* ---- the budget file ------------------------------------------------------- */
+
+/* Schedule one-hour timers from key 1 until one is refused, which must be
+ * TOO_MANY_TIMERS naming budget; HelloReply.limits must say it first. */
+static void timers_until(const struct du_daemon *d, uint64_t budget)
+{
+	struct du_conn *c = du_connect(d->sock);
+	du_env *e = du_hello(c, NULL);
+	char want[64];
+	uint64_t id = 10;
+
+	ck_assert_uint_eq(e->hello_reply->limits->max_timers_per_uid, budget);
+	bwp_frame_free(e);
+	for (uint64_t k = 1; k <= budget; k++)
+		sched_ok(c, id++, k, HOUR, 0, false);
+	snprintf(want, sizeof(want), "budget of %" PRIu64 " (max_timers_per_uid)", budget);
+	sched_fail(c, id++, budget + 1, HOUR, 0, EC(TOO_MANY_TIMERS), want);
+	du_conn_free(c);
+}
+
+static void file_nobody(const struct du_daemon *d)
+{
+	struct du_conn *c = du_connect(d->sock);
+	du_env *e = du_hello(c, "f-1");
+
+	/* Its group's rule: sessions 1, timers 6; the default's bytes. */
+	ck_assert_uint_eq(e->hello_reply->limits->max_sessions_per_uid, 1);
+	ck_assert_uint_eq(e->hello_reply->limits->max_bytes_per_uid, 1u << 20);
+	bwp_frame_free(e);
+	du_conn_free(c);
+	c = du_connect(d->sock);
+	du_send_hello(c, 1, "f-2");
+	expect_error_msg(c, true, 1, EC(OVER_BUDGET), "its budget is 1");
+	du_conn_free(c);
+	timers_until(d, 6);
+}
+
+static void file_other(const struct du_daemon *d)
+{
+	timers_until(d, 3);
+}
+
+static void file_default(const struct du_daemon *d)
+{
+	timers_until(d, 4);
+}
+
+/* A budget file in the daemon's scratch directory. */
+static void write_file(const struct du_daemon *d, char *path, size_t len,
+		       const char *text)
+{
+	FILE *f;
+
+	snprintf(path, len, "%s/budgets", d->dir);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert(fputs(text, f) >= 0);
+	ck_assert(fclose(f) == 0);
+}
+
+START_TEST(test_budget_file)
+{
+	struct du_daemon *d;
+	struct passwd *pw = getpwuid(NOBODY);
+	struct group *gr = pw ? getgrgid(pw->pw_gid) : NULL;
+	char path[160], text[512];
+	const char *extra[] = { "--budgets", path, NULL };
+	struct du_conn *c;
+	uint64_t id = 10;
+
+	if (!need_root("test_budget_file"))
+		return;
+	if (!gr) {
+		du_note("SKIP: test_budget_file needs a user %d with a group", NOBODY);
+		return;
+	}
+	d = du_daemon_new();
+	ck_assert(chmod(d->dir, 0755) == 0);
+	/* The default rule after the others: order does not matter. */
+	snprintf(text, sizeof(text),
+		 "# budgets for check_budget\n"
+		 "group %s timers=6 sessions=1   # uid %d's primary group\n"
+		 "uid %d timers=3\n"
+		 "\n"
+		 "default timers=4 bytes=1M\n", gr->gr_name, NOBODY, OTHER);
+	write_file(d, path, sizeof(path), text);
+	start(d, extra);
+	as_uid(NOBODY, d, file_nobody);
+	as_uid(OTHER, d, file_other);
+	as_uid(OTHER - 1, d, file_default);
+	/* Root is named by no rule: exempt. */
+	c = du_open(d, NULL);
+	for (uint64_t k = 1; k <= 10; k++)
+		sched_ok(c, id++, k, HOUR, 0, false);
+	du_conn_free(c);
+	du_daemon_kill(d);
+
+	/* Unless a rule names it. */
+	write_file(d, path, sizeof(path), "user root timers=2 sessions=unlimited\n");
+	start(d, extra);
+	timers_until(d, 2);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A file that does not parse stops the daemon (exit 2) naming its line. */
+static void bad_file(const char *text, const char *want)
+{
+	struct du_daemon *d = du_daemon_new();
+	char path[160], sock[160], *log;
+	const char *argv[] = { DU_DAEMON_PATH, "--socket", sock, "--budgets", path, NULL };
+
+	write_file(d, path, sizeof(path), text);
+	snprintf(sock, sizeof(sock), "%s", d->sock);
+	du_daemon_spawn(d, argv);
+	ck_assert_msg(du_daemon_wait_exit(d, DU_WAIT_MS), "the daemon started on a bad file");
+	log = du_daemon_log(d);
+	ck_assert_msg(WIFEXITED(d->status) && WEXITSTATUS(d->status) == 2,
+		      "status 0x%x, not exit 2; log: %s", (unsigned)d->status, log);
+	ck_assert_msg(strstr(log, path) && strstr(log, want),
+		      "no \"%s: ...%s\" in the log: %s", path, want, log);
+	free(log);
+	du_daemon_free(d);
+}
+
+START_TEST(test_budget_file_bad)
+{
+	bad_file("default timers=4\nuid 12 bogus=1\n", ":2: unknown key 'bogus'");
+	bad_file("\n\n# x\nuid 5 timers=1 timers=2\n", ":4: timers given twice");
+	bad_file("uid 5 timers=1\nuid 6 timers=1\nuid 5 sessions=1\n",
+		 ":3: uid 5 already has its budget (line 1)");
+	bad_file("user no-such-user-here timers=1\n", ":1: no user 'no-such-user-here'");
+	bad_file("group no-such-group-here timers=1\n", ":1: no group 'no-such-group-here'");
+	bad_file("uid 7\n", ":1: no KEY=VALUE");
+	bad_file("uid -7 timers=1\n", ":1: uid '-7' is not a number");
+	bad_file("uid 7 bytes=12Q\n", ":1: bytes=12Q: not a size");
+	bad_file("default timers=1\ndefault sessions=1\n", ":2: a second default rule (the first is line 1)");
+	bad_file("users 7 timers=1\n", ":1: 'users' is not default, uid, user or group");
+}
+END_TEST
+
 /* ---- root ----------------------------------------------------------------- */
 
 static void small_client(const struct du_daemon *d)
@@ -1136,6 +1283,8 @@ static Suite *budget_suite(void)
 	tcase_add_test(tc, test_uid_bytes);
 	tcase_add_test(tc, test_max_memory);
 	tcase_add_test(tc, test_memory_rss);
+	tcase_add_test(tc, test_budget_file);
+	tcase_add_test(tc, test_budget_file_bad);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("recovery");
