@@ -225,8 +225,6 @@ class Client:
             data = sock.recv(262144)
         except _socket.timeout:
             return False
-        except InterruptedError:
-            return True
         except OSError as e:
             err = ConnectionClosed(f"the connection broke: {e}")
             self._drop(err)
