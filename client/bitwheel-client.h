@@ -489,9 +489,9 @@ struct bwc_limits {
 				       half, fires wait (PROTOCOL.md 8)    */
 	uint64_t max_clients;       /* connections the daemon accepts      */
 	uint32_t max_window;        /* the largest consumer window         */
-	/* Per-uid budgets (bitwheeld(8); root is counted, never refused),
-	 * what struct bwc_stats' uid_* figures are measured against; 0 from
-	 * a daemon without them: */
+	/* The caller's uid's budgets (bitwheeld(8)), what struct bwc_stats'
+	 * uid_* figures are measured against; root is exempt unless the
+	 * daemon's --budgets file names it; 0 from a daemon without them: */
 	uint64_t max_clients_per_uid;   /* connections, before Hello too   */
 	uint64_t max_sessions_per_uid;  /* named sessions                  */
 	uint64_t max_timers_per_uid;    /* pending timers plus undelivered
@@ -573,7 +573,8 @@ struct bwc_lane_stats {
 /*
  * The daemon's counters: daemon-wide (not the session's), then the
  * caller's own uid's against its per-uid budgets (bitwheeld(8), "Security
- * and limits"; root is counted, never refused).
+ * and limits"; root is counted, but exempt unless the daemon's --budgets
+ * file names it).
  *
  * The struct has a fixed size, 384 bytes, for good (as struct
  * bwc_session_info and struct bwc_limits do): the caller allocates it, so

@@ -1124,7 +1124,8 @@ static int cmd_stats(int argc, char **argv)
 	/* The daemon counts the caller's uid: ours, as SO_PEERCRED saw it. */
 	printf("\nyour uid %u, against its per-uid budgets%s:\n",
 	       (unsigned)geteuid(),
-	       geteuid() == 0 ? " (root is counted, never refused)" : "");
+	       geteuid() == 0 ? " (root: exempt unless --budgets names it)" :
+				"");
 	print_uid_row("uid_connections", st.uid_connections, "",
 		      info.limits.max_clients_per_uid,
 		      "connections now, this one included");
