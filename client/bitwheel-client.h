@@ -571,7 +571,8 @@ struct bwc_lane_stats {
 };
 
 /*
- * The daemon's counters: daemon-wide (not the session's), then the
+ * The daemon's counters: daemon-wide for root, the caller's own uid's
+ * for anyone else (PROTOCOL.md, Stats), not the session's; then the
  * caller's own uid's against its per-uid budgets (bitwheeld(8), "Security
  * and limits"; root is counted, but exempt unless the daemon's --budgets
  * file names it).
