@@ -5,7 +5,8 @@
  * The file is read once, at start, into a table sorted by uid: one entry
  * per uid that a "uid", "user" or "group" line names, each a whole
  * struct bwd_budget (keys a line leaves out are the "default" line's, or
- * the command line's).  Users and groups are resolved to uids here, with
+ * the command line's, which the file leaves as they are, so that it can
+ * be read again, on SIGHUP).  Users and groups are resolved to uids here, with
  * the name service, so that the loop never calls it; a group's members
  * are the users it lists and those whose primary group it is.  A uid that
  * a "uid" or "user" line names takes that line; otherwise the first
@@ -300,7 +301,7 @@ void bwd_budgets_defaults(const struct bwd_limits *l, struct bwd_budgets *out)
 /* The rules in order: the default first, whatever its line, then uid and
  * user rules, then groups, so that a rule naming a uid wins over a group
  * whatever their order. */
-static int build(struct parse *p, struct bwd_limits *l, struct bwd_budgets *out)
+static int build(struct parse *p, const struct bwd_limits *l, struct bwd_budgets *out)
 {
 	struct bwd_budget def;
 	const struct rule *dflt = NULL;
@@ -329,24 +330,20 @@ static int build(struct parse *p, struct bwd_limits *l, struct bwd_budgets *out)
 			err = add_group(p, &p->rule[i], &def);
 	if (err)
 		return err;
-	/* The command line's per-uid limits become the default rule's. */
-	l->max_clients_per_uid = def.clients > UINT32_MAX ? UINT32_MAX : (uint32_t)def.clients;
-	l->max_sessions_per_uid = def.sessions;
-	l->max_timers_per_uid = def.timers;
-	l->max_periodic_mhz_per_uid = def.periodic_mhz;
-	l->max_bytes_per_uid = def.bytes;
 	qsort(p->entry, p->nentries, sizeof(*p->entry), by_uid);
+	out->def = def;
 	out->entry = p->entry;
 	out->n = p->nentries;
 	p->entry = NULL;
-	bwd_budgets_defaults(l, out);
 	return 0;
 }
 
-int bwd_budgets_load(const char *path, struct bwd_limits *l,
+int bwd_budgets_load(const char *path, const struct bwd_limits *l,
 		     struct bwd_budgets *out)
 {
 	struct parse p = { .path = path };
+
+	out->path = path;
 	FILE *f = fopen(path, "re");
 	char *line = NULL;
 	size_t cap = 0;

@@ -141,9 +141,9 @@ void bwd_options_free(struct bwd_options *o);
 
 /* out's defaults from l's *_per_uid limits (no file). */
 void bwd_budgets_defaults(const struct bwd_limits *l, struct bwd_budgets *out);
-/* Read the budget file at path into out; its default rule replaces l's
- * *_per_uid limits.  0, or -1 with the file and line on stderr. */
-int bwd_budgets_load(const char *path, struct bwd_limits *l,
+/* Read the budget file at path into out (empty), over the defaults of
+ * l's *_per_uid limits.  0, or -1 with the file and line on stderr. */
+int bwd_budgets_load(const char *path, const struct bwd_limits *l,
 		     struct bwd_budgets *out);
 /* uid's budget; NULL for root unless a rule names uid 0 (exempt). */
 const struct bwd_budget *bwd_budget_of(const struct bwd_budgets *b, uid_t uid);
@@ -392,6 +392,12 @@ int bwd_state_conn_open(struct bwd_state *st, uid_t uid);
 void bwd_state_conn_close(struct bwd_state *st, uid_t uid);
 void bwd_state_uid_usage(const struct bwd_state *st, uid_t uid,
 			 struct bwd_uid_usage *out);
+/* The budgets in force (opt->budgets at first), and a new set of them:
+ * every uid's entry follows at once (O(uids)); a uid over its new
+ * budgets keeps what it has, as after a recovery.  b must outlive its
+ * use. */
+const struct bwd_budgets *bwd_state_budgets(const struct bwd_state *st);
+void bwd_state_set_budgets(struct bwd_state *st, const struct bwd_budgets *b);
 /* The entry of a uid with a connection open (bwd_state_conn_open), valid
  * until that connection's bwd_state_conn_close. */
 struct bwd_uid *bwd_state_uid(struct bwd_state *st, uid_t uid);

@@ -124,11 +124,12 @@ static bool storage_refuses(struct bwd_request_ctx *ctx, bool has_id,
 
 /* uid's budgets (--budgets, or the *_per_uid options); an exempt root's
  * are the defaults, which never refuse it. */
-static const struct bwd_budget *budget_of(const struct bwd_options *opt, uid_t uid)
+static const struct bwd_budget *budget_of(const struct bwd_state *st, uid_t uid)
 {
-	const struct bwd_budget *b = bwd_budget_of(&opt->budgets, uid);
+	const struct bwd_budgets *all = bwd_state_budgets(st);
+	const struct bwd_budget *b = bwd_budget_of(all, uid);
 
-	return b ? b : &opt->budgets.def;
+	return b ? b : &all->def;
 }
 
 static uint64_t now_of(struct bwd_request_ctx *ctx)
@@ -215,6 +216,7 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 	Bitwheel__V1__Limits *lim = &out->limits;
 	char name[BWP_SESSION_NAME_MAX + 1];
 	struct bwd_attach a = { .uid = ctx->uid, .owner = ctx->owner };
+	const struct bwd_budget *own;
 	struct bwd_session *s;
 	bool resumed;
 	int err;
@@ -243,14 +245,14 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 		struct bwd_uid_usage u;
 
 		bwd_state_uid_usage(ctx->env->state, a.owner_uid, &u);
-		if (u.sessions < budget_of(opt, a.owner_uid)->sessions)
+		if (u.sessions < budget_of(ctx->env->state, a.owner_uid)->sessions)
 			journal_refused(ctx, a.owner_uid, &u, req->request_id, true,
 					"session", a.name, out);
 		else
 			error(out, true, req->request_id, err, true,
 			      "session '%s': uid %ld has %" PRIu64 " named sessions; its budget is %" PRIu64 " (max_sessions_per_uid)",
 			      a.name, (long)a.owner_uid, u.sessions,
-			      budget_of(opt, a.owner_uid)->sessions);
+			      budget_of(ctx->env->state, a.owner_uid)->sessions);
 		return;
 	}
 	if (err == PROTOCOL_NAME(STORAGE_UNAVAILABLE)) {
@@ -281,12 +283,13 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 	lim->has_max_clients_per_uid = lim->has_max_sessions_per_uid = 1;
 	lim->has_max_timers_per_uid = lim->has_max_periodic_rate_per_uid = 1;
 	/* The caller's own, which --budgets may set apart. */
-	lim->max_clients_per_uid = budget_of(opt, ctx->uid)->clients;
-	lim->max_sessions_per_uid = budget_of(opt, ctx->uid)->sessions;
-	lim->max_timers_per_uid = budget_of(opt, ctx->uid)->timers;
-	lim->max_periodic_rate_per_uid = budget_of(opt, ctx->uid)->periodic_mhz / 1000;
+	own = budget_of(ctx->env->state, ctx->uid);
+	lim->max_clients_per_uid = own->clients;
+	lim->max_sessions_per_uid = own->sessions;
+	lim->max_timers_per_uid = own->timers;
+	lim->max_periodic_rate_per_uid = own->periodic_mhz / 1000;
 	lim->has_max_bytes_per_uid = lim->has_max_memory_bytes = 1;
-	lim->max_bytes_per_uid = budget_of(opt, ctx->uid)->bytes;
+	lim->max_bytes_per_uid = own->bytes;
 	lim->max_memory_bytes = opt->limits.max_memory;
 	bitwheel__v1__hello_reply__init(hr);
 	hr->has_protocol_version = 1;
@@ -330,7 +333,7 @@ static bool bytes_refused(struct bwd_request_ctx *ctx, const struct bwd_schedule
 {
 	const struct bwd_limits *l = &ctx->env->opt->limits;
 	struct bwd_session *ss = ctx->member->session;
-	const struct bwd_budget *b = budget_of(ctx->env->opt, ss->owner);
+	const struct bwd_budget *b = budget_of(ctx->env->state, ss->owner);
 	uint64_t added = bwd_timer_bytes_added(ss, s);
 	struct bwd_uid_usage u;
 
@@ -434,7 +437,7 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 		      "key %" PRIu64 ": uid %ld's periodic timers would fire %s times a second; its budget is %s (max_periodic_rate_per_uid)",
 		      s.key, (long)ss->owner,
 		      hz_text(bwd_timer_rate_after(ss, &s), rate),
-		      hz_text(budget_of(opt, ss->owner)->periodic_mhz, budget));
+		      hz_text(budget_of(ctx->env->state, ss->owner)->periodic_mhz, budget));
 		return;
 	}
 	if (err == PROTOCOL_NAME(TOO_MANY_TIMERS)) {
@@ -447,7 +450,7 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 			error(out, true, r->request_id, err, false,
 			      "key %" PRIu64 ": uid %ld's pending timers and undelivered fires over all its sessions (%" PRIu64 ") are at its budget of %" PRIu64 " (max_timers_per_uid): cancel some or let consumers catch up",
 			      s.key, (long)ss->owner, u.timers,
-			      budget_of(opt, ss->owner)->timers);
+			      budget_of(ctx->env->state, ss->owner)->timers);
 			return;
 		}
 	}

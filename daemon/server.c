@@ -22,7 +22,9 @@
  *              ended anonymous sessions' timers, and re-arms the wheel's
  *              timerfd.  So fires leave in the turn they became possible,
  *              and the state never calls up into the connections.
- *   signals    SIGTERM/SIGINT start the shutdown; SIGPIPE is ignored
+ *   signals    SIGTERM/SIGINT start the shutdown; SIGHUP reads --budgets
+ *              again (a file that does not parse changes nothing);
+ *              SIGPIPE is ignored
  *   notify     READY=1 once the loop runs, STATUS= every few seconds,
  *              WATCHDOG=1 at half the watchdog interval, STOPPING=1
  *   sigchld    a snapshot writer finished (store.c)
@@ -67,7 +69,9 @@ struct bwd_server {
 	bool activated;
 	uint64_t armed_ns;         /* when timer_fd expires; MAX: disarmed   */
 	struct event *listener, *wheel, *status, *watchdog, *reaper;
-	struct event *sigterm, *sigint;
+	struct event *sigterm, *sigint, *sighup;
+	/* The budgets SIGHUP read last; NULL: opt's are in force. */
+	struct bwd_budgets *reread;
 };
 
 struct bwd_env *bwd_server_env(struct bwd_server *srv)
@@ -264,7 +268,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		code = bwd_state_conn_open(srv->state, cred.uid);
 		if (code) {
 			char msg[160];
-			const struct bwd_budget *lim = bwd_budget_of(&srv->opt->budgets, cred.uid);
+			const struct bwd_budget *lim = bwd_budget_of(bwd_state_budgets(srv->state), cred.uid);
 
 			snprintf(msg, sizeof(msg), code == BITWHEEL__V1__ERROR_CODE__TOO_MANY_CLIENTS ?
 				 "uid %ld is at its budget of %" PRIu64 " connections (max_clients_per_uid)" :
@@ -316,6 +320,37 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		event_base_loopbreak(srv->base);
 	else
 		event_base_loopexit(srv->base, &grace);
+}
+
+/* SIGHUP: read the budget file again.  A file that does not parse leaves
+ * the budgets in force as they are, and the daemon running. */
+static void on_hup(evutil_socket_t sig, short what, void *arg)
+{
+	struct bwd_server *srv = arg;
+	const char *path = srv->opt->budgets.path;
+	struct bwd_budgets *b;
+
+	(void)sig;
+	(void)what;
+	if (!path) {
+		bwd_log(BWD_LOG_NOTICE, "SIGHUP: no --budgets file to read again; nothing changes");
+		return;
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b || bwd_budgets_load(path, &srv->opt->limits, b)) {
+		bwd_log(BWD_LOG_WARNING, "SIGHUP: %s not read again (%s); the budgets in force stay",
+			path, b ? "see the error above" : "out of memory");
+		free(b);
+		return;
+	}
+	bwd_state_set_budgets(srv->state, b);
+	if (srv->reread) {
+		bwd_budgets_free(srv->reread);
+		free(srv->reread);
+	}
+	srv->reread = b;
+	bwd_log(BWD_LOG_NOTICE, "SIGHUP: budgets read again from %s: %zu uids set apart from the default",
+		path, b->n);
 }
 
 int bwd_server_attach(struct bwd_server *srv, struct bufferevent *bev,
@@ -403,7 +438,9 @@ static int server_open(struct bwd_server *srv)
 	srv->status = event_new(srv->base, -1, EV_PERSIST, on_status, srv);
 	srv->sigterm = evsignal_new(srv->base, SIGTERM, on_signal, srv);
 	srv->sigint = evsignal_new(srv->base, SIGINT, on_signal, srv);
-	if (!srv->listener || !srv->status || !srv->sigterm || !srv->sigint)
+	srv->sighup = evsignal_new(srv->base, SIGHUP, on_hup, srv);
+	if (!srv->listener || !srv->status || !srv->sigterm || !srv->sigint ||
+	    !srv->sighup)
 		return -ENOMEM;
 	if (sd_watchdog_enabled(0, &wd_usec) > 0) {
 		struct timeval tv = { (time_t)(wd_usec / 2 / 1000000),
@@ -418,6 +455,7 @@ static int server_open(struct bwd_server *srv)
 	event_add(srv->status, &status);
 	event_add(srv->sigterm, NULL);
 	event_add(srv->sigint, NULL);
+	event_add(srv->sighup, NULL);
 	return event_base_once(srv->base, -1, EV_TIMEOUT, on_ready, srv, &zero);
 }
 
@@ -425,7 +463,7 @@ void bwd_server_free(struct bwd_server *srv)
 {
 	struct event *evs[] = { srv->listener, srv->wheel, srv->status,
 				srv->watchdog, srv->sigterm, srv->sigint,
-				srv->reaper, srv->env.pump };
+				srv->sighup, srv->reaper, srv->env.pump };
 
 	/* Connections free themselves from the loop's next turn. */
 	while (srv->env.conns) {
@@ -437,6 +475,10 @@ void bwd_server_free(struct bwd_server *srv)
 			event_free(evs[i]);
 	bwd_store_free(srv->store);
 	bwd_state_free(srv->state);
+	if (srv->reread) {
+		bwd_budgets_free(srv->reread);
+		free(srv->reread);
+	}
 	if (srv->timer_fd >= 0)
 		close(srv->timer_fd);
 	if (srv->listen_fd >= 0) {

@@ -130,6 +130,7 @@ struct bwd_state {
 	uint64_t next_id;
 	bool restoring;            /* timers are not in the wheel yet        */
 	const struct bwd_options *opt;
+	const struct bwd_budgets *budgets; /* in force: opt's, or reread    */
 	struct bwd_state_stats stats;
 	uint64_t held;             /* every uid's bytes                      */
 	uint64_t seed;
@@ -167,7 +168,7 @@ static struct bwd_uid *uid_get(struct bwd_state *st, uid_t uid)
 	if (!u)
 		return NULL;
 	u->node.key = (uint64_t)uid;
-	u->lim = bwd_budget_of(&st->opt->budgets, uid);
+	u->lim = bwd_budget_of(st->budgets, uid);
 	bwd_map_insert(&st->uids, &u->node);
 	return u;
 }
@@ -187,7 +188,7 @@ static void uid_put(struct bwd_state *st, struct bwd_uid *u)
 static const struct bwd_budget *binding(const struct bwd_state *st, uid_t caller,
 					const struct bwd_budget *lim)
 {
-	if (caller == 0 && !bwd_budget_of(&st->opt->budgets, 0))
+	if (caller == 0 && !bwd_budget_of(st->budgets, 0))
 		return NULL;
 	return lim;
 }
@@ -195,7 +196,7 @@ static const struct bwd_budget *binding(const struct bwd_state *st, uid_t caller
 int bwd_state_conn_open(struct bwd_state *st, uid_t uid)
 {
 	struct bwd_uid *u = uid_find(st, uid);
-	const struct bwd_budget *lim = u ? u->lim : bwd_budget_of(&st->opt->budgets, uid);
+	const struct bwd_budget *lim = u ? u->lim : bwd_budget_of(st->budgets, uid);
 
 	if (lim && (u ? u->conns : 0) >= lim->clients)
 		return BITWHEEL__V1__ERROR_CODE__TOO_MANY_CLIENTS;
@@ -221,6 +222,22 @@ static void charge(struct bwd_state *st, struct bwd_uid *u, int64_t n)
 {
 	u->bytes += (uint64_t)n;
 	st->held += (uint64_t)n;
+}
+
+const struct bwd_budgets *bwd_state_budgets(const struct bwd_state *st)
+{
+	return st->budgets;
+}
+
+void bwd_state_set_budgets(struct bwd_state *st, const struct bwd_budgets *b)
+{
+	st->budgets = b;
+	for (size_t i = 0; i <= st->uids.mask; i++)
+		for (struct bwd_map_node *n = st->uids.bucket[i]; n; n = n->next) {
+			struct bwd_uid *u = bwd_container_of(n, struct bwd_uid, node);
+
+			u->lim = bwd_budget_of(b, (uid_t)n->key);
+		}
 }
 
 struct bwd_uid *bwd_state_uid(struct bwd_state *st, uid_t uid)
@@ -814,6 +831,7 @@ int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 	if (!st)
 		return -ENOMEM;
 	st->opt = opt;
+	st->budgets = &opt->budgets;
 	st->work_tail = &st->work_head;
 	if (getrandom(&st->seed, sizeof(st->seed), 0) != sizeof(st->seed))
 		st->seed = now_ns;
@@ -1132,7 +1150,7 @@ int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
 	if (!s && a->name) {
 		const struct bwd_uid *u = uid_find(st, a->owner_uid);
 		const struct bwd_budget *lim = binding(st, a->uid, u ? u->lim :
-			bwd_budget_of(&st->opt->budgets, a->owner_uid));
+			bwd_budget_of(st->budgets, a->owner_uid));
 
 		if (lim && ((u ? u->named : 0) >= lim->sessions ||
 			    (u && u->journal >= st->opt->limits.max_journal_per_uid)))

@@ -27,7 +27,8 @@
  *   file         --budgets: a uid's rule, a group's (for its members), the
  *                default for everyone else, root exempt unless a rule
  *                names it; HelloReply.limits shows the caller's own; a bad
- *                file stops the daemon naming the file and line
+ *                file stops the daemon naming the file and line; SIGHUP
+ *                reads it again, and a bad one then changes nothing
  *   root         uid 0 is counted and never refused
  *   stats        StatsReply's uid_* fields are the caller's own uid's, and
  *                HelloReply.limits carries the budgets and their defaults;
@@ -856,6 +857,65 @@ START_TEST(test_budget_file)
 }
 END_TEST
 
+/* SIGHUP, then wait until the log says `want`. */
+static void hup(struct du_daemon *d, const char *want)
+{
+	uint64_t t = du_now_ns() + (uint64_t)DU_WAIT_MS * DU_MS;
+	char *log = NULL;
+
+	ck_assert(kill(d->pid, SIGHUP) == 0);
+	for (;;) {
+		free(log);
+		log = du_daemon_log(d);
+		if (strstr(log, want) || du_now_ns() > t)
+			break;
+		du_sleep_ms(10);
+	}
+	ck_assert_msg(strstr(log, want), "no \"%s\" in the log after SIGHUP: %s", want, log);
+	free(log);
+	du_assert_serving(d);
+}
+
+static void reload_3(const struct du_daemon *d)
+{
+	timers_until(d, 3);
+}
+
+static void reload_5(const struct du_daemon *d)
+{
+	timers_until(d, 5);
+}
+
+START_TEST(test_budget_reload)
+{
+	struct du_daemon *d;
+	char path[160], text[128];
+	const char *extra[] = { "--budgets", path, NULL };
+
+	if (!need_root("test_budget_reload"))
+		return;
+	d = du_daemon_new();
+	ck_assert(chmod(d->dir, 0755) == 0);
+	snprintf(text, sizeof(text), "uid %d timers=3\n", NOBODY);
+	write_file(d, path, sizeof(path), text);
+	start(d, extra);
+	as_uid(NOBODY, d, reload_3);
+	snprintf(text, sizeof(text), "uid %d timers=5\n", NOBODY);
+	write_file(d, path, sizeof(path), text);
+	hup(d, "budgets read again from");
+	as_uid(NOBODY, d, reload_5);
+	/* A file gone bad: logged with its line, the budgets stay. */
+	write_file(d, path, sizeof(path), "uid 1 timers=1\nuid 1 sessions=1\n");
+	hup(d, "not read again");
+	as_uid(NOBODY, d, reload_5);
+	du_daemon_kill(d);
+	/* Without a file, SIGHUP no longer kills the daemon. */
+	start(d, NULL);
+	hup(d, "SIGHUP: no --budgets file");
+	du_daemon_free(d);
+}
+END_TEST
+
 /* A file that does not parse stops the daemon (exit 2) naming its line. */
 static void bad_file(const char *text, const char *want)
 {
@@ -1285,6 +1345,7 @@ static Suite *budget_suite(void)
 	tcase_add_test(tc, test_memory_rss);
 	tcase_add_test(tc, test_budget_file);
 	tcase_add_test(tc, test_budget_file_bad);
+	tcase_add_test(tc, test_budget_reload);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("recovery");
