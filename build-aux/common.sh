@@ -7,12 +7,14 @@ bw_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Debian 12 packages the build, every configure check and the tests need
 # (systemd brings systemd-analyze and systemd-socket-activate; clang and
 # libclang-rt-14-dev the libFuzzer targets of make fuzz; python3-* and
-# protobuf-compiler the Python package, bindings/python).
+# protobuf-compiler the Python package, bindings/python; debhelper,
+# dpkg-dev, fakeroot and lintian the Debian package of build-aux/deb.sh).
 bw_packages=(
 	build-essential autoconf automake libtool pkg-config
 	libevent-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev check
 	systemd clang libclang-rt-14-dev
 	python3 python3-protobuf python3-pytest python3-pip protobuf-compiler
+	debhelper dpkg-dev fakeroot lintian
 )
 
 # Install only what is missing, so a ready machine needs neither root nor
@@ -45,6 +47,24 @@ bw_bootstrap() {
 	if [ ! -x "$bw_root/configure" ] || [ ! -f "$bw_root/Makefile.in" ]; then
 		(cd "$bw_root" && autoreconf -fi)
 	fi
+}
+
+# A copy of the tree in DEST: tracked and new (not ignored) files, as
+# they are in the working tree, so that a build or an install test there
+# leaves the checkout clean (deb.sh, install-test.sh).
+bw_copy_tree() {
+	local dest=$1 f
+
+	git -C "$bw_root" rev-parse --git-dir >/dev/null 2>&1 || {
+		echo "$bw_root is not a git checkout: cannot tell its files from build products" >&2
+		return 1
+	}
+	mkdir -p "$dest"
+	(cd "$bw_root" && git ls-files -z --cached --others --exclude-standard) |
+		while IFS= read -r -d '' f; do
+			[ -e "$bw_root/$f" ] && printf '%s\0' "$f"
+		done |
+		(cd "$bw_root" && tar --null -T - -cf -) | tar -xf - -C "$dest"
 }
 
 # Out-of-tree: the source tree stays free of build products, and quickstart

@@ -19,6 +19,9 @@ proto_libbwproto_la_LIBADD = $(PROTOBUF_C_LIBS)
 BUILT_SOURCES += $(bw_proto_generated)
 CLEANFILES += $(bw_proto_generated)
 EXTRA_DIST += proto/bitwheel.proto proto/PROTOCOL.md
+# Installed for clients in other languages (PROTOCOL.md goes to $(docdir),
+# Makefile.am).
+pkgdata_DATA = proto/bitwheel.proto
 
 proto/bitwheel.pb-c.c: $(srcdir)/proto/bitwheel.proto
 	$(AM_V_GEN)$(MKDIR_P) proto && \

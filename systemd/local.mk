@@ -32,4 +32,25 @@ systemdsystemunit_DATA = systemd/bitwheeld.socket systemd/bitwheeld.service
 # --prefix=/usr get /usr/lib/sysusers.d.
 sysusersdir = $(prefix)/lib/sysusers.d
 sysusers_DATA = systemd/bitwheel.conf
+bw_installcheck_files += $(systemdsystemunitdir)/bitwheeld.socket \
+	$(systemdsystemunitdir)/bitwheeld.service $(sysusersdir)/bitwheel.conf
 endif
+
+# After a live install (empty DESTDIR, configure's --enable-post-install)
+# create the group at once, as systemd-sysusers.service would at the next
+# boot: bitwheeld.socket cannot start without it.  Tolerant like the
+# ldconfig step in Makefile.am: without the tool or root, a note says what
+# to run.
+install-data-hook:
+	@if test -z '$(DESTDIR)' && test '$(BW_POST_INSTALL)' = yes && \
+	    test -n '$(sysusers_DATA)'; then \
+	  if command -v systemd-sysusers >/dev/null 2>&1 && \
+	      systemd-sysusers '$(sysusersdir)/bitwheel.conf'; then \
+	    echo "post-install: systemd-sysusers: group bitwheel is there"; \
+	  else \
+	    echo "post-install: note: could not run systemd-sysusers;" \
+	      "as root run: systemd-sysusers $(sysusersdir)/bitwheel.conf" \
+	      "(or groupadd --system bitwheel)"; \
+	  fi; \
+	fi
+
