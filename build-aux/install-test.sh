@@ -66,7 +66,7 @@ trap cleanup EXIT
 # Nothing of a real install is overwritten, then removed.
 for f in /usr/sbin/bitwheeld /usr/bin/bwctl /usr/local/sbin/bitwheeld \
 	/usr/local/bin/bwctl /lib/systemd/system/bitwheeld.socket \
-	/usr/lib/libbitwheel.so.0 /usr/local/lib/libbitwheel.so.0; do
+	/usr/lib/libbitwheel.so /usr/local/lib/libbitwheel.so; do
 	[ ! -e "$f" ] || fail "$f exists: bitwheel is installed here already"
 done
 ! getent passwd "$bw_user" >/dev/null || fail "user $bw_user exists already"
@@ -89,8 +89,8 @@ bw_installed+=("")
 	{ tail -n 40 "$bw_tmp/install.log" >&2; fail "the README's build block failed"; }
 grep '^post-install' "$bw_tmp/install.log"
 
-for f in /usr/sbin/bitwheeld /usr/bin/bwctl /usr/lib/libbitwheel.so.0 \
-	/usr/lib/libbitwheel-client.so.1 /usr/include/bitwheel.h \
+for f in /usr/sbin/bitwheeld /usr/bin/bwctl /usr/lib/libbitwheel.so \
+	/usr/lib/libbitwheel-client.so /usr/include/bitwheel.h \
 	/usr/include/bitwheel-client.h /lib/systemd/system/bitwheeld.socket \
 	/lib/systemd/system/bitwheeld.service /usr/lib/sysusers.d/bitwheel.conf \
 	/usr/share/doc/bitwheel/PROTOCOL.md /usr/share/doc/bitwheel/README.md \
@@ -141,7 +141,7 @@ bw_daemon=
 echo "group bitwheel: a member reaches the daemon, another user does not"
 
 uninstall
-for f in /usr/sbin/bitwheeld /usr/lib/libbitwheel.so.0 \
+for f in /usr/sbin/bitwheeld /usr/lib/libbitwheel.so \
 	/lib/systemd/system/bitwheeld.socket /usr/share/doc/bitwheel; do
 	[ ! -e "$f" ] || fail "$f is still there after make uninstall"
 done
@@ -159,7 +159,7 @@ grep -q '^post-install: ldconfig: done' "$bw_tmp/local.log" ||
 /usr/local/sbin/bitwheeld --version ||
 	fail "/usr/local/sbin/bitwheeld does not start after make install"
 /usr/local/bin/bwctl --version
-ldd /usr/local/bin/bwctl | grep -q '/usr/local/lib/libbitwheel-client.so.1' ||
+ldd /usr/local/bin/bwctl | grep -q '=> /usr/local/lib/libbitwheel-client\.so' ||
 	fail "/usr/local/bin/bwctl does not use /usr/local/lib's library"
 for f in /usr/local/lib/systemd/system/bitwheeld.socket /usr/local/lib/sysusers.d/bitwheel.conf; do
 	[ -f "$f" ] || fail "$f is missing after make install"
@@ -167,7 +167,7 @@ done
 echo "/usr/local: runs without a manual ldconfig"
 
 uninstall
-for f in /usr/local/sbin/bitwheeld /usr/local/lib/libbitwheel.so.0 \
+for f in /usr/local/sbin/bitwheeld /usr/local/lib/libbitwheel.so \
 	/usr/local/share/doc/bitwheel /usr/local/lib/systemd; do
 	[ ! -e "$f" ] || fail "$f is still there after make uninstall"
 done

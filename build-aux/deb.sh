@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# The Debian package: builds the binary packages of debian/ with
+# dpkg-buildpackage in a copy of the tree (the repository stays clean),
+# runs lintian on them, then, as root, installs them on this machine,
+# checks what they put in place, and purges them again.  The packages are
+# left in build-deb/.  Exits non-zero on any failure.
+#
+#   build-aux/deb.sh                   build, lintian, install test
+#   build-aux/deb.sh --no-install      build and lintian only
+#   build-aux/deb.sh --update-symbols  build and rewrite debian/*.symbols
+#                                      from the libraries just built
+set -euo pipefail
+
+# shellcheck source=build-aux/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+bw_out=$bw_root/build-deb
+# The binary packages, from debian/control.  The library packages' names
+# follow the SONAMEs (debian/rules checks them against the built
+# libraries): libfooN holds libfoo.so.N.
+mapfile -t bw_debs < <(sed -n 's/^Package: *//p' "$bw_root/debian/control")
+
+# lintian tags tolerated at warning or error level, each with the reason.
+# Empty today: a new tag fails the run until it is fixed, or justified
+# here or in a commented debian/*.lintian-overrides.
+bw_lintian_allowed=(
+)
+
+bw_install=yes
+bw_update_symbols=no
+for arg in "$@"; do
+	case $arg in
+	--no-install) bw_install=no ;;
+	--update-symbols) bw_update_symbols=yes bw_install=no ;;
+	*) echo "usage: $0 [--no-install | --update-symbols]" >&2; exit 2 ;;
+	esac
+done
+
+bw_tmp=
+bw_installed=no
+bw_group_before=
+cleanup() {
+	if [ "$bw_installed" = yes ]; then
+		purge_packages || true
+	fi
+	[ -n "$bw_tmp" ] && rm -rf "$bw_tmp"
+	return 0
+}
+trap cleanup EXIT
+
+# The version lives in configure.ac; debian/changelog must follow it.
+check_version() {
+	local upstream deb
+
+	upstream=$(sed -n 's/^AC_INIT(\[bitwheel\], \[\([^]]*\)\].*/\1/p' "$bw_root/configure.ac")
+	deb=$(dpkg-parsechangelog -l "$bw_root/debian/changelog" -S Version)
+	if [ "$upstream" != "$deb" ]; then
+		echo "deb.sh: configure.ac says $upstream, debian/changelog $deb:" \
+			"add a changelog entry (dch -v $upstream)" >&2
+		exit 1
+	fi
+	echo "$deb"
+}
+
+# dpkg-buildpackage in $bw_tmp; the packages end up in $bw_out.  nocheck:
+# build-aux/test.sh has just run the whole suite (and more) on this tree,
+# and a second run would double CI's longest step for nothing.
+build_packages() {
+	local version=$1 src
+
+	src=$bw_tmp/bitwheel-$version
+	bw_copy_tree "$src"
+	echo "== dpkg-buildpackage -us -uc -b (in $src)"
+	# --update-symbols: dh_makeshlibs' -c4 (debian/rules) would stop
+	# the build at the first difference; this level only reports them.
+	[ "$bw_update_symbols" = no ] || export DPKG_GENSYMBOLS_CHECK_LEVEL=0
+	if ! (cd "$src" && DEB_BUILD_OPTIONS="nocheck parallel=$(nproc) ${DEB_BUILD_OPTIONS:-}" \
+		dpkg-buildpackage -us -uc -b); then
+		echo "deb.sh: dpkg-buildpackage failed.  If dpkg-gensymbols printed a diff," \
+			"the libraries' exported symbols changed: when that is meant, run" \
+			"build-aux/deb.sh --update-symbols and commit debian/*.symbols" \
+			"(a symbol removed or changed also needs a new SONAME:" \
+			"-version-info in wheel/local.mk or client/local.mk)" >&2
+		exit 1
+	fi
+	rm -rf "$bw_out"
+	mkdir -p "$bw_out"
+	cp "$bw_tmp"/*.deb "$bw_tmp"/*.changes "$bw_tmp"/*.buildinfo "$bw_out"/
+	[ "$bw_update_symbols" = no ] || update_symbols "$src" "$version"
+}
+
+# Symbols files from the libraries just built: a symbol already listed
+# keeps its version, a new one gets this version.
+update_symbols() {
+	local src=$1 version=$2 pkg template
+
+	for pkg in "${bw_debs[@]}"; do
+		[[ $pkg =~ ^lib.*[0-9]$ ]] || continue
+		template=$bw_root/debian/$pkg.symbols
+		(cd "$src" && dpkg-gensymbols -q -c0 -p"$pkg" -P"debian/$pkg" -v"$version" \
+			${template:+$( [ -f "$template" ] && echo "-I$template")} \
+			-O"$bw_tmp/$pkg.symbols")
+		cp "$bw_tmp/$pkg.symbols" "$template"
+		echo "deb.sh: wrote debian/$pkg.symbols"
+	done
+}
+
+run_lintian() {
+	local changes suppress=()
+
+	changes=$(ls "$bw_out"/*.changes)
+	if [ "${#bw_lintian_allowed[@]}" -gt 0 ]; then
+		suppress=(--suppress-tags "$(IFS=,; echo "${bw_lintian_allowed[*]}")")
+	fi
+	echo "== lintian $(basename "$changes")"
+	lintian --fail-on error,warning --display-info --show-overrides \
+		"${suppress[@]}" "$changes"
+	echo "lintian: no error, no warning"
+}
+
+purge_packages() {
+	echo "== dpkg --purge ${bw_debs[*]}"
+	dpkg --purge "${bw_debs[@]}"
+	bw_installed=no
+	# Debian never removes a system group on purge; the test leaves the
+	# machine as it found it.
+	if [ -z "$bw_group_before" ] && getent group bitwheel >/dev/null; then
+		groupdel bitwheel
+	fi
+}
+
+fail() {
+	echo "deb.sh: install test: $*" >&2
+	exit 1
+}
+
+# bitwheeld from the package on a socket of its own, and bwctl and a
+# program built against the -dev packages talking to it.
+try_installed() {
+	local sock=$bw_tmp/bw.sock pid status=0
+
+	cat >"$bw_tmp/try.c" <<'EOF'
+#include <stdio.h>
+#include <bitwheel.h>
+#include <bitwheel-client.h>
+
+int main(void)
+{
+	printf("libbitwheel-client %s, wheel preset %s\n", bwc_version(),
+	       bw_preset_name(BW_PRESET_BALANCED));
+	return 0;
+}
+EOF
+	# shellcheck disable=SC2046
+	cc -o "$bw_tmp/try" "$bw_tmp/try.c" \
+		$(pkg-config --cflags --libs libbitwheel-client libbitwheel) ||
+		fail "a program does not build against libbitwheel-dev and libbitwheel-client-dev"
+	"$bw_tmp/try" || fail "a program built against the -dev packages does not run"
+
+	timeout 30 bitwheeld --socket "$sock" 2>"$bw_tmp/bitwheeld.log" &
+	pid=$!
+	for _ in $(seq 50); do
+		[ -S "$sock" ] && break
+		sleep 0.1
+	done
+	timeout 10 bwctl --socket "$sock" schedule --key 1 --in 10ms --payload deb || status=$?
+	kill "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	[ "$status" -eq 0 ] || { cat "$bw_tmp/bitwheeld.log" >&2; fail "bwctl schedule against the installed bitwheeld failed"; }
+	echo "installed bitwheeld and bwctl: a timer scheduled and fired"
+}
+
+install_test() {
+	local pkg multiarch f debs=()
+
+	for pkg in "${bw_debs[@]}"; do
+		# shellcheck disable=SC2016
+		if [ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" = "install ok installed" ]; then
+			fail "$pkg is installed already; purge it first (the test purges what it installs)"
+		fi
+	done
+	bw_group_before=$(getent group bitwheel || true)
+	[ -z "$bw_group_before" ] ||
+		echo "deb.sh: note: group bitwheel exists already; its creation cannot be checked"
+
+	# The packages of bw_debs; the -dbgsym ones stay out.
+	for pkg in "${bw_debs[@]}"; do
+		debs+=("$(ls "$bw_out/${pkg}_"*.deb)")
+	done
+	echo "== dpkg -i ${debs[*]#"$bw_out/"}"
+	bw_installed=yes
+	dpkg -i "${debs[@]}"
+
+	multiarch=$(dpkg-architecture -q DEB_HOST_MULTIARCH)
+	for f in /usr/sbin/bitwheeld /usr/bin/bwctl \
+		/lib/systemd/system/bitwheeld.socket /lib/systemd/system/bitwheeld.service \
+		/usr/lib/sysusers.d/bitwheel.conf \
+		/usr/share/doc/bitwheel/PROTOCOL.md /usr/share/doc/bitwheel/README.md \
+		/usr/share/bitwheel/bitwheel.proto \
+		/usr/share/man/man8/bitwheeld.8.gz /usr/share/man/man1/bwctl.1.gz \
+		/usr/include/bitwheel.h /usr/include/bitwheel-client.h \
+		"/usr/lib/$multiarch/pkgconfig/libbitwheel.pc" \
+		"/usr/lib/$multiarch/pkgconfig/libbitwheel-client.pc"; do
+		[ -e "$f" ] || fail "$f is missing"
+	done
+	for pkg in "${bw_debs[@]}"; do
+		[[ $pkg =~ ^(lib.*[^0-9])([0-9]+)$ ]] || continue
+		f=/usr/lib/$multiarch/${BASH_REMATCH[1]}.so.${BASH_REMATCH[2]}
+		[ -e "$f" ] || fail "$f (package $pkg) is missing"
+	done
+	! ls "/usr/lib/$multiarch"/libbitwheel*.la 2>/dev/null || fail "a .la file is installed"
+	echo "installed files: all present"
+
+	getent group bitwheel >/dev/null || fail "group bitwheel does not exist after install"
+	echo "group bitwheel: $(getent group bitwheel)"
+
+	# The Debian way: the socket enabled (started too when systemd runs),
+	# the service only through it.
+	[ -L /etc/systemd/system/sockets.target.wants/bitwheeld.socket ] ||
+		fail "bitwheeld.socket is not enabled"
+	if find /etc/systemd/system -name bitwheeld.service | grep -q .; then
+		fail "bitwheeld.service is enabled on its own"
+	fi
+	echo "units: bitwheeld.socket enabled, bitwheeld.service not"
+
+	bitwheeld --version || fail "bitwheeld --version failed"
+	bwctl --version || fail "bwctl --version failed"
+	try_installed
+
+	purge_packages
+	for f in /usr/sbin/bitwheeld /etc/systemd/system/sockets.target.wants/bitwheeld.socket; do
+		if [ -e "$f" ] || [ -L "$f" ]; then
+			fail "$f is still there after purge"
+		fi
+	done
+	echo "purged: nothing left"
+}
+
+bw_install_missing
+version=$(check_version)
+bw_tmp=$(mktemp -d)
+build_packages "$version"
+if [ "$bw_update_symbols" = yes ]; then
+	git -C "$bw_root" diff --stat -- debian/*.symbols
+	exit 0
+fi
+run_lintian
+if [ "$bw_install" = no ]; then
+	echo "== install test: skipped (--no-install)"
+elif [ "$(id -u)" -ne 0 ]; then
+	echo "== install test: skipped: it installs the packages on this machine, which needs root"
+else
+	install_test
+fi
+echo "deb.sh: ok: packages in $bw_out"
