@@ -106,7 +106,7 @@ update_symbols() {
 }
 
 run_lintian() {
-	local changes suppress=()
+	local changes suppress=() status=0
 
 	changes=$(ls "$bw_out"/*.changes)
 	if [ "${#bw_lintian_allowed[@]}" -gt 0 ]; then
@@ -114,8 +114,17 @@ run_lintian() {
 	fi
 	echo "== lintian $(basename "$changes")"
 	lintian --fail-on error,warning --display-info --show-overrides \
-		"${suppress[@]}" "$changes"
-	echo "lintian: no error, no warning"
+		"${suppress[@]}" "$changes" | tee "$bw_tmp/lintian.txt" || status=$?
+	echo "lintian: $(grep -c '^E:' "$bw_tmp/lintian.txt") errors," \
+		"$(grep -c '^W:' "$bw_tmp/lintian.txt") warnings," \
+		"$(grep -c '^I:' "$bw_tmp/lintian.txt") info," \
+		"$(grep -c '^O:' "$bw_tmp/lintian.txt") overridden," \
+		"${#bw_lintian_allowed[@]} tags tolerated by this script"
+	if [ "$status" -ne 0 ]; then
+		echo "deb.sh: lintian failed: fix the errors and warnings above, or" \
+			"justify a tag in bw_lintian_allowed or debian/*.lintian-overrides" >&2
+		exit 1
+	fi
 }
 
 purge_packages() {
