@@ -236,6 +236,16 @@ install_test() {
 	bwctl --version || fail "bwctl --version failed"
 	try_installed
 
+	# The same packages again: the maintainer scripts' upgrade path
+	# (preinst upgrade, postinst configure OLD-VERSION) must keep the
+	# socket enabled and the group.
+	echo "== dpkg -i again (the upgrade path)"
+	dpkg -i "${debs[@]}" >/dev/null
+	[ -L /etc/systemd/system/sockets.target.wants/bitwheeld.socket ] ||
+		fail "bitwheeld.socket is no longer enabled after a reinstall"
+	getent group bitwheel >/dev/null || fail "group bitwheel is gone after a reinstall"
+	echo "reinstalled: socket still enabled, group still there"
+
 	purge_packages
 	for f in /usr/sbin/bitwheeld /etc/systemd/system/sockets.target.wants/bitwheeld.socket; do
 		if [ -e "$f" ] || [ -L "$f" ]; then
