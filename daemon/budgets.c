@@ -2,12 +2,12 @@
  * budgets.c - the budget file (--budgets): per-uid overrides of the
  * per-uid budgets, and the lookup of a uid's budget.
  *
- * The file is read once, at start, into a table sorted by uid: one entry
- * per uid that a "uid", "user" or "group" line names, each a whole
- * struct bwd_budget (keys a line leaves out are the "default" line's, or
- * the command line's, which the file leaves as they are, so that it can
- * be read again, on SIGHUP).  Users and groups are resolved to uids here, with
- * the name service, so that the loop never calls it; a group's members
+ * The file is read at start, and again on SIGHUP (server.c), into a
+ * table sorted by uid: one entry per uid that a "uid", "user" or "group"
+ * line names, each a whole struct bwd_budget (keys a line leaves out are
+ * the "default" line's, or the command line's, which the file leaves as
+ * they are).  Users and groups are resolved to uids here, with the name
+ * service, so that the loop never calls it per uid; a group's members
  * are the users it lists and those whose primary group it is.  A uid that
  * a "uid" or "user" line names takes that line; otherwise the first
  * "group" line it is a member of; otherwise the defaults.  Root is exempt
@@ -25,11 +25,11 @@
  *
  * KEY is clients, sessions, timers, bytes (with K, M or G) or
  * periodic-rate (Hz); VALUE may be "unlimited".  Any error names the file
- * and line and stops the daemon from starting.
+ * and line, and stops the daemon from starting (or, on SIGHUP, leaves the
+ * budgets in force).
  */
 #include <errno.h>
 #include <grp.h>
-#include <inttypes.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -287,7 +287,8 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 	lim->max_clients_per_uid = own->clients;
 	lim->max_sessions_per_uid = own->sessions;
 	lim->max_timers_per_uid = own->timers;
-	lim->max_periodic_rate_per_uid = own->periodic_mhz / 1000;
+	lim->max_periodic_rate_per_uid = own->periodic_mhz == UINT64_MAX ?
+		UINT64_MAX : own->periodic_mhz / 1000;
 	lim->has_max_bytes_per_uid = lim->has_max_memory_bytes = 1;
 	lim->max_bytes_per_uid = own->bytes;
 	lim->max_memory_bytes = opt->limits.max_memory;

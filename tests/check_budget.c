@@ -849,9 +849,20 @@ START_TEST(test_budget_file)
 	du_daemon_kill(d);
 
 	/* Unless a rule names it. */
-	write_file(d, path, sizeof(path), "user root timers=2 sessions=unlimited\n");
+	write_file(d, path, sizeof(path),
+		   "user root timers=2 sessions=unlimited periodic-rate=unlimited\n");
 	start(d, extra);
 	timers_until(d, 2);
+	{
+		du_env *e;
+
+		c = du_connect(d->sock);
+		e = du_hello(c, NULL);
+		ck_assert_uint_eq(e->hello_reply->limits->max_sessions_per_uid, UINT64_MAX);
+		ck_assert_uint_eq(e->hello_reply->limits->max_periodic_rate_per_uid, UINT64_MAX);
+		bwp_frame_free(e);
+		du_conn_free(c);
+	}
 	du_assert_serving(d);
 	du_daemon_free(d);
 }
