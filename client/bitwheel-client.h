@@ -498,7 +498,11 @@ struct bwc_limits {
 					   fires over all its sessions     */
 	uint64_t max_periodic_rate_per_uid; /* periodic fires a second: the
 					   sum of 1/period, in Hz          */
-	uint64_t reserved[9];           /* 0                               */
+	uint64_t max_bytes_per_uid;     /* bytes of its timers, fires and
+					   unread output                   */
+	uint64_t max_memory_bytes;      /* the same over every uid, root
+					   included (NO_MEMORY past it)    */
+	uint64_t reserved[7];           /* 0                               */
 };
 
 /* What the daemon said when this connection opened its session. */
@@ -581,8 +585,7 @@ struct bwc_lane_stats {
  * bwc_session_info and struct bwc_limits do): the caller allocates it, so
  * a library writing a longer one than the program was built with would
  * overrun the program's memory.  Counters added later take the
- * reserved slots at the tail, in order (the next: uid_bytes, the uid's
- * payload, queued-fire and unread-output bytes), so programs built
+ * reserved slots at the tail, in order, so programs built
  * against this header keep working with later libraries, and programs
  * built against a later header read a counter this library (or the
  * daemon) does not know as 0.  The library zeroes the reserved slots.
@@ -614,7 +617,9 @@ struct bwc_stats {
 	uint64_t uid_periodic_rate_mhz; /* the sum over its periodic timers
 				     of 1/period, in millihertz, against
 				     --max-periodic-rate-per-uid           */
-	uint64_t reserved[21];    /* see above: 0                          */
+	uint64_t uid_bytes;       /* its timers', fires' and unread output's
+				     bytes, against --max-bytes-per-uid     */
+	uint64_t reserved[20];    /* see above: 0                          */
 };
 
 /*

@@ -1071,10 +1071,13 @@ static int cmd_stats(int argc, char **argv)
 		       "\"memory_bytes\":%llu,\"uid\":%u,"
 		       "\"uid_connections\":%llu,\"uid_sessions\":%llu,"
 		       "\"uid_timers\":%llu,\"uid_periodic_rate_mhz\":%llu,"
+		       "\"uid_bytes\":%llu,"
 		       "\"max_clients_per_uid\":%llu,"
 		       "\"max_sessions_per_uid\":%llu,"
 		       "\"max_timers_per_uid\":%llu,"
-		       "\"max_periodic_rate_per_uid\":%llu}\n",
+		       "\"max_periodic_rate_per_uid\":%llu,"
+		       "\"max_bytes_per_uid\":%llu,"
+		       "\"max_memory_bytes\":%llu}\n",
 		       (unsigned long long)st.clients,
 		       (unsigned long long)st.consumers,
 		       (unsigned long long)st.sessions,
@@ -1090,11 +1093,14 @@ static int cmd_stats(int argc, char **argv)
 		       (unsigned long long)st.uid_sessions,
 		       (unsigned long long)st.uid_timers,
 		       (unsigned long long)st.uid_periodic_rate_mhz,
+		       (unsigned long long)st.uid_bytes,
 		       (unsigned long long)info.limits.max_clients_per_uid,
 		       (unsigned long long)info.limits.max_sessions_per_uid,
 		       (unsigned long long)info.limits.max_timers_per_uid,
 		       (unsigned long long)
-			       info.limits.max_periodic_rate_per_uid);
+			       info.limits.max_periodic_rate_per_uid,
+		       (unsigned long long)info.limits.max_bytes_per_uid,
+		       (unsigned long long)info.limits.max_memory_bytes);
 		return ST_OK;
 	}
 	printf("daemon       bitwheeld %s at %s\n",
@@ -1141,6 +1147,9 @@ static int cmd_stats(int argc, char **argv)
 	       (unsigned long long)(st.uid_periodic_rate_mhz % 1000));
 	print_uid_row(NULL, 0, " Hz", info.limits.max_periodic_rate_per_uid,
 		      "periodic fires a second: the sum of 1/period");
+	print_uid_row("uid_bytes", st.uid_bytes, "",
+		      info.limits.max_bytes_per_uid,
+		      "timers, fires and unread output");
 	printf("\n%-8s %10s %10s %10s %10s %10s %10s\n", "lane", "pending",
 	       "overflow", "inserted", "cancelled", "fired", "lost");
 	print_lane("oneshot", &st.oneshot);

@@ -1381,6 +1381,8 @@ static void copy_limits(struct bwc_client *c, const Bitwheel__V1__Limits *l)
 	out->max_sessions_per_uid = l->max_sessions_per_uid;
 	out->max_timers_per_uid = l->max_timers_per_uid;
 	out->max_periodic_rate_per_uid = l->max_periodic_rate_per_uid;
+	out->max_bytes_per_uid = l->max_bytes_per_uid;
+	out->max_memory_bytes = l->max_memory_bytes;
 	/* A limit the daemon leaves out keeps the protocol's default. */
 	if (out->max_frame_bytes > 0)
 		c->max_frame = out->max_frame_bytes;
@@ -1756,6 +1758,7 @@ static void copy_stats(const Bitwheel__V1__StatsReply *r,
 	out->uid_sessions = r->uid_sessions;
 	out->uid_timers = r->uid_timers;
 	out->uid_periodic_rate_mhz = r->uid_periodic_rate_mhz;
+	out->uid_bytes = r->uid_bytes;
 }
 
 int bwc_schedule(struct bwc_client *c, const struct bwc_timer *t,

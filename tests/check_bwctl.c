@@ -1319,12 +1319,13 @@ START_TEST(test_stats)
 		"uptime_ns", "memory_bytes", "uid", "uid_connections", "uid_sessions",
 		"uid_timers", "uid_periodic_rate_mhz", "max_clients_per_uid",
 		"max_sessions_per_uid", "max_timers_per_uid", "max_periodic_rate_per_uid",
+		"uid_bytes", "max_bytes_per_uid", "max_memory_bytes",
 	};
 	char version[64];
 	du_env *e;
 
 	du_daemon_start(d, "--max-sessions-per-uid", "50", "--max-periodic-rate-per-uid", "70",
-			NULL);
+			"--max-bytes-per-uid", "1048576", NULL);
 	c = du_connect(d->sock);
 	e = du_hello(c, "e2e-stats");
 	snprintf(version, sizeof(version), "%s", e->hello_reply->daemon_version);
@@ -1365,6 +1366,10 @@ START_TEST(test_stats)
 	ck_assert_uint_eq(table_cell(r.out, "uid_timers", 0), 3);
 	ck_assert_msg(strstr(r.out, "\nuid_periodic     1.000 Hz of 70 Hz (") != NULL,
 		      "periodic rate not 1 Hz: %s", r.out);
+	/* Three timers and the connections' unread output: some bytes. */
+	ck_assert_uint_gt(table_cell(r.out, "uid_bytes", 0), 0);
+	ck_assert_msg(strstr(r.out, " of 1048576 (timers, fires and unread output)") != NULL,
+		      "no bytes budget in: %s", r.out);
 	ck_assert_uint_eq(table_cell(r.out, "oneshot", 0), 2);   /* pending   */
 	ck_assert_uint_eq(table_cell(r.out, "oneshot", 2), 3);   /* inserted  */
 	ck_assert_uint_eq(table_cell(r.out, "oneshot", 3), 1);   /* cancelled */
@@ -1399,6 +1404,8 @@ START_TEST(test_stats)
 	ck_assert_uint_eq(ju64(v, "uid_periodic_rate_mhz"), 1000);
 	ck_assert_uint_eq(ju64(v, "max_sessions_per_uid"), 50);
 	ck_assert_uint_eq(ju64(v, "max_periodic_rate_per_uid"), 70);
+	ck_assert_uint_eq(ju64(v, "max_bytes_per_uid"), 1048576);
+	ck_assert(ju64(v, "uid_bytes") > 0 && ju64(v, "max_memory_bytes") > 0);
 	ck_assert(ju64(v, "max_clients_per_uid") > 0 && ju64(v, "max_timers_per_uid") > 0);
 	ck_assert_uint_eq(ju64(v, "queued"), 0);
 	ck_assert_uint_eq(ju64(v, "in_flight"), 0);

@@ -1785,6 +1785,9 @@ static void assert_uid_stats(const struct bwc_stats *st)
 	ck_assert_uint_eq(st->uid_sessions, 2);
 	ck_assert_uint_eq(st->uid_timers, 3);
 	ck_assert_uint_eq(st->uid_periodic_rate_mhz, 10000);
+	/* Three timers' bytes, and no more than the budget allows. */
+	ck_assert_uint_gt(st->uid_bytes, 0);
+	ck_assert_uint_le(st->uid_bytes, 1 << 20);
 	ASSERT_ZEROED(st->reserved, "bwc_stats");
 }
 
@@ -1807,7 +1810,7 @@ START_TEST(test_stats_uid)
 #endif
 	du_daemon_start(d, "--max-sessions-per-uid", "50", "--max-timers-per-uid", "600",
 			"--max-periodic-rate-per-uid", "70", "--max-clients-per-uid", "40",
-			NULL);
+			"--max-bytes-per-uid", "1048576", "--max-memory", "8388608", NULL);
 	a = connect_to(d, "e2e-uid-a");
 	/* The budgets, in the session info; its reserved slots 0. */
 	memset(&info, 0xa5, sizeof(info));
@@ -1816,6 +1819,8 @@ START_TEST(test_stats_uid)
 	ck_assert_uint_eq(info.limits.max_sessions_per_uid, 50);
 	ck_assert_uint_eq(info.limits.max_timers_per_uid, 600);
 	ck_assert_uint_eq(info.limits.max_periodic_rate_per_uid, 70);
+	ck_assert_uint_eq(info.limits.max_bytes_per_uid, 1048576);
+	ck_assert_uint_eq(info.limits.max_memory_bytes, 8388608);
 	ASSERT_ZEROED(info.limits.reserved, "bwc_limits");
 	ASSERT_ZEROED(info.reserved, "bwc_session_info");
 	b = connect_to(d, "e2e-uid-b");
