@@ -38,10 +38,16 @@
  * TURN_NS (a Schedule into a wheel whose overflow holds a million timers
  * costs several times a Cancel; the clock is read every TURN_CLOCK_EVERY
  * frames).  One with more waiting
- * stops reading (its input holds them) and goes on from a zero timeout,
- * that is in the next turn, after the loop has polled again; so the
- * connections that have work share the turns round-robin, and a turn
- * handles no more than about 1 ms of requests.  The turn is told by
+ * stops reading (its input holds them) and waits in a queue
+ * (env->more_head) that goes on from a zero timeout, that is in the next
+ * turn after the loop has polled again, from its front while the turn's
+ * budget lasts, and for the front one's share in any case.  One that used
+ * its share goes to the back: the backlogged connections share the turns
+ * round-robin.  One that the turn's budget passed over before it had any
+ * goes to the front, so that a connection sending a request now and then
+ * (a sparse one, as fq_codel calls them) waits a turn, not for everyone
+ * else's backlog.  A turn handles about 1 ms of requests, and no more
+ * than one share past it.  The turn is told by
  * libevent's cached time, which it takes once a turn.
  *
  * Requests go to request.c, which fills in a reply; this file packs it.
@@ -108,8 +114,9 @@ struct bwd_conn {
 	struct event *flush;       /* active while something is staged       */
 	uint64_t now_ns;           /* the batch's clock; 0: unread           */
 	bool throttled;            /* reading paused for backpressure        */
-	struct event *more;        /* frames left for the next turn: ...    */
-	bool deferred;             /* ... reading paused until it runs      */
+	/* Frames left for a later turn: in env's queue, reading paused. */
+	struct bwd_conn *more_next, *more_prev;
+	bool deferred;
 	bool closing;              /* close once the output has drained      */
 	bool dead;                 /* close at the next turn, unflushed      */
 };
@@ -133,6 +140,23 @@ size_t bwd_conn_output(const struct bwd_conn *c)
 }
 
 static void kill_conn(struct bwd_conn *c);
+
+/* Out of env's queue of connections with frames for a later turn. */
+static void more_unlink(struct bwd_conn *c)
+{
+	struct bwd_env *env = c->env;
+
+	if (c->more_prev)
+		c->more_prev->more_next = c->more_next;
+	else
+		env->more_head = c->more_next;
+	if (c->more_next)
+		c->more_next->more_prev = c->more_prev;
+	else
+		env->more_tail = c->more_prev;
+	c->more_next = c->more_prev = NULL;
+	c->deferred = false;
+}
 
 /* Unread output grew by n (shrank, n < 0): the daemon's total and the
  * uid's bytes (state.c) follow it. */
@@ -321,12 +345,13 @@ static void conn_free(struct bwd_conn *c)
 	if (c->next)
 		c->next->pprev = c->pprev;
 	c->env->clients--;
+	if (c->deferred)
+		more_unlink(c);
 	count_output(c, -(int64_t)(c->committed - c->drained));
 	bwd_state_conn_close(c->env->state, c->uid);
 	event_free(c->reap);
 	event_free(c->flush);
 	event_free(c->resume);
-	event_free(c->more);
 	event_free(c->hello_late);
 	if (c->rd) {
 		event_free(c->rd);
@@ -559,10 +584,11 @@ static Bitwheel__V1__ErrorCode frame_error_code(int err)
 
 /*
  * Whether this turn's budget lets c handle one more frame, having handled
- * `done` in this call.  The turn's count and clock restart when
- * libevent's cached time (taken once a turn) moved.
+ * `done` in this call; reserved: the queue's front's share, whatever the
+ * turn's budget.  The turn's count and clock restart when libevent's
+ * cached time (taken once a turn) moved.
  */
-static bool turn_allows(struct bwd_conn *c, unsigned done)
+static bool turn_allows(struct bwd_conn *c, unsigned done, bool reserved)
 {
 	struct bwd_env *env = c->env;
 	struct timeval tv;
@@ -573,28 +599,51 @@ static bool turn_allows(struct bwd_conn *c, unsigned done)
 		env->turn_frames = 0;
 		env->turn_start_ns = bw_now_ns();
 	}
-	if (done >= CONN_TURN_FRAMES || env->turn_frames >= TURN_FRAMES)
+	if (done >= CONN_TURN_FRAMES)
+		return false;
+	if (reserved)
+		return true;
+	if (env->turn_frames >= TURN_FRAMES)
 		return false;
 	return env->turn_frames % TURN_CLOCK_EVERY != 0 || env->turn_frames == 0 ||
 	       bw_now_ns() - env->turn_start_ns < TURN_NS;
 }
 
 /* Frames are waiting beyond the turn's budget: stop reading (the input
- * holds them) and go on in the next turn. */
-static void defer_input(struct bwd_conn *c)
+ * holds them) and go on in a later turn, from the queue's front or back;
+ * one queued already keeps its place. */
+static void defer_input(struct bwd_conn *c, bool front)
 {
 	static const struct timeval zero = { 0, 0 };
+	struct bwd_env *env = c->env;
 
+	set_reading(c, false);
 	if (c->deferred)
 		return;
 	c->deferred = true;
-	set_reading(c, false);
-	evtimer_add(c->more, &zero);
+	if (front) {
+		c->more_prev = NULL;
+		c->more_next = env->more_head;
+		if (env->more_head)
+			env->more_head->more_prev = c;
+		else
+			env->more_tail = c;
+		env->more_head = c;
+	} else {
+		c->more_next = NULL;
+		c->more_prev = env->more_tail;
+		if (env->more_tail)
+			env->more_tail->more_next = c;
+		else
+			env->more_head = c;
+		env->more_tail = c;
+	}
+	evtimer_add(env->more, &zero);
 }
 
 /* Handle the whole frames in the input buffer, as many as the turn's
- * budget allows. */
-static void handle_input(struct bwd_conn *c)
+ * budget allows (reserved: the queue's front, its share in any case). */
+static void handle_input(struct bwd_conn *c, bool reserved)
 {
 	struct evbuffer *in = c->in;
 	size_t max = c->lim->max_frame;
@@ -619,9 +668,9 @@ static void handle_input(struct bwd_conn *c)
 		size_t len;
 		int err;
 
-		if (!turn_allows(c, done)) {
+		if (!turn_allows(c, done, reserved)) {
 			if (evbuffer_get_length(in) > off)
-				defer_input(c);
+				defer_input(c, done == 0);
 			break;
 		}
 		err = bwp_frame_parse_request_bounded(p ? p + off : NULL, n - off,
@@ -676,27 +725,40 @@ static void handle_input(struct bwd_conn *c)
 	event_active(c->env->pump, 0, 0);
 }
 
-/* The next turn for a connection whose frames waited for it. */
-static void on_more(evutil_socket_t fd, short what, void *arg)
+void bwd_conn_run_deferred(struct bwd_env *env)
 {
-	struct bwd_conn *c = arg;
+	static const struct timeval zero = { 0, 0 };
+	/* Those queued now: one that defers again goes behind them. */
+	struct bwd_conn *last = env->more_tail;
 
-	(void)fd;
-	(void)what;
-	c->deferred = false;
-	/* Backpressure's resume (on_resume) goes on from there itself. */
-	if (c->dead || c->closing || c->throttled)
-		return;
-	handle_input(c);
-	if (!c->deferred && !c->throttled && !c->closing && !c->dead)
-		set_reading(c, true);
+	bool first = true;
+
+	while (env->more_head) {
+		struct bwd_conn *c = env->more_head;
+		bool was_last = c == last;
+
+		if (!turn_allows(c, 0, first))
+			break;
+		more_unlink(c);
+		/* Backpressure's resume (on_resume) goes on from there itself. */
+		if (!c->dead && !c->closing && !c->throttled) {
+			handle_input(c, first);
+			first = false;
+			if (!c->deferred && !c->throttled && !c->closing && !c->dead)
+				set_reading(c, true);
+		}
+		if (was_last)
+			break;
+	}
+	if (env->more_head)
+		evtimer_add(env->more, &zero);
 }
 
 /* Input through the bufferevent: the fuzzer's in-memory pair. */
 static void on_read(struct bufferevent *bev, void *arg)
 {
 	(void)bev;
-	handle_input(arg);
+	handle_input(arg, false);
 }
 
 /*
@@ -718,7 +780,7 @@ static void on_sock_read(evutil_socket_t fd, short what, void *arg)
 	if (!room) {
 		/* Whole frames wait for a turn's budget: no read of 0 bytes,
 		 * which would look like the client's EOF. */
-		handle_input(c);
+		handle_input(c, false);
 		return;
 	}
 	if (evbuffer_reserve_space(in, (ev_ssize_t)room, &v, 1) != 1) {
@@ -729,7 +791,7 @@ static void on_sock_read(evutil_socket_t fd, short what, void *arg)
 	if (n > 0) {
 		v.iov_len = (size_t)n;
 		evbuffer_commit_space(in, &v, 1);
-		handle_input(c);
+		handle_input(c, false);
 		return;
 	}
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -757,7 +819,7 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 		c->throttled = false;
 		set_reading(c, true);
 		/* Frames may already wait in the input buffer. */
-		handle_input(c);
+		handle_input(c, false);
 	}
 }
 
@@ -811,9 +873,8 @@ int bwd_conn_new(struct bwd_env *env, struct bufferevent *bev, uid_t uid,
 	c->reap = event_new(env->base, -1, 0, on_reap, c);
 	c->flush = event_new(env->base, -1, 0, on_flush, c);
 	c->resume = event_new(env->base, -1, 0, on_resume, c);
-	c->more = evtimer_new(env->base, on_more, c);
 	c->hello_late = evtimer_new(env->base, on_hello_late, c);
-	if (!c->reap || !c->flush || !c->resume || !c->more || !c->hello_late)
+	if (!c->reap || !c->flush || !c->resume || !c->hello_late)
 		goto fail;
 	{
 		struct timeval tv = {
@@ -851,8 +912,6 @@ fail:
 		event_free(c->flush);
 	if (c && c->resume)
 		event_free(c->resume);
-	if (c && c->more)
-		event_free(c->more);
 	if (c && c->hello_late)
 		event_free(c->hello_late);
 	if (c && c->rd) {

@@ -722,7 +722,11 @@ struct bwd_env {
 	uint64_t started_ns;
 	bool stopping;
 	/* Requests handled in this turn of the loop, the turn known by
-	 * libevent's cached time (conn.c bounds both). */
+	 * libevent's cached time (conn.c bounds both), and the connections
+	 * with requests left for later turns, in the order they go on: a
+	 * zero timeout (more) runs bwd_conn_run_deferred() in the next turn. */
+	struct event *more;
+	struct bwd_conn *more_head, *more_tail;
 	struct timeval turn_tv;
 	unsigned turn_frames;
 	uint64_t turn_start_ns;        /* CLOCK_MONOTONIC at its first      */
@@ -789,6 +793,9 @@ void bwd_conn_cover(struct bwd_conn **head);
 void bwd_conn_release(struct bwd_conn **head);
 /* Unread output, all of it: the buffer, held, covered, staged. */
 size_t bwd_conn_output(const struct bwd_conn *c);
+/* env->more's callback: the deferred connections go on, in turn, while
+ * the turn's budget lasts. */
+void bwd_conn_run_deferred(struct bwd_env *env);
 /* The next connection in env->conns. */
 struct bwd_conn *bwd_conn_next(const struct bwd_conn *c);
 

@@ -131,6 +131,15 @@ static void on_pump(evutil_socket_t fd, short what, void *arg)
 	pump(arg);
 }
 
+static void on_more(evutil_socket_t fd, short what, void *arg)
+{
+	struct bwd_server *srv = arg;
+
+	(void)fd;
+	(void)what;
+	bwd_conn_run_deferred(&srv->env);
+}
+
 static void on_wheel(evutil_socket_t fd, short what, void *arg)
 {
 	struct bwd_server *srv = arg;
@@ -391,7 +400,8 @@ int bwd_server_new(const struct bwd_options *opt, struct bwd_server **out)
 	srv->env.started_ns = bw_now_ns();
 	srv->env.pump = event_new(srv->base, -1, 0, on_pump, srv);
 	srv->reaper = evtimer_new(srv->base, on_pump, srv);
-	if (!srv->env.pump || !srv->reaper)
+	srv->env.more = evtimer_new(srv->base, on_more, srv);
+	if (!srv->env.pump || !srv->reaper || !srv->env.more)
 		goto fail;
 	if (bwd_state_new(opt, srv->env.started_ns, &srv->state))
 		goto fail;
@@ -463,7 +473,7 @@ void bwd_server_free(struct bwd_server *srv)
 {
 	struct event *evs[] = { srv->listener, srv->wheel, srv->status,
 				srv->watchdog, srv->sigterm, srv->sigint,
-				srv->sighup, srv->reaper, srv->env.pump };
+				srv->sighup, srv->reaper, srv->env.pump, srv->env.more };
 
 	/* Connections free themselves from the loop's next turn. */
 	while (srv->env.conns) {
