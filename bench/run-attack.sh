@@ -63,7 +63,10 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 	echo "# The victim under attack (issue 12)"
 	echo
 	echo "Produced by \`$cmdline\` on $(date -u '+%Y-%m-%d %H:%M UTC'),"
-	echo "bitwheel $(git -C "$root" describe --always --dirty 2>/dev/null || echo '?'),"
+	# Dirty means changed sources; the results this writes do not count.
+	rev=$(git -C "$root" describe --always 2>/dev/null || echo '?')
+	git -C "$root" diff --quiet HEAD -- . ':!bench/results' 2>/dev/null || rev=$rev-dirty
+	echo "bitwheel $rev,"
 	echo "$(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')),"
 	echo "load average $load0 before and $load1 after ($(($(date +%s) - t0)) s)."
 	echo
