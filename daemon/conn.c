@@ -725,35 +725,6 @@ static void handle_input(struct bwd_conn *c, bool reserved)
 	event_active(c->env->pump, 0, 0);
 }
 
-void bwd_conn_run_deferred(struct bwd_env *env)
-{
-	static const struct timeval zero = { 0, 0 };
-	/* Those queued now: one that defers again goes behind them. */
-	struct bwd_conn *last = env->more_tail;
-
-	bool first = true;
-
-	while (env->more_head) {
-		struct bwd_conn *c = env->more_head;
-		bool was_last = c == last;
-
-		if (!turn_allows(c, 0, first))
-			break;
-		more_unlink(c);
-		/* Backpressure's resume (on_resume) goes on from there itself. */
-		if (!c->dead && !c->closing && !c->throttled) {
-			handle_input(c, first);
-			first = false;
-			if (!c->deferred && !c->throttled && !c->closing && !c->dead)
-				set_reading(c, true);
-		}
-		if (was_last)
-			break;
-	}
-	if (env->more_head)
-		evtimer_add(env->more, &zero);
-}
-
 /* Input through the bufferevent: the fuzzer's in-memory pair. */
 static void on_read(struct bufferevent *bev, void *arg)
 {
@@ -765,40 +736,87 @@ static void on_read(struct bufferevent *bev, void *arg)
  * Input from the socket, read here rather than by the bufferevent, which
  * asks the kernel how much is waiting (an ioctl) before every read: one
  * recv() per wakeup instead.  The input never holds more than the largest
- * frame: whole frames are handled at once, so what is left is the start
- * of one, and a read takes no more than the rest of the largest.
+ * frame past what the turn's budget left unhandled, and a read takes no
+ * more than that.  Nothing is read once the turn's budget is spent: the
+ * connection waits at the queue's front and reads there (reserved), so
+ * that hundreds of connections becoming readable at once cost a turn no
+ * more than the reads of those it handles.
  */
-static void on_sock_read(evutil_socket_t fd, short what, void *arg)
+static void read_input(struct bwd_conn *c, bool reserved)
 {
-	struct bwd_conn *c = arg;
 	struct evbuffer *in = c->in;
 	size_t room = c->lim->max_frame + BWP_HEADER_SIZE - evbuffer_get_length(in);
 	struct evbuffer_iovec v;
 	ssize_t n;
 
-	(void)what;
+	if (!reserved && !turn_allows(c, 0, false)) {
+		defer_input(c, true);
+		return;
+	}
 	if (!room) {
 		/* Whole frames wait for a turn's budget: no read of 0 bytes,
 		 * which would look like the client's EOF. */
-		handle_input(c, false);
+		handle_input(c, reserved);
 		return;
 	}
 	if (evbuffer_reserve_space(in, (ev_ssize_t)room, &v, 1) != 1) {
 		bwd_conn_fail(c, BITWHEEL__V1__ERROR_CODE__NO_MEMORY, "out of memory");
 		return;
 	}
-	n = recv(fd, v.iov_base, room < v.iov_len ? room : v.iov_len, MSG_DONTWAIT);
+	n = recv(bufferevent_getfd(c->bev), v.iov_base, room < v.iov_len ? room : v.iov_len,
+		 MSG_DONTWAIT);
 	if (n > 0) {
 		v.iov_len = (size_t)n;
 		evbuffer_commit_space(in, &v, 1);
-		handle_input(c, false);
+		handle_input(c, reserved);
 		return;
 	}
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+		/* Frames a turn's budget left may be waiting all the same. */
+		handle_input(c, reserved);
 		return;
+	}
 	if (n < 0)
 		bwd_log(BWD_LOG_DEBUG, "client pid %ld: %s", (long)c->pid, strerror(errno));
 	kill_conn(c);
+}
+
+static void on_sock_read(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	read_input(arg, false);
+}
+
+void bwd_conn_run_deferred(struct bwd_env *env)
+{
+	static const struct timeval zero = { 0, 0 };
+	/* Those queued now: one that defers again goes behind them. */
+	struct bwd_conn *last = env->more_tail;
+	bool first = true;
+
+	while (env->more_head) {
+		struct bwd_conn *c = env->more_head;
+		bool was_last = c == last;
+
+		if (!turn_allows(c, 0, first))
+			break;
+		more_unlink(c);
+		/* Backpressure's resume (on_resume) goes on from there itself. */
+		if (!c->dead && !c->closing && !c->throttled) {
+			if (c->rd)
+				read_input(c, first);
+			else
+				handle_input(c, first);
+			first = false;
+			if (!c->deferred && !c->throttled && !c->closing && !c->dead)
+				set_reading(c, true);
+		}
+		if (was_last)
+			break;
+	}
+	if (env->more_head)
+		evtimer_add(env->more, &zero);
 }
 
 /* The output drained below a quarter of the bound: fires and requests
