@@ -13,7 +13,9 @@
  *                  (scaled by BW_TEST_SLOW)
  *   the daemon     serves a new client afterwards; its RSS grew by less
  *                  than the timer budget's bytes can explain (not under
- *                  the valgrind wrapper); its log took at most
+ *                  the valgrind wrapper or ASan, whose quarantine keeps
+ *                  what churn frees: 150 MB for the pipeline attack's
+ *                  7 MB); its log took at most
  *                  LOG_LINES_PER_S lines a second while the victim ran
  *
  * The bound is generous (a shared 2-core machine, ASan, valgrind): the
@@ -46,6 +48,12 @@
 /* The budgets, small (bitwheeld(8) "Security and limits"). */
 #define TIMERS_PER_UID 4000
 #define PAYLOAD 1024
+
+#ifdef __SANITIZE_ADDRESS__
+#define RSS_MEANS_LITTLE 1
+#else
+#define RSS_MEANS_LITTLE 0
+#endif
 
 static const char *const budgets[] = {
 	"--socket-mode", "0666",
@@ -171,7 +179,7 @@ START_TEST(test_attack)
 
 	/* The daemon: serving, its memory within the budgets, its log bounded. */
 	du_assert_serving(d);
-	if (!du_wrapped())
+	if (!du_wrapped() && !RSS_MEANS_LITTLE)
 		ck_assert_msg(rss1 < rss0 + (4 * TIMERS_PER_UID * (PAYLOAD + 1024)) / 1024 + 64 * 1024,
 			      "attack %s: daemon RSS %" PRIu64 " KiB -> %" PRIu64 " KiB",
 			      atk_name(k), rss0, rss1);
