@@ -35,7 +35,7 @@
  * 64 KiB of Cancels) cannot hold up the loop, and with it everyone's
  * fires: a connection handles at most CONN_TURN_FRAMES frames per turn,
  * and all of them together at most TURN_FRAMES, or what they handle in
- * TURN_NS (a Schedule into a wheel whose overflow holds a million timers
+ * BWD_TURN_NS (a Schedule into a wheel whose overflow holds a million timers
  * costs several times a Cancel; the clock is read every TURN_CLOCK_EVERY
  * frames).  One with more waiting
  * stops reading (its input holds them) and waits in a queue
@@ -124,8 +124,7 @@ struct bwd_conn {
 /* Frames handled per turn of the loop: by one connection, by all. */
 #define CONN_TURN_FRAMES 256
 #define TURN_FRAMES 1024
-/* ... and the time they may take, the clock read every so many. */
-#define TURN_NS 1000000u
+/* ... and the clock, against BWD_TURN_NS, read every so many. */
 #define TURN_CLOCK_EVERY 16
 
 /* Big enough for a whole pipeline's replies (~20 bytes each) or a poll's
@@ -606,7 +605,7 @@ static bool turn_allows(struct bwd_conn *c, unsigned done, bool reserved)
 	if (env->turn_frames >= TURN_FRAMES)
 		return false;
 	return env->turn_frames % TURN_CLOCK_EVERY != 0 || env->turn_frames == 0 ||
-	       bw_now_ns() - env->turn_start_ns < TURN_NS;
+	       bw_now_ns() - env->turn_start_ns < BWD_TURN_NS;
 }
 
 /* Frames are waiting beyond the turn's budget: stop reading (the input

@@ -356,8 +356,13 @@ struct bw_dual *bwd_state_wheel(struct bwd_state *st);
  */
 struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 					 struct bwd_member **m);
-/* Cancel a chunk of the timers of anonymous sessions that ended with many;
- * true while some remain (call again at the next turn). */
+/* How long one kind of work may hold a turn of the loop (requests, the
+ * teardown of ended sessions), so that everyone's fires stay on time. */
+#define BWD_TURN_NS 1000000u
+
+/* Free a chunk of the timers and fires of sessions that ended with many
+ * (at most TEARDOWN_CHUNK, or BWD_TURN_NS of work); true while some remain
+ * (call again at the next turn). */
 bool bwd_state_reap(struct bwd_state *st);
 
 /*
