@@ -623,11 +623,12 @@ int bwd_snapshot_write(const struct bwd_state *st, int fd, uint64_t generation);
 /*
  * Fork a child that writes the state as it is now to snapshot.tmp.<its
  * pid> in dirfd, header generation `generation`, synced; *pid is the
- * child, which does not keep lockfd and dies with the daemon.  The parent
- * goes on at once.  0 or -errno.
+ * child, which does not keep lockfd and dies with the daemon, and logs
+ * its failure at fail_level.  The parent goes on at once.  0 or -errno.
  */
 int bwd_snapshot_start(const struct bwd_state *st, int dirfd, int lockfd,
-		       uint64_t generation, pid_t *pid);
+		       uint64_t generation, enum bwd_log_level fail_level,
+		       pid_t *pid);
 /* The name the writer `writer` writes to. */
 void bwd_snapshot_tmp_name(pid_t writer, char out[40]);
 /* Writer `writer` succeeded: rename its file over snapshot, sync the

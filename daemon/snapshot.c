@@ -145,7 +145,8 @@ static int write_snapshot(const struct bwd_state *st, int dirfd,
 }
 
 int bwd_snapshot_start(const struct bwd_state *st, int dirfd, int lockfd,
-		       uint64_t generation, pid_t *pid)
+		       uint64_t generation, enum bwd_log_level fail_level,
+		       pid_t *pid)
 {
 	pid_t parent = getpid(), child = fork();
 
@@ -161,7 +162,7 @@ int bwd_snapshot_start(const struct bwd_state *st, int dirfd, int lockfd,
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 && getppid() == parent)
 			err = write_snapshot(st, dirfd, generation);
 		if (err)
-			bwd_log(BWD_LOG_ERR, "snapshot: the writer failed: %s",
+			bwd_log(fail_level, "snapshot: the writer failed: %s",
 				strerror(-err));
 		/* Nothing of the parent's (atexit, stdio, libevent) may run. */
 		_exit(err ? 1 : 0);

@@ -617,7 +617,10 @@ static int snapshot_begin(struct bwd_store *s)
 		return -ENOMEM;
 	}
 	s->last_snapshot_ns = t0;
-	err = bwd_snapshot_start(s->state, s->dirfd, s->lockfd, gen, &s->child);
+	/* While down, the one line at the fault says it all. */
+	err = bwd_snapshot_start(s->state, s->dirfd, s->lockfd, gen,
+				 s->pub->down ? BWD_LOG_DEBUG : BWD_LOG_ERR,
+				 &s->child);
 	if (err) {
 		bwd_log(BWD_LOG_ERR, "snapshot: fork: %s", strerror(-err));
 		s->child = 0;
