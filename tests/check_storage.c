@@ -168,8 +168,8 @@ static void start(struct du_daemon *d, const struct fault *f)
 /*
  * Take the daemon's notifications (STATUS= every 5 s): the kernel queues
  * at most 10 datagrams (net.unix.max_dgram_qlen), after which sd_notify
- * blocks the daemon until they are read.  The waits below are long under
- * valgrind, so they read them as they go.
+ * blocks the daemon until they are read.  du_recv() reads them as it
+ * waits; the sleeps here, long under valgrind, do too.
  */
 static void drain_notes(const struct du_daemon *d)
 {
@@ -181,24 +181,6 @@ static void sleep_draining(const struct du_daemon *d, int ms)
 	for (uint64_t end = du_now_ns() + (uint64_t)ms * DU_MS; du_now_ns() < end;) {
 		drain_notes(d);
 		du_sleep_ms(200);
-	}
-}
-
-/* du_recv for up to timeout_ms, taking the notifications meanwhile. */
-static int recv_draining(const struct du_daemon *d, struct du_conn *c,
-			 int timeout_ms, du_env **e)
-{
-	uint64_t end = du_now_ns() + (uint64_t)timeout_ms * DU_MS;
-
-	for (;;) {
-		uint64_t now = du_now_ns();
-		int rc;
-
-		drain_notes(d);
-		rc = du_recv(c, now >= end ? 0 : (end - now) / DU_MS > 1000 ? 1000 :
-			     (int)((end - now) / DU_MS), e);
-		if (rc != DU_TIMEOUT || du_now_ns() >= end)
-			return rc;
 	}
 }
 
@@ -337,7 +319,7 @@ static void refuses_then_recovers(enum fault_kind kind)
 		struct du_sched s = far_timer(keys[KEPT] = 2000);
 
 		du_send_schedule(held, 50, &s);
-		rc = recv_draining(d, held, du_scale_ms(500), &e);
+		rc = du_recv(held, du_scale_ms(500), &e);
 		ck_assert_msg(rc == DU_TIMEOUT, "a reply to a Schedule that cannot be journaled: %s",
 			      rc == DU_FRAME ? du_describe(e, (char[160]){ 0 }, 160) : "closed");
 	}
@@ -381,7 +363,7 @@ static void refuses_then_recovers(enum fault_kind kind)
 
 	fault_off(d, &f);
 	/* The held reply goes out once a snapshot has it. */
-	rc = recv_draining(d, held, recovery_wait_ms(), &e);
+	rc = du_recv(held, recovery_wait_ms(), &e);
 	ck_assert_msg(rc == DU_FRAME, "no reply after space returned (rc %d)", rc);
 	ck_assert_msg(e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY &&
 		      e->request_id == 50, "%s", du_describe(e, (char[160]){ 0 }, 160));
@@ -462,11 +444,11 @@ START_TEST(test_down_consumer)
 	fault_on(d, &f);
 	s = far_timer(3);
 	du_send_schedule(p, 4, &s);
-	ck_assert_int_eq(recv_draining(d, p, du_scale_ms(500), &e), DU_TIMEOUT);
+	ck_assert_int_eq(du_recv(p, du_scale_ms(500), &e), DU_TIMEOUT);
 
 	du_send_ack(c, true, 7, 1, false);
 	du_expect_error(c, true, 7, BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE);
-	ck_assert_int_eq(recv_draining(d, c, DU_WAIT_MS, &e), DU_FRAME);
+	ck_assert_int_eq(du_recv(c, DU_WAIT_MS, &e), DU_FRAME);
 	ck_assert_msg(e->body_case == BITWHEEL__V1__ENVELOPE__BODY_FIRED &&
 		      e->fired->key == 2, "%s", du_describe(e, (char[160]){ 0 }, 160));
 	delivery = e->fired->delivery;
@@ -535,7 +517,7 @@ START_TEST(test_start_full)
 		ck_assert_msg(du_now_ns() - t0 < (uint64_t)recovery_wait_ms() * DU_MS,
 			      "still refused after space returned");
 		du_send_schedule(c, id, &s);
-		ck_assert_int_eq(recv_draining(d, c, DU_WAIT_MS, &e), DU_FRAME);
+		ck_assert_int_eq(du_recv(c, DU_WAIT_MS, &e), DU_FRAME);
 		up = e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY;
 		if (!up) {
 			ck_assert_int_eq(e->error->code,
