@@ -25,7 +25,8 @@
  *   signals    SIGTERM/SIGINT start the shutdown; SIGHUP reads --budgets
  *              again (a file that does not parse changes nothing);
  *              SIGPIPE is ignored
- *   notify     READY=1 once the loop runs, STATUS= every few seconds,
+ *   notify     READY=1 once the loop runs, STATUS= every few seconds
+ *              (saying so while the state directory cannot be written),
  *              WATCHDOG=1 at half the watchdog interval, STOPPING=1
  *   sigchld    a snapshot writer finished (store.c)
  * The loop runs one turn at a time (EVLOOP_ONCE): after each, the store
@@ -158,8 +159,10 @@ static void notify_status(struct bwd_server *srv)
 	struct bwd_state_stats ss;
 
 	bwd_state_stats(srv->state, &ss);
-	sd_notifyf(0, "STATUS=%" PRIu64 " timers pending, %" PRIu64 " clients, %" PRIu64 " sessions, %" PRIu64 " queued fires, %" PRIu64 " in flight",
-		   ss.timers, srv->env.clients, ss.sessions, ss.queued, ss.in_flight);
+	sd_notifyf(0, "STATUS=%" PRIu64 " timers pending, %" PRIu64 " clients, %" PRIu64 " sessions, %" PRIu64 " queued fires, %" PRIu64 " in flight%s%s",
+		   ss.timers, srv->env.clients, ss.sessions, ss.queued, ss.in_flight,
+		   srv->env.storage.down ? "; state directory not writable: " : "",
+		   srv->env.storage.down ? strerror(-srv->env.storage.err) : "");
 }
 
 static void on_status(evutil_socket_t fd, short what, void *arg)

@@ -14,19 +14,21 @@
  * TCases:
  *   storage   a journal write that fails: the daemon does not exit; the
  *             reply to the Schedule it failed on is held; named Schedules,
- *             Cancels and the Hello of a new named session are refused with STORAGE_UNAVAILABLE, while a Hello
- *             that resumes a session, anonymous sessions and Stats work;
- *             one log line at the fault and one at recovery; after space
- *             returns the held reply arrives, changes are accepted, and
- *             after a kill -9 and a restart every timer acknowledged
- *             before, during (the held one) and after the fault is
- *             pending; tries that fail leave the files as they were.  A
- *             consumer while it is down: an Ack with request_id refused, a
- *             fire still sent to a connection that holds nothing, an Ack
- *             without request_id taken in memory, and both fires again
- *             after a kill -9.  A daemon started on a full file system serves
- *             (READY=1), leaves the files it recovered from as they were,
- *             and recovers once space returns.
+ *             Cancels and the Hello of a new named session are refused
+ *             with STORAGE_UNAVAILABLE, while a Hello that resumes a
+ *             session, anonymous sessions and Stats work; one log line at
+ *             the fault and one at recovery, STATUS= naming the fault
+ *             meanwhile; tries that fail leave the files as they were;
+ *             after space returns the held reply arrives, changes are
+ *             accepted, and after a kill -9 and a restart every timer
+ *             acknowledged before, during (the held one) and after the
+ *             fault is pending.  A consumer while it is down: an Ack with
+ *             request_id refused, a fire still sent to a connection that
+ *             holds nothing, an Ack without request_id taken in memory,
+ *             and both fires again after a kill -9.  A daemon started on
+ *             a full file system serves (READY=1), leaves the files it
+ *             recovered from as they were, and recovers once space
+ *             returns.
  *   policy    a replace loop of one key with a payload writes snapshots of
  *             at most the journal's bytes / --snapshot-growth, and at most
  *             one per --snapshot-min-interval.
@@ -352,6 +354,13 @@ static void refuses_then_recovers(enum fault_kind kind)
 	ck_assert_str_eq(before, after);
 	ck_assert(!du_daemon_exited(d));
 	assert_log_count(d, DOWN_LINE, 1);
+	/* systemctl status says so too (STATUS= every 5 s). */
+	for (uint64_t t0 = du_now_ns();
+	     !d->notes || !strstr(d->notes, "state directory not writable");) {
+		ck_assert_msg(du_now_ns() - t0 < (uint64_t)du_scale_ms(7000) * DU_MS,
+			      "no STATUS= naming the fault:\n%s", d->notes ? d->notes : "");
+		sleep_draining(d, 200);
+	}
 	{
 		char *log = du_daemon_log(d);
 
