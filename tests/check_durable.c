@@ -394,7 +394,23 @@ START_TEST(test_restart_keeps_queue)
 	for (uint64_t k = 1; k <= 20; k++)
 		schedule_at(c, 1 + k, k, t0 + (50 + k) * DU_MS, 0);
 	du_conn_free(c);
-	du_sleep_until(t0 + 200 * DU_MS);
+	/* Every fire queued (however slow a loaded machine makes the
+	 * daemon), then one Schedule's reply: it leaves only once the
+	 * journal is durable up to it, the 20 FIRE records before it too. */
+	c = du_open(d, "q-sync");
+	for (int waited = 0;; waited += 10) {
+		du_env *st = du_stats(c, 1);
+
+		queued = st->stats_reply->queued;
+		bwp_frame_free(st);
+		if (queued == 20)
+			break;
+		ck_assert_msg(waited < DU_WAIT_MS, "%" PRIu64 " of 20 fires queued after %d ms",
+			      queued, DU_WAIT_MS);
+		du_sleep_ms(10);
+	}
+	schedule_at(c, 2, 1, t0 + 3600 * DU_S, 0);
+	du_conn_free(c);
 	du_daemon_kill(d);
 	start_durable(d, NULL);
 	c = du_connect(d->sock);
