@@ -1124,9 +1124,10 @@ static void logs_round(struct actx *a)
 
 	if (!pack_hello(&hello, &hlen, &hcap, 999))
 		return;
-	/* A slow daemon (valgrind) may not have seen the last round's
-	 * connections close: at the budget, try again a little later. */
-	for (int tries = 0; tries < 50; tries++) {
+	/* A slow daemon (valgrind, a loaded machine) may not have seen the
+	 * last round's connections close: at the budget, try again a little
+	 * later, for up to 5 s. */
+	for (int tries = 0; tries < 250; tries++) {
 		int code = -1;
 
 		fd = raw_connect(a->o->sock);
@@ -1225,13 +1226,17 @@ static void attack_run(enum atk_kind k, struct actx *a)
 	case ATK_STATS:
 		run_stats(a, &cs);
 		break;
+	/* At least one round each, even when a loaded machine let the
+	 * victim finish first: the attack's refusal must be seen. */
 	case ATK_FRAMES:
-		while (!stopping(a, 0))
+		do
 			frames_round(a, buf, a->have_lim ? a->lim.max_frame_bytes : 65536);
+		while (!stopping(a, 0));
 		break;
 	case ATK_EXPIRE:
-		while (!stopping(a, 20))
+		do
 			expire_round(a, &next);
+		while (!stopping(a, 20));
 		break;
 	case ATK_SILENT:
 		run_silent(a, &cs);
@@ -1243,8 +1248,9 @@ static void attack_run(enum atk_kind k, struct actx *a)
 		run_squat(a, &cs);
 		break;
 	case ATK_LOGS:
-		while (!stopping(a, 0))
+		do
 			logs_round(a);
+		while (!stopping(a, 0));
 		break;
 	default:
 		stopping(a, -1);
