@@ -126,4 +126,4 @@ bench_bwturns_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 bench_bwturns_la_LIBADD = -ldl
 
 # bench/run-python.sh: the Python client beside redis-py (bench/pybench.py).
-EXTRA_DIST += bench/run-python.sh bench/pybench.py
+EXTRA_DIST += bench/run-python.sh bench/pybench.py bench/burst.py
