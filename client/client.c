@@ -98,6 +98,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "duration.h"
 #include "frame.h"
 
 #ifndef PACKAGE_VERSION
@@ -451,6 +452,11 @@ uint64_t bwc_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int bwc_parse_duration(const char *text, uint64_t *out_ns)
+{
+	return bwp_parse_duration(text, out_ns) ? BWC_EINVAL : 0;
 }
 
 /* For messages: "30s", "0.250s". */

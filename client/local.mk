@@ -2,9 +2,7 @@
 # command line built on it.
 
 lib_LTLIBRARIES += client/libbitwheel-client.la
-client_libbitwheel_client_la_SOURCES = \
-	client/client.c \
-	client/duration.c
+client_libbitwheel_client_la_SOURCES = client/client.c
 # Hidden by default: only what bitwheel-client.h marks BWC_EXPORT is ABI.
 # libbwproto is a convenience library folded into this one; the regex
 # keeps its bwp_* and protobuf-c symbols out of the shared library's

@@ -130,8 +130,6 @@ struct bwd_options {
 
 /* 0 to run, 1 when --help/--version printed, -1 on a usage error. */
 int bwd_options_parse(int argc, char **argv, struct bwd_options *out);
-/* "250ms", "2s", "5m", "1h", "10us", "100ns" -> ns; 0 or -EINVAL. */
-int bwd_parse_duration(const char *s, uint64_t *out_ns);
 /* "4096", "64K", "16M", "1G" (powers of 1024) -> bytes; 0 or -EINVAL. */
 int bwd_parse_size(const char *s, uint64_t *out);
 /* What bwd_options_parse() allocated. */

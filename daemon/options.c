@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "daemon-internal.h"
+#include "duration.h"
 
 #define DEFAULT_SOCKET "/run/bitwheel/bitwheeld.sock"
 
@@ -98,30 +99,29 @@ static void usage(FILE *f)
 "Durations take a unit: ns, us, ms, s, m or h (e.g. 250ms, 5m).\n");
 }
 
-int bwd_parse_duration(const char *s, uint64_t *out_ns)
+/* A duration option of min_ns or more: 0, or -1 with the reason printed
+ * (not a duration, longer than the clock can count, or under min_ns). */
+static int parse_duration(const char *flag, const char *arg, uint64_t min_ns,
+			  const char *min_text, uint64_t *out_ns)
 {
-	static const struct { const char *unit; uint64_t ns; } units[] = {
-		{ "ns", 1 }, { "us", 1000 }, { "ms", 1000000 },
-		{ "s", 1000000000 }, { "m", 60000000000 }, { "h", 3600000000000 },
-	};
-	char *end;
-	unsigned long long v;
+	int err = bwp_parse_duration(arg, out_ns);
 
-	if (!s || *s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(end, units[i].unit) == 0) {
-			if (v > UINT64_MAX / units[i].ns)
-				return -EINVAL;
-			*out_ns = v * units[i].ns;
-			return 0;
-		}
+	if (err == -ERANGE) {
+		fprintf(stderr, "bitwheeld: --%s: '%s' is too long: durations go up to about %d years\n",
+			flag, arg, BWP_DURATION_MAX_YEARS);
+		return -1;
 	}
-	return -EINVAL;
+	if (err) {
+		fprintf(stderr, "bitwheeld: --%s: '%s' is not a duration: numbers with units ns, us, ms, s, m or h, e.g. 250ms, 1.5s, 1h30m\n",
+			flag, arg);
+		return -1;
+	}
+	if (*out_ns < min_ns) {
+		fprintf(stderr, "bitwheeld: --%s: '%s' is under the least allowed, %s\n",
+			flag, arg, min_text);
+		return -1;
+	}
+	return 0;
 }
 
 int bwd_parse_size(const char *s, uint64_t *out)
@@ -304,12 +304,7 @@ static int parse_limit(int opt, const char *arg, struct bwd_limits *l)
 		l->max_window = (uint32_t)v;
 		return 0;
 	case OPT_HELLO_TIMEOUT:
-		if (bwd_parse_duration(arg, &l->hello_timeout_ns) ||
-		    l->hello_timeout_ns < 1000000u) {
-			fprintf(stderr, "bitwheeld: --hello-timeout: '%s' is not a duration of 1ms or more\n", arg);
-			return -1;
-		}
-		return 0;
+		return parse_duration(flag, arg, 1000000u, "1ms", &l->hello_timeout_ns);
 	case OPT_CLIENTS_PER_UID:
 		if (parse_uint(flag, arg, 1, 1000000, 10, &v))
 			return -1;
@@ -339,11 +334,7 @@ static int parse_limit(int opt, const char *arg, struct bwd_limits *l)
 		  &l->max_bytes_per_uid) = v;
 		return 0;
 	case OPT_LINGER:
-		if (bwd_parse_duration(arg, &l->linger_ns)) {
-			fprintf(stderr, "bitwheeld: --linger: '%s' is not a duration (e.g. 30s, 5m)\n", arg);
-			return -1;
-		}
-		return 0;
+		return parse_duration(flag, arg, 0, "0s", &l->linger_ns);
 	}
 	return -1;
 }
@@ -376,12 +367,8 @@ static int parse_store(int opt, const char *arg, struct bwd_store_options *st)
 		return parse_uint(flag_name(opt), arg, 4096, 1ull << 40, 10,
 				  &st->journal_max);
 	case OPT_SNAPSHOT_INTERVAL:
-		if (bwd_parse_duration(arg, &st->snapshot_interval_ns) ||
-		    st->snapshot_interval_ns < 1000000000ull) {
-			fprintf(stderr, "bitwheeld: --snapshot-interval: '%s' is not a duration of 1s or more\n", arg);
-			return -1;
-		}
-		return 0;
+		return parse_duration(flag_name(opt), arg, 1000000000ull, "1s",
+				      &st->snapshot_interval_ns);
 	case OPT_IGNORE_SNAPSHOT:
 		st->ignore_snapshot = true;
 		return 0;
@@ -398,11 +385,8 @@ static int parse_store(int opt, const char *arg, struct bwd_store_options *st)
 		return 0;
 	}
 	case OPT_SNAPSHOT_MIN_INTERVAL:
-		if (bwd_parse_duration(arg, &st->snapshot_min_interval_ns)) {
-			fprintf(stderr, "bitwheeld: --snapshot-min-interval: '%s' is not a duration\n", arg);
-			return -1;
-		}
-		return 0;
+		return parse_duration(flag_name(opt), arg, 0, "0s",
+				      &st->snapshot_min_interval_ns);
 	}
 	return -1;
 }

@@ -11,7 +11,8 @@ bw_proto_cppflags = -I$(top_builddir)/proto -I$(top_srcdir)/proto \
 	$(PROTOBUF_C_CFLAGS)
 
 noinst_LTLIBRARIES += proto/libbwproto.la
-proto_libbwproto_la_SOURCES = proto/frame.c proto/frame.h
+proto_libbwproto_la_SOURCES = proto/frame.c proto/frame.h \
+	proto/duration.c proto/duration.h
 nodist_proto_libbwproto_la_SOURCES = $(bw_proto_generated)
 proto_libbwproto_la_CPPFLAGS = $(AM_CPPFLAGS) $(bw_proto_cppflags)
 proto_libbwproto_la_LIBADD = $(PROTOBUF_C_LIBS)

@@ -3004,6 +3004,47 @@ START_TEST(test_bad_flags)
 }
 END_TEST
 
+/*
+ * Durations are read by the one parser bwctl and the client library use
+ * too: "1.5s" and "1h30m" are accepted, and a bad one says which way it is
+ * bad (no unit, too long for the clock, under the option's least).
+ */
+START_TEST(test_duration_flags)
+{
+	static const char *const bad[][3] = {
+		{ "--linger", "5", "is not a duration" },
+		{ "--linger", "99999999999999999h", "is too long" },
+		{ "--hello-timeout", "0.5ms", "under the least allowed, 1ms" },
+		{ "--snapshot-interval", "1s2", "is not a duration" },
+	};
+	struct du_daemon *d = du_daemon_new();
+	struct du_result r;
+	struct du_conn *c;
+	char desc[1600];
+	du_env *e;
+
+	du_daemon_start(d, "--linger", "1.5s", "--hello-timeout", "1m30s", NULL);
+	c = du_connect(d->sock);
+	e = du_hello(c, NULL);
+	ck_assert_uint_eq(hr_of(e)->limits->session_linger_ns, 1500 * DU_MS);
+	bwp_frame_free(e);
+	du_conn_free(c);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *argv[] = { DU_DAEMON_PATH, "--socket", d->sock, bad[i][0], bad[i][1],
+				       NULL };
+
+		du_run(argv, quiet_env, 5000, &r);
+		du_result_describe(&r, desc, sizeof(desc));
+		ck_assert_msg(r.status == 2 && strstr(r.err, bad[i][2]) != NULL &&
+				      strstr(r.err, bad[i][0]) != NULL,
+			      "bitwheeld %s %s: want exit 2 and \"%s\": %s", bad[i][0], bad[i][1],
+			      bad[i][2], desc);
+		du_result_free(&r);
+	}
+	du_daemon_free(d);
+}
+END_TEST
+
 /* The socket's mode: 0660 by default, --socket-mode otherwise. */
 START_TEST(test_socket_mode)
 {
@@ -4241,6 +4282,7 @@ static Suite *daemon_suite(void)
 	tcase_add_test(tc, test_stale_socket);
 	tcase_add_test(tc, test_not_a_socket);
 	tcase_add_test(tc, test_help_version);
+	tcase_add_test(tc, test_duration_flags);
 	tcase_add_loop_test(tc, test_bad_flags, 0,
 			    (int)(sizeof(bad_args) / sizeof(bad_args[0])));
 	tcase_add_test(tc, test_socket_mode);

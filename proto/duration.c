@@ -1,7 +1,9 @@
 /*
- * duration.c - bwc_parse_duration(): "250ms", "1.5s", "1h30m" into
- * nanoseconds, for callers that take timeouts from people (bwctl's
- * --in, --every, --timeout; a program's configuration file).
+ * duration.c - bwp_parse_duration(): "250ms", "1.5s", "1h30m" into
+ * nanoseconds, for everything that takes durations from people: the
+ * daemon's options (--linger, --hello-timeout, ...), bwctl's --in, --every,
+ * --timeout, and the client library's bwc_parse_duration().  One parser,
+ * so that a duration one accepts the others accept too.
  *
  * The grammar is a sequence of terms, each a decimal number with an
  * optional fraction and a mandatory unit: ns, us (or µs), ms, s, m, h.  A
@@ -10,9 +12,11 @@
  * so "0.1s" is exactly 100000000 ns; digits finer than a nanosecond are
  * dropped.  One pass over the text, no allocation.
  */
-#include "bitwheel-client.h"
-
+#include <errno.h>
+#include <stdbool.h>
 #include <string.h>
+
+#include "duration.h"
 
 struct unit {
 	const char *name;
@@ -38,13 +42,13 @@ static bool add_ok(uint64_t *acc, uint64_t v)
 	return true;
 }
 
-int bwc_parse_duration(const char *text, uint64_t *out_ns)
+int bwp_parse_duration(const char *text, uint64_t *out_ns)
 {
 	const char *p = text;
 	uint64_t total = 0;
 
 	if (text == NULL || out_ns == NULL || *text == '\0')
-		return BWC_EINVAL;
+		return -EINVAL;
 
 	while (*p != '\0') {
 		const struct unit *u = NULL;
@@ -56,7 +60,7 @@ int bwc_parse_duration(const char *text, uint64_t *out_ns)
 			uint64_t d = (uint64_t)(*p - '0');
 
 			if (ip > (UINT64_MAX - d) / 10)
-				return BWC_EINVAL;
+				return -ERANGE;
 			ip = ip * 10 + d;
 		}
 		if (*p == '.') {
@@ -66,7 +70,7 @@ int bwc_parse_duration(const char *text, uint64_t *out_ns)
 			nfrac = (size_t)(p - frac);
 		}
 		if (p == whole || (frac != NULL && p - whole == 1))
-			return BWC_EINVAL;   /* no digits at all: "", ".", "s" */
+			return -EINVAL;   /* no digits at all: "", ".", "s" */
 
 		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 			size_t n = strlen(units[i].name);
@@ -78,10 +82,10 @@ int bwc_parse_duration(const char *text, uint64_t *out_ns)
 			}
 		}
 		if (u == NULL)
-			return BWC_EINVAL;   /* missing or unknown unit */
+			return -EINVAL;   /* missing or unknown unit */
 
 		if (ip > UINT64_MAX / u->ns)
-			return BWC_EINVAL;
+			return -ERANGE;
 		term = ip * u->ns;
 		/* Each fraction digit is worth a tenth of the one before;
 		 * once that drops below 1 ns the rest cannot count. */
@@ -89,10 +93,10 @@ int bwc_parse_duration(const char *text, uint64_t *out_ns)
 		for (i = 0; i < nfrac && scale >= 10; i++) {
 			scale /= 10;
 			if (!add_ok(&term, (uint64_t)(frac[i] - '0') * scale))
-				return BWC_EINVAL;
+				return -ERANGE;
 		}
 		if (!add_ok(&total, term))
-			return BWC_EINVAL;
+			return -ERANGE;
 	}
 	*out_ns = total;
 	return 0;
