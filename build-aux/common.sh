@@ -7,14 +7,16 @@ bw_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Debian 12 packages the build, every configure check and the tests need
 # (systemd brings systemd-analyze and systemd-socket-activate; clang and
 # libclang-rt-14-dev the libFuzzer targets of make fuzz; python3-* and
-# protobuf-compiler the Python package, bindings/python; debhelper,
+# protobuf-compiler the Python package, bindings/python (pip builds it
+# with python3-setuptools and python3-wheel); debhelper, dh-python,
 # dpkg-dev, fakeroot and lintian the Debian package of build-aux/deb.sh).
 bw_packages=(
 	build-essential autoconf automake libtool pkg-config
 	libevent-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev check
 	systemd clang libclang-rt-14-dev
 	python3 python3-protobuf python3-pytest python3-pip protobuf-compiler
-	debhelper dpkg-dev fakeroot lintian
+	python3-setuptools python3-wheel
+	debhelper dh-python dpkg-dev fakeroot lintian
 )
 
 # Install only what is missing, so a ready machine needs neither root nor

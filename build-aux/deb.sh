@@ -206,6 +206,8 @@ install_test() {
 		/usr/lib/sysusers.d/bitwheel.conf \
 		/usr/share/doc/bitwheel/PROTOCOL.md /usr/share/doc/bitwheel/README.md \
 		/usr/share/bitwheel/bitwheel.proto \
+		/usr/lib/python3/dist-packages/bitwheel/__init__.py \
+		/usr/lib/python3/dist-packages/bitwheel/bitwheel_pb2.py \
 		/usr/share/man/man8/bitwheeld.8.gz /usr/share/man/man1/bwctl.1.gz \
 		/usr/include/bitwheel.h /usr/include/bitwheel-client.h \
 		"/usr/lib/$multiarch/pkgconfig/libbitwheel.pc" \
@@ -234,6 +236,10 @@ install_test() {
 
 	bitwheeld --version || fail "bitwheeld --version failed"
 	bwctl --version || fail "bwctl --version failed"
+	# Debian's python3, from anywhere: the package and its generated
+	# modules (protobuf messages, one exception class per error code).
+	(cd / && /usr/bin/python3 -c 'import bitwheel; print("python3: bitwheel", bitwheel.__version__, bitwheel.Client.__name__, bitwheel.TooManyTimersError.__name__)') ||
+		fail "python3 cannot import the installed bitwheel package"
 	try_installed
 
 	# The same packages again: the maintainer scripts' upgrade path
