@@ -642,6 +642,53 @@ BWC_EXPORT int bwc_cancel(struct bwc_client *c, uint64_t key, bool *pending);
 /* The daemon's counters. */
 BWC_EXPORT int bwc_stats(struct bwc_client *c, struct bwc_stats *out);
 
+/*
+ * The daemon-wide counters for monitoring (PROTOCOL.md, Stats; what
+ * `bwctl metrics` prints), which the daemon sends to root alone: `present`
+ * is false for anyone else (and from a daemon without them), and the rest
+ * reads 0.  Like struct bwc_stats, of a fixed size for good (1024 bytes):
+ * counters added later take the reserved slots, in order; arrays indexed
+ * by a wire number end where the struct says, and the library adds what a
+ * daemon sends past their end to slot 0 ("any other").
+ */
+#define BWC_LATENESS_BOUNDS 16  /* room for the daemon's bucket bounds   */
+#define BWC_REQUEST_KINDS 16    /* Envelope body field numbers           */
+#define BWC_ERROR_CODES 32      /* enum bwc_server_code values           */
+struct bwc_metrics {
+	bool present;
+	bool storage;              /* the daemon has a state directory      */
+	bool storage_down;         /* ... and cannot write it now           */
+	bool has_snapshot;         /* snapshot_age_ns is meaningful         */
+	uint32_t lateness_bounds;  /* bounds in lateness_le_ns, <= 16       */
+	/* Fire lateness (deadline to the frame handed to its connection,
+	 * first deliveries): bucket upper bounds, ascending, and the fires
+	 * in each bucket, not cumulative: lateness_bucket[lateness_bounds]
+	 * is over the last bound.  Their sum is lateness_count. */
+	uint64_t lateness_le_ns[BWC_LATENESS_BOUNDS];
+	uint64_t lateness_bucket[BWC_LATENESS_BOUNDS + 1];
+	uint64_t lateness_count;
+	uint64_t lateness_sum_ns;
+	uint64_t requests[BWC_REQUEST_KINDS]; /* by Envelope body field:
+				     2 Hello, 3 Schedule, 4 Cancel, 5 Stats,
+				     12 Ack; [0] any other                 */
+	uint64_t errors[BWC_ERROR_CODES]; /* error replies by ErrorCode     */
+	uint64_t accepted;         /* connections accepted                  */
+	uint64_t refused_max_clients; /* refused at accept: --max-clients   */
+	uint64_t refused_uid_budget;  /* ... the uid's connection budget    */
+	uint64_t refused_memory;      /* ... --max-memory                   */
+	uint64_t slow_consumer_disconnects; /* output bound reached         */
+	uint64_t journal_syncs;    /* fdatasync of the journal              */
+	uint64_t journal_sync_ns_total, journal_sync_ns_last,
+		 journal_sync_ns_max;
+	uint64_t snapshots;        /* snapshots written since the start     */
+	uint64_t snapshot_age_ns;  /* age of the last one's state           */
+	uint64_t reserved[33];     /* see above: 0                          */
+};
+
+/* bwc_stats and bwc_metrics from one Stats request; stats may be NULL. */
+BWC_EXPORT int bwc_metrics(struct bwc_client *c, struct bwc_stats *stats,
+			   struct bwc_metrics *out);
+
 /* ---- fires -------------------------------------------------------------- */
 
 /* A timer that came due. */

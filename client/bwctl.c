@@ -61,6 +61,7 @@ enum status {
 	ST_UNREACHABLE = 3,
 	ST_ERROR = 4,
 	ST_UNTRUSTED = 5,
+	ST_HELP = -1,          /* internal: help printed, exit 0 */
 };
 
 /* --socket, wherever it was given; NULL until main() settles it. */
@@ -86,6 +87,7 @@ static const char help_main[] =
 "  watch      print a named session's fires as they arrive, and\n"
 "             acknowledge them once printed\n"
 "  stats      print the daemon's counters\n"
+"  metrics    print them for Prometheus (text exposition format)\n"
 "\n"
 "Options:\n"
 "  --socket PATH  the daemon's socket (default: $" BWC_SOCKET_ENV ",\n"
@@ -200,6 +202,19 @@ static const char help_stats[] =
 "its per-uid budget (bitwheeld(8)).\n"
 "\n"
 "  --json               one JSON object instead of the table\n"
+"\n"
+"Exit status: 0 ok, 2 usage, 3 unreachable, 4 other error, 5 the socket's\n"
+"listener is not trusted.\n";
+
+static const char help_metrics[] =
+"Usage: bwctl [--socket PATH] metrics\n"
+"\n"
+"Print everything stats gives, and for root the daemon-wide counters (fire\n"
+"lateness histogram, requests by type, errors by code, connections\n"
+"accepted and refused, slow-consumer disconnects, journal syncs, snapshot\n"
+"age), in the Prometheus text exposition format, names prefixed\n"
+"bitwheel_, ending with \"# EOF\": for node_exporter's textfile collector\n"
+"(bwctl(1), EXAMPLES).\n"
 "\n"
 "Exit status: 0 ok, 2 usage, 3 unreachable, 4 other error, 5 the socket's\n"
 "listener is not trusted.\n";
@@ -999,9 +1014,14 @@ static void print_uid_row(const char *name, uint64_t value, const char *unit,
 	printf(" (%s)\n", what);
 }
 
-static int cmd_stats(int argc, char **argv)
+/*
+ * The options stats and metrics share, then one Stats request: *json NULL
+ * for a command without --json; metrics NULL when not wanted.
+ */
+static int fetch_stats(const char *cmd, const char *help, int argc,
+		       char **argv, bool *json, struct bwc_session_info *info,
+		       struct bwc_stats *st, struct bwc_metrics *metrics)
 {
-	static const char cmd[] = "stats";
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "socket", required_argument, NULL, 'S' },
@@ -1009,18 +1029,17 @@ static int cmd_stats(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct bwc_session_info info;
 	struct conn_opts co = producer(NULL);
 	struct bwc_client *c = NULL;
-	struct bwc_stats st;
-	bool json = false;
 	int o, rc;
 
 	optind = 0;
 	while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'j':
-			json = true;
+			if (json == NULL)
+				return usage_error(cmd, "--json is for stats");
+			*json = true;
 			break;
 		case 'S':
 			socket_path = optarg;
@@ -1029,8 +1048,8 @@ static int cmd_stats(int argc, char **argv)
 			daemon_user = optarg;
 			break;
 		case 'h':
-			fputs(help_stats, stdout);
-			return ST_OK;
+			fputs(help, stdout);
+			return ST_HELP;
 		default:
 			return bad_option(cmd, argv, o);
 		}
@@ -1046,15 +1065,25 @@ static int cmd_stats(int argc, char **argv)
 	 * (nothing is scheduled, so nothing ever fires to this connection). */
 	if ((rc = open_client(&co, &c)) != ST_OK)
 		return rc;
-	if (bwc_get_session_info(c, &info) != 0)
-		memset(&info, 0, sizeof(info));
-	rc = bwc_stats(c, &st);
-	if (rc != 0) {
+	if (bwc_get_session_info(c, info) != 0)
+		memset(info, 0, sizeof(*info));
+	rc = bwc_metrics(c, st, metrics);
+	if (rc != 0)
 		rc = report(c, rc);
-		bwc_free(c);
-		return rc;
-	}
 	bwc_free(c);
+	return rc;
+}
+
+static int cmd_stats(int argc, char **argv)
+{
+	struct bwc_session_info info;
+	struct bwc_stats st;
+	bool json = false;
+	int rc = fetch_stats("stats", help_stats, argc, argv, &json, &info,
+			     &st, NULL);
+
+	if (rc != ST_OK)
+		return rc == ST_HELP ? ST_OK : rc;
 
 	if (json) {
 		fputs("{\"daemon_version\":", stdout);
@@ -1157,6 +1186,207 @@ static int cmd_stats(int argc, char **argv)
 	return ST_OK;
 }
 
+/*
+ * The Prometheus text exposition format: one family's HELP and TYPE, then
+ * its samples.  Counters' names end in _total in both lines, as Prometheus'
+ * text format (what node_exporter's textfile collector reads) wants.
+ */
+static void family(const char *name, const char *type, const char *help)
+{
+	printf("# HELP bitwheel_%s %s\n# TYPE bitwheel_%s %s\n", name, help,
+	       name, type);
+}
+
+static void sample(const char *name, const char *labels, uint64_t v)
+{
+	printf("bitwheel_%s%s %llu\n", name, labels, (unsigned long long)v);
+}
+
+static void sample_seconds(const char *name, const char *labels, uint64_t ns)
+{
+	printf("bitwheel_%s%s %llu.%09llu\n", name, labels,
+	       (unsigned long long)(ns / 1000000000u),
+	       (unsigned long long)(ns % 1000000000u));
+}
+
+static void one(const char *name, const char *type, const char *help,
+		uint64_t v)
+{
+	family(name, type, help);
+	sample(name, "", v);
+}
+
+static void lanes(const char *name, const char *type, const char *help,
+		  const struct bwc_stats *st, size_t off)
+{
+	family(name, type, help);
+	sample(name, "{lane=\"oneshot\"}",
+	       *(const uint64_t *)((const char *)&st->oneshot + off));
+	sample(name, "{lane=\"periodic\"}",
+	       *(const uint64_t *)((const char *)&st->periodic + off));
+}
+
+static void print_lateness(const struct bwc_metrics *m)
+{
+	uint64_t cum = 0;
+	char le[48];
+
+	family("fire_lateness_seconds", "histogram",
+	       "Time from a fire's deadline to its frame handed to its "
+	       "connection, first deliveries.");
+	for (uint32_t i = 0; i < m->lateness_bounds; i++) {
+		cum += m->lateness_bucket[i];
+		snprintf(le, sizeof(le), "{le=\"%llu.%09llu\"}",
+			 (unsigned long long)(m->lateness_le_ns[i] / 1000000000u),
+			 (unsigned long long)(m->lateness_le_ns[i] % 1000000000u));
+		sample("fire_lateness_seconds_bucket", le, cum);
+	}
+	sample("fire_lateness_seconds_bucket", "{le=\"+Inf\"}",
+	       m->lateness_count);
+	sample_seconds("fire_lateness_seconds_sum", "", m->lateness_sum_ns);
+	sample("fire_lateness_seconds_count", "", m->lateness_count);
+}
+
+static void print_daemon_metrics(const struct bwc_metrics *m)
+{
+	static const char *const kinds[BWC_REQUEST_KINDS] = {
+		[0] = "other", [2] = "hello", [3] = "schedule", [4] = "cancel",
+		[5] = "stats", [12] = "ack",
+	};
+	uint64_t other = m->requests[0], unknown = m->errors[0];
+	char label[64];
+
+	print_lateness(m);
+	family("requests_total", "counter", "Requests read, by type.");
+	for (size_t i = 1; i < BWC_REQUEST_KINDS; i++)
+		if (kinds[i] == NULL)
+			other += m->requests[i];
+	for (size_t i = 0; i < BWC_REQUEST_KINDS; i++) {
+		if (kinds[i] == NULL)
+			continue;
+		snprintf(label, sizeof(label), "{type=\"%s\"}", kinds[i]);
+		sample("requests_total", label, i ? m->requests[i] : other);
+	}
+	family("errors_total", "counter",
+	       "Error replies sent, refusals at accept included, by code.");
+	for (int i = 1; i < BWC_ERROR_CODES; i++) {
+		const char *name = bwc_server_error_name(i);
+
+		if (strcmp(name, "UNKNOWN") == 0) {
+			unknown += m->errors[i];
+			continue;
+		}
+		snprintf(label, sizeof(label), "{code=\"%s\"}", name);
+		sample("errors_total", label, m->errors[i]);
+	}
+	sample("errors_total", "{code=\"UNKNOWN\"}", unknown);
+	one("connections_accepted_total", "counter", "Connections accepted.",
+	    m->accepted);
+	family("connections_refused_total", "counter",
+	       "Connections refused at accept, by the limit reached.");
+	sample("connections_refused_total", "{reason=\"max_clients\"}",
+	       m->refused_max_clients);
+	sample("connections_refused_total", "{reason=\"uid_budget\"}",
+	       m->refused_uid_budget);
+	sample("connections_refused_total", "{reason=\"memory\"}",
+	       m->refused_memory);
+	one("slow_consumer_disconnects_total", "counter",
+	    "Connections closed because their unread output reached "
+	    "max_output_bytes.", m->slow_consumer_disconnects);
+	one("storage", "gauge", "1 if the daemon keeps state (--state-dir).",
+	    m->storage);
+	if (!m->storage)
+		return;
+	one("storage_down", "gauge",
+	    "1 while the state directory cannot be written.", m->storage_down);
+	one("journal_syncs_total", "counter", "Journal syncs (fdatasync).",
+	    m->journal_syncs);
+	family("journal_sync_seconds_total", "counter",
+	       "Time spent in journal syncs.");
+	sample_seconds("journal_sync_seconds_total", "",
+		       m->journal_sync_ns_total);
+	family("journal_sync_last_seconds", "gauge",
+	       "The last journal sync's time.");
+	sample_seconds("journal_sync_last_seconds", "", m->journal_sync_ns_last);
+	family("journal_sync_max_seconds", "gauge",
+	       "The longest journal sync's time since the start.");
+	sample_seconds("journal_sync_max_seconds", "", m->journal_sync_ns_max);
+	one("snapshots_total", "counter", "Snapshots written since the start.",
+	    m->snapshots);
+	if (m->has_snapshot) {
+		family("snapshot_age_seconds", "gauge",
+		       "Age of the state in the last snapshot written.");
+		sample_seconds("snapshot_age_seconds", "", m->snapshot_age_ns);
+	}
+}
+
+#define LANE_OFF(f) offsetof(struct bwc_lane_stats, f)
+
+static int cmd_metrics(int argc, char **argv)
+{
+	struct bwc_session_info info;
+	struct bwc_stats st;
+	struct bwc_metrics m;
+	char label[32];
+	int rc = fetch_stats("metrics", help_metrics, argc, argv, NULL, &info,
+			     &st, &m);
+
+	if (rc != ST_OK)
+		return rc == ST_HELP ? ST_OK : rc;
+	if (!m.present)
+		printf("# bitwheel: not root: figures are uid %u's alone, "
+		       "without the daemon-wide ones\n", (unsigned)geteuid());
+	family("uptime_seconds", "gauge", "Time since the daemon started.");
+	sample_seconds("uptime_seconds", "", st.uptime_ns);
+	one("clients", "gauge", "Connections now.", st.clients);
+	one("consumers", "gauge", "Consumer connections now.", st.consumers);
+	one("sessions", "gauge", "Named sessions, attached or not.",
+	    st.sessions);
+	one("queued_fires", "gauge", "Fires waiting in sessions' queues.",
+	    st.queued);
+	one("in_flight_fires", "gauge",
+	    "Fires sent to consumers, not yet acknowledged.", st.in_flight);
+	one("memory_bytes", "gauge",
+	    "Bytes of timers, fires and unread output.", st.memory_bytes);
+	one("acked_fires_total", "counter",
+	    "Fires acknowledged, auto-ack included.", st.acked);
+	one("redelivered_fires_total", "counter",
+	    "Fires taken back to be sent again.", st.redelivered);
+	one("dropped_fires_total", "counter",
+	    "Periodic fires dropped at a session's queue limit.", st.dropped);
+	one("expired_sessions_total", "counter",
+	    "Named sessions dropped after their linger.", st.expired);
+	lanes("timers_pending", "gauge", "Timers waiting now, by lane.", &st,
+	      LANE_OFF(pending));
+	lanes("timers_overflow", "gauge",
+	      "Of the pending timers, those in the lane's overflow store.",
+	      &st, LANE_OFF(overflow));
+	lanes("timers_inserted_total", "counter", "Timers armed, by lane.",
+	      &st, LANE_OFF(inserted));
+	lanes("timers_cancelled_total", "counter", "Timers cancelled, by lane.",
+	      &st, LANE_OFF(cancelled));
+	lanes("fires_total", "counter", "Timers that fired, by lane.", &st,
+	      LANE_OFF(fired));
+	lanes("timers_lost_total", "counter",
+	      "Timers accepted but dropped by the wheel, by lane.", &st,
+	      LANE_OFF(lost));
+	snprintf(label, sizeof(label), "{uid=\"%u\"}", (unsigned)geteuid());
+	family("uid_connections", "gauge", "The caller's uid's connections.");
+	sample("uid_connections", label, st.uid_connections);
+	family("uid_sessions", "gauge", "The caller's uid's named sessions.");
+	sample("uid_sessions", label, st.uid_sessions);
+	family("uid_timers", "gauge",
+	       "The caller's uid's pending timers and undelivered fires.");
+	sample("uid_timers", label, st.uid_timers);
+	family("uid_bytes", "gauge",
+	       "The caller's uid's timers', fires' and output's bytes.");
+	sample("uid_bytes", label, st.uid_bytes);
+	if (m.present)
+		print_daemon_metrics(&m);
+	puts("# EOF");
+	return ST_OK;
+}
+
 /* ---- main --------------------------------------------------------------- */
 
 static const struct {
@@ -1168,6 +1398,7 @@ static const struct {
 	{ "cancel", cmd_cancel, help_cancel },
 	{ "watch", cmd_watch, help_watch },
 	{ "stats", cmd_stats, help_stats },
+	{ "metrics", cmd_metrics, help_metrics },
 };
 
 int main(int argc, char **argv)

@@ -1767,6 +1767,55 @@ static void copy_stats(const Bitwheel__V1__StatsReply *r,
 	out->uid_bytes = r->uid_bytes;
 }
 
+_Static_assert(sizeof(struct bwc_metrics) == 1024,
+	       "struct bwc_metrics changed size: take a reserved slot instead");
+
+/* Copy a counter array indexed by a wire number; what lies past the
+ * caller's end goes to [0], "any other". */
+static void copy_indexed(const uint64_t *in, size_t n_in, uint64_t *out,
+			 size_t n_out)
+{
+	for (size_t i = 0; i < n_in; i++)
+		out[i < n_out ? i : 0] += in[i];
+}
+
+static void copy_metrics(const Bitwheel__V1__Metrics *m,
+			 struct bwc_metrics *out)
+{
+	size_t bounds;
+
+	memset(out, 0, sizeof(*out));
+	if (m == NULL)
+		return;
+	out->present = true;
+	/* Bounds past ours are folded into the last bucket. */
+	bounds = m->n_lateness_le_ns < BWC_LATENESS_BOUNDS ?
+		 m->n_lateness_le_ns : BWC_LATENESS_BOUNDS;
+	out->lateness_bounds = (uint32_t)bounds;
+	memcpy(out->lateness_le_ns, m->lateness_le_ns, bounds * sizeof(uint64_t));
+	for (size_t i = 0; i < m->n_lateness_bucket; i++) {
+		out->lateness_bucket[i < bounds ? i : bounds] += m->lateness_bucket[i];
+		out->lateness_count += m->lateness_bucket[i];
+	}
+	out->lateness_sum_ns = m->lateness_sum_ns;
+	copy_indexed(m->requests, m->n_requests, out->requests, BWC_REQUEST_KINDS);
+	copy_indexed(m->errors, m->n_errors, out->errors, BWC_ERROR_CODES);
+	out->accepted = m->accepted;
+	out->refused_max_clients = m->refused_max_clients;
+	out->refused_uid_budget = m->refused_uid_budget;
+	out->refused_memory = m->refused_memory;
+	out->slow_consumer_disconnects = m->slow_consumer_disconnects;
+	out->journal_syncs = m->journal_syncs;
+	out->journal_sync_ns_total = m->journal_sync_ns_total;
+	out->journal_sync_ns_last = m->journal_sync_ns_last;
+	out->journal_sync_ns_max = m->journal_sync_ns_max;
+	out->snapshots = m->snapshots;
+	out->has_snapshot = m->has_snapshot_age_ns;
+	out->snapshot_age_ns = m->snapshot_age_ns;
+	out->storage = m->storage;
+	out->storage_down = m->storage_down;
+}
+
 int bwc_schedule(struct bwc_client *c, const struct bwc_timer *t,
 		 struct bwc_scheduled *out)
 {
@@ -1809,7 +1858,8 @@ int bwc_cancel(struct bwc_client *c, uint64_t key, bool *pending)
 	return 0;
 }
 
-int bwc_stats(struct bwc_client *c, struct bwc_stats *out)
+int bwc_metrics(struct bwc_client *c, struct bwc_stats *stats,
+		struct bwc_metrics *out)
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
 	Bitwheel__V1__Stats st;
@@ -1817,15 +1867,25 @@ int bwc_stats(struct bwc_client *c, struct bwc_stats *out)
 	struct request req = { .kind = 0 };
 	int rc;
 
-	if (c == NULL || out == NULL)
+	if (c == NULL || (stats == NULL && out == NULL))
 		return c ? fail(c, BWC_EINVAL, "stats output NULL") : BWC_EINVAL;
 	build_stats(&env, &st, &req);
 	rc = call(c, &env, &req, &ans);
 	if (rc != 0)
 		return rc;
-	copy_stats(ans.env->stats_reply, out);
+	if (stats != NULL)
+		copy_stats(ans.env->stats_reply, stats);
+	if (out != NULL)
+		copy_metrics(ans.env->stats_reply->metrics, out);
 	bwp_frame_free(ans.env);
 	return 0;
+}
+
+int bwc_stats(struct bwc_client *c, struct bwc_stats *out)
+{
+	if (c != NULL && out == NULL)
+		return fail(c, BWC_EINVAL, "stats output NULL");
+	return bwc_metrics(c, out, NULL);
 }
 
 /* ---- non-blocking requests ------------------------------------------ */

@@ -512,8 +512,11 @@ static void send_reply(struct bwd_conn *c, const struct bwd_reply *r)
 			bwd_log(BWD_LOG_DEBUG, "client pid %ld request %" PRIu64 ": %s",
 				(long)c->pid, r->env.request_id, r->message);
 	}
+	if (r->env.body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR)
+		bwd_metrics_error(&c->env->metrics, (unsigned)r->body.error.code);
 	if (send_env(c, &r->env)) {
 		/* A reply that does not fit means the client is not reading. */
+		c->env->metrics.slow_disconnects++;
 		bwd_log_client(BWD_LOGK_SLOW, c->uid, BWD_LOG_WARNING,
 			       "client pid %ld uid %ld is not reading: %zu bytes unread reached the output bound; disconnecting",
 			       (long)c->pid, (long)c->uid, bwd_conn_output(c));
@@ -531,6 +534,19 @@ void bwd_conn_fail(struct bwd_conn *c, Bitwheel__V1__ErrorCode code,
 
 	bwd_request_fail(&r, code, "%s", msg);
 	send_reply(c, &r);
+}
+
+void bwd_metrics_fire(struct bwd_metrics *m, uint64_t deadline_ns, uint64_t now_ns)
+{
+	static const uint64_t le[BWD_LATENESS_BOUNDS] = BWD_LATENESS_LE_NS;
+	uint64_t late = now_ns > deadline_ns ? now_ns - deadline_ns : 0;
+	unsigned i = 0;
+
+	/* At most 12 compares: cheaper than the frame it goes with. */
+	while (i < BWD_LATENESS_BOUNDS && late > le[i])
+		i++;
+	m->late[i]++;
+	m->late_sum_ns += late;
 }
 
 void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f)
@@ -558,12 +574,15 @@ void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f)
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED;
 	env.fired = &fired;
 	if (send_env(c, &env)) {
+		c->env->metrics.slow_disconnects++;
 		bwd_log_client(BWD_LOGK_SLOW, c->uid, BWD_LOG_WARNING,
 			       "client pid %ld uid %ld: a fire does not fit its output (%zu bytes unread); disconnecting",
 			       (long)c->pid, (long)c->uid, bwd_conn_output(c));
 		kill_conn(c);
 		return;
 	}
+	if (!f->redelivered)
+		bwd_metrics_fire(&c->env->metrics, f->deadline_ns, bw_now_ns());
 	f->wire_end = c->committed;
 	if (bwd_conn_output(c) >= c->lim->max_output / 2)
 		bwd_member_set_room(c->member, false);
@@ -702,6 +721,8 @@ static void handle_input(struct bwd_conn *c, bool reserved)
 		off += len;
 		done++;
 		c->env->turn_frames++;
+		bwd_metrics_request(&c->env->metrics,
+				    (unsigned)(env ? env->body_case : req.body_case));
 		if (env) {
 			bwd_request_handle(&ctx, env, &reply);
 			bwp_frame_free(env);

@@ -582,6 +582,14 @@ uint64_t bwd_realtime_ns(void);
 int bwd_boot_id(uint8_t out[16]);
 /* "journal.0000000000000007" */
 void bwd_journal_name(uint64_t generation, char out[32]);
+
+/* Journal syncs (fdatasync) from the daemon's start, over every journal
+ * generation: journal.c adds each as the loop learns it is done. */
+struct bwd_sync_stats {
+	uint64_t count;
+	uint64_t total_ns, last_ns, max_ns;
+};
+
 /* Create journal.<generation> in the directory dirfd, header written and
  * synced.  0 or -errno. */
 int bwd_journal_open(int dirfd, uint64_t generation, enum bwd_fsync policy,
@@ -605,6 +613,8 @@ int bwd_journal_commit(struct bwd_journal *j, bool *started);
  * otherwise); then bwd_journal_synced() takes its result.  0 or -errno. */
 int bwd_journal_event_fd(const struct bwd_journal *j);
 int bwd_journal_synced(struct bwd_journal *j);
+/* Add the journal's syncs to *s from now on (NULL: stop). */
+void bwd_journal_count_syncs(struct bwd_journal *j, struct bwd_sync_stats *s);
 /* Whether some appended record is not yet durable (acks must wait). */
 bool bwd_journal_pending(const struct bwd_journal *j);
 /* 0, or the -errno that failed the journal (for good); *what (may be
@@ -643,6 +653,11 @@ struct bwd_store;
  * it as it changes (the server hands it bwd_env's). */
 struct bwd_storage {
 	struct bwd_journal *journal; /* the current one; NULL while none    */
+	struct bwd_sync_stats syncs;
+	/* Snapshots installed since the start, and when the last one's
+	 * state was taken (CLOCK_MONOTONIC; 0: none yet): Stats' age. */
+	uint64_t snapshots;
+	uint64_t snapshot_ns;
 	/* The journal cannot be written: changes of named sessions that
 	 * must be durable are refused (STORAGE_UNAVAILABLE) until a new
 	 * snapshot and journal are on disk; err is why (-errno). */
@@ -708,6 +723,44 @@ struct bwd_conn;
 
 /* The server's state that the layers below it read and keep: data, so
  * that nothing below the server ever calls up into it. */
+/*
+ * Daemon-wide counters for monitoring (Stats to root, bwctl metrics),
+ * each kept O(1) where the thing happens: fire lateness by conn.c when a
+ * fire's frame is handed to its connection (first deliveries only: the
+ * time from deadline to the socket, a detached session's wait included),
+ * requests by Envelope body field number and error replies by ErrorCode
+ * by conn.c, connections by server.c.  Bucket bounds are
+ * BWD_LATENESS_LE_NS (daemon-internal.h) and go on the wire with them.
+ */
+#define BWD_LATENESS_BOUNDS 12
+#define BWD_LATENESS_LE_NS { 500000, 1000000, 2000000, 5000000, 10000000, \
+		20000000, 50000000, 100000000, 200000000, 500000000,          \
+		1000000000, 5000000000 }
+#define BWD_REQUEST_KINDS 16           /* Envelope body field numbers  */
+#define BWD_ERROR_CODES 32             /* ErrorCode values             */
+struct bwd_metrics {
+	uint64_t late[BWD_LATENESS_BOUNDS + 1]; /* per bucket; last: +Inf */
+	uint64_t late_sum_ns;
+	uint64_t requests[BWD_REQUEST_KINDS];   /* [0]: any other         */
+	uint64_t errors[BWD_ERROR_CODES];       /* [0]: any other         */
+	uint64_t accepted;
+	uint64_t refused_clients;               /* at --max-clients       */
+	uint64_t refused_uid;                   /* a per-uid budget       */
+	uint64_t refused_memory;                /* at --max-memory        */
+	uint64_t slow_disconnects;              /* output bound reached   */
+};
+
+/* A fire whose frame was handed to a connection now_ns, due deadline_ns. */
+void bwd_metrics_fire(struct bwd_metrics *m, uint64_t deadline_ns, uint64_t now_ns);
+static inline void bwd_metrics_request(struct bwd_metrics *m, unsigned body)
+{
+	m->requests[body < BWD_REQUEST_KINDS ? body : 0]++;
+}
+static inline void bwd_metrics_error(struct bwd_metrics *m, unsigned code)
+{
+	m->errors[code < BWD_ERROR_CODES ? code : 0]++;
+}
+
 struct bwd_env {
 	const struct bwd_options *opt;
 	struct event_base *base;
@@ -724,6 +777,7 @@ struct bwd_env {
 	 * as it changes so that Stats costs O(1). */
 	uint64_t buffered;
 	uint64_t started_ns;
+	struct bwd_metrics metrics;
 	bool stopping;
 	/* Requests handled in this turn of the loop, the turn known by
 	 * libevent's cached time (conn.c bounds both), and the connections
@@ -761,6 +815,8 @@ struct bwd_reply {
 	} body;
 	Bitwheel__V1__Limits limits;
 	Bitwheel__V1__LaneStats lanes[2];
+	Bitwheel__V1__Metrics metrics;
+	uint64_t late_le[BWD_LATENESS_BOUNDS];
 	char message[256];
 	bool none;                     /* nothing to send (an Ack without id) */
 	bool close;                    /* close once it is written           */

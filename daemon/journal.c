@@ -66,7 +66,28 @@ struct bwd_journal {
 	int sync_err;
 	bool stop;
 	int efd;                   /* the thread's "done" to the loop        */
+	uint64_t sync_ns;          /* the thread's last sync's time (mu)     */
+	struct bwd_sync_stats *stats; /* where syncs are counted, or NULL   */
 };
+
+static void count_sync(struct bwd_journal *j, uint64_t ns)
+{
+	struct bwd_sync_stats *s = j->stats;
+
+	if (!s)
+		return;
+	s->count++;
+	s->total_ns += ns;
+	s->last_ns = ns;
+	if (ns > s->max_ns)
+		s->max_ns = ns;
+}
+
+void bwd_journal_count_syncs(struct bwd_journal *j, struct bwd_sync_stats *s)
+{
+	if (j)
+		j->stats = s;
+}
 
 uint64_t bwd_realtime_ns(void)
 {
@@ -138,7 +159,7 @@ static void *sync_main(void *arg)
 
 	pthread_mutex_lock(&j->mu);
 	for (;;) {
-		uint64_t target;
+		uint64_t target, t0;
 		int err = 0;
 
 		while (!j->stop && j->want == j->synced)
@@ -147,13 +168,17 @@ static void *sync_main(void *arg)
 			break;
 		target = j->want;
 		pthread_mutex_unlock(&j->mu);
+		t0 = bw_now_ns();
 		if (fdatasync(j->fd) < 0)
 			err = -errno;
+		t0 = bw_now_ns() - t0;
 		pthread_mutex_lock(&j->mu);
-		if (err)
+		if (err) {
 			j->sync_err = err;
-		else
+		} else {
 			j->synced = target;
+			j->sync_ns = t0;
+		}
 		/* The loop drains the counter; a full one cannot happen. */
 		if (write(j->efd, &one, sizeof(one)) < 0)
 			j->sync_err = j->sync_err ? j->sync_err : -errno;
@@ -356,8 +381,11 @@ int bwd_journal_sync(struct bwd_journal *j)
 	if (err)
 		return err;
 	if (j->durable < j->size) {
+		uint64_t t0 = bw_now_ns();
+
 		if (fdatasync(j->fd) < 0)
 			return fail(j, -errno, "fdatasync");
+		count_sync(j, bw_now_ns() - t0);
 		j->durable = j->size;
 	}
 	return 0;
@@ -393,6 +421,11 @@ int bwd_journal_synced(struct bwd_journal *j)
 	if (j->synced == j->want)
 		j->syncing = false;
 	j->durable = j->synced;
+	/* At most one sync ends per wakeup: the next waits for this. */
+	if (j->sync_ns) {
+		count_sync(j, j->sync_ns);
+		j->sync_ns = 0;
+	}
 	pthread_mutex_unlock(&j->mu);
 	return err ? fail(j, err, "fdatasync") : 0;
 }

@@ -559,6 +559,52 @@ static void own_lane(const struct bwd_lane_usage *l, Bitwheel__V1__LaneStats *ls
 	ls->lost = l->lost;
 }
 
+/* The daemon-wide counters for monitoring, root's alone (PROTOCOL.md). */
+static void fill_metrics(struct bwd_env *env, struct bwd_reply *out)
+{
+	static const uint64_t le[BWD_LATENESS_BOUNDS] = BWD_LATENESS_LE_NS;
+	struct bwd_metrics *m = &env->metrics;
+	const struct bwd_storage *st = &env->storage;
+	Bitwheel__V1__Metrics *mr = &out->metrics;
+
+	bitwheel__v1__metrics__init(mr);
+	memcpy(out->late_le, le, sizeof(le));
+	mr->n_lateness_le_ns = BWD_LATENESS_BOUNDS;
+	mr->lateness_le_ns = out->late_le;
+	mr->n_lateness_bucket = BWD_LATENESS_BOUNDS + 1;
+	mr->lateness_bucket = m->late;
+	mr->has_lateness_sum_ns = 1;
+	mr->lateness_sum_ns = m->late_sum_ns;
+	mr->n_requests = BWD_REQUEST_KINDS;
+	mr->requests = m->requests;
+	mr->n_errors = BWD_ERROR_CODES;
+	mr->errors = m->errors;
+	mr->has_accepted = mr->has_refused_max_clients = 1;
+	mr->accepted = m->accepted;
+	mr->refused_max_clients = m->refused_clients;
+	mr->has_refused_uid_budget = mr->has_refused_memory = 1;
+	mr->refused_uid_budget = m->refused_uid;
+	mr->refused_memory = m->refused_memory;
+	mr->has_slow_consumer_disconnects = 1;
+	mr->slow_consumer_disconnects = m->slow_disconnects;
+	mr->has_storage = 1;
+	mr->storage = env->opt->store.dir != NULL;
+	if (!mr->storage)
+		return;
+	mr->has_storage_down = 1;
+	mr->storage_down = st->down;
+	mr->has_journal_syncs = mr->has_journal_sync_ns_total = 1;
+	mr->journal_syncs = st->syncs.count;
+	mr->journal_sync_ns_total = st->syncs.total_ns;
+	mr->has_journal_sync_ns_last = mr->has_journal_sync_ns_max = 1;
+	mr->journal_sync_ns_last = st->syncs.last_ns;
+	mr->journal_sync_ns_max = st->syncs.max_ns;
+	mr->has_snapshots = 1;
+	mr->snapshots = st->snapshots;
+	mr->has_snapshot_age_ns = st->snapshots != 0;
+	mr->snapshot_age_ns = bw_now_ns() - st->snapshot_ns;
+}
+
 /*
  * Root sees the daemon's figures; anyone else its own uid's, kept by the
  * state as they change (PROTOCOL.md, Stats): only the uptime is the
@@ -619,6 +665,10 @@ static void do_stats(struct bwd_request_ctx *ctx, const Envelope *req,
 	sr->uid_periodic_rate_mhz = uu.periodic_mhz;
 	sr->has_uid_bytes = 1;
 	sr->uid_bytes = uu.bytes;
+	if (ctx->uid == 0) {
+		fill_metrics(env, out);
+		sr->metrics = &out->metrics;
+	}
 	reply_init(out, true, req->request_id, BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY);
 	out->env.stats_reply = sr;
 }

@@ -270,6 +270,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			continue;
 		}
 		if (srv->env.clients >= srv->opt->limits.max_clients) {
+			srv->env.metrics.refused_clients++;
+			bwd_metrics_error(&srv->env.metrics, BITWHEEL__V1__ERROR_CODE__TOO_MANY_CLIENTS);
 			bwd_log_client(BWD_LOGK_REFUSED, cred.uid, BWD_LOG_WARNING,
 				"client pid %ld uid %ld refused: %" PRIu64 " connections is the limit",
 				(long)cred.pid, (long)cred.uid, srv->env.clients);
@@ -289,6 +291,11 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			bwd_log_client(BWD_LOGK_REFUSED, cred.uid, BWD_LOG_WARNING,
 				"client pid %ld uid %ld refused: %s", (long)cred.pid,
 				(long)cred.uid, msg);
+			if (code == BITWHEEL__V1__ERROR_CODE__TOO_MANY_CLIENTS)
+				srv->env.metrics.refused_uid++;
+			else
+				srv->env.metrics.refused_memory++;
+			bwd_metrics_error(&srv->env.metrics, (unsigned)code);
 			refuse(fd, (Bitwheel__V1__ErrorCode)code, msg);
 			continue;
 		}
@@ -301,6 +308,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			}
 			continue;
 		}
+		srv->env.metrics.accepted++;
 		bwd_log(BWD_LOG_DEBUG, "client pid %ld uid %ld connected", (long)cred.pid,
 			(long)cred.uid);
 	}

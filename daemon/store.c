@@ -533,6 +533,7 @@ static int use_journal(struct bwd_store *s, struct bwd_journal *j)
 	s->synced = NULL;
 	bwd_journal_close(s->journal);
 	s->journal = s->pub->journal = j;
+	bwd_journal_count_syncs(j, &s->pub->syncs);
 	bwd_state_set_journal(s->state, j);
 	/* It starts by naming every session: that is no change. */
 	s->journal_base = j ? bwd_journal_size(j) : 0;
@@ -676,6 +677,8 @@ static void on_child(evutil_socket_t sig, short what, void *arg)
 		err = bwd_snapshot_install(s->dirfd, child, s->child_generation);
 		if (!err) {
 			s->snapshot_bytes = snapshot_size(s);
+			s->pub->snapshots++;
+			s->pub->snapshot_ns = s->child_started_ns;
 			bwd_log(BWD_LOG_INFO, "snapshot before journal generation %" PRIu64 " written: %" PRIu64 " bytes in %.1f ms",
 				s->child_generation, s->snapshot_bytes,
 				ms_since(s->child_started_ns));
