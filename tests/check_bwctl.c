@@ -28,6 +28,12 @@
  *   stats      the table and --json agree with the daemon's own counters,
  *              the caller's uid's among them (3 connections, 2 sessions,
  *              3 timers, 1 Hz of periodic fires).
+ *   metrics    bwctl metrics after known activity (20 fires, one
+ *              DUPLICATE_KEY, one refusal at --max-clients, a journaled
+ *              change): the output parses as the Prometheus text format
+ *              (HELP/TYPE before samples, counters _total, the histogram
+ *              cumulative with +Inf equal to _count, # EOF last) and the
+ *              values match; the daemon-wide part as root only.
  *   peer       a stand-in listener of uid 65534: refused, exit 5, its uid
  *              and pid and --daemon-user named, nothing sent; let through
  *              by --daemon-user (before or after the command, number or
@@ -42,6 +48,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -55,6 +62,7 @@
 #include "testutil.h"
 
 #define RUN_MS DU_WAIT_MS
+#define EC(x) BITWHEEL__V1__ERROR_CODE__##x
 
 /*
  * A raw connection attached to session as a producer (it is never sent a
@@ -1423,6 +1431,317 @@ START_TEST(test_stats)
 END_TEST
 
 /* ======================================================================
+ * metrics
+ * ====================================================================== */
+
+/* One sample of the exposition: name{labels} value. */
+struct sample {
+	char name[80];
+	char labels[80];
+	double value;
+};
+
+struct exposition {
+	struct sample s[256];
+	size_t n;
+};
+
+static bool metric_name(const char *p, size_t len)
+{
+	if (len == 0 || !(p[0] == '_' || p[0] == ':' || (p[0] >= 'a' && p[0] <= 'z') ||
+			  (p[0] >= 'A' && p[0] <= 'Z')))
+		return false;
+	for (size_t i = 1; i < len; i++)
+		if (!(p[i] == '_' || p[i] == ':' || (p[i] >= 'a' && p[i] <= 'z') ||
+		      (p[i] >= 'A' && p[i] <= 'Z') || (p[i] >= '0' && p[i] <= '9')))
+			return false;
+	return true;
+}
+
+/* {k="v",...}: label names valid, values quoted without escapes (ours
+ * need none).  Returns the length, or 0 when malformed. */
+static size_t label_set(const char *p)
+{
+	const char *q = p + 1;
+
+	if (*p != '{')
+		return 0;
+	for (;;) {
+		const char *k = q;
+
+		while (*q && *q != '=')
+			q++;
+		if (!metric_name(k, (size_t)(q - k)) || q[0] != '=' || q[1] != '"')
+			return 0;
+		q = strchr(q + 2, '"');
+		if (q == NULL)
+			return 0;
+		q++;
+		if (*q == '}')
+			return (size_t)(q + 1 - p);
+		if (*q++ != ',')
+			return 0;
+	}
+}
+
+/*
+ * Parse the Prometheus text format strictly enough to catch what a
+ * scraper would refuse: every family's HELP and TYPE before its samples,
+ * a family typed once, each sample of the family typed last (a histogram's
+ * _bucket, _sum and _count), counters named _total, values numbers, and
+ * "# EOF" last.
+ */
+static void parse_exposition(const char *out, struct exposition *x)
+{
+	char fam[80] = "", type[16] = "", typed[64][80];
+	size_t ntyped = 0;
+	const char *p = out;
+	size_t len = strlen(out);
+
+	ck_assert_msg(len >= 6 && strcmp(out + len - 6, "# EOF\n") == 0,
+		      "output does not end with # EOF: %s", out);
+	x->n = 0;
+	while (p < out + len - 6) {
+		const char *nl = strchr(p, '\n');
+		char line[256];
+		size_t ll = (size_t)(nl - p);
+
+		ck_assert_msg(nl != NULL && ll < sizeof(line), "bad line at: %.80s", p);
+		memcpy(line, p, ll);
+		line[ll] = '\0';
+		p = nl + 1;
+		if (strncmp(line, "# TYPE ", 7) == 0) {
+			char *sp = strchr(line + 7, ' ');
+
+			ck_assert_msg(sp && metric_name(line + 7, (size_t)(sp - line - 7)) &&
+				      (size_t)(sp - line - 7) < sizeof(fam), "bad TYPE: %s", line);
+			*sp = '\0';
+			snprintf(fam, sizeof(fam), "%.79s", line + 7);
+			snprintf(type, sizeof(type), "%.15s", sp + 1);
+			ck_assert_msg(strcmp(type, "counter") == 0 || strcmp(type, "gauge") == 0 ||
+				      strcmp(type, "histogram") == 0, "bad type: %s", type);
+			if (strcmp(type, "counter") == 0)
+				ck_assert_msg(strlen(fam) > 6 &&
+					      strcmp(fam + strlen(fam) - 6, "_total") == 0,
+					      "counter %s not _total", fam);
+			ck_assert_msg(strncmp(fam, "bitwheel_", 9) == 0, "no prefix: %s", fam);
+			for (size_t i = 0; i < ntyped; i++)
+				ck_assert_msg(strcmp(typed[i], fam) != 0, "%s typed twice", fam);
+			ck_assert(ntyped < 64);
+			memcpy(typed[ntyped++], fam, sizeof(fam));
+			continue;
+		}
+		if (strncmp(line, "# HELP ", 7) == 0) {
+			char *sp = strchr(line + 7, ' ');
+
+			ck_assert_msg(sp && metric_name(line + 7, (size_t)(sp - line - 7)) &&
+				      sp[1] != '\0', "bad HELP: %s", line);
+			continue;
+		}
+		ck_assert_msg(line[0] != '#' || strncmp(line, "# EOF", 5) != 0,
+			      "# EOF before the end");
+		if (line[0] == '#')
+			continue;
+		{
+			struct sample *sm = &x->s[x->n];
+			size_t nl_ = strcspn(line, "{ "), lab = 0;
+			char *end;
+			bool ok;
+
+			ck_assert_msg(metric_name(line, nl_) && nl_ < sizeof(sm->name),
+				      "bad sample: %s", line);
+			memcpy(sm->name, line, nl_);
+			sm->name[nl_] = '\0';
+			if (line[nl_] == '{') {
+				lab = label_set(line + nl_);
+				ck_assert_msg(lab > 0 && lab < sizeof(sm->labels), "bad labels: %s",
+					      line);
+			}
+			memcpy(sm->labels, line + nl_, lab);
+			sm->labels[lab] = '\0';
+			ck_assert_msg(line[nl_ + lab] == ' ', "no value: %s", line);
+			errno = 0;
+			sm->value = strtod(line + nl_ + lab + 1, &end);
+			ck_assert_msg(errno == 0 && end != line + nl_ + lab + 1 && *end == '\0',
+				      "bad value: %s", line);
+			ok = strcmp(sm->name, fam) == 0;
+			if (!ok && strcmp(type, "histogram") == 0) {
+				size_t fl = strlen(fam);
+
+				ok = strncmp(sm->name, fam, fl) == 0 &&
+				     (strcmp(sm->name + fl, "_bucket") == 0 ||
+				      strcmp(sm->name + fl, "_sum") == 0 ||
+				      strcmp(sm->name + fl, "_count") == 0);
+			}
+			ck_assert_msg(ok, "sample %s outside its family (%s)", sm->name, fam);
+			ck_assert(++x->n < sizeof(x->s) / sizeof(x->s[0]));
+		}
+	}
+}
+
+static double metric(const struct exposition *x, const char *name, const char *labels)
+{
+	for (size_t i = 0; i < x->n; i++)
+		if (strcmp(x->s[i].name, name) == 0 && strcmp(x->s[i].labels, labels) == 0)
+			return x->s[i].value;
+	ck_abort_msg("no sample %s%s", name, labels);
+	return 0;
+}
+
+static bool has_metric(const struct exposition *x, const char *name)
+{
+	for (size_t i = 0; i < x->n; i++)
+		if (strcmp(x->s[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+/* The histogram's buckets in order: bounds ascending, counts cumulative,
+ * +Inf last and equal to _count.  Returns _count. */
+static double check_histogram(const struct exposition *x, const char *fam)
+{
+	char bucket[96], count[96];
+	double last_le = -1, last = 0;
+	bool inf = false;
+
+	snprintf(bucket, sizeof(bucket), "%s_bucket", fam);
+	snprintf(count, sizeof(count), "%s_count", fam);
+	for (size_t i = 0; i < x->n; i++) {
+		const struct sample *sm = &x->s[i];
+		double le;
+
+		if (strcmp(sm->name, bucket) != 0)
+			continue;
+		ck_assert_msg(!inf, "a bucket after +Inf");
+		ck_assert_msg(strncmp(sm->labels, "{le=\"", 5) == 0, "bucket %s", sm->labels);
+		if (strcmp(sm->labels, "{le=\"+Inf\"}") == 0) {
+			inf = true;
+			le = INFINITY;
+		} else {
+			le = strtod(sm->labels + 5, NULL);
+		}
+		ck_assert_msg(le > last_le, "bounds not ascending at %s", sm->labels);
+		ck_assert_msg(sm->value >= last, "buckets not cumulative at %s", sm->labels);
+		last_le = le;
+		last = sm->value;
+	}
+	ck_assert_msg(inf, "no +Inf bucket");
+	ck_assert_msg(metric(x, count, "") == last, "+Inf %g != _count %g", last,
+		      metric(x, count, ""));
+	return last;
+}
+
+/*
+ * Known activity, then bwctl metrics: N fires delivered (all within a
+ * generous second, five under valgrind), one DUPLICATE_KEY, one connection
+ * refused at --max-clients, a journaled change under --state-dir.
+ */
+START_TEST(test_metrics)
+{
+	enum { N = 20 };
+	struct du_daemon *d = du_daemon_new();
+	struct du_sched s = { .when = DU_DELAY };
+	struct du_buf b = { 0 };
+	static struct exposition x;
+	struct du_result r;
+	struct du_conn *c, *c2, *refused;
+	char dir[128], le[48];
+	uint64_t deadline;
+	double fires;
+
+	snprintf(dir, sizeof(dir), "%s/state", d->dir);
+	du_daemon_start(d, "--max-clients", "2", "--state-dir", dir, NULL);
+	c = du_connect(d->sock);
+	bwp_frame_free(du_hello(c, NULL));      /* anonymous: its own consumer */
+	s.when_ns = 20 * DU_MS;
+	for (uint64_t k = 1; k <= N; k++) {
+		s.key = k;
+		bwp_frame_free(du_schedule(c, k + 1, &s));
+	}
+	s.key = 1000;
+	s.when_ns = 3600 * DU_S;
+	bwp_frame_free(du_schedule(c, 100, &s));
+	du_pack_schedule(&b, 101, &s);
+	du_send_buf(c, &b);
+	du_buf_free(&b);
+	du_expect_error(c, true, 101, EC(DUPLICATE_KEY));
+	for (int i = 0; i < N; i++)
+		bwp_frame_free(du_expect_fire(c, RUN_MS, NULL));
+	/* A named session's change: journaled and synced before its reply. */
+	c2 = du_connect(d->sock);
+	bwp_frame_free(du_hello(c2, "e2e-metrics"));
+	s.key = 1;
+	bwp_frame_free(du_schedule(c2, 2, &s));
+	refused = du_connect(d->sock);
+	du_expect_error(refused, false, 0, EC(TOO_MANY_CLIENTS));
+	du_expect_eof(refused, RUN_MS);
+	du_conn_free(refused);
+	/* A place for bwctl. */
+	du_conn_free(c2);
+	deadline = du_now_ns() + RUN_MS * DU_MS;
+	for (uint64_t id = 200;; id++) {
+		du_env *e = du_stats(c, id);
+		bool one = e->stats_reply->clients == 1;
+
+		bwp_frame_free(e);
+		if (one)
+			break;
+		ck_assert_msg(du_now_ns() < deadline, "a closed connection kept its place");
+		du_sleep_ms(5);
+	}
+
+	bwctl(&r, d->sock, "metrics", NULL);
+	ASSERT_EXIT(&r, 0, "metrics");
+	parse_exposition(r.out, &x);
+	ck_assert_double_eq(metric(&x, "bitwheel_clients", ""), 2);
+	ck_assert_double_eq(metric(&x, "bitwheel_sessions", ""), 1);
+	ck_assert_double_eq(metric(&x, "bitwheel_timers_inserted_total", "{lane=\"oneshot\"}"),
+			    N + 2);
+	ck_assert_double_eq(metric(&x, "bitwheel_fires_total", "{lane=\"oneshot\"}"), N);
+	ck_assert(metric(&x, "bitwheel_uptime_seconds", "") > 0);
+	ck_assert(metric(&x, "bitwheel_memory_bytes", "") > 0);
+	if (geteuid() != 0) {
+		/* The daemon-wide counters are root's alone. */
+		ck_assert_msg(strstr(r.out, "# bitwheel: not root") != NULL, "%s", r.out);
+		ck_assert(!has_metric(&x, "bitwheel_fire_lateness_seconds_count"));
+		printf("SKIP test_metrics daemon-wide part: not root\n");
+		goto done;
+	}
+	fires = check_histogram(&x, "bitwheel_fire_lateness_seconds");
+	ck_assert_double_eq(fires, N);
+	snprintf(le, sizeof(le), "{le=\"%s\"}", du_slow() > 1 ? "5.000000000" : "1.000000000");
+	ck_assert_double_eq(metric(&x, "bitwheel_fire_lateness_seconds_bucket", le), N);
+	ck_assert(metric(&x, "bitwheel_fire_lateness_seconds_sum", "") > 0 &&
+		  metric(&x, "bitwheel_fire_lateness_seconds_sum", "") < N * 5.0);
+	ck_assert_double_eq(metric(&x, "bitwheel_requests_total", "{type=\"schedule\"}"), N + 3);
+	ck_assert(metric(&x, "bitwheel_requests_total", "{type=\"hello\"}") >= 3);
+	ck_assert(metric(&x, "bitwheel_requests_total", "{type=\"stats\"}") >= 2);
+	ck_assert_double_eq(metric(&x, "bitwheel_requests_total", "{type=\"cancel\"}"), 0);
+	ck_assert_double_eq(metric(&x, "bitwheel_errors_total", "{code=\"DUPLICATE_KEY\"}"), 1);
+	ck_assert_double_eq(metric(&x, "bitwheel_errors_total", "{code=\"TOO_MANY_CLIENTS\"}"), 1);
+	ck_assert_double_eq(metric(&x, "bitwheel_errors_total", "{code=\"BAD_REQUEST\"}"), 0);
+	ck_assert_double_eq(metric(&x, "bitwheel_connections_refused_total",
+				   "{reason=\"max_clients\"}"), 1);
+	ck_assert_double_eq(metric(&x, "bitwheel_connections_refused_total",
+				   "{reason=\"uid_budget\"}"), 0);
+	ck_assert(metric(&x, "bitwheel_connections_accepted_total", "") >= 3);
+	ck_assert_double_eq(metric(&x, "bitwheel_slow_consumer_disconnects_total", ""), 0);
+	ck_assert_double_eq(metric(&x, "bitwheel_storage", ""), 1);
+	ck_assert_double_eq(metric(&x, "bitwheel_storage_down", ""), 0);
+	ck_assert(metric(&x, "bitwheel_journal_syncs_total", "") >= 1);
+	ck_assert(metric(&x, "bitwheel_journal_sync_seconds_total", "") >=
+		  metric(&x, "bitwheel_journal_sync_max_seconds", ""));
+	ck_assert(metric(&x, "bitwheel_journal_sync_max_seconds", "") >=
+		  metric(&x, "bitwheel_journal_sync_last_seconds", ""));
+	(void)metric(&x, "bitwheel_snapshots_total", "");
+done:
+	du_result_free(&r);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
  * peer
  * ====================================================================== */
 
@@ -1700,6 +2019,11 @@ static Suite *bwctl_suite(void)
 	tc = tcase_create("stats");
 	du_tcase(tc);
 	tcase_add_test(tc, test_stats);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("metrics");
+	du_tcase(tc);
+	tcase_add_test(tc, test_metrics);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("peer");
