@@ -20,7 +20,9 @@
  *               cannot be written
  *   listen.c    the listening socket: systemd's, or one we bind
  *   request.c   what each request does to the state, and its reply
- *   conn.c      one client connection: frames in, frames out, bounds
+ *   conn.c      one client connection: frames in, frames out, bounds;
+ *               counts what it sees in struct bwd_metrics (fire lateness,
+ *               requests, error replies, slow-consumer disconnects)
  *   server.c    the libevent loop: accept, timers, signals, sd_notify, and
  *               the pump that hands fires to connections
  *   bitwheeld.c main()
