@@ -9,7 +9,9 @@ bw_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # libclang-rt-14-dev the libFuzzer targets of make fuzz; python3-* and
 # protobuf-compiler the Python package, bindings/python (pip builds it
 # with python3-setuptools and python3-wheel); debhelper, dh-python,
-# dpkg-dev, fakeroot and lintian the Debian package of build-aux/deb.sh).
+# dpkg-dev, fakeroot and lintian the Debian package of build-aux/deb.sh;
+# prometheus the promtool that check_bwctl's metrics test runs on bwctl
+# metrics' output).
 bw_packages=(
 	build-essential autoconf automake libtool pkg-config
 	libevent-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev check
@@ -17,6 +19,7 @@ bw_packages=(
 	python3 python3-protobuf python3-pytest python3-pip protobuf-compiler
 	python3-setuptools python3-wheel
 	debhelper dh-python dpkg-dev fakeroot lintian
+	prometheus
 )
 
 # Install only what is missing, so a ready machine needs neither root nor

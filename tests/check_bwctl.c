@@ -32,8 +32,10 @@
  *              DUPLICATE_KEY, one refusal at --max-clients, a journaled
  *              change): the output parses as the Prometheus text format
  *              (HELP/TYPE before samples, counters _total, the histogram
- *              cumulative with +Inf equal to _count, # EOF last) and the
- *              values match; the daemon-wide part as root only.
+ *              cumulative with +Inf equal to _count, # EOF last; promtool
+ *              accepts it when installed) and the values match; uid
+ *              65534's (through setpriv) has its own figures and none of
+ *              the daemon-wide ones.
  *   peer       a stand-in listener of uid 65534: refused, exit 5, its uid
  *              and pid and --daemon-user named, nothing sent; let through
  *              by --daemon-user (before or after the command, number or
@@ -1596,6 +1598,23 @@ static bool has_metric(const struct exposition *x, const char *name)
 	return false;
 }
 
+/* What a caller other than root gets: a comment saying so, its uid's
+ * figures, and none of the daemon-wide counters. */
+static void assert_not_root_metrics(const struct exposition *x, const char *out)
+{
+	static const char *const daemon_wide[] = {
+		"bitwheel_fire_lateness_seconds_count", "bitwheel_requests_total",
+		"bitwheel_errors_total", "bitwheel_connections_accepted_total",
+		"bitwheel_journal_syncs_total", "bitwheel_storage",
+	};
+
+	ck_assert_msg(strstr(out, "# bitwheel: not root") != NULL, "%s", out);
+	for (size_t i = 0; i < sizeof(daemon_wide) / sizeof(daemon_wide[0]); i++)
+		ck_assert_msg(!has_metric(x, daemon_wide[i]), "%s given: %s", daemon_wide[i],
+			      out);
+	(void)metric(x, "bitwheel_uptime_seconds", "");
+}
+
 /* The histogram's buckets in order: bounds ascending, counts cumulative,
  * +Inf last and equal to _count.  Returns _count. */
 static double check_histogram(const struct exposition *x, const char *fam)
@@ -1631,6 +1650,46 @@ static double check_histogram(const struct exposition *x, const char *fam)
 	return last;
 }
 
+/* Wait until c is the daemon's only connection (asking on c itself, so
+ * that asking takes no place); ids from id on. */
+static void wait_alone(struct du_conn *c, uint64_t id)
+{
+	uint64_t deadline = du_now_ns() + RUN_MS * DU_MS;
+
+	for (;; id++) {
+		du_env *e = du_stats(c, id);
+		bool one = e->stats_reply->clients == 1;
+
+		bwp_frame_free(e);
+		if (one)
+			return;
+		ck_assert_msg(du_now_ns() < deadline, "a closed connection kept its place");
+		du_sleep_ms(5);
+	}
+}
+
+/* promtool(1) (Debian's prometheus) accepts the output, when it is here. */
+static void promtool_accepts(const struct du_daemon *d, const char *out)
+{
+	char file[128], cmd[300], what[1600];
+	const char *argv[] = { "sh", "-c", cmd, NULL };
+	struct du_result r;
+	FILE *f;
+
+	if (!du_have_tool("promtool")) {
+		du_note("SKIP: test_metrics's promtool check needs promtool (prometheus)");
+		return;
+	}
+	snprintf(file, sizeof(file), "%s/metrics.prom", d->dir);
+	f = fopen(file, "w");
+	ck_assert(f != NULL && fputs(out, f) >= 0 && fclose(f) == 0);
+	snprintf(cmd, sizeof(cmd), "promtool check metrics < %s", file);
+	du_run(argv, clean_env, RUN_MS, &r);
+	ck_assert_msg(r.status == 0, "promtool check metrics refused it: %s",
+		      du_result_describe(&r, what, sizeof(what)));
+	du_result_free(&r);
+}
+
 /*
  * Known activity, then bwctl metrics: N fires delivered (all within a
  * generous second, five under valgrind), one DUPLICATE_KEY, one connection
@@ -1646,11 +1705,13 @@ START_TEST(test_metrics)
 	struct du_result r;
 	struct du_conn *c, *c2, *refused;
 	char dir[128], le[48];
-	uint64_t deadline;
 	double fires;
 
 	snprintf(dir, sizeof(dir), "%s/state", d->dir);
-	du_daemon_start(d, "--max-clients", "2", "--state-dir", dir, NULL);
+	/* uid 65534's bwctl must reach the socket too. */
+	ck_assert(chmod(d->dir, 0755) == 0);
+	du_daemon_start(d, "--max-clients", "2", "--state-dir", dir, "--socket-mode", "0666",
+			NULL);
 	c = du_connect(d->sock);
 	bwp_frame_free(du_hello(c, NULL));      /* anonymous: its own consumer */
 	s.when_ns = 20 * DU_MS;
@@ -1678,17 +1739,7 @@ START_TEST(test_metrics)
 	du_conn_free(refused);
 	/* A place for bwctl. */
 	du_conn_free(c2);
-	deadline = du_now_ns() + RUN_MS * DU_MS;
-	for (uint64_t id = 200;; id++) {
-		du_env *e = du_stats(c, id);
-		bool one = e->stats_reply->clients == 1;
-
-		bwp_frame_free(e);
-		if (one)
-			break;
-		ck_assert_msg(du_now_ns() < deadline, "a closed connection kept its place");
-		du_sleep_ms(5);
-	}
+	wait_alone(c, 200);
 
 	bwctl(&r, d->sock, "metrics", NULL);
 	ASSERT_EXIT(&r, 0, "metrics");
@@ -1701,12 +1752,12 @@ START_TEST(test_metrics)
 	ck_assert(metric(&x, "bitwheel_uptime_seconds", "") > 0);
 	ck_assert(metric(&x, "bitwheel_memory_bytes", "") > 0);
 	if (geteuid() != 0) {
-		/* The daemon-wide counters are root's alone. */
-		ck_assert_msg(strstr(r.out, "# bitwheel: not root") != NULL, "%s", r.out);
-		ck_assert(!has_metric(&x, "bitwheel_fire_lateness_seconds_count"));
-		printf("SKIP test_metrics daemon-wide part: not root\n");
+		assert_not_root_metrics(&x, r.out);
+		du_note("SKIP: test_metrics's daemon-wide part needs root");
 		goto done;
 	}
+	ck_assert_msg(strstr(r.out, "# bitwheel: not root") == NULL, "%s", r.out);
+	promtool_accepts(d, r.out);
 	fires = check_histogram(&x, "bitwheel_fire_lateness_seconds");
 	ck_assert_double_eq(fires, N);
 	snprintf(le, sizeof(le), "{le=\"%s\"}", du_slow() > 1 ? "5.000000000" : "1.000000000");
@@ -1734,6 +1785,27 @@ START_TEST(test_metrics)
 	ck_assert(metric(&x, "bitwheel_journal_sync_max_seconds", "") >=
 		  metric(&x, "bitwheel_journal_sync_last_seconds", ""));
 	(void)metric(&x, "bitwheel_snapshots_total", "");
+
+	/* Anyone else: its own uid's figures, none of the daemon's. */
+	if (bwctl_runs_as_nobody("test_metrics")) {
+		const char *argv[] = {
+			"setpriv", "--reuid=" NOBODY, "--regid=" NOBODY, "--clear-groups",
+			DU_BWCTL_PATH, "--socket", d->sock, "metrics", NULL,
+		};
+		char what[1600];
+
+		du_result_free(&r);
+		wait_alone(c, 300);
+		du_run(argv, clean_env, RUN_MS, &r);
+		ck_assert_msg(r.status == 0, "metrics as uid " NOBODY ": %s",
+			      du_result_describe(&r, what, sizeof(what)));
+		parse_exposition(r.out, &x);
+		assert_not_root_metrics(&x, r.out);
+		ck_assert_double_eq(metric(&x, "bitwheel_uid_connections",
+					   "{uid=\"" NOBODY "\"}"), 1);
+		ck_assert_double_eq(metric(&x, "bitwheel_fires_total", "{lane=\"oneshot\"}"), 0);
+		ck_assert_double_eq(metric(&x, "bitwheel_sessions", ""), 0);
+	}
 done:
 	du_result_free(&r);
 	du_conn_free(c);
