@@ -30,7 +30,7 @@
  *              3 timers, 1 Hz of periodic fires).
  *   metrics    bwctl metrics after known activity (20 fires, one
  *              DUPLICATE_KEY, one refusal at --max-clients, a journaled
- *              change): the output parses as the Prometheus text format
+ *              change, a snapshot): the output parses as the Prometheus text format
  *              (HELP/TYPE before samples, counters _total, the histogram
  *              cumulative with +Inf equal to _count, # EOF last; promtool
  *              accepts it when installed) and the values match; uid
@@ -1668,6 +1668,27 @@ static void wait_alone(struct du_conn *c, uint64_t id)
 	}
 }
 
+/* Wait until the daemon has written a snapshot (root's Stats says). */
+static void wait_snapshot(struct du_conn *c, uint64_t id)
+{
+	uint64_t deadline = du_now_ns() + RUN_MS * DU_MS;
+
+	for (;; id++) {
+		du_env *e = du_stats(c, id);
+		const Bitwheel__V1__Metrics *m = e->stats_reply->metrics;
+		bool done;
+
+		ck_assert_msg(m != NULL && m->storage, "no Metrics with storage for root");
+		done = m->snapshots > 0;
+		ck_assert(done == m->has_snapshot_age_ns);
+		bwp_frame_free(e);
+		if (done)
+			return;
+		ck_assert_msg(du_now_ns() < deadline, "no snapshot within --snapshot-interval 1s");
+		du_sleep_ms(20);
+	}
+}
+
 /* promtool(1) (Debian's prometheus) accepts the output, when it is here. */
 static void promtool_accepts(const struct du_daemon *d, const char *out)
 {
@@ -1711,7 +1732,7 @@ START_TEST(test_metrics)
 	/* uid 65534's bwctl must reach the socket too. */
 	ck_assert(chmod(d->dir, 0755) == 0);
 	du_daemon_start(d, "--max-clients", "2", "--state-dir", dir, "--socket-mode", "0666",
-			NULL);
+			"--snapshot-interval", "1s", "--snapshot-min-interval", "0s", NULL);
 	c = du_connect(d->sock);
 	bwp_frame_free(du_hello(c, NULL));      /* anonymous: its own consumer */
 	s.when_ns = 20 * DU_MS;
@@ -1740,6 +1761,9 @@ START_TEST(test_metrics)
 	/* A place for bwctl. */
 	du_conn_free(c2);
 	wait_alone(c, 200);
+	/* The change above makes a snapshot within --snapshot-interval. */
+	if (geteuid() == 0)
+		wait_snapshot(c, 400);
 
 	bwctl(&r, d->sock, "metrics", NULL);
 	ASSERT_EXIT(&r, 0, "metrics");
@@ -1784,7 +1808,9 @@ START_TEST(test_metrics)
 		  metric(&x, "bitwheel_journal_sync_max_seconds", ""));
 	ck_assert(metric(&x, "bitwheel_journal_sync_max_seconds", "") >=
 		  metric(&x, "bitwheel_journal_sync_last_seconds", ""));
-	(void)metric(&x, "bitwheel_snapshots_total", "");
+	ck_assert(metric(&x, "bitwheel_snapshots_total", "") >= 1);
+	ck_assert(metric(&x, "bitwheel_snapshot_age_seconds", "") <
+		  metric(&x, "bitwheel_uptime_seconds", ""));
 
 	/* Anyone else: its own uid's figures, none of the daemon's. */
 	if (bwctl_runs_as_nobody("test_metrics")) {
