@@ -1209,6 +1209,21 @@ static void sample_seconds(const char *name, const char *labels, uint64_t ns)
 	       (unsigned long long)(ns % 1000000000u));
 }
 
+/* A label value as the text format quotes it: \\, \" and \n escaped. */
+static void label_value(const char *v)
+{
+	putchar('"');
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			putchar('\\');
+		if (*v == '\n')
+			fputs("\\n", stdout);
+		else
+			putchar(*v);
+	}
+	putchar('"');
+}
+
 static void one(const char *name, const char *type, const char *help,
 		uint64_t v)
 {
@@ -1336,6 +1351,10 @@ static int cmd_metrics(int argc, char **argv)
 	if (!m.present)
 		printf("# bitwheel: not root: figures are uid %u's alone, "
 		       "without the daemon-wide ones\n", (unsigned)geteuid());
+	family("build_info", "gauge", "The daemon's release, as a label; 1.");
+	fputs("bitwheel_build_info{version=", stdout);
+	label_value(info.daemon_version[0] ? info.daemon_version : "unknown");
+	puts("} 1");
 	family("uptime_seconds", "gauge", "Time since the daemon started.");
 	sample_seconds("uptime_seconds", "", st.uptime_ns);
 	one("clients", "gauge", "Connections now.", st.clients);

@@ -1725,8 +1725,9 @@ START_TEST(test_metrics)
 	static struct exposition x;
 	struct du_result r;
 	struct du_conn *c, *c2, *refused;
-	char dir[128], le[48];
+	char dir[128], le[48], version[96];
 	double fires;
+	du_env *e;
 
 	snprintf(dir, sizeof(dir), "%s/state", d->dir);
 	/* uid 65534's bwctl must reach the socket too. */
@@ -1734,7 +1735,9 @@ START_TEST(test_metrics)
 	du_daemon_start(d, "--max-clients", "2", "--state-dir", dir, "--socket-mode", "0666",
 			"--snapshot-interval", "1s", "--snapshot-min-interval", "0s", NULL);
 	c = du_connect(d->sock);
-	bwp_frame_free(du_hello(c, NULL));      /* anonymous: its own consumer */
+	e = du_hello(c, NULL);                  /* anonymous: its own consumer */
+	snprintf(version, sizeof(version), "{version=\"%s\"}", e->hello_reply->daemon_version);
+	bwp_frame_free(e);
 	s.when_ns = 20 * DU_MS;
 	for (uint64_t k = 1; k <= N; k++) {
 		s.key = k;
@@ -1768,6 +1771,7 @@ START_TEST(test_metrics)
 	bwctl(&r, d->sock, "metrics", NULL);
 	ASSERT_EXIT(&r, 0, "metrics");
 	parse_exposition(r.out, &x);
+	ck_assert_double_eq(metric(&x, "bitwheel_build_info", version), 1);
 	ck_assert_double_eq(metric(&x, "bitwheel_clients", ""), 2);
 	ck_assert_double_eq(metric(&x, "bitwheel_sessions", ""), 1);
 	ck_assert_double_eq(metric(&x, "bitwheel_timers_inserted_total", "{lane=\"oneshot\"}"),
