@@ -661,13 +661,14 @@ struct bwc_metrics {
 	bool has_snapshot;         /* snapshot_age_ns is meaningful         */
 	uint32_t lateness_bounds;  /* bounds in lateness_le_ns, <= 16       */
 	/* Fire lateness (deadline to the frame handed to its connection,
-	 * first deliveries): bucket upper bounds, ascending, and the fires
-	 * in each bucket, not cumulative: lateness_bucket[lateness_bounds]
-	 * is over the last bound.  Their sum is lateness_count. */
+	 * first deliveries), by lane ([0] oneshot, [1] periodic): bucket
+	 * upper bounds, ascending, and the fires in each bucket, not
+	 * cumulative: lateness_bucket[lane][lateness_bounds] is over the
+	 * last bound.  Their sum is lateness_count[lane]. */
 	uint64_t lateness_le_ns[BWC_LATENESS_BOUNDS];
-	uint64_t lateness_bucket[BWC_LATENESS_BOUNDS + 1];
-	uint64_t lateness_count;
-	uint64_t lateness_sum_ns;
+	uint64_t lateness_bucket[2][BWC_LATENESS_BOUNDS + 1];
+	uint64_t lateness_count[2];
+	uint64_t lateness_sum_ns[2];
 	uint64_t requests[BWC_REQUEST_KINDS]; /* by Envelope body field:
 				     2 Hello, 3 Schedule, 4 Cancel, 5 Stats,
 				     12 Ack; [0] any other                 */
@@ -682,7 +683,7 @@ struct bwc_metrics {
 		 journal_sync_ns_max;
 	uint64_t snapshots;        /* snapshots written since the start     */
 	uint64_t snapshot_age_ns;  /* age of the last one's state           */
-	uint64_t reserved[33];     /* see above: 0                          */
+	uint64_t reserved[14];     /* see above: 0                          */
 };
 
 /* bwc_stats and bwc_metrics from one Stats request; stats may be NULL. */

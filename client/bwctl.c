@@ -1243,23 +1243,35 @@ static void lanes(const char *name, const char *type, const char *help,
 
 static void print_lateness(const struct bwc_metrics *m)
 {
-	uint64_t cum = 0;
-	char le[48];
+	static const char *const lanes[2] = { "oneshot", "periodic" };
+	char label[64];
 
 	family("fire_lateness_seconds", "histogram",
 	       "Time from a fire's deadline to its frame handed to its "
-	       "connection, first deliveries.");
-	for (uint32_t i = 0; i < m->lateness_bounds; i++) {
-		cum += m->lateness_bucket[i];
-		snprintf(le, sizeof(le), "{le=\"%llu.%09llu\"}",
-			 (unsigned long long)(m->lateness_le_ns[i] / 1000000000u),
-			 (unsigned long long)(m->lateness_le_ns[i] % 1000000000u));
-		sample("fire_lateness_seconds_bucket", le, cum);
+	       "connection, first deliveries, by lane.");
+	for (int l = 0; l < 2; l++) {
+		uint64_t cum = 0;
+
+		for (uint32_t i = 0; i < m->lateness_bounds; i++) {
+			cum += m->lateness_bucket[l][i];
+			snprintf(label, sizeof(label),
+				 "{lane=\"%s\",le=\"%llu.%09llu\"}", lanes[l],
+				 (unsigned long long)(m->lateness_le_ns[i] /
+						      1000000000u),
+				 (unsigned long long)(m->lateness_le_ns[i] %
+						      1000000000u));
+			sample("fire_lateness_seconds_bucket", label, cum);
+		}
+		snprintf(label, sizeof(label), "{lane=\"%s\",le=\"+Inf\"}",
+			 lanes[l]);
+		sample("fire_lateness_seconds_bucket", label,
+		       m->lateness_count[l]);
+		snprintf(label, sizeof(label), "{lane=\"%s\"}", lanes[l]);
+		sample_seconds("fire_lateness_seconds_sum", label,
+			       m->lateness_sum_ns[l]);
+		sample("fire_lateness_seconds_count", label,
+		       m->lateness_count[l]);
 	}
-	sample("fire_lateness_seconds_bucket", "{le=\"+Inf\"}",
-	       m->lateness_count);
-	sample_seconds("fire_lateness_seconds_sum", "", m->lateness_sum_ns);
-	sample("fire_lateness_seconds_count", "", m->lateness_count);
 }
 
 static void print_daemon_metrics(const struct bwc_metrics *m)

@@ -1779,6 +1779,16 @@ static void copy_indexed(const uint64_t *in, size_t n_in, uint64_t *out,
 		out[i < n_out ? i : 0] += in[i];
 }
 
+/* One lane's histogram: buckets past ours fold into the last. */
+static void copy_buckets(const uint64_t *in, size_t n, size_t bounds,
+			 uint64_t *out, uint64_t *count)
+{
+	for (size_t i = 0; i < n; i++) {
+		out[i < bounds ? i : bounds] += in[i];
+		*count += in[i];
+	}
+}
+
 static void copy_metrics(const Bitwheel__V1__Metrics *m,
 			 struct bwc_metrics *out)
 {
@@ -1793,11 +1803,12 @@ static void copy_metrics(const Bitwheel__V1__Metrics *m,
 		 m->n_lateness_le_ns : BWC_LATENESS_BOUNDS;
 	out->lateness_bounds = (uint32_t)bounds;
 	memcpy(out->lateness_le_ns, m->lateness_le_ns, bounds * sizeof(uint64_t));
-	for (size_t i = 0; i < m->n_lateness_bucket; i++) {
-		out->lateness_bucket[i < bounds ? i : bounds] += m->lateness_bucket[i];
-		out->lateness_count += m->lateness_bucket[i];
-	}
-	out->lateness_sum_ns = m->lateness_sum_ns;
+	copy_buckets(m->lateness_bucket, m->n_lateness_bucket, bounds,
+		     out->lateness_bucket[0], &out->lateness_count[0]);
+	copy_buckets(m->periodic_lateness_bucket, m->n_periodic_lateness_bucket,
+		     bounds, out->lateness_bucket[1], &out->lateness_count[1]);
+	out->lateness_sum_ns[0] = m->lateness_sum_ns;
+	out->lateness_sum_ns[1] = m->periodic_lateness_sum_ns;
 	copy_indexed(m->requests, m->n_requests, out->requests, BWC_REQUEST_KINDS);
 	copy_indexed(m->errors, m->n_errors, out->errors, BWC_ERROR_CODES);
 	out->accepted = m->accepted;

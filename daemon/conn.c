@@ -59,7 +59,7 @@
  * Monitoring (env->metrics, O(1) each): every request read by body case,
  * every Error reply by code, every disconnect at the output bound, and a
  * first delivery's lateness (now - deadline, a clock read per fire) into
- * its histogram bucket, found in at most 12 compares.
+ * its lane's histogram bucket (periodic fires are those with a count), found in at most 12 compares.
  *
  * With a journal, a named session's connection holds its output while
  * the journal has records that are not yet durable: frames go to a side
@@ -541,7 +541,8 @@ void bwd_conn_fail(struct bwd_conn *c, Bitwheel__V1__ErrorCode code,
 	send_reply(c, &r);
 }
 
-void bwd_metrics_fire(struct bwd_metrics *m, uint64_t deadline_ns, uint64_t now_ns)
+void bwd_metrics_fire(struct bwd_metrics *m, unsigned lane, uint64_t deadline_ns,
+		      uint64_t now_ns)
 {
 	static const uint64_t le[BWD_LATENESS_BOUNDS] = BWD_LATENESS_LE_NS;
 	uint64_t late = now_ns > deadline_ns ? now_ns - deadline_ns : 0;
@@ -550,8 +551,8 @@ void bwd_metrics_fire(struct bwd_metrics *m, uint64_t deadline_ns, uint64_t now_
 	/* At most 12 compares: cheaper than the frame it goes with. */
 	while (i < BWD_LATENESS_BOUNDS && late > le[i])
 		i++;
-	m->late[i]++;
-	m->late_sum_ns += late;
+	m->late[lane][i]++;
+	m->late_sum_ns[lane] += late;
 }
 
 void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f)
@@ -587,7 +588,9 @@ void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f)
 		return;
 	}
 	if (!f->redelivered)
-		bwd_metrics_fire(&c->env->metrics, f->deadline_ns, bw_now_ns());
+		bwd_metrics_fire(&c->env->metrics,
+				 f->count ? BW_LANE_PERIODIC : BW_LANE_ONESHOT,
+				 f->deadline_ns, bw_now_ns());
 	f->wire_end = c->committed;
 	if (bwd_conn_output(c) >= c->lim->max_output / 2)
 		bwd_member_set_room(c->member, false);

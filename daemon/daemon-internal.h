@@ -730,7 +730,7 @@ struct bwd_conn;
  * each kept O(1) where the thing happens: fire lateness by conn.c when a
  * fire's frame is handed to its connection (first deliveries only: the
  * time from deadline to the socket, a detached session's wait included),
- * requests by Envelope body field number and error replies by ErrorCode
+ * by lane, requests by Envelope body field number and error replies by ErrorCode
  * by conn.c, connections by server.c.  Bucket bounds are
  * BWD_LATENESS_LE_NS (daemon-internal.h) and go on the wire with them.
  */
@@ -741,8 +741,9 @@ struct bwd_conn;
 #define BWD_REQUEST_KINDS 16           /* Envelope body field numbers  */
 #define BWD_ERROR_CODES 32             /* ErrorCode values             */
 struct bwd_metrics {
-	uint64_t late[BWD_LATENESS_BOUNDS + 1]; /* per bucket; last: +Inf */
-	uint64_t late_sum_ns;
+	/* By lane (BW_LANE_*): a periodic lane's tick is coarser. */
+	uint64_t late[2][BWD_LATENESS_BOUNDS + 1]; /* per bucket; last: +Inf */
+	uint64_t late_sum_ns[2];
 	uint64_t requests[BWD_REQUEST_KINDS];   /* [0]: any other         */
 	uint64_t errors[BWD_ERROR_CODES];       /* [0]: any other         */
 	uint64_t accepted;
@@ -752,8 +753,10 @@ struct bwd_metrics {
 	uint64_t slow_disconnects;              /* output bound reached   */
 };
 
-/* A fire whose frame was handed to a connection now_ns, due deadline_ns. */
-void bwd_metrics_fire(struct bwd_metrics *m, uint64_t deadline_ns, uint64_t now_ns);
+/* A fire of lane (BW_LANE_*) whose frame was handed to a connection
+ * now_ns, due deadline_ns. */
+void bwd_metrics_fire(struct bwd_metrics *m, unsigned lane, uint64_t deadline_ns,
+		      uint64_t now_ns);
 static inline void bwd_metrics_request(struct bwd_metrics *m, unsigned body)
 {
 	m->requests[body < BWD_REQUEST_KINDS ? body : 0]++;

@@ -571,10 +571,12 @@ static void fill_metrics(struct bwd_env *env, struct bwd_reply *out)
 	memcpy(out->late_le, le, sizeof(le));
 	mr->n_lateness_le_ns = BWD_LATENESS_BOUNDS;
 	mr->lateness_le_ns = out->late_le;
-	mr->n_lateness_bucket = BWD_LATENESS_BOUNDS + 1;
-	mr->lateness_bucket = m->late;
-	mr->has_lateness_sum_ns = 1;
-	mr->lateness_sum_ns = m->late_sum_ns;
+	mr->n_lateness_bucket = mr->n_periodic_lateness_bucket = BWD_LATENESS_BOUNDS + 1;
+	mr->lateness_bucket = m->late[BW_LANE_ONESHOT];
+	mr->periodic_lateness_bucket = m->late[BW_LANE_PERIODIC];
+	mr->has_lateness_sum_ns = mr->has_periodic_lateness_sum_ns = 1;
+	mr->lateness_sum_ns = m->late_sum_ns[BW_LANE_ONESHOT];
+	mr->periodic_lateness_sum_ns = m->late_sum_ns[BW_LANE_PERIODIC];
 	mr->n_requests = BWD_REQUEST_KINDS;
 	mr->requests = m->requests;
 	mr->n_errors = BWD_ERROR_CODES;
