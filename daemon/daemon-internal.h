@@ -224,14 +224,18 @@ size_t bwd_map_bytes(const struct bwd_map *m);
 /* ---- state.c ------------------------------------------------------------ */
 
 /* What the wheel's data pointer leads to: a client's timer, or one of the
- * state's own (a session's linger, a consumer's ack timeout). */
-enum bwd_due_kind { BWD_DUE_TIMER, BWD_DUE_LINGER, BWD_DUE_ACK };
+ * state's own (a session's linger, a consumer's ack timeout).  A timer the
+ * wheel fired, or a periodic fire made behind them (BWD_DUE_FIRE), waits
+ * in its session's due list (next) for its turn to join the queue. */
+enum bwd_due_kind { BWD_DUE_TIMER, BWD_DUE_LINGER, BWD_DUE_ACK, BWD_DUE_FIRE };
 struct bwd_due {
 	enum bwd_due_kind kind;
+	struct bwd_due *next;
 };
 
 /* A fire: queued in its session, or in flight to one member. */
 struct bwd_fire {
+	struct bwd_due due;        /* BWD_DUE_FIRE: in its session's due list */
 	struct bwd_fire *next;
 	uint64_t key;
 	uint64_t deadline_ns;
@@ -253,18 +257,30 @@ struct bwd_timer {
 	struct bwd_due due;        /* BWD_DUE_TIMER: the wheel's data        */
 	struct bwd_map_node node;  /* keyed by the client's key              */
 	struct bwd_session *session;
-	bw_handle handle;
+	union {
+		bw_handle handle;  /* armed in the wheel                     */
+		uint64_t fired_ns; /* fired: when the wheel fired it         */
+	};
 	uint64_t deadline_ns;      /* the deadline it waits for now          */
 	uint64_t period_ns;        /* 0: oneshot                             */
 	uint64_t count;            /* fires so far                           */
+	uint64_t seq;              /* fired: its fire's seq (journaled)      */
 	uint32_t payload_len;
 	bool has_payload;
 	bool late;                 /* restored past its deadline             */
+	/* A oneshot the wheel fired, in its session's due list: a fire
+	 * already (journaled, not found by its key), not yet made. */
+	bool fired;
 	uint8_t payload[];
 };
 
 struct bwd_member;
 struct bwd_uid;
+
+/* A session's place in one of the state's round-robin lists. */
+struct bwd_slink {
+	struct bwd_session *next, **pprev;  /* NULL pprev: out               */
+};
 
 struct bwd_session {
 	struct bwd_map_node node;  /* keyed by (owner, name)'s hash (named)  */
@@ -285,7 +301,12 @@ struct bwd_session {
 	struct bwd_member *ready_head, *ready_tail;
 	uint32_t nmembers, nconsumers;
 	/* In the state's list of sessions with fires to hand out. */
-	struct bwd_session *work_next, **work_pprev;
+	struct bwd_slink work;
+	/* What the wheel fired and the state has not made into queued
+	 * fires yet, in fire order, and the link in the state's list of
+	 * sessions with such (bwd_state_fire). */
+	struct bwd_due *due_head, *due_tail;
+	struct bwd_slink firing;
 	struct bwd_due linger;     /* BWD_DUE_LINGER: armed with no members  */
 	bw_handle linger_handle;
 	bool lingering;
@@ -341,9 +362,16 @@ struct bwd_state;
 int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 		  struct bwd_state **out);
 void bwd_state_free(struct bwd_state *st);
-/* Fire every due timer into its session's queue; the server then pumps
- * (bwd_state_next_delivery) and re-arms its timer from next_deadline. */
+/* Fire every due timer: a client's oneshot into its session's due list
+ * (journaled, at the wheel's pace), a periodic one into its session's
+ * queue (or due list, behind the oneshots); the server then makes fires
+ * (bwd_state_fire), pumps (bwd_state_next_delivery) and re-arms its timer
+ * from next_deadline. */
 void bwd_state_poll(struct bwd_state *st, uint64_t now_ns);
+/* Make queued fires of what sessions' due lists hold, one per session in
+ * turn, at most FIRE_CHUNK or BWD_TURN_NS of them; true while some remain
+ * (call again at the next turn, after polling for I/O). */
+bool bwd_state_fire(struct bwd_state *st);
 /* BW_EEMPTY when nothing is pending. */
 int bwd_state_next_deadline(struct bwd_state *st, uint64_t *out_ns);
 void bwd_state_stats(const struct bwd_state *st, struct bwd_state_stats *out);

@@ -1,7 +1,7 @@
 # daemon/: bitwheeld, the timer service.
 sbin_PROGRAMS += daemon/bitwheeld
-daemon_bitwheeld_SOURCES = \
-	daemon/bitwheeld.c \
+# Everything but main(): tests/check_state builds on it too.
+bwd_core_sources = \
 	daemon/options.c \
 	daemon/budgets.c \
 	daemon/log.c \
@@ -16,6 +16,7 @@ daemon_bitwheeld_SOURCES = \
 	daemon/request.c \
 	daemon/server.c \
 	daemon/daemon-internal.h
+daemon_bitwheeld_SOURCES = daemon/bitwheeld.c $(bwd_core_sources)
 daemon_bitwheeld_CPPFLAGS = $(AM_CPPFLAGS) $(bw_proto_cppflags) \
 	$(LIBEVENT_CFLAGS) $(LIBSYSTEMD_CFLAGS)
 daemon_bitwheeld_LDADD = wheel/libbitwheel.la proto/libbwproto.la \

@@ -17,11 +17,16 @@
  *              wheel.
  *   pump       a deferred event that whoever changed the state activates
  *              (a poll, a batch of requests, an Ack, a connection leaving,
- *              output drained): it hands every fire that may go now to its
- *              connection (bwd_state_next_delivery), cancels a chunk of
- *              ended anonymous sessions' timers, and re-arms the wheel's
- *              timerfd.  So fires leave in the turn they became possible,
- *              and the state never calls up into the connections.
+ *              output drained): it makes a chunk of the fires the wheel
+ *              fired into their sessions' due lists, one per session in
+ *              turn (bwd_state_fire), hands every fire that may go now to
+ *              its connection (bwd_state_next_delivery), cancels a chunk
+ *              of ended anonymous sessions' timers, and re-arms the
+ *              wheel's timerfd; a zero timeout (reaper) runs it again
+ *              while chunks remain.  So fires leave in the turn they
+ *              became possible, one session's burst costs another's fires
+ *              a turn (BWD_TURN_NS) and not the whole burst, and the state
+ *              never calls up into the connections.
  *   signals    SIGTERM/SIGINT start the shutdown; SIGHUP reads --budgets
  *              again (a file that does not parse changes nothing);
  *              SIGPIPE is ignored
@@ -110,17 +115,22 @@ static void rearm(struct bwd_server *srv)
 		set_timer(srv, next);
 }
 
-/* Hand out every fire that may go now, then see to the timerfd. */
+/* Make a turn's share of the fires the wheel fired, hand out every fire
+ * that may go now, then see to the timerfd. */
 static void pump(struct bwd_server *srv)
 {
 	static const struct timeval now = { 0, 0 };
 	struct bwd_member *m;
 	struct bwd_fire *f;
+	bool more = bwd_state_fire(srv->state);
 
 	while ((f = bwd_state_next_delivery(srv->state, &m)))
 		bwd_conn_deliver(m->owner, f);
-	/* A timer, not event_active: the loop polls for I/O in between. */
 	if (bwd_state_reap(srv->state))
+		more = true;
+	/* A timer, not event_active: the loop polls for I/O (and the wheel)
+	 * in between. */
+	if (more)
 		evtimer_add(srv->reaper, &now);
 	rearm(srv);
 }

@@ -8,7 +8,8 @@
  * maps its clients' keys to struct bwd_timer, which carries the payload
  * inline and the wheel handle it was scheduled under.  A timer that comes
  * due becomes a struct bwd_fire (a copy of what it must carry) at the tail
- * of its session's queue; from there the pump moves it to one consumer's
+ * of its session's queue, in two steps for a oneshot (below, "Firing");
+ * from there the pump moves it to one consumer's
  * in-flight list, numbered with that member's next delivery number, until
  * an Ack (or, with auto_ack, its frame leaving the connection's buffer)
  * makes it done, or the member goes away or its ack timeout runs out and
@@ -22,6 +23,29 @@
  * queued fires and a ready consumer sit in the state's work list, served
  * the same way, one fire per turn, so that no session's burst holds up
  * another's.  Entries leave those lists lazily, when found unable.
+ *
+ * Firing.  The wheel's callback does for a client's oneshot timer only
+ * what must happen at the instant it fires: its lane counters, its FIRE
+ * record (so the journal keeps the order of FIRE, CANCEL and TIMER records
+ * as they happened), its seq and fired_ns; it marks the timer fired and
+ * links it, in place, at the tail of its session's due list, and the
+ * session into the state's firing list.  bwd_state_fire(), from the pump,
+ * then makes the fires - the struct bwd_fire, the queue, the per-uid
+ * counts and bytes, freeing the timer - one session at a time in turn,
+ * FIRE_CHUNK or BWD_TURN_NS per loop turn: one session's burst of fires
+ * due at one instant costs another session's fire a turn, not the burst.
+ * A fired timer stays in its session's map until made, but is a fire
+ * already: timer_find() passes it by (a Cancel says it was not pending, a
+ * replace or a Schedule of its key adds a new timer), a snapshot writes it
+ * as QUEUED after the queue, an ended session drops it with its fires.
+ * Until made it counts as a timer in the budgets and Stats' timers (the
+ * sum of timers and fires the budgets bound is the same either way; the
+ * lane counters, like the wheel's, count it fired).  A periodic timer's
+ * fire is made in the callback, as the timer must re-arm there; it joins
+ * the due list, behind the oneshots, when there are some, so a session's
+ * fires keep fire order.  Its rate budget does not bound a burst (long
+ * periods may share an instant): --max-timers-per-uid does, as for all
+ * fires before due lists.
  *
  * Nothing here does I/O or knows libevent: the server pulls what is to be
  * sent (bwd_state_next_delivery), and the state's own timers - a detached
@@ -44,7 +68,12 @@
  *
  * Costs: schedule, cancel, each fire, each hand-out and each cumulative
  * or in-order ack are O(1) on average (a map lookup, a wheel operation, a
- * list move, one record); a single ack out of order is O(the window);
+ * list move, one record); a fire is paid in two parts, the wheel's
+ * callback (a list link and, named, a record: the wheel's own cost of a
+ * timer in its overflow store dominates in a burst) and its making in
+ * bwd_state_fire() (an allocation, a copy, a map removal and a free,
+ * about 0.2-0.3 us); a lookup of a key with fired timers waiting walks
+ * past them; a single ack out of order is O(the window);
  * taking back a member's fires is O(its flight); ending a session is
  * O(its timers + its fires), spread over loop turns TEARDOWN_CHUNK timers
  * and fires at a time (or what BWD_TURN_NS allows: taking a timer out of
@@ -93,6 +122,8 @@
 
 /* Timers cancelled per loop turn when an anonymous session ends. */
 #define TEARDOWN_CHUNK 1024
+/* Fires made of due lists per loop turn (bwd_state_fire). */
+#define FIRE_CHUNK 1024
 #define REAP_CLOCK_EVERY 64
 
 /* One uid's use of the daemon (see "Budgets" above). */
@@ -121,6 +152,12 @@ struct bwd_uid {
 	(s)->acct->field += (uint64_t)(n);				\
 } while (0)
 
+/* A round-robin list of sessions, linked through one struct bwd_slink of
+ * each (at offset off). */
+struct bwd_slist {
+	struct bwd_session *head, **tail;
+};
+
 struct bwd_state {
 	struct bw_dual *wheel;
 	struct bwd_map uids;       /* struct bwd_uid by uid                  */
@@ -128,8 +165,9 @@ struct bwd_state {
 	struct bwd_map by_id;      /* named sessions by id                   */
 	struct bwd_journal *journal;
 	struct bwd_session *ending;  /* anonymous sessions being torn down  */
-	/* Sessions that may have a fire to hand out, served from the head. */
-	struct bwd_session *work_head, **work_tail;
+	/* Sessions that may have a fire to hand out, and those with fires
+	 * to make (due lists), each served from the head. */
+	struct bwd_slist work, firing;
 	uint64_t next_id;
 	bool restoring;            /* timers are not in the wheel yet        */
 	const struct bwd_options *opt;
@@ -371,30 +409,50 @@ static bool member_may_take(const struct bwd_member *m)
 	return m->room && m->flight < m->window;
 }
 
+static struct bwd_slink *slink(struct bwd_session *s, size_t off)
+{
+	return (struct bwd_slink *)(void *)((char *)s + off);
+}
+
+/* s joins l's tail, unless it is in already. */
+static void slist_add(struct bwd_slist *l, struct bwd_session *s, size_t off)
+{
+	struct bwd_slink *k = slink(s, off);
+
+	if (k->pprev)
+		return;
+	k->next = NULL;
+	k->pprev = l->tail;
+	*l->tail = s;
+	l->tail = &k->next;
+}
+
+static void slist_remove(struct bwd_slist *l, struct bwd_session *s, size_t off)
+{
+	struct bwd_slink *k = slink(s, off);
+
+	if (!k->pprev)
+		return;
+	*k->pprev = k->next;
+	if (k->next)
+		slink(k->next, off)->pprev = k->pprev;
+	else
+		l->tail = k->pprev;
+	k->pprev = NULL;
+}
+
+#define WORK offsetof(struct bwd_session, work)
+#define FIRING offsetof(struct bwd_session, firing)
+
 static void work_add(struct bwd_session *s)
 {
-	struct bwd_state *st = s->state;
-
-	if (s->work_pprev || !s->queue_head || !s->ready_head)
-		return;
-	s->work_next = NULL;
-	s->work_pprev = st->work_tail;
-	*st->work_tail = s;
-	st->work_tail = &s->work_next;
+	if (s->queue_head && s->ready_head)
+		slist_add(&s->state->work, s, WORK);
 }
 
 static void work_remove(struct bwd_session *s)
 {
-	struct bwd_state *st = s->state;
-
-	if (!s->work_pprev)
-		return;
-	*s->work_pprev = s->work_next;
-	if (s->work_next)
-		s->work_next->work_pprev = s->work_pprev;
-	else
-		st->work_tail = s->work_pprev;
-	s->work_pprev = NULL;
+	slist_remove(&s->state->work, s, WORK);
 }
 
 /* A consumer that may take a fire joins its session's turn. */
@@ -459,19 +517,31 @@ static void count_queued(struct bwd_session *s, const struct bwd_fire *f,
 	s->state->stats.bytes += (uint64_t)n * fire_bytes(f);
 }
 
-/* A new fire (of a timer, or read back) joins the queue. */
-static void enqueue_tail(struct bwd_session *s, struct bwd_fire *f)
+/* A new fire counts (queued, its owner's fires and bytes) ... */
+static void fire_count(struct bwd_session *s, const struct bwd_fire *f)
 {
 	s->acct->fires++;
 	charge(s->state, s->acct, (int64_t)BWD_FIRE_COST(f->payload_len));
+	count_queued(s, f, 1);
+}
+
+/* ... and joins the queue's tail, at once or after a wait in the due list. */
+static void fire_link(struct bwd_session *s, struct bwd_fire *f)
+{
 	f->next = NULL;
 	if (s->queue_tail)
 		s->queue_tail->next = f;
 	else
 		s->queue_head = f;
 	s->queue_tail = f;
-	count_queued(s, f, 1);
 	work_add(s);
+}
+
+/* A new fire (of a timer, or read back) joins the queue. */
+static void enqueue_tail(struct bwd_session *s, struct bwd_fire *f)
+{
+	fire_count(s, f);
+	fire_link(s, f);
 }
 
 static struct bwd_fire *dequeue(struct bwd_session *s)
@@ -585,7 +655,7 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 {
 	struct bwd_session *s;
 
-	while ((s = st->work_head)) {
+	while ((s = st->work.head)) {
 		struct bwd_member *m = s->ready_head;
 		struct bwd_fire *f;
 
@@ -733,51 +803,101 @@ static bool over_queue(const struct bwd_session *s, const struct bwd_timer *t)
 	       (lim && s->acct->bytes + cost > lim->bytes);
 }
 
-static uint64_t timer_fired(struct bwd_state *st, struct bwd_timer *t,
-			    uint64_t now_ns)
+/* What t's fire carries, fired at fired_ns as its count-th. */
+static struct bwd_fire fire_of(const struct bwd_timer *t, uint64_t fired_ns,
+			       uint64_t count)
 {
-	struct bwd_session *s = t->session;
-	struct bwd_fire tmpl = {
+	return (struct bwd_fire){
+		.due.kind = BWD_DUE_FIRE,
 		.key = t->node.key,
 		.deadline_ns = t->deadline_ns,
-		.fired_ns = now_ns,
-		.count = t->period_ns ? ++t->count : 0,
+		.fired_ns = fired_ns,
+		.count = count,
 		.late = t->late,
 		.has_payload = t->has_payload,
 		.payload_len = t->payload_len,
 		.payload = t->payload,
 	};
-	struct bwd_fire *f;
+}
+
+/* s owes the fire f from now on: numbered and journaled (named only). */
+static void journal_fire(struct bwd_session *s, struct bwd_fire *f)
+{
+	struct bwd_record r = {
+		.type = BWD_REC_FIRE, .sid = s->id, .key = f->key,
+		.deadline_ns = f->deadline_ns, .count = f->count,
+		.fired_ns = f->fired_ns, .flags = f->late ? BWD_RECF_LATE : 0,
+	};
+
+	if (!s->name)
+		return;
+	f->seq = r.seq = s->next_seq++;
+	journal(s->state, s->acct, &r);
+}
+
+static void fire_lost(struct bwd_session *s)
+{
+	bwd_log(BWD_LOG_ERR, "out of memory: a fire of session '%s' is lost",
+		s->name ? s->name : "(anonymous)");
+	s->dropped++;
+	COUNT(s, dropped, 1);
+}
+
+/* d joins s's due list, and s the sessions with fires to make. */
+static void due_add(struct bwd_session *s, struct bwd_due *d)
+{
+	d->next = NULL;
+	if (s->due_tail)
+		s->due_tail->next = d;
+	else
+		s->due_head = d;
+	s->due_tail = d;
+	slist_add(&s->state->firing, s, FIRING);
+}
+
+/* The wheel fired a client's oneshot timer: what costs the wheel's pace
+ * only.  Its fire is owed (journaled now, so that the journal's order of
+ * FIRE, CANCEL and TIMER records is the order things happened), and it
+ * waits in the due list for bwd_state_fire() to make it. */
+static void oneshot_fired(struct bwd_timer *t, uint64_t now_ns)
+{
+	struct bwd_fire f = fire_of(t, now_ns, 0);
+
+	journal_fire(t->session, &f);
+	t->seq = f.seq;
+	t->fired_ns = now_ns;
+	t->fired = true;
+	due_add(t->session, &t->due);
+}
+
+/*
+ * A periodic timer fired: its fire is made at once, as before due lists
+ * existed, and waits behind the session's fired oneshots if it has any
+ * (fire order).  Making it at once is bounded by the owner's periodic
+ * rate only over time: timers of long periods may all come due at one
+ * instant, which the per-uid timer budget bounds.
+ */
+static uint64_t periodic_fired(struct bwd_state *st, struct bwd_timer *t,
+			       uint64_t now_ns)
+{
+	struct bwd_session *s = t->session;
+	struct bwd_fire tmpl = fire_of(t, now_ns, ++t->count), *f;
 	uint64_t next;
 
 	t->late = false;
-	LANE(t, fired, 1);
-	if (s->ending) {
-		LANE(t, pending, -1);
-		free_timer(st, t);
-		return 0;
-	}
-	if (t->period_ns && over_queue(s, t)) {
+	if (over_queue(s, t)) {
 		s->dropped++;
 		COUNT(s, dropped, 1);
 	} else if ((f = fire_new(&tmpl))) {
-		if (s->name) {
-			struct bwd_record r = {
-				.type = BWD_REC_FIRE, .sid = s->id, .key = tmpl.key,
-				.deadline_ns = tmpl.deadline_ns, .count = tmpl.count,
-				.fired_ns = now_ns,
-				.flags = tmpl.late ? BWD_RECF_LATE : 0,
-			};
-
-			f->seq = r.seq = s->next_seq++;
-			journal(st, s->acct, &r);
+		journal_fire(s, f);
+		if (s->due_head) {
+			fire_count(s, f);
+			due_add(s, &f->due);
+		} else {
+			enqueue_tail(s, f);
 		}
-		enqueue_tail(s, f);
 	} else {
-		bwd_log(BWD_LOG_ERR, "out of memory: a fire of session '%s' is lost",
-			s->name ? s->name : "(anonymous)");
-		s->dropped++;
-		COUNT(s, dropped, 1);
+		fire_lost(s);
 	}
 	next = advance(t, now_ns);
 	if (!next) {
@@ -792,9 +912,19 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 	struct bwd_state *st = ctx;
 	struct bwd_due *d = data;
 
-	if (d->kind == BWD_DUE_TIMER)
-		return timer_fired(st, bwd_container_of(d, struct bwd_timer, due),
-				   now_ns);
+	if (d->kind == BWD_DUE_TIMER) {
+		struct bwd_timer *t = bwd_container_of(d, struct bwd_timer, due);
+
+		LANE(t, fired, 1);
+		if (t->period_ns && !t->session->ending)
+			return periodic_fired(st, t, now_ns);
+		LANE(t, pending, -1);
+		if (t->session->ending)
+			free_timer(st, t);
+		else
+			oneshot_fired(t, now_ns);
+		return 0;
+	}
 	st->stats.own_pending--;
 	st->stats.own_fired++;
 	if (d->kind == BWD_DUE_ACK) {
@@ -806,6 +936,75 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 		session_expire(s);
 	}
 	return 0;
+}
+
+/* The head of s's due list joins its queue: a fired timer becomes its
+ * fire (numbered as journaled) and goes. */
+static void due_make(struct bwd_session *s)
+{
+	struct bwd_due *d = s->due_head;
+	struct bwd_timer *t;
+	struct bwd_fire tmpl, *f;
+
+	s->due_head = d->next;
+	if (!s->due_head)
+		s->due_tail = NULL;
+	if (d->kind == BWD_DUE_FIRE) {
+		fire_link(s, bwd_container_of(d, struct bwd_fire, due));
+		return;
+	}
+	t = bwd_container_of(d, struct bwd_timer, due);
+	tmpl = fire_of(t, t->fired_ns, 0);
+	tmpl.seq = t->seq;
+	if ((f = fire_new(&tmpl))) {
+		enqueue_tail(s, f);
+	} else {
+		/* Journaled as owed: journaled as dropped too. */
+		journal_seq(s, BWD_REC_DONE, t->seq);
+		fire_lost(s);
+	}
+	free_timer(s->state, t);
+}
+
+/* A session that ends drops its due list: its fires here, its timers with
+ * the rest of its map. */
+static void due_drop(struct bwd_session *s)
+{
+	struct bwd_due *d;
+
+	while ((d = s->due_head)) {
+		s->due_head = d->next;
+		if (d->kind == BWD_DUE_FIRE) {
+			struct bwd_fire *f = bwd_container_of(d, struct bwd_fire, due);
+
+			count_queued(s, f, -1);
+			fire_free(s, f);
+		}
+	}
+	s->due_tail = NULL;
+	slist_remove(&s->state->firing, s, FIRING);
+}
+
+bool bwd_state_fire(struct bwd_state *st)
+{
+	size_t budget = FIRE_CHUNK;
+	struct bwd_session *s;
+	uint64_t start;
+
+	if (!st->firing.head)
+		return false;
+	start = bw_now_ns();
+	while (budget && (s = st->firing.head)) {
+		due_make(s);
+		/* The next fire made is another session's. */
+		slist_remove(&st->firing, s, FIRING);
+		if (s->due_head)
+			slist_add(&st->firing, s, FIRING);
+		if (--budget % REAP_CLOCK_EVERY == 0 &&
+		    bw_now_ns() - start >= BWD_TURN_NS)
+			budget = 0;
+	}
+	return st->firing.head != NULL;
 }
 
 /* Only a failed allocation in the overflow store gets here. */
@@ -835,7 +1034,8 @@ int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 		return -ENOMEM;
 	st->opt = opt;
 	st->budgets = &opt->budgets;
-	st->work_tail = &st->work_head;
+	st->work.tail = &st->work.head;
+	st->firing.tail = &st->firing.head;
 	if (getrandom(&st->seed, sizeof(st->seed), 0) != sizeof(st->seed))
 		st->seed = now_ns;
 	st->next_id = 1;
@@ -1037,10 +1237,10 @@ static void log_cancelled(const struct bwd_session *s)
 	log_keys(s);
 }
 
-/* Take a timer out of the wheel, unless it is not in yet. */
+/* Take a timer out of the wheel, unless it is not in yet, or no more. */
 static void disarm(struct bwd_state *st, struct bwd_timer *t)
 {
-	if (st->restoring)
+	if (st->restoring || t->fired)
 		return;
 	bw_dual_cancel(st->wheel, t->handle, NULL);
 	LANE(t, cancelled, 1);
@@ -1086,6 +1286,7 @@ static void session_free(struct bwd_session *s)
 	struct bwd_fire *f;
 
 	work_remove(s);
+	due_drop(s);
 	own_disarm(st, s->linger_handle, &s->lingering);
 	for (size_t b = 0; b <= s->timers.mask; b++) {
 		while (s->timers.bucket[b]) {
@@ -1247,6 +1448,7 @@ static void session_end(struct bwd_session *s)
 		session_free(s);
 		return;
 	}
+	due_drop(s);
 	s->ending = true;
 	s->next_ending = st->ending;
 	st->ending = s;
@@ -1274,11 +1476,18 @@ void bwd_member_detach(struct bwd_member *m)
 
 /* ---- timers ---------------------------------------------------------------- */
 
+/* The key's pending timer: one the wheel fired is a fire already, as
+ * if made (Cancel says it was not pending, a replace adds a timer). */
 static struct bwd_timer *timer_find(struct bwd_session *s, uint64_t key)
 {
-	struct bwd_map_node *n = bwd_map_find(&s->timers, key);
+	for (struct bwd_map_node *n = bwd_map_find(&s->timers, key); n;
+	     n = bwd_map_next(n->next, key)) {
+		struct bwd_timer *t = bwd_container_of(n, struct bwd_timer, node);
 
-	return n ? bwd_container_of(n, struct bwd_timer, node) : NULL;
+		if (!t->fired)
+			return t;
+	}
+	return NULL;
 }
 
 static void timer_cancel(struct bwd_state *st, struct bwd_timer *t)
@@ -1465,23 +1674,51 @@ void bwd_state_set_journal(struct bwd_state *st, struct bwd_journal *j)
 	}
 }
 
+static int dump_fire(const struct bwd_session *s, const struct bwd_fire *f,
+		     int (*emit)(void *, const struct bwd_record *), void *ctx)
+{
+	struct bwd_record r = {
+		.type = BWD_REC_QUEUED, .sid = s->id, .key = f->key,
+		.seq = f->seq, .deadline_ns = f->deadline_ns,
+		.count = f->count, .fired_ns = f->fired_ns,
+		.flags = (f->has_payload ? BWD_RECF_PAYLOAD : 0) |
+			 (f->late ? BWD_RECF_LATE : 0) |
+			 (f->sent ? BWD_RECF_SENT : 0),
+		.payload = f->payload, .payload_len = f->payload_len,
+	};
+
+	return emit(ctx, &r);
+}
+
 static int dump_fires(const struct bwd_session *s, const struct bwd_fire *f,
 		      int (*emit)(void *, const struct bwd_record *), void *ctx)
 {
 	int err = 0;
 
-	for (; f && !err; f = f->next) {
-		struct bwd_record r = {
-			.type = BWD_REC_QUEUED, .sid = s->id, .key = f->key,
-			.seq = f->seq, .deadline_ns = f->deadline_ns,
-			.count = f->count, .fired_ns = f->fired_ns,
-			.flags = (f->has_payload ? BWD_RECF_PAYLOAD : 0) |
-				 (f->late ? BWD_RECF_LATE : 0) |
-				 (f->sent ? BWD_RECF_SENT : 0),
-			.payload = f->payload, .payload_len = f->payload_len,
-		};
+	for (; f && !err; f = f->next)
+		err = dump_fire(s, f, emit, ctx);
+	return err;
+}
 
-		err = emit(ctx, &r);
+/* The due list: fires owed (journaled), after the queue's. */
+static int dump_due(const struct bwd_session *s,
+		    int (*emit)(void *, const struct bwd_record *), void *ctx)
+{
+	int err = 0;
+
+	for (const struct bwd_due *d = s->due_head; d && !err; d = d->next) {
+		const struct bwd_timer *t;
+		struct bwd_fire f;
+
+		if (d->kind == BWD_DUE_FIRE) {
+			err = dump_fire(s, bwd_container_of(d, struct bwd_fire, due),
+					emit, ctx);
+			continue;
+		}
+		t = bwd_container_of(d, struct bwd_timer, due);
+		f = fire_of(t, t->fired_ns, 0);
+		f.seq = t->seq;
+		err = dump_fire(s, &f, emit, ctx);
 	}
 	return err;
 }
@@ -1496,6 +1733,8 @@ static int dump_session(const struct bwd_session *s,
 		for (struct bwd_map_node *n = s->timers.bucket[b]; n && !err; n = n->next) {
 			const struct bwd_timer *t = bwd_container_of(n, struct bwd_timer, node);
 
+			if (t->fired)
+				continue;
 			r = (struct bwd_record){
 				.type = BWD_REC_TIMER, .sid = s->id, .key = n->key,
 				.deadline_ns = t->deadline_ns, .period_ns = t->period_ns,
@@ -1513,6 +1752,8 @@ static int dump_session(const struct bwd_session *s,
 		err = dump_fires(s, m->flight_head, emit, ctx);
 	if (!err)
 		err = dump_fires(s, s->queue_head, emit, ctx);
+	if (!err)
+		err = dump_due(s, emit, ctx);
 	return err;
 }
 

@@ -37,6 +37,16 @@ tests_check_log_CPPFLAGS = $(AM_CPPFLAGS) $(bw_proto_cppflags) \
 tests_check_log_CFLAGS = $(bw_check_cflags)
 tests_check_log_LDADD = $(bw_check_ldadd)
 
+# The daemon's state (how wheel fires become queued fires), in-process
+# with injected time, built from the daemon's sources.
+check_PROGRAMS += tests/check_state
+TESTS += tests/check_state
+tests_check_state_SOURCES = tests/check_state.c tests/testutil.c \
+	tests/testutil.h $(bwd_core_sources)
+tests_check_state_CPPFLAGS = $(daemon_bitwheeld_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_check_state_CFLAGS = $(bw_check_cflags)
+tests_check_state_LDADD = $(daemon_bitwheeld_LDADD) $(CHECK_LIBS)
+
 # The units, checked with systemd's own tools against the built daemon.
 check_PROGRAMS += tests/check_systemd
 TESTS += tests/check_systemd

@@ -1,0 +1,394 @@
+/*
+ * check_state.c - the daemon's state (daemon/state.c) in process, on an
+ * injected clock: how the fires the wheel fires become queued fires.
+ *
+ * The wheel fires a client's oneshot timer into its session's due list;
+ * bwd_state_fire() makes the fires of those lists one session at a time,
+ * a chunk per call (issue 12: one session's burst must not hold up
+ * another's fires).  Checked exactly, with random sessions, deadlines and
+ * polls (a fixed seed, then BW_TEST_SEED's, printed on failure):
+ *   - per call, every session with fires due gets its turn: the counts
+ *     made differ by at most one between sessions that still have some;
+ *   - every timer fires once, never before its deadline, its fired_ns the
+ *     poll's time (not the time its fire was made), each session's fires
+ *     in the order the wheel fired them (polls in order);
+ *   - a Cancel, or a replace, of a key the wheel fired and the state has
+ *     not made yet behaves as for one already made: not pending, the
+ *     fire still delivered, the new timer armed;
+ *   - a journal and a snapshot taken while fires wait in due lists read
+ *     back into the same fires and timers, nothing contradicting.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "daemon-internal.h"
+#include "testutil.h"
+
+#define MS 1000000ull
+#define T0 (1000 * MS)
+#define MAX_SESSIONS 6
+
+static struct bwd_options opt;
+static uint64_t seed;
+
+static void options(void)
+{
+	char *args[] = { "check_state", "--max-timers", "1000000",
+			 "--max-timers-per-uid", "1000000", NULL };
+
+	ck_assert_int_eq(bwd_options_parse(sizeof(args) / sizeof(args[0]) - 1,
+					   args, &opt), 0);
+	bwd_log_set_level(BWD_LOG_ERR - 1);
+}
+
+static struct bwd_member *consumer(struct bwd_state *st, const char *name)
+{
+	struct bwd_attach a = {
+		.name = name, .uid = 1000, .owner_uid = 1000, .consumer = true,
+		.auto_ack = true, .window = 1u << 30, .owner = NULL,
+	};
+	struct bwd_member *m;
+	bool resumed;
+
+	ck_assert_int_eq(bwd_session_attach(st, &a, &m, &resumed), 0);
+	bwd_member_set_room(m, true);
+	return m;
+}
+
+static void schedule(struct bwd_member *m, uint64_t key, uint64_t at,
+		     bool replace, bool *replaced)
+{
+	struct bwd_schedule req = { .key = key, .deadline_ns = at,
+				    .replace = replace, .uid = 1000 };
+	bool r;
+
+	ck_assert_int_eq(bwd_timer_schedule(m->session, &req, replaced ? replaced : &r), 0);
+}
+
+/* Every fire that may go now, each checked against its session's last. */
+struct seen {
+	uint64_t last_fired[MAX_SESSIONS];
+	uint64_t n[MAX_SESSIONS];
+	uint8_t *key_seen[MAX_SESSIONS];
+	size_t keys;
+};
+
+static int index_of(struct bwd_member **m, int n, const struct bwd_member *x)
+{
+	for (int i = 0; i < n; i++)
+		if (m[i] == x)
+			return i;
+	ck_abort_msg("seed %" PRIu64 ": a fire for no member", seed);
+	return -1;
+}
+
+static void drain(struct bwd_state *st, struct bwd_member **m, int n,
+		  struct seen *sn)
+{
+	struct bwd_member *to;
+	struct bwd_fire *f;
+
+	while ((f = bwd_state_next_delivery(st, &to))) {
+		int i = index_of(m, n, to);
+
+		ck_assert_msg(f->deadline_ns <= f->fired_ns,
+			      "seed %" PRIu64 ": key %" PRIu64 " fired early", seed, f->key);
+		ck_assert_msg(f->fired_ns >= sn->last_fired[i],
+			      "seed %" PRIu64 ": session %d: key %" PRIu64 " fired at %" PRIu64
+			      " after one fired at %" PRIu64, seed, i, f->key, f->fired_ns,
+			      sn->last_fired[i]);
+		sn->last_fired[i] = f->fired_ns;
+		if (sn->key_seen[i]) {
+			ck_assert_msg(f->key < sn->keys && !sn->key_seen[i][f->key],
+				      "seed %" PRIu64 ": session %d: key %" PRIu64 " twice",
+				      seed, i, f->key);
+			sn->key_seen[i][f->key] = 1;
+		}
+		sn->n[i]++;
+		f->wire_end = 0;
+		bwd_member_written(to, 1);
+	}
+}
+
+/* One bwd_state_fire() call: each session with fires due gets its turn. */
+static bool fire_fairly(struct bwd_state *st, struct bwd_member **m, int n)
+{
+	uint64_t before[MAX_SESSIONS], made[MAX_SESSIONS], lo = UINT64_MAX, hi = 0;
+	bool had[MAX_SESSIONS], more;
+
+	for (int i = 0; i < n; i++) {
+		before[i] = m[i]->session->queued + m[i]->session->in_flight;
+		had[i] = m[i]->session->due_head != NULL;
+	}
+	more = bwd_state_fire(st);
+	for (int i = 0; i < n; i++) {
+		made[i] = m[i]->session->queued + m[i]->session->in_flight - before[i];
+		ck_assert_msg(!had[i] || made[i] > 0,
+			      "seed %" PRIu64 ": session %d had fires due and got no turn",
+			      seed, i);
+		/* Those with some left were served all along. */
+		if (had[i] && m[i]->session->due_head) {
+			lo = made[i] < lo ? made[i] : lo;
+			hi = made[i] > hi ? made[i] : hi;
+		}
+	}
+	ck_assert_msg(hi == 0 || hi - lo <= 1,
+		      "seed %" PRIu64 ": sessions left with fires due got %" PRIu64
+		      " to %" PRIu64 " turns", seed, lo, hi);
+	return more;
+}
+
+static void run_round_robin(uint64_t s)
+{
+	struct bwd_state *st;
+	struct bwd_member *m[MAX_SESSIONS];
+	struct seen sn = { 0 };
+	struct tu_rng rng;
+	uint64_t total[MAX_SESSIONS] = { 0 }, now = T0, pending = 0;
+	int n;
+
+	seed = s;
+	tu_rng_seed(&rng, s);
+	n = 2 + (int)tu_rng_below(&rng, MAX_SESSIONS - 1);
+	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+	for (int i = 0; i < n; i++) {
+		char name[16];
+		/* Session 0 bursts: thousands at a few instants. */
+		uint64_t k = i == 0 ? 2000 + tu_rng_below(&rng, 4000) :
+				      tu_rng_below(&rng, 300);
+
+		snprintf(name, sizeof(name), "s%d", i);
+		m[i] = consumer(st, name);
+		for (uint64_t j = 0; j < k; j++)
+			schedule(m[i], j, T0 + MS * (1 + (i == 0 ?
+				tu_rng_below(&rng, 3) * 7 : tu_rng_below(&rng, 30))),
+				 false, NULL);
+		total[i] = k;
+		pending += k;
+	}
+	/* Polls of 1-4 ms, making fires only now and then, so that due
+	 * lists span polls. */
+	while (pending) {
+		struct bwd_state_stats gs;
+
+		now += MS * (1 + tu_rng_below(&rng, 4));
+		bwd_state_poll(st, now);
+		if (tu_rng_chance(&rng, 400000) || now > T0 + 40 * MS) {
+			while (fire_fairly(st, m, n))
+				drain(st, m, n, &sn);
+			drain(st, m, n, &sn);
+		}
+		bwd_state_stats(st, &gs);
+		pending = gs.timers + gs.queued + gs.in_flight;
+		ck_assert_msg(now < T0 + 1000 * MS, "seed %" PRIu64 ": never all fired", s);
+	}
+	for (int i = 0; i < n; i++)
+		ck_assert_msg(sn.n[i] == total[i], "seed %" PRIu64 ": session %d: %" PRIu64
+			      " fires of %" PRIu64, s, i, sn.n[i], total[i]);
+	bwd_state_free(st);
+}
+
+START_TEST(test_round_robin_fixed)
+{
+	options();
+	for (uint64_t s = 1; s <= 20; s++)
+		run_round_robin(s);
+}
+END_TEST
+
+START_TEST(test_round_robin_env)
+{
+	options();
+	run_round_robin(tu_seed_from_env("BW_TEST_SEED", 0x5eed));
+}
+END_TEST
+
+/* The file dirfd/name, whole (caller frees). */
+static uint8_t *slurp(int fd, size_t *len)
+{
+	off_t end = lseek(fd, 0, SEEK_END);
+	uint8_t *buf = malloc((size_t)end + 1);
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(pread(fd, buf, (size_t)end, 0), end);
+	*len = (size_t)end;
+	return buf;
+}
+
+/* Read a state file back into a new state: what it restored. */
+static struct bwd_state_stats read_back(int fd, enum bwd_file_kind kind)
+{
+	struct bwd_state *st;
+	struct bwd_state_stats got;
+	struct bwd_replay rep;
+	size_t len;
+	uint8_t *buf = slurp(fd, &len);
+
+	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+	ck_assert_int_eq(bwd_store_replay(st, buf, len, "check", kind, &rep), 0);
+	ck_assert_uint_eq(rep.contradictions, 0);
+	ck_assert_int_eq(bwd_state_restore_finish(st, T0, &got), 0);
+	bwd_state_free(st);
+	free(buf);
+	return got;
+}
+
+#define NBURST 3000
+
+/*
+ * A burst of NBURST at one instant, fired by the wheel, none made yet:
+ * Cancel of key 5 is not pending, a replace of key 7 replaces nothing, a
+ * Schedule of key 9 is no duplicate; every fire of the burst comes, once,
+ * fired at the poll's time; keys 7 and 9 are pending anew.  A snapshot
+ * then, and the journal of all of it, read back the same.
+ */
+START_TEST(test_cancel_between_fire_and_make)
+{
+	char dir[] = "/tmp/check_state.XXXXXX", name[32];
+	struct bwd_state *st;
+	struct bwd_member *m;
+	struct bwd_journal *j;
+	struct bwd_state_stats gs, rs;
+	struct seen sn = { 0 };
+	uint64_t poll_at = T0 + 5 * MS;
+	bool pending, replaced;
+	int dirfd, fd;
+
+	seed = 0;
+	options();
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	dirfd = open(dir, O_DIRECTORY | O_RDONLY);
+	ck_assert_int_ge(dirfd, 0);
+	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+	ck_assert_int_eq(bwd_journal_open(dirfd, 1, BWD_FSYNC_NEVER, &j), 0);
+	bwd_state_set_journal(st, j);
+	m = consumer(st, "burst");
+	for (uint64_t k = 0; k < NBURST; k++)
+		schedule(m, k, T0 + 2 * MS, false, NULL);
+	bwd_state_poll(st, poll_at);
+	ck_assert_ptr_nonnull(m->session->due_head);
+
+	ck_assert_int_eq(bwd_timer_cancel(m->session, 5, &pending), 0);
+	ck_assert(!pending);
+	schedule(m, 7, T0 + 3600000 * MS, true, &replaced);
+	ck_assert(!replaced);
+	schedule(m, 9, T0 + 3600000 * MS, false, &replaced);
+	ck_assert(!replaced);
+
+	/* A snapshot now: the fired ones are fires owed, 7 and 9 timers. */
+	fd = memfd_create("check_state", MFD_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bwd_snapshot_write(st, fd, 1), 0);
+	rs = read_back(fd, BWD_FILE_SNAPSHOT);
+	close(fd);
+	ck_assert_uint_eq(rs.queued, NBURST);
+	ck_assert_uint_eq(rs.timers, 2);
+
+	sn.keys = NBURST;
+	sn.key_seen[0] = calloc(NBURST, 1);
+	ck_assert_ptr_nonnull(sn.key_seen[0]);
+	while (bwd_state_fire(st))
+		;
+	/* Not delivered: the queue is what the journal must say is owed. */
+	bwd_state_stats(st, &gs);
+	ck_assert_uint_eq(gs.queued, NBURST);
+	ck_assert_uint_eq(gs.timers, 2);
+	ck_assert_int_eq(bwd_journal_write(j), 0);
+	bwd_journal_name(1, name);
+	fd = openat(dirfd, name, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	rs = read_back(fd, BWD_FILE_JOURNAL);
+	close(fd);
+	ck_assert_uint_eq(rs.queued, NBURST);
+	ck_assert_uint_eq(rs.timers, 2);
+
+	drain(st, &m, 1, &sn);
+	ck_assert_uint_eq(sn.n[0], NBURST);
+	ck_assert_uint_eq(sn.last_fired[0], poll_at);
+	for (uint64_t k = 0; k < NBURST; k++)
+		ck_assert_msg(sn.key_seen[0][k], "key %" PRIu64 " never came", k);
+	bwd_state_stats(st, &gs);
+	ck_assert_uint_eq(gs.timers, 2);
+	ck_assert_int_eq(bwd_timer_cancel(m->session, 7, &pending), 0);
+	ck_assert(pending);
+	ck_assert_int_eq(bwd_timer_cancel(m->session, 9, &pending), 0);
+	ck_assert(pending);
+
+	free(sn.key_seen[0]);
+	bwd_state_free(st);
+	bwd_journal_close(j);
+	ck_assert_int_eq(unlinkat(dirfd, name, 0), 0);
+	close(dirfd);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/* A session that ends with fires waiting in its due list frees them, and
+ * the uid's counts go back to nothing. */
+START_TEST(test_end_with_due)
+{
+	struct bwd_state *st;
+	struct bwd_uid_usage u;
+	struct bwd_attach a = { .uid = 1000, .owner_uid = 1000 };
+	struct bwd_member *m;
+	bool resumed;
+
+	options();
+	for (int big = 0; big < 2; big++) {
+		uint64_t n = big ? 5000 : 100;
+
+		ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+		/* A connection keeps the uid's entry, and its counts. */
+		ck_assert_int_eq(bwd_state_conn_open(st, 1000), 0);
+		ck_assert_int_eq(bwd_session_attach(st, &a, &m, &resumed), 0);
+		for (uint64_t k = 0; k < n; k++)
+			schedule(m, k, T0 + (1 + k % 2) * MS, false, NULL);
+		bwd_state_poll(st, T0 + 5 * MS);
+		bwd_state_fire(st);
+		bwd_member_detach(m);
+		while (bwd_state_reap(st))
+			;
+		ck_assert(!bwd_state_fire(st));
+		bwd_state_uid_usage(st, 1000, &u);
+		ck_assert_uint_eq(u.timers, 0);
+		ck_assert_uint_eq(u.bytes, 0);
+		ck_assert_uint_eq(u.queued, 0);
+		ck_assert_uint_eq(u.lane[BW_LANE_ONESHOT].pending, 0);
+		ck_assert_uint_eq(u.lane[BW_LANE_ONESHOT].fired, n);
+		bwd_state_conn_close(st, 1000);
+		bwd_state_free(st);
+	}
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("state");
+	TCase *tc = tcase_create("fire");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_round_robin_fixed);
+	tcase_add_test(tc, test_round_robin_env);
+	tcase_add_test(tc, test_cancel_between_fire_and_make);
+	tcase_add_test(tc, test_end_with_due);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
