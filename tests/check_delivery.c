@@ -2286,6 +2286,104 @@ START_TEST(test_burst)
 }
 END_TEST
 
+#define NFAIR 20000
+
+/* Schedules of keys from..to-1 at t, no payload, pipelined and answered. */
+static void sched_at(struct du_conn *c, uint64_t *id, size_t from, size_t to,
+		     uint64_t t)
+{
+	struct du_buf b = { 0 };
+
+	for (size_t k = from; k < to; k += SCHED_CHUNK) {
+		size_t end = k + SCHED_CHUNK < to ? k + SCHED_CHUNK : to;
+
+		for (size_t i = k; i < end; i++) {
+			struct du_sched sc = { .key = i, .when = DU_DEADLINE, .when_ns = t };
+
+			du_pack_schedule(&b, *id + i - k, &sc);
+		}
+		du_send_buf(c, &b);
+		for (size_t i = k; i < end; i++)
+			bwp_frame_free(du_expect_reply(c, (*id)++, BC(SCHEDULE_REPLY)));
+	}
+	du_buf_free(&b);
+}
+
+/*
+ * Issue 12: 20,000 timers of one session due at one instant.  The daemon
+ * makes their fires a chunk per loop turn; a Cancel of the burst's last
+ * key and a replace of the one before, sent as soon as the first fire
+ * arrives (so the wheel has fired them all, and most are likely not made
+ * yet), behave as for any fired timer: not pending, nothing replaced,
+ * every fire delivered once; the replacement is pending after.  Another
+ * session's fire due 1 ms after the instant comes within the margin.
+ */
+START_TEST(test_cancel_during_burst)
+{
+	struct du_daemon *d = du_daemon_new();
+	size_t n = bulk(NFAIR, 2000);
+	uint8_t *seen = calloc(n, 1);
+	struct once_ctx x = { seen, n, 0, ident };
+	struct sink sink = { .ack = true };
+	struct du_conn *p, *v;
+	struct du_buf b = { 0 };
+	struct du_sched rep = { .key = n - 2, .when = DU_DELAY,
+				.when_ns = 3600 * DU_S, .replace = true };
+	uint64_t t, id = 2, vid = 2, until, rx;
+	du_env *e;
+
+	ck_assert_ptr_nonnull(seen);
+	du_daemon_start(d, NULL);
+	sink.c = open_consumer(d, "dl-fair", 0, 0);
+	p = open_producer(d, "dl-fair");
+	v = open_consumer(d, "dl-fair-victim", 0, 0);
+	t = du_now_ns() + (uint64_t)du_scale_ms(500) * DU_MS;
+	sched_at(p, &id, 0, n, t);
+	sched_at(v, &vid, 0, 1, t + DU_MS);
+	ck_assert_msg(du_now_ns() < t, "%zu Schedules outlasted the lead", n);
+	until = du_now_ns() + 3 * (uint64_t)DU_WAIT_MS * DU_MS;
+	while (!x.count) {
+		ck_assert_msg(du_now_ns() < until, "no fire of the burst");
+		pump(&sink, 1, 20, once_fire, &x);
+	}
+	du_pack_cancel(&b, id, n - 1);
+	du_pack_schedule(&b, id + 1, &rep);
+	du_send_buf(p, &b);
+	du_buf_free(&b);
+	e = du_expect_reply(p, id++, BC(CANCEL_REPLY));
+	ck_assert_msg(!e->cancel_reply->pending, "key %zu was fired: not pending", n - 1);
+	bwp_frame_free(e);
+	e = du_expect_reply(p, id++, BC(SCHEDULE_REPLY));
+	ck_assert_msg(!e->schedule_reply->replaced, "key %zu was fired: nothing replaced",
+		      n - 2);
+	bwp_frame_free(e);
+	e = du_expect_fire(v, DU_WAIT_MS, &rx);
+	du_note("victim: %.2f ms late, %zu of the burst's fires read before",
+		(double)(rx - t - DU_MS) / 1e6, x.count);
+	if (!du_wrapped())
+		ck_assert_msg(rx - (t + DU_MS) <= du_margin_ns(),
+			      "the victim's fire came %.1f ms late", (double)(rx - t - DU_MS) / 1e6);
+	bwp_frame_free(e);
+	while (x.count < n) {
+		ck_assert_msg(du_now_ns() < until, "%zu of %zu fires arrived", x.count, n);
+		pump(&sink, 1, 20, once_fire, &x);
+	}
+	du_expect_quiet(sink.c, du_scale_ms(50));
+	du_pack_cancel(&b, id, n - 2);
+	du_send_buf(p, &b);
+	du_buf_free(&b);
+	e = du_expect_reply(p, id++, BC(CANCEL_REPLY));
+	ck_assert_msg(e->cancel_reply->pending, "key %zu's replacement not pending", n - 2);
+	bwp_frame_free(e);
+	du_conn_free(sink.c);
+	du_conn_free(p);
+	du_conn_free(v);
+	du_assert_serving(d);
+	free(seen);
+	du_daemon_free(d);
+}
+END_TEST
+
 #define NPIPE 20000
 #define PIPE_CHUNK 200
 #define PIPE_FLIGHT 1000
@@ -2766,6 +2864,7 @@ static Suite *delivery_suite(void)
 	tcase_add_test(tc, test_sequential_producers);
 	tcase_add_test(tc, test_concurrent_producers);
 	tcase_add_loop_test(tc, test_burst, 0, (int)(sizeof(bursts) / sizeof(bursts[0])));
+	tcase_add_test(tc, test_cancel_during_burst);
 	tcase_add_loop_test(tc, test_pipelined_small_output, 0, 2);
 	suite_add_tcase(s, tc);
 
