@@ -37,8 +37,9 @@ tests/fuzz_frame: tests/fuzz_frame.c tests/fuzz.h proto/frame.c proto/bitwheel.p
 tests/fuzz_dispatch: tests/fuzz_dispatch.c tests/fuzz.h
 tests/fuzz_state: tests/fuzz_state.c tests/fuzz.h
 tests/fuzz_dispatch tests/fuzz_state: \
-		$(filter-out daemon/bitwheeld.c,$(daemon_bitwheeld_SOURCES)) \
-		$(wheel_libbitwheel_la_SOURCES) proto/frame.c proto/bitwheel.pb-c.c \
+		$(bwd_core_sources) \
+		$(wheel_libbitwheel_la_SOURCES) proto/frame.c proto/duration.c \
+		proto/bitwheel.pb-c.c \
 		wheel/bitwheel.h wheel/wheel-internal.h proto/frame.h \
 		proto/bitwheel.pb-c.h
 	$(AM_V_CCLD)$(MKDIR_P) tests && \
