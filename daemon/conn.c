@@ -124,6 +124,9 @@ struct bwd_conn {
 	bool deferred;
 	bool closing;              /* close once the output has drained      */
 	bool dead;                 /* close at the next turn, unflushed      */
+	bool gone;                 /* the peer stopped reading: nothing more
+				      is sent, what it sent is handled      */
+	bool eof;                  /* ... and it sent all it will            */
 };
 
 /* Frames handled per turn of the loop: by one connection, by all. */
@@ -405,6 +408,42 @@ static void kill_conn(struct bwd_conn *c)
 	event_active(c->reap, 0, 0);
 }
 
+/*
+ * The peer closed the socket, or broke it: a write failed (gone), or the
+ * input ended (eof too).  The requests it sent before still take effect,
+ * as they did when one wakeup handled a whole read (a client may pipeline
+ * its last requests and close without reading a reply): the connection
+ * reads on to the end of the input, handles every whole frame in turn
+ * like any other, sends nothing more, takes no fires, and dies once the
+ * input has ended and no whole frame is left (handle_input()).
+ */
+static void handle_input(struct bwd_conn *c, bool reserved);
+
+static void peer_gone(struct bwd_conn *c, bool eof)
+{
+	if (c->dead)
+		return;
+	if (!c->gone) {
+		c->gone = true;
+		bufferevent_disable(c->bev, EV_WRITE);
+		if (c->member)
+			bwd_member_set_room(c->member, false);
+		/* Its output will never drain: backpressure would hold the
+		 * input for good. */
+		if (c->throttled && !eof) {
+			c->throttled = false;
+			if (!c->deferred)
+				set_reading(c, true);
+		}
+	}
+	if (!eof || c->eof)
+		return;
+	c->eof = true;
+	set_reading(c, false);
+	if (!c->deferred)
+		handle_input(c, false);
+}
+
 void bwd_conn_close(struct bwd_conn *c, bool flush)
 {
 	if (!flush || bwd_conn_output(c) == 0) {
@@ -463,6 +502,8 @@ static int send_env(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
 
 	if (c->dead)
 		return -EPIPE;
+	if (c->gone)
+		return 0;
 	if (!c->stage && (c->stage = malloc(STAGE_CAP)))
 		room = STAGE_CAP;
 	/* Packed at the stage's end but not counted until it is accepted:
@@ -741,7 +782,7 @@ static void handle_input(struct bwd_conn *c, bool reserved)
 			event_del(c->hello_late);
 		c->member = ctx.member;
 		send_reply(c, &reply);
-		if (!c->closing && !c->dead &&
+		if (!c->closing && !c->dead && !c->gone &&
 		    bwd_conn_output(c) >= c->lim->max_output / 2) {
 			c->throttled = true;
 			set_reading(c, false);
@@ -751,6 +792,8 @@ static void handle_input(struct bwd_conn *c, bool reserved)
 	if (off)
 		evbuffer_drain(in, off);
 	event_active(c->env->pump, 0, 0);
+	if (c->eof && !c->deferred)
+		kill_conn(c);
 }
 
 /* Input through the bufferevent: the fuzzer's in-memory pair. */
@@ -806,7 +849,7 @@ static void read_input(struct bwd_conn *c, bool reserved)
 	}
 	if (n < 0)
 		bwd_log(BWD_LOG_DEBUG, "client pid %ld: %s", (long)c->pid, strerror(errno));
-	kill_conn(c);
+	peer_gone(c, true);
 }
 
 static void on_sock_read(evutil_socket_t fd, short what, void *arg)
@@ -832,12 +875,13 @@ void bwd_conn_run_deferred(struct bwd_env *env)
 		more_unlink(c);
 		/* Backpressure's resume (on_resume) goes on from there itself. */
 		if (!c->dead && !c->closing && !c->throttled) {
-			if (c->rd)
+			if (c->rd && !c->eof)
 				read_input(c, first);
 			else
 				handle_input(c, first);
 			first = false;
-			if (!c->deferred && !c->throttled && !c->closing && !c->dead)
+			if (!c->deferred && !c->throttled && !c->closing && !c->dead &&
+			    !c->eof)
 				set_reading(c, true);
 		}
 		if (was_last)
@@ -855,7 +899,7 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (c->dead || c->closing || !low_water(c))
+	if (c->dead || c->closing || c->gone || !low_water(c))
 		return;
 	if (c->member && !c->member->room) {
 		bwd_member_set_room(c->member, true);
@@ -898,8 +942,10 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_ERROR)
 		bwd_log(BWD_LOG_DEBUG, "client pid %ld: %s", (long)c->pid,
 			evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+	/* With a socket its input is read by read_input(): an event here is
+	 * the output's. */
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-		kill_conn(c);
+		peer_gone(c, !c->rd || (what & BEV_EVENT_READING));
 }
 
 int bwd_conn_new(struct bwd_env *env, struct bufferevent *bev, uid_t uid,

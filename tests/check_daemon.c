@@ -712,6 +712,45 @@ START_TEST(test_periodic)
 }
 END_TEST
 
+#define NCLOSE 4000
+
+/*
+ * A client that pipelines its last requests and closes at once: the turn's
+ * budget (256 frames of a connection) leaves most of them for later turns,
+ * by which time the daemon reads the client's EOF, and every one still
+ * takes effect, as it did when a wakeup handled a whole read.
+ */
+START_TEST(test_pipelined_then_close)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+	struct du_buf b = { 0 };
+	uint64_t pending = 0;
+
+	du_daemon_start(d, NULL);
+	c = du_open(d, "pipelined-close");
+	for (uint64_t k = 0; k < NCLOSE; k++) {
+		struct du_sched s = { .key = k, .when = DU_DELAY, .when_ns = 3600 * DU_S };
+
+		du_pack_schedule(&b, k + 2, &s);
+	}
+	du_send_buf(c, &b);
+	du_buf_free(&b);
+	du_conn_free(c);
+	for (int waited = 0; pending != NCLOSE; waited += 20) {
+		du_env *st = du_fresh_stats(d);
+
+		pending = st->stats_reply->oneshot->pending;
+		bwp_frame_free(st);
+		ck_assert_msg(pending <= NCLOSE && waited < DU_WAIT_MS,
+			      "%" PRIu64 " of %d pipelined Schedules took effect", pending, NCLOSE);
+		if (pending != NCLOSE)
+			du_sleep_ms(20);
+	}
+	du_daemon_free(d);
+}
+END_TEST
+
 #define NPIPE 10000
 
 /*
@@ -4202,6 +4241,7 @@ static Suite *daemon_suite(void)
 	tcase_add_test(tc, test_replace);
 	tcase_add_test(tc, test_periodic);
 	tcase_add_test(tc, test_pipelined);
+	tcase_add_test(tc, test_pipelined_then_close);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("sessions");
