@@ -270,22 +270,6 @@ static void pipe_get(int fd)
 	ck_assert_msg(read(fd, &b, 1) == 1, "the other process is gone");
 }
 
-/* Run fn(d) in a child as uid; fail unless it exits 0. */
-static void as_uid(uid_t uid, const struct du_daemon *d,
-		   void (*fn)(const struct du_daemon *d))
-{
-	pid_t pid = fork();
-
-	ck_assert(pid >= 0);
-	if (pid == 0) {
-		du_become(uid);
-		fn(d);
-		_exit(0);
-	}
-	ck_assert_msg(du_wait_child(pid, DU_WAIT_MS) == 0, "the uid %ld client failed (see above)",
-		      (long)uid);
-}
-
 /* ---- connections ------------------------------------------------------- */
 
 static void other_connects(const struct du_daemon *d)
@@ -356,7 +340,7 @@ START_TEST(test_uid_connections)
 		ck_assert_uint_eq(s.uid_connections, 5);
 		ck_assert_uint_eq(s.clients, 8);
 	}
-	as_uid(OTHER, d, other_connects);
+	du_run_as(OTHER, d, other_connects, DU_WAIT_MS);
 	for (int i = 0; i < 5; i++)
 		du_conn_free(root[i]);
 	pipe_put(go[1]);
@@ -419,7 +403,7 @@ START_TEST(test_uid_sessions)
 	if (!need_root("test_uid_sessions"))
 		return;
 	d = shared_daemon(extra);
-	as_uid(NOBODY, d, sessions_client);
+	du_run_as(NOBODY, d, sessions_client, DU_WAIT_MS);
 	du_assert_serving(d);
 	du_daemon_free(d);
 }
@@ -479,7 +463,7 @@ START_TEST(test_uid_timers)
 	if (!need_root("test_uid_timers"))
 		return;
 	d = shared_daemon(extra);
-	as_uid(NOBODY, d, timers_client);
+	du_run_as(NOBODY, d, timers_client, DU_WAIT_MS);
 	du_assert_serving(d);
 	du_daemon_free(d);
 }
@@ -532,7 +516,7 @@ START_TEST(test_uid_rate)
 	if (!need_root("test_uid_rate"))
 		return;
 	d = shared_daemon(extra);
-	as_uid(NOBODY, d, rate_client);
+	du_run_as(NOBODY, d, rate_client, DU_WAIT_MS);
 	du_assert_serving(d);
 	du_daemon_free(d);
 }
@@ -645,7 +629,7 @@ START_TEST(test_uid_bytes)
 	if (!need_root("test_uid_bytes"))
 		return;
 	d = shared_daemon(extra);
-	as_uid(NOBODY, d, bytes_client);
+	du_run_as(NOBODY, d, bytes_client, DU_WAIT_MS);
 	du_assert_serving(d);
 	du_daemon_free(d);
 }
@@ -678,7 +662,7 @@ START_TEST(test_max_memory)
 		     "the daemon holds");
 	sched_bytes(c, id++, 1, 1, HOUR, 0, true, EC(NO_MEMORY), "max_memory");
 	if (geteuid() == 0)
-		as_uid(NOBODY, d, memory_other);
+		du_run_as(NOBODY, d, memory_other, DU_WAIT_MS);
 	ck_assert(du_cancel(c, id++, 2));
 	sched_bytes(c, id++, 2, BIG, HOUR, 0, false, 0, NULL);
 	du_conn_free(c);
@@ -747,8 +731,8 @@ START_TEST(test_memory_rss)
 		return;
 	d = shared_daemon(extra);
 	rss0 = du_proc_status_kb(d->pid, "VmRSS");
-	as_uid(NOBODY, d, rss_attacker);
-	as_uid(NOBODY, d, rss_attacker);
+	du_run_as(NOBODY, d, rss_attacker, DU_WAIT_MS);
+	du_run_as(NOBODY, d, rss_attacker, DU_WAIT_MS);
 	rss = du_proc_status_kb(d->pid, "VmRSS");
 	bound = RSS_BUDGET / 1024 + RSS_SLACK_KB;
 	du_note("memory: uid %d at its bytes budget of %u KiB: daemon RSS %" PRIu64
@@ -854,9 +838,9 @@ START_TEST(test_budget_file)
 		 "default timers=4 bytes=1M\n", gr->gr_name, NOBODY, OTHER);
 	write_file(d, path, sizeof(path), text);
 	start(d, extra);
-	as_uid(NOBODY, d, file_nobody);
-	as_uid(OTHER, d, file_other);
-	as_uid(OTHER - 1, d, file_default);
+	du_run_as(NOBODY, d, file_nobody, DU_WAIT_MS);
+	du_run_as(OTHER, d, file_other, DU_WAIT_MS);
+	du_run_as(OTHER - 1, d, file_default, DU_WAIT_MS);
 	/* Root is named by no rule: exempt. */
 	c = du_open(d, NULL);
 	for (uint64_t k = 1; k <= 10; k++)
@@ -926,15 +910,15 @@ START_TEST(test_budget_reload)
 	snprintf(text, sizeof(text), "uid %d timers=3\n", NOBODY);
 	write_file(d, path, sizeof(path), text);
 	start(d, extra);
-	as_uid(NOBODY, d, reload_3);
+	du_run_as(NOBODY, d, reload_3, DU_WAIT_MS);
 	snprintf(text, sizeof(text), "uid %d timers=5\n", NOBODY);
 	write_file(d, path, sizeof(path), text);
 	hup(d, "budgets read again from");
-	as_uid(NOBODY, d, reload_5);
+	du_run_as(NOBODY, d, reload_5, DU_WAIT_MS);
 	/* A file gone bad: logged with its line, the budgets stay. */
 	write_file(d, path, sizeof(path), "uid 1 timers=1\nuid 1 sessions=1\n");
 	hup(d, "not read again");
-	as_uid(NOBODY, d, reload_5);
+	du_run_as(NOBODY, d, reload_5, DU_WAIT_MS);
 	du_daemon_kill(d);
 	/* Without a file, SIGHUP no longer kills the daemon. */
 	start(d, NULL);
@@ -1023,7 +1007,7 @@ START_TEST(test_root_exempt)
 	ck_assert_uint_eq(s.uid_timers, 22);
 	ck_assert_uint_eq(s.uid_periodic_rate_mhz, 110000);
 	/* And none of it is another uid's. */
-	as_uid(NOBODY, d, small_client);
+	du_run_as(NOBODY, d, small_client, DU_WAIT_MS);
 	for (int i = 0; i < 5; i++)
 		du_conn_free(c[i]);
 	du_assert_serving(d);
@@ -1077,7 +1061,7 @@ START_TEST(test_uid_stats)
 	ck_assert_uint_eq(l->max_periodic_rate_per_uid, 10000);
 	bwp_frame_free(e);
 	if (geteuid() == 0)
-		as_uid(NOBODY, d, stats_client);
+		du_run_as(NOBODY, d, stats_client, DU_WAIT_MS);
 	/* Root's Stats are root's own: one connection, nothing else. */
 	s = stats(c, 2);
 	ck_assert_uint_eq(s.uid_connections, 1);
@@ -1190,9 +1174,9 @@ START_TEST(test_stats_own)
 	if (!need_root("test_stats_own"))
 		return;
 	d = shared_daemon(NULL);
-	as_uid(NOBODY, d, stats_own_a);
-	as_uid(OTHER, d, stats_own_b);
-	as_uid(NOBODY, d, stats_own_again);
+	du_run_as(NOBODY, d, stats_own_a, DU_WAIT_MS);
+	du_run_as(OTHER, d, stats_own_b, DU_WAIT_MS);
+	du_run_as(NOBODY, d, stats_own_again, DU_WAIT_MS);
 	/* Root sees the daemon: uid 65534's sessions, timers and fires (uid
 	 * 65533's anonymous timer went with its connection). */
 	r = du_open(d, NULL);
@@ -1287,14 +1271,14 @@ START_TEST(test_uid_recovery)
 	ck_assert(chmod(d->dir, 0755) == 0);
 	snprintf(dir, sizeof(dir), "%s/state", d->dir);
 	start(d, args);
-	as_uid(NOBODY, d, recovery_fill);
+	du_run_as(NOBODY, d, recovery_fill, DU_WAIT_MS);
 	du_daemon_kill(d);
 	start(d, args);
-	as_uid(NOBODY, d, recovery_check);
+	du_run_as(NOBODY, d, recovery_check, DU_WAIT_MS);
 	du_daemon_kill(d);
 	args[3] = "5";
 	start(d, args);
-	as_uid(NOBODY, d, recovery_over);
+	du_run_as(NOBODY, d, recovery_over, DU_WAIT_MS);
 	du_assert_serving(d);
 	du_daemon_free(d);
 }
@@ -1344,10 +1328,10 @@ START_TEST(test_bytes_recovery)
 	ck_assert(chmod(d->dir, 0755) == 0);
 	snprintf(dir, sizeof(dir), "%s/state", d->dir);
 	start(d, args);
-	as_uid(NOBODY, d, bytes_fill);
+	du_run_as(NOBODY, d, bytes_fill, DU_WAIT_MS);
 	du_daemon_kill(d);
 	start(d, args);
-	as_uid(NOBODY, d, bytes_check);
+	du_run_as(NOBODY, d, bytes_check, DU_WAIT_MS);
 	du_assert_serving(d);
 	du_daemon_free(d);
 }

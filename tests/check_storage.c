@@ -734,21 +734,6 @@ static void other_unaffected(const struct du_daemon *d)
 	du_conn_free(c);
 }
 
-static void run_as(uid_t uid, const struct du_daemon *d,
-		   void (*fn)(const struct du_daemon *d))
-{
-	pid_t pid = fork();
-
-	ck_assert(pid >= 0);
-	if (pid == 0) {
-		du_become(uid);
-		fn(d);
-		_exit(0);
-	}
-	ck_assert_msg(du_wait_child(pid, du_scale_ms(30000)) == 0,
-		      "the uid %ld client failed (see above)", (long)uid);
-}
-
 START_TEST(test_journal_share)
 {
 	struct du_daemon *d;
@@ -770,9 +755,9 @@ START_TEST(test_journal_share)
 			"--max-payload", "8192", "--max-journal-per-uid", share,
 			"--snapshot-interval", interval, "--snapshot-min-interval", "0s",
 			(const char *)NULL);
-	run_as(NOBODY, d, nobody_over_share);
-	run_as(OTHER, d, other_unaffected);
-	run_as(NOBODY, d, nobody_share_returns);
+	du_run_as(NOBODY, d, nobody_over_share, du_scale_ms(30000));
+	du_run_as(OTHER, d, other_unaffected, du_scale_ms(30000));
+	du_run_as(NOBODY, d, nobody_share_returns, du_scale_ms(30000));
 	/* Root is exempt. */
 	c = du_open(d, "root");
 	for (unsigned i = 0; i < 2 * SHARE / PAYLOAD; i++)

@@ -1761,6 +1761,21 @@ void du_become(uid_t uid)
 	}
 }
 
+void du_run_as(uid_t uid, const struct du_daemon *d,
+	       void (*fn)(const struct du_daemon *d), int timeout_ms)
+{
+	pid_t pid = fork();
+
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		du_become(uid);
+		fn(d);
+		_exit(0);
+	}
+	ck_assert_msg(du_wait_child(pid, timeout_ms) == 0, "the uid %ld client failed (see above)",
+		      (long)uid);
+}
+
 int du_wait_child(pid_t pid, int timeout_ms)
 {
 	uint64_t deadline = du_now_ns() + (uint64_t)timeout_ms * DU_MS;

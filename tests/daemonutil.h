@@ -382,6 +382,10 @@ void du_become(uid_t uid);
 /* A forked child's exit code (128 + the signal if one killed it); the
  * child is killed and the test fails after timeout_ms. */
 int du_wait_child(pid_t pid, int timeout_ms);
+/* Run fn(d) in a forked child as uid (du_become); the test fails unless
+ * it exits 0 within timeout_ms. */
+void du_run_as(uid_t uid, const struct du_daemon *d,
+	       void (*fn)(const struct du_daemon *d), int timeout_ms);
 
 /* ---- a stand-in listener ------------------------------------------------ */
 
