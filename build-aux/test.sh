@@ -8,6 +8,12 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 bw_build=$bw_root/build-test
+# Each stage's heading carries the time spent so far, so a slow CI run
+# shows which stage grew.
+stage() {
+	echo "== $* [+${SECONDS}s]"
+}
+
 bw_san=$bw_root/build-san
 # A sanitizer report fails the program that hit it, daemons included.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
@@ -69,8 +75,10 @@ run_checks() {
 	local dir=$1 status=0
 	shift
 	rm -rf "$dir"
+	stage "build ($(basename "$dir"))"
 	bw_configure "$dir" "$@"
 	make -C "$dir" -j2
+	stage "make check ($(basename "$dir"))"
 	make -C "$dir" -j2 check || status=$?
 	if [ "$status" -ne 0 ]; then
 		show_check_results "$dir"
@@ -111,17 +119,18 @@ run_checks "$bw_build" --enable-werror
 # The end-to-end suites again with every daemon under valgrind memcheck
 # (tests/local.mk): no invalid access, nothing definitely lost.
 if command -v valgrind >/dev/null; then
-	echo "== make check-valgrind ($(basename "$bw_build"))"
+	stage "make check-valgrind ($(basename "$bw_build"))"
 	make -C "$bw_build" check-valgrind
 else
-	echo "== check-valgrind: skipped: valgrind is not installed"
+	stage "check-valgrind: skipped: valgrind is not installed"
 fi
-echo "== bench/bwbench --quick"
+stage "bench/bwbench --quick"
 "$bw_build/bench/bwbench" --quick --out "$bw_build/bench-quick" >/dev/null
 echo "bench/bwbench --quick: ok ($bw_build/bench-quick/wheel.md)"
-echo "== bench/bwload --quick (bitwheeld and the echo only)"
+stage "bench/bwload --quick (bitwheeld and the echo only)"
 bw_load_quick "$bw_build"
 echo "bench/bwload --quick: ok, against bitwheeld ($bw_build/bench-quick/service.md)"
+stage "make distcheck ($(basename "$bw_build"))"
 make -C "$bw_build" -j2 distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror
 run_checks "$bw_san" --enable-werror --enable-sanitizers
 # Bounded libFuzzer run (tests/fuzz.mk) when configure found clang with
@@ -129,10 +138,11 @@ run_checks "$bw_san" --enable-werror --enable-sanitizers
 # whole run (.ci/run, with the install test and the package) under 30
 # minutes; longer runs are `make fuzz-run FUZZ_SECONDS=N` by hand.
 if [ "$(make -s --no-print-directory -C "$bw_build" fuzz-available)" = yes ]; then
-	echo "== fuzz: make fuzz-run FUZZ_SECONDS=30 ($(basename "$bw_build"))"
+	stage "fuzz: make fuzz-run FUZZ_SECONDS=30 ($(basename "$bw_build"))"
 	make -C "$bw_build" fuzz-run FUZZ_SECONDS=30
 else
-	echo "== fuzz: skipped: configure found no clang with libFuzzer (install clang libclang-rt-14-dev)"
+	stage "fuzz: skipped: configure found no clang with libFuzzer (install clang libclang-rt-14-dev)"
 fi
 show_check_results "$bw_build"
 show_check_results "$bw_san"
+stage "test.sh: done"
