@@ -70,7 +70,7 @@ bench_bwload_SOURCES += bench/load_redis.c
 bench_bwload_CPPFLAGS += -DBENCH_HAVE_HIREDIS $(BENCH_HIREDIS_CFLAGS)
 bench_bwload_LDADD += $(BENCH_HIREDIS_LIBS)
 endif
-EXTRA_DIST += bench/run-service.sh
+EXTRA_DIST += bench/run-service.sh bench/servers.sh
 
 # bench/bwdurable: the durability benchmark's helpers
 # (bench/run-durable.sh): filling a daemon with named sessions' timers,

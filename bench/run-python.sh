@@ -50,53 +50,13 @@ if [ -z "$python" ] || ! grep -q '^bw_py_enabled = yes' "$build/Makefile"; then
 	exit 1
 fi
 
-tmp=$(mktemp -d)
-bw_pid=
-redis_pid=
-stop_servers() {
-	local p
-
-	for p in $bw_pid $redis_pid; do
-		kill "$p" 2>/dev/null || true
-	done
-	for p in $bw_pid $redis_pid; do
-		wait "$p" 2>/dev/null || true
-	done
-	rm -rf "$tmp"
-}
-trap stop_servers EXIT
-trap 'exit 130' INT TERM
-
-# wait_socket PATH PID: until PATH is a socket, for at most 5 s.
-wait_socket() {
-	for _ in $(seq 50); do
-		[ -S "$1" ] && return 0
-		kill -0 "$2" 2>/dev/null || return 1
-		sleep 0.1
-	done
-	return 1
-}
-
-"$build/daemon/bitwheeld" --socket "$tmp/bw.sock" >"$tmp/bitwheeld.log" 2>&1 &
-bw_pid=$!
-if ! wait_socket "$tmp/bw.sock" "$bw_pid"; then
-	echo "run-python.sh: bitwheeld did not start:" >&2
-	cat "$tmp/bitwheeld.log" >&2
-	exit 1
-fi
-args=(--bitwheel "$tmp/bw.sock")
-if command -v redis-server >/dev/null; then
-	redis-server --port 0 --unixsocket "$tmp/redis.sock" --unixsocketperm 700 \
-		--save '' --appendonly no --daemonize no --dir "$tmp" \
-		--logfile "$tmp/redis.log" &
-	redis_pid=$!
-	if wait_socket "$tmp/redis.sock" "$redis_pid"; then
-		args+=(--redis "$tmp/redis.sock")
-	else
-		echo "run-python.sh: redis-server did not start: no redis-py subjects" >&2
-	fi
-else
-	echo "run-python.sh: redis-server not installed: no redis-py subjects (install redis-server)" >&2
+# shellcheck source=bench/servers.sh
+. "$here/servers.sh"
+bw_servers_init run-python.sh
+bw_start_bitwheeld "$build"
+args=(--bitwheel "$bw_servers_tmp/bw.sock")
+if bw_start_redis "redis-py subjects"; then
+	args+=(--redis "$bw_servers_tmp/redis.sock")
 fi
 if [ -n "$quick" ]; then
 	args+=(--count 2000 --serial 500 --rounds 1)

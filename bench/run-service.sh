@@ -65,55 +65,13 @@ fi
 "$bwload" --list | grep 'not built' >&2 || true
 
 # ---- servers -------------------------------------------------------------
-tmp=$(mktemp -d)
-bw_pid=
-redis_pid=
-stop_servers() {
-	local p
-
-	for p in $bw_pid $redis_pid; do
-		kill "$p" 2>/dev/null || true
-	done
-	for p in $bw_pid $redis_pid; do
-		wait "$p" 2>/dev/null || true
-	done
-	rm -rf "$tmp"
-}
-trap stop_servers EXIT
-trap 'exit 130' INT TERM
-
-# wait_socket PATH PID: until PATH is a socket, for at most 5 s.
-wait_socket() {
-	for _ in $(seq 50); do
-		[ -S "$1" ] && return 0
-		kill -0 "$2" 2>/dev/null || return 1
-		sleep 0.1
-	done
-	return 1
-}
-
-# The libtool wrapper execs the daemon, so $! is the daemon's pid.
-"$build/daemon/bitwheeld" --socket "$tmp/bw.sock" >"$tmp/bitwheeld.log" 2>&1 &
-bw_pid=$!
-if ! wait_socket "$tmp/bw.sock" "$bw_pid"; then
-	echo "run-service.sh: bitwheeld did not start:" >&2
-	cat "$tmp/bitwheeld.log" >&2
-	exit 1
-fi
-args=(--socket "$tmp/bw.sock" --daemon-pid "$bw_pid")
-
-if [ -n "$redis" ] && command -v redis-server >/dev/null; then
-	redis-server --port 0 --unixsocket "$tmp/redis.sock" --unixsocketperm 700 \
-		--save '' --appendonly no --daemonize no --dir "$tmp" \
-		--logfile "$tmp/redis.log" &
-	redis_pid=$!
-	if wait_socket "$tmp/redis.sock" "$redis_pid"; then
-		args+=(--redis "$tmp/redis.sock" --redis-pid "$redis_pid")
-	else
-		echo "run-service.sh: redis-server did not start: no redis subjects" >&2
-	fi
-elif [ -n "$redis" ]; then
-	echo "run-service.sh: redis-server not installed: no redis subjects (install redis-server)" >&2
+# shellcheck source=bench/servers.sh
+. "$here/servers.sh"
+bw_servers_init run-service.sh
+bw_start_bitwheeld "$build"
+args=(--socket "$bw_servers_tmp/bw.sock" --daemon-pid "$bw_pid")
+if [ -n "$redis" ] && bw_start_redis "redis subjects"; then
+	args+=(--redis "$bw_servers_tmp/redis.sock" --redis-pid "$redis_pid")
 fi
 
 # ---- run -----------------------------------------------------------------
