@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from . import bitwheel_pb2 as pb
 from ._codes import SERVER_ERRORS
-from ._errors import ProtocolError, ServerError, UntrustedDaemon
+from ._errors import ProtocolError, RoleError, ServerError, UntrustedDaemon
 
 #: Where bitwheeld listens unless ``$BITWHEEL_SOCKET`` says otherwise.
 DEFAULT_SOCKET = "/run/bitwheel/bitwheeld.sock"
@@ -153,6 +153,45 @@ class Options:
         if self.auto_ack is not None:
             return not self.auto_ack
         return self.session is not None
+
+
+class ClientBase:
+    """What the blocking and the asyncio client keep and answer alike: the
+    socket path, the Hello options (for reconnect), the reply timeout, the
+    request ids, the frame reader, and the last HelloReply."""
+
+    def __init__(self, socket: str | None, session: str | bytes | None,
+                 consume: bool, window: int | None,
+                 timeout: Duration | None, ack_timeout: Duration | None,
+                 auto_ack: bool | None, owner_uid: int | None) -> None:
+        self.path = socket or default_socket()
+        self._opts = Options.make(session, consume, window, ack_timeout,
+                                  auto_ack, owner_uid)
+        self._timeout = seconds(timeout, "timeout", DEFAULT_TIMEOUT)
+        self._reader = FrameReader()
+        self._next_id = 1
+        self._connection = 0
+        self.hello: Any = None
+
+    @property
+    def resumed(self) -> bool:
+        """Whether the named session existed before this connection."""
+        return bool(self.hello.resumed)
+
+    @property
+    def limits(self) -> Any:
+        """The daemon's limits (HelloReply.limits: max_payload_bytes, ...)."""
+        return self.hello.limits
+
+    def _rid(self) -> int:
+        rid = self._next_id
+        self._next_id += 1
+        return rid
+
+    def _need_consumer(self) -> None:
+        if not self._opts.receives_fires:
+            raise RoleError("a producer receives no fires: connect with "
+                            "consume=True")
 
 
 def frame(env: Any) -> bytes:

@@ -26,9 +26,9 @@ from collections import deque
 from typing import Any, AsyncIterator, Callable
 
 from . import _core
-from ._core import Duration, Fire, Options, Scheduled
+from ._core import Duration, Fire, Scheduled
 from ._errors import (BitwheelError, ConnectionClosed, ConnectionRefused, ProtocolError,
-                      RoleError, ServerError, StaleFire, Timeout)
+                      ServerError, StaleFire, Timeout)
 
 
 def _scheduled(env: Any) -> Scheduled:
@@ -69,7 +69,7 @@ class _Protocol(asyncio.Protocol):
         self.client._pause(self, False)
 
 
-class AsyncClient:
+class AsyncClient(_core.ClientBase):
     """An asyncio connection to bitwheeld, with the arguments and methods
     of :class:`~bitwheel.Client` (as coroutines).  The connection is made
     by ``await client.connect()`` or ``async with``.
@@ -91,14 +91,10 @@ class AsyncClient:
                  *, ack_timeout: Duration | None = None,
                  auto_ack: bool | None = None,
                  owner_uid: int | None = None) -> None:
-        self.path = socket or _core.default_socket()
-        self._opts = Options.make(session, consume, window, ack_timeout,
-                                  auto_ack, owner_uid)
-        self._timeout = _core.seconds(timeout, "timeout",
-                                      _core.DEFAULT_TIMEOUT)
+        super().__init__(socket, session, consume, window, timeout,
+                         ack_timeout, auto_ack, owner_uid)
         self._transport: asyncio.Transport | None = None
         self._proto: _Protocol | None = None
-        self._reader = _core.FrameReader()
         # request_id -> (future, deadline); in order of deadline, since
         # every request gets the same timeout.
         self._pending: dict[int, tuple[asyncio.Future[Any], float,
@@ -111,11 +107,8 @@ class AsyncClient:
         self._drained: asyncio.Future[None] | None = None
         self._lost: asyncio.Future[None] | None = None
         self._fd = -1
-        self._next_id = 1
-        self._connection = 0
         self._gone: BaseException | None = ConnectionClosed("never connected")
         self._gone_raised = True
-        self.hello: Any = None
 
     # ---- connection ------------------------------------------------------
 
@@ -214,16 +207,6 @@ class AsyncClient:
         """Whether the connection is open."""
         return self._transport is not None
 
-    @property
-    def resumed(self) -> bool:
-        """Whether the named session existed before this connection."""
-        return bool(self.hello.resumed)
-
-    @property
-    def limits(self) -> Any:
-        """The daemon's limits (HelloReply.limits)."""
-        return self.hello.limits
-
     async def __aenter__(self) -> "AsyncClient":
         if self._transport is None:
             await self.connect()
@@ -304,11 +287,6 @@ class AsyncClient:
                 w.set_result(None)
 
     # ---- requests ----------------------------------------------------------
-
-    def _rid(self) -> int:
-        rid = self._next_id
-        self._next_id += 1
-        return rid
 
     def _queue(self, data: bytes) -> None:
         """Queue a frame; frames queued in one turn of the event loop go
@@ -403,11 +381,6 @@ class AsyncClient:
                             lambda env: _core.reply_body(env, "stats_reply"))
 
     # ---- fires -------------------------------------------------------------
-
-    def _need_consumer(self) -> None:
-        if not self._opts.receives_fires:
-            raise RoleError("a producer receives no fires: connect with "
-                            "consume=True")
 
     async def next_fire(self, timeout: Duration | None = None
                         ) -> AsyncFire | None:

@@ -20,12 +20,12 @@ from collections import deque
 from typing import Any, Iterator
 
 from . import _core
-from ._core import Duration, Fire, Options, Scheduled
+from ._core import Duration, Fire, Scheduled
 from ._errors import (ConnectionClosed, ConnectionRefused, ProtocolError,
-                      RoleError, StaleFire, Timeout)
+                      StaleFire, Timeout)
 
 
-class Client:
+class Client(_core.ClientBase):
     """A blocking connection to bitwheeld.
 
     Args:
@@ -67,20 +67,13 @@ class Client:
                  *, ack_timeout: Duration | None = None,
                  auto_ack: bool | None = None,
                  owner_uid: int | None = None) -> None:
-        self.path = socket or _core.default_socket()
-        self._opts = Options.make(session, consume, window, ack_timeout,
-                                  auto_ack, owner_uid)
-        self._timeout = _core.seconds(timeout, "timeout",
-                                      _core.DEFAULT_TIMEOUT)
+        super().__init__(socket, session, consume, window, timeout,
+                         ack_timeout, auto_ack, owner_uid)
         self._sock: _socket.socket | None = None
-        self._reader = _core.FrameReader()
         self._fires: deque[Fire] = deque()
         self._awaited: int | None = None
         self._reply: Any = None
-        self._next_id = 1
-        self._connection = 0
         self._gone: BaseException | None = None
-        self.hello: Any = None
         self._connect()
 
     # ---- connection ------------------------------------------------------
@@ -146,16 +139,6 @@ class Client:
         """Whether the connection is open."""
         return self._sock is not None
 
-    @property
-    def resumed(self) -> bool:
-        """Whether the named session existed before this connection."""
-        return bool(self.hello.resumed)
-
-    @property
-    def limits(self) -> Any:
-        """The daemon's limits (HelloReply.limits: max_payload_bytes, ...)."""
-        return self.hello.limits
-
     def __enter__(self) -> "Client":
         return self
 
@@ -168,11 +151,6 @@ class Client:
             sock.close()
 
     # ---- I/O ---------------------------------------------------------------
-
-    def _rid(self) -> int:
-        rid = self._next_id
-        self._next_id += 1
-        return rid
 
     def _live(self) -> _socket.socket:
         if self._sock is None:
@@ -329,11 +307,6 @@ class Client:
         return self._request(rid, _core.stats_request(rid), "stats_reply")
 
     # ---- fires -------------------------------------------------------------
-
-    def _need_consumer(self) -> None:
-        if not self._opts.receives_fires:
-            raise RoleError("a producer receives no fires: connect with "
-                            "consume=True")
 
     def next_fire(self, timeout: Duration | None = None) -> Fire | None:
         """The next fire, waiting at most `timeout` (None: as long as it
