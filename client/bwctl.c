@@ -6,6 +6,10 @@
  * blocking calls, print, exit.  bwctl uses nothing but the public header,
  * as any other client would.  Output goes to stdout, one line per fire
  * (flushed as it arrives, so a pipe sees it live), diagnostics to stderr.
+ * With --json every output is JSON through one small writer (jw_*), and
+ * every diagnostic too: a failure is one {"error":{...}} object on
+ * stderr (complain()), a warning one {"warning":{...}}, the exit status
+ * the same as without --json.
  *
  * Roles (PROTOCOL.md 7): schedule and cancel with --session attach as
  * producers, which never receive a fire, so any number of them may run
@@ -100,8 +104,11 @@ BWC_DEFAULT_DAEMON_USER ")\n"
 "  --owner UID    root only: the uid (number or user name) whose session\n"
 "                 --session names, for schedule, cancel and watch\n"
 "                 (session names are per uid; default: your own)\n"
+"  --json         output as JSON (schedule, cancel, watch, stats), and\n"
+"                 any error as one JSON object on stderr:\n"
+"                 {\"error\":{\"code\":...,\"exit\":N,\"message\":...}}\n"
 "  -h, --help     show this help; 'bwctl COMMAND --help' for a command\n"
-"  --version      show the version\n"
+"  -V, --version  show the version\n"
 "\n"
 "Durations are a number and a unit: 250ms, 2s, 1.5s, 5m, 1h, 1h30m, also\n"
 "us and ns.  A bare number is refused.\n"
@@ -112,7 +119,7 @@ BWC_DEFAULT_DAEMON_USER ")\n"
 static const char help_schedule[] =
 "Usage: bwctl [--socket PATH] schedule --key K (--in DURATION | --at-monotonic NS)\n"
 "             [--every DURATION] [--session NAME [--owner UID]]\n"
-"             [--payload TEXT] [--replace] [--count N]\n"
+"             [--payload TEXT] [--replace] [--count N] [--json]\n"
 "\n"
 "Arm timer K.  With --session, attach to the named session as a producer\n"
 "(which never receives fires, so any number may run while a watch is\n"
@@ -134,6 +141,9 @@ static const char help_schedule[] =
 "  --replace            replace a pending timer with the same key\n"
 "  --count N            without --session: fires to wait for (default 1;\n"
 "                       more than 1 needs --every)\n"
+"  --json               JSON: {\"key\":K,\"session\":NAME,\"deadline_ns\":NS,\n"
+"                       \"replaced\":false} (and \"period_ns\"), or fires as\n"
+"                       'bwctl watch --json' prints them\n"
 "\n"
 "Prints 'scheduled key=K deadline=NS' (--session) or one line per fire, as\n"
 "'bwctl watch' does.  Exit status: 0 ok, 2 usage, 3 unreachable, 4 the\n"
@@ -142,6 +152,7 @@ static const char help_schedule[] =
 
 static const char help_cancel[] =
 "Usage: bwctl [--socket PATH] cancel --key K [--session NAME [--owner UID]]\n"
+"             [--json]\n"
 "\n"
 "Disarm timer K of the named session, attached as a producer (without\n"
 "--session, of a new anonymous session, where nothing is ever pending).\n"
@@ -150,6 +161,8 @@ static const char help_cancel[] =
 "  --session NAME       the named session that holds the timer (your uid's)\n"
 "  --owner UID          root only: the session NAME of this uid (a number or\n"
 "                       a user name)\n"
+"  --json               {\"key\":K,\"session\":NAME,\"cancelled\":true} on\n"
+"                       stdout (false, exit 1, when not pending)\n"
 "\n"
 "Exit status: 0 the timer was pending and is gone, 1 no pending timer had\n"
 "this key (never scheduled, already fired, or cancelled), 2 usage,\n"
@@ -214,27 +227,218 @@ static const char help_metrics[] =
 "accepted and refused, slow-consumer disconnects, journal syncs, snapshot\n"
 "age), in the Prometheus text exposition format, names prefixed\n"
 "bitwheel_, ending with \"# EOF\": for node_exporter's textfile collector\n"
-"(bwctl(1), EXAMPLES).\n"
+"(bwctl(1), EXAMPLES).  No --json: 'bwctl stats --json' has the figures.\n"
 "\n"
 "Exit status: 0 ok, 2 usage, 3 unreachable, 4 other error, 5 the socket's\n"
 "listener is not trusted.\n";
 
+/* ---- JSON ------------------------------------------------------------- */
+
+/*
+ * The one JSON writer every --json output goes through, errors on stderr
+ * included: an object on one line, its members added in order, commas
+ * placed by the writer.  Keys are the callers' literals and need no
+ * escaping; values are unsigned numbers, booleans, byte strings (below)
+ * and nested objects.  No allocation: it writes as it goes.
+ */
+struct jw {
+	FILE *out;
+	bool comma;     /* a member precedes at this level: the next needs ',' */
+};
+
+/*
+ * A quoted string: printable ASCII as is, the usual backslash escapes, and
+ * any other byte b through other_fmt - "\u%04x" for JSON, which maps b to
+ * code point U+00bb so any payload, UTF-8 or not, comes back exactly
+ * (Python: s.encode("latin-1")); "\x%02x" for people.
+ */
+static void quoted_bytes(FILE *out, const void *data, size_t len,
+			 const char *other_fmt)
+{
+	const unsigned char *p = data;
+	size_t i;
+
+	putc('"', out);
+	for (i = 0; i < len; i++) {
+		unsigned char b = p[i];
+
+		switch (b) {
+		case '"': fputs("\\\"", out); break;
+		case '\\': fputs("\\\\", out); break;
+		case '\n': fputs("\\n", out); break;
+		case '\r': fputs("\\r", out); break;
+		case '\t': fputs("\\t", out); break;
+		default:
+			if (b >= 0x20 && b < 0x7f)
+				putc(b, out);
+			else
+				fprintf(out, other_fmt, b);
+		}
+	}
+	putc('"', out);
+}
+
+static void jw_open(struct jw *j, FILE *out)
+{
+	j->out = out;
+	j->comma = false;
+	putc('{', out);
+}
+
+static void jw_key(struct jw *j, const char *key)
+{
+	if (j->comma)
+		putc(',', j->out);
+	j->comma = true;
+	fprintf(j->out, "\"%s\":", key);
+}
+
+static void jw_u64(struct jw *j, const char *key, uint64_t v)
+{
+	jw_key(j, key);
+	fprintf(j->out, "%llu", (unsigned long long)v);
+}
+
+/* v thousandths, as a decimal with three places: late_us to the ns. */
+static void jw_milli(struct jw *j, const char *key, uint64_t v)
+{
+	jw_key(j, key);
+	fprintf(j->out, "%llu.%03llu", (unsigned long long)(v / 1000),
+		(unsigned long long)(v % 1000));
+}
+
+static void jw_bool(struct jw *j, const char *key, bool v)
+{
+	jw_key(j, key);
+	fputs(v ? "true" : "false", j->out);
+}
+
+/* Bytes as a string (byte b is U+00bb); data NULL is null. */
+static void jw_bytes(struct jw *j, const char *key, const void *data,
+		     size_t len)
+{
+	jw_key(j, key);
+	if (data == NULL)
+		fputs("null", j->out);
+	else
+		quoted_bytes(j->out, data, len, "\\u%04x");
+}
+
+static void jw_str(struct jw *j, const char *key, const char *s)
+{
+	jw_bytes(j, key, s, s != NULL ? strlen(s) : 0);
+}
+
+/* A nested object as the value of key, until jw_end(). */
+static void jw_begin(struct jw *j, const char *key)
+{
+	jw_key(j, key);
+	putc('{', j->out);
+	j->comma = false;
+}
+
+static void jw_end(struct jw *j)
+{
+	putc('}', j->out);
+	j->comma = true;
+}
+
+/* The outermost object's end, and its line's. */
+static void jw_close(struct jw *j)
+{
+	fputs("}\n", j->out);
+}
+
 /* ---- diagnostics ---------------------------------------------------------- */
+
+/* --json anywhere: diagnostics too are JSON (main() looks before any
+ * parsing, so that a usage error before --json is JSON as well). */
+static bool json_mode;
+
+/*
+ * Why bwctl exits non-zero, written once here for people or for programs:
+ * "bwctl: message" and a hint line, or with --json one object on stderr,
+ *   {"error":{"code":"DUPLICATE_KEY","exit":4,"server_code":11,
+ *             "message":"...","hint":"..."}}
+ * code is the daemon's error code name when it refused (server_code its
+ * number, else absent), else one of bwctl's (bwctl(1), DIAGNOSTICS).
+ */
+struct problem {
+	int status;            /* the exit status                           */
+	const char *code;
+	int server_code;       /* the daemon's ErrorCode; 0: not from it    */
+	const char *hint;      /* a second sentence for people, or NULL     */
+};
+
+__attribute__((format(printf, 2, 3)))
+static int complain(const struct problem *p, const char *fmt, ...)
+{
+	char msg[1024];
+	struct jw j;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (!json_mode) {
+		fprintf(stderr, "bwctl: %s\n", msg);
+		/* A usage hint is coreutils' "Try ..." line, unprefixed. */
+		if (p->hint != NULL)
+			fprintf(stderr, "%s%s\n",
+				p->status == ST_USAGE ? "" : "bwctl: ", p->hint);
+		return p->status;
+	}
+	jw_open(&j, stderr);
+	jw_begin(&j, "error");
+	jw_str(&j, "code", p->code);
+	jw_u64(&j, "exit", (uint64_t)p->status);
+	if (p->server_code != 0)
+		jw_u64(&j, "server_code", (uint64_t)p->server_code);
+	jw_str(&j, "message", msg);
+	if (p->hint != NULL)
+		jw_str(&j, "hint", p->hint);
+	jw_end(&j);
+	jw_close(&j);
+	return p->status;
+}
+
+/* Something to know that is no failure: "bwctl: ..." or, with --json,
+ * {"warning":{"code":...,"message":...}} on stderr. */
+__attribute__((format(printf, 2, 3)))
+static void warn(const char *code, const char *fmt, ...)
+{
+	char msg[1024];
+	struct jw j;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (!json_mode) {
+		fprintf(stderr, "bwctl: %s\n", msg);
+		return;
+	}
+	jw_open(&j, stderr);
+	jw_begin(&j, "warning");
+	jw_str(&j, "code", code);
+	jw_str(&j, "message", msg);
+	jw_end(&j);
+	jw_close(&j);
+}
 
 __attribute__((format(printf, 2, 3)))
 static int usage_error(const char *cmd, const char *fmt, ...)
 {
+	char msg[1024], hint[64];
 	va_list ap;
 
-	fputs("bwctl: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (cmd != NULL)
-		fprintf(stderr, "\nTry 'bwctl %s --help'.\n", cmd);
-	else
-		fputs("\nTry 'bwctl --help'.\n", stderr);
-	return ST_USAGE;
+	snprintf(hint, sizeof(hint), "Try 'bwctl %s%s--help'.",
+		 cmd != NULL ? cmd : "", cmd != NULL ? " " : "");
+	return complain(&(struct problem){ .status = ST_USAGE, .code = "USAGE",
+					   .hint = hint }, "%s", msg);
 }
 
 /*
@@ -242,9 +446,10 @@ static int usage_error(const char *cmd, const char *fmt, ...)
  * needs write permission on it and search permission on its directories,
  * which the system service grants to its group) is not a daemon that is
  * down.  The library's message has errno's text; this asks the file
- * system the same question with our effective ids.
+ * system the same question with our effective ids.  The hint into buf;
+ * *code NOT_PERMITTED for the first case, else left as it is.
  */
-static void unreachable_hint(void)
+static const char *unreachable_hint(char *buf, size_t len, const char **code)
 {
 	struct stat st;
 	struct group *gr;
@@ -252,53 +457,89 @@ static void unreachable_hint(void)
 	if (faccessat(AT_FDCWD, socket_path, W_OK, AT_EACCESS) != 0 &&
 	    errno == EACCES) {
 		gr = stat(socket_path, &st) == 0 ? getgrgid(st.st_gid) : NULL;
-		fprintf(stderr,
-			"bwctl: you (uid %u) lack permission on %s: connecting "
-			"needs write permission on the socket, usually "
-			"membership of its group (%s%s); ask an administrator "
-			"to add you, then log in again.\n",
-			(unsigned)geteuid(), socket_path,
-			gr ? "here: " : "for the system service: ",
-			gr ? gr->gr_name : "bitwheel");
-		return;
+		snprintf(buf, len,
+			 "you (uid %u) lack permission on %s: connecting "
+			 "needs write permission on the socket, usually "
+			 "membership of its group (%s%s); ask an administrator "
+			 "to add you, then log in again.",
+			 (unsigned)geteuid(), socket_path,
+			 gr ? "here: " : "for the system service: ",
+			 gr ? gr->gr_name : "bitwheel");
+		*code = "NOT_PERMITTED";
+		return buf;
 	}
-	fprintf(stderr,
-		"bwctl: is bitwheeld running?  Start it (e.g. "
-		"'bitwheeld --socket %s'), or point --socket or $%s "
-		"at its socket.\n", socket_path, BWC_SOCKET_ENV);
+	snprintf(buf, len,
+		 "is bitwheeld running?  Start it (e.g. 'bitwheeld --socket "
+		 "%s'), or point --socket or $%s at its socket.", socket_path,
+		 BWC_SOCKET_ENV);
+	return buf;
+}
+
+/* The code of a library failure other than the daemon's refusal. */
+static const char *client_code(int rc)
+{
+	switch (rc) {
+	case BWC_EINVAL: return "USAGE";    /* an argument given: exit 2 */
+	case BWC_ENOMEM: return "OUT_OF_MEMORY";
+	case BWC_EUNREACHABLE: return "UNREACHABLE";
+	case BWC_ECLOSED: return "CLOSED";
+	case BWC_ETIMEDOUT: return "TIMED_OUT";
+	case BWC_EPROTO: return "PROTOCOL_ERROR";
+	case BWC_ETOOBIG: return "TOO_BIG";
+	case BWC_EIO: return "SYSTEM_ERROR";
+	case BWC_EPEER: return "UNTRUSTED_LISTENER";
+	default: return "CLIENT_ERROR";
+	}
 }
 
 /* A library failure: the message, a hint where one helps, the status. */
 static int report(struct bwc_client *c, int rc)
 {
-	fprintf(stderr, "bwctl: %s\n", bwc_errmsg(c));
+	struct problem p = { .status = ST_ERROR, .code = client_code(rc) };
+	char hint[512];
+
 	switch (rc) {
 	case BWC_EUNREACHABLE:
-		unreachable_hint();
-		return ST_UNREACHABLE;
+		p.status = ST_UNREACHABLE;
+		p.hint = unreachable_hint(hint, sizeof(hint), &p.code);
+		break;
 	case BWC_EPEER:
-		fputs("bwctl: not talking to it: a process posing as bitwheeld "
-		      "would see and could forge your timers.  If it is the "
-		      "bitwheeld you mean, trust its user with --daemon-user "
-		      "USER or $" BWC_DAEMON_USER_ENV ".\n", stderr);
-		return ST_UNTRUSTED;
+		p.status = ST_UNTRUSTED;
+		p.hint = "not talking to it: a process posing as bitwheeld "
+			 "would see and could forge your timers.  If it is the "
+			 "bitwheeld you mean, trust its user with --daemon-user "
+			 "USER or $" BWC_DAEMON_USER_ENV ".";
+		break;
 	case BWC_EINVAL:
-		return ST_USAGE;
+		p.status = ST_USAGE;
+		break;
 	case BWC_ESERVER:
-		if (bwc_server_error(c) == BWC_SERVER_PERMISSION_DENIED &&
+		p.server_code = bwc_server_error(c);
+		p.code = bwc_server_error_name(p.server_code);
+		if (p.server_code == BWC_SERVER_PERMISSION_DENIED &&
 		    owner_uid >= 0)
-			fputs("bwctl: only root may use --owner to name another "
-			      "uid's session; without --owner, --session is "
-			      "your own uid's\n", stderr);
-		if (bwc_server_error(c) == BWC_SERVER_STORAGE_UNAVAILABLE)
-			fputs("bwctl: bitwheeld cannot write its state directory "
-			      "(full or failing): named sessions take no changes "
-			      "until it can; anonymous ones still work.  Free "
-			      "space there, then retry\n", stderr);
-		return ST_ERROR;
+			p.hint = "only root may use --owner to name another "
+				 "uid's session; without --owner, --session is "
+				 "your own uid's";
+		if (p.server_code == BWC_SERVER_STORAGE_UNAVAILABLE)
+			p.hint = "bitwheeld cannot write its state directory "
+				 "(full or failing): named sessions take no "
+				 "changes until it can; anonymous ones still "
+				 "work.  Free space there, then retry";
+		break;
 	default:
-		return ST_ERROR;
+		break;
 	}
+	return complain(&p, "%s", bwc_errmsg(c));
+}
+
+/* stdout could not be written: EPIPE from a reader gone, a full disk. */
+static int output_error(const char *hint)
+{
+	return complain(&(struct problem){ .status = ST_ERROR,
+					   .code = "OUTPUT_ERROR",
+					   .hint = hint },
+			"writing output: %s", strerror(errno));
 }
 
 /* ---- argument parsing ------------------------------------------------- */
@@ -386,80 +627,36 @@ static int leftover(const char *cmd, int argc, char **argv)
 
 /* ---- output ----------------------------------------------------------- */
 
-/*
- * A quoted string: printable ASCII as is, the usual backslash escapes, and
- * any other byte b through other_fmt - "\u%04x" for JSON, which maps b to
- * code point U+00bb so any payload, UTF-8 or not, comes back exactly
- * (Python: s.encode("latin-1")); "\x%02x" for people.
- */
-static void quoted_bytes(const void *data, size_t len, const char *other_fmt)
-{
-	const unsigned char *p = data;
-	size_t i;
-
-	putchar('"');
-	for (i = 0; i < len; i++) {
-		unsigned char b = p[i];
-
-		switch (b) {
-		case '"': fputs("\\\"", stdout); break;
-		case '\\': fputs("\\\\", stdout); break;
-		case '\n': fputs("\\n", stdout); break;
-		case '\r': fputs("\\r", stdout); break;
-		case '\t': fputs("\\t", stdout); break;
-		default:
-			if (b >= 0x20 && b < 0x7f)
-				putchar(b);
-			else
-				printf(other_fmt, b);
-		}
-	}
-	putchar('"');
-}
-
-static void json_bytes(const void *data, size_t len)
-{
-	quoted_bytes(data, len, "\\u%04x");
-}
-
-static void human_bytes(const void *data, size_t len)
-{
-	quoted_bytes(data, len, "\\x%02x");
-}
-
 /* One fire's line, into stdout's buffer: the caller flushes (and checks)
  * before it acknowledges anything. */
-static void print_fire(const struct bwc_fire *f, bool json)
+static void print_fire(const struct bwc_fire *f)
 {
 	/* fired_ns >= deadline_ns by the protocol; don't trust it blindly. */
 	uint64_t late = f->fired_ns > f->deadline_ns ?
 				f->fired_ns - f->deadline_ns : 0;
 
-	if (json) {
-		printf("{\"key\":%llu,\"payload\":", (unsigned long long)f->key);
-		if (f->payload != NULL)
-			json_bytes(f->payload, f->payload_len);
-		else
-			fputs("null", stdout);
-		printf(",\"deadline_ns\":%llu,\"fired_ns\":%llu,"
-		       "\"late_us\":%llu.%03llu",
-		       (unsigned long long)f->deadline_ns,
-		       (unsigned long long)f->fired_ns,
-		       (unsigned long long)(late / 1000),
-		       (unsigned long long)(late % 1000));
+	if (json_mode) {
+		struct jw j;
+
+		jw_open(&j, stdout);
+		jw_u64(&j, "key", f->key);
+		jw_bytes(&j, "payload", f->payload, f->payload_len);
+		jw_u64(&j, "deadline_ns", f->deadline_ns);
+		jw_u64(&j, "fired_ns", f->fired_ns);
+		jw_milli(&j, "late_us", late);
 		if (f->fire_count > 0)
-			printf(",\"fire_count\":%llu",
-			       (unsigned long long)f->fire_count);
+			jw_u64(&j, "fire_count", f->fire_count);
 		if (f->late)
-			fputs(",\"restored\":true", stdout);
+			jw_bool(&j, "restored", true);
 		if (f->redelivered)
-			fputs(",\"redelivered\":true", stdout);
-		fputs("}\n", stdout);
+			jw_bool(&j, "redelivered", true);
+		jw_close(&j);
 	} else {
 		printf("fired key=%llu", (unsigned long long)f->key);
 		if (f->payload != NULL) {
 			fputs(" payload=", stdout);
-			human_bytes(f->payload, f->payload_len);
+			quoted_bytes(stdout, f->payload, f->payload_len,
+				     "\\x%02x");
 		}
 		printf(" deadline=%llu late=%.2fms",
 		       (unsigned long long)f->deadline_ns, (double)late / 1e6);
@@ -484,12 +681,6 @@ static bool flush_out(void)
 		return false;
 	}
 	return true;
-}
-
-static int output_error(void)
-{
-	fprintf(stderr, "bwctl: writing output: %s\n", strerror(errno));
-	return ST_ERROR;
 }
 
 /* "1h02m03.500s", "4m05.000s", "0.250s" */
@@ -523,8 +714,9 @@ static int open_client(const struct conn_opts *o, struct bwc_client **out)
 
 	*out = NULL;
 	if (bwc_new(&c) != 0) {
-		fputs("bwctl: out of memory\n", stderr);
-		return ST_ERROR;
+		return complain(&(struct problem){ .status = ST_ERROR,
+						   .code = "OUT_OF_MEMORY" },
+				"out of memory");
 	}
 	bwc_set_role(c, o->role);
 	bwc_set_window(c, o->window);
@@ -565,6 +757,29 @@ static struct conn_opts producer(const char *session)
 	};
 }
 
+/* A timer the daemon took into a named session. */
+static void print_scheduled(const struct bwc_timer *t, const char *session,
+			    const struct bwc_scheduled *s)
+{
+	struct jw j;
+
+	if (!json_mode) {
+		printf("scheduled key=%llu deadline=%llu%s\n",
+		       (unsigned long long)t->key,
+		       (unsigned long long)s->deadline_ns,
+		       s->replaced ? " replaced" : "");
+		return;
+	}
+	jw_open(&j, stdout);
+	jw_u64(&j, "key", t->key);
+	jw_str(&j, "session", session);
+	jw_u64(&j, "deadline_ns", s->deadline_ns);
+	if (t->period_ns > 0)
+		jw_u64(&j, "period_ns", t->period_ns);
+	jw_bool(&j, "replaced", s->replaced);
+	jw_close(&j);
+}
+
 static int cmd_schedule(int argc, char **argv)
 {
 	static const char cmd[] = "schedule";
@@ -577,6 +792,7 @@ static int cmd_schedule(int argc, char **argv)
 		{ "payload", required_argument, NULL, 'p' },
 		{ "replace", no_argument, NULL, 'r' },
 		{ "count", required_argument, NULL, 'c' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "owner", required_argument, NULL, 'O' },
 		{ "socket", required_argument, NULL, 'S' },
 		{ "daemon-user", required_argument, NULL, 'D' },
@@ -641,6 +857,9 @@ static int cmd_schedule(int argc, char **argv)
 						   "number above zero", optarg);
 			have_count = true;
 			break;
+		case 'j':
+			json_mode = true;
+			break;
 		case 'O':
 			if ((rc = parse_owner(cmd, optarg)) != ST_OK)
 				return rc;
@@ -684,10 +903,7 @@ static int cmd_schedule(int argc, char **argv)
 		goto fail;
 
 	if (session != NULL) {
-		printf("scheduled key=%llu deadline=%llu%s\n",
-		       (unsigned long long)t.key,
-		       (unsigned long long)sched.deadline_ns,
-		       sched.replaced ? " replaced" : "");
+		print_scheduled(&t, session, &sched);
 		bwc_free(c);
 		return ST_OK;
 	}
@@ -696,10 +912,10 @@ static int cmd_schedule(int argc, char **argv)
 		rc = next_fire(c, -1, &f);
 		if (rc != 0)
 			goto fail;
-		print_fire(&f, false);
+		print_fire(&f);
 		if (!flush_out()) {
 			bwc_free(c);
-			return output_error();
+			return output_error(NULL);
 		}
 	}
 	bwc_free(c);
@@ -717,6 +933,7 @@ static int cmd_cancel(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "key", required_argument, NULL, 'k' },
 		{ "session", required_argument, NULL, 's' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "owner", required_argument, NULL, 'O' },
 		{ "socket", required_argument, NULL, 'S' },
 		{ "daemon-user", required_argument, NULL, 'D' },
@@ -725,6 +942,7 @@ static int cmd_cancel(int argc, char **argv)
 	};
 	struct bwc_client *c = NULL;
 	struct conn_opts co;
+	char owner[32] = "";
 	const char *session = NULL;
 	bool have_key = false, pending = false;
 	uint64_t key = 0;
@@ -742,6 +960,9 @@ static int cmd_cancel(int argc, char **argv)
 			break;
 		case 's':
 			session = optarg;
+			break;
+		case 'j':
+			json_mode = true;
 			break;
 		case 'O':
 			if ((rc = parse_owner(cmd, optarg)) != ST_OK)
@@ -776,17 +997,28 @@ static int cmd_cancel(int argc, char **argv)
 		bwc_free(c);
 		return rc;
 	}
-	if (pending)
-		printf("cancelled key=%llu\n", (unsigned long long)key);
 	bwc_free(c);
+	if (json_mode) {
+		struct jw j;
+
+		jw_open(&j, stdout);
+		jw_u64(&j, "key", key);
+		jw_str(&j, "session", session);
+		jw_bool(&j, "cancelled", pending);
+		jw_close(&j);
+	} else if (pending) {
+		printf("cancelled key=%llu\n", (unsigned long long)key);
+	}
 	if (!pending) {
-		fprintf(stderr, "bwctl: no pending timer with key %llu%s%s",
-			(unsigned long long)key,
-			session ? " in session " : "", session ? session : "");
 		if (owner_uid >= 0)
-			fprintf(stderr, " of uid %lld", (long long)owner_uid);
-		fputc('\n', stderr);
-		return ST_NOTFOUND;
+			snprintf(owner, sizeof(owner), " of uid %lld",
+				 (long long)owner_uid);
+		return complain(&(struct problem){ .status = ST_NOTFOUND,
+						   .code = "NOT_FOUND" },
+				"no pending timer with key %llu%s%s%s",
+				(unsigned long long)key,
+				session ? " in session " : "",
+				session ? session : "", owner);
 	}
 	return ST_OK;
 }
@@ -799,13 +1031,13 @@ static int cmd_cancel(int argc, char **argv)
  * printed: one batch, flushed and acknowledged together.  Returns the
  * last fire printed in *last.
  */
-static void print_batch(struct bwc_client *c, bool json, uint64_t count,
+static void print_batch(struct bwc_client *c, uint64_t count,
 			uint64_t *seen, struct bwc_fire *last)
 {
 	struct bwc_fire f;
 
 	while ((count == 0 || *seen < count) && bwc_wait_fire(c, 0, &f) == 0) {
-		print_fire(&f, json);
+		print_fire(&f);
 		(*seen)++;
 		*last = f;
 	}
@@ -832,8 +1064,10 @@ static int cmd_watch(int argc, char **argv)
 	struct bwc_client *c = NULL;
 	struct bwc_fire f, last = { .key = 0 };
 	const char *timeout_text = NULL;
+	static const struct problem timed_out = { .status = ST_NOTFOUND,
+						  .code = "TIMED_OUT" };
 	uint64_t count = 0, timeout = 0, deadline = 0, seen = 0, window = 0;
-	bool json = false, unacked = false;
+	bool unacked = false;
 	int o, rc;
 
 	optind = 0;
@@ -868,7 +1102,7 @@ static int cmd_watch(int argc, char **argv)
 			timeout_text = optarg;
 			break;
 		case 'j':
-			json = true;
+			json_mode = true;
 			break;
 		case 'O':
 			if ((rc = parse_owner(cmd, optarg)) != ST_OK)
@@ -905,10 +1139,9 @@ static int cmd_watch(int argc, char **argv)
 	if ((rc = open_client(&co, &c)) != ST_OK)
 		return rc;
 	if (bwc_get_session_info(c, &info) == 0 && info.dropped > 0)
-		fprintf(stderr, "bwctl: the daemon dropped %llu periodic fires "
-			"of session %s at its queue limit since a consumer "
-			"last attached\n", (unsigned long long)info.dropped,
-			co.session);
+		warn("DROPPED_FIRES", "the daemon dropped %llu periodic fires "
+		     "of session %s at its queue limit since a consumer last "
+		     "attached", (unsigned long long)info.dropped, co.session);
 	if (timeout_text != NULL) {
 		uint64_t now = bwc_now_ns();
 
@@ -931,18 +1164,16 @@ static int cmd_watch(int argc, char **argv)
 			break;
 		if (rc != 0)
 			goto fail;
-		print_fire(&f, json);
+		print_fire(&f);
 		seen++;
 		last = f;
-		print_batch(c, json, count, &seen, &last);
+		print_batch(c, count, &seen, &last);
 		/* Printed and flushed first, acknowledged after: a fire
 		 * whose line did not get out is delivered again. */
 		if (!flush_out()) {
-			rc = output_error();
-			fprintf(stderr, "bwctl: the fires not acknowledged go "
-				"back to session %s's queue\n", co.session);
 			bwc_free(c);
-			return rc;
+			return output_error("the fires not acknowledged go back "
+					    "to the session's queue");
 		}
 		unacked = true;
 		if (count > 0 && seen == count)
@@ -961,16 +1192,13 @@ static int cmd_watch(int argc, char **argv)
 	}
 	/* Fires received past --count go back to the queue with the close. */
 	bwc_free(c);
-	if (count > 0 && seen < count) {
-		fprintf(stderr, "bwctl: timed out after %s with %llu of %llu "
-			"fires\n", timeout_text, (unsigned long long)seen,
-			(unsigned long long)count);
-		return ST_NOTFOUND;
-	}
-	if (seen == 0) {
-		fprintf(stderr, "bwctl: no fire within %s\n", timeout_text);
-		return ST_NOTFOUND;
-	}
+	if (count > 0 && seen < count)
+		return complain(&timed_out, "timed out after %s with %llu of "
+				"%llu fires", timeout_text,
+				(unsigned long long)seen,
+				(unsigned long long)count);
+	if (seen == 0)
+		return complain(&timed_out, "no fire within %s", timeout_text);
 	return ST_OK;
 
 fail:
@@ -979,15 +1207,17 @@ fail:
 	return rc;
 }
 
-static void print_lane_json(const char *name, const struct bwc_lane_stats *l)
+static void jw_lane(struct jw *j, const char *name,
+		    const struct bwc_lane_stats *l)
 {
-	printf("\"%s\":{\"pending\":%llu,\"overflow\":%llu,\"inserted\":%llu,"
-	       "\"cancelled\":%llu,\"fired\":%llu,\"lost\":%llu}",
-	       name, (unsigned long long)l->pending,
-	       (unsigned long long)l->overflow,
-	       (unsigned long long)l->inserted,
-	       (unsigned long long)l->cancelled,
-	       (unsigned long long)l->fired, (unsigned long long)l->lost);
+	jw_begin(j, name);
+	jw_u64(j, "pending", l->pending);
+	jw_u64(j, "overflow", l->overflow);
+	jw_u64(j, "inserted", l->inserted);
+	jw_u64(j, "cancelled", l->cancelled);
+	jw_u64(j, "fired", l->fired);
+	jw_u64(j, "lost", l->lost);
+	jw_end(j);
 }
 
 static void print_lane(const char *name, const struct bwc_lane_stats *l)
@@ -1015,11 +1245,11 @@ static void print_uid_row(const char *name, uint64_t value, const char *unit,
 }
 
 /*
- * The options stats and metrics share, then one Stats request: *json NULL
- * for a command without --json; metrics NULL when not wanted.
+ * The options stats and metrics share, then one Stats request: json_ok
+ * false for a command without --json; metrics NULL when not wanted.
  */
 static int fetch_stats(const char *cmd, const char *help, int argc,
-		       char **argv, bool *json, struct bwc_session_info *info,
+		       char **argv, bool json_ok, struct bwc_session_info *info,
 		       struct bwc_stats *st, struct bwc_metrics *metrics)
 {
 	static const struct option opts[] = {
@@ -1037,9 +1267,7 @@ static int fetch_stats(const char *cmd, const char *help, int argc,
 	while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'j':
-			if (json == NULL)
-				return usage_error(cmd, "--json is for stats");
-			*json = true;
+			json_mode = true;
 			break;
 		case 'S':
 			socket_path = optarg;
@@ -1056,6 +1284,11 @@ static int fetch_stats(const char *cmd, const char *help, int argc,
 	}
 	if ((rc = leftover(cmd, argc, argv)) != ST_OK)
 		return rc;
+	if (json_mode && !json_ok)
+		return usage_error(cmd, "--json is not for %s, whose output "
+				   "is the Prometheus text format: 'bwctl "
+				   "stats --json' gives its figures as JSON",
+				   cmd);
 	if (owner_uid >= 0)
 		return usage_error(cmd, "--owner is for schedule, cancel and "
 				   "watch with --session: stats are the whole "
@@ -1078,58 +1311,46 @@ static int cmd_stats(int argc, char **argv)
 {
 	struct bwc_session_info info;
 	struct bwc_stats st;
-	bool json = false;
-	int rc = fetch_stats("stats", help_stats, argc, argv, &json, &info,
+	int rc = fetch_stats("stats", help_stats, argc, argv, true, &info,
 			     &st, NULL);
 
 	if (rc != ST_OK)
 		return rc == ST_HELP ? ST_OK : rc;
 
-	if (json) {
-		fputs("{\"daemon_version\":", stdout);
-		json_bytes(info.daemon_version, strlen(info.daemon_version));
-		putchar(',');
-		print_lane_json("oneshot", &st.oneshot);
-		putchar(',');
-		print_lane_json("periodic", &st.periodic);
-		printf(",\"clients\":%llu,\"consumers\":%llu,"
-		       "\"sessions\":%llu,\"queued\":%llu,"
-		       "\"in_flight\":%llu,\"acked\":%llu,"
-		       "\"redelivered\":%llu,\"dropped\":%llu,"
-		       "\"expired\":%llu,\"uptime_ns\":%llu,"
-		       "\"memory_bytes\":%llu,\"uid\":%u,"
-		       "\"uid_connections\":%llu,\"uid_sessions\":%llu,"
-		       "\"uid_timers\":%llu,\"uid_periodic_rate_mhz\":%llu,"
-		       "\"uid_bytes\":%llu,"
-		       "\"max_clients_per_uid\":%llu,"
-		       "\"max_sessions_per_uid\":%llu,"
-		       "\"max_timers_per_uid\":%llu,"
-		       "\"max_periodic_rate_per_uid\":%llu,"
-		       "\"max_bytes_per_uid\":%llu,"
-		       "\"max_memory_bytes\":%llu}\n",
-		       (unsigned long long)st.clients,
-		       (unsigned long long)st.consumers,
-		       (unsigned long long)st.sessions,
-		       (unsigned long long)st.queued,
-		       (unsigned long long)st.in_flight,
-		       (unsigned long long)st.acked,
-		       (unsigned long long)st.redelivered,
-		       (unsigned long long)st.dropped,
-		       (unsigned long long)st.expired,
-		       (unsigned long long)st.uptime_ns,
-		       (unsigned long long)st.memory_bytes, (unsigned)geteuid(),
-		       (unsigned long long)st.uid_connections,
-		       (unsigned long long)st.uid_sessions,
-		       (unsigned long long)st.uid_timers,
-		       (unsigned long long)st.uid_periodic_rate_mhz,
-		       (unsigned long long)st.uid_bytes,
-		       (unsigned long long)info.limits.max_clients_per_uid,
-		       (unsigned long long)info.limits.max_sessions_per_uid,
-		       (unsigned long long)info.limits.max_timers_per_uid,
-		       (unsigned long long)
-			       info.limits.max_periodic_rate_per_uid,
-		       (unsigned long long)info.limits.max_bytes_per_uid,
-		       (unsigned long long)info.limits.max_memory_bytes);
+	if (json_mode) {
+		struct jw j;
+
+		jw_open(&j, stdout);
+		jw_str(&j, "daemon_version", info.daemon_version);
+		jw_lane(&j, "oneshot", &st.oneshot);
+		jw_lane(&j, "periodic", &st.periodic);
+		jw_u64(&j, "clients", st.clients);
+		jw_u64(&j, "consumers", st.consumers);
+		jw_u64(&j, "sessions", st.sessions);
+		jw_u64(&j, "queued", st.queued);
+		jw_u64(&j, "in_flight", st.in_flight);
+		jw_u64(&j, "acked", st.acked);
+		jw_u64(&j, "redelivered", st.redelivered);
+		jw_u64(&j, "dropped", st.dropped);
+		jw_u64(&j, "expired", st.expired);
+		jw_u64(&j, "uptime_ns", st.uptime_ns);
+		jw_u64(&j, "memory_bytes", st.memory_bytes);
+		jw_u64(&j, "uid", geteuid());
+		jw_u64(&j, "uid_connections", st.uid_connections);
+		jw_u64(&j, "uid_sessions", st.uid_sessions);
+		jw_u64(&j, "uid_timers", st.uid_timers);
+		jw_u64(&j, "uid_periodic_rate_mhz", st.uid_periodic_rate_mhz);
+		jw_u64(&j, "uid_bytes", st.uid_bytes);
+		jw_u64(&j, "max_clients_per_uid",
+		       info.limits.max_clients_per_uid);
+		jw_u64(&j, "max_sessions_per_uid",
+		       info.limits.max_sessions_per_uid);
+		jw_u64(&j, "max_timers_per_uid", info.limits.max_timers_per_uid);
+		jw_u64(&j, "max_periodic_rate_per_uid",
+		       info.limits.max_periodic_rate_per_uid);
+		jw_u64(&j, "max_bytes_per_uid", info.limits.max_bytes_per_uid);
+		jw_u64(&j, "max_memory_bytes", info.limits.max_memory_bytes);
+		jw_close(&j);
 		return ST_OK;
 	}
 	printf("daemon       bitwheeld %s at %s\n",
@@ -1355,7 +1576,7 @@ static int cmd_metrics(int argc, char **argv)
 	struct bwc_stats st;
 	struct bwc_metrics m;
 	char label[32];
-	int rc = fetch_stats("metrics", help_metrics, argc, argv, NULL, &info,
+	int rc = fetch_stats("metrics", help_metrics, argc, argv, false, &info,
 			     &st, &m);
 
 	if (rc != ST_OK)
@@ -1434,21 +1655,27 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-	enum { OPT_VERSION = 256 };
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 'S' },
 		{ "daemon-user", required_argument, NULL, 'D' },
 		{ "owner", required_argument, NULL, 'O' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, OPT_VERSION },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *name;
 	size_t i;
 	int o, rc;
 
+	/* --json (or a prefix getopt_long would take for it) anywhere before
+	 * "--": a usage error met before it is JSON too. */
+	for (i = 1; i < (size_t)argc && strcmp(argv[i], "--") != 0; i++)
+		if (strlen(argv[i]) >= 3 &&
+		    strncmp(argv[i], "--json", strlen(argv[i])) == 0)
+			json_mode = true;
 	/* "+": stop at the command, whose options are its own. */
-	while ((o = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "+:hV", opts, NULL)) != -1) {
 		switch (o) {
 		case 'S':
 			socket_path = optarg;
@@ -1460,10 +1687,13 @@ int main(int argc, char **argv)
 			if ((rc = parse_owner(NULL, optarg)) != ST_OK)
 				return rc;
 			break;
+		case 'j':
+			json_mode = true;
+			break;
 		case 'h':
 			fputs(help_main, stdout);
 			return ST_OK;
-		case OPT_VERSION:
+		case 'V':
 			printf("bwctl (bitwheel) %s, libbitwheel-client %s\n",
 			       PACKAGE_VERSION, bwc_version());
 			return ST_OK;
@@ -1481,11 +1711,8 @@ int main(int argc, char **argv)
 		if (strcmp(name, commands[i].name) != 0)
 			continue;
 		rc = commands[i].run(argc - optind, argv + optind);
-		if (fflush(stdout) != 0) {
-			fprintf(stderr, "bwctl: writing output: %s\n",
-				strerror(errno));
-			return ST_ERROR;
-		}
+		if (!flush_out())
+			return output_error(NULL);
 		return rc;
 	}
 	if (strcmp(name, "help") == 0) {

@@ -41,8 +41,12 @@
  *              by --daemon-user (before or after the command, number or
  *              name) or $BITWHEEL_DAEMON_USER; a socket bwctl may not open
  *              is said to be a permission matter, not a daemon down.
- *   usage      exit 2 for usage errors, exit 3 naming the socket when the
- *              daemon is unreachable, --help for bwctl and every command.
+ *   json       --json on schedule and cancel; every failure one JSON
+ *              object on stderr with the usual exit status (the daemon's
+ *              refusal with its code, not found, timed out, usage).
+ *   usage      exit 2 for usage errors (and with --json, a JSON one), exit
+ *              3 naming the socket when the daemon is unreachable (also
+ *              as JSON), --help for bwctl and every command, -V.
  *
  * bwctl's path comes from tests/local.mk (BW_TOP_BUILDDIR).  A small
  * strict JSON parser below checks the --json output.
@@ -471,6 +475,35 @@ static uint64_t ju64(struct jval *v, const char *path)
 	return x;
 }
 
+/* A string member equal to want (NUL-free), exactly. */
+static bool jstr_is(struct jval *v, const char *path, const char *want)
+{
+	struct jval *m = jget(v, path);
+
+	return m != NULL && m->t == J_STR && m->len == strlen(want) &&
+	       memcmp(m->str, want, m->len) == 0;
+}
+
+/*
+ * --json's failure: the exit status, and stderr exactly one line, one
+ * object {"error":{"code":code,"exit":status,"message":"..."}}.  Returns
+ * it parsed, for more checks (jfree() it).
+ */
+static struct jval *json_error(const struct du_result *r, int status, const char *code,
+			       const char *what)
+{
+	struct jval *v;
+
+	ASSERT_EXIT(r, status, what);
+	ck_assert_msg(count_lines(r->err) == 1 && r->err[strlen(r->err) - 1] == '\n',
+		      "%s: stderr is not one line: %s", what, r->err);
+	v = jparse_line(r->err);
+	ck_assert_msg(jstr_is(v, "error.code", code) && ju64(v, "error.exit") == (uint64_t)status &&
+		      jget(v, "error.message") != NULL && jget(v, "error.message")->t == J_STR,
+		      "%s: want code %s exit %d: %s", what, code, status, r->err);
+	return v;
+}
+
 /* ======================================================================
  * schedule
  * ====================================================================== */
@@ -671,6 +704,67 @@ START_TEST(test_cancel)
 	du_result_free(&r);
 	bwctl(&r, d->sock, "cancel", "--key", "5", NULL);
 	ASSERT_EXIT(&r, 1, "cancel without a session");
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * --json on every command: schedule's reply, cancel's answer either way,
+ * and each failure one JSON object on stderr with the exit status it has
+ * without --json: the daemon's refusal (code and number), not found,
+ * timed out, and metrics refusing --json.
+ */
+START_TEST(test_json)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_result r;
+	struct jval *v;
+
+	du_daemon_start(d, NULL);
+	bwctl(&r, d->sock, "schedule", "--json", "--session", "e2e-json", "--key", "7", "--in",
+	      "1h", "--every", "2s", NULL);
+	ASSERT_EXIT(&r, 0, "schedule --json");
+	ck_assert_msg(count_lines(r.out) == 1 && r.err[0] == '\0', "out [%s] err [%s]", r.out,
+		      r.err);
+	v = jparse_line(r.out);
+	ck_assert_uint_eq(ju64(v, "key"), 7);
+	ck_assert(jstr_is(v, "session", "e2e-json"));
+	ck_assert_uint_gt(ju64(v, "deadline_ns"), du_now_ns());
+	ck_assert_uint_eq(ju64(v, "period_ns"), 2 * DU_S);
+	ck_assert(jget(v, "replaced")->t == J_BOOL && !jget(v, "replaced")->b);
+	jfree(v);
+	du_result_free(&r);
+
+	/* The daemon's refusal, its code by name and number. */
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-json", "--key", "7", "--in", "1s",
+	      "--json", NULL);
+	v = json_error(&r, 4, "DUPLICATE_KEY", "duplicate key");
+	ck_assert_uint_eq(ju64(v, "error.server_code"), EC(DUPLICATE_KEY));
+	ck_assert(r.out[0] == '\0');
+	jfree(v);
+	du_result_free(&r);
+
+	bwctl(&r, d->sock, "cancel", "--session", "e2e-json", "--key", "7", "--json", NULL);
+	ASSERT_EXIT(&r, 0, "cancel --json");
+	v = jparse_line(r.out);
+	ck_assert(ju64(v, "key") == 7 && jstr_is(v, "session", "e2e-json") &&
+		  jget(v, "cancelled")->t == J_BOOL && jget(v, "cancelled")->b);
+	jfree(v);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "--json", "cancel", "--key", "7", NULL);
+	jfree(json_error(&r, 1, "NOT_FOUND", "cancel --json, not pending"));
+	v = jparse_line(r.out);
+	ck_assert(jget(v, "session")->t == J_NULL && !jget(v, "cancelled")->b);
+	jfree(v);
+	du_result_free(&r);
+
+	bwctl(&r, d->sock, "watch", "--session", "e2e-json", "--timeout", "50ms", "--json", NULL);
+	jfree(json_error(&r, 1, "TIMED_OUT", "watch --json timing out"));
+	du_result_free(&r);
+	bwctl(&r, d->sock, "metrics", "--json", NULL);
+	jfree(json_error(&r, 2, "USAGE", "metrics --json"));
+	ck_assert(r.out[0] == '\0');
 	du_result_free(&r);
 	du_daemon_free(d);
 }
@@ -2012,6 +2106,13 @@ START_TEST(test_usage_errors)
 	ck_assert_msg(r.err[0] != '\0', "%s: no message", what);
 	ck_assert_msg(r.out[0] == '\0', "%s: stdout [%s]", what, r.out);
 	du_result_free(&r);
+	/* The same with --json last: the error is JSON, whatever came first. */
+	argv[n++] = "--json";
+	argv[n] = NULL;
+	du_run(argv, clean_env, RUN_MS, &r);
+	jfree(json_error(&r, 2, "USAGE", what));
+	ck_assert_msg(r.out[0] == '\0', "%s --json: stdout [%s]", what, r.out);
+	du_result_free(&r);
 	e = du_fresh_stats(d);
 	ck_assert_uint_eq(e->stats_reply->oneshot->inserted, 0);
 	ck_assert_uint_eq(e->stats_reply->sessions, 0);
@@ -2054,6 +2155,15 @@ START_TEST(test_unreachable)
 			      cmds[c][0], r.err);
 		du_result_free(&r);
 
+		/* --json: the same, one object on stderr. */
+		argv[n] = "--json";
+		argv[n + 1] = NULL;
+		du_run(argv, clean_env, RUN_MS, &r);
+		jfree(json_error(&r, 3, "UNREACHABLE", cmds[c][0]));
+		ck_assert_msg(strstr(r.err, d->sock) != NULL, "--json without the path: %s", r.err);
+		du_result_free(&r);
+		argv[n] = NULL;
+
 		/* The same through $BITWHEEL_SOCKET. */
 		du_run(argv_env, env, RUN_MS, &r);
 		ASSERT_EXIT(&r, 3, "via BITWHEEL_SOCKET");
@@ -2068,7 +2178,7 @@ END_TEST
 START_TEST(test_help)
 {
 	static const char *const cmds[] = { "schedule", "cancel", "watch", "stats" };
-	struct du_result r;
+	struct du_result r, s;
 	char what[64];
 
 	/* No daemon anywhere: help needs none. */
@@ -2090,6 +2200,10 @@ START_TEST(test_help)
 	bwctl(&r, NULL, "--version", NULL);
 	ASSERT_EXIT(&r, 0, "bwctl --version");
 	ck_assert(r.out[0] != '\0');
+	bwctl(&s, NULL, "-V", NULL);
+	ASSERT_EXIT(&s, 0, "bwctl -V");
+	ck_assert_str_eq(s.out, r.out);
+	du_result_free(&s);
 	du_result_free(&r);
 }
 END_TEST
@@ -2112,6 +2226,11 @@ static Suite *bwctl_suite(void)
 	tc = tcase_create("cancel");
 	du_tcase(tc);
 	tcase_add_test(tc, test_cancel);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("json");
+	du_tcase(tc);
+	tcase_add_test(tc, test_json);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("owner");
