@@ -295,7 +295,7 @@ BWC_EXPORT uint64_t bwc_now_ns(void);
 
 /*
  * Parse a duration: one or more <number><unit> terms, e.g. "250ms", "2s",
- * "1.5s", "1h30m".  Units: ns, us (or µs), ms, s, m, h.  The unit is
+ * "1.5s", "1h30m", "2d".  Units: ns, us (or µs), ms, s, m, h, d.  The unit is
  * required ("250" alone is BWC_EINVAL).  Fractions are truncated to whole
  * nanoseconds.  BWC_EINVAL for malformed text or a sum beyond 2^64 - 1 ns.
  */

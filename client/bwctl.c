@@ -3,8 +3,10 @@
  *
  * Each command is one connection: connect (anonymous, or attached to the
  * named session given), one or two requests through libbitwheel-client's
- * blocking calls, print, exit.  bwctl uses nothing but the public header,
- * as any other client would.  Output goes to stdout, one line per fire
+ * blocking calls, print, exit.  bwctl talks to the daemon through nothing
+ * but the public header, as any other client would; it builds in
+ * proto/duration.c, so that it reads durations, words their refusals and
+ * checks a schedule's bounds exactly as the daemon does.  Output goes to stdout, one line per fire
  * (flushed as it arrives, so a pipe sees it live), diagnostics to stderr.
  * With --json every output is JSON through one small writer (jw_*), and
  * every diagnostic too: a failure is one {"error":{...}} object on
@@ -40,6 +42,7 @@
  *   5 the socket's listener is not trusted to be bitwheeld.
  */
 #include "bitwheel-client.h"
+#include "duration.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -110,8 +113,8 @@ BWC_DEFAULT_DAEMON_USER ")\n"
 "  -h, --help     show this help; 'bwctl COMMAND --help' for a command\n"
 "  -V, --version  show the version\n"
 "\n"
-"Durations are a number and a unit: 250ms, 2s, 1.5s, 5m, 1h, 1h30m, also\n"
-"us and ns.  A bare number is refused.\n"
+"Durations are a number and a unit: 250ms, 2s, 1.5s, 5m, 1h, 1h30m, 2d,\n"
+"also us and ns.  A bare number is refused.\n"
 "\n"
 "Exit status: 0 ok, 1 not found or timed out, 2 usage error, 3 daemon\n"
 "unreachable, 4 any other error, 5 the socket's listener is not trusted.\n";
@@ -567,6 +570,18 @@ static bool parse_u64(const char *s, uint64_t *out)
 	return true;
 }
 
+/* A duration option, by the parser and in the words the daemon uses. */
+static int parse_duration(const char *cmd, const char *flag, const char *text,
+			  uint64_t *out_ns)
+{
+	int err = bwp_parse_duration(text, out_ns);
+
+	if (err != 0)
+		return usage_error(cmd, "--%s: '%s' %s", flag, text,
+				   bwp_duration_problem(err));
+	return ST_OK;
+}
+
 /* --owner: a uid, 0 to 2^32-1 (as parse_u64 reads numbers), or a user
  * name, looked up.  Sets owner_uid; ST_USAGE with a message if neither. */
 static int parse_owner(const char *cmd, const char *text)
@@ -804,7 +819,7 @@ static int cmd_schedule(int argc, char **argv)
 	struct conn_opts co;
 	struct bwc_client *c = NULL;
 	struct bwc_fire f;
-	const char *session = NULL;
+	const char *session = NULL, *every_text = NULL, *why;
 	bool have_key = false, have_in = false, have_at = false;
 	bool have_count = false;
 	uint64_t count = 1, i;
@@ -821,10 +836,9 @@ static int cmd_schedule(int argc, char **argv)
 			have_key = true;
 			break;
 		case 'i':
-			if (bwc_parse_duration(optarg, &t.when_ns) != 0)
-				return usage_error(cmd, "bad --in '%s': a "
-						   "duration with a unit, e.g. "
-						   "250ms", optarg);
+			if ((rc = parse_duration(cmd, "in", optarg,
+						 &t.when_ns)) != ST_OK)
+				return rc;
 			have_in = true;
 			break;
 		case 'a':
@@ -835,11 +849,10 @@ static int cmd_schedule(int argc, char **argv)
 			have_at = true;
 			break;
 		case 'e':
-			if (bwc_parse_duration(optarg, &t.period_ns) != 0 ||
-			    t.period_ns == 0)
-				return usage_error(cmd, "bad --every '%s': a "
-						   "duration above zero, e.g. "
-						   "1s", optarg);
+			if ((rc = parse_duration(cmd, "every", optarg,
+						 &t.period_ns)) != ST_OK)
+				return rc;
+			every_text = optarg;
 			break;
 		case 's':
 			session = optarg;
@@ -890,9 +903,17 @@ static int cmd_schedule(int argc, char **argv)
 		return usage_error(cmd, "--count is for waiting without "
 				   "--session; with one, use 'bwctl watch "
 				   "--count'");
-	if (count > 1 && t.period_ns == 0)
+	if (count > 1 && every_text == NULL)
 		return usage_error(cmd, "--count above 1 needs --every: a "
 				   "oneshot timer fires once");
+	/* What the daemon would refuse (BAD_DEADLINE), refused here alike:
+	 * bwc_now_ns() is its clock.  The delay is checked against now; the
+	 * daemon's now comes later, so nothing passing here fails there. */
+	why = bwp_schedule_problem(bwc_now_ns(), have_in, t.when_ns,
+				   every_text != NULL, t.period_ns);
+	if (why != NULL)
+		return usage_error(cmd, "the daemon would refuse this "
+				   "schedule: %s", why);
 	t.absolute = have_at;
 
 	co = producer(session);
@@ -1089,16 +1110,14 @@ static int cmd_watch(int argc, char **argv)
 						   optarg, UINT32_MAX);
 			break;
 		case 'a':
-			if (bwc_parse_duration(optarg, &co.ack_timeout_ns) != 0)
-				return usage_error(cmd, "bad --ack-timeout '%s': "
-						   "a duration with a unit, "
-						   "e.g. 30s", optarg);
+			if ((rc = parse_duration(cmd, "ack-timeout", optarg,
+						 &co.ack_timeout_ns)) != ST_OK)
+				return rc;
 			break;
 		case 't':
-			if (bwc_parse_duration(optarg, &timeout) != 0)
-				return usage_error(cmd, "bad --timeout '%s': a "
-						   "duration with a unit, e.g. "
-						   "5s", optarg);
+			if ((rc = parse_duration(cmd, "timeout", optarg,
+						 &timeout)) != ST_OK)
+				return rc;
 			timeout_text = optarg;
 			break;
 		case 'j':

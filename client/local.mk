@@ -26,9 +26,12 @@ client_libbitwheel_client_la_LDFLAGS = -version-info 2:0:0 -no-undefined \
 include_HEADERS += client/bitwheel-client.h
 pkgconfig_DATA += client/libbitwheel-client.pc
 
-# bwctl sees only the installed header, as any other caller would.
+# bwctl sees only the installed header, as any other caller would, and
+# the duration parser the daemon reads its options with (its refusals
+# worded alike, and the bounds of a Schedule's times).
 bin_PROGRAMS += client/bwctl
-client_bwctl_SOURCES = client/bwctl.c
-client_bwctl_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/client
+client_bwctl_SOURCES = client/bwctl.c proto/duration.c proto/duration.h
+client_bwctl_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/client \
+	-I$(top_srcdir)/proto
 client_bwctl_LDADD = client/libbitwheel-client.la
 dist_man_MANS += client/bwctl.1

@@ -4,7 +4,8 @@
  * Everything the daemon can be told lands in one struct bwd_options; the
  * wheel's lanes start from a dual preset and finer flags override single
  * fields, so the order of flags does not matter.  Errors name the flag
- * and the accepted range, and exit with status 2 (usage).
+ * and the accepted range in one line, then "Try 'bitwheeld --help'.", and
+ * exit with status 2 (usage).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -96,7 +97,7 @@ static void usage(FILE *f)
 "  -h, --help                show this help\n"
 "  -V, --version             show the version\n"
 "\n"
-"Durations take a unit: ns, us, ms, s, m or h (e.g. 250ms, 5m).\n");
+"Durations take a unit: ns, us, ms, s, m, h or d (e.g. 250ms, 5m).\n");
 }
 
 /* A duration option of min_ns or more: 0, or -1 with the reason printed
@@ -106,14 +107,8 @@ static int parse_duration(const char *flag, const char *arg, uint64_t min_ns,
 {
 	int err = bwp_parse_duration(arg, out_ns);
 
-	if (err == -ERANGE) {
-		fprintf(stderr, "bitwheeld: --%s: '%s' is too long: durations go up to about %d years\n",
-			flag, arg, BWP_DURATION_MAX_YEARS);
-		return -1;
-	}
 	if (err) {
-		fprintf(stderr, "bitwheeld: --%s: '%s' is not a duration: numbers with units ns, us, ms, s, m or h, e.g. 250ms, 1.5s, 1h30m\n",
-			flag, arg);
+		fprintf(stderr, "bitwheeld: --%s: '%s' %s\n", flag, arg, bwp_duration_problem(err));
 		return -1;
 	}
 	if (*out_ns < min_ns) {
@@ -396,7 +391,26 @@ void bwd_options_free(struct bwd_options *o)
 	bwd_budgets_free(&o->budgets);
 }
 
-int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
+/* getopt_long's complaints, one line each, worded as bwctl's are (opterr
+ * is off: getopt's own would name libtool's .libs path as the program). */
+static void bad_option(char **argv, int c)
+{
+	const char *opt = argv[optind - 1];
+	bool is_long = strncmp(opt, "--", 2) == 0;
+
+	if (c == ':')
+		fprintf(stderr, "bitwheeld: option '%s' needs an argument\n", opt);
+	/* glibc sets optopt for a known long option given an argument it
+	 * does not take, and leaves it 0 for an unknown or ambiguous one. */
+	else if (is_long && optopt != 0)
+		fprintf(stderr, "bitwheeld: option '%s' takes no argument\n", opt);
+	else if (is_long)
+		fprintf(stderr, "bitwheeld: unknown or ambiguous option '%s'\n", opt);
+	else
+		fprintf(stderr, "bitwheeld: unknown option '-%c'\n", optopt);
+}
+
+static int parse(int argc, char **argv, struct bwd_options *o)
 {
 	enum bw_dual_preset preset = BW_DUAL_FAST_PRECISE;
 	struct lane_override over[sizeof(lane_flags) / sizeof(lane_flags[0])] = { 0 };
@@ -434,7 +448,7 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 		.snapshot_interval_ns = 600000000000ull,
 	};
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "s:m:p:vhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":s:m:p:vhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			o->socket_path = optarg;
@@ -497,7 +511,7 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 			printf("bitwheeld " PACKAGE_VERSION "\n");
 			return 1;
 		default:
-			usage(stderr);
+			bad_option(argv, c);
 			return -1;
 		}
 	}
@@ -574,4 +588,14 @@ int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
 		return -1;
 	}
 	return 0;
+}
+
+int bwd_options_parse(int argc, char **argv, struct bwd_options *o)
+{
+	int r = parse(argc, argv, o);
+
+	/* Each refusal above is one line; then the way on, as coreutils'. */
+	if (r < 0)
+		fputs("Try 'bitwheeld --help'.\n", stderr);
+	return r;
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "daemon-internal.h"
+#include "duration.h"
 
 #define PROTOCOL_NAME(code) BITWHEEL__V1__ERROR_CODE__##code
 
@@ -365,7 +366,8 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 	const struct bwd_options *opt = ctx->env->opt;
 	Bitwheel__V1__ScheduleReply *sr = &out->body.schedule;
 	struct bwd_schedule s = { 0 };
-	bool replaced;
+	const char *why;
+	bool replaced, is_delay;
 	uint64_t now;
 	int err;
 
@@ -374,29 +376,21 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 		      "Schedule without key");
 		return;
 	}
-	switch (r->when_case) {
-	case BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS:
-		now = now_of(ctx);
-		if (r->when_ns > UINT64_MAX - now) {
-			error(out, true, r->request_id, PROTOCOL_NAME(BAD_DEADLINE), false,
-			      "now + delay_ns overflows 64 bits");
-			return;
-		}
-		s.deadline_ns = now + r->when_ns;
-		break;
-	case BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS:
-		s.deadline_ns = r->when_ns;
-		break;
-	default:
+	if (r->when_case != BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS &&
+	    r->when_case != BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS) {
 		error(out, true, r->request_id, PROTOCOL_NAME(BAD_DEADLINE), false,
 		      "Schedule needs delay_ns or deadline_ns");
 		return;
 	}
-	if (r->has_period_ns && r->period_ns == 0) {
-		error(out, true, r->request_id, PROTOCOL_NAME(BAD_DEADLINE), false,
-		      "period_ns must be > 0");
+	is_delay = r->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS;
+	now = is_delay ? now_of(ctx) : 0;
+	/* The bounds bwctl checks too, before it sends (duration.c). */
+	why = bwp_schedule_problem(now, is_delay, r->when_ns, r->has_period_ns, r->period_ns);
+	if (why != NULL) {
+		error(out, true, r->request_id, PROTOCOL_NAME(BAD_DEADLINE), false, "%s", why);
 		return;
 	}
+	s.deadline_ns = is_delay ? now + r->when_ns : r->when_ns;
 	if (r->has_payload && r->payload_len > opt->limits.max_payload) {
 		error(out, true, r->request_id, PROTOCOL_NAME(PAYLOAD_TOO_LARGE), false,
 		      "payload of %zu bytes is over the limit of %" PRIu32,

@@ -3,10 +3,13 @@
  * nanoseconds, for everything that takes durations from people: the
  * daemon's options (--linger, --hello-timeout, ...), bwctl's --in, --every,
  * --timeout, and the client library's bwc_parse_duration().  One parser,
- * so that a duration one accepts the others accept too.
+ * so that a duration one accepts the others accept too, and one wording
+ * of why one is refused (bwp_duration_problem()).  bwp_schedule_problem()
+ * is the one statement of the bounds a Schedule's times must keep, which
+ * the daemon enforces and bwctl checks before sending.
  *
  * The grammar is a sequence of terms, each a decimal number with an
- * optional fraction and a mandatory unit: ns, us (or µs), ms, s, m, h.  A
+ * optional fraction and a mandatory unit: ns, us (or µs), ms, s, m, h, d.  A
  * unit is required because a bare number is ambiguous: milliseconds to
  * one reader are seconds to the next.  Arithmetic is integer throughout,
  * so "0.1s" is exactly 100000000 ns; digits finer than a nanosecond are
@@ -32,6 +35,7 @@ static const struct unit units[] = {
 	{ "s", 1000000000 },
 	{ "m", 60000000000 },
 	{ "h", 3600000000000 },
+	{ "d", 86400000000000 },
 };
 
 static bool add_ok(uint64_t *acc, uint64_t v)
@@ -100,4 +104,24 @@ int bwp_parse_duration(const char *text, uint64_t *out_ns)
 	}
 	*out_ns = total;
 	return 0;
+}
+
+const char *bwp_duration_problem(int err)
+{
+	if (err == -ERANGE)
+		return "is too large: durations go up to about "
+		       BWP_STR(BWP_DURATION_MAX_YEARS) " years (2^64 - 1 ns)";
+	return "is not a duration: numbers with units ns, us, ms, s, m, h or "
+	       "d, e.g. 250ms, 1.5s, 1h30m";
+}
+
+const char *bwp_schedule_problem(uint64_t now_ns, bool is_delay,
+				 uint64_t when_ns, bool has_period,
+				 uint64_t period_ns)
+{
+	if (is_delay && when_ns > UINT64_MAX - now_ns)
+		return "now + delay_ns overflows 64 bits";
+	if (has_period && period_ns < BWP_MIN_PERIOD_NS)
+		return "period_ns must be > 0";
+	return NULL;
 }

@@ -44,7 +44,8 @@
  *   json       --json on schedule and cancel; every failure one JSON
  *              object on stderr with the usual exit status (the daemon's
  *              refusal with its code, not found, timed out, usage).
- *   usage      exit 2 for usage errors (and with --json, a JSON one), exit
+ *   usage      exit 2 for usage errors (and with --json, a JSON one), and
+ *              for durations the daemon would refuse, in its words; exit
  *              3 naming the socket when the daemon is unreachable (also
  *              as JSON), --help for bwctl and every command, -V.
  *
@@ -2121,6 +2122,43 @@ START_TEST(test_usage_errors)
 }
 END_TEST
 
+/*
+ * Durations as the daemon reads them (units up to d), refused in its words:
+ * too large for the parser, and what the daemon would answer BAD_DEADLINE
+ * (now + --in past 2^64 - 1 ns, a period rounding to 0), before sending.
+ */
+START_TEST(test_durations)
+{
+	static const char *const bad[][5] = {
+		{ "--in", "18446744073709551616ns", "is too large" },
+		{ "--in", "18446744073709551615ns", "now + delay_ns overflows 64 bits" },
+		{ "--in", "1s", "--every", "0.5ns", "period_ns must be > 0" },
+		{ "--in", "1", "is not a duration" },
+	};
+	struct du_daemon *d = du_daemon_new();
+	struct du_result r;
+	uint64_t before;
+
+	du_daemon_start(d, NULL);
+	before = du_now_ns();
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-dur", "--key", "1", "--in", "2d", NULL);
+	ASSERT_EXIT(&r, 0, "--in 2d");
+	ck_assert_uint_ge(field_u64(r.out, "deadline"), before + 2 * 86400 * DU_S);
+	du_result_free(&r);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *want = bad[i][bad[i][3] != NULL ? 4 : 2];
+
+		bwctl(&r, d->sock, "schedule", "--session", "e2e-dur", "--key", "2", bad[i][0],
+		      bad[i][1], bad[i][3] != NULL ? bad[i][2] : NULL, bad[i][3], NULL);
+		ASSERT_EXIT(&r, 2, bad[i][1]);
+		ck_assert_msg(strstr(r.err, want) != NULL, "%s: want \"%s\": %s", bad[i][1], want,
+			      r.err);
+		du_result_free(&r);
+	}
+	du_daemon_free(d);
+}
+END_TEST
+
 /* No daemon: exit 3, and the message names the socket. */
 START_TEST(test_unreachable)
 {
@@ -2275,6 +2313,7 @@ static Suite *bwctl_suite(void)
 	tcase_add_loop_test(tc, test_usage_errors, 0,
 			    (int)(sizeof(usage_cases) / sizeof(usage_cases[0])));
 	tcase_add_test(tc, test_unreachable);
+	tcase_add_test(tc, test_durations);
 	tcase_add_test(tc, test_help);
 	suite_add_tcase(s, tc);
 	return s;

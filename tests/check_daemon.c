@@ -3017,9 +3017,13 @@ static const char *const bad_args[][5] = {
 	{ "--socket-mode", "999", NULL },
 	{ "--oneshot-resolution", "0", NULL },
 	{ "stray-argument", NULL },
+	{ "--linger", NULL },
+	{ "-x", NULL },
+	{ "--verbose=1", NULL },
 };
 
-/* Usage errors: exit 2 with a message, and no socket made. */
+/* Usage errors: exit 2 with one line of message then coreutils' "Try
+ * 'bitwheeld --help'." line, and no socket made. */
 START_TEST(test_bad_flags)
 {
 	struct du_daemon *d = du_daemon_new();
@@ -3036,7 +3040,10 @@ START_TEST(test_bad_flags)
 	du_result_describe(&r, desc, sizeof(desc));
 	ck_assert_msg(r.status == 2, "bitwheeld %s %s: %s", bad_args[_i][0],
 		      bad_args[_i][1] ? bad_args[_i][1] : "", desc);
-	ck_assert_msg(r.err[0] != '\0', "usage error without a message");
+	ck_assert_msg(strncmp(r.err, "bitwheeld: ", 11) == 0 &&
+		      strchr(r.err, '\n') != NULL &&
+		      strcmp(strchr(r.err, '\n') + 1, "Try 'bitwheeld --help'.\n") == 0,
+		      "not one line then Try: %s", desc);
 	ck_assert_msg(stat(d->sock, &st) != 0, "a usage error left a socket");
 	du_result_free(&r);
 	du_daemon_free(d);
@@ -3052,7 +3059,8 @@ START_TEST(test_duration_flags)
 {
 	static const char *const bad[][3] = {
 		{ "--linger", "5", "is not a duration" },
-		{ "--linger", "99999999999999999h", "is too long" },
+		{ "--linger", "99999999999999999h", "is too large" },
+		{ "--linger", "213504d", "is too large" },
 		{ "--hello-timeout", "0.5ms", "under the least allowed, 1ms" },
 		{ "--snapshot-interval", "1s2", "is not a duration" },
 	};
@@ -3062,7 +3070,8 @@ START_TEST(test_duration_flags)
 	char desc[1600];
 	du_env *e;
 
-	du_daemon_start(d, "--linger", "1.5s", "--hello-timeout", "1m30s", NULL);
+	du_daemon_start(d, "--linger", "1.5s", "--hello-timeout", "1m30s", "--snapshot-interval",
+			"1d", NULL);
 	c = du_connect(d->sock);
 	e = du_hello(c, NULL);
 	ck_assert_uint_eq(hr_of(e)->limits->session_linger_ns, 1500 * DU_MS);

@@ -1,13 +1,16 @@
 /*
  * check_frame.c - the protocol's frame layer (proto/frame.c) against
  * well-formed frames of every message, frames cut at every byte, and
- * malformed headers and bodies.
+ * malformed headers and bodies; and the duration parser and Schedule
+ * bounds beside it (proto/duration.c, TCase duration).
  */
 #include <check.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "duration.h"
 #include "frame.h"
 
 /* ---- sample envelopes ---------------------------------------------------- */
@@ -2133,6 +2136,74 @@ START_TEST(test_fast_parse_fallback)
 }
 END_TEST
 
+/* ---- durations ----------------------------------------------------------- */
+
+static const struct {
+	const char *text;
+	int err;
+	uint64_t ns;
+} durations[] = {
+	{ "250ms", 0, 250000000 },
+	{ "1.5s", 0, 1500000000 },
+	{ "0.1s", 0, 100000000 },                  /* exact, integer arithmetic */
+	{ "1h30m", 0, 5400000000000 },
+	{ "2d", 0, 172800000000000 },
+	{ "1.5d", 0, 129600000000000 },
+	{ "1d12h", 0, 129600000000000 },
+	{ "10us", 0, 10000 },
+	{ "10\xc2\xb5s", 0, 10000 },
+	{ "1.0000000019s", 0, 1000000001 },        /* below 1 ns: dropped */
+	{ "0.5ns", 0, 0 },
+	{ "18446744073709551615ns", 0, UINT64_MAX },
+	{ "213503d", 0, 213503ull * 86400000000000ull },
+	{ "18446744073709551616ns", -ERANGE, 0 },  /* the digits overflow */
+	{ "213504d", -ERANGE, 0 },                 /* the term does */
+	{ "213503d23h59m", -ERANGE, 0 },           /* the sum does */
+	{ "213503.99999999999d", -ERANGE, 0 },     /* the fraction does */
+	{ "5", -EINVAL, 0 },
+	{ "", -EINVAL, 0 },
+	{ ".s", -EINVAL, 0 },
+	{ "s", -EINVAL, 0 },
+	{ "1x", -EINVAL, 0 },
+	{ "1s2", -EINVAL, 0 },
+	{ "-1s", -EINVAL, 0 },
+	{ "1 s", -EINVAL, 0 },
+	{ "1D", -EINVAL, 0 },
+};
+
+START_TEST(test_parse_duration)
+{
+	uint64_t ns = 0;
+	int err = bwp_parse_duration(durations[_i].text, &ns);
+
+	ck_assert_msg(err == durations[_i].err, "'%s': %d, want %d", durations[_i].text, err,
+		      durations[_i].err);
+	if (err == 0)
+		ck_assert_msg(ns == durations[_i].ns, "'%s': %llu ns, want %llu",
+			      durations[_i].text, (unsigned long long)ns,
+			      (unsigned long long)durations[_i].ns);
+}
+END_TEST
+
+/* Overflow and bad text each have their own words; the Schedule bounds. */
+START_TEST(test_duration_problems)
+{
+	ck_assert(strncmp(bwp_duration_problem(-ERANGE), "is too large", 12) == 0);
+	ck_assert(strncmp(bwp_duration_problem(-EINVAL), "is not a duration", 17) == 0);
+	ck_assert(strstr(bwp_duration_problem(-EINVAL), " d,") != NULL);
+
+	ck_assert_ptr_null(bwp_schedule_problem(10, true, UINT64_MAX - 10, false, 0));
+	ck_assert_str_eq(bwp_schedule_problem(10, true, UINT64_MAX - 9, false, 0),
+			 "now + delay_ns overflows 64 bits");
+	/* An absolute deadline cannot overflow, whatever now is. */
+	ck_assert_ptr_null(bwp_schedule_problem(10, false, UINT64_MAX, false, 0));
+	ck_assert_ptr_null(bwp_schedule_problem(0, true, 5, true, BWP_MIN_PERIOD_NS));
+	ck_assert_str_eq(bwp_schedule_problem(0, true, 5, true, 0), "period_ns must be > 0");
+	/* No period given: 0 is no period, not a bad one. */
+	ck_assert_ptr_null(bwp_schedule_problem(0, true, 5, false, 0));
+}
+END_TEST
+
 static Suite *frame_suite(void)
 {
 	Suite *s = suite_create("frame");
@@ -2185,6 +2256,12 @@ static Suite *frame_suite(void)
 	tcase_add_test(tc, test_error_reply);
 	tcase_add_test(tc, test_reply_init);
 	tcase_add_test(tc, test_session_names);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("duration");
+	tcase_add_loop_test(tc, test_parse_duration, 0,
+			    (int)(sizeof(durations) / sizeof(durations[0])));
+	tcase_add_test(tc, test_duration_problems);
 	suite_add_tcase(s, tc);
 
 	return s;
