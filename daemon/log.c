@@ -1,10 +1,14 @@
 /*
  * log.c - bitwheeld's log: one line per message on stderr.
  *
- * Each line starts with a syslog level in angle brackets ("<4>"), which
- * journald turns into the entry's priority (sd-daemon(3)); on a terminal
- * it is still readable.  Debug lines appear only with --verbose; the
- * fuzzer shows errors only.
+ * How a line starts depends on where stderr goes, settled at the first
+ * line: to journald (JOURNAL_STREAM names stderr's device and inode,
+ * systemd.exec(5)) "<4>" alone, the syslog level that journald turns into
+ * the entry's priority (sd-daemon(3)), since journald tags the entry with
+ * the program itself; to a terminal "bitwheeld: " alone, for people; to
+ * anything else (a pipe, a file, another supervisor) both, "<4>bitwheeld:
+ * ".  Debug lines appear only with --verbose; the fuzzer shows errors
+ * only.
  *
  * Lines a client can cause (bwd_log_client) are rate-limited per kind and
  * per uid, so that one user cannot flood the log: each kind has a table
@@ -18,6 +22,9 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "daemon-internal.h"
 
@@ -28,13 +35,36 @@ void bwd_log_set_level(enum bwd_log_level max)
 	shown = max;
 }
 
+enum form { FORM_UNSET, FORM_JOURNAL, FORM_TERMINAL, FORM_BOTH };
+
+static enum form form_of_stderr(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (js != NULL && sscanf(js, "%llu:%llu", &dev, &ino) == 2 &&
+	    fstat(STDERR_FILENO, &st) == 0 && (unsigned long long)st.st_dev == dev &&
+	    (unsigned long long)st.st_ino == ino)
+		return FORM_JOURNAL;
+	return isatty(STDERR_FILENO) ? FORM_TERMINAL : FORM_BOTH;
+}
+
 static void vlog(enum bwd_log_level level, const char *fmt, va_list ap)
 {
+	static enum form form = FORM_UNSET;
 	char line[1024];
 
+	if (form == FORM_UNSET)
+		form = form_of_stderr();
 	vsnprintf(line, sizeof(line), fmt, ap);
 	/* One write per line, so lines from a crash or a restart never mix. */
-	fprintf(stderr, "<%d>bitwheeld: %s\n", (int)level, line);
+	if (form == FORM_JOURNAL)
+		fprintf(stderr, "<%d>%s\n", (int)level, line);
+	else if (form == FORM_TERMINAL)
+		fprintf(stderr, "bitwheeld: %s\n", line);
+	else
+		fprintf(stderr, "<%d>bitwheeld: %s\n", (int)level, line);
 }
 
 void bwd_log(enum bwd_log_level level, const char *fmt, ...)

@@ -32,7 +32,7 @@
  *               client's fires stay on time and its named session keeps
  *               the undelivered fires, 1,000 concurrent clients.
  *   shutdown    SIGTERM: replies in flight are flushed, then SHUTTING_DOWN
- *               and a close; exit status 0 and a log line.
+ *               and a close; exit status 0 and a log line; SIGINT alike.
  *   faults      a client SIGKILLed mid-frame (its named session keeps its
  *               timer), 50 connections that never send, a client that
  *               dribbles its frames a byte at a time while another is
@@ -44,7 +44,8 @@
  *               --state-dir (what is lost).
  *   startup     a live daemon on the path, a stale socket, a file that is
  *               no socket, --help/--version, usage errors (exit 2), the
- *               socket's mode.
+ *               socket's mode, the log lines' form by where stderr goes
+ *               (a file, journald, a terminal).
  *   paths       the socket's directory is trusted only as sshd's
  *               StrictModes would: writable by group or others (not
  *               sticky) or of another uid, refused naming it; a sticky
@@ -75,6 +76,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <pty.h>
 #include <unistd.h>
 
 #include "daemonutil.h"
@@ -3093,6 +3095,80 @@ START_TEST(test_duration_flags)
 }
 END_TEST
 
+/*
+ * The log's lines by where stderr goes (log.c): into a file (or a pipe)
+ * "<5>bitwheeld: ready: ..."; to journald, which JOURNAL_STREAM naming
+ * stderr's device and inode tells, "<5>ready: ..." (journald tags the
+ * entry itself); to a terminal, a pty here, "bitwheeld: ready: ...".
+ */
+START_TEST(test_log_form)
+{
+	struct du_daemon *d = du_daemon_new();
+	const char *argv[] = { DU_DAEMON_PATH, "--socket", d->sock, NULL };
+	char js[64], tty[4096] = "", *log;
+	size_t got = 0;
+	struct stat st;
+	int master, slave, fd;
+	uint64_t until;
+	pid_t pid;
+
+	du_daemon_start(d, NULL);
+	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	log = du_daemon_log(d);
+	ck_assert_msg(strstr(log, "<5>bitwheeld: ready: ") != NULL, "into a file:\n%s", log);
+	free(log);
+
+	/* The same file, named by JOURNAL_STREAM as journald names its
+	 * stream; the daemon inherits our environment. */
+	fd = open(d->log, O_WRONLY | O_TRUNC);
+	ck_assert(fd >= 0 && fstat(fd, &st) == 0);
+	close(fd);
+	snprintf(js, sizeof(js), "%llu:%llu", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino);
+	ck_assert(setenv("JOURNAL_STREAM", js, 1) == 0);
+	du_daemon_start(d, NULL);
+	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	unsetenv("JOURNAL_STREAM");
+	log = du_daemon_log(d);
+	ck_assert_msg(strstr(log, "<5>ready: ") != NULL && strstr(log, "bitwheeld: ready") == NULL,
+		      "to journald:\n%s", log);
+	free(log);
+
+	/* A terminal: read the pty until the ready line, then SIGTERM. */
+	ck_assert(openpty(&master, &slave, NULL, NULL, NULL) == 0);
+	pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		dup2(slave, 1);
+		dup2(slave, 2);
+		unsetenv("NOTIFY_SOCKET");
+		unsetenv("JOURNAL_STREAM");
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(slave);
+	until = du_now_ns() + (uint64_t)DU_WAIT_MS * DU_MS;
+	while (strstr(tty, "ready: ") == NULL && got < sizeof(tty) - 1 && du_now_ns() < until) {
+		struct pollfd p = { .fd = master, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		n = read(master, tty + got, sizeof(tty) - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		tty[got] = '\0';
+	}
+	kill(pid, SIGTERM);
+	ck_assert_int_eq(du_wait_child(pid, DU_WAIT_MS), 0);
+	close(master);
+	ck_assert_msg(strstr(tty, "bitwheeld: ready: ") != NULL && strchr(tty, '<') == NULL,
+		      "on a terminal:\n%s", tty);
+	du_daemon_free(d);
+}
+END_TEST
+
 /* The socket's mode: 0660 by default, --socket-mode otherwise. */
 START_TEST(test_socket_mode)
 {
@@ -3114,6 +3190,28 @@ START_TEST(test_socket_mode)
 END_TEST
 
 /* ---------------------------------------------------------------------- */
+
+/*
+ * SIGINT stops the daemon as SIGTERM does (a Ctrl-C in a terminal): a log
+ * line, the socket file removed, exit status 0.
+ */
+START_TEST(test_sigint)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct stat st;
+	char *log;
+
+	du_daemon_start(d, NULL);
+	du_assert_serving(d);
+	du_assert_exit(d, du_daemon_stop(d, SIGINT, DU_WAIT_MS), 0);
+	ck_assert_msg(stat(d->sock, &st) != 0 && errno == ENOENT,
+		      "the socket is left after SIGINT");
+	log = du_daemon_log(d);
+	ck_assert_msg(strstr(log, "Interrupt: stopping") != NULL, "log:\n%s", log);
+	free(log);
+	du_daemon_free(d);
+}
+END_TEST
 
 /* ======================================================================
  * faults
@@ -4311,6 +4409,7 @@ static Suite *daemon_suite(void)
 	tcase_add_test(tc, test_sigterm_flush);
 	tcase_add_test(tc, test_sigterm_under_load);
 	tcase_add_test(tc, test_sigterm_stuck_client);
+	tcase_add_test(tc, test_sigint);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("faults");
@@ -4335,6 +4434,7 @@ static Suite *daemon_suite(void)
 	tcase_add_loop_test(tc, test_bad_flags, 0,
 			    (int)(sizeof(bad_args) / sizeof(bad_args[0])));
 	tcase_add_test(tc, test_socket_mode);
+	tcase_add_test(tc, test_log_form);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("paths");
