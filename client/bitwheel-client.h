@@ -660,11 +660,12 @@ struct bwc_metrics {
 	bool storage_down;         /* ... and cannot write it now           */
 	bool has_snapshot;         /* snapshot_age_ns is meaningful         */
 	uint32_t lateness_bounds;  /* bounds in lateness_le_ns, <= 16       */
-	/* Fire lateness (deadline to the frame handed to its connection,
-	 * first deliveries), by lane ([0] oneshot, [1] periodic): bucket
-	 * upper bounds, ascending, and the fires in each bucket, not
-	 * cumulative: lateness_bucket[lane][lateness_bounds] is over the
-	 * last bound.  Their sum is lateness_count[lane]. */
+	/* Fire lateness (fired_at - deadline of every fire of a client's
+	 * timer, as the daemon fired it), by lane ([0] oneshot, [1]
+	 * periodic): bucket upper bounds, ascending, and the fires in each
+	 * bucket, not cumulative: lateness_bucket[lane][lateness_bounds] is
+	 * over the last bound.  Their sum is lateness_count[lane], which is
+	 * the lane's fired counter in struct bwc_stats. */
 	uint64_t lateness_le_ns[BWC_LATENESS_BOUNDS];
 	uint64_t lateness_bucket[2][BWC_LATENESS_BOUNDS + 1];
 	uint64_t lateness_count[2];
@@ -683,12 +684,50 @@ struct bwc_metrics {
 		 journal_sync_ns_max;
 	uint64_t snapshots;        /* snapshots written since the start     */
 	uint64_t snapshot_age_ns;  /* age of the last one's state           */
-	uint64_t reserved[14];     /* see above: 0                          */
+	uint64_t fires_delivered;  /* Fired frames sent, redeliveries too   */
+	/* Connections ended, besides slow_consumer_disconnects: closed by
+	 * the client (or its socket broke), by the daemon after a fatal
+	 * error reply, for want of memory for their output. */
+	uint64_t disconnects_closed, disconnects_error, disconnects_no_memory;
+	/* Snapshots' writing time, fork to installed: the last, and all. */
+	uint64_t snapshot_ns_last, snapshot_ns_total;
+	uint64_t reserved[8];      /* see above: 0                          */
 };
 
 /* bwc_stats and bwc_metrics from one Stats request; stats may be NULL. */
 BWC_EXPORT int bwc_metrics(struct bwc_client *c, struct bwc_stats *stats,
 			   struct bwc_metrics *out);
+
+/*
+ * The daemon's other histograms of durations, root's alone like struct
+ * bwc_metrics, each of a fixed size for good (512 bytes): bucket upper
+ * bounds, ascending, and the observations in each bucket, not cumulative
+ * (bucket[bounds] is over the last bound); count is their sum, sum_ns
+ * the durations'.  Bounds past BWC_HISTOGRAM_BOUNDS fold into the last
+ * bucket.  bounds 0: the daemon keeps none (journal syncs without a state
+ * directory; not root).
+ */
+enum bwc_histogram_id {
+	BWC_HISTOGRAM_JOURNAL_SYNC,  /* journal syncs (fdatasync)           */
+	BWC_HISTOGRAMS               /* how many this header knows          */
+};
+#define BWC_HISTOGRAM_BOUNDS 24
+struct bwc_histogram {
+	uint32_t bounds;           /* in le_ns, <= BWC_HISTOGRAM_BOUNDS     */
+	uint64_t le_ns[BWC_HISTOGRAM_BOUNDS];
+	uint64_t bucket[BWC_HISTOGRAM_BOUNDS + 1];
+	uint64_t count;
+	uint64_t sum_ns;
+	uint64_t reserved[12];     /* 0                                     */
+};
+
+/* bwc_metrics(), and from the same Stats request the histograms h[0] to
+ * h[n - 1], indexed by enum bwc_histogram_id (any past BWC_HISTOGRAMS
+ * read 0): one request for a whole scrape.  h may be NULL if n is 0. */
+BWC_EXPORT int bwc_metrics_histograms(struct bwc_client *c,
+				      struct bwc_stats *stats,
+				      struct bwc_metrics *out,
+				      struct bwc_histogram *h, size_t n);
 
 /* ---- fires -------------------------------------------------------------- */
 

@@ -223,14 +223,19 @@ static const char help_stats[] =
 "listener is not trusted.\n";
 
 static const char help_metrics[] =
-"Usage: bwctl [--socket PATH] metrics\n"
+"Usage: bwctl [--socket PATH] metrics [--output FILE]\n"
 "\n"
 "Print everything stats gives, and for root the daemon-wide counters (fire\n"
-"lateness histogram, requests by type, errors by code, connections\n"
-"accepted and refused, slow-consumer disconnects, journal syncs, snapshot\n"
-"age), in the Prometheus text exposition format, names prefixed\n"
-"bitwheel_, ending with \"# EOF\": for node_exporter's textfile collector\n"
-"(bwctl(1), EXAMPLES).  No --json: 'bwctl stats --json' has the figures.\n"
+"lateness histograms, requests by type, errors by code, connections\n"
+"accepted, refused and ended by reason, fires delivered, journal syncs\n"
+"and their histogram, snapshots' count, time and age), in the Prometheus\n"
+"text exposition format, names prefixed bitwheel_, ending with \"# EOF\":\n"
+"for node_exporter's textfile collector (bwctl(1), EXAMPLES).  No --json:\n"
+"'bwctl stats --json' has the figures.\n"
+"\n"
+"  --output FILE        write FILE instead, atomically: a temporary file\n"
+"                       beside it (FILE.tmp.XXXXXX), mode 0644, renamed\n"
+"                       over it; on failure FILE is left as it was\n"
 "\n"
 "Exit status: 0 ok, 2 usage, 3 unreachable, 4 other error, 5 the socket's\n"
 "listener is not trusted.\n";
@@ -1263,16 +1268,24 @@ static void print_uid_row(const char *name, uint64_t value, const char *unit,
 	printf(" (%s)\n", what);
 }
 
+/* What metrics asks for besides Stats, and its --output. */
+struct scrape {
+	struct bwc_metrics m;
+	struct bwc_histogram h[BWC_HISTOGRAMS];
+	const char *output;        /* NULL: stdout                          */
+};
+
 /*
  * The options stats and metrics share, then one Stats request: json_ok
  * false for a command without --json; metrics NULL when not wanted.
  */
 static int fetch_stats(const char *cmd, const char *help, int argc,
 		       char **argv, bool json_ok, struct bwc_session_info *info,
-		       struct bwc_stats *st, struct bwc_metrics *metrics)
+		       struct bwc_stats *st, struct scrape *metrics)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "output", required_argument, NULL, 'o' },
 		{ "socket", required_argument, NULL, 'S' },
 		{ "daemon-user", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
@@ -1287,6 +1300,13 @@ static int fetch_stats(const char *cmd, const char *help, int argc,
 		switch (o) {
 		case 'j':
 			json_mode = true;
+			break;
+		case 'o':
+			if (metrics == NULL)
+				return usage_error(cmd, "--output is for metrics");
+			if (optarg[0] == '\0')
+				return usage_error(cmd, "--output needs a file name");
+			metrics->output = optarg;
 			break;
 		case 'S':
 			socket_path = optarg;
@@ -1319,7 +1339,9 @@ static int fetch_stats(const char *cmd, const char *help, int argc,
 		return rc;
 	if (bwc_get_session_info(c, info) != 0)
 		memset(info, 0, sizeof(*info));
-	rc = bwc_metrics(c, st, metrics);
+	rc = metrics ? bwc_metrics_histograms(c, st, &metrics->m, metrics->h,
+					      BWC_HISTOGRAMS) :
+		       bwc_metrics(c, st, NULL);
 	if (rc != 0)
 		rc = report(c, rc);
 	bwc_free(c);
@@ -1429,39 +1451,43 @@ static int cmd_stats(int argc, char **argv)
 /*
  * The Prometheus text exposition format: one family's HELP and TYPE, then
  * its samples.  Counters' names end in _total in both lines, as Prometheus'
- * text format (what node_exporter's textfile collector reads) wants.
+ * text format (what node_exporter's textfile collector reads) wants.  All
+ * of it goes to mout: stdout, or --output's temporary file.
  */
+static FILE *mout;
+
 static void family(const char *name, const char *type, const char *help)
 {
-	printf("# HELP bitwheel_%s %s\n# TYPE bitwheel_%s %s\n", name, help,
-	       name, type);
+	fprintf(mout, "# HELP bitwheel_%s %s\n# TYPE bitwheel_%s %s\n", name,
+		help, name, type);
 }
 
 static void sample(const char *name, const char *labels, uint64_t v)
 {
-	printf("bitwheel_%s%s %llu\n", name, labels, (unsigned long long)v);
+	fprintf(mout, "bitwheel_%s%s %llu\n", name, labels,
+		(unsigned long long)v);
 }
 
 static void sample_seconds(const char *name, const char *labels, uint64_t ns)
 {
-	printf("bitwheel_%s%s %llu.%09llu\n", name, labels,
-	       (unsigned long long)(ns / 1000000000u),
-	       (unsigned long long)(ns % 1000000000u));
+	fprintf(mout, "bitwheel_%s%s %llu.%09llu\n", name, labels,
+		(unsigned long long)(ns / 1000000000u),
+		(unsigned long long)(ns % 1000000000u));
 }
 
 /* A label value as the text format quotes it: \\, \" and \n escaped. */
 static void label_value(const char *v)
 {
-	putchar('"');
+	putc('"', mout);
 	for (; *v; v++) {
 		if (*v == '\\' || *v == '"')
-			putchar('\\');
+			putc('\\', mout);
 		if (*v == '\n')
-			fputs("\\n", stdout);
+			fputs("\\n", mout);
 		else
-			putchar(*v);
+			putc(*v, mout);
 	}
-	putchar('"');
+	putc('"', mout);
 }
 
 static void one(const char *name, const char *type, const char *help,
@@ -1469,6 +1495,13 @@ static void one(const char *name, const char *type, const char *help,
 {
 	family(name, type, help);
 	sample(name, "", v);
+}
+
+static void one_seconds(const char *name, const char *type, const char *help,
+			uint64_t ns)
+{
+	family(name, type, help);
+	sample_seconds(name, "", ns);
 }
 
 static void lanes(const char *name, const char *type, const char *help,
@@ -1481,49 +1514,96 @@ static void lanes(const char *name, const char *type, const char *help,
 	       *(const uint64_t *)((const char *)&st->periodic + off));
 }
 
-static void print_lateness(const struct bwc_metrics *m)
+/* One histogram's samples (its family printed before): cumulative
+ * buckets, +Inf, _sum and _count; lane NULL for one without the label. */
+static void histogram(const char *name, const char *lane, uint32_t bounds,
+		      const uint64_t *le_ns, const uint64_t *bucket,
+		      uint64_t count, uint64_t sum_ns)
 {
-	static const char *const lanes[2] = { "oneshot", "periodic" };
-	char label[64];
+	char metric[64], label[80], lab[32] = "";
+	uint64_t cum = 0;
 
-	family("fire_lateness_seconds", "histogram",
-	       "Time from a fire's deadline to its frame handed to its "
-	       "connection, first deliveries, by lane.");
-	for (int l = 0; l < 2; l++) {
-		uint64_t cum = 0;
-
-		for (uint32_t i = 0; i < m->lateness_bounds; i++) {
-			cum += m->lateness_bucket[l][i];
-			snprintf(label, sizeof(label),
-				 "{lane=\"%s\",le=\"%llu.%09llu\"}", lanes[l],
-				 (unsigned long long)(m->lateness_le_ns[i] /
-						      1000000000u),
-				 (unsigned long long)(m->lateness_le_ns[i] %
-						      1000000000u));
-			sample("fire_lateness_seconds_bucket", label, cum);
-		}
-		snprintf(label, sizeof(label), "{lane=\"%s\",le=\"+Inf\"}",
-			 lanes[l]);
-		sample("fire_lateness_seconds_bucket", label,
-		       m->lateness_count[l]);
-		snprintf(label, sizeof(label), "{lane=\"%s\"}", lanes[l]);
-		sample_seconds("fire_lateness_seconds_sum", label,
-			       m->lateness_sum_ns[l]);
-		sample("fire_lateness_seconds_count", label,
-		       m->lateness_count[l]);
+	if (lane != NULL)
+		snprintf(lab, sizeof(lab), "lane=\"%s\",", lane);
+	snprintf(metric, sizeof(metric), "%s_bucket", name);
+	for (uint32_t i = 0; i < bounds; i++) {
+		cum += bucket[i];
+		snprintf(label, sizeof(label), "{%sle=\"%llu.%09llu\"}", lab,
+			 (unsigned long long)(le_ns[i] / 1000000000u),
+			 (unsigned long long)(le_ns[i] % 1000000000u));
+		sample(metric, label, cum);
 	}
+	snprintf(label, sizeof(label), "{%sle=\"+Inf\"}", lab);
+	sample(metric, label, count);
+	if (lane != NULL)
+		snprintf(label, sizeof(label), "{lane=\"%s\"}", lane);
+	else
+		label[0] = '\0';
+	snprintf(metric, sizeof(metric), "%s_sum", name);
+	sample_seconds(metric, label, sum_ns);
+	snprintf(metric, sizeof(metric), "%s_count", name);
+	sample(metric, label, count);
 }
 
-static void print_daemon_metrics(const struct bwc_metrics *m)
+static void print_lateness(const struct bwc_metrics *m)
+{
+	static const char *const lane[2] = { "oneshot", "periodic" };
+
+	family("fire_lateness_seconds", "histogram",
+	       "Time from a timer's deadline to the daemon firing it, by "
+	       "lane; _count is bitwheel_fires_total.");
+	for (int l = 0; l < 2; l++)
+		histogram("fire_lateness_seconds", lane[l], m->lateness_bounds,
+			  m->lateness_le_ns, m->lateness_bucket[l],
+			  m->lateness_count[l], m->lateness_sum_ns[l]);
+}
+
+/* With a state directory: the journal's syncs and the snapshots. */
+static void print_storage(const struct scrape *x)
+{
+	const struct bwc_metrics *m = &x->m;
+	const struct bwc_histogram *sync = &x->h[BWC_HISTOGRAM_JOURNAL_SYNC];
+
+	one("storage_down", "gauge",
+	    "1 while the state directory cannot be written.", m->storage_down);
+	if (sync->bounds) {
+		family("journal_sync_seconds", "histogram",
+		       "Time each journal sync (fdatasync) took.");
+		histogram("journal_sync_seconds", NULL, sync->bounds,
+			  sync->le_ns, sync->bucket, sync->count, sync->sum_ns);
+	}
+	one_seconds("journal_sync_last_seconds", "gauge",
+		    "The last journal sync's time.", m->journal_sync_ns_last);
+	one_seconds("journal_sync_max_seconds", "gauge",
+		    "The longest journal sync's time since the start.",
+		    m->journal_sync_ns_max);
+	one("snapshots_total", "counter", "Snapshots written since the start.",
+	    m->snapshots);
+	one_seconds("snapshot_seconds_total", "counter",
+		    "Time spent writing snapshots, fork to installed.",
+		    m->snapshot_ns_total);
+	one_seconds("snapshot_last_seconds", "gauge",
+		    "The last snapshot's writing time.", m->snapshot_ns_last);
+	if (m->has_snapshot)
+		one_seconds("snapshot_age_seconds", "gauge",
+			    "Age of the state in the last snapshot written.",
+			    m->snapshot_age_ns);
+}
+
+static void print_daemon_metrics(const struct scrape *x)
 {
 	static const char *const kinds[BWC_REQUEST_KINDS] = {
 		[0] = "other", [2] = "hello", [3] = "schedule", [4] = "cancel",
 		[5] = "stats", [12] = "ack",
 	};
+	const struct bwc_metrics *m = &x->m;
 	uint64_t other = m->requests[0], unknown = m->errors[0];
 	char label[64];
 
 	print_lateness(m);
+	one("delivered_fires_total", "counter",
+	    "Fired frames sent to consumers, redeliveries included.",
+	    m->fires_delivered);
 	family("requests_total", "counter", "Requests read, by type.");
 	for (size_t i = 1; i < BWC_REQUEST_KINDS; i++)
 		if (kinds[i] == NULL)
@@ -1557,104 +1637,156 @@ static void print_daemon_metrics(const struct bwc_metrics *m)
 	       m->refused_uid_budget);
 	sample("connections_refused_total", "{reason=\"memory\"}",
 	       m->refused_memory);
-	one("slow_consumer_disconnects_total", "counter",
-	    "Connections closed because their unread output reached "
-	    "max_output_bytes.", m->slow_consumer_disconnects);
+	family("disconnects_total", "counter",
+	       "Connections ended, by why: the client closed, the daemon "
+	       "after a fatal error reply, unread output reached "
+	       "max_output_bytes, no memory for output.");
+	sample("disconnects_total", "{reason=\"closed\"}",
+	       m->disconnects_closed);
+	sample("disconnects_total", "{reason=\"error\"}", m->disconnects_error);
+	sample("disconnects_total", "{reason=\"slow_consumer\"}",
+	       m->slow_consumer_disconnects);
+	sample("disconnects_total", "{reason=\"no_memory\"}",
+	       m->disconnects_no_memory);
 	one("storage", "gauge", "1 if the daemon keeps state (--state-dir).",
 	    m->storage);
-	if (!m->storage)
-		return;
-	one("storage_down", "gauge",
-	    "1 while the state directory cannot be written.", m->storage_down);
-	one("journal_syncs_total", "counter", "Journal syncs (fdatasync).",
-	    m->journal_syncs);
-	family("journal_sync_seconds_total", "counter",
-	       "Time spent in journal syncs.");
-	sample_seconds("journal_sync_seconds_total", "",
-		       m->journal_sync_ns_total);
-	family("journal_sync_last_seconds", "gauge",
-	       "The last journal sync's time.");
-	sample_seconds("journal_sync_last_seconds", "", m->journal_sync_ns_last);
-	family("journal_sync_max_seconds", "gauge",
-	       "The longest journal sync's time since the start.");
-	sample_seconds("journal_sync_max_seconds", "", m->journal_sync_ns_max);
-	one("snapshots_total", "counter", "Snapshots written since the start.",
-	    m->snapshots);
-	if (m->has_snapshot) {
-		family("snapshot_age_seconds", "gauge",
-		       "Age of the state in the last snapshot written.");
-		sample_seconds("snapshot_age_seconds", "", m->snapshot_age_ns);
-	}
+	if (m->storage)
+		print_storage(x);
 }
 
 #define LANE_OFF(f) offsetof(struct bwc_lane_stats, f)
+
+static void print_metrics(const struct bwc_session_info *info,
+			  const struct bwc_stats *st, const struct scrape *x)
+{
+	char label[32];
+
+	if (!x->m.present)
+		fprintf(mout, "# bitwheel: not root: figures are uid %u's "
+			"alone, without the daemon-wide ones\n",
+			(unsigned)geteuid());
+	family("build_info", "gauge", "The daemon's release, as a label; 1.");
+	fputs("bitwheel_build_info{version=", mout);
+	label_value(info->daemon_version[0] ? info->daemon_version : "unknown");
+	fputs("} 1\n", mout);
+	one_seconds("uptime_seconds", "gauge", "Time since the daemon started.",
+		    st->uptime_ns);
+	one("clients", "gauge", "Connections now.", st->clients);
+	one("consumers", "gauge", "Consumer connections now.", st->consumers);
+	one("sessions", "gauge", "Named sessions, attached or not.",
+	    st->sessions);
+	one("queued_fires", "gauge", "Fires waiting in sessions' queues.",
+	    st->queued);
+	one("in_flight_fires", "gauge",
+	    "Fires sent to consumers, not yet acknowledged.", st->in_flight);
+	one("memory_bytes", "gauge",
+	    "Bytes of timers, fires and unread output.", st->memory_bytes);
+	one("acked_fires_total", "counter",
+	    "Fires acknowledged, auto-ack included.", st->acked);
+	one("redelivered_fires_total", "counter",
+	    "Fires taken back to be sent again.", st->redelivered);
+	one("dropped_fires_total", "counter",
+	    "Periodic fires dropped at a session's queue limit.", st->dropped);
+	one("expired_sessions_total", "counter",
+	    "Named sessions dropped after their linger.", st->expired);
+	lanes("timers_pending", "gauge", "Timers waiting now, by lane.", st,
+	      LANE_OFF(pending));
+	lanes("timers_overflow", "gauge",
+	      "Of the pending timers, those in the lane's overflow store.",
+	      st, LANE_OFF(overflow));
+	lanes("timers_inserted_total", "counter", "Timers armed, by lane.",
+	      st, LANE_OFF(inserted));
+	lanes("timers_cancelled_total", "counter", "Timers cancelled, by lane.",
+	      st, LANE_OFF(cancelled));
+	lanes("fires_total", "counter", "Timers that fired, by lane.", st,
+	      LANE_OFF(fired));
+	lanes("timers_lost_total", "counter",
+	      "Timers accepted but dropped by the wheel, by lane.", st,
+	      LANE_OFF(lost));
+	snprintf(label, sizeof(label), "{uid=\"%u\"}", (unsigned)geteuid());
+	family("uid_connections", "gauge", "The caller's uid's connections.");
+	sample("uid_connections", label, st->uid_connections);
+	family("uid_sessions", "gauge", "The caller's uid's named sessions.");
+	sample("uid_sessions", label, st->uid_sessions);
+	family("uid_timers", "gauge",
+	       "The caller's uid's pending timers and undelivered fires.");
+	sample("uid_timers", label, st->uid_timers);
+	family("uid_bytes", "gauge",
+	       "The caller's uid's timers', fires' and output's bytes.");
+	sample("uid_bytes", label, st->uid_bytes);
+	if (x->m.present)
+		print_daemon_metrics(x);
+	fputs("# EOF\n", mout);
+}
+
+/*
+ * --output: the exposition written to a temporary file beside path
+ * (path.tmp.XXXXXX: not *.prom, so node_exporter's textfile collector
+ * never reads it half written), made readable by all (the collector runs
+ * as another user), and renamed over path: a reader sees the old file
+ * or the new one, whole.
+ */
+static int write_output(const char *path, const struct bwc_session_info *info,
+			const struct bwc_stats *st, const struct scrape *x)
+{
+	char tmp[4096];
+	const char *what = "creating";
+	FILE *f = NULL;
+	int fd = -1, err;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >=
+	    sizeof(tmp))
+		return usage_error("metrics", "--output %s: name too long", path);
+	if ((fd = mkstemp(tmp)) < 0)
+		goto fail;
+	what = "writing";
+	if (fchmod(fd, 0644) != 0 || !(f = fdopen(fd, "w")))
+		goto fail;
+	fd = -1;
+	mout = f;
+	print_metrics(info, st, x);
+	mout = stdout;
+	if (fflush(f) != 0 || ferror(f))
+		goto fail;
+	err = fclose(f);
+	f = NULL;
+	if (err != 0)
+		goto fail;
+	what = "renaming onto";
+	if (rename(tmp, path) != 0)
+		goto fail;
+	return ST_OK;
+fail:
+	err = errno;
+	mout = stdout;
+	if (f)
+		fclose(f);
+	if (fd >= 0)
+		close(fd);
+	if (strcmp(what, "creating") != 0)
+		unlink(tmp);
+	return complain(&(struct problem){ .status = ST_ERROR,
+					   .code = "OUTPUT_ERROR",
+					   .hint = "the file is left as it was" },
+			"%s %s: %s", what,
+			strcmp(what, "renaming onto") == 0 ? path : tmp,
+			strerror(err));
+}
 
 static int cmd_metrics(int argc, char **argv)
 {
 	struct bwc_session_info info;
 	struct bwc_stats st;
-	struct bwc_metrics m;
-	char label[32];
+	static struct scrape x;
 	int rc = fetch_stats("metrics", help_metrics, argc, argv, false, &info,
-			     &st, &m);
+			     &st, &x);
 
 	if (rc != ST_OK)
 		return rc == ST_HELP ? ST_OK : rc;
-	if (!m.present)
-		printf("# bitwheel: not root: figures are uid %u's alone, "
-		       "without the daemon-wide ones\n", (unsigned)geteuid());
-	family("build_info", "gauge", "The daemon's release, as a label; 1.");
-	fputs("bitwheel_build_info{version=", stdout);
-	label_value(info.daemon_version[0] ? info.daemon_version : "unknown");
-	puts("} 1");
-	family("uptime_seconds", "gauge", "Time since the daemon started.");
-	sample_seconds("uptime_seconds", "", st.uptime_ns);
-	one("clients", "gauge", "Connections now.", st.clients);
-	one("consumers", "gauge", "Consumer connections now.", st.consumers);
-	one("sessions", "gauge", "Named sessions, attached or not.",
-	    st.sessions);
-	one("queued_fires", "gauge", "Fires waiting in sessions' queues.",
-	    st.queued);
-	one("in_flight_fires", "gauge",
-	    "Fires sent to consumers, not yet acknowledged.", st.in_flight);
-	one("memory_bytes", "gauge",
-	    "Bytes of timers, fires and unread output.", st.memory_bytes);
-	one("acked_fires_total", "counter",
-	    "Fires acknowledged, auto-ack included.", st.acked);
-	one("redelivered_fires_total", "counter",
-	    "Fires taken back to be sent again.", st.redelivered);
-	one("dropped_fires_total", "counter",
-	    "Periodic fires dropped at a session's queue limit.", st.dropped);
-	one("expired_sessions_total", "counter",
-	    "Named sessions dropped after their linger.", st.expired);
-	lanes("timers_pending", "gauge", "Timers waiting now, by lane.", &st,
-	      LANE_OFF(pending));
-	lanes("timers_overflow", "gauge",
-	      "Of the pending timers, those in the lane's overflow store.",
-	      &st, LANE_OFF(overflow));
-	lanes("timers_inserted_total", "counter", "Timers armed, by lane.",
-	      &st, LANE_OFF(inserted));
-	lanes("timers_cancelled_total", "counter", "Timers cancelled, by lane.",
-	      &st, LANE_OFF(cancelled));
-	lanes("fires_total", "counter", "Timers that fired, by lane.", &st,
-	      LANE_OFF(fired));
-	lanes("timers_lost_total", "counter",
-	      "Timers accepted but dropped by the wheel, by lane.", &st,
-	      LANE_OFF(lost));
-	snprintf(label, sizeof(label), "{uid=\"%u\"}", (unsigned)geteuid());
-	family("uid_connections", "gauge", "The caller's uid's connections.");
-	sample("uid_connections", label, st.uid_connections);
-	family("uid_sessions", "gauge", "The caller's uid's named sessions.");
-	sample("uid_sessions", label, st.uid_sessions);
-	family("uid_timers", "gauge",
-	       "The caller's uid's pending timers and undelivered fires.");
-	sample("uid_timers", label, st.uid_timers);
-	family("uid_bytes", "gauge",
-	       "The caller's uid's timers', fires' and output's bytes.");
-	sample("uid_bytes", label, st.uid_bytes);
-	if (m.present)
-		print_daemon_metrics(&m);
-	puts("# EOF");
+	if (x.output != NULL)
+		return write_output(x.output, &info, &st, &x);
+	mout = stdout;
+	print_metrics(&info, &st, &x);
 	return ST_OK;
 }
 

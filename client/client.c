@@ -1769,6 +1769,8 @@ static void copy_stats(const Bitwheel__V1__StatsReply *r,
 
 _Static_assert(sizeof(struct bwc_metrics) == 1024,
 	       "struct bwc_metrics changed size: take a reserved slot instead");
+_Static_assert(sizeof(struct bwc_histogram) == 512,
+	       "struct bwc_histogram changed size: take a reserved slot instead");
 
 /* Copy a counter array indexed by a wire number; what lies past the
  * caller's end goes to [0], "any other". */
@@ -1779,7 +1781,8 @@ static void copy_indexed(const uint64_t *in, size_t n_in, uint64_t *out,
 		out[i < n_out ? i : 0] += in[i];
 }
 
-/* One lane's histogram: buckets past ours fold into the last. */
+/* A histogram's buckets, of which ours keep `bounds`: those past them
+ * fold into the last. */
 static void copy_buckets(const uint64_t *in, size_t n, size_t bounds,
 			 uint64_t *out, uint64_t *count)
 {
@@ -1787,6 +1790,33 @@ static void copy_buckets(const uint64_t *in, size_t n, size_t bounds,
 		out[i < bounds ? i : bounds] += in[i];
 		*count += in[i];
 	}
+}
+
+/* How many of n_le bounds ours (cap) keep: those copied to le. */
+static size_t copy_bounds(const uint64_t *in, size_t n_le, size_t cap,
+			  uint64_t *le)
+{
+	size_t bounds = n_le < cap ? n_le : cap;
+
+	memcpy(le, in, bounds * sizeof(uint64_t));
+	return bounds;
+}
+
+static void copy_histograms(const Bitwheel__V1__Metrics *m,
+			    struct bwc_histogram *h, size_t n)
+{
+	struct bwc_histogram *sync = n > BWC_HISTOGRAM_JOURNAL_SYNC ?
+				     &h[BWC_HISTOGRAM_JOURNAL_SYNC] : NULL;
+
+	memset(h, 0, n * sizeof(*h));
+	if (m == NULL || sync == NULL || m->n_journal_sync_le_ns == 0)
+		return;
+	sync->bounds = (uint32_t)copy_bounds(m->journal_sync_le_ns,
+					     m->n_journal_sync_le_ns,
+					     BWC_HISTOGRAM_BOUNDS, sync->le_ns);
+	copy_buckets(m->journal_sync_bucket, m->n_journal_sync_bucket,
+		     sync->bounds, sync->bucket, &sync->count);
+	sync->sum_ns = m->journal_sync_ns_total;
 }
 
 static void copy_metrics(const Bitwheel__V1__Metrics *m,
@@ -1799,10 +1829,9 @@ static void copy_metrics(const Bitwheel__V1__Metrics *m,
 		return;
 	out->present = true;
 	/* Bounds past ours are folded into the last bucket. */
-	bounds = m->n_lateness_le_ns < BWC_LATENESS_BOUNDS ?
-		 m->n_lateness_le_ns : BWC_LATENESS_BOUNDS;
+	bounds = copy_bounds(m->lateness_le_ns, m->n_lateness_le_ns,
+			     BWC_LATENESS_BOUNDS, out->lateness_le_ns);
 	out->lateness_bounds = (uint32_t)bounds;
-	memcpy(out->lateness_le_ns, m->lateness_le_ns, bounds * sizeof(uint64_t));
 	copy_buckets(m->lateness_bucket, m->n_lateness_bucket, bounds,
 		     out->lateness_bucket[0], &out->lateness_count[0]);
 	copy_buckets(m->periodic_lateness_bucket, m->n_periodic_lateness_bucket,
@@ -1823,6 +1852,12 @@ static void copy_metrics(const Bitwheel__V1__Metrics *m,
 	out->snapshots = m->snapshots;
 	out->has_snapshot = m->has_snapshot_age_ns;
 	out->snapshot_age_ns = m->snapshot_age_ns;
+	out->snapshot_ns_last = m->snapshot_ns_last;
+	out->snapshot_ns_total = m->snapshot_ns_total;
+	out->fires_delivered = m->fires_delivered;
+	out->disconnects_closed = m->disconnects_closed;
+	out->disconnects_error = m->disconnects_error;
+	out->disconnects_no_memory = m->disconnects_no_memory;
 	out->storage = m->storage;
 	out->storage_down = m->storage_down;
 }
@@ -1869,8 +1904,9 @@ int bwc_cancel(struct bwc_client *c, uint64_t key, bool *pending)
 	return 0;
 }
 
-int bwc_metrics(struct bwc_client *c, struct bwc_stats *stats,
-		struct bwc_metrics *out)
+int bwc_metrics_histograms(struct bwc_client *c, struct bwc_stats *stats,
+			   struct bwc_metrics *out, struct bwc_histogram *h,
+			   size_t n)
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
 	Bitwheel__V1__Stats st;
@@ -1878,7 +1914,8 @@ int bwc_metrics(struct bwc_client *c, struct bwc_stats *stats,
 	struct request req = { .kind = 0 };
 	int rc;
 
-	if (c == NULL || (stats == NULL && out == NULL))
+	if (c == NULL || (stats == NULL && out == NULL && n == 0) ||
+	    (h == NULL && n != 0))
 		return c ? fail(c, BWC_EINVAL, "stats output NULL") : BWC_EINVAL;
 	build_stats(&env, &st, &req);
 	rc = call(c, &env, &req, &ans);
@@ -1888,8 +1925,16 @@ int bwc_metrics(struct bwc_client *c, struct bwc_stats *stats,
 		copy_stats(ans.env->stats_reply, stats);
 	if (out != NULL)
 		copy_metrics(ans.env->stats_reply->metrics, out);
+	if (n != 0)
+		copy_histograms(ans.env->stats_reply->metrics, h, n);
 	bwp_frame_free(ans.env);
 	return 0;
+}
+
+int bwc_metrics(struct bwc_client *c, struct bwc_stats *stats,
+		struct bwc_metrics *out)
+{
+	return bwc_metrics_histograms(c, stats, out, NULL, 0);
 }
 
 int bwc_stats(struct bwc_client *c, struct bwc_stats *out)

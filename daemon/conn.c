@@ -57,9 +57,9 @@
  * the output drains past it).
  *
  * Monitoring (env->metrics, O(1) each): every request read by body case,
- * every Error reply by code, every disconnect at the output bound, and a
- * first delivery's lateness (now - deadline, a clock read per fire) into
- * its lane's histogram bucket (periodic fires are those with a count), found in at most 12 compares.
+ * every Error reply by code, every Fired frame sent, and every connection
+ * freed by why it ended (why: the first reason the daemon had to end it,
+ * else the client's).
  *
  * With a journal, a named session's connection holds its output while
  * the journal has records that are not yet durable: frames go to a side
@@ -127,6 +127,7 @@ struct bwd_conn {
 	bool gone;                 /* the peer stopped reading: nothing more
 				      is sent, what it sent is handled      */
 	bool eof;                  /* ... and it sent all it will            */
+	uint8_t why;               /* enum bwd_disconnect                    */
 };
 
 /* Frames handled per turn of the loop: by one connection, by all. */
@@ -147,6 +148,13 @@ size_t bwd_conn_output(const struct bwd_conn *c)
 }
 
 static void kill_conn(struct bwd_conn *c);
+
+/* The daemon ends c for this reason, unless it already had one. */
+static void end_for(struct bwd_conn *c, enum bwd_disconnect why)
+{
+	if (!c->dead && !c->closing && c->why == BWD_DISC_CLOSED)
+		c->why = (uint8_t)why;
+}
 
 /* Out of env's queue of connections with frames for a later turn. */
 static void more_unlink(struct bwd_conn *c)
@@ -248,6 +256,7 @@ static int flush_stage(struct bwd_conn *c)
 		return 0;
 	bwd_log(BWD_LOG_ERR, "client pid %ld: out of memory for its output; disconnecting",
 		(long)c->pid);
+	end_for(c, BWD_DISC_MEMORY);
 	kill_conn(c);
 	return -ENOMEM;
 }
@@ -355,6 +364,7 @@ static void conn_free(struct bwd_conn *c)
 	if (c->deferred)
 		more_unlink(c);
 	count_output(c, -(int64_t)(c->committed - c->drained));
+	c->env->metrics.disconnects[c->why]++;
 	bwd_state_conn_close(c->env->state, c->uid);
 	event_free(c->reap);
 	event_free(c->flush);
@@ -562,15 +572,17 @@ static void send_reply(struct bwd_conn *c, const struct bwd_reply *r)
 		bwd_metrics_error(&c->env->metrics, (unsigned)r->body.error.code);
 	if (send_env(c, &r->env)) {
 		/* A reply that does not fit means the client is not reading. */
-		c->env->metrics.slow_disconnects++;
+		end_for(c, BWD_DISC_SLOW);
 		bwd_log_client(BWD_LOGK_SLOW, c->uid, BWD_LOG_WARNING,
 			       "client pid %ld uid %ld is not reading: %zu bytes unread reached the output bound; disconnecting",
 			       (long)c->pid, (long)c->uid, bwd_conn_output(c));
 		kill_conn(c);
 		return;
 	}
-	if (r->close)
+	if (r->close) {
+		end_for(c, BWD_DISC_ERROR);
 		bwd_conn_close(c, true);
+	}
 }
 
 void bwd_conn_fail(struct bwd_conn *c, Bitwheel__V1__ErrorCode code,
@@ -580,20 +592,6 @@ void bwd_conn_fail(struct bwd_conn *c, Bitwheel__V1__ErrorCode code,
 
 	bwd_request_fail(&r, code, "%s", msg);
 	send_reply(c, &r);
-}
-
-void bwd_metrics_fire(struct bwd_metrics *m, unsigned lane, uint64_t deadline_ns,
-		      uint64_t now_ns)
-{
-	static const uint64_t le[BWD_LATENESS_BOUNDS] = BWD_LATENESS_LE_NS;
-	uint64_t late = now_ns > deadline_ns ? now_ns - deadline_ns : 0;
-	unsigned i = 0;
-
-	/* At most 12 compares: cheaper than the frame it goes with. */
-	while (i < BWD_LATENESS_BOUNDS && late > le[i])
-		i++;
-	m->late[lane][i]++;
-	m->late_sum_ns[lane] += late;
 }
 
 void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f)
@@ -621,17 +619,14 @@ void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f)
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED;
 	env.fired = &fired;
 	if (send_env(c, &env)) {
-		c->env->metrics.slow_disconnects++;
+		end_for(c, BWD_DISC_SLOW);
 		bwd_log_client(BWD_LOGK_SLOW, c->uid, BWD_LOG_WARNING,
 			       "client pid %ld uid %ld: a fire does not fit its output (%zu bytes unread); disconnecting",
 			       (long)c->pid, (long)c->uid, bwd_conn_output(c));
 		kill_conn(c);
 		return;
 	}
-	if (!f->redelivered)
-		bwd_metrics_fire(&c->env->metrics,
-				 f->count ? BW_LANE_PERIODIC : BW_LANE_ONESHOT,
-				 f->deadline_ns, bw_now_ns());
+	c->env->metrics.delivered++;
 	f->wire_end = c->committed;
 	if (bwd_conn_output(c) >= c->lim->max_output / 2)
 		bwd_member_set_room(c->member, false);

@@ -21,8 +21,8 @@
  *   listen.c    the listening socket: systemd's, or one we bind
  *   request.c   what each request does to the state, and its reply
  *   conn.c      one client connection: frames in, frames out, bounds;
- *               counts what it sees in struct bwd_metrics (fire lateness,
- *               requests, error replies, slow-consumer disconnects)
+ *               counts what it sees in struct bwd_metrics (requests,
+ *               error replies, fires sent, disconnects by reason)
  *   server.c    the libevent loop: accept, timers, signals, sd_notify, and
  *               the pump that hands fires to connections
  *   bitwheeld.c main()
@@ -376,6 +376,11 @@ bool bwd_state_fire(struct bwd_state *st);
 int bwd_state_next_deadline(struct bwd_state *st, uint64_t *out_ns);
 void bwd_state_stats(const struct bwd_state *st, struct bwd_state_stats *out);
 struct bw_dual *bwd_state_wheel(struct bwd_state *st);
+/* The lane's (BW_LANE_*) fire lateness, fired_at - deadline of every
+ * client timer's fire, by BWD_LATENESS_LE_NS: its count is the lane's
+ * fired counter in Stats. */
+const struct bwd_hist *bwd_state_lateness(const struct bwd_state *st,
+					  unsigned lane);
 /*
  * The next fire to write, round-robin over sessions with queued fires and,
  * within one, over its consumers with credit and room: the fire is now in
@@ -613,11 +618,53 @@ int bwd_boot_id(uint8_t out[16]);
 /* "journal.0000000000000007" */
 void bwd_journal_name(uint64_t generation, char out[32]);
 
+/*
+ * A histogram of durations, for monitoring: the values in each bucket
+ * (not cumulative; the last is over the last bound) and their sum.  The
+ * bounds are its keeper's static table (BWD_LATENESS_LE_NS,
+ * BWD_SYNC_LE_NS), ascending, at most BWD_HIST_BOUNDS; adding a value is
+ * a binary search, at most 5 compares.
+ */
+#define BWD_HIST_BOUNDS 16
+struct bwd_hist {
+	uint64_t bucket[BWD_HIST_BOUNDS + 1];
+	uint64_t sum_ns;
+};
+static inline void bwd_hist_add(struct bwd_hist *h, const uint64_t *le,
+				unsigned n, uint64_t v)
+{
+	unsigned lo = 0, hi = n;
+
+	/* The first bound >= v: Prometheus' buckets count v <= le. */
+	while (lo < hi) {
+		unsigned mid = (lo + hi) / 2;
+
+		if (le[mid] < v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	h->bucket[lo]++;
+	h->sum_ns += v;
+}
+
+/* Fire lateness (state.c): 100 us to 10 s. */
+#define BWD_LATENESS_BOUNDS 16
+#define BWD_LATENESS_LE_NS { 100000, 250000, 500000, 1000000, 2500000,     \
+		5000000, 10000000, 25000000, 50000000, 100000000, 250000000,  \
+		500000000, 1000000000, 2500000000, 5000000000, 10000000000 }
+/* Journal syncs (journal.c): 10 us to 1 s. */
+#define BWD_SYNC_BOUNDS 16
+#define BWD_SYNC_LE_NS { 10000, 25000, 50000, 100000, 250000, 500000,      \
+		1000000, 2500000, 5000000, 10000000, 25000000, 50000000,      \
+		100000000, 250000000, 500000000, 1000000000 }
+
 /* Journal syncs (fdatasync) from the daemon's start, over every journal
  * generation: journal.c adds each as the loop learns it is done. */
 struct bwd_sync_stats {
 	uint64_t count;
-	uint64_t total_ns, last_ns, max_ns;
+	uint64_t last_ns, max_ns;
+	struct bwd_hist hist;      /* by BWD_SYNC_LE_NS; sum_ns: the total */
 };
 
 /* Create journal.<generation> in the directory dirfd, header written and
@@ -688,6 +735,8 @@ struct bwd_storage {
 	 * state was taken (CLOCK_MONOTONIC; 0: none yet): Stats' age. */
 	uint64_t snapshots;
 	uint64_t snapshot_ns;
+	/* Their writing's time, fork to install: the last one's, and all. */
+	uint64_t snapshot_last_ns, snapshot_total_ns;
 	/* The journal cannot be written: changes of named sessions that
 	 * must be durable are refused (STORAGE_UNAVAILABLE) until a new
 	 * snapshot and journal are on disk; err is why (-errno). */
@@ -755,36 +804,34 @@ struct bwd_conn;
  * that nothing below the server ever calls up into it. */
 /*
  * Daemon-wide counters for monitoring (Stats to root, bwctl metrics),
- * each kept O(1) where the thing happens: fire lateness by conn.c when a
- * fire's frame is handed to its connection (first deliveries only: the
- * time from deadline to the socket, a detached session's wait included),
- * by lane, requests by Envelope body field number and error replies by ErrorCode
- * by conn.c, connections by server.c.  Bucket bounds are
- * BWD_LATENESS_LE_NS (daemon-internal.h) and go on the wire with them.
+ * each kept O(1) where the thing happens: requests by Envelope body field
+ * number, error replies by ErrorCode, fires handed to connections and
+ * connections ended by reason by conn.c, connections accepted and refused
+ * by server.c.  Fire lateness is the state's (bwd_state_lateness), journal
+ * syncs and snapshots the store's (struct bwd_storage).
  */
-#define BWD_LATENESS_BOUNDS 12
-#define BWD_LATENESS_LE_NS { 500000, 1000000, 2000000, 5000000, 10000000, \
-		20000000, 50000000, 100000000, 200000000, 500000000,          \
-		1000000000, 5000000000 }
 #define BWD_REQUEST_KINDS 16           /* Envelope body field numbers  */
 #define BWD_ERROR_CODES 32             /* ErrorCode values             */
+/* Why a connection ended: the first reason the daemon had, else the
+ * client's (it closed, or its socket broke). */
+enum bwd_disconnect {
+	BWD_DISC_CLOSED,                /* by the client                  */
+	BWD_DISC_ERROR,                 /* after a fatal Error reply      */
+	BWD_DISC_SLOW,                  /* its output bound reached       */
+	BWD_DISC_MEMORY,                /* no memory for its output       */
+	BWD_DISC_REASONS
+};
 struct bwd_metrics {
-	/* By lane (BW_LANE_*): a periodic lane's tick is coarser. */
-	uint64_t late[2][BWD_LATENESS_BOUNDS + 1]; /* per bucket; last: +Inf */
-	uint64_t late_sum_ns[2];
 	uint64_t requests[BWD_REQUEST_KINDS];   /* [0]: any other         */
 	uint64_t errors[BWD_ERROR_CODES];       /* [0]: any other         */
+	uint64_t delivered;                     /* Fired frames sent      */
 	uint64_t accepted;
 	uint64_t refused_clients;               /* at --max-clients       */
 	uint64_t refused_uid;                   /* a per-uid budget       */
 	uint64_t refused_memory;                /* at --max-memory        */
-	uint64_t slow_disconnects;              /* output bound reached   */
+	uint64_t disconnects[BWD_DISC_REASONS];
 };
 
-/* A fire of lane (BW_LANE_*) whose frame was handed to a connection
- * now_ns, due deadline_ns. */
-void bwd_metrics_fire(struct bwd_metrics *m, unsigned lane, uint64_t deadline_ns,
-		      uint64_t now_ns);
 static inline void bwd_metrics_request(struct bwd_metrics *m, unsigned body)
 {
 	m->requests[body < BWD_REQUEST_KINDS ? body : 0]++;
@@ -850,6 +897,7 @@ struct bwd_reply {
 	Bitwheel__V1__LaneStats lanes[2];
 	Bitwheel__V1__Metrics metrics;
 	uint64_t late_le[BWD_LATENESS_BOUNDS];
+	uint64_t sync_le[BWD_SYNC_BOUNDS];
 	char message[256];
 	bool none;                     /* nothing to send (an Ack without id) */
 	bool close;                    /* close once it is written           */

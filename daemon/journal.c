@@ -72,12 +72,13 @@ struct bwd_journal {
 
 static void count_sync(struct bwd_journal *j, uint64_t ns)
 {
+	static const uint64_t le[BWD_SYNC_BOUNDS] = BWD_SYNC_LE_NS;
 	struct bwd_sync_stats *s = j->stats;
 
 	if (!s)
 		return;
 	s->count++;
-	s->total_ns += ns;
+	bwd_hist_add(&s->hist, le, BWD_SYNC_BOUNDS, ns);
 	s->last_ns = ns;
 	if (ns > s->max_ns)
 		s->max_ns = ns;

@@ -556,33 +556,43 @@ static void own_lane(const struct bwd_lane_usage *l, Bitwheel__V1__LaneStats *ls
 /* The daemon-wide counters for monitoring, root's alone (PROTOCOL.md). */
 static void fill_metrics(struct bwd_env *env, struct bwd_reply *out)
 {
-	static const uint64_t le[BWD_LATENESS_BOUNDS] = BWD_LATENESS_LE_NS;
+	static const uint64_t late_le[BWD_LATENESS_BOUNDS] = BWD_LATENESS_LE_NS;
+	static const uint64_t sync_le[BWD_SYNC_BOUNDS] = BWD_SYNC_LE_NS;
+	const struct bwd_hist *one = bwd_state_lateness(env->state, BW_LANE_ONESHOT);
+	const struct bwd_hist *per = bwd_state_lateness(env->state, BW_LANE_PERIODIC);
 	struct bwd_metrics *m = &env->metrics;
 	const struct bwd_storage *st = &env->storage;
 	Bitwheel__V1__Metrics *mr = &out->metrics;
 
 	bitwheel__v1__metrics__init(mr);
-	memcpy(out->late_le, le, sizeof(le));
+	memcpy(out->late_le, late_le, sizeof(late_le));
 	mr->n_lateness_le_ns = BWD_LATENESS_BOUNDS;
 	mr->lateness_le_ns = out->late_le;
 	mr->n_lateness_bucket = mr->n_periodic_lateness_bucket = BWD_LATENESS_BOUNDS + 1;
-	mr->lateness_bucket = m->late[BW_LANE_ONESHOT];
-	mr->periodic_lateness_bucket = m->late[BW_LANE_PERIODIC];
+	/* protobuf-c's arrays are not const; nothing writes through them. */
+	mr->lateness_bucket = (uint64_t *)one->bucket;
+	mr->periodic_lateness_bucket = (uint64_t *)per->bucket;
 	mr->has_lateness_sum_ns = mr->has_periodic_lateness_sum_ns = 1;
-	mr->lateness_sum_ns = m->late_sum_ns[BW_LANE_ONESHOT];
-	mr->periodic_lateness_sum_ns = m->late_sum_ns[BW_LANE_PERIODIC];
+	mr->lateness_sum_ns = one->sum_ns;
+	mr->periodic_lateness_sum_ns = per->sum_ns;
 	mr->n_requests = BWD_REQUEST_KINDS;
 	mr->requests = m->requests;
 	mr->n_errors = BWD_ERROR_CODES;
 	mr->errors = m->errors;
+	mr->has_fires_delivered = 1;
+	mr->fires_delivered = m->delivered;
 	mr->has_accepted = mr->has_refused_max_clients = 1;
 	mr->accepted = m->accepted;
 	mr->refused_max_clients = m->refused_clients;
 	mr->has_refused_uid_budget = mr->has_refused_memory = 1;
 	mr->refused_uid_budget = m->refused_uid;
 	mr->refused_memory = m->refused_memory;
-	mr->has_slow_consumer_disconnects = 1;
-	mr->slow_consumer_disconnects = m->slow_disconnects;
+	mr->has_slow_consumer_disconnects = mr->has_disconnects_closed = 1;
+	mr->has_disconnects_error = mr->has_disconnects_no_memory = 1;
+	mr->slow_consumer_disconnects = m->disconnects[BWD_DISC_SLOW];
+	mr->disconnects_closed = m->disconnects[BWD_DISC_CLOSED];
+	mr->disconnects_error = m->disconnects[BWD_DISC_ERROR];
+	mr->disconnects_no_memory = m->disconnects[BWD_DISC_MEMORY];
 	mr->has_storage = 1;
 	mr->storage = env->opt->store.dir != NULL;
 	if (!mr->storage)
@@ -591,14 +601,22 @@ static void fill_metrics(struct bwd_env *env, struct bwd_reply *out)
 	mr->storage_down = st->down;
 	mr->has_journal_syncs = mr->has_journal_sync_ns_total = 1;
 	mr->journal_syncs = st->syncs.count;
-	mr->journal_sync_ns_total = st->syncs.total_ns;
+	mr->journal_sync_ns_total = st->syncs.hist.sum_ns;
 	mr->has_journal_sync_ns_last = mr->has_journal_sync_ns_max = 1;
 	mr->journal_sync_ns_last = st->syncs.last_ns;
 	mr->journal_sync_ns_max = st->syncs.max_ns;
+	memcpy(out->sync_le, sync_le, sizeof(sync_le));
+	mr->n_journal_sync_le_ns = BWD_SYNC_BOUNDS;
+	mr->journal_sync_le_ns = out->sync_le;
+	mr->n_journal_sync_bucket = BWD_SYNC_BOUNDS + 1;
+	mr->journal_sync_bucket = (uint64_t *)st->syncs.hist.bucket;
 	mr->has_snapshots = 1;
 	mr->snapshots = st->snapshots;
 	mr->has_snapshot_age_ns = st->snapshots != 0;
 	mr->snapshot_age_ns = bw_now_ns() - st->snapshot_ns;
+	mr->has_snapshot_ns_last = mr->has_snapshot_ns_total = 1;
+	mr->snapshot_ns_last = st->snapshot_last_ns;
+	mr->snapshot_ns_total = st->snapshot_total_ns;
 }
 
 /*

@@ -25,7 +25,10 @@
  * another's.  Entries leave those lists lazily, when found unable.
  *
  * Firing.  The wheel's callback does for a client's oneshot timer only
- * what must happen at the instant it fires: its lane counters, its FIRE
+ * what must happen at the instant it fires: its lane counters and
+ * lateness histogram (any timer's: fired_at - deadline, a binary search of
+ * BWD_LATENESS_LE_NS, so that the histogram counts what the lane's fired
+ * counter does), its FIRE
  * record (so the journal keeps the order of FIRE, CANCEL and TIMER records
  * as they happened), its seq and fired_ns; it marks the timer fired and
  * links it, in place, at the tail of its session's due list, and the
@@ -173,6 +176,8 @@ struct bwd_state {
 	const struct bwd_options *opt;
 	const struct bwd_budgets *budgets; /* in force: opt's, or reread    */
 	struct bwd_state_stats stats;
+	/* Every client timer's fire, by lane: fired_at - deadline. */
+	struct bwd_hist late[2];
 	uint64_t held;             /* every uid's bytes                      */
 	uint64_t seed;
 };
@@ -913,9 +918,13 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 	struct bwd_due *d = data;
 
 	if (d->kind == BWD_DUE_TIMER) {
+		static const uint64_t le[BWD_LATENESS_BOUNDS] = BWD_LATENESS_LE_NS;
 		struct bwd_timer *t = bwd_container_of(d, struct bwd_timer, due);
 
 		LANE(t, fired, 1);
+		bwd_hist_add(&st->late[t->period_ns ? BW_LANE_PERIODIC : BW_LANE_ONESHOT],
+			     le, BWD_LATENESS_BOUNDS,
+			     now_ns > t->deadline_ns ? now_ns - t->deadline_ns : 0);
 		if (t->period_ns && !t->session->ending)
 			return periodic_fired(st, t, now_ns);
 		LANE(t, pending, -1);
@@ -1116,6 +1125,12 @@ void bwd_state_stats(const struct bwd_state *st, struct bwd_state_stats *out)
 struct bw_dual *bwd_state_wheel(struct bwd_state *st)
 {
 	return st->wheel;
+}
+
+const struct bwd_hist *bwd_state_lateness(const struct bwd_state *st,
+					  unsigned lane)
+{
+	return &st->late[lane];
 }
 
 /* ---- sessions -------------------------------------------------------------- */

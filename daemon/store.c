@@ -676,12 +676,15 @@ static void on_child(evutil_socket_t sig, short what, void *arg)
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
 		err = bwd_snapshot_install(s->dirfd, child, s->child_generation);
 		if (!err) {
+			uint64_t took = bw_now_ns() - s->child_started_ns;
+
 			s->snapshot_bytes = snapshot_size(s);
 			s->pub->snapshots++;
 			s->pub->snapshot_ns = s->child_started_ns;
+			s->pub->snapshot_last_ns = took;
+			s->pub->snapshot_total_ns += took;
 			bwd_log(BWD_LOG_INFO, "snapshot before journal generation %" PRIu64 " written: %" PRIu64 " bytes in %.1f ms",
-				s->child_generation, s->snapshot_bytes,
-				ms_since(s->child_started_ns));
+				s->child_generation, s->snapshot_bytes, took / 1e6);
 			if (!s->pub->down)
 				return;
 			/* The journal after it must have held up meanwhile;

@@ -35,7 +35,11 @@
  *              cumulative with +Inf equal to _count, # EOF last; promtool
  *              accepts it when installed) and the values match; uid
  *              65534's (through setpriv) has its own figures and none of
- *              the daemon-wide ones.
+ *              the daemon-wide ones.  Loaded (3,000 oneshot timers
+ *              pipelined, 8 periodic ones): each lane's lateness histogram
+ *              counts exactly its fired counter in one scrape, written by
+ *              --output (mode 0644, no temporary left; a missing directory
+ *              fails, exit 4); promtool accepts it.
  *   peer       a stand-in listener of uid 65534: refused, exit 5, its uid
  *              and pid and --daemon-user named, nothing sent; let through
  *              by --daemon-user (before or after the command, number or
@@ -53,6 +57,7 @@
  * strict JSON parser below checks the --json output.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -1539,7 +1544,7 @@ struct sample {
 };
 
 struct exposition {
-	struct sample s[256];
+	struct sample s[512];
 	size_t n;
 };
 
@@ -1590,7 +1595,7 @@ static size_t label_set(const char *p)
  */
 static void parse_exposition(const char *out, struct exposition *x)
 {
-	char fam[80] = "", type[16] = "", typed[64][80];
+	char fam[80] = "", type[16] = "", typed[96][80];
 	size_t ntyped = 0;
 	const char *p = out;
 	size_t len = strlen(out);
@@ -1624,7 +1629,7 @@ static void parse_exposition(const char *out, struct exposition *x)
 			ck_assert_msg(strncmp(fam, "bitwheel_", 9) == 0, "no prefix: %s", fam);
 			for (size_t i = 0; i < ntyped; i++)
 				ck_assert_msg(strcmp(typed[i], fam) != 0, "%s typed twice", fam);
-			ck_assert(ntyped < 64);
+			ck_assert(ntyped < 96);
 			memcpy(typed[ntyped++], fam, sizeof(fam));
 			continue;
 		}
@@ -1700,7 +1705,8 @@ static void assert_not_root_metrics(const struct exposition *x, const char *out)
 	static const char *const daemon_wide[] = {
 		"bitwheel_fire_lateness_seconds_count", "bitwheel_requests_total",
 		"bitwheel_errors_total", "bitwheel_connections_accepted_total",
-		"bitwheel_journal_syncs_total", "bitwheel_storage",
+		"bitwheel_journal_sync_seconds_count", "bitwheel_storage",
+		"bitwheel_disconnects_total", "bitwheel_delivered_fires_total",
 	};
 
 	ck_assert_msg(strstr(out, "# bitwheel: not root") != NULL, "%s", out);
@@ -1710,19 +1716,24 @@ static void assert_not_root_metrics(const struct exposition *x, const char *out)
 	(void)metric(x, "bitwheel_uptime_seconds", "");
 }
 
-/* The histogram of one lane, its buckets in order: bounds ascending,
- * counts cumulative, +Inf last and equal to _count.  Returns _count. */
+/* The histogram of one lane (NULL: a histogram without the label), its
+ * buckets in order: bounds ascending, counts cumulative, +Inf last and
+ * equal to _count.  Returns _count. */
 static double check_histogram(const struct exposition *x, const char *fam, const char *lane)
 {
-	char bucket[96], count[96], prefix[48], inf_label[64], lane_label[48];
+	char bucket[96], count[96], prefix[48], inf_label[64], lane_label[48] = "";
 	double last_le = -1, last = 0;
 	bool inf = false;
 
 	snprintf(bucket, sizeof(bucket), "%s_bucket", fam);
 	snprintf(count, sizeof(count), "%s_count", fam);
-	snprintf(prefix, sizeof(prefix), "{lane=\"%s\",le=\"", lane);
+	if (lane) {
+		snprintf(prefix, sizeof(prefix), "{lane=\"%s\",le=\"", lane);
+		snprintf(lane_label, sizeof(lane_label), "{lane=\"%s\"}", lane);
+	} else {
+		snprintf(prefix, sizeof(prefix), "{le=\"");
+	}
 	snprintf(inf_label, sizeof(inf_label), "%s+Inf\"}", prefix);
-	snprintf(lane_label, sizeof(lane_label), "{lane=\"%s\"}", lane);
 	for (size_t i = 0; i < x->n; i++) {
 		const struct sample *sm = &x->s[i];
 		double le;
@@ -1742,7 +1753,7 @@ static double check_histogram(const struct exposition *x, const char *fam, const
 		last_le = le;
 		last = sm->value;
 	}
-	ck_assert_msg(inf, "no +Inf bucket for %s", lane);
+	ck_assert_msg(inf, "no +Inf bucket for %s %s", fam, lane ? lane : "");
 	ck_assert_msg(metric(x, count, lane_label) == last, "+Inf %g != _count %g", last,
 		      metric(x, count, lane_label));
 	return last;
@@ -1897,9 +1908,13 @@ START_TEST(test_metrics)
 	promtool_accepts(d, r.out);
 	fires = check_histogram(&x, "bitwheel_fire_lateness_seconds", "oneshot");
 	ck_assert_double_eq(fires, N);
-	/* Fires that came due before the Cancel may be on their way still. */
+	/* The daemon counts both as it fires: equal in any one scrape. */
 	fires = check_histogram(&x, "bitwheel_fire_lateness_seconds", "periodic");
-	ck_assert(fires >= 2 && fires <= metric(&x, "bitwheel_fires_total", "{lane=\"periodic\"}"));
+	ck_assert(fires >= 2);
+	ck_assert_double_eq(fires, metric(&x, "bitwheel_fires_total", "{lane=\"periodic\"}"));
+	/* Fires that came due before the Cancel may be on their way still. */
+	ck_assert(metric(&x, "bitwheel_delivered_fires_total", "") >= N + 2 &&
+		  metric(&x, "bitwheel_delivered_fires_total", "") <= N + fires);
 	snprintf(le, sizeof(le), "{lane=\"oneshot\",le=\"%s\"}",
 		 du_slow() > 1 ? "5.000000000" : "1.000000000");
 	ck_assert_double_eq(metric(&x, "bitwheel_fire_lateness_seconds_bucket", le), N);
@@ -1917,15 +1932,23 @@ START_TEST(test_metrics)
 	ck_assert_double_eq(metric(&x, "bitwheel_connections_refused_total",
 				   "{reason=\"uid_budget\"}"), 0);
 	ck_assert(metric(&x, "bitwheel_connections_accepted_total", "") >= 3);
-	ck_assert_double_eq(metric(&x, "bitwheel_slow_consumer_disconnects_total", ""), 0);
+	ck_assert_double_eq(metric(&x, "bitwheel_disconnects_total",
+				   "{reason=\"slow_consumer\"}"), 0);
+	ck_assert_double_eq(metric(&x, "bitwheel_disconnects_total", "{reason=\"error\"}"), 0);
+	ck_assert_double_eq(metric(&x, "bitwheel_disconnects_total", "{reason=\"no_memory\"}"), 0);
+	/* c2's (a refusal at accept is no connection). */
+	ck_assert(metric(&x, "bitwheel_disconnects_total", "{reason=\"closed\"}") >= 1);
 	ck_assert_double_eq(metric(&x, "bitwheel_storage", ""), 1);
 	ck_assert_double_eq(metric(&x, "bitwheel_storage_down", ""), 0);
-	ck_assert(metric(&x, "bitwheel_journal_syncs_total", "") >= 1);
-	ck_assert(metric(&x, "bitwheel_journal_sync_seconds_total", "") >=
+	ck_assert(check_histogram(&x, "bitwheel_journal_sync_seconds", NULL) >= 1);
+	ck_assert(metric(&x, "bitwheel_journal_sync_seconds_sum", "") >=
 		  metric(&x, "bitwheel_journal_sync_max_seconds", ""));
 	ck_assert(metric(&x, "bitwheel_journal_sync_max_seconds", "") >=
 		  metric(&x, "bitwheel_journal_sync_last_seconds", ""));
 	ck_assert(metric(&x, "bitwheel_snapshots_total", "") >= 1);
+	ck_assert(metric(&x, "bitwheel_snapshot_last_seconds", "") > 0);
+	ck_assert(metric(&x, "bitwheel_snapshot_seconds_total", "") >=
+		  metric(&x, "bitwheel_snapshot_last_seconds", ""));
 	ck_assert(metric(&x, "bitwheel_snapshot_age_seconds", "") <
 		  metric(&x, "bitwheel_uptime_seconds", ""));
 
@@ -1952,6 +1975,109 @@ START_TEST(test_metrics)
 done:
 	du_result_free(&r);
 	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * A loaded daemon: N oneshot timers pipelined with deadlines spread over
+ * SPREAD_MS and P periodic ones, every oneshot fire received, the
+ * periodic ones cancelled.  In one scrape, written by --output, each
+ * lane's lateness histogram counts exactly the lane's fires, and promtool
+ * accepts it.  --output leaves no temporary file, is readable by all, and
+ * leaves the file as it was when it cannot write.
+ */
+START_TEST(test_metrics_loaded)
+{
+	enum { N = 3000, P = 8, BATCH = 500, SPREAD_MS = 200 };
+	struct du_daemon *d = du_daemon_new();
+	struct du_sched s = { .when = DU_DELAY };
+	struct du_buf b = { 0 };
+	static struct exposition x;
+	struct du_result r;
+	struct du_conn *c;
+	char file[160], bad[200], *text;
+	uint64_t deadline, replies = 0, fires = 0, periodic = 0, id = 1;
+	struct stat sb;
+	double one, per;
+	DIR *dir;
+	struct dirent *de;
+	du_env *e;
+
+	if (geteuid() != 0) {
+		du_note("SKIP: test_metrics_loaded needs root (daemon-wide metrics)");
+		du_daemon_free(d);
+		return;
+	}
+	du_daemon_start(d, NULL);
+	c = du_connect(d->sock);
+	bwp_frame_free(du_hello(c, NULL));
+	for (uint64_t k = 1; k <= N + P; k++) {
+		s.key = k;
+		s.periodic = k > N;
+		s.period_ns = 5 * DU_MS;
+		s.when_ns = (k * 7919 % SPREAD_MS + 1) * DU_MS;
+		du_pack_schedule(&b, id++, &s);
+		if (k % BATCH == 0 || k == N + P)
+			du_send_buf(c, &b);
+	}
+	du_buf_free(&b);
+	/* Replies and fires interleave; the periodic fires go on meanwhile
+	 * (their lane's tick is coarser: wait for P of them too). */
+	deadline = du_now_ns() + (uint64_t)du_scale_ms(SPREAD_MS + RUN_MS) * DU_MS;
+	while (replies < N + P || fires < N || periodic < P) {
+		int rc = du_recv(c, 100, &e);
+
+		ck_assert_msg(du_now_ns() < deadline,
+			      "%" PRIu64 " replies, %" PRIu64 " oneshot fires of %d, %"
+			      PRIu64 " periodic ones", replies, fires, N, periodic);
+		if (rc == DU_TIMEOUT)
+			continue;
+		ck_assert_int_eq(rc, DU_FRAME);
+		if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY)
+			replies++;
+		else if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_FIRED)
+			*(e->fired->key <= N ? &fires : &periodic) += 1;
+		else
+			ck_abort_msg("unexpected %d", e->body_case);
+		bwp_frame_free(e);
+	}
+	du_conn_free(c);
+
+	snprintf(file, sizeof(file), "%s/bitwheel.prom", d->dir);
+	bwctl(&r, d->sock, "metrics", "--output", file, NULL);
+	ASSERT_EXIT(&r, 0, "metrics --output");
+	ck_assert_msg(r.out[0] == '\0', "--output printed: %s", r.out);
+	du_result_free(&r);
+	ck_assert(stat(file, &sb) == 0);
+	ck_assert_msg((sb.st_mode & 0777) == 0644, "mode %o", (unsigned)(sb.st_mode & 0777));
+	text = du_read_file(file);
+	parse_exposition(text, &x);
+	promtool_accepts(d, text);
+	one = check_histogram(&x, "bitwheel_fire_lateness_seconds", "oneshot");
+	per = check_histogram(&x, "bitwheel_fire_lateness_seconds", "periodic");
+	ck_assert_double_eq(one, N);
+	ck_assert_double_eq(one, metric(&x, "bitwheel_fires_total", "{lane=\"oneshot\"}"));
+	ck_assert_double_eq(per, metric(&x, "bitwheel_fires_total", "{lane=\"periodic\"}"));
+	ck_assert(per >= P);
+	ck_assert(metric(&x, "bitwheel_delivered_fires_total", "") >= N);
+	free(text);
+
+	/* Nothing left beside it; a directory that is not there changes
+	 * nothing. */
+	ck_assert((dir = opendir(d->dir)) != NULL);
+	while ((de = readdir(dir)) != NULL)
+		ck_assert_msg(strstr(de->d_name, ".tmp.") == NULL, "left behind: %s",
+			      de->d_name);
+	closedir(dir);
+	snprintf(bad, sizeof(bad), "%s/missing/bitwheel.prom", d->dir);
+	bwctl(&r, d->sock, "metrics", "--output", bad, NULL);
+	ASSERT_EXIT(&r, 4, "metrics --output into a missing directory");
+	ck_assert_msg(strstr(r.err, "missing") != NULL, "%s", r.err);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "stats", "--output", file, NULL);
+	ASSERT_EXIT(&r, 2, "stats --output");
+	du_result_free(&r);
 	du_daemon_free(d);
 }
 END_TEST
@@ -2301,6 +2427,7 @@ static Suite *bwctl_suite(void)
 	tc = tcase_create("metrics");
 	du_tcase(tc);
 	tcase_add_test(tc, test_metrics);
+	tcase_add_test(tc, test_metrics_loaded);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("peer");
