@@ -203,7 +203,7 @@ install_test() {
 	multiarch=$(dpkg-architecture -q DEB_HOST_MULTIARCH)
 	for f in /usr/sbin/bitwheeld /usr/bin/bwctl \
 		/lib/systemd/system/bitwheeld.socket /lib/systemd/system/bitwheeld.service \
-		/usr/lib/sysusers.d/bitwheel.conf \
+		/usr/lib/sysusers.d/bitwheel.conf /etc/default/bitwheeld \
 		/usr/share/doc/bitwheel/PROTOCOL.md /usr/share/doc/bitwheel/README.md \
 		/usr/share/bitwheel/bitwheel.proto \
 		/usr/lib/python3/dist-packages/bitwheel/__init__.py \

@@ -43,7 +43,8 @@ uninstall() {
 	for dir in /usr/share/doc/bitwheel /usr/share/bitwheel \
 		/usr/local/share/doc/bitwheel /usr/local/share/bitwheel \
 		/usr/local/lib/systemd/system /usr/local/lib/systemd \
-		/usr/local/lib/sysusers.d /usr/local/lib/pkgconfig; do
+		/usr/local/lib/sysusers.d /usr/local/lib/pkgconfig \
+		/usr/local/etc/default; do
 		rmdir "$dir" 2>/dev/null || true
 	done
 	[ "${#bw_installed[@]}" -eq 0 ] || ldconfig
@@ -95,12 +96,14 @@ for f in /usr/sbin/bitwheeld /usr/bin/bwctl /usr/lib/libbitwheel.so \
 	/lib/systemd/system/bitwheeld.service /usr/lib/sysusers.d/bitwheel.conf \
 	/usr/share/doc/bitwheel/PROTOCOL.md /usr/share/doc/bitwheel/README.md \
 	/usr/share/bitwheel/bitwheel.proto /usr/share/man/man8/bitwheeld.8 \
-	/usr/share/man/man1/bwctl.1; do
+	/usr/share/man/man1/bwctl.1 /etc/default/bitwheeld; do
 	[ -f "$f" ] || fail "$f is missing after make install"
 done
-grep -qx 'ExecStart=/usr/sbin/bitwheeld --state-dir /var/lib/bitwheel' \
+grep -qx 'ExecStart=/usr/sbin/bitwheeld --state-dir /var/lib/bitwheel $BITWHEELD_OPTS' \
 	/lib/systemd/system/bitwheeld.service ||
 	fail "bitwheeld.service does not start /usr/sbin/bitwheeld"
+grep -qx 'EnvironmentFile=-/etc/default/bitwheeld' /lib/systemd/system/bitwheeld.service ||
+	fail "bitwheeld.service does not read /etc/default/bitwheeld"
 echo "installed files: all present"
 getent group bitwheel >/dev/null || fail "make install did not create group bitwheel"
 echo "group bitwheel: $(getent group bitwheel)"

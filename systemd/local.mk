@@ -4,6 +4,7 @@
 EXTRA_DIST += \
 	systemd/bitwheeld.socket \
 	systemd/bitwheeld.service.in \
+	systemd/bitwheeld.default \
 	systemd/bitwheel.sysusers
 
 # Filled in by make rather than by configure: configure would leave
@@ -14,6 +15,7 @@ EXTRA_DIST += \
 systemd/bitwheeld.service: systemd/bitwheeld.service.in Makefile
 	$(AM_V_GEN)$(MKDIR_P) $(@D) && rm -f $@ $@.tmp && \
 	$(SED) -e 's|@sbindir[@]|$(sbindir)|g' \
+		-e 's|@sysconfdir[@]|$(sysconfdir)|g' \
 		$(srcdir)/systemd/bitwheeld.service.in > $@.tmp && \
 	chmod a-w $@.tmp && mv $@.tmp $@
 
@@ -35,6 +37,36 @@ sysusers_DATA = systemd/bitwheel.conf
 bw_installcheck_files += $(systemdsystemunitdir)/bitwheeld.socket \
 	$(systemdsystemunitdir)/bitwheeld.service $(sysusersdir)/bitwheel.conf
 endif
+
+# The service's options file, at the path its EnvironmentFile= names:
+# /etc/default/bitwheeld with --sysconfdir=/etc (README's build, Debian's),
+# else under the prefix like everything else.  An administrator's copy is
+# never overwritten, and make uninstall removes the file only while it is
+# still the one shipped.  Installed with the units or without them.
+bw_defaultdir = $(sysconfdir)/default
+install-data-local: bw-default-install
+uninstall-local: bw-default-uninstall
+
+bw-default-install:
+	@f='$(DESTDIR)$(bw_defaultdir)/bitwheeld'; \
+	if test -e "$$f"; then \
+	  echo "install: $$f exists: left as it is"; \
+	else \
+	  $(MKDIR_P) '$(DESTDIR)$(bw_defaultdir)' && \
+	  echo " $(INSTALL_DATA) bitwheeld.default '$$f'" && \
+	  $(INSTALL_DATA) $(srcdir)/systemd/bitwheeld.default "$$f"; \
+	fi
+
+bw-default-uninstall:
+	@f='$(DESTDIR)$(bw_defaultdir)/bitwheeld'; \
+	if cmp -s $(srcdir)/systemd/bitwheeld.default "$$f"; then \
+	  rm -f "$$f"; \
+	elif test -e "$$f"; then \
+	  echo "uninstall: $$f was changed: left in place"; \
+	fi
+
+bw_installcheck_files += $(bw_defaultdir)/bitwheeld
+.PHONY: bw-default-install bw-default-uninstall
 
 # After a live install (empty DESTDIR, configure's --enable-post-install)
 # create the group at once, as systemd-sysusers.service would at the next

@@ -1,7 +1,8 @@
 /*
  * check_systemd.c - the systemd units in systemd/: the build filled in the
  * service's ExecStart, the settings the daemon and its clients rely on are
- * there, the sysusers.d entry creates the socket's group, systemd-analyze
+ * there (the options file and its BITWHEELD_OPTS, whose examples the
+ * daemon accepts), the sysusers.d entry creates the socket's group, systemd-analyze
  * verify has nothing to say about either unit, and the service's offline
  * security exposure is at most 1.2.
  *
@@ -43,6 +44,7 @@
 #define SOCKET_SRC BW_TOP_SRCDIR "/systemd/bitwheeld.socket"
 #define SERVICE_GEN BW_TOP_BUILDDIR "/systemd/bitwheeld.service"
 #define SYSUSERS_SRC BW_TOP_SRCDIR "/systemd/bitwheel.sysusers"
+#define DEFAULT_SRC BW_TOP_SRCDIR "/systemd/bitwheeld.default"
 #define MANPAGE_SRC BW_TOP_SRCDIR "/daemon/bitwheeld.8"
 #define DAEMON_BUILT BW_TOP_BUILDDIR "/daemon/bitwheeld"
 #define EXEC_INSTALLED BW_SBINDIR "/bitwheeld"
@@ -590,6 +592,16 @@ START_TEST(test_service_settings)
 	assert_setting(text, "bitwheeld.service", "Unit", "Requires",
 		       "bitwheeld.socket",
 		       "the sandbox leaves the daemon no socket of its own");
+	/* The options file: optional ("-"), and its variable on the command
+	 * line, unquoted, so that systemd splits it at whitespace. */
+	ck_assert_msg(unit_value(text, "Service", "EnvironmentFile", buf, sizeof(buf)) &&
+		      buf[0] == '-' && strlen(buf) > 18 &&
+		      strcmp(buf + strlen(buf) - 18, "/default/bitwheeld") == 0,
+		      "bitwheeld.service: EnvironmentFile=%s, want -SYSCONFDIR/default/bitwheeld",
+		      buf);
+	ck_assert_msg(unit_value(text, "Service", "ExecStart", buf, sizeof(buf)) &&
+		      strlen(buf) > 16 && strcmp(buf + strlen(buf) - 16, " $BITWHEELD_OPTS") == 0,
+		      "bitwheeld.service: ExecStart=%s does not end in $BITWHEELD_OPTS", buf);
 	ck_assert_msg(unit_value(text, "Service", "WatchdogSec", buf,
 				 sizeof(buf)) != NULL && buf[0] != '\0' &&
 		      strcmp(buf, "0") != 0 && strcmp(buf, "infinity") != 0,
@@ -606,6 +618,57 @@ START_TEST(test_service_settings)
 			      buf[0] == '\0',
 			      "bitwheeld.service: PrivateUsers=%s breaks "
 			      "SO_PEERCRED-based session ownership", buf);
+	free(text);
+}
+END_TEST
+
+/*
+ * The options file sets BITWHEELD_OPTS once, empty, and each example in
+ * its comments ("#BITWHEELD_OPTS=\"...\"") is options the daemon takes:
+ * bitwheeld with them and a last --help parses them all, then exits 0.
+ */
+START_TEST(test_default_file)
+{
+	char *text = read_file(DEFAULT_SRC), *line, *save = NULL;
+	int set = 0, examples = 0;
+	struct stat st;
+
+	ck_assert_msg(text != NULL, "read %s: %s", DEFAULT_SRC, strerror(errno));
+	if (stat(DAEMON_BUILT, &st) != 0) {
+		fprintf(stderr, "note: %s not built; the examples are not tried\n", DAEMON_BUILT);
+		free(text);
+		return;
+	}
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *argv[16] = { DAEMON_BUILT }, *v, *end, *w, *wsave = NULL;
+		size_t n = 1;
+		struct run r;
+
+		if (strncmp(line, "BITWHEELD_OPTS=", 15) == 0) {
+			ck_assert_str_eq(line, "BITWHEELD_OPTS=\"\"");
+			set++;
+			continue;
+		}
+		if (strncmp(line, "#BITWHEELD_OPTS=\"", 17) != 0)
+			continue;
+		v = line + 17;
+		end = strrchr(v, '"');
+		ck_assert_msg(end != NULL && end[1] == '\0', "%s: unquoted: %s", DEFAULT_SRC, line);
+		*end = '\0';
+		for (w = strtok_r(v, " \t", &wsave); w; w = strtok_r(NULL, " \t", &wsave)) {
+			ck_assert(n < 14);
+			argv[n++] = w;
+		}
+		argv[n++] = "--help";
+		argv[n] = NULL;
+		run(argv, NULL, &r);
+		ck_assert_msg(r.status == 0, "%s: example \"%s\": bitwheeld exits %d: %s",
+			      DEFAULT_SRC, v, r.status, r.err);
+		run_free(&r);
+		examples++;
+	}
+	ck_assert_int_eq(set, 1);
+	ck_assert_int_gt(examples, 0);
 	free(text);
 }
 END_TEST
@@ -757,6 +820,7 @@ static Suite *systemd_suite(void)
 	tcase_set_timeout(tc, TCASE_TIMEOUT_S);
 	tcase_add_test(tc, test_socket_settings);
 	tcase_add_test(tc, test_service_settings);
+	tcase_add_test(tc, test_default_file);
 	tcase_add_test(tc, test_sysusers_creates_socket_group);
 	suite_add_tcase(s, tc);
 
