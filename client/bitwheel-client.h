@@ -255,10 +255,11 @@ enum bwc_server_code {
 	BWC_SERVER_BAD_VERSION = 5,
 	BWC_SERVER_HELLO_REQUIRED = 6,
 	BWC_SERVER_ALREADY_HELLO = 7,
-	BWC_SERVER_PERMISSION_DENIED = 8, /* Hello: a caller other than root
-					     named another uid's namespace
-					     (bwc_set_owner_uid); the
-					     connection is closed           */
+	BWC_SERVER_PERMISSION_DENIED = 8, /* a caller other than root named
+					     another uid's namespace: at
+					     Hello (bwc_set_owner_uid; the
+					     connection is closed), or in a
+					     listing (it stays open)        */
 	BWC_SERVER_SESSION_BUSY = 9,      /* version 1 only: never sent now */
 	BWC_SERVER_TOO_MANY_CLIENTS = 10,
 	BWC_SERVER_DUPLICATE_KEY = 11,
@@ -276,6 +277,8 @@ enum bwc_server_code {
 					     state directory: a change to a
 					     named session was refused;
 					     retry later                    */
+	BWC_SERVER_UNKNOWN_SESSION = 20,  /* bwc_list_timers: no such
+					     session in the namespace       */
 };
 
 /* A static description of a bwc_error code. */
@@ -728,6 +731,90 @@ BWC_EXPORT int bwc_metrics_histograms(struct bwc_client *c,
 				      struct bwc_stats *stats,
 				      struct bwc_metrics *out,
 				      struct bwc_histogram *h, size_t n);
+
+/* ---- introspection ------------------------------------------------------ */
+
+/*
+ * Who holds what in the daemon (PROTOCOL.md, ListSessions and
+ * ListTimers): root sees every uid's sessions and may list any session's
+ * timers; anyone else sees only its own uid's.  Both calls are blocking
+ * and read-only, work on a connection of any role (anonymous included),
+ * and fill the caller's array: up to max entries (max >= 1), *n of them,
+ * fetched page by page (the daemon sends at most 1,000 entries per reply,
+ * fewer when its frames are small).  The listing is not a snapshot: what
+ * changes meanwhile may or may not be in it, but an entry that exists
+ * throughout is there once.  Errors as bwc_schedule, and:
+ *   BWC_EINVAL   out or n NULL, max 0, a bad session name, a uid above
+ *                UINT32_MAX
+ *   BWC_ESERVER  PERMISSION_DENIED (another uid's, and the caller is not
+ *                root), UNKNOWN_SESSION (bwc_list_timers: no such named
+ *                session), UNKNOWN_MESSAGE (a daemon that predates them:
+ *                it closes the connection)
+ *
+ * The entry structs have a fixed size for good, as struct bwc_stats: the
+ * caller allocates arrays of them, so fields added later take the
+ * reserved slots, which the library zeroes.
+ */
+#define BWC_ANY_UID (-1)       /* owner_uid: every uid the caller may see */
+
+struct bwc_session_entry {
+	char name[80];         /* NUL-terminated, at most 64 bytes; "" for
+				  an anonymous session                      */
+	bool anonymous;
+	uint32_t owner_uid;    /* its namespace; anonymous: its client's    */
+	uint32_t pid;          /* anonymous: its client's pid; else 0       */
+	uint32_t consumers;    /* connections attached as consumers         */
+	uint32_t producers;    /* ... and as producers                      */
+	uint64_t timers;       /* pending timers                            */
+	uint64_t queued;       /* fires waiting in its queue                */
+	uint64_t in_flight;    /* fires sent to consumers, not yet done     */
+	uint64_t dropped;      /* periodic fires dropped at max_queued since
+				  a consumer last attached                  */
+	uint64_t idle_ns;      /* no connection attached: since the last one
+				  left (or the daemon restored it); else 0  */
+	bool expires;          /* no connection attached: it expires ...    */
+	uint64_t expires_in_ns;/* ... this long from now, unless one does   */
+	uint64_t reserved[8];  /* 0                                         */
+};
+
+struct bwc_timer_entry {
+	uint64_t key;
+	uint64_t deadline_ns;  /* the next deadline, CLOCK_MONOTONIC (struct
+				  bwc_listing turns it into wall-clock time) */
+	uint64_t period_ns;    /* 0: oneshot                                */
+	uint64_t fire_count;   /* periodic: fires so far                    */
+	uint32_t payload_len;
+	bool has_payload;      /* false: scheduled without a payload        */
+	bool late;             /* due while the daemon was not running      */
+	bool periodic_lane;    /* waits in the periodic lane (else oneshot) */
+	uint64_t reserved[8];  /* 0                                         */
+};
+
+/* What a listing said besides its entries. */
+struct bwc_listing {
+	bool more;             /* max was reached with entries left          */
+	uint64_t total;        /* timers: the session's pending timers       */
+	uint32_t owner_uid;    /* timers: the session's namespace            */
+	/* timers: the daemon's CLOCK_MONOTONIC and CLOCK_REALTIME read
+	 * together as it answered (the last page): a deadline is
+	 * realtime_ns + (deadline_ns - now_ns) in wall-clock time. */
+	uint64_t now_ns;
+	uint64_t realtime_ns;
+	uint64_t reserved[8];  /* 0                                         */
+};
+
+/* Sessions: owner_uid BWC_ANY_UID for all the caller may see (root:
+ * every uid's, including anonymous sessions; anyone else: its own), or
+ * one uid's.  listing may be NULL. */
+BWC_EXPORT int bwc_list_sessions(struct bwc_client *c, int64_t owner_uid,
+				 struct bwc_session_entry *out, size_t max,
+				 size_t *n, struct bwc_listing *listing);
+/* The pending timers of the named session in owner_uid's namespace
+ * (BWC_ANY_UID: the caller's own).  listing may be NULL. */
+BWC_EXPORT int bwc_list_timers(struct bwc_client *c, const char *session,
+			       int64_t owner_uid, struct bwc_timer_entry *out,
+			       size_t max, size_t *n,
+			       struct bwc_listing *listing);
 
 /* ---- fires -------------------------------------------------------------- */
 

@@ -138,6 +138,9 @@ _Static_assert((int)BWC_SERVER_INTERNAL ==
 _Static_assert((int)BWC_SERVER_STORAGE_UNAVAILABLE ==
 		       (int)BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE,
 	       "server code mismatch");
+_Static_assert((int)BWC_SERVER_UNKNOWN_SESSION ==
+		       (int)BITWHEEL__V1__ERROR_CODE__UNKNOWN_SESSION,
+	       "server code mismatch");
 /* And the roles are the protocol's Role numbers. */
 _Static_assert((int)BWC_ROLE_PRODUCER == (int)BITWHEEL__V1__ROLE__PRODUCER &&
 		       (int)BWC_ROLE_CONSUMER ==
@@ -361,7 +364,7 @@ const char *bwc_server_error_name(int code)
 		"SESSION_BUSY", "TOO_MANY_CLIENTS", "DUPLICATE_KEY",
 		"BAD_DEADLINE", "PAYLOAD_TOO_LARGE", "TOO_MANY_TIMERS",
 		"NO_MEMORY", "SHUTTING_DOWN", "INTERNAL", "OVER_BUDGET",
-		"STORAGE_UNAVAILABLE",
+		"STORAGE_UNAVAILABLE", "UNKNOWN_SESSION",
 	};
 
 	if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]))
@@ -560,6 +563,12 @@ static const char *body_name(Bitwheel__V1__Envelope__BodyCase bc)
 	case BITWHEEL__V1__ENVELOPE__BODY_FIRED: return "fired";
 	case BITWHEEL__V1__ENVELOPE__BODY_ACK: return "ack";
 	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY: return "ack_reply";
+	case BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS: return "list_sessions";
+	case BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS: return "list_timers";
+	case BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS_REPLY:
+		return "list_sessions_reply";
+	case BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS_REPLY:
+		return "list_timers_reply";
 	default: return "unknown";
 	}
 }
@@ -699,6 +708,8 @@ static int take_frame(struct bwc_client *c, const struct bwp_response *m,
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
 	case BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY:
 	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY:
+	case BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS_REPLY:
+	case BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS_REPLY:
 		if (!m->has_request_id) {
 			conn_fail(c, BWC_EPROTO,
 				  "protocol error: %s without a request_id",
@@ -1942,6 +1953,197 @@ int bwc_stats(struct bwc_client *c, struct bwc_stats *out)
 	if (c != NULL && out == NULL)
 		return fail(c, BWC_EINVAL, "stats output NULL");
 	return bwc_metrics(c, out, NULL);
+}
+
+/* ---- introspection ------------------------------------------------------ */
+
+#if defined(__x86_64__) || defined(__aarch64__)
+_Static_assert(sizeof(struct bwc_session_entry) == 224,
+	       "struct bwc_session_entry changed size: take a reserved slot");
+_Static_assert(sizeof(struct bwc_timer_entry) == 104,
+	       "struct bwc_timer_entry changed size: take a reserved slot");
+_Static_assert(sizeof(struct bwc_listing) == 104,
+	       "struct bwc_listing changed size: take a reserved slot");
+#endif
+
+/* One listing, paged: what the next request asks and the entries so far. */
+struct listing {
+	Bitwheel__V1__Envelope__BodyCase body, reply;
+	const char *session;       /* ListTimers                            */
+	int64_t owner_uid;         /* BWC_ANY_UID: none asked               */
+	void *out;
+	size_t size, max, n;       /* entry size, room, filled              */
+	struct bwc_listing info;
+};
+
+static void copy_session(const Bitwheel__V1__SessionInfo *si,
+			 struct bwc_session_entry *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->anonymous = !si->has_name;
+	if (si->has_name) {
+		size_t len = si->name.len < sizeof(e->name) - 1 ?
+			     si->name.len : sizeof(e->name) - 1;
+
+		memcpy(e->name, si->name.data, len);
+	}
+	e->owner_uid = si->owner_uid;
+	e->pid = si->pid;
+	e->consumers = si->consumers;
+	e->producers = si->producers;
+	e->timers = si->timers;
+	e->queued = si->queued;
+	e->in_flight = si->in_flight;
+	e->dropped = si->dropped;
+	e->idle_ns = si->idle_ns;
+	e->expires = si->has_expires_in_ns;
+	e->expires_in_ns = si->expires_in_ns;
+}
+
+static void copy_timer(const Bitwheel__V1__TimerInfo *ti,
+		       struct bwc_timer_entry *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->key = ti->key;
+	e->deadline_ns = ti->deadline_ns;
+	e->period_ns = ti->period_ns;
+	e->fire_count = ti->fire_count;
+	e->payload_len = ti->payload_bytes;
+	e->has_payload = ti->has_payload;
+	e->late = ti->late;
+	e->periodic_lane = ti->lane == BITWHEEL__V1__LANE__LANE_PERIODIC;
+}
+
+/* One page: ask from cursor (0: the start) for what room is left; take
+ * what came into l, and *cursor where the next page starts (0: none). */
+static int list_page(struct bwc_client *c, struct listing *l, uint64_t *cursor)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__ListSessions ls = BITWHEEL__V1__LIST_SESSIONS__INIT;
+	Bitwheel__V1__ListTimers lt = BITWHEEL__V1__LIST_TIMERS__INIT;
+	/* Blocking only: no callback sees its kind. */
+	struct request req = { .kind = 0, .reply_case = l->reply };
+	size_t room = l->max - l->n;
+	uint32_t limit = room < UINT32_MAX ? (uint32_t)room : UINT32_MAX;
+	struct answer ans;
+	size_t got;
+	bool more;
+	int rc;
+
+	env.body_case = l->body;
+	if (l->body == BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS) {
+		ls.has_owner_uid = l->owner_uid != BWC_ANY_UID;
+		ls.owner_uid = (uint32_t)l->owner_uid;
+		ls.has_limit = 1;
+		ls.limit = limit;
+		ls.has_cursor = *cursor != 0;
+		ls.cursor = *cursor;
+		env.list_sessions = &ls;
+	} else {
+		lt.has_session = 1;
+		lt.session.data = (uint8_t *)l->session;
+		lt.session.len = strlen(l->session);
+		lt.has_owner_uid = l->owner_uid != BWC_ANY_UID;
+		lt.owner_uid = (uint32_t)l->owner_uid;
+		lt.has_limit = 1;
+		lt.limit = limit;
+		lt.has_cursor = *cursor != 0;
+		lt.cursor = *cursor;
+		env.list_timers = &lt;
+	}
+	rc = call(c, &env, &req, &ans);
+	if (rc != 0)
+		return rc;
+	if (l->reply == BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS_REPLY) {
+		const Bitwheel__V1__ListSessionsReply *r = ans.env->list_sessions_reply;
+
+		got = r->n_sessions < room ? r->n_sessions : room;
+		for (size_t i = 0; i < got; i++)
+			copy_session(r->sessions[i],
+				     (struct bwc_session_entry *)l->out + l->n + i);
+		more = r->more || got < r->n_sessions;
+		*cursor = r->more && r->has_cursor ? r->cursor : 0;
+	} else {
+		const Bitwheel__V1__ListTimersReply *r = ans.env->list_timers_reply;
+
+		got = r->n_timers < room ? r->n_timers : room;
+		for (size_t i = 0; i < got; i++)
+			copy_timer(r->timers[i],
+				   (struct bwc_timer_entry *)l->out + l->n + i);
+		more = r->more || got < r->n_timers;
+		*cursor = r->more && r->has_cursor ? r->cursor : 0;
+		l->info.total = r->total;
+		l->info.owner_uid = r->owner_uid;
+		l->info.now_ns = r->now_ns;
+		l->info.realtime_ns = r->realtime_ns;
+	}
+	bwp_frame_free(ans.env);
+	l->n += got;
+	l->info.more = more;
+	if (more && *cursor == 0 && l->n < l->max)
+		return fail(c, BWC_EPROTO,
+			    "protocol error: a listing reply says more without a cursor");
+	return 0;
+}
+
+/* Pages until out is full or the listing ends. */
+static int list_all(struct bwc_client *c, struct listing *l, size_t *n,
+		    struct bwc_listing *info)
+{
+	uint64_t cursor = 0;
+	int rc;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	if (l->out == NULL || n == NULL || l->max == 0)
+		return fail(c, BWC_EINVAL, "listing: output NULL or max 0");
+	if (l->owner_uid != BWC_ANY_UID &&
+	    (l->owner_uid < 0 || l->owner_uid > (int64_t)UINT32_MAX))
+		return fail(c, BWC_EINVAL, "listing: uid %lld is not a uid",
+			    (long long)l->owner_uid);
+	if (c->fd < 0)
+		return not_connected(c);
+	*n = 0;
+	do {
+		rc = list_page(c, l, &cursor);
+		if (rc != 0)
+			return rc;
+	} while (cursor != 0 && l->n < l->max);
+	*n = l->n;
+	if (info != NULL)
+		*info = l->info;
+	return 0;
+}
+
+int bwc_list_sessions(struct bwc_client *c, int64_t owner_uid,
+		      struct bwc_session_entry *out, size_t max, size_t *n,
+		      struct bwc_listing *listing)
+{
+	struct listing l = {
+		.body = BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS,
+		.reply = BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS_REPLY,
+		.owner_uid = owner_uid, .out = out, .max = max,
+	};
+
+	return list_all(c, &l, n, listing);
+}
+
+int bwc_list_timers(struct bwc_client *c, const char *session,
+		    int64_t owner_uid, struct bwc_timer_entry *out, size_t max,
+		    size_t *n, struct bwc_listing *listing)
+{
+	struct listing l = {
+		.body = BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS,
+		.reply = BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS_REPLY,
+		.session = session, .owner_uid = owner_uid, .out = out,
+		.max = max,
+	};
+
+	if (c != NULL && (session == NULL ||
+			  !bwp_session_name_valid(session, strlen(session))))
+		return fail(c, BWC_EINVAL, "listing: '%s' is not a session name",
+			    session ? session : "(null)");
+	return list_all(c, &l, n, listing);
 }
 
 /* ---- non-blocking requests ------------------------------------------ */

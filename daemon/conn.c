@@ -37,7 +37,8 @@
  * and all of them together at most TURN_FRAMES, or what they handle in
  * BWD_TURN_NS (a Schedule into a wheel whose overflow holds a million timers
  * costs several times a Cancel; the clock is read every TURN_CLOCK_EVERY
- * frames).  One with more waiting
+ * frames, and after each listing's page, which costs up to a thousand
+ * entries' worth).  One with more waiting
  * stops reading (its input holds them) and waits in a queue
  * (env->more_head) that goes on from a zero timeout, that is in the next
  * turn after the loop has polled again, from its front while the turn's
@@ -118,6 +119,7 @@ struct bwd_conn {
 	struct evbuffer *stage_to; /* the output or held                     */
 	struct event *flush;       /* active while something is staged       */
 	uint64_t now_ns;           /* the batch's clock; 0: unread           */
+	struct bwd_list_cursor list; /* where its last listing stopped       */
 	bool throttled;            /* reading paused for backpressure        */
 	/* Frames left for a later turn: in env's queue, reading paused. */
 	struct bwd_conn *more_next, *more_prev;
@@ -711,7 +713,7 @@ static void handle_input(struct bwd_conn *c, bool reserved)
 	size_t max = c->lim->max_frame;
 	struct bwd_request_ctx ctx = {
 		.env = c->env, .member = c->member, .owner = c,
-		.uid = c->uid, .pid = c->pid,
+		.list = &c->list, .uid = c->uid, .pid = c->pid,
 	};
 	/* Only a Schedule may need a payload's length; the others are small
 	 * unless padded with fields nobody reads, which cost to decode. */
@@ -777,6 +779,12 @@ static void handle_input(struct bwd_conn *c, bool reserved)
 			event_del(c->hello_late);
 		c->member = ctx.member;
 		send_reply(c, &reply);
+		bwd_reply_free(&reply);
+		/* A listing's page is worth many frames: the clock is read
+		 * before the next. */
+		if (reply.heavy)
+			c->env->turn_frames += TURN_CLOCK_EVERY -
+				c->env->turn_frames % TURN_CLOCK_EVERY;
 		if (!c->closing && !c->dead && !c->gone &&
 		    bwd_conn_output(c) >= c->lim->max_output / 2) {
 			c->throttled = true;

@@ -217,6 +217,15 @@ struct bwd_map_node *bwd_map_next(struct bwd_map_node *n, uint64_t key);
 void bwd_map_insert(struct bwd_map *m, struct bwd_map_node *n);
 void bwd_map_remove(struct bwd_map *m, struct bwd_map_node *n);
 size_t bwd_map_bytes(const struct bwd_map *m);
+/*
+ * Walk the map in its own order (map.c) from position *pos on, handing
+ * visit each node, at most `work` chain nodes and buckets looked at: true
+ * once past the last; false when visit refused a node (*pos is its
+ * position, to resume at it) or the work ran out (*pos is where to
+ * resume).  Nodes sharing a key are handed over once, as one.
+ */
+bool bwd_map_scan(const struct bwd_map *m, uint64_t *pos, size_t work,
+		  bool (*visit)(void *arg, struct bwd_map_node *n), void *arg);
 
 #define bwd_container_of(ptr, type, member) \
 	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
@@ -284,7 +293,7 @@ struct bwd_slink {
 
 struct bwd_session {
 	struct bwd_map_node node;  /* keyed by (owner, name)'s hash (named)  */
-	struct bwd_map_node id_node; /* keyed by id (named only)             */
+	struct bwd_map_node id_node; /* keyed by id, while listed            */
 	char *name;                /* NULL: anonymous                        */
 	uid_t owner;
 	struct bwd_uid *acct;      /* owner's budgets' use (state.c)         */
@@ -311,8 +320,11 @@ struct bwd_session {
 	bw_handle linger_handle;
 	bool lingering;
 	struct bwd_state *state;
-	uint64_t id;               /* named: its number in the state files,
+	uint64_t id;               /* its number: in the state files (named),
 				      id_node's key                          */
+	bool listed;               /* in the state's by_id (not ending)      */
+	uint64_t detached_ns;      /* when its last member left (or it was
+				      restored)                              */
 	uint64_t next_seq;         /* named: the next fire's seq             */
 	/* Anonymous, ended with many timers: cancelled a chunk per turn. */
 	bool ending;
@@ -335,6 +347,7 @@ struct bwd_member {
 	uint64_t ack_timeout_ns;   /* 0: none                                */
 	bw_handle ack_handle;
 	uint32_t window;
+	pid_t pid;                 /* its connection's peer                  */
 	bool consumer;
 	bool auto_ack;
 	bool room;                 /* its connection's output takes fires    */
@@ -456,6 +469,7 @@ struct bwd_attach {
 	uint32_t window;
 	uint64_t ack_timeout_ns;   /* 0: none                                */
 	void *owner;               /* handed back with its fires             */
+	pid_t pid;                 /* the caller's, for listings             */
 	bool no_create;            /* a new named session could not be
 				      journaled: refuse to create one        */
 };
@@ -520,6 +534,25 @@ uint64_t bwd_timer_bytes_added(struct bwd_session *s,
 			       const struct bwd_schedule *req);
 /* 0 (*pending says whether it was), or a protocol error code. */
 int bwd_timer_cancel(struct bwd_session *s, uint64_t key, bool *pending);
+
+/*
+ * Listings (ListSessions, ListTimers), a page at a time: the sessions, or
+ * a session's pending timers, in their map's order (bwd_map_scan) from
+ * position *pos on (0: the start), at most max of them into out (*n) and
+ * at most BWD_LIST_WORK map nodes and buckets looked at.  True when the
+ * listing is complete; false when *pos is where the next page starts.
+ * Sessions: every live one (anonymous too, not those ending), or with
+ * !any only owner's.
+ */
+#define BWD_LIST_WORK 16384u
+bool bwd_state_list_sessions(const struct bwd_state *st, bool any, uid_t owner,
+			     uint64_t *pos, const struct bwd_session **out,
+			     size_t max, size_t *n);
+bool bwd_session_list_timers(const struct bwd_session *s, uint64_t *pos,
+			     const struct bwd_timer **out, size_t max, size_t *n);
+/* The named session (owner, name); NULL when there is none. */
+struct bwd_session *bwd_state_session(struct bwd_state *st, uid_t owner,
+				      const char *name);
 
 struct bwd_journal;
 struct bwd_record;
@@ -872,15 +905,41 @@ struct bwd_env {
 
 /* ---- request.c ---------------------------------------------------------- */
 
+/*
+ * Where a connection's last listing (ListSessions, ListTimers) stopped,
+ * kept by the connection between pages: the client gets a token for it,
+ * never the map position itself (a position tells the maps' seed).
+ */
+struct bwd_list_cursor {
+	uint64_t token;                /* the last reply's cursor; 0: none   */
+	uint64_t pos;                  /* where the next page starts         */
+	int body;                      /* the listing's request body case    */
+	uint64_t what;                 /* ListTimers: the session's id;
+					  ListSessions: the uid listed, or
+					  UINT64_MAX for every uid's        */
+};
+
 /* One request's connection, as request.c sees it. */
 struct bwd_request_ctx {
 	struct bwd_env *env;
 	struct bwd_member *member;     /* NULL before Hello; set by it       */
 	void *owner;                   /* the connection, for Hello          */
+	struct bwd_list_cursor *list;  /* the connection's                   */
 	uid_t uid;
 	pid_t pid;
 	uint64_t now_ns;               /* 0: not read yet in this batch      */
 };
+
+/*
+ * A listing reply's bounds: entries per reply, and what one entry and the
+ * rest of the reply take packed at most (tests/check_daemon checks them),
+ * so that a page never passes max_frame (PROTOCOL.md, ListSessions).
+ */
+#define BWD_LIST_MAX 1000u
+#define BWD_SESSION_ENTRY_MAX 176u
+#define BWD_SESSIONS_REPLY_MAX 32u
+#define BWD_TIMER_ENTRY_MAX 64u
+#define BWD_TIMERS_REPLY_MAX 80u
 
 /* A reply in caller storage: env, whose body points into the rest. */
 struct bwd_reply {
@@ -892,6 +951,8 @@ struct bwd_reply {
 		Bitwheel__V1__CancelReply cancel;
 		Bitwheel__V1__StatsReply stats;
 		Bitwheel__V1__AckReply ack;
+		Bitwheel__V1__ListSessionsReply list_sessions;
+		Bitwheel__V1__ListTimersReply list_timers;
 	} body;
 	Bitwheel__V1__Limits limits;
 	Bitwheel__V1__LaneStats lanes[2];
@@ -901,6 +962,8 @@ struct bwd_reply {
 	char message[256];
 	bool none;                     /* nothing to send (an Ack without id) */
 	bool close;                    /* close once it is written           */
+	bool heavy;                    /* a listing's page: O(its entries)   */
+	void *heap;                    /* a listing's entries: bwd_reply_free */
 };
 
 /* Act on one request and fill in its reply. */
@@ -909,6 +972,8 @@ void bwd_request_handle(struct bwd_request_ctx *ctx,
 /* The same for a request read by bwp_frame_parse_request(). */
 void bwd_request_handle_fast(struct bwd_request_ctx *ctx,
 			     const struct bwp_request *r, struct bwd_reply *out);
+/* What a reply holds beyond itself, once it is packed. */
+void bwd_reply_free(struct bwd_reply *r);
 /* A connection-level error (no request_id) that closes the connection. */
 void bwd_request_fail(struct bwd_reply *out, Bitwheel__V1__ErrorCode code,
 		      const char *fmt, ...) __attribute__((format(printf, 3, 4)));

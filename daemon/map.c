@@ -8,6 +8,17 @@
  * that pile into one bucket.  find, insert and remove are O(1) on average;
  * growing is O(n) and rare.  Several nodes may share a key (sessions hash
  * their names); bwd_map_next() walks them.
+ *
+ * A walk that stops and resumes later (bwd_map_scan, for listings paged
+ * over many requests) goes in the map's own order: a key's position is
+ * its mixed hash with the bits reversed, so a bucket holds one contiguous
+ * range of positions whatever the bucket count, and buckets are visited
+ * in reverse-binary order (Redis's SCAN).  Resuming from a position
+ * therefore returns every key present all along exactly once, however the
+ * map grew in between.  Within a bucket the chain is searched for the
+ * least position not yet passed, so a page costs O(its nodes x their
+ * chains' lengths + the buckets it crosses), which a work bound caps.
+ * A position tells the seed: it never leaves the daemon.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -101,6 +112,55 @@ void bwd_map_remove(struct bwd_map *m, struct bwd_map_node *n)
 		p = &(*p)->next;
 	*p = n->next;
 	m->count--;
+}
+
+static uint64_t reverse64(uint64_t x)
+{
+	x = ((x >> 1) & 0x5555555555555555ull) | ((x & 0x5555555555555555ull) << 1);
+	x = ((x >> 2) & 0x3333333333333333ull) | ((x & 0x3333333333333333ull) << 2);
+	x = ((x >> 4) & 0x0f0f0f0f0f0f0f0full) | ((x & 0x0f0f0f0f0f0f0f0full) << 4);
+	return __builtin_bswap64(x);
+}
+
+bool bwd_map_scan(const struct bwd_map *m, uint64_t *pos, size_t work,
+		  bool (*visit)(void *arg, struct bwd_map_node *n), void *arg)
+{
+	/* The positions one bucket covers share their top bits. */
+	uint64_t span = ~0ull >> __builtin_popcountll(m->mask);
+	uint64_t p = *pos;
+
+	while (work) {
+		struct bwd_map_node *best = NULL;
+		uint64_t best_pos = 0;
+
+		for (struct bwd_map_node *n = m->bucket[reverse64(p) & m->mask];
+		     n && work; n = n->next, work--) {
+			uint64_t q = reverse64(mix(n->key, m->seed));
+
+			if (q >= p && (!best || q < best_pos)) {
+				best = n;
+				best_pos = q;
+			}
+		}
+		if (!work)
+			break;
+		work--;
+		if (best) {
+			if (!visit(arg, best)) {
+				*pos = best_pos;
+				return false;
+			}
+			if (best_pos == UINT64_MAX)
+				return true;
+			p = best_pos + 1;
+		} else {
+			if ((p | span) == UINT64_MAX)
+				return true;
+			p = (p | span) + 1;
+		}
+	}
+	*pos = p;
+	return false;
 }
 
 size_t bwd_map_bytes(const struct bwd_map *m)

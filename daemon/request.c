@@ -10,13 +10,20 @@
  * sent) also set reply->close.  While the storage is down (store.c), a
  * change to a named session whose reply would vouch for its durability
  * (Schedule, Cancel, an Ack with an id, a Hello creating the session) is
- * refused with STORAGE_UNAVAILABLE.  Nothing here writes bytes: the connection
+ * refused with STORAGE_UNAVAILABLE.  The listings (ListSessions,
+ * ListTimers) are read-only: a page of at most BWD_LIST_MAX entries, and
+ * what fits max_frame, in a block this file allocates and
+ * bwd_reply_free() frees once conn.c has packed it; where the listing
+ * stopped stays with the connection (struct bwd_list_cursor), the client
+ * gets a token for it.  A non-root caller sees only its own uid's, and is
+ * refused another's before anything is looked up.  Nothing here writes bytes: the connection
  * (conn.c) packs and sends what it is given.  Payloads and keys are logged
  * only at debug level.
  */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon-internal.h"
@@ -34,7 +41,14 @@ static void reply_init(struct bwd_reply *out, bool has_id, uint64_t id,
 	out->env.has_request_id = has_id;
 	out->env.request_id = id;
 	out->env.body_case = body;
-	out->none = out->close = false;
+	out->none = out->close = out->heavy = false;
+	out->heap = NULL;
+}
+
+void bwd_reply_free(struct bwd_reply *r)
+{
+	free(r->heap);
+	r->heap = NULL;
 }
 
 static void verror(struct bwd_reply *out, bool has_id, uint64_t id,
@@ -216,7 +230,8 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 	Bitwheel__V1__HelloReply *hr = &out->body.hello;
 	Bitwheel__V1__Limits *lim = &out->limits;
 	char name[BWP_SESSION_NAME_MAX + 1];
-	struct bwd_attach a = { .uid = ctx->uid, .owner = ctx->owner };
+	struct bwd_attach a = { .uid = ctx->uid, .owner = ctx->owner,
+				.pid = ctx->pid };
 	const struct bwd_budget *own;
 	struct bwd_session *s;
 	bool resumed;
@@ -687,6 +702,222 @@ static void do_stats(struct bwd_request_ctx *ctx, const Envelope *req,
 	out->env.stats_reply = sr;
 }
 
+/* ---- introspection: ListSessions, ListTimers --------------------------- */
+
+/*
+ * A listing's page: where it starts (a cursor the client passes back must
+ * continue the connection's last listing of the same thing), and how many
+ * entries it may hold (the request's limit, BWD_LIST_MAX, and what fits
+ * max_frame).  0, or the reply already says why not.
+ */
+static int list_start(struct bwd_request_ctx *ctx, const Envelope *req,
+		      bool has_cursor, uint64_t cursor, uint32_t limit,
+		      uint64_t what, size_t entry_max, size_t reply_max,
+		      size_t *max, struct bwd_reply *out)
+{
+	struct bwd_list_cursor *lc = ctx->list;
+	size_t fit = (ctx->env->opt->limits.max_frame - reply_max) / entry_max;
+
+	if (has_cursor && cursor != 0 &&
+	    (cursor != lc->token || lc->body != (int)req->body_case ||
+	     lc->what != what)) {
+		error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), false,
+		      "cursor %" PRIu64 " does not continue this connection's last listing of the same thing: start again without one",
+		      cursor);
+		return -1;
+	}
+	if (!has_cursor || cursor == 0) {
+		lc->pos = 0;
+		lc->body = (int)req->body_case;
+		lc->what = what;
+	}
+	*max = fit < BWD_LIST_MAX ? fit : BWD_LIST_MAX;
+	if (limit && limit < *max)
+		*max = limit;
+	return 0;
+}
+
+/* A page is out: its cursor, 0 once the listing is done (and lc->pos is
+ * where the next page starts). */
+static uint64_t list_end(struct bwd_request_ctx *ctx, bool done,
+			 struct bwd_reply *out)
+{
+	struct bwd_list_cursor *lc = ctx->list;
+
+	out->heavy = true;
+	if (done)
+		return lc->token = 0;
+	return lc->token = lc->token == UINT64_MAX ? 1 : lc->token + 1;
+}
+
+/* uid's namespace, or (any) every one, as the caller may see them: a
+ * refusal comes before any lookup, so it tells nothing of others'. */
+static bool may_see(struct bwd_request_ctx *ctx, const Envelope *req,
+		    bool has_owner, uint32_t owner, struct bwd_reply *out)
+{
+	if (!has_owner || owner == (uint32_t)ctx->uid || ctx->uid == 0)
+		return true;
+	error(out, true, req->request_id, PROTOCOL_NAME(PERMISSION_DENIED), false,
+	      "uid %ld may list only its own sessions, not uid %" PRIu32 "'s",
+	      (long)ctx->uid, owner);
+	return false;
+}
+
+static void session_info(const struct bwd_session *s, uint64_t now,
+			 uint64_t linger, Bitwheel__V1__SessionInfo *si)
+{
+	bitwheel__v1__session_info__init(si);
+	si->has_name = s->name != NULL;
+	si->name.data = (uint8_t *)s->name;
+	si->name.len = s->name ? strlen(s->name) : 0;
+	si->has_owner_uid = si->has_timers = si->has_queued = 1;
+	si->owner_uid = (uint32_t)s->owner;
+	si->timers = s->timers.count;
+	si->queued = s->queued;
+	si->has_in_flight = si->has_consumers = si->has_producers = 1;
+	si->in_flight = s->in_flight;
+	si->consumers = s->nconsumers;
+	si->producers = s->nmembers - s->nconsumers;
+	si->has_idle_ns = si->has_dropped = 1;
+	si->idle_ns = !s->nmembers && now > s->detached_ns ? now - s->detached_ns : 0;
+	si->dropped = s->dropped;
+	si->has_expires_in_ns = s->lingering;
+	si->expires_in_ns = si->idle_ns < linger ? linger - si->idle_ns : 0;
+	si->has_pid = !s->name && s->members;
+	si->pid = s->members ? (uint32_t)s->members->pid : 0;
+}
+
+/* Root sees every uid's sessions, anyone else its own uid's: O(the page
+ * + at most BWD_LIST_WORK map slots passed over). */
+static void do_list_sessions(struct bwd_request_ctx *ctx, const Envelope *req,
+			     struct bwd_reply *out)
+{
+	const Bitwheel__V1__ListSessions *q = req->list_sessions;
+	Bitwheel__V1__ListSessionsReply *r = &out->body.list_sessions;
+	bool any = ctx->uid == 0 && !q->has_owner_uid;
+	uid_t owner = q->has_owner_uid ? (uid_t)q->owner_uid : ctx->uid;
+	const struct bwd_session **page;
+	Bitwheel__V1__SessionInfo *info, **ptr;
+	uint64_t now = now_of(ctx);
+	size_t max, n;
+	bool done;
+
+	if (!may_see(ctx, req, q->has_owner_uid, q->owner_uid, out) ||
+	    list_start(ctx, req, q->has_cursor, q->cursor, q->limit,
+		       any ? UINT64_MAX : (uint64_t)owner, BWD_SESSION_ENTRY_MAX,
+		       BWD_SESSIONS_REPLY_MAX, &max, out))
+		return;
+	/* One block: the page, then the entries and their pointers. */
+	page = malloc(max * (sizeof(*page) + sizeof(*info) + sizeof(*ptr)));
+	if (!page) {
+		error(out, true, req->request_id, PROTOCOL_NAME(NO_MEMORY), false,
+		      "out of memory for a page of %zu sessions", max);
+		return;
+	}
+	info = (Bitwheel__V1__SessionInfo *)(page + max);
+	ptr = (Bitwheel__V1__SessionInfo **)(info + max);
+	done = bwd_state_list_sessions(ctx->env->state, any, owner, &ctx->list->pos,
+				       page, max, &n);
+	bitwheel__v1__list_sessions_reply__init(r);
+	for (size_t i = 0; i < n; i++) {
+		session_info(page[i], now, ctx->env->opt->limits.linger_ns, &info[i]);
+		ptr[i] = &info[i];
+	}
+	r->n_sessions = n;
+	r->sessions = ptr;
+	reply_init(out, true, req->request_id,
+		   BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS_REPLY);
+	out->env.list_sessions_reply = r;
+	out->heap = page;
+	r->has_more = 1;
+	r->more = r->has_cursor = !done;
+	r->cursor = list_end(ctx, done, out);
+}
+
+static void timer_info(const struct bwd_timer *t, Bitwheel__V1__TimerInfo *ti)
+{
+	bitwheel__v1__timer_info__init(ti);
+	ti->has_key = ti->has_deadline_ns = ti->has_period_ns = 1;
+	ti->key = t->node.key;
+	ti->deadline_ns = t->deadline_ns;
+	ti->period_ns = t->period_ns;
+	ti->has_payload_bytes = ti->has_has_payload = 1;
+	ti->payload_bytes = t->payload_len;
+	ti->has_payload = t->has_payload;
+	ti->has_fire_count = t->period_ns != 0;
+	ti->fire_count = t->count;
+	ti->has_late = t->late;
+	ti->late = t->late;
+	ti->has_lane = 1;
+	ti->lane = t->period_ns ? BITWHEEL__V1__LANE__LANE_PERIODIC :
+		BITWHEEL__V1__LANE__LANE_ONESHOT;
+}
+
+/* A named session's pending timers, its owner's or root's to see:
+ * O(the page + at most BWD_LIST_WORK map slots passed over). */
+static void do_list_timers(struct bwd_request_ctx *ctx, const Envelope *req,
+			   struct bwd_reply *out)
+{
+	const Bitwheel__V1__ListTimers *q = req->list_timers;
+	Bitwheel__V1__ListTimersReply *r = &out->body.list_timers;
+	uid_t owner = q->has_owner_uid ? (uid_t)q->owner_uid : ctx->uid;
+	char name[BWP_SESSION_NAME_MAX + 1];
+	const struct bwd_timer **page;
+	Bitwheel__V1__TimerInfo *info, **ptr;
+	struct bwd_session *s;
+	size_t max, n;
+	bool done;
+
+	if (!q->has_session || !bwp_session_name_valid(q->session.data, q->session.len)) {
+		error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), false,
+		      "ListTimers needs a session name: 1 to %u bytes of A-Z a-z 0-9 _ . : @ -",
+		      BWP_SESSION_NAME_MAX);
+		return;
+	}
+	if (!may_see(ctx, req, q->has_owner_uid, q->owner_uid, out))
+		return;
+	memcpy(name, q->session.data, q->session.len);
+	name[q->session.len] = '\0';
+	s = bwd_state_session(ctx->env->state, owner, name);
+	if (!s) {
+		error(out, true, req->request_id, PROTOCOL_NAME(UNKNOWN_SESSION), false,
+		      "uid %ld has no session '%s'", (long)owner, name);
+		return;
+	}
+	if (list_start(ctx, req, q->has_cursor, q->cursor, q->limit, s->id,
+		       BWD_TIMER_ENTRY_MAX, BWD_TIMERS_REPLY_MAX, &max, out))
+		return;
+	page = malloc(max * (sizeof(*page) + sizeof(*info) + sizeof(*ptr)));
+	if (!page) {
+		error(out, true, req->request_id, PROTOCOL_NAME(NO_MEMORY), false,
+		      "out of memory for a page of %zu timers", max);
+		return;
+	}
+	info = (Bitwheel__V1__TimerInfo *)(page + max);
+	ptr = (Bitwheel__V1__TimerInfo **)(info + max);
+	done = bwd_session_list_timers(s, &ctx->list->pos, page, max, &n);
+	bitwheel__v1__list_timers_reply__init(r);
+	for (size_t i = 0; i < n; i++) {
+		timer_info(page[i], &info[i]);
+		ptr[i] = &info[i];
+	}
+	r->n_timers = n;
+	r->timers = ptr;
+	r->has_total = r->has_owner_uid = 1;
+	r->total = s->timers.count;
+	r->owner_uid = (uint32_t)s->owner;
+	r->has_now_ns = r->has_realtime_ns = 1;
+	r->now_ns = bw_now_ns();
+	r->realtime_ns = bwd_realtime_ns();
+	reply_init(out, true, req->request_id,
+		   BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS_REPLY);
+	out->env.list_timers_reply = r;
+	out->heap = page;
+	r->has_more = 1;
+	r->more = r->has_cursor = !done;
+	r->cursor = list_end(ctx, done, out);
+}
+
 /* The rules every request meets before its own; false when it failed. */
 static bool admissible(struct bwd_request_ctx *ctx, bool has_id, uint64_t id,
 		       Bitwheel__V1__Envelope__BodyCase body, struct bwd_reply *out)
@@ -702,6 +933,8 @@ static bool admissible(struct bwd_request_ctx *ctx, bool has_id, uint64_t id,
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
 	case BITWHEEL__V1__ENVELOPE__BODY_STATS:
 	case BITWHEEL__V1__ENVELOPE__BODY_ACK:
+	case BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS:
+	case BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS:
 		break;
 	default:
 		error(out, has_id, id, PROTOCOL_NAME(UNKNOWN_MESSAGE), true,
@@ -742,6 +975,10 @@ void bwd_request_handle(struct bwd_request_ctx *ctx, const Envelope *req,
 		do_hello(ctx, req, out);
 	else if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_STATS)
 		do_stats(ctx, req, out);
+	else if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS)
+		do_list_sessions(ctx, req, out);
+	else if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS)
+		do_list_timers(ctx, req, out);
 	else if (bwp_request_from_envelope(req, &r))
 		bwd_request_handle_fast(ctx, &r, out);
 	else

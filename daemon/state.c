@@ -4,7 +4,11 @@
  *
  * Layout.  Named sessions sit in one map keyed by a hash of their owner's
  * uid and their name: each uid has a namespace of its own (anonymous
- * sessions belong to their one member alone).  Each session
+ * sessions belong to their one member alone).  Every live session, named
+ * or anonymous, also sits in a map by its number (by_id: the state files'
+ * sid for a named one), which listings walk a page at a time
+ * (bwd_state_list_sessions, bwd_map_scan); a session leaves it when it
+ * starts to end.  Each session
  * maps its clients' keys to struct bwd_timer, which carries the payload
  * inline and the wheel handle it was scheduled under.  A timer that comes
  * due becomes a struct bwd_fire (a copy of what it must carry) at the tail
@@ -86,7 +90,8 @@
  * does not hold up everyone else's fires (an expired session loses its
  * name at once, so a new one may take it meanwhile);
  * applying a DONE is O(its distance from the queue's head), which is 0
- * when fires are done in order.
+ * when fires are done in order; a listing's page is O(its entries + the
+ * map slots it passes), at most BWD_LIST_WORK of them.
  *
  * Budgets.  Each uid with anything in the daemon has a struct bwd_uid in
  * a map keyed by the uid, freed once its counts are all 0: connections
@@ -165,7 +170,8 @@ struct bwd_state {
 	struct bw_dual *wheel;
 	struct bwd_map uids;       /* struct bwd_uid by uid                  */
 	struct bwd_map sessions;
-	struct bwd_map by_id;      /* named sessions by id                   */
+	struct bwd_map by_id;      /* live sessions by id: named (the state
+				      files' numbers) and anonymous        */
 	struct bwd_journal *journal;
 	struct bwd_session *ending;  /* anonymous sessions being torn down  */
 	/* Sessions that may have a fire to hand out, and those with fires
@@ -1182,13 +1188,16 @@ static int session_new(struct bwd_state *st, const char *name, uid_t uid,
 			goto fail;
 		s->node.key = name_hash(uid, name);
 		bwd_map_insert(&st->sessions, &s->node);
-		s->id = s->id_node.key = id ? id : st->next_id;
-		if (s->id >= st->next_id)
-			st->next_id = s->id + 1;
-		bwd_map_insert(&st->by_id, &s->id_node);
 		st->stats.bytes += strlen(name) + 1;
 		s->acct->named++;
 	}
+	/* Anonymous sessions take numbers too, for listings: a gap in the
+	 * named ones' means nothing. */
+	s->id = s->id_node.key = id ? id : st->next_id;
+	if (s->id >= st->next_id)
+		st->next_id = s->id + 1;
+	bwd_map_insert(&st->by_id, &s->id_node);
+	s->listed = true;
 	st->stats.bytes += sizeof(*s);
 	*out = s;
 	return 0;
@@ -1280,6 +1289,15 @@ static void member_free(struct bwd_member *m)
 	free(m);
 }
 
+/* Out of listings (and, named, of the state files' numbers): ending. */
+static void unlist(struct bwd_session *s)
+{
+	if (!s->listed)
+		return;
+	bwd_map_remove(&s->state->by_id, &s->id_node);
+	s->listed = false;
+}
+
 /* Forget a named session's name and number: from now on a Hello with its
  * name creates a new session, whatever is left of this one. */
 static void unname(struct bwd_session *s)
@@ -1287,7 +1305,7 @@ static void unname(struct bwd_session *s)
 	struct bwd_state *st = s->state;
 
 	bwd_map_remove(&st->sessions, &s->node);
-	bwd_map_remove(&st->by_id, &s->id_node);
+	unlist(s);
 	st->stats.bytes -= strlen(s->name) + 1;
 	free(s->name);
 	s->name = NULL;
@@ -1324,6 +1342,7 @@ static void session_free(struct bwd_session *s)
 	bwd_map_fini(&s->timers);
 	if (s->name)
 		unname(s);
+	unlist(s);
 	st->stats.bytes -= sizeof(*s);
 	s->acct->sessions--;
 	uid_put(st, s->acct);
@@ -1348,6 +1367,7 @@ static void linger_start(struct bwd_session *s)
 	struct bwd_state *st = s->state;
 	uint64_t now = bw_now_ns(), linger = st->opt->limits.linger_ns;
 
+	s->detached_ns = now;
 	own_arm(st, &s->linger, now > UINT64_MAX - linger ? UINT64_MAX : now + linger,
 		&s->linger_handle, &s->lingering);
 }
@@ -1400,6 +1420,7 @@ int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
 	m->consumer = a->consumer;
 	m->auto_ack = a->auto_ack;
 	m->window = a->window;
+	m->pid = a->pid;
 	m->ack_timeout_ns = a->ack_timeout_ns;
 	m->room = true;
 	m->next = s->members;
@@ -1459,6 +1480,7 @@ static void session_end(struct bwd_session *s)
 {
 	struct bwd_state *st = s->state;
 
+	unlist(s);
 	if (s->timers.count + s->queued <= TEARDOWN_CHUNK) {
 		session_free(s);
 		return;
@@ -1654,6 +1676,74 @@ int bwd_timer_cancel(struct bwd_session *s, uint64_t key, bool *pending)
 		journal(s->state, s->acct, &r);
 	}
 	return 0;
+}
+
+/* ---- listings ------------------------------------------------------------- */
+
+struct bwd_session *bwd_state_session(struct bwd_state *st, uid_t owner,
+				      const char *name)
+{
+	return session_find(st, owner, name);
+}
+
+/* A page being filled: what bwd_map_scan's visit adds to. */
+struct list_page {
+	const struct bwd_session **sessions;
+	const struct bwd_timer **timers;
+	size_t max, n;
+	bool any;                  /* sessions: every uid's                  */
+	uid_t owner;               /* ... else this one's                    */
+	const struct bwd_session *s; /* timers: theirs                       */
+};
+
+static bool add_session(void *arg, struct bwd_map_node *n)
+{
+	struct list_page *pg = arg;
+	const struct bwd_session *s = bwd_container_of(n, struct bwd_session, id_node);
+
+	if (!pg->any && s->owner != pg->owner)
+		return true;
+	if (pg->n == pg->max)
+		return false;
+	pg->sessions[pg->n++] = s;
+	return true;
+}
+
+/* A key's pending timer stands for the key: a fired one waiting beside
+ * it (the same key, the same position) is a fire already. */
+static bool add_timer(void *arg, struct bwd_map_node *n)
+{
+	struct list_page *pg = arg;
+	const struct bwd_timer *t = timer_find((struct bwd_session *)pg->s, n->key);
+
+	if (!t)
+		return true;
+	if (pg->n == pg->max)
+		return false;
+	pg->timers[pg->n++] = t;
+	return true;
+}
+
+bool bwd_state_list_sessions(const struct bwd_state *st, bool any, uid_t owner,
+			     uint64_t *pos, const struct bwd_session **out,
+			     size_t max, size_t *n)
+{
+	struct list_page pg = { .sessions = out, .max = max,
+				.any = any, .owner = owner };
+	bool done = bwd_map_scan(&st->by_id, pos, BWD_LIST_WORK, add_session, &pg);
+
+	*n = pg.n;
+	return done;
+}
+
+bool bwd_session_list_timers(const struct bwd_session *s, uint64_t *pos,
+			     const struct bwd_timer **out, size_t max, size_t *n)
+{
+	struct list_page pg = { .timers = out, .max = max, .s = s };
+	bool done = bwd_map_scan(&s->timers, pos, BWD_LIST_WORK, add_timer, &pg);
+
+	*n = pg.n;
+	return done;
 }
 
 /* ---- writing out and reading back ------------------------------------------- */

@@ -2267,6 +2267,263 @@ START_TEST(test_no_sigpipe)
 }
 END_TEST
 
+/* ======================================================================
+ * introspection
+ * ====================================================================== */
+
+#define INTRO_TIMERS 2500
+
+/* The entry for (owner, name) in a listing, NULL when absent. */
+static const struct bwc_session_entry *
+find_session(const struct bwc_session_entry *e, size_t n, uint32_t owner,
+	     const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!e[i].anonymous && e[i].owner_uid == owner &&
+		    strcmp(e[i].name, name) == 0)
+			return &e[i];
+	return NULL;
+}
+
+/* What uid 65534 sees: its own sessions only, and of others' nothing,
+ * not even whether a name exists. */
+static void intro_nobody(const struct du_daemon *d)
+{
+	struct bwc_session_entry e[16];
+	struct bwc_timer_entry t[8];
+	struct bwc_client *c = connect_to(d, NULL);
+	const struct bwc_session_entry *b;
+	struct bwc_listing l;
+	size_t n;
+
+	CK_BWC(c, bwc_list_sessions(c, BWC_ANY_UID, e, 16, &n, &l));
+	ck_assert(!l.more);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(e[i].owner_uid == NOBODY, "uid %d sees uid %u's '%s'",
+			      NOBODY, e[i].owner_uid, e[i].name);
+	b = find_session(e, n, NOBODY, "intro-b");
+	ck_assert_ptr_nonnull(b);
+	ck_assert_uint_eq(b->timers, 2);
+	/* Its own anonymous session, with its pid. */
+	ck_assert_uint_eq(n, 2);
+	ck_assert(e[0].anonymous != e[1].anonymous);
+	ck_assert_uint_eq((e[0].anonymous ? e[0] : e[1]).pid, (uint32_t)getpid());
+	/* Naming its own uid is the same. */
+	CK_BWC(c, bwc_list_sessions(c, NOBODY, e, 16, &n, NULL));
+	ck_assert_uint_eq(n, 2);
+	/* Root's: refused, the connection stays. */
+	ck_assert_int_eq(bwc_list_sessions(c, 0, e, 16, &n, NULL), BWC_ESERVER);
+	ck_assert_int_eq(bwc_server_error(c), BWC_SERVER_PERMISSION_DENIED);
+	ck_assert_int_eq(bwc_list_timers(c, "intro-a", 0, t, 8, &n, NULL), BWC_ESERVER);
+	ck_assert_int_eq(bwc_server_error(c), BWC_SERVER_PERMISSION_DENIED);
+	/* A name root does not have: the same answer. */
+	ck_assert_int_eq(bwc_list_timers(c, "intro-none", 0, t, 8, &n, NULL), BWC_ESERVER);
+	ck_assert_int_eq(bwc_server_error(c), BWC_SERVER_PERMISSION_DENIED);
+	ck_assert_int_ge(bwc_fd(c), 0);
+	/* Its own: the timers root scheduled there; a name it lacks. */
+	CK_BWC(c, bwc_list_timers(c, "intro-b", BWC_ANY_UID, t, 8, &n, &l));
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(l.total, 2);
+	ck_assert_uint_eq(l.owner_uid, NOBODY);
+	ck_assert_int_eq(bwc_list_timers(c, "intro-none", BWC_ANY_UID, t, 8, &n, NULL),
+			 BWC_ESERVER);
+	ck_assert_int_eq(bwc_server_error(c), BWC_SERVER_UNKNOWN_SESSION);
+	bwc_free(c);
+}
+
+/*
+ * ListSessions and the uid rule: root sees every uid's sessions (named
+ * and anonymous, with their figures), or one uid's; a detached session
+ * says it is idle and when it expires; uid 65534 sees only its own.
+ */
+START_TEST(test_list_sessions)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_session_entry e[16];
+	const struct bwc_session_entry *x;
+	struct bwc_client *a, *b, *anon;
+	struct bwc_timer t = { .when_ns = 3600 * DU_S };
+	struct bwc_listing l;
+	size_t n;
+
+	ck_assert(chmod(d->dir, 0755) == 0);
+	du_daemon_start(d, "--socket-mode", "0666", "--linger", "1h", NULL);
+	a = connect_to(d, "intro-a");
+	for (t.key = 1; t.key <= 3; t.key++)
+		CK_BWC(a, bwc_schedule(a, &t, NULL));
+	anon = connect_to(d, NULL);
+	b = new_client();
+	if (geteuid() == 0)
+		CK_BWC(b, bwc_set_owner_uid(b, NOBODY));
+	CK_BWC(b, bwc_connect(b, d->sock, "intro-b"));
+	for (t.key = 1; t.key <= 2; t.key++)
+		CK_BWC(b, bwc_schedule(b, &t, NULL));
+
+	CK_BWC(anon, bwc_list_sessions(anon, BWC_ANY_UID, e, 16, &n, &l));
+	ck_assert(!l.more);
+	ck_assert_uint_eq(n, 3);
+	x = find_session(e, n, getuid(), "intro-a");
+	ck_assert_ptr_nonnull(x);
+	ck_assert_uint_eq(x->timers, 3);
+	ck_assert_uint_eq(x->producers, 1);
+	ck_assert_uint_eq(x->consumers, 0);
+	ck_assert_uint_eq(x->idle_ns, 0);
+	ck_assert(!x->expires);
+	for (size_t i = 0; i < n; i++)
+		if (e[i].anonymous) {
+			ck_assert_uint_eq(e[i].pid, (uint32_t)getpid());
+			ck_assert_uint_eq(e[i].consumers, 1);
+			ck_assert_str_eq(e[i].name, "");
+		}
+	/* A page smaller than the listing: more. */
+	CK_BWC(anon, bwc_list_sessions(anon, BWC_ANY_UID, e, 2, &n, &l));
+	ck_assert_uint_eq(n, 2);
+	ck_assert(l.more);
+	/* Detached: idle, and expiring within its linger. */
+	bwc_free(b);
+	for (int i = 0;; i++) {
+		CK_BWC(anon, bwc_list_sessions(anon, geteuid() == 0 ? NOBODY : getuid(),
+					       e, 16, &n, NULL));
+		x = find_session(e, n, geteuid() == 0 ? NOBODY : getuid(), "intro-b");
+		ck_assert_ptr_nonnull(x);
+		if (x->producers == 0)
+			break;
+		ck_assert_int_lt(i, 1000);
+		usleep(2000);
+	}
+	ck_assert(x->expires);
+	ck_assert_uint_le(x->expires_in_ns, 3600 * DU_S);
+	ck_assert_uint_ge(x->expires_in_ns + x->idle_ns, 3600 * DU_S - DU_S);
+	ck_assert_uint_eq(x->timers, 2);
+	if (geteuid() != 0) {
+		du_note("SKIP: test_list_sessions' uid part needs root");
+	} else {
+		/* Root asks for one uid's. */
+		ck_assert_uint_eq(n, 1);
+		du_run_as(NOBODY, d, intro_nobody, DU_WAIT_MS);
+	}
+	bwc_free(a);
+	bwc_free(anon);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* The timer i of the paging test: keys spread over 64 bits, some
+ * periodic, payloads of several sizes, none at all for some. */
+static void intro_timer(uint64_t seed, unsigned i, struct bwc_timer *t,
+			uint8_t *payload)
+{
+	struct tu_rng r;
+
+	memset(t, 0, sizeof(*t));
+	tu_rng_seed(&r, seed + i);
+	t->key = tu_rng_next(&r);
+	t->absolute = true;
+	t->when_ns = bwc_now_ns() + 3600 * DU_S + (uint64_t)i * DU_MS;
+	t->period_ns = i % 7 == 0 ? (uint64_t)(i + 1) * DU_S : 0;
+	t->payload = i % 5 == 0 ? NULL : payload;
+	t->payload_len = i % 5 == 0 ? 0 : i % 50;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+	uint64_t x = ((const struct bwc_timer_entry *)a)->key;
+	uint64_t y = ((const struct bwc_timer_entry *)b)->key;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * ListTimers pages through 2,500 timers (several replies) and returns
+ * each exactly once with its key, deadline, period, payload size and lane;
+ * a smaller array stops at it with more; root lists another uid's session
+ * by naming it; a realtime clock comes with the monotonic one.
+ */
+START_TEST(test_list_timers)
+{
+	struct du_daemon *d = du_daemon_new();
+	uint64_t seed = test_seed();
+	struct bwc_timer_entry *got = calloc(INTRO_TIMERS + 10, sizeof(*got));
+	uint64_t *when = calloc(INTRO_TIMERS, sizeof(*when));
+	uint8_t payload[64] = { 0 };
+	struct bwc_client *c, *o;
+	struct bwc_timer t;
+	struct bwc_scheduled sc;
+	struct bwc_listing l;
+	struct timespec rt;
+	size_t n;
+
+	ck_assert(got && when);
+	du_daemon_start(d, NULL);
+	c = connect_to(d, "intro-page");
+	for (unsigned i = 0; i < INTRO_TIMERS; i++) {
+		intro_timer(seed, i, &t, payload);
+		CK_BWC(c, bwc_schedule(c, &t, &sc));
+		when[i] = sc.deadline_ns;
+	}
+	CK_BWC(c, bwc_list_timers(c, "intro-page", BWC_ANY_UID, got,
+				  INTRO_TIMERS + 10, &n, &l));
+	ck_assert_uint_eq(n, INTRO_TIMERS);
+	ck_assert(!l.more);
+	ck_assert_uint_eq(l.total, INTRO_TIMERS);
+	ck_assert_uint_eq(l.owner_uid, getuid());
+	ck_assert_uint_le(l.now_ns, bwc_now_ns());
+	clock_gettime(CLOCK_REALTIME, &rt);
+	ck_assert_uint_le(l.realtime_ns, (uint64_t)rt.tv_sec * DU_S + (uint64_t)rt.tv_nsec);
+	ck_assert_uint_gt(l.realtime_ns, (uint64_t)rt.tv_sec * DU_S - 60 * DU_S);
+	qsort(got, n, sizeof(*got), cmp_key);
+	for (unsigned i = 0; i < INTRO_TIMERS; i++) {
+		struct bwc_timer_entry key = { .key = 0 }, *e;
+
+		intro_timer(seed, i, &t, payload);
+		key.key = t.key;
+		e = bsearch(&key, got, n, sizeof(*got), cmp_key);
+		ck_assert_msg(e != NULL, "key %#" PRIx64 " not listed", t.key);
+		ck_assert_msg(e == got || e[-1].key != t.key, "key listed twice");
+		ck_assert_msg(e == got + n - 1 || e[1].key != t.key, "key listed twice");
+		ck_assert_uint_eq(e->deadline_ns, when[i]);
+		ck_assert_uint_eq(e->period_ns, t.period_ns);
+		ck_assert_uint_eq(e->payload_len, t.payload_len);
+		ck_assert(e->has_payload == (t.payload != NULL));
+		ck_assert(e->periodic_lane == (t.period_ns != 0));
+		ck_assert(!e->late);
+		ck_assert_uint_eq(e->reserved[0], 0);
+	}
+	/* The limit: the first ones, and more. */
+	CK_BWC(c, bwc_list_timers(c, "intro-page", BWC_ANY_UID, got, 100, &n, &l));
+	ck_assert_uint_eq(n, 100);
+	ck_assert(l.more);
+	ck_assert_uint_eq(l.total, INTRO_TIMERS);
+	ck_assert_int_eq(bwc_list_timers(c, "intro-page", BWC_ANY_UID, got, 0, &n, &l),
+			 BWC_EINVAL);
+	ck_assert_int_eq(bwc_list_timers(c, "bad name", BWC_ANY_UID, got, 1, &n, &l),
+			 BWC_EINVAL);
+	if (geteuid() == 0) {
+		/* Root, into uid 65534's namespace and back out by name. */
+		o = new_client();
+		CK_BWC(o, bwc_set_owner_uid(o, NOBODY));
+		CK_BWC(o, bwc_connect(o, d->sock, "intro-other"));
+		intro_timer(seed, 1, &t, payload);
+		CK_BWC(o, bwc_schedule(o, &t, NULL));
+		CK_BWC(c, bwc_list_timers(c, "intro-other", NOBODY, got, 10, &n, &l));
+		ck_assert_uint_eq(n, 1);
+		ck_assert_uint_eq(got[0].key, t.key);
+		ck_assert_uint_eq(l.owner_uid, NOBODY);
+		/* Not in root's own namespace. */
+		ck_assert_int_eq(bwc_list_timers(c, "intro-other", BWC_ANY_UID, got, 10,
+						 &n, &l), BWC_ESERVER);
+		ck_assert_int_eq(bwc_server_error(c), BWC_SERVER_UNKNOWN_SESSION);
+		bwc_free(o);
+	}
+	bwc_free(c);
+	free(got);
+	free(when);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------- */
 
 static Suite *client_suite(void)
@@ -2313,6 +2570,12 @@ static Suite *client_suite(void)
 	tc = tcase_create("owner");
 	du_tcase(tc);
 	tcase_add_test(tc, test_owner);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("introspection");
+	du_tcase(tc);
+	tcase_add_test(tc, test_list_sessions);
+	tcase_add_test(tc, test_list_timers);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("peer");

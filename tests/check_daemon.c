@@ -2493,6 +2493,173 @@ START_TEST(test_slow_consumer)
 }
 END_TEST
 
+/* ---- introspection --------------------------------------------------- */
+
+/* Ask for a page of session's timers (NULL: ListSessions) from cursor
+ * (0: the start). */
+static void list_send(struct du_conn *c, uint64_t id, const char *session,
+		      uint32_t limit, uint64_t cursor)
+{
+	du_env env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__ListSessions ls = BITWHEEL__V1__LIST_SESSIONS__INIT;
+	Bitwheel__V1__ListTimers lt = BITWHEEL__V1__LIST_TIMERS__INIT;
+
+	env.has_request_id = 1;
+	env.request_id = id;
+	if (session) {
+		lt.has_session = 1;
+		lt.session.data = (uint8_t *)session;
+		lt.session.len = strlen(session);
+		lt.has_limit = limit != 0;
+		lt.limit = limit;
+		lt.has_cursor = cursor != 0;
+		lt.cursor = cursor;
+		env.body_case = BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS;
+		env.list_timers = &lt;
+	} else {
+		ls.has_limit = limit != 0;
+		ls.limit = limit;
+		ls.has_cursor = cursor != 0;
+		ls.cursor = cursor;
+		env.body_case = BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS;
+		env.list_sessions = &ls;
+	}
+	du_send_env(c, &env);
+}
+
+static du_env *list_page(struct du_conn *c, uint64_t id, const char *session,
+			 uint32_t limit, uint64_t cursor)
+{
+	list_send(c, id, session, limit, cursor);
+	return du_expect_reply(c, id, session ?
+			       BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS_REPLY :
+			       BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS_REPLY);
+}
+
+static void schedule_keys(struct du_conn *c, uint64_t from, uint64_t to)
+{
+	struct du_sched sc = { .when = DU_DELAY, .when_ns = 3600 * DU_S };
+
+	for (uint64_t k = from; k < to; k++) {
+		sc.key = k;
+		du_send_schedule(c, k, &sc);
+	}
+	for (uint64_t k = from; k < to; k++)
+		bwp_frame_free(du_expect_reply(c, k, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY));
+}
+
+/*
+ * A listing paged over requests while its session's map grows tenfold
+ * between them returns every timer that was there all along exactly
+ * once (the cursor stands for a position in an order that growth keeps)
+ * and the new ones at most once; a page holds at most 1,000; a cursor
+ * that does not continue the connection's last listing (spent, or from
+ * another connection) is BAD_REQUEST, and the connection goes on.
+ */
+START_TEST(test_list_cursor)
+{
+	struct du_daemon *d = du_daemon_new();
+	static uint8_t seen[4000];
+	struct du_conn *c, *o;
+	uint64_t cursor, first, id = 10000;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	c = du_open(d, "intro-cursor");
+	schedule_keys(c, 0, 300);
+	e = list_page(c, id++, "intro-cursor", 100, 0);
+	ck_assert_uint_eq(e->list_timers_reply->n_timers, 100);
+	ck_assert(e->list_timers_reply->more && e->list_timers_reply->has_cursor);
+	first = cursor = e->list_timers_reply->cursor;
+	for (size_t i = 0; i < 100; i++)
+		seen[e->list_timers_reply->timers[i]->key]++;
+	bwp_frame_free(e);
+	/* Another connection cannot continue it. */
+	o = du_open(d, "intro-cursor");
+	list_send(o, 5, "intro-cursor", 0, cursor);
+	du_expect_error(o, true, 5, BITWHEEL__V1__ERROR_CODE__BAD_REQUEST);
+	du_conn_free(o);
+	schedule_keys(c, 1000, 4000);
+	for (bool more = true; more;) {
+		const Bitwheel__V1__ListTimersReply *r;
+
+		e = list_page(c, id++, "intro-cursor", 0, cursor);
+		r = e->list_timers_reply;
+		ck_assert_uint_le(r->n_timers, 1000);
+		ck_assert_uint_eq(r->total, 3300);
+		for (size_t i = 0; i < r->n_timers; i++)
+			seen[r->timers[i]->key]++;
+		more = r->more;
+		ck_assert(r->has_cursor == more);
+		cursor = r->cursor;
+		bwp_frame_free(e);
+	}
+	for (unsigned k = 0; k < 4000; k++)
+		ck_assert_msg(k < 300 ? seen[k] == 1 : k < 1000 ? seen[k] == 0 : seen[k] <= 1,
+			      "key %u listed %u times", k, seen[k]);
+	/* The first page's cursor is spent; the connection goes on. */
+	list_send(c, id, "intro-cursor", 0, first);
+	du_expect_error(c, true, id, BITWHEEL__V1__ERROR_CODE__BAD_REQUEST);
+	bwp_frame_free(list_page(c, id + 1, NULL, 0, 0));
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * With the smallest frames (--max-frame 256) a page holds what fits:
+ * sessions with names of the longest kind one per reply, timers two, and
+ * every one comes, each once.
+ */
+START_TEST(test_list_small_frames)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c[4];
+	char name[65];
+	unsigned pages = 0, found = 0, timers = 0;
+	uint64_t cursor = 0;
+	du_env *e;
+
+	du_daemon_start(d, "--max-frame", "256", "--max-payload", "64", NULL);
+	for (int i = 0; i < 4; i++) {
+		memset(name, 'a' + i, 64);
+		name[64] = '\0';
+		c[i] = du_open(d, name);
+	}
+	schedule_keys(c[0], UINT64_MAX - 4, UINT64_MAX);
+	do {
+		const Bitwheel__V1__ListSessionsReply *r;
+
+		e = list_page(c[0], 100 + pages, NULL, 0, cursor);
+		r = e->list_sessions_reply;
+		ck_assert_uint_le(r->n_sessions, 1);
+		for (size_t i = 0; i < r->n_sessions; i++) {
+			ck_assert_uint_eq(r->sessions[i]->name.len, 64);
+			found++;
+		}
+		cursor = r->more ? r->cursor : 0;
+		pages++;
+		bwp_frame_free(e);
+	} while (cursor);
+	ck_assert_uint_eq(found, 4);
+	do {
+		const Bitwheel__V1__ListTimersReply *r;
+
+		memset(name, 'a', 64);
+		e = list_page(c[0], 200 + timers, name, 0, cursor);
+		r = e->list_timers_reply;
+		ck_assert_uint_le(r->n_timers, 2);
+		timers += (unsigned)r->n_timers;
+		cursor = r->more ? r->cursor : 0;
+		bwp_frame_free(e);
+	} while (cursor);
+	ck_assert_uint_eq(timers, 4);
+	for (int i = 0; i < 4; i++)
+		du_conn_free(c[i]);
+	du_daemon_free(d);
+}
+END_TEST
+
 #define NMANY 1000
 
 /* 1,000 clients at once, each with one timer and its fire. */
@@ -4395,6 +4562,12 @@ static Suite *daemon_suite(void)
 	tcase_add_test(tc, test_split_frames);
 	tcase_add_test(tc, test_padded_request);
 	tcase_add_test(tc, test_truncated_then_eof);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("introspection");
+	du_tcase(tc);
+	tcase_add_test(tc, test_list_cursor);
+	tcase_add_test(tc, test_list_small_frames);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("limits");

@@ -803,7 +803,7 @@ START_TEST(test_body_members_are_messages)
 			      d->fields[i].name);
 		members++;
 	}
-	ck_assert_uint_eq(members, 12);
+	ck_assert_uint_eq(members, 16);
 }
 END_TEST
 

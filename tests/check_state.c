@@ -368,6 +368,76 @@ START_TEST(test_end_with_due)
 }
 END_TEST
 
+/*
+ * The listing bounds (daemon-internal.h) hold: an entry with every field
+ * at its widest, and a reply around it, pack within what request.c
+ * counts on to keep a page inside max_frame.
+ */
+START_TEST(test_list_entry_bounds)
+{
+	static const uint8_t name[BWP_SESSION_NAME_MAX] = { 'a' };
+	Bitwheel__V1__SessionInfo si = BITWHEEL__V1__SESSION_INFO__INIT, *sp = &si;
+	Bitwheel__V1__TimerInfo ti = BITWHEEL__V1__TIMER_INFO__INIT, *tp = &ti;
+	Bitwheel__V1__ListSessionsReply sr = BITWHEEL__V1__LIST_SESSIONS_REPLY__INIT;
+	Bitwheel__V1__ListTimersReply tr = BITWHEEL__V1__LIST_TIMERS_REPLY__INIT;
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	size_t one;
+
+	si.has_name = si.has_owner_uid = si.has_timers = si.has_queued = 1;
+	si.name.data = (uint8_t *)name;
+	si.name.len = sizeof(name);
+	si.owner_uid = UINT32_MAX;
+	si.timers = si.queued = UINT64_MAX;
+	si.has_in_flight = si.has_consumers = si.has_producers = 1;
+	si.in_flight = UINT64_MAX;
+	si.consumers = si.producers = UINT32_MAX;
+	si.has_idle_ns = si.has_expires_in_ns = si.has_dropped = si.has_pid = 1;
+	si.idle_ns = si.expires_in_ns = si.dropped = UINT64_MAX;
+	si.pid = UINT32_MAX;
+	ti.has_key = ti.has_deadline_ns = ti.has_period_ns = 1;
+	ti.key = ti.deadline_ns = ti.period_ns = UINT64_MAX;
+	ti.has_payload_bytes = ti.has_has_payload = ti.has_fire_count = 1;
+	ti.payload_bytes = UINT32_MAX;
+	ti.has_payload = 1;
+	ti.fire_count = UINT64_MAX;
+	ti.has_late = ti.late = ti.has_lane = 1;
+	ti.lane = BITWHEEL__V1__LANE__LANE_PERIODIC;
+
+	env.has_request_id = 1;
+	env.request_id = UINT64_MAX;
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS_REPLY;
+	env.list_sessions_reply = &sr;
+	sr.has_more = sr.more = sr.has_cursor = 1;
+	sr.cursor = UINT64_MAX;
+	ck_assert_uint_le(bitwheel__v1__envelope__get_packed_size(&env),
+			  BWD_SESSIONS_REPLY_MAX);
+	sr.n_sessions = 1;
+	sr.sessions = &sp;
+	one = bitwheel__v1__envelope__get_packed_size(&env);
+	ck_assert_uint_le(one, BWD_SESSIONS_REPLY_MAX + BWD_SESSION_ENTRY_MAX);
+	ck_assert_uint_le(bitwheel__v1__session_info__get_packed_size(&si) + 3,
+			  BWD_SESSION_ENTRY_MAX);
+
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS_REPLY;
+	env.list_timers_reply = &tr;
+	tr.has_more = tr.more = tr.has_cursor = tr.has_total = 1;
+	tr.cursor = tr.total = UINT64_MAX;
+	tr.has_owner_uid = tr.has_now_ns = tr.has_realtime_ns = 1;
+	tr.owner_uid = UINT32_MAX;
+	tr.now_ns = tr.realtime_ns = UINT64_MAX;
+	ck_assert_uint_le(bitwheel__v1__envelope__get_packed_size(&env),
+			  BWD_TIMERS_REPLY_MAX);
+	/* Entry length prefixes: 1 byte each below 128, 2 for the reply's
+	 * body up to 16 KiB, 3 beyond (counted in the reply's bound). */
+	ck_assert_uint_le(bitwheel__v1__timer_info__get_packed_size(&ti) + 2,
+			  BWD_TIMER_ENTRY_MAX);
+	tr.n_timers = 1;
+	tr.timers = &tp;
+	ck_assert_uint_le(bitwheel__v1__envelope__get_packed_size(&env),
+			  BWD_TIMERS_REPLY_MAX + BWD_TIMER_ENTRY_MAX);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("state");
@@ -378,6 +448,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_round_robin_env);
 	tcase_add_test(tc, test_cancel_between_fire_and_make);
 	tcase_add_test(tc, test_end_with_due);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("introspection");
+	tcase_add_test(tc, test_list_entry_bounds);
 	suite_add_tcase(s, tc);
 	return s;
 }
