@@ -1,5 +1,6 @@
 /*
- * bwctl.c - the command line of bitwheeld: schedule, cancel, watch, stats.
+ * bwctl.c - the command line of bitwheeld: schedule, cancel, watch, stats,
+ * metrics, and who holds what: sessions, list.
  *
  * Each command is one connection: connect (anonymous, or attached to the
  * named session given), one or two requests through libbitwheel-client's
@@ -26,6 +27,10 @@
  * Session names are per uid: --session NAME is the caller's own uid's
  * session NAME, unless --owner names another uid's namespace, which only
  * root may do (the daemon answers anyone else PERMISSION_DENIED).
+ *
+ * sessions and list read the daemon's listings (PROTOCOL.md, ListSessions,
+ * ListTimers) through an anonymous connection: root sees every uid's,
+ * anyone else its own; the library pages, one round trip per page.
  *
  * Cost: one connection and one or two round trips per command; watch and
  * waiting schedules then block in the library until a fire or the
@@ -55,6 +60,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef PACKAGE_VERSION
@@ -95,6 +101,8 @@ static const char help_main[] =
 "             acknowledge them once printed\n"
 "  stats      print the daemon's counters\n"
 "  metrics    print them for Prometheus (text exposition format)\n"
+"  sessions   list the sessions you may see (root: everyone's)\n"
+"  list       list a named session's pending timers\n"
 "\n"
 "Options:\n"
 "  --socket PATH  the daemon's socket (default: $" BWC_SOCKET_ENV ",\n"
@@ -105,9 +113,11 @@ static const char help_main[] =
 "                 socket (default: $" BWC_DAEMON_USER_ENV ", else "
 BWC_DEFAULT_DAEMON_USER ")\n"
 "  --owner UID    root only: the uid (number or user name) whose session\n"
-"                 --session names, for schedule, cancel and watch\n"
-"                 (session names are per uid; default: your own)\n"
-"  --json         output as JSON (schedule, cancel, watch, stats), and\n"
+"                 --session names, for schedule, cancel, watch and list\n"
+"                 (session names are per uid; default: your own); for\n"
+"                 sessions, whose to list\n"
+"  --json         output as JSON (schedule, cancel, watch, stats,\n"
+"                 sessions, list), and\n"
 "                 any error as one JSON object on stderr:\n"
 "                 {\"error\":{\"code\":...,\"exit\":N,\"message\":...}}\n"
 "  -h, --help     show this help; 'bwctl COMMAND --help' for a command\n"
@@ -238,6 +248,49 @@ static const char help_metrics[] =
 "                       over it; on failure FILE is left as it was\n"
 "\n"
 "Exit status: 0 ok, 2 usage, 3 unreachable, 4 other error, 5 the socket's\n"
+"listener is not trusted.\n";
+
+static const char help_sessions[] =
+"Usage: bwctl [--socket PATH] sessions [--owner UID] [--json]\n"
+"\n"
+"List the sessions you may see: root every uid's, anyone else only their\n"
+"own uid's (named ones, and the anonymous sessions of their connections).\n"
+"One row per session, sorted by uid and name: its uid, name (anonymous:\n"
+"'-' and its client's pid), pending timers, fires queued and in flight,\n"
+"consumers and producers attached, and for a session with no connection\n"
+"how long it has been idle and how long until it expires.\n"
+"\n"
+"  --owner UID          only this uid's sessions (a number or a user name;\n"
+"                       another uid's is for root alone)\n"
+"  --json               one JSON object per session and line: uid, session\n"
+"                       (or anonymous and pid), timers, queued, in_flight,\n"
+"                       consumers, producers, dropped, idle_ns, and\n"
+"                       expires_in_ns when it has no connection\n"
+"\n"
+"Exit status: 0 ok, 2 usage, 3 unreachable, 4 other error (e.g.\n"
+"PERMISSION_DENIED: another uid's, not being root), 5 the socket's\n"
+"listener is not trusted.\n";
+
+static const char help_list[] =
+"Usage: bwctl [--socket PATH] list --session NAME [--owner UID] [--limit N]\n"
+"             [--json]\n"
+"\n"
+"List the pending timers of the named session (your uid's, or with\n"
+"--owner, root only, another uid's), soonest first: key, deadline as\n"
+"local wall-clock time, time left, period, payload size and lane.  The\n"
+"daemon sends at most 1,000 per reply; bwctl asks page by page up to\n"
+"--limit, and says on stderr when the session holds more.\n"
+"\n"
+"  --session NAME       the named session (1 to 64 of A-Z a-z 0-9 _ . : @ -)\n"
+"  --owner UID          root only: the session NAME of this uid\n"
+"  --limit N            list at most N timers (default 100)\n"
+"  --json               one JSON object per timer and line: key,\n"
+"                       deadline_ns (CLOCK_MONOTONIC), deadline_unix_ns\n"
+"                       (wall clock), remaining_ns, period_ns, payload_bytes,\n"
+"                       has_payload, lane, and fire_count/late when set\n"
+"\n"
+"Exit status: 0 ok, 1 no such session (UNKNOWN_SESSION), 2 usage,\n"
+"3 unreachable, 4 other error (e.g. PERMISSION_DENIED), 5 the socket's\n"
 "listener is not trusted.\n";
 
 /* ---- JSON ------------------------------------------------------------- */
@@ -529,6 +582,12 @@ static int report(struct bwc_client *c, int rc)
 			p.hint = "only root may use --owner to name another "
 				 "uid's session; without --owner, --session is "
 				 "your own uid's";
+		if (p.server_code == BWC_SERVER_UNKNOWN_SESSION)
+			p.status = ST_NOTFOUND;
+		if (p.server_code == BWC_SERVER_PERMISSION_DENIED &&
+		    owner_uid < 0)
+			p.hint = "the daemon shows a user only their own uid's "
+				 "sessions; root sees everyone's";
 		if (p.server_code == BWC_SERVER_STORAGE_UNAVAILABLE)
 			p.hint = "bitwheeld cannot write its state directory "
 				 "(full or failing): named sessions take no "
@@ -703,18 +762,27 @@ static bool flush_out(void)
 	return true;
 }
 
-/* "1h02m03.500s", "4m05.000s", "0.250s" */
-static void print_uptime(uint64_t ns)
+/* "1h02m03.500s", "4m05.000s", "0.250s" into buf. */
+static const char *fmt_duration(uint64_t ns, char *buf, size_t len)
 {
 	unsigned long long ms = ns / 1000000, s = ms / 1000;
 
 	if (s >= 3600)
-		printf("%lluh%02llum%02llu.%03llus", s / 3600, s / 60 % 60,
-		       s % 60, ms % 1000);
+		snprintf(buf, len, "%lluh%02llum%02llu.%03llus", s / 3600,
+			 s / 60 % 60, s % 60, ms % 1000);
 	else if (s >= 60)
-		printf("%llum%02llu.%03llus", s / 60, s % 60, ms % 1000);
+		snprintf(buf, len, "%llum%02llu.%03llus", s / 60, s % 60,
+			 ms % 1000);
 	else
-		printf("%llu.%03llus", s, ms % 1000);
+		snprintf(buf, len, "%llu.%03llus", s, ms % 1000);
+	return buf;
+}
+
+static void print_uptime(uint64_t ns)
+{
+	char buf[48];
+
+	fputs(fmt_duration(ns, buf, sizeof(buf)), stdout);
 }
 
 /* ---- commands ----------------------------------------------------------- */
@@ -1773,6 +1841,273 @@ fail:
 			strerror(err));
 }
 
+/* ---- sessions, list ------------------------------------------------- */
+
+/*
+ * The options sessions and list share: --session (list), --owner,
+ * --limit (list), --json; then an anonymous connection (*c).
+ */
+static int list_open(const char *cmd, const char *help, int argc, char **argv,
+		     const char **session, uint64_t *limit,
+		     struct bwc_client **c)
+{
+	static const struct option opts[] = {
+		{ "session", required_argument, NULL, 's' },
+		{ "limit", required_argument, NULL, 'l' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "owner", required_argument, NULL, 'O' },
+		{ "socket", required_argument, NULL, 'S' },
+		{ "daemon-user", required_argument, NULL, 'D' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct conn_opts co = producer(NULL);
+	int o, rc;
+
+	optind = 0;
+	while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (o) {
+		case 's':
+		case 'l':
+			if (session == NULL)
+				return usage_error(cmd, "--%s is for 'bwctl list'",
+						   o == 's' ? "session" : "limit");
+			if (o == 's')
+				*session = optarg;
+			else if (!parse_u64(optarg, limit) || *limit == 0 ||
+				 *limit > 10000000)
+				return usage_error(cmd, "bad --limit '%s': 1 to "
+						   "10000000", optarg);
+			break;
+		case 'j':
+			json_mode = true;
+			break;
+		case 'O':
+			if ((rc = parse_owner(cmd, optarg)) != ST_OK)
+				return rc;
+			break;
+		case 'S':
+			socket_path = optarg;
+			break;
+		case 'D':
+			daemon_user = optarg;
+			break;
+		case 'h':
+			fputs(help, stdout);
+			return ST_HELP;
+		default:
+			return bad_option(cmd, argv, o);
+		}
+	}
+	if ((rc = leftover(cmd, argc, argv)) != ST_OK)
+		return rc;
+	if (session != NULL && *session == NULL)
+		return usage_error(cmd, "--session is required");
+	return open_client(&co, c);
+}
+
+static int cmp_session(const void *a, const void *b)
+{
+	const struct bwc_session_entry *x = a, *y = b;
+
+	if (x->owner_uid != y->owner_uid)
+		return x->owner_uid < y->owner_uid ? -1 : 1;
+	if (x->anonymous != y->anonymous)
+		return x->anonymous ? 1 : -1;
+	if (x->anonymous)
+		return x->pid < y->pid ? -1 : x->pid > y->pid;
+	return strcmp(x->name, y->name);
+}
+
+static void print_session(const struct bwc_session_entry *e)
+{
+	char idle[48] = "-", expires[48] = "-", name[96];
+
+	if (json_mode) {
+		struct jw j;
+
+		jw_open(&j, stdout);
+		jw_u64(&j, "uid", e->owner_uid);
+		if (e->anonymous) {
+			jw_bool(&j, "anonymous", true);
+			jw_u64(&j, "pid", e->pid);
+		} else {
+			jw_str(&j, "session", e->name);
+		}
+		jw_u64(&j, "timers", e->timers);
+		jw_u64(&j, "queued", e->queued);
+		jw_u64(&j, "in_flight", e->in_flight);
+		jw_u64(&j, "consumers", e->consumers);
+		jw_u64(&j, "producers", e->producers);
+		jw_u64(&j, "dropped", e->dropped);
+		jw_u64(&j, "idle_ns", e->idle_ns);
+		if (e->expires)
+			jw_u64(&j, "expires_in_ns", e->expires_in_ns);
+		jw_close(&j);
+		return;
+	}
+	if (e->anonymous)
+		snprintf(name, sizeof(name), "- (anonymous, pid %u)", e->pid);
+	else
+		snprintf(name, sizeof(name), "%s", e->name);
+	if (e->consumers + e->producers == 0)
+		fmt_duration(e->idle_ns, idle, sizeof(idle));
+	if (e->expires)
+		fmt_duration(e->expires_in_ns, expires, sizeof(expires));
+	printf("%-6u %-24s %8llu %8llu %9llu %5u %5u %12s %12s\n", e->owner_uid,
+	       name, (unsigned long long)e->timers,
+	       (unsigned long long)e->queued, (unsigned long long)e->in_flight,
+	       e->consumers, e->producers, idle, expires);
+}
+
+static int cmd_sessions(int argc, char **argv)
+{
+	struct bwc_session_entry *e = NULL;
+	struct bwc_listing l = { .more = true };
+	struct bwc_client *c;
+	size_t max = 256, n = 0;
+	int rc = list_open("sessions", help_sessions, argc, argv, NULL, NULL, &c);
+
+	if (rc != ST_OK)
+		return rc == ST_HELP ? ST_OK : rc;
+	/* Sessions are few (per-uid budgets bound them): a bigger array
+	 * until one holds them all. */
+	while (rc == ST_OK && l.more) {
+		struct bwc_session_entry *more = realloc(e, max * sizeof(*e));
+
+		if (more == NULL) {
+			rc = complain(&(struct problem){ .status = ST_ERROR,
+							 .code = "OUT_OF_MEMORY" },
+				      "out of memory for %zu sessions", max);
+			break;
+		}
+		e = more;
+		rc = bwc_list_sessions(c, owner_uid, e, max, &n, &l);
+		if (rc != 0)
+			rc = report(c, rc);
+		max *= 4;
+	}
+	bwc_free(c);
+	if (rc == ST_OK) {
+		qsort(e, n, sizeof(*e), cmp_session);
+		if (!json_mode)
+			printf("%-6s %-24s %8s %8s %9s %5s %5s %12s %12s\n",
+			       "UID", "SESSION", "TIMERS", "QUEUED", "IN_FLIGHT",
+			       "CONS", "PROD", "IDLE", "EXPIRES_IN");
+		for (size_t i = 0; i < n; i++)
+			print_session(&e[i]);
+	}
+	free(e);
+	return rc;
+}
+
+static int cmp_deadline(const void *a, const void *b)
+{
+	const struct bwc_timer_entry *x = a, *y = b;
+
+	if (x->deadline_ns != y->deadline_ns)
+		return x->deadline_ns < y->deadline_ns ? -1 : 1;
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* A deadline as local wall-clock time: "2026-12-01 07:30:01.250 UTC". */
+static const char *fmt_wall(uint64_t unix_ns, char *buf, size_t len)
+{
+	time_t t = (time_t)(unix_ns / 1000000000u);
+	char sec[40];
+	struct tm tm;
+
+	if (localtime_r(&t, &tm) == NULL ||
+	    strftime(sec, sizeof(sec), "%Y-%m-%d %H:%M:%S", &tm) == 0) {
+		snprintf(buf, len, "%llu", (unsigned long long)unix_ns);
+		return buf;
+	}
+	snprintf(buf, len, "%s.%03u", sec, (unsigned)(unix_ns / 1000000u % 1000u));
+	if (strftime(sec, sizeof(sec), " %Z", &tm) > 0)
+		snprintf(buf + strlen(buf), len - strlen(buf), "%s", sec);
+	return buf;
+}
+
+static void print_timer(const struct bwc_timer_entry *e,
+			const struct bwc_listing *l)
+{
+	uint64_t left = e->deadline_ns > l->now_ns ? e->deadline_ns - l->now_ns : 0;
+	uint64_t wall = l->realtime_ns + left -
+		(e->deadline_ns < l->now_ns ? l->now_ns - e->deadline_ns : 0);
+	char when[64], in[48], period[48] = "-", size[16] = "-";
+
+	if (json_mode) {
+		struct jw j;
+
+		jw_open(&j, stdout);
+		jw_u64(&j, "key", e->key);
+		jw_u64(&j, "deadline_ns", e->deadline_ns);
+		jw_u64(&j, "deadline_unix_ns", wall);
+		jw_u64(&j, "remaining_ns", left);
+		jw_u64(&j, "period_ns", e->period_ns);
+		jw_u64(&j, "payload_bytes", e->payload_len);
+		jw_bool(&j, "has_payload", e->has_payload);
+		jw_str(&j, "lane", e->periodic_lane ? "periodic" : "oneshot");
+		if (e->period_ns > 0)
+			jw_u64(&j, "fire_count", e->fire_count);
+		if (e->late)
+			jw_bool(&j, "late", true);
+		jw_close(&j);
+		return;
+	}
+	if (e->period_ns > 0)
+		fmt_duration(e->period_ns, period, sizeof(period));
+	if (e->has_payload)
+		snprintf(size, sizeof(size), "%u", e->payload_len);
+	printf("%-20llu %-31s %12s %12s %8s %s\n",
+	       (unsigned long long)e->key, fmt_wall(wall, when, sizeof(when)),
+	       left ? fmt_duration(left, in, sizeof(in)) : "due", period, size,
+	       e->periodic_lane ? "periodic" : "oneshot");
+}
+
+static int cmd_list(int argc, char **argv)
+{
+	static const char cmd[] = "list";
+	struct bwc_timer_entry *e;
+	struct bwc_listing l;
+	struct bwc_client *c;
+	const char *session = NULL;
+	uint64_t limit = 100;
+	size_t n = 0;
+	int rc = list_open(cmd, help_list, argc, argv, &session, &limit, &c);
+
+	if (rc != ST_OK)
+		return rc == ST_HELP ? ST_OK : rc;
+	e = calloc((size_t)limit, sizeof(*e));
+	if (e == NULL) {
+		bwc_free(c);
+		return complain(&(struct problem){ .status = ST_ERROR,
+						   .code = "OUT_OF_MEMORY" },
+				"out of memory for %llu timers",
+				(unsigned long long)limit);
+	}
+	rc = bwc_list_timers(c, session, owner_uid, e, (size_t)limit, &n, &l);
+	if (rc != 0)
+		rc = report(c, rc);
+	bwc_free(c);
+	if (rc == ST_OK) {
+		qsort(e, n, sizeof(*e), cmp_deadline);
+		if (!json_mode)
+			printf("%-20s %-31s %12s %12s %8s %s\n", "KEY",
+			       "DEADLINE", "IN", "PERIOD", "PAYLOAD", "LANE");
+		for (size_t i = 0; i < n; i++)
+			print_timer(&e[i], &l);
+		if (l.more)
+			warn("TRUNCATED", "session '%s' holds %llu timers; these "
+			     "are %zu of them (--limit %llu): not the soonest, "
+			     "the daemon's first", session,
+			     (unsigned long long)l.total, n,
+			     (unsigned long long)limit);
+	}
+	free(e);
+	return rc;
+}
+
 static int cmd_metrics(int argc, char **argv)
 {
 	struct bwc_session_info info;
@@ -1802,6 +2137,8 @@ static const struct {
 	{ "watch", cmd_watch, help_watch },
 	{ "stats", cmd_stats, help_stats },
 	{ "metrics", cmd_metrics, help_metrics },
+	{ "sessions", cmd_sessions, help_sessions },
+	{ "list", cmd_list, help_list },
 };
 
 int main(int argc, char **argv)

@@ -68,6 +68,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemonutil.h"
@@ -900,6 +901,220 @@ START_TEST(test_owner)
 	      NULL);
 	ASSERT_EXIT(&r, 1, "cancel --owner of a key already cancelled");
 	ck_assert_msg(strstr(r.err, "of uid " NOBODY) != NULL, "stderr: %s", r.err);
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * introspection
+ * ====================================================================== */
+
+/* bwctl as uid 65534 (through setpriv, which bwctl_runs_as_nobody()
+ * checked), output captured. */
+static void bwctl_nobody(struct du_result *r, const char *sock, ...) __attribute__((sentinel));
+static void bwctl_nobody(struct du_result *r, const char *sock, ...)
+{
+	const char *argv[40] = {
+		"setpriv", "--reuid=" NOBODY, "--regid=" NOBODY, "--clear-groups",
+	};
+	va_list ap;
+
+	va_start(ap, sock);
+	bwctl_argv(argv + 4, sock, ap);
+	va_end(ap);
+	du_run(argv, clean_env, RUN_MS, r);
+}
+
+/* The --json line of session name (NULL: an anonymous one) of uid, parsed,
+ * or NULL; every line must be an object with a uid. */
+static struct jval *json_session(const char *out, const char *uid, const char *name)
+{
+	char line[1024];
+
+	for (int i = 0; line_n(out, i, line, sizeof(line)); i++) {
+		struct jval *v = jparse_line(line);
+		char u[24];
+
+		snprintf(u, sizeof(u), "%llu", (unsigned long long)ju64(v, "uid"));
+		if (strcmp(u, uid) == 0 &&
+		    (name ? jstr_is(v, "session", name) : jget(v, "anonymous") != NULL))
+			return v;
+		jfree(v);
+	}
+	return NULL;
+}
+
+/* Every --json line's uid is uid. */
+static void json_all_uid(const char *out, uint64_t uid)
+{
+	char line[1024];
+
+	for (int i = 0; line_n(out, i, line, sizeof(line)); i++) {
+		struct jval *v = jparse_line(line);
+
+		ck_assert_msg(ju64(v, "uid") == uid, "uid %llu sees: %s",
+			      (unsigned long long)uid, line);
+		jfree(v);
+	}
+}
+
+/*
+ * bwctl sessions and bwctl list, as root and as uid 65534: a table with a
+ * header, or one JSON object per line; the uid rule (65534 sees its own
+ * sessions alone, and is refused root's, exit 4); root's --owner; list's
+ * wall-clock deadlines, soonest first, and --limit's warning; an unknown
+ * session is exit 1.
+ */
+START_TEST(test_sessions_list)
+{
+	struct du_daemon *d;
+	struct du_result r;
+	struct jval *v;
+	struct timespec now;
+	char line[1024];
+	bool root = geteuid() == 0;
+	char me[24], row_name[80];
+	unsigned row_uid;
+	unsigned long long row_timers;
+
+	snprintf(me, sizeof(me), "%u", (unsigned)geteuid());
+	d = du_daemon_new();
+	ck_assert(chmod(d->dir, 0755) == 0);
+	du_daemon_start(d, "--socket-mode", "0666", NULL);
+	bwctl(&r, d->sock, "schedule", "--session", "intro-a", "--key", "7", "--in", "1h",
+	      "--payload", "hi", NULL);
+	ASSERT_EXIT(&r, 0, "schedule");
+	du_result_free(&r);
+	bwctl(&r, d->sock, "schedule", "--session", "intro-a", "--key", "8", "--in", "90s",
+	      "--every", "30s", NULL);
+	ASSERT_EXIT(&r, 0, "schedule");
+	du_result_free(&r);
+	if (root) {
+		bwctl(&r, d->sock, "--owner", NOBODY, "schedule", "--session", "intro-b",
+		      "--key", "1", "--in", "2h", NULL);
+		ASSERT_EXIT(&r, 0, "schedule --owner");
+		du_result_free(&r);
+	}
+
+	/* The table: a header, then sessions by uid (bwctl's own anonymous
+	 * session among them). */
+	bwctl(&r, d->sock, "sessions", NULL);
+	ASSERT_EXIT(&r, 0, "sessions");
+	ck_assert_msg(strncmp(r.out, "UID    SESSION ", 15) == 0, "stdout: %s", r.out);
+	ck_assert_int_eq(count_lines(r.out), root ? 4 : 3);
+	ck_assert(line_n(r.out, 1, line, sizeof(line)));
+	ck_assert_msg(sscanf(line, "%u %79s %llu", &row_uid, row_name, &row_timers) == 3 &&
+		      row_uid == geteuid() && strcmp(row_name, "intro-a") == 0 &&
+		      row_timers == 2, "stdout: %s", r.out);
+	ck_assert_msg(strstr(r.out, "(anonymous, pid ") != NULL, "stdout: %s", r.out);
+	du_result_free(&r);
+
+	bwctl(&r, d->sock, "sessions", "--json", NULL);
+	ASSERT_EXIT(&r, 0, "sessions --json");
+	ck_assert_int_eq(count_lines(r.out), root ? 3 : 2);
+	v = json_session(r.out, me, "intro-a");
+	ck_assert_msg(v != NULL, "stdout: %s", r.out);
+	ck_assert_uint_eq(ju64(v, "timers"), 2);
+	ck_assert_uint_eq(ju64(v, "producers"), 0);
+	ck_assert_uint_le(ju64(v, "expires_in_ns"), 300 * DU_S);
+	jfree(v);
+	v = json_session(r.out, me, NULL);
+	ck_assert_msg(v != NULL && ju64(v, "pid") > 0 && ju64(v, "consumers") == 1,
+		      "stdout: %s", r.out);
+	jfree(v);
+	du_result_free(&r);
+
+	/* list: soonest first, the deadline as wall-clock time. */
+	bwctl(&r, d->sock, "list", "--session", "intro-a", NULL);
+	ASSERT_EXIT(&r, 0, "list");
+	ck_assert_int_eq(count_lines(r.out), 3);
+	ck_assert(line_n(r.out, 1, line, sizeof(line)));
+	ck_assert_msg(strncmp(line, "8 ", 2) == 0 && strstr(line, " periodic") &&
+		      strstr(line, " 30.000s "), "row: %s", line);
+	ck_assert(line_n(r.out, 2, line, sizeof(line)));
+	ck_assert_msg(strncmp(line, "7 ", 2) == 0 && strstr(line, " 2 oneshot") &&
+		      strstr(line, " 59m5"), "row: %s", line);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "list", "--session", "intro-a", "--json", NULL);
+	ASSERT_EXIT(&r, 0, "list --json");
+	ck_assert_int_eq(count_lines(r.out), 2);
+	ck_assert(line_n(r.out, 1, line, sizeof(line)));
+	v = jparse_line(line);
+	clock_gettime(CLOCK_REALTIME, &now);
+	ck_assert_uint_eq(ju64(v, "key"), 7);
+	ck_assert_uint_eq(ju64(v, "payload_bytes"), 2);
+	ck_assert_uint_eq(ju64(v, "period_ns"), 0);
+	ck_assert(jstr_is(v, "lane", "oneshot"));
+	ck_assert_uint_le(ju64(v, "remaining_ns"), 3600 * DU_S);
+	ck_assert_uint_gt(ju64(v, "remaining_ns"), 3500 * DU_S);
+	ck_assert_uint_lt(ju64(v, "deadline_unix_ns"),
+			  (uint64_t)now.tv_sec * DU_S + 3601 * DU_S);
+	ck_assert_uint_gt(ju64(v, "deadline_unix_ns"),
+			  (uint64_t)now.tv_sec * DU_S + 3500 * DU_S);
+	jfree(v);
+	du_result_free(&r);
+
+	/* --limit: the rows asked for, and a warning that there are more. */
+	bwctl(&r, d->sock, "list", "--session", "intro-a", "--limit", "1", NULL);
+	ASSERT_EXIT(&r, 0, "list --limit 1");
+	ck_assert_int_eq(count_lines(r.out), 2);
+	ck_assert_msg(strstr(r.err, "holds 2 timers") != NULL, "stderr: %s", r.err);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "list", "--session", "intro-none", NULL);
+	ASSERT_EXIT(&r, 1, "list of no such session");
+	ck_assert_msg(strstr(r.err, "UNKNOWN_SESSION") != NULL, "stderr: %s", r.err);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "list", "--session", "intro-none", "--json", NULL);
+	jfree(json_error(&r, 1, "UNKNOWN_SESSION", "list --json of no such session"));
+	du_result_free(&r);
+	bwctl(&r, d->sock, "list", NULL);
+	ASSERT_EXIT(&r, 2, "list without --session");
+	du_result_free(&r);
+
+	if (!root || !bwctl_runs_as_nobody("test_sessions_list")) {
+		if (!root)
+			du_note("SKIP: test_sessions_list's uid part needs root");
+		du_daemon_free(d);
+		return;
+	}
+	/* Root: one uid's sessions, and another uid's timers by --owner. */
+	bwctl(&r, d->sock, "sessions", "--owner", NOBODY, "--json", NULL);
+	ASSERT_EXIT(&r, 0, "sessions --owner");
+	ck_assert_int_eq(count_lines(r.out), 1);
+	json_all_uid(r.out, 65534);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "--owner", NOBODY, "list", "--session", "intro-b", NULL);
+	ASSERT_EXIT(&r, 0, "list --owner");
+	ck_assert_int_eq(count_lines(r.out), 2);
+	ck_assert(line_n(r.out, 1, line, sizeof(line)));
+	ck_assert_msg(strncmp(line, "1 ", 2) == 0, "row: %s", line);
+	du_result_free(&r);
+
+	/* 65534: its own alone, root's refused. */
+	bwctl_nobody(&r, d->sock, "sessions", "--json", NULL);
+	ASSERT_EXIT(&r, 0, "sessions as " NOBODY);
+	ck_assert_int_eq(count_lines(r.out), 2);
+	json_all_uid(r.out, 65534);
+	v = json_session(r.out, NOBODY, "intro-b");
+	ck_assert_msg(v != NULL && ju64(v, "timers") == 1, "stdout: %s", r.out);
+	jfree(v);
+	du_result_free(&r);
+	bwctl_nobody(&r, d->sock, "sessions", NULL);
+	ASSERT_EXIT(&r, 0, "sessions as " NOBODY);
+	ck_assert_msg(strstr(r.out, "intro-a") == NULL && strstr(r.out, "intro-b") != NULL,
+		      "stdout: %s", r.out);
+	du_result_free(&r);
+	bwctl_nobody(&r, d->sock, "list", "--session", "intro-b", NULL);
+	ASSERT_EXIT(&r, 0, "list as " NOBODY);
+	ck_assert_int_eq(count_lines(r.out), 2);
+	du_result_free(&r);
+	bwctl_nobody(&r, d->sock, "--owner", "0", "list", "--session", "intro-a", NULL);
+	ASSERT_EXIT(&r, 4, "list of root's as " NOBODY);
+	ck_assert_msg(strstr(r.err, "PERMISSION_DENIED") != NULL, "stderr: %s", r.err);
+	du_result_free(&r);
+	bwctl_nobody(&r, d->sock, "sessions", "--owner", "0", "--json", NULL);
+	jfree(json_error(&r, 4, "PERMISSION_DENIED", "sessions --owner 0 as " NOBODY));
 	du_result_free(&r);
 	du_daemon_free(d);
 }
@@ -2400,6 +2615,11 @@ static Suite *bwctl_suite(void)
 	tc = tcase_create("owner");
 	du_tcase(tc);
 	tcase_add_test(tc, test_owner);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("introspection");
+	du_tcase(tc);
+	tcase_add_test(tc, test_sessions_list);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("watch");
