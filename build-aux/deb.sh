@@ -203,6 +203,8 @@ install_test() {
 	multiarch=$(dpkg-architecture -q DEB_HOST_MULTIARCH)
 	for f in /usr/sbin/bitwheeld /usr/bin/bwctl \
 		/lib/systemd/system/bitwheeld.socket /lib/systemd/system/bitwheeld.service \
+		/lib/systemd/system/bitwheel-metrics.service \
+		/lib/systemd/system/bitwheel-metrics.timer \
 		/usr/lib/sysusers.d/bitwheel.conf /etc/default/bitwheeld \
 		/usr/share/doc/bitwheel/PROTOCOL.md /usr/share/doc/bitwheel/README.md \
 		/usr/share/bitwheel/bitwheel.proto \
@@ -232,7 +234,10 @@ install_test() {
 	if find /etc/systemd/system -name bitwheeld.service | grep -q .; then
 		fail "bitwheeld.service is enabled on its own"
 	fi
-	echo "units: bitwheeld.socket enabled, bitwheeld.service not"
+	if find /etc/systemd/system -name 'bitwheel-metrics.*' | grep -q .; then
+		fail "the metrics timer is enabled: it must be off by default"
+	fi
+	echo "units: bitwheeld.socket enabled, bitwheeld.service and bitwheel-metrics.timer not"
 
 	bitwheeld --version || fail "bitwheeld --version failed"
 	bwctl --version || fail "bwctl --version failed"

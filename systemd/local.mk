@@ -1,23 +1,31 @@
-# systemd/: bitwheeld's socket and service units, and the sysusers.d entry
-# that creates the socket's client group.  tests/check_systemd checks them.
+# systemd/: bitwheeld's socket and service units, the sysusers.d entry
+# that creates the socket's client group, and the timer and service that
+# write the metrics for node_exporter (installed, not enabled).
+# tests/check_systemd checks them.
 
 EXTRA_DIST += \
 	systemd/bitwheeld.socket \
 	systemd/bitwheeld.service.in \
 	systemd/bitwheeld.default \
+	systemd/bitwheel-metrics.service.in \
+	systemd/bitwheel-metrics.timer \
 	systemd/bitwheel.sysusers
 
 # Filled in by make rather than by configure: configure would leave
 # "${exec_prefix}/sbin" unexpanded, which systemd cannot read, and only
 # make sees a prefix given on its command line (make prefix=..., and
 # distcheck's install into a scratch directory).  The Makefile prerequisite
-# regenerates it when a new configure changes sbindir.
-systemd/bitwheeld.service: systemd/bitwheeld.service.in Makefile
-	$(AM_V_GEN)$(MKDIR_P) $(@D) && rm -f $@ $@.tmp && \
-	$(SED) -e 's|@sbindir[@]|$(sbindir)|g' \
+# regenerates them when a new configure changes sbindir, bindir or
+# sysconfdir.
+bw_unit_subst = $(AM_V_GEN)$(MKDIR_P) $(@D) && rm -f $@ $@.tmp && \
+	$(SED) -e 's|@sbindir[@]|$(sbindir)|g' -e 's|@bindir[@]|$(bindir)|g' \
 		-e 's|@sysconfdir[@]|$(sysconfdir)|g' \
-		$(srcdir)/systemd/bitwheeld.service.in > $@.tmp && \
+		$(srcdir)/$@.in > $@.tmp && \
 	chmod a-w $@.tmp && mv $@.tmp $@
+systemd/bitwheeld.service: systemd/bitwheeld.service.in Makefile
+	$(bw_unit_subst)
+systemd/bitwheel-metrics.service: systemd/bitwheel-metrics.service.in Makefile
+	$(bw_unit_subst)
 
 # sysusers.d reads only *.conf; the source keeps a name that says what the
 # file is for, like debhelper's package.sysusers.
@@ -25,17 +33,21 @@ systemd/bitwheel.conf: systemd/bitwheel.sysusers
 	$(AM_V_GEN)$(MKDIR_P) $(@D) && \
 	cp $(srcdir)/systemd/bitwheel.sysusers $@
 
-CLEANFILES += systemd/bitwheeld.service systemd/bitwheel.conf
+CLEANFILES += systemd/bitwheeld.service systemd/bitwheel-metrics.service \
+	systemd/bitwheel.conf
 
 if HAVE_SYSTEMD_UNITDIR
-systemdsystemunit_DATA = systemd/bitwheeld.socket systemd/bitwheeld.service
+systemdsystemunit_DATA = systemd/bitwheeld.socket systemd/bitwheeld.service \
+	systemd/bitwheel-metrics.service systemd/bitwheel-metrics.timer
 # Under the prefix, so distcheck can install it as a normal user; systemd
 # also reads /usr/local/lib/sysusers.d.  Packagers building with
 # --prefix=/usr get /usr/lib/sysusers.d.
 sysusersdir = $(prefix)/lib/sysusers.d
 sysusers_DATA = systemd/bitwheel.conf
 bw_installcheck_files += $(systemdsystemunitdir)/bitwheeld.socket \
-	$(systemdsystemunitdir)/bitwheeld.service $(sysusersdir)/bitwheel.conf
+	$(systemdsystemunitdir)/bitwheeld.service \
+	$(systemdsystemunitdir)/bitwheel-metrics.service \
+	$(systemdsystemunitdir)/bitwheel-metrics.timer $(sysusersdir)/bitwheel.conf
 endif
 
 # The service's options file, at the path its EnvironmentFile= names:

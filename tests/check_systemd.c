@@ -1,22 +1,25 @@
 /*
  * check_systemd.c - the systemd units in systemd/: the build filled in the
- * service's ExecStart, the settings the daemon and its clients rely on are
+ * services' ExecStart, the settings the daemon and its clients rely on are
  * there (the options file and its BITWHEELD_OPTS, whose examples the
- * daemon accepts), the sysusers.d entry creates the socket's group, systemd-analyze
- * verify has nothing to say about either unit, and the service's offline
- * security exposure is at most 1.2.
+ * daemon accepts; the metrics timer's: every 15 s, root, off by default),
+ * the sysusers.d entry creates the socket's group, systemd-analyze verify
+ * has nothing to say about any unit, and each service's offline security
+ * exposure is at most 1.2.
  *
  * The checks run on copies in a scratch directory.  "verify" insists that
- * ExecStart names an executable, and the installed path ($(sbindir)) need
- * not exist during make check, so the copy of the service points ExecStart
- * at the daemon in the build tree.  While the daemon is not built (it came
- * later than the units), a renamed copy of /bin/true stands in: verify
- * looks at nothing but the file's existence and mode.
+ * ExecStart names an executable, and the installed paths ($(sbindir),
+ * $(bindir)) need not exist during make check, so the copies of the
+ * services point ExecStart at the programs in the build tree.  While the
+ * daemon is not built (it came later than the units), a renamed copy of
+ * /bin/true stands in: verify looks at nothing but the file's existence
+ * and mode.
  *
  * Paths come from tests/local.mk:
  *   BW_TOP_SRCDIR    units and the man page (sources)
- *   BW_TOP_BUILDDIR  the generated service unit and the built daemon
- *   BW_SBINDIR       what the build should have put into ExecStart
+ *   BW_TOP_BUILDDIR  the generated service units and the built programs
+ *   BW_SBINDIR       what the build should have put into bitwheeld's
+ *                    ExecStart, BW_BINDIR into bitwheel-metrics'
  */
 #define _GNU_SOURCE  /* pipe2, strchrnul */
 #include <check.h>
@@ -37,8 +40,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#if !defined(BW_TOP_SRCDIR) || !defined(BW_TOP_BUILDDIR) || !defined(BW_SBINDIR)
-#error "tests/local.mk passes BW_TOP_SRCDIR, BW_TOP_BUILDDIR and BW_SBINDIR"
+#if !defined(BW_TOP_SRCDIR) || !defined(BW_TOP_BUILDDIR) || \
+	!defined(BW_SBINDIR) || !defined(BW_BINDIR)
+#error "tests/local.mk passes BW_TOP_SRCDIR, BW_TOP_BUILDDIR, BW_SBINDIR and BW_BINDIR"
 #endif
 
 #define SOCKET_SRC BW_TOP_SRCDIR "/systemd/bitwheeld.socket"
@@ -46,8 +50,15 @@
 #define SYSUSERS_SRC BW_TOP_SRCDIR "/systemd/bitwheel.sysusers"
 #define DEFAULT_SRC BW_TOP_SRCDIR "/systemd/bitwheeld.default"
 #define MANPAGE_SRC BW_TOP_SRCDIR "/daemon/bitwheeld.8"
+#define BWCTL_PAGE_SRC BW_TOP_SRCDIR "/client/bwctl.1"
 #define DAEMON_BUILT BW_TOP_BUILDDIR "/daemon/bitwheeld"
 #define EXEC_INSTALLED BW_SBINDIR "/bitwheeld"
+#define METRICS_GEN BW_TOP_BUILDDIR "/systemd/bitwheel-metrics.service"
+#define TIMER_SRC BW_TOP_SRCDIR "/systemd/bitwheel-metrics.timer"
+#define BWCTL_BUILT BW_TOP_BUILDDIR "/client/bwctl"
+#define BWCTL_INSTALLED BW_BINDIR "/bwctl"
+/* Debian's prometheus-node-exporter reads its textfile collector there. */
+#define TEXTFILE_DIR "/var/lib/prometheus/node-exporter"
 
 /* The daemon's and the clients' compiled-in default: the socket unit must
  * listen exactly there, or nothing finds the daemon without configuration. */
@@ -74,7 +85,9 @@ static struct {
 	char dir[PATH_MAX];
 	char socket[PATH_MAX];   /* copy of the socket unit                  */
 	char service[PATH_MAX];  /* generated service, ExecStart -> daemon   */
-	char mandir[PATH_MAX];   /* MANPATH holding man8/bitwheeld.8         */
+	char metrics[PATH_MAX];  /* bitwheel-metrics.service, -> built bwctl */
+	char timer[PATH_MAX];    /* copy of bitwheel-metrics.timer           */
+	char mandir[PATH_MAX];   /* MANPATH: man8/bitwheeld.8, man1/bwctl.1  */
 	char root[PATH_MAX];     /* empty root for systemd-sysusers          */
 	char daemon[PATH_MAX];   /* what the copy's ExecStart runs           */
 	char err[1024];          /* setup's failure, empty when it worked    */
@@ -185,14 +198,14 @@ static bool copy_binary(const char *from, const char *to, mode_t mode)
 }
 
 /* "ExecStart=<installed path>" followed by the end or the arguments. */
-static const char *find_execstart(const char *text)
+static const char *find_execstart(const char *text, const char *installed)
 {
-	static const char key[] = "ExecStart=" EXEC_INSTALLED;
+	char key[PATH_MAX + 16];
+	size_t n = (size_t)snprintf(key, sizeof(key), "ExecStart=%s", installed);
 
 	for (const char *p = text; p != NULL && *p != '\0';) {
-		if (strncmp(p, key, sizeof(key) - 1) == 0 &&
-		    (p[sizeof(key) - 1] == '\n' || p[sizeof(key) - 1] == ' ' ||
-		     p[sizeof(key) - 1] == '\0'))
+		if (strncmp(p, key, n) == 0 &&
+		    (p[n] == '\n' || p[n] == ' ' || p[n] == '\0'))
 			return p;
 		p = strchr(p, '\n');
 		if (p != NULL)
@@ -201,11 +214,12 @@ static const char *find_execstart(const char *text)
 	return NULL;
 }
 
-/* text with the installed daemon path in ExecStart= replaced by exec. */
-static char *retarget_execstart(const char *text, const char *exec)
+/* text with the installed program's path in ExecStart= replaced by exec. */
+static char *retarget_execstart(const char *text, const char *installed,
+				const char *exec)
 {
-	const char *hit = find_execstart(text);
-	size_t head, oldlen = strlen(EXEC_INSTALLED), execlen = strlen(exec);
+	const char *hit = find_execstart(text, installed);
+	size_t head, oldlen = strlen(installed), execlen = strlen(exec);
 	char *out;
 
 	if (hit == NULL)
@@ -226,11 +240,33 @@ static void fx_path(char *buf, const char *name)
 		fx_fail("scratch path too long: %s/%s", fx.dir, name);
 }
 
+/* The generated unit gen, its ExecStart retargeted from installed to
+ * exec, written to copy. */
+static void fx_retarget(const char *gen, const char *installed,
+			const char *exec, const char *copy)
+{
+	char *text = read_file(gen), *retargeted = NULL;
+
+	if (text == NULL) {
+		fx_fail("read %s: %s (make builds it; is it in "
+			"EXTRA_tests_check_systemd_DEPENDENCIES?)",
+			gen, strerror(errno));
+		return;
+	}
+	retargeted = retarget_execstart(text, installed, exec);
+	if (retargeted == NULL)
+		fx_fail("%s: no \"ExecStart=%s\" line to retarget", gen,
+			installed);
+	else if (!write_file(copy, retargeted, 0644))
+		fx_fail("write %s: %s", copy, strerror(errno));
+	free(retargeted);
+	free(text);
+}
+
 static void fx_setup(void)
 {
 	const char *tmp = getenv("TMPDIR");
-	char man8[PATH_MAX], page[PATH_MAX];
-	char *service = NULL, *retargeted = NULL;
+	char man8[PATH_MAX], page[PATH_MAX], man1[PATH_MAX], page1[PATH_MAX];
 
 	memset(&fx, 0, sizeof(fx));
 	if (tmp == NULL || tmp[0] == '\0')
@@ -243,15 +279,21 @@ static void fx_setup(void)
 	}
 	fx_path(fx.socket, "bitwheeld.socket");
 	fx_path(fx.service, "bitwheeld.service");
+	fx_path(fx.metrics, "bitwheel-metrics.service");
+	fx_path(fx.timer, "bitwheel-metrics.timer");
 	fx_path(fx.mandir, "man");
 	fx_path(man8, "man/man8");
 	fx_path(page, "man/man8/bitwheeld.8");
+	fx_path(man1, "man/man1");
+	fx_path(page1, "man/man1/bwctl.1");
 	fx_path(fx.root, "root");
 	if (fx.err[0] != '\0')
 		return;
 
 	if (!copy_file(SOCKET_SRC, fx.socket, 0644))
 		fx_fail("copy %s: %s", SOCKET_SRC, strerror(errno));
+	if (!copy_file(TIMER_SRC, fx.timer, 0644))
+		fx_fail("copy %s: %s", TIMER_SRC, strerror(errno));
 
 	if (access(DAEMON_BUILT, X_OK) == 0) {
 		snprintf(fx.daemon, sizeof(fx.daemon), "%s", DAEMON_BUILT);
@@ -263,24 +305,12 @@ static void fx_setup(void)
 			"of /bin/true\n", DAEMON_BUILT);
 	}
 
-	service = read_file(SERVICE_GEN);
-	if (service == NULL) {
-		fx_fail("read %s: %s (make builds it; is it in "
-			"EXTRA_tests_check_systemd_DEPENDENCIES?)",
-			SERVICE_GEN, strerror(errno));
-	} else {
-		retargeted = retarget_execstart(service, fx.daemon);
-		if (retargeted == NULL)
-			fx_fail("%s: no \"ExecStart=%s\" line to retarget",
-				SERVICE_GEN, EXEC_INSTALLED);
-		else if (!write_file(fx.service, retargeted, 0644))
-			fx_fail("write %s: %s", fx.service, strerror(errno));
-	}
-	free(retargeted);
-	free(service);
+	fx_retarget(SERVICE_GEN, EXEC_INSTALLED, fx.daemon, fx.service);
+	fx_retarget(METRICS_GEN, BWCTL_INSTALLED, BWCTL_BUILT, fx.metrics);
 
 	if (mkdir(fx.mandir, 0755) != 0 || mkdir(man8, 0755) != 0 ||
-	    !copy_file(MANPAGE_SRC, page, 0644))
+	    !copy_file(MANPAGE_SRC, page, 0644) || mkdir(man1, 0755) != 0 ||
+	    !copy_file(BWCTL_PAGE_SRC, page1, 0644))
 		fx_fail("man page copy %s: %s", page, strerror(errno));
 	if (mkdir(fx.root, 0755) != 0)
 		fx_fail("mkdir %s: %s", fx.root, strerror(errno));
@@ -528,15 +558,23 @@ static void assert_setting(const char *text, const char *unit,
 
 /* ---- build ------------------------------------------------------------- */
 
+/* The generated services and the programs they must run when installed. */
+static const struct {
+	const char *gen, *installed;
+} generated[] = {
+	{ SERVICE_GEN, EXEC_INSTALLED },
+	{ METRICS_GEN, BWCTL_INSTALLED },
+};
+
 START_TEST(test_execstart_filled_in)
 {
-	char *text = read_file(SERVICE_GEN);
+	const char *gen = generated[_i].gen;
+	char *text = read_file(gen);
 
-	ck_assert_msg(text != NULL, "read %s: %s", SERVICE_GEN,
-		      strerror(errno));
-	ck_assert_msg(find_execstart(text) != NULL,
+	ck_assert_msg(text != NULL, "read %s: %s", gen, strerror(errno));
+	ck_assert_msg(find_execstart(text, generated[_i].installed) != NULL,
 		      "%s: no \"ExecStart=%s\": the installed unit would not "
-		      "run the installed daemon", SERVICE_GEN, EXEC_INSTALLED);
+		      "run the installed program", gen, generated[_i].installed);
 	free(text);
 }
 END_TEST
@@ -544,18 +582,17 @@ END_TEST
 /* A placeholder sed missed would reach systemd as a literal path. */
 START_TEST(test_no_placeholder_left)
 {
-	char *text = read_file(SERVICE_GEN);
+	const char *gen = generated[_i].gen;
+	char *text = read_file(gen);
 	const char *p;
 
-	ck_assert_msg(text != NULL, "read %s: %s", SERVICE_GEN,
-		      strerror(errno));
+	ck_assert_msg(text != NULL, "read %s: %s", gen, strerror(errno));
 	for (p = strchr(text, '@'); p != NULL; p = strchr(p + 1, '@')) {
 		size_t n = strspn(p + 1, "abcdefghijklmnopqrstuvwxyz"
 					 "ABCDEFGHIJKLMNOPQRSTUVWXYZ_");
 
 		ck_assert_msg(n == 0 || p[1 + n] != '@',
-			      "%s: unsubstituted %.*s", SERVICE_GEN,
-			      (int)n + 2, p);
+			      "%s: unsubstituted %.*s", gen, (int)n + 2, p);
 	}
 	free(text);
 }
@@ -673,6 +710,54 @@ START_TEST(test_default_file)
 }
 END_TEST
 
+/*
+ * The metrics pair: root (only root gets the daemon-wide counters) with no
+ * capabilities, no private user namespace (the daemon's uid must read as
+ * itself for bwctl to trust it), writing into Debian's textfile collector
+ * directory; the timer every 15 s at 1 s accuracy, enabled through
+ * timers.target, the service never on its own.
+ */
+START_TEST(test_metrics_settings)
+{
+	char *svc = read_file(METRICS_GEN), *tmr = read_file(TIMER_SRC);
+	char buf[512];
+
+	ck_assert_msg(svc != NULL && tmr != NULL, "read %s, %s: %s", METRICS_GEN,
+		      TIMER_SRC, strerror(errno));
+	assert_setting(svc, "bitwheel-metrics.service", "Service", "Type",
+		       "oneshot", "one file written per run");
+	assert_setting(svc, "bitwheel-metrics.service", "Service", "ExecStart",
+		       BWCTL_INSTALLED " metrics --output ${BITWHEEL_METRICS_FILE}",
+		       "bwctl writes the file atomically itself");
+	assert_setting(svc, "bitwheel-metrics.service", "Service", "Environment",
+		       "BITWHEEL_METRICS_FILE=" TEXTFILE_DIR "/bitwheel.prom",
+		       "Debian's textfile collector directory");
+	assert_setting(svc, "bitwheel-metrics.service", "Service",
+		       "ReadWritePaths", "-" TEXTFILE_DIR,
+		       "the only place it writes");
+	assert_setting(svc, "bitwheel-metrics.service", "Service",
+		       "CapabilityBoundingSet", "", "root without capabilities");
+	ck_assert_msg(unit_value(svc, "Service", "User", buf, sizeof(buf)) == NULL ||
+		      strcmp(buf, "root") == 0,
+		      "bitwheel-metrics.service: User=%s gets no daemon-wide "
+		      "metrics (root's alone)", buf);
+	if (unit_value(svc, "Service", "PrivateUsers", buf, sizeof(buf)))
+		ck_assert_msg(strcmp(buf, "no") == 0 || buf[0] == '\0',
+			      "bitwheel-metrics.service: PrivateUsers=%s makes "
+			      "the daemon's uid 'nobody', whom bwctl refuses", buf);
+	ck_assert_msg(unit_value(svc, "Install", "WantedBy", buf, sizeof(buf)) == NULL,
+		      "bitwheel-metrics.service: the timer runs it, not a target");
+	assert_setting(tmr, "bitwheel-metrics.timer", "Timer", "OnUnitActiveSec",
+		       "15s", "the period");
+	assert_setting(tmr, "bitwheel-metrics.timer", "Timer", "AccuracySec",
+		       "1s", "the default minute would blur the period");
+	assert_setting(tmr, "bitwheel-metrics.timer", "Install", "WantedBy",
+		       "timers.target", "systemctl enable --now starts it");
+	free(svc);
+	free(tmr);
+}
+END_TEST
+
 /* The group must exist for systemd to chown the socket; ask the real
  * parser, against an empty root, what the entry creates. */
 START_TEST(test_sysusers_creates_socket_group)
@@ -715,17 +800,17 @@ START_TEST(test_verify_clean)
 
 	assert_setup();
 	/*
-	 * MANPATH holding only our page makes verify's Documentation= check
-	 * find man:bitwheeld(8) before it is installed.  Without man(1)
-	 * there is nothing to check it with, and verify would complain
-	 * about the missing program rather than about the units.
+	 * MANPATH holding only our pages makes verify's Documentation= check
+	 * find man:bitwheeld(8) and man:bwctl(1) before they are installed.
+	 * Without man(1) there is nothing to check it with, and verify would
+	 * complain about the missing program rather than about the units.
 	 */
 	char manbuf[PATH_MAX];
 	bool man = find_tool("man", manbuf, sizeof(manbuf));
 	char *argv[] = { (char *)need_tool("systemd-analyze", tool,
 					   sizeof(tool)),
 			 "verify", man ? "--man=yes" : "--man=no",
-			 fx.socket, fx.service, NULL };
+			 fx.socket, fx.service, fx.metrics, fx.timer, NULL };
 	char *env[] = { manpath, env_colors, env_pager, NULL };
 
 	if (!man)
@@ -735,9 +820,9 @@ START_TEST(test_verify_clean)
 	run(argv, env, &r);
 	ck_assert_msg(!r.timed_out, "systemd-analyze verify timed out");
 	ck_assert_msg(r.status == 0 && r.out[0] == '\0' && r.err[0] == '\0',
-		      "systemd-analyze verify %s %s: exit %d\n"
+		      "systemd-analyze verify %s %s %s %s: exit %d\n"
 		      "stdout:\n%s\nstderr:\n%s", fx.socket, fx.service,
-		      r.status, r.out, r.err);
+		      fx.metrics, fx.timer, r.status, r.out, r.err);
 	run_free(&r);
 }
 END_TEST
@@ -775,16 +860,18 @@ static void failed_items(const char *out, char *buf, size_t len)
 	}
 }
 
+/* Each service: bitwheeld's (_i 0), bitwheel-metrics' (_i 1). */
 START_TEST(test_security_exposure)
 {
 	char tool[PATH_MAX], items[4096];
+	char *unit = _i == 0 ? fx.service : fx.metrics;
 	struct run r;
 	int tenths;
 
 	assert_setup();
 	char *argv[] = { (char *)need_tool("systemd-analyze", tool,
 					   sizeof(tool)),
-			 "security", "--offline=yes", "--no-pager", fx.service,
+			 "security", "--offline=yes", "--no-pager", unit,
 			 NULL };
 	char *env[] = { env_colors, env_pager, env_columns, NULL };
 
@@ -794,11 +881,11 @@ START_TEST(test_security_exposure)
 	ck_assert_msg(r.status == 0 && tenths >= 0,
 		      "systemd-analyze security --offline=yes %s: exit %d, "
 		      "no exposure level\nstdout:\n%s\nstderr:\n%s",
-		      fx.service, r.status, r.out, r.err);
+		      unit, r.status, r.out, r.err);
 	failed_items(r.out, items, sizeof(items));
 	ck_assert_msg(tenths <= MAX_EXPOSURE_TENTHS,
-		      "bitwheeld.service: exposure %d.%d, want at most %d.%d; "
-		      "failing items:\n%s", tenths / 10, tenths % 10,
+		      "%s: exposure %d.%d, want at most %d.%d; "
+		      "failing items:\n%s", unit, tenths / 10, tenths % 10,
 		      MAX_EXPOSURE_TENTHS / 10, MAX_EXPOSURE_TENTHS % 10,
 		      items);
 	run_free(&r);
@@ -811,8 +898,8 @@ static Suite *systemd_suite(void)
 	TCase *tc;
 
 	tc = tcase_create("build");
-	tcase_add_test(tc, test_execstart_filled_in);
-	tcase_add_test(tc, test_no_placeholder_left);
+	tcase_add_loop_test(tc, test_execstart_filled_in, 0, 2);
+	tcase_add_loop_test(tc, test_no_placeholder_left, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("settings");
@@ -821,6 +908,7 @@ static Suite *systemd_suite(void)
 	tcase_add_test(tc, test_socket_settings);
 	tcase_add_test(tc, test_service_settings);
 	tcase_add_test(tc, test_default_file);
+	tcase_add_test(tc, test_metrics_settings);
 	tcase_add_test(tc, test_sysusers_creates_socket_group);
 	suite_add_tcase(s, tc);
 
@@ -833,7 +921,7 @@ static Suite *systemd_suite(void)
 	tc = tcase_create("security");
 	tcase_add_unchecked_fixture(tc, fx_setup, fx_teardown);
 	tcase_set_timeout(tc, TCASE_TIMEOUT_S);
-	tcase_add_test(tc, test_security_exposure);
+	tcase_add_loop_test(tc, test_security_exposure, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }

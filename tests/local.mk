@@ -54,10 +54,12 @@ tests_check_systemd_SOURCES = tests/check_systemd.c
 tests_check_systemd_CPPFLAGS = \
 	-DBW_TOP_SRCDIR='"$(abs_top_srcdir)"' \
 	-DBW_TOP_BUILDDIR='"$(abs_top_builddir)"' \
-	-DBW_SBINDIR='"$(sbindir)"'
+	-DBW_SBINDIR='"$(sbindir)"' \
+	-DBW_BINDIR='"$(bindir)"'
 tests_check_systemd_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_systemd_LDADD = $(CHECK_LIBS)
-EXTRA_tests_check_systemd_DEPENDENCIES = systemd/bitwheeld.service daemon/bitwheeld
+EXTRA_tests_check_systemd_DEPENDENCIES = systemd/bitwheeld.service \
+	systemd/bitwheel-metrics.service daemon/bitwheeld client/bwctl
 
 # End-to-end suites: real bitwheeld processes on temporary sockets, driven
 # through the raw protocol (proto/frame.h), the client library and bwctl.
