@@ -31,7 +31,8 @@ from ._codes import SERVER_ERRORS
 from ._codes import __all__ as _codes_all
 from ._core import (DAEMON_USER_ENV, DEFAULT_DAEMON_USER, DEFAULT_SOCKET,
                     DEFAULT_TIMEOUT, PROTOCOL_VERSION, SOCKET_ENV, Duration,
-                    Fire, Scheduled, check_peer, default_socket, now_ns)
+                    Fire, Listing, Scheduled, check_peer, default_socket,
+                    now_ns)
 from ._errors import (BitwheelError, ConnectionClosed, ConnectionRefused,
                       ProtocolError, RoleError, ServerError, StaleFire,
                       Timeout, UntrustedDaemon)
@@ -43,7 +44,7 @@ __all__ = [
     "AsyncClient", "AsyncFire", "BitwheelError", "Client",
     "ConnectionClosed", "ConnectionRefused", "DAEMON_USER_ENV",
     "DEFAULT_DAEMON_USER", "DEFAULT_SOCKET", "DEFAULT_TIMEOUT", "Duration",
-    "Fire", "PROTOCOL_VERSION", "ProtocolError", "RoleError", "SERVER_ERRORS",
+    "Fire", "Listing", "PROTOCOL_VERSION", "ProtocolError", "RoleError", "SERVER_ERRORS",
     "SOCKET_ENV", "Scheduled", "ServerError", "StaleFire", "Timeout",
     "UntrustedDaemon", "__version__", "check_peer", "default_socket",
     "now_ns",

@@ -266,6 +266,86 @@ def stats_request(rid: int) -> bytes:
     return frame(env)
 
 
+@dataclass
+class Listing:
+    """What :meth:`Client.list_sessions` or :meth:`Client.list_timers`
+    found (PROTOCOL.md, ListSessions and ListTimers).
+
+    Attributes:
+        entries: ``SessionInfo`` or ``TimerInfo`` messages (fields as in
+            proto/bitwheel.proto), in the daemon's order.
+        more: the limit was reached with entries left.
+        total: timers: the session's pending timers, all pages together.
+        owner_uid: timers: the session's namespace.
+        now_ns, realtime_ns: timers: the daemon's CLOCK_MONOTONIC and
+            CLOCK_REALTIME read together as it answered the last page: a
+            deadline is ``realtime_ns + deadline_ns - now_ns`` in ns since
+            the epoch.
+    """
+
+    entries: list[Any] = field(default_factory=list)
+    more: bool = False
+    total: int | None = None
+    owner_uid: int | None = None
+    now_ns: int | None = None
+    realtime_ns: int | None = None
+
+
+class Pager:
+    """A listing, page by page, for either client: request() the next
+    page, take() its reply, until take() says it is done."""
+
+    def __init__(self, session: str | bytes | None, owner_uid: int | None,
+                 limit: int | None) -> None:
+        if isinstance(session, str):
+            session = session.encode()
+        if owner_uid is not None and _u64(owner_uid, "owner_uid") >= 1 << 32:
+            raise ValueError(f"owner_uid: {owner_uid} is not a uid")
+        if limit is not None and _u64(limit, "limit") == 0:
+            raise ValueError("limit: at least 1")
+        self._session = session
+        self._owner = owner_uid
+        self._limit = limit
+        self._cursor = 0
+        self.listing = Listing()
+        self.want = ("list_timers_reply" if session is not None
+                     else "list_sessions_reply")
+
+    def request(self, rid: int) -> bytes:
+        env = pb.Envelope(request_id=rid)
+        q = env.list_timers if self._session is not None else \
+            env.list_sessions
+        q.SetInParent()
+        if self._session is not None:
+            q.session = self._session
+        if self._owner is not None:
+            q.owner_uid = self._owner
+        if self._limit is not None:
+            q.limit = min(self._limit - len(self.listing.entries),
+                          (1 << 32) - 1)
+        if self._cursor:
+            q.cursor = self._cursor
+        return frame(env)
+
+    def take(self, r: Any) -> bool:
+        """The reply to the last request(); True while pages remain."""
+        got = list(r.timers if self._session is not None else r.sessions)
+        room = (None if self._limit is None
+                else self._limit - len(self.listing.entries))
+        self.listing.entries += got[:room]
+        self.listing.more = bool(r.more) or (room is not None
+                                             and len(got) > room)
+        if self._session is not None:
+            self.listing.total = r.total
+            self.listing.owner_uid = r.owner_uid
+            self.listing.now_ns = r.now_ns
+            self.listing.realtime_ns = r.realtime_ns
+        self._cursor = r.cursor if r.more else 0
+        if r.more and not r.HasField("cursor"):
+            raise ProtocolError("a listing reply says more without a cursor")
+        return bool(r.more) and (room is None or len(got) < room)
+
+
 def ack_request(rid: int | None, delivery: int, cumulative: bool) -> bytes:
     env = pb.Envelope()
     if rid is not None:

@@ -380,6 +380,26 @@ class AsyncClient(_core.ClientBase):
         return self._submit(rid, _core.stats_request(rid),
                             lambda env: _core.reply_body(env, "stats_reply"))
 
+    async def list_sessions(self, owner_uid: int | None = None,
+                            limit: int | None = None) -> _core.Listing:
+        """The sessions this client may see; see
+        :meth:`bitwheel.Client.list_sessions`."""
+        return await self._list(_core.Pager(None, owner_uid, limit))
+
+    async def list_timers(self, session: str | bytes,
+                          owner_uid: int | None = None,
+                          limit: int | None = None) -> _core.Listing:
+        """A named session's pending timers; see
+        :meth:`bitwheel.Client.list_timers`."""
+        return await self._list(_core.Pager(session, owner_uid, limit))
+
+    async def _list(self, pager: _core.Pager) -> _core.Listing:
+        while True:
+            rid = self._rid()
+            if not pager.take(await self._request(rid, pager.request(rid),
+                                                  pager.want)):
+                return pager.listing
+
     # ---- fires -------------------------------------------------------------
 
     async def next_fire(self, timeout: Duration | None = None

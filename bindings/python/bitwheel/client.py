@@ -306,6 +306,34 @@ class Client(_core.ClientBase):
         rid = self._rid()
         return self._request(rid, _core.stats_request(rid), "stats_reply")
 
+    def list_sessions(self, owner_uid: int | None = None,
+                      limit: int | None = None) -> _core.Listing:
+        """The sessions this client may see (root: every uid's, named and
+        anonymous; anyone else: its own uid's), or only `owner_uid`'s
+        (another uid's is :class:`PermissionDeniedError` unless root): a
+        :class:`Listing` of ``SessionInfo`` messages (``.name``,
+        ``.owner_uid``, ``.timers``, ``.queued``, ``.in_flight``,
+        ``.consumers``, ``.producers``, ``.idle_ns``, ``.expires_in_ns``,
+        ``.pid``), at most `limit` of them, fetched page by page."""
+        return self._list(_core.Pager(None, owner_uid, limit))
+
+    def list_timers(self, session: str | bytes, owner_uid: int | None = None,
+                    limit: int | None = None) -> _core.Listing:
+        """The pending timers of the named session (in `owner_uid`'s
+        namespace, root only, else the caller's): a :class:`Listing` of
+        ``TimerInfo`` messages (``.key``, ``.deadline_ns``, ``.period_ns``,
+        ``.payload_bytes``, ``.has_payload``, ``.lane``, ...), at most
+        `limit` of them.  :class:`UnknownSessionError` when there is no
+        such session."""
+        return self._list(_core.Pager(session, owner_uid, limit))
+
+    def _list(self, pager: _core.Pager) -> _core.Listing:
+        while True:
+            rid = self._rid()
+            if not pager.take(self._request(rid, pager.request(rid),
+                                            pager.want)):
+                return pager.listing
+
     # ---- fires -------------------------------------------------------------
 
     def next_fire(self, timeout: Duration | None = None) -> Fire | None:

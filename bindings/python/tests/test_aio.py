@@ -51,6 +51,17 @@ def test_schedule_cancel_fire(daemon):
     run(main())
 
 
+def test_listings(daemon):
+    async def go():
+        async with bitwheel.AsyncClient(daemon.sock, session="alisted") as c:
+            await asyncio.gather(*(c.schedule(k, in_=600) for k in range(30)))
+            t = await c.list_timers("alisted", limit=20)
+            assert len(t.entries) == 20 and t.more and t.total == 30
+            s = await c.list_sessions()
+            assert [x.timers for x in s.entries if x.name == b"alisted"] == [30]
+    run(go())
+
+
 def test_pipelined_10000_schedules(daemon):
     n = 10_000
 

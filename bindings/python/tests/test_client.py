@@ -117,6 +117,44 @@ def test_named_session_survives_client(daemon):
         assert c.hello.queued == 0 and c.next_fire(0.2) is None
 
 
+def test_list_sessions_and_timers(daemon):
+    """The listings: every session this uid has (the anonymous one with its
+    pid), a session's timers with their fields, paged (2,100 timers take
+    three pages), a limit that stops early, and UnknownSessionError."""
+    with bitwheel.Client(daemon.sock, session="listed") as p, \
+            bitwheel.Client(daemon.sock) as anon:
+        for k in range(2100):
+            p.schedule(k, in_=3600 + k, every=60 if k % 3 == 0 else None,
+                       payload=b"x" * (k % 7) if k % 5 else None)
+        got = anon.list_sessions()
+        assert not got.more
+        names = {(s.owner_uid, s.name if s.HasField("name") else None)
+                 for s in got.entries}
+        assert names == {(os.geteuid(), b"listed"), (os.geteuid(), None)}
+        mine = [s for s in got.entries if not s.HasField("name")]
+        assert [s.pid for s in mine] == [os.getpid()]
+        named = [s for s in got.entries if s.HasField("name")][0]
+        assert (named.timers, named.producers, named.consumers) == (2100, 1, 0)
+        t = anon.list_timers("listed")
+        assert not t.more and t.total == 2100 and t.owner_uid == os.geteuid()
+        assert sorted(x.key for x in t.entries) == list(range(2100))
+        for x in t.entries:
+            k = x.key
+            assert x.period_ns == (60 * 10**9 if k % 3 == 0 else 0)
+            assert x.has_payload == bool(k % 5)
+            assert x.payload_bytes == (k % 7 if k % 5 else 0)
+            assert x.lane == (bitwheel.bitwheel_pb2.LANE_PERIODIC if k % 3 == 0
+                              else bitwheel.bitwheel_pb2.LANE_ONESHOT)
+            assert 0 < x.deadline_ns - t.now_ns <= (3600 + k) * 10**9
+        assert abs(t.realtime_ns - time.time_ns()) < 60 * 10**9
+        few = anon.list_timers(b"listed", limit=5)
+        assert len(few.entries) == 5 and few.more
+        with pytest.raises(bitwheel.UnknownSessionError):
+            anon.list_timers("not-there")
+        with pytest.raises(ValueError):
+            anon.list_timers("listed", limit=0)
+
+
 def test_competing_consumers_with_acks(daemon):
     n = 40
     s = daemon.sock

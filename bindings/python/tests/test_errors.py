@@ -284,6 +284,31 @@ def test_over_budget(start_daemon, code):
     assert r.stdout.split() == ["OverBudgetError", str(code)], r.stderr
 
 
+@triggers(pb.UNKNOWN_SESSION)
+def test_unknown_session(daemon, code):
+    with bitwheel.Client(daemon.sock) as c:
+        with pytest.raises(bitwheel.UnknownSessionError) as e:
+            c.list_timers("nobody-made-this")
+        assert e.value.code == code and not e.value.connection_level
+        assert c.connected
+
+
+@triggers(pb.PERMISSION_DENIED)
+def test_permission_denied_listing(start_daemon, code):
+    need_root("runs a client as another uid")
+    d = start_daemon("--socket-mode", "0666")
+    os.chmod(d.dir, 0o755)
+    r = run_python(AS_NOBODY % (
+        f"bitwheel.Client({d.sock!r}).list_timers('x', owner_uid=0)"),
+        user=NOBODY)
+    assert r.stdout.split() == ["PermissionDeniedError", str(code)], r.stderr
+    r = run_python(AS_NOBODY % (
+        f"c = bitwheel.Client({d.sock!r}); "
+        f"assert all(s.owner_uid == {NOBODY} for s in c.list_sessions().entries); "
+        f"c.list_sessions(owner_uid=0)"), user=NOBODY)
+    assert r.stdout.split() == ["PermissionDeniedError", str(code)], r.stderr
+
+
 def test_every_code_has_a_test():
     for v in pb.ErrorCode.DESCRIPTOR.values:
         if v.number not in TRIGGERED | UNTRIGGERABLE:
