@@ -11,7 +11,8 @@ bw_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # with python3-setuptools and python3-wheel); debhelper, dh-python,
 # dpkg-dev, fakeroot and lintian the Debian package of build-aux/deb.sh;
 # prometheus the promtool that check_bwctl's metrics test runs on bwctl
-# metrics' output).
+# metrics' output; prometheus-node-exporter and curl the node_exporter that
+# monitoring-test.sh scrapes).
 bw_packages=(
 	build-essential autoconf automake libtool pkg-config
 	libevent-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev check
@@ -19,7 +20,7 @@ bw_packages=(
 	python3 python3-protobuf python3-pytest python3-pip protobuf-compiler
 	python3-setuptools python3-wheel
 	debhelper dh-python dpkg-dev fakeroot lintian
-	prometheus
+	prometheus prometheus-node-exporter curl
 )
 
 # Install only what is missing, so a ready machine needs neither root nor

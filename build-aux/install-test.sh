@@ -5,7 +5,8 @@
 # build block runs verbatim (configure for /usr, make, make install); then
 # the checks: the files and the group that make install must leave, both
 # programs run, the units enable, a user added to the group can reach a
-# socket made as bitwheeld.socket makes it and one outside cannot; and the
+# socket made as bitwheeld.socket makes it and one outside cannot; README's
+# Monitoring section (monitoring-test.sh) on that install; and the
 # same make install into /usr/local, whose libraries only ldconfig puts
 # in ld.so's reach.  Exits non-zero on any failure.
 set -euo pipefail
@@ -94,6 +95,8 @@ for f in /usr/sbin/bitwheeld /usr/bin/bwctl /usr/lib/libbitwheel.so \
 	/usr/lib/libbitwheel-client.so /usr/include/bitwheel.h \
 	/usr/include/bitwheel-client.h /lib/systemd/system/bitwheeld.socket \
 	/lib/systemd/system/bitwheeld.service /usr/lib/sysusers.d/bitwheel.conf \
+	/lib/systemd/system/bitwheel-metrics.service \
+	/lib/systemd/system/bitwheel-metrics.timer \
 	/usr/share/doc/bitwheel/PROTOCOL.md /usr/share/doc/bitwheel/README.md \
 	/usr/share/bitwheel/bitwheel.proto /usr/share/man/man8/bitwheeld.8 \
 	/usr/share/man/man1/bwctl.1 /etc/default/bitwheeld; do
@@ -142,6 +145,10 @@ kill "$bw_daemon"
 wait "$bw_daemon" 2>/dev/null || true
 bw_daemon=
 echo "group bitwheel: a member reaches the daemon, another user does not"
+
+# README's Monitoring section needs this install: it runs here.
+echo "== build-aux/monitoring-test.sh"
+"$bw_root/build-aux/monitoring-test.sh" || fail "monitoring-test.sh failed"
 
 uninstall
 for f in /usr/sbin/bitwheeld /usr/lib/libbitwheel.so \
