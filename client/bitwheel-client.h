@@ -508,6 +508,18 @@ struct bwc_limits {
 	uint64_t reserved[7];           /* 0                               */
 };
 
+/*
+ * One lane of the daemon's wheel (PROTOCOL.md, "Leeway and lanes"): a
+ * timer goes to the coarsest lane whose max_late_ns is at most its leeway
+ * (bwc_schedule_leeway), the finest when none is.
+ */
+struct bwc_lane_info {
+	uint64_t resolution_ns;  /* its tick                                */
+	uint64_t max_late_ns;    /* the most a fire in it comes late,
+				    scheduling delay aside                 */
+};
+#define BWC_MAX_LANES 4
+
 /* What the daemon said when this connection opened its session. */
 struct bwc_session_info {
 	char daemon_version[32];          /* e.g. "0.1.0", truncated to fit */
@@ -533,7 +545,10 @@ struct bwc_session_info {
 				    the session is in (the caller's, or the
 				    one bwc_set_owner_uid named); 0 for an
 				    anonymous session                       */
-	uint64_t reserved[29];   /* room to grow (see struct bwc_stats): 0  */
+	uint32_t nlanes;         /* lanes below, finest first; 0 from a
+				    daemon without leeways                  */
+	struct bwc_lane_info lanes[BWC_MAX_LANES];
+	uint64_t reserved[21];   /* room to grow (see struct bwc_stats): 0  */
 };
 
 /* The current connection's session: BWC_ECLOSED when not connected. */
@@ -638,6 +653,20 @@ struct bwc_stats {
  * length) and BWC_ETOOBIG (payload over the daemon's limit). */
 BWC_EXPORT int bwc_schedule(struct bwc_client *c, const struct bwc_timer *t,
 			    struct bwc_scheduled *out);
+/*
+ * bwc_schedule() with a leeway: how late each fire may come, which picks
+ * the timer's lane (struct bwc_lane_info).  BWC_LEEWAY_DEFAULT: the daemon's
+ * default, what bwc_schedule() asks (0 for a oneshot timer, period / 64
+ * for a periodic one).  The guarantee: a fire never comes before its
+ * deadline, and late by at most max(leeway, the finest lane's
+ * max_late_ns) plus scheduling delay on an unloaded host.  A daemon
+ * before leeways ignores it (bwc_session_info.nlanes is 0 from one).
+ */
+#define BWC_LEEWAY_DEFAULT UINT64_MAX
+BWC_EXPORT int bwc_schedule_leeway(struct bwc_client *c,
+				   const struct bwc_timer *t,
+				   uint64_t leeway_ns,
+				   struct bwc_scheduled *out);
 /* Disarm a timer.  *pending (may be NULL): true if it was pending and no
  * fire for it follows; false if no timer had this key, which is not an
  * error. */
@@ -966,6 +995,11 @@ BWC_EXPORT short bwc_poll_events(const struct bwc_client *c);
 BWC_EXPORT int bwc_send_schedule(struct bwc_client *c,
 				 const struct bwc_timer *t, bwc_reply_fn cb,
 				 void *arg);
+/* bwc_send_schedule() with a leeway, as bwc_schedule_leeway(). */
+BWC_EXPORT int bwc_send_schedule_leeway(struct bwc_client *c,
+					const struct bwc_timer *t,
+					uint64_t leeway_ns, bwc_reply_fn cb,
+					void *arg);
 BWC_EXPORT int bwc_send_cancel(struct bwc_client *c, uint64_t key,
 			       bwc_reply_fn cb, void *arg);
 BWC_EXPORT int bwc_send_stats(struct bwc_client *c, bwc_reply_fn cb,

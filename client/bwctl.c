@@ -131,7 +131,8 @@ BWC_DEFAULT_DAEMON_USER ")\n"
 
 static const char help_schedule[] =
 "Usage: bwctl [--socket PATH] schedule --key K (--in DURATION | --at-monotonic NS)\n"
-"             [--every DURATION] [--session NAME [--owner UID]]\n"
+"             [--every DURATION] [--leeway DURATION]\n"
+"             [--session NAME [--owner UID]]\n"
 "             [--payload TEXT] [--replace] [--count N] [--json]\n"
 "\n"
 "Arm timer K.  With --session, attach to the named session as a producer\n"
@@ -146,6 +147,8 @@ static const char help_schedule[] =
 "  --in DURATION        fire this long from now\n"
 "  --at-monotonic NS    fire at this CLOCK_MONOTONIC time, in nanoseconds\n"
 "  --every DURATION     periodic: fire again every DURATION (> 0)\n"
+"  --leeway DURATION    how late each fire may come, which picks the lane\n"
+"                       (default: 0 oneshot, the period / 64 periodic)\n"
 "  --session NAME       the named session (1 to 64 of A-Z a-z 0-9 _ . : @ -),\n"
 "                       your uid's unless --owner says whose\n"
 "  --owner UID          root only: the session NAME of this uid (a number or\n"
@@ -876,6 +879,7 @@ static int cmd_schedule(int argc, char **argv)
 		{ "in", required_argument, NULL, 'i' },
 		{ "at-monotonic", required_argument, NULL, 'a' },
 		{ "every", required_argument, NULL, 'e' },
+		{ "leeway", required_argument, NULL, 'l' },
 		{ "session", required_argument, NULL, 's' },
 		{ "payload", required_argument, NULL, 'p' },
 		{ "replace", no_argument, NULL, 'r' },
@@ -895,7 +899,7 @@ static int cmd_schedule(int argc, char **argv)
 	const char *session = NULL, *every_text = NULL, *why;
 	bool have_key = false, have_in = false, have_at = false;
 	bool have_count = false;
-	uint64_t count = 1, i;
+	uint64_t count = 1, i, leeway = BWC_LEEWAY_DEFAULT;
 	int o, rc;
 
 	optind = 0;
@@ -926,6 +930,11 @@ static int cmd_schedule(int argc, char **argv)
 						 &t.period_ns)) != ST_OK)
 				return rc;
 			every_text = optarg;
+			break;
+		case 'l':
+			if ((rc = parse_duration(cmd, "leeway", optarg,
+						 &leeway)) != ST_OK)
+				return rc;
 			break;
 		case 's':
 			session = optarg;
@@ -992,7 +1001,7 @@ static int cmd_schedule(int argc, char **argv)
 	co = producer(session);
 	if ((rc = open_client(&co, &c)) != ST_OK)
 		return rc;
-	rc = bwc_schedule(c, &t, &sched);
+	rc = bwc_schedule_leeway(c, &t, leeway, &sched);
 	if (rc != 0)
 		goto fail;
 

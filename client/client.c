@@ -1524,6 +1524,10 @@ static int dial(struct bwc_client *c)
 		 "%s", hr->daemon_version ? hr->daemon_version : "");
 	c->info.oneshot_resolution_ns = hr->oneshot_resolution_ns;
 	c->info.periodic_resolution_ns = hr->periodic_resolution_ns;
+	for (size_t i = 0; i < hr->n_lanes && i < BWC_MAX_LANES; i++) {
+		c->info.lanes[c->info.nlanes].resolution_ns = hr->lanes[i]->resolution_ns;
+		c->info.lanes[c->info.nlanes++].max_late_ns = hr->lanes[i]->max_late_ns;
+	}
 	if (hr->limits != NULL)
 		copy_limits(c, hr->limits);
 	c->info.resumed = hr->resumed;
@@ -1659,7 +1663,7 @@ void bwc_set_fire_handler(struct bwc_client *c, bwc_fire_fn fn, void *arg)
 
 /* Fill a Schedule in caller storage; payload is referenced, not copied. */
 static int build_schedule(struct bwc_client *c, const struct bwc_timer *t,
-			  Bitwheel__V1__Envelope *env,
+			  uint64_t leeway_ns, Bitwheel__V1__Envelope *env,
 			  Bitwheel__V1__Schedule *s, struct request *req)
 {
 	if (t == NULL || (t->payload == NULL && t->payload_len > 0))
@@ -1693,6 +1697,10 @@ static int build_schedule(struct bwc_client *c, const struct bwc_timer *t,
 	if (t->replace) {
 		s->has_replace = 1;
 		s->replace = 1;
+	}
+	if (leeway_ns != BWC_LEEWAY_DEFAULT) {
+		s->has_leeway_ns = 1;
+		s->leeway_ns = leeway_ns;
 	}
 	env->body_case = BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE;
 	env->schedule = s;
@@ -1876,6 +1884,12 @@ static void copy_metrics(const Bitwheel__V1__Metrics *m,
 int bwc_schedule(struct bwc_client *c, const struct bwc_timer *t,
 		 struct bwc_scheduled *out)
 {
+	return bwc_schedule_leeway(c, t, BWC_LEEWAY_DEFAULT, out);
+}
+
+int bwc_schedule_leeway(struct bwc_client *c, const struct bwc_timer *t,
+			uint64_t leeway_ns, struct bwc_scheduled *out)
+{
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
 	Bitwheel__V1__Schedule s;
 	struct answer ans;
@@ -1884,7 +1898,7 @@ int bwc_schedule(struct bwc_client *c, const struct bwc_timer *t,
 
 	if (c == NULL)
 		return BWC_EINVAL;
-	rc = build_schedule(c, t, &env, &s, &req);
+	rc = build_schedule(c, t, leeway_ns, &env, &s, &req);
 	if (rc == 0)
 		rc = call(c, &env, &req, &ans);
 	if (rc != 0)
@@ -2167,6 +2181,12 @@ static int send_async(struct bwc_client *c, Bitwheel__V1__Envelope *env,
 int bwc_send_schedule(struct bwc_client *c, const struct bwc_timer *t,
 		      bwc_reply_fn cb, void *arg)
 {
+	return bwc_send_schedule_leeway(c, t, BWC_LEEWAY_DEFAULT, cb, arg);
+}
+
+int bwc_send_schedule_leeway(struct bwc_client *c, const struct bwc_timer *t,
+			     uint64_t leeway_ns, bwc_reply_fn cb, void *arg)
+{
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
 	Bitwheel__V1__Schedule s;
 	struct request req = { .kind = 0 };
@@ -2174,7 +2194,7 @@ int bwc_send_schedule(struct bwc_client *c, const struct bwc_timer *t,
 
 	if (c == NULL)
 		return BWC_EINVAL;
-	rc = build_schedule(c, t, &env, &s, &req);
+	rc = build_schedule(c, t, leeway_ns, &env, &s, &req);
 	if (rc != 0)
 		return rc;
 	return send_async(c, &env, &req, cb, arg);

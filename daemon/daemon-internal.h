@@ -274,12 +274,15 @@ struct bwd_timer {
 	uint64_t period_ns;        /* 0: oneshot                             */
 	uint64_t count;            /* fires so far                           */
 	uint64_t seq;              /* fired: its fire's seq (journaled)      */
+	uint64_t leeway_ns;        /* as the Schedule said; BWD_LEEWAY_DEFAULT:
+				      absent (bwd_leeway says what it is)   */
 	uint32_t payload_len;
 	bool has_payload;
 	bool late;                 /* restored past its deadline             */
 	/* A oneshot the wheel fired, in its session's due list: a fire
 	 * already (journaled, not found by its key), not yet made. */
 	bool fired;
+	uint8_t lane;              /* enum bw_lane: the one bwd_lane_for picks */
 	uint8_t payload[];
 };
 
@@ -502,10 +505,32 @@ void bwd_member_set_room(struct bwd_member *m, bool room);
  * member's are done; another's are marked if they are taken back). */
 void bwd_member_written(struct bwd_member *m, uint64_t drained);
 
+/*
+ * Leeway and lanes (PROTOCOL.md, "Leeway and lanes").  A lane's bound is
+ * the most a fire in it comes late, scheduling delay aside: its tick
+ * times its probe limit (exact precision: a timer fires on its deadline's
+ * tick, or up to max_probes - 1 ticks later when probing displaced it).
+ * A timer goes to the coarsest lane whose bound is at most its leeway,
+ * the finest when neither is.  Absent, a oneshot timer's leeway is 0 and
+ * a periodic one's its period / BWD_LEEWAY_DIVISOR, never below the
+ * finest lane's bound.
+ */
+#define BWD_LEEWAY_DEFAULT UINT64_MAX
+#define BWD_LEEWAY_DIVISOR 64u
+uint64_t bwd_lane_late_ns(const struct bw_config *lane);
+/* The lane whose bound is the smaller (the oneshot lane on a tie). */
+enum bw_lane bwd_lane_finest(const struct bw_dual_config *w);
+/* The leeway a timer has: asked (BWD_LEEWAY_DEFAULT: absent) for period. */
+uint64_t bwd_leeway(const struct bw_dual_config *w, uint64_t asked,
+		    uint64_t period_ns);
+/* The lane a timer with this leeway goes to. */
+enum bw_lane bwd_lane_for(const struct bw_dual_config *w, uint64_t leeway_ns);
+
 struct bwd_schedule {
 	uint64_t key;
 	uint64_t deadline_ns;
 	uint64_t period_ns;        /* 0: oneshot                             */
+	uint64_t leeway_ns;        /* BWD_LEEWAY_DEFAULT: absent             */
 	const uint8_t *payload;
 	uint32_t payload_len;
 	bool has_payload;
@@ -582,7 +607,8 @@ enum bwd_rec_type {
 	BWD_REC_SESSION = 1,       /* sid, seq (next fire), uid, name        */
 	BWD_REC_END,               /* sid: the session expired               */
 	BWD_REC_TIMER,             /* sid, key, deadline, period, count,
-				      payload: scheduled (replacing the key) */
+				      [leeway,] payload: scheduled
+				      (replacing the key)                    */
 	BWD_REC_CANCEL,            /* sid, key                               */
 	BWD_REC_FIRE,              /* sid, key, seq, deadline, count, fired:
 				      the timer fired; the fire is owed      */
@@ -598,6 +624,8 @@ enum bwd_rec_type {
 #define BWD_RECF_PAYLOAD 0x01u /* TIMER/QUEUED: has_payload              */
 #define BWD_RECF_LATE 0x02u    /* FIRE/QUEUED: the fire was late         */
 #define BWD_RECF_SENT 0x04u    /* FIRE/QUEUED: handed to a connection    */
+#define BWD_RECF_LEEWAY 0x08u  /* TIMER: carries leeway_ns (after the
+				  other u64s); without it, the default   */
 
 struct bwd_record {
 	uint8_t type;
@@ -605,6 +633,7 @@ struct bwd_record {
 	uint8_t name_len;
 	uint32_t uid;
 	uint64_t sid, key, seq, deadline_ns, period_ns, count, fired_ns;
+	uint64_t leeway_ns;        /* TIMER with BWD_RECF_LEEWAY             */
 	const char *name;          /* not NUL-terminated                     */
 	const uint8_t *payload;
 	uint32_t payload_len;
@@ -956,6 +985,7 @@ struct bwd_reply {
 	} body;
 	Bitwheel__V1__Limits limits;
 	Bitwheel__V1__LaneStats lanes[2];
+	Bitwheel__V1__LaneInfo lane[2], *lane_ptr[2]; /* HelloReply.lanes  */
 	Bitwheel__V1__Metrics metrics;
 	uint64_t late_le[BWD_LATENESS_BOUNDS];
 	uint64_t sync_le[BWD_SYNC_BOUNDS];

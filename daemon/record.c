@@ -19,8 +19,11 @@
  *    0  4  body length n (1 .. BWD_RECORD_MAX)
  *    4  4  CRC32C of the body
  *    8  n  body: type (1 byte), flags (1 byte), then the fields its type
- *          carries (field_mask[]) in the order of enum field: u64s, a u32
- *          uid, a name (1-byte length), a payload (4-byte length)
+ *          carries (field_mask[]; a TIMER's leeway only with
+ *          BWD_RECF_LEEWAY, so that files written before leeways read
+ *          back, and a timer without one is written as before) in the
+ *          order of enum field: u64s, a u32 uid, a name (1-byte length),
+ *          a payload (4-byte length)
  *
  * A reader can tell a torn record (the file ends inside it: a crash while
  * appending) from a corrupt one (a CRC or layout that does not hold), and
@@ -38,7 +41,7 @@ static const char magic[2][8] = { "BWJOURN1", "BWSNAPS1" };
 
 enum field {
 	F_SID, F_KEY, F_SEQ, F_DEADLINE, F_PERIOD, F_COUNT, F_FIRED_AT,
-	F_UID, F_NAME, F_PAYLOAD,
+	F_LEEWAY, F_UID, F_NAME, F_PAYLOAD,
 };
 
 #define B(f) (1u << (f))
@@ -57,6 +60,17 @@ static const unsigned field_mask[BWD_REC_TYPES] = {
 	[BWD_REC_DONE] = B(F_SID) | B(F_SEQ),
 	[BWD_REC_TRAILER] = B(F_COUNT),
 };
+
+/* The fields a record carries: its type's, and a TIMER's leeway when its
+ * flag says so (files from before leeways have none: the default). */
+static unsigned fields_of(unsigned type, unsigned flags)
+{
+	unsigned m = field_mask[type];
+
+	if (type == BWD_REC_TIMER && (flags & BWD_RECF_LEEWAY))
+		m |= B(F_LEEWAY);
+	return m;
+}
 
 /* ---- CRC32C (Castagnoli) ------------------------------------------------- */
 
@@ -190,16 +204,17 @@ static uint64_t *u64_field(struct bwd_record *r, enum field f)
 	case F_DEADLINE: return &r->deadline_ns;
 	case F_PERIOD: return &r->period_ns;
 	case F_COUNT: return &r->count;
+	case F_LEEWAY: return &r->leeway_ns;
 	default: return &r->fired_ns;
 	}
 }
 
 size_t bwd_record_size(const struct bwd_record *r)
 {
-	unsigned m = field_mask[r->type];
+	unsigned m = fields_of(r->type, r->flags);
 	size_t n = BWD_RECORD_HEADER_SIZE + 2;
 
-	for (enum field f = F_SID; f <= F_FIRED_AT; f++)
+	for (enum field f = F_SID; f <= F_LEEWAY; f++)
 		if (m & B(f))
 			n += 8;
 	if (m & B(F_UID))
@@ -213,12 +228,12 @@ size_t bwd_record_size(const struct bwd_record *r)
 
 size_t bwd_record_pack(const struct bwd_record *r, uint8_t *out)
 {
-	unsigned m = field_mask[r->type];
+	unsigned m = fields_of(r->type, r->flags);
 	uint8_t *body = out + BWD_RECORD_HEADER_SIZE, *p = body;
 
 	*p++ = r->type;
 	*p++ = r->flags;
-	for (enum field f = F_SID; f <= F_FIRED_AT; f++)
+	for (enum field f = F_SID; f <= F_LEEWAY; f++)
 		if (m & B(f))
 			p = put64(p, *u64_field((struct bwd_record *)r, f));
 	if (m & B(F_UID))
@@ -251,8 +266,8 @@ static int parse_body(const uint8_t *p, size_t n, struct bwd_record *r)
 	r->type = p[0];
 	r->flags = p[1];
 	p += 2;
-	m = field_mask[r->type];
-	for (enum field f = F_SID; f <= F_FIRED_AT; f++) {
+	m = fields_of(r->type, r->flags);
+	for (enum field f = F_SID; f <= F_LEEWAY; f++) {
 		if (!(m & B(f)))
 			continue;
 		if (end - p < 8)

@@ -222,6 +222,24 @@ static int hello_attach(const struct bwd_options *opt, const Envelope *req,
 	return 0;
 }
 
+/* HelloReply.lanes: finest first. */
+static void lanes_of(const struct bw_dual_config *w, struct bwd_reply *out)
+{
+	enum bw_lane fine = bwd_lane_finest(w);
+
+	for (unsigned i = 0; i < 2; i++) {
+		Bitwheel__V1__LaneInfo *l = &out->lane[i];
+		const struct bw_config *c =
+			(i == 0) == (fine == BW_LANE_ONESHOT) ? &w->oneshot : &w->periodic;
+
+		bitwheel__v1__lane_info__init(l);
+		l->has_resolution_ns = l->has_max_late_ns = 1;
+		l->resolution_ns = c->resolution_ms * 1000000ull;
+		l->max_late_ns = bwd_lane_late_ns(c);
+		out->lane_ptr[i] = l;
+	}
+}
+
 static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 		     struct bwd_reply *out)
 {
@@ -315,6 +333,9 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 	hr->has_oneshot_resolution_ns = hr->has_periodic_resolution_ns = 1;
 	hr->oneshot_resolution_ns = opt->wheel.oneshot.resolution_ms * 1000000ull;
 	hr->periodic_resolution_ns = opt->wheel.periodic.resolution_ms * 1000000ull;
+	lanes_of(&opt->wheel, out);
+	hr->n_lanes = 2;
+	hr->lanes = out->lane_ptr;
 	hr->limits = lim;
 	hr->has_resumed = hr->has_timers = hr->has_queued = hr->has_dropped = 1;
 	hr->resumed = resumed;
@@ -420,6 +441,11 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 	s.payload = r->payload;
 	s.payload_len = r->has_payload ? (uint32_t)r->payload_len : 0;
 	s.replace = r->has_replace && r->replace;
+	/* UINT64_MAX asked is as good as any leeway that large: the same lane,
+	 * and it must not read back as absent. */
+	s.leeway_ns = !r->has_leeway_ns ? BWD_LEEWAY_DEFAULT :
+		r->leeway_ns == BWD_LEEWAY_DEFAULT ? BWD_LEEWAY_DEFAULT - 1 :
+		r->leeway_ns;
 	s.uid = ctx->uid;
 	err = bwd_timer_schedule(ctx->member->session, &s, &replaced);
 	if (err == PROTOCOL_NAME(OVER_BUDGET)) {
@@ -849,7 +875,7 @@ static void timer_info(const struct bwd_timer *t, Bitwheel__V1__TimerInfo *ti)
 	ti->has_late = t->late;
 	ti->late = t->late;
 	ti->has_lane = 1;
-	ti->lane = t->period_ns ? BITWHEEL__V1__LANE__LANE_PERIODIC :
+	ti->lane = t->lane == BW_LANE_PERIODIC ? BITWHEEL__V1__LANE__LANE_PERIODIC :
 		BITWHEEL__V1__LANE__LANE_ONESHOT;
 }
 

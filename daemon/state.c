@@ -54,6 +54,13 @@
  * periods may share an instant): --max-timers-per-uid does, as for all
  * fires before due lists.
  *
+ * Lanes.  A client's timer goes to the wheel's lane its leeway picks
+ * (bwd_lane_for: the coarsest whose bound fits it; "Leeway and lanes" in
+ * daemon-internal.h), chosen once in timer_new and kept in t->lane for
+ * its lane counters, its lateness histogram and every re-arm; the
+ * leeway itself is kept as asked, so that a TIMER record carries it only
+ * when the Schedule did.  The state's own timers go to the oneshot lane.
+ *
  * Nothing here does I/O or knows libevent: the server pulls what is to be
  * sent (bwd_state_next_delivery), and the state's own timers - a detached
  * session's linger, a consumer's ack timeout - are entries in the same
@@ -202,6 +209,48 @@ uint64_t bwd_periodic_mhz(uint64_t period_ns)
 	return period_ns ? 1000000000000ull / period_ns : 0;
 }
 
+/* ---- leeway and lanes (daemon-internal.h) ---------------------------------- */
+
+uint64_t bwd_lane_late_ns(const struct bw_config *lane)
+{
+	return (uint64_t)lane->resolution_ms * lane->max_probes * 1000000u;
+}
+
+enum bw_lane bwd_lane_finest(const struct bw_dual_config *w)
+{
+	return bwd_lane_late_ns(&w->periodic) < bwd_lane_late_ns(&w->oneshot) ?
+		BW_LANE_PERIODIC : BW_LANE_ONESHOT;
+}
+
+static const struct bw_config *lane_config(const struct bw_dual_config *w,
+					   enum bw_lane lane)
+{
+	return lane == BW_LANE_PERIODIC ? &w->periodic : &w->oneshot;
+}
+
+uint64_t bwd_leeway(const struct bw_dual_config *w, uint64_t asked,
+		    uint64_t period_ns)
+{
+	uint64_t floor;
+
+	if (asked != BWD_LEEWAY_DEFAULT)
+		return asked;
+	if (!period_ns)
+		return 0;
+	floor = bwd_lane_late_ns(lane_config(w, bwd_lane_finest(w)));
+	return period_ns / BWD_LEEWAY_DIVISOR > floor ?
+		period_ns / BWD_LEEWAY_DIVISOR : floor;
+}
+
+enum bw_lane bwd_lane_for(const struct bw_dual_config *w, uint64_t leeway_ns)
+{
+	enum bw_lane fine = bwd_lane_finest(w);
+	enum bw_lane coarse = fine == BW_LANE_ONESHOT ? BW_LANE_PERIODIC :
+		BW_LANE_ONESHOT;
+
+	return bwd_lane_late_ns(lane_config(w, coarse)) <= leeway_ns ? coarse : fine;
+}
+
 static struct bwd_uid *uid_find(const struct bwd_state *st, uid_t uid)
 {
 	struct bwd_map_node *n = bwd_map_find(&st->uids, (uint64_t)uid);
@@ -335,7 +384,7 @@ void bwd_state_uid_usage(const struct bwd_state *st, uid_t uid,
 static void lane_count(const struct bwd_timer *t, size_t field, int64_t n)
 {
 	struct bwd_lane_usage *l =
-		&t->session->acct->lane[t->period_ns ? BW_LANE_PERIODIC : BW_LANE_ONESHOT];
+		&t->session->acct->lane[t->lane];
 
 	*(uint64_t *)((char *)l + field) += (uint64_t)n;
 }
@@ -928,7 +977,7 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 		struct bwd_timer *t = bwd_container_of(d, struct bwd_timer, due);
 
 		LANE(t, fired, 1);
-		bwd_hist_add(&st->late[t->period_ns ? BW_LANE_PERIODIC : BW_LANE_ONESHOT],
+		bwd_hist_add(&st->late[t->lane],
 			     le, BWD_LATENESS_BOUNDS,
 			     now_ns > t->deadline_ns ? now_ns - t->deadline_ns : 0);
 		if (t->period_ns && !t->session->ending)
@@ -1547,8 +1596,12 @@ static struct bwd_timer *timer_new(struct bwd_session *s,
 		.session = s,
 		.deadline_ns = req->deadline_ns,
 		.period_ns = req->period_ns,
+		.leeway_ns = req->leeway_ns,
 		.payload_len = req->payload_len,
 		.has_payload = req->has_payload,
+		.lane = bwd_lane_for(&s->state->opt->wheel,
+				     bwd_leeway(&s->state->opt->wheel,
+						req->leeway_ns, req->period_ns)),
 	};
 	if (req->payload_len)
 		memcpy(t->payload, req->payload, req->payload_len);
@@ -1567,7 +1620,7 @@ static void timer_add(struct bwd_session *s, struct bwd_timer *t)
 
 static int timer_arm(struct bwd_state *st, struct bwd_timer *t)
 {
-	int err = t->period_ns ?
+	int err = t->lane == BW_LANE_PERIODIC ?
 		bw_dual_insert_periodic(st->wheel, t->deadline_ns, &t->due, &t->handle) :
 		bw_dual_insert_oneshot(st->wheel, t->deadline_ns, &t->due, &t->handle);
 
@@ -1632,7 +1685,9 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 		struct bwd_record r = {
 			.type = BWD_REC_TIMER, .sid = s->id, .key = req->key,
 			.deadline_ns = req->deadline_ns, .period_ns = req->period_ns,
-			.flags = req->has_payload ? BWD_RECF_PAYLOAD : 0,
+			.leeway_ns = req->leeway_ns,
+			.flags = (req->has_payload ? BWD_RECF_PAYLOAD : 0) |
+				 (req->leeway_ns != BWD_LEEWAY_DEFAULT ? BWD_RECF_LEEWAY : 0),
 			.payload = req->payload, .payload_len = req->payload_len,
 		};
 
@@ -1843,9 +1898,11 @@ static int dump_session(const struct bwd_session *s,
 			r = (struct bwd_record){
 				.type = BWD_REC_TIMER, .sid = s->id, .key = n->key,
 				.deadline_ns = t->deadline_ns, .period_ns = t->period_ns,
-				.count = t->count,
+				.count = t->count, .leeway_ns = t->leeway_ns,
 				.flags = (t->has_payload ? BWD_RECF_PAYLOAD : 0) |
-					 (t->late ? BWD_RECF_LATE : 0),
+					 (t->late ? BWD_RECF_LATE : 0) |
+					 (t->leeway_ns != BWD_LEEWAY_DEFAULT ?
+					  BWD_RECF_LEEWAY : 0),
 				.payload = t->payload, .payload_len = t->payload_len,
 			};
 			err = emit(ctx, &r);
@@ -1945,6 +2002,8 @@ static int apply_timer(struct bwd_session *s, const struct bwd_record *r,
 		.period_ns = r->period_ns, .payload = r->payload,
 		.payload_len = r->payload_len,
 		.has_payload = r->flags & BWD_RECF_PAYLOAD,
+		.leeway_ns = r->flags & BWD_RECF_LEEWAY ? r->leeway_ns :
+			BWD_LEEWAY_DEFAULT,
 	};
 	struct bwd_timer *old = timer_find(s, r->key), *t;
 

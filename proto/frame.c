@@ -183,7 +183,8 @@ static size_t fast_body_size(const Bitwheel__V1__Envelope *env)
 			? 1 + varint_size(m->delay_ns) : 0) +
 		       opt_u64_size(m->has_period_ns, m->period_ns) +
 		       opt_bytes_size(m->has_payload, &m->payload) +
-		       (m->has_replace ? 2 : 0);
+		       (m->has_replace ? 2 : 0) +
+		       opt_u64_size(m->has_leeway_ns, m->leeway_ns);
 	}
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL: {
 		const Bitwheel__V1__Cancel *m = env->cancel;
@@ -254,7 +255,8 @@ static uint8_t *fast_body_write(const Bitwheel__V1__Envelope *env, uint8_t *p)
 			p = put_u64(p, (unsigned)m->when_case, true, m->delay_ns);
 		p = put_u64(p, 4, m->has_period_ns, m->period_ns);
 		p = put_bytes(p, 5, m->has_payload, &m->payload);
-		return put_bool(p, 6, m->has_replace, m->replace);
+		p = put_bool(p, 6, m->has_replace, m->replace);
+		return put_u64(p, 7, m->has_leeway_ns, m->leeway_ns);
 	}
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
 		return put_u64(p, 1, env->cancel->has_key, env->cancel->key);
@@ -540,6 +542,11 @@ static bool fast_schedule(const uint8_t *p, const uint8_t *end,
 			ONCE(seen, 6);
 			p = get_bool(p, end, &r->replace);
 			r->has_replace = true;
+			break;
+		case TAG(7, WT_VARINT):
+			ONCE(seen, 7);
+			p = get_varint(p, end, &r->leeway_ns);
+			r->has_leeway_ns = true;
 			break;
 		default:
 			return false;
@@ -868,6 +875,8 @@ bool bwp_request_from_envelope(const Bitwheel__V1__Envelope *env,
 		r->payload = m->payload.data;
 		r->has_replace = m->has_replace;
 		r->replace = m->replace;
+		r->has_leeway_ns = m->has_leeway_ns;
+		r->leeway_ns = m->leeway_ns;
 		return true;
 	}
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:

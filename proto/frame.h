@@ -159,11 +159,13 @@ struct bwp_request {
 	bool has_payload;
 	bool has_replace;
 	bool replace;
+	bool has_leeway_ns;
 	Bitwheel__V1__Schedule__WhenCase when_case;
 	uint64_t request_id;
 	uint64_t key;
 	uint64_t when_ns;          /* delay_ns or deadline_ns, per when_case */
 	uint64_t period_ns;
+	uint64_t leeway_ns;
 	const uint8_t *payload;
 	size_t payload_len;
 };

@@ -135,10 +135,12 @@ static void expect_error_msg(struct du_conn *c, bool with_id, uint64_t id,
 	bwp_frame_free(e);
 }
 
+/* A periodic one with its period for leeway: in the periodic lane. */
 static struct du_sched timer(uint64_t key, uint64_t delay_ns, uint64_t period_ns)
 {
 	struct du_sched s = { .key = key, .when = DU_DELAY, .when_ns = delay_ns,
-			      .periodic = period_ns != 0, .period_ns = period_ns };
+			      .periodic = period_ns != 0, .period_ns = period_ns,
+			      .leeway = period_ns != 0, .leeway_ns = period_ns };
 
 	return s;
 }

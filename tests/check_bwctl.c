@@ -6,7 +6,8 @@
  * TCases:
  *   schedule   --session prints the deadline and exits 0; without a
  *              session it waits and prints the fire; --every with --count;
- *              --at-monotonic, --replace, hex keys; DUPLICATE_KEY exits 4;
+ *              --at-monotonic, --replace, hex keys; --leeway picks the
+ *              lane; DUPLICATE_KEY exits 4;
  *              a daemon stopping under a waiting bwctl exits 4.
  *   cancel     exit 0 when the timer was pending, 1 when not.
  *   watch      --json lines parse (key, payload byte for byte, deadline_ns,
@@ -604,6 +605,36 @@ START_TEST(test_schedule_wait)
 		      "late=%.2fms", late);
 	ck_assert_msg(strstr(p, "ms") != NULL, "late without its unit: %s", r.out);
 	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * --leeway picks the lane: 1 s puts a oneshot timer in the 100 ms lane,
+ * none leaves it in the 1 ms one (a connection of the test's keeps the
+ * uid's counters while bwctl comes and goes).
+ */
+START_TEST(test_schedule_leeway)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+	struct du_result r;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	c = du_connect(d->sock);
+	bwp_frame_free(du_hello(c, NULL));
+	bwctl(&r, d->sock, "schedule", "--key", "1", "--in", "10ms", "--leeway", "1s", NULL);
+	ASSERT_EXIT(&r, 0, "--leeway 1s");
+	du_result_free(&r);
+	bwctl(&r, d->sock, "schedule", "--key", "2", "--in", "10ms", NULL);
+	ASSERT_EXIT(&r, 0, "no --leeway");
+	du_result_free(&r);
+	e = du_stats(c, 2);
+	ck_assert_uint_eq(e->stats_reply->periodic->inserted, 1);
+	ck_assert_uint_eq(e->stats_reply->oneshot->inserted, 1);
+	bwp_frame_free(e);
+	du_conn_free(c);
 	du_daemon_free(d);
 }
 END_TEST
@@ -1661,8 +1692,10 @@ START_TEST(test_stats)
 		bwp_frame_free(du_schedule(c, k + 1, &s));
 	}
 	{
+		/* Its leeway puts it in the periodic lane. */
 		struct du_sched s = { .key = 9, .when = DU_DELAY, .when_ns = 3600 * DU_S,
-				      .periodic = true, .period_ns = DU_S };
+				      .periodic = true, .period_ns = DU_S,
+				      .leeway = true, .leeway_ns = DU_S };
 
 		bwp_frame_free(du_schedule(c, 9, &s));
 	}
@@ -2076,16 +2109,19 @@ START_TEST(test_metrics)
 	du_expect_error(c, true, 101, EC(DUPLICATE_KEY));
 	for (int i = 0; i < N; i++)
 		bwp_frame_free(du_expect_fire(c, RUN_MS, NULL));
-	/* Two fires of a periodic timer: the other lane's histogram. */
+	/* Two fires of a periodic timer whose leeway puts it in the other
+	 * lane: that lane's histogram. */
 	s.key = 2000;
 	s.when_ns = 10 * DU_MS;
 	s.periodic = true;
 	s.period_ns = 50 * DU_MS;
+	s.leeway = true;
+	s.leeway_ns = DU_S;
 	bwp_frame_free(du_schedule(c, 102, &s));
 	for (int i = 0; i < 2; i++)
 		bwp_frame_free(du_expect_fire(c, RUN_MS, NULL));
 	ck_assert(du_cancel(c, 103, 2000));
-	s.periodic = false;
+	s.periodic = s.leeway = false;
 	s.when_ns = 3600 * DU_S;
 	/* A named session's change: journaled and synced before its reply. */
 	c2 = du_connect(d->sock);
@@ -2231,6 +2267,9 @@ START_TEST(test_metrics_loaded)
 		s.key = k;
 		s.periodic = k > N;
 		s.period_ns = 5 * DU_MS;
+		/* A leeway puts the periodic ones in the periodic lane. */
+		s.leeway = k > N;
+		s.leeway_ns = DU_S;
 		s.when_ns = (k * 7919 % SPREAD_MS + 1) * DU_MS;
 		du_pack_schedule(&b, id++, &s);
 		if (k % BATCH == 0 || k == N + P)
@@ -2403,6 +2442,7 @@ static const char *const usage_cases[][12] = {
 	{ "schedule", "--key", "-1", "--in", "1s", NULL },
 	{ "schedule", "--key", "1", "--in", "1s", "--count", "2", NULL },
 	{ "schedule", "--key", "1", "--in", "1s", "--every", "0s", NULL },
+	{ "schedule", "--key", "1", "--in", "1s", "--leeway", "soon", NULL },
 	{ "schedule", "--key", "1", "--in", "1s", "--session", "bad name", NULL },
 	{ "schedule", "--key", "1", "--in", "1s", "--session", "s", "--count", "1", NULL },
 	{ "schedule", "--key", "1", "--in", "1s", "--no-such-option", NULL },
@@ -2599,6 +2639,7 @@ static Suite *bwctl_suite(void)
 	tcase_add_test(tc, test_schedule_session);
 	tcase_add_test(tc, test_schedule_wait);
 	tcase_add_test(tc, test_schedule_every);
+	tcase_add_test(tc, test_schedule_leeway);
 	tcase_add_test(tc, test_schedule_daemon_stops);
 	suite_add_tcase(s, tc);
 

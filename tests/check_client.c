@@ -215,6 +215,12 @@ START_TEST(test_schedule_fire)
 	du_daemon_start(d, NULL);
 	c = connect_to(d, NULL);
 	CK_BWC(c, bwc_get_session_info(c, &info));
+	/* The lanes, finest first, each bound its tick (probes 1). */
+	ck_assert_uint_eq(info.nlanes, 2);
+	ck_assert_uint_eq(info.lanes[0].resolution_ns, info.oneshot_resolution_ns);
+	ck_assert_uint_eq(info.lanes[0].max_late_ns, info.oneshot_resolution_ns);
+	ck_assert_uint_eq(info.lanes[1].resolution_ns, info.periodic_resolution_ns);
+	ck_assert_uint_eq(info.lanes[1].max_late_ns, info.periodic_resolution_ns);
 
 	/* A delay, with a payload. */
 	t = (struct bwc_timer){ .key = 42, .when_ns = 50 * DU_MS, .payload = "hello",
@@ -252,9 +258,9 @@ START_TEST(test_schedule_fire)
 	ck_assert_uint_eq(f.delivery, 3);
 
 	/* Periodic: d, d + p, d + 2p (each the next after the last fire),
-	 * counted; then cancelled. */
+	 * counted; then cancelled.  Its leeway puts it in the periodic lane. */
 	t = (struct bwc_timer){ .key = 45, .when_ns = 20 * DU_MS, .period_ns = 100 * DU_MS };
-	CK_BWC(c, bwc_schedule(c, &t, &sc));
+	CK_BWC(c, bwc_schedule_leeway(c, &t, info.lanes[1].max_late_ns, &sc));
 	first = sc.deadline_ns;
 	for (uint64_t n = 1, prev = 0; n <= 3; n++) {
 		CK_BWC(c, bwc_wait_fire(c, 2 * (int64_t)DU_S, &f));
@@ -2459,7 +2465,9 @@ START_TEST(test_list_timers)
 	c = connect_to(d, "intro-page");
 	for (unsigned i = 0; i < INTRO_TIMERS; i++) {
 		intro_timer(seed, i, &t, payload);
-		CK_BWC(c, bwc_schedule(c, &t, &sc));
+		/* A periodic one's period for leeway: the periodic lane. */
+		CK_BWC(c, bwc_schedule_leeway(c, &t, t.period_ns ? t.period_ns :
+					      BWC_LEEWAY_DEFAULT, &sc));
 		when[i] = sc.deadline_ns;
 	}
 	CK_BWC(c, bwc_list_timers(c, "intro-page", BWC_ANY_UID, got,

@@ -2620,8 +2620,10 @@ START_TEST(test_max_queued_periodic)
 		.role = ROLE(CONSUMER), .has_auto_ack = true, .auto_ack = true,
 	};
 	uint64_t id = 2, d1, d2, hello_dropped, last_count, since;
+	/* Its leeway puts it in the 5 ms periodic lane. */
 	struct du_sched s = { .key = 1, .when = DU_DELAY, .when_ns = 10 * DU_MS,
-			      .periodic = true, .period_ns = 10 * DU_MS };
+			      .periodic = true, .period_ns = 10 * DU_MS,
+			      .leeway = true, .leeway_ns = 5 * DU_MS };
 	du_env *e;
 
 	du_daemon_start(d, "--max-queued", "3", "--periodic-resolution", "5", NULL);
@@ -2759,8 +2761,10 @@ START_TEST(test_periodic_slow_ack)
 	struct du_daemon *d = du_daemon_new();
 	struct du_conn *p, *c;
 	uint64_t id = 2, first = 0, count = 0, total, t0;
+	/* Its leeway puts it in the 5 ms periodic lane. */
 	struct du_sched s = { .key = 7, .when = DU_DELAY, .when_ns = 20 * DU_MS,
-			      .periodic = true, .period_ns = 20 * DU_MS };
+			      .periodic = true, .period_ns = 20 * DU_MS,
+			      .leeway = true, .leeway_ns = 5 * DU_MS };
 	du_env *e;
 
 	du_daemon_start(d, "--periodic-resolution", "5", NULL);

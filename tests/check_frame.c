@@ -166,6 +166,8 @@ static void build_schedule_periodic(struct sample *s)
 	s->schedule.payload.len = sizeof(payload);
 	s->schedule.has_replace = 1;
 	s->schedule.replace = 1;
+	s->schedule.has_leeway_ns = 1;
+	s->schedule.leeway_ns = BIG - 2;
 	s->env.body_case = BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE;
 	s->env.schedule = &s->schedule;
 }
@@ -184,6 +186,8 @@ static void check_schedule_periodic(const Bitwheel__V1__Envelope *e)
 	ck_assert_uint_eq(m->payload.len, sizeof(payload));
 	ck_assert_mem_eq(m->payload.data, payload, sizeof(payload));
 	ck_assert(m->has_replace && m->replace);
+	ck_assert(m->has_leeway_ns);
+	ck_assert_uint_eq(m->leeway_ns, BIG - 2);
 }
 
 /* An empty payload is present, unlike an absent one. */
@@ -1638,6 +1642,8 @@ static void rnd_fast_envelope(struct sample *s)
 		rnd_payload(&s->schedule.has_payload, &s->schedule.payload);
 		s->schedule.has_replace = rnd_flag();
 		s->schedule.replace = rnd_flag();
+		s->schedule.has_leeway_ns = rnd_flag();
+		s->schedule.leeway_ns = rnd_u64();
 		s->env.schedule = &s->schedule;
 		break;
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
@@ -1772,6 +1778,9 @@ static void same_request(const struct bwp_request *r,
 	ck_assert_int_eq(r->has_replace, !!e->schedule->has_replace);
 	if (e->schedule->has_replace)
 		ck_assert_int_eq(r->replace, !!e->schedule->replace);
+	ck_assert_int_eq(r->has_leeway_ns, !!e->schedule->has_leeway_ns);
+	if (e->schedule->has_leeway_ns)
+		ck_assert_uint_eq(r->leeway_ns, e->schedule->leeway_ns);
 }
 
 /* r, from the fast path, says field for field what protobuf-c decoded. */

@@ -16,7 +16,10 @@
  *     not made yet behaves as for one already made: not pending, the
  *     fire still delivered, the new timer armed;
  *   - a journal and a snapshot taken while fires wait in due lists read
- *     back into the same fires and timers, nothing contradicting.
+ *     back into the same fires and timers, nothing contradicting;
+ *   - leeways (issue 15): every combination of period and leeway goes to
+ *     the lane the rule says and fires never early, within max(leeway,
+ *     the finest lane's bound); leeways read back from the state files.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -438,6 +441,280 @@ START_TEST(test_list_entry_bounds)
 }
 END_TEST
 
+/* ---- leeway and lanes --------------------------------------------------- */
+
+/* The configurations the model runs: the dual presets, and a periodic
+ * lane whose full slots displace timers by probing (its bound is then 4
+ * ticks, 400 ms). */
+static const char *const lane_configs[][5] = {
+	{ "-p", "standard-balanced", NULL },
+	{ "-p", "fast-precise", NULL },
+	{ "-p", "standard-burst", NULL },
+	{ "--periodic-probes", "4", "--periodic-slot-cap", "1", NULL },
+};
+#define NCONFIGS (sizeof(lane_configs) / sizeof(lane_configs[0]))
+
+static void options_with(const char *const *extra)
+{
+	char *args[16] = { "check_state", "--max-timers", "1000000",
+			   "--max-timers-per-uid", "1000000" };
+	int n = 5;
+
+	while (*extra)
+		args[n++] = (char *)*extra++;
+	args[n] = NULL;
+	bwd_options_free(&opt);
+	ck_assert_int_eq(bwd_options_parse(n, args, &opt), 0);
+	bwd_log_set_level(BWD_LOG_ERR - 1);
+}
+
+#define LW_FIRES 20      /* a periodic timer's fires before its cancel  */
+#define LW_COPIES 6      /* timers per combination                      */
+#define NO_LEEWAY UINT64_MAX
+
+/* A lane's bound by the rule PROTOCOL.md states: tick times probes. */
+static uint64_t bound_of(const struct bw_config *c)
+{
+	return (uint64_t)c->resolution_ms * MS * c->max_probes;
+}
+
+struct lw_timer {
+	uint64_t period, leeway;   /* leeway: as asked, NO_LEEWAY absent   */
+	uint64_t allowed;          /* the guarantee: max(leeway, finest)   */
+	uint64_t lane_bound;       /* the bound of the lane it must be in  */
+	uint64_t fires;
+};
+
+/*
+ * Every combination of period (oneshot, small, 250 ms, an hour) and
+ * leeway (0, 10 ms, 1 s, absent), LW_COPIES of each on deadlines that
+ * crowd a few ticks: each goes to the lane the rule says (the uid's lane
+ * counters), and each fire comes never before its deadline and within
+ * max(leeway, the finest lane's bound), strictly within its lane's bound,
+ * whether the clock jumps to the next deadline or polls in between.
+ */
+static void run_leeway(const char *const *config, uint64_t s)
+{
+	static const uint64_t leeways[] = { 0, 10 * MS, 1000 * MS, NO_LEEWAY };
+	struct lw_timer tm[4 * 4 * LW_COPIES];
+	struct bwd_state *st;
+	struct bwd_member *m;
+	struct tu_rng rng;
+	uint64_t now = T0, fine, coarse, n = 0, live = 0;
+	const struct bw_config *lanes[2];
+
+	seed = s;
+	tu_rng_seed(&rng, s);
+	options_with(config);
+	lanes[BW_LANE_ONESHOT] = &opt.wheel.oneshot;
+	lanes[BW_LANE_PERIODIC] = &opt.wheel.periodic;
+	fine = bound_of(lanes[0]) <= bound_of(lanes[1]) ? 0 : 1;
+	coarse = 1 - fine;
+	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+	ck_assert_int_eq(bwd_state_conn_open(st, 1000), 0);
+	m = consumer(st, "leeway");
+	for (int p = 0; p < 4; p++) {
+		for (int l = 0; l < 4; l++) {
+			for (int c = 0; c < LW_COPIES; c++, n++) {
+				uint64_t period = p == 0 ? 0 : p == 1 ?
+					MS * (3 + tu_rng_below(&rng, 20)) :
+					p == 2 ? 250 * MS : 3600000 * MS;
+				uint64_t eff = leeways[l] != NO_LEEWAY ? leeways[l] :
+					period / 64 > bound_of(lanes[fine]) ?
+					period / 64 : period ? bound_of(lanes[fine]) : 0;
+				unsigned lane = bound_of(lanes[coarse]) <= eff ?
+					coarse : fine;
+				struct bwd_schedule req = {
+					.key = n, .period_ns = period,
+					.leeway_ns = leeways[l] == NO_LEEWAY ?
+						BWD_LEEWAY_DEFAULT : leeways[l],
+					.deadline_ns = T0 + 100 * MS * tu_rng_below(&rng, 4) +
+						MS * tu_rng_below(&rng, 3),
+					.uid = 1000,
+				};
+				struct bwd_uid_usage before, after;
+				bool r;
+
+				tm[n] = (struct lw_timer){
+					.period = period, .leeway = leeways[l],
+					.allowed = eff > bound_of(lanes[fine]) ?
+						eff : bound_of(lanes[fine]),
+					.lane_bound = bound_of(lanes[lane]),
+				};
+				bwd_state_uid_usage(st, 1000, &before);
+				ck_assert_int_eq(bwd_timer_schedule(m->session, &req, &r), 0);
+				bwd_state_uid_usage(st, 1000, &after);
+				ck_assert_msg(after.lane[lane].inserted == before.lane[lane].inserted + 1,
+					      "seed %" PRIu64 ": period %" PRIu64 " leeway %" PRIu64
+					      " not in lane %u", s, period, leeways[l], lane);
+				live++;
+			}
+		}
+	}
+	while (live) {
+		struct bwd_member *to;
+		struct bwd_fire *f;
+		uint64_t next;
+
+		ck_assert_int_eq(bwd_state_next_deadline(st, &next), 0);
+		/* Half the polls land between events, as requests do. */
+		if (next > now && tu_rng_chance(&rng, 500000))
+			next = now + tu_rng_below(&rng, next - now);
+		now = next > now ? next : now;
+		bwd_state_poll(st, now);
+		while (bwd_state_fire(st))
+			;
+		while ((f = bwd_state_next_delivery(st, &to))) {
+			struct lw_timer *t = &tm[f->key];
+			uint64_t late = f->fired_ns - f->deadline_ns;
+			bool pending;
+
+			ck_assert_msg(f->fired_ns >= f->deadline_ns,
+				      "seed %" PRIu64 ": key %" PRIu64 " fired early", s, f->key);
+			ck_assert_msg(late <= t->allowed && late < t->lane_bound,
+				      "seed %" PRIu64 ": key %" PRIu64 " (period %" PRIu64
+				      ", leeway %" PRIu64 ") %" PRIu64 " ns late, allowed %"
+				      PRIu64 ", its lane's bound %" PRIu64, s, f->key,
+				      t->period, t->leeway, late, t->allowed, t->lane_bound);
+			t->fires++;
+			if (!t->period || t->fires == LW_FIRES) {
+				if (t->period) {
+					ck_assert_int_eq(bwd_timer_cancel(m->session, f->key,
+									  &pending), 0);
+					ck_assert(pending);
+				}
+				live--;
+			}
+			bwd_member_written(to, 1);
+		}
+	}
+	for (uint64_t k = 0; k < n; k++)
+		ck_assert_uint_eq(tm[k].fires, tm[k].period ? LW_FIRES : 1);
+	bwd_member_detach(m);
+	bwd_state_conn_close(st, 1000);
+	bwd_state_free(st);
+}
+
+START_TEST(test_leeway_lanes_fixed)
+{
+	for (uint64_t s = 1; s <= 3; s++)
+		run_leeway(lane_configs[_i], s);
+}
+END_TEST
+
+START_TEST(test_leeway_lanes_env)
+{
+	run_leeway(lane_configs[_i], tu_seed_from_env("BW_TEST_SEED", 0x1ee));
+}
+END_TEST
+
+/*
+ * Leeways survive the journal and a snapshot: each timer is back in the
+ * lane it was in.  A timer without one is written as before leeways were
+ * (no flag, no field), so older daemons' files and these read alike.
+ */
+START_TEST(test_leeway_durable)
+{
+	static const uint64_t leeways[] = { 0, 10 * MS, 1000 * MS, NO_LEEWAY };
+	static const uint64_t periods[] = { 0, 250 * MS, 3600000 * MS };
+	char dir[] = "/tmp/check_state.XXXXXX", name[32];
+	struct bwd_state *st;
+	struct bwd_member *m;
+	struct bwd_journal *j;
+	struct bwd_uid_usage live;
+	int dirfd, fd;
+	uint64_t key = 0;
+
+	seed = 0;
+	options_with(lane_configs[1]);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	dirfd = open(dir, O_DIRECTORY | O_RDONLY);
+	ck_assert_int_ge(dirfd, 0);
+	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+	ck_assert_int_eq(bwd_journal_open(dirfd, 1, BWD_FSYNC_NEVER, &j), 0);
+	bwd_state_set_journal(st, j);
+	m = consumer(st, "durable");
+	for (size_t p = 0; p < 3; p++) {
+		for (size_t l = 0; l < 4; l++) {
+			struct bwd_schedule req = {
+				.key = key++, .deadline_ns = T0 + 1000 * MS,
+				.period_ns = periods[p], .uid = 1000,
+				.leeway_ns = leeways[l] == NO_LEEWAY ?
+					BWD_LEEWAY_DEFAULT : leeways[l],
+			};
+			bool r;
+
+			ck_assert_int_eq(bwd_timer_schedule(m->session, &req, &r), 0);
+		}
+	}
+	bwd_state_uid_usage(st, 1000, &live);
+	ck_assert_uint_gt(live.lane[BW_LANE_PERIODIC].pending, 0);
+	ck_assert_uint_gt(live.lane[BW_LANE_ONESHOT].pending, 0);
+	ck_assert_int_eq(bwd_journal_write(j), 0);
+	for (int kind = 0; kind < 2; kind++) {
+		struct bwd_state *back;
+		struct bwd_state_stats got;
+		struct bwd_replay rep;
+		struct bwd_uid_usage u;
+		uint8_t *buf;
+		size_t len;
+
+		if (kind == BWD_FILE_JOURNAL) {
+			bwd_journal_name(1, name);
+			fd = openat(dirfd, name, O_RDONLY);
+		} else {
+			fd = memfd_create("check_state", MFD_CLOEXEC);
+			ck_assert_int_ge(fd, 0);
+			ck_assert_int_eq(bwd_snapshot_write(st, fd, 1), 0);
+		}
+		ck_assert_int_ge(fd, 0);
+		buf = slurp(fd, &len);
+		close(fd);
+		ck_assert_int_eq(bwd_state_new(&opt, T0, &back), 0);
+		ck_assert_int_eq(bwd_store_replay(back, buf, len, "check",
+						  (enum bwd_file_kind)kind, &rep), 0);
+		ck_assert_uint_eq(rep.contradictions, 0);
+		ck_assert_int_eq(bwd_state_restore_finish(back, T0, &got), 0);
+		ck_assert_uint_eq(got.timers, key);
+		bwd_state_uid_usage(back, 1000, &u);
+		for (int lane = 0; lane < 2; lane++)
+			ck_assert_uint_eq(u.lane[lane].pending, live.lane[lane].pending);
+		bwd_state_free(back);
+		free(buf);
+	}
+
+	/* The record of a timer without a leeway is the old one, byte for
+	 * byte in size; with one, 8 bytes more, and both parse back. */
+	{
+		uint8_t a[256], b[256];
+		struct bwd_record r = { .type = BWD_REC_TIMER, .sid = 1, .key = 2,
+					.deadline_ns = 3, .period_ns = 4, .count = 5 },
+			got;
+		size_t used, na, nb;
+
+		na = bwd_record_pack(&r, a);
+		ck_assert_uint_eq(na, BWD_RECORD_HEADER_SIZE + 2 + 5 * 8 + 4);
+		r.flags = BWD_RECF_LEEWAY;
+		r.leeway_ns = 7 * MS;
+		nb = bwd_record_pack(&r, b);
+		ck_assert_uint_eq(nb, na + 8);
+		ck_assert_int_eq(bwd_record_parse(a, na, &got, &used), 0);
+		ck_assert(!(got.flags & BWD_RECF_LEEWAY));
+		ck_assert_int_eq(bwd_record_parse(b, nb, &got, &used), 0);
+		ck_assert_uint_eq(got.leeway_ns, 7 * MS);
+		ck_assert_uint_eq(got.count, 5);
+		/* The flag on a record without the field does not hold. */
+		a[BWD_RECORD_HEADER_SIZE + 1] = BWD_RECF_LEEWAY;
+		ck_assert_int_ne(bwd_record_parse(a, na, &got, &used), 0);
+	}
+	bwd_state_free(st);
+	bwd_journal_close(j);
+	ck_assert_int_eq(unlinkat(dirfd, name, 0), 0);
+	close(dirfd);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("state");
@@ -451,6 +728,12 @@ static Suite *suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("introspection");
 	tcase_add_test(tc, test_list_entry_bounds);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("leeway");
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, test_leeway_lanes_fixed, 0, (int)NCONFIGS);
+	tcase_add_loop_test(tc, test_leeway_lanes_env, 0, (int)NCONFIGS);
+	tcase_add_test(tc, test_leeway_durable);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1099,6 +1099,8 @@ void du_pack_schedule(struct du_buf *b, uint64_t id, const struct du_sched *s)
 		sc.has_replace = 1;
 		sc.replace = 1;
 	}
+	sc.has_leeway_ns = s->leeway;
+	sc.leeway_ns = s->leeway_ns;
 	env.has_request_id = 1;
 	env.request_id = id;
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE;

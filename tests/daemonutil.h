@@ -232,6 +232,8 @@ struct du_sched {
 	const void *payload;   /* NULL: no payload field                   */
 	size_t payload_len;
 	bool replace;
+	bool leeway;           /* leeway_ns present                        */
+	uint64_t leeway_ns;
 };
 
 /*

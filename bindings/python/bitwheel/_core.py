@@ -222,7 +222,8 @@ def hello_request(rid: int, o: Options) -> bytes:
 def schedule_request(rid: int, key: int, in_: Duration | None,
                      at_monotonic_ns: int | None, every: Duration | None,
                      payload: bytes | None, replace: bool,
-                     max_payload: int | None) -> bytes:
+                     max_payload: int | None,
+                     leeway: Duration | None = None) -> bytes:
     """A Schedule frame; ValueError/TypeError for arguments the protocol
     cannot carry, PayloadTooLargeError for a payload over the daemon's
     limit (nothing is sent in either case)."""
@@ -251,6 +252,8 @@ def schedule_request(rid: int, key: int, in_: Duration | None,
         s.payload = payload
     if replace:
         s.replace = True
+    if leeway is not None:
+        s.leeway_ns = duration_ns(leeway, "leeway")
     return frame(env)
 
 

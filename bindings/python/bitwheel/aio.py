@@ -353,7 +353,8 @@ class AsyncClient(_core.ClientBase):
                  at_monotonic_ns: int | None = None,
                  every: Duration | None = None,
                  payload: bytes | None = None,
-                 replace: bool = False) -> asyncio.Future[Scheduled]:
+                 replace: bool = False,
+                 leeway: Duration | None = None) -> asyncio.Future[Scheduled]:
         """Arm timer `key`; see :meth:`bitwheel.Client.schedule`.
 
         Returns a future to await (``await c.schedule(...)``): the request
@@ -364,7 +365,7 @@ class AsyncClient(_core.ClientBase):
         rid = self._rid()
         limit = self.hello.limits.max_payload_bytes if self.hello else None
         data = _core.schedule_request(rid, key, in_, at_monotonic_ns, every,
-                                      payload, replace, limit)
+                                      payload, replace, limit, leeway)
         return self._submit(rid, data, _scheduled)
 
     def cancel(self, key: int) -> asyncio.Future[bool]:

@@ -261,7 +261,8 @@ class Client(_core.ClientBase):
                  at_monotonic_ns: int | None = None,
                  every: Duration | None = None,
                  payload: bytes | None = None,
-                 replace: bool = False) -> Scheduled:
+                 replace: bool = False,
+                 leeway: Duration | None = None) -> Scheduled:
         """Arm timer `key` (any int from 0 to 2**64 - 1, unique among the
         session's pending timers).
 
@@ -275,6 +276,12 @@ class Client(_core.ClientBase):
                 daemon's ``limits.max_payload_bytes``).
             replace: replace a pending timer of the key instead of failing
                 with :class:`DuplicateKeyError`.
+            leeway: how late each fire may come; it picks the timer's lane
+                (``hello.lanes``: the coarsest whose ``max_late_ns`` fits).
+                None: the daemon's default, 0 for a oneshot timer and the
+                period / 64 for a periodic one.  A fire never comes early,
+                and late by at most max(leeway, the finest lane's bound)
+                plus scheduling delay.
 
         Returns:
             the first deadline and whether a pending timer was replaced.
@@ -287,7 +294,7 @@ class Client(_core.ClientBase):
         rid = self._rid()
         limit = self.hello.limits.max_payload_bytes if self.hello else None
         data = _core.schedule_request(rid, key, in_, at_monotonic_ns, every,
-                                      payload, replace, limit)
+                                      payload, replace, limit, leeway)
         r = self._request(rid, data, "schedule_reply")
         return Scheduled(r.deadline_ns, r.replaced)
 

@@ -101,6 +101,34 @@ def test_periodic(daemon):
         assert c.next_fire(0.05 * 3 + (res + MARGIN_NS) / 1e9) is None
 
 
+def test_leeway(daemon):
+    """leeway picks the lane (hello.lanes, finest first): 1 s puts a
+    oneshot and a periodic timer in the coarse lane, 0 a periodic one in
+    the fine lane, and none a 50 ms periodic one (its default, 50/64 ms)
+    in the fine lane too; each fire never early, within its lane's bound
+    plus the margin."""
+    with bitwheel.Client(daemon.sock) as c:
+        lanes = c.hello.lanes
+        assert len(lanes) == 2
+        assert lanes[0].max_late_ns <= lanes[1].max_late_ns
+        assert lanes[0].resolution_ns == c.hello.oneshot_resolution_ns
+        c.schedule(1, in_=0.05, leeway=1)
+        c.schedule(2, in_=0.05, every=0.05, leeway=datetime.timedelta(0))
+        c.schedule(3, in_=0.05, every=0.05)
+        c.schedule(4, in_=0.05, every=10, leeway=1)
+        st = c.stats()
+        assert (st.oneshot.inserted, st.periodic.inserted) == (2, 2)
+        bound = {1: lanes[1].max_late_ns, 2: lanes[0].max_late_ns,
+                 3: lanes[0].max_late_ns, 4: lanes[1].max_late_ns}
+        seen = set()
+        while seen != {1, 2, 3, 4}:
+            f = fire_now(c)
+            check_fire_time(f, time.monotonic_ns(), bound[f.key])
+            seen.add(f.key)
+        with pytest.raises(ValueError):
+            c.schedule(5, in_=1, leeway=-1)
+
+
 def test_named_session_survives_client(daemon):
     with bitwheel.Client(daemon.sock, session="orders") as p:
         assert p.resumed is False
