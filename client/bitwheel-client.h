@@ -156,6 +156,23 @@
  * Times are nanoseconds of the host's CLOCK_MONOTONIC (absolute) or
  * nanosecond durations (relative), as in the protocol.
  *
+ * ABI (libbitwheel-client.so.2): every export is versioned
+ * (BITWHEEL_CLIENT_2, the script client/libbitwheel-client.map); the
+ * BWC_VERSION_* macros of bitwheel-client-version.h, included below, name
+ * the release of these headers, bwc_version() the library's at run time.
+ * Functions and enum values are added compatibly.  Structs grow by one of
+ * three rules, each stated at the struct:
+ *  - filled by the library into the caller's storage: a fixed size for
+ *    good, with a reserved tail that later fields take in order, read as
+ *    0 from an older library or daemon (struct bwc_session_info with its
+ *    struct bwc_limits, struct bwc_stats, struct bwc_metrics, struct
+ *    bwc_histogram);
+ *  - handed out by the library by pointer only (struct bwc_reply): grows
+ *    at its tail;
+ *  - the rest (struct bwc_timer, which the caller zero-initialises, and
+ *    struct bwc_scheduled, struct bwc_fire, struct bwc_lane_stats): a
+ *    field added or changed is a new SONAME.
+ *
  * Costs: a client is one socket plus buffers that grow to what it has in
  * flight (at most one frame, 64 KiB by default, of unparsed input; up to
  * 1 MiB of unwritten requests in non-blocking mode) and never shrink.  A
@@ -171,6 +188,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "bitwheel-client-version.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -21,9 +21,21 @@ client_libbitwheel_client_la_LIBADD = proto/libbwproto.la $(PROTOBUF_C_LIBS)
 # rebuilt (current + 1, age 0).  The added functions (bwc_set_owner_uid,
 # bwc_set_daemon_user) ride on the same bump.  Later fields that take
 # reserved slots are compatible additions: current + 1, age + 1.
-client_libbitwheel_client_la_LDFLAGS = -version-info 2:0:0 -no-undefined \
-	-export-symbols-regex '^bwc_'
+client_libbitwheel_client_la_LDFLAGS = -version-info 2:0:0 -no-undefined
+# Every export versioned (BITWHEEL_CLIENT_2), by the script that lists
+# them, which also keeps libbwproto's symbols local; a linker without
+# version scripts gets libtool's regex instead (libtool implements it
+# with a version script of its own, so the two cannot be combined).
+EXTRA_DIST += client/libbitwheel-client.map
+if BW_HAVE_VERSION_SCRIPT
+client_libbitwheel_client_la_LDFLAGS += \
+	-Wl,--version-script=$(srcdir)/client/libbitwheel-client.map
+EXTRA_client_libbitwheel_client_la_DEPENDENCIES = client/libbitwheel-client.map
+else
+client_libbitwheel_client_la_LDFLAGS += -export-symbols-regex '^bwc_'
+endif
 include_HEADERS += client/bitwheel-client.h
+nodist_include_HEADERS += client/bitwheel-client-version.h
 pkgconfig_DATA += client/libbitwheel-client.pc
 
 # bwctl sees only the installed header, as any other caller would, and

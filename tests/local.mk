@@ -201,3 +201,8 @@ check-valgrind: $(bw_valgrind_programs) daemon/bitwheeld client/bwctl
 	exit $$status
 
 .PHONY: check-valgrind
+
+# The libraries' exports against their headers and version scripts, and
+# the public headers in C99 and C++ (a script: nm and the compilers).
+TESTS += tests/check_abi.sh
+EXTRA_DIST += tests/check_abi.sh

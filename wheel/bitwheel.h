@@ -18,6 +18,15 @@
  * through pointer arguments.  bw_strerror() names every code.
  *
  * Thread safety: none.  A wheel belongs to one thread at a time.
+ *
+ * ABI (libbitwheel.so.0): every export is versioned (BITWHEEL_0, the
+ * script wheel/libbitwheel.map) and the BW_VERSION_* macros of
+ * bitwheel-version.h, included below, name the release of this header.
+ * Functions and enum values are added compatibly.  The structs a caller
+ * allocates (bw_config, bw_callbacks, bw_poll_result, bw_counters,
+ * bw_dual_config) have no reserved room: a field added to any of them,
+ * or one changed, is a new SONAME (libbitwheel.so.1), never an addition
+ * within this one.  The wheels themselves are opaque and grow freely.
  */
 #ifndef BITWHEEL_H
 #define BITWHEEL_H
@@ -25,6 +34,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "bitwheel-version.h"
 
 #ifdef __cplusplus
 extern "C" {

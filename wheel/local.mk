@@ -13,7 +13,15 @@ wheel_libbitwheel_la_SOURCES = \
 wheel_libbitwheel_la_CPPFLAGS = $(AM_CPPFLAGS) -DBW_BUILDING_LIBRARY
 wheel_libbitwheel_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 wheel_libbitwheel_la_LDFLAGS = -version-info 0:0:0 -no-undefined
+# Every export versioned (BITWHEEL_0), by the script that lists them.
+EXTRA_DIST += wheel/libbitwheel.map
+if BW_HAVE_VERSION_SCRIPT
+wheel_libbitwheel_la_LDFLAGS += \
+	-Wl,--version-script=$(srcdir)/wheel/libbitwheel.map
+EXTRA_wheel_libbitwheel_la_DEPENDENCIES = wheel/libbitwheel.map
+endif
 include_HEADERS += wheel/bitwheel.h
+nodist_include_HEADERS += wheel/bitwheel-version.h
 noinst_HEADERS += wheel/wheel-internal.h
 pkgconfig_DATA += wheel/libbitwheel.pc
 
