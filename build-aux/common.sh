@@ -10,6 +10,7 @@ bw_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # protobuf-compiler the Python package, bindings/python (pip builds it
 # with python3-setuptools and python3-wheel); debhelper, dh-python,
 # dpkg-dev, fakeroot and lintian the Debian package of build-aux/deb.sh;
+# mandoc the manual pages' lint, tests/check_man.sh;
 # prometheus the promtool that check_bwctl's metrics test runs on bwctl
 # metrics' output; prometheus-node-exporter and curl the node_exporter that
 # monitoring-test.sh scrapes).
@@ -19,7 +20,7 @@ bw_packages=(
 	systemd clang libclang-rt-14-dev
 	python3 python3-protobuf python3-pytest python3-pip protobuf-compiler
 	python3-setuptools python3-wheel
-	debhelper dh-python dpkg-dev fakeroot lintian
+	debhelper dh-python dpkg-dev fakeroot lintian mandoc
 	prometheus prometheus-node-exporter curl
 )
 

@@ -206,3 +206,7 @@ check-valgrind: $(bw_valgrind_programs) daemon/bitwheeld client/bwctl
 # the public headers in C99 and C++ (a script: nm and the compilers).
 TESTS += tests/check_abi.sh
 EXTRA_DIST += tests/check_abi.sh
+
+# The manual pages against mandoc -Tlint.
+TESTS += tests/check_man.sh
+EXTRA_DIST += tests/check_man.sh
