@@ -10,7 +10,8 @@ bw_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # protobuf-compiler the Python package, bindings/python (pip builds it
 # with python3-setuptools and python3-wheel); debhelper, dh-python,
 # dpkg-dev, fakeroot and lintian the Debian package of build-aux/deb.sh;
-# mandoc the manual pages' lint, tests/check_man.sh;
+# mandoc the manual pages' lint, tests/check_man.sh; bash-completion the
+# directory (pkg-config) for bwctl's completion;
 # prometheus the promtool that check_bwctl's metrics test runs on bwctl
 # metrics' output; prometheus-node-exporter and curl the node_exporter that
 # monitoring-test.sh scrapes).
@@ -20,7 +21,7 @@ bw_packages=(
 	systemd clang libclang-rt-14-dev
 	python3 python3-protobuf python3-pytest python3-pip protobuf-compiler
 	python3-setuptools python3-wheel
-	debhelper dh-python dpkg-dev fakeroot lintian mandoc
+	debhelper dh-python dpkg-dev fakeroot lintian mandoc bash-completion
 	prometheus prometheus-node-exporter curl
 )
 

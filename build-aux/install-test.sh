@@ -45,7 +45,8 @@ uninstall() {
 		/usr/local/share/doc/bitwheel /usr/local/share/bitwheel \
 		/usr/local/lib/systemd/system /usr/local/lib/systemd \
 		/usr/local/lib/sysusers.d /usr/local/lib/pkgconfig \
-		/usr/local/etc/default; do
+		/usr/local/etc/default /usr/local/share/bash-completion/completions \
+		/usr/local/share/bash-completion; do
 		rmdir "$dir" 2>/dev/null || true
 	done
 	[ "${#bw_installed[@]}" -eq 0 ] || ldconfig

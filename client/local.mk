@@ -47,3 +47,11 @@ client_bwctl_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/client \
 	-I$(top_srcdir)/proto
 client_bwctl_LDADD = client/libbitwheel-client.la
 dist_man_MANS += client/bwctl.1
+
+# bwctl's bash completion, named as bash-completion looks it up: bwctl.
+if HAVE_BASHCOMPLETIONDIR
+dist_bashcompletion_DATA = client/bash-completion/bwctl
+bw_installcheck_files += $(bashcompletiondir)/bwctl
+else
+EXTRA_DIST += client/bash-completion/bwctl
+endif

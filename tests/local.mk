@@ -210,3 +210,7 @@ EXTRA_DIST += tests/check_abi.sh
 # The manual pages against mandoc -Tlint.
 TESTS += tests/check_man.sh
 EXTRA_DIST += tests/check_man.sh
+
+# bwctl's bash completion, driven in bash against bwctl's help texts.
+TESTS += tests/check_completion.sh
+EXTRA_DIST += tests/check_completion.sh
