@@ -30,8 +30,9 @@
  *              the caller's uid's among them (3 connections, 2 sessions,
  *              3 timers, 1 Hz of periodic fires).
  *   metrics    bwctl metrics after known activity (20 fires, one
- *              DUPLICATE_KEY, one refusal at --max-clients, a journaled
- *              change, a snapshot): the output parses as the Prometheus text format
+ *              DUPLICATE_KEY, one refusal at --max-clients, one connection
+ *              closed after FRAME_TOO_LARGE, a journaled change, a
+ *              snapshot): the output parses as the Prometheus text format
  *              (HELP/TYPE before samples, counters _total, the histogram
  *              cumulative with +Inf equal to _count, # EOF last; promtool
  *              accepts it when installed) and the values match; uid
@@ -2071,7 +2072,8 @@ static void promtool_accepts(const struct du_daemon *d, const char *out)
 /*
  * Known activity, then bwctl metrics: N fires delivered (all within a
  * generous second, five under valgrind), one DUPLICATE_KEY, one connection
- * refused at --max-clients, a journaled change under --state-dir.
+ * refused at --max-clients, one closed after FRAME_TOO_LARGE, a journaled
+ * change under --state-dir.
  */
 START_TEST(test_metrics)
 {
@@ -2135,6 +2137,13 @@ START_TEST(test_metrics)
 	/* A place for bwctl. */
 	du_conn_free(c2);
 	wait_alone(c, 200);
+	/* A frame past --max-frame: FRAME_TOO_LARGE, and the daemon closes. */
+	refused = du_connect(d->sock);
+	ck_assert_int_eq(du_conn_send_bytes(refused, "\xff\xff\xff\xff", 4, RUN_MS), 0);
+	du_expect_error(refused, false, 0, EC(FRAME_TOO_LARGE));
+	du_expect_eof(refused, RUN_MS);
+	du_conn_free(refused);
+	wait_alone(c, 250);
 	/* The change above makes a snapshot within --snapshot-interval. */
 	if (geteuid() == 0)
 		wait_snapshot(c, 400);
@@ -2185,7 +2194,8 @@ START_TEST(test_metrics)
 	ck_assert(metric(&x, "bitwheel_connections_accepted_total", "") >= 3);
 	ck_assert_double_eq(metric(&x, "bitwheel_disconnects_total",
 				   "{reason=\"slow_consumer\"}"), 0);
-	ck_assert_double_eq(metric(&x, "bitwheel_disconnects_total", "{reason=\"error\"}"), 0);
+	ck_assert_double_eq(metric(&x, "bitwheel_errors_total", "{code=\"FRAME_TOO_LARGE\"}"), 1);
+	ck_assert_double_eq(metric(&x, "bitwheel_disconnects_total", "{reason=\"error\"}"), 1);
 	ck_assert_double_eq(metric(&x, "bitwheel_disconnects_total", "{reason=\"no_memory\"}"), 0);
 	/* c2's (a refusal at accept is no connection). */
 	ck_assert(metric(&x, "bitwheel_disconnects_total", "{reason=\"closed\"}") >= 1);
