@@ -2242,8 +2242,8 @@ END_TEST
 
 /*
  * A loaded daemon: N oneshot timers pipelined with deadlines spread over
- * SPREAD_MS and P periodic ones, every oneshot fire received, the
- * periodic ones cancelled.  In one scrape, written by --output, each
+ * SPREAD_MS and P periodic ones in the other lane (by their leeway), every
+ * oneshot fire received and P periodic ones.  In one scrape, written by --output, each
  * lane's lateness histogram counts exactly the lane's fires, and promtool
  * accepts it.  --output leaves no temporary file, is readable by all, and
  * leaves the file as it was when it cannot write.
@@ -2275,8 +2275,10 @@ START_TEST(test_metrics_loaded)
 	bwp_frame_free(du_hello(c, NULL));
 	for (uint64_t k = 1; k <= N + P; k++) {
 		s.key = k;
-		s.periodic = k > N;
+		/* The periodic ones' leeway puts them in the other lane. */
+		s.periodic = s.leeway = k > N;
 		s.period_ns = 5 * DU_MS;
+		s.leeway_ns = DU_S;
 		/* A leeway puts the periodic ones in the periodic lane. */
 		s.leeway = k > N;
 		s.leeway_ns = DU_S;
