@@ -517,18 +517,22 @@ static const char *unreachable_hint(char *buf, size_t len, const char **code)
 {
 	struct stat st;
 	struct group *gr;
+	struct passwd *pw;
+	const char *group;
 
 	if (faccessat(AT_FDCWD, socket_path, W_OK, AT_EACCESS) != 0 &&
 	    errno == EACCES) {
 		gr = stat(socket_path, &st) == 0 ? getgrgid(st.st_gid) : NULL;
+		pw = getpwuid(geteuid());
+		group = gr ? gr->gr_name : "bitwheel";
 		snprintf(buf, len,
 			 "you (uid %u) lack permission on %s: connecting "
 			 "needs write permission on the socket, usually "
-			 "membership of its group (%s%s); ask an administrator "
-			 "to add you, then log in again.",
-			 (unsigned)geteuid(), socket_path,
-			 gr ? "here: " : "for the system service: ",
-			 gr ? gr->gr_name : "bitwheel");
+			 "membership of its group (%s%s).  An administrator "
+			 "adds you with 'usermod -aG %s %s'; then log in "
+			 "again.", (unsigned)geteuid(), socket_path,
+			 gr ? "here: " : "for the system service: ", group,
+			 group, pw ? pw->pw_name : "YOUR_USER");
 		*code = "NOT_PERMITTED";
 		return buf;
 	}

@@ -2432,9 +2432,19 @@ START_TEST(test_peer)
 	}
 	ASSERT_EXIT(&r, 3, "stats as uid 65534 on a 0660 root socket");
 	ck_assert_msg(strstr(r.err, "lack permission on") != NULL &&
-		      strstr(r.err, "group") != NULL &&
+		      strstr(r.err, "usermod -aG root ") != NULL &&
 		      strstr(r.err, "is bitwheeld running") == NULL,
 		      "stderr: %s", r.err);
+	du_result_free(&r);
+	{
+		const char *as_nobody[] = {
+			"setpriv", "--reuid=" NOBODY, "--regid=" NOBODY, "--clear-groups",
+			DU_BWCTL_PATH, "--socket", d->sock, "stats", "--json", NULL,
+		};
+
+		du_run(as_nobody, clean_env, RUN_MS, &r);
+	}
+	jfree(json_error(&r, 3, "NOT_PERMITTED", "stats --json as uid 65534"));
 	du_result_free(&r);
 	du_daemon_free(d);
 }
