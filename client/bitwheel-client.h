@@ -122,8 +122,8 @@
  * Reconnecting: when the connection breaks (BWC_ECLOSED, e.g. after a
  * daemon restart), bwc_reconnect() dials the same path and attaches to the
  * same session again (in the same uid's namespace), with the same role,
- * window, ack timeout, ack mode and owner uid.  What happens to fires on
- * the way:
+ * window, ack timeout, ack mode, coalescing and owner uid.  What happens
+ * to fires on the way:
  *
  *   - a manual-ack consumer's fires that were still queued inside the
  *     client (received, not yet handed to the caller) are discarded when
@@ -401,6 +401,17 @@ BWC_EXPORT int bwc_set_ack_timeout(struct bwc_client *c, uint64_t ns);
 /* Consumers: BWC_EINVAL for a value outside the enum. */
 BWC_EXPORT int bwc_set_ack_mode(struct bwc_client *c, enum bwc_ack_mode mode);
 /*
+ * Consumers: true lets the daemon hold the session's fires within their
+ * leeways (bwc_schedule_leeway) and send those whose windows overlap
+ * together, at the latest moment within every one's window, so that a
+ * process with many tolerant timers wakes once instead of many times
+ * (PROTOCOL.md, "Coalesced delivery").  Never early, never later than a
+ * fire's leeway allows; fires of timers without leeway (a oneshot's
+ * default) are not held.  It holds while every consumer attached to the
+ * session asked for it.  Default false.
+ */
+BWC_EXPORT int bwc_set_coalesce(struct bwc_client *c, bool coalesce);
+/*
  * Named sessions: the uid whose namespace the session name is in
  * (PROTOCOL.md, section 7).  Negative (e.g. -1, the default): the
  * caller's own, and nothing is sent.  Only root may name another uid: it
@@ -567,7 +578,9 @@ struct bwc_session_info {
 	uint32_t nlanes;         /* lanes below, finest first; 0 from a
 				    daemon without leeways                  */
 	struct bwc_lane_info lanes[BWC_MAX_LANES];
-	uint64_t reserved[21];   /* room to grow (see struct bwc_stats): 0  */
+	bool coalesce;           /* consumers: coalesced delivery in force
+				    (bwc_set_coalesce)                      */
+	uint64_t reserved[20];   /* room to grow (see struct bwc_stats): 0  */
 };
 
 /* The current connection's session: BWC_ECLOSED when not connected. */
@@ -742,7 +755,10 @@ struct bwc_metrics {
 	uint64_t disconnects_closed, disconnects_error, disconnects_no_memory;
 	/* Snapshots' writing time, fork to installed: the last, and all. */
 	uint64_t snapshot_ns_last, snapshot_ns_total;
-	uint64_t reserved[8];      /* see above: 0                          */
+	/* Writes that carried fires to connections (their wake-ups), and
+	 * fires that went in a write with an earlier one: wake-ups saved. */
+	uint64_t fire_writes, fires_coalesced;
+	uint64_t reserved[6];      /* see above: 0                          */
 };
 
 /* bwc_stats and bwc_metrics from one Stats request; stats may be NULL. */

@@ -1685,6 +1685,12 @@ static void print_daemon_metrics(const struct scrape *x)
 	one("delivered_fires_total", "counter",
 	    "Fired frames sent to consumers, redeliveries included.",
 	    m->fires_delivered);
+	one("fire_writes_total", "counter",
+	    "Writes to connections that carried fires: consumers' wake-ups.",
+	    m->fire_writes);
+	one("coalesced_fires_total", "counter",
+	    "Fires that shared a write with an earlier one: wake-ups saved.",
+	    m->fires_coalesced);
 	family("requests_total", "counter", "Requests read, by type.");
 	for (size_t i = 1; i < BWC_REQUEST_KINDS; i++)
 		if (kinds[i] == NULL)

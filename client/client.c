@@ -282,6 +282,7 @@ struct bwc_client {
 	uint32_t window;
 	uint64_t ack_timeout_ns;
 	enum bwc_ack_mode ack_mode;
+	bool coalesce;
 	int64_t owner_uid;          /* -1: the caller's own (not sent) */
 	char *daemon_user;          /* bwc_set_daemon_user's; NULL: env or
 				       default */
@@ -1213,6 +1214,14 @@ int bwc_set_ack_mode(struct bwc_client *c, enum bwc_ack_mode mode)
 	return 0;
 }
 
+int bwc_set_coalesce(struct bwc_client *c, bool coalesce)
+{
+	if (c == NULL)
+		return BWC_EINVAL;
+	c->coalesce = coalesce;
+	return 0;
+}
+
 int bwc_set_owner_uid(struct bwc_client *c, int64_t uid)
 {
 	if (c == NULL)
@@ -1504,6 +1513,10 @@ static int dial(struct bwc_client *c)
 			hello.has_auto_ack = 1;
 			hello.auto_ack = c->ack_mode == BWC_ACK_AUTO;
 		}
+		if (c->coalesce) {
+			hello.has_coalesce = 1;
+			hello.coalesce = 1;
+		}
 	}
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
 	env.hello = &hello;
@@ -1547,6 +1560,7 @@ static int dial(struct bwc_client *c)
 	c->info.window = hr->window;
 	c->info.ack_timeout_ns = hr->ack_timeout_ns;
 	c->info.auto_ack = c->conn_auto_ack;
+	c->info.coalesce = hr->coalesce;
 	c->info.consumers = hr->consumers;
 	c->info.owner_uid = hr->owner_uid;
 	bwp_frame_free(ans.env);
@@ -1874,6 +1888,8 @@ static void copy_metrics(const Bitwheel__V1__Metrics *m,
 	out->snapshot_ns_last = m->snapshot_ns_last;
 	out->snapshot_ns_total = m->snapshot_ns_total;
 	out->fires_delivered = m->fires_delivered;
+	out->fire_writes = m->fire_writes;
+	out->fires_coalesced = m->fires_coalesced;
 	out->disconnects_closed = m->disconnects_closed;
 	out->disconnects_error = m->disconnects_error;
 	out->disconnects_no_memory = m->disconnects_no_memory;

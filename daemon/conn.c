@@ -58,8 +58,9 @@
  * the output drains past it).
  *
  * Monitoring (env->metrics, O(1) each): every request read by body case,
- * every Error reply by code, every Fired frame sent, and every connection
- * freed by why it ended (why: the first reason the daemon had to end it,
+ * every Error reply by code, every Fired frame sent (and whether it went
+ * in a write of its own or staged behind another fire: the consumers'
+ * wake-ups, and those saved), and every connection freed by why it ended (why: the first reason the daemon had to end it,
  * else the client's).
  *
  * With a journal, a named session's connection holds its output while
@@ -118,6 +119,7 @@ struct bwd_conn {
 	size_t staged;             /* ... stage_to, this many                */
 	struct evbuffer *stage_to; /* the output or held                     */
 	struct event *flush;       /* active while something is staged       */
+	bool fire_staged;          /* a fire is among what is staged         */
 	uint64_t now_ns;           /* the batch's clock; 0: unread           */
 	struct bwd_list_cursor list; /* where its last listing stopped       */
 	bool throttled;            /* reading paused for backpressure        */
@@ -245,6 +247,7 @@ static int flush_stage(struct bwd_conn *c)
 	if (!n)
 		return 0;
 	c->staged = 0;
+	c->fire_staged = false;
 	if (c->stage_to == bufferevent_get_output(c->bev) &&
 	    (fd = direct_fd(c)) >= 0) {
 		/* A failure is the buffer's to find and report on its write. */
@@ -629,6 +632,12 @@ void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f)
 		return;
 	}
 	c->env->metrics.delivered++;
+	/* Staged behind another fire: they leave in one write. */
+	if (c->fire_staged)
+		c->env->metrics.fires_coalesced++;
+	else
+		c->env->metrics.fire_writes++;
+	c->fire_staged = c->staged > 0;
 	f->wire_end = c->committed;
 	if (bwd_conn_output(c) >= c->lim->max_output / 2)
 		bwd_member_set_room(c->member, false);

@@ -236,7 +236,8 @@ bool bwd_map_scan(const struct bwd_map *m, uint64_t *pos, size_t work,
  * state's own (a session's linger, a consumer's ack timeout).  A timer the
  * wheel fired, or a periodic fire made behind them (BWD_DUE_FIRE), waits
  * in its session's due list (next) for its turn to join the queue. */
-enum bwd_due_kind { BWD_DUE_TIMER, BWD_DUE_LINGER, BWD_DUE_ACK, BWD_DUE_FIRE };
+enum bwd_due_kind { BWD_DUE_TIMER, BWD_DUE_LINGER, BWD_DUE_ACK, BWD_DUE_FIRE,
+		    BWD_DUE_HOLD };
 struct bwd_due {
 	enum bwd_due_kind kind;
 	struct bwd_due *next;
@@ -322,6 +323,14 @@ struct bwd_session {
 	struct bwd_due linger;     /* BWD_DUE_LINGER: armed with no members  */
 	bw_handle linger_handle;
 	bool lingering;
+	/* Coalescing (state.c): while every consumer asked for it, fires are
+	 * held until hold_ns, when the hold timer lets them go together. */
+	uint32_t ncoalesce;        /* consumers that asked                   */
+	bool held;
+	bool hold_armed;
+	uint64_t hold_ns;
+	struct bwd_due hold;       /* BWD_DUE_HOLD                           */
+	bw_handle hold_handle;
 	struct bwd_state *state;
 	uint64_t id;               /* its number: in the state files (named),
 				      id_node's key                          */
@@ -353,6 +362,7 @@ struct bwd_member {
 	pid_t pid;                 /* its connection's peer                  */
 	bool consumer;
 	bool auto_ack;
+	bool coalesce;             /* asked for coalesced delivery           */
 	bool room;                 /* its connection's output takes fires    */
 	bool ack_armed;
 };
@@ -369,7 +379,8 @@ struct bwd_state_stats {
 	uint64_t timers;           /* pending, all sessions                  */
 	uint64_t bytes;            /* timers, fires, sessions, maps          */
 	/* The state's own timers in the oneshot lane (lingers, ack
-	 * timeouts), which the lane's counters include and Stats does not. */
+	 * timeouts, coalescing holds), which the lane's counters include and
+	 * Stats does not. */
 	uint64_t own_pending, own_inserted, own_fired, own_cancelled;
 };
 
@@ -469,6 +480,7 @@ struct bwd_attach {
 	uid_t owner_uid;           /* whose namespace name is in             */
 	bool consumer;
 	bool auto_ack;
+	bool coalesce;             /* consumers: hold fires within leeways   */
 	uint32_t window;
 	uint64_t ack_timeout_ns;   /* 0: none                                */
 	void *owner;               /* handed back with its fires             */
@@ -887,6 +899,9 @@ struct bwd_metrics {
 	uint64_t requests[BWD_REQUEST_KINDS];   /* [0]: any other         */
 	uint64_t errors[BWD_ERROR_CODES];       /* [0]: any other         */
 	uint64_t delivered;                     /* Fired frames sent      */
+	/* Writes that carried fires, and fires that went in one with an
+	 * earlier fire (wake-ups saved): conn.c, at each fire's frame. */
+	uint64_t fire_writes, fires_coalesced;
 	uint64_t accepted;
 	uint64_t refused_clients;               /* at --max-clients       */
 	uint64_t refused_uid;                   /* a per-uid budget       */

@@ -201,9 +201,10 @@ static int hello_attach(const struct bwd_options *opt, const Envelope *req,
 		      "an anonymous session's connection consumes its own fires: it cannot be a PRODUCER");
 		return -1;
 	}
-	if (!a->consumer && (h->has_window || h->has_ack_timeout_ns || h->has_auto_ack)) {
+	if (!a->consumer && (h->has_window || h->has_ack_timeout_ns || h->has_auto_ack ||
+			     h->has_coalesce)) {
 		error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), true,
-		      "window, ack_timeout_ns and auto_ack are for consumers; this Hello is a PRODUCER's");
+		      "window, ack_timeout_ns, auto_ack and coalesce are for consumers; this Hello is a PRODUCER's");
 		return -1;
 	}
 	a->window = h->has_window ? h->window :
@@ -219,6 +220,7 @@ static int hello_attach(const struct bwd_options *opt, const Envelope *req,
 		a->window = 0;
 	a->ack_timeout_ns = h->has_ack_timeout_ns ? h->ack_timeout_ns : 0;
 	a->auto_ack = a->consumer && (h->has_auto_ack ? h->auto_ack : !named);
+	a->coalesce = a->consumer && h->has_coalesce && h->coalesce;
 	return 0;
 }
 
@@ -336,6 +338,8 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 	lanes_of(&opt->wheel, out);
 	hr->n_lanes = 2;
 	hr->lanes = out->lane_ptr;
+	hr->has_coalesce = 1;
+	hr->coalesce = a.coalesce;
 	hr->limits = lim;
 	hr->has_resumed = hr->has_timers = hr->has_queued = hr->has_dropped = 1;
 	hr->resumed = resumed;
@@ -622,6 +626,9 @@ static void fill_metrics(struct bwd_env *env, struct bwd_reply *out)
 	mr->errors = m->errors;
 	mr->has_fires_delivered = 1;
 	mr->fires_delivered = m->delivered;
+	mr->has_fire_writes = mr->has_fires_coalesced = 1;
+	mr->fire_writes = m->fire_writes;
+	mr->fires_coalesced = m->fires_coalesced;
 	mr->has_accepted = mr->has_refused_max_clients = 1;
 	mr->accepted = m->accepted;
 	mr->refused_max_clients = m->refused_clients;

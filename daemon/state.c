@@ -61,6 +61,18 @@
  * leeway itself is kept as asked, so that a TIMER record carries it only
  * when the Schedule did.  The state's own timers go to the oneshot lane.
  *
+ * Coalescing.  While every consumer of a session asked for it (Hello's
+ * coalesce), a client's timer that fires with nothing of the session
+ * waiting starts a batch: the session is held (out of the work list)
+ * and a hold timer (BWD_DUE_HOLD, in the oneshot lane) armed at the
+ * earliest end of the batch's windows (deadline + leeway) less that
+ * lane's bound; fires that come meanwhile join the batch, moving the
+ * timer earlier if their window ends sooner, or letting the batch go at
+ * once if it ends before it could.  When the timer fires the session
+ * rejoins the work list and the pump hands the whole batch out in one
+ * turn: one write per consumer.  O(1) per fire (one wheel insert and
+ * cancel when a batch's end moves).
+ *
  * Nothing here does I/O or knows libevent: the server pulls what is to be
  * sent (bwd_state_next_delivery), and the state's own timers - a detached
  * session's linger, a consumer's ack timeout - are entries in the same
@@ -506,7 +518,7 @@ static void slist_remove(struct bwd_slist *l, struct bwd_session *s, size_t off)
 
 static void work_add(struct bwd_session *s)
 {
-	if (s->queue_head && s->ready_head)
+	if (s->queue_head && s->ready_head && !s->held)
 		slist_add(&s->state->work, s, WORK);
 }
 
@@ -550,6 +562,64 @@ static void ready_remove(struct bwd_member *m)
 			bwd_container_of(m->ready_pprev, struct bwd_member, ready_next);
 	}
 	m->ready_pprev = NULL;
+}
+
+/* ---- coalescing ------------------------------------------------------------ */
+
+static void hold_release(struct bwd_session *s)
+{
+	own_disarm(s->state, s->hold_handle, &s->hold_armed);
+	s->held = false;
+	s->hold_ns = UINT64_MAX;
+	work_add(s);
+}
+
+/* Fires are held only while every consumer asked for it. */
+static void hold_check(struct bwd_session *s)
+{
+	if (s->held && (!s->nconsumers || s->ncoalesce != s->nconsumers))
+		hold_release(s);
+}
+
+/*
+ * A client's timer of s fired at now: while s coalesces, its fire waits
+ * with the others held until the earliest end of their windows (deadline
+ * + leeway), less the oneshot lane's bound, as the hold timer in that
+ * lane may come that much late; a window that ends sooner than that lets
+ * the held go at once.  A batch starts only when nothing is waiting: fires
+ * let go already (queued for want of room or credit, or still in the due
+ * list) never wait for later ones.
+ */
+static void hold_add(struct bwd_session *s, const struct bwd_timer *t,
+		     uint64_t now)
+{
+	struct bwd_state *st = s->state;
+	uint64_t leeway = bwd_leeway(&st->opt->wheel, t->leeway_ns, t->period_ns);
+	uint64_t bound = bwd_lane_late_ns(&st->opt->wheel.oneshot), end, at;
+
+	if (!s->nconsumers || s->ncoalesce != s->nconsumers ||
+	    (!s->held && (s->queue_head || s->due_head)))
+		return;
+	end = t->deadline_ns > UINT64_MAX - leeway ? UINT64_MAX :
+		t->deadline_ns + leeway;
+	at = end > bound ? end - bound : 0;
+	if (at <= now) {
+		if (s->held)
+			hold_release(s);
+		return;
+	}
+	if (s->held && at >= s->hold_ns)
+		return;
+	own_disarm(st, s->hold_handle, &s->hold_armed);
+	own_arm(st, &s->hold, at, &s->hold_handle, &s->hold_armed);
+	if (!s->hold_armed) {
+		/* No memory for the timer: no hold. */
+		hold_release(s);
+		return;
+	}
+	s->held = true;
+	s->hold_ns = at;
+	work_remove(s);
 }
 
 /* ---- fire queues ----------------------------------------------------------- */
@@ -719,7 +789,7 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 		struct bwd_member *m = s->ready_head;
 		struct bwd_fire *f;
 
-		if (!s->queue_head || !m) {
+		if (!s->queue_head || !m || s->held) {
 			work_remove(s);
 			continue;
 		}
@@ -980,6 +1050,8 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 		bwd_hist_add(&st->late[t->lane],
 			     le, BWD_LATENESS_BOUNDS,
 			     now_ns > t->deadline_ns ? now_ns - t->deadline_ns : 0);
+		if (!t->session->ending)
+			hold_add(t->session, t, now_ns);
 		if (t->period_ns && !t->session->ending)
 			return periodic_fired(st, t, now_ns);
 		LANE(t, pending, -1);
@@ -993,6 +1065,11 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 	st->stats.own_fired++;
 	if (d->kind == BWD_DUE_ACK) {
 		ack_expired(bwd_container_of(d, struct bwd_member, due), now_ns);
+	} else if (d->kind == BWD_DUE_HOLD) {
+		struct bwd_session *s = bwd_container_of(d, struct bwd_session, hold);
+
+		s->hold_armed = false;
+		hold_release(s);
 	} else {
 		struct bwd_session *s = bwd_container_of(d, struct bwd_session, linger);
 
@@ -1229,6 +1306,7 @@ static int session_new(struct bwd_state *st, const char *name, uid_t uid,
 	s->state = st;
 	s->owner = uid;
 	s->linger.kind = BWD_DUE_LINGER;
+	s->hold.kind = BWD_DUE_HOLD;
 	if (bwd_map_init(&s->timers, st->seed))
 		goto fail;
 	if (name) {
@@ -1332,7 +1410,9 @@ static void member_free(struct bwd_member *m)
 	s->nmembers--;
 	if (m->consumer) {
 		s->nconsumers--;
+		s->ncoalesce -= m->coalesce;
 		COUNT(s, consumers, -1);
+		hold_check(s);
 	}
 	s->state->stats.bytes -= sizeof(*m);
 	free(m);
@@ -1370,6 +1450,7 @@ static void session_free(struct bwd_session *s)
 	work_remove(s);
 	due_drop(s);
 	own_disarm(st, s->linger_handle, &s->lingering);
+	own_disarm(st, s->hold_handle, &s->hold_armed);
 	for (size_t b = 0; b <= s->timers.mask; b++) {
 		while (s->timers.bucket[b]) {
 			struct bwd_timer *t = bwd_container_of(s->timers.bucket[b],
@@ -1468,6 +1549,7 @@ int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
 	m->owner = a->owner;
 	m->consumer = a->consumer;
 	m->auto_ack = a->auto_ack;
+	m->coalesce = a->consumer && a->coalesce;
 	m->window = a->window;
 	m->pid = a->pid;
 	m->ack_timeout_ns = a->ack_timeout_ns;
@@ -1481,7 +1563,9 @@ int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
 	st->stats.bytes += sizeof(*m);
 	if (m->consumer) {
 		s->nconsumers++;
+		s->ncoalesce += m->coalesce;
 		COUNT(s, consumers, 1);
+		hold_check(s);
 		ready_add(m);
 	}
 	*out = m;

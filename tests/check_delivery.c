@@ -47,6 +47,10 @@
  *              HelloReply.dropped and Stats) but never oneshot ones.
  *   periodic   a periodic timer whose consumer acknowledges slowly keeps
  *              firing, each period its own delivery.
+ *   coalesce   a consumer that asked for coalescing gets 40 fires of
+ *              tolerant timers (leeway 1 s) due over 200 ms together,
+ *              once all are due, each within its window; root sees the
+ *              write they shared in Metrics.
  *
  * Timing: real clocks; margins are generous (daemonutil.h's margin, and
  * waits of DU_WAIT_MS for anything that should come); every wait is
@@ -2756,6 +2760,73 @@ END_TEST
  * keeps rising, each period its own delivery, none merged or lost), and
  * is still pending when cancelled; then every fire it made arrives.
  */
+/*
+ * Coalesced delivery (Hello.coalesce): 40 timers due 20 to 215 ms ahead,
+ * each with a leeway of 1 s, whose windows all overlap.  They are held
+ * until the earliest window's end (about 1 s after the first deadline,
+ * less the finest lane's bound) and arrive together: none before the
+ * last deadline, none after its own window (plus the margin), all 40 in
+ * one write (Metrics.fires_coalesced, root only).  A producer's coalesce
+ * is BAD_REQUEST.
+ */
+START_TEST(test_coalesce)
+{
+	enum { N = 40 };
+	struct du_daemon *d = du_daemon_new();
+	struct du_hello_opts co = { .role = ROLE(CONSUMER), .coalesce = true };
+	struct du_hello_opts bad = { .role = ROLE(PRODUCER), .coalesce = true };
+	struct du_conn *c;
+	uint64_t deadline[N], last = 0, first_rx = 0, last_rx = 0, before = 0;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	expect_refused(d, "dl-co", &bad, EC(BAD_REQUEST));
+	c = du_connect(d->sock);
+	e = du_hello_opts(c, NULL, &co);
+	ck_assert(hr_of(e)->has_coalesce && hr_of(e)->coalesce);
+	bwp_frame_free(e);
+	if (geteuid() == 0) {
+		e = du_stats(c, 2);
+		before = e->stats_reply->metrics->fires_coalesced;
+		bwp_frame_free(e);
+	}
+	for (uint64_t k = 0; k < N; k++) {
+		struct du_sched s = { .key = k, .when = DU_DELAY,
+				      .when_ns = (20 + 5 * k) * DU_MS,
+				      .leeway = true, .leeway_ns = DU_S };
+
+		e = du_schedule(c, 10 + k, &s);
+		deadline[k] = e->schedule_reply->deadline_ns;
+		last = deadline[k] > last ? deadline[k] : last;
+		bwp_frame_free(e);
+	}
+	for (int n = 0; n < N; n++) {
+		uint64_t rx;
+
+		e = du_expect_fire(c, 3000, &rx);
+		ck_assert_uint_lt(e->fired->key, N);
+		ck_assert_uint_eq(e->fired->deadline_ns, deadline[e->fired->key]);
+		ck_assert_msg(rx >= last, "key %" PRIu64 " came %" PRIu64
+			      " us before the last deadline: not held", e->fired->key,
+			      (last - rx) / 1000);
+		du_check_fire_time(e->fired, rx, DU_S);
+		first_rx = n ? first_rx : rx;
+		last_rx = rx;
+		bwp_frame_free(e);
+	}
+	du_note("coalesce: %d fires due over %" PRIu64 " ms came within %" PRIu64
+		" us of each other", N, (deadline[N - 1] - deadline[0]) / DU_MS,
+		(last_rx - first_rx) / 1000);
+	if (geteuid() == 0) {
+		e = du_stats(c, 100);
+		ck_assert_uint_ge(e->stats_reply->metrics->fires_coalesced - before, N - 1);
+		bwp_frame_free(e);
+	}
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 START_TEST(test_periodic_slow_ack)
 {
 	struct du_daemon *d = du_daemon_new();
@@ -2886,6 +2957,10 @@ static Suite *delivery_suite(void)
 	tc = tcase_create("periodic");
 	du_tcase(tc);
 	tcase_add_test(tc, test_periodic_slow_ack);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("coalesce");
+	du_tcase(tc);
+	tcase_add_test(tc, test_coalesce);
 	suite_add_tcase(s, tc);
 	return s;
 }

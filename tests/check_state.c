@@ -715,6 +715,122 @@ START_TEST(test_leeway_durable)
 }
 END_TEST
 
+/*
+ * Coalescing, on an injected clock: a consumer that asked for it, and
+ * timers of every kind (leeways 0, 10 ms, 1 s, absent; oneshot and
+ * periodic) at random deadlines.  Each pump (a poll, the fires made,
+ * every fire handed out) is one batch: every fire comes never before its
+ * deadline and within max(leeway, the finest bound); and, with 200
+ * tolerant timers (leeway 1 s) due within 500 ms, all 200 come in one
+ * batch, where without coalescing they come in many.
+ */
+struct co_timer {
+	uint64_t allowed;          /* max(leeway, finest bound)              */
+	uint64_t fires;
+};
+
+static uint64_t run_coalesce(uint64_t s, bool coalesce, bool tolerant_only,
+			     uint64_t *fires_out)
+{
+	static const uint64_t leeways[] = { 0, 10 * MS, 1000 * MS, NO_LEEWAY };
+	enum { N = 200 };
+	struct co_timer tm[N];
+	struct bwd_attach a = {
+		.name = "co", .uid = 1000, .owner_uid = 1000, .consumer = true,
+		.auto_ack = true, .window = 1u << 30, .coalesce = coalesce,
+	};
+	struct bwd_state *st;
+	struct bwd_member *m;
+	struct tu_rng rng;
+	uint64_t now = T0, fine, batches = 0, fires = 0, live = N;
+	bool resumed;
+
+	seed = s;
+	tu_rng_seed(&rng, s);
+	options_with(lane_configs[1]);
+	fine = bound_of(&opt.wheel.oneshot);
+	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+	ck_assert_int_eq(bwd_state_conn_open(st, 1000), 0);
+	ck_assert_int_eq(bwd_session_attach(st, &a, &m, &resumed), 0);
+	bwd_member_set_room(m, true);
+	for (uint64_t k = 0; k < N; k++) {
+		uint64_t lw = tolerant_only ? 1000 * MS : leeways[tu_rng_below(&rng, 4)];
+		uint64_t period = !tolerant_only && tu_rng_chance(&rng, 300000) ?
+			MS * (50 + tu_rng_below(&rng, 2000)) : 0;
+		uint64_t eff = lw != NO_LEEWAY ? lw : period / 64;
+		struct bwd_schedule req = {
+			.key = k, .period_ns = period, .uid = 1000,
+			.leeway_ns = lw == NO_LEEWAY ? BWD_LEEWAY_DEFAULT : lw,
+			.deadline_ns = T0 + MS * (1 + tu_rng_below(&rng,
+				tolerant_only ? 500 : 3000)),
+		};
+		bool r;
+
+		tm[k] = (struct co_timer){ .allowed = eff > fine ? eff : fine };
+		ck_assert_int_eq(bwd_timer_schedule(m->session, &req, &r), 0);
+	}
+	while (live) {
+		struct bwd_member *to;
+		struct bwd_fire *f;
+		uint64_t next, n = 0;
+
+		ck_assert_int_eq(bwd_state_next_deadline(st, &next), 0);
+		if (next > now && tu_rng_chance(&rng, 300000))
+			next = now + tu_rng_below(&rng, next - now);
+		now = next > now ? next : now;
+		bwd_state_poll(st, now);
+		while (bwd_state_fire(st))
+			;
+		while ((f = bwd_state_next_delivery(st, &to))) {
+			struct co_timer *t = &tm[f->key];
+
+			ck_assert_msg(now >= f->deadline_ns, "seed %" PRIu64
+				      ": key %" PRIu64 " handed out early", s, f->key);
+			ck_assert_msg(now - f->deadline_ns <= t->allowed, "seed %" PRIu64
+				      ": key %" PRIu64 " handed out %" PRIu64
+				      " ns after its deadline, allowed %" PRIu64,
+				      s, f->key, now - f->deadline_ns, t->allowed);
+			if (++t->fires == (f->count ? 5 : 1)) {
+				bool pending;
+
+				if (f->count)
+					ck_assert_int_eq(bwd_timer_cancel(m->session, f->key,
+									  &pending), 0);
+				live--;
+			}
+			bwd_member_written(to, 1);
+			n++;
+		}
+		batches += n > 0;
+		fires += n;
+	}
+	bwd_member_detach(m);
+	bwd_state_conn_close(st, 1000);
+	bwd_state_free(st);
+	*fires_out = fires;
+	return batches;
+}
+
+START_TEST(test_coalesce_windows)
+{
+	uint64_t s = _i ? tu_seed_from_env("BW_TEST_SEED", 0xc0a1) : 0xc0a1, fires;
+
+	for (int c = 0; c < 2; c++)
+		run_coalesce(s, c, false, &fires);
+}
+END_TEST
+
+START_TEST(test_coalesce_one_batch)
+{
+	uint64_t fires, apart = run_coalesce(7, false, true, &fires);
+
+	ck_assert_uint_eq(fires, 200);
+	ck_assert_uint_eq(run_coalesce(7, true, true, &fires), 1);
+	ck_assert_uint_eq(fires, 200);
+	ck_assert_msg(apart >= 4, "without coalescing, %" PRIu64 " batches", apart);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("state");
@@ -734,6 +850,8 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, test_leeway_lanes_fixed, 0, (int)NCONFIGS);
 	tcase_add_loop_test(tc, test_leeway_lanes_env, 0, (int)NCONFIGS);
 	tcase_add_test(tc, test_leeway_durable);
+	tcase_add_loop_test(tc, test_coalesce_windows, 0, 2);
+	tcase_add_test(tc, test_coalesce_one_batch);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1067,6 +1067,7 @@ void du_pack_hello_opts(struct du_buf *b, uint64_t id, const char *session,
 	h.auto_ack = o->auto_ack;
 	h.has_owner_uid = o->has_owner_uid;
 	h.owner_uid = o->owner_uid;
+	h.has_coalesce = h.coalesce = o->coalesce;
 	env.has_request_id = 1;
 	env.request_id = id;
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;

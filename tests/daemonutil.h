@@ -252,6 +252,7 @@ struct du_hello_opts {
 	size_t session_len;    /* 0: strlen(session); else bytes to send   */
 	bool has_owner_uid;
 	uint32_t owner_uid;    /* whose namespace (root may name another)  */
+	bool coalesce;         /* sent as true when set                    */
 };
 void du_pack_hello_opts(struct du_buf *b, uint64_t id, const char *session,
 			const struct du_hello_opts *o);

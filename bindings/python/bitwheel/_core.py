@@ -111,30 +111,33 @@ class Options:
     ack_timeout_ns: int | None
     auto_ack: bool | None
     owner_uid: int | None
+    coalesce: bool = False
 
     @classmethod
     def make(cls, session: str | bytes | None, consume: bool,
              window: int | None, ack_timeout: Duration | None,
-             auto_ack: bool | None, owner_uid: int | None) -> "Options":
+             auto_ack: bool | None, owner_uid: int | None,
+             coalesce: bool = False) -> "Options":
         if isinstance(session, str):
             session = session.encode()
         if session is None and owner_uid is not None:
             raise ValueError("owner_uid needs a session name")
         if session is None and not consume and (
                 window is not None or ack_timeout is not None
-                or auto_ack is not None):
+                or auto_ack is not None or coalesce):
             consume = True   # the anonymous connection is its own consumer
         if not consume and (window is not None or ack_timeout is not None
-                            or auto_ack is not None):
-            raise ValueError("window, ack_timeout and auto_ack are for "
-                             "consumers: pass consume=True")
+                            or auto_ack is not None or coalesce):
+            raise ValueError("window, ack_timeout, auto_ack and coalesce "
+                             "are for consumers: pass consume=True")
         if window is not None and not 1 <= _u64(window, "window") < 1 << 32:
             raise ValueError(f"window: {window} is outside 1 to 2**32 - 1")
         if owner_uid is not None and _u64(owner_uid, "owner_uid") >= 1 << 32:
             raise ValueError(f"owner_uid: {owner_uid} is not a uid")
         ack_ns = None if ack_timeout is None else duration_ns(
             ack_timeout, "ack_timeout")
-        return cls(session, consume, window, ack_ns, auto_ack, owner_uid)
+        return cls(session, consume, window, ack_ns, auto_ack, owner_uid,
+                   bool(coalesce))
 
     @property
     def anonymous(self) -> bool:
@@ -163,10 +166,11 @@ class ClientBase:
     def __init__(self, socket: str | None, session: str | bytes | None,
                  consume: bool, window: int | None,
                  timeout: Duration | None, ack_timeout: Duration | None,
-                 auto_ack: bool | None, owner_uid: int | None) -> None:
+                 auto_ack: bool | None, owner_uid: int | None,
+                 coalesce: bool = False) -> None:
         self.path = socket or default_socket()
         self._opts = Options.make(session, consume, window, ack_timeout,
-                                  auto_ack, owner_uid)
+                                  auto_ack, owner_uid, coalesce)
         self._timeout = seconds(timeout, "timeout", DEFAULT_TIMEOUT)
         self._reader = FrameReader()
         self._next_id = 1
@@ -216,6 +220,8 @@ def hello_request(rid: int, o: Options) -> bytes:
         h.auto_ack = o.auto_ack
     if o.owner_uid is not None:
         h.owner_uid = o.owner_uid
+    if o.coalesce:
+        h.coalesce = True
     return frame(env)
 
 

@@ -90,9 +90,10 @@ class AsyncClient(_core.ClientBase):
                  window: int | None = None, timeout: Duration | None = None,
                  *, ack_timeout: Duration | None = None,
                  auto_ack: bool | None = None,
-                 owner_uid: int | None = None) -> None:
+                 owner_uid: int | None = None,
+                 coalesce: bool = False) -> None:
         super().__init__(socket, session, consume, window, timeout,
-                         ack_timeout, auto_ack, owner_uid)
+                         ack_timeout, auto_ack, owner_uid, coalesce)
         self._transport: asyncio.Transport | None = None
         self._proto: _Protocol | None = None
         # request_id -> (future, deadline); in order of deadline, since

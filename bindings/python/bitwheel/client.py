@@ -47,6 +47,10 @@ class Client(_core.ClientBase):
             most once, no acks); default False for a named session, True
             for an anonymous one.
         owner_uid: root only: the uid whose namespace ``session`` is in.
+        coalesce: a consumer's fires may be held within their leeways and
+            sent together, at the latest moment within every one's window
+            (PROTOCOL.md, "Coalesced delivery"): one wake-up for many
+            tolerant timers.
 
     Raises:
         ConnectionRefused: nobody listens on the socket.
@@ -66,9 +70,10 @@ class Client(_core.ClientBase):
                  window: int | None = None, timeout: Duration | None = None,
                  *, ack_timeout: Duration | None = None,
                  auto_ack: bool | None = None,
-                 owner_uid: int | None = None) -> None:
+                 owner_uid: int | None = None,
+                 coalesce: bool = False) -> None:
         super().__init__(socket, session, consume, window, timeout,
-                         ack_timeout, auto_ack, owner_uid)
+                         ack_timeout, auto_ack, owner_uid, coalesce)
         self._sock: _socket.socket | None = None
         self._fires: deque[Fire] = deque()
         self._awaited: int | None = None

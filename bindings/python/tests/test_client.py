@@ -129,6 +129,27 @@ def test_leeway(daemon):
             c.schedule(5, in_=1, leeway=-1)
 
 
+def test_coalesce(daemon):
+    """coalesce=True: 20 timers due over 100 ms with a leeway of 1 s come
+    together once all are due, each within its window; a producer may
+    not ask."""
+    with pytest.raises(ValueError):
+        bitwheel.Client(daemon.sock, session="py-co", coalesce=True)
+    with bitwheel.Client(daemon.sock, coalesce=True) as c:
+        assert c.hello.coalesce is True
+        due = {k: c.schedule(k, in_=0.02 + 0.005 * k, leeway=1).deadline_ns
+               for k in range(20)}
+        got = [fire_now(c) for _ in range(20)]
+        rx = time.monotonic_ns()
+        assert sorted(f.key for f in got) == list(range(20))
+        for f in got:
+            assert f.deadline_ns == due[f.key]
+            check_fire_time(f, rx, 1_000_000_000)
+            assert f.fired_ns >= f.deadline_ns
+        # Held: none was handed out before the last deadline.
+        assert rx >= max(due.values())
+
+
 def test_named_session_survives_client(daemon):
     with bitwheel.Client(daemon.sock, session="orders") as p:
         assert p.resumed is False
