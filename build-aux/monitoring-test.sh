@@ -6,7 +6,8 @@
 #
 # A daemon stands in for bitwheeld.socket on the default socket
 # (systemd-socket-activate, as install-test.sh does), and bwctl schedules
-# ONESHOT timers and PERIODIC fires of one periodic timer on it.  Then the
+# ONESHOT timers and PERIODIC fires of one periodic timer (in the other
+# lane, by its leeway) on it.  Then the
 # section's first sh block runs line by line.  Where systemd is PID 1 each
 # line runs as it is; where it is not (CI), a line that needs it is done
 # the way systemd would do it:
@@ -154,8 +155,9 @@ for k in $(seq "$ONESHOT"); do
 	timeout 10 bwctl schedule --key "$k" --in 20ms >/dev/null ||
 		fail "bwctl schedule --key $k failed"
 done
-timeout 10 bwctl schedule --key 100 --in 10ms --every 10ms --count "$PERIODIC" >/dev/null ||
-	fail "bwctl schedule --every failed"
+# Its leeway puts it in the periodic lane, apart from the oneshots.
+timeout 10 bwctl schedule --key 100 --in 10ms --every 10ms --leeway 1s \
+	--count "$PERIODIC" >/dev/null || fail "bwctl schedule --every failed"
 echo "scheduled: $ONESHOT oneshot timers and $PERIODIC fires of a periodic one, all fired"
 
 block=$(awk '/^## Monitoring$/ { s = 1; next } /^## / { s = 0 }
@@ -237,4 +239,4 @@ fi
 echo "node_exporter serves: bitwheel_build_info{version=\"$version\"} 1," \
 	"bitwheel_fires_total oneshot $oneshot periodic $periodic, lateness counts equal," \
 	"$(grep -c '^bitwheel_' <<<"$scrape") bitwheel_ samples"
-echo "monitoring-test: ok"
+echo "monitoring-test: ok in ${SECONDS} s"
