@@ -35,8 +35,19 @@
  * Every client runs --duration ms (and at most a bound of requests), then
  * waits for its replies and the fires still due, all bounded in time.
  * See bench/README.md, "The service benchmark".
+ *
+ * bwload --leeway --socket S [--daemon-pid PID] [--out DIR] runs instead
+ * what a timer's leeway buys (load_leeway.c): lateness by leeway class
+ * (0, 10 ms, 1 s) at --rate timers/s for --duration, delays --min/max-
+ * delay-ms; and one consumer of --timers periodic timers (--period-ms,
+ * leeway --timer-leeway-ms or the daemon's default) without and with
+ * coalescing, in the same run: wake-ups and daemon writes per fire, the
+ * daemon's CPU per fire.  DIR/leeway.md.
  */
 #include "bwload.h"
+#include "load_leeway.h"
+
+#include <bitwheel-client.h>
 
 #include <errno.h>
 #include <getopt.h>
@@ -82,6 +93,8 @@ struct opts {
 	uint64_t duration_ms, rate, min_delay_ms, max_delay_ms, drain_ms,
 		 deliver_rate;
 	bool quick;
+	bool leeway;            /* --leeway: load_leeway.c's report instead */
+	uint64_t timers, period_ms, timer_leeway_ms; /* UINT64_MAX: default */
 	bool subj_on[NSUBJ], phase_on[NPHASE];
 };
 
@@ -206,6 +219,10 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{ "producers", required_argument, NULL, 'p' },
 		{ "deliver-rate", required_argument, NULL, 'e' },
 		{ "list", no_argument, NULL, 'l' },
+		{ "leeway", no_argument, NULL, 'L' },
+		{ "timers", required_argument, NULL, 'T' },
+		{ "period-ms", required_argument, NULL, 'E' },
+		{ "timer-leeway-ms", required_argument, NULL, 'Y' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -215,7 +232,9 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	*o = (struct opts){ .clients = 4, .depth = 64, .deep_depth = 256,
 			    .cancel_pct = 10, .duration_ms = 2000,
 			    .rate = 100000, .min_delay_ms = 1,
-			    .max_delay_ms = 50, .producers = 1 };
+			    .max_delay_ms = 50, .producers = 1,
+			    .timers = 10000, .period_ms = 1000,
+			    .timer_leeway_ms = UINT64_MAX };
 	for (int i = 0; i < NSUBJ; i++)
 		o->subj_on[i] = true;
 	for (int i = 0; i < NPHASE; i++)
@@ -223,6 +242,10 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'q': o->quick = true; break;
+		case 'L': o->leeway = true; break;
+		case 'T': o->timers = num("timers", optarg, 1, 1000000); break;
+		case 'E': o->period_ms = num("period-ms", optarg, 1, 3600000); break;
+		case 'Y': o->timer_leeway_ms = num("timer-leeway-ms", optarg, 0, 3600000); break;
 		case 's': o->socket = optarg; break;
 		case 'P': o->daemon_pid = (long)num("daemon-pid", optarg, 1, 1u << 30); break;
 		case 'r': o->redis = optarg; break;
@@ -894,6 +917,105 @@ static FILE *open_out(const char *dir, const char *name)
 	return f;
 }
 
+/* ---- bwload --leeway -------------------------------------------------- */
+
+static void ms3(FILE *f, const struct load_hist *h)
+{
+	fprintf(f, " %.3f | %.3f | %.3f | %.3f |", q_us(h, 0.5) / 1e3,
+		q_us(h, 0.9) / 1e3, q_us(h, 0.99) / 1e3, (double)h->max / 1e6);
+}
+
+static int run_leeway(const struct opts *o, FILE *f)
+{
+	static const char *const cls[LW_CLASSES] = { "0", "10 ms", "1 s" };
+	struct lw_lateness_opts lo = {
+		.rate = o->rate, .duration_ns = o->duration_ms * 1000000ull,
+		.min_delay_ns = o->min_delay_ms * 1000000ull,
+		.max_delay_ns = o->max_delay_ms * 1000000ull,
+	};
+	struct lw_coalesce_opts co = {
+		.timers = o->timers, .period_ns = o->period_ms * 1000000ull,
+		.leeway_ns = o->timer_leeway_ms == UINT64_MAX ? BWC_LEEWAY_DEFAULT :
+			o->timer_leeway_ms * 1000000ull,
+		.duration_ns = o->duration_ms * 1000000ull,
+		.daemon_pid = o->daemon_pid,
+	};
+	static struct lw_lateness lat;
+	static struct lw_coalesce_row row[2];
+	char err[200];
+	struct utsname u;
+	double per[2][3];
+
+	if (!o->socket) {
+		fprintf(stderr, "bwload: --leeway needs --socket\n");
+		return 2;
+	}
+	if (load_leeway_lateness(o->socket, &lo, &lat, err, sizeof err) ||
+	    load_leeway_coalesce(o->socket, &co, row, err, sizeof err)) {
+		fprintf(stderr, "bwload --leeway: %s\n", err);
+		return 1;
+	}
+	uname(&u);
+	fprintf(f, "# What a leeway buys (bwload --leeway)\n\n"
+		"%s %s, %ld CPUs online.  Lateness of oneshot timers by leeway class "
+		"(key %% 3), %" PRIu64 " timers/s for %" PRIu64 " ms, delays %" PRIu64
+		" to %" PRIu64 " ms: received (the consumer's clock at the fire "
+		"handler) and the daemon's (Fired.fired_at - deadline), in ms.\n\n"
+		"| leeway | fires | recv p50 | p90 | p99 | max | daemon p50 | p90 | p99 | max |\n"
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+		u.sysname, u.release, sysconf(_SC_NPROCESSORS_ONLN), lo.rate,
+		o->duration_ms, o->min_delay_ms, o->max_delay_ms);
+	for (int k = 0; k < LW_CLASSES; k++) {
+		fprintf(f, "| %s | %" PRIu64 " |", cls[k], lat.late[k].count);
+		ms3(f, &lat.late[k]);
+		ms3(f, &lat.srv[k]);
+		fputc('\n', f);
+	}
+	fprintf(f, "\n%" PRIu64 " scheduled, %" PRIu64 " fired, %" PRIu64
+		" errors.\n\n## One consumer, %" PRIu64 " periodic timers\n\n"
+		"Period %" PRIu64 " ms, first deadlines spread over one period, leeway %s; "
+		"measured for %" PRIu64 " ms after a period of warm-up, without and with "
+		"Hello.coalesce in the same run.  Wake-ups: the consumer's polls that read "
+		"fires; writes: the daemon's writes that carried fires "
+		"(Metrics.fire_writes, root only); CPU: the daemon's run time "
+		"(/proc/PID/schedstat).  "
+		"Lateness received, in ms.\n\n"
+		"| coalesce | fires | wake-ups | wake-ups/fire | daemon writes | writes/fire "
+		"| daemon CPU µs/fire | late p50 | p90 | p99 | max |\n"
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+		lat.scheduled, lat.fires, lat.errors, co.timers, o->period_ms,
+		o->timer_leeway_ms == UINT64_MAX ? "the daemon's (period / 64)" : "as given",
+		o->duration_ms);
+	for (int i = 0; i < 2; i++) {
+		const struct lw_coalesce_row *r = &row[i];
+		double fires = r->fires ? (double)r->fires : 1.0;
+
+		per[i][0] = (double)r->wakeups / fires;
+		per[i][1] = (double)r->writes / fires;
+		per[i][2] = r->cpu_ns >= 0 ? (double)r->cpu_ns / 1e3 / fires : 0.0;
+		fprintf(f, "| %s | %" PRIu64 " | %" PRIu64 " | %.4f |", r->coalesce ? "on" : "off",
+			r->fires, r->wakeups, per[i][0]);
+		if (r->have_writes)
+			fprintf(f, " %" PRIu64 " | %.4f |", r->writes, per[i][1]);
+		else
+			fputs(" - | - |", f);
+		if (r->cpu_ns >= 0)
+			fprintf(f, " %.3f |", per[i][2]);
+		else
+			fputs(" - |", f);
+		ms3(f, &r->late);
+		fputc('\n', f);
+	}
+	fprintf(f, "\nWithout over with coalescing: wake-ups per fire %.1f×",
+		per[1][0] > 0 ? per[0][0] / per[1][0] : 0.0);
+	if (row[0].have_writes && per[1][1] > 0)
+		fprintf(f, ", daemon writes per fire %.1f×", per[0][1] / per[1][1]);
+	if (row[0].cpu_ns >= 0 && per[1][2] > 0)
+		fprintf(f, ", daemon CPU per fire %.2f×", per[0][2] / per[1][2]);
+	fputs(".\n", f);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o;
@@ -901,6 +1023,17 @@ int main(int argc, char **argv)
 
 	parse_opts(argc, argv, &o);
 	signal(SIGPIPE, SIG_IGN);
+	if (o.leeway) {
+		FILE *md = o.out ? open_out(o.out, "leeway.md") : stdout;
+		int rc;
+
+		if (!md)
+			return 1;
+		rc = run_leeway(&o, md);
+		if (md != stdout)
+			fclose(md);
+		return rc;
+	}
 	if (o.subj_on[SUBJ_ECHO] && start_echo() != 0) {
 		fprintf(stderr, "bwload: cannot start the echo server: %s\n", strerror(errno));
 		stop_echo();

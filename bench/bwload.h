@@ -135,6 +135,10 @@ void load_sleep_until(uint64_t t_ns);
 uint64_t load_rand(uint64_t *s);
 /* utime + stime of pid in ns (-1 unknown); VmRSS in bytes (0 unknown). */
 int64_t load_proc_cpu_ns(long pid);
+/* The time pid's main thread ran on a CPU, in ns (/proc/PID/schedstat):
+ * precise where utime+stime count 10 ms ticks; a single-threaded
+ * server's whole CPU time.  -1 unknown. */
+int64_t load_proc_run_ns(long pid);
 uint64_t load_proc_rss(long pid);
 
 /* The delay of the next timer: uniform in [min, max]. */

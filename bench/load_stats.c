@@ -127,6 +127,24 @@ int64_t load_proc_cpu_ns(long pid)
 	return (int64_t)((ut + st) * (1000000000ull / (unsigned long long)hz));
 }
 
+int64_t load_proc_run_ns(long pid)
+{
+	char path[64];
+	unsigned long long ns;
+	FILE *f;
+	int got;
+
+	if (pid <= 0)
+		return -1;
+	snprintf(path, sizeof path, "/proc/%ld/schedstat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	got = fscanf(f, "%llu", &ns);
+	fclose(f);
+	return got == 1 ? (int64_t)ns : -1;
+}
+
 uint64_t load_proc_rss(long pid)
 {
 	char path[64], line[256];

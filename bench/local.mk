@@ -61,7 +61,9 @@ bench_bwload_SOURCES = \
 	bench/bwload.c \
 	bench/load_stats.c \
 	bench/load_echo.c \
-	bench/load_bitwheel.c
+	bench/load_bitwheel.c \
+	bench/load_leeway.h \
+	bench/load_leeway.c
 bench_bwload_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/client
 bench_bwload_LDFLAGS = -no-install
 bench_bwload_LDADD = client/libbitwheel-client.la
@@ -70,7 +72,7 @@ bench_bwload_SOURCES += bench/load_redis.c
 bench_bwload_CPPFLAGS += -DBENCH_HAVE_HIREDIS $(BENCH_HIREDIS_CFLAGS)
 bench_bwload_LDADD += $(BENCH_HIREDIS_LIBS)
 endif
-EXTRA_DIST += bench/run-service.sh bench/servers.sh
+EXTRA_DIST += bench/run-service.sh bench/servers.sh bench/run-leeway.sh
 
 # bench/bwdurable: the durability benchmark's helpers
 # (bench/run-durable.sh): filling a daemon with named sessions' timers,
