@@ -10,7 +10,9 @@
  *               deadline) and are late by at most the lane's resolution
  *               plus a margin; past deadlines fire at once; payloads and
  *               keys come back byte for byte; a 250 ms periodic timer
- *               without a leeway fires in the 1 ms lane, on time.
+ *               without a leeway fires in the 1 ms lane, on time; every
+ *               combination of period and leeway in its lane, within
+ *               max(leeway, the finest lane's bound).
  *   cancel      Cancel (pending true/false, no Fired after a successful
  *               reply, also racing the fire), DUPLICATE_KEY, replace,
  *               periodic timers (d, d+p, d+2p; fire_count), 10,000
@@ -649,6 +651,67 @@ static int cmp_u64(const void *a, const void *b)
 
 	return x < y ? -1 : x > y;
 }
+
+/*
+ * Every combination of period (oneshot, 30 ms, 120 ms) and leeway (0,
+ * 10 ms, 1 s, absent) on a real clock: each timer in the lane the rule
+ * says (Stats' lane counters: the periodic lane, 100 ms, once its leeway
+ * reaches that lane's bound, HelloReply.lanes[1]), and each fire never
+ * early and late by at most max(leeway, the finest lane's bound) plus the
+ * margin; periodic ones for three fires, then cancelled.
+ */
+START_TEST(test_leeway_matrix)
+{
+	static const uint64_t periods[] = { 0, 30 * DU_MS, 120 * DU_MS };
+	static const uint64_t leeways[] = { 0, 10 * DU_MS, DU_S, UINT64_MAX };
+	enum { N = 12 };
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+	uint64_t allowed[N], period[N], fires[N] = { 0 }, fine, coarse, want[2] = { 0 };
+	unsigned live = N;
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	c = du_connect(d->sock);
+	e = du_hello(c, NULL);
+	fine = hr_of(e)->lanes[0]->max_late_ns;
+	coarse = hr_of(e)->lanes[1]->max_late_ns;
+	bwp_frame_free(e);
+	for (unsigned k = 0; k < N; k++) {
+		uint64_t lw = leeways[k % 4], p = periods[k / 4];
+		uint64_t eff = lw != UINT64_MAX ? lw : p / 64 > fine ? p / 64 : p ? fine : 0;
+		struct du_sched s = { .key = k, .when = DU_DELAY,
+				      .when_ns = (20 + k) * DU_MS,
+				      .periodic = p != 0, .period_ns = p,
+				      .leeway = lw != UINT64_MAX, .leeway_ns = lw };
+
+		period[k] = p;
+		allowed[k] = eff > fine ? eff : fine;
+		want[eff >= coarse]++;
+		bwp_frame_free(du_schedule(c, 2 + k, &s));
+	}
+	e = du_stats(c, 100);
+	ck_assert_uint_eq(e->stats_reply->oneshot->inserted, want[0]);
+	ck_assert_uint_eq(e->stats_reply->periodic->inserted, want[1]);
+	bwp_frame_free(e);
+	while (live) {
+		uint64_t rx, k;
+
+		e = du_expect_fire(c, 3000, &rx);
+		k = e->fired->key;
+		ck_assert_uint_lt(k, N);
+		du_check_fire_time(e->fired, rx, allowed[k]);
+		bwp_frame_free(e);
+		if (++fires[k] == (period[k] ? 3 : 1)) {
+			live--;
+			if (period[k])
+				ck_assert(du_cancel(c, 200 + k, k));
+		}
+	}
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
 
 /*
  * Issue 15's example, `bwctl schedule --in 250ms --every 250ms`: without
@@ -4563,6 +4626,7 @@ static Suite *daemon_suite(void)
 	tcase_add_test(tc, test_fire_past_deadline);
 	tcase_add_test(tc, test_fire_payload);
 	tcase_add_test(tc, test_periodic_on_time);
+	tcase_add_test(tc, test_leeway_matrix);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cancel");
