@@ -46,7 +46,7 @@
 
 static const char *const names[ATK_N] = {
 	"none", "memory", "cpu", "stats", "frames", "expire", "silent", "squat", "logs",
-	"pipeline",
+	"pipeline", "list",
 };
 
 const char *atk_name(enum atk_kind k)
@@ -66,6 +66,7 @@ int atk_expected_refusal(enum atk_kind k)
 	case ATK_SQUAT: return EC(PERMISSION_DENIED);
 	case ATK_LOGS: return EC(BAD_VERSION);
 	case ATK_PIPELINE: return EC(TOO_MANY_CLIENTS);
+	case ATK_LIST: return EC(TOO_MANY_TIMERS);
 	default: return 0;
 	}
 }
@@ -988,25 +989,15 @@ static void pipeline_one(struct actx *a, struct conns *cs, unsigned i)
 	free(hello);
 }
 
-static void run_pipeline(struct actx *a, struct conns *cs)
+/* The len bytes of whole frames in a->buf, written round and round to
+ * every raw connection as fast as the daemon reads them, every reply read
+ * and dropped, until told to stop. */
+static void pump_frames(struct actx *a, struct conns *cs, size_t len)
 {
-	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
-	Bitwheel__V1__Cancel cancel = BITWHEEL__V1__CANCEL__INIT;
-	size_t len = 0, *off = calloc(cs->nraw ? cs->nraw : 1, sizeof(*off));
+	size_t *off = calloc(cs->nraw ? cs->nraw : 1, sizeof(*off));
 	struct pollfd *p = calloc(cs->nraw ? cs->nraw : 1, sizeof(*p));
 	static uint8_t sink[65536];
 
-	env.has_request_id = 1;
-	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_CANCEL;
-	env.cancel = &cancel;
-	cancel.has_key = 1;
-	/* 60 KiB of whole frames, written round and round. */
-	while (len < 60000) {
-		env.request_id = 1000 + len;
-		cancel.key = 1u << 20 | len;
-		if (!pack(&a->buf, &len, &a->buf_cap, &env))
-			break;
-	}
 	while (off && p && len && !stopping(a, 0)) {
 		for (unsigned i = 0; i < cs->nraw; i++) {
 			p[i].fd = cs->raw[i];
@@ -1031,6 +1022,100 @@ static void run_pipeline(struct actx *a, struct conns *cs)
 	}
 	free(off);
 	free(p);
+}
+
+static void run_pipeline(struct actx *a, struct conns *cs)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Cancel cancel = BITWHEEL__V1__CANCEL__INIT;
+	size_t len = 0;
+
+	env.has_request_id = 1;
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_CANCEL;
+	env.cancel = &cancel;
+	cancel.has_key = 1;
+	/* 60 KiB of whole frames, written round and round. */
+	while (len < 60000) {
+		env.request_id = 1000 + len;
+		cancel.key = 1u << 20 | len;
+		if (!pack(&a->buf, &len, &a->buf_cap, &env))
+			break;
+	}
+	pump_frames(a, cs, len);
+}
+
+#define LIST_DENSE "list-dense"
+#define LIST_SPARSE "list-sparse"
+#define LIST_FLOODERS 4
+#define LIST_KEEP 8
+
+/* ATK_LIST's build: LIST_SPARSE filled until refused and cancelled down
+ * to LIST_KEEP timers (its table keeps its size: a listing crosses it
+ * nearly empty), then LIST_DENSE filled until refused; LIST_FLOODERS
+ * connections said Hello. */
+static void build_list(struct actx *a, struct conns *cs)
+{
+	struct bwc_client *c = aconnect(a, LIST_SPARSE, BWC_ROLE_PRODUCER, -1);
+	uint64_t n;
+
+	if (!c)
+		return;
+	a->r->sessions++;
+	n = fill(a, c, 0, a->o->max_timers / 2, HOUR, 0, false);
+	for (uint64_t k = 0; k < n; k++) {
+		if (k % (n / LIST_KEEP + 1) == 0)
+			continue;
+		a->r->ops++;
+		if (bwc_cancel(c, k, NULL) == 0)
+			a->r->timers--;
+	}
+	bwc_free(c);
+	if ((c = aconnect(a, LIST_DENSE, BWC_ROLE_PRODUCER, -1))) {
+		a->r->sessions++;
+		fill(a, c, 0, a->o->max_timers - a->r->timers, HOUR, 0, false);
+		bwc_free(c);
+	}
+	for (unsigned i = 0; i < LIST_FLOODERS; i++) {
+		int fd = raw_connect(a->o->sock);
+
+		if (fd < 0 || !conns_add_raw(cs, fd)) {
+			if (fd >= 0)
+				close(fd);
+			break;
+		}
+		pipeline_one(a, cs, cs->nraw - 1);
+	}
+	a->r->conns = cs->nraw;
+}
+
+/* ATK_LIST's attack: first pages of both sessions' timers and of the
+ * uid's sessions, as fast as the daemon answers them. */
+static void run_list(struct actx *a, struct conns *cs)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__ListTimers lt = BITWHEEL__V1__LIST_TIMERS__INIT;
+	Bitwheel__V1__ListSessions ls = BITWHEEL__V1__LIST_SESSIONS__INIT;
+	size_t len = 0;
+
+	env.has_request_id = 1;
+	lt.has_session = 1;
+	for (unsigned i = 0; len < 4000; i++) {
+		env.request_id = 1000 + i;
+		if (i % 3 == 2) {
+			env.body_case = BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS;
+			env.list_sessions = &ls;
+		} else {
+			const char *name = i % 3 ? LIST_SPARSE : LIST_DENSE;
+
+			lt.session.data = (uint8_t *)name;
+			lt.session.len = strlen(name);
+			env.body_case = BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS;
+			env.list_timers = &lt;
+		}
+		if (!pack(&a->buf, &len, &a->buf_cap, &env))
+			break;
+	}
+	pump_frames(a, cs, len);
 }
 
 /* ATK_SILENT's active phase: the silent ones the Hello deadline closes
@@ -1216,6 +1301,9 @@ static void attack_run(enum atk_kind k, struct actx *a)
 		for (int i = 0; i < 2 && cs.n; i++)
 			bwc_free(cs.c[--cs.n]);
 		break;
+	case ATK_LIST:
+		build_list(a, &cs);
+		break;
 	default:
 		break;
 	}
@@ -1243,6 +1331,9 @@ static void attack_run(enum atk_kind k, struct actx *a)
 		break;
 	case ATK_PIPELINE:
 		run_pipeline(a, &cs);
+		break;
+	case ATK_LIST:
+		run_list(a, &cs);
 		break;
 	case ATK_SQUAT:
 		run_squat(a, &cs);

@@ -54,6 +54,10 @@ enum atk_kind {
 	ATK_LOGS,     /* everything a client can make the daemon log          */
 	ATK_PIPELINE, /* the connection budget's worth of connections, each
 			 writing Cancels as fast as the daemon reads them      */
+	ATK_LIST,     /* a session filled to the timer budget and one thinned
+			 to 8 timers in a table sized for thousands, then 4
+			 connections writing ListTimers and ListSessions of
+			 them as fast as the daemon reads them                 */
 	ATK_N
 };
 

@@ -37,8 +37,9 @@
  * and all of them together at most TURN_FRAMES, or what they handle in
  * BWD_TURN_NS (a Schedule into a wheel whose overflow holds a million timers
  * costs several times a Cancel; the clock is read every TURN_CLOCK_EVERY
- * frames, and after each listing's page, which costs up to a thousand
- * entries' worth).  One with more waiting
+ * frames).  A listing's page (up to a thousand entries, some 0.5 ms) is
+ * worth a connection's whole share: one per connection and turn, and the
+ * clock read after it.  One with more waiting
  * stops reading (its input holds them) and waits in a queue
  * (env->more_head) that goes on from a zero timeout, that is in the next
  * turn after the loop has polled again, from its front while the turn's
@@ -789,11 +790,15 @@ static void handle_input(struct bwd_conn *c, bool reserved)
 		c->member = ctx.member;
 		send_reply(c, &reply);
 		bwd_reply_free(&reply);
-		/* A listing's page is worth many frames: the clock is read
-		 * before the next. */
-		if (reply.heavy)
+		/* A listing's page is worth a connection's whole share of
+		 * the turn (its next request waits for the next turn, even
+		 * at the queue's front), and the clock is read before the
+		 * turn's next frame. */
+		if (reply.heavy) {
+			done = CONN_TURN_FRAMES;
 			c->env->turn_frames += TURN_CLOCK_EVERY -
 				c->env->turn_frames % TURN_CLOCK_EVERY;
+		}
 		if (!c->closing && !c->dead && !c->gone &&
 		    bwd_conn_output(c) >= c->lim->max_output / 2) {
 			c->throttled = true;

@@ -15,13 +15,17 @@
  * range of positions whatever the bucket count, and buckets are visited
  * in reverse-binary order (Redis's SCAN).  Resuming from a position
  * therefore returns every key present all along exactly once, however the
- * map grew in between.  Within a bucket the chain is searched for the
- * least position not yet passed, so a page costs O(its nodes x their
- * chains' lengths + the buckets it crosses), which a work bound caps.
+ * map grew in between.  Within a bucket the chain's positions not yet
+ * passed are sorted, up to SCAN_BATCH at a time, so a page costs O(its
+ * nodes + the buckets it crosses) for chains of usual length, and a work
+ * bound caps it (a chain is always read whole: one longer than the bound,
+ * which only a map that could not grow has, costs a page what it costs
+ * every lookup).
  * A position tells the seed: it never leaves the daemon.
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "daemon-internal.h"
 
@@ -122,6 +126,9 @@ static uint64_t reverse64(uint64_t x)
 	return __builtin_bswap64(x);
 }
 
+/* Chain nodes a scan sorts at once; a longer chain takes more passes. */
+#define SCAN_BATCH 16
+
 bool bwd_map_scan(const struct bwd_map *m, uint64_t *pos, size_t work,
 		  bool (*visit)(void *arg, struct bwd_map_node *n), void *arg)
 {
@@ -130,34 +137,50 @@ bool bwd_map_scan(const struct bwd_map *m, uint64_t *pos, size_t work,
 	uint64_t p = *pos;
 
 	while (work) {
-		struct bwd_map_node *best = NULL;
-		uint64_t best_pos = 0;
+		struct { uint64_t pos; struct bwd_map_node *n; } near[SCAN_BATCH];
+		struct bwd_map_node *n = m->bucket[reverse64(p) & m->mask];
+		size_t k = 0;
+		bool more = false;     /* the chain has more than near holds */
 
-		for (struct bwd_map_node *n = m->bucket[reverse64(p) & m->mask];
-		     n && work; n = n->next, work--) {
+		/* The bucket's least positions from p on, sorted, once each:
+		 * the whole chain, whatever the work left, so that a chain
+		 * longer than the bound still moves on. */
+		for (work--; n; n = n->next, work -= work > 0) {
 			uint64_t q = reverse64(mix(n->key, m->seed));
+			size_t i = k;
 
-			if (q >= p && (!best || q < best_pos)) {
-				best = n;
-				best_pos = q;
+			if (q < p)
+				continue;
+			while (i > 0 && near[i - 1].pos > q)
+				i--;
+			if (i > 0 && near[i - 1].pos == q)
+				continue;
+			if (i == SCAN_BATCH) {
+				more = true;
+				continue;
 			}
+			if (k == SCAN_BATCH) {
+				more = true;
+				k--;
+			}
+			memmove(&near[i + 1], &near[i], (k - i) * sizeof(near[0]));
+			near[i].pos = q;
+			near[i].n = n;
+			k++;
 		}
-		if (!work)
-			break;
-		work--;
-		if (best) {
-			if (!visit(arg, best)) {
-				*pos = best_pos;
+		for (size_t i = 0; i < k; i++) {
+			if (!visit(arg, near[i].n)) {
+				*pos = near[i].pos;
 				return false;
 			}
-			if (best_pos == UINT64_MAX)
-				return true;
-			p = best_pos + 1;
-		} else {
-			if ((p | span) == UINT64_MAX)
-				return true;
-			p = (p | span) + 1;
 		}
+		if (more) {
+			p = near[k - 1].pos + 1;
+			continue;
+		}
+		if ((p | span) == UINT64_MAX)
+			return true;
+		p = (p | span) + 1;
 	}
 	*pos = p;
 	return false;

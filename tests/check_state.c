@@ -441,6 +441,82 @@ START_TEST(test_list_entry_bounds)
 }
 END_TEST
 
+#define SCAN_NODES 300
+
+struct scan_seen {
+	unsigned count[SCAN_NODES];
+	struct bwd_map_node *node;     /* the array the nodes are in        */
+	unsigned visits, stop_every;   /* refuse every stop_every-th visit  */
+};
+
+static bool scan_visit(void *arg, struct bwd_map_node *n)
+{
+	struct scan_seen *sn = arg;
+
+	if (sn->stop_every && ++sn->visits % sn->stop_every == 0)
+		return false;
+	sn->count[n - sn->node]++;
+	return true;
+}
+
+/*
+ * bwd_map_scan over maps whose chains are long (the map could not grow:
+ * one bucket, then four) and hold keys twice: every key is handed over
+ * once, however small the work bound and wherever visit refuses, resuming
+ * from *pos each time; and an empty map is done at once.
+ */
+START_TEST(test_map_scan_long_chains)
+{
+	static struct bwd_map_node nodes[SCAN_NODES];
+	struct bwd_map_node *bucket[4];
+	struct tu_rng r;
+	static const size_t works[] = { 3, 17, 40, 16384 };
+
+	tu_rng_seed(&r, tu_seed_from_env("BW_TEST_SEED", 0x5ca9));
+	for (size_t masks = 0; masks < 2; masks++) {
+		struct bwd_map m = { .bucket = bucket, .mask = masks ? 3 : 0,
+				     .seed = tu_rng_next(&r) };
+
+		memset(bucket, 0, sizeof(bucket));
+		/* Insert straight into the buckets: as if growing had failed.
+		 * The last 20 nodes repeat earlier keys. */
+		for (size_t i = 0; i < SCAN_NODES; i++) {
+			nodes[i].key = i < SCAN_NODES - 20 ? tu_rng_next(&r) : nodes[i - 100].key;
+			m.count = 0;
+			bwd_map_insert(&m, &nodes[i]);
+			ck_assert_ptr_eq(m.bucket, bucket);
+		}
+		for (size_t w = 0; w < sizeof(works) / sizeof(works[0]); w++) {
+			for (unsigned stop = 0; stop < 8; stop += 7) {
+				struct scan_seen sn = { .node = nodes, .stop_every = stop };
+				uint64_t pos = 0;
+				unsigned rounds = 0;
+
+				while (!bwd_map_scan(&m, &pos, works[w], scan_visit, &sn))
+					ck_assert_uint_lt(++rounds, 100000);
+				for (size_t i = 0; i < SCAN_NODES - 20; i++) {
+					unsigned twin = i + 100 >= SCAN_NODES - 20 &&
+						i + 100 < SCAN_NODES ? sn.count[i + 100] : 0;
+
+					ck_assert_msg(sn.count[i] + twin == 1,
+						      "mask %zu work %zu stop %u: key %zu handed %u+%u times",
+						      m.mask, works[w], stop, i, sn.count[i], twin);
+				}
+			}
+		}
+	}
+	{
+		struct bwd_map e;
+		uint64_t pos = 0;
+		struct scan_seen sn = { .node = nodes };
+
+		ck_assert_int_eq(bwd_map_init(&e, 1), 0);
+		ck_assert(bwd_map_scan(&e, &pos, 100, scan_visit, &sn));
+		bwd_map_fini(&e);
+	}
+}
+END_TEST
+
 /* ---- leeway and lanes --------------------------------------------------- */
 
 /* The configurations the model runs: the dual presets, and a periodic
@@ -844,6 +920,7 @@ static Suite *suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("introspection");
 	tcase_add_test(tc, test_list_entry_bounds);
+	tcase_add_test(tc, test_map_scan_long_chains);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("leeway");
 	tcase_set_timeout(tc, 60);
