@@ -18,11 +18,12 @@ bw_fuzz_targets = tests/fuzz_wheel tests/fuzz_frame tests/fuzz_dispatch \
 CLEANFILES += $(bw_fuzz_targets)
 
 # Prerequisites are found through VPATH; $^ names them where they are
-# (the generated protobuf-c code is in the build tree).
+# (the generated protobuf-c code is in the build tree, and so is
+# configure's bitwheel-version.h, which bitwheel.h includes).
 tests/fuzz_wheel: tests/fuzz_wheel.c tests/fuzz.h $(wheel_libbitwheel_la_SOURCES) \
 		wheel/bitwheel.h wheel/wheel-internal.h
 	$(AM_V_CCLD)$(MKDIR_P) tests && \
-	$(FUZZ_CC) $(bw_fuzz_cflags) -I$(srcdir)/wheel \
+	$(FUZZ_CC) $(bw_fuzz_cflags) -I$(srcdir)/wheel -I$(top_builddir)/wheel \
 		-o $@ $(filter %.c,$^)
 
 tests/fuzz_frame: tests/fuzz_frame.c tests/fuzz.h proto/frame.c proto/bitwheel.pb-c.c \
@@ -43,7 +44,8 @@ tests/fuzz_dispatch tests/fuzz_state: \
 		wheel/bitwheel.h wheel/wheel-internal.h proto/frame.h \
 		proto/bitwheel.pb-c.h
 	$(AM_V_CCLD)$(MKDIR_P) tests && \
-	$(FUZZ_CC) $(bw_fuzz_cflags) $(DEFS) -I$(srcdir)/wheel -I$(srcdir)/daemon \
+	$(FUZZ_CC) $(bw_fuzz_cflags) $(DEFS) -I$(srcdir)/wheel \
+		-I$(top_builddir)/wheel -I$(srcdir)/daemon \
 		$(bw_proto_cppflags) $(LIBEVENT_CFLAGS) $(LIBSYSTEMD_CFLAGS) \
 		-o $@ $(filter %.c,$^) $(LIBEVENT_LIBS) $(LIBSYSTEMD_LIBS) \
 		$(PROTOBUF_C_LIBS)
