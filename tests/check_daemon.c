@@ -2622,47 +2622,6 @@ END_TEST
 
 /* ---- introspection --------------------------------------------------- */
 
-/* Ask for a page of session's timers (NULL: ListSessions) from cursor
- * (0: the start). */
-static void list_send(struct du_conn *c, uint64_t id, const char *session,
-		      uint32_t limit, uint64_t cursor)
-{
-	du_env env = BITWHEEL__V1__ENVELOPE__INIT;
-	Bitwheel__V1__ListSessions ls = BITWHEEL__V1__LIST_SESSIONS__INIT;
-	Bitwheel__V1__ListTimers lt = BITWHEEL__V1__LIST_TIMERS__INIT;
-
-	env.has_request_id = 1;
-	env.request_id = id;
-	if (session) {
-		lt.has_session = 1;
-		lt.session.data = (uint8_t *)session;
-		lt.session.len = strlen(session);
-		lt.has_limit = limit != 0;
-		lt.limit = limit;
-		lt.has_cursor = cursor != 0;
-		lt.cursor = cursor;
-		env.body_case = BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS;
-		env.list_timers = &lt;
-	} else {
-		ls.has_limit = limit != 0;
-		ls.limit = limit;
-		ls.has_cursor = cursor != 0;
-		ls.cursor = cursor;
-		env.body_case = BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS;
-		env.list_sessions = &ls;
-	}
-	du_send_env(c, &env);
-}
-
-static du_env *list_page(struct du_conn *c, uint64_t id, const char *session,
-			 uint32_t limit, uint64_t cursor)
-{
-	list_send(c, id, session, limit, cursor);
-	return du_expect_reply(c, id, session ?
-			       BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS_REPLY :
-			       BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS_REPLY);
-}
-
 static void schedule_keys(struct du_conn *c, uint64_t from, uint64_t to)
 {
 	struct du_sched sc = { .when = DU_DELAY, .when_ns = 3600 * DU_S };
@@ -2694,7 +2653,7 @@ START_TEST(test_list_cursor)
 	du_daemon_start(d, NULL);
 	c = du_open(d, "intro-cursor");
 	schedule_keys(c, 0, 300);
-	e = list_page(c, id++, "intro-cursor", 100, 0);
+	e = du_list(c, id++, "intro-cursor", 100, 0);
 	ck_assert_uint_eq(e->list_timers_reply->n_timers, 100);
 	ck_assert(e->list_timers_reply->more && e->list_timers_reply->has_cursor);
 	first = cursor = e->list_timers_reply->cursor;
@@ -2703,14 +2662,14 @@ START_TEST(test_list_cursor)
 	bwp_frame_free(e);
 	/* Another connection cannot continue it. */
 	o = du_open(d, "intro-cursor");
-	list_send(o, 5, "intro-cursor", 0, cursor);
+	du_send_list(o, 5, "intro-cursor", 0, cursor);
 	du_expect_error(o, true, 5, BITWHEEL__V1__ERROR_CODE__BAD_REQUEST);
 	du_conn_free(o);
 	schedule_keys(c, 1000, 4000);
 	for (bool more = true; more;) {
 		const Bitwheel__V1__ListTimersReply *r;
 
-		e = list_page(c, id++, "intro-cursor", 0, cursor);
+		e = du_list(c, id++, "intro-cursor", 0, cursor);
 		r = e->list_timers_reply;
 		ck_assert_uint_le(r->n_timers, 1000);
 		ck_assert_uint_eq(r->total, 3300);
@@ -2725,9 +2684,9 @@ START_TEST(test_list_cursor)
 		ck_assert_msg(k < 300 ? seen[k] == 1 : k < 1000 ? seen[k] == 0 : seen[k] <= 1,
 			      "key %u listed %u times", k, seen[k]);
 	/* The first page's cursor is spent; the connection goes on. */
-	list_send(c, id, "intro-cursor", 0, first);
+	du_send_list(c, id, "intro-cursor", 0, first);
 	du_expect_error(c, true, id, BITWHEEL__V1__ERROR_CODE__BAD_REQUEST);
-	bwp_frame_free(list_page(c, id + 1, NULL, 0, 0));
+	bwp_frame_free(du_list(c, id + 1, NULL, 0, 0));
 	du_conn_free(c);
 	du_daemon_free(d);
 }
@@ -2757,7 +2716,7 @@ START_TEST(test_list_small_frames)
 	do {
 		const Bitwheel__V1__ListSessionsReply *r;
 
-		e = list_page(c[0], 100 + pages, NULL, 0, cursor);
+		e = du_list(c[0], 100 + pages, NULL, 0, cursor);
 		r = e->list_sessions_reply;
 		ck_assert_uint_le(r->n_sessions, 1);
 		for (size_t i = 0; i < r->n_sessions; i++) {
@@ -2773,7 +2732,7 @@ START_TEST(test_list_small_frames)
 		const Bitwheel__V1__ListTimersReply *r;
 
 		memset(name, 'a', 64);
-		e = list_page(c[0], 200 + timers, name, 0, cursor);
+		e = du_list(c[0], 200 + timers, name, 0, cursor);
 		r = e->list_timers_reply;
 		ck_assert_uint_le(r->n_timers, 2);
 		timers += (unsigned)r->n_timers;

@@ -326,6 +326,67 @@ static bool skip_timing(const char *test)
 	return du_skip_if_wrapped(test, "it times fires against a downtime of a few hundred ms");
 }
 
+/*
+ * Listings after a restart: the restored session is listed with its
+ * timers (keys and deadlines as scheduled), no connection, idle since the
+ * restart and expiring within its linger; a new anonymous session beside
+ * it has a number of its own (listed too, with its pid).
+ */
+START_TEST(test_restart_listed)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+	uint64_t deadline[3], restarted;
+	bool seen[3] = { false };
+	du_env *e;
+	const Bitwheel__V1__SessionInfo *kept = NULL, *anon = NULL;
+
+	start_durable(d, NEVER);
+	c = du_open(d, "kept");
+	for (uint64_t k = 0; k < 3; k++)
+		deadline[k] = schedule_at(c, 2 + k, 10 + k, du_now_ns() + (3600 + k) * DU_S, 0);
+	du_conn_free(c);
+	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	start_durable(d, NEVER);
+	restarted = du_now_ns();
+	c = du_open(d, NULL);
+	e = du_list(c, 2, NULL, 0, 0);
+	ck_assert(!e->list_sessions_reply->more);
+	ck_assert_uint_eq(e->list_sessions_reply->n_sessions, 2);
+	for (size_t i = 0; i < 2; i++) {
+		const Bitwheel__V1__SessionInfo *si = e->list_sessions_reply->sessions[i];
+
+		if (si->has_name)
+			kept = si;
+		else
+			anon = si;
+	}
+	ck_assert(kept && anon);
+	ck_assert(kept->name.len == 4 && memcmp(kept->name.data, "kept", 4) == 0);
+	ck_assert_uint_eq(kept->timers, 3);
+	ck_assert_uint_eq(kept->consumers + kept->producers, 0);
+	ck_assert(kept->has_expires_in_ns);
+	ck_assert_uint_le(kept->idle_ns, du_now_ns() - restarted + DU_S);
+	ck_assert_uint_le(kept->expires_in_ns, 300 * DU_S);
+	ck_assert_uint_eq(anon->pid, (uint32_t)getpid());
+	ck_assert_uint_eq(anon->consumers, 1);
+	bwp_frame_free(e);
+	e = du_list(c, 3, "kept", 0, 0);
+	ck_assert_uint_eq(e->list_timers_reply->n_timers, 3);
+	for (size_t i = 0; i < 3; i++) {
+		const Bitwheel__V1__TimerInfo *t = e->list_timers_reply->timers[i];
+
+		ck_assert(t->key >= 10 && t->key < 13 && !seen[t->key - 10]);
+		seen[t->key - 10] = true;
+		ck_assert_uint_eq(t->deadline_ns, deadline[t->key - 10]);
+		ck_assert(!t->late);
+	}
+	bwp_frame_free(e);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 START_TEST(test_restart_sigterm)
 {
 	if (skip_timing("test_restart_sigterm"))
@@ -1384,6 +1445,11 @@ static Suite *durable_suite(void)
 	tcase_add_test(tc, test_restart_other_boot);
 	tcase_add_test(tc, test_no_state_dir_says_so);
 	tcase_add_test(tc, test_state_dir_locked);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("introspection");
+	du_tcase(tc);
+	tcase_add_test(tc, test_restart_listed);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("files");

@@ -1462,6 +1462,45 @@ du_env *du_stats(struct du_conn *c, uint64_t id)
 	return du_expect_reply(c, id, BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY);
 }
 
+void du_send_list(struct du_conn *c, uint64_t id, const char *session,
+		  uint32_t limit, uint64_t cursor)
+{
+	du_env env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__ListSessions ls = BITWHEEL__V1__LIST_SESSIONS__INIT;
+	Bitwheel__V1__ListTimers lt = BITWHEEL__V1__LIST_TIMERS__INIT;
+
+	env.has_request_id = 1;
+	env.request_id = id;
+	if (session) {
+		lt.has_session = 1;
+		lt.session.data = (uint8_t *)session;
+		lt.session.len = strlen(session);
+		lt.has_limit = limit != 0;
+		lt.limit = limit;
+		lt.has_cursor = cursor != 0;
+		lt.cursor = cursor;
+		env.body_case = BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS;
+		env.list_timers = &lt;
+	} else {
+		ls.has_limit = limit != 0;
+		ls.limit = limit;
+		ls.has_cursor = cursor != 0;
+		ls.cursor = cursor;
+		env.body_case = BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS;
+		env.list_sessions = &ls;
+	}
+	du_send_env(c, &env);
+}
+
+du_env *du_list(struct du_conn *c, uint64_t id, const char *session,
+		uint32_t limit, uint64_t cursor)
+{
+	du_send_list(c, id, session, limit, cursor);
+	return du_expect_reply(c, id, session ?
+			       BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS_REPLY :
+			       BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS_REPLY);
+}
+
 du_env *du_fresh_stats(const struct du_daemon *d)
 {
 	struct du_conn *c = du_open(d, NULL);

@@ -315,6 +315,13 @@ du_env *du_schedule(struct du_conn *c, uint64_t id, const struct du_sched *s);
 bool du_cancel(struct du_conn *c, uint64_t id, uint64_t key);
 /* Stats and its StatsReply (caller frees). */
 du_env *du_stats(struct du_conn *c, uint64_t id);
+/* ListTimers of session (NULL: ListSessions), from cursor (0: the
+ * start; else a reply's cursor), at most limit entries (0: as many as
+ * fit); du_list waits for its reply (caller frees). */
+void du_send_list(struct du_conn *c, uint64_t id, const char *session,
+		  uint32_t limit, uint64_t cursor);
+du_env *du_list(struct du_conn *c, uint64_t id, const char *session,
+		uint32_t limit, uint64_t cursor);
 /*
  * The daemon still serves a new client: connect, Hello, Stats.  Returns
  * the StatsReply envelope (caller frees).
