@@ -2087,27 +2087,37 @@ static void print_timer(const struct bwc_timer_entry *e,
 static int cmd_list(int argc, char **argv)
 {
 	static const char cmd[] = "list";
-	struct bwc_timer_entry *e;
-	struct bwc_listing l;
+	struct bwc_timer_entry *e = NULL;
+	struct bwc_listing l = { .more = true };
 	struct bwc_client *c;
 	const char *session = NULL;
-	uint64_t limit = 100;
+	uint64_t limit = 100, max = 1000;
 	size_t n = 0;
 	int rc = list_open(cmd, help_list, argc, argv, &session, &limit, &c);
 
 	if (rc != ST_OK)
 		return rc == ST_HELP ? ST_OK : rc;
-	e = calloc((size_t)limit, sizeof(*e));
-	if (e == NULL) {
-		bwc_free(c);
-		return complain(&(struct problem){ .status = ST_ERROR,
-						   .code = "OUT_OF_MEMORY" },
-				"out of memory for %llu timers",
-				(unsigned long long)limit);
+	/* Room for the first page, then, if the session holds more, for as
+	 * many as it said it holds: a large --limit costs what is there. */
+	while (rc == ST_OK && l.more && n < limit) {
+		struct bwc_timer_entry *more;
+
+		max = max < limit ? max : limit;
+		if (!(more = realloc(e, (size_t)max * sizeof(*e)))) {
+			rc = complain(&(struct problem){ .status = ST_ERROR,
+							 .code = "OUT_OF_MEMORY" },
+				      "out of memory for %llu timers",
+				      (unsigned long long)max);
+			break;
+		}
+		e = more;
+		rc = bwc_list_timers(c, session, owner_uid, e, (size_t)max, &n, &l);
+		if (rc != 0)
+			rc = report(c, rc);
+		if (n < max)
+			break;
+		max = l.total > max ? l.total + l.total / 8 : max * 2;
 	}
-	rc = bwc_list_timers(c, session, owner_uid, e, (size_t)limit, &n, &l);
-	if (rc != 0)
-		rc = report(c, rc);
 	bwc_free(c);
 	if (rc == ST_OK) {
 		qsort(e, n, sizeof(*e), cmp_deadline);
