@@ -298,6 +298,7 @@ struct bwd_slink {
 struct bwd_session {
 	struct bwd_map_node node;  /* keyed by (owner, name)'s hash (named)  */
 	struct bwd_map_node id_node; /* keyed by id, while listed            */
+	struct bwd_map_node uid_node; /* the same in its owner's listed map  */
 	char *name;                /* NULL: anonymous                        */
 	uid_t owner;
 	struct bwd_uid *acct;      /* owner's budgets' use (state.c)         */
@@ -334,7 +335,7 @@ struct bwd_session {
 	struct bwd_state *state;
 	uint64_t id;               /* its number: in the state files (named),
 				      id_node's key                          */
-	bool listed;               /* in the state's by_id (not ending)      */
+	bool listed;               /* in by_id and its owner's (not ending) */
 	uint64_t detached_ns;      /* when its last member left (or it was
 				      restored)                              */
 	uint64_t next_seq;         /* named: the next fire's seq             */
@@ -579,7 +580,8 @@ int bwd_timer_cancel(struct bwd_session *s, uint64_t key, bool *pending);
  * at most BWD_LIST_WORK map nodes and buckets looked at.  True when the
  * listing is complete; false when *pos is where the next page starts.
  * Sessions: every live one (anonymous too, not those ending), or with
- * !any only owner's.
+ * !any only owner's, from the owner's own map: what it costs, and what a
+ * page says, does not depend on other uids' sessions.
  */
 #define BWD_LIST_WORK 16384u
 bool bwd_state_list_sessions(const struct bwd_state *st, bool any, uid_t owner,

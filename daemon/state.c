@@ -6,9 +6,11 @@
  * uid and their name: each uid has a namespace of its own (anonymous
  * sessions belong to their one member alone).  Every live session, named
  * or anonymous, also sits in a map by its number (by_id: the state files'
- * sid for a named one), which listings walk a page at a time
- * (bwd_state_list_sessions, bwd_map_scan); a session leaves it when it
- * starts to end.  Each session
+ * sid for a named one) and in its owner's (struct bwd_uid's listed),
+ * which listings walk a page at a time (bwd_state_list_sessions,
+ * bwd_map_scan): root's all of them, anyone else's only its own, so a
+ * user's listing never crosses other users' sessions; a session leaves
+ * both when it starts to end.  Each session
  * maps its clients' keys to struct bwd_timer, which carries the payload
  * inline and the wheel handle it was scheduled under.  A timer that comes
  * due becomes a struct bwd_fire (a copy of what it must carry) at the tail
@@ -171,6 +173,9 @@ struct bwd_uid {
 	struct bwd_lane_usage lane[2];
 	uint64_t journal;          /* bytes its named sessions added to the
 				      current journal generation            */
+	/* Its sessions by id while listed, for its own listings (made at
+	 * its first session). */
+	struct bwd_map listed;
 };
 
 /* A figure of the state's and of session s's owner's share, by n. */
@@ -292,6 +297,7 @@ static void uid_put(struct bwd_state *st, struct bwd_uid *u)
 	if (u->conns || u->sessions)
 		return;
 	bwd_map_remove(&st->uids, &u->node);
+	bwd_map_fini(&u->listed);
 	free(u);
 }
 
@@ -1227,6 +1233,7 @@ void bwd_state_free(struct bwd_state *st)
 				struct bwd_map_node *n = st->uids.bucket[b];
 
 				bwd_map_remove(&st->uids, n);
+				bwd_map_fini(&bwd_container_of(n, struct bwd_uid, node)->listed);
 				free(bwd_container_of(n, struct bwd_uid, node));
 			}
 		bwd_map_fini(&st->uids);
@@ -1303,6 +1310,8 @@ static int session_new(struct bwd_state *st, const char *name, uid_t uid,
 		return -ENOMEM;
 	}
 	s->acct->sessions++;
+	if (!s->acct->listed.bucket && bwd_map_init(&s->acct->listed, st->seed))
+		goto fail;
 	s->state = st;
 	s->owner = uid;
 	s->linger.kind = BWD_DUE_LINGER;
@@ -1320,10 +1329,11 @@ static int session_new(struct bwd_state *st, const char *name, uid_t uid,
 	}
 	/* Anonymous sessions take numbers too, for listings: a gap in the
 	 * named ones' means nothing. */
-	s->id = s->id_node.key = id ? id : st->next_id;
+	s->id = s->id_node.key = s->uid_node.key = id ? id : st->next_id;
 	if (s->id >= st->next_id)
 		st->next_id = s->id + 1;
 	bwd_map_insert(&st->by_id, &s->id_node);
+	bwd_map_insert(&s->acct->listed, &s->uid_node);
 	s->listed = true;
 	st->stats.bytes += sizeof(*s);
 	*out = s;
@@ -1424,6 +1434,7 @@ static void unlist(struct bwd_session *s)
 	if (!s->listed)
 		return;
 	bwd_map_remove(&s->state->by_id, &s->id_node);
+	bwd_map_remove(&s->acct->listed, &s->uid_node);
 	s->listed = false;
 }
 
@@ -1830,21 +1841,18 @@ struct list_page {
 	const struct bwd_session **sessions;
 	const struct bwd_timer **timers;
 	size_t max, n;
-	bool any;                  /* sessions: every uid's                  */
-	uid_t owner;               /* ... else this one's                    */
+	size_t node_off;           /* sessions: the node the map links       */
 	const struct bwd_session *s; /* timers: theirs                       */
 };
 
 static bool add_session(void *arg, struct bwd_map_node *n)
 {
 	struct list_page *pg = arg;
-	const struct bwd_session *s = bwd_container_of(n, struct bwd_session, id_node);
 
-	if (!pg->any && s->owner != pg->owner)
-		return true;
 	if (pg->n == pg->max)
 		return false;
-	pg->sessions[pg->n++] = s;
+	pg->sessions[pg->n++] = (const struct bwd_session *)(const void *)
+		((const char *)n - pg->node_off);
 	return true;
 }
 
@@ -1868,9 +1876,20 @@ bool bwd_state_list_sessions(const struct bwd_state *st, bool any, uid_t owner,
 			     size_t max, size_t *n)
 {
 	struct list_page pg = { .sessions = out, .max = max,
-				.any = any, .owner = owner };
-	bool done = bwd_map_scan(&st->by_id, pos, BWD_LIST_WORK, add_session, &pg);
+				.node_off = offsetof(struct bwd_session, id_node) };
+	const struct bwd_map *m = &st->by_id;
+	bool done;
 
+	if (!any) {
+		const struct bwd_uid *u = uid_find(st, owner);
+
+		*n = 0;
+		if (!u || !u->listed.bucket)
+			return true;
+		m = &u->listed;
+		pg.node_off = offsetof(struct bwd_session, uid_node);
+	}
+	done = bwd_map_scan(m, pos, BWD_LIST_WORK, add_session, &pg);
 	*n = pg.n;
 	return done;
 }
