@@ -783,6 +783,22 @@ static uint64_t list_end(struct bwd_request_ctx *ctx, bool done,
 	return lc->token = lc->token == UINT64_MAX ? 1 : lc->token + 1;
 }
 
+/*
+ * One block for a page of max entries: the state's pointers to them, then
+ * the reply's messages (info_size each) and its pointers to those, which
+ * out->heap keeps until conn.c has packed it.  NULL: out says NO_MEMORY.
+ */
+static void *page_block(const Envelope *req, size_t max, size_t info_size,
+			struct bwd_reply *out)
+{
+	void *block = malloc(max * (2 * sizeof(void *) + info_size));
+
+	if (!block)
+		error(out, true, req->request_id, PROTOCOL_NAME(NO_MEMORY), false,
+		      "out of memory for a page of %zu entries", max);
+	return block;
+}
+
 /* uid's namespace, or (any) every one, as the caller may see them: a
  * refusal comes before any lookup, so it tells nothing of others'. */
 static bool may_see(struct bwd_request_ctx *ctx, const Envelope *req,
@@ -840,13 +856,8 @@ static void do_list_sessions(struct bwd_request_ctx *ctx, const Envelope *req,
 		       any ? UINT64_MAX : (uint64_t)owner, BWD_SESSION_ENTRY_MAX,
 		       BWD_SESSIONS_REPLY_MAX, &max, out))
 		return;
-	/* One block: the page, then the entries and their pointers. */
-	page = malloc(max * (sizeof(*page) + sizeof(*info) + sizeof(*ptr)));
-	if (!page) {
-		error(out, true, req->request_id, PROTOCOL_NAME(NO_MEMORY), false,
-		      "out of memory for a page of %zu sessions", max);
+	if (!(page = page_block(req, max, sizeof(*info), out)))
 		return;
-	}
 	info = (Bitwheel__V1__SessionInfo *)(page + max);
 	ptr = (Bitwheel__V1__SessionInfo **)(info + max);
 	done = bwd_state_list_sessions(ctx->env->state, any, owner, &ctx->list->pos,
@@ -920,12 +931,8 @@ static void do_list_timers(struct bwd_request_ctx *ctx, const Envelope *req,
 	if (list_start(ctx, req, q->has_cursor, q->cursor, q->limit, s->id,
 		       BWD_TIMER_ENTRY_MAX, BWD_TIMERS_REPLY_MAX, &max, out))
 		return;
-	page = malloc(max * (sizeof(*page) + sizeof(*info) + sizeof(*ptr)));
-	if (!page) {
-		error(out, true, req->request_id, PROTOCOL_NAME(NO_MEMORY), false,
-		      "out of memory for a page of %zu timers", max);
+	if (!(page = page_block(req, max, sizeof(*info), out)))
 		return;
-	}
 	info = (Bitwheel__V1__TimerInfo *)(page + max);
 	ptr = (Bitwheel__V1__TimerInfo **)(info + max);
 	done = bwd_session_list_timers(s, &ctx->list->pos, page, max, &n);
