@@ -153,6 +153,14 @@
 #define TEARDOWN_CHUNK 1024
 /* Fires made of due lists per loop turn (bwd_state_fire). */
 #define FIRE_CHUNK 1024
+/* Timers a wheel poll takes out of a lane's overflow heap, where a burst
+ * due at one instant lands: a few milliseconds of work.  Measured with
+ * 231,409 due at once (bench/results/burst.md): unbounded, another
+ * client's Schedule waited up to 50 ms for the one long poll, and 9 ms
+ * with this bound; the fires due just after the instant, which the heap
+ * gives after the burst's, came 55-71 ms late instead of 49 (4,096 made
+ * that 90 ms; 16,384 let the Schedule wait 14 ms). */
+#define POLL_CHUNK 8192
 #define REAP_CLOCK_EVERY 64
 
 /* One uid's use of the daemon (see "Budgets" above). */
@@ -1199,6 +1207,10 @@ int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 		err = -ENOMEM;
 		goto fail;
 	}
+	/* A burst at one instant overflows into the lanes' heaps; a poll
+	 * takes a turn's share of it, and the rest comes due again at once,
+	 * after the loop has served everyone else. */
+	bw_dual_set_poll_limit(st->wheel, POLL_CHUNK);
 	*out = st;
 	return 0;
 fail:

@@ -21,7 +21,11 @@
  *   - a poll before next_deadline does nothing; next_deadline is no later
  *     than the earliest bound; poll results and counters add up;
  *   - bw_*_check passes every few hundred operations and at the end;
- *     foreach and drain visit exactly the pending set.
+ *     foreach and drain visit exactly the pending set;
+ *   - with a poll limit (the failover exact cases "+limit"), a poll fires
+ *     at most that many timers that went to the overflow heap per lane,
+ *     and the "must have fired" bounds hold once polls at the same time
+ *     have worked off what it left due (next_deadline no longer due).
  * "Must have fired" is checked with a lazy min-heap keyed by each arming's
  * bound, so a poll costs O(log n) amortized, not a scan.
  *
@@ -88,6 +92,7 @@ struct mcase {
 	int preset;
 	enum bw_precision prec;
 	bool failover;
+	size_t poll_limit;      /* bw_*_set_poll_limit; 0: none       */
 };
 
 struct model {
@@ -106,6 +111,7 @@ struct model {
 	uint64_t poll_now;
 	uint32_t poll_seq;
 	uint64_t p_fires, p_rearm_req, p_drops;
+	uint64_t p_ov_fires[2]; /* fires of timers inserted into the heap */
 	struct bw_callbacks cb;
 	/* timers */
 	struct mt *tm;
@@ -575,6 +581,7 @@ static uint64_t m_fire(void *data, uint64_t now, void *ctx)
 	live_remove(m, s);
 	m->fired++;
 	m->p_fires++;
+	m->p_ov_fires[t->lane] += t->overflowed;
 
 	u = (unsigned)tu_rng_below(&m->rng, 1000);
 	if (u < 10) {
@@ -671,19 +678,34 @@ static uint64_t gen_step(struct model *m)
 	return tu_rng_below(&m->rng, ln->R * T + ln->R * T / 2);
 }
 
-static void do_poll(struct model *m)
+/* Whether the wheel has work due by now (a poll limit's leftovers, or
+ * what callbacks armed at or before their poll). */
+static bool due_by(struct model *m, uint64_t now)
+{
+	uint64_t nd;
+
+	return m_next(m, &nd) == 0 && nd <= now;
+}
+
+/* Every arming whose bound has passed must be gone. */
+static void check_bounds(struct model *m, uint64_t now)
+{
+	while (heap_min(m) <= now) {
+		struct hent e = m->heap[0];
+		struct mt *t = &m->tm[e.serial];
+
+		MCHECK(m, 0, "%s: not fired by %" PRIu64 " (poll at %"
+		       PRIu64 ", tick %" PRIu64 ")",
+		       describe(m, e.serial), e.must_ns, now,
+		       now / m->lane[t->lane].T);
+	}
+}
+
+static void poll_at(struct model *m, uint64_t now, int backwards)
 {
 	struct bw_poll_result res;
-	uint64_t now, nd = 0, limit;
-	int backwards = m->now > 0 && tu_rng_chance(&m->rng, 8000);
+	uint64_t nd = 0, limit;
 	int rc, nrc;
-
-	if (backwards)
-		now = m->now - 1 - tu_rng_below(&m->rng, m->now < 3 * m->lane[0].T
-							       ? m->now
-							       : 3 * m->lane[0].T);
-	else
-		now = m->now + gen_step(m);
 
 	/* next_deadline before the poll: empty iff nothing pending, no later
 	 * than the earliest bound, and nothing happens before it. */
@@ -714,6 +736,7 @@ static void do_poll(struct model *m)
 	m->poll_now = now;
 	m->poll_seq = m->seq + 1;
 	m->p_fires = m->p_rearm_req = m->p_drops = 0;
+	m->p_ov_fires[0] = m->p_ov_fires[1] = 0;
 	memset(&res, 0xa5, sizeof(res));
 	rc = m_poll(m, now, &res);
 	m->in_poll = 0;
@@ -726,6 +749,10 @@ static void do_poll(struct model *m)
 	MCHECK(m, res.rearm_failed == m->p_drops,
 	       "rearm_failed %" PRIu64 " != %" PRIu64 " drops",
 	       res.rearm_failed, m->p_drops);
+	for (unsigned l = 0; l < 2 && m->mc->poll_limit; l++)
+		MCHECK(m, m->p_ov_fires[l] <= m->mc->poll_limit,
+		       "lane %u fired %" PRIu64 " overflowed timers in one poll,"
+		       " limit %zu", l, m->p_ov_fires[l], m->mc->poll_limit);
 
 	if (backwards || now < m->now) {
 		MCHECK(m, m->p_fires == 0 && m->p_drops == 0,
@@ -738,16 +765,8 @@ static void do_poll(struct model *m)
 			       " fired %" PRIu64, now, nd, m->p_fires);
 		m->now = now;
 		m->seq++;
-		/* Every arming whose bound has passed must be gone. */
-		while (heap_min(m) <= now) {
-			struct hent e = m->heap[0];
-			struct mt *t = &m->tm[e.serial];
-
-			MCHECK(m, 0, "%s: not fired by %" PRIu64 " (poll at %"
-			       PRIu64 ", tick %" PRIu64 ")",
-			       describe(m, e.serial), e.must_ns, now,
-			       now / m->lane[t->lane].T);
-		}
+		if (!m->mc->poll_limit || !due_by(m, now))
+			check_bounds(m, now);
 	}
 	for (size_t i = 0; i < m->ndefer; i++) {
 		const struct hent *e = &m->defer[i];
@@ -766,6 +785,20 @@ static void do_poll(struct model *m)
 	m->ndefer = 0;
 	MCHECK(m, m_pending(m) == m->pending, "pending %zu, model %zu",
 	       m_pending(m), m->pending);
+}
+
+static void do_poll(struct model *m)
+{
+	int backwards = m->now > 0 && tu_rng_chance(&m->rng, 8000);
+
+	if (backwards)
+		poll_at(m, m->now - 1 - tu_rng_below(&m->rng,
+						    m->now < 3 * m->lane[0].T
+							    ? m->now
+							    : 3 * m->lane[0].T),
+			1);
+	else
+		poll_at(m, m->now + gen_step(m), 0);
 }
 
 /* Many timers on one future deadline: probing, then refusal/overflow. */
@@ -834,10 +867,20 @@ static void do_foreach(struct model *m)
 static void finish(struct model *m)
 {
 	struct bw_counters c, sum;
-	size_t was = m->pending;
+	size_t was;
 	struct vctx v = { m, 0, 1 };
 	int rc;
 
+	/* What a poll limit left due goes by more polls at the same time,
+	 * a bounded number of them, and then every bound holds. */
+	for (unsigned i = 0; m->mc->poll_limit && due_by(m, m->now); i++) {
+		MCHECK(m, i < 100000, "still due after %u polls at %" PRIu64, i,
+		       m->now);
+		poll_at(m, m->now, 0);
+	}
+	if (m->mc->poll_limit)
+		check_bounds(m, m->now);
+	was = m->pending;
 	memset(&sum, 0, sizeof(sum));
 	for (unsigned l = 0; l < m->nlanes; l++) {
 		bw_wheel_counters(lane_wheel(m, l), &c);
@@ -889,12 +932,12 @@ static void finish(struct model *m)
 
 /* ---- cases ----------------------------------------------------------------- */
 
-static struct mcase cases[2 * 2 * BW_PRESET_COUNT + 2];
+static struct mcase cases[2 * 2 * BW_PRESET_COUNT + 2 + 3];
 static unsigned ncases;
 
 static void build_cases(void)
 {
-	static char names[2 * 2 * BW_PRESET_COUNT + 2][64];
+	static char names[2 * 2 * BW_PRESET_COUNT + 2 + 3][64];
 
 	ncases = 0;
 	for (int p = 0; p < BW_PRESET_COUNT; p++)
@@ -925,6 +968,20 @@ static void build_cases(void)
 		mc->prec = prec ? BW_COARSE : BW_EXACT;
 		mc->failover = true;
 		ncases++;
+	}
+	/* A poll limit of 3 on the failover exact wheels the daemon's lanes
+	 * are made of: most bursts leave work for later polls. */
+	for (int k = 0; k < 3; k++) {
+		static const struct mcase limited[] = {
+			{ "dual:fast-precise/exact+limit", 1,
+			  BW_DUAL_FAST_PRECISE, BW_EXACT, true, 3 },
+			{ "precise/exact/failover+limit", 0, BW_PRESET_PRECISE,
+			  BW_EXACT, true, 3 },
+			{ "burst/exact/failover+limit", 0, BW_PRESET_BURST, BW_EXACT,
+			  true, 3 },
+		};
+
+		cases[ncases++] = limited[k];
 	}
 }
 
@@ -965,6 +1022,8 @@ static void run_model(const struct mcase *mc, uint64_t seed, unsigned nops)
 		dc.oneshot.precision = dc.periodic.precision = mc->prec;
 		rc = bw_dual_new(&dc, start, &m->d);
 		MCHECK(m, rc == 0, "bw_dual_new: %d", rc);
+		rc = bw_dual_set_poll_limit(m->d, mc->poll_limit);
+		MCHECK(m, rc == 0, "bw_dual_set_poll_limit: %d", rc);
 		lane_from(&m->lane[BW_LANE_ONESHOT], &dc.oneshot,
 			  bw_dual_lane(m->d, BW_LANE_ONESHOT));
 		lane_from(&m->lane[BW_LANE_PERIODIC], &dc.periodic,
@@ -978,6 +1037,8 @@ static void run_model(const struct mcase *mc, uint64_t seed, unsigned nops)
 		cfg.failover = mc->failover;
 		rc = bw_wheel_new(&cfg, start, &m->w);
 		MCHECK(m, rc == 0, "bw_wheel_new: %d", rc);
+		rc = bw_wheel_set_poll_limit(m->w, mc->poll_limit);
+		MCHECK(m, rc == 0, "bw_wheel_set_poll_limit: %d", rc);
 		lane_from(&m->lane[0], &cfg, m->w);
 		m->nlanes = 1;
 	}

@@ -2420,6 +2420,85 @@ START_TEST(test_failover_never_refuses)
 }
 END_TEST
 
+/* What test_poll_limit's callback sees. */
+struct limit_seen {
+	uint64_t d, fired, early; /* timer i's deadline is d - i % T5      */
+	unsigned char *seen;    /* by timer: fires                         */
+};
+
+static uint64_t limit_fire(void *data, uint64_t now, void *ctx)
+{
+	struct limit_seen *ls = ctx;
+	size_t i = (size_t)(uintptr_t)data - 1;
+
+	ls->fired++;
+	ls->early += ls->d - i % T5 > now;
+	ls->seen[i]++;
+	return 0;
+}
+
+/*
+ * A burst the slots refuse lands in the overflow heap; with a poll limit
+ * of 100 each poll takes at most 100 of it (plus what the slots hold:
+ * cap 16 x 8 probes), next_deadline says "due" until the last is gone,
+ * a cancelled one never fires, nothing fires twice or early, and the
+ * wheel's invariants hold after every poll.  Without a limit one poll
+ * takes them all.
+ */
+START_TEST(test_poll_limit)
+{
+	enum { N = 10000, LIMIT = 100, SLOTS = 16 * 8 };
+	size_t limit = _i ? LIMIT : 0;
+	struct bw_config cfg = tu_cfg(4, 5, 16, 8, BW_EXACT, true);
+	uint64_t now0 = L0 * T5, d = (L0 + 10) * T5, now = d + 100 * T5;
+	struct bw_wheel *w = tu_wheel_new(&cfg, now0);
+	struct limit_seen ls = { d, 0, 0, calloc(N, 1) };
+	struct bw_callbacks cb = { .fire = limit_fire, .ctx = &ls };
+	bw_handle h[N];
+	unsigned polls = 0;
+	uint64_t nd;
+
+	ck_assert_int_eq(bw_wheel_set_poll_limit(w, limit), 0);
+	for (size_t i = 0; i < N; i++)
+		ck_assert_int_eq(bw_wheel_insert(w, d - i % T5,
+						 (void *)(uintptr_t)(i + 1), &h[i]), 0);
+	ck_assert_uint_eq(bw_wheel_overflow_pending(w), N - SLOTS);
+	while (bw_wheel_pending(w) > 0) {
+		uint64_t before = ls.fired;
+		struct bw_poll_result res;
+
+		ck_assert_int_eq(bw_wheel_next_deadline(w, &nd), 0);
+		ck_assert_uint_le(nd, now);
+		ck_assert_int_eq(bw_wheel_poll(w, now, &cb, &res), 0);
+		ck_assert_uint_eq(res.fired, ls.fired - before);
+		if (limit)
+			ck_assert_uint_le(res.fired, LIMIT + SLOTS);
+		tu_assert_healthy(w);
+		/* Mid-backlog, a cancel still takes a timer out: the
+		 * heap's last (the latest deadline the slots refused). */
+		if (++polls == 3) {
+			ck_assert_int_eq(bw_wheel_cancel(w, h[SLOTS], NULL), 0);
+			ls.seen[SLOTS] = 1;
+			ls.fired++;
+			tu_assert_healthy(w);
+		}
+		ck_assert_uint_le(polls, N / (limit ? LIMIT : N) + 2);
+	}
+	ck_assert_uint_eq(ls.fired, N);
+	ck_assert_uint_eq(ls.early, 0);
+	for (size_t i = 0; i < N; i++)
+		ck_assert_msg(ls.seen[i] == 1, "timer %zu fired %u times", i,
+			      ls.seen[i]);
+	if (limit)
+		ck_assert_uint_ge(polls, (N - SLOTS) / LIMIT);
+	else
+		ck_assert_uint_le(polls, 1);
+	ck_assert_int_eq(bw_wheel_next_deadline(w, &nd), BW_EEMPTY);
+	free(ls.seen);
+	bw_wheel_free(w);
+}
+END_TEST
+
 START_TEST(test_failover_enomem)
 {
 	struct tu_alloc ta;
@@ -2740,6 +2819,7 @@ static Suite *wheel_suite(void)
 	tcase_add_test(tc, test_overflow_cancel);
 	tcase_add_loop_test(tc, test_failover_never_refuses, 0, 2);
 	tcase_add_test(tc, test_failover_enomem);
+	tcase_add_loop_test(tc, test_poll_limit, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("allocation");

@@ -236,6 +236,21 @@ BW_EXPORT int bw_wheel_poll(struct bw_wheel *w, uint64_t now_ns,
 			    struct bw_poll_result *res);
 
 /*
+ * Bound what one poll takes out of the overflow heap: at most max timers
+ * (0, the default: every due one).  The heap is where a failover wheel
+ * puts what its slots refuse, so a burst of timers due at one instant
+ * lands there, and taking 200,000 of them out in one poll holds the
+ * caller up for tens of milliseconds.  A poll that reaches the bound
+ * leaves the heap's other due timers for later polls (each takes the next
+ * max) and goes on with the slots, whose timers are not counted (slot_cap
+ * bounds each slot): the leftovers come late, after slot timers due later
+ * than they, never early; bw_wheel_next_deadline reports them as due now
+ * until they are gone.
+ * BW_EINPOLL from a callback.
+ */
+BW_EXPORT int bw_wheel_set_poll_limit(struct bw_wheel *w, size_t max);
+
+/*
  * The earliest time at which a poll may have work (a timer to fire or a
  * coarse slot to re-slot).  Never later than the earliest deadline's fire
  * time.  BW_EEMPTY when nothing is pending.
@@ -322,6 +337,9 @@ BW_EXPORT int bw_dual_cancel(struct bw_dual *d, bw_handle h, void **data_out);
 BW_EXPORT int bw_dual_poll(struct bw_dual *d, uint64_t now_ns,
 			   const struct bw_callbacks *cb,
 			   struct bw_poll_result *res);
+/* bw_wheel_set_poll_limit() on each lane: at most max heap timers per lane
+ * per poll. */
+BW_EXPORT int bw_dual_set_poll_limit(struct bw_dual *d, size_t max);
 BW_EXPORT int bw_dual_next_deadline(struct bw_dual *d, uint64_t *out_ns);
 BW_EXPORT int bw_dual_deadline(const struct bw_dual *d, bw_handle h,
 			       uint64_t *out_ns);

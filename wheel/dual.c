@@ -124,6 +124,16 @@ int bw_dual_poll(struct bw_dual *d, uint64_t now_ns,
 	return 0;
 }
 
+int bw_dual_set_poll_limit(struct bw_dual *d, size_t max)
+{
+	if (!d)
+		return BW_EINVAL;
+	if (d->lane[0]->in_poll || d->lane[1]->in_poll)
+		return BW_EINPOLL;
+	d->lane[0]->poll_limit = d->lane[1]->poll_limit = max;
+	return 0;
+}
+
 int bw_dual_next_deadline(struct bw_dual *d, uint64_t *out_ns)
 {
 	uint64_t t[2];

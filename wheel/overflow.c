@@ -78,7 +78,7 @@ int bw_heap_push(struct bw_wheel *w, uint32_t idx)
 	r->prev = h->arrivals++;
 	heap_up(w, h->n++, idx);
 	tick = bw_tick_of(w, r->deadline);
-	if (tick < w->next)
+	if (tick < w->next && !w->backlog)
 		w->next = tick;
 	return 0;
 }

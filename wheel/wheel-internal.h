@@ -100,13 +100,18 @@ struct bw_wheel {
 	uint64_t tick_ns;
 	uint64_t tick_mul;     /* floor(2^(64 + tick_shift) / tick_ns)     */
 	unsigned tick_shift;   /* floor(log2(tick_ns - 1))                 */
-	uint64_t now;          /* current tick: every tick <= now is done;
-				  an arm at a tick <= now joins the due list */
+	uint64_t now;          /* current tick: every tick <= now is done
+				  (but a backlog's heap timers); an arm at
+				  a tick <= now joins the due list         */
 	uint64_t range;        /* plain wheel accepts deltas <= range ticks */
 	uint64_t ring_mask;    /* ring slots - 1: 4095, or 63 with one gear */
 	uint64_t next;         /* cached min event tick over slots and heap */
 	uint64_t last_now;     /* now_ns of the last poll                  */
 	bool dirty;            /* next may be too early: recompute it      */
+	bool backlog;          /* a poll met poll_limit: the heap holds
+				  timers due at or before now, and next
+				  counts the slots alone                   */
+	size_t poll_limit;     /* most heap timers a poll takes; 0: all    */
 	struct bw_list list[BW_NLISTS];
 	bool in_poll;
 	size_t pending;
@@ -448,7 +453,8 @@ static inline bool bw_poll_work(struct bw_wheel *w, uint64_t now_ns,
 		return false;
 	w->last_now = now_ns;
 	*target = bw_tick_floor(w, now_ns);
-	if (w->list[BW_DUE].head == BW_NIL && *target < bw_next_event(w)) {
+	if (w->list[BW_DUE].head == BW_NIL && !w->backlog &&
+	    *target < bw_next_event(w)) {
 		w->now = *target;
 		return false;
 	}

@@ -92,7 +92,15 @@
  * wheel: it may insert and cancel (a ripe timer it cancels does not fire),
  * anything it arms counts from now, and anything it arms at or before now
  * waits on the due list for the next poll - a callback can never keep a
- * poll going.
+ * poll going.  A poll limit (bw_wheel_set_poll_limit) bounds the timers
+ * one poll takes out of the heap, the one store without a cap.  At the
+ * limit the heap's due timers stay put (the backlog) while the clock and
+ * the slots go on to now; each later poll takes the next limit's worth
+ * after its slots' timers.  So a burst of 200,000 overflowed timers at one
+ * deadline costs a poll per limit's worth instead of one long poll, and
+ * timers due just after it, in slots, are not held up by it: the backlog
+ * comes late (never early), the slots on time.  While there is a backlog
+ * the next-event cache counts the slots alone, and next_deadline is now.
  *
  * Costs.  insert: a multiply by the tick's reciprocal (no division), a
  * compare against the ring's reach (a count-leading-zeros for the gear
@@ -525,6 +533,35 @@ static void reslot_slot(struct bw_wheel *w, unsigned id)
 	}
 }
 
+/*
+ * Move the heap's timers due by tick ev to the ripe list, at most *budget
+ * of them: false when the budget ran out with one still due.
+ */
+/* While the heap has a backlog, its events are no clock steps (they are
+ * due already): the next-event cache counts the slots alone. */
+static void set_backlog(struct bw_wheel *w, bool on)
+{
+	w->backlog = on;
+	w->dirty = true;
+}
+
+static bool take_heap(struct bw_wheel *w, uint64_t ev, size_t *budget)
+{
+	while (w->heap.n) {
+		uint32_t idx = w->heap.pos[0];
+		struct bw_rec *r = bw_rec_at(&w->pool, idx);
+
+		if (bw_tick_of(w, r->deadline) > ev)
+			break;
+		if (*budget == 0)
+			return false;
+		--*budget;
+		bw_heap_remove(w, idx);
+		list_push(w, BW_RIPE, idx, r);
+	}
+	return true;
+}
+
 /* The two phases' bodies: inline into poll_run() for bw_wheel_poll(), and
  * out of line as bw_poll_collect_due() and bw_poll_fire() for the dual
  * wheel. */
@@ -533,6 +570,7 @@ collect_due(struct bw_wheel *w, uint64_t target)
 {
 	struct bw_list *due = &w->list[BW_DUE];
 	bool exact = w->cfg.precision == BW_EXACT;
+	size_t budget = w->poll_limit ? w->poll_limit : SIZE_MAX;
 	uint64_t ev;
 
 	w->in_poll = true;
@@ -565,19 +603,14 @@ collect_due(struct bw_wheel *w, uint64_t target)
 			ripen(w, &w->slot[id].list);
 			slot_clear(w, id);
 		}
-		while (w->heap.n) {
-			uint32_t idx = w->heap.pos[0];
-			struct bw_rec *r = bw_rec_at(&w->pool, idx);
-
-			if (bw_tick_of(w, r->deadline) > ev)
-				break;
-			bw_heap_remove(w, idx);
-			list_push(w, BW_RIPE, idx, r);
-		}
+		if (!w->backlog && !take_heap(w, ev, &budget))
+			set_backlog(w, true);
 	}
 	/* Callbacks arm relative to the poll's tick, and whatever they arm
 	 * at or before it waits for the next poll. */
 	w->now = target;
+	if (w->backlog && take_heap(w, target, &budget))
+		set_backlog(w, false);
 }
 
 static inline __attribute__((always_inline)) void
@@ -636,13 +669,23 @@ int bw_wheel_poll(struct bw_wheel *w, uint64_t now_ns,
 	return poll_run(w, target, now_ns, cb, res);
 }
 
+int bw_wheel_set_poll_limit(struct bw_wheel *w, size_t max)
+{
+	if (!w)
+		return BW_EINVAL;
+	if (w->in_poll)
+		return BW_EINPOLL;
+	w->poll_limit = max;
+	return 0;
+}
+
 int bw_wheel_next_deadline(struct bw_wheel *w, uint64_t *out_ns)
 {
 	uint64_t t;
 
 	if (!w || !out_ns)
 		return BW_EINVAL;
-	if (w->list[BW_DUE].head != BW_NIL)
+	if (w->list[BW_DUE].head != BW_NIL || w->backlog)
 		t = w->now;
 	else
 		t = bw_next_event(w);
