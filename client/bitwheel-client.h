@@ -736,7 +736,7 @@ struct bwc_metrics {
 	uint64_t lateness_sum_ns[2];
 	uint64_t requests[BWC_REQUEST_KINDS]; /* by Envelope body field:
 				     2 Hello, 3 Schedule, 4 Cancel, 5 Stats,
-				     12 Ack; [0] any other                 */
+				     12 Ack; [0] any other but these two:  */
 	uint64_t errors[BWC_ERROR_CODES]; /* error replies by ErrorCode     */
 	uint64_t accepted;         /* connections accepted                  */
 	uint64_t refused_max_clients; /* refused at accept: --max-clients   */
@@ -758,7 +758,9 @@ struct bwc_metrics {
 	/* Writes that carried fires to connections (their wake-ups), and
 	 * fires that went in a write with an earlier one: wake-ups saved. */
 	uint64_t fire_writes, fires_coalesced;
-	uint64_t reserved[6];      /* see above: 0                          */
+	/* Introspection requests (body fields 16 and 17, past requests[]). */
+	uint64_t list_sessions_requests, list_timers_requests;
+	uint64_t reserved[4];      /* see above: 0                          */
 };
 
 /* bwc_stats and bwc_metrics from one Stats request; stats may be NULL. */

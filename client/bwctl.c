@@ -1701,6 +1701,8 @@ static void print_daemon_metrics(const struct scrape *x)
 		snprintf(label, sizeof(label), "{type=\"%s\"}", kinds[i]);
 		sample("requests_total", label, i ? m->requests[i] : other);
 	}
+	sample("requests_total", "{type=\"list_sessions\"}", m->list_sessions_requests);
+	sample("requests_total", "{type=\"list_timers\"}", m->list_timers_requests);
 	family("errors_total", "counter",
 	       "Error replies sent, refusals at accept included, by code.");
 	for (int i = 1; i < BWC_ERROR_CODES; i++) {

@@ -1814,6 +1814,19 @@ static void copy_indexed(const uint64_t *in, size_t n_in, uint64_t *out,
 		out[i < n_out ? i : 0] += in[i];
 }
 
+/* The requests by body field: those struct bwc_metrics names outside its
+ * array (the listings), then the array, anything else in [0]. */
+static void copy_requests(const uint64_t *in, size_t n_in, struct bwc_metrics *out)
+{
+	enum { LIST_SESSIONS = 16, LIST_TIMERS = 17 };
+	uint64_t rest[LIST_TIMERS + 1] = { 0 };
+
+	copy_indexed(in, n_in, rest, LIST_TIMERS + 1);
+	copy_indexed(rest, BWC_REQUEST_KINDS, out->requests, BWC_REQUEST_KINDS);
+	out->list_sessions_requests = rest[LIST_SESSIONS];
+	out->list_timers_requests = rest[LIST_TIMERS];
+}
+
 /* A histogram's buckets, of which ours keep `bounds`: those past them
  * fold into the last. */
 static void copy_buckets(const uint64_t *in, size_t n, size_t bounds,
@@ -1871,7 +1884,7 @@ static void copy_metrics(const Bitwheel__V1__Metrics *m,
 		     bounds, out->lateness_bucket[1], &out->lateness_count[1]);
 	out->lateness_sum_ns[0] = m->lateness_sum_ns;
 	out->lateness_sum_ns[1] = m->periodic_lateness_sum_ns;
-	copy_indexed(m->requests, m->n_requests, out->requests, BWC_REQUEST_KINDS);
+	copy_requests(m->requests, m->n_requests, out);
 	copy_indexed(m->errors, m->n_errors, out->errors, BWC_ERROR_CODES);
 	out->accepted = m->accepted;
 	out->refused_max_clients = m->refused_max_clients;

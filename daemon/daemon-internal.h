@@ -886,7 +886,7 @@ struct bwd_conn;
  * by server.c.  Fire lateness is the state's (bwd_state_lateness), journal
  * syncs and snapshots the store's (struct bwd_storage).
  */
-#define BWD_REQUEST_KINDS 16           /* Envelope body field numbers  */
+#define BWD_REQUEST_KINDS 18           /* Envelope body field numbers  */
 #define BWD_ERROR_CODES 32             /* ErrorCode values             */
 /* Why a connection ended: the first reason the daemon had, else the
  * client's (it closed, or its socket broke). */

@@ -2148,6 +2148,10 @@ START_TEST(test_metrics)
 	if (geteuid() == 0)
 		wait_snapshot(c, 400);
 
+	bwctl(&r, d->sock, "sessions", NULL);
+	ASSERT_EXIT(&r, 0, "sessions");
+	bwctl(&r, d->sock, "list", "--session", "e2e-metrics", NULL);
+	ASSERT_EXIT(&r, 0, "list");
 	bwctl(&r, d->sock, "metrics", NULL);
 	ASSERT_EXIT(&r, 0, "metrics");
 	parse_exposition(r.out, &x);
@@ -2184,6 +2188,8 @@ START_TEST(test_metrics)
 	ck_assert(metric(&x, "bitwheel_requests_total", "{type=\"hello\"}") >= 3);
 	ck_assert(metric(&x, "bitwheel_requests_total", "{type=\"stats\"}") >= 2);
 	ck_assert_double_eq(metric(&x, "bitwheel_requests_total", "{type=\"cancel\"}"), 1);
+	ck_assert_double_eq(metric(&x, "bitwheel_requests_total", "{type=\"list_sessions\"}"), 1);
+	ck_assert_double_eq(metric(&x, "bitwheel_requests_total", "{type=\"list_timers\"}"), 1);
 	ck_assert_double_eq(metric(&x, "bitwheel_errors_total", "{code=\"DUPLICATE_KEY\"}"), 1);
 	ck_assert_double_eq(metric(&x, "bitwheel_errors_total", "{code=\"TOO_MANY_CLIENTS\"}"), 1);
 	ck_assert_double_eq(metric(&x, "bitwheel_errors_total", "{code=\"BAD_REQUEST\"}"), 0);
