@@ -186,8 +186,8 @@ static const char help_cancel[] =
 
 static const char help_watch[] =
 "Usage: bwctl [--socket PATH] watch --session NAME [--owner UID] [--count N]\n"
-"             [--window N] [--ack-timeout DURATION] [--timeout DURATION]\n"
-"             [--json]\n"
+"             [--window N] [--ack-timeout DURATION] [--coalesce]\n"
+"             [--timeout DURATION] [--json]\n"
 "\n"
 "Attach to the named session as a consumer and print each fire as one\n"
 "line: first those waiting in the session's queue, then new ones.  Each\n"
@@ -207,6 +207,9 @@ static const char help_watch[] =
 "  --ack-timeout DURATION\n"
 "                       have the daemon take back and redeliver a fire\n"
 "                       unacknowledged this long (default: never)\n"
+"  --coalesce           let the daemon hold fires within their leeways and\n"
+"                       send those whose windows overlap together (while\n"
+"                       every consumer of the session asks for it)\n"
 "  --timeout DURATION   give up after DURATION in all\n"
 "  --json               JSON lines: key, payload, deadline_ns, fired_ns,\n"
 "                       late_us, and fire_count/restored/redelivered when set\n"
@@ -800,6 +803,7 @@ struct conn_opts {
 	enum bwc_role role;
 	uint32_t window;           /* consumers; 0: the daemon's default     */
 	uint64_t ack_timeout_ns;   /* consumers; 0: none                     */
+	bool coalesce;             /* consumers: coalesced delivery          */
 };
 
 static int open_client(const struct conn_opts *o, struct bwc_client **out)
@@ -816,6 +820,7 @@ static int open_client(const struct conn_opts *o, struct bwc_client **out)
 	bwc_set_role(c, o->role);
 	bwc_set_window(c, o->window);
 	bwc_set_ack_timeout(c, o->ack_timeout_ns);
+	bwc_set_coalesce(c, o->coalesce);
 	if (o->session != NULL && owner_uid >= 0)
 		bwc_set_owner_uid(c, owner_uid);
 	rc = bwc_set_daemon_user(c, daemon_user);
@@ -1158,6 +1163,7 @@ static int cmd_watch(int argc, char **argv)
 		{ "count", required_argument, NULL, 'c' },
 		{ "window", required_argument, NULL, 'w' },
 		{ "ack-timeout", required_argument, NULL, 'a' },
+		{ "coalesce", no_argument, NULL, 'C' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "owner", required_argument, NULL, 'O' },
@@ -1199,6 +1205,9 @@ static int cmd_watch(int argc, char **argv)
 			if ((rc = parse_duration(cmd, "ack-timeout", optarg,
 						 &co.ack_timeout_ns)) != ST_OK)
 				return rc;
+			break;
+		case 'C':
+			co.coalesce = true;
 			break;
 		case 't':
 			if ((rc = parse_duration(cmd, "timeout", optarg,

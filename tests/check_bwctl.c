@@ -2070,6 +2070,52 @@ static void promtool_accepts(const struct du_daemon *d, const char *out)
 }
 
 /*
+ * watch --coalesce: five fires with a 500 ms leeway are held together to
+ * the end of the first one's window (less the finest lane's 1 ms), where
+ * without it each would come within its lane's 100 ms; the daemon counts
+ * the wake-ups saved.
+ */
+START_TEST(test_watch_coalesce)
+{
+	struct du_daemon *d = du_daemon_new();
+	char in[32], key[8];
+	struct du_result r;
+	uint64_t first = 0, done;
+
+	du_daemon_start(d, NULL);
+	snprintf(in, sizeof(in), "%dms", du_scale_ms(300));
+	for (int k = 1; k <= 5; k++) {
+		snprintf(key, sizeof(key), "%d", k);
+		bwctl(&r, d->sock, "schedule", "--session", "e2e-co", "--key", key, "--in", in,
+		      "--leeway", "500ms", NULL);
+		ASSERT_EXIT(&r, 0, "schedule --leeway");
+		if (k == 1)
+			first = field_u64(r.out, "deadline");
+		du_result_free(&r);
+	}
+	bwctl(&r, d->sock, "watch", "--session", "e2e-co", "--coalesce", "--count", "5",
+	      "--json", "--timeout", "10s", NULL);
+	done = du_now_ns();
+	ASSERT_EXIT(&r, 0, "watch --coalesce");
+	ck_assert_int_eq(count_lines(r.out), 5);
+	du_result_free(&r);
+	ck_assert_msg(done >= first + 499 * DU_MS, "the fires came %.1f ms after the first "
+		      "deadline: not held to its window's end",
+		      ((double)done - (double)first) / 1e6);
+	if (geteuid() == 0) {
+		struct exposition x;
+
+		bwctl(&r, d->sock, "metrics", NULL);
+		ASSERT_EXIT(&r, 0, "metrics");
+		parse_exposition(r.out, &x);
+		ck_assert(metric(&x, "bitwheel_coalesced_fires_total", "") >= 4);
+		du_result_free(&r);
+	}
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
  * Known activity, then bwctl metrics: N fires delivered (all within a
  * generous second, five under valgrind), one DUPLICATE_KEY, one connection
  * refused at --max-clients, one closed after FRAME_TOO_LARGE, a journaled
@@ -2695,6 +2741,7 @@ static Suite *bwctl_suite(void)
 	du_tcase(tc);
 	tcase_add_test(tc, test_watch_json);
 	tcase_add_test(tc, test_watch_live);
+	tcase_add_test(tc, test_watch_coalesce);
 	tcase_add_test(tc, test_watch_timeout);
 	tcase_add_test(tc, test_watch_shared);
 	tcase_add_test(tc, test_producers_take_no_fire);
