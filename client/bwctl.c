@@ -227,7 +227,8 @@ static const char help_stats[] =
 "\n"
 "Print the daemon's counters (the whole daemon's for root, your uid's\n"
 "for anyone else): per lane (oneshot, periodic) the timers pending, in\n"
-"overflow, inserted, cancelled, fired and lost; and clients, consumers,\n"
+"overflow, inserted, cancelled, fired and lost, its tick and the most a\n"
+"fire in it comes late; and clients, consumers,\n"
 "named sessions, fires queued, in flight, acknowledged, redelivered and\n"
 "dropped, expired sessions, uptime and memory; and your uid's\n"
 "connections, named sessions, timers and periodic fire rate, each against\n"
@@ -1321,10 +1322,24 @@ fail:
 	return rc;
 }
 
+/* The most a fire in the lane of this tick comes late, from HelloReply's
+ * lanes (finest first); 0 from a daemon that sends none. */
+static uint64_t lane_max_late(const struct bwc_session_info *info,
+			      uint64_t resolution_ns)
+{
+	for (uint32_t i = 0; i < info->nlanes && i < BWC_MAX_LANES; i++)
+		if (info->lanes[i].resolution_ns == resolution_ns)
+			return info->lanes[i].max_late_ns;
+	return 0;
+}
+
 static void jw_lane(struct jw *j, const char *name,
-		    const struct bwc_lane_stats *l)
+		    const struct bwc_lane_stats *l,
+		    const struct bwc_session_info *info, uint64_t resolution_ns)
 {
 	jw_begin(j, name);
+	jw_u64(j, "resolution_ns", resolution_ns);
+	jw_u64(j, "max_late_ns", lane_max_late(info, resolution_ns));
 	jw_u64(j, "pending", l->pending);
 	jw_u64(j, "overflow", l->overflow);
 	jw_u64(j, "inserted", l->inserted);
@@ -1334,13 +1349,31 @@ static void jw_lane(struct jw *j, const char *name,
 	jw_end(j);
 }
 
-static void print_lane(const char *name, const struct bwc_lane_stats *l)
+/* A lane's tick or bound in milliseconds, to the microsecond. */
+static const char *fmt_ms(uint64_t ns, char *buf, size_t len)
 {
-	printf("%-8s %10llu %10llu %10llu %10llu %10llu %10llu\n", name,
+	unsigned long long us = ns / 1000;
+
+	if (us % 1000)
+		snprintf(buf, len, "%llu.%03llums", us / 1000, us % 1000);
+	else
+		snprintf(buf, len, "%llums", us / 1000);
+	return buf;
+}
+
+static void print_lane(const char *name, const struct bwc_lane_stats *l,
+		       const struct bwc_session_info *info,
+		       uint64_t resolution_ns)
+{
+	char tick[32], late[32];
+
+	printf("%-8s %10llu %10llu %10llu %10llu %10llu %10llu %9s %9s\n", name,
 	       (unsigned long long)l->pending, (unsigned long long)l->overflow,
 	       (unsigned long long)l->inserted,
 	       (unsigned long long)l->cancelled,
-	       (unsigned long long)l->fired, (unsigned long long)l->lost);
+	       (unsigned long long)l->fired, (unsigned long long)l->lost,
+	       fmt_ms(resolution_ns, tick, sizeof(tick)),
+	       fmt_ms(lane_max_late(info, resolution_ns), late, sizeof(late)));
 }
 
 /*
@@ -1453,8 +1486,10 @@ static int cmd_stats(int argc, char **argv)
 
 		jw_open(&j, stdout);
 		jw_str(&j, "daemon_version", info.daemon_version);
-		jw_lane(&j, "oneshot", &st.oneshot);
-		jw_lane(&j, "periodic", &st.periodic);
+		jw_lane(&j, "oneshot", &st.oneshot, &info,
+			info.oneshot_resolution_ns);
+		jw_lane(&j, "periodic", &st.periodic, &info,
+			info.periodic_resolution_ns);
 		jw_u64(&j, "clients", st.clients);
 		jw_u64(&j, "consumers", st.consumers);
 		jw_u64(&j, "sessions", st.sessions);
@@ -1531,10 +1566,14 @@ static int cmd_stats(int argc, char **argv)
 	print_uid_row("uid_bytes", st.uid_bytes, "",
 		      info.limits.max_bytes_per_uid,
 		      "timers, fires and unread output");
-	printf("\n%-8s %10s %10s %10s %10s %10s %10s\n", "lane", "pending",
-	       "overflow", "inserted", "cancelled", "fired", "lost");
-	print_lane("oneshot", &st.oneshot);
-	print_lane("periodic", &st.periodic);
+	printf("\n%-8s %10s %10s %10s %10s %10s %10s %9s %9s\n", "lane",
+	       "pending", "overflow", "inserted", "cancelled", "fired", "lost",
+	       "tick", "max_late");
+	print_lane("oneshot", &st.oneshot, &info, info.oneshot_resolution_ns);
+	print_lane("periodic", &st.periodic, &info,
+		   info.periodic_resolution_ns);
+	puts("(a timer goes to the coarsest lane whose max_late is within its "
+	     "leeway)");
 	return ST_OK;
 }
 

@@ -1733,6 +1733,9 @@ START_TEST(test_stats)
 	ck_assert_uint_eq(table_cell(r.out, "oneshot", 2), 3);   /* inserted  */
 	ck_assert_uint_eq(table_cell(r.out, "oneshot", 3), 1);   /* cancelled */
 	ck_assert_uint_eq(table_cell(r.out, "periodic", 0), 1);
+	/* The default preset's lanes: ticks of 1 and 100 ms. */
+	ck_assert_msg(strstr(r.out, "      1ms ") != NULL && strstr(r.out, "    100ms ") != NULL,
+		      "no lane ticks in: %s", r.out);
 	ck_assert_uint_eq(table_cell(r.out, "in_flight", 0), 0);
 	ck_assert_uint_eq(table_cell(r.out, "acked", 0), 0);
 	ck_assert_uint_eq(table_cell(r.out, "redelivered", 0), 0);
@@ -1754,6 +1757,10 @@ START_TEST(test_stats)
 	ck_assert_uint_eq(ju64(v, "oneshot.inserted"), 3);
 	ck_assert_uint_eq(ju64(v, "oneshot.cancelled"), 1);
 	ck_assert_uint_eq(ju64(v, "periodic.pending"), 1);
+	ck_assert_uint_eq(ju64(v, "oneshot.resolution_ns"), DU_MS);
+	ck_assert_uint_eq(ju64(v, "periodic.resolution_ns"), 100 * DU_MS);
+	ck_assert(ju64(v, "oneshot.max_late_ns") >= DU_MS &&
+		  ju64(v, "periodic.max_late_ns") > ju64(v, "oneshot.max_late_ns"));
 	ck_assert_uint_eq(ju64(v, "clients"), 3);
 	ck_assert_uint_eq(ju64(v, "sessions"), 2);
 	ck_assert_uint_eq(ju64(v, "uid"), geteuid());
