@@ -707,6 +707,35 @@ static int bad_option(const char *cmd, char **argv, int c)
 	return usage_error(cmd, "unknown option '-%c'", optopt);
 }
 
+/*
+ * The options every command shares (--json, --owner, --socket,
+ * --daemon-user, --help), for the cases a command's own switch leaves:
+ * ST_OK when o was one of them, ST_HELP after printing help, else the
+ * usage error.  A command's option table lists those it takes.
+ */
+static int common_option(const char *cmd, const char *help, char **argv,
+			 int o)
+{
+	switch (o) {
+	case 'j':
+		json_mode = true;
+		return ST_OK;
+	case 'O':
+		return parse_owner(cmd, optarg);
+	case 'S':
+		socket_path = optarg;
+		return ST_OK;
+	case 'D':
+		daemon_user = optarg;
+		return ST_OK;
+	case 'h':
+		fputs(help, stdout);
+		return ST_HELP;
+	default:
+		return bad_option(cmd, argv, o);
+	}
+}
+
 static int leftover(const char *cmd, int argc, char **argv)
 {
 	if (optind < argc)
@@ -962,24 +991,9 @@ static int cmd_schedule(int argc, char **argv)
 						   "number above zero", optarg);
 			have_count = true;
 			break;
-		case 'j':
-			json_mode = true;
-			break;
-		case 'O':
-			if ((rc = parse_owner(cmd, optarg)) != ST_OK)
-				return rc;
-			break;
-		case 'S':
-			socket_path = optarg;
-			break;
-		case 'D':
-			daemon_user = optarg;
-			break;
-		case 'h':
-			fputs(help_schedule, stdout);
-			return ST_OK;
 		default:
-			return bad_option(cmd, argv, o);
+			if ((rc = common_option(cmd, help_schedule, argv, o)) != ST_OK)
+				return rc == ST_HELP ? ST_OK : rc;
 		}
 	}
 	if ((rc = leftover(cmd, argc, argv)) != ST_OK)
@@ -1074,24 +1088,9 @@ static int cmd_cancel(int argc, char **argv)
 		case 's':
 			session = optarg;
 			break;
-		case 'j':
-			json_mode = true;
-			break;
-		case 'O':
-			if ((rc = parse_owner(cmd, optarg)) != ST_OK)
-				return rc;
-			break;
-		case 'S':
-			socket_path = optarg;
-			break;
-		case 'D':
-			daemon_user = optarg;
-			break;
-		case 'h':
-			fputs(help_cancel, stdout);
-			return ST_OK;
 		default:
-			return bad_option(cmd, argv, o);
+			if ((rc = common_option(cmd, help_cancel, argv, o)) != ST_OK)
+				return rc == ST_HELP ? ST_OK : rc;
 		}
 	}
 	if ((rc = leftover(cmd, argc, argv)) != ST_OK)
@@ -1216,24 +1215,9 @@ static int cmd_watch(int argc, char **argv)
 				return rc;
 			timeout_text = optarg;
 			break;
-		case 'j':
-			json_mode = true;
-			break;
-		case 'O':
-			if ((rc = parse_owner(cmd, optarg)) != ST_OK)
-				return rc;
-			break;
-		case 'S':
-			socket_path = optarg;
-			break;
-		case 'D':
-			daemon_user = optarg;
-			break;
-		case 'h':
-			fputs(help_watch, stdout);
-			return ST_OK;
 		default:
-			return bad_option(cmd, argv, o);
+			if ((rc = common_option(cmd, help_watch, argv, o)) != ST_OK)
+				return rc == ST_HELP ? ST_OK : rc;
 		}
 	}
 	if ((rc = leftover(cmd, argc, argv)) != ST_OK)
@@ -1421,9 +1405,6 @@ static int fetch_stats(const char *cmd, const char *help, int argc,
 	optind = 0;
 	while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (o) {
-		case 'j':
-			json_mode = true;
-			break;
 		case 'o':
 			if (metrics == NULL)
 				return usage_error(cmd, "--output is for metrics");
@@ -1431,17 +1412,9 @@ static int fetch_stats(const char *cmd, const char *help, int argc,
 				return usage_error(cmd, "--output needs a file name");
 			metrics->output = optarg;
 			break;
-		case 'S':
-			socket_path = optarg;
-			break;
-		case 'D':
-			daemon_user = optarg;
-			break;
-		case 'h':
-			fputs(help, stdout);
-			return ST_HELP;
 		default:
-			return bad_option(cmd, argv, o);
+			if ((rc = common_option(cmd, help, argv, o)) != ST_OK)
+				return rc;
 		}
 	}
 	if ((rc = leftover(cmd, argc, argv)) != ST_OK)
@@ -1948,24 +1921,9 @@ static int list_open(const char *cmd, const char *help, int argc, char **argv,
 				return usage_error(cmd, "bad --limit '%s': 1 to "
 						   "10000000", optarg);
 			break;
-		case 'j':
-			json_mode = true;
-			break;
-		case 'O':
-			if ((rc = parse_owner(cmd, optarg)) != ST_OK)
-				return rc;
-			break;
-		case 'S':
-			socket_path = optarg;
-			break;
-		case 'D':
-			daemon_user = optarg;
-			break;
-		case 'h':
-			fputs(help, stdout);
-			return ST_HELP;
 		default:
-			return bad_option(cmd, argv, o);
+			if ((rc = common_option(cmd, help, argv, o)) != ST_OK)
+				return rc;
 		}
 	}
 	if ((rc = leftover(cmd, argc, argv)) != ST_OK)
@@ -2244,28 +2202,13 @@ int main(int argc, char **argv)
 	/* "+": stop at the command, whose options are its own. */
 	while ((o = getopt_long(argc, argv, "+:hV", opts, NULL)) != -1) {
 		switch (o) {
-		case 'S':
-			socket_path = optarg;
-			break;
-		case 'D':
-			daemon_user = optarg;
-			break;
-		case 'O':
-			if ((rc = parse_owner(NULL, optarg)) != ST_OK)
-				return rc;
-			break;
-		case 'j':
-			json_mode = true;
-			break;
-		case 'h':
-			fputs(help_main, stdout);
-			return ST_OK;
 		case 'V':
 			printf("bwctl (bitwheel) %s, libbitwheel-client %s\n",
 			       PACKAGE_VERSION, bwc_version());
 			return ST_OK;
 		default:
-			return bad_option(NULL, argv, o);
+			if ((rc = common_option(NULL, help_main, argv, o)) != ST_OK)
+				return rc == ST_HELP ? ST_OK : rc;
 		}
 	}
 	if (optind >= argc)
