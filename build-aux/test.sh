@@ -120,7 +120,7 @@ run_checks "$bw_build" --enable-werror
 # (tests/local.mk): no invalid access, nothing definitely lost.
 if command -v valgrind >/dev/null; then
 	stage "make check-valgrind ($(basename "$bw_build"))"
-	make -C "$bw_build" check-valgrind
+	make -C "$bw_build" -j2 check-valgrind
 else
 	stage "check-valgrind: skipped: valgrind is not installed"
 fi

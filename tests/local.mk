@@ -141,31 +141,49 @@ include tests/fuzz.mk
 # --error-exitcode, fails its test), or when any daemon's log shows an
 # error, a definite leak or a death by signal; the logs of daemons a test
 # SIGKILLs on purpose have no summary and are only scanned for errors.
-# Every TCase runs (about 2 minutes on 2 cores); the few tests whose point
-# is speed, memory or descriptor limits skip themselves under the wrapper
-# and say why.  Logs: tests/valgrind/.  Paths must not contain blanks.
+# Every TCase runs; the few tests whose point is speed, memory or
+# descriptor limits skip themselves under the wrapper and say why.
+# Each suite is a target of its own (valgrind-run-check_X, its status in
+# tests/valgrind/check_X.rc), so make -j2 runs two at once: the suites
+# spend much of their time in scaled waits and the storage suite's real
+# retry back-off, and one after another they took 15 minutes on 2 cores
+# (about 9 two at a time).  The longest come first in the list, which is
+# the order make starts them in.  Logs: tests/valgrind/.  Paths must not
+# contain blanks.
 VALGRIND = valgrind
 BW_VALGRIND_SLOW = 20
-bw_valgrind_programs = tests/check_daemon tests/check_delivery tests/check_client \
-	tests/check_bwctl tests/check_durable tests/check_budget tests/check_storage \
-	tests/check_attack
+bw_valgrind_programs = tests/check_storage tests/check_delivery tests/check_daemon \
+	tests/check_durable tests/check_bwctl tests/check_attack tests/check_client \
+	tests/check_budget
+bw_valgrind_runs = $(bw_valgrind_programs:tests/%=valgrind-run-%)
 bw_valgrind_dir = tests/valgrind
 bw_valgrind_opts = --leak-check=full --errors-for-leak-kinds=definite \
 	--error-exitcode=99
-CLEANFILES += $(bw_valgrind_dir)/*.log $(bw_valgrind_dir)/*.out
+CLEANFILES += $(bw_valgrind_dir)/*.log $(bw_valgrind_dir)/*.out $(bw_valgrind_dir)/*.rc
 
-check-valgrind: $(bw_valgrind_programs) daemon/bitwheeld client/bwctl
+valgrind-prepare:
 	@command -v $(VALGRIND) >/dev/null || { \
 		echo "check-valgrind: $(VALGRIND) not found (Debian: apt-get install valgrind)" >&2; \
 		exit 1; }; \
-	dir=$(bw_valgrind_dir); status=0; \
-	rm -f $$dir/*.log $$dir/*.out; $(MKDIR_P) $$dir; \
+	rm -f $(bw_valgrind_dir)/*.log $(bw_valgrind_dir)/*.out $(bw_valgrind_dir)/*.rc; \
+	$(MKDIR_P) $(bw_valgrind_dir)
+
+# One suite; it always succeeds, so that make runs every suite, and
+# check-valgrind reports what failed.
+$(bw_valgrind_runs): valgrind-run-%: tests/% daemon/bitwheeld client/bwctl valgrind-prepare
+	@dir=$(bw_valgrind_dir); name=$*; \
+	echo "check-valgrind: tests/$$name started (output: $$dir/$$name.out)"; \
+	BW_TEST_SLOW=$(BW_VALGRIND_SLOW) \
+	BW_TEST_DAEMON_WRAPPER="$(SHELL) $(abs_top_builddir)/libtool --mode=execute $(VALGRIND) $(bw_valgrind_opts) --log-file=$(abs_builddir)/$$dir/$$name.%p.log" \
+	./tests/$$name >$$dir/$$name.out 2>&1; echo $$? >$$dir/$$name.rc; \
+	echo "check-valgrind: tests/$$name done (exit `cat $$dir/$$name.rc`)"
+
+check-valgrind: $(bw_valgrind_runs)
+	@dir=$(bw_valgrind_dir); status=0; \
 	for prog in $(bw_valgrind_programs); do \
 		name=`basename $$prog`; \
-		echo "check-valgrind: $$prog (output: $$dir/$$name.out)"; \
-		if BW_TEST_SLOW=$(BW_VALGRIND_SLOW) \
-		   BW_TEST_DAEMON_WRAPPER="$(SHELL) $(abs_top_builddir)/libtool --mode=execute $(VALGRIND) $(bw_valgrind_opts) --log-file=$(abs_builddir)/$$dir/$$name.%p.log" \
-		   ./$$prog >$$dir/$$name.out 2>&1; then \
+		echo "check-valgrind: $$prog"; \
+		if [ "`cat $$dir/$$name.rc 2>/dev/null`" = 0 ]; then \
 			grep -E '^[0-9]+%: Checks|SKIP' $$dir/$$name.out | sed 's/^/  /'; \
 		else \
 			cat $$dir/$$name.out; status=1; \
@@ -200,7 +218,7 @@ check-valgrind: $(bw_valgrind_programs) daemon/bitwheeld client/bwctl
 	if [ $$status -ne 0 ]; then echo "check-valgrind: FAILED" >&2; fi; \
 	exit $$status
 
-.PHONY: check-valgrind
+.PHONY: check-valgrind valgrind-prepare $(bw_valgrind_runs)
 
 # The libraries' exports against their headers and version scripts, and
 # the public headers in C99 and C++ (a script: nm and the compilers).
