@@ -43,6 +43,9 @@ show_check_results() {
 			n=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]} e=${BASH_REMATCH[3]}
 			passed=$((passed + n - f - e))
 			failed=$((failed + f + e))
+		elif [[ $log == *.sh.log ]] && grep -q '^:test-result: PASS' "$trs" 2>/dev/null; then
+			# A shell test (check_abi.sh, ...) is one check.
+			passed=$((passed + 1))
 		else
 			# A program that died before its summary counts as one failure.
 			failed=$((failed + 1))
