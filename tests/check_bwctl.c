@@ -2203,8 +2203,10 @@ START_TEST(test_metrics)
 
 	bwctl(&r, d->sock, "sessions", NULL);
 	ASSERT_EXIT(&r, 0, "sessions");
+	du_result_free(&r);
 	bwctl(&r, d->sock, "list", "--session", "e2e-metrics", NULL);
 	ASSERT_EXIT(&r, 0, "list");
+	du_result_free(&r);
 	bwctl(&r, d->sock, "metrics", NULL);
 	ASSERT_EXIT(&r, 0, "metrics");
 	parse_exposition(r.out, &x);
