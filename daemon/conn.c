@@ -206,9 +206,11 @@ static void written(struct bwd_conn *c, size_t n)
 	count_output(c, -(int64_t)n);
 	if (c->dead || !c->member)
 		return;
-	bwd_member_written(c->member, c->drained);
+	/* Looked at before: the drain may complete the whole flight, and
+	 * then the credit it frees is what the pump must hand out. */
 	if (c->member->auto_ack && c->member->flight)
 		event_active(c->env->pump, 0, 0);
+	bwd_member_written(c->member, c->drained);
 	if ((c->throttled || !c->member->room) && low_water(c))
 		event_active(c->resume, 0, 0);
 }

@@ -330,6 +330,8 @@ struct bwd_session {
 	bool held;
 	bool hold_armed;
 	uint64_t hold_ns;
+	uint64_t let_go_ns;        /* when a batch (or an unheld fire) last
+				      went                                   */
 	struct bwd_due hold;       /* BWD_DUE_HOLD                           */
 	bw_handle hold_handle;
 	struct bwd_state *state;
@@ -418,8 +420,16 @@ const struct bwd_hist *bwd_state_lateness(const struct bwd_state *st,
 struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 					 struct bwd_member **m);
 /* How long one kind of work may hold a turn of the loop (requests, the
- * teardown of ended sessions), so that everyone's fires stay on time. */
+ * teardown of ended sessions, handing out fires), so that everyone's
+ * fires stay on time. */
 #define BWD_TURN_NS 1000000u
+/* Fires the pump hands out in one turn at most (and no more than
+ * BWD_TURN_NS of them): a session's burst, redeliveries or released batch
+ * go on in the next turn, after the loop has polled. */
+#define BWD_DELIVER_CHUNK 1024u
+/* Whether a session has a fire that may go to one of its consumers now
+ * (or had one: entries leave the work list lazily, at the next pump). */
+bool bwd_state_has_work(const struct bwd_state *st);
 
 /* Free a chunk of the timers and fires of sessions that ended with many
  * (at most TEARDOWN_CHUNK, or BWD_TURN_NS of work); true while some remain

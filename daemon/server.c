@@ -20,13 +20,19 @@
  *              output drained): it makes a chunk of the fires the wheel
  *              fired into their sessions' due lists, one per session in
  *              turn (bwd_state_fire), hands every fire that may go now to
- *              its connection (bwd_state_next_delivery), cancels a chunk
+ *              its connection (bwd_state_next_delivery: round-robin
+ *              over sessions, then over each one's consumers), at most
+ *              BWD_DELIVER_CHUNK fires or BWD_TURN_NS, cancels a chunk
  *              of ended anonymous sessions' timers, and re-arms the
  *              wheel's timerfd; a zero timeout (reaper) runs it again
- *              while chunks remain.  So fires leave in the turn they
- *              became possible, one session's burst costs another's fires
- *              a turn (BWD_TURN_NS) and not the whole burst, and the state
- *              never calls up into the connections.
+ *              while chunks remain.  After every turn of the loop the
+ *              pump is activated again while the state has fires that
+ *              may go (bwd_state_has_work): liveness does not rest on
+ *              each event remembering to activate it.  So fires leave in
+ *              the turn they became possible or the next, one session's
+ *              burst - of fires, redeliveries or a released batch - costs
+ *              another's fires a turn and not the whole burst, and the
+ *              state never calls up into the connections.
  *   signals    SIGTERM/SIGINT start the shutdown; SIGHUP reads --budgets
  *              again (a file that does not parse changes nothing);
  *              SIGPIPE is ignored
@@ -63,6 +69,8 @@
 #define STATUS_INTERVAL_S 5
 #define ACCEPT_PAUSE_MS 100
 #define SHUTDOWN_GRACE_S 5
+/* Fires handed out between two reads of the clock in the pump. */
+#define DELIVER_CLOCK_EVERY 64
 
 struct bwd_server {
 	struct bwd_env env;        /* what the connections share             */
@@ -123,9 +131,14 @@ static void pump(struct bwd_server *srv)
 	struct bwd_member *m;
 	struct bwd_fire *f;
 	bool more = bwd_state_fire(srv->state);
+	uint64_t start = bw_now_ns();
 
-	while ((f = bwd_state_next_delivery(srv->state, &m)))
+	for (unsigned n = 1; (f = bwd_state_next_delivery(srv->state, &m)); n++) {
 		bwd_conn_deliver(m->owner, f);
+		if (n == BWD_DELIVER_CHUNK ||
+		    (n % DELIVER_CLOCK_EVERY == 0 && bw_now_ns() - start >= BWD_TURN_NS))
+			break;
+	}
 	if (bwd_state_reap(srv->state))
 		more = true;
 	/* A timer, not event_active: the loop polls for I/O (and the wheel)
@@ -527,6 +540,13 @@ static int serve(struct bwd_server *srv)
 {
 	for (;;) {
 		int rc = event_base_loop(srv->base, EVLOOP_ONCE);
+
+		/* Whatever the turn did that lets a fire go (an ack, a drain,
+		 * a consumer attaching, a hold ending), the pump runs in the
+		 * next turn at the latest: delivery never waits for a request
+		 * to come by, and a chunk left over goes on after I/O. */
+		if (bwd_state_has_work(srv->state))
+			event_active(srv->env.pump, 0, 0);
 
 		if (srv->store) {
 			enum bwd_commit done = bwd_store_commit(srv->store);

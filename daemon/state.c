@@ -70,7 +70,9 @@
  * earliest end of the batch's windows (deadline + leeway) less that
  * lane's bound; fires that come meanwhile join the batch, moving the
  * timer earlier if their window ends sooner, or letting the batch go at
- * once if it ends before it could.  When the timer fires the session
+ * once if it ends before it could.  A fire due before the session last
+ * let fires go (let_go_ns) missed that write - the coarse lane fires a
+ * tolerant timer up to a tick after its deadline - and goes at once.  When the timer fires the session
  * rejoins the work list and the pump hands the whole batch out in one
  * turn: one write per consumer.  O(1) per fire (one wheel insert and
  * cancel when a batch's end moves).
@@ -595,6 +597,17 @@ static void hold_check(struct bwd_session *s)
 		hold_release(s);
 }
 
+/* A batch, or a fire whose window left no time to wait, goes at now.
+ * Fires due by now belonged with it: one that its lane fires later (a
+ * coarse lane fires within its tick) goes at once rather than start a
+ * batch of its own and wait out its window. */
+static void let_go(struct bwd_session *s, uint64_t now)
+{
+	s->let_go_ns = now;
+	if (s->held)
+		hold_release(s);
+}
+
 /*
  * A client's timer of s fired at now: while s coalesces, its fire waits
  * with the others held until the earliest end of their windows (deadline
@@ -612,14 +625,14 @@ static void hold_add(struct bwd_session *s, const struct bwd_timer *t,
 	uint64_t bound = bwd_lane_late_ns(&st->opt->wheel.oneshot), end, at;
 
 	if (!s->nconsumers || s->ncoalesce != s->nconsumers ||
-	    (!s->held && (s->queue_head || s->due_head)))
+	    (!s->held && (s->queue_head || s->due_head ||
+			  t->deadline_ns <= s->let_go_ns)))
 		return;
 	end = t->deadline_ns > UINT64_MAX - leeway ? UINT64_MAX :
 		t->deadline_ns + leeway;
 	at = end > bound ? end - bound : 0;
 	if (at <= now) {
-		if (s->held)
-			hold_release(s);
+		let_go(s, now);
 		return;
 	}
 	if (s->held && at >= s->hold_ns)
@@ -792,6 +805,11 @@ static void ack_expired(struct bwd_member *m, uint64_t now_ns)
 	}
 	ack_timer_arm(m);
 	ready_add(m);
+}
+
+bool bwd_state_has_work(const struct bwd_state *st)
+{
+	return st->work.head != NULL;
 }
 
 struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
@@ -1083,7 +1101,7 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 		struct bwd_session *s = bwd_container_of(d, struct bwd_session, hold);
 
 		s->hold_armed = false;
-		hold_release(s);
+		let_go(s, now_ns);
 	} else {
 		struct bwd_session *s = bwd_container_of(d, struct bwd_session, linger);
 

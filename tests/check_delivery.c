@@ -2902,6 +2902,234 @@ START_TEST(test_periodic_slow_ack)
 }
 END_TEST
 
+/* ======================================================================
+ * liveness: a consumer that only waits gets every fire (issue 20)
+ * ====================================================================== */
+
+/*
+ * Read from c until `replies` replies with ids first.. and `fires` fires
+ * have come, each fire's key below `fires` and seen once; nothing is sent
+ * meanwhile.  Fails naming what was missing when DU_WAIT_MS passes with
+ * nothing new.
+ */
+static void take_all(struct du_conn *c, uint64_t first, size_t replies, size_t fires)
+{
+	bool *seen = calloc(fires ? fires : 1, sizeof(*seen));
+	size_t got = 0, fired = 0;
+	char desc[256];
+
+	ck_assert_ptr_nonnull(seen);
+	while (got < replies || fired < fires) {
+		du_env *e;
+		int rc = du_recv(c, DU_WAIT_MS, &e);
+
+		ck_assert_msg(rc != DU_TIMEOUT, "stalled: %zu of %zu replies, %zu of %zu fires "
+			      "after %d ms of waiting", got, replies, fired, fires, DU_WAIT_MS);
+		ck_assert_msg(rc == DU_FRAME, "%zu of %zu fires: %s", fired, fires,
+			      rc == DU_EOF ? "the daemon closed the connection" :
+			      bwp_strerror(c->bad));
+		du_describe(e, desc, sizeof(desc));
+		if (e->body_case == BC(FIRED)) {
+			ck_assert_msg(e->fired->key < fires && !seen[e->fired->key],
+				      "unexpected %s", desc);
+			seen[e->fired->key] = true;
+			fired++;
+		} else {
+			ck_assert_msg(e->has_request_id && e->request_id == first + got &&
+				      e->body_case == BC(SCHEDULE_REPLY), "reply %zu: %s",
+				      got + 1, desc);
+			got++;
+		}
+		bwp_frame_free(e);
+	}
+	free(seen);
+}
+
+/* The Python AsyncClient case of the issue: an anonymous client (auto-ack,
+ * window 256) pipelines 1,000 Schedules due at once, then only reads.  All
+ * 1,000 fires come; before the fix 256 did, then nothing until it sent a
+ * request. */
+START_TEST(test_waiting_anonymous)
+{
+	enum { N = 1000 };
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c;
+	struct du_buf b = { 0 };
+
+	du_daemon_start(d, NULL);
+	c = du_connect(d->sock);
+	bwp_frame_free(du_hello(c, NULL));
+	for (uint64_t k = 0; k < N; k++) {
+		struct du_sched s = { .key = k, .when = DU_DELAY, .when_ns = 0 };
+
+		du_pack_schedule(&b, 2 + k, &s);
+	}
+	du_send_buf(c, &b);
+	du_buf_free(&b);
+	take_all(c, 2, N, N);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A named auto-ack consumer of window 2 that never sends a thing, fed by a
+ * producer: all 10 fires come (4 of 10 did). */
+START_TEST(test_waiting_window2)
+{
+	enum { N = 10 };
+	struct du_daemon *d = du_daemon_new();
+	struct du_hello_opts o = { .role = ROLE(CONSUMER), .has_window = true, .window = 2,
+				   .has_auto_ack = true, .auto_ack = true };
+	struct du_conn *p, *c;
+	uint64_t id = 2;
+
+	du_daemon_start(d, NULL);
+	c = du_open_opts(d, "dl-wait2", &o);
+	p = open_producer(d, "dl-wait2");
+	for (uint64_t k = 0; k < N; k++)
+		schedule_one(p, id++, k, DU_DELAY, 5 * DU_MS);
+	take_all(c, 0, 0, N);
+	du_conn_free(p);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
+ * timing of coalesced and leeway fires (issue 20)
+ * ====================================================================== */
+
+/*
+ * Key 100 due at t with leeway `leeway`, key 101 due `gap` later with
+ * none; key 100 must come within `bound` of its deadline (plus the
+ * margin), and, with `before`, before key 101 is due.
+ */
+struct co_case {
+	uint64_t leeway, gap, bound;
+	bool before;
+};
+
+static void coalesce_pair(struct du_conn *co, struct du_conn *p, uint64_t *id,
+			  const struct co_case *x)
+{
+	struct du_sched a = { .key = 100, .when = DU_DELAY, .when_ns = 30 * DU_MS,
+			      .leeway = true, .leeway_ns = x->leeway };
+	struct du_sched b = { .key = 101, .when = DU_DELAY, .when_ns = 30 * DU_MS + x->gap,
+			      .leeway = true, .leeway_ns = 0 };
+	uint64_t dl[2];
+	du_env *e;
+
+	e = du_schedule(p, (*id)++, &a);
+	dl[0] = e->schedule_reply->deadline_ns;
+	bwp_frame_free(e);
+	e = du_schedule(p, (*id)++, &b);
+	dl[1] = e->schedule_reply->deadline_ns;
+	bwp_frame_free(e);
+	for (int n = 0; n < 2; n++) {
+		uint64_t rx, k;
+
+		e = du_expect_fire(co, DU_WAIT_MS, &rx);
+		k = e->fired->key;
+		ck_assert(k == 100 || k == 101);
+		ck_assert_uint_eq(e->fired->deadline_ns, dl[k - 100]);
+		du_check_fire_time(e->fired, rx, k == 100 ? x->bound : 0);
+		if (k == 100 && x->before)
+			ck_assert_msg(rx < dl[1], "key 100 held %.3f ms, past key 101's deadline",
+				      (double)(rx - dl[0]) / 1e6);
+		bwp_frame_free(e);
+	}
+}
+
+/*
+ * PROTOCOL.md's coalescing rules on a real clock:
+ * - a batch started by a fire with leeway 50 ms (the 1 ms lane) goes when
+ *   a leeway-less fire comes due 20 ms later, not at its window's end;
+ * - a fire with leeway 500 ms is in the 100 ms lane, which fires it up to
+ *   a tick after its deadline: when a leeway-less fire went meanwhile, it
+ *   goes at once (it came alone at t + 499 ms: a batch of its own);
+ * - with a consumer attached that did not ask for coalescing, nothing is
+ *   held: the tolerant fire comes within its lane's tick, before the
+ *   other is due.
+ */
+START_TEST(test_coalesce_release)
+{
+	static const struct co_case finest = { 50 * DU_MS, 20 * DU_MS, 20 * DU_MS, false };
+	static const struct co_case coarse = { 500 * DU_MS, 20 * DU_MS, 100 * DU_MS, false };
+	static const struct co_case plain = { 500 * DU_MS, 300 * DU_MS, 100 * DU_MS, true };
+	struct du_daemon *d = du_daemon_new();
+	struct du_hello_opts coo = { .role = ROLE(CONSUMER), .coalesce = true };
+	struct du_conn *co, *p, *other;
+	uint64_t id = 2;
+
+	du_daemon_start(d, NULL);
+	co = du_open_opts(d, "dl-corel", &coo);
+	p = open_producer(d, "dl-corel");
+	coalesce_pair(co, p, &id, &finest);
+	coalesce_pair(co, p, &id, &coarse);
+	/* A plain consumer holding a fire it never acknowledges, window 1:
+	 * every later fire goes to co, and none may be held.  The two
+	 * consumers take turns: one of keys 7 and 8 each. */
+	other = open_consumer(d, "dl-corel", 1, 0);
+	schedule_one(p, id++, 7, DU_DELAY, 0);
+	schedule_one(p, id++, 8, DU_DELAY, 0);
+	bwp_frame_free(must_fire(other, NULL));
+	bwp_frame_free(must_fire(co, NULL));
+	coalesce_pair(co, p, &id, &plain);
+	du_conn_free(other);
+	du_conn_free(p);
+	du_conn_free(co);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* 40 periodic timers, periods 100 ms to 1 s, leeway 5 ms: each fire comes
+ * within 5 ms (plus the margin) of its deadline, as the default leeway's
+ * do; before the fix the explicit 5 ms put them in a lane that ran up to
+ * 17 ms late at the daemon. */
+START_TEST(test_small_leeway_periodic)
+{
+	enum { N = 40 };
+	struct du_daemon *d = du_daemon_new();
+	struct du_hello_opts o = { .role = ROLE(CONSUMER), .coalesce = _i == 1 };
+	struct du_conn *c;
+	struct tu_rng rng;
+	uint64_t period[N], first[N], id = 2, t0, worst = 0, fires = 0;
+
+	tu_rng_seed(&rng, test_seed("test_small_leeway_periodic"));
+	du_daemon_start(d, NULL);
+	c = du_open_opts(d, "dl-leeway5", &o);
+	for (uint64_t k = 0; k < N; k++) {
+		struct du_sched s = { .key = k, .when = DU_DELAY, .periodic = true,
+				      .leeway = true, .leeway_ns = 5 * DU_MS };
+		du_env *e;
+
+		period[k] = (100 + tu_rng_below(&rng, 901)) * DU_MS;
+		s.period_ns = period[k];
+		s.when_ns = period[k];
+		e = du_schedule(c, id++, &s);
+		first[k] = e->schedule_reply->deadline_ns;
+		bwp_frame_free(e);
+	}
+	t0 = du_now_ns();
+	while (du_now_ns() < t0 + 1500 * DU_MS) {
+		uint64_t rx, k, late;
+		du_env *e = du_expect_fire(c, DU_WAIT_MS, &rx);
+
+		k = e->fired->key;
+		ck_assert_uint_lt(k, N);
+		ck_assert((e->fired->deadline_ns - first[k]) % period[k] == 0);
+		late = du_check_fire_time(e->fired, rx, 5 * DU_MS);
+		worst = late > worst ? late : worst;
+		fires++;
+		bwp_frame_free(e);
+	}
+	du_note("leeway 5 ms%s: %" PRIu64 " fires, the latest %.3f ms after its deadline",
+		o.coalesce ? ", coalescing" : "", fires, (double)worst / 1e6);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 static Suite *delivery_suite(void)
 {
 	Suite *s = suite_create("delivery");
@@ -2972,6 +3200,14 @@ static Suite *delivery_suite(void)
 	tc = tcase_create("coalesce");
 	du_tcase(tc);
 	tcase_add_test(tc, test_coalesce);
+	tcase_add_test(tc, test_coalesce_release);
+	tcase_add_loop_test(tc, test_small_leeway_periodic, 0, 2);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("liveness");
+	du_tcase(tc);
+	tcase_add_test(tc, test_waiting_anonymous);
+	tcase_add_test(tc, test_waiting_window2);
 	suite_add_tcase(s, tc);
 	return s;
 }
