@@ -105,6 +105,13 @@ struct bwd_budgets {
 
 /* A consumer's window when its Hello names none (PROTOCOL.md). */
 #define BWD_DEFAULT_WINDOW 256u
+/* The shortest ack timeout: a shorter one asked for is raised to it, so
+ * that a consumer cannot have its whole window taken back and handed out
+ * again at every tick (PROTOCOL.md). */
+#define BWD_MIN_ACK_TIMEOUT_NS 100000000u
+/* The slowest a uid's redeliveries are paced (in mHz), whatever its
+ * periodic-rate budget (state.c, "Redeliveries"). */
+#define BWD_MIN_REDELIVERY_MHZ 100000u
 
 /* When a journal write counts as done (--fsync). */
 enum bwd_fsync { BWD_FSYNC_NEVER, BWD_FSYNC_BATCH, BWD_FSYNC_ALWAYS };
@@ -237,7 +244,7 @@ bool bwd_map_scan(const struct bwd_map *m, uint64_t *pos, size_t work,
  * wheel fired, or a periodic fire made behind them (BWD_DUE_FIRE), waits
  * in its session's due list (next) for its turn to join the queue. */
 enum bwd_due_kind { BWD_DUE_TIMER, BWD_DUE_LINGER, BWD_DUE_ACK, BWD_DUE_FIRE,
-		    BWD_DUE_HOLD };
+		    BWD_DUE_HOLD, BWD_DUE_PACE };
 struct bwd_due {
 	enum bwd_due_kind kind;
 	struct bwd_due *next;
@@ -258,6 +265,8 @@ struct bwd_fire {
 	bool late;
 	bool sent;                 /* journaled as handed to a consumer      */
 	bool redelivered;          /* handed out before, not acknowledged    */
+	bool taken_back;           /* from a consumer: its next hand-out is
+				      paced by its owner's redelivery rate  */
 	bool has_payload;
 	uint32_t payload_len;
 	const uint8_t *payload;    /* the bytes that follow                  */
@@ -334,6 +343,11 @@ struct bwd_session {
 				      went                                   */
 	struct bwd_due hold;       /* BWD_DUE_HOLD                           */
 	bw_handle hold_handle;
+	/* Redelivery pacing (state.c): a taken-back fire at the queue's head
+	 * waits, out of the work list, for its owner's rate to allow it. */
+	bool paced;
+	struct bwd_due pace;       /* BWD_DUE_PACE                           */
+	bw_handle pace_handle;
 	struct bwd_state *state;
 	uint64_t id;               /* its number: in the state files (named),
 				      id_node's key                          */

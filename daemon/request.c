@@ -219,6 +219,8 @@ static int hello_attach(const struct bwd_options *opt, const Envelope *req,
 	if (!a->consumer)
 		a->window = 0;
 	a->ack_timeout_ns = h->has_ack_timeout_ns ? h->ack_timeout_ns : 0;
+	if (a->ack_timeout_ns && a->ack_timeout_ns < BWD_MIN_ACK_TIMEOUT_NS)
+		a->ack_timeout_ns = BWD_MIN_ACK_TIMEOUT_NS;
 	a->auto_ack = a->consumer && (h->has_auto_ack ? h->auto_ack : !named);
 	a->coalesce = a->consumer && h->has_coalesce && h->coalesce;
 	return 0;

@@ -77,6 +77,16 @@
  * turn: one write per consumer.  O(1) per fire (one wheel insert and
  * cancel when a batch's end moves).
  *
+ * Redeliveries.  A fire taken back from a consumer (its ack timeout, its
+ * connection gone) is marked taken_back; when one is at the head of its
+ * session's queue, handing it out takes a token from its owner's bucket,
+ * filled at the uid's periodic-rate budget (pace_take).  Without one the
+ * session leaves the work list and a pace timer (BWD_DUE_PACE) brings it
+ * back when the bucket will have one.  So consumers that read and never
+ * acknowledge, or that come and go, redeliver at their own uid's rate,
+ * while the pump's per-turn bound keeps the loop's turns short for
+ * everyone else.  Fires read back at a restart are not paced.
+ *
  * Nothing here does I/O or knows libevent: the server pulls what is to be
  * sent (bwd_state_next_delivery), and the state's own timers - a detached
  * session's linger, a consumer's ack timeout - are entries in the same
@@ -183,6 +193,8 @@ struct bwd_uid {
 	struct bwd_lane_usage lane[2];
 	uint64_t journal;          /* bytes its named sessions added to the
 				      current journal generation            */
+	/* Redelivery pacing: a token bucket, in milli-fires, as of pace_ns. */
+	uint64_t pace_tokens, pace_ns;
 	/* Its sessions by id while listed, for its own listings (made at
 	 * its first session). */
 	struct bwd_map listed;
@@ -534,7 +546,7 @@ static void slist_remove(struct bwd_slist *l, struct bwd_session *s, size_t off)
 
 static void work_add(struct bwd_session *s)
 {
-	if (s->queue_head && s->ready_head && !s->held)
+	if (s->queue_head && s->ready_head && !s->held && !s->paced)
 		slist_add(&s->state->work, s, WORK);
 }
 
@@ -771,6 +783,7 @@ static void take_back(struct bwd_member *m, struct bwd_fire *last)
 	tail->next = NULL;
 	for (struct bwd_fire *f = head; f; f = f->next) {
 		f->redelivered |= f->wire_end <= m->drained;
+		f->taken_back = true;
 		st->stats.bytes -= fire_bytes(f);
 		n++;
 	}
@@ -812,6 +825,55 @@ bool bwd_state_has_work(const struct bwd_state *st)
 	return st->work.head != NULL;
 }
 
+/* ---- redeliveries ---------------------------------------------------------- */
+
+/*
+ * Whether u may hand out one more taken-back fire at now; if not, *wait_ns
+ * until it may.  A token bucket filled at u's periodic-rate budget (at
+ * least BWD_MIN_REDELIVERY_MHZ), holding a second's worth: a consumer that
+ * never acknowledges, or comes and goes, costs its own uid's rate, not
+ * the host's loop.  Root, without a budget, is not paced.
+ */
+static bool pace_take(struct bwd_uid *u, uint64_t now, uint64_t *wait_ns)
+{
+	uint64_t rate, dt;
+
+	if (!u->lim || u->lim->periodic_mhz == UINT64_MAX)
+		return true;
+	rate = u->lim->periodic_mhz > BWD_MIN_REDELIVERY_MHZ ?
+		u->lim->periodic_mhz : BWD_MIN_REDELIVERY_MHZ;
+	dt = now - u->pace_ns < 1000000000u ? now - u->pace_ns : 1000000000u;
+	u->pace_tokens += (uint64_t)((unsigned __int128)dt * rate / 1000000000u);
+	if (u->pace_tokens > rate)
+		u->pace_tokens = rate;
+	u->pace_ns = now;
+	if (u->pace_tokens >= 1000u) {
+		u->pace_tokens -= 1000u;
+		return true;
+	}
+	*wait_ns = (uint64_t)((unsigned __int128)(1000u - u->pace_tokens) *
+			      1000000000u / rate) + 1;
+	return false;
+}
+
+/* s's head is a taken-back fire its owner may not hand out yet: s leaves
+ * the work list until then.  False when no timer can be had (the fire
+ * then goes unpaced: nothing is lost for want of memory). */
+static bool pace_wait(struct bwd_session *s, uint64_t now)
+{
+	uint64_t wait;
+	bool armed = false;
+
+	if (pace_take(s->acct, now, &wait))
+		return false;
+	own_arm(s->state, &s->pace, now + wait, &s->pace_handle, &armed);
+	if (!armed)
+		return false;
+	s->paced = true;
+	work_remove(s);
+	return true;
+}
+
 struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 					 struct bwd_member **out)
 {
@@ -821,14 +883,17 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 		struct bwd_member *m = s->ready_head;
 		struct bwd_fire *f;
 
-		if (!s->queue_head || !m || s->held) {
+		if (!s->queue_head || !m || s->held || s->paced) {
 			work_remove(s);
 			continue;
 		}
+		if (s->queue_head->taken_back && pace_wait(s, bw_now_ns()))
+			continue;
 		ready_remove(m);
 		if (!member_may_take(m))
 			continue;
 		f = dequeue(s);
+		f->taken_back = false;
 		f->delivery = ++m->last_delivery;
 		/* Not written yet: no drain may complete it (auto_ack) before
 		 * the connection says where its frame ends. */
@@ -1102,6 +1167,11 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 
 		s->hold_armed = false;
 		let_go(s, now_ns);
+	} else if (d->kind == BWD_DUE_PACE) {
+		struct bwd_session *s = bwd_container_of(d, struct bwd_session, pace);
+
+		s->paced = false;
+		work_add(s);
 	} else {
 		struct bwd_session *s = bwd_container_of(d, struct bwd_session, linger);
 
@@ -1346,6 +1416,7 @@ static int session_new(struct bwd_state *st, const char *name, uid_t uid,
 	s->owner = uid;
 	s->linger.kind = BWD_DUE_LINGER;
 	s->hold.kind = BWD_DUE_HOLD;
+	s->pace.kind = BWD_DUE_PACE;
 	if (bwd_map_init(&s->timers, st->seed))
 		goto fail;
 	if (name) {
@@ -1492,6 +1563,7 @@ static void session_free(struct bwd_session *s)
 	due_drop(s);
 	own_disarm(st, s->linger_handle, &s->lingering);
 	own_disarm(st, s->hold_handle, &s->hold_armed);
+	own_disarm(st, s->pace_handle, &s->paced);
 	for (size_t b = 0; b <= s->timers.mask; b++) {
 		while (s->timers.bucket[b]) {
 			struct bwd_timer *t = bwd_container_of(s->timers.bucket[b],

@@ -35,6 +35,10 @@
  *                a non-root caller's every figure is its own uid's: uid
  *                65534's activity is invisible to uid 65533, visible to
  *                root
+ *   redelivery   a consumer of uid 65534 that never acknowledges, with
+ *                the shortest ack timeout (1 ns asked, 100 ms given),
+ *                gets its fires again at its periodic-rate budget, not
+ *                its whole window every tick; nothing is lost meanwhile
  *   recovery     after a SIGKILL and a restart with --state-dir, the
  *                restored timers, rate and bytes count: the budget still
  *                refuses; with budgets lowered, nothing restored is
@@ -1339,6 +1343,88 @@ START_TEST(test_bytes_recovery)
 }
 END_TEST
 
+/* ---- redelivery pacing ---------------------------------------------------- */
+
+#define PACE_FIRES 300u
+#define PACE_HZ 100u
+
+/*
+ * Uid 65534's consumer reads 300 fires and never acknowledges them, with
+ * the shortest ack timeout there is (1 ns asked: 100 ms given).  Every
+ * 100 ms its fires are taken back; handing them out again costs the uid's
+ * rate (100 Hz: a second's worth at once, then 100 a second), so in 800 ms
+ * it gets at most 100 + 80 of them again, not 300 every 100 ms.  Then a
+ * consumer that acknowledges gets every one of the 300: a paced session is
+ * woken by its pace timer.
+ */
+static void pace_client(const struct du_daemon *d)
+{
+	struct du_hello_opts o = { .role = BITWHEEL__V1__ROLE__CONSUMER, .has_window = true,
+				   .window = PACE_FIRES, .ack_timeout_ns = 1,
+				   .has_auto_ack = true, .auto_ack = false };
+	struct du_hello_opts ao = { .role = BITWHEEL__V1__ROLE__CONSUMER, .has_auto_ack = true,
+				    .auto_ack = true };
+	bool seen[PACE_FIRES] = { false };
+	struct du_conn *p, *c;
+	uint64_t id = 10, t0, again = 0;
+	size_t got = 0;
+	du_env *e;
+
+	p = du_open_opts(d, "pace", &(struct du_hello_opts){ .role = BITWHEEL__V1__ROLE__PRODUCER });
+	c = du_connect(d->sock);
+	e = du_hello_opts(c, "pace", &o);
+	ck_assert_uint_eq(e->hello_reply->ack_timeout_ns, 100 * DU_MS);
+	bwp_frame_free(e);
+	for (uint64_t k = 0; k < PACE_FIRES; k++)
+		sched_ok(p, id++, k, 0, 0, false);
+	for (size_t n = 0; n < PACE_FIRES; n++) {
+		e = du_expect_fire(c, DU_WAIT_MS, NULL);
+		ck_assert(!e->fired->redelivered);
+		bwp_frame_free(e);
+	}
+	t0 = du_now_ns();
+	while (du_now_ns() < t0 + 800 * DU_MS) {
+		if (du_recv(c, 50, &e) != DU_FRAME)
+			continue;
+		ck_assert_int_eq(e->body_case, BITWHEEL__V1__ENVELOPE__BODY_FIRED);
+		ck_assert(e->fired->redelivered);
+		again++;
+		bwp_frame_free(e);
+	}
+	du_note("pace: %" PRIu64 " fires handed out again in 800 ms at %u Hz (300 taken back every 100 ms)",
+		again, PACE_HZ);
+	ck_assert_msg(again > 0, "nothing was redelivered");
+	ck_assert_msg(again <= PACE_HZ + PACE_HZ * 8 / 10 + 10,
+		      "%" PRIu64 " redeliveries in 800 ms: past the uid's %u Hz", again, PACE_HZ);
+	du_conn_free(c);
+	c = du_open_opts(d, "pace", &ao);
+	while (got < PACE_FIRES) {
+		e = du_expect_fire(c, DU_WAIT_MS, NULL);
+		ck_assert_uint_lt(e->fired->key, PACE_FIRES);
+		if (!seen[e->fired->key]) {
+			seen[e->fired->key] = true;
+			got++;
+		}
+		bwp_frame_free(e);
+	}
+	du_conn_free(c);
+	du_conn_free(p);
+}
+
+START_TEST(test_redelivery_paced)
+{
+	static const char *const extra[] = { "--max-periodic-rate-per-uid", "100", NULL };
+	struct du_daemon *d;
+
+	if (!need_root("test_redelivery_paced"))
+		return;
+	d = shared_daemon(extra);
+	du_run_as(NOBODY, d, pace_client, DU_WAIT_MS * 3);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
 static Suite *budget_suite(void)
 {
 	Suite *s = suite_create("budget");
@@ -1365,6 +1451,11 @@ static Suite *budget_suite(void)
 	du_tcase(tc);
 	tcase_add_test(tc, test_uid_recovery);
 	tcase_add_test(tc, test_bytes_recovery);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("redelivery");
+	du_tcase(tc);
+	tcase_add_test(tc, test_redelivery_paced);
 	suite_add_tcase(s, tc);
 	return s;
 }
