@@ -6,12 +6,15 @@
  *   log.c       leveled logging to stderr (journald reads the <N> prefix)
  *   map.c       intrusive chained hash map keyed by u64
  *   state.c     sessions, their members (connections' places), timers,
- *               queues and fires in flight, and the dual wheel: everything
- *               the daemon knows, changed only through bwd_state_* /
- *               bwd_session_* / bwd_member_*, each change of a named session
- *               told to the journal, all of it written out (dump) and read
- *               back (apply) there.  No I/O and no libevent: what is to be
+ *               and the dual wheel: everything the daemon knows, changed
+ *               only through bwd_state_* / bwd_session_* / bwd_member_*,
+ *               each change of a named session told to the journal.  No
+ *               I/O and no libevent.  Its parts, over state-internal.h:
+ *   delivery.c  queues, consumers' windows and fires in flight, acks,
+ *               take-backs, coalescing, redelivery pacing: what is to be
  *               sent is pulled from it (bwd_state_next_delivery)
+ *   account.c   per-uid accounts and budgets
+ *   restore.c   the state written out (dump) and read back (apply)
  *   record.c    the bytes of the state files: headers and records, CRC32C
  *   journal.c   the append-only journal file: append, group commit, rotate
  *   snapshot.c  a snapshot written by a forked child, then installed

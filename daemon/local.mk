@@ -7,6 +7,9 @@ bwd_core_sources = \
 	daemon/log.c \
 	daemon/map.c \
 	daemon/state.c \
+	daemon/delivery.c \
+	daemon/account.c \
+	daemon/restore.c \
 	daemon/record.c \
 	daemon/journal.c \
 	daemon/snapshot.c \
@@ -15,7 +18,8 @@ bwd_core_sources = \
 	daemon/conn.c \
 	daemon/request.c \
 	daemon/server.c \
-	daemon/daemon-internal.h
+	daemon/daemon-internal.h \
+	daemon/state-internal.h
 daemon_bitwheeld_SOURCES = daemon/bitwheeld.c $(bwd_core_sources)
 daemon_bitwheeld_CPPFLAGS = $(AM_CPPFLAGS) $(bw_proto_cppflags) \
 	$(LIBEVENT_CFLAGS) $(LIBSYSTEMD_CFLAGS)

@@ -1,0 +1,347 @@
+/*
+ * restore.c - the state written out and read back: every named session,
+ * timer and undelivered fire as records (record.c), a snapshot's body
+ * (bwd_state_dump), and those records, and the journal's after them,
+ * applied at start-up (bwd_state_apply, bwd_state_restore_finish).
+ *
+ * The same records come back through bwd_state_apply() at start-up, from
+ * a snapshot (bwd_state_dump() wrote it) and the journals after it; the
+ * timers go into the wheel only once the last record is read
+ * (bwd_state_restore_finish), so that replaying a timer's history costs
+ * map operations, not wheel ones.
+ *
+ * Costs: a dump is O(sessions + timers + fires); applying a record is a
+ * map lookup, a DONE O(its distance from the queue's head).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "state-internal.h"
+
+/* ---- writing out and reading back ------------------------------------------- */
+
+static struct bwd_record session_record(const struct bwd_session *s)
+{
+	return (struct bwd_record){
+		.type = BWD_REC_SESSION, .sid = s->id, .seq = s->next_seq,
+		.uid = (uint32_t)s->owner, .name = s->name,
+		.name_len = (uint8_t)strlen(s->name),
+	};
+}
+
+void bwd_state_set_journal(struct bwd_state *st, struct bwd_journal *j)
+{
+	st->journal = j;
+	/* A new generation: every uid's share starts again. */
+	for (size_t b = 0; st->uids.bucket && b <= st->uids.mask; b++)
+		for (struct bwd_map_node *n = st->uids.bucket[b]; n; n = n->next)
+			bwd_container_of(n, struct bwd_uid, node)->journal = 0;
+	if (!j)
+		return;
+	/* Every journal names the sessions it continues, so that one read
+	 * without the snapshot before it (--ignore-snapshot) still knows
+	 * whose timers its records are. */
+	for (size_t b = 0; b <= st->sessions.mask; b++) {
+		for (struct bwd_map_node *n = st->sessions.bucket[b]; n; n = n->next) {
+			struct bwd_record r = session_record(
+				bwd_container_of(n, struct bwd_session, node));
+
+			bwd_state_journal(st, NULL, &r);
+		}
+	}
+}
+
+static int dump_fire(const struct bwd_session *s, const struct bwd_fire *f,
+		     int (*emit)(void *, const struct bwd_record *), void *ctx)
+{
+	struct bwd_record r = {
+		.type = BWD_REC_QUEUED, .sid = s->id, .key = f->key,
+		.seq = f->seq, .deadline_ns = f->deadline_ns,
+		.count = f->count, .fired_ns = f->fired_ns,
+		.flags = (f->has_payload ? BWD_RECF_PAYLOAD : 0) |
+			 (f->late ? BWD_RECF_LATE : 0) |
+			 (f->sent ? BWD_RECF_SENT : 0),
+		.payload = f->payload, .payload_len = f->payload_len,
+	};
+
+	return emit(ctx, &r);
+}
+
+static int dump_fires(const struct bwd_session *s, const struct bwd_fire *f,
+		      int (*emit)(void *, const struct bwd_record *), void *ctx)
+{
+	int err = 0;
+
+	for (; f && !err; f = f->next)
+		err = dump_fire(s, f, emit, ctx);
+	return err;
+}
+
+/* The due list: fires owed (journaled), after the queue's. */
+static int dump_due(const struct bwd_session *s,
+		    int (*emit)(void *, const struct bwd_record *), void *ctx)
+{
+	int err = 0;
+
+	for (const struct bwd_due *d = s->due_head; d && !err; d = d->next) {
+		const struct bwd_timer *t;
+		struct bwd_fire f;
+
+		if (d->kind == BWD_DUE_FIRE) {
+			err = dump_fire(s, bwd_container_of(d, struct bwd_fire, due),
+					emit, ctx);
+			continue;
+		}
+		t = bwd_container_of(d, struct bwd_timer, due);
+		f = bwd_timer_fire_of(t, t->fired_ns, 0);
+		f.seq = t->seq;
+		err = dump_fire(s, &f, emit, ctx);
+	}
+	return err;
+}
+
+static int dump_session(const struct bwd_session *s,
+			int (*emit)(void *, const struct bwd_record *), void *ctx)
+{
+	struct bwd_record r = session_record(s);
+	int err = emit(ctx, &r);
+
+	for (size_t b = 0; !err && b <= s->timers.mask; b++) {
+		for (struct bwd_map_node *n = s->timers.bucket[b]; n && !err; n = n->next) {
+			const struct bwd_timer *t = bwd_container_of(n, struct bwd_timer, node);
+
+			if (t->fired)
+				continue;
+			r = (struct bwd_record){
+				.type = BWD_REC_TIMER, .sid = s->id, .key = n->key,
+				.deadline_ns = t->deadline_ns, .period_ns = t->period_ns,
+				.count = t->count, .leeway_ns = t->leeway_ns,
+				.flags = (t->has_payload ? BWD_RECF_PAYLOAD : 0) |
+					 (t->late ? BWD_RECF_LATE : 0) |
+					 (t->leeway_ns != BWD_LEEWAY_DEFAULT ?
+					  BWD_RECF_LEEWAY : 0),
+				.payload = t->payload, .payload_len = t->payload_len,
+			};
+			err = emit(ctx, &r);
+		}
+	}
+	/* In flight, then queued: in flight ones go back to the front of the
+	 * queue when read back, as they would if their consumers left. */
+	for (const struct bwd_member *m = s->members; m && !err; m = m->next)
+		err = dump_fires(s, m->flight_head, emit, ctx);
+	if (!err)
+		err = dump_fires(s, s->queue_head, emit, ctx);
+	if (!err)
+		err = dump_due(s, emit, ctx);
+	return err;
+}
+
+int bwd_state_dump(const struct bwd_state *st,
+		   int (*emit)(void *ctx, const struct bwd_record *r), void *ctx)
+{
+	int err = 0;
+
+	for (size_t b = 0; !err && b <= st->sessions.mask; b++)
+		for (struct bwd_map_node *n = st->sessions.bucket[b]; n && !err; n = n->next)
+			err = dump_session(bwd_container_of(n, struct bwd_session, node),
+					   emit, ctx);
+	return err;
+}
+
+/* A time read back from a file whose clock runs shift ns behind ours;
+ * before our clock's zero it is simply long past, and past its end never. */
+static uint64_t shifted(uint64_t t, int64_t shift)
+{
+	uint64_t by = shift < 0 ? 0 - (uint64_t)shift : (uint64_t)shift;
+
+	if (shift < 0)
+		return t < by ? 0 : t - by;
+	return t > UINT64_MAX - by ? UINT64_MAX : t + by;
+}
+
+/* Queue a restored fire at the tail: its seq is the newest so far. */
+static void restore_fire(struct bwd_session *s, const struct bwd_record *r,
+			const uint8_t *payload, uint32_t payload_len,
+			bool has_payload, int64_t shift)
+{
+	struct bwd_fire f = {
+		.key = r->key, .seq = r->seq,
+		.deadline_ns = shifted(r->deadline_ns, shift),
+		.fired_ns = shifted(r->fired_ns, shift), .count = r->count,
+		.late = r->flags & BWD_RECF_LATE, .sent = r->flags & BWD_RECF_SENT,
+		.redelivered = r->flags & BWD_RECF_SENT,
+		.has_payload = has_payload, .payload = payload,
+		.payload_len = payload_len,
+	};
+	struct bwd_fire *q = bwd_fire_new(&f);
+
+	if (q) {
+		bwd_fire_enqueue(s, q);
+	} else {
+		s->dropped++;
+		COUNT(s, dropped, 1);
+	}
+	if (r->seq >= s->next_seq)
+		s->next_seq = r->seq + 1;
+}
+
+/* The queued fire with this seq, for SENT and DONE. */
+static struct bwd_fire *find_fire(struct bwd_session *s, uint64_t seq,
+				  struct bwd_fire **prev)
+{
+	*prev = NULL;
+	for (struct bwd_fire *f = s->queue_head; f; *prev = f, f = f->next)
+		if (f->seq == seq)
+			return f;
+	return NULL;
+}
+
+static int apply_fired(struct bwd_session *s, const struct bwd_record *r,
+		       int64_t shift)
+{
+	struct bwd_timer *t = bwd_timer_find(s, r->key);
+
+	if (!t)
+		return BWD_REC_ECORRUPT;
+	restore_fire(s, r, t->payload, t->payload_len, t->has_payload, shift);
+	t->late = false;
+	t->count = r->count;
+	if (!bwd_timer_advance(t, shifted(r->fired_ns, shift)))
+		bwd_timer_free(s->state, t);
+	return 0;
+}
+
+static int apply_timer(struct bwd_session *s, const struct bwd_record *r,
+		       int64_t shift)
+{
+	struct bwd_schedule req = {
+		.key = r->key, .deadline_ns = shifted(r->deadline_ns, shift),
+		.period_ns = r->period_ns, .payload = r->payload,
+		.payload_len = r->payload_len,
+		.has_payload = r->flags & BWD_RECF_PAYLOAD,
+		.leeway_ns = r->flags & BWD_RECF_LEEWAY ? r->leeway_ns :
+			BWD_LEEWAY_DEFAULT,
+	};
+	struct bwd_timer *old = bwd_timer_find(s, r->key), *t;
+
+	t = bwd_timer_new(s, &req);
+	if (!t)
+		return -ENOMEM;
+	t->count = r->count;
+	t->late = r->flags & BWD_RECF_LATE;
+	if (old)
+		bwd_timer_free(s->state, old);
+	bwd_timer_add(s, t);
+	return 0;
+}
+
+int bwd_state_apply(struct bwd_state *st, const struct bwd_record *r,
+		    int64_t shift_ns)
+{
+	struct bwd_session *s = r->type == BWD_REC_TRAILER ? NULL :
+		bwd_session_by_id(st, r->sid);
+	struct bwd_timer *t;
+	struct bwd_fire *f, *prev;
+	char name[BWP_SESSION_NAME_MAX + 1];
+
+	st->restoring = true;
+	if (r->type == BWD_REC_SESSION) {
+		if (r->sid == 0 || r->name_len == 0 || r->name_len > BWP_SESSION_NAME_MAX)
+			return BWD_REC_ECORRUPT;
+		memcpy(name, r->name, r->name_len);
+		name[r->name_len] = '\0';
+		/* A journal starts by naming the sessions it continues. */
+		if (s) {
+			if (strcmp(s->name, name) || s->owner != (uid_t)r->uid)
+				return BWD_REC_ECORRUPT;
+			if (r->seq > s->next_seq)
+				s->next_seq = r->seq;
+			return 0;
+		}
+		if (!bwp_session_name_valid(name, r->name_len) ||
+		    bwd_session_find(st, (uid_t)r->uid, name))
+			return BWD_REC_ECORRUPT;
+		if (bwd_session_new(st, name, (uid_t)r->uid, r->sid, &s))
+			return -ENOMEM;
+		s->next_seq = r->seq;
+		return 0;
+	}
+	if (!s)
+		return BWD_REC_ECORRUPT;
+	switch (r->type) {
+	case BWD_REC_END:
+		bwd_session_free(s);
+		return 0;
+	case BWD_REC_TIMER:
+		return apply_timer(s, r, shift_ns);
+	case BWD_REC_CANCEL:
+		t = bwd_timer_find(s, r->key);
+		if (!t)
+			return BWD_REC_ECORRUPT;
+		bwd_timer_free(st, t);
+		return 0;
+	case BWD_REC_FIRE:
+		return apply_fired(s, r, shift_ns);
+	case BWD_REC_QUEUED:
+		restore_fire(s, r, r->payload, r->payload_len,
+			     r->flags & BWD_RECF_PAYLOAD, shift_ns);
+		return 0;
+	case BWD_REC_SENT:
+		f = find_fire(s, r->seq, &prev);
+		if (!f)
+			return BWD_REC_ECORRUPT;
+		f->sent = f->redelivered = true;
+		return 0;
+	case BWD_REC_DONE:
+		f = find_fire(s, r->seq, &prev);
+		if (!f)
+			return BWD_REC_ECORRUPT;
+		if (prev)
+			prev->next = f->next;
+		else
+			s->queue_head = f->next;
+		if (s->queue_tail == f)
+			s->queue_tail = prev;
+		bwd_fire_count_queued(s, f, -1);
+		bwd_fire_free(s, f);
+		return 0;
+	default:
+		return BWD_REC_ECORRUPT;
+	}
+}
+
+int bwd_state_restore_finish(struct bwd_state *st, uint64_t now_ns,
+			     struct bwd_state_stats *restored)
+{
+	memset(restored, 0, sizeof(*restored));
+	st->restoring = false;
+	for (size_t b = 0; b <= st->sessions.mask; b++) {
+		for (struct bwd_map_node *n = st->sessions.bucket[b], *next; n; n = next) {
+			struct bwd_session *s = bwd_container_of(n, struct bwd_session, node);
+
+			next = n->next;
+			for (size_t tb = 0; tb <= s->timers.mask; tb++) {
+				for (struct bwd_map_node *tn = s->timers.bucket[tb], *tnext;
+				     tn; tn = tnext) {
+					struct bwd_timer *t = bwd_container_of(tn, struct bwd_timer, node);
+
+					tnext = tn->next;
+					if (t->deadline_ns < now_ns)
+						t->late = true;
+					if (bwd_timer_arm(st, t)) {
+						bwd_log(BWD_LOG_ERR, "session '%s': no memory to restore a timer",
+							s->name);
+						bwd_timer_free(st, t);
+						continue;
+					}
+					restored->timers++;
+				}
+			}
+			restored->queued += s->queued;
+			restored->sessions++;
+			bwd_session_linger(s);
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,191 @@
+/*
+ * state-internal.h - what the state's files share (state.c says how the
+ * state is split): struct bwd_state, the per-uid entry, the round-robin
+ * session lists, and the functions each file offers the others.  Only
+ * state.c, delivery.c, account.c and restore.c include it.
+ */
+#ifndef BWD_STATE_INTERNAL_H
+#define BWD_STATE_INTERNAL_H
+
+#include <stddef.h>
+
+#include "daemon-internal.h"
+
+/* One uid's use of the daemon (see "Budgets" above). */
+struct bwd_uid {
+	struct bwd_map_node node;  /* keyed by the uid                       */
+	const struct bwd_budget *lim; /* its budgets; NULL: exempt (root)    */
+	uint64_t conns;            /* accepted connections                   */
+	uint64_t named;            /* named sessions                         */
+	uint64_t sessions;         /* every session, anonymous and ending too */
+	uint64_t timers;           /* pending timers                         */
+	uint64_t fires;            /* undelivered fires: queued, in flight   */
+	uint64_t periodic_mhz;     /* sum of 1/period over periodic timers   */
+	uint64_t bytes;            /* its timers' and fires' costs, output   */
+	/* Its share of struct bwd_state_stats (COUNT), and of each lane's
+	 * counters (lane_count): what Stats shows it. */
+	uint64_t queued, in_flight, consumers, dropped, acked, redelivered,
+		 expired;
+	struct bwd_lane_usage lane[2];
+	uint64_t journal;          /* bytes its named sessions added to the
+				      current journal generation            */
+	/* Redelivery pacing: a token bucket, in milli-fires, as of pace_ns. */
+	uint64_t pace_tokens, pace_ns;
+	/* Its sessions by id while listed, for its own listings (made at
+	 * its first session). */
+	struct bwd_map listed;
+};
+
+/* A figure of the state's and of session s's owner's share, by n. */
+#define COUNT(s, field, n) do {						\
+	(s)->state->stats.field += (uint64_t)(n);			\
+	(s)->acct->field += (uint64_t)(n);				\
+} while (0)
+
+/* A round-robin list of sessions, linked through one struct bwd_slink of
+ * each (at offset off). */
+struct bwd_slist {
+	struct bwd_session *head, **tail;
+};
+
+struct bwd_state {
+	struct bw_dual *wheel;
+	struct bwd_map uids;       /* struct bwd_uid by uid                  */
+	struct bwd_map sessions;
+	struct bwd_map by_id;      /* live sessions by id: named (the state
+				      files' numbers) and anonymous        */
+	struct bwd_journal *journal;
+	struct bwd_session *ending;  /* anonymous sessions being torn down  */
+	/* Sessions that may have a fire to hand out, and those with fires
+	 * to make (due lists), each served from the head. */
+	struct bwd_slist work, firing;
+	uint64_t next_id;
+	bool restoring;            /* timers are not in the wheel yet        */
+	const struct bwd_options *opt;
+	const struct bwd_budgets *budgets; /* in force: opt's, or reread    */
+	struct bwd_state_stats stats;
+	/* Every client timer's fire, by lane: fired_at - deadline. */
+	struct bwd_hist late[2];
+	uint64_t held;             /* every uid's bytes                      */
+	uint64_t seed;
+};
+
+static inline struct bwd_slink *bwd_slink_at(struct bwd_session *s, size_t off)
+{
+	return (struct bwd_slink *)(void *)((char *)s + off);
+}
+
+/* s joins l's tail, unless it is in already. */
+static inline void bwd_slist_add(struct bwd_slist *l, struct bwd_session *s, size_t off)
+{
+	struct bwd_slink *k = bwd_slink_at(s, off);
+
+	if (k->pprev)
+		return;
+	k->next = NULL;
+	k->pprev = l->tail;
+	*l->tail = s;
+	l->tail = &k->next;
+}
+
+static inline void bwd_slist_remove(struct bwd_slist *l, struct bwd_session *s, size_t off)
+{
+	struct bwd_slink *k = bwd_slink_at(s, off);
+
+	if (!k->pprev)
+		return;
+	*k->pprev = k->next;
+	if (k->next)
+		bwd_slink_at(k->next, off)->pprev = k->pprev;
+	else
+		l->tail = k->pprev;
+	k->pprev = NULL;
+}
+
+/* ---- account.c: per-uid accounts ----------------------------------------- */
+
+/* uid's entry: NULL when it has none (find), or no memory (get). */
+struct bwd_uid *bwd_acct_find(const struct bwd_state *st, uid_t uid);
+struct bwd_uid *bwd_acct_get(struct bwd_state *st, uid_t uid);
+/* Forget u once nothing of its uid is left. */
+void bwd_acct_put(struct bwd_state *st, struct bwd_uid *u);
+/* The budgets of an owner (lim) that bind what caller does; NULL: none. */
+const struct bwd_budget *bwd_acct_binding(const struct bwd_state *st, uid_t caller,
+					  const struct bwd_budget *lim);
+/* u's bytes change by n (and the state's total). */
+void bwd_acct_charge(struct bwd_state *st, struct bwd_uid *u, int64_t n);
+void bwd_acct_lane(const struct bwd_timer *t, size_t field, int64_t n);
+/* A timer's lane counters in its owner's entry: the field's count by n. */
+#define LANE(t, field, n) bwd_acct_lane((t), offsetof(struct bwd_lane_usage, field), (n))
+/* Whether u may hand out one more taken-back fire at now; else *wait_ns
+ * until it may (its redelivery bucket). */
+bool bwd_acct_pace(struct bwd_uid *u, uint64_t now, uint64_t *wait_ns);
+
+/* ---- state.c: sessions, timers, the wheel ------------------------------- */
+
+/* What a fire in flight adds to Stats' bytes. */
+size_t bwd_fire_bytes(const struct bwd_fire *f);
+/* Append a record of u's session (u NULL: the journal's own); journal_seq
+ * a SENT or DONE of s's fire seq (named sessions alone). */
+void bwd_state_journal(struct bwd_state *st, struct bwd_uid *u,
+		       const struct bwd_record *r);
+void bwd_state_journal_seq(struct bwd_session *s, enum bwd_rec_type type,
+			   uint64_t seq);
+/* The state's own timers (lingers, ack timeouts, holds, paces), in the
+ * oneshot lane; *armed says whether one is in the wheel. */
+void bwd_state_own_arm(struct bwd_state *st, struct bwd_due *d, uint64_t at,
+		       bw_handle *h, bool *armed);
+void bwd_state_own_disarm(struct bwd_state *st, bw_handle h, bool *armed);
+struct bwd_session *bwd_session_find(struct bwd_state *st, uid_t owner,
+				     const char *name);
+struct bwd_session *bwd_session_by_id(struct bwd_state *st, uint64_t id);
+int bwd_session_new(struct bwd_state *st, const char *name, uid_t uid,
+		    uint64_t id, struct bwd_session **out);
+void bwd_session_free(struct bwd_session *s);
+/* A named session with no members starts its linger. */
+void bwd_session_linger(struct bwd_session *s);
+/* A pending timer by key (fired ones waiting to be made are passed by). */
+struct bwd_timer *bwd_timer_find(struct bwd_session *s, uint64_t key);
+struct bwd_timer *bwd_timer_new(struct bwd_session *s,
+				const struct bwd_schedule *req);
+void bwd_timer_add(struct bwd_session *s, struct bwd_timer *t);
+int bwd_timer_arm(struct bwd_state *st, struct bwd_timer *t);
+void bwd_timer_free(struct bwd_state *st, struct bwd_timer *t);
+/* What a fire at fired_ns does to t: its next deadline, 0 when done. */
+uint64_t bwd_timer_advance(struct bwd_timer *t, uint64_t fired_ns);
+/* The fire t makes at fired_ns, its count-th. */
+struct bwd_fire bwd_timer_fire_of(const struct bwd_timer *t, uint64_t fired_ns,
+				  uint64_t count);
+
+/* ---- delivery.c: queues, consumers, hand-out ---------------------------- */
+
+/* s joins the work list if it has a fire that may go (lazy removal). */
+void bwd_work_add(struct bwd_session *s);
+void bwd_work_remove(struct bwd_session *s);
+/* m joins its session's ready consumers if it may take a fire. */
+void bwd_ready_add(struct bwd_member *m);
+void bwd_ready_remove(struct bwd_member *m);
+/* Coalescing: release a hold that no longer has every consumer asking;
+ * a client's timer fired at now (it may start, join or end a batch); a
+ * batch goes at now. */
+void bwd_hold_check(struct bwd_session *s);
+void bwd_hold_add(struct bwd_session *s, const struct bwd_timer *t,
+		  uint64_t now);
+void bwd_hold_let_go(struct bwd_session *s, uint64_t now);
+/* A copy of f with its payload, in one allocation; NULL without memory. */
+struct bwd_fire *bwd_fire_new(const struct bwd_fire *f);
+/* A new fire counts (fire_count) and joins the queue (fire_link); both
+ * at once: fire_enqueue.  count_queued: s's queued figures by n. */
+void bwd_fire_count(struct bwd_session *s, const struct bwd_fire *f);
+void bwd_fire_link(struct bwd_session *s, struct bwd_fire *f);
+void bwd_fire_enqueue(struct bwd_session *s, struct bwd_fire *f);
+void bwd_fire_count_queued(struct bwd_session *s, const struct bwd_fire *f,
+			   int64_t n);
+struct bwd_fire *bwd_fire_dequeue(struct bwd_session *s);
+void bwd_fire_free(struct bwd_session *s, struct bwd_fire *f);
+/* m's fires in flight up to last (NULL: all) go back to the queue's front. */
+void bwd_member_take_back(struct bwd_member *m, struct bwd_fire *last);
+/* m's ack timeout ran out at now. */
+void bwd_member_ack_expired(struct bwd_member *m, uint64_t now_ns);
+
+#endif
