@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # soak.sh - a bounded soak of bitwheeld under load and faults (not in CI).
 #
-#   bench/soak.sh [--duration SECONDS] [--build DIR] [--keep]
+#   bench/soak.sh [--duration SECONDS] [--build DIR] [--keep] [--state]
 #                 [--daemon-opt OPTION]... [-- BWSOAK_OPTIONS...]
 #
 #   1. builds bench/bwsoak and daemon/bitwheeld: in DIR with --build, in
 #      the tree if it is configured, otherwise out of tree in bench/build
 #   2. starts its own bitwheeld on a socket in a temporary directory, with
 #      each --daemon-opt (e.g. --daemon-opt --max-queued=16 to see that the
-#      soak notices drops)
+#      soak notices drops); --state keeps its state in a state directory
+#      there (--state-dir), journal and snapshots at work throughout
 #   3. runs bwsoak against it for --duration seconds (default 300): client
 #      processes mixing oneshot and periodic timers, cancels, replaces,
 #      kills, reconnects and slow readers, as producers and manually
@@ -19,7 +20,10 @@
 #
 # Exits non-zero if bwsoak reports anything lost (or any other failure),
 # or if bitwheeld did not stop cleanly.  $BW_SOAK_SEED varies the run.
-# Runs niced: the machines are shared.
+# Runs niced: the machines are shared.  build-aux/test.sh runs it for
+# $BW_SOAK_SECONDS (90 by default) with --state; longer runs by hand, as
+# issue 20's lost fires showed only after eight minutes:
+#   BW_SOAK_SEED=11 bench/soak.sh --duration 1200 --state
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,6 +31,7 @@ root=$(cd "$here/.." && pwd)
 duration=300
 build=
 keep=
+state=
 daemon_opts=()
 
 while [ $# -gt 0 ]; do
@@ -34,9 +39,10 @@ while [ $# -gt 0 ]; do
 	--duration) duration=$2; shift ;;
 	--build) build=$2; shift ;;
 	--keep) keep=yes ;;
+	--state) state=yes ;;
 	--daemon-opt) daemon_opts+=("$2"); shift ;;
 	--) shift; break ;;
-	-h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,28p' "$0"; exit 0 ;;
 	*) echo "soak.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -69,6 +75,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+[ -z "$state" ] || daemon_opts+=("--state-dir=$tmp/state")
 
 # The libtool wrapper execs the daemon, so $! is the daemon's pid.
 nice "$build/daemon/bitwheeld" --socket "$tmp/bw.sock" ${daemon_opts[@]+"${daemon_opts[@]}"} \

@@ -133,6 +133,14 @@ echo "bench/bwbench --quick: ok ($bw_build/bench-quick/wheel.md)"
 stage "bench/bwload --quick (bitwheeld and the echo only)"
 bw_load_quick "$bw_build"
 echo "bench/bwload --quick: ok, against bitwheeld ($bw_build/bench-quick/service.md)"
+# The soak (bench/soak.sh): clients crashing, reconnecting, reading slowly,
+# against a daemon with a state directory; every acknowledged Schedule's
+# fire accounted for.  BW_SOAK_SECONDS=0 skips it, a larger value soaks
+# longer.
+if [ "${BW_SOAK_SECONDS:-90}" -gt 0 ]; then
+	stage "bench/soak.sh --duration ${BW_SOAK_SECONDS:-90} --state"
+	"$bw_root/bench/soak.sh" --build "$bw_build" --duration "${BW_SOAK_SECONDS:-90}" --state
+fi
 stage "make distcheck ($(basename "$bw_build"))"
 make -C "$bw_build" -j2 distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror
 run_checks "$bw_san" --enable-werror --enable-sanitizers
