@@ -53,6 +53,7 @@ struct bwd_uid *bwd_acct_get(struct bwd_state *st, uid_t uid)
 		return NULL;
 	u->node.key = (uint64_t)uid;
 	u->lim = bwd_budget_of(st->budgets, uid);
+	u->work.tail = &u->work.head;
 	bwd_map_insert(&st->uids, &u->node);
 	return u;
 }

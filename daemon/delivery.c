@@ -13,11 +13,13 @@
  * fewer fires in flight than their window, and room in their connection's
  * output - in a FIFO (ready): the pump serves its head and puts it back at
  * the tail while it still may, so consumers take turns.  Sessions with
- * queued fires and a ready consumer sit in the state's work list, served
- * the same way, one fire per turn, so that no session's burst holds up
- * another's.  Entries leave those lists lazily, when found unable.
+ * queued fires and a ready consumer sit in their owner uid's work list,
+ * and the uids with such in the state's, both served the same way, one
+ * fire at a time: the uids take turns, and within one its sessions do, so
+ * that no session's burst - nor a uid's many sessions - holds up another
+ * user's fires for more than a turn of the pump (BWD_DELIVER_CHUNK).
+ * Entries leave those lists lazily, when found unable.
  *
-
  * Coalescing.  While every consumer of a session asked for it (Hello's
  * coalesce), a client's timer that fires with nothing of the session
  * waiting starts a batch: the session is held (out of the work list)
@@ -63,15 +65,42 @@ static bool member_may_take(const struct bwd_member *m)
 
 #define WORK offsetof(struct bwd_session, work)
 
+/* u joins the state's turn at its tail, unless it is in already. */
+static void uid_work_add(struct bwd_state *st, struct bwd_uid *u)
+{
+	if (u->work_pprev)
+		return;
+	u->work_next = NULL;
+	u->work_pprev = st->work.tail;
+	*st->work.tail = u;
+	st->work.tail = &u->work_next;
+}
+
+static void uid_work_remove(struct bwd_state *st, struct bwd_uid *u)
+{
+	if (!u->work_pprev)
+		return;
+	*u->work_pprev = u->work_next;
+	if (u->work_next)
+		u->work_next->work_pprev = u->work_pprev;
+	else
+		st->work.tail = u->work_pprev;
+	u->work_pprev = NULL;
+}
+
 void bwd_work_add(struct bwd_session *s)
 {
-	if (s->queue_head && s->ready_head && !s->held && !s->paced)
-		bwd_slist_add(&s->state->work, s, WORK);
+	if (s->queue_head && s->ready_head && !s->held && !s->paced) {
+		bwd_slist_add(&s->acct->work, s, WORK);
+		uid_work_add(s->state, s->acct);
+	}
 }
 
 void bwd_work_remove(struct bwd_session *s)
 {
-	bwd_slist_remove(&s->state->work, s, WORK);
+	bwd_slist_remove(&s->acct->work, s, WORK);
+	if (!s->acct->work.head)
+		uid_work_remove(s->state, s->acct);
 }
 
 /* A consumer that may take a fire joins its session's turn. */
@@ -367,9 +396,10 @@ static bool pace_wait(struct bwd_session *s, uint64_t now)
 struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 					 struct bwd_member **out)
 {
-	struct bwd_session *s;
+	struct bwd_uid *u;
 
-	while ((s = st->work.head)) {
+	while ((u = st->work.head)) {
+		struct bwd_session *s = u->work.head;
 		struct bwd_member *m = s->ready_head;
 		struct bwd_fire *f;
 
@@ -409,9 +439,13 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 			ack_timer_arm(m);
 		}
 		bwd_ready_add(m);
-		/* The next turn is another session's. */
+		/* The next fire is another uid's, and this uid's next is
+		 * another of its sessions. */
 		bwd_work_remove(s);
 		bwd_work_add(s);
+		uid_work_remove(st, u);
+		if (u->work.head)
+			uid_work_add(st, u);
 		*out = m;
 		return f;
 	}

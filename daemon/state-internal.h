@@ -11,6 +11,17 @@
 
 #include "daemon-internal.h"
 
+/* A round-robin list of sessions, linked through one struct bwd_slink of
+ * each (at offset off). */
+struct bwd_slist {
+	struct bwd_session *head, **tail;
+};
+
+/* The uids with sessions that may hand out a fire, served round-robin. */
+struct bwd_ulist {
+	struct bwd_uid *head, **tail;
+};
+
 /* One uid's use of the daemon (see "Budgets" above). */
 struct bwd_uid {
 	struct bwd_map_node node;  /* keyed by the uid                       */
@@ -31,6 +42,10 @@ struct bwd_uid {
 				      current journal generation            */
 	/* Redelivery pacing: a token bucket, in milli-fires, as of pace_ns. */
 	uint64_t pace_tokens, pace_ns;
+	/* Its sessions in the state's work (delivery.c), and its place in
+	 * the state's list of uids with such: in it while that is not empty. */
+	struct bwd_slist work;
+	struct bwd_uid *work_next, **work_pprev;
 	/* Its sessions by id while listed, for its own listings (made at
 	 * its first session). */
 	struct bwd_map listed;
@@ -42,12 +57,6 @@ struct bwd_uid {
 	(s)->acct->field += (uint64_t)(n);				\
 } while (0)
 
-/* A round-robin list of sessions, linked through one struct bwd_slink of
- * each (at offset off). */
-struct bwd_slist {
-	struct bwd_session *head, **tail;
-};
-
 struct bwd_state {
 	struct bw_dual *wheel;
 	struct bwd_map uids;       /* struct bwd_uid by uid                  */
@@ -56,9 +65,11 @@ struct bwd_state {
 				      files' numbers) and anonymous        */
 	struct bwd_journal *journal;
 	struct bwd_session *ending;  /* anonymous sessions being torn down  */
-	/* Sessions that may have a fire to hand out, and those with fires
-	 * to make (due lists), each served from the head. */
-	struct bwd_slist work, firing;
+	/* Uids with sessions that may have a fire to hand out (each uid's
+	 * own list holds them), and sessions with fires to make (due
+	 * lists), each served from the head. */
+	struct bwd_ulist work;
+	struct bwd_slist firing;
 	uint64_t next_id;
 	bool restoring;            /* timers are not in the wheel yet        */
 	const struct bwd_options *opt;

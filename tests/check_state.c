@@ -51,10 +51,11 @@ static void options(void)
 	bwd_log_set_level(BWD_LOG_ERR - 1);
 }
 
-static struct bwd_member *consumer(struct bwd_state *st, const char *name)
+static struct bwd_member *consumer_of(struct bwd_state *st, const char *name,
+				      uid_t uid)
 {
 	struct bwd_attach a = {
-		.name = name, .uid = 1000, .owner_uid = 1000, .consumer = true,
+		.name = name, .uid = uid, .owner_uid = uid, .consumer = true,
 		.auto_ack = true, .window = 1u << 30, .owner = NULL,
 	};
 	struct bwd_member *m;
@@ -63,6 +64,11 @@ static struct bwd_member *consumer(struct bwd_state *st, const char *name)
 	ck_assert_int_eq(bwd_session_attach(st, &a, &m, &resumed), 0);
 	bwd_member_set_room(m, true);
 	return m;
+}
+
+static struct bwd_member *consumer(struct bwd_state *st, const char *name)
+{
+	return consumer_of(st, name, 1000);
 }
 
 static void schedule(struct bwd_member *m, uint64_t key, uint64_t at,
@@ -907,6 +913,47 @@ START_TEST(test_coalesce_one_batch)
 }
 END_TEST
 
+/*
+ * Uids take turns at the pump, then their sessions: uid 1000 with 20
+ * sessions of 50 fires each does not make uid 2000's one session wait 20
+ * hand-outs for each of its fires; it gets every other one.
+ */
+START_TEST(test_uids_take_turns)
+{
+	enum { NA = 20, FA = 50, FV = 20 };
+	struct bwd_state *st;
+	struct bwd_member *a[NA], *v, *to;
+	struct bwd_fire *f;
+	unsigned victim = 0, handed = 0;
+
+	options();
+	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+	for (int i = 0; i < NA; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "a%d", i);
+		a[i] = consumer_of(st, name, 1000);
+		for (uint64_t k = 0; k < FA; k++)
+			schedule(a[i], k, T0 + MS, false, NULL);
+	}
+	v = consumer_of(st, "v", 2000);
+	for (uint64_t k = 0; k < FV; k++)
+		schedule(v, k, T0 + MS, false, NULL);
+	bwd_state_poll(st, T0 + 2 * MS);
+	while (bwd_state_fire(st))
+		;
+	while (handed < 2 * FV && (f = bwd_state_next_delivery(st, &to))) {
+		victim += to == v;
+		handed++;
+		f->wire_end = 0;
+		bwd_member_written(to, 1);
+	}
+	ck_assert_msg(victim >= FV - 1, "uid 2000 got %u of the first %u hand-outs, "
+		      "against uid 1000's %d sessions", victim, handed, NA);
+	bwd_state_free(st);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("state");
@@ -917,6 +964,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_round_robin_env);
 	tcase_add_test(tc, test_cancel_between_fire_and_make);
 	tcase_add_test(tc, test_end_with_due);
+	tcase_add_test(tc, test_uids_take_turns);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("introspection");
 	tcase_add_test(tc, test_list_entry_bounds);
