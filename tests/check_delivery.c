@@ -3055,7 +3055,8 @@ START_TEST(test_coalesce_release)
 {
 	static const struct co_case finest = { 50 * DU_MS, 20 * DU_MS, 20 * DU_MS, false };
 	static const struct co_case coarse = { 500 * DU_MS, 20 * DU_MS, 100 * DU_MS, false };
-	static const struct co_case plain = { 500 * DU_MS, 300 * DU_MS, 100 * DU_MS, true };
+	const struct co_case plain = { 500 * DU_MS, (uint64_t)du_scale_ms(300) * DU_MS,
+				       100 * DU_MS, true };
 	struct du_daemon *d = du_daemon_new();
 	struct du_hello_opts coo = { .role = ROLE(CONSUMER), .coalesce = true };
 	struct du_conn *co, *p, *other;
