@@ -145,6 +145,7 @@ struct soak_conn {
 	int end_kind;           /* SR_CLOSE, SR_CLOSED, SR_END, SR_KILL      */
 	uint64_t dial, attach, end;
 	uint64_t pause_open;    /* a pause still open when it ended (0 none) */
+	uint64_t last_pause;    /* when the last pause began                 */
 	uint64_t last_resume;
 	uint64_t queued, fires, dropped, timers_at_attach;
 	bool resumed;
