@@ -3083,10 +3083,13 @@ START_TEST(test_coalesce_release)
 }
 END_TEST
 
-/* 40 periodic timers, periods 100 ms to 1 s, leeway 5 ms: each fire comes
- * within 5 ms (plus the margin) of its deadline, as the default leeway's
- * do; before the fix the explicit 5 ms put them in a lane that ran up to
- * 17 ms late at the daemon. */
+/* 40 periodic timers, periods 100 ms to 1 s, leeway 5 ms (the 1 ms lane,
+ * as their default leeways): each fire comes within 5 ms (plus the
+ * margin) of its deadline, to a plain consumer and to a coalescing one
+ * (held at most to its window's end).  Issue 20 saw such timers up to
+ * 17 ms late at the daemon and 97 ms at the consumer; not reproduced here
+ * (worst 3-5 ms), so this holds the promise on a real clock and tests/sim
+ * on an injected one. */
 START_TEST(test_small_leeway_periodic)
 {
 	enum { N = 40 };
