@@ -19,33 +19,41 @@ Example, a producer and a consumer of the named session "orders"::
             expire_order(fire.key)
             fire.ack()
 
+Both clients ride through a daemon restart by themselves (``reconnect=True``
+by default, or a :class:`Backoff`): a named session is attached again and
+the calls go on; what cannot be hidden raises :class:`UnknownOutcome` (a
+request that may or may not have run), :class:`SessionLost` (an anonymous
+session ended) or :class:`ReconnectFailed` (the give-up).
+
 Every daemon ``ErrorCode`` is an exception class (``DuplicateKeyError``,
 ``TooManyTimersError``, ... all :class:`ServerError`), generated from the
 proto's enum; :class:`ConnectionRefused`, :class:`ConnectionClosed`,
-:class:`UntrustedDaemon` and :class:`Timeout` are the client's own.  All are
-:class:`BitwheelError`.
+:class:`UntrustedDaemon`, :class:`Timeout` and those above are the client's
+own.  All are :class:`BitwheelError`.
 """
 
 from ._codes import *  # noqa: F401,F403  (one class per ErrorCode)
 from ._codes import SERVER_ERRORS
 from ._codes import __all__ as _codes_all
 from ._core import (DAEMON_USER_ENV, DEFAULT_DAEMON_USER, DEFAULT_SOCKET,
-                    DEFAULT_TIMEOUT, PROTOCOL_VERSION, SOCKET_ENV, Duration,
-                    Fire, Listing, Scheduled, check_peer, default_socket,
-                    now_ns)
+                    DEFAULT_TIMEOUT, PROTOCOL_VERSION, SOCKET_ENV, Backoff,
+                    Duration, Fire, Listing, Scheduled, check_peer,
+                    default_socket, now_ns)
 from ._errors import (BitwheelError, ConnectionClosed, ConnectionRefused,
-                      ProtocolError, RoleError, ServerError, StaleFire,
-                      Timeout, UntrustedDaemon)
+                      ProtocolError, ReconnectFailed, RoleError, ServerError,
+                      SessionLost, StaleFire, Timeout, UnknownOutcome,
+                      UntrustedDaemon)
 from ._version import __version__
 from .aio import AsyncClient, AsyncFire
 from .client import Client
 
 __all__ = [
-    "AsyncClient", "AsyncFire", "BitwheelError", "Client",
+    "AsyncClient", "AsyncFire", "Backoff", "BitwheelError", "Client",
     "ConnectionClosed", "ConnectionRefused", "DAEMON_USER_ENV",
     "DEFAULT_DAEMON_USER", "DEFAULT_SOCKET", "DEFAULT_TIMEOUT", "Duration",
-    "Fire", "Listing", "PROTOCOL_VERSION", "ProtocolError", "RoleError", "SERVER_ERRORS",
-    "SOCKET_ENV", "Scheduled", "ServerError", "StaleFire", "Timeout",
-    "UntrustedDaemon", "__version__", "check_peer", "default_socket",
-    "now_ns",
+    "Fire", "Listing", "PROTOCOL_VERSION", "ProtocolError",
+    "ReconnectFailed", "RoleError", "SERVER_ERRORS", "SOCKET_ENV",
+    "Scheduled", "ServerError", "SessionLost", "StaleFire", "Timeout",
+    "UnknownOutcome", "UntrustedDaemon", "__version__", "check_peer",
+    "default_socket", "now_ns",
 ] + list(_codes_all)

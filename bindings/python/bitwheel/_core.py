@@ -8,7 +8,22 @@ both clients), splits the byte stream into envelopes (:class:`FrameReader`),
 turns replies into results or exceptions, and checks who listens on the
 socket (:func:`check_peer`).
 
-Costs: a request is one protobuf message packed into one bytes object; the
+Riding through a daemon restart is decided here too, for both clients
+(:class:`ClientBase`): which ends of a connection are restarts (the daemon's
+SHUTTING_DOWN, EOF, a broken socket), the backoff of the attempts to attach
+again (:class:`Backoff`), and what becomes of each request that got no
+reply (:meth:`ClientBase._settle`): a request that cannot have run is sent
+again; one that may have run is sent again only if repeating it is
+harmless, else it fails with :class:`UnknownOutcome`.  A request cannot
+have run when it was never written whole, or when the connection ended
+with the daemon's SHUTTING_DOWN: the daemon answers every request it read,
+in order, and that error is its last frame (PROTOCOL.md section 5, rules 2
+and 8), so a request it left unanswered was never read.  The clients only
+do the I/O: the blocking one reconnects within the call that needs the
+connection, the asyncio one in a task of its own.
+
+Costs: a request is one protobuf message packed into one bytes object
+(:class:`Req`, kept until its reply so that it can be sent again); the
 reader keeps at most one partial frame (up to the daemon's
 ``max_frame_bytes``) and decodes each frame once.
 """
@@ -18,15 +33,18 @@ from __future__ import annotations
 import datetime
 import os
 import pwd
+import random
 import socket
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union
 
 from . import bitwheel_pb2 as pb
 from ._codes import SERVER_ERRORS
-from ._errors import ProtocolError, RoleError, ServerError, UntrustedDaemon
+from ._errors import (ConnectionClosed, ConnectionRefused, ProtocolError,
+                      ReconnectFailed, RoleError, ServerError, SessionLost,
+                      StaleFire, Timeout, UnknownOutcome, UntrustedDaemon)
 
 #: Where bitwheeld listens unless ``$BITWHEEL_SOCKET`` says otherwise.
 DEFAULT_SOCKET = "/run/bitwheel/bitwheeld.sock"
@@ -158,24 +176,98 @@ class Options:
         return self.session is not None
 
 
+@dataclass(frozen=True)
+class Backoff:
+    """How a client attaches again to its named session after the daemon
+    closed the connection (pass it as ``reconnect=``; ``reconnect=True``
+    is ``Backoff()``).
+
+    The first attempt comes `initial` after the client needs the
+    connection again, each later one after twice the wait before, at most
+    `max_delay`; each wait is drawn between half and all of that (jitter,
+    so that a host's clients do not all dial at once).  An attempt is
+    bounded by the client's ``timeout`` and by the time left.  Attempts end
+    with :class:`ReconnectFailed` `give_up` after the first wait began; a
+    Hello refused for good (anything but SHUTTING_DOWN or TOO_MANY_CLIENTS:
+    ``OverBudgetError``, ``PermissionDeniedError``, ...) ends them at once
+    with that error.  Each is seconds (int or float) or a timedelta,
+    greater than 0; `max_delay` at least `initial`.
+
+    The defaults ride through a restart by systemd or a package upgrade
+    (the daemon takes up to 5 s to stop, then starts in well under a
+    second): attempts after about 50, 100, 200, ... ms, then every 2 s or
+    so, for a minute.
+    """
+
+    initial: Duration = 0.05
+    max_delay: Duration = 2.0
+    give_up: Duration = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("initial", "max_delay", "give_up"):
+            value = seconds(getattr(self, name), name, 0)
+            if value <= 0:
+                raise ValueError(f"Backoff.{name}: must be greater than 0")
+            object.__setattr__(self, name, value)
+        if self.max_delay < self.initial:
+            raise ValueError("Backoff.max_delay: less than initial")
+
+
+@dataclass
+class Outage:
+    """A named session's connection that the daemon ended (`clean`: with
+    SHUTTING_DOWN, so no request without a reply ran), while the client
+    attaches again: since when (`start`, set by the first wait), the last
+    wait before jitter, the attempts and the last one's error."""
+
+    clean: bool
+    why: BaseException
+    start: float | None = None
+    delay: float = 0.0
+    attempts: int = 0
+    last: BaseException | None = None
+
+
+#: Hello refusals that a restarting daemon gives for a while: another
+#: attempt may succeed.
+_PASSING = (pb.SHUTTING_DOWN, pb.TOO_MANY_CLIENTS)
+
+
 class ClientBase:
     """What the blocking and the asyncio client keep and answer alike: the
     socket path, the Hello options (for reconnect), the reply timeout, the
-    request ids, the frame reader, and the last HelloReply."""
+    request ids, the frame reader, the last HelloReply, and how a daemon
+    restart is ridden through (the policy, the outage under way, and the
+    fate of each request left without a reply)."""
 
     def __init__(self, socket: str | None, session: str | bytes | None,
                  consume: bool, window: int | None,
                  timeout: Duration | None, ack_timeout: Duration | None,
                  auto_ack: bool | None, owner_uid: int | None,
-                 coalesce: bool = False) -> None:
+                 coalesce: bool = False,
+                 reconnect: bool | Backoff = True) -> None:
         self.path = socket or default_socket()
         self._opts = Options.make(session, consume, window, ack_timeout,
                                   auto_ack, owner_uid, coalesce)
         self._timeout = seconds(timeout, "timeout", DEFAULT_TIMEOUT)
+        if isinstance(reconnect, Backoff):
+            self._backoff: Backoff | None = reconnect
+        elif isinstance(reconnect, bool):
+            self._backoff = Backoff() if reconnect else None
+        else:
+            raise TypeError("reconnect: a bool or a bitwheel.Backoff, not "
+                            f"{type(reconnect).__name__}")
         self._reader = FrameReader()
         self._next_id = 1
         self._connection = 0
         self.hello: Any = None
+        self._gone: BaseException | None = ConnectionClosed("never "
+                                                            "connected")
+        self._outage: Outage | None = None
+        self._dialing = False
+        #: How many times the client attached again by itself after the
+        #: daemon closed the connection.
+        self.reconnects = 0
 
     @property
     def resumed(self) -> bool:
@@ -197,6 +289,152 @@ class ClientBase:
             raise RoleError("a producer receives no fires: connect with "
                             "consume=True")
 
+    @property
+    def connected(self) -> bool:
+        """Whether the connection is open (during a reconnect: False)."""
+        raise NotImplementedError
+
+    # ---- a connection's start and end ----------------------------------
+
+    def _begin(self) -> None:
+        """A socket is open: a new connection, before its Hello."""
+        self._gone = None
+        self._reader = FrameReader()
+        self._connection += 1
+
+    def _hello_done(self, hello: Any) -> None:
+        self.hello = hello
+        self._reader.max_frame = self.hello.limits.max_frame_bytes or \
+            DEFAULT_MAX_FRAME
+
+    def _stopping(self, env: Any) -> bool:
+        """Whether the error frame `env` means the daemon is stopping and
+        ends the connection cleanly: a connection-level SHUTTING_DOWN or,
+        with reconnect on, one answering a request (the connection-level
+        one follows; waiting for it would gain nothing)."""
+        return env.error.code == pb.SHUTTING_DOWN and (
+            not env.HasField("request_id") or self._backoff is not None)
+
+    def _lose(self, why: BaseException, clean: bool | None) -> None:
+        """The connection ended because of `why`.  `clean`: True when the
+        daemon said SHUTTING_DOWN, False for EOF or a broken socket, None
+        for anything that is no restart (close(), a protocol error, another
+        refusal).  A restart of a named session starts an outage that the
+        client rides through; an anonymous session's ends it for good
+        (:class:`SessionLost`)."""
+        if self._gone is None:
+            self._gone = why
+        if clean is None or self._backoff is None or self._dialing or \
+                self._outage is not None:
+            return
+        if self._opts.anonymous:
+            lost = SessionLost(
+                f"the anonymous session ended with its connection ({why}): "
+                "its timers are gone and it cannot be resumed (a named "
+                "session rides through daemon restarts; reconnect() starts "
+                "a new anonymous one)")
+            lost.__cause__ = why
+            self._gone = lost
+            return
+        self._outage = Outage(clean, why)
+
+    def _forget_outage(self) -> None:
+        """close() or reconnect() by the caller: no more riding."""
+        if self._outage is not None:
+            self._outage = None
+            self._gone = None
+
+    # ---- riding through -------------------------------------------------
+
+    def _unless_riding(self, err: BaseException) -> None:
+        """Raise `err` (an anonymous session's SessionLost instead) unless
+        the connection ended in a restart that the client rides through."""
+        if self.connected:
+            raise err
+        if self._outage is not None:
+            return
+        if isinstance(self._gone, SessionLost):
+            raise self._gone
+        raise err
+
+    def _settle(self, req: "Req", written: bool, err: BaseException) -> bool:
+        """A request got `err` instead of its reply.  True: send it again
+        once attached again; False: it did not run and is not sent again,
+        its result is ``req.instead``; otherwise raises (`err` itself when
+        the client does not ride through, :class:`UnknownOutcome` when the
+        request may have run and repeating it is not harmless)."""
+        self._unless_riding(err)
+        assert self._outage is not None
+        if not written or self._outage.clean:
+            return req.resend
+        if req.safe:
+            return True
+        assert req.key is not None
+        raise UnknownOutcome(req.what, req.key, self._outage.why) \
+            from self._outage.why
+
+    def _stale(self, fire: "Fire") -> bool:
+        """Whether `fire`'s delivery number means nothing now (it came on an
+        earlier connection, or on one that ended): the daemon delivers it
+        again, and an ack of it must never be sent.  With reconnect on,
+        acknowledging it does nothing; otherwise, or once the client is
+        closed, StaleFire."""
+        if fire.connection == self._connection and self.connected and \
+                self._outage is None:
+            return False
+        if self._backoff is None or (not self.connected and
+                                     self._outage is None):
+            raise StaleFire(f"fire {fire.key} (delivery {fire.delivery}) "
+                            "came on an earlier connection; it will be "
+                            "delivered again")
+        return True
+
+    def _dial_wait(self) -> tuple[float, float]:
+        """Before the next attempt to attach again: how long to wait and
+        the attempt's time limit; ReconnectFailed once the give-up is
+        past."""
+        o, b = self._outage, self._backoff
+        assert o is not None and b is not None
+        now = time.monotonic()
+        if o.start is None:
+            o.start, o.delay = now, float(b.initial)
+        else:
+            o.delay = min(o.delay * 2, float(b.max_delay))
+        left = o.start + float(b.give_up) - now
+        if left <= 0:
+            self._give_up(ReconnectFailed(
+                f"gave up reconnecting to {self.path} after "
+                f"{now - o.start:.1f} s and {o.attempts} attempts (the "
+                f"daemon had closed the connection: {o.why}); last: "
+                f"{o.last}", o.attempts, now - o.start), o.last)
+        wait = min(o.delay * random.uniform(0.5, 1.0), left)
+        return wait, min(self._timeout, max(left - wait, float(b.initial)))
+
+    def _dial_failed(self, err: BaseException) -> None:
+        """An attempt failed with `err`: another comes unless it is a
+        lasting refusal, raised as it is."""
+        o = self._outage
+        assert o is not None
+        passing = isinstance(err, (ConnectionRefused, ConnectionClosed,
+                                   Timeout)) or (
+            isinstance(err, ServerError) and err.code in _PASSING)
+        if not passing:
+            self._give_up(err, None)
+        o.attempts += 1
+        o.last = err
+
+    def _give_up(self, err: BaseException,
+                 cause: BaseException | None) -> None:
+        self._outage = None
+        self._gone = err
+        if cause is not None:
+            raise err from cause
+        raise err
+
+    def _dial_done(self) -> None:
+        self._outage = None
+        self.reconnects += 1
+
 
 def frame(env: Any) -> bytes:
     """One envelope as a frame: length header and body."""
@@ -204,8 +442,63 @@ def frame(env: Any) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
-def hello_request(rid: int, o: Options) -> bytes:
-    env = pb.Envelope(request_id=rid)
+class Req:
+    """A request, kept until its reply so that it can be sent again on the
+    next connection after a daemon restart.
+
+    Attributes:
+        env: its Envelope; ``request_id`` is set at each sending.
+        result: the caller's value from the reply envelope (raises what an
+            error reply says).
+        what, key: the request's name and timer key, for UnknownOutcome.
+        safe: sending it again is harmless whatever became of the first
+            (Cancel, Schedule with replace, Stats, the listings).
+        resend: False for an Ack with reply: never sent on another
+            connection (its delivery number means nothing there); when it
+            did not run, the call returns `instead`.
+        pager: a listing's, which makes each page's envelope.
+        written: the frame went out whole (set by the asyncio client).
+    """
+
+    __slots__ = ("env", "result", "what", "key", "safe", "resend",
+                 "instead", "pager", "written")
+
+    def __init__(self, env: Any, result: Callable[[Any], Any], what: str,
+                 key: int | None = None, safe: bool = True,
+                 resend: bool = True, instead: Any = None,
+                 pager: "Pager | None" = None) -> None:
+        self.env, self.result, self.what, self.key = env, result, what, key
+        self.safe, self.resend, self.instead = safe, resend, instead
+        self.pager = pager
+        self.written = False
+
+    def frame(self, rid: int, connection: int) -> bytes:
+        """The frame to send as request `rid` on `connection`."""
+        if self.pager is not None:
+            self.env = self.pager.request(connection)
+        self.env.request_id = rid
+        return frame(self.env)
+
+
+def _body(want: str) -> Callable[[Any], Any]:
+    return lambda env: reply_body(env, want)
+
+
+def _scheduled(env: Any) -> "Scheduled":
+    r = reply_body(env, "schedule_reply")
+    return Scheduled(r.deadline_ns, r.replaced)
+
+
+def _cancelled(env: Any) -> bool:
+    return bool(reply_body(env, "cancel_reply").pending)
+
+
+def _acked(env: Any) -> int:
+    return int(reply_body(env, "ack_reply").acked)
+
+
+def hello_req(o: Options) -> Req:
+    env = pb.Envelope()
     h = env.hello
     h.protocol_version = PROTOCOL_VERSION
     if o.session is not None:
@@ -222,18 +515,20 @@ def hello_request(rid: int, o: Options) -> bytes:
         h.owner_uid = o.owner_uid
     if o.coalesce:
         h.coalesce = True
-    return frame(env)
+    return Req(env, _body("hello_reply"), "hello")
 
 
-def schedule_request(rid: int, key: int, in_: Duration | None,
-                     at_monotonic_ns: int | None, every: Duration | None,
-                     payload: bytes | None, replace: bool,
-                     max_payload: int | None,
-                     leeway: Duration | None = None) -> bytes:
-    """A Schedule frame; ValueError/TypeError for arguments the protocol
-    cannot carry, PayloadTooLargeError for a payload over the daemon's
-    limit (nothing is sent in either case)."""
-    env = pb.Envelope(request_id=rid)
+def schedule_req(key: int, in_: Duration | None,
+                 at_monotonic_ns: int | None, every: Duration | None,
+                 payload: bytes | None, replace: bool,
+                 max_payload: int | None,
+                 leeway: Duration | None = None) -> Req:
+    """A Schedule; ValueError/TypeError for arguments the protocol cannot
+    carry, PayloadTooLargeError for a payload over the daemon's limit
+    (nothing is sent in either case).  Safe to repeat with `replace`
+    only: a plain one that ran arms a second timer or fails with
+    DUPLICATE_KEY."""
+    env = pb.Envelope()
     s = env.schedule
     s.key = _u64(key, "key")
     if (in_ is None) == (at_monotonic_ns is None):
@@ -260,19 +555,24 @@ def schedule_request(rid: int, key: int, in_: Duration | None,
         s.replace = True
     if leeway is not None:
         s.leeway_ns = duration_ns(leeway, "leeway")
-    return frame(env)
+    return Req(env, _scheduled, "schedule", key, safe=replace)
 
 
-def cancel_request(rid: int, key: int) -> bytes:
-    env = pb.Envelope(request_id=rid)
+def cancel_req(key: int) -> Req:
+    env = pb.Envelope()
     env.cancel.key = _u64(key, "key")
-    return frame(env)
+    return Req(env, _cancelled, "cancel", key)
 
 
-def stats_request(rid: int) -> bytes:
-    env = pb.Envelope(request_id=rid)
+def stats_req() -> Req:
+    env = pb.Envelope()
     env.stats.SetInParent()
-    return frame(env)
+    return Req(env, _body("stats_reply"), "stats")
+
+
+def page_req(pager: "Pager") -> Req:
+    """The next page of a listing (made when sent: see Pager.request)."""
+    return Req(None, _body(pager.want), "listing", pager=pager)
 
 
 @dataclass
@@ -316,12 +616,20 @@ class Pager:
         self._owner = owner_uid
         self._limit = limit
         self._cursor = 0
+        self._connection = 0
         self.listing = Listing()
         self.want = ("list_timers_reply" if session is not None
                      else "list_sessions_reply")
 
-    def request(self, rid: int) -> bytes:
-        env = pb.Envelope(request_id=rid)
+    def request(self, connection: int) -> Any:
+        """The next page's envelope, to be sent on `connection`.  A cursor
+        continues only its own connection's listing: on another (the
+        client attached again after a restart) the listing starts over."""
+        if connection != self._connection:
+            self._connection = connection
+            self._cursor = 0
+            self.listing = Listing()
+        env = pb.Envelope()
         q = env.list_timers if self._session is not None else \
             env.list_sessions
         q.SetInParent()
@@ -334,7 +642,7 @@ class Pager:
                           (1 << 32) - 1)
         if self._cursor:
             q.cursor = self._cursor
-        return frame(env)
+        return env
 
     def take(self, r: Any) -> bool:
         """The reply to the last request(); True while pages remain."""
@@ -355,14 +663,24 @@ class Pager:
         return bool(r.more) and (room is None or len(got) < room)
 
 
-def ack_request(rid: int | None, delivery: int, cumulative: bool) -> bytes:
+def _ack_env(delivery: int, cumulative: bool) -> Any:
     env = pb.Envelope()
-    if rid is not None:
-        env.request_id = rid
     env.ack.delivery = delivery
     if cumulative:
         env.ack.cumulative = True
-    return frame(env)
+    return env
+
+
+def ack_frame(delivery: int, cumulative: bool) -> bytes:
+    """An Ack without request_id: no reply."""
+    return frame(_ack_env(delivery, cumulative))
+
+
+def ack_req(fire: "Fire", cumulative: bool) -> Req:
+    """An Ack with reply: never sent again (its delivery number holds on
+    its connection only); one that did not run completed nothing (0)."""
+    return Req(_ack_env(fire.delivery, cumulative), _acked, "ack", fire.key,
+               safe=False, resend=False, instead=0)
 
 
 def server_error(err: Any, connection_level: bool) -> ServerError:

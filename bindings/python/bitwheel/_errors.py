@@ -7,9 +7,12 @@ time (``bitwheel/_codes.py``) and re-exported by ``bitwheel``.  The rest are
 the client's own: no connection (:class:`ConnectionRefused`,
 :class:`ConnectionClosed`), a listener that is not the daemon
 (:class:`UntrustedDaemon`), no answer in time (:class:`Timeout`), a daemon
-that broke the protocol (:class:`ProtocolError`), and misuse that the
-client catches before sending anything (:class:`StaleFire`,
-:class:`RoleError`).
+that broke the protocol (:class:`ProtocolError`), misuse that the client
+catches before sending anything (:class:`StaleFire`, :class:`RoleError`),
+and what riding through a daemon restart cannot hide: a request whose
+outcome is unknown (:class:`UnknownOutcome`), an anonymous session that
+ended (:class:`SessionLost`) and a reconnect that gave up
+(:class:`ReconnectFailed`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,62 @@ class ConnectionClosed(BitwheelError, ConnectionError):
     broken.  Requests that were outstanding may or may not have taken
     effect (PROTOCOL.md, section 8); :meth:`reconnect` attaches to the same
     session again."""
+
+
+class SessionLost(ConnectionClosed):
+    """The daemon closed the connection of an anonymous session (it is
+    stopping, or the connection broke): the session and its timers ended
+    with it, and no reconnect can bring them back, so the client does not
+    try.  :meth:`reconnect` starts a new, empty anonymous session; a named
+    session (``session="..."``) rides through daemon restarts instead.
+    Its ``__cause__`` is what ended the connection."""
+
+
+class ReconnectFailed(ConnectionClosed):
+    """The daemon closed the connection of a named session and the client
+    could not attach to it again within its :class:`~bitwheel.Backoff`'s
+    ``give_up`` (or the daemon refused the Hello for good, e.g. with
+    ``OverBudgetError``: then that error is raised instead).  The client
+    stays disconnected; :meth:`reconnect` tries again.  ``__cause__`` is
+    the last attempt's error.
+
+    Attributes:
+        attempts: the connection attempts made.
+        elapsed: seconds from the first attempt's wait to the give-up.
+    """
+
+    def __init__(self, message: str, attempts: int, elapsed: float) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.elapsed = elapsed
+
+
+class UnknownOutcome(BitwheelError):
+    """A request was sent, and the connection ended before its reply
+    without the daemon saying it stopped first (it crashed, was killed, or
+    cut the connection): it may or may not have taken effect, and it is
+    not safe to send again (a plain ``schedule`` could fail with
+    ``DuplicateKeyError`` or arm a second time a timer that already
+    fired).  The client has reconnected, or reconnects on the next call;
+    make the intent true again (``schedule(key, ..., replace=True)``) or
+    look (``list_timers``).  Requests that are safe to repeat (``cancel``,
+    ``schedule`` with ``replace=True``, ``stats``, the listings) are sent
+    again instead, and never raise this.  ``__cause__`` is what ended the
+    connection.
+
+    Attributes:
+        request: the request's name, ``"schedule"`` or ``"ack"``.
+        key: the timer key it was for (an ack: its fire's key).
+    """
+
+    def __init__(self, request: str, key: int, why: BaseException) -> None:
+        super().__init__(
+            f"{request} of key {key}: the connection ended before its reply "
+            f"({why}), so whether it took effect is unknown; it was not sent "
+            f"again (schedule with replace=True to make it true, or look "
+            f"with list_timers)")
+        self.request = request
+        self.key = key
 
 
 class UntrustedDaemon(BitwheelError):
@@ -56,8 +115,10 @@ class ProtocolError(BitwheelError):
 
 class StaleFire(BitwheelError):
     """An acknowledgement of a fire that came on an earlier connection of
-    this client: the daemon took it back when that connection ended and
-    will deliver it again, marked ``redelivered``."""
+    this client, with ``reconnect=False`` (or after :meth:`close`): the
+    daemon took it back when that connection ended and will deliver it
+    again, marked ``redelivered``.  With reconnect on, such an ack does
+    nothing instead (the fire comes again all the same)."""
 
 
 class RoleError(BitwheelError):

@@ -7,6 +7,12 @@ calls) share the socket without waiting for each other's replies, and the
 replies are matched as they come.  Fires are queued in arrival order and
 handed out by :meth:`AsyncClient.next_fire` and :meth:`AsyncClient.fires`.
 
+When the daemon closes a named session's connection (a restart), a task of
+the client attaches again at once, backing off; meanwhile the requests that
+got no reply and are to be sent again (``ClientBase._settle``) and those
+made since wait in order, with their futures, and go out on the new
+connection; fire waiters keep waiting.
+
 Data: an :class:`asyncio.Protocol` on the Unix socket, a
 :class:`~bitwheel._core.FrameReader`, a dict of pending futures, a deque
 of fires and the futures of those waiting for one.  Costs per request: one
@@ -23,21 +29,12 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import deque
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator
 
 from . import _core
-from ._core import Duration, Fire, Scheduled
-from ._errors import (BitwheelError, ConnectionClosed, ConnectionRefused, ProtocolError,
-                      ServerError, StaleFire, Timeout)
-
-
-def _scheduled(env: Any) -> Scheduled:
-    r = _core.reply_body(env, "schedule_reply")
-    return Scheduled(r.deadline_ns, r.replaced)
-
-
-def _cancelled(env: Any) -> bool:
-    return bool(_core.reply_body(env, "cancel_reply").pending)
+from ._core import Backoff, Duration, Fire, Scheduled
+from ._errors import (BitwheelError, ConnectionClosed, ConnectionRefused,
+                      ProtocolError, Timeout)
 
 
 class AsyncFire(Fire):
@@ -74,6 +71,11 @@ class AsyncClient(_core.ClientBase):
     of :class:`~bitwheel.Client` (as coroutines).  The connection is made
     by ``await client.connect()`` or ``async with``.
 
+    With reconnect on (the default), a task of the client attaches again
+    as soon as the daemon closes a named session's connection; requests
+    made meanwhile wait for it (bounded by the :class:`~bitwheel.Backoff`'s
+    give-up, not by the timeout, which starts when they are sent).
+
     Example::
 
         async with bitwheel.AsyncClient(session="orders") as c:
@@ -91,24 +93,30 @@ class AsyncClient(_core.ClientBase):
                  *, ack_timeout: Duration | None = None,
                  auto_ack: bool | None = None,
                  owner_uid: int | None = None,
-                 coalesce: bool = False) -> None:
+                 coalesce: bool = False,
+                 reconnect: bool | Backoff = True) -> None:
         super().__init__(socket, session, consume, window, timeout,
-                         ack_timeout, auto_ack, owner_uid, coalesce)
+                         ack_timeout, auto_ack, owner_uid, coalesce,
+                         reconnect)
         self._transport: asyncio.Transport | None = None
         self._proto: _Protocol | None = None
-        # request_id -> (future, deadline); in order of deadline, since
-        # every request gets the same timeout.
+        # request_id -> (future, deadline, request); in order of deadline,
+        # since every request gets the same timeout (a Hello's, alone on
+        # its connection, may be shorter).
         self._pending: dict[int, tuple[asyncio.Future[Any], float,
-                                       Callable[[Any], Any]]] = {}
+                                       _core.Req]] = {}
+        # During an outage: the requests to send once attached again.
+        self._held: list[tuple[asyncio.Future[Any], _core.Req]] = []
+        self._rider: asyncio.Task[None] | None = None
         self._watchdog: asyncio.TimerHandle | None = None
         self._out = bytearray()
+        self._out_reqs: list[_core.Req] = []
         self._flush_soon = False
         self._fires: deque[AsyncFire] = deque()
         self._waiters: list[asyncio.Future[None]] = []
         self._drained: asyncio.Future[None] | None = None
         self._lost: asyncio.Future[None] | None = None
         self._fd = -1
-        self._gone: BaseException | None = ConnectionClosed("never connected")
         self._gone_raised = True
 
     # ---- connection ------------------------------------------------------
@@ -116,17 +124,22 @@ class AsyncClient(_core.ClientBase):
     async def connect(self) -> "AsyncClient":
         """Connect and say Hello; see :class:`~bitwheel.Client` for what
         it raises.  Returns the client."""
-        if self._transport is not None:
+        if self._transport is not None or self._outage is not None:
             raise RuntimeError("already connected")
+        await self._open(self._timeout)
+        return self
+
+    async def _open(self, limit: float) -> None:
+        """Dial and say Hello, each within `limit` seconds."""
         loop = asyncio.get_running_loop()
         proto = _Protocol(self)
         try:
-            async with asyncio.timeout(self._timeout):
+            async with asyncio.timeout(limit):
                 transport, _ = await loop.create_unix_connection(
                     lambda: proto, self.path)
         except TimeoutError as e:
             raise ConnectionRefused(f"cannot connect to {self.path}: timed "
-                                    f"out after {self._timeout} s") from e
+                                    f"out after {limit} s") from e
         except OSError as e:
             raise ConnectionRefused(f"cannot connect to {self.path}: "
                                     f"{e.strerror or e}") from e
@@ -138,19 +151,53 @@ class AsyncClient(_core.ClientBase):
         self._transport, self._proto = transport, proto
         self._fd = transport.get_extra_info("socket").fileno()
         self._lost = loop.create_future()
-        self._gone, self._gone_raised = None, False
-        self._reader = _core.FrameReader()
-        self._connection += 1
-        rid = self._rid()
+        self._gone_raised = False
+        self._begin()
+        self._dialing = True
         try:
-            self.hello = await self._request(
-                rid, _core.hello_request(rid, self._opts), "hello_reply")
+            fut = self._submit(_core.hello_req(self._opts), hello=limit)
+            await self._drain()
+            self._hello_done(await fut)
         except BaseException as e:
             self._fail(e)
             raise
-        self._reader.max_frame = self.hello.limits.max_frame_bytes or \
-            _core.DEFAULT_MAX_FRAME
-        return self
+        finally:
+            self._dialing = False
+        if self._transport is None:   # lost before this task resumed
+            self._raise_gone()
+
+    async def _ride(self) -> None:
+        """The task that attaches again after a restart, backing off
+        (ClientBase._dial_wait), then sends the held requests in order;
+        at the give-up or a lasting refusal, fails them and the fire
+        waiters with that error."""
+        try:
+            while True:
+                wait, limit = self._dial_wait()
+                await asyncio.sleep(wait)
+                try:
+                    await self._open(limit)
+                    break
+                except BitwheelError as e:
+                    self._dial_failed(e)
+        except Exception as e:   # ReconnectFailed, a lasting refusal
+            self._outage, self._gone = None, e
+            self._gone_raised = False
+            held, self._held = self._held, []
+            for fut, _ in held:
+                if not fut.done():
+                    fut.set_exception(e)
+                    self._gone_raised = True
+            self._wake()
+            return
+        finally:
+            self._rider = None
+        self._dial_done()
+        held, self._held = self._held, []
+        for fut, req in held:
+            if not fut.done():
+                self._put(fut, req, self._timeout)
+        self._wake()
 
     async def reconnect(self) -> None:
         """Close the connection if open and attach to the same session
@@ -161,7 +208,11 @@ class AsyncClient(_core.ClientBase):
     async def close(self) -> None:
         """Close the connection once what was written (acks included) is
         out, waiting at most the client's timeout.  Closing twice is
-        harmless."""
+        harmless.  Stops a reconnect under way: what waited for it fails
+        with ConnectionClosed."""
+        if self._rider is not None:
+            self._rider.cancel()
+        self._forget_outage()
         t, lost = self._transport, self._lost
         self._fail(ConnectionClosed("closed by close()"), graceful=True)
         if t is not None and lost is not None:
@@ -171,34 +222,60 @@ class AsyncClient(_core.ClientBase):
             except TimeoutError:
                 t.abort()
 
-    def _fail(self, why: BaseException, graceful: bool = False) -> None:
-        """The connection is over: close it, fail what waits on it."""
-        if self._gone is None:
-            self._gone = why
+    def _fail(self, why: BaseException, graceful: bool = False,
+              clean: bool | None = None) -> None:
+        """The connection is over (see ClientBase._lose for `clean`):
+        close it; settle the requests that wait on it, or fail them; on an
+        outage start the task that attaches again."""
+        self._lose(why, clean)
+        riding = self._outage is not None and not self._dialing
         t, self._transport, self._proto = self._transport, None, None
         if t is not None:
             if graceful:
                 self._flush(t)
             t.close() if graceful else t.abort()
         self._out.clear()
+        self._out_reqs.clear()
         pending, self._pending = self._pending, {}
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None
-        for fut, _, _ in pending.values():
-            if not fut.done():
+        for fut, _, req in pending.values():
+            if fut.done():
+                continue
+            if not riding:
                 fut.set_exception(self._gone)
                 self._gone_raised = True
+                continue
+            try:
+                if self._settle(req, req.written, why):
+                    self._held.append((fut, req))
+                else:
+                    fut.set_result(req.instead)
+            except BitwheelError as e:
+                fut.set_exception(e)
+        if self._outage is None:
+            held, self._held = self._held, []
+            for fut, _ in held:
+                if not fut.done():
+                    fut.set_exception(self._gone)
+                    self._gone_raised = True
         self._wake()
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
         if self._opts.manual_ack:
             self._fires.clear()
+        if riding and self._rider is None:
+            self._rider = asyncio.get_running_loop().create_task(
+                self._ride())
 
     def _raise_gone(self) -> None:
+        """Raise why the client is closed: the error itself the first time
+        (ShuttingDownError, SessionLost, ReconnectFailed, ...), then
+        ConnectionClosed."""
         gone = self._gone
-        if not self._gone_raised and isinstance(gone, (ServerError,
-                                                       ProtocolError)):
+        if not self._gone_raised and type(gone) is not ConnectionClosed \
+                and isinstance(gone, BitwheelError):
             self._gone_raised = True
             raise gone
         raise ConnectionClosed(f"not connected: {gone}") from gone
@@ -236,11 +313,15 @@ class AsyncClient(_core.ClientBase):
                 self._fires.append(_core.make_fire(
                     env.fired, self._connection, self, AsyncFire))
                 self._wake()
+            elif which == "error" and self._stopping(env):
+                self._fail(_core.server_error(
+                    env.error, not env.HasField("request_id")), clean=True)
+                return
             elif env.HasField("request_id"):
                 entry = self._pending.pop(env.request_id, None)
                 if entry is not None and not entry[0].done():
                     try:
-                        entry[0].set_result(entry[2](env))
+                        entry[0].set_result(entry[2].result(env))
                     except BitwheelError as e:
                         entry[0].set_exception(e)
             elif which == "error":
@@ -269,7 +350,7 @@ class AsyncClient(_core.ClientBase):
         if proto is self._proto:
             self._fail(ConnectionClosed(
                 f"the connection broke: {exc}" if exc else
-                "the daemon closed the connection"))
+                "the daemon closed the connection"), clean=False)
 
     def _pause(self, proto: _Protocol, paused: bool) -> None:
         if proto is not self._proto:
@@ -289,12 +370,15 @@ class AsyncClient(_core.ClientBase):
 
     # ---- requests ----------------------------------------------------------
 
-    def _queue(self, data: bytes) -> None:
-        """Queue a frame; frames queued in one turn of the event loop go
-        out in one write (pipelined requests cost one send() together)."""
+    def _queue(self, data: bytes, req: _core.Req | None = None) -> None:
+        """Queue a frame (of `req`); frames queued in one turn of the event
+        loop go out in one write (pipelined requests cost one send()
+        together)."""
         if self._transport is None:
             self._raise_gone()
         self._out += data
+        if req is not None:
+            self._out_reqs.append(req)
         if not self._flush_soon:
             self._flush_soon = True
             asyncio.get_running_loop().call_soon(self._flush, None)
@@ -309,7 +393,10 @@ class AsyncClient(_core.ClientBase):
         t = transport or self._transport
         if t is not None and self._out:
             t.write(bytes(self._out))
+            for req in self._out_reqs:
+                req.written = True
         self._out.clear()
+        self._out_reqs.clear()
 
     def _expire(self) -> None:
         """The watchdog: fail the requests whose time is up, then sleep
@@ -331,22 +418,32 @@ class AsyncClient(_core.ClientBase):
             self._watchdog = asyncio.get_running_loop().call_at(
                 when, self._expire)
 
-    def _submit(self, rid: int, data: bytes,
-                result: Callable[[Any], Any]) -> asyncio.Future[Any]:
-        """Send a request; the future gets result(reply) or the error.
-        No task, no coroutine: many of these pipeline cheaply."""
+    def _submit(self, req: _core.Req,
+                hello: float | None = None) -> asyncio.Future[Any]:
+        """Send a request; the future gets req.result(reply) or the error.
+        During an outage it waits, in order, to go out once attached again
+        (the Hello of an attempt, with its time limit `hello`, goes at
+        once).  No task, no coroutine: many of these pipeline cheaply."""
+        fut = asyncio.get_running_loop().create_future()
+        if self._outage is not None and hello is None:
+            self._held.append((fut, req))
+            return fut
         if self._transport is None:
             self._raise_gone()
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        deadline = loop.time() + self._timeout
-        self._pending[rid] = (fut, deadline, result)
-        self._arm_watchdog(deadline)
-        self._queue(data)
+        self._put(fut, req, hello or self._timeout)
         return fut
 
-    async def _request(self, rid: int, data: bytes, want: str) -> Any:
-        fut = self._submit(rid, data, lambda env: _core.reply_body(env, want))
+    def _put(self, fut: asyncio.Future[Any], req: _core.Req,
+             limit: float) -> None:
+        rid = self._rid()
+        deadline = asyncio.get_running_loop().time() + limit
+        self._pending[rid] = (fut, deadline, req)
+        self._arm_watchdog(deadline)
+        req.written = False
+        self._queue(req.frame(rid, self._connection), req)
+
+    async def _request(self, req: _core.Req) -> Any:
+        fut = self._submit(req)
         await self._drain()
         return await fut
 
@@ -363,24 +460,20 @@ class AsyncClient(_core.ClientBase):
         without a task each.  Invalid arguments raise at the call.
         Requests are queued without limit: a program scheduling millions
         awaits them in batches."""
-        rid = self._rid()
         limit = self.hello.limits.max_payload_bytes if self.hello else None
-        data = _core.schedule_request(rid, key, in_, at_monotonic_ns, every,
-                                      payload, replace, limit, leeway)
-        return self._submit(rid, data, _scheduled)
+        return self._submit(_core.schedule_req(
+            key, in_, at_monotonic_ns, every, payload, replace, limit,
+            leeway))
 
     def cancel(self, key: int) -> asyncio.Future[bool]:
         """Disarm timer `key`; see :meth:`bitwheel.Client.cancel`.  A future,
         as :meth:`schedule` returns."""
-        rid = self._rid()
-        return self._submit(rid, _core.cancel_request(rid, key), _cancelled)
+        return self._submit(_core.cancel_req(key))
 
     def stats(self) -> asyncio.Future[Any]:
         """The daemon's counters; see :meth:`bitwheel.Client.stats`.  A
         future, as :meth:`schedule` returns."""
-        rid = self._rid()
-        return self._submit(rid, _core.stats_request(rid),
-                            lambda env: _core.reply_body(env, "stats_reply"))
+        return self._submit(_core.stats_req())
 
     async def list_sessions(self, owner_uid: int | None = None,
                             limit: int | None = None) -> _core.Listing:
@@ -396,11 +489,9 @@ class AsyncClient(_core.ClientBase):
         return await self._list(_core.Pager(session, owner_uid, limit))
 
     async def _list(self, pager: _core.Pager) -> _core.Listing:
-        while True:
-            rid = self._rid()
-            if not pager.take(await self._request(rid, pager.request(rid),
-                                                  pager.want)):
-                return pager.listing
+        while pager.take(await self._request(_core.page_req(pager))):
+            pass
+        return pager.listing
 
     # ---- fires -------------------------------------------------------------
 
@@ -413,7 +504,7 @@ class AsyncClient(_core.ClientBase):
         deadline = None if timeout is None else \
             loop.time() + _core.seconds(timeout, "timeout", 0)
         while not self._fires:
-            if self._transport is None:
+            if self._transport is None and self._outage is None:
                 self._raise_gone()
             waiter = loop.create_future()
             self._waiters.append(waiter)
@@ -438,21 +529,14 @@ class AsyncClient(_core.ClientBase):
                   wait: bool = False) -> int | None:
         """Acknowledge `fire`; see :meth:`bitwheel.Client.ack`."""
         self._need_consumer()
-        if fire.connection != self._connection or self._transport is None:
-            raise StaleFire(f"fire {fire.key} (delivery {fire.delivery}) "
-                            "came on an earlier connection; it will be "
-                            "delivered again")
-        if not self._opts.manual_ack:
+        if self._stale(fire) or not self._opts.manual_ack:
             return 0 if wait else None
         if not wait:
-            self._queue(_core.ack_request(None, fire.delivery, cumulative))
+            self._queue(_core.ack_frame(fire.delivery, cumulative))
             await self._drain()
             return None
-        rid = self._rid()
-        r = await self._request(rid, _core.ack_request(rid, fire.delivery,
-                                                       cumulative),
-                                "ack_reply")
-        return int(r.acked)
+        acked: int = await self._request(_core.ack_req(fire, cumulative))
+        return acked
 
 
 __all__ = ["AsyncClient", "AsyncFire"]

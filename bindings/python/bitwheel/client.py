@@ -6,6 +6,11 @@ and handed out by :meth:`Client.next_fire` and :meth:`Client.fires`.  The
 queue is bounded by the window for a manual-ack consumer (the daemon sends
 no more), otherwise only by memory.
 
+When the daemon closes a named session's connection (a restart), the call
+that needs the connection next attaches again, backing off, and sends
+again the request it was making if that is safe (``ClientBase._settle``);
+a consumer waiting in :meth:`Client.next_fire` does so at once.  No thread.
+
 Data: the socket, a :class:`~bitwheel._core.FrameReader`, a deque of
 fires, and the replies of the one request awaited.  Costs: a request is one
 ``sendall`` and as many ``recv`` as its reply takes; a fire is decoded
@@ -20,9 +25,9 @@ from collections import deque
 from typing import Any, Iterator
 
 from . import _core
-from ._core import Duration, Fire, Scheduled
-from ._errors import (ConnectionClosed, ConnectionRefused, ProtocolError,
-                      StaleFire, Timeout)
+from ._core import Backoff, Duration, Fire, Scheduled
+from ._errors import (BitwheelError, ConnectionClosed, ConnectionRefused,
+                      ProtocolError, Timeout)
 
 
 class Client(_core.ClientBase):
@@ -51,6 +56,16 @@ class Client(_core.ClientBase):
             sent together, at the latest moment within every one's window
             (PROTOCOL.md, "Coalesced delivery"): one wake-up for many
             tolerant timers.
+        reconnect: ride through daemon restarts (default True, or a
+            :class:`~bitwheel.Backoff` saying how): when the daemon closes
+            a named session's connection (SHUTTING_DOWN, EOF, a broken
+            socket), the next call attaches again with the same Hello and
+            goes on; a request without a reply is sent again if it cannot
+            have run or is harmless to repeat, else raises
+            :class:`~bitwheel.UnknownOutcome`.  An anonymous session's end
+            raises :class:`~bitwheel.SessionLost`.  False: every such end
+            raises, as the daemon said it (``ShuttingDownError``,
+            ``ConnectionClosed``), and :meth:`reconnect` is the caller's.
 
     Raises:
         ConnectionRefused: nobody listens on the socket.
@@ -71,22 +86,24 @@ class Client(_core.ClientBase):
                  *, ack_timeout: Duration | None = None,
                  auto_ack: bool | None = None,
                  owner_uid: int | None = None,
-                 coalesce: bool = False) -> None:
+                 coalesce: bool = False,
+                 reconnect: bool | Backoff = True) -> None:
         super().__init__(socket, session, consume, window, timeout,
-                         ack_timeout, auto_ack, owner_uid, coalesce)
+                         ack_timeout, auto_ack, owner_uid, coalesce,
+                         reconnect)
         self._sock: _socket.socket | None = None
         self._fires: deque[Fire] = deque()
         self._awaited: int | None = None
         self._reply: Any = None
-        self._gone: BaseException | None = None
-        self._connect()
+        self._connect(self._timeout)
 
     # ---- connection ------------------------------------------------------
 
-    def _connect(self) -> None:
+    def _connect(self, limit: float) -> None:
+        """Dial and say Hello, each within `limit` seconds."""
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
-            sock.settimeout(self._timeout)
+            sock.settimeout(limit)
             try:
                 sock.connect(self.path)
             except OSError as e:
@@ -98,44 +115,68 @@ class Client(_core.ClientBase):
             sock.close()
             raise
         self._sock = sock
-        self._gone = None
-        self._reader = _core.FrameReader()
-        self._connection += 1
-        rid = self._rid()
+        self._begin()
+        self._dialing = True
         try:
-            self.hello = self._request(
-                rid, _core.hello_request(rid, self._opts), "hello_reply")
+            rid, hello = self._rid(), _core.hello_req(self._opts)
+            self._send(hello.frame(rid, self._connection))
+            self._hello_done(hello.result(self._await(rid, limit)))
         except BaseException as e:
             self._drop(e)
             raise
-        self._reader.max_frame = self.hello.limits.max_frame_bytes or \
-            _core.DEFAULT_MAX_FRAME
+        finally:
+            self._dialing = False
+
+    def _revive(self, deadline: float | None = None) -> bool:
+        """Attach again after the daemon closed the connection, backing off
+        (ClientBase._dial_wait); False if `deadline` (time.monotonic())
+        came first.  Raises the closed client's error when there is
+        nothing to ride through, ReconnectFailed at the give-up."""
+        while self._sock is None:
+            if self._outage is None:
+                self._live()
+            wait, limit = self._dial_wait()
+            if deadline is not None and time.monotonic() + wait > deadline:
+                time.sleep(max(0.0, deadline - time.monotonic()))
+                return False
+            time.sleep(wait)
+            try:
+                self._connect(limit)
+            except BitwheelError as e:
+                self._dial_failed(e)
+            else:
+                self._dial_done()
+        return True
 
     def reconnect(self) -> None:
         """Close the connection if open, dial the same socket and attach to
         the same session, with the same role, window, ack timeout, ack mode
-        and owner.
+        and owner (what the client does by itself after a daemon restart,
+        unless ``reconnect=False``).
 
         A manual-ack consumer's fires still queued in the client are
         discarded (the daemon delivers them again, marked redelivered),
-        and fires handed out before can no longer be acknowledged
-        (:class:`StaleFire`).  Outstanding requests may or may not have
-        taken effect: re-schedule with ``replace=True``.
+        and fires handed out before can no longer be acknowledged (an ack
+        of one does nothing; :class:`StaleFire` with ``reconnect=False``).
+        Requests outstanding on a connection closed this way may or may not
+        have taken effect: re-schedule with ``replace=True``.
         """
+        self._forget_outage()
         self._drop(ConnectionClosed("closed by reconnect()"))
-        self._connect()
+        self._connect(self._timeout)
 
     def close(self) -> None:
         """Close the connection.  Unacknowledged fires go back to the
         session's queue.  Closing twice is harmless."""
+        self._forget_outage()
         self._drop(ConnectionClosed("closed by close()"))
 
-    def _drop(self, why: BaseException) -> None:
+    def _drop(self, why: BaseException, clean: bool | None = None) -> None:
+        """The connection is over (see ClientBase._lose for `clean`)."""
+        self._lose(why, clean)
         if self._sock is not None:
             self._sock.close()
             self._sock = None
-        if self._gone is None:
-            self._gone = why
         if self._opts.manual_ack:
             self._fires.clear()
 
@@ -158,6 +199,7 @@ class Client(_core.ClientBase):
     # ---- I/O ---------------------------------------------------------------
 
     def _live(self) -> _socket.socket:
+        """The open socket, or the closed client's error."""
         if self._sock is None:
             raise ConnectionClosed(f"not connected: {self._gone}") \
                 from self._gone
@@ -178,7 +220,7 @@ class Client(_core.ClientBase):
             # SHUTTING_DOWN, ...): that error is the better report.
             self._salvage()
             err = ConnectionClosed(f"the connection broke: {e}")
-            self._drop(err)
+            self._drop(err, clean=False)
             raise err from e
 
     def _salvage(self) -> None:
@@ -210,11 +252,11 @@ class Client(_core.ClientBase):
             return False
         except OSError as e:
             err = ConnectionClosed(f"the connection broke: {e}")
-            self._drop(err)
+            self._drop(err, clean=False)
             raise err from e
         if not data:
             err = ConnectionClosed("the daemon closed the connection")
-            self._drop(err)
+            self._drop(err, clean=False)
             raise err
         try:
             frames = self._reader.feed(data)
@@ -234,6 +276,11 @@ class Client(_core.ClientBase):
                 raise err
             self._fires.append(_core.make_fire(env.fired, self._connection,
                                                self, Fire))
+        elif which == "error" and self._stopping(env):
+            stopping = _core.server_error(env.error,
+                                          not env.HasField("request_id"))
+            self._drop(stopping, clean=True)
+            raise stopping
         elif env.HasField("request_id"):
             if env.request_id == self._awaited:
                 self._reply = env
@@ -247,18 +294,34 @@ class Client(_core.ClientBase):
             self._drop(err)
             raise err
 
-    def _request(self, rid: int, data: bytes, want: str) -> Any:
-        self._send(data)
+    def _await(self, rid: int, limit: float) -> Any:
+        """The reply envelope of request `rid`, sent, within `limit` s."""
         self._awaited, self._reply = rid, None
-        deadline = time.monotonic() + self._timeout
+        deadline = time.monotonic() + limit
         try:
             while self._reply is None:
                 if not self._pump(deadline) and time.monotonic() >= deadline:
                     raise Timeout(f"no reply from the daemon within "
-                                  f"{self._timeout} s")
-            return _core.reply_body(self._reply, want)
+                                  f"{limit} s")
+            return self._reply
         finally:
             self._awaited, self._reply = None, None
+
+    def _call(self, req: _core.Req) -> Any:
+        """Send `req` and return its result, riding through daemon
+        restarts: attach again first if the connection is down, and after
+        a loss send it again or raise, as ClientBase._settle says."""
+        while True:
+            self._revive()
+            rid = self._rid()
+            written = False
+            try:
+                self._send(req.frame(rid, self._connection))
+                written = True
+                return req.result(self._await(rid, self._timeout))
+            except BitwheelError as e:
+                if not self._settle(req, written, e):
+                    return req.instead
 
     # ---- requests ----------------------------------------------------------
 
@@ -296,27 +359,23 @@ class Client(_core.ClientBase):
             c.schedule(7, in_=1.5, payload=b"hi")
             c.schedule(8, in_=timedelta(minutes=1), every=60)
         """
-        rid = self._rid()
         limit = self.hello.limits.max_payload_bytes if self.hello else None
-        data = _core.schedule_request(rid, key, in_, at_monotonic_ns, every,
-                                      payload, replace, limit, leeway)
-        r = self._request(rid, data, "schedule_reply")
-        return Scheduled(r.deadline_ns, r.replaced)
+        result: Scheduled = self._call(_core.schedule_req(
+            key, in_, at_monotonic_ns, every, payload, replace, limit,
+            leeway))
+        return result
 
     def cancel(self, key: int) -> bool:
         """Disarm timer `key`: True if it was pending (no fire for it
         follows), False if it was not (never scheduled, already fired, or
         cancelled)."""
-        rid = self._rid()
-        return bool(self._request(rid, _core.cancel_request(rid, key),
-                                  "cancel_reply").pending)
+        return bool(self._call(_core.cancel_req(key)))
 
     def stats(self) -> Any:
         """The daemon's counters: a ``StatsReply`` message (``.clients``,
         ``.oneshot.pending``, ``.in_flight``, ... as in
         proto/bitwheel.proto)."""
-        rid = self._rid()
-        return self._request(rid, _core.stats_request(rid), "stats_reply")
+        return self._call(_core.stats_req())
 
     def list_sessions(self, owner_uid: int | None = None,
                       limit: int | None = None) -> _core.Listing:
@@ -340,25 +399,29 @@ class Client(_core.ClientBase):
         return self._list(_core.Pager(session, owner_uid, limit))
 
     def _list(self, pager: _core.Pager) -> _core.Listing:
-        while True:
-            rid = self._rid()
-            if not pager.take(self._request(rid, pager.request(rid),
-                                            pager.want)):
-                return pager.listing
+        while pager.take(self._call(_core.page_req(pager))):
+            pass
+        return pager.listing
 
     # ---- fires -------------------------------------------------------------
 
     def next_fire(self, timeout: Duration | None = None) -> Fire | None:
         """The next fire, waiting at most `timeout` (None: as long as it
-        takes); None when the wait ran out."""
+        takes); None when the wait ran out.  A daemon restart meanwhile is
+        ridden through within the wait."""
         self._need_consumer()
         limit = None if timeout is None else _core.seconds(timeout,
                                                            "timeout", 0)
         deadline = None if limit is None else time.monotonic() + limit
         while not self._fires:
-            if not self._pump(deadline) and deadline is not None and \
-                    time.monotonic() >= deadline:
+            if self._sock is None and not self._revive(deadline):
                 return None
+            try:
+                if not self._pump(deadline) and deadline is not None and \
+                        time.monotonic() >= deadline:
+                    return None
+            except BitwheelError as e:
+                self._unless_riding(e)
         return self._fires.popleft()
 
     def fires(self, timeout: Duration | None = None) -> Iterator[Fire]:
@@ -389,24 +452,30 @@ class Client(_core.ClientBase):
         auto-ack consumer, fires are done already: returns 0 (None without
         `wait`) and sends nothing.
 
+        A fire that came on an earlier connection (the daemon restarted, or
+        :meth:`reconnect`) is delivered again, redelivered, on the new one;
+        its delivery number means nothing there, so acknowledging it sends
+        nothing and returns 0 (None without `wait`).  So does an Ack whose
+        connection the daemon closed before it ran; one that may have run
+        (EOF without SHUTTING_DOWN) raises :class:`UnknownOutcome`.
+
         Raises:
-            StaleFire: the fire came on an earlier connection.
+            StaleFire: the fire came on an earlier connection, and the
+                client does not reconnect by itself (``reconnect=False``)
+                or is closed.
             RoleError: this connection is a producer.
         """
         self._need_consumer()
-        if fire.connection != self._connection or self._sock is None:
-            raise StaleFire(f"fire {fire.key} (delivery {fire.delivery}) "
-                            "came on an earlier connection; it will be "
-                            "delivered again")
-        if not self._opts.manual_ack:
+        if self._stale(fire) or not self._opts.manual_ack:
             return 0 if wait else None
         if not wait:
-            self._send(_core.ack_request(None, fire.delivery, cumulative))
+            try:
+                self._send(_core.ack_frame(fire.delivery, cumulative))
+            except BitwheelError as e:
+                self._unless_riding(e)
             return None
-        rid = self._rid()
-        return int(self._request(rid, _core.ack_request(rid, fire.delivery,
-                                                        cumulative),
-                                 "ack_reply").acked)
+        acked: int = self._call(_core.ack_req(fire, cumulative))
+        return acked
 
 
 __all__ = ["Client"]

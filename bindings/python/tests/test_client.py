@@ -241,7 +241,8 @@ def test_cumulative_ack(daemon):
 
 
 def test_reconnect_same_session(daemon):
-    with bitwheel.Client(daemon.sock, session="rc", consume=True) as c:
+    with bitwheel.Client(daemon.sock, session="rc", consume=True,
+                         reconnect=False) as c:
         c.schedule(1, at_monotonic_ns=1, payload=b"x")
         first = fire_now(c)
         assert not first.redelivered
@@ -257,7 +258,8 @@ def test_reconnect_same_session(daemon):
 
 def test_reconnect_after_daemon_restart(start_daemon):
     d = start_daemon()
-    c = bitwheel.Client(d.sock, session="restart", consume=True)
+    c = bitwheel.Client(d.sock, session="restart", consume=True,
+                        reconnect=False)
     d.stop()
     with pytest.raises((bitwheel.ShuttingDownError, bitwheel.ConnectionClosed)):
         c.stats()
