@@ -19,7 +19,8 @@ bw_py_tests = \
 	bindings/python/tests/test_client.py \
 	bindings/python/tests/test_errors.py \
 	bindings/python/tests/test_aio.py \
-	bindings/python/tests/test_interop.py
+	bindings/python/tests/test_interop.py \
+	bindings/python/tests/test_reconnect.py
 EXTRA_DIST += $(bw_py_modules) $(bw_py_tests) \
 	bindings/python/tests/conftest.py \
 	bindings/python/pyproject.toml \

@@ -218,12 +218,16 @@ class Outage:
     """A named session's connection that the daemon ended (`clean`: with
     SHUTTING_DOWN, so no request without a reply ran), while the client
     attaches again: since when (`start`, set by the first wait), the last
-    wait before jitter, the attempts and the last one's error."""
+    wait before jitter, when the next attempt is due (time.monotonic()),
+    the attempts and the last one's error.  The schedule moves on only
+    when an attempt fails, so that waits cut short (a next_fire timeout)
+    lose nothing."""
 
     clean: bool
     why: BaseException
     start: float | None = None
     delay: float = 0.0
+    next_at: float = 0.0
     attempts: int = 0
     last: BaseException | None = None
 
@@ -398,23 +402,23 @@ class ClientBase:
         now = time.monotonic()
         if o.start is None:
             o.start, o.delay = now, float(b.initial)
-        else:
-            o.delay = min(o.delay * 2, float(b.max_delay))
-        left = o.start + float(b.give_up) - now
-        if left <= 0:
+            o.next_at = now + o.delay * random.uniform(0.5, 1.0)
+        end = o.start + float(b.give_up)
+        if now >= end:
             self._give_up(ReconnectFailed(
                 f"gave up reconnecting to {self.path} after "
                 f"{now - o.start:.1f} s and {o.attempts} attempts (the "
                 f"daemon had closed the connection: {o.why}); last: "
                 f"{o.last}", o.attempts, now - o.start), o.last)
-        wait = min(o.delay * random.uniform(0.5, 1.0), left)
-        return wait, min(self._timeout, max(left - wait, float(b.initial)))
+        at = min(o.next_at, end)
+        return max(0.0, at - now), min(self._timeout,
+                                       max(end - at, float(b.initial)))
 
     def _dial_failed(self, err: BaseException) -> None:
-        """An attempt failed with `err`: another comes unless it is a
-        lasting refusal, raised as it is."""
-        o = self._outage
-        assert o is not None
+        """An attempt failed with `err`: another comes, after twice the
+        wait before, unless it is a lasting refusal, raised as it is."""
+        o, b = self._outage, self._backoff
+        assert o is not None and b is not None
         passing = isinstance(err, (ConnectionRefused, ConnectionClosed,
                                    Timeout)) or (
             isinstance(err, ServerError) and err.code in _PASSING)
@@ -422,6 +426,8 @@ class ClientBase:
             self._give_up(err, None)
         o.attempts += 1
         o.last = err
+        o.delay = min(o.delay * 2, float(b.max_delay))
+        o.next_at = time.monotonic() + o.delay * random.uniform(0.5, 1.0)
 
     def _give_up(self, err: BaseException,
                  cause: BaseException | None) -> None:

@@ -181,13 +181,14 @@ class AsyncClient(_core.ClientBase):
                 except BitwheelError as e:
                     self._dial_failed(e)
         except Exception as e:   # ReconnectFailed, a lasting refusal
+            # Raised to each held request and, once, to the next call or
+            # fire waiter.
             self._outage, self._gone = None, e
             self._gone_raised = False
             held, self._held = self._held, []
             for fut, _ in held:
                 if not fut.done():
                     fut.set_exception(e)
-                    self._gone_raised = True
             self._wake()
             return
         finally:

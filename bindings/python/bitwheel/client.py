@@ -414,8 +414,10 @@ class Client(_core.ClientBase):
                                                            "timeout", 0)
         deadline = None if limit is None else time.monotonic() + limit
         while not self._fires:
-            if self._sock is None and not self._revive(deadline):
-                return None
+            if self._sock is None:
+                if not self._revive(deadline):
+                    return None
+                continue   # fires may have come with the HelloReply
             try:
                 if not self._pump(deadline) and deadline is not None and \
                         time.monotonic() >= deadline:
