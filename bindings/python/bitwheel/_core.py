@@ -232,6 +232,11 @@ class Outage:
     last: BaseException | None = None
 
 
+#: A request written on this many connections that each ended without
+#: SHUTTING_DOWN (a crash, a kill) before its reply is not sent again, even
+#: if repeating it is harmless: it may be what brings the daemon down.
+MAX_CRASHES = 3
+
 #: Hello refusals that a restarting daemon gives for a while: another
 #: attempt may succeed.
 _PASSING = (pb.SHUTTING_DOWN, pb.TOO_MANY_CLIENTS)
@@ -371,11 +376,11 @@ class ClientBase:
         assert self._outage is not None
         if not written or self._outage.clean:
             return req.resend
-        if req.safe:
+        req.crashes += 1
+        if req.safe and req.crashes < MAX_CRASHES:
             return True
-        assert req.key is not None
-        raise UnknownOutcome(req.what, req.key, self._outage.why) \
-            from self._outage.why
+        raise UnknownOutcome(req.what, req.key, self._outage.why,
+                             req.crashes) from self._outage.why
 
     def _stale(self, fire: "Fire") -> bool:
         """Whether `fire`'s delivery number means nothing now (it came on an
@@ -464,10 +469,12 @@ class Req:
             did not run, the call returns `instead`.
         pager: a listing's, which makes each page's envelope.
         written: the frame went out whole (set by the asyncio client).
+        crashes: the connections it was written on that ended without
+            SHUTTING_DOWN before its reply (at most MAX_CRASHES).
     """
 
     __slots__ = ("env", "result", "what", "key", "safe", "resend",
-                 "instead", "pager", "written")
+                 "instead", "pager", "written", "crashes")
 
     def __init__(self, env: Any, result: Callable[[Any], Any], what: str,
                  key: int | None = None, safe: bool = True,
@@ -477,6 +484,7 @@ class Req:
         self.safe, self.resend, self.instead = safe, resend, instead
         self.pager = pager
         self.written = False
+        self.crashes = 0
 
     def frame(self, rid: int, connection: int) -> bytes:
         """The frame to send as request `rid` on `connection`."""

@@ -75,19 +75,30 @@ class UnknownOutcome(BitwheelError):
     again instead, and never raise this.  ``__cause__`` is what ended the
     connection.
 
+    A request that is harmless to repeat raises it too once it was written
+    on 3 connections in a row (``bitwheel._core.MAX_CRASHES``) that each
+    ended that way: it may be what brings the daemon down.
+
     Attributes:
-        request: the request's name, ``"schedule"`` or ``"ack"``.
-        key: the timer key it was for (an ack: its fire's key).
+        request: the request's name: ``"schedule"``, ``"ack"``, or, after
+            3 crashes, ``"cancel"``, ``"stats"``, ``"listing"``.
+        key: the timer key it was for (an ack: its fire's key); None for
+            stats and listings.
+        crashes: how many connections ended that way with it unanswered.
     """
 
-    def __init__(self, request: str, key: int, why: BaseException) -> None:
+    def __init__(self, request: str, key: int | None, why: BaseException,
+                 crashes: int = 1) -> None:
+        what = request if key is None else f"{request} of key {key}"
+        times = "" if crashes == 1 else f", on each of {crashes} connections"
         super().__init__(
-            f"{request} of key {key}: the connection ended before its reply "
-            f"({why}), so whether it took effect is unknown; it was not sent "
-            f"again (schedule with replace=True to make it true, or look "
-            f"with list_timers)")
+            f"{what}: the connection ended before its reply{times} ({why}), "
+            f"so whether it took effect is unknown; it was not sent again "
+            f"(schedule with replace=True to make it true, or look with "
+            f"list_timers)")
         self.request = request
         self.key = key
+        self.crashes = crashes
 
 
 class UntrustedDaemon(BitwheelError):

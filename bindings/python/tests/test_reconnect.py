@@ -427,3 +427,58 @@ def test_listing_starts_over_on_a_new_connection():
     assert p.take(reply) and p.request(1).list_timers.cursor == 7
     env = p.request(2)   # the cursor holds on connection 1 only
     assert not env.list_timers.HasField("cursor") and p.listing.entries == []
+
+
+class _Down(_core.ClientBase):
+    """The shared decisions alone, on a client whose connection ended."""
+    connected = False
+
+
+def test_what_becomes_of_requests_without_a_reply():
+    """ClientBase._settle's table (README, "Daemon restarts"), one row at a
+    time: True is sent again, False returns req.instead."""
+    def client(session="s", reconnect=True, clean=False):
+        c = _Down("/x", session, False, None, None, None, None, None,
+                  reconnect=reconnect)
+        c._lose(bitwheel.ConnectionClosed("eof"), clean)
+        return c
+
+    def plain():
+        return _core.schedule_req(1, 1, None, None, None, False, None)
+
+    def replace():
+        return _core.schedule_req(2, 1, None, None, None, True, None)
+
+    fire = _core.Fire(5, b"", 1, 1, 0, False, False, 9, 1)
+    dirty, clean = client(), client(clean=True)
+    for c in (dirty, clean):   # never written whole: did not run
+        assert c._settle(plain(), False, None) is True
+        assert c._settle(_core.ack_req(fire, False), False, None) is False
+    # Written, then SHUTTING_DOWN: did not run either.
+    assert clean._settle(plain(), True, None) is True
+    ack = _core.ack_req(fire, False)
+    assert clean._settle(ack, True, None) is False and ack.instead == 0
+    # Written, then EOF: may have run.
+    with pytest.raises(bitwheel.UnknownOutcome) as e:
+        dirty._settle(plain(), True, None)
+    assert (e.value.request, e.value.key, e.value.crashes) == \
+        ("schedule", 1, 1)
+    assert isinstance(e.value.__cause__, bitwheel.ConnectionClosed)
+    with pytest.raises(bitwheel.UnknownOutcome) as e:
+        dirty._settle(_core.ack_req(fire, True), True, None)
+    assert (e.value.request, e.value.key) == ("ack", 5)
+    for req in (replace(), _core.cancel_req(3), _core.stats_req(),
+                _core.page_req(_core.Pager(None, None, None))):
+        for _ in range(_core.MAX_CRASHES - 1):   # harmless to repeat ...
+            assert dirty._settle(req, True, None) is True
+        with pytest.raises(bitwheel.UnknownOutcome) as e:   # ... so far
+            dirty._settle(req, True, None)
+        assert e.value.crashes == _core.MAX_CRASHES == 3
+        assert e.value.key == {"schedule": 2, "cancel": 3}.get(req.what)
+    # Not riding: the error as it came; an anonymous session: SessionLost.
+    err = bitwheel.ConnectionClosed("eof")
+    with pytest.raises(bitwheel.ConnectionClosed) as e:
+        client(reconnect=False)._settle(replace(), False, err)
+    assert e.value is err
+    with pytest.raises(bitwheel.SessionLost):
+        client(session=None)._settle(replace(), False, err)
