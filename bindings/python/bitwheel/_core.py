@@ -38,7 +38,7 @@ import socket
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, TypeVar, Union
 
 from . import bitwheel_pb2 as pb
 from ._codes import SERVER_ERRORS
@@ -435,7 +435,7 @@ class ClientBase:
         o.next_at = time.monotonic() + o.delay * random.uniform(0.5, 1.0)
 
     def _give_up(self, err: BaseException,
-                 cause: BaseException | None) -> None:
+                 cause: BaseException | None) -> NoReturn:
         self._outage = None
         self._gone = err
         if cause is not None:
