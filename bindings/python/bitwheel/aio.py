@@ -262,8 +262,11 @@ class AsyncClient(_core.ClientBase):
                     fut.set_exception(self._gone)
                     self._gone_raised = True
         self._wake()
+        # Writes paused on this connection say nothing of the next one;
+        # a done future left here would make _drain spin there for good.
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
+        self._drained = None
         if self._opts.manual_ack:
             self._fires.clear()
         if riding and self._rider is None:

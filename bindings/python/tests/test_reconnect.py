@@ -18,6 +18,9 @@ import asyncio
 import datetime
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -239,6 +242,44 @@ def test_async_in_flight_across_a_kill_and_a_stop(daemons):
             assert sorted(x.key for x in t.entries) == [42, 50, 51, 52, 53,
                                                         54]
     asyncio.run(main())
+
+
+def test_async_reconnect_while_writes_paused(daemons):
+    """A burst to a stopped daemon fills the socket and pauses the
+    transport's writes; the daemon is killed and restarted: the new
+    connection starts unpaused and the burst goes out again (replace
+    Schedules).  In a child process, so that a hang is a bounded failure
+    (a paused state carried over made the client spin for good)."""
+    d, args = start_durable(daemons)
+    code = textwrap.dedent("""
+        import asyncio, os, signal, bitwheel
+        async def main():
+            async with bitwheel.AsyncClient(
+                    os.environ["SOCK"], session="paused",
+                    reconnect=bitwheel.Backoff(0.01, 0.1, 10)) as c:
+                os.kill(int(os.environ["PID"]), signal.SIGSTOP)
+                futs = [c.schedule(k, in_=60, payload=b"x" * 1000,
+                                   replace=True) for k in range(1000)]
+                await asyncio.sleep(0.2)
+                print("paused", c._drained is not None, flush=True)
+                out = await asyncio.gather(*futs)
+                print("scheduled", len(out), c.reconnects, flush=True)
+                print("timers", (await c.stats()).oneshot.pending)
+        asyncio.run(main())
+        """)
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+        env=dict(os.environ, SOCK=d.sock, PID=str(d.proc.pid)))
+    try:
+        assert child.stdout.readline() == "paused True\n"
+        restart(d, args, kill=True)
+        out, _ = child.communicate(timeout=WAIT)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+        pytest.fail(f"the client hung after the reconnect ({WAIT} s)")
+    assert child.returncode == 0
+    assert out.split("\n")[:2] == ["scheduled 1000 1", "timers 1000"], out
 
 
 def test_consumer_acks_never_cross_connections(daemons):
