@@ -294,17 +294,23 @@ def test_consumer_acks_never_cross_connections(daemons):
         old = [c.next_fire(WAIT) for _ in range(3)]
         assert all(f is not None and not f.redelivered for f in old)
         c.schedule(3, at_monotonic_ns=1)
-        with bitwheel.Client(d.sock) as look:   # c must not read fire 3
+        with bitwheel.Client(d.sock) as look:   # fire 3 handed out too
             wait_until(lambda: look.stats().in_flight == 4, "fire 3 sent")
         restart(d, args)
         again = {}
-        for _ in range(4):
+        while len(again) < 4:
             f = c.next_fire(WAIT)
-            assert f is not None and f.connection == 2
-            again[f.key] = f
+            assert f is not None
+            if f.connection == 1:
+                # Read with the ScheduleReply, before the end was seen:
+                # handed out, and it comes again all the same.
+                assert f.key == 3 and not f.redelivered
+                old.append(f)
+            else:
+                again[f.key] = f
         assert sorted(again) == [0, 1, 2, 3]
         assert all(f.redelivered for f in again.values())
-        assert [f.ack() for f in old] == [None] * 3
+        assert [f.ack() for f in old] == [None] * len(old)
         assert old[0].ack(wait=True) == 0
         assert c.ack(again[3], cumulative=True, wait=True) == 4
         assert c.stats().in_flight == 0 and c.connected
