@@ -270,8 +270,8 @@ class ClientBase:
         self._next_id = 1
         self._connection = 0
         self.hello: Any = None
-        self._gone: BaseException | None = ConnectionClosed("never "
-                                                            "connected")
+        self._gone: BaseException | None = ConnectionClosed(
+            "never connected")
         self._outage: Outage | None = None
         self._dialing = False
         #: How many times the client attached again by itself after the

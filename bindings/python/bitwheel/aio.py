@@ -34,7 +34,8 @@ from typing import Any, AsyncIterator
 from . import _core
 from ._core import Backoff, Duration, Fire, Scheduled
 from ._errors import (BitwheelError, ConnectionClosed, ConnectionRefused,
-                      ProtocolError, Timeout)
+                      ProtocolError, ReconnectFailed, ServerError,
+                      SessionLost, Timeout)
 
 
 class AsyncFire(Fire):
@@ -125,7 +126,7 @@ class AsyncClient(_core.ClientBase):
         """Connect and say Hello; see :class:`~bitwheel.Client` for what
         it raises.  Returns the client."""
         if self._transport is not None or self._outage is not None:
-            raise RuntimeError("already connected")
+            raise RuntimeError("already connected (or reconnecting)")
         await self._open(self._timeout)
         return self
 
@@ -278,8 +279,8 @@ class AsyncClient(_core.ClientBase):
         (ShuttingDownError, SessionLost, ReconnectFailed, ...), then
         ConnectionClosed."""
         gone = self._gone
-        if not self._gone_raised and type(gone) is not ConnectionClosed \
-                and isinstance(gone, BitwheelError):
+        if not self._gone_raised and isinstance(gone, (
+                ServerError, ProtocolError, SessionLost, ReconnectFailed)):
             self._gone_raised = True
             raise gone
         raise ConnectionClosed(f"not connected: {gone}") from gone
