@@ -468,13 +468,12 @@ class Req:
             connection (its delivery number means nothing there); when it
             did not run, the call returns `instead`.
         pager: a listing's, which makes each page's envelope.
-        written: the frame went out whole (set by the asyncio client).
         crashes: the connections it was written on that ended without
             SHUTTING_DOWN before its reply (at most MAX_CRASHES).
     """
 
     __slots__ = ("env", "result", "what", "key", "safe", "resend",
-                 "instead", "pager", "written", "crashes")
+                 "instead", "pager", "crashes")
 
     def __init__(self, env: Any, result: Callable[[Any], Any], what: str,
                  key: int | None = None, safe: bool = True,
@@ -483,7 +482,6 @@ class Req:
         self.env, self.result, self.what, self.key = env, result, what, key
         self.safe, self.resend, self.instead = safe, resend, instead
         self.pager = pager
-        self.written = False
         self.crashes = 0
 
     def frame(self, rid: int, connection: int) -> bytes:

@@ -111,7 +111,10 @@ class AsyncClient(_core.ClientBase):
         self._rider: asyncio.Task[None] | None = None
         self._watchdog: asyncio.TimerHandle | None = None
         self._out = bytearray()
-        self._out_reqs: list[_core.Req] = []
+        # Requests whose frames are in _out, not yet handed to the
+        # transport: the newest of _pending (both grow together, in order,
+        # and _out goes out whole).
+        self._unsent = 0
         self._flush_soon = False
         self._fires: deque[AsyncFire] = deque()
         self._waiters: list[asyncio.Future[None]] = []
@@ -196,9 +199,10 @@ class AsyncClient(_core.ClientBase):
             self._rider = None
         self._dial_done()
         held, self._held = self._held, []
+        loop = asyncio.get_running_loop()
         for fut, req in held:
             if not fut.done():
-                self._put(fut, req, self._timeout)
+                self._put(loop, fut, req, self._timeout)
         self._wake()
 
     async def reconnect(self) -> None:
@@ -236,13 +240,14 @@ class AsyncClient(_core.ClientBase):
             if graceful:
                 self._flush(t)
             t.close() if graceful else t.abort()
+        written = len(self._pending) - self._unsent
         self._out.clear()
-        self._out_reqs.clear()
+        self._unsent = 0
         pending, self._pending = self._pending, {}
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None
-        for fut, _, req in pending.values():
+        for i, (fut, _, req) in enumerate(pending.values()):
             if fut.done():
                 continue
             if not riding:
@@ -250,7 +255,7 @@ class AsyncClient(_core.ClientBase):
                 self._gone_raised = True
                 continue
             try:
-                if self._settle(req, req.written, why):
+                if self._settle(req, i < written, why):
                     self._held.append((fut, req))
                 else:
                     fut.set_result(req.instead)
@@ -375,15 +380,14 @@ class AsyncClient(_core.ClientBase):
 
     # ---- requests ----------------------------------------------------------
 
-    def _queue(self, data: bytes, req: _core.Req | None = None) -> None:
-        """Queue a frame (of `req`); frames queued in one turn of the event
-        loop go out in one write (pipelined requests cost one send()
-        together)."""
+    def _queue(self, data: bytes, request: bool = False) -> None:
+        """Queue a frame (a request's: one with a reply); frames queued in
+        one turn of the event loop go out in one write (pipelined requests
+        cost one send() together)."""
         if self._transport is None:
             self._raise_gone()
         self._out += data
-        if req is not None:
-            self._out_reqs.append(req)
+        self._unsent += request
         if not self._flush_soon:
             self._flush_soon = True
             asyncio.get_running_loop().call_soon(self._flush, None)
@@ -398,10 +402,8 @@ class AsyncClient(_core.ClientBase):
         t = transport or self._transport
         if t is not None and self._out:
             t.write(bytes(self._out))
-            for req in self._out_reqs:
-                req.written = True
         self._out.clear()
-        self._out_reqs.clear()
+        self._unsent = 0
 
     def _expire(self) -> None:
         """The watchdog: fail the requests whose time is up, then sleep
@@ -429,23 +431,23 @@ class AsyncClient(_core.ClientBase):
         During an outage it waits, in order, to go out once attached again
         (the Hello of an attempt, with its time limit `hello`, goes at
         once).  No task, no coroutine: many of these pipeline cheaply."""
-        fut = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
         if self._outage is not None and hello is None:
             self._held.append((fut, req))
             return fut
         if self._transport is None:
             self._raise_gone()
-        self._put(fut, req, hello or self._timeout)
+        self._put(loop, fut, req, hello or self._timeout)
         return fut
 
-    def _put(self, fut: asyncio.Future[Any], req: _core.Req,
-             limit: float) -> None:
+    def _put(self, loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Any],
+             req: _core.Req, limit: float) -> None:
         rid = self._rid()
-        deadline = asyncio.get_running_loop().time() + limit
+        deadline = loop.time() + limit
         self._pending[rid] = (fut, deadline, req)
         self._arm_watchdog(deadline)
-        req.written = False
-        self._queue(req.frame(rid, self._connection), req)
+        self._queue(req.frame(rid, self._connection), True)
 
     async def _request(self, req: _core.Req) -> Any:
         fut = self._submit(req)
