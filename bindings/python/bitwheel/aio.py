@@ -53,6 +53,8 @@ class AsyncFire(Fire):
 class _Protocol(asyncio.Protocol):
     def __init__(self, client: "AsyncClient") -> None:
         self.client = client
+        #: Done once this connection's transport is closed.
+        self.lost = asyncio.get_running_loop().create_future()
 
     def data_received(self, data: bytes) -> None:
         self.client._on_data(self, data)
@@ -119,7 +121,6 @@ class AsyncClient(_core.ClientBase):
         self._fires: deque[AsyncFire] = deque()
         self._waiters: list[asyncio.Future[None]] = []
         self._drained: asyncio.Future[None] | None = None
-        self._lost: asyncio.Future[None] | None = None
         self._fd = -1
         self._gone_raised = True
 
@@ -154,7 +155,6 @@ class AsyncClient(_core.ClientBase):
             raise
         self._transport, self._proto = transport, proto
         self._fd = transport.get_extra_info("socket").fileno()
-        self._lost = loop.create_future()
         self._gone_raised = False
         self._begin()
         self._dialing = True
@@ -219,7 +219,8 @@ class AsyncClient(_core.ClientBase):
         if self._rider is not None:
             self._rider.cancel()
         self._forget_outage()
-        t, lost = self._transport, self._lost
+        t = self._transport
+        lost = self._proto.lost if self._proto is not None else None
         self._fail(ConnectionClosed("closed by close()"), graceful=True)
         if t is not None and lost is not None:
             try:
@@ -343,8 +344,8 @@ class AsyncClient(_core.ClientBase):
                 return
 
     def _on_lost(self, proto: _Protocol, exc: Exception | None) -> None:
-        if self._lost is not None and not self._lost.done():
-            self._lost.set_result(None)
+        if not proto.lost.done():
+            proto.lost.set_result(None)
         if proto is self._proto and exc is not None and self._fd >= 0:
             # A write failed (EPIPE): the daemon may have said why before it
             # closed (TOO_MANY_CLIENTS, BAD_FRAME, ...), and that error is
