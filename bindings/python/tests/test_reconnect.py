@@ -380,6 +380,34 @@ def test_give_up_in_bounded_time(start_daemon):
     asyncio.run(main())
 
 
+def test_close_during_a_reconnect(start_daemon):
+    """close() while an AsyncClient attaches again: the task stops, what
+    waited for it fails with ConnectionClosed at once, nothing dials
+    afterwards."""
+    d = start_daemon()
+
+    async def main():
+        a = bitwheel.AsyncClient(d.sock, session="closing", consume=True,
+                                 reconnect=FAST)
+        await a.connect()
+        await asyncio.to_thread(d.stop)
+        pending = a.schedule(1, in_=60)
+        waiter = asyncio.ensure_future(a.next_fire(WAIT))
+        await asyncio.sleep(0.1)   # a few attempts: refused
+        assert a._rider is not None and not pending.done()
+        t0 = time.monotonic()
+        await a.close()
+        with pytest.raises(bitwheel.ConnectionClosed) as e:
+            await pending
+        assert "close()" in str(e.value)
+        with pytest.raises(bitwheel.ConnectionClosed):
+            await waiter
+        assert time.monotonic() - t0 < 1.0 * SLOW
+        await asyncio.sleep(0.1)
+        assert a._rider is None and not a.connected and a.reconnects == 0
+    asyncio.run(main())
+
+
 def test_lasting_refusal_ends_the_ride(start_daemon):
     """A daemon back with a smaller --max-window than the consumer's: its
     Hello is refused (BAD_REQUEST), no point in more attempts, the error is
