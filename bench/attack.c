@@ -7,6 +7,10 @@
  * refusal read off a raw socket) goes through raw sockets, every frame
  * packed by proto/frame.h but the deliberately padded ones.
  *
+ * The delivery attacks' consumers are raw sockets too: a Hello with any
+ * option (an ack timeout of 1 ns), many of them opened or closed at once,
+ * every frame read and parsed (fires counted) and nothing acknowledged.
+ *
  * Each child reports in one struct through a pipe and exits; a child that
  * fails to report is killed at the caller's deadline.  An attacker's
  * build-up stops at the first refusal of each kind it pushes against (or
@@ -46,7 +50,7 @@
 
 static const char *const names[ATK_N] = {
 	"none", "memory", "cpu", "stats", "frames", "expire", "silent", "squat", "logs",
-	"pipeline", "list",
+	"pipeline", "list", "redeliver", "churn", "reattach", "coalesce",
 };
 
 const char *atk_name(enum atk_kind k)
@@ -67,6 +71,10 @@ int atk_expected_refusal(enum atk_kind k)
 	case ATK_LOGS: return EC(BAD_VERSION);
 	case ATK_PIPELINE: return EC(TOO_MANY_CLIENTS);
 	case ATK_LIST: return EC(TOO_MANY_TIMERS);
+	case ATK_REDELIVER: return EC(TOO_MANY_TIMERS);
+	case ATK_CHURN: return EC(TOO_MANY_TIMERS);
+	case ATK_REATTACH: return EC(TOO_MANY_TIMERS);
+	case ATK_COALESCE: return EC(TOO_MANY_TIMERS);
 	default: return 0;
 	}
 }
@@ -217,9 +225,24 @@ struct victim {
 	uint64_t outstanding;    /* Schedules without a reply               */
 };
 
+/* Key k's delay: delay_ns, or one from delay_ns to delay_max_ns by a
+ * fixed hash of k (splitmix64's finaliser), so that the deadlines of keys
+ * scheduled in order interleave as a real program's would. */
+static uint64_t victim_delay(const struct atk_victim_opts *o, uint64_t k)
+{
+	uint64_t x = k + UINT64_C(0x9e3779b97f4a7c15);
+
+	if (o->delay_max_ns <= o->delay_ns)
+		return o->delay_ns;
+	x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+	x ^= x >> 31;
+	return o->delay_ns + x % (o->delay_max_ns - o->delay_ns + 1);
+}
+
 static uint64_t victim_deadline(const struct victim *v, uint64_t k)
 {
-	return v->start + k * v->o->interval_ns + v->o->delay_ns;
+	return v->start + k * v->o->interval_ns + victim_delay(v->o, k);
 }
 
 static void victim_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
@@ -352,7 +375,8 @@ static void victim_run(const struct atk_victim_opts *o, struct atk_victim_result
 		v.outstanding++;
 	}
 	/* The last fires, and every reply; then what never came is lost. */
-	end = victim_deadline(&v, v.n ? v.n - 1 : 0) + o->grace_ns;
+	end = v.start + (v.n ? v.n - 1 : 0) * o->interval_ns + o->grace_ns +
+	      (o->delay_max_ns > o->delay_ns ? o->delay_max_ns : o->delay_ns);
 	while (bwc_now_ns() < end && (v.outstanding || r->fires < r->scheduled))
 		if (victim_pump_until(c, &v, bwc_now_ns() + 5 * MS) != 0)
 			break;
@@ -664,27 +688,38 @@ static void fill_drain(struct bwc_client *c, struct fill *f, uint64_t upto)
 	}
 }
 
+/* What fill() schedules: its i-th timer (from 0) due at when_ns + i *
+ * step_ns (a delay, or a CLOCK_MONOTONIC time when absolute), periodic
+ * when period_ns is not 0, with leeway_ns (0: the daemon's default), and
+ * the attacker's payload or none. */
+struct fill_spec {
+	uint64_t when_ns, step_ns, period_ns, leeway_ns;
+	bool absolute, payload;
+};
+
+static const struct fill_spec in_an_hour = { .when_ns = HOUR };
+
 /*
  * Schedule timers key0, key0 + 1, ... on c, pipelined, until one is
- * refused or `most` were sent: how many were accepted.  period 0:
- * oneshots.
+ * refused or `most` were sent: how many were accepted.
  */
 static uint64_t fill(struct actx *a, struct bwc_client *c, uint64_t key0,
-		     uint64_t most, uint64_t delay_ns, uint64_t period_ns,
-		     bool payload)
+		     uint64_t most, const struct fill_spec *sp)
 {
 	struct fill f = { .a = a };
 
 	for (uint64_t i = 0; i < most && !f.refused; i++) {
-		struct bwc_timer t = { .key = key0 + i, .when_ns = delay_ns,
-				       .period_ns = period_ns };
+		struct bwc_timer t = { .key = key0 + i, .absolute = sp->absolute,
+				       .when_ns = sp->when_ns + i * sp->step_ns,
+				       .period_ns = sp->period_ns };
 
-		if (payload) {
+		if (sp->payload) {
 			t.payload = a->payload;
 			t.payload_len = a->payload_len;
 		}
 		a->r->ops++;
-		if (bwc_send_schedule(c, &t, fill_reply, &f) != 0)
+		if (bwc_send_schedule_leeway(c, &t, sp->leeway_ns ? sp->leeway_ns :
+					     BWC_LEEWAY_DEFAULT, fill_reply, &f) != 0)
 			break;
 		f.outstanding++;
 		if (f.outstanding >= FILL_WINDOW)
@@ -708,7 +743,8 @@ static void build_memory(struct actx *a)
 		if (!c)
 			break;
 		a->r->sessions++;
-		fill(a, c, 1, a->o->max_timers - a->r->timers, HOUR, 0, true);
+		fill(a, c, 1, a->o->max_timers - a->r->timers,
+		     &(struct fill_spec){ .when_ns = HOUR, .payload = true });
 		bwc_free(c);
 	}
 }
@@ -731,7 +767,8 @@ static void build_cpu(struct actx *a)
 	}
 	for (uint64_t k = 1; n && !refused && a->r->timers < a->o->max_timers; k++)
 		for (unsigned i = 0; i < n && !refused; i++)
-			refused = fill(a, c[i], k, 1, 100 * MS, 100 * MS, false) == 0;
+			refused = fill(a, c[i], k, 1, &(struct fill_spec){
+				.when_ns = 100 * MS, .period_ns = 100 * MS }) == 0;
 	for (unsigned i = 0; i < n; i++)
 		bwc_free(c[i]);
 }
@@ -895,7 +932,7 @@ static void expire_round(struct actx *a, unsigned *next)
 	if (!c)
 		return;
 	a->r->sessions++;
-	fill(a, c, 1, a->o->max_timers, HOUR, 0, false);
+	fill(a, c, 1, a->o->max_timers, &in_an_hour);
 	bwc_free(c);
 }
 
@@ -1061,7 +1098,7 @@ static void build_list(struct actx *a, struct conns *cs)
 	if (!c)
 		return;
 	a->r->sessions++;
-	n = fill(a, c, 0, a->o->max_timers / 2, HOUR, 0, false);
+	n = fill(a, c, 0, a->o->max_timers / 2, &in_an_hour);
 	for (uint64_t k = 0; k < n; k++) {
 		if (k % (n / LIST_KEEP + 1) == 0)
 			continue;
@@ -1072,7 +1109,7 @@ static void build_list(struct actx *a, struct conns *cs)
 	bwc_free(c);
 	if ((c = aconnect(a, LIST_DENSE, BWC_ROLE_PRODUCER, -1))) {
 		a->r->sessions++;
-		fill(a, c, 0, a->o->max_timers - a->r->timers, HOUR, 0, false);
+		fill(a, c, 0, a->o->max_timers - a->r->timers, &in_an_hour);
 		bwc_free(c);
 	}
 	for (unsigned i = 0; i < LIST_FLOODERS; i++) {
@@ -1239,6 +1276,405 @@ static void logs_round(struct actx *a)
 			close(extra[i]);
 }
 
+/* ---- the delivery attacks ------------------------------------------------- */
+
+/* Named sessions they fill, at most: the uid's timer budget runs out
+ * first (4 at the defaults: 65,536 timers a session, 231,409 a uid). */
+#define DLV_SESSIONS 16
+/* The fires come due this long after the build-up starts, and that much
+ * more per timer of the uid's budget: the filling done before, on an
+ * unloaded machine, so that they come due at one instant. */
+#define DLV_LEAD_NS (200 * MS)
+#define DLV_LEAD_PER_TIMER_NS 10000u
+/* Every fire is to come once within this of its deadline in the
+ * build-up (or of its batch's end, ATK_COALESCE), or the attacker says
+ * which did not. */
+#define DLV_ARRIVE_NS (60 * S)
+/* ATK_CHURN: each consumer closes and reconnects this often, in turn. */
+#define CHURN_NS (200 * MS)
+/* ATK_REATTACH: every consumer closes and re-attaches at once this often,
+ * the first time this long after the build-up. */
+#define REATTACH_NS S
+/* ATK_COALESCE: the deadlines of a batch spread over this much per timer
+ * of the uid's budget (at least COALESCE_SPREAD_MIN_NS), each timer's
+ * leeway a quarter more, so that every window overlaps every other; the
+ * spread keeps each of the coarse lane's 100 ms ticks to a few thousand
+ * fires at the defaults (4.6 s, 5,000 a tick), so that the wheel's poll of
+ * a tick is not what the batch's release is blamed for. */
+#define COALESCE_SPREAD_PER_TIMER_NS 20000u
+#define COALESCE_SPREAD_MIN_NS (200 * MS)
+/* Frames read from one consumer before the next one's turn. */
+#define RAWC_READS 16
+
+/* A consumer on a raw socket: it reads every frame and acknowledges
+ * nothing. */
+struct rawc {
+	int fd;                 /* -1 while closed                          */
+	unsigned session;       /* its session, in dlv.s                    */
+	bool refused;           /* an Error came: the daemon closes it      */
+	uint8_t *buf;           /* what came after the last whole frame     */
+	size_t have;
+};
+
+struct dlv {
+	enum atk_kind k;
+	struct {
+		char name[32];
+		uint64_t timers;            /* accepted in the build-up     */
+		struct bwc_client *producer; /* ATK_COALESCE's, kept for the
+						next batches            */
+	} s[DLV_SESSIONS];
+	unsigned ns;
+	struct rawc *c;          /* its consumers, nc of them               */
+	unsigned nc;
+	struct pollfd *p;        /* the stop pipe, then each consumer       */
+	size_t bufcap;           /* the daemon's largest frame, and header  */
+	uint32_t window;
+	uint64_t budget;         /* the uid's timers                        */
+	uint64_t total;          /* timers of a round, over all sessions    */
+	bool hello_seen;         /* a HelloReply set r->ack_timeout_ns      */
+};
+
+/* A Hello of d's kind of consumer of `session`, into a->buf: its length,
+ * or 0 out of memory. */
+static size_t dlv_hello(struct actx *a, const struct dlv *d, const char *session)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Hello h = BITWHEEL__V1__HELLO__INIT;
+	size_t len = 0;
+
+	h.has_protocol_version = 1;
+	h.protocol_version = BWP_PROTOCOL_VERSION;
+	h.has_session = 1;
+	h.session.data = (uint8_t *)session;
+	h.session.len = strlen(session);
+	h.has_role = 1;
+	h.role = BITWHEEL__V1__ROLE__CONSUMER;
+	h.has_window = 1;
+	h.window = d->window;
+	if (d->k == ATK_REDELIVER) {
+		h.has_ack_timeout_ns = 1;
+		h.ack_timeout_ns = 1;
+	}
+	if (d->k == ATK_COALESCE) {
+		h.has_auto_ack = h.auto_ack = 1;
+		h.has_coalesce = h.coalesce = 1;
+	}
+	env.has_request_id = 1;
+	env.request_id = 1;
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
+	env.hello = &h;
+	return pack(&a->buf, &len, &a->buf_cap, &env) ? len : 0;
+}
+
+/* Connect c and say Hello, without waiting: the reply is read with the
+ * fires. */
+static void rawc_open(struct actx *a, struct dlv *d, struct rawc *c)
+{
+	size_t len = dlv_hello(a, d, d->s[c->session].name);
+	int fd;
+
+	a->r->ops++;
+	c->have = 0;
+	c->refused = false;
+	if (!len || (fd = raw_connect(a->o->sock)) < 0) {
+		fmt_error(a->r->error, sizeof(a->r->error), "consumer of %s: %s",
+			  d->s[c->session].name, len ? strerror(errno) : "out of memory");
+		return;
+	}
+	/* Refused at accept, it is closed after its Error, which the
+	 * reader counts. */
+	raw_write(fd, a->buf, len);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	c->fd = fd;
+}
+
+static void rawc_close(struct rawc *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->have = 0;
+}
+
+/* One frame from the daemon to a consumer. */
+static void dlv_frame(struct actx *a, struct dlv *d, struct rawc *c,
+		      const Bitwheel__V1__Envelope *env)
+{
+	switch (env->body_case) {
+	case BITWHEEL__V1__ENVELOPE__BODY_FIRED:
+		a->r->fires++;
+		a->r->redelivered += env->fired->redelivered;
+		break;
+	case BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY:
+		if (d->k != ATK_REDELIVER)
+			break;
+		if (!d->hello_seen || env->hello_reply->ack_timeout_ns < a->r->ack_timeout_ns)
+			a->r->ack_timeout_ns = env->hello_reply->ack_timeout_ns;
+		d->hello_seen = true;
+		if (env->hello_reply->ack_timeout_ns < ATK_ACK_TIMEOUT_FLOOR_NS)
+			fmt_error(a->r->error, sizeof(a->r->error),
+				  "an ack timeout of 1 ns was put in force as %" PRIu64 " ns",
+				  env->hello_reply->ack_timeout_ns);
+		break;
+	case BITWHEEL__V1__ENVELOPE__BODY_ERROR:
+		count_refusal(a, (int)env->error->code);
+		c->refused = true;
+		break;
+	default:
+		break;
+	}
+}
+
+/* Read what c has, a few reads' worth, and take its whole frames. */
+static void rawc_read(struct actx *a, struct dlv *d, struct rawc *c)
+{
+	for (int i = 0; i < RAWC_READS && c->fd >= 0; i++) {
+		ssize_t n = recv(c->fd, c->buf + c->have, d->bufcap - c->have, 0);
+		size_t off = 0;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0) {
+			if (!c->refused)
+				fmt_error(a->r->error, sizeof(a->r->error),
+					  "the daemon closed a consumer of %s (%s)",
+					  d->s[c->session].name, n ? strerror(errno) : "EOF");
+			rawc_close(c);
+			return;
+		}
+		c->have += (size_t)n;
+		for (;;) {
+			Bitwheel__V1__Envelope *env;
+			size_t flen;
+			int rc = bwp_frame_parse(c->buf + off, c->have - off,
+						 d->bufcap - BWP_HEADER_SIZE, &env, &flen);
+
+			if (rc == BWP_EMORE)
+				break;
+			if (rc != 0) {
+				fmt_error(a->r->error, sizeof(a->r->error),
+					  "a frame to a consumer of %s: %s",
+					  d->s[c->session].name, bwp_strerror(rc));
+				rawc_close(c);
+				return;
+			}
+			dlv_frame(a, d, c, env);
+			bwp_frame_free(env);
+			off += flen;
+		}
+		memmove(c->buf, c->buf + off, c->have - off);
+		c->have -= off;
+	}
+}
+
+/* Read the open consumers for up to ms: whether told to stop. */
+static bool dlv_read(struct actx *a, struct dlv *d, int ms)
+{
+	unsigned n = 1;
+
+	d->p[0].fd = a->ch->stop_fd;
+	d->p[0].events = POLLIN;
+	for (unsigned i = 0; i < d->nc; i++) {
+		d->p[i + 1].fd = d->c[i].fd;   /* poll skips -1 */
+		d->p[i + 1].events = POLLIN;
+		n++;
+	}
+	if (poll(d->p, n, ms) <= 0)
+		return false;
+	if (d->p[0].revents)
+		return true;
+	for (unsigned i = 0; i < d->nc; i++)
+		if (d->p[i + 1].revents)
+			rawc_read(a, d, &d->c[i]);
+	return false;
+}
+
+/* Read until t (CLOCK_MONOTONIC), or until `fires` came if not 0:
+ * whether told to stop. */
+static bool dlv_read_until(struct actx *a, struct dlv *d, uint64_t t, uint64_t fires)
+{
+	for (uint64_t now; (now = load_now_ns()) < t && (!fires || a->r->fires < fires);)
+		if (dlv_read(a, d, (int)((t - now) / MS) + 1))
+			return true;
+	return false;
+}
+
+/* Another consumer of session s; false out of memory. */
+static bool dlv_add_consumer(struct actx *a, struct dlv *d, unsigned s)
+{
+	struct rawc *c;
+
+	if (d->nc % 64 == 0) {
+		struct rawc *nc = realloc(d->c, (d->nc + 64) * sizeof(*nc));
+		struct pollfd *np = realloc(d->p, (d->nc + 65) * sizeof(*np));
+
+		if (nc)
+			d->c = nc;
+		if (np)
+			d->p = np;
+		if (!nc || !np)
+			return false;
+	}
+	c = &d->c[d->nc];
+	*c = (struct rawc){ .fd = -1, .session = s, .buf = malloc(d->bufcap) };
+	if (!c->buf)
+		return false;
+	d->nc++;
+	rawc_open(a, d, c);
+	return true;
+}
+
+/* The deadlines of a round's fires: all at one instant lead from now
+ * (ATK_COALESCE: spread, each with a leeway past the spread). */
+static struct fill_spec dlv_spec(const struct actx *a, const struct dlv *d)
+{
+	struct fill_spec sp = { .absolute = true };
+	uint64_t spread = d->budget * COALESCE_SPREAD_PER_TIMER_NS;
+
+	sp.when_ns = load_now_ns() + DLV_LEAD_NS + d->budget * DLV_LEAD_PER_TIMER_NS;
+	if (d->k == ATK_COALESCE) {
+		if (spread < COALESCE_SPREAD_MIN_NS)
+			spread = COALESCE_SPREAD_MIN_NS;
+		sp.step_ns = spread / (a->lim.max_timers ? a->lim.max_timers : 1);
+		sp.leeway_ns = spread + spread / 4;
+	}
+	return sp;
+}
+
+/*
+ * The delivery attacks' build-up: named sessions filled in turn until the
+ * uid's timer budget refuses, every fire due at one instant after the
+ * filling; each session with as many consumers of the window as hold all
+ * its fires (ATK_COALESCE: one coalescing consumer, attached first, as a
+ * batch forms only while it is); ready once every fire came.
+ */
+static void build_delivery(struct actx *a, struct dlv *d)
+{
+	struct fill_spec sp;
+	uint64_t until;
+
+	if (!a->have_lim) {
+		fmt_error(a->r->error, sizeof(a->r->error), "no limits from the daemon");
+		return;
+	}
+	d->window = a->o->window ? a->o->window : a->lim.max_window;
+	d->bufcap = a->lim.max_frame_bytes + BWP_HEADER_SIZE;
+	d->budget = a->lim.max_timers_per_uid ? a->lim.max_timers_per_uid :
+		    a->lim.max_timers;
+	sp = dlv_spec(a, d);
+	for (unsigned s = 0; s < DLV_SESSIONS && d->total < a->o->max_timers; s++) {
+		struct bwc_client *c;
+		uint64_t n;
+
+		snprintf(d->s[s].name, sizeof(d->s[s].name), "dlv-%u", s);
+		if (d->k == ATK_COALESCE && !dlv_add_consumer(a, d, s))
+			break;
+		if (!(c = aconnect(a, d->s[s].name, BWC_ROLE_PRODUCER, -1)))
+			break;
+		a->r->sessions++;
+		d->ns = s + 1;
+		n = fill(a, c, 0, a->o->max_timers - d->total, &sp);
+		d->s[s].timers = n;
+		d->total += n;
+		if (d->k == ATK_COALESCE)
+			d->s[s].producer = c;
+		else
+			bwc_free(c);
+		for (uint64_t i = 0; d->k != ATK_COALESCE && i < (n + d->window - 1) / d->window; i++)
+			if (!dlv_add_consumer(a, d, s))
+				break;
+		if (n == 0)
+			break;
+	}
+	a->r->conns = d->nc;
+	until = sp.when_ns + sp.leeway_ns + DLV_ARRIVE_NS;
+	if (!dlv_read_until(a, d, until, d->total) && a->r->fires < d->total)
+		fmt_error(a->r->error, sizeof(a->r->error),
+			  "%" PRIu64 " of %" PRIu64 " fires came to the consumers by %.0f s"
+			  " after their deadline", a->r->fires, d->total,
+			  (double)(until - sp.when_ns) / 1e9);
+}
+
+/* ATK_REDELIVER: read every fire, acknowledge none. */
+static void run_redeliver(struct actx *a, struct dlv *d)
+{
+	while (!dlv_read(a, d, 100))
+		;
+}
+
+/* ATK_CHURN: the next consumer closes and reconnects every CHURN_NS /
+ * their number. */
+static void run_churn(struct actx *a, struct dlv *d)
+{
+	uint64_t step = CHURN_NS / (d->nc ? d->nc : 1), next = load_now_ns();
+
+	for (unsigned i = 0; d->nc; i = (i + 1) % d->nc) {
+		next += step;
+		if (dlv_read_until(a, d, next, 0))
+			return;
+		rawc_close(&d->c[i]);
+		rawc_open(a, d, &d->c[i]);
+	}
+	run_redeliver(a, d);
+}
+
+/* ATK_REATTACH: every consumer closes, then every one re-attaches, as
+ * fast as it can, every REATTACH_NS. */
+static void run_reattach(struct actx *a, struct dlv *d)
+{
+	for (uint64_t next = load_now_ns() + REATTACH_NS;; next += REATTACH_NS) {
+		if (dlv_read_until(a, d, next, 0))
+			return;
+		for (unsigned i = 0; i < d->nc; i++)
+			rawc_close(&d->c[i]);
+		for (unsigned i = 0; i < d->nc; i++)
+			rawc_open(a, d, &d->c[i]);
+	}
+}
+
+/* ATK_COALESCE: once every fire of the last batches came, the same
+ * sessions filled again, as in the build-up, round after round. */
+static void run_coalesce(struct actx *a, struct dlv *d)
+{
+	uint64_t held = a->r->timers, want = a->r->fires;
+
+	for (uint64_t round = 1;; round++) {
+		struct fill_spec sp = dlv_spec(a, d);
+		uint64_t until;
+
+		for (unsigned s = 0; s < d->ns; s++)
+			if (d->s[s].producer)
+				want += fill(a, d->s[s].producer, round << 32, d->s[s].timers, &sp);
+		until = sp.when_ns + sp.leeway_ns + DLV_ARRIVE_NS;
+		if (dlv_read_until(a, d, until, want))
+			break;
+		if (a->r->fires < want) {
+			fmt_error(a->r->error, sizeof(a->r->error),
+				  "batch %" PRIu64 ": %" PRIu64 " fires short", round,
+				  want - a->r->fires);
+			break;
+		}
+	}
+	/* Timers held when ready, not scheduled since. */
+	a->r->timers = held;
+	run_redeliver(a, d);
+}
+
+static void dlv_free(struct dlv *d)
+{
+	for (unsigned i = 0; i < d->nc; i++) {
+		rawc_close(&d->c[i]);
+		free(d->c[i].buf);
+	}
+	for (unsigned s = 0; s < d->ns; s++)
+		bwc_free(d->s[s].producer);
+	free(d->c);
+	free(d->p);
+}
+
 /* Tell the caller we are at our budgets (once); false if it is gone. */
 static bool ready(struct actx *a)
 {
@@ -1253,6 +1689,7 @@ static bool ready(struct actx *a)
 static void attack_run(enum atk_kind k, struct actx *a)
 {
 	struct conns cs = { 0 };
+	struct dlv d = { .k = k };
 	uint64_t t0 = load_now_ns();
 	unsigned next = 0;
 	uint8_t *buf = NULL;
@@ -1304,6 +1741,12 @@ static void attack_run(enum atk_kind k, struct actx *a)
 	case ATK_LIST:
 		build_list(a, &cs);
 		break;
+	case ATK_REDELIVER:
+	case ATK_CHURN:
+	case ATK_REATTACH:
+	case ATK_COALESCE:
+		build_delivery(a, &d);
+		break;
 	default:
 		break;
 	}
@@ -1343,12 +1786,25 @@ static void attack_run(enum atk_kind k, struct actx *a)
 			logs_round(a);
 		while (!stopping(a, 0));
 		break;
+	case ATK_REDELIVER:
+		run_redeliver(a, &d);
+		break;
+	case ATK_CHURN:
+		run_churn(a, &d);
+		break;
+	case ATK_REATTACH:
+		run_reattach(a, &d);
+		break;
+	case ATK_COALESCE:
+		run_coalesce(a, &d);
+		break;
 	default:
 		stopping(a, -1);
 		break;
 	}
 out:
 	conns_free(&cs);
+	dlv_free(&d);
 	free(buf);
 	free(a->buf);
 	free(a->payload);

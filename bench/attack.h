@@ -16,6 +16,13 @@
  *             of them), says ready, then keeps at it until told to stop,
  *             counting the daemon's refusals by ErrorCode.
  *
+ * The delivery attacks (issue 20: ATK_REDELIVER, ATK_CHURN, ATK_REATTACH,
+ * ATK_COALESCE) press on the way from a session's queue to its consumers
+ * rather than on the budgets: the attacker fills named sessions to its
+ * timer budget with fires due at one instant (spread, for coalescing),
+ * held by consumers on raw sockets that read every fire and never
+ * acknowledge one, then keeps the daemon handing them out again.
+ *
  * Children report through a pipe, in one write of a fixed struct; every
  * wait has a deadline.  Lateness goes into bwload's log-linear histograms
  * (load_stats.c, 1.6 % resolution).  Costs: the victim holds one histogram
@@ -34,6 +41,8 @@
 #define ATK_NOBODY 65534   /* the attacker's uid                      */
 #define ATK_VICTIM 65533   /* the victim's uid                        */
 #define ATK_CODES 32       /* ErrorCode values counted                */
+/* PROTOCOL.md (Hello): an ack_timeout_ns below this is raised to it. */
+#define ATK_ACK_TIMEOUT_FLOOR_NS 100000000u
 
 enum atk_kind {
 	ATK_NONE,     /* baseline: no attacker                                  */
@@ -58,6 +67,19 @@ enum atk_kind {
 			 to 8 timers in a table sized for thousands, then 4
 			 connections writing ListTimers and ListSessions of
 			 them as fast as the daemon reads them                 */
+	ATK_REDELIVER, /* sessions filled to the timer budget, every fire due
+			 at one instant, held by consumers of the largest
+			 window that read and never acknowledge, with an ack
+			 timeout of 1 ns (the daemon raises it to its floor):
+			 every fire taken back and handed out again and again */
+	ATK_CHURN,    /* the same without an ack timeout, each consumer
+			 closing and reconnecting every 200 ms, in turn       */
+	ATK_REATTACH, /* the same, every consumer closing at once and
+			 re-attaching at once, every second                   */
+	ATK_COALESCE, /* sessions filled to the timer budget with tolerant
+			 timers whose windows overlap, one coalescing consumer
+			 each: one batch per session, all released at one
+			 instant; then again, as soon as all came             */
 	ATK_N
 };
 
@@ -79,7 +101,10 @@ struct atk_victim_opts {
 	const char *session;    /* the victim's named session              */
 	uid_t uid;              /* 0: stay root (no setuid)                */
 	uint64_t interval_ns;   /* one timer scheduled every interval      */
-	uint64_t delay_ns;      /* each due this far ahead                 */
+	uint64_t delay_ns;      /* each due this far ahead ...             */
+	uint64_t delay_max_ns;  /* ... or, when above delay_ns, a delay
+				   from delay_ns to this, by key (a fixed
+				   hash: the same keys, the same delays)   */
 	uint64_t duration_ns;   /* scheduling for this long                */
 	uint64_t grace_ns;      /* then awaiting the last fires this long  */
 	int nice;               /* setpriority() before dropping to uid     */
@@ -108,6 +133,8 @@ struct atk_attack_opts {
 				       ATK_EXPIRE, ATK_SILENT)               */
 	uint64_t max_timers;        /* give up building past this many      */
 	unsigned max_conns;         /* ... or this many connections         */
+	uint32_t window;            /* the delivery attacks' consumer window;
+				       0: the daemon's max_window            */
 };
 
 struct atk_attack_result {
@@ -116,6 +143,13 @@ struct atk_attack_result {
 	uint64_t conns;              /* connections held when ready        */
 	uint64_t sessions;           /* named sessions made when ready     */
 	uint64_t timers;             /* timers accepted when ready         */
+	uint64_t fires;              /* fires its consumers read, taken
+					back ones again each time          */
+	uint64_t redelivered;        /* of those, marked redelivered       */
+	uint64_t ack_timeout_ns;     /* ATK_REDELIVER: the ack timeout the
+					daemon said it put in force for
+					the 1 ns asked (the smallest of
+					its consumers')                    */
 	double ready_s;              /* building up took                   */
 	char error[200];             /* an unexpected failure              */
 };

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run-attack.sh - the victim's lateness under each attack of a hostile
-# local user (issue 12), in one command:
+# local user (issues 12 and 20), in one command:
 #
 #   bench/run-attack.sh [--build DIR] [--out FILE] [--duration S]
 #                       [--nice N] [-- BWATTACK_OPTIONS...]
@@ -9,16 +9,22 @@
 #      (default: the tree if it is configured, else bench/build)
 #   2. runs bwattack (as root: the attacker is uid 65534, the victim uid
 #      65533): a fresh daemon with its default budgets per attack, the
-#      baseline and the eight attacks of bench/attack.h, --duration
-#      seconds of the victim each (default 10), its loop turns timed
-#      (bwturns.so)
+#      baseline and every attack of bench/attack.h (or those of
+#      bwattack's --attacks), --duration seconds of the victim each
+#      (default 10), its loop turns timed (bwturns.so)
 #   3. writes FILE (default bench/results/attack.md): the command, the
 #      machine, its load, and the table
 #
 # --nice N runs the daemon and the victim at nice N (default 0; e.g. -10
 # on a shared machine, so that the figures show the daemon's own stalls
-# more than the other processes' share of the CPU).  Exit status:
-# bwattack's (1 when an attack missed the target).
+# more than the other processes' share of the CPU).  Issue 20's victim
+# and delivery attacks:
+#
+#   bench/run-attack.sh --nice -10 --out bench/results/attack-delivery.md -- \
+#       --attacks none,redeliver,churn,reattach,coalesce \
+#       --interval 10 --delay 50 --delay-max 500
+#
+# Exit status: bwattack's (1 when an attack missed the target).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -36,7 +42,7 @@ while [ $# -gt 0 ]; do
 	--duration) duration=$2; shift ;;
 	--nice) nice=$2; shift ;;
 	--) shift; break ;;
-	-h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,28p' "$0"; exit 0 ;;
 	*) echo "run-attack.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -60,7 +66,7 @@ rc=0
 	--nice "$nice" --turns "$build/bench/.libs/bwturns.so" "$@" >"$tmp" || rc=$?
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 {
-	echo "# The victim under attack (issue 12)"
+	echo "# The victim under attack (issues 12 and 20)"
 	echo
 	echo "Produced by \`$cmdline\` on $(date -u '+%Y-%m-%d %H:%M UTC'),"
 	# Dirty means changed sources; the results this writes do not count.
@@ -73,14 +79,15 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 	echo "Each row: a fresh bitwheeld with its default budgets (\`--linger 500ms\`"
 	echo "for the expiry attack), the attacker (uid 65534, bench/attack.h) built up"
 	echo "until the daemon refused it, then the victim (uid 65533, its own named"
-	echo "session, a consumer) scheduling a 50 ms oneshot every 20 ms for"
-	echo "${duration} s while the attacker kept on.  Lateness in ms: at receipt"
+	echo "session, a consumer; the line above the table says its timers and the"
+	echo "target) scheduling while the attacker kept on.  Lateness in ms: at receipt"
 	echo "(receive time - deadline: p50, p99, max) and by the daemon's clock"
 	echo "(Fired.fired_at_ns - deadline, p99).  The loop turn column is"
 	echo "bench/turns.c's: the longest CPU time and wall time the daemon spent"
 	echo "between two epoll_wait calls, and how many turns took over 1, 5 and"
-	echo "10 ms of CPU; CPU time counts the daemon's own work however busy the"
-	echo "machine was.  Target: victim p99 <= 10 ms, nothing lost, early or refused."
+	echo "10 ms of CPU, in the seconds the victim ran; then the longest in the"
+	echo "daemon's life, the attacker's build-up included.  CPU time counts the"
+	echo "daemon's own work however busy the machine was."
 	echo
 	cat "$tmp"
 } >"$out"
