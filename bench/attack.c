@@ -23,6 +23,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -108,7 +109,14 @@ static void become(uid_t uid)
 	}
 }
 
-static int fork_child(uid_t uid, int nice, struct atk_child *ch)
+int atk_set_rt(int prio)
+{
+	struct sched_param sp = { .sched_priority = prio };
+
+	return sched_setscheduler(0, SCHED_FIFO, &sp) == 0 ? 0 : -errno;
+}
+
+static int fork_child(uid_t uid, int nice, int rt, struct atk_child *ch)
 {
 	int rep[2], stop[2];
 
@@ -139,6 +147,10 @@ static int fork_child(uid_t uid, int nice, struct atk_child *ch)
 		signal(SIGPIPE, SIG_IGN);
 		if (nice)
 			setpriority(PRIO_PROCESS, 0, nice);
+		if (rt > 0 && atk_set_rt(rt) != 0) {
+			fprintf(stderr, "attack: SCHED_FIFO %d: %s\n", rt, strerror(errno));
+			_exit(99);
+		}
 		become(uid);
 		ch->report_fd = rep[1];
 		ch->stop_fd = stop[0];
@@ -392,7 +404,7 @@ out:
 
 int atk_victim_start(const struct atk_victim_opts *opts, struct atk_child *out)
 {
-	int rc = fork_child(opts->uid, opts->nice, out);
+	int rc = fork_child(opts->uid, opts->nice, opts->rt, out);
 
 	if (rc == 0 && out->pid == 0) {
 		struct atk_victim_result *r = calloc(1, sizeof(*r));
@@ -1815,7 +1827,7 @@ int atk_attack_start(enum atk_kind k, const struct atk_attack_opts *opts,
 {
 	struct pollfd p;
 	char one;
-	int rc = fork_child(opts->uid, 0, out);
+	int rc = fork_child(opts->uid, 0, 0, out);
 
 	if (rc != 0) {
 		snprintf(err, errlen, "fork: %s", strerror(-rc));

@@ -108,6 +108,8 @@ struct atk_victim_opts {
 	uint64_t duration_ns;   /* scheduling for this long                */
 	uint64_t grace_ns;      /* then awaiting the last fires this long  */
 	int nice;               /* setpriority() before dropping to uid     */
+	int rt;                 /* > 0: SCHED_FIFO at this priority, also
+				   before dropping to uid (atk_set_rt)      */
 };
 
 struct atk_victim_result {
@@ -169,6 +171,11 @@ int atk_attack_start(enum atk_kind k, const struct atk_attack_opts *opts,
 /* Tell it to stop and take its report: 0 or -1 as atk_victim_finish. */
 int atk_attack_stop(struct atk_child *ch, int timeout_ms,
 		    struct atk_attack_result *out);
+
+/* Put the calling process under SCHED_FIFO at priority prio (> 0), so
+ * that on a machine busy with other work only the daemon's own stalls
+ * delay it: 0 or -errno. */
+int atk_set_rt(int prio);
 
 /* Lines in a file (a daemon's log): -1 if it cannot be read. */
 long atk_count_lines(const char *path);

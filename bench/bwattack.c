@@ -52,7 +52,7 @@ struct opts {
 	uint64_t duration_ns, interval_ns, delay_ns, delay_max_ns;
 	double target_ms, target_max_ms;
 	size_t payload;
-	int nice;
+	int nice, rt;
 	const char *turns;      /* bwturns.so, or NULL                      */
 };
 
@@ -85,6 +85,10 @@ static void usage(FILE *f)
 		"                      e.g. -10 on a busy machine, so that the figures\n"
 		"                      show the daemon's own stalls more than the\n"
 		"                      other processes' share of the CPU\n"
+		"  --rt PRIO           the daemon and the victim under SCHED_FIFO at\n"
+		"                      PRIO (the attacker stays as it is): on a machine\n"
+		"                      loaded past its cores, the figures then show the\n"
+		"                      daemon's own stalls alone\n"
 		"  --turns PATH        bench/.libs/bwturns.so: time the daemon's loop\n"
 		"                      turns (CPU and wall time from one epoll_wait\n"
 		"                      to the next) and report the longest, in the\n"
@@ -105,6 +109,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		{ "target-ms", required_argument, NULL, 'g' },
 		{ "target-max-ms", required_argument, NULL, 'G' },
 		{ "nice", required_argument, NULL, 'n' },
+		{ "rt", required_argument, NULL, 'r' },
 		{ "turns", required_argument, NULL, 'u' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -163,6 +168,9 @@ static int parse(int argc, char **argv, struct opts *o)
 			break;
 		case 'n':
 			o->nice = atoi(optarg);
+			break;
+		case 'r':
+			o->rt = atoi(optarg);
 			break;
 		case 'u':
 			o->turns = optarg;
@@ -241,6 +249,8 @@ static int daemon_start(const struct opts *o, enum atk_kind k, struct daemon *d)
 			_exit(127);
 		if (o->nice)
 			setpriority(PRIO_PROCESS, 0, o->nice);
+		if (o->rt > 0 && atk_set_rt(o->rt) != 0)
+			_exit(126);
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
@@ -327,7 +337,8 @@ static bool run_one(const struct opts *o, enum atk_kind k)
 	struct atk_victim_opts vo = {
 		.session = "victim-later", .uid = ATK_VICTIM,
 		.interval_ns = o->interval_ns, .delay_ns = o->delay_ns,
-		.delay_max_ns = o->delay_max_ns, .duration_ns = o->duration_ns, .grace_ns = 5 * S, .nice = o->nice,
+		.delay_max_ns = o->delay_max_ns, .duration_ns = o->duration_ns,
+		.grace_ns = 5 * S, .nice = o->nice, .rt = o->rt,
 	};
 	struct atk_attack_opts ao = {
 		.uid = ATK_NOBODY, .victim_session = "victim-later",
@@ -384,10 +395,14 @@ static bool run_one(const struct opts *o, enum atk_kind k)
 			 (double)turns.run.max_cpu / 1e6, (double)turns.run.max_wall / 1e6,
 			 turns.run.over[0], turns.run.over[1], turns.run.over[2],
 			 (double)turns.life.max_cpu / 1e6, (double)turns.life.max_wall / 1e6);
-	if (ar.fires)
-		snprintf(fires_col, sizeof(fires_col), "%" PRIu64 " (%" PRIu64 ")%s%.0f%s",
-			 ar.fires, ar.redelivered, ar.ack_timeout_ns ? ", ack timeout " : "",
-			 ms(ar.ack_timeout_ns), ar.ack_timeout_ns ? " ms" : "");
+	if (ar.fires) {
+		int n = snprintf(fires_col, sizeof(fires_col), "%" PRIu64 " (%" PRIu64 ")",
+				 ar.fires, ar.redelivered);
+
+		if (ar.ack_timeout_ns)
+			snprintf(fires_col + n, sizeof(fires_col) - (size_t)n,
+				 ", ack timeout %g ms", ms(ar.ack_timeout_ns));
+	}
 	p99 = load_hist_quantile(&v->rx, 0.99);
 	ok = alive && v->fires && v->fires == v->scheduled && !v->lost && !v->early &&
 	     !v->refused && !v->foreign && !v->repeated && ms(p99) <= o->target_ms &&
@@ -439,9 +454,10 @@ int main(int argc, char **argv)
 		printf("%g to %g ms ahead (by key)", ms(o.delay_ns), ms(o.delay_max_ns));
 	else
 		printf("%g ms ahead", ms(o.delay_ns));
-	printf(", for %g s.  Target: lateness at receipt p99 <= %g ms and max <= %g ms,"
-	       " nothing lost, early or refused.\n\n", (double)o.duration_ns / 1e9, o.target_ms,
-	       o.target_max_ms);
+	printf(", for %g s; it and the daemon at nice %d%s%.0d.  Target: lateness at receipt"
+	       " p99 <= %g ms and max <= %g ms, nothing lost, early or refused.\n\n",
+	       (double)o.duration_ns / 1e9, o.nice, o.rt > 0 ? ", SCHED_FIFO " : "", o.rt,
+	       o.target_ms, o.target_max_ms);
 	printf("| attack | victim fires | lost/early/refused/foreign | p50 ms | p99 ms | max ms | "
 	       "daemon p99 ms | Schedule reply p99 ms | attacker conns/sessions/timers (build-up) | "
 	       "attacker refused | fires the attacker read (redelivered) | daemon CPU | "
