@@ -1298,10 +1298,12 @@ static void logs_round(struct actx *a)
  * unloaded machine, so that they come due at one instant. */
 #define DLV_LEAD_NS (200 * MS)
 #define DLV_LEAD_PER_TIMER_NS 10000u
-/* Every fire is to come once within this of its deadline in the
- * build-up (or of its batch's end, ATK_COALESCE), or the attacker says
- * which did not. */
-#define DLV_ARRIVE_NS (60 * S)
+/* Every fire of a round is to come once by this long after its deadline
+ * (its batch's end, ATK_COALESCE), plus twice what the uid's redelivery
+ * pace (its periodic-rate budget) takes to hand them all out, or the
+ * attacker says how many did not (dlv_until): about 50 s at the
+ * defaults, 13 s at check_attack's budgets, within its 30 s wait. */
+#define DLV_ARRIVE_NS (5 * S)
 /* ATK_CHURN: each consumer closes and reconnects this often, in turn. */
 #define CHURN_NS (200 * MS)
 /* ATK_REATTACH: every consumer closes and re-attaches at once this often,
@@ -1539,6 +1541,11 @@ static bool dlv_add_consumer(struct actx *a, struct dlv *d, unsigned s)
 	return true;
 }
 
+static uint64_t dlv_slow(const struct actx *a)
+{
+	return a->o->slow ? a->o->slow : 1;
+}
+
 /* The deadlines of a round's fires: all at one instant lead from now
  * (ATK_COALESCE: spread, each with a leeway past the spread). */
 static struct fill_spec dlv_spec(const struct actx *a, const struct dlv *d)
@@ -1546,7 +1553,7 @@ static struct fill_spec dlv_spec(const struct actx *a, const struct dlv *d)
 	struct fill_spec sp = { .absolute = true };
 	uint64_t spread = d->budget * COALESCE_SPREAD_PER_TIMER_NS;
 
-	sp.when_ns = load_now_ns() + DLV_LEAD_NS + d->budget * DLV_LEAD_PER_TIMER_NS;
+	sp.when_ns = load_now_ns() + dlv_slow(a) * (DLV_LEAD_NS + d->budget * DLV_LEAD_PER_TIMER_NS);
 	if (d->k == ATK_COALESCE) {
 		if (spread < COALESCE_SPREAD_MIN_NS)
 			spread = COALESCE_SPREAD_MIN_NS;
@@ -1554,6 +1561,16 @@ static struct fill_spec dlv_spec(const struct actx *a, const struct dlv *d)
 		sp.leeway_ns = spread + spread / 4;
 	}
 	return sp;
+}
+
+/* When every fire of a round due as sp says should have come once. */
+static uint64_t dlv_until(const struct actx *a, const struct dlv *d,
+			  const struct fill_spec *sp)
+{
+	uint64_t rate = a->lim.max_periodic_rate_per_uid;
+
+	return sp->when_ns + sp->leeway_ns + dlv_slow(a) *
+	       (DLV_ARRIVE_NS + (rate ? 2 * d->total * S / rate : 0));
 }
 
 /*
@@ -1602,7 +1619,7 @@ static void build_delivery(struct actx *a, struct dlv *d)
 			break;
 	}
 	a->r->conns = d->nc;
-	until = sp.when_ns + sp.leeway_ns + DLV_ARRIVE_NS;
+	until = dlv_until(a, d, &sp);
 	if (!dlv_read_until(a, d, until, d->total) && a->r->fires < d->total)
 		fmt_error(a->r->error, sizeof(a->r->error),
 			  "%" PRIu64 " of %" PRIu64 " fires came to the consumers by %.0f s"
@@ -1660,7 +1677,7 @@ static void run_coalesce(struct actx *a, struct dlv *d)
 		for (unsigned s = 0; s < d->ns; s++)
 			if (d->s[s].producer)
 				want += fill(a, d->s[s].producer, round << 32, d->s[s].timers, &sp);
-		until = sp.when_ns + sp.leeway_ns + DLV_ARRIVE_NS;
+		until = dlv_until(a, d, &sp);
 		if (dlv_read_until(a, d, until, want))
 			break;
 		if (a->r->fires < want) {

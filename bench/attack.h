@@ -137,6 +137,9 @@ struct atk_attack_opts {
 	unsigned max_conns;         /* ... or this many connections         */
 	uint32_t window;            /* the delivery attacks' consumer window;
 				       0: the daemon's max_window            */
+	unsigned slow;              /* the delivery attacks' waits for the
+				       daemon scaled by this (a test's
+				       BW_TEST_SLOW under valgrind); 0: 1    */
 };
 
 struct atk_attack_result {

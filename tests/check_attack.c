@@ -118,6 +118,7 @@ START_TEST(test_attack)
 		/* Caps far past the budgets, so that a budget not enforced
 		 * fails the memory bound rather than the build-up's time. */
 		.max_timers = 100000, .max_conns = 2000, .window = WINDOW,
+		.slow = du_slow(),
 	};
 	struct atk_victim_result *v = calloc(1, sizeof(*v));
 	struct atk_attack_result ar = { 0 };
