@@ -17,10 +17,11 @@
 #
 # --nice N runs the daemon and the victim at nice N (default 0; e.g. -10
 # on a shared machine, so that the figures show the daemon's own stalls
-# more than the other processes' share of the CPU).  Issue 20's victim
-# and delivery attacks:
+# more than the other processes' share of the CPU); bwattack's --rt PRIO
+# runs them under SCHED_FIFO, for a machine loaded past its cores.
+# Issue 20's victim and delivery attacks (results/attack-delivery.md):
 #
-#   bench/run-attack.sh --nice -10 --out bench/results/attack-delivery.md -- \
+#   bench/run-attack.sh --out bench/results/attack-delivery.md -- --rt 10 \
 #       --attacks none,redeliver,churn,reattach,coalesce \
 #       --interval 10 --delay 50 --delay-max 500
 #
