@@ -21,7 +21,8 @@
  * rather than on the budgets: the attacker fills named sessions to its
  * timer budget with fires due at one instant (spread, for coalescing),
  * held by consumers on raw sockets that read every fire and never
- * acknowledge one, then keeps the daemon handing them out again.
+ * acknowledge one (the coalescing ones auto-ack), then keeps the daemon
+ * handing them out again.
  *
  * Children report through a pipe, in one write of a fixed struct; every
  * wait has a deadline.  Lateness goes into bwload's log-linear histograms

@@ -30,7 +30,7 @@
  * real lateness figures come from bench/run-attack.sh, against the
  * issues' target of p99 <= 10 ms (and max <= 20 ms, issue 20), at the
  * default budgets (the delivery attacks there: 4 sessions of up to 65,536
- * fires, 57 consumers of window 4,096).  Needs root (to run the two
+ * fires, 56 consumers of window 4,096).  Needs root (to run the two
  * uids); without it each test passes saying SKIP.
  */
 #define _GNU_SOURCE
