@@ -276,11 +276,15 @@ struct bwd_fire *bwd_fire_dequeue(struct bwd_session *s)
 }
 
 /* Put the chain head..tail (linked through next) back at the front. */
+/* Put the chain head..tail of n fires in flight (linked through next)
+ * back at the front.  A fire in flight is charged the same bytes as a
+ * queued one, so only the counts of fires move: O(1), however long the
+ * chain (a take-back of thousands is one walk, to mark them). */
 static void requeue_front(struct bwd_session *s, struct bwd_fire *head,
-			  struct bwd_fire *tail)
+			  struct bwd_fire *tail, uint64_t n)
 {
-	for (struct bwd_fire *f = head; f; f = f->next)
-		bwd_fire_count_queued(s, f, 1);
+	s->queued += n;
+	COUNT(s, queued, n);
 	tail->next = s->queue_head;
 	s->queue_head = head;
 	if (!s->queue_tail)
@@ -319,7 +323,6 @@ static void flight_done(struct bwd_member *m, struct bwd_fire *f)
 void bwd_member_take_back(struct bwd_member *m, struct bwd_fire *last)
 {
 	struct bwd_session *s = m->session;
-	struct bwd_state *st = s->state;
 	struct bwd_fire *head = m->flight_head, *tail = last ? last : m->flight_tail;
 	uint64_t n = 0;
 
@@ -332,14 +335,13 @@ void bwd_member_take_back(struct bwd_member *m, struct bwd_fire *last)
 	for (struct bwd_fire *f = head; f; f = f->next) {
 		f->redelivered |= f->wire_end <= m->drained;
 		f->taken_back = true;
-		st->stats.bytes -= bwd_fire_bytes(f);
 		n++;
 	}
 	m->flight -= n;
 	s->in_flight -= n;
 	COUNT(s, in_flight, -(int64_t)n);
 	COUNT(s, redelivered, n);
-	requeue_front(s, head, tail);
+	requeue_front(s, head, tail, n);
 }
 
 static void ack_timer_arm(struct bwd_member *m)
