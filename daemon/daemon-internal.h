@@ -409,6 +409,10 @@ struct bwd_state;
 int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 		  struct bwd_state **out);
 void bwd_state_free(struct bwd_state *st);
+/* The clock the state reads (ack timeouts, lingers, turn budgets):
+ * bw_now_ns by default (now NULL); a simulation's (tests/sim.c). */
+void bwd_state_set_clock(struct bwd_state *st, uint64_t (*now)(void *arg),
+			 void *arg);
 /* Fire every due timer: a client's oneshot into its session's due list
  * (journaled, at the wheel's pace), a periodic one into its session's
  * queue (or due list, behind the oneshots); the server then makes fires

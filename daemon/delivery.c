@@ -409,7 +409,7 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 			bwd_work_remove(s);
 			continue;
 		}
-		if (s->queue_head->taken_back && pace_wait(s, bw_now_ns()))
+		if (s->queue_head->taken_back && pace_wait(s, bwd_state_now(st)))
 			continue;
 		bwd_ready_remove(m);
 		if (!member_may_take(m))
@@ -434,7 +434,7 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 			f->sent = true;
 		}
 		if (m->ack_timeout_ns) {
-			uint64_t now = bw_now_ns();
+			uint64_t now = bwd_state_now(st);
 
 			f->take_back_ns = now > UINT64_MAX - m->ack_timeout_ns ?
 				UINT64_MAX : now + m->ack_timeout_ns;

@@ -79,7 +79,14 @@ struct bwd_state {
 	struct bwd_hist late[2];
 	uint64_t held;             /* every uid's bytes                      */
 	uint64_t seed;
+	uint64_t (*now)(void *arg); /* the clock: bw_now_ns, or a test's     */
+	void *now_arg;
 };
+
+static inline uint64_t bwd_state_now(const struct bwd_state *st)
+{
+	return st->now(st->now_arg);
+}
 
 static inline struct bwd_slink *bwd_slink_at(struct bwd_session *s, size_t off)
 {

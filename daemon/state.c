@@ -498,7 +498,7 @@ bool bwd_state_fire(struct bwd_state *st)
 
 	if (!st->firing.head)
 		return false;
-	start = bw_now_ns();
+	start = bwd_state_now(st);
 	while (budget && (s = st->firing.head)) {
 		due_make(s);
 		/* The next fire made is another session's. */
@@ -506,7 +506,7 @@ bool bwd_state_fire(struct bwd_state *st)
 		if (s->due_head)
 			bwd_slist_add(&st->firing, s, FIRING);
 		if (--budget % REAP_CLOCK_EVERY == 0 &&
-		    bw_now_ns() - start >= BWD_TURN_NS)
+		    bwd_state_now(st) - start >= BWD_TURN_NS)
 			budget = 0;
 	}
 	return st->firing.head != NULL;
@@ -529,6 +529,19 @@ static void on_drop(void *data, int reason, void *ctx)
 
 /* ---- state ----------------------------------------------------------------- */
 
+static uint64_t real_clock(void *arg)
+{
+	(void)arg;
+	return bw_now_ns();
+}
+
+void bwd_state_set_clock(struct bwd_state *st, uint64_t (*now)(void *arg),
+			 void *arg)
+{
+	st->now = now ? now : real_clock;
+	st->now_arg = arg;
+}
+
 int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 		  struct bwd_state **out)
 {
@@ -539,6 +552,7 @@ int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 		return -ENOMEM;
 	st->opt = opt;
 	st->budgets = &opt->budgets;
+	st->now = real_clock;
 	st->work.tail = &st->work.head;
 	st->firing.tail = &st->firing.head;
 	if (getrandom(&st->seed, sizeof(st->seed), 0) != sizeof(st->seed))
@@ -868,7 +882,7 @@ static void session_expire(struct bwd_session *s)
 void bwd_session_linger(struct bwd_session *s)
 {
 	struct bwd_state *st = s->state;
-	uint64_t now = bw_now_ns(), linger = st->opt->limits.linger_ns;
+	uint64_t now = bwd_state_now(st), linger = st->opt->limits.linger_ns;
 
 	s->detached_ns = now;
 	bwd_state_own_arm(st, &s->linger, now > UINT64_MAX - linger ? UINT64_MAX : now + linger,
@@ -948,7 +962,7 @@ int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
 bool bwd_state_reap(struct bwd_state *st)
 {
 	size_t budget = TEARDOWN_CHUNK;
-	uint64_t start = bw_now_ns();
+	uint64_t start = bwd_state_now(st);
 
 	while (st->ending && budget) {
 		struct bwd_session *s = st->ending;
@@ -967,7 +981,7 @@ bool bwd_state_reap(struct bwd_state *st)
 			/* A timer in a large overflow store costs microseconds
 			 * to take out: the clock bounds the chunk too. */
 			if (--budget % REAP_CLOCK_EVERY == 0 &&
-			    bw_now_ns() - start >= BWD_TURN_NS)
+			    bwd_state_now(st) - start >= BWD_TURN_NS)
 				budget = 0;
 		}
 		for (; budget && s->queue_head; budget--)

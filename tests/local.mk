@@ -47,6 +47,24 @@ tests_check_state_CPPFLAGS = $(daemon_bitwheeld_CPPFLAGS) -I$(top_srcdir)/daemon
 tests_check_state_CFLAGS = $(bw_check_cflags)
 tests_check_state_LDADD = $(daemon_bitwheeld_LDADD) $(CHECK_LIBS)
 
+# The deterministic simulation of delivery (tests/sim.c): the daemon's
+# state on an injected clock, random events, a reference model.  Long
+# mode: make sim SIM_STEPS=1000000 [SIM_SEED=1].
+check_PROGRAMS += tests/check_sim
+TESTS += tests/check_sim
+tests_check_sim_SOURCES = tests/check_sim.c tests/sim.c tests/sim.h \
+	tests/testutil.c tests/testutil.h $(bwd_core_sources)
+tests_check_sim_CPPFLAGS = $(daemon_bitwheeld_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_check_sim_CFLAGS = $(bw_check_cflags)
+tests_check_sim_LDADD = $(daemon_bitwheeld_LDADD) $(CHECK_LIBS)
+
+SIM_STEPS = 1000000
+SIM_SEED = 1
+sim: tests/check_sim
+	CK_FORK=no BW_SIM_STEPS=$(SIM_STEPS) BW_SIM_SEED=$(SIM_SEED) \
+		CK_RUN_CASE=env ./tests/check_sim
+.PHONY: sim
+
 # The units, checked with systemd's own tools against the built daemon.
 check_PROGRAMS += tests/check_systemd
 TESTS += tests/check_systemd

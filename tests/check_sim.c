@@ -1,0 +1,175 @@
+/*
+ * check_sim.c - the deterministic simulation of delivery (tests/sim.c,
+ * issue 20): the daemon's real delivery code driven by random events
+ * against a reference model, checked after every step.
+ *
+ * TCases:
+ *   seeds     fixed seeds, each a run of STEPS steps then settled (every
+ *             socket drained and read, the loop idle, the quiet checks);
+ *   env       BW_SIM_SEED's (default 1), printed on failure (with
+ *             BW_SIM_OLD_PUMP set, under the pump rule before issue 20);
+ *   rules     a run is a function of its seed (the same seed twice, the
+ *             same figures); and the simulator finds the stall of the
+ *             pump rule before issue 20 (hand out fires only when an
+ *             event activated the pump): a consumer that only waits gets
+ *             nothing more once its window drained by auto-ack.
+ * A failure names the seed, the step, the simulated time and the broken
+ * invariant; rerun it with BW_SIM_SEED=<seed>.
+ *
+ * Long mode (make sim SIM_STEPS=N [SIM_SEED=S]): BW_SIM_STEPS=N runs
+ * seeds S, S+1, ... STEPS steps each until N steps are done, and prints
+ * the steps per second.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim.h"
+#include "testutil.h"
+
+/* Steps per seed: some 0.2 s each. */
+#define STEPS 20000u
+
+static uint64_t below(void *arg, uint64_t n)
+{
+	return tu_rng_below(arg, n);
+}
+
+/* Run seed for steps (then settle); NULL when every check held, else the
+ * failure, which the caller frees.  *st: the run's figures. */
+static char *run(uint64_t seed, uint64_t steps, bool old_pump,
+		 struct sim_stats *st)
+{
+	struct tu_rng rng;
+	struct sim_params p = { .below = below, .arg = &rng, .old_pump = old_pump };
+	struct sim *s;
+	char *msg = NULL;
+	int err = 0;
+
+	tu_rng_seed(&rng, seed);
+	ck_assert_int_eq(sim_new(&p, &s), 0);
+	for (uint64_t i = 0; i < steps && !err; i++)
+		err = sim_step(s);
+	if (!err)
+		err = sim_settle(s);
+	if (err && asprintf(&msg, "seed %" PRIu64 " (%s): %s", seed, sim_config(s),
+			    sim_error(s)) < 0)
+		abort();
+	sim_get_stats(s, st);
+	sim_free(s);
+	return msg;
+}
+
+static const uint64_t seeds[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
+
+START_TEST(test_seed_fixed)
+{
+	struct sim_stats st;
+	char *msg = run(seeds[_i], STEPS, false, &st);
+
+	ck_assert_msg(!msg, "%s", msg);
+	ck_assert_msg(st.handed_out > 0 && st.scheduled > 0,
+		      "seed %" PRIu64 ": nothing scheduled or handed out", seeds[_i]);
+}
+END_TEST
+
+START_TEST(test_seed_env)
+{
+	uint64_t seed = tu_seed_from_env("BW_SIM_SEED", 1);
+	const char *e = getenv("BW_SIM_STEPS");
+	bool old = getenv("BW_SIM_OLD_PUMP") != NULL;
+	uint64_t total = e ? strtoull(e, NULL, 10) : STEPS, done = 0;
+	struct timespec a, b;
+	double secs;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	while (done < total) {
+		uint64_t n = total - done < 200000 ? total - done : 200000;
+		struct sim_stats st;
+		char *msg = run(seed, n, old, &st);
+
+		ck_assert_msg(!msg, "%s", msg);
+		done += n;
+		if (e)
+			printf("sim: seed %" PRIu64 ": %" PRIu64 " steps, %" PRIu64 " fires handed out, %" PRIu64 " redelivered\n",
+			       seed, n, st.handed_out, st.redelivered);
+		seed++;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+	if (e)
+		printf("sim: %" PRIu64 " steps in %.1f s: %.0f steps/s\n", done, secs,
+		       (double)done / secs);
+}
+END_TEST
+
+START_TEST(test_deterministic)
+{
+	struct sim_stats a, b;
+	char *m1 = run(11, 5000, false, &a), *m2 = run(11, 5000, false, &b);
+
+	ck_assert_msg(!m1 && !m2, "%s", m1 ? m1 : m2);
+	ck_assert_uint_eq(a.handed_out, b.handed_out);
+	ck_assert_uint_eq(a.turns, b.turns);
+	ck_assert_uint_eq(a.redelivered, b.redelivered);
+	ck_assert_uint_eq(a.acked + a.auto_acked, b.acked + b.auto_acked);
+}
+END_TEST
+
+/* The pump rule before issue 20 stalls a consumer that only waits: the
+ * simulator must say so within the fixed seeds. */
+START_TEST(test_finds_old_pump_stall)
+{
+	unsigned found = 0;
+
+	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
+		struct sim_stats st;
+		char *msg = run(seeds[i], STEPS, true, &st);
+
+		if (msg && strstr(msg, "stall")) {
+			found++;
+			free(msg);
+		} else {
+			ck_assert_msg(!msg, "seed %" PRIu64 ", old pump: not the stall: %s",
+				      seeds[i], msg);
+		}
+	}
+	ck_assert_msg(found > 0, "the old pump rule's stall went unnoticed in %zu seeds",
+		      sizeof(seeds) / sizeof(seeds[0]));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("sim");
+	TCase *tc = tcase_create("seeds");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, test_seed_fixed, 0, (int)(sizeof(seeds) / sizeof(seeds[0])));
+	suite_add_tcase(s, tc);
+	tc = tcase_create("env");
+	tcase_set_timeout(tc, getenv("BW_SIM_STEPS") ? 0 : 60);
+	tcase_add_test(tc, test_seed_env);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("rules");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_deterministic);
+	tcase_add_test(tc, test_finds_old_pump_stall);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,1643 @@
+/*
+ * sim.c - the deterministic simulation of delivery (sim.h, issue 20).
+ *
+ * What is real and what is simulated.  The daemon's state (state.c: the
+ * wheel, sessions, timers, queues, consumers, windows, ready and work
+ * lists, acks, ack timeouts, coalescing holds) is the real code, on a
+ * clock the simulation sets (bwd_state_set_clock).  Around it the harness
+ * plays the two layers above it as the daemon has them:
+ *   - the server (server.c): a loop turn is one event, then the pump
+ *     (bwd_state_fire, bwd_state_next_delivery at most SIM_CHUNK times,
+ *     bwd_state_reap) when the server would run it: after every turn with
+ *     work (bwd_state_has_work) or, with old_pump, only when an event
+ *     activated it as today's conn.c does (a poll, a request, a
+ *     connection leaving, a drain of an auto-ack member's output with
+ *     fires still in flight, output back below a quarter, the reaper).
+ *     The clock moves only between turns; the wheel's timerfd wakes the
+ *     loop at bwd_state_next_deadline, up to `jitter` late (the step
+ *     granularity), and due work is done before the clock moves on;
+ *   - each connection (conn.c): unread output counted in bytes (a fire's
+ *     frame as conn.c packs it, replies by size), room off at half of
+ *     --max-output and back below a quarter, reading paused the same way,
+ *     a fire's frame end (wire_end), and a socket that takes a random
+ *     number of bytes per step into a kernel buffer of a random size,
+ *     whose drain tells bwd_member_written the offset; the client reads
+ *     random sizes out of the kernel buffer, frame by frame, acks what it
+ *     read (single, cumulative, late, bogus: a bogus ack closes the
+ *     connection once its output drained, as request.c and conn.c do),
+ *     and leaves killed (fires cut off mid-frame), or after reading all.
+ *
+ * The model (struct msess, struct mfire, struct mtimer) knows what was
+ * scheduled and when, so it knows which fires are owed: a oneshot's at its
+ * deadline, a periodic timer's at each of d, d + p, ...  It follows every
+ * fire from owed to handed out (to whom, with which delivery number, its
+ * frame's end) to done (an ack, or an auto-ack drain) or taken back (the
+ * member left, or its ack timeout), and checks the state against it:
+ *   safety, at every hand-out: the fire is owed and waiting (never early,
+ *     never twice, never one that was done), to a consumer with room and
+ *     credit, numbered in order, and a fire taken back goes before any
+ *     other of its session, marked redelivered exactly when its frame had
+ *     been written whole; after every turn, each member's count in flight
+ *     and last delivery number are the model's; an ack completes exactly
+ *     what the model says; a timer the state calls pending (Cancel,
+ *     replace, a duplicate key) is one the model has not seen fire past
+ *     its lane's bound;
+ *   timing, at every hand-out: a fire goes by its deadline (or its
+ *     schedule, if later) plus its lane's bound, or for a coalescing
+ *     session plus max(leeway, lane bound), and no later than the
+ *     earliest such end of the fires waiting with it (a batch goes at its
+ *     earliest window end), plus the jitter; time in which the session had
+ *     no consumer with room and credit does not count; an ack timeout
+ *     takes back fires no sooner than it runs out and within the oneshot
+ *     lane's bound after; a named session expires after its linger;
+ *   liveness, whenever the loop has nothing left to do at the current
+ *     time (before the clock moves): no session has fires queued while a
+ *     consumer of it has room and credit (unless a batch is legitimately
+ *     held), no fire is past its bound in such a session, and every fire
+ *     that must have been made is queued or in flight (nothing lost);
+ *   bounded work: no pump hands out more than SIM_CHUNK fires, and no
+ *     session with fires it could hand out waits more than a turn per
+ *     session while others are served.
+ * And the wheel's own self-check (bw_dual_check) every 64 turns.
+ *
+ * Costs: a step is O(the fires and timers of the sessions it looks at),
+ * a quiet check O(all of them); a few tens of thousands of steps a second.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon-internal.h"
+#include "sim.h"
+
+#define MS 1000000ull
+#define T0 (1000 * MS)
+#define MAX_CONNS 10
+#define MAX_SESS 40
+#define NAMED 3
+#define KEYS 24
+#define UID 1000
+#define BATCH_CONS 16
+/* Hand-outs per pump: the server's per-turn bound (issue 20). */
+#define SIM_CHUNK 1024u
+/* Turns the loop may take at one instant before it must be idle. */
+#define IDLE_TURNS 100000u
+/* Reply frames' sizes, about what conn.c packs. */
+#define HELLO_REPLY 96u
+#define SCHEDULE_REPLY 14u
+#define CANCEL_REPLY 12u
+#define ACK_REPLY 12u
+#define ERROR_REPLY 90u
+
+enum fstate { F_WAIT, F_FLIGHT };
+
+/* A fire the model says its session owes. */
+struct mfire {
+	uint64_t key, count, deadline, base, leeway, bound;
+	uint32_t payload_len;
+	enum fstate st;
+	bool optional;             /* its timer went around its fire: the
+				      state may never have made it          */
+	bool handed;               /* handed out before                      */
+	bool back;                 /* taken back, not handed out again       */
+	bool redeliv;              /* what its next hand-out must say        */
+	uint64_t allow;            /* hand out by this (jitter included)     */
+	uint64_t chain, chain_idx; /* the take-back it came back in          */
+	int conn;                  /* in flight: to whom                     */
+	uint64_t delivery, wire_end, handed_at;
+	const struct bwd_fire *ptr; /* the state's, since handed out         */
+	size_t idx;                /* in its session's f[]                   */
+};
+
+/* A timer the model holds pending (or a oneshot whose fire is owed, kept
+ * while the state may not have fired it yet). */
+struct mtimer {
+	uint64_t key, deadline, since, period, leeway, bound;
+	uint32_t payload_len;
+	uint64_t count;
+	bool owed;
+};
+
+struct msess {
+	bool live;
+	int name;                  /* 0..NAMED-1; -1: anonymous              */
+	struct bwd_session *ptr;
+	struct mtimer *t;
+	size_t nt, ct;
+	struct mfire **f;
+	size_t nf, cf;
+	size_t nwait, nback;       /* fires waiting; of them, taken back     */
+	/* Batches: each fire handed out of a coalescing session bounds the
+	 * fires that were surely made (waiting) when it came due: they go by
+	 * its end too (its window's, its lane's bound and the jitter).  A
+	 * few such, the earliest ends kept; none once nothing waits. */
+	struct { uint64_t end, cut; } cons[BATCH_CONS];
+	unsigned ncons;
+	uint64_t excuse;           /* the last turn that began with no
+				      consumer able to take a fire (jitter
+				      included): no fire is due before it  */
+	bool unable;               /* no consumer could take a fire at the
+				      last turn's end                        */
+	bool coalescing;
+	unsigned starve;
+	unsigned members;
+	uint64_t detached_at;
+	uint64_t chains;
+};
+
+struct mframe {
+	uint64_t end, delivery;    /* delivery 0: a reply                    */
+};
+
+struct sconn {
+	bool live;
+	int sess;
+	struct bwd_member *m;
+	bool consumer, auto_ack, coalesce;
+	uint32_t window;
+	uint64_t ack_timeout;
+	uint64_t committed, drained, readpos, kcap;
+	struct mframe *fr;
+	size_t fh, fn, fc;
+	uint64_t *toack;           /* deliveries read and not acknowledged   */
+	size_t na, ca;
+	struct mfire **fl;         /* in flight, in delivery order           */
+	size_t flight, cfl;
+	uint64_t last_delivery;
+	bool room, throttled, closing, leaving;
+};
+
+struct sim {
+	struct sim_params p;
+	struct bwd_options opt;
+	bool opt_parsed;
+	struct bwd_state *st;
+	uint64_t now, jitter;
+	uint64_t max_output;
+	uint64_t bound[2];
+	enum bw_lane fine, coarse;
+	struct sconn c[MAX_CONNS];
+	struct msess s[MAX_SESS];
+	int named[NAMED];
+	bool want_pump, reaper, trace;
+	uint64_t turn;
+	struct sim_stats stats;
+	uint8_t payload[4096];
+	bool failed;
+	char err[768], cfg[256];
+};
+
+static const char *const names[NAMED] = { "sim0", "sim1", "sim2" };
+
+/* ---- plumbing --------------------------------------------------------- */
+
+static uint64_t rnd(struct sim *s, uint64_t n)
+{
+	return n > 1 ? s->p.below(s->p.arg, n) % n : 0;
+}
+
+static bool chance(struct sim *s, unsigned pct)
+{
+	return rnd(s, 100) < pct;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t max64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+static uint64_t min64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static void viol(struct sim *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void viol(struct sim *s, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (s->failed)
+		return;
+	s->failed = true;
+	n = snprintf(s->err, sizeof(s->err), "step %" PRIu64 ", turn %" PRIu64
+		     ", t=%.3f ms: ", s->stats.steps, s->turn,
+		     (double)(s->now - T0) / 1e6);
+	va_start(ap, fmt);
+	vsnprintf(s->err + n, sizeof(s->err) - (size_t)n, fmt, ap);
+	va_end(ap);
+}
+
+#define TRACE(s, ...) do {						\
+	if ((s)->trace) {						\
+		fprintf(stderr, "[%" PRIu64 " t=%.3f] ", (s)->stats.steps, \
+			(double)((s)->now - T0) / 1e6);			\
+		fprintf(stderr, __VA_ARGS__);				\
+		fputc('\n', stderr);					\
+	}								\
+} while (0)
+
+#define GROW(arr, n, cap) do {						\
+	if ((n) == (cap)) {						\
+		size_t nc_ = (cap) ? 2 * (cap) : 16;			\
+		void *p_ = realloc((arr), nc_ * sizeof(*(arr)));	\
+		if (!p_)						\
+			abort();					\
+		(arr) = p_;						\
+		(cap) = nc_;						\
+	}								\
+} while (0)
+
+static uint64_t sim_clock(void *arg)
+{
+	return ((struct sim *)arg)->now;
+}
+
+static uint64_t output(const struct sconn *c)
+{
+	return c->committed - c->drained;
+}
+
+static int conn_index(const struct sim *s, const struct sconn *c)
+{
+	return (int)(c - s->c);
+}
+
+/* ---- the model's rules ------------------------------------------------- */
+
+/* PROTOCOL.md, "Leeway and lanes": the leeway a timer has, and its lane:
+ * the coarsest whose bound is at most it, else the finest. */
+static uint64_t leeway_of(const struct sim *s, uint64_t asked, uint64_t period)
+{
+	if (asked != BWD_LEEWAY_DEFAULT)
+		return asked;
+	if (!period)
+		return 0;
+	return max64(period / BWD_LEEWAY_DIVISOR, s->bound[s->fine]);
+}
+
+static uint64_t bound_of(const struct sim *s, uint64_t leeway)
+{
+	return s->bound[s->coarse] <= leeway ? s->bound[s->coarse] : s->bound[s->fine];
+}
+
+/* Whether the session's fires may be held: every consumer asked. */
+static bool coalescing(const struct sim *s, int si)
+{
+	unsigned n = 0, co = 0;
+
+	for (int i = 0; i < MAX_CONNS; i++) {
+		const struct sconn *c = &s->c[i];
+
+		if (c->live && c->m && c->sess == si && c->consumer) {
+			n++;
+			co += c->coalesce;
+		}
+	}
+	return n && co == n;
+}
+
+/* Whether some consumer of the session could take a fire now. */
+static bool able(const struct sim *s, int si)
+{
+	for (int i = 0; i < MAX_CONNS; i++) {
+		const struct sconn *c = &s->c[i];
+
+		if (c->live && c->m && c->sess == si && c->consumer && c->room &&
+		    c->flight < c->window)
+			return true;
+	}
+	return false;
+}
+
+/* The time a waiting fire must be handed out by. */
+/* When f was made at the latest: its lane's bound after it came due. */
+static uint64_t made_by(const struct sim *s, const struct mfire *f)
+{
+	return add_sat(add_sat(f->base, f->bound), s->jitter);
+}
+
+static uint64_t due_by(const struct sim *s, const struct msess *ms,
+		       const struct mfire *f)
+{
+	uint64_t due = f->allow;
+
+	for (unsigned i = 0; i < ms->ncons && !f->back; i++)
+		if (ms->cons[i].cut >= made_by(s, f))
+			due = min64(due, ms->cons[i].end);
+	return max64(max64(due, ms->excuse), made_by(s, f));
+}
+
+/* g was handed out of a coalescing session: the batch it came due in
+ * goes by its end. */
+static void batch_add(struct msess *ms, const struct mfire *g)
+{
+	unsigned worst = 0;
+
+	if (ms->ncons < BATCH_CONS) {
+		ms->cons[ms->ncons].end = g->allow;
+		ms->cons[ms->ncons++].cut = g->base;
+		return;
+	}
+	for (unsigned i = 1; i < BATCH_CONS; i++)
+		if (ms->cons[i].end > ms->cons[worst].end)
+			worst = i;
+	if (g->allow < ms->cons[worst].end) {
+		ms->cons[worst].end = g->allow;
+		ms->cons[worst].cut = g->base;
+	}
+}
+
+static struct mfire *fire_add(struct sim *s, int si, const struct mtimer *t,
+			      uint64_t count, uint64_t deadline)
+{
+	struct msess *ms = &s->s[si];
+	struct mfire *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		abort();
+	f->key = t->key;
+	f->count = count;
+	f->deadline = deadline;
+	f->base = max64(deadline, t->since);
+	f->leeway = t->leeway;
+	f->bound = t->bound;
+	f->payload_len = t->payload_len;
+	f->st = F_WAIT;
+	f->conn = -1;
+	f->allow = add_sat(add_sat(f->base, ms->coalescing ?
+				   max64(f->leeway, f->bound) : f->bound), s->jitter);
+	GROW(ms->f, ms->nf, ms->cf);
+	f->idx = ms->nf;
+	ms->f[ms->nf++] = f;
+	ms->nwait++;
+	TRACE(s, "owed: session %d key %" PRIu64 " count %" PRIu64 " deadline %.3f, due by %.3f",
+	      si, f->key, f->count, (double)(deadline - T0) / 1e6,
+	      (double)(f->allow - T0) / 1e6);
+	return f;
+}
+
+static void fire_remove(struct msess *ms, struct mfire *f)
+{
+	size_t i = f->idx;
+
+	if (f->st == F_WAIT) {
+		ms->nwait--;
+		ms->nback -= f->back;
+	}
+	ms->f[i] = ms->f[--ms->nf];
+	ms->f[i]->idx = i;
+	free(f);
+}
+
+/* The fire at c's flight[j] is done. */
+static void flight_done(struct sim *s, struct sconn *c, size_t j)
+{
+	struct mfire *f = c->fl[j];
+
+	memmove(c->fl + j, c->fl + j + 1, (c->flight - j - 1) * sizeof(*c->fl));
+	c->flight--;
+	fire_remove(&s->s[c->sess], f);
+}
+
+static void timer_remove(struct msess *ms, size_t i)
+{
+	ms->t[i] = ms->t[--ms->nt];
+}
+
+static struct mtimer *timer_find(struct msess *ms, uint64_t key)
+{
+	for (size_t i = 0; i < ms->nt; i++)
+		if (ms->t[i].key == key)
+			return &ms->t[i];
+	return NULL;
+}
+
+/* Every fire due by now is owed; a oneshot's timer is forgotten once the
+ * state must have fired it. */
+static void owe(struct sim *s)
+{
+	for (int si = 0; si < MAX_SESS; si++) {
+		struct msess *ms = &s->s[si];
+
+		if (!ms->live)
+			continue;
+		for (size_t i = 0; i < ms->nt; i++) {
+			struct mtimer *t = &ms->t[i];
+
+			if (t->period) {
+				while (t->deadline <= s->now) {
+					fire_add(s, si, t, ++t->count, t->deadline);
+					t->deadline += t->period;
+				}
+				continue;
+			}
+			if (!t->owed && t->deadline <= s->now) {
+				fire_add(s, si, t, 0, t->deadline);
+				t->owed = true;
+			}
+			if (t->owed && s->now > add_sat(add_sat(max64(t->deadline, t->since),
+								t->bound), s->jitter)) {
+				timer_remove(ms, i);
+				i--;
+			}
+		}
+	}
+}
+
+static void session_drop(struct sim *s, int si)
+{
+	struct msess *ms = &s->s[si];
+
+	while (ms->nf)
+		fire_remove(ms, ms->f[ms->nf - 1]);
+	free(ms->f);
+	free(ms->t);
+	if (ms->name >= 0 && s->named[ms->name] == si)
+		s->named[ms->name] = -1;
+	memset(ms, 0, sizeof(*ms));
+}
+
+/* The state says t is still pending: its fire, if the model owes it, was
+ * not made, which the model allows only within its lane's bound; drop: t
+ * goes (Cancel, replace), and that fire with it. */
+static void unfired(struct sim *s, int si, struct mtimer *t, bool drop,
+		    const char *what)
+{
+	struct msess *ms = &s->s[si];
+	uint64_t by = add_sat(add_sat(max64(t->deadline, t->since), t->bound), s->jitter);
+
+	if (t->period) {
+		/* The fires of its last bound may or may not have been made. */
+		for (size_t i = 0; drop && i < ms->nf; i++) {
+			struct mfire *f = ms->f[i];
+
+			if (f->key == t->key && f->st == F_WAIT && !f->handed &&
+			    add_sat(add_sat(f->base, f->bound), s->jitter) >= s->now)
+				f->optional = true;
+		}
+		return;
+	}
+	if (!t->owed)
+		return;
+	if (s->now > by)
+		viol(s, "%s: key %" PRIu64 " (deadline %.3f ms, lane bound %.3f ms) still pending past its bound",
+		     what, t->key, (double)(t->deadline - T0) / 1e6, (double)t->bound / 1e6);
+	for (size_t i = 0; i < ms->nf; i++) {
+		struct mfire *f = ms->f[i];
+
+		if (f->key == t->key && f->count == 0 && f->deadline == t->deadline &&
+		    !f->handed && f->st == F_WAIT) {
+			if (drop)
+				fire_remove(ms, f);
+			return;
+		}
+	}
+	viol(s, "%s: key %" PRIu64 " pending, but its fire was handed out", what, t->key);
+}
+
+/* The state says the key has no timer pending. */
+static void gone(struct sim *s, struct msess *ms, struct mtimer *t,
+		 const char *what)
+{
+	if (t->period)
+		viol(s, "%s: periodic key %" PRIu64 " not pending", what, t->key);
+	else if (!t->owed)
+		viol(s, "%s: key %" PRIu64 " not pending %.3f ms before its deadline",
+		     what, t->key, (double)(t->deadline - s->now) / 1e6);
+	timer_remove(ms, (size_t)(t - ms->t));
+}
+
+/* The session's consumers changed: fires wait for a batch only while
+ * every consumer asked for coalescing. */
+static void coalesce_update(struct sim *s, int si)
+{
+	struct msess *ms = &s->s[si];
+	bool now = coalescing(s, si);
+
+	for (size_t i = 0; ms->coalescing != now && i < ms->nf; i++) {
+		struct mfire *f = ms->f[i];
+
+		if (f->st != F_WAIT)
+			continue;
+		if (!now)
+			f->allow = min64(f->allow, add_sat(max64(s->now,
+				add_sat(f->base, f->bound)), s->jitter));
+		else if (!f->handed && s->now <= made_by(s, f))
+			/* It may come due from now on, and be held. */
+			f->allow = max64(f->allow, add_sat(add_sat(f->base,
+				max64(f->leeway, f->bound)), s->jitter));
+	}
+	ms->coalescing = now;
+}
+
+/* The fires in flight to c up to delivery `upto` go back to the front. */
+static void take_back(struct sim *s, struct sconn *c, uint64_t upto)
+{
+	struct msess *ms = &s->s[c->sess];
+	uint64_t chain = ++ms->chains;
+	size_t j;
+
+	for (j = 0; j < c->flight && c->fl[j]->delivery <= upto; j++) {
+		struct mfire *f = c->fl[j];
+
+		TRACE(s, "taken back: conn %d delivery %" PRIu64 " key %" PRIu64 "%s",
+		      conn_index(s, c), f->delivery, f->key,
+		      f->wire_end <= c->drained ? " (written whole)" : "");
+		f->st = F_WAIT;
+		ms->nwait++;
+		ms->nback++;
+		f->back = true;
+		f->redeliv |= f->wire_end <= c->drained;
+		f->chain = chain;
+		f->chain_idx = f->delivery;
+		f->conn = -1;
+		/* Let go already: it goes at once, or with a batch held
+		 * (PROTOCOL.md), by the end of the batch's fires. */
+		f->allow = add_sat(s->now, s->jitter);
+		if (ms->coalescing && ms->ptr->held)
+			for (size_t i = 0; i < ms->nf; i++)
+				if (ms->f[i]->st == F_WAIT && !ms->f[i]->back)
+					f->allow = max64(f->allow, due_by(s, ms, ms->f[i]));
+		s->stats.redelivered++;
+	}
+	memmove(c->fl, c->fl + j, (c->flight - j) * sizeof(*c->fl));
+	c->flight -= j;
+}
+
+/* ---- the connection (conn.c's side of delivery) ------------------------ */
+
+static void frame_push(struct sconn *c, uint64_t delivery)
+{
+	if (c->fh && c->fh == c->fn)
+		c->fh = c->fn = 0;
+	GROW(c->fr, c->fn, c->fc);
+	c->fr[c->fn++] = (struct mframe){ c->committed, delivery };
+}
+
+static void conn_kill(struct sim *s, struct sconn *c);
+
+/* A reply of len bytes; conn.c cuts off a client whose replies pass the
+ * bound, and stops reading its requests at half of it. */
+static void reply(struct sim *s, struct sconn *c, uint64_t len)
+{
+	if (output(c) + len > s->max_output) {
+		conn_kill(s, c);
+		return;
+	}
+	c->committed += len;
+	frame_push(c, 0);
+	if (output(c) >= s->max_output / 2)
+		c->throttled = true;
+}
+
+/* The bytes of f's frame, packed as bwd_conn_deliver() packs it. */
+static size_t fired_len(const struct bwd_fire *f)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Fired fired = BITWHEEL__V1__FIRED__INIT;
+
+	fired.has_key = 1;
+	fired.key = f->key;
+	fired.has_payload = f->has_payload;
+	fired.payload.len = f->payload_len;
+	fired.payload.data = (uint8_t *)f->payload;
+	fired.has_deadline_ns = fired.has_fired_at_ns = fired.has_delivery = 1;
+	fired.deadline_ns = f->deadline_ns;
+	fired.fired_at_ns = f->fired_ns;
+	fired.has_fire_count = f->count != 0;
+	fired.fire_count = f->count;
+	fired.has_late = fired.late = f->late;
+	fired.has_redelivered = fired.redelivered = f->redelivered;
+	fired.delivery = f->delivery;
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED;
+	env.fired = &fired;
+	return bwp_frame_packed_size(&env);
+}
+
+/* The member is gone (killed, or closed once drained): conn.c's leave(). */
+static void conn_kill(struct sim *s, struct sconn *c)
+{
+	if (!c->live)
+		return;
+	TRACE(s, "conn %d leaves", conn_index(s, c));
+	if (c->m) {
+		struct msess *ms = &s->s[c->sess];
+		int si = c->sess;
+
+		take_back(s, c, UINT64_MAX);
+		bwd_member_detach(c->m);
+		c->m = NULL;
+		s->want_pump = true;
+		s->stats.detached++;
+		ms->members--;
+		coalesce_update(s, si);
+		if (ms->name < 0)
+			session_drop(s, si);
+		else if (!ms->members)
+			ms->detached_at = s->now;
+	}
+	free(c->fr);
+	free(c->toack);
+	free(c->fl);
+	memset(c, 0, sizeof(*c));
+}
+
+/* n bytes of output went to the socket: conn.c's written(). */
+static void drained(struct sim *s, struct sconn *c, uint64_t n)
+{
+	if (!n)
+		return;
+	c->drained += n;
+	TRACE(s, "conn %d: %" PRIu64 " bytes written, %" PRIu64 " unread", conn_index(s, c), n, output(c));
+	if (!c->m)
+		return;
+	bwd_member_written(c->m, c->drained);
+	if (c->auto_ack) {
+		while (c->flight && c->fl[0]->wire_end <= c->drained) {
+			flight_done(s, c, 0);
+			s->stats.auto_acked++;
+		}
+		/* Today's written(): the pump only while fires are in flight. */
+		if (s->p.old_pump && c->m->flight)
+			s->want_pump = true;
+	}
+	if (c->closing) {
+		if (!output(c))
+			conn_kill(s, c);
+		return;
+	}
+	if ((c->throttled || !c->room) && output(c) < s->max_output / 4) {
+		TRACE(s, "conn %d: room again", conn_index(s, c));
+		if (!c->room) {
+			c->room = true;
+			bwd_member_set_room(c->m, true);
+		}
+		c->throttled = false;
+		s->want_pump = true;
+	}
+}
+
+/* The client reads up to n bytes of what the socket holds. */
+static void client_read(struct sim *s, struct sconn *c, uint64_t n)
+{
+	uint64_t kernel = c->drained - c->readpos;
+
+	(void)s;
+	c->readpos += min64(n, kernel);
+	while (c->fh < c->fn && c->fr[c->fh].end <= c->readpos) {
+		uint64_t d = c->fr[c->fh++].delivery;
+
+		if (d && c->consumer && !c->auto_ack) {
+			GROW(c->toack, c->na, c->ca);
+			c->toack[c->na++] = d;
+		}
+	}
+}
+
+/* A bogus ack: the error reply, then close once it is written
+ * (bwd_conn_close(c, true)). */
+static void conn_close_flush(struct sim *s, struct sconn *c)
+{
+	reply(s, c, ERROR_REPLY);
+	if (!c->live)
+		return;
+	c->closing = true;
+	if (c->m && c->room) {
+		c->room = false;
+		bwd_member_set_room(c->m, false);
+	}
+	if (!output(c))
+		conn_kill(s, c);
+}
+
+/* ---- the server: hand-outs, the pump, turns ---------------------------- */
+
+static struct sconn *owner_conn(struct sim *s, const struct bwd_member *m)
+{
+	for (int i = 0; i < MAX_CONNS; i++)
+		if (s->c[i].live && s->c[i].m == m)
+			return &s->c[i];
+	return NULL;
+}
+
+static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
+{
+	struct sconn *c = owner_conn(s, m);
+	struct msess *ms;
+	struct mfire *mf = NULL;
+	bool anyback = false;
+	size_t len;
+
+	if (!c || m->owner != c) {
+		viol(s, "a fire (key %" PRIu64 ") for a member no connection has", f->key);
+		return;
+	}
+	ms = &s->s[c->sess];
+	if (!c->consumer || !c->room || c->flight >= c->window) {
+		viol(s, "key %" PRIu64 " handed to conn %d: consumer %d, room %d, %" PRIu64 " in flight of window %" PRIu32,
+		     f->key, conn_index(s, c), c->consumer, c->room, c->flight, c->window);
+		return;
+	}
+	anyback = ms->nback > 0;
+	for (size_t i = 0; anyback && !mf && i < ms->nf; i++) {
+		struct mfire *g = ms->f[i];
+
+		if (g->st == F_WAIT && g->back && g->ptr == f)
+			mf = g;
+	}
+	for (size_t i = 0; !mf && i < ms->nf; i++) {
+		struct mfire *g = ms->f[i];
+
+		if (g->st == F_WAIT && !g->back && g->key == f->key &&
+		    g->count == f->count && g->deadline == f->deadline_ns &&
+		    g->payload_len == f->payload_len)
+			mf = g;
+	}
+	if (!mf) {
+		viol(s, "conn %d was handed key %" PRIu64 " count %" PRIu64 " deadline %.3f ms, a fire its session does not owe now (early, twice, or done already)",
+		     conn_index(s, c), f->key, f->count, (double)((int64_t)(f->deadline_ns - T0)) / 1e6);
+		return;
+	}
+	if (anyback && !mf->back) {
+		viol(s, "key %" PRIu64 " handed out before the fires taken back", f->key);
+		return;
+	}
+	for (size_t i = 0; mf->back && i < ms->nf; i++) {
+		struct mfire *g = ms->f[i];
+
+		if (g->st == F_WAIT && g->back && g->chain == mf->chain &&
+		    g->chain_idx < mf->chain_idx)
+			viol(s, "fires taken back out of order: key %" PRIu64 " before key %" PRIu64,
+			     mf->key, g->key);
+	}
+	if (f->deadline_ns > s->now || f->fired_ns > s->now || f->fired_ns < f->deadline_ns)
+		viol(s, "key %" PRIu64 " early: deadline %.3f ms, fired at %.3f ms",
+		     f->key, (double)(f->deadline_ns - T0) / 1e6, (double)(f->fired_ns - T0) / 1e6);
+	if (f->delivery != c->last_delivery + 1)
+		viol(s, "conn %d: delivery %" PRIu64 " after %" PRIu64, conn_index(s, c),
+		     f->delivery, c->last_delivery);
+	if (f->redelivered != mf->redeliv)
+		viol(s, "key %" PRIu64 " handed out with redelivered=%d, the model says %d (its frame %s written whole)",
+		     f->key, f->redelivered, mf->redeliv, mf->redeliv ? "was" : "was never");
+	if (s->now > due_by(s, ms, mf))
+		viol(s, "key %" PRIu64 " count %" PRIu64 " late: deadline %.3f ms, leeway %.3f ms, lane bound %.3f ms, due by %.3f ms, handed out %.3f ms after (%s session)",
+		     f->key, f->count, (double)(f->deadline_ns - T0) / 1e6,
+		     (double)mf->leeway / 1e6, (double)mf->bound / 1e6,
+		     (double)(due_by(s, ms, mf) - T0) / 1e6,
+		     (double)(s->now - due_by(s, ms, mf)) / 1e6,
+		     ms->coalescing ? "coalescing" : "non-coalescing");
+	TRACE(s, "handed out: conn %d delivery %" PRIu64 " key %" PRIu64 " count %" PRIu64 "%s",
+	      conn_index(s, c), f->delivery, f->key, f->count, mf->back ? " (taken back)" : "");
+	if (s->failed)
+		return;
+	ms->nwait--;
+	ms->nback -= mf->back;
+	if (ms->coalescing && !mf->back)
+		batch_add(ms, mf);
+	mf->st = F_FLIGHT;
+	mf->conn = conn_index(s, c);
+	mf->delivery = f->delivery;
+	mf->handed_at = s->now;
+	mf->ptr = f;
+	mf->back = false;
+	mf->handed = true;
+	mf->optional = false;
+	c->last_delivery++;
+	GROW(c->fl, c->flight, c->cfl);
+	c->fl[c->flight++] = mf;
+	s->stats.handed_out++;
+	/* bwd_conn_deliver(). */
+	len = fired_len(f);
+	if (output(c) + len > s->max_output) {
+		viol(s, "conn %d cut off: a %zu-byte fire does not fit its %" PRIu64 " bytes of unread output (bound %" PRIu64 ")",
+		     conn_index(s, c), len, output(c), s->max_output);
+		return;
+	}
+	c->committed += len;
+	f->wire_end = c->committed;
+	mf->wire_end = c->committed;
+	frame_push(c, f->delivery);
+	if (output(c) >= s->max_output / 2) {
+		TRACE(s, "conn %d: no room", conn_index(s, c));
+		c->room = false;
+		bwd_member_set_room(m, false);
+	}
+}
+
+/* Until the lead's bwd_state_has_work() lands: a session in the work list
+ * that may hand out a fire, or due lists to make. */
+static bool has_work(const struct sim *s)
+{
+	for (int si = 0; si < MAX_SESS; si++) {
+		const struct bwd_session *p = s->s[si].ptr;
+
+		if (!s->s[si].live)
+			continue;
+		if ((p->work.pprev && p->queue_head && p->ready_head && !p->held) ||
+		    p->firing.pprev)
+			return true;
+	}
+	return false;
+}
+
+static void pump(struct sim *s)
+{
+	bool work[MAX_SESS], more, served = false;
+	uint64_t got[MAX_SESS] = { 0 }, n = 0, waiting = 0;
+	struct bwd_member *m;
+	struct bwd_fire *f;
+
+	s->stats.pumps++;
+	more = bwd_state_fire(s->st);
+	for (int si = 0; si < MAX_SESS; si++) {
+		const struct msess *ms = &s->s[si];
+
+		work[si] = ms->live && ms->ptr->queued && !ms->ptr->held && able(s, si);
+		waiting += work[si];
+	}
+	while (n < SIM_CHUNK && (f = bwd_state_next_delivery(s->st, &m))) {
+		struct sconn *c = owner_conn(s, m);
+
+		n++;
+		if (c)
+			got[c->sess]++;
+		hand_out(s, f, m);
+		if (s->failed)
+			return;
+	}
+	if (bwd_state_reap(s->st))
+		more = true;
+	s->reaper = more;
+	for (int si = 0; si < MAX_SESS; si++)
+		served |= got[si] > 0;
+	for (int si = 0; si < MAX_SESS; si++) {
+		struct msess *ms = &s->s[si];
+
+		if (!work[si] || !ms->live || got[si] || !served) {
+			ms->starve = 0;
+			continue;
+		}
+		if (++ms->starve > waiting + 1)
+			viol(s, "session %d had fires to hand out and waited %u turns while others were served",
+			     si, ms->starve);
+	}
+}
+
+/* The fires in flight to c that the state took back on its own (an ack
+ * timeout) go back in the model too; none may go early or stay late. */
+static void reconcile_flight(struct sim *s, struct sconn *c)
+{
+	const struct bwd_fire *g = c->m->flight_head;
+	int ci = conn_index(s, c);
+	size_t k = 0, j;
+
+	/* The state's list is what is left of the model's after a prefix
+	 * went back. */
+	while (k < c->flight && c->fl[k]->ptr != g)
+		k++;
+	for (j = k; j < c->flight && g && c->fl[j]->ptr == g; j++, g = g->next) {
+		const struct mfire *f = c->fl[j];
+
+		if (s->now > add_sat(add_sat(f->handed_at + c->ack_timeout,
+					     s->bound[BW_LANE_ONESHOT]), s->jitter))
+			viol(s, "conn %d: delivery %" PRIu64 " in flight %.3f ms past its ack timeout",
+			     ci, f->delivery,
+			     (double)(s->now - f->handed_at - c->ack_timeout) / 1e6);
+	}
+	if (j != c->flight || g) {
+		viol(s, "conn %d: the state's fires in flight are not the model's", ci);
+		return;
+	}
+	for (j = 0; j < k; j++)
+		if (s->now < c->fl[j]->handed_at + c->ack_timeout)
+			viol(s, "conn %d: delivery %" PRIu64 " taken back %.3f ms before its ack timeout",
+			     ci, c->fl[j]->delivery,
+			     (double)(c->fl[j]->handed_at + c->ack_timeout - s->now) / 1e6);
+	if (k)
+		take_back(s, c, c->fl[k - 1]->delivery);
+}
+
+/* A named session with no members expires after its linger. */
+static void reconcile_linger(struct sim *s, int si)
+{
+	struct msess *ms = &s->s[si];
+	uint64_t linger = s->opt.limits.linger_ns;
+
+	if (!ms->live || ms->name < 0 || ms->members)
+		return;
+	if (bwd_state_session(s->st, UID, names[ms->name]) != ms->ptr) {
+		if (s->now < ms->detached_at + linger)
+			viol(s, "session %s expired %.3f ms before its linger ran out",
+			     names[ms->name], (double)(ms->detached_at + linger - s->now) / 1e6);
+		session_drop(s, si);
+	} else if (s->now > add_sat(add_sat(ms->detached_at + linger,
+					     s->bound[BW_LANE_ONESHOT]), s->jitter)) {
+		viol(s, "session %s alive %.3f ms past its linger", names[ms->name],
+		     (double)(s->now - ms->detached_at - linger) / 1e6);
+	}
+}
+
+static void poll_wheel(struct sim *s)
+{
+	TRACE(s, "poll");
+	bwd_state_poll(s->st, s->now);
+	s->stats.polls++;
+	s->want_pump = true;
+	for (int i = 0; i < MAX_CONNS; i++)
+		if (s->c[i].live && s->c[i].m && s->c[i].ack_timeout)
+			reconcile_flight(s, &s->c[i]);
+	for (int si = 0; si < MAX_SESS; si++)
+		reconcile_linger(s, si);
+}
+
+static bool wheel_due(struct sim *s)
+{
+	uint64_t next;
+
+	return bwd_state_next_deadline(s->st, &next) == 0 && next <= s->now;
+}
+
+static void turn_begin(struct sim *s)
+{
+	s->turn++;
+	s->want_pump = false;
+	owe(s);
+	/* Time without a consumer that could take a fire does not count. */
+	for (int si = 0; si < MAX_SESS; si++)
+		if (s->s[si].live && s->s[si].unable)
+			s->s[si].excuse = add_sat(s->now, s->jitter);
+}
+
+static void turn_end(struct sim *s)
+{
+	const char *why;
+
+	if (!s->failed && !s->p.old_pump && has_work(s))
+		s->want_pump = true;
+	if (!s->failed && s->want_pump)
+		pump(s);
+	s->want_pump = false;
+	s->stats.turns++;
+	if (s->failed)
+		return;
+	for (int i = 0; i < MAX_CONNS; i++) {
+		struct sconn *c = &s->c[i];
+
+		if (c->live && c->m && (c->m->flight != c->flight ||
+					c->m->last_delivery != c->last_delivery))
+			viol(s, "conn %d: the state has %" PRIu64 " in flight (last delivery %" PRIu64 "), the model %" PRIu64 " (%" PRIu64 ")",
+			     i, c->m->flight, c->m->last_delivery, c->flight, c->last_delivery);
+	}
+	for (int si = 0; si < MAX_SESS; si++) {
+		struct msess *ms = &s->s[si];
+
+		if (!ms->live)
+			continue;
+		if (!ms->nwait)
+			ms->ncons = 0;
+		ms->unable = !able(s, si);
+	}
+	if (s->turn % 1024 == 0 && bw_dual_check(bwd_state_wheel(s->st), &why))
+		viol(s, "the wheel's self-check: %s", why);
+}
+
+/* A turn the loop takes with no event: the wheel's timerfd, the reaper,
+ * or (the rule of issue 20) work left. */
+static bool turn_pending(struct sim *s)
+{
+	return wheel_due(s) || s->reaper || (!s->p.old_pump && has_work(s));
+}
+
+static void server_turn(struct sim *s)
+{
+	turn_begin(s);
+	if (wheel_due(s))
+		poll_wheel(s);
+	if (s->reaper) {
+		s->reaper = false;
+		s->want_pump = true;
+	}
+	turn_end(s);
+}
+
+/* Every turn the loop takes at this instant. */
+static void idle(struct sim *s)
+{
+	unsigned n = 0;
+
+	while (!s->failed && turn_pending(s)) {
+		if (++n > IDLE_TURNS) {
+			viol(s, "the loop still has work after %u turns at one instant", n - 1);
+			return;
+		}
+		server_turn(s);
+	}
+}
+
+/* The loop is idle at this instant: nothing may wait that could go, and
+ * nothing may be lost. */
+static void check_quiet(struct sim *s)
+{
+	s->stats.checks++;
+	for (int si = 0; si < MAX_SESS && !s->failed; si++) {
+		struct msess *ms = &s->s[si];
+		const struct bwd_session *p = ms->ptr;
+		uint64_t must = 0, may = 0, flight = 0, made = p ? p->queued : 0;
+		bool can = ms->live && able(s, si);
+
+		if (!ms->live)
+			continue;
+		for (const struct bwd_due *d = p->due_head; d; d = d->next)
+			made += d->kind == BWD_DUE_TIMER;
+		for (size_t i = 0; i < ms->nf; i++) {
+			struct mfire *f = ms->f[i];
+
+			if (f->st == F_FLIGHT) {
+				flight++;
+				continue;
+			}
+			may++;
+			if (!f->optional && s->now > add_sat(add_sat(f->base, f->bound), s->jitter))
+				must++;
+			if (can && !f->optional && s->now > due_by(s, ms, f))
+				viol(s, "session %d: key %" PRIu64 " count %" PRIu64 " (deadline %.3f ms) waits %.3f ms past its bound while a consumer has room and credit (state: %s, held %d%s%.3f ms, ready %d, in the work list %d)",
+				     si, f->key, f->count, (double)(f->deadline - T0) / 1e6,
+				     (double)(s->now - due_by(s, ms, f)) / 1e6,
+				     made > must ? "made" : "maybe not made", p->held,
+				     p->hold_armed ? ", hold armed at " : ", no hold armed; hold at ",
+				     (double)((int64_t)(p->hold_ns - T0)) / 1e6, p->ready_head != NULL,
+				     p->work.pprev != NULL);
+		}
+		if (can && p->queued && !p->held)
+			viol(s, "session %d stalls: %" PRIu64 " fires queued (held %d) while a consumer has room and credit",
+			     si, p->queued, p->held);
+		if (made < must || made > may || p->in_flight != flight)
+			viol(s, "session %d: the state has %" PRIu64 " fires waiting and %" PRIu64 " in flight; the model %" PRIu64 " to %" PRIu64 " waiting and %" PRIu64 " in flight",
+			     si, made, p->in_flight, must, may, flight);
+	}
+}
+
+/* ---- events -------------------------------------------------------------- */
+
+static struct sconn *pick_conn(struct sim *s, bool member)
+{
+	int start = (int)rnd(s, MAX_CONNS);
+
+	for (int i = 0; i < MAX_CONNS; i++) {
+		struct sconn *c = &s->c[(start + i) % MAX_CONNS];
+
+		if (c->live && (!member || c->m))
+			return c;
+	}
+	return NULL;
+}
+
+/* A connection that may send a request now. */
+static struct sconn *pick_client(struct sim *s)
+{
+	struct sconn *c = pick_conn(s, true);
+
+	return c && !c->closing && !c->throttled && !c->leaving ? c : NULL;
+}
+
+static uint64_t pick_leeway(struct sim *s, uint64_t period)
+{
+	switch (rnd(s, 7)) {
+	case 0:
+	case 1:
+		return BWD_LEEWAY_DEFAULT;
+	case 2:
+		return 0;
+	case 3:
+		return 1 + rnd(s, 3 * MS);
+	case 4:
+		return 5 * MS;
+	case 5:
+		return period ? period / 4 : 20 * MS;
+	default:
+		return period ? period / 2 : 100 * MS + rnd(s, 900 * MS);
+	}
+}
+
+static void ev_schedule(struct sim *s, bool replace)
+{
+	struct sconn *c = pick_client(s);
+	struct msess *ms;
+	struct bwd_schedule req = { .uid = UID, .replace = replace };
+	struct mtimer *old, t = { 0 };
+	bool replaced;
+	int err;
+
+	if (!c)
+		return;
+	ms = &s->s[c->sess];
+	req.key = rnd(s, KEYS);
+	if (chance(s, 25)) {
+		static const uint64_t periods[] = { 2, 7, 20, 100, 250, 1000 };
+
+		req.period_ns = periods[rnd(s, 6)] * MS + rnd(s, MS);
+		req.leeway_ns = pick_leeway(s, req.period_ns);
+		t.leeway = leeway_of(s, req.leeway_ns, req.period_ns);
+		t.bound = bound_of(s, t.leeway);
+		/* Periods the lane keeps without skipping (PROTOCOL.md:
+		 * a fire a whole period late skips). */
+		req.period_ns = max64(req.period_ns,
+				      2 * (max64(t.leeway, t.bound) + s->jitter) + MS);
+		req.deadline_ns = s->now + rnd(s, req.period_ns);
+	} else {
+		req.leeway_ns = pick_leeway(s, 0);
+		t.leeway = leeway_of(s, req.leeway_ns, 0);
+		t.bound = bound_of(s, t.leeway);
+		switch (rnd(s, 5)) {
+		case 0:
+			req.deadline_ns = s->now - rnd(s, 50 * MS);
+			break;
+		case 1:
+			req.deadline_ns = s->now + rnd(s, 5 * MS);
+			break;
+		case 2:
+		case 3:
+			req.deadline_ns = s->now + rnd(s, 300 * MS);
+			break;
+		default:
+			req.deadline_ns = s->now + rnd(s, 3000 * MS);
+		}
+	}
+	switch (rnd(s, 4)) {
+	case 0:
+		req.payload_len = 0;
+		break;
+	case 1:
+		req.payload_len = (uint32_t)rnd(s, 17);
+		break;
+	case 2:
+		req.payload_len = (uint32_t)rnd(s, s->opt.limits.max_payload + 1);
+		break;
+	default:
+		req.payload_len = s->opt.limits.max_payload;
+	}
+	req.has_payload = req.payload_len || chance(s, 50);
+	req.payload = s->payload;
+	err = bwd_timer_schedule(ms->ptr, &req, &replaced);
+	s->want_pump = true;
+	TRACE(s, "conn %d schedules key %" PRIu64 " deadline %.3f period %.3f leeway %.3f payload %" PRIu32 "%s: %d%s",
+	      conn_index(s, c), req.key, (double)((int64_t)(req.deadline_ns - T0)) / 1e6,
+	      (double)req.period_ns / 1e6,
+	      req.leeway_ns == BWD_LEEWAY_DEFAULT ? -1.0 : (double)req.leeway_ns / 1e6,
+	      req.payload_len, replace ? " replace" : "", err, replaced ? " replaced" : "");
+	old = timer_find(ms, req.key);
+	if (err == BITWHEEL__V1__ERROR_CODE__DUPLICATE_KEY) {
+		if (!old)
+			viol(s, "Schedule: DUPLICATE_KEY for key %" PRIu64 ", which has no timer", req.key);
+		else if (!old->period)
+			unfired(s, c->sess, old, false, "Schedule (duplicate)");
+		reply(s, c, SCHEDULE_REPLY);
+		return;
+	}
+	if (err) {
+		reply(s, c, SCHEDULE_REPLY);
+		return;
+	}
+	if (old && replaced) {
+		unfired(s, c->sess, old, true, "Schedule (replace)");
+		timer_remove(ms, (size_t)(old - ms->t));
+	} else if (old) {
+		gone(s, ms, old, "Schedule");
+	} else if (replaced) {
+		viol(s, "Schedule replaced key %" PRIu64 ", which has no timer", req.key);
+	}
+	t.key = req.key;
+	t.deadline = req.deadline_ns;
+	t.since = s->now;
+	t.period = req.period_ns;
+	t.payload_len = req.payload_len;
+	GROW(ms->t, ms->nt, ms->ct);
+	ms->t[ms->nt++] = t;
+	s->stats.scheduled++;
+	reply(s, c, SCHEDULE_REPLY);
+}
+
+static void ev_cancel(struct sim *s)
+{
+	struct sconn *c = pick_client(s);
+	struct msess *ms;
+	struct mtimer *old;
+	uint64_t key;
+	bool pending;
+
+	if (!c)
+		return;
+	ms = &s->s[c->sess];
+	key = ms->nt && chance(s, 70) ? ms->t[rnd(s, ms->nt)].key : rnd(s, KEYS);
+	if (bwd_timer_cancel(ms->ptr, key, &pending))
+		viol(s, "Cancel of key %" PRIu64 " failed", key);
+	TRACE(s, "conn %d cancels key %" PRIu64 ": pending %d", conn_index(s, c), key, pending);
+	s->want_pump = true;
+	old = timer_find(ms, key);
+	if (pending && !old) {
+		viol(s, "Cancel: key %" PRIu64 " pending, which has no timer", key);
+	} else if (pending) {
+		unfired(s, c->sess, old, true, "Cancel");
+		timer_remove(ms, (size_t)(old - ms->t));
+	} else if (old) {
+		gone(s, ms, old, "Cancel");
+	}
+	reply(s, c, CANCEL_REPLY);
+}
+
+static void ev_ack(struct sim *s)
+{
+	struct sconn *c = pick_client(s);
+	uint64_t d, expect = 0, acked;
+	bool cumulative = chance(s, 40), bad;
+	int ci, err;
+
+	if (!c || !c->consumer || (c->auto_ack && !chance(s, 5)))
+		return;
+	ci = conn_index(s, c);
+	if (c->na && chance(s, 80)) {
+		size_t i = rnd(s, c->na);
+
+		d = c->toack[i];
+		if (cumulative) {
+			for (size_t j = 0; j < c->na; j++)
+				if (c->toack[j] <= d)
+					c->toack[j--] = c->toack[--c->na];
+		} else {
+			c->toack[i] = c->toack[--c->na];
+		}
+	} else if (c->last_delivery && !chance(s, 10)) {
+		d = 1 + rnd(s, c->last_delivery);       /* late, or not read yet */
+	} else {
+		d = chance(s, 50) ? 0 : c->last_delivery + 1 + rnd(s, 3);
+	}
+	bad = d == 0 || d > c->last_delivery;
+	err = bwd_member_ack(c->m, d, cumulative, &acked);
+	s->want_pump = true;
+	if (bad) {
+		if (!err)
+			viol(s, "conn %d: Ack of delivery %" PRIu64 " (last sent %" PRIu64 ") accepted",
+			     ci, d, c->last_delivery);
+		conn_close_flush(s, c);
+		return;
+	}
+	if (err) {
+		viol(s, "conn %d: Ack of delivery %" PRIu64 " refused", ci, d);
+		return;
+	}
+	for (size_t j = 0; j < c->flight; j++) {
+		if (cumulative ? c->fl[j]->delivery <= d : c->fl[j]->delivery == d) {
+			flight_done(s, c, j--);
+			expect++;
+		}
+	}
+	TRACE(s, "conn %d: %s ack of %" PRIu64 ": %" PRIu64 " done", ci,
+	      cumulative ? "cumulative" : "single", d, expect);
+	if (acked != expect)
+		viol(s, "conn %d: %s Ack of delivery %" PRIu64 " completed %" PRIu64 " fires, the model %" PRIu64,
+		     ci, cumulative ? "a cumulative" : "an", d, acked, expect);
+	s->stats.acked += expect;
+	if (chance(s, 50))
+		reply(s, c, ACK_REPLY);
+}
+
+static void ev_attach(struct sim *s)
+{
+	struct sconn *c = NULL;
+	struct bwd_attach a = { .uid = UID, .owner_uid = UID, .pid = 1 };
+	struct bwd_member *m;
+	unsigned kind = (unsigned)rnd(s, 4);
+	int si = -1, name = (int)rnd(s, NAMED), err;
+	bool resumed;
+
+	for (int i = 0; i < MAX_CONNS && !c; i++)
+		if (!s->c[i].live)
+			c = &s->c[i];
+	if (!c)
+		return;
+	if (kind < 3) {
+		if (s->named[name] >= 0)
+			reconcile_linger(s, s->named[name]);
+		si = s->named[name];
+		a.name = names[name];
+	}
+	if (si < 0) {
+		for (int i = 0; i < MAX_SESS && si < 0; i++)
+			if (!s->s[i].live)
+				si = i;
+		if (si < 0)
+			return;
+	}
+	a.consumer = kind != 2;
+	if (a.consumer) {
+		uint32_t w = s->opt.limits.max_window;
+
+		switch (rnd(s, 5)) {
+		case 0:
+			a.window = 1;
+			break;
+		case 1:
+			a.window = 2 < w ? 2 : w;
+			break;
+		case 2:
+			a.window = (uint32_t)(1 + rnd(s, 16 < w ? 16 : w));
+			break;
+		case 3:
+			a.window = w;
+			break;
+		default:
+			a.window = (uint32_t)(1 + rnd(s, w));
+		}
+		a.auto_ack = a.name ? chance(s, 30) : chance(s, 85);
+		a.coalesce = chance(s, 35);
+		if (chance(s, 20)) {
+			static const uint64_t t[] = { 1 * MS, 20 * MS, 300 * MS };
+
+			a.ack_timeout_ns = t[rnd(s, 3)];
+		}
+	}
+	a.owner = c;
+	err = bwd_session_attach(s->st, &a, &m, &resumed);
+	s->want_pump = true;
+	if (err) {
+		viol(s, "Hello refused: error %d", err);
+		return;
+	}
+	if (!s->s[si].live) {
+		if (resumed)
+			viol(s, "Hello resumed a session the model does not have");
+		s->s[si] = (struct msess){ .live = true, .name = a.name ? name : -1,
+					   .ptr = m->session };
+		if (a.name)
+			s->named[name] = si;
+	} else if (!resumed || m->session != s->s[si].ptr) {
+		viol(s, "Hello did not resume session %s", names[name]);
+	}
+	*c = (struct sconn){
+		.live = true, .sess = si, .m = m, .consumer = a.consumer,
+		.auto_ack = a.auto_ack, .coalesce = a.coalesce, .window = a.window,
+		.ack_timeout = a.ack_timeout_ns, .room = true,
+	};
+	switch (rnd(s, 3)) {
+	case 0:
+		c->kcap = 1 + rnd(s, 256);
+		break;
+	case 1:
+		c->kcap = 4096;
+		break;
+	default:
+		c->kcap = 212992;
+	}
+	s->s[si].members++;
+	s->stats.attached++;
+	TRACE(s, "conn %d attaches to session %d (%s): consumer %d auto_ack %d coalesce %d window %" PRIu32 " ack_timeout %.3f kcap %" PRIu64,
+	      conn_index(s, c), si, a.name ? a.name : "anonymous", a.consumer, a.auto_ack,
+	      a.coalesce, a.window, (double)a.ack_timeout_ns / 1e6, c->kcap);
+	coalesce_update(s, si);
+	reply(s, c, HELLO_REPLY);
+}
+
+/* Some of c's output goes to its socket, as much as that takes. */
+static void ev_drain(struct sim *s, struct sconn *c, bool all)
+{
+	uint64_t room = c->kcap - (c->drained - c->readpos);
+	uint64_t n = min64(output(c), room);
+
+	drained(s, c, all ? n : rnd(s, n + 1));
+}
+
+static void ev_detach(struct sim *s)
+{
+	struct sconn *c = pick_conn(s, true);
+
+	if (!c)
+		return;
+	if (chance(s, 50)) {
+		conn_kill(s, c);        /* killed, or cut off mid-frame */
+		return;
+	}
+	c->leaving = true;              /* reads all, then closes */
+}
+
+/* A leaving client reads on, and closes once it has read everything. */
+static void leaving(struct sim *s, struct sconn *c)
+{
+	if (!c->live || !c->leaving)
+		return;
+	ev_drain(s, c, true);
+	if (!c->live)
+		return;
+	client_read(s, c, UINT64_MAX);
+	if (c->readpos == c->committed)
+		conn_kill(s, c);
+}
+
+/* The clock moves on by dt, the loop waking at each deadline on the way
+ * (up to the jitter late) and doing all it has to. */
+static void ev_advance(struct sim *s, uint64_t dt)
+{
+	uint64_t target = s->now + dt, next;
+	unsigned n = 0;
+
+	idle(s);
+	if (s->failed)
+		return;
+	check_quiet(s);
+	while (!s->failed && bwd_state_next_deadline(s->st, &next) == 0 && next <= target) {
+		uint64_t wake = min64(add_sat(next, rnd(s, s->jitter + 1)), target);
+
+		if (++n > IDLE_TURNS) {
+			viol(s, "the wheel's next deadline does not move on");
+			return;
+		}
+		if (wake > s->now)
+			s->now = wake;
+		server_turn(s);
+		idle(s);
+	}
+	if (!s->failed)
+		s->now = target;
+}
+
+int sim_step(struct sim *s)
+{
+	struct sconn *c;
+	unsigned r;
+
+	if (s->failed)
+		return -1;
+	s->stats.steps++;
+	if (turn_pending(s) && chance(s, 30)) {
+		server_turn(s);
+		return s->failed ? -1 : 0;
+	}
+	r = (unsigned)rnd(s, 1000);
+	if (r < 200) {
+		unsigned k = (unsigned)rnd(s, 100);
+
+		ev_advance(s, k < 60 ? rnd(s, 2 * MS) : k < 97 ? rnd(s, 150 * MS) :
+			   rnd(s, 3000 * MS));
+		return s->failed ? -1 : 0;
+	}
+	turn_begin(s);
+	if (r < 330) {
+		ev_schedule(s, chance(s, 25));
+	} else if (r < 370) {
+		ev_cancel(s);
+	} else if (r < 530) {
+		if ((c = pick_conn(s, false)))
+			ev_drain(s, c, chance(s, 20));
+	} else if (r < 680) {
+		if ((c = pick_conn(s, false)))
+			client_read(s, c, chance(s, 30) ? UINT64_MAX : 1 + rnd(s, 2048));
+	} else if (r < 800) {
+		ev_ack(s);
+	} else if (r < 840) {
+		ev_attach(s);
+	} else if (r < 860) {
+		ev_detach(s);
+	} else {
+		for (int i = 0; i < MAX_CONNS; i++)
+			leaving(s, &s->c[i]);
+		if ((c = pick_conn(s, false))) {
+			ev_drain(s, c, true);
+			if (c->live)
+				client_read(s, c, UINT64_MAX);
+		}
+	}
+	turn_end(s);
+	return s->failed ? -1 : 0;
+}
+
+int sim_settle(struct sim *s)
+{
+	for (int round = 0; round < 64 && !s->failed; round++) {
+		bool moved = false;
+
+		turn_begin(s);
+		for (int i = 0; i < MAX_CONNS; i++) {
+			struct sconn *c = &s->c[i];
+			uint64_t before = c->drained + c->readpos;
+
+			if (!c->live)
+				continue;
+			ev_drain(s, c, true);
+			if (!c->live)
+				continue;
+			client_read(s, c, UINT64_MAX);
+			moved |= c->drained + c->readpos != before;
+		}
+		turn_end(s);
+		idle(s);
+		if (!moved)
+			break;
+	}
+	if (!s->failed)
+		check_quiet(s);
+	return s->failed ? -1 : 0;
+}
+
+/* ---- set-up ---------------------------------------------------------------- */
+
+int sim_new(const struct sim_params *p, struct sim **out)
+{
+	static const char *const outputs[] = { "4096", "4096", "65536" };
+	static const char *const payloads[] = { "64", "1024", "1964" };
+	static const char *const windows[] = { "4", "64", "4096" };
+	static const char *const lingers[] = { "0s", "200ms", "5s" };
+	static const char *const presets[] = { "fast-precise", "standard-balanced" };
+	static const uint64_t jitters[] = { 0, 100000, 1000000 };
+	struct sim *s = calloc(1, sizeof(*s));
+	const char *o, *pl, *w, *l, *pr;
+	int err = -ENOMEM;
+
+	if (!s)
+		return -ENOMEM;
+	s->p = *p;
+	s->trace = getenv("BW_SIM_TRACE") != NULL;
+	o = outputs[rnd(s, 3)];
+	pl = payloads[rnd(s, 3)];
+	w = windows[rnd(s, 3)];
+	l = lingers[rnd(s, 3)];
+	pr = presets[rnd(s, 2)];
+	s->jitter = jitters[rnd(s, 3)];
+	{
+		char *args[] = { "sim", "--max-output", (char *)o, "--max-payload",
+				 (char *)pl, "--max-window", (char *)w, "--linger",
+				 (char *)l, "--preset", (char *)pr, "--max-queued",
+				 "100000000", "--max-timers", "1000000", NULL };
+
+		if (bwd_options_parse(sizeof(args) / sizeof(args[0]) - 1, args, &s->opt)) {
+			err = -EINVAL;
+			goto fail;
+		}
+	}
+	s->opt_parsed = true;
+	snprintf(s->cfg, sizeof(s->cfg), "--max-output %s --max-payload %s --max-window %s --linger %s --preset %s, jitter %" PRIu64 " us, %s pump",
+		 o, pl, w, l, pr, s->jitter / 1000, p->old_pump ? "old" : "has-work");
+	s->max_output = s->opt.limits.max_output;
+	s->bound[BW_LANE_ONESHOT] = bwd_lane_late_ns(&s->opt.wheel.oneshot);
+	s->bound[BW_LANE_PERIODIC] = bwd_lane_late_ns(&s->opt.wheel.periodic);
+	s->fine = s->bound[BW_LANE_PERIODIC] < s->bound[BW_LANE_ONESHOT] ?
+		BW_LANE_PERIODIC : BW_LANE_ONESHOT;
+	s->coarse = s->fine == BW_LANE_ONESHOT ? BW_LANE_PERIODIC : BW_LANE_ONESHOT;
+	for (int i = 0; i < NAMED; i++)
+		s->named[i] = -1;
+	for (size_t i = 0; i < sizeof(s->payload); i++)
+		s->payload[i] = (uint8_t)i;
+	s->now = T0;
+	/* Members leaving and sessions expiring are logged: thousands. */
+	bwd_log_set_level(BWD_LOG_ERR - 1);
+	if (bwd_state_new(&s->opt, s->now, &s->st))
+		goto fail;
+	bwd_state_set_clock(s->st, sim_clock, s);
+	*out = s;
+	return 0;
+fail:
+	sim_free(s);
+	return err;
+}
+
+void sim_free(struct sim *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < MAX_CONNS; i++) {
+		free(s->c[i].fr);
+		free(s->c[i].toack);
+		free(s->c[i].fl);
+	}
+	for (int si = 0; si < MAX_SESS; si++)
+		if (s->s[si].live)
+			session_drop(s, si);
+	bwd_state_free(s->st);
+	if (s->opt_parsed)
+		bwd_options_free(&s->opt);
+	free(s);
+}
+
+const char *sim_error(const struct sim *s)
+{
+	return s->failed ? s->err : NULL;
+}
+
+const char *sim_config(const struct sim *s)
+{
+	return s->cfg;
+}
+
+void sim_get_stats(const struct sim *s, struct sim_stats *out)
+{
+	*out = s->stats;
+}
