@@ -81,7 +81,6 @@
 #define NAMED 3
 #define KEYS 24
 #define UID 1000
-#define BATCH_CONS 16
 /* Hand-outs per pump: the server's per-turn bound (issue 20). */
 #define SIM_CHUNK 1024u
 /* Turns the loop may take at one instant before it must be idle. */
@@ -111,6 +110,11 @@ struct mfire {
 	uint64_t delivery, wire_end, handed_at;
 	const struct bwd_fire *ptr; /* the state's, since handed out         */
 	size_t idx;                /* in its session's f[]                   */
+	/* The first write of its coalescing session after it came due: it
+	 * belonged with that one, and goes once made (PROTOCOL.md); till
+	 * then in the session's list of fires waiting for one (unmarked). */
+	uint64_t first_go;
+	struct mfire *un_next, **un_pprev;
 };
 
 /* A timer the model holds pending (or a oneshot whose fire is owed, kept
@@ -131,12 +135,7 @@ struct msess {
 	struct mfire **f;
 	size_t nf, cf;
 	size_t nwait, nback;       /* fires waiting; of them, taken back     */
-	/* Batches: each fire handed out of a coalescing session bounds the
-	 * fires that were surely made (waiting) when it came due: they go by
-	 * its end too (its window's, its lane's bound and the jitter).  A
-	 * few such, the earliest ends kept; none once nothing waits. */
-	struct { uint64_t end, cut; } cons[BATCH_CONS];
-	unsigned ncons;
+	struct mfire *unmarked;
 	uint64_t excuse;           /* the last turn that began with no
 				      consumer able to take a fire (jitter
 				      included): no fire is due before it  */
@@ -330,31 +329,30 @@ static uint64_t made_by(const struct sim *s, const struct mfire *f)
 static uint64_t due_by(const struct sim *s, const struct msess *ms,
 		       const struct mfire *f)
 {
-	uint64_t due = f->allow;
+	uint64_t due = min64(f->allow, add_sat(f->first_go, s->jitter));
 
-	for (unsigned i = 0; i < ms->ncons && !f->back; i++)
-		if (ms->cons[i].cut >= made_by(s, f))
-			due = min64(due, ms->cons[i].end);
 	return max64(max64(due, ms->excuse), made_by(s, f));
 }
 
-/* g was handed out of a coalescing session: the batch it came due in
- * goes by its end. */
-static void batch_add(struct msess *ms, const struct mfire *g)
+static void unmark(struct mfire *f)
 {
-	unsigned worst = 0;
-
-	if (ms->ncons < BATCH_CONS) {
-		ms->cons[ms->ncons].end = g->allow;
-		ms->cons[ms->ncons++].cut = g->base;
+	if (!f->un_pprev)
 		return;
-	}
-	for (unsigned i = 1; i < BATCH_CONS; i++)
-		if (ms->cons[i].end > ms->cons[worst].end)
-			worst = i;
-	if (g->allow < ms->cons[worst].end) {
-		ms->cons[worst].end = g->allow;
-		ms->cons[worst].cut = g->base;
+	*f->un_pprev = f->un_next;
+	if (f->un_next)
+		f->un_next->un_pprev = f->un_pprev;
+	f->un_pprev = NULL;
+}
+
+/* A coalescing session wrote fires at now: those due before (and not
+ * taken back) missed that write, and go as soon as they are made. */
+static void session_went(struct sim *s, struct msess *ms)
+{
+	struct mfire *f;
+
+	while ((f = ms->unmarked)) {
+		f->first_go = s->now;
+		unmark(f);
 	}
 }
 
@@ -375,6 +373,12 @@ static struct mfire *fire_add(struct sim *s, int si, const struct mtimer *t,
 	f->payload_len = t->payload_len;
 	f->st = F_WAIT;
 	f->conn = -1;
+	f->first_go = UINT64_MAX;
+	f->un_next = ms->unmarked;
+	if (f->un_next)
+		f->un_next->un_pprev = &f->un_next;
+	f->un_pprev = &ms->unmarked;
+	ms->unmarked = f;
 	f->allow = add_sat(add_sat(f->base, ms->coalescing ?
 				   max64(f->leeway, f->bound) : f->bound), s->jitter);
 	GROW(ms->f, ms->nf, ms->cf);
@@ -395,6 +399,7 @@ static void fire_remove(struct msess *ms, struct mfire *f)
 		ms->nwait--;
 		ms->nback -= f->back;
 	}
+	unmark(f);
 	ms->f[i] = ms->f[--ms->nf];
 	ms->f[i]->idx = i;
 	free(f);
@@ -803,8 +808,9 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 		return;
 	ms->nwait--;
 	ms->nback -= mf->back;
-	if (ms->coalescing && !mf->back)
-		batch_add(ms, mf);
+	unmark(mf);
+	if (ms->coalescing)
+		session_went(s, ms);
 	mf->st = F_FLIGHT;
 	mf->conn = conn_index(s, c);
 	mf->delivery = f->delivery;
@@ -1004,8 +1010,6 @@ static void turn_end(struct sim *s)
 
 		if (!ms->live)
 			continue;
-		if (!ms->nwait)
-			ms->ncons = 0;
 		ms->unable = !able(s, si);
 	}
 	if (s->turn % 1024 == 0 && bw_dual_check(bwd_state_wheel(s->st), &why))
