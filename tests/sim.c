@@ -7,7 +7,8 @@
  * clock the simulation sets (bwd_state_set_clock).  Around it the harness
  * plays the two layers above it as the daemon has them:
  *   - the server (server.c): a loop turn is one event, then the pump
- *     (bwd_state_fire, bwd_state_next_delivery at most SIM_CHUNK times,
+ *     (bwd_state_fire, bwd_state_next_delivery at most BWD_DELIVER_CHUNK
+ *     times,
  *     bwd_state_reap) when the server would run it: after every turn with
  *     work (bwd_state_has_work) or, with old_pump, only when an event
  *     activated it as today's conn.c does (a poll, a request, a
@@ -55,9 +56,13 @@
  *     consumer of it has room and credit (unless a batch is legitimately
  *     held), no fire is past its bound in such a session, and every fire
  *     that must have been made is queued or in flight (nothing lost);
- *   bounded work: no pump hands out more than SIM_CHUNK fires, and no
- *     session with fires it could hand out waits more than a turn per
- *     session while others are served.
+ *   bounded work: no session with fires it could hand out waits more
+ *     than a turn per session while others are served (the pump itself
+ *     stops at BWD_DELIVER_CHUNK, as server.c's does); redeliveries keep
+ *     to their uid's pace (--max-periodic-rate-per-uid, at least
+ *     BWD_MIN_REDELIVERY_MHZ): no more than a second's worth plus the
+ *     rate times the time since the start, and time a session waits for
+ *     that pace does not count against its fires.
  * And the wheel's own self-check (bw_dual_check) every 64 turns.
  *
  * Costs: a step is O(the fires and timers of the sessions it looks at),
@@ -81,8 +86,6 @@
 #define NAMED 3
 #define KEYS 24
 #define UID 1000
-/* Hand-outs per pump: the server's per-turn bound (issue 20). */
-#define SIM_CHUNK 1024u
 /* Turns the loop may take at one instant before it must be idle. */
 #define IDLE_TURNS 100000u
 /* Reply frames' sizes, about what conn.c packs. */
@@ -184,6 +187,7 @@ struct sim {
 	int named[NAMED];
 	bool want_pump, reaper, trace;
 	uint64_t turn;
+	uint64_t redelivered_out;  /* taken-back fires handed out again      */
 	struct sim_stats stats;
 	uint8_t payload[4096];
 	bool failed;
@@ -566,6 +570,7 @@ static void take_back(struct sim *s, struct sconn *c, uint64_t upto)
 		f->redeliv |= f->wire_end <= c->drained;
 		f->chain = chain;
 		f->chain_idx = f->delivery;
+		f->first_go = UINT64_MAX;
 		f->conn = -1;
 		/* Let go already: it goes at once, or with a batch held
 		 * (PROTOCOL.md), by the end of the batch's fires. */
@@ -667,14 +672,18 @@ static void drained(struct sim *s, struct sconn *c, uint64_t n)
 	TRACE(s, "conn %d: %" PRIu64 " bytes written, %" PRIu64 " unread", conn_index(s, c), n, output(c));
 	if (!c->m)
 		return;
+	/* conn.c's written() activates the pump for an auto-ack member with
+	 * fires in flight: before the drain completes them, or (old_pump, as
+	 * before issue 20) after, when a whole window drained leaves none. */
+	if (c->auto_ack && c->m->flight && !s->p.old_pump)
+		s->want_pump = true;
 	bwd_member_written(c->m, c->drained);
 	if (c->auto_ack) {
 		while (c->flight && c->fl[0]->wire_end <= c->drained) {
 			flight_done(s, c, 0);
 			s->stats.auto_acked++;
 		}
-		/* Today's written(): the pump only while fires are in flight. */
-		if (s->p.old_pump && c->m->flight)
+		if (c->m->flight && s->p.old_pump)
 			s->want_pump = true;
 	}
 	if (c->closing) {
@@ -792,6 +801,15 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 	if (f->delivery != c->last_delivery + 1)
 		viol(s, "conn %d: delivery %" PRIu64 " after %" PRIu64, conn_index(s, c),
 		     f->delivery, c->last_delivery);
+	if (mf->back) {
+		uint64_t mhz = max64(s->opt.limits.max_periodic_mhz_per_uid,
+				     BWD_MIN_REDELIVERY_MHZ);
+
+		if (++s->redelivered_out * 1000u > mhz +
+		    (uint64_t)((unsigned __int128)(s->now - T0) * mhz / 1000000000u) + 1000u)
+			viol(s, "%" PRIu64 " redeliveries in %.3f ms: past the uid's pace of %" PRIu64 " mHz",
+			     s->redelivered_out, (double)(s->now - T0) / 1e6, mhz);
+	}
 	if (f->redelivered != mf->redeliv)
 		viol(s, "key %" PRIu64 " handed out with redelivered=%d, the model says %d (its frame %s written whole)",
 		     f->key, f->redelivered, mf->redeliv, mf->redeliv ? "was" : "was never");
@@ -841,22 +859,6 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 	}
 }
 
-/* Until the lead's bwd_state_has_work() lands: a session in the work list
- * that may hand out a fire, or due lists to make. */
-static bool has_work(const struct sim *s)
-{
-	for (int si = 0; si < MAX_SESS; si++) {
-		const struct bwd_session *p = s->s[si].ptr;
-
-		if (!s->s[si].live)
-			continue;
-		if ((p->work.pprev && p->queue_head && p->ready_head && !p->held) ||
-		    p->firing.pprev)
-			return true;
-	}
-	return false;
-}
-
 static void pump(struct sim *s)
 {
 	bool work[MAX_SESS], more, served = false;
@@ -869,10 +871,13 @@ static void pump(struct sim *s)
 	for (int si = 0; si < MAX_SESS; si++) {
 		const struct msess *ms = &s->s[si];
 
-		work[si] = ms->live && ms->ptr->queued && !ms->ptr->held && able(s, si);
+		work[si] = ms->live && ms->ptr->queued && !ms->ptr->held &&
+			!ms->ptr->paced && able(s, si);
 		waiting += work[si];
 	}
-	while (n < SIM_CHUNK && (f = bwd_state_next_delivery(s->st, &m))) {
+	/* server.c's pump: the clock does not move within a turn here, so
+	 * only the count bounds it. */
+	while (n < BWD_DELIVER_CHUNK && (f = bwd_state_next_delivery(s->st, &m))) {
 		struct sconn *c = owner_conn(s, m);
 
 		n++;
@@ -989,7 +994,7 @@ static void turn_end(struct sim *s)
 {
 	const char *why;
 
-	if (!s->failed && !s->p.old_pump && has_work(s))
+	if (!s->failed && !s->p.old_pump && bwd_state_has_work(s->st))
 		s->want_pump = true;
 	if (!s->failed && s->want_pump)
 		pump(s);
@@ -1010,7 +1015,8 @@ static void turn_end(struct sim *s)
 
 		if (!ms->live)
 			continue;
-		ms->unable = !able(s, si);
+		/* Paced: its taken-back fires wait for their uid's tokens. */
+		ms->unable = !able(s, si) || ms->ptr->paced;
 	}
 	if (s->turn % 1024 == 0 && bw_dual_check(bwd_state_wheel(s->st), &why))
 		viol(s, "the wheel's self-check: %s", why);
@@ -1020,7 +1026,7 @@ static void turn_end(struct sim *s)
  * or (the rule of issue 20) work left. */
 static bool turn_pending(struct sim *s)
 {
-	return wheel_due(s) || s->reaper || (!s->p.old_pump && has_work(s));
+	return wheel_due(s) || s->reaper || (!s->p.old_pump && bwd_state_has_work(s->st));
 }
 
 static void server_turn(struct sim *s)
@@ -1058,7 +1064,7 @@ static void check_quiet(struct sim *s)
 		struct msess *ms = &s->s[si];
 		const struct bwd_session *p = ms->ptr;
 		uint64_t must = 0, may = 0, flight = 0, made = p ? p->queued : 0;
-		bool can = ms->live && able(s, si);
+		bool can = ms->live && able(s, si) && !p->paced;
 
 		if (!ms->live)
 			continue;
@@ -1366,9 +1372,10 @@ static void ev_attach(struct sim *s)
 		a.auto_ack = a.name ? chance(s, 30) : chance(s, 85);
 		a.coalesce = chance(s, 35);
 		if (chance(s, 20)) {
-			static const uint64_t t[] = { 1 * MS, 20 * MS, 300 * MS };
+			static const uint64_t t[] = { 1, 20 * MS, 100 * MS, 300 * MS };
 
-			a.ack_timeout_ns = t[rnd(s, 3)];
+			/* request.c's floor. */
+			a.ack_timeout_ns = max64(t[rnd(s, 4)], BWD_MIN_ACK_TIMEOUT_NS);
 		}
 	}
 	a.owner = c;
@@ -1561,9 +1568,10 @@ int sim_new(const struct sim_params *p, struct sim **out)
 	static const char *const windows[] = { "4", "64", "4096" };
 	static const char *const lingers[] = { "0s", "200ms", "5s" };
 	static const char *const presets[] = { "fast-precise", "standard-balanced" };
+	static const char *const rates[] = { "10000", "100" };
 	static const uint64_t jitters[] = { 0, 100000, 1000000 };
 	struct sim *s = calloc(1, sizeof(*s));
-	const char *o, *pl, *w, *l, *pr;
+	const char *o, *pl, *w, *l, *pr, *ra;
 	int err = -ENOMEM;
 
 	if (!s)
@@ -1575,12 +1583,14 @@ int sim_new(const struct sim_params *p, struct sim **out)
 	w = windows[rnd(s, 3)];
 	l = lingers[rnd(s, 3)];
 	pr = presets[rnd(s, 2)];
+	ra = rates[rnd(s, 2)];
 	s->jitter = jitters[rnd(s, 3)];
 	{
 		char *args[] = { "sim", "--max-output", (char *)o, "--max-payload",
 				 (char *)pl, "--max-window", (char *)w, "--linger",
 				 (char *)l, "--preset", (char *)pr, "--max-queued",
-				 "100000000", "--max-timers", "1000000", NULL };
+				 "100000000", "--max-timers", "1000000",
+				 "--max-periodic-rate-per-uid", (char *)ra, NULL };
 
 		if (bwd_options_parse(sizeof(args) / sizeof(args[0]) - 1, args, &s->opt)) {
 			err = -EINVAL;
@@ -1588,8 +1598,8 @@ int sim_new(const struct sim_params *p, struct sim **out)
 		}
 	}
 	s->opt_parsed = true;
-	snprintf(s->cfg, sizeof(s->cfg), "--max-output %s --max-payload %s --max-window %s --linger %s --preset %s, jitter %" PRIu64 " us, %s pump",
-		 o, pl, w, l, pr, s->jitter / 1000, p->old_pump ? "old" : "has-work");
+	snprintf(s->cfg, sizeof(s->cfg), "--max-output %s --max-payload %s --max-window %s --linger %s --preset %s --max-periodic-rate-per-uid %s, jitter %" PRIu64 " us, %s pump",
+		 o, pl, w, l, pr, ra, s->jitter / 1000, p->old_pump ? "old" : "has-work");
 	s->max_output = s->opt.limits.max_output;
 	s->bound[BW_LANE_ONESHOT] = bwd_lane_late_ns(&s->opt.wheel.oneshot);
 	s->bound[BW_LANE_PERIODIC] = bwd_lane_late_ns(&s->opt.wheel.periodic);
