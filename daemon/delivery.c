@@ -440,6 +440,11 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 				UINT64_MAX : now + m->ack_timeout_ns;
 			ack_timer_arm(m);
 		}
+		/* Whatever goes, a batch or not (a redelivery, a fire that
+		 * waited for credit), is a write a tolerant fire due by now
+		 * missed if its coarse lane fires it later (PROTOCOL.md). */
+		if (s->ncoalesce)
+			s->let_go_ns = bwd_state_now(st);
 		bwd_ready_add(m);
 		/* The next fire is another uid's, and this uid's next is
 		 * another of its sessions. */
