@@ -1,5 +1,5 @@
 # tests/fuzz.mk: the libFuzzer targets (tests/fuzz_wheel.c, tests/fuzz_frame.c,
-# tests/fuzz_dispatch.c, tests/fuzz_state.c) and their seed corpora
+# tests/fuzz_dispatch.c, tests/fuzz_state.c, tests/fuzz_sim.c) and their seed corpora
 # (tests/fuzz-corpus/).  Neither all nor check builds
 # them: `make fuzz` compiles each with clang (FUZZ_CC, found by configure)
 # straight from the library sources, not from gcc's libtool objects, and
@@ -7,14 +7,14 @@
 # on any crash, leak or sanitizer report.  Included from tests/local.mk.
 
 EXTRA_DIST += tests/fuzz.h tests/fuzz_wheel.c tests/fuzz_frame.c \
-	tests/fuzz_dispatch.c tests/fuzz_state.c tests/fuzz-corpus
+	tests/fuzz_dispatch.c tests/fuzz_state.c tests/fuzz_sim.c tests/fuzz-corpus
 
 FUZZ_SECONDS = 60
 bw_fuzz_cflags = -std=gnu11 -Wall -Wextra -g -O1 -fno-omit-frame-pointer \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-bw_fuzz_names = wheel frame dispatch state
+bw_fuzz_names = wheel frame dispatch state sim
 bw_fuzz_targets = tests/fuzz_wheel tests/fuzz_frame tests/fuzz_dispatch \
-	tests/fuzz_state
+	tests/fuzz_state tests/fuzz_sim
 CLEANFILES += $(bw_fuzz_targets)
 
 # Prerequisites are found through VPATH; $^ names them where they are
@@ -37,7 +37,9 @@ tests/fuzz_frame: tests/fuzz_frame.c tests/fuzz.h proto/frame.c proto/bitwheel.p
 # protobuf-c themselves run uninstrumented.
 tests/fuzz_dispatch: tests/fuzz_dispatch.c tests/fuzz.h
 tests/fuzz_state: tests/fuzz_state.c tests/fuzz.h
-tests/fuzz_dispatch tests/fuzz_state: \
+# The simulation of delivery (tests/sim.c), its choices the input's bytes.
+tests/fuzz_sim: tests/fuzz_sim.c tests/fuzz.h tests/sim.c tests/sim.h
+tests/fuzz_dispatch tests/fuzz_state tests/fuzz_sim: \
 		$(bwd_core_sources) \
 		$(wheel_libbitwheel_la_SOURCES) proto/frame.c proto/duration.c \
 		proto/bitwheel.pb-c.c \

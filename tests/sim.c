@@ -581,8 +581,10 @@ static void take_back(struct sim *s, struct sconn *c, uint64_t upto)
 					f->allow = max64(f->allow, due_by(s, ms, ms->f[i]));
 		s->stats.redelivered++;
 	}
-	memmove(c->fl, c->fl + j, (c->flight - j) * sizeof(*c->fl));
-	c->flight -= j;
+	if (j) {
+		memmove(c->fl, c->fl + j, (c->flight - j) * sizeof(*c->fl));
+		c->flight -= j;
+	}
 }
 
 /* ---- the connection (conn.c's side of delivery) ------------------------ */
@@ -1627,7 +1629,11 @@ void sim_free(struct sim *s)
 {
 	if (!s)
 		return;
+	/* The server closes every connection before the state goes: an
+	 * anonymous session ends with its member. */
 	for (int i = 0; i < MAX_CONNS; i++) {
+		if (s->c[i].live && s->c[i].m)
+			bwd_member_detach(s->c[i].m);
 		free(s->c[i].fr);
 		free(s->c[i].toack);
 		free(s->c[i].fl);
