@@ -118,6 +118,14 @@ struct mfire {
 	 * then in the session's list of fires waiting for one (unmarked). */
 	uint64_t first_go;
 	struct mfire *un_next, **un_pprev;
+	/* Waiting: in its session's list of its key, or of those taken back
+	 * (what a hand-out is matched against). */
+	struct mfire *w_next, **w_pprev;
+	struct wlist *w_list;
+};
+
+struct wlist {
+	struct mfire *head, **tail;
 };
 
 /* A timer the model holds pending (or a oneshot whose fire is owed, kept
@@ -139,6 +147,7 @@ struct msess {
 	size_t nf, cf;
 	size_t nwait, nback;       /* fires waiting; of them, taken back     */
 	struct mfire *unmarked;
+	struct wlist bykey[KEYS], backl;
 	uint64_t excuse;           /* the last turn that began with no
 				      consumer able to take a fire (jitter
 				      included): no fire is due before it  */
@@ -338,6 +347,29 @@ static uint64_t due_by(const struct sim *s, const struct msess *ms,
 	return max64(max64(due, ms->excuse), made_by(s, f));
 }
 
+static void wl_add(struct wlist *l, struct mfire *f)
+{
+	if (!l->tail)
+		l->tail = &l->head;
+	f->w_next = NULL;
+	f->w_pprev = l->tail;
+	*l->tail = f;
+	l->tail = &f->w_next;
+	f->w_list = l;
+}
+
+static void wl_del(struct mfire *f)
+{
+	if (!f->w_pprev)
+		return;
+	*f->w_pprev = f->w_next;
+	if (f->w_next)
+		f->w_next->w_pprev = f->w_pprev;
+	else
+		f->w_list->tail = f->w_pprev;
+	f->w_pprev = NULL;
+}
+
 static void unmark(struct mfire *f)
 {
 	if (!f->un_pprev)
@@ -383,6 +415,7 @@ static struct mfire *fire_add(struct sim *s, int si, const struct mtimer *t,
 		f->un_next->un_pprev = &f->un_next;
 	f->un_pprev = &ms->unmarked;
 	ms->unmarked = f;
+	wl_add(&ms->bykey[f->key % KEYS], f);
 	f->allow = add_sat(add_sat(f->base, ms->coalescing ?
 				   max64(f->leeway, f->bound) : f->bound), s->jitter);
 	GROW(ms->f, ms->nf, ms->cf);
@@ -404,6 +437,7 @@ static void fire_remove(struct msess *ms, struct mfire *f)
 		ms->nback -= f->back;
 	}
 	unmark(f);
+	wl_del(f);
 	ms->f[i] = ms->f[--ms->nf];
 	ms->f[i]->idx = i;
 	free(f);
@@ -571,6 +605,7 @@ static void take_back(struct sim *s, struct sconn *c, uint64_t upto)
 		f->chain = chain;
 		f->chain_idx = f->delivery;
 		f->first_go = UINT64_MAX;
+		wl_add(&ms->backl, f);
 		f->conn = -1;
 		/* Let go already: it goes at once, or with a batch held
 		 * (PROTOCOL.md), by the end of the batch's fires. */
@@ -766,20 +801,13 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 		return;
 	}
 	anyback = ms->nback > 0;
-	for (size_t i = 0; anyback && !mf && i < ms->nf; i++) {
-		struct mfire *g = ms->f[i];
-
-		if (g->st == F_WAIT && g->back && g->ptr == f)
+	for (struct mfire *g = ms->backl.head; g && !mf; g = g->w_next)
+		if (g->ptr == f)
 			mf = g;
-	}
-	for (size_t i = 0; !mf && i < ms->nf; i++) {
-		struct mfire *g = ms->f[i];
-
-		if (g->st == F_WAIT && !g->back && g->key == f->key &&
-		    g->count == f->count && g->deadline == f->deadline_ns &&
-		    g->payload_len == f->payload_len)
+	for (struct mfire *g = ms->bykey[f->key % KEYS].head; g && !mf; g = g->w_next)
+		if (g->key == f->key && g->count == f->count &&
+		    g->deadline == f->deadline_ns && g->payload_len == f->payload_len)
 			mf = g;
-	}
 	if (!mf) {
 		viol(s, "conn %d was handed key %" PRIu64 " count %" PRIu64 " deadline %.3f ms, a fire its session does not owe now (early, twice, or done already)",
 		     conn_index(s, c), f->key, f->count, (double)((int64_t)(f->deadline_ns - T0)) / 1e6);
@@ -789,11 +817,8 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 		viol(s, "key %" PRIu64 " handed out before the fires taken back", f->key);
 		return;
 	}
-	for (size_t i = 0; mf->back && i < ms->nf; i++) {
-		struct mfire *g = ms->f[i];
-
-		if (g->st == F_WAIT && g->back && g->chain == mf->chain &&
-		    g->chain_idx < mf->chain_idx)
+	for (struct mfire *g = mf->back ? ms->backl.head : NULL; g; g = g->w_next) {
+		if (g->chain == mf->chain && g->chain_idx < mf->chain_idx)
 			viol(s, "fires taken back out of order: key %" PRIu64 " before key %" PRIu64,
 			     mf->key, g->key);
 	}
@@ -829,6 +854,7 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 	ms->nwait--;
 	ms->nback -= mf->back;
 	unmark(mf);
+	wl_del(mf);
 	if (ms->coalescing)
 		session_went(s, ms);
 	mf->st = F_FLIGHT;
@@ -1067,12 +1093,19 @@ static void check_quiet(struct sim *s)
 		const struct bwd_session *p = ms->ptr;
 		uint64_t must = 0, may = 0, flight = 0, made = p ? p->queued : 0;
 		bool can = ms->live && able(s, si) && !p->paced;
+		/* A session that piled up fires (no consumer) costs its
+		 * length: looked at whole every 64th time only. */
+		bool whole = ms->nf <= 512 || s->stats.checks % 64 == 0;
 
 		if (!ms->live)
 			continue;
 		for (const struct bwd_due *d = p->due_head; d; d = d->next)
 			made += d->kind == BWD_DUE_TIMER;
-		for (size_t i = 0; i < ms->nf; i++) {
+		if (!whole) {
+			may = ms->nwait;
+			flight = ms->nf - ms->nwait;
+		}
+		for (size_t i = 0; whole && i < ms->nf; i++) {
 			struct mfire *f = ms->f[i];
 
 			if (f->st == F_FLIGHT) {
@@ -1083,10 +1116,9 @@ static void check_quiet(struct sim *s)
 			if (!f->optional && s->now > add_sat(add_sat(f->base, f->bound), s->jitter))
 				must++;
 			if (can && !f->optional && s->now > due_by(s, ms, f))
-				viol(s, "session %d: key %" PRIu64 " count %" PRIu64 " (deadline %.3f ms) waits %.3f ms past its bound while a consumer has room and credit (state: %s, held %d%s%.3f ms, ready %d, in the work list %d)",
+				viol(s, "session %d: key %" PRIu64 " count %" PRIu64 " (deadline %.3f ms) waits %.3f ms past its bound while a consumer has room and credit (state: held %d%s%.3f ms, ready %d, in the work list %d)",
 				     si, f->key, f->count, (double)(f->deadline - T0) / 1e6,
-				     (double)(s->now - due_by(s, ms, f)) / 1e6,
-				     made > must ? "made" : "maybe not made", p->held,
+				     (double)(s->now - due_by(s, ms, f)) / 1e6, p->held,
 				     p->hold_armed ? ", hold armed at " : ", no hold armed; hold at ",
 				     (double)((int64_t)(p->hold_ns - T0)) / 1e6, p->ready_head != NULL,
 				     p->work.pprev != NULL);
