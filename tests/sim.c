@@ -1,19 +1,21 @@
 /*
  * sim.c - the deterministic simulation of delivery (sim.h, issue 20).
  *
- * What is real and what is simulated.  The daemon's state (state.c: the
- * wheel, sessions, timers, queues, consumers, windows, ready and work
- * lists, acks, ack timeouts, coalescing holds) is the real code, on a
- * clock the simulation sets (bwd_state_set_clock).  Around it the harness
+ * What is real and what is simulated.  The daemon's state (state.c,
+ * delivery.c, account.c: the wheel, sessions, timers, queues, consumers,
+ * windows, ready and work lists, acks, ack timeouts, coalescing holds,
+ * redelivery pacing) is the real code, on a clock the simulation sets
+ * (bwd_state_set_clock).  Around it the harness
  * plays the two layers above it as the daemon has them:
  *   - the server (server.c): a loop turn is one event, then the pump
  *     (bwd_state_fire, bwd_state_next_delivery at most BWD_DELIVER_CHUNK
- *     times,
- *     bwd_state_reap) when the server would run it: after every turn with
- *     work (bwd_state_has_work) or, with old_pump, only when an event
- *     activated it as today's conn.c does (a poll, a request, a
- *     connection leaving, a drain of an auto-ack member's output with
- *     fires still in flight, output back below a quarter, the reaper).
+ *     times, bwd_state_reap) when the server runs it: when an event
+ *     activated it (a poll, a request, a connection leaving, a drain of
+ *     an auto-ack member's output with fires in flight, output back
+ *     below a quarter, the reaper) and after every turn with work
+ *     (bwd_state_has_work); with old_pump only when activated, and the
+ *     drain's activation looked at after the drain completed the fires,
+ *     as before issue 20.
  *     The clock moves only between turns; the wheel's timerfd wakes the
  *     loop at bwd_state_next_deadline, up to `jitter` late (the step
  *     granularity), and due work is done before the clock moves on;
@@ -45,16 +47,20 @@
  *     its lane's bound;
  *   timing, at every hand-out: a fire goes by its deadline (or its
  *     schedule, if later) plus its lane's bound, or for a coalescing
- *     session plus max(leeway, lane bound), and no later than the
- *     earliest such end of the fires waiting with it (a batch goes at its
- *     earliest window end), plus the jitter; time in which the session had
- *     no consumer with room and credit does not count; an ack timeout
+ *     session plus max(leeway, lane bound), plus the jitter; a fire due
+ *     before a write of its coalescing session (a batch released by its
+ *     earliest window end, a redelivery, ...) goes as soon as its lane
+ *     made it (PROTOCOL.md, "Coalesced delivery"); a taken-back fire at
+ *     once, or with the batch held; time in which the session had no
+ *     consumer with room and credit, or waited for its uid's redelivery
+ *     pace, does not count; an ack timeout
  *     takes back fires no sooner than it runs out and within the oneshot
  *     lane's bound after; a named session expires after its linger;
  *   liveness, whenever the loop has nothing left to do at the current
  *     time (before the clock moves): no session has fires queued while a
- *     consumer of it has room and credit (unless a batch is legitimately
- *     held), no fire is past its bound in such a session, and every fire
+ *     consumer of it has room and credit (unless a batch is held, which
+ *     the timing above bounds), no fire is past its bound in such a
+ *     session, and every fire
  *     that must have been made is queued or in flight (nothing lost);
  *   bounded work: no session with fires it could hand out waits more
  *     than a turn per session while others are served (the pump itself
@@ -63,10 +69,12 @@
  *     BWD_MIN_REDELIVERY_MHZ): no more than a second's worth plus the
  *     rate times the time since the start, and time a session waits for
  *     that pace does not count against its fires.
- * And the wheel's own self-check (bw_dual_check) every 64 turns.
+ * And the wheel's own self-check (bw_dual_check) every 1,024 turns.
  *
- * Costs: a step is O(the fires and timers of the sessions it looks at),
- * a quiet check O(all of them); a few tens of thousands of steps a second.
+ * Costs: a hand-out is matched in its key's list of waiting fires (or
+ * the taken-back ones), a step is O(the timers and consumers it looks
+ * at), a quiet check O(all fires; a session that piled up more than 512
+ * is looked at whole every 64th check); some 60,000 steps a second.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -923,7 +931,9 @@ static void pump(struct sim *s)
 	for (int si = 0; si < MAX_SESS; si++) {
 		struct msess *ms = &s->s[si];
 
-		if (!work[si] || !ms->live || got[si] || !served) {
+		/* Paced in this pump: its uid's redelivery tokens went to
+		 * another of its sessions (pacing, not the pump's turns). */
+		if (!work[si] || !ms->live || got[si] || !served || ms->ptr->paced) {
 			ms->starve = 0;
 			continue;
 		}
