@@ -184,9 +184,16 @@ void bwd_hold_add(struct bwd_session *s, const struct bwd_timer *t,
 	uint64_t leeway = bwd_leeway(&st->opt->wheel, t->leeway_ns, t->period_ns);
 	uint64_t bound = bwd_lane_late_ns(&st->opt->wheel.oneshot), end, at;
 
-	if (!s->nconsumers || s->ncoalesce != s->nconsumers ||
-	    (!s->held && (s->queue_head || s->due_head ||
-			  t->deadline_ns <= s->let_go_ns)))
+	if (!s->nconsumers || s->ncoalesce != s->nconsumers)
+		return;
+	/* Due before the session's last write, which its lane made it
+	 * miss: it goes at once, and a batch held since then with it. */
+	if (t->deadline_ns <= s->let_go_ns) {
+		if (s->held)
+			bwd_hold_let_go(s, now);
+		return;
+	}
+	if (!s->held && (s->queue_head || s->due_head))
 		return;
 	end = t->deadline_ns > UINT64_MAX - leeway ? UINT64_MAX :
 		t->deadline_ns + leeway;
