@@ -93,7 +93,10 @@
 #define MAX_SESS 40
 #define NAMED 3
 #define KEYS 24
+/* Named sessions' owner; anonymous ones are the other uid's, so that two
+ * uids' sessions share the pump (and each its redelivery pace). */
 #define UID 1000
+#define ANON_UID 1001
 /* Turns the loop may take at one instant before it must be idle. */
 #define IDLE_TURNS 100000u
 /* Reply frames' sizes, about what conn.c packs. */
@@ -204,7 +207,8 @@ struct sim {
 	int named[NAMED];
 	bool want_pump, reaper, trace;
 	uint64_t turn;
-	uint64_t redelivered_out;  /* taken-back fires handed out again      */
+	uint64_t redelivered_out[2]; /* taken-back fires handed out again,
+					of UID's sessions and ANON_UID's    */
 	struct sim_stats stats;
 	uint8_t payload[4096];
 	bool failed;
@@ -840,10 +844,12 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 		uint64_t mhz = max64(s->opt.limits.max_periodic_mhz_per_uid,
 				     BWD_MIN_REDELIVERY_MHZ);
 
-		if (++s->redelivered_out * 1000u > mhz +
+		uint64_t *n = &s->redelivered_out[ms->name < 0];
+
+		if (++*n * 1000u > mhz +
 		    (uint64_t)((unsigned __int128)(s->now - T0) * mhz / 1000000000u) + 1000u)
-			viol(s, "%" PRIu64 " redeliveries in %.3f ms: past the uid's pace of %" PRIu64 " mHz",
-			     s->redelivered_out, (double)(s->now - T0) / 1e6, mhz);
+			viol(s, "%" PRIu64 " redeliveries of uid %d in %.3f ms: past its pace of %" PRIu64 " mHz",
+			     *n, ms->name < 0 ? ANON_UID : UID, (double)(s->now - T0) / 1e6, mhz);
 	}
 	if (f->redelivered != mf->redeliv)
 		viol(s, "key %" PRIu64 " handed out with redelivered=%d, the model says %d (its frame %s written whole)",
@@ -1188,7 +1194,7 @@ static void ev_schedule(struct sim *s, bool replace)
 {
 	struct sconn *c = pick_client(s);
 	struct msess *ms;
-	struct bwd_schedule req = { .uid = UID, .replace = replace };
+	struct bwd_schedule req = { .replace = replace };
 	struct mtimer *old, t = { 0 };
 	bool replaced;
 	int err;
@@ -1196,6 +1202,7 @@ static void ev_schedule(struct sim *s, bool replace)
 	if (!c)
 		return;
 	ms = &s->s[c->sess];
+	req.uid = ms->name < 0 ? ANON_UID : UID;
 	req.key = rnd(s, KEYS);
 	if (chance(s, 25)) {
 		static const uint64_t periods[] = { 2, 7, 20, 100, 250, 1000 };
@@ -1380,6 +1387,8 @@ static void ev_attach(struct sim *s)
 			c = &s->c[i];
 	if (!c)
 		return;
+	if (kind == 3)
+		a.uid = a.owner_uid = ANON_UID;
 	if (kind < 3) {
 		if (s->named[name] >= 0)
 			reconcile_linger(s, s->named[name]);
