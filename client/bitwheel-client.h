@@ -535,7 +535,12 @@ struct bwc_limits {
 					   unread output                   */
 	uint64_t max_memory_bytes;      /* the same over every uid, root
 					   included (NO_MEMORY past it)    */
-	uint64_t reserved[7];           /* 0                               */
+	/* 0 from a daemon that does not send them: */
+	uint64_t max_journal_bytes_per_uid; /* bytes one uid's named
+					   sessions may add to a journal
+					   generation (OVER_BUDGET past it) */
+	uint64_t hello_timeout_ns;      /* a connection's time to say Hello */
+	uint64_t reserved[5];           /* 0                               */
 };
 
 /*
@@ -778,6 +783,16 @@ BWC_EXPORT int bwc_metrics(struct bwc_client *c, struct bwc_stats *stats,
  */
 enum bwc_histogram_id {
 	BWC_HISTOGRAM_JOURNAL_SYNC,  /* journal syncs (fdatasync)           */
+	/* Queue wait, by lane: each fire's first hand-out to a consumer
+	 * minus its deadline, for the fires the daemon process made (not
+	 * those it read back at a restart); count is the fires handed out
+	 * a first time. */
+	BWC_HISTOGRAM_QUEUE_WAIT_ONESHOT,
+	BWC_HISTOGRAM_QUEUE_WAIT_PERIODIC,
+	/* Ack latency: an Ack's arrival minus the last hand-out of each fire
+	 * it completed; count is the fires completed by Acks (auto-ack's
+	 * completion on write is not one). */
+	BWC_HISTOGRAM_ACK_LATENCY,
 	BWC_HISTOGRAMS               /* how many this header knows          */
 };
 #define BWC_HISTOGRAM_BOUNDS 24
@@ -797,6 +812,36 @@ BWC_EXPORT int bwc_metrics_histograms(struct bwc_client *c,
 				      struct bwc_stats *stats,
 				      struct bwc_metrics *out,
 				      struct bwc_histogram *h, size_t n);
+
+/*
+ * The daemon process's own figures, read by the daemon from /proc/self as
+ * it answers (what Prometheus' process_* metrics say of a process), root's
+ * alone like struct bwc_metrics: `present` is false for anyone else and
+ * from a daemon that does not send them, and a figure the daemon could not read has
+ * its has_* false and reads 0.  Of a fixed size for good (128 bytes), as
+ * struct bwc_stats: figures added later take the reserved slots, in order.
+ */
+struct bwc_process {
+	bool present;
+	bool has_memory, has_open_fds, has_max_fds, has_cpu, has_start_time;
+	uint64_t resident_bytes;   /* resident set                          */
+	uint64_t virtual_bytes;    /* virtual memory                        */
+	uint64_t open_fds;         /* open file descriptors                 */
+	uint64_t max_fds;          /* their limit (RLIMIT_NOFILE's soft
+				      limit); UINT64_MAX: none              */
+	uint64_t cpu_ns;           /* CPU time, user and system             */
+	uint64_t start_time_ns;    /* its start, CLOCK_REALTIME (ns since
+				      the epoch)                            */
+	uint64_t reserved[9];      /* 0                                     */
+};
+
+/* bwc_metrics_histograms(), and from the same Stats request the daemon
+ * process's figures (p may be NULL): a whole scrape, `bwctl metrics`. */
+BWC_EXPORT int bwc_metrics_scrape(struct bwc_client *c,
+				  struct bwc_stats *stats,
+				  struct bwc_metrics *out,
+				  struct bwc_histogram *h, size_t n,
+				  struct bwc_process *p);
 
 /* ---- introspection ------------------------------------------------------ */
 

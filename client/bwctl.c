@@ -1379,6 +1379,7 @@ static void print_uid_row(const char *name, uint64_t value, const char *unit,
 struct scrape {
 	struct bwc_metrics m;
 	struct bwc_histogram h[BWC_HISTOGRAMS];
+	struct bwc_process p;
 	const char *output;        /* NULL: stdout                          */
 };
 
@@ -1435,8 +1436,8 @@ static int fetch_stats(const char *cmd, const char *help, int argc,
 		return rc;
 	if (bwc_get_session_info(c, info) != 0)
 		memset(info, 0, sizeof(*info));
-	rc = metrics ? bwc_metrics_histograms(c, st, &metrics->m, metrics->h,
-					      BWC_HISTOGRAMS) :
+	rc = metrics ? bwc_metrics_scrape(c, st, &metrics->m, metrics->h,
+					  BWC_HISTOGRAMS, &metrics->p) :
 		       bwc_metrics(c, st, NULL);
 	if (rc != 0)
 		rc = report(c, rc);
@@ -1570,11 +1571,26 @@ static void sample(const char *name, const char *labels, uint64_t v)
 		(unsigned long long)v);
 }
 
+/* A sample's value and its line's end: nanoseconds as seconds, a count
+ * (UINT64_MAX: +Inf, the text format's infinity). */
+static void value_seconds(uint64_t ns)
+{
+	fprintf(mout, "%llu.%09llu\n", (unsigned long long)(ns / 1000000000u),
+		(unsigned long long)(ns % 1000000000u));
+}
+
+static void value_or_inf(uint64_t v)
+{
+	if (v == UINT64_MAX)
+		fputs("+Inf\n", mout);
+	else
+		fprintf(mout, "%llu\n", (unsigned long long)v);
+}
+
 static void sample_seconds(const char *name, const char *labels, uint64_t ns)
 {
-	fprintf(mout, "bitwheel_%s%s %llu.%09llu\n", name, labels,
-		(unsigned long long)(ns / 1000000000u),
-		(unsigned long long)(ns % 1000000000u));
+	fprintf(mout, "bitwheel_%s%s ", name, labels);
+	value_seconds(ns);
 }
 
 /* A label value as the text format quotes it: \\, \" and \n escaped. */
@@ -1660,6 +1676,82 @@ static void print_lateness(const struct bwc_metrics *m)
 			  m->lateness_count[l], m->lateness_sum_ns[l]);
 }
 
+/* A histogram of the scrape's, when the daemon sent it. */
+static void print_histogram(const struct bwc_histogram *h, const char *name,
+			    const char *lane)
+{
+	if (h->bounds)
+		histogram(name, lane, h->bounds, h->le_ns, h->bucket, h->count,
+			  h->sum_ns);
+}
+
+/* What happens to fires after they are due: queue wait, ack latency. */
+static void print_delivery(const struct scrape *x)
+{
+	if (!x->h[BWC_HISTOGRAM_QUEUE_WAIT_ONESHOT].bounds)
+		return;
+	family("queue_wait_seconds", "histogram",
+	       "Time from a fire's deadline to its first hand-out to a "
+	       "consumer, by lane; _count is the fires handed out a first "
+	       "time.");
+	print_histogram(&x->h[BWC_HISTOGRAM_QUEUE_WAIT_ONESHOT],
+			"queue_wait_seconds", "oneshot");
+	print_histogram(&x->h[BWC_HISTOGRAM_QUEUE_WAIT_PERIODIC],
+			"queue_wait_seconds", "periodic");
+	family("ack_latency_seconds", "histogram",
+	       "Time from a fire's hand-out to the Ack that completed it "
+	       "(manual acks; auto-ack's completion on write is not one).");
+	print_histogram(&x->h[BWC_HISTOGRAM_ACK_LATENCY],
+			"ack_latency_seconds", NULL);
+}
+
+/*
+ * The daemon process's figures under the names and help texts the
+ * Prometheus client libraries give every process, labelled with the
+ * daemon: node_exporter's textfile collector serves its own process_*
+ * unlabelled beside them, and drops a family whose help differs or a
+ * series it already has.
+ */
+static void process_family(const char *name, const char *type,
+			   const char *help)
+{
+	fprintf(mout, "# HELP process_%s %s\n# TYPE process_%s %s\n"
+		"process_%s{daemon=\"bitwheeld\"} ", name, help, name, type,
+		name);
+}
+
+static void print_process(const struct bwc_process *p)
+{
+	if (p->has_cpu) {
+		process_family("cpu_seconds_total", "counter",
+			       "Total user and system CPU time spent in seconds.");
+		value_seconds(p->cpu_ns);
+	}
+	if (p->has_open_fds) {
+		process_family("open_fds", "gauge",
+			       "Number of open file descriptors.");
+		value_or_inf(p->open_fds);
+	}
+	if (p->has_max_fds) {
+		process_family("max_fds", "gauge",
+			       "Maximum number of open file descriptors.");
+		value_or_inf(p->max_fds);
+	}
+	if (p->has_memory) {
+		process_family("virtual_memory_bytes", "gauge",
+			       "Virtual memory size in bytes.");
+		value_or_inf(p->virtual_bytes);
+		process_family("resident_memory_bytes", "gauge",
+			       "Resident memory size in bytes.");
+		value_or_inf(p->resident_bytes);
+	}
+	if (p->has_start_time) {
+		process_family("start_time_seconds", "gauge",
+			       "Start time of the process since unix epoch in seconds.");
+		value_seconds(p->start_time_ns);
+	}
+}
+
 /* With a state directory: the journal's syncs and the snapshots. */
 static void print_storage(const struct scrape *x)
 {
@@ -1671,8 +1763,7 @@ static void print_storage(const struct scrape *x)
 	if (sync->bounds) {
 		family("journal_sync_seconds", "histogram",
 		       "Time each journal sync (fdatasync) took.");
-		histogram("journal_sync_seconds", NULL, sync->bounds,
-			  sync->le_ns, sync->bucket, sync->count, sync->sum_ns);
+		print_histogram(sync, "journal_sync_seconds", NULL);
 	}
 	one_seconds("journal_sync_last_seconds", "gauge",
 		    "The last journal sync's time.", m->journal_sync_ns_last);
@@ -1703,6 +1794,7 @@ static void print_daemon_metrics(const struct scrape *x)
 	char label[64];
 
 	print_lateness(m);
+	print_delivery(x);
 	one("delivered_fires_total", "counter",
 	    "Fired frames sent to consumers, redeliveries included.",
 	    m->fires_delivered);
@@ -1762,9 +1854,60 @@ static void print_daemon_metrics(const struct scrape *x)
 	    m->storage);
 	if (m->storage)
 		print_storage(x);
+	print_process(&x->p);
 }
 
 #define LANE_OFF(f) offsetof(struct bwc_lane_stats, f)
+
+/* One limit's sample: name is the bitwheeld option that sets it, without
+ * its dashes and with _ for -; UINT64_MAX (a budget "unlimited") is +Inf.
+ * The family, one per unit, is printed before. */
+static void limit(const char *family_name, const char *name, uint64_t v)
+{
+	fprintf(mout, "bitwheel_%s{name=\"%s\"} ", family_name, name);
+	value_or_inf(v);
+}
+
+/*
+ * The daemon's limits as its Hello told this connection, by unit, so that
+ * dashboards divide usage by them (bitwheel_clients by
+ * bitwheel_limit{name="max_clients"}) without numbers of their own.  The
+ * per-uid ones are the budgets of the uid bwctl runs as: root, exempt,
+ * is told the defaults every uid without a --budgets rule has.
+ */
+static void print_limits(const struct bwc_limits *l)
+{
+	family("limit", "gauge",
+	       "A bitwheeld limit on a count, named by its option.");
+	limit("limit", "max_clients", l->max_clients);
+	limit("limit", "max_timers", l->max_timers);
+	limit("limit", "max_queued", l->max_queued);
+	limit("limit", "max_window", l->max_window);
+	limit("limit", "max_clients_per_uid", l->max_clients_per_uid);
+	limit("limit", "max_sessions_per_uid", l->max_sessions_per_uid);
+	limit("limit", "max_timers_per_uid", l->max_timers_per_uid);
+	family("limit_bytes", "gauge",
+	       "A bitwheeld limit in bytes, named by its option.");
+	limit("limit_bytes", "max_frame", l->max_frame_bytes);
+	limit("limit_bytes", "max_payload", l->max_payload_bytes);
+	limit("limit_bytes", "max_output", l->max_output_bytes);
+	limit("limit_bytes", "max_bytes_per_uid", l->max_bytes_per_uid);
+	if (l->max_journal_bytes_per_uid)
+		limit("limit_bytes", "max_journal_per_uid",
+		      l->max_journal_bytes_per_uid);
+	limit("limit_bytes", "max_memory", l->max_memory_bytes);
+	family("limit_seconds", "gauge",
+	       "A bitwheeld limit on a time, named by its option.");
+	sample_seconds("limit_seconds", "{name=\"linger\"}",
+		       l->session_linger_ns);
+	if (l->hello_timeout_ns)
+		sample_seconds("limit_seconds", "{name=\"hello_timeout\"}",
+			       l->hello_timeout_ns);
+	family("limit_hertz", "gauge",
+	       "A bitwheeld limit on a rate, named by its option.");
+	limit("limit_hertz", "max_periodic_rate_per_uid",
+	      l->max_periodic_rate_per_uid);
+}
 
 static void print_metrics(const struct bwc_session_info *info,
 			  const struct bwc_stats *st, const struct scrape *x)
@@ -1824,6 +1967,12 @@ static void print_metrics(const struct bwc_session_info *info,
 	family("uid_bytes", "gauge",
 	       "The caller's uid's timers', fires' and output's bytes.");
 	sample("uid_bytes", label, st->uid_bytes);
+	family("uid_periodic_rate_hertz", "gauge",
+	       "The caller's uid's periodic rate: the sum of 1/period.");
+	fprintf(mout, "bitwheel_uid_periodic_rate_hertz%s %llu.%03llu\n", label,
+		(unsigned long long)(st->uid_periodic_rate_mhz / 1000u),
+		(unsigned long long)(st->uid_periodic_rate_mhz % 1000u));
+	print_limits(&info->limits);
 	if (x->m.present)
 		print_daemon_metrics(x);
 	fputs("# EOF\n", mout);

@@ -1409,6 +1409,8 @@ static void copy_limits(struct bwc_client *c, const Bitwheel__V1__Limits *l)
 	out->max_periodic_rate_per_uid = l->max_periodic_rate_per_uid;
 	out->max_bytes_per_uid = l->max_bytes_per_uid;
 	out->max_memory_bytes = l->max_memory_bytes;
+	out->max_journal_bytes_per_uid = l->max_journal_bytes_per_uid;
+	out->hello_timeout_ns = l->hello_timeout_ns;
 	/* A limit the daemon leaves out keeps the protocol's default. */
 	if (out->max_frame_bytes > 0)
 		c->max_frame = out->max_frame_bytes;
@@ -1804,6 +1806,8 @@ _Static_assert(sizeof(struct bwc_metrics) == 1024,
 	       "struct bwc_metrics changed size: take a reserved slot instead");
 _Static_assert(sizeof(struct bwc_histogram) == 512,
 	       "struct bwc_histogram changed size: take a reserved slot instead");
+_Static_assert(sizeof(struct bwc_process) == 128,
+	       "struct bwc_process changed size: take a reserved slot instead");
 
 /* Copy a counter array indexed by a wire number; what lies past the
  * caller's end goes to [0], "any other". */
@@ -1848,21 +1852,65 @@ static size_t copy_bounds(const uint64_t *in, size_t n_le, size_t cap,
 	return bounds;
 }
 
+/* Histogram id of the caller's n, if it has it and the daemon sent its
+ * buckets (their bounds: n_le of le). */
+static void copy_histogram(struct bwc_histogram *h, size_t n, size_t id,
+			   const uint64_t *le, size_t n_le,
+			   const uint64_t *bucket, size_t n_bucket,
+			   uint64_t sum_ns)
+{
+	if (id >= n || n_le == 0 || n_bucket == 0)
+		return;
+	h += id;
+	h->bounds = (uint32_t)copy_bounds(le, n_le, BWC_HISTOGRAM_BOUNDS,
+					  h->le_ns);
+	copy_buckets(bucket, n_bucket, h->bounds, h->bucket, &h->count);
+	h->sum_ns = sum_ns;
+}
+
 static void copy_histograms(const Bitwheel__V1__Metrics *m,
 			    struct bwc_histogram *h, size_t n)
 {
-	struct bwc_histogram *sync = n > BWC_HISTOGRAM_JOURNAL_SYNC ?
-				     &h[BWC_HISTOGRAM_JOURNAL_SYNC] : NULL;
-
 	memset(h, 0, n * sizeof(*h));
-	if (m == NULL || sync == NULL || m->n_journal_sync_le_ns == 0)
+	if (m == NULL)
 		return;
-	sync->bounds = (uint32_t)copy_bounds(m->journal_sync_le_ns,
-					     m->n_journal_sync_le_ns,
-					     BWC_HISTOGRAM_BOUNDS, sync->le_ns);
-	copy_buckets(m->journal_sync_bucket, m->n_journal_sync_bucket,
-		     sync->bounds, sync->bucket, &sync->count);
-	sync->sum_ns = m->journal_sync_ns_total;
+	copy_histogram(h, n, BWC_HISTOGRAM_JOURNAL_SYNC, m->journal_sync_le_ns,
+		       m->n_journal_sync_le_ns, m->journal_sync_bucket,
+		       m->n_journal_sync_bucket, m->journal_sync_ns_total);
+	/* Delivery's histograms have the lateness' bounds. */
+	copy_histogram(h, n, BWC_HISTOGRAM_QUEUE_WAIT_ONESHOT,
+		       m->lateness_le_ns, m->n_lateness_le_ns,
+		       m->queue_wait_bucket, m->n_queue_wait_bucket,
+		       m->queue_wait_sum_ns);
+	copy_histogram(h, n, BWC_HISTOGRAM_QUEUE_WAIT_PERIODIC,
+		       m->lateness_le_ns, m->n_lateness_le_ns,
+		       m->periodic_queue_wait_bucket,
+		       m->n_periodic_queue_wait_bucket,
+		       m->periodic_queue_wait_sum_ns);
+	copy_histogram(h, n, BWC_HISTOGRAM_ACK_LATENCY, m->lateness_le_ns,
+		       m->n_lateness_le_ns, m->ack_latency_bucket,
+		       m->n_ack_latency_bucket, m->ack_latency_sum_ns);
+}
+
+static void copy_process(const Bitwheel__V1__Metrics *m, struct bwc_process *p)
+{
+	memset(p, 0, sizeof(*p));
+	if (m == NULL)
+		return;
+	p->has_memory = m->has_process_resident_bytes &&
+			m->has_process_virtual_bytes;
+	p->has_open_fds = m->has_process_open_fds;
+	p->has_max_fds = m->has_process_max_fds;
+	p->has_cpu = m->has_process_cpu_ns;
+	p->has_start_time = m->has_process_start_time_ns;
+	p->present = p->has_memory || p->has_open_fds || p->has_max_fds ||
+		     p->has_cpu || p->has_start_time;
+	p->resident_bytes = p->has_memory ? m->process_resident_bytes : 0;
+	p->virtual_bytes = p->has_memory ? m->process_virtual_bytes : 0;
+	p->open_fds = m->process_open_fds;
+	p->max_fds = m->process_max_fds;
+	p->cpu_ns = m->process_cpu_ns;
+	p->start_time_ns = m->process_start_time_ns;
 }
 
 static void copy_metrics(const Bitwheel__V1__Metrics *m,
@@ -1958,9 +2006,9 @@ int bwc_cancel(struct bwc_client *c, uint64_t key, bool *pending)
 	return 0;
 }
 
-int bwc_metrics_histograms(struct bwc_client *c, struct bwc_stats *stats,
-			   struct bwc_metrics *out, struct bwc_histogram *h,
-			   size_t n)
+int bwc_metrics_scrape(struct bwc_client *c, struct bwc_stats *stats,
+		       struct bwc_metrics *out, struct bwc_histogram *h,
+		       size_t n, struct bwc_process *p)
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
 	Bitwheel__V1__Stats st;
@@ -1968,7 +2016,7 @@ int bwc_metrics_histograms(struct bwc_client *c, struct bwc_stats *stats,
 	struct request req = { .kind = 0 };
 	int rc;
 
-	if (c == NULL || (stats == NULL && out == NULL && n == 0) ||
+	if (c == NULL || (stats == NULL && out == NULL && n == 0 && p == NULL) ||
 	    (h == NULL && n != 0))
 		return c ? fail(c, BWC_EINVAL, "stats output NULL") : BWC_EINVAL;
 	build_stats(&env, &st, &req);
@@ -1981,8 +2029,17 @@ int bwc_metrics_histograms(struct bwc_client *c, struct bwc_stats *stats,
 		copy_metrics(ans.env->stats_reply->metrics, out);
 	if (n != 0)
 		copy_histograms(ans.env->stats_reply->metrics, h, n);
+	if (p != NULL)
+		copy_process(ans.env->stats_reply->metrics, p);
 	bwp_frame_free(ans.env);
 	return 0;
+}
+
+int bwc_metrics_histograms(struct bwc_client *c, struct bwc_stats *stats,
+			   struct bwc_metrics *out, struct bwc_histogram *h,
+			   size_t n)
+{
+	return bwc_metrics_scrape(c, stats, out, h, n, NULL);
 }
 
 int bwc_metrics(struct bwc_client *c, struct bwc_stats *stats,

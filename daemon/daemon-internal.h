@@ -22,6 +22,8 @@
  *               commit and when to snapshot, and serving on while it
  *               cannot be written
  *   listen.c    the listening socket: systemd's, or one we bind
+ *   process.c   the daemon process's own figures (memory, descriptors,
+ *               CPU, start time) for monitoring, read from /proc/self
  *   request.c   what each request does to the state, and its reply
  *   conn.c      one client connection: frames in, frames out, bounds;
  *               counts what it sees in struct bwd_metrics (requests,
@@ -264,6 +266,7 @@ struct bwd_fire {
 	uint64_t seq;              /* the session's fire number (journal)    */
 	uint64_t delivery;         /* in flight: the member's number for it  */
 	uint64_t take_back_ns;     /* in flight with an ack timeout          */
+	uint64_t handed_ns;        /* in flight: when it was handed out      */
 	uint64_t wire_end;         /* conn.c: output offset its frame ends at */
 	bool late;
 	bool sent;                 /* journaled as handed to a consumer      */
@@ -271,9 +274,13 @@ struct bwd_fire {
 	bool taken_back;           /* from a consumer: its next hand-out is
 				      paced by its owner's redelivery rate  */
 	bool has_payload;
+	uint8_t lane;              /* its timer's (enum bw_lane), for the
+				      queue-wait histogram; BWD_LANE_NONE:
+				      read back at a restart, not counted   */
 	uint32_t payload_len;
 	const uint8_t *payload;    /* the bytes that follow                  */
 };
+#define BWD_LANE_NONE 0xffu
 
 struct bwd_timer {
 	struct bwd_due due;        /* BWD_DUE_TIMER: the wheel's data        */
@@ -432,6 +439,18 @@ struct bw_dual *bwd_state_wheel(struct bwd_state *st);
  * fired counter in Stats. */
 const struct bwd_hist *bwd_state_lateness(const struct bwd_state *st,
 					  unsigned lane);
+/* Delivery's (delivery.c).  The lane's queue wait, by BWD_LATENESS_LE_NS:
+ * a fire's first hand-out to a consumer minus its deadline (the lateness,
+ * the coalescing hold, the wait for a consumer with room, redelivery
+ * pacing: all of it), for the fires this process made (not those read
+ * back at a restart). */
+const struct bwd_hist *bwd_state_queue_wait(const struct bwd_state *st,
+					    unsigned lane);
+/* Ack latency, by BWD_LATENESS_LE_NS: an Ack's arrival minus the
+ * acknowledged fire's last hand-out, for every fire an Ack completed (a
+ * manual consumer's; auto-ack's completion on write is not an ack the
+ * consumer made, and is not counted). */
+const struct bwd_hist *bwd_state_ack_latency(const struct bwd_state *st);
 /*
  * The next fire to write, round-robin over sessions with queued fires and,
  * within one, over its consumers with credit and room: the fire is now in
@@ -760,6 +779,16 @@ static inline void bwd_hist_add(struct bwd_hist *h, const uint64_t *le,
 #define BWD_LATENESS_LE_NS { 100000, 250000, 500000, 1000000, 2500000,     \
 		5000000, 10000000, 25000000, 50000000, 100000000, 250000000,  \
 		500000000, 1000000000, 2500000000, 5000000000, 10000000000 }
+/* Add now_ns - from_ns (0 when now_ns is not past it) to h, by
+ * BWD_LATENESS_LE_NS: fire lateness, queue wait, ack latency. */
+static inline void bwd_hist_since(struct bwd_hist *h, uint64_t from_ns,
+				  uint64_t now_ns)
+{
+	static const uint64_t le[BWD_LATENESS_BOUNDS] = BWD_LATENESS_LE_NS;
+
+	bwd_hist_add(h, le, BWD_LATENESS_BOUNDS,
+		     now_ns > from_ns ? now_ns - from_ns : 0);
+}
 /* Journal syncs (journal.c): 10 us to 1 s. */
 #define BWD_SYNC_BOUNDS 16
 #define BWD_SYNC_LE_NS { 10000, 25000, 50000, 100000, 250000, 500000,      \
@@ -903,6 +932,27 @@ struct bwd_server;
 int bwd_listen_open(const char *path, unsigned mode, int *fd_out,
 		    bool *activated);
 
+/* ---- process.c ---------------------------------------------------------- */
+
+/* The daemon process's figures, as Prometheus' process_* metrics give a
+ * process's; `have` says which could be read (BWD_PROC_*). */
+#define BWD_PROC_MEMORY   0x01u    /* resident_bytes, virtual_bytes      */
+#define BWD_PROC_OPEN_FDS 0x02u
+#define BWD_PROC_MAX_FDS  0x04u
+#define BWD_PROC_CPU      0x08u
+#define BWD_PROC_START    0x10u
+struct bwd_process {
+	unsigned have;
+	uint64_t resident_bytes, virtual_bytes;
+	uint64_t open_fds;
+	uint64_t max_fds;          /* RLIMIT_NOFILE's soft limit; UINT64_MAX:
+				      none                                   */
+	uint64_t cpu_ns;           /* user and system, every thread          */
+	uint64_t start_time_ns;    /* CLOCK_REALTIME                         */
+};
+/* Read them now (process.c says from where, and what it costs). */
+void bwd_process_read(struct bwd_process *out);
+
 /* ---- shared by request, conn and server -------------------------------- */
 
 struct bwd_conn;
@@ -914,7 +964,8 @@ struct bwd_conn;
  * each kept O(1) where the thing happens: requests by Envelope body field
  * number, error replies by ErrorCode, fires handed to connections and
  * connections ended by reason by conn.c, connections accepted and refused
- * by server.c.  Fire lateness is the state's (bwd_state_lateness), journal
+ * by server.c.  Fire lateness, queue wait and ack latency are the state's
+ * (bwd_state_lateness, bwd_state_queue_wait, bwd_state_ack_latency), journal
  * syncs and snapshots the store's (struct bwd_storage).
  */
 #define BWD_REQUEST_KINDS 18           /* Envelope body field numbers  */

@@ -45,6 +45,12 @@
  * while the pump's per-turn bound keeps the loop's turns short for
  * everyone else.  Fires read back at a restart are not paced.
  *
+ * Monitoring.  A fire remembers when it was last handed out (handed_ns);
+ * its first hand-out adds the wait since its deadline to its lane's
+ * queue-wait histogram (count_handed), an Ack adds the time since the
+ * hand-out of each fire it completes to the ack-latency one (count_acked;
+ * auto-ack's completion on write is not an ack).  One clock read per
+ * hand-out and per Ack, a binary search of BWD_LATENESS_LE_NS per fire.
  *
  * Costs: a hand-out, a cumulative or in-order ack and a drain are O(1)
  * per fire; a single ack out of order is O(the window); taking back a
@@ -308,6 +314,33 @@ void bwd_fire_free(struct bwd_session *s, struct bwd_fire *f)
 
 /* ---- fires in flight ------------------------------------------------------- */
 
+/* f is handed out at now: its first hand-out counts its queue wait (a
+ * fire read back at a restart has no lane and is not counted). */
+static void count_handed(struct bwd_state *st, struct bwd_fire *f, uint64_t now)
+{
+	f->handed_ns = now;
+	if (!f->sent && f->lane != BWD_LANE_NONE)
+		bwd_hist_since(&st->wait[f->lane], f->deadline_ns, now);
+}
+
+/* An Ack that arrived at now completes f. */
+static void count_acked(struct bwd_state *st, const struct bwd_fire *f,
+			uint64_t now)
+{
+	bwd_hist_since(&st->ack, f->handed_ns, now);
+}
+
+const struct bwd_hist *bwd_state_queue_wait(const struct bwd_state *st,
+					    unsigned lane)
+{
+	return &st->wait[lane];
+}
+
+const struct bwd_hist *bwd_state_ack_latency(const struct bwd_state *st)
+{
+	return &st->ack;
+}
+
 /* f (in flight to m, unlinked by the caller) is done. */
 static void flight_done(struct bwd_member *m, struct bwd_fire *f)
 {
@@ -411,6 +444,7 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 		struct bwd_session *s = u->work.head;
 		struct bwd_member *m = s->ready_head;
 		struct bwd_fire *f;
+		uint64_t now;
 
 		if (!s->queue_head || !m || s->held || s->paced) {
 			bwd_work_remove(s);
@@ -436,13 +470,13 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 		s->in_flight++;
 		COUNT(s, in_flight, 1);
 		st->stats.bytes += bwd_fire_bytes(f);
+		now = bwd_state_now(st);
+		count_handed(st, f, now);
 		if (!f->sent) {
 			bwd_state_journal_seq(s, BWD_REC_SENT, f->seq);
 			f->sent = true;
 		}
 		if (m->ack_timeout_ns) {
-			uint64_t now = bwd_state_now(st);
-
 			f->take_back_ns = now > UINT64_MAX - m->ack_timeout_ns ?
 				UINT64_MAX : now + m->ack_timeout_ns;
 			ack_timer_arm(m);
@@ -470,14 +504,16 @@ int bwd_member_ack(struct bwd_member *m, uint64_t delivery, bool cumulative,
 		   uint64_t *acked)
 {
 	struct bwd_fire *f, **pp;
-	uint64_t n = 0;
+	uint64_t n = 0, now;
 
 	*acked = 0;
 	if (delivery == 0 || delivery > m->last_delivery)
 		return BITWHEEL__V1__ERROR_CODE__BAD_REQUEST;
+	now = bwd_state_now(m->session->state);
 	if (cumulative) {
 		while ((f = m->flight_head) && f->delivery <= delivery) {
 			m->flight_head = f->next;
+			count_acked(m->session->state, f, now);
 			flight_done(m, f);
 			n++;
 		}
@@ -493,6 +529,7 @@ int bwd_member_ack(struct bwd_member *m, uint64_t delivery, bool cumulative,
 			*pp = f->next;
 			if (m->flight_tail == f)
 				m->flight_tail = prev;
+			count_acked(m->session->state, f, now);
 			flight_done(m, f);
 			n = 1;
 		}

@@ -15,6 +15,7 @@ bwd_core_sources = \
 	daemon/snapshot.c \
 	daemon/store.c \
 	daemon/listen.c \
+	daemon/process.c \
 	daemon/conn.c \
 	daemon/request.c \
 	daemon/server.c \

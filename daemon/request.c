@@ -330,6 +330,9 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 	lim->has_max_bytes_per_uid = lim->has_max_memory_bytes = 1;
 	lim->max_bytes_per_uid = own->bytes;
 	lim->max_memory_bytes = opt->limits.max_memory;
+	lim->has_max_journal_bytes_per_uid = lim->has_hello_timeout_ns = 1;
+	lim->max_journal_bytes_per_uid = opt->limits.max_journal_per_uid;
+	lim->hello_timeout_ns = opt->limits.hello_timeout_ns;
 	bitwheel__v1__hello_reply__init(hr);
 	hr->has_protocol_version = 1;
 	hr->protocol_version = BWP_PROTOCOL_VERSION;
@@ -600,6 +603,26 @@ static void own_lane(const struct bwd_lane_usage *l, Bitwheel__V1__LaneStats *ls
 	ls->lost = l->lost;
 }
 
+/* The daemon process's figures (process.c), those that could be read. */
+static void fill_process(Bitwheel__V1__Metrics *mr)
+{
+	struct bwd_process p;
+
+	bwd_process_read(&p);
+	mr->has_process_resident_bytes = mr->has_process_virtual_bytes =
+		(p.have & BWD_PROC_MEMORY) != 0;
+	mr->process_resident_bytes = p.resident_bytes;
+	mr->process_virtual_bytes = p.virtual_bytes;
+	mr->has_process_open_fds = (p.have & BWD_PROC_OPEN_FDS) != 0;
+	mr->process_open_fds = p.open_fds;
+	mr->has_process_max_fds = (p.have & BWD_PROC_MAX_FDS) != 0;
+	mr->process_max_fds = p.max_fds;
+	mr->has_process_cpu_ns = (p.have & BWD_PROC_CPU) != 0;
+	mr->process_cpu_ns = p.cpu_ns;
+	mr->has_process_start_time_ns = (p.have & BWD_PROC_START) != 0;
+	mr->process_start_time_ns = p.start_time_ns;
+}
+
 /* The daemon-wide counters for monitoring, root's alone (PROTOCOL.md). */
 static void fill_metrics(struct bwd_env *env, struct bwd_reply *out)
 {
@@ -607,6 +630,9 @@ static void fill_metrics(struct bwd_env *env, struct bwd_reply *out)
 	static const uint64_t sync_le[BWD_SYNC_BOUNDS] = BWD_SYNC_LE_NS;
 	const struct bwd_hist *one = bwd_state_lateness(env->state, BW_LANE_ONESHOT);
 	const struct bwd_hist *per = bwd_state_lateness(env->state, BW_LANE_PERIODIC);
+	const struct bwd_hist *wait1 = bwd_state_queue_wait(env->state, BW_LANE_ONESHOT);
+	const struct bwd_hist *waitp = bwd_state_queue_wait(env->state, BW_LANE_PERIODIC);
+	const struct bwd_hist *ack = bwd_state_ack_latency(env->state);
 	struct bwd_metrics *m = &env->metrics;
 	const struct bwd_storage *st = &env->storage;
 	Bitwheel__V1__Metrics *mr = &out->metrics;
@@ -622,6 +648,17 @@ static void fill_metrics(struct bwd_env *env, struct bwd_reply *out)
 	mr->has_lateness_sum_ns = mr->has_periodic_lateness_sum_ns = 1;
 	mr->lateness_sum_ns = one->sum_ns;
 	mr->periodic_lateness_sum_ns = per->sum_ns;
+	mr->n_queue_wait_bucket = mr->n_periodic_queue_wait_bucket =
+		mr->n_ack_latency_bucket = BWD_LATENESS_BOUNDS + 1;
+	mr->queue_wait_bucket = (uint64_t *)wait1->bucket;
+	mr->periodic_queue_wait_bucket = (uint64_t *)waitp->bucket;
+	mr->ack_latency_bucket = (uint64_t *)ack->bucket;
+	mr->has_queue_wait_sum_ns = mr->has_periodic_queue_wait_sum_ns = 1;
+	mr->queue_wait_sum_ns = wait1->sum_ns;
+	mr->periodic_queue_wait_sum_ns = waitp->sum_ns;
+	mr->has_ack_latency_sum_ns = 1;
+	mr->ack_latency_sum_ns = ack->sum_ns;
+	fill_process(mr);
 	mr->n_requests = BWD_REQUEST_KINDS;
 	mr->requests = m->requests;
 	mr->n_errors = BWD_ERROR_CODES;

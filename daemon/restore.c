@@ -170,7 +170,7 @@ static void restore_fire(struct bwd_session *s, const struct bwd_record *r,
 		.deadline_ns = shifted(r->deadline_ns, shift),
 		.fired_ns = shifted(r->fired_ns, shift), .count = r->count,
 		.late = r->flags & BWD_RECF_LATE, .sent = r->flags & BWD_RECF_SENT,
-		.redelivered = r->flags & BWD_RECF_SENT,
+		.redelivered = r->flags & BWD_RECF_SENT, .lane = BWD_LANE_NONE,
 		.has_payload = has_payload, .payload = payload,
 		.payload_len = payload_len,
 	};

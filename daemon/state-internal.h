@@ -77,6 +77,9 @@ struct bwd_state {
 	struct bwd_state_stats stats;
 	/* Every client timer's fire, by lane: fired_at - deadline. */
 	struct bwd_hist late[2];
+	/* Delivery's (delivery.c, "Monitoring"): each fire's first hand-out
+	 * - deadline, by lane; an Ack's arrival - its fire's hand-out. */
+	struct bwd_hist wait[2], ack;
 	uint64_t held;             /* every uid's bytes                      */
 	uint64_t seed;
 	uint64_t (*now)(void *arg); /* the clock: bw_now_ns, or a test's     */

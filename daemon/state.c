@@ -303,6 +303,7 @@ struct bwd_fire bwd_timer_fire_of(const struct bwd_timer *t, uint64_t fired_ns,
 		.fired_ns = fired_ns,
 		.count = count,
 		.late = t->late,
+		.lane = t->lane,
 		.has_payload = t->has_payload,
 		.payload_len = t->payload_len,
 		.payload = t->payload,
@@ -402,13 +403,10 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 	struct bwd_due *d = data;
 
 	if (d->kind == BWD_DUE_TIMER) {
-		static const uint64_t le[BWD_LATENESS_BOUNDS] = BWD_LATENESS_LE_NS;
 		struct bwd_timer *t = bwd_container_of(d, struct bwd_timer, due);
 
 		LANE(t, fired, 1);
-		bwd_hist_add(&st->late[t->lane],
-			     le, BWD_LATENESS_BOUNDS,
-			     now_ns > t->deadline_ns ? now_ns - t->deadline_ns : 0);
+		bwd_hist_since(&st->late[t->lane], t->deadline_ns, now_ns);
 		if (!t->session->ending)
 			bwd_hold_add(t->session, t, now_ns);
 		if (t->period_ns && !t->session->ending)
