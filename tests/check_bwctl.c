@@ -1882,7 +1882,8 @@ static void parse_exposition(const char *out, struct exposition *x)
 				ck_assert_msg(strlen(fam) > 6 &&
 					      strcmp(fam + strlen(fam) - 6, "_total") == 0,
 					      "counter %s not _total", fam);
-			ck_assert_msg(strncmp(fam, "bitwheel_", 9) == 0, "no prefix: %s", fam);
+			ck_assert_msg(strncmp(fam, "bitwheel_", 9) == 0 ||
+				      strncmp(fam, "process_", 8) == 0, "no prefix: %s", fam);
 			for (size_t i = 0; i < ntyped; i++)
 				ck_assert_msg(strcmp(typed[i], fam) != 0, "%s typed twice", fam);
 			ck_assert(ntyped < 96);
@@ -1963,6 +1964,9 @@ static void assert_not_root_metrics(const struct exposition *x, const char *out)
 		"bitwheel_errors_total", "bitwheel_connections_accepted_total",
 		"bitwheel_journal_sync_seconds_count", "bitwheel_storage",
 		"bitwheel_disconnects_total", "bitwheel_delivered_fires_total",
+		"bitwheel_queue_wait_seconds_count", "bitwheel_ack_latency_seconds_count",
+		"process_resident_memory_bytes", "process_open_fds",
+		"process_cpu_seconds_total", "process_start_time_seconds",
 	};
 
 	ck_assert_msg(strstr(out, "# bitwheel: not root") != NULL, "%s", out);
@@ -2013,6 +2017,66 @@ static double check_histogram(const struct exposition *x, const char *fam, const
 	ck_assert_msg(metric(x, count, lane_label) == last, "+Inf %g != _count %g", last,
 		      metric(x, count, lane_label));
 	return last;
+}
+
+/* The histogram's _sum. */
+static double hist_sum(const struct exposition *x, const char *fam, const char *labels)
+{
+	char sum[96];
+
+	snprintf(sum, sizeof(sum), "%s_sum", fam);
+	return metric(x, sum, labels);
+}
+
+/* What a scrape's delivery histograms say when `resent` hand-outs were
+ * redeliveries: the queue waits count every first hand-out (delivered
+ * less those), the oneshot lane's `oneshot` of them, each a wait no
+ * shorter than its fire's lateness; the ack latencies count `acks` fires. */
+static void check_delivery(const struct exposition *x, double oneshot, double acks,
+			   double resent)
+{
+	double one = check_histogram(x, "bitwheel_queue_wait_seconds", "oneshot");
+	double per = check_histogram(x, "bitwheel_queue_wait_seconds", "periodic");
+
+	ck_assert_double_eq(one, oneshot);
+	ck_assert_double_eq(one + per, metric(x, "bitwheel_delivered_fires_total", "") - resent);
+	ck_assert(hist_sum(x, "bitwheel_queue_wait_seconds", "{lane=\"oneshot\"}") >=
+		  hist_sum(x, "bitwheel_fire_lateness_seconds", "{lane=\"oneshot\"}"));
+	ck_assert_double_eq(check_histogram(x, "bitwheel_ack_latency_seconds", NULL), acks);
+	ck_assert(hist_sum(x, "bitwheel_ack_latency_seconds", "") <= acks * RUN_MS / 1e3);
+	ck_assert(acks == 0 || hist_sum(x, "bitwheel_ack_latency_seconds", "") > 0);
+}
+
+/* The daemon process's figures: each once, labelled with the daemon, and
+ * plausible for a process started between start_s and end_s (wall clock,
+ * a tick's rounding aside). */
+static void check_process(const struct exposition *x, double start_s, double end_s)
+{
+	static const char lab[] = "{daemon=\"bitwheeld\"}";
+	double rss = metric(x, "process_resident_memory_bytes", lab);
+	double fds = metric(x, "process_open_fds", lab);
+	double started = metric(x, "process_start_time_seconds", lab);
+
+	ck_assert_msg(rss > 0 && rss <= metric(x, "process_virtual_memory_bytes", lab),
+		      "resident %g", rss);
+	/* The listening socket, the wheel's timerfd, libevent's epoll, the
+	 * test's connection at least. */
+	ck_assert_msg(fds >= 4 && fds <= metric(x, "process_max_fds", lab), "open fds %g", fds);
+	ck_assert_msg(started >= start_s - 1 && started <= end_s, "started at %.3f, not "
+		      "within %.3f..%.3f", started, start_s, end_s);
+	ck_assert(metric(x, "process_cpu_seconds_total", lab) > 0);
+	for (size_t i = 0; i < x->n; i++)
+		if (strncmp(x->s[i].name, "process_", 8) == 0)
+			ck_assert_msg(strcmp(x->s[i].labels, lab) == 0, "%s%s", x->s[i].name,
+				      x->s[i].labels);
+}
+
+static double realtime_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Wait until c is the daemon's only connection (asking on c itself, so
@@ -2122,15 +2186,69 @@ START_TEST(test_watch_coalesce)
 }
 END_TEST
 
+/* The limits test_metrics starts its daemon with, none the default: each
+ * gauge's family, name label, the option's value and the gauge's. */
+static const struct {
+	const char *family, *name, *arg;
+	double value;
+} metrics_limits[] = {
+	{ "bitwheel_limit", "max_clients", "2", 2 },
+	{ "bitwheel_limit", "max_timers", "5000", 5000 },
+	{ "bitwheel_limit", "max_queued", "300", 300 },
+	{ "bitwheel_limit", "max_window", "512", 512 },
+	{ "bitwheel_limit", "max_clients_per_uid", "3", 3 },
+	{ "bitwheel_limit", "max_sessions_per_uid", "9", 9 },
+	{ "bitwheel_limit", "max_timers_per_uid", "7777", 7777 },
+	{ "bitwheel_limit_bytes", "max_frame", "40000", 40000 },
+	{ "bitwheel_limit_bytes", "max_payload", "2000", 2000 },
+	{ "bitwheel_limit_bytes", "max_output", "2097152", 2 << 20 },
+	{ "bitwheel_limit_bytes", "max_bytes_per_uid", "48M", 48 << 20 },
+	{ "bitwheel_limit_bytes", "max_journal_per_uid", "3M", 3 << 20 },
+	{ "bitwheel_limit_bytes", "max_memory", "768M", 768 << 20 },
+	{ "bitwheel_limit_seconds", "linger", "7s", 7 },
+	{ "bitwheel_limit_seconds", "hello_timeout", "3500ms", 3.5 },
+	{ "bitwheel_limit_hertz", "max_periodic_rate_per_uid", "123", 123 },
+};
+#define METRICS_LIMITS (sizeof(metrics_limits) / sizeof(metrics_limits[0]))
+
+/* Every limit gauge, as metrics_limits says (as root: the per-uid ones
+ * are the defaults, which the test's uids have). */
+static void check_limits(const struct exposition *x)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < METRICS_LIMITS; i++) {
+		char label[96];
+
+		snprintf(label, sizeof(label), "{name=\"%s\"}", metrics_limits[i].name);
+		ck_assert_msg(metric(x, metrics_limits[i].family, label) ==
+			      metrics_limits[i].value, "%s%s %g, not %g", metrics_limits[i].family,
+			      label, metric(x, metrics_limits[i].family, label),
+			      metrics_limits[i].value);
+	}
+	/* And no other. */
+	for (size_t i = 0; i < x->n; i++)
+		n += strncmp(x->s[i].name, "bitwheel_limit", 14) == 0;
+	ck_assert_uint_eq(n, METRICS_LIMITS);
+}
+
 /*
  * Known activity, then bwctl metrics: N fires delivered (all within a
  * generous second, five under valgrind), one DUPLICATE_KEY, one connection
  * refused at --max-clients, one closed after FRAME_TOO_LARGE, a journaled
- * change under --state-dir.
+ * change under --state-dir, ACKED fires of a manual consumer acknowledged
+ * and one not; every limit set to something else than its default.
  */
 START_TEST(test_metrics)
 {
-	enum { N = 20 };
+	enum { N = 20, ACKED = 2, MANUAL = ACKED + 1, ONESHOT = N + MANUAL };
+	static const struct du_hello_opts manual = {
+		.role = BITWHEEL__V1__ROLE__CONSUMER, .has_auto_ack = true,
+	};
+	const char *args[2 * METRICS_LIMITS + 12];
+	size_t na = 0;
+	uint64_t second = 0;
+	double started;
 	struct du_daemon *d = du_daemon_new();
 	struct du_sched s = { .when = DU_DELAY };
 	struct du_buf b = { 0 };
@@ -2144,8 +2262,28 @@ START_TEST(test_metrics)
 	snprintf(dir, sizeof(dir), "%s/state", d->dir);
 	/* uid 65534's bwctl must reach the socket too. */
 	ck_assert(chmod(d->dir, 0755) == 0);
-	du_daemon_start(d, "--max-clients", "2", "--state-dir", dir, "--socket-mode", "0666",
-			"--snapshot-interval", "1s", "--snapshot-min-interval", "0s", NULL);
+	for (size_t i = 0; i < METRICS_LIMITS; i++) {
+		/* The option the name label names: --max-clients for max_clients. */
+		static char flags[METRICS_LIMITS][48];
+
+		snprintf(flags[i], sizeof(flags[i]), "--%s", metrics_limits[i].name);
+		for (char *p = flags[i]; *p; p++)
+			if (*p == '_')
+				*p = '-';
+		args[na++] = flags[i];
+		args[na++] = metrics_limits[i].arg;
+	}
+	args[na++] = "--state-dir";
+	args[na++] = dir;
+	args[na++] = "--socket-mode";
+	args[na++] = "0666";
+	args[na++] = "--snapshot-interval";
+	args[na++] = "1s";
+	args[na++] = "--snapshot-min-interval";
+	args[na++] = "0s";
+	args[na] = NULL;
+	started = realtime_s();
+	du_daemon_startv(d, args);
 	c = du_connect(d->sock);
 	e = du_hello(c, NULL);                  /* anonymous: its own consumer */
 	snprintf(version, sizeof(version), "{version=\"%s\"}", e->hello_reply->daemon_version);
@@ -2180,9 +2318,24 @@ START_TEST(test_metrics)
 	s.when_ns = 3600 * DU_S;
 	/* A named session's change: journaled and synced before its reply. */
 	c2 = du_connect(d->sock);
-	bwp_frame_free(du_hello(c2, "e2e-metrics"));
+	bwp_frame_free(du_hello_opts(c2, "e2e-metrics", &manual));
 	s.key = 1;
 	bwp_frame_free(du_schedule(c2, 2, &s));
+	/* A manual consumer's fires: ACKED acknowledged by one Ack, the last
+	 * taken back when c2 goes (it waits in the session's queue). */
+	s.when_ns = DU_MS;
+	for (uint64_t k = 0; k < MANUAL; k++) {
+		s.key = 10 + k;
+		bwp_frame_free(du_schedule(c2, 3 + k, &s));
+	}
+	for (int i = 0; i < MANUAL; i++) {
+		e = du_expect_fire(c2, RUN_MS, NULL);
+		if (i == ACKED - 1)
+			second = e->fired->delivery;
+		bwp_frame_free(e);
+	}
+	ck_assert_uint_eq(du_ack(c2, 10, second, true), ACKED);
+	s.when_ns = 3600 * DU_S;
 	refused = du_connect(d->sock);
 	du_expect_error(refused, false, 0, EC(TOO_MANY_CLIENTS));
 	du_expect_eof(refused, RUN_MS);
@@ -2197,6 +2350,17 @@ START_TEST(test_metrics)
 	du_expect_eof(refused, RUN_MS);
 	du_conn_free(refused);
 	wait_alone(c, 250);
+	/* c2's fire not acknowledged comes again, marked, and is. */
+	c2 = du_connect(d->sock);
+	e = du_hello_opts(c2, "e2e-metrics", &manual);
+	ck_assert_uint_eq(e->hello_reply->queued, 1);
+	bwp_frame_free(e);
+	e = du_expect_fire(c2, RUN_MS, NULL);
+	ck_assert(e->fired->redelivered && e->fired->key == 10 + ACKED);
+	ck_assert_uint_eq(du_ack(c2, 11, e->fired->delivery, false), 1);
+	bwp_frame_free(e);
+	du_conn_free(c2);
+	wait_alone(c, 270);
 	/* The change above makes a snapshot within --snapshot-interval. */
 	if (geteuid() == 0)
 		wait_snapshot(c, 400);
@@ -2214,10 +2378,11 @@ START_TEST(test_metrics)
 	ck_assert_double_eq(metric(&x, "bitwheel_clients", ""), 2);
 	ck_assert_double_eq(metric(&x, "bitwheel_sessions", ""), 1);
 	ck_assert_double_eq(metric(&x, "bitwheel_timers_inserted_total", "{lane=\"oneshot\"}"),
-			    N + 2);
-	ck_assert_double_eq(metric(&x, "bitwheel_fires_total", "{lane=\"oneshot\"}"), N);
+			    N + 2 + MANUAL);
+	ck_assert_double_eq(metric(&x, "bitwheel_fires_total", "{lane=\"oneshot\"}"), ONESHOT);
 	ck_assert(metric(&x, "bitwheel_uptime_seconds", "") > 0);
 	ck_assert(metric(&x, "bitwheel_memory_bytes", "") > 0);
+	check_limits(&x);
 	if (geteuid() != 0) {
 		assert_not_root_metrics(&x, r.out);
 		du_note("SKIP: test_metrics's daemon-wide part needs root");
@@ -2226,20 +2391,32 @@ START_TEST(test_metrics)
 	ck_assert_msg(strstr(r.out, "# bitwheel: not root") == NULL, "%s", r.out);
 	promtool_accepts(d, r.out);
 	fires = check_histogram(&x, "bitwheel_fire_lateness_seconds", "oneshot");
-	ck_assert_double_eq(fires, N);
+	ck_assert_double_eq(fires, ONESHOT);
 	/* The daemon counts both as it fires: equal in any one scrape. */
 	fires = check_histogram(&x, "bitwheel_fire_lateness_seconds", "periodic");
 	ck_assert(fires >= 2);
 	ck_assert_double_eq(fires, metric(&x, "bitwheel_fires_total", "{lane=\"periodic\"}"));
 	/* Fires that came due before the Cancel may be on their way still. */
-	ck_assert(metric(&x, "bitwheel_delivered_fires_total", "") >= N + 2 &&
-		  metric(&x, "bitwheel_delivered_fires_total", "") <= N + fires);
+	ck_assert(metric(&x, "bitwheel_delivered_fires_total", "") >= ONESHOT + 2 + 1 &&
+		  metric(&x, "bitwheel_delivered_fires_total", "") <= ONESHOT + fires + 1);
+	/* Each fire's first hand-out: its queue wait (the one taken back and
+	 * handed out again once); the ACKED fires of one Ack and that one of
+	 * another: their ack latency. */
+	check_delivery(&x, ONESHOT, ACKED + 1, 1);
+	ck_assert_double_eq(metric(&x, "bitwheel_redelivered_fires_total", ""), 1);
+	ck_assert_double_eq(metric(&x, "bitwheel_queued_fires", ""), 0);
+	ck_assert_double_eq(metric(&x, "bitwheel_acked_fires_total", ""),
+			    metric(&x, "bitwheel_delivered_fires_total", "") - 1);
+	ck_assert_double_eq(metric(&x, "bitwheel_requests_total", "{type=\"ack\"}"), 2);
+	check_process(&x, started, realtime_s());
 	snprintf(le, sizeof(le), "{lane=\"oneshot\",le=\"%s\"}",
 		 du_slow() > 1 ? "5.000000000" : "1.000000000");
-	ck_assert_double_eq(metric(&x, "bitwheel_fire_lateness_seconds_bucket", le), N);
+	ck_assert_double_eq(metric(&x, "bitwheel_fire_lateness_seconds_bucket", le), ONESHOT);
 	ck_assert(metric(&x, "bitwheel_fire_lateness_seconds_sum", "{lane=\"oneshot\"}") > 0 &&
-		  metric(&x, "bitwheel_fire_lateness_seconds_sum", "{lane=\"oneshot\"}") < N * 5.0);
-	ck_assert_double_eq(metric(&x, "bitwheel_requests_total", "{type=\"schedule\"}"), N + 4);
+		  metric(&x, "bitwheel_fire_lateness_seconds_sum", "{lane=\"oneshot\"}") <
+		  ONESHOT * 5.0);
+	ck_assert_double_eq(metric(&x, "bitwheel_requests_total", "{type=\"schedule\"}"),
+			    N + 4 + MANUAL);
 	ck_assert(metric(&x, "bitwheel_requests_total", "{type=\"hello\"}") >= 3);
 	ck_assert(metric(&x, "bitwheel_requests_total", "{type=\"stats\"}") >= 2);
 	ck_assert_double_eq(metric(&x, "bitwheel_requests_total", "{type=\"cancel\"}"), 1);
@@ -2293,6 +2470,7 @@ START_TEST(test_metrics)
 					   "{uid=\"" NOBODY "\"}"), 1);
 		ck_assert_double_eq(metric(&x, "bitwheel_fires_total", "{lane=\"oneshot\"}"), 0);
 		ck_assert_double_eq(metric(&x, "bitwheel_sessions", ""), 0);
+		check_limits(&x);
 	}
 done:
 	du_result_free(&r);
@@ -2388,6 +2566,8 @@ START_TEST(test_metrics_loaded)
 	ck_assert_double_eq(per, metric(&x, "bitwheel_fires_total", "{lane=\"periodic\"}"));
 	ck_assert(per >= P);
 	ck_assert(metric(&x, "bitwheel_delivered_fires_total", "") >= N);
+	/* Every oneshot fire handed out once; auto-ack makes no Ack. */
+	check_delivery(&x, N, 0, 0);
 	free(text);
 
 	/* Nothing left beside it; a directory that is not there changes
