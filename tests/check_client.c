@@ -42,7 +42,9 @@
  *                the setter over the environment), every reconnect
  *                checked again; a listener of the client's own uid is
  *                accepted; struct bwc_stats's fixed size and per-uid
- *                counters (2 sessions, 3 timers, 10 Hz of periodic fires).
+ *                counters (2 sessions, 3 timers, 10 Hz of periodic fires);
+ *                bwc_metrics_scrape: a manual fire's queue wait and ack
+ *                latency, the daemon process's figures.
  *   restart      the daemon killed and restarted under a named session:
  *                what bwc_reconnect() keeps (an auto-ack consumer's fires)
  *                and what is lost.
@@ -1816,7 +1818,8 @@ START_TEST(test_stats_uid)
 #endif
 	du_daemon_start(d, "--max-sessions-per-uid", "50", "--max-timers-per-uid", "600",
 			"--max-periodic-rate-per-uid", "70", "--max-clients-per-uid", "40",
-			"--max-bytes-per-uid", "1048576", "--max-memory", "8388608", NULL);
+			"--max-bytes-per-uid", "1048576", "--max-memory", "8388608",
+			"--max-journal-per-uid", "2097152", "--hello-timeout", "2500ms", NULL);
 	a = connect_to(d, "e2e-uid-a");
 	/* The budgets, in the session info; its reserved slots 0. */
 	memset(&info, 0xa5, sizeof(info));
@@ -1827,6 +1830,8 @@ START_TEST(test_stats_uid)
 	ck_assert_uint_eq(info.limits.max_periodic_rate_per_uid, 70);
 	ck_assert_uint_eq(info.limits.max_bytes_per_uid, 1048576);
 	ck_assert_uint_eq(info.limits.max_memory_bytes, 8388608);
+	ck_assert_uint_eq(info.limits.max_journal_bytes_per_uid, 2097152);
+	ck_assert_uint_eq(info.limits.hello_timeout_ns, 2500 * DU_MS);
 	ASSERT_ZEROED(info.limits.reserved, "bwc_limits");
 	ASSERT_ZEROED(info.reserved, "bwc_session_info");
 	b = connect_to(d, "e2e-uid-b");
@@ -1852,6 +1857,69 @@ START_TEST(test_stats_uid)
 
 	bwc_free(a);
 	bwc_free(b);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * bwc_metrics_scrape: one fire of a manual consumer, acknowledged, is one
+ * queue wait in the oneshot lane and one ack latency, by the lateness'
+ * bounds; a histogram id past BWC_HISTOGRAMS reads 0; the process figures
+ * are all there (root), their reserved tail 0.  Anyone else gets none.
+ */
+START_TEST(test_metrics_scrape)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c = new_client();
+	struct bwc_timer t = { .key = 1, .when_ns = DU_MS };
+	struct bwc_histogram h[BWC_HISTOGRAMS + 1];
+	struct bwc_metrics m;
+	struct bwc_process p;
+	struct bwc_fire f;
+	uint64_t acked;
+
+	ck_assert_uint_eq(sizeof(struct bwc_process), 128);
+	du_daemon_start(d, NULL);
+	CK_BWC(c, bwc_set_role(c, BWC_ROLE_CONSUMER));
+	CK_BWC(c, bwc_set_ack_mode(c, BWC_ACK_MANUAL));
+	CK_BWC(c, bwc_connect(c, d->sock, "e2e-scrape"));
+	CK_BWC(c, bwc_schedule(c, &t, NULL));
+	CK_BWC(c, bwc_wait_fire(c, (int64_t)DU_WAIT_MS * (int64_t)DU_MS, &f));
+	CK_BWC(c, bwc_ack(c, &f, false, &acked));
+	ck_assert_uint_eq(acked, 1);
+	memset(h, 0xa5, sizeof(h));
+	memset(&p, 0xa5, sizeof(p));
+	CK_BWC(c, bwc_metrics_scrape(c, NULL, &m, h, BWC_HISTOGRAMS + 1, &p));
+	ASSERT_ZEROED(h[BWC_HISTOGRAMS].le_ns, "a histogram past BWC_HISTOGRAMS");
+	ck_assert_uint_eq(h[BWC_HISTOGRAMS].bounds + h[BWC_HISTOGRAMS].count, 0);
+	ASSERT_ZEROED(p.reserved, "bwc_process");
+	if (geteuid() != 0) {
+		ck_assert(!m.present && !p.present);
+		ck_assert_uint_eq(h[BWC_HISTOGRAM_ACK_LATENCY].count, 0);
+		goto done;
+	}
+	ck_assert(m.present && p.present);
+	ck_assert_uint_eq(h[BWC_HISTOGRAM_QUEUE_WAIT_ONESHOT].count, 1);
+	ck_assert_uint_eq(h[BWC_HISTOGRAM_QUEUE_WAIT_PERIODIC].count, 0);
+	ck_assert_uint_eq(h[BWC_HISTOGRAM_ACK_LATENCY].count, 1);
+	ck_assert_uint_gt(h[BWC_HISTOGRAM_ACK_LATENCY].sum_ns, 0);
+	for (int i = BWC_HISTOGRAM_QUEUE_WAIT_ONESHOT; i <= BWC_HISTOGRAM_ACK_LATENCY; i++) {
+		ck_assert_uint_eq(h[i].bounds, m.lateness_bounds);
+		ck_assert(memcmp(h[i].le_ns, m.lateness_le_ns,
+				 m.lateness_bounds * sizeof(uint64_t)) == 0);
+		ASSERT_ZEROED(h[i].reserved, "bwc_histogram");
+	}
+	/* A fire is handed out after the daemon fired it. */
+	ck_assert_uint_ge(h[BWC_HISTOGRAM_QUEUE_WAIT_ONESHOT].sum_ns, m.lateness_sum_ns[0]);
+	ck_assert(p.has_memory && p.has_open_fds && p.has_max_fds && p.has_cpu &&
+		  p.has_start_time);
+	ck_assert_uint_gt(p.resident_bytes, 0);
+	ck_assert_uint_ge(p.virtual_bytes, p.resident_bytes);
+	ck_assert_uint_gt(p.open_fds, 0);
+	ck_assert_uint_ge(p.max_fds, p.open_fds);
+	ck_assert_uint_gt(p.start_time_ns, 0);
+done:
 	bwc_free(c);
 	du_daemon_free(d);
 }
@@ -2590,6 +2658,7 @@ static Suite *client_suite(void)
 	du_tcase(tc);
 	tcase_add_test(tc, test_peer);
 	tcase_add_test(tc, test_stats_uid);
+	tcase_add_test(tc, test_metrics_scrape);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("restart");
