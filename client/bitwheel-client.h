@@ -166,7 +166,7 @@
  *    good, with a reserved tail that later fields take in order, read as
  *    0 from an older library or daemon (struct bwc_session_info with its
  *    struct bwc_limits, struct bwc_stats, struct bwc_metrics, struct
- *    bwc_histogram);
+ *    bwc_histogram, struct bwc_process);
  *  - handed out by the library by pointer only (struct bwc_reply): grows
  *    at its tail;
  *  - the rest (struct bwc_timer, which the caller zero-initialises, and

@@ -32,16 +32,22 @@
  *   metrics    bwctl metrics after known activity (20 fires, one
  *              DUPLICATE_KEY, one refusal at --max-clients, one connection
  *              closed after FRAME_TOO_LARGE, a journaled change, a
- *              snapshot): the output parses as the Prometheus text format
- *              (HELP/TYPE before samples, counters _total, the histogram
- *              cumulative with +Inf equal to _count, # EOF last; promtool
- *              accepts it when installed) and the values match; uid
- *              65534's (through setpriv) has its own figures and none of
- *              the daemon-wide ones.  Loaded (3,000 oneshot timers
+ *              snapshot, a manual consumer's 3 fires acknowledged, one of
+ *              them after it was taken back and redelivered; 16 limits off
+ *              their defaults): the output parses as the Prometheus text
+ *              format (HELP/TYPE before samples, counters _total, the
+ *              histograms cumulative with +Inf equal to _count, # EOF last;
+ *              promtool accepts it when installed) and the values match:
+ *              queue-wait counts are the first hand-outs, ack-latency's
+ *              the acknowledged fires, each limit gauge the option's
+ *              value, the process_* figures plausible; uid 65534's
+ *              (through setpriv) has its own figures, the limits, and none
+ *              of the daemon-wide ones.  Loaded (3,000 oneshot timers
  *              pipelined, 8 periodic ones): each lane's lateness histogram
- *              counts exactly its fired counter in one scrape, written by
- *              --output (mode 0644, no temporary left; a missing directory
- *              fails, exit 4); promtool accepts it.
+ *              counts exactly its fired counter in one scrape, the oneshot
+ *              queue wait all 3,000 and no ack latency (auto-ack), written
+ *              by --output (mode 0644, no temporary left; a missing
+ *              directory fails, exit 4); promtool accepts it.
  *   peer       a stand-in listener of uid 65534: refused, exit 5, its uid
  *              and pid and --daemon-user named, nothing sent; let through
  *              by --daemon-user (before or after the command, number or
