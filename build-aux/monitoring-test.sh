@@ -24,7 +24,9 @@
 # the README and this script cannot drift apart.  Then node_exporter's
 # /metrics must hold bitwheel_build_info with the installed version, the
 # fires of the timers scheduled here (bitwheel_fires_total, and the
-# lateness histogram's _count equal to it), no textfile error, and the
+# lateness histogram's _count equal to it), the daemon's labelled
+# process_resident_memory_bytes (not dropped beside node_exporter's own)
+# and a limit gauge, no textfile error, and the
 # file must be whole and mode 0644 with no temporary beside it.  Every
 # wait is bounded; it takes a few seconds.  Exits non-zero on any failure.
 set -euo pipefail
@@ -236,7 +238,13 @@ fi
 	fail "the oneshot lateness histogram's +Inf bucket is not its count"
 [ "$systemd" = yes ] || [ "$(value bitwheel_storage)" = 0 ] ||
 	fail "bitwheel_storage is not 0 for a daemon without --state-dir"
+# The daemon's process_* beside node_exporter's own: labelled, so that
+# node_exporter drops neither as a series it already has.
+rss=$(value 'process_resident_memory_bytes{daemon="bitwheeld"}')
+awk -v v="$rss" 'BEGIN { exit !(v + 0 > 0) }' || fail "the daemon's resident memory is $rss"
+[ "$(value 'bitwheel_limit{name="max_clients"}')" != 0 ] || fail "bitwheel_limit{name=\"max_clients\"} is 0"
 echo "node_exporter serves: bitwheel_build_info{version=\"$version\"} 1," \
 	"bitwheel_fires_total oneshot $oneshot periodic $periodic, lateness counts equal," \
+	"the daemon's resident memory $rss," \
 	"$(grep -c '^bitwheel_' <<<"$scrape") bitwheel_ samples"
 echo "monitoring-test: ok in ${SECONDS} s"
