@@ -265,8 +265,8 @@ struct bwd_fire {
 	uint64_t count;            /* periodic: fire number; 0 for oneshot   */
 	uint64_t seq;              /* the session's fire number (journal)    */
 	uint64_t delivery;         /* in flight: the member's number for it  */
-	uint64_t take_back_ns;     /* in flight with an ack timeout          */
-	uint64_t handed_ns;        /* in flight: when it was handed out      */
+	uint64_t handed_ns;        /* in flight: when it was handed out (its
+				      ack timeout runs from then)            */
 	uint64_t wire_end;         /* conn.c: output offset its frame ends at */
 	bool late;
 	bool sent;                 /* journaled as handed to a consumer      */

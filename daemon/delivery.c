@@ -384,11 +384,18 @@ void bwd_member_take_back(struct bwd_member *m, struct bwd_fire *last)
 	requeue_front(s, head, tail, n);
 }
 
+/* When f, in flight to m (with an ack timeout), is to be taken back. */
+static uint64_t take_back_at(const struct bwd_member *m, const struct bwd_fire *f)
+{
+	return f->handed_ns > UINT64_MAX - m->ack_timeout_ns ? UINT64_MAX :
+		f->handed_ns + m->ack_timeout_ns;
+}
+
 static void ack_timer_arm(struct bwd_member *m)
 {
 	if (m->ack_armed || !m->flight_head || !m->ack_timeout_ns)
 		return;
-	bwd_state_own_arm(m->session->state, &m->due, m->flight_head->take_back_ns,
+	bwd_state_own_arm(m->session->state, &m->due, take_back_at(m, m->flight_head),
 		&m->ack_handle, &m->ack_armed);
 }
 
@@ -398,7 +405,7 @@ void bwd_member_ack_expired(struct bwd_member *m, uint64_t now_ns)
 	struct bwd_fire *last = NULL;
 
 	m->ack_armed = false;
-	for (struct bwd_fire *f = m->flight_head; f && f->take_back_ns <= now_ns;
+	for (struct bwd_fire *f = m->flight_head; f && take_back_at(m, f) <= now_ns;
 	     f = f->next)
 		last = f;
 	if (last) {
@@ -444,7 +451,6 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 		struct bwd_session *s = u->work.head;
 		struct bwd_member *m = s->ready_head;
 		struct bwd_fire *f;
-		uint64_t now;
 
 		if (!s->queue_head || !m || s->held || s->paced) {
 			bwd_work_remove(s);
@@ -470,22 +476,17 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 		s->in_flight++;
 		COUNT(s, in_flight, 1);
 		st->stats.bytes += bwd_fire_bytes(f);
-		now = bwd_state_now(st);
-		count_handed(st, f, now);
+		count_handed(st, f, bwd_state_now(st));
 		if (!f->sent) {
 			bwd_state_journal_seq(s, BWD_REC_SENT, f->seq);
 			f->sent = true;
 		}
-		if (m->ack_timeout_ns) {
-			f->take_back_ns = now > UINT64_MAX - m->ack_timeout_ns ?
-				UINT64_MAX : now + m->ack_timeout_ns;
-			ack_timer_arm(m);
-		}
+		ack_timer_arm(m);
 		/* Whatever goes, a batch or not (a redelivery, a fire that
 		 * waited for credit), is a write a tolerant fire due by now
 		 * missed if its coarse lane fires it later (PROTOCOL.md). */
 		if (s->ncoalesce)
-			s->let_go_ns = bwd_state_now(st);
+			s->let_go_ns = f->handed_ns;
 		bwd_ready_add(m);
 		/* The next fire is another uid's, and this uid's next is
 		 * another of its sessions. */
