@@ -47,7 +47,9 @@
  *              counts exactly its fired counter in one scrape, the oneshot
  *              queue wait all 3,000 and no ack latency (auto-ack), written
  *              by --output (mode 0644, no temporary left; a missing
- *              directory fails, exit 4); promtool accepts it.
+ *              directory fails, exit 4); promtool accepts it.  Restored:
+ *              fires read back at a restart count ack latencies but no
+ *              queue wait (the new process did not make them).
  *   peer       a stand-in listener of uid 65534: refused, exit 5, its uid
  *              and pid and --daemon-user named, nothing sent; let through
  *              by --daemon-user (before or after the command, number or
@@ -2595,6 +2597,75 @@ START_TEST(test_metrics_loaded)
 }
 END_TEST
 
+/*
+ * Fires read back at a restart: a named session's 2 fires, made and queued
+ * with no consumer, then the daemon stopped and started again on its state
+ * directory; a manual consumer gets and acknowledges them.  The new
+ * process made none of them, so its queue waits count none (and its
+ * lateness none), while their Ack counts 2 ack latencies.
+ */
+START_TEST(test_metrics_restored)
+{
+	enum { FIRES = 2 };
+	static const struct du_hello_opts manual = {
+		.role = BITWHEEL__V1__ROLE__CONSUMER, .has_auto_ack = true,
+	};
+	struct du_daemon *d = du_daemon_new();
+	struct du_sched s = { .when = DU_DELAY, .when_ns = DU_MS };
+	static struct exposition x;
+	char dir[128];
+	struct du_result r;
+	struct du_conn *c;
+	uint64_t deadline, last = 0;
+	bool queued = false;
+	du_env *e;
+
+	if (geteuid() != 0) {
+		du_note("SKIP: test_metrics_restored needs root (daemon-wide metrics)");
+		du_daemon_free(d);
+		return;
+	}
+	snprintf(dir, sizeof(dir), "%s/state", d->dir);
+	du_daemon_start(d, "--state-dir", dir, NULL);
+	c = raw_producer(d, "e2e-restored");
+	for (uint64_t k = 1; k <= FIRES; k++) {
+		s.key = k;
+		bwp_frame_free(du_schedule(c, 1 + k, &s));
+	}
+	deadline = du_now_ns() + RUN_MS * DU_MS;
+	for (uint64_t id = 10; !queued; id++) {
+		e = du_stats(c, id);
+		queued = e->stats_reply->queued == FIRES;
+		bwp_frame_free(e);
+		ck_assert_msg(queued || du_now_ns() < deadline, "the fires were not queued");
+		if (!queued)
+			du_sleep_ms(5);
+	}
+	du_conn_free(c);
+	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	du_daemon_start(d, "--state-dir", dir, NULL);
+	c = du_connect(d->sock);
+	e = du_hello_opts(c, "e2e-restored", &manual);
+	ck_assert_uint_eq(e->hello_reply->queued, FIRES);
+	bwp_frame_free(e);
+	for (int i = 0; i < FIRES; i++) {
+		e = du_expect_fire(c, RUN_MS, NULL);
+		last = e->fired->delivery;
+		bwp_frame_free(e);
+	}
+	ck_assert_uint_eq(du_ack(c, 20, last, true), FIRES);
+	bwctl(&r, d->sock, "metrics", NULL);
+	ASSERT_EXIT(&r, 0, "metrics");
+	parse_exposition(r.out, &x);
+	ck_assert_double_eq(metric(&x, "bitwheel_delivered_fires_total", ""), FIRES);
+	ck_assert_double_eq(check_histogram(&x, "bitwheel_fire_lateness_seconds", "oneshot"), 0);
+	check_delivery(&x, 0, FIRES, FIRES);
+	du_result_free(&r);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 /* ======================================================================
  * peer
  * ====================================================================== */
@@ -2959,6 +3030,7 @@ static Suite *bwctl_suite(void)
 	du_tcase(tc);
 	tcase_add_test(tc, test_metrics);
 	tcase_add_test(tc, test_metrics_loaded);
+	tcase_add_test(tc, test_metrics_restored);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("peer");
