@@ -1712,9 +1712,10 @@ static void print_delivery(const struct scrape *x)
  * Prometheus client libraries give every process, labelled with the
  * daemon: node_exporter's textfile collector serves its own process_*
  * unlabelled beside them, and drops a family whose help differs or a
- * series it already has.
+ * series it already has.  One figure's HELP and TYPE lines and its
+ * sample's name; the caller prints the value.
  */
-static void process_family(const char *name, const char *type,
+static void process_metric(const char *name, const char *type,
 			   const char *help)
 {
 	fprintf(mout, "# HELP process_%s %s\n# TYPE process_%s %s\n"
@@ -1725,30 +1726,30 @@ static void process_family(const char *name, const char *type,
 static void print_process(const struct bwc_process *p)
 {
 	if (p->has_cpu) {
-		process_family("cpu_seconds_total", "counter",
+		process_metric("cpu_seconds_total", "counter",
 			       "Total user and system CPU time spent in seconds.");
 		value_seconds(p->cpu_ns);
 	}
 	if (p->has_open_fds) {
-		process_family("open_fds", "gauge",
+		process_metric("open_fds", "gauge",
 			       "Number of open file descriptors.");
 		value_or_inf(p->open_fds);
 	}
 	if (p->has_max_fds) {
-		process_family("max_fds", "gauge",
+		process_metric("max_fds", "gauge",
 			       "Maximum number of open file descriptors.");
 		value_or_inf(p->max_fds);
 	}
 	if (p->has_memory) {
-		process_family("virtual_memory_bytes", "gauge",
+		process_metric("virtual_memory_bytes", "gauge",
 			       "Virtual memory size in bytes.");
 		value_or_inf(p->virtual_bytes);
-		process_family("resident_memory_bytes", "gauge",
+		process_metric("resident_memory_bytes", "gauge",
 			       "Resident memory size in bytes.");
 		value_or_inf(p->resident_bytes);
 	}
 	if (p->has_start_time) {
-		process_family("start_time_seconds", "gauge",
+		process_metric("start_time_seconds", "gauge",
 			       "Start time of the process since unix epoch in seconds.");
 		value_seconds(p->start_time_ns);
 	}
