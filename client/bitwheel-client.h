@@ -119,39 +119,82 @@
  * failing call overwrites its buffer).  Distinct clients share nothing;
  * the library has no global state.
  *
- * Reconnecting: when the connection breaks (BWC_ECLOSED, e.g. after a
- * daemon restart), bwc_reconnect() dials the same path and attaches to the
- * same session again (in the same uid's namespace), with the same role,
- * window, ack timeout, ack mode, coalescing and owner uid.  What happens
- * to fires on the way:
+ * Riding through a restart: a named session outlives its connection (and,
+ * with the daemon's --state-dir, the daemon), so by default the library
+ * reattaches by itself when the daemon ends the connection: on EOF or a
+ * reset (a crash, an upgrade, a slow-consumer cut), or on the
+ * SHUTTING_DOWN error a daemon sends when it stops.  It dials the same
+ * path again with bounded exponential backoff (bwc_set_reconnect_backoff:
+ * the first attempt 50 ms after the loss, each wait twice the last up to
+ * 1 s, each with random jitter down to half, so that many clients do not
+ * come back in step; refused connections, a missing socket and a Hello
+ * that gets no answer are retried) and sends the same Hello: session,
+ * owner uid, role, window, ack timeout, ack mode, coalescing.  The call
+ * that found the connection gone does the reconnecting and then goes on
+ * as if nothing had happened, so a program that only makes calls never
+ * sees the restart:
  *
- *   - a manual-ack consumer's fires that were still queued inside the
- *     client (received, not yet handed to the caller) are discarded when
- *     its connection closes, by bwc_reconnect, bwc_close or the daemon:
- *     the daemon takes every unacknowledged fire back and delivers it
- *     again, marked redelivered (a daemon restarted without --state-dir
- *     has lost them, as it lost every timer);
- *   - fires already handed out from the old connection can no longer be
- *     acknowledged: bwc_ack and bwc_send_ack refuse them with BWC_ESTALE
- *     (bwc_fire.connection says which connection a fire came on); they
- *     come again;
- *   - an auto-ack consumer's queued fires are done on the daemon's side
- *     and stay queued in the client, handed out after the close as
- *     before.
+ *   - requests without a reply are sent again on the new connection, in
+ *     their order, where that is safe: one never written whole to the
+ *     socket, or any at all when the daemon said SHUTTING_DOWN (it reads
+ *     nothing more once it says it, and answers what it read first), and
+ *     otherwise Cancel, Stats, a listing and a Schedule with .replace =
+ *     true, which mean the same done twice.  Any other Schedule fails with
+ *     BWC_EUNKNOWN, naming its key: it may have landed;
+ *   - a consumer's fires that were received but not handed to the caller
+ *     are dropped (manual acks: the daemon takes every unacknowledged fire
+ *     back and delivers it again, marked redelivered; auto-ack fires stay
+ *     queued, being done already);
+ *   - acks of fires from the old connection are not sent on the new one
+ *     (delivery numbers are per connection): bwc_ack and bwc_send_ack
+ *     return 0 and complete nothing (*acked 0), as for a fire the ack
+ *     timeout took back; the fire comes again, marked redelivered;
+ *   - the fd changes (bwc_fd): an event loop watches the new one after
+ *     each bwc_dispatch, which reconnects inside (blocking, at most the
+ *     give-up time) when it finds the connection gone;
+ *   - blocking calls count the reconnecting in their timeout, and a
+ *     bwc_wait_fire in the timeout it was given: one that runs out
+ *     returns BWC_ETIMEDOUT and the next call picks the backoff up where
+ *     it was.
  *
- * Requests that were outstanding when the connection broke may or may not
- * have taken effect, and a daemon restarted without its journal has lost
- * every timer, so replay what you need (PROTOCOL.md, section 8):
+ * If the daemon does not take the session back within the give-up time
+ * (30 s by default, counted from the loss), the call returns BWC_EGAVEUP,
+ * requests still waiting fail with it, and the client stays closed until
+ * bwc_reconnect.  A refusal that waiting cannot cure (BWC_EPEER, a Hello
+ * refused with PERMISSION_DENIED, BAD_VERSION, BAD_REQUEST, OVER_BUDGET;
+ * BWC_EPROTO) ends the reconnecting at once with that error.  An
+ * anonymous session cannot come back (its timers ended with its
+ * connection): its calls get BWC_EANONYMOUS instead.  A daemon restarted
+ * without --state-dir has lost every timer; bwc_get_session_info's
+ * resumed then reads false.
  *
- *   while (bwc_reconnect(c) != 0)
- *           sleep(1);                      // or back off in your loop
- *   for (each timer the program still wants)
- *           bwc_schedule(c, &timer_with_replace_true, NULL);
+ * bwc_set_reconnect(c, false) turns all this off, and the library behaves
+ * as it did before it could reconnect: the call that finds the connection
+ * ended returns BWC_ECLOSED (EOF, reset) or BWC_ESERVER with
+ * bwc_server_error() BWC_SERVER_SHUTTING_DOWN (a daemon that stops
+ * cleanly), later calls BWC_ECLOSED, and the caller reconnects with
+ * bwc_reconnect(), which dials the same path and session once with the
+ * same settings.  What happens to fires on the way is as above, except
+ * that acks of the old connection's fires are refused with BWC_ESTALE
+ * (bwc_fire.connection says which connection a fire came on).  Requests
+ * outstanding when the connection broke may or may not have taken
+ * effect, so replay what you need (PROTOCOL.md, section 8):
+ *
+ *   bwc_set_reconnect(c, false);
+ *   ...
+ *   rc = bwc_schedule(c, &t, NULL);
+ *   if (rc == BWC_ECLOSED ||
+ *       (rc == BWC_ESERVER &&
+ *        bwc_server_error(c) == BWC_SERVER_SHUTTING_DOWN)) {
+ *           while (bwc_reconnect(c) != 0)
+ *                   sleep(1);              // or back off in your loop
+ *           for (each timer the program still wants)
+ *                   bwc_schedule(c, &timer_with_replace_true, NULL);
+ *   }
  *
  * Schedule with .replace = true arms the key whether or not the earlier
  * attempt landed (and does not fail with DUPLICATE_KEY if the session kept
  * it), and a Cancel of a key that is already gone is harmless.
- * bwc_get_session_info() says whether the session was resumed.
  *
  * Times are nanoseconds of the host's CLOCK_MONOTONIC (absolute) or
  * nanosecond durations (relative), as in the protocol.
@@ -258,6 +301,22 @@ enum bwc_error {
 				  socket is not one this client trusts to
 				  be bitwheeld (see bwc_set_daemon_user);
 				  nothing was sent to it                    */
+	BWC_EUNKNOWN = -16,    /* unknown outcome: the connection ended
+				  after the request was written and before
+				  its reply, and the request was not safe
+				  to repeat (a Schedule without replace):
+				  it may or may not have taken effect; the
+				  message names the key (see "Riding
+				  through a restart" above)                 */
+	BWC_EANONYMOUS = -17,  /* the daemon ended an anonymous session's
+				  connection (it stopped, restarted or
+				  crashed): the session's timers ended with
+				  it, so it cannot be resumed; bwc_reconnect
+				  starts a new one                          */
+	BWC_EGAVEUP = -18,     /* reconnecting gave up: the daemon did not
+				  take the session back within the give-up
+				  time (bwc_set_reconnect_backoff); the
+				  message has the last attempt's error      */
 };
 
 /*
@@ -357,6 +416,35 @@ BWC_EXPORT int bwc_server_error(const struct bwc_client *c);
  * reply is discarded when it arrives.
  */
 BWC_EXPORT int bwc_set_timeout(struct bwc_client *c, int64_t timeout_ns);
+
+/*
+ * Reconnecting by itself when the daemon ends a named session's
+ * connection (see "Riding through a restart" at the top): true, the
+ * default, or false for the library's behaviour before it could: the call
+ * that finds the connection ended fails (BWC_ECLOSED, or BWC_ESERVER with
+ * SHUTTING_DOWN), and bwc_reconnect() is the caller's to call.  Takes
+ * effect at once; turning it off while reconnecting fails what waits to
+ * be sent again with BWC_ECLOSED.
+ */
+BWC_EXPORT int bwc_set_reconnect(struct bwc_client *c, bool enable);
+
+/* bwc_set_reconnect_backoff()'s initial values. */
+#define BWC_DEFAULT_RECONNECT_INITIAL_NS 50000000LL    /* 50 ms */
+#define BWC_DEFAULT_RECONNECT_MAX_NS 1000000000LL      /* 1 s   */
+#define BWC_DEFAULT_RECONNECT_GIVE_UP_NS 30000000000LL /* 30 s  */
+/* give_up_ns: never give up. */
+#define BWC_RECONNECT_FOREVER UINT64_MAX
+/*
+ * The reconnecting's pace: the first attempt initial_ns after the loss,
+ * then each wait twice the one before, at most max_ns, each shortened by
+ * a random part of up to half (jitter); no attempt is started once
+ * give_up_ns have passed since the loss (a Hello still in progress then
+ * is cut short), and the call returns BWC_EGAVEUP.  BWC_EINVAL unless 0 <
+ * initial_ns <= max_ns and give_up_ns > 0.
+ */
+BWC_EXPORT int bwc_set_reconnect_backoff(struct bwc_client *c,
+					 uint64_t initial_ns, uint64_t max_ns,
+					 uint64_t give_up_ns);
 
 /* ---- what the connection is (set before bwc_connect) ------------------ */
 

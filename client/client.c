@@ -234,6 +234,18 @@ static int buf_reserve(uint8_t **buf, size_t *cap, size_t need)
 
 /* ---- the client ------------------------------------------------------- */
 
+/* Whether a request without a reply may be sent again on a new
+ * connection (see resume). */
+enum repeat {
+	REPEAT_UNSENT,   /* only if it never reached the daemon: a Schedule
+			    without replace */
+	REPEAT_ALWAYS,   /* the same done twice: Cancel, Stats, a Schedule
+			    with replace, a listing's first page */
+	REPEAT_NEVER,    /* a listing's later page, whose cursor belongs to
+			    the old connection: fails BWC_ECLOSED, and the
+			    listing starts over (list_all) */
+};
+
 /* A request on the wire, awaiting its reply. */
 struct request {
 	uint64_t id;
@@ -244,6 +256,12 @@ struct request {
 	void *arg;
 	bool waiter;     /* a blocking call waits for this reply */
 	bool abandoned;  /* ...and gave up: discard the reply */
+	enum repeat repeat;
+	/* Its frame: at out_base + at in out while connected (kept until
+	 * the reply when the client would resume; see out_trim), at rp + at
+	 * while waiting in replays. */
+	uint64_t at;
+	size_t len;
 };
 
 /* What a reply said, from its arrival until it is handed out. */
@@ -322,6 +340,22 @@ struct bwc_client {
 
 	int close_status;           /* why fd went to -1, for the waiter */
 	char closed_why[MSG_MAX];   /* ...and in words, for later calls */
+
+	/* Reconnecting by itself (see resume). */
+	bool reconnect;             /* bwc_set_reconnect's */
+	uint64_t rc_initial_ns, rc_max_ns, rc_give_up_ns;
+	bool dialing;               /* inside dial: no resuming from there */
+	uint64_t down_since_ns;     /* the connection was lost; 0: not
+				       reconnecting */
+	uint64_t rc_next_ns;        /* the next attempt, CLOCK_MONOTONIC */
+	unsigned rc_attempts;       /* attempts since the loss */
+	uint64_t rng;               /* jitter's xorshift64 state */
+	char lost_why[MSG_MAX];     /* how the connection was lost */
+	uint64_t out_base;          /* out[0]'s position among all bytes
+				       queued on the connection */
+	struct ring replays;        /* requests to send again, in order */
+	uint8_t *rp;                /* ...their frames: [0, rp_len) */
+	size_t rp_len, rp_cap;
 	int server_error;
 	char errmsg[MSG_MAX];
 };
@@ -350,6 +384,11 @@ const char *bwc_strerror(int err)
 	case BWC_EROLE: return "not allowed in this connection's role";
 	case BWC_EPEER: return "the socket's listener is not trusted to be "
 		"the daemon";
+	case BWC_EUNKNOWN: return "the connection ended before the reply: "
+		"the request may or may not have taken effect";
+	case BWC_EANONYMOUS: return "the daemon ended the connection of an "
+		"anonymous session, which cannot be resumed";
+	case BWC_EGAVEUP: return "gave up reconnecting to the daemon";
 	default: return "unknown error";
 	}
 }
@@ -432,13 +471,19 @@ int bwc_server_error(const struct bwc_client *c)
  * since the call that saw it end may have been long ago. */
 static int not_connected(struct bwc_client *c)
 {
+	/* An anonymous session lost, or reconnecting given up: the same
+	 * code as the call that saw it, until a new connect. */
+	int code = c->close_status == BWC_EANONYMOUS ||
+		   c->close_status == BWC_EGAVEUP ? c->close_status
+						   : BWC_ECLOSED;
+
 	if (c->path == NULL)
 		return fail(c, BWC_ECLOSED,
 			    "not connected (call bwc_connect first)");
 	if (c->closed_why[0])
-		return fail(c, BWC_ECLOSED, "not connected to %s (%s)",
+		return fail(c, code, "not connected to %s (%s)",
 			    c->path, c->closed_why);
-	return fail(c, BWC_ECLOSED, "not connected to %s", c->path);
+	return fail(c, code, "not connected to %s", c->path);
 }
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -495,45 +540,161 @@ static void discard_fires(struct bwc_client *c)
 		c->pay_off = c->pay_len = 0;
 }
 
+/* Whether the client resumes a connection lost with status (see
+ * resume): the daemon's doing, EOF or a reset or its SHUTTING_DOWN, and
+ * not while dialing. */
+static bool resumable(const struct bwc_client *c, int status, bool lost)
+{
+	return lost && c->reconnect && !c->dialing &&
+	       (status == BWC_ECLOSED ||
+		(status == BWC_ESERVER &&
+		 c->server_error == BWC_SERVER_SHUTTING_DOWN));
+}
+
+/* Frames of requests are kept in out until their replies while the
+ * client would send them again (see out_trim). */
+static bool retaining(const struct bwc_client *c)
+{
+	return c->reconnect && c->session != NULL;
+}
+
+/* A request's end without its reply: the blocking waiter learns status,
+ * a non-blocking one's callback gets it at the next dispatch. */
+static void settle(struct bwc_client *c, const struct request *req, int status)
+{
+	struct done d;
+
+	if (req->waiter) {
+		if (!req->abandoned) {
+			c->waiter_done = true;
+			c->waiter_status = status;
+		}
+		return;
+	}
+	d.seq = c->next_seq++;
+	d.req = *req;
+	d.status = status;
+	d.ans = (struct answer){ .env = NULL };
+	ring_push(&c->done, &d);   /* room reserved at submit */
+}
+
+/* Back off: the wait before the next attempt, twice the last up to
+ * rc_max_ns, less a random part of up to half. */
+static uint64_t backoff(struct bwc_client *c)
+{
+	uint64_t d = c->rc_initial_ns;
+
+	for (unsigned i = 0; i < c->rc_attempts && d < c->rc_max_ns; i++)
+		d = d > UINT64_MAX / 2 ? UINT64_MAX : d * 2;
+	if (d > c->rc_max_ns)
+		d = c->rc_max_ns;
+	c->rng ^= c->rng << 13;
+	c->rng ^= c->rng >> 7;
+	c->rng ^= c->rng << 17;
+	return d - c->rng % (d / 2 + 1);
+}
+
 /*
- * Drop the connection and settle every outstanding request: the blocking
- * waiter learns status, non-blocking ones fail with BWC_ECLOSED at the
- * next dispatch.  The caller sets the message; queued fires survive,
- * unless they are a manual-ack consumer's (discard_fires).
+ * The session will be resumed: the requests without a reply that may be
+ * sent again go to replays, their frames to rp, in order; the others are
+ * settled.  A frame written whole may have been carried out unless the
+ * daemon said SHUTTING_DOWN (clean), after which it reads nothing.  Acks
+ * are never sent again (delivery numbers are per connection): bwc_ack's
+ * completes nothing, and those without reply are dropped with the rest of
+ * out.  Swapping buffers and rings, and moving items down within them,
+ * allocates nothing (the invariant at the top); replays and rp are empty
+ * here, since they empty into the connection as soon as it is back.
  */
-static void conn_close(struct bwc_client *c, int status)
+static void keep_for_replay(struct bwc_client *c, bool clean)
+{
+	uint64_t written = c->out_base + c->out_off;
+	struct ring spare = c->replays;
+	uint8_t *buf = c->rp;
+	size_t cap = c->rp_cap;
+	struct request req;
+
+	c->replays = c->requests;
+	c->requests = spare;
+	c->rp = c->out;
+	c->rp_cap = c->out_cap;
+	c->rp_len = 0;
+	c->out = buf;
+	c->out_cap = cap;
+	for (size_t n = c->replays.len; n > 0; n--) {
+		bool maybe;
+
+		ring_pop(&c->replays, &req);
+		/* Written whole: the daemon may have carried it out. */
+		maybe = !clean && req.at + req.len <= written;
+		if (req.abandoned)
+			continue;   /* nobody waits, as for any timed out */
+		if (req.kind == BWC_REQUEST_ACK) {
+			settle(c, &req, 0);
+			continue;
+		}
+		if (req.repeat == REPEAT_NEVER || req.at < c->out_base) {
+			settle(c, &req, maybe && req.repeat != REPEAT_ALWAYS ?
+					       BWC_EUNKNOWN : BWC_ECLOSED);
+			continue;
+		}
+		if (maybe && req.repeat == REPEAT_UNSENT) {
+			settle(c, &req, BWC_EUNKNOWN);
+			continue;
+		}
+		memmove(c->rp + c->rp_len, c->rp + (req.at - c->out_base),
+			req.len);
+		req.at = c->rp_len;
+		c->rp_len += req.len;
+		ring_push(&c->replays, &req);
+	}
+}
+
+/*
+ * Drop the connection and settle every outstanding request with status
+ * (non-blocking ones with BWC_ECLOSED), or keep them to send again when
+ * the session will be resumed (lost: the daemon ended it; see
+ * resumable).  The caller sets the message; queued fires survive, unless
+ * they are a manual-ack consumer's (discard_fires).
+ */
+static void conn_close(struct bwc_client *c, int status, bool lost)
 {
 	struct request req;
-	struct done d;
+	bool resume = resumable(c, status, lost) && c->session != NULL;
 
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->conn_role == BWC_ROLE_CONSUMER && !c->conn_auto_ack)
 		discard_fires(c);
 	c->fd = -1;
-	c->close_status = status;
-	c->out_off = c->out_len = 0;
-	c->in_len = c->in_need = 0;
-	memset(&c->info, 0, sizeof(c->info));
+	if (resumable(c, status, lost) && c->session == NULL) {
+		size_t len = strlen(c->errmsg);
 
+		snprintf(c->errmsg + len, sizeof(c->errmsg) - len,
+			 "; an anonymous session's timers end with its "
+			 "connection, so it cannot be resumed (a named session "
+			 "rides through a restart)");
+		status = BWC_EANONYMOUS;
+	}
+	c->close_status = status;
+	if (resume) {
+		keep_for_replay(c, status == BWC_ESERVER);
+		memcpy(c->lost_why, c->errmsg, sizeof(c->lost_why));
+		c->down_since_ns = bwc_now_ns();
+		c->rc_attempts = 0;
+		c->rc_next_ns = c->down_since_ns + backoff(c);
+	}
 	while (c->requests.len > 0) {
 		ring_pop(&c->requests, &req);
-		if (req.waiter) {
-			if (!req.abandoned) {
-				c->waiter_done = true;
-				c->waiter_status = status;
-			}
-			continue;
-		}
-		d.seq = c->next_seq++;
-		d.req = req;
-		d.status = BWC_ECLOSED;
-		d.ans = (struct answer){ .env = NULL };
-		ring_push(&c->done, &d);   /* room reserved at submit */
+		settle(c, &req, req.waiter ? status : BWC_ECLOSED);
 	}
+	c->out_off = c->out_len = 0;
+	c->out_base = 0;
+	c->in_len = c->in_need = 0;
+	memset(&c->info, 0, sizeof(c->info));
 }
 
-/* conn_close with a message, for the reasons that are the daemon's doing. */
+/* conn_close with a message, for the reasons that are the daemon's doing
+ * (or the system's).  Returns the status the connection closed with. */
 __attribute__((format(printf, 3, 4)))
 static int conn_fail(struct bwc_client *c, int status, const char *fmt, ...)
 {
@@ -542,9 +703,9 @@ static int conn_fail(struct bwc_client *c, int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vfail(c, status, fmt, ap);
 	va_end(ap);
-	conn_close(c, status);
+	conn_close(c, status, true);
 	memcpy(c->closed_why, c->errmsg, sizeof(c->closed_why));
-	return status;
+	return c->close_status;
 }
 
 /* ---- receiving ---------------------------------------------------------- */
@@ -701,9 +862,9 @@ static int take_frame(struct bwc_client *c, const struct bwp_response *m,
 		rc = fail_server(c, env->error,
 				 "connection closed by the daemon: ");
 		bwp_frame_free(env);
-		conn_close(c, rc);
+		conn_close(c, rc, true);
 		memcpy(c->closed_why, c->errmsg, sizeof(c->closed_why));
-		return rc;
+		return c->close_status;
 	case BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY:
 	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY:
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
@@ -860,6 +1021,31 @@ static int conn_read(struct bwc_client *c)
 
 /* ---- sending ------------------------------------------------------------ */
 
+/*
+ * Drop from out the bytes that are written and no longer needed: all of
+ * them, or while the client would resume the session, those before the
+ * oldest request without a reply (its frame may have to go again).
+ * Moved only when what goes is at least what stays, so each byte moves
+ * O(1) times.
+ */
+static void out_trim(struct bwc_client *c)
+{
+	size_t cut = c->out_off;
+
+	if (retaining(c) && c->requests.len > 0) {
+		const struct request *r = ring_at(&c->requests, 0);
+
+		if (r->at >= c->out_base && r->at - c->out_base < cut)
+			cut = (size_t)(r->at - c->out_base);
+	}
+	if (cut == 0 || (cut < c->out_len && cut < c->out_len - cut))
+		return;
+	memmove(c->out, c->out + cut, c->out_len - cut);
+	c->out_len -= cut;
+	c->out_off -= cut;
+	c->out_base += cut;
+}
+
 /* Write what the socket takes now.  Failures close the connection, after
  * reading what the daemon said last (its error frame, if any). */
 static void conn_flush(struct bwc_client *c)
@@ -894,15 +1080,47 @@ static void conn_flush(struct bwc_client *c)
 			  strerror(errno));
 		return;
 	}
-	if (c->out_off == c->out_len)
-		c->out_off = c->out_len = 0;
+	out_trim(c);
+}
+
+/*
+ * Pack env at the end of *buf (holding *len of *cap bytes); *n its size.
+ */
+static int pack(struct bwc_client *c, Bitwheel__V1__Envelope *env,
+		uint8_t **buf, size_t *len, size_t *cap, size_t *n)
+{
+	int rc;
+
+	/* Room for a request without payload, so that it packs at once; a
+	 * bigger one says its size and packs again. */
+	if (buf_reserve(buf, cap, *len + BWP_PAYLOAD_OVERHEAD) != 0)
+		goto nomem;
+	rc = bwp_frame_pack(env, c->max_frame, *buf + *len, *cap - *len, n);
+	if (rc == BWP_ENOSPC) {
+		if (buf_reserve(buf, cap, *len + *n) != 0)
+			goto nomem;
+		rc = bwp_frame_pack(env, c->max_frame, *buf + *len,
+				    *cap - *len, n);
+	}
+	if (rc == BWP_ETOOBIG)
+		return fail(c, BWC_ETOOBIG,
+			    "request of %zu bytes over the daemon's frame "
+			    "limit of %zu", *n, c->max_frame);
+	if (rc != BWP_OK)
+		return fail(c, BWC_EINVAL, "cannot pack the request: %s",
+			    bwp_strerror(rc));
+	return 0;
+
+nomem:
+	return fail(c, BWC_ENOMEM, "out of memory queueing a request");
 }
 
 /*
  * Pack env as the next request and queue it.  req describes it; its id is
  * assigned here.  req NULL: a request that asks for no reply (an Ack
  * without request_id), packed without an id and not queued for a reply.
- * Nothing is queued on failure.
+ * Nothing is queued on failure.  While the client reconnects, the request
+ * waits in replays, behind those to be sent again, for the connection.
  *
  * The request is written at once only when no other is outstanding: a
  * lone request must not wait.  Behind outstanding ones a reply is due, and
@@ -916,77 +1134,76 @@ static void conn_flush(struct bwc_client *c)
 static int submit(struct bwc_client *c, Bitwheel__V1__Envelope *env,
 		  struct request *req)
 {
-	bool write_now;
+	bool write_now, later = c->fd < 0 && c->down_since_ns != 0 &&
+				req != NULL;
 	size_t n;
 	int rc;
 
-	if (c->fd < 0)
+	if (c->fd < 0 && !later)
 		return not_connected(c);
 	/* done must be able to take every outstanding request should the
 	 * connection close (see the invariant at the top). */
 	if (req != NULL &&
-	    (ring_reserve(&c->requests, 1) != 0 ||
-	     ring_reserve(&c->done, c->requests.len + 1) != 0))
-		goto nomem;
+	    (ring_reserve(later ? &c->replays : &c->requests, 1) != 0 ||
+	     ring_reserve(&c->done, c->requests.len + c->replays.len + 1) != 0))
+		return fail(c, BWC_ENOMEM, "out of memory queueing a request");
 
 	env->has_request_id = req != NULL;
 	env->request_id = req != NULL ? c->next_id : 0;
-
-	if (c->out_off > 0) {
-		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
-		c->out_len -= c->out_off;
-		c->out_off = 0;
+	if (later) {
+		rc = pack(c, env, &c->rp, &c->rp_len, &c->rp_cap, &n);
+		if (rc != 0)
+			return rc;
+		req->id = c->next_id++;
+		req->at = c->rp_len;
+		req->len = n;
+		c->rp_len += n;
+		ring_push(&c->replays, req);
+		return 0;
 	}
-	/* Room for a request without payload, so that it packs at once; a
-	 * bigger one says its size and packs again. */
-	if (buf_reserve(&c->out, &c->out_cap,
-			c->out_len + BWP_PAYLOAD_OVERHEAD) != 0)
-		goto nomem;
-	rc = bwp_frame_pack(env, c->max_frame, c->out + c->out_len,
-			    c->out_cap - c->out_len, &n);
-	if (rc == BWP_ENOSPC) {
-		if (buf_reserve(&c->out, &c->out_cap, c->out_len + n) != 0)
-			goto nomem;
-		rc = bwp_frame_pack(env, c->max_frame, c->out + c->out_len,
-				    c->out_cap - c->out_len, &n);
-	}
-	if (rc == BWP_ETOOBIG)
-		return fail(c, BWC_ETOOBIG,
-			    "request of %zu bytes over the daemon's frame "
-			    "limit of %zu", n, c->max_frame);
-	if (rc != BWP_OK)
-		return fail(c, BWC_EINVAL, "cannot pack the request: %s",
-			    bwp_strerror(rc));
-	c->out_len += n;
 
+	out_trim(c);
+	rc = pack(c, env, &c->out, &c->out_len, &c->out_cap, &n);
+	if (rc != 0)
+		return rc;
 	write_now = (c->requests.len == 0 && (req != NULL || !c->in_callback)) ||
-		    c->out_len >= WRITE_BATCH;
+		    c->out_len + n - c->out_off >= WRITE_BATCH;
 	if (req != NULL) {
 		req->id = c->next_id++;
+		req->at = c->out_base + c->out_len;
+		req->len = n;
 		ring_push(&c->requests, req);
 	}
+	c->out_len += n;
 	if (write_now)
 		conn_flush(c);
 	return 0;
-
-nomem:
-	return fail(c, BWC_ENOMEM, "out of memory queueing a request");
 }
 
 /* ---- waiting ---------------------------------------------------------- */
 
 enum wait_for { WAIT_REPLY, WAIT_FIRE };
 
+static int resume(struct bwc_client *c, uint64_t deadline,
+		  bool interruptible);
+
+/* Whether the client is between a lost connection and its return, and
+ * may go on (not from inside dial, whose wait must not dial). */
+static bool reconnecting(const struct bwc_client *c)
+{
+	return c->down_since_ns != 0 && !c->dialing;
+}
+
 /*
  * Move bytes both ways until the waiter's reply is in (WAIT_REPLY), a fire
- * is queued (WAIT_FIRE), the connection is gone, or timeout_ns (negative:
- * none) passes.  The socket is always looked at once, so a zero timeout
- * still picks up what is already there.
+ * is queued (WAIT_FIRE), the connection is gone (and could not be
+ * resumed), or timeout_ns (negative: none) passes.  The socket is always
+ * looked at once, so a zero timeout still picks up what is already there.
  */
 static int wait_io(struct bwc_client *c, enum wait_for what,
 		   int64_t timeout_ns, bool interruptible)
 {
-	uint64_t deadline = 0;
+	uint64_t deadline = UINT64_MAX;
 	bool polled = false;
 
 	if (timeout_ns >= 0) {
@@ -1005,6 +1222,14 @@ static int wait_io(struct bwc_client *c, enum wait_for what,
 			return 0;
 		if (what == WAIT_FIRE && c->fires.len > 0)
 			return 0;
+		if (c->fd < 0 && reconnecting(c)) {
+			int rc = resume(c, deadline, interruptible);
+
+			if (rc != 0)
+				return rc;
+			polled = false;
+			continue;
+		}
 		if (c->fd < 0)
 			return c->close_status;
 		conn_flush(c);
@@ -1065,6 +1290,34 @@ static void abandon(struct bwc_client *c, uint64_t id)
 		if (r->id == id)
 			r->abandoned = true;
 	}
+	for (i = 0; i < c->replays.len; i++) {
+		struct request *r = ring_at(&c->replays, i);
+
+		if (r->id == id)
+			r->abandoned = true;
+	}
+}
+
+static const char *kind_name(enum bwc_request_kind kind)
+{
+	switch (kind) {
+	case BWC_REQUEST_SCHEDULE: return "schedule";
+	case BWC_REQUEST_CANCEL: return "cancel";
+	case BWC_REQUEST_STATS: return "stats";
+	case BWC_REQUEST_ACK: return "ack";
+	default: return "request";
+	}
+}
+
+/* The words for BWC_EUNKNOWN: which request, which key, and why. */
+static void unknown_outcome(const struct bwc_client *c,
+			    const struct request *req, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s of key %llu: the connection ended after it "
+		 "was sent and before its reply (%.200s), so it may or may "
+		 "not have taken effect; schedule it again with replace to "
+		 "be sure", kind_name(req->kind),
+		 (unsigned long long)req->key, c->lost_why);
 }
 
 /*
@@ -1102,6 +1355,12 @@ static int call(struct bwc_client *c, Bitwheel__V1__Envelope *env,
 		abandon(c, req->id);
 		return rc;
 	}
+	if (c->waiter_status == BWC_EUNKNOWN) {
+		char msg[MSG_MAX];
+
+		unknown_outcome(c, req, msg, sizeof(msg));
+		return fail(c, BWC_EUNKNOWN, "%s", msg);
+	}
 	if (c->waiter_status != 0)
 		return c->waiter_status;   /* the closer set the message */
 
@@ -1136,8 +1395,18 @@ int bwc_new(struct bwc_client **out)
 	c->max_frame = BWP_DEFAULT_MAX_FRAME;
 	c->max_payload = BWP_DEFAULT_MAX_PAYLOAD;
 	c->requests.size = sizeof(struct request);
+	c->replays.size = sizeof(struct request);
 	c->done.size = sizeof(struct done);
 	c->fires.size = sizeof(struct fire);
+	c->reconnect = true;
+	c->rc_initial_ns = BWC_DEFAULT_RECONNECT_INITIAL_NS;
+	c->rc_max_ns = BWC_DEFAULT_RECONNECT_MAX_NS;
+	c->rc_give_up_ns = BWC_DEFAULT_RECONNECT_GIVE_UP_NS;
+	/* Jitter only: clients started together should not stay in step. */
+	c->rng = (uint64_t)(uintptr_t)c ^ bwc_now_ns() ^
+		 ((uint64_t)getpid() << 32);
+	if (c->rng == 0)
+		c->rng = 1;
 	*out = c;
 	return 0;
 }
@@ -1155,6 +1424,8 @@ void bwc_free(struct bwc_client *c)
 	}
 	bwp_frame_free(c->waiter_ans.env);
 	free(c->requests.buf);
+	free(c->replays.buf);
+	free(c->rp);
 	free(c->done.buf);
 	free(c->fires.buf);
 	free(c->pay);
@@ -1173,6 +1444,53 @@ int bwc_set_timeout(struct bwc_client *c, int64_t timeout_ns)
 	if (c == NULL)
 		return BWC_EINVAL;
 	c->timeout_ns = timeout_ns < 0 ? -1 : timeout_ns;
+	return 0;
+}
+
+/* Reconnecting is over, and what waited to be sent again fails with
+ * status. */
+static void stop_reconnecting(struct bwc_client *c, int status)
+{
+	struct request req;
+
+	while (c->replays.len > 0) {
+		ring_pop(&c->replays, &req);
+		settle(c, &req, status);
+	}
+	c->rp_len = 0;
+	c->down_since_ns = 0;
+}
+
+int bwc_set_reconnect(struct bwc_client *c, bool enable)
+{
+	if (c == NULL)
+		return BWC_EINVAL;
+	c->reconnect = enable;
+	if (!enable && c->down_since_ns != 0) {
+		stop_reconnecting(c, BWC_ECLOSED);
+		c->close_status = BWC_ECLOSED;
+		memcpy(c->closed_why, c->lost_why, sizeof(c->closed_why));
+	}
+	/* Bytes kept for requests that would have gone again are dropped by
+	 * the next out_trim. */
+	return 0;
+}
+
+int bwc_set_reconnect_backoff(struct bwc_client *c, uint64_t initial_ns,
+			      uint64_t max_ns, uint64_t give_up_ns)
+{
+	if (c == NULL)
+		return BWC_EINVAL;
+	if (initial_ns == 0 || initial_ns > max_ns || give_up_ns == 0)
+		return fail(c, BWC_EINVAL,
+			    "reconnect backoff: initial %llu ns, max %llu ns, "
+			    "give up %llu ns: it needs 0 < initial <= max and a "
+			    "give-up above 0", (unsigned long long)initial_ns,
+			    (unsigned long long)max_ns,
+			    (unsigned long long)give_up_ns);
+	c->rc_initial_ns = initial_ns;
+	c->rc_max_ns = max_ns;
+	c->rc_give_up_ns = give_up_ns;
 	return 0;
 }
 
@@ -1378,16 +1696,23 @@ static int check_role(struct bwc_client *c, const char *session)
 
 void bwc_close(struct bwc_client *c)
 {
-	if (c == NULL || c->fd < 0)
+	if (c == NULL)
 		return;
 	/* Requests still queued behind outstanding ones (see submit) get
 	 * what the socket takes now, as they would have, written at once. */
-	conn_flush(c);
+	if (c->fd >= 0)
+		conn_flush(c);
 	if (c->fd >= 0) {
-		conn_close(c, BWC_ECLOSED);
+		conn_close(c, BWC_ECLOSED, false);
 		snprintf(c->closed_why, sizeof(c->closed_why),
 			 "closed by bwc_close");
+	} else if (c->down_since_ns != 0) {
+		c->close_status = BWC_ECLOSED;
+		snprintf(c->closed_why, sizeof(c->closed_why),
+			 "closed by bwc_close while reconnecting");
 	}
+	/* A close by the caller ends any reconnecting. */
+	stop_reconnecting(c, BWC_ECLOSED);
 }
 
 static void copy_limits(struct bwc_client *c, const Bitwheel__V1__Limits *l)
@@ -1418,8 +1743,8 @@ static void copy_limits(struct bwc_client *c, const Bitwheel__V1__Limits *l)
 		c->max_payload = out->max_payload_bytes;
 }
 
-/* Open the socket at c->path and say Hello with c->session. */
-static int dial(struct bwc_client *c)
+/* Open the socket at c->path and say Hello with c->session (dial). */
+static int dial_once(struct bwc_client *c)
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
 	Bitwheel__V1__Hello hello = BITWHEEL__V1__HELLO__INIT;
@@ -1471,7 +1796,6 @@ static int dial(struct bwc_client *c)
 
 	c->fd = fd;
 	c->closed_why[0] = '\0';
-	c->next_id = 1;
 	c->max_frame = BWP_DEFAULT_MAX_FRAME;
 	c->max_payload = BWP_DEFAULT_MAX_PAYLOAD;
 	memset(&c->info, 0, sizeof(c->info));
@@ -1573,10 +1897,155 @@ fail:
 	/* A failed Hello closes the connection on the daemon's side too;
 	 * the message set above stays. */
 	if (c->fd >= 0) {
-		conn_close(c, BWC_ECLOSED);
+		conn_close(c, BWC_ECLOSED, false);
 		memcpy(c->closed_why, c->errmsg, sizeof(c->closed_why));
 	}
 	return rc;
+}
+
+/* dial_once, marked: a connection lost during the Hello is the Hello's
+ * failure, never one to resume (no dialing from inside a dial). */
+static int dial(struct bwc_client *c)
+{
+	int rc;
+
+	c->dialing = true;
+	rc = dial_once(c);
+	c->dialing = false;
+	return rc;
+}
+
+/* Whether a failed attempt to resume is worth another: the daemon is
+ * away, stopping, or short of something for now. */
+static bool worth_retrying(const struct bwc_client *c, int rc)
+{
+	if (rc == BWC_EUNREACHABLE || rc == BWC_ECLOSED || rc == BWC_ETIMEDOUT)
+		return true;
+	if (rc != BWC_ESERVER)
+		return false;
+	switch (c->server_error) {
+	case BWC_SERVER_SHUTTING_DOWN:
+	case BWC_SERVER_TOO_MANY_CLIENTS:
+	case BWC_SERVER_NO_MEMORY:
+	case BWC_SERVER_STORAGE_UNAVAILABLE:
+	case BWC_SERVER_INTERNAL:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Reconnecting ends with rc: what waited fails with it, and so do later
+ * calls until a new connect (not_connected). */
+static int give_up(struct bwc_client *c, int rc)
+{
+	char last[MSG_MAX], tbuf[32];
+	int server = c->server_error;
+
+	memcpy(last, c->errmsg, sizeof(last));
+	if (rc == BWC_EGAVEUP)
+		fail(c, rc, "gave up reconnecting to %s after %s and %u "
+		     "attempts (the connection ended: %.160s); the last "
+		     "attempt: %.200s", c->path,
+		     seconds((int64_t)(bwc_now_ns() - c->down_since_ns), tbuf,
+			     sizeof(tbuf)), c->rc_attempts, c->lost_why, last);
+	else
+		fail(c, rc, "cannot reconnect to %s (the connection ended: "
+		     "%.160s): %.240s", c->path, c->lost_why, last);
+	c->server_error = rc == BWC_ESERVER ? server : BWC_SERVER_UNSPECIFIED;
+	c->close_status = rc;
+	memcpy(c->closed_why, c->errmsg, sizeof(c->closed_why));
+	stop_reconnecting(c, rc);
+	return rc;
+}
+
+/* The connection is back: the requests that waited go out first, in
+ * order, as packed (request ids are the client's own: the daemon does
+ * not mind old ones).  The Hello was the only request, answered, so out
+ * holds only its written bytes and requests is empty: the buffers and
+ * rings trade places again, allocating nothing. */
+static void replay(struct bwc_client *c)
+{
+	struct ring spare = c->requests;
+	uint8_t *buf = c->out;
+	size_t cap = c->out_cap;
+
+	c->out_base += c->out_len;
+	c->requests = c->replays;
+	c->replays = spare;
+	c->out = c->rp;
+	c->out_cap = c->rp_cap;
+	c->out_len = c->rp_len;
+	c->out_off = 0;
+	c->rp = buf;
+	c->rp_cap = cap;
+	c->rp_len = 0;
+	for (size_t i = 0; i < c->requests.len; i++)
+		((struct request *)ring_at(&c->requests, i))->at += c->out_base;
+	conn_flush(c);
+}
+
+/*
+ * Reconnecting (the top of bitwheel-client.h): attempts at rc_next_ns,
+ * backing off, until the session is back (0), deadline passes
+ * (BWC_ETIMEDOUT: the state stays for the next call), give-up time
+ * passes (BWC_EGAVEUP), or an attempt fails in a way that waiting does
+ * not cure (its error).  Each attempt's Hello waits the client's timeout
+ * at most, cut at the deadline and at the give-up time.
+ */
+static int resume(struct bwc_client *c, uint64_t deadline, bool interruptible)
+{
+	uint64_t give_up_at = c->rc_give_up_ns > UINT64_MAX - c->down_since_ns ?
+			      UINT64_MAX : c->down_since_ns + c->rc_give_up_ns;
+	int64_t timeout = c->timeout_ns;
+	int rc;
+
+	for (;;) {
+		uint64_t now = bwc_now_ns(), wait;
+		uint64_t at = c->rc_next_ns < give_up_at ? c->rc_next_ns
+							 : give_up_at;
+
+		if (now >= give_up_at && c->rc_attempts > 0)
+			return give_up(c, BWC_EGAVEUP);
+		if (now < at) {
+			struct timespec ts;
+			uint64_t until = at < deadline ? at : deadline;
+
+			if (deadline <= now)
+				return BWC_ETIMEDOUT;
+			ts.tv_sec = (time_t)(until / 1000000000u);
+			ts.tv_nsec = (long)(until % 1000000000u);
+			if (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts,
+					    NULL) == EINTR && interruptible)
+				return BWC_EINTR;
+			continue;
+		}
+		if (deadline <= now)
+			return BWC_ETIMEDOUT;
+		wait = give_up_at - now < deadline - now ? give_up_at - now
+							 : deadline - now;
+		if (timeout >= 0 && (uint64_t)timeout < wait)
+			wait = (uint64_t)timeout;
+		if (wait < 1000000)
+			wait = 1000000;     /* the last attempt gets a chance */
+		c->timeout_ns = wait > INT64_MAX ? -1 : (int64_t)wait;
+		c->rc_attempts++;
+		rc = dial(c);
+		c->timeout_ns = timeout;
+		/* The Hello's answer was dial's, not the caller's. */
+		c->waiter_done = false;
+		c->waiter_status = 0;
+		if (rc == 0)
+			break;
+		if (!worth_retrying(c, rc))
+			return give_up(c, rc);
+		c->rc_next_ns = bwc_now_ns() + backoff(c);
+		if (rc == BWC_ETIMEDOUT && bwc_now_ns() >= deadline)
+			return BWC_ETIMEDOUT;
+	}
+	c->down_since_ns = 0;
+	replay(c);
+	return 0;
 }
 
 int bwc_connect(struct bwc_client *c, const char *path, const char *session)
@@ -1618,6 +2087,8 @@ int bwc_connect(struct bwc_client *c, const char *path, const char *session)
 	free(c->session);
 	c->path = npath;
 	c->session = nsession;
+	/* A connect of the caller's ends any reconnecting. */
+	stop_reconnecting(c, BWC_ECLOSED);
 	rc = dial(c);
 	return rc;
 
@@ -1723,6 +2194,10 @@ static int build_schedule(struct bwc_client *c, const struct bwc_timer *t,
 
 	req->kind = BWC_REQUEST_SCHEDULE;
 	req->key = t->key;
+	/* Repeating one with replace re-arms the same timer; one without
+	 * could find its own first attempt there (DUPLICATE_KEY) or arm a
+	 * key the caller has since seen fire. */
+	req->repeat = t->replace ? REPEAT_ALWAYS : REPEAT_UNSENT;
 	req->reply_case = BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY;
 	return 0;
 }
@@ -1737,6 +2212,7 @@ static void build_cancel(uint64_t key, Bitwheel__V1__Envelope *env,
 	env->cancel = cn;
 	req->kind = BWC_REQUEST_CANCEL;
 	req->key = key;
+	req->repeat = REPEAT_ALWAYS;
 	req->reply_case = BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY;
 }
 
@@ -1747,6 +2223,7 @@ static void build_stats(Bitwheel__V1__Envelope *env, Bitwheel__V1__Stats *st,
 	env->body_case = BITWHEEL__V1__ENVELOPE__BODY_STATS;
 	env->stats = st;
 	req->kind = BWC_REQUEST_STATS;
+	req->repeat = REPEAT_ALWAYS;
 	req->reply_case = BITWHEEL__V1__ENVELOPE__BODY_STATS_REPLY;
 }
 
@@ -2131,6 +2608,7 @@ static int list_page(struct bwc_client *c, struct listing *l, uint64_t *cursor)
 	int rc;
 
 	env.body_case = l->body;
+	req.repeat = *cursor == 0 ? REPEAT_ALWAYS : REPEAT_NEVER;
 	if (l->body == BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS) {
 		ls.has_owner_uid = l->owner_uid != BWC_ANY_UID;
 		ls.owner_uid = (uint32_t)l->owner_uid;
@@ -2201,14 +2679,26 @@ static int list_all(struct bwc_client *c, struct listing *l, size_t *n,
 	    (l->owner_uid < 0 || l->owner_uid > (int64_t)UINT32_MAX))
 		return fail(c, BWC_EINVAL, "listing: uid %lld is not a uid",
 			    (long long)l->owner_uid);
-	if (c->fd < 0)
+	if (c->fd < 0 && !reconnecting(c))
 		return not_connected(c);
 	*n = 0;
-	do {
+	for (unsigned restarts = 0;;) {
 		rc = list_page(c, l, &cursor);
+		/* A later page's cursor was the lost connection's: the
+		 * listing starts over on the new one (a few times at most:
+		 * a daemon that keeps going away ends it). */
+		if (rc == BWC_ECLOSED && cursor != 0 && reconnecting(c) &&
+		    restarts++ < 3) {
+			cursor = 0;
+			l->n = 0;
+			memset(&l->info, 0, sizeof(l->info));
+			continue;
+		}
 		if (rc != 0)
 			return rc;
-	} while (cursor != 0 && l->n < l->max);
+		if (cursor == 0 || l->n >= l->max)
+			break;
+	}
 	*n = l->n;
 	if (info != NULL)
 		*info = l->info;
@@ -2251,12 +2741,16 @@ int bwc_list_timers(struct bwc_client *c, const char *session,
 static int send_async(struct bwc_client *c, Bitwheel__V1__Envelope *env,
 		      struct request *req, bwc_reply_fn cb, void *arg)
 {
-	if (c->fd < 0)
+	/* Unwritten: what waits for the socket, or while reconnecting for
+	 * the connection. */
+	size_t unwritten = c->fd >= 0 ? c->out_len - c->out_off : c->rp_len;
+
+	if (c->fd < 0 && !reconnecting(c))
 		return not_connected(c);
-	if (c->out_len - c->out_off > OUTPUT_LIMIT)
+	if (unwritten > OUTPUT_LIMIT)
 		return fail(c, BWC_EAGAIN,
 			    "%zu bytes of requests not yet written to %s",
-			    c->out_len - c->out_off, c->path);
+			    unwritten, c->path);
 	req->cb = cb;
 	req->arg = arg;
 	req->waiter = false;
@@ -2323,6 +2817,10 @@ static int producer_has_no_fires(struct bwc_client *c, const char *what)
 		    what, c->session ? c->session : "");
 }
 
+/* build_ack: the fire came on a lost connection, and the client
+ * reconnects by itself: nothing to send. */
+#define ACK_NOTHING 1
+
 /* The checks bwc_ack and bwc_send_ack share, and the Ack, in caller
  * storage. */
 static int build_ack(struct bwc_client *c, const struct bwc_fire *fire,
@@ -2335,6 +2833,12 @@ static int build_ack(struct bwc_client *c, const struct bwc_fire *fire,
 		return fail(c, BWC_EINVAL,
 			    "not a fire this client handed out (connection "
 			    "%llu)", (unsigned long long)fire->connection);
+	/* Reconnecting by itself, the client does not trouble the caller
+	 * with a fire of a lost connection: the daemon took it back, and
+	 * the ack completes nothing, as after an ack timeout. */
+	if (c->reconnect && (fire->connection != c->conn_seq || c->fd < 0) &&
+	    (c->fd >= 0 || reconnecting(c)))
+		return ACK_NOTHING;
 	if (c->fd < 0)
 		return not_connected(c);
 	if (fire->connection != c->conn_seq)
@@ -2384,6 +2888,11 @@ int bwc_ack(struct bwc_client *c, const struct bwc_fire *fire,
 			    "bwc_ack from inside a bwc_dispatch callback (use "
 			    "bwc_send_ack)");
 	rc = build_ack(c, fire, cumulative, &env, &a);
+	if (rc == ACK_NOTHING) {
+		if (acked != NULL)
+			*acked = 0;
+		return 0;
+	}
 	if (rc != 0)
 		return rc;
 	req.key = fire->key;
@@ -2408,6 +2917,8 @@ int bwc_send_ack(struct bwc_client *c, const struct bwc_fire *fire,
 	if (c == NULL)
 		return BWC_EINVAL;
 	rc = build_ack(c, fire, cumulative, &env, &a);
+	if (rc == ACK_NOTHING)
+		return 0;
 	if (rc != 0)
 		return rc;
 	if (c->out_len - c->out_off > OUTPUT_LIMIT)
@@ -2460,7 +2971,7 @@ int bwc_wait_fire(struct bwc_client *c, int64_t timeout_ns,
 		return fail(c, BWC_EBUSY,
 			    "bwc_wait_fire from inside a bwc_dispatch callback");
 	if (c->fires.len == 0) {
-		if (c->fd < 0)
+		if (c->fd < 0 && !reconnecting(c))
 			return not_connected(c);
 		if (c->conn_role == BWC_ROLE_PRODUCER)
 			return producer_has_no_fires(c, "bwc_wait_fire");
@@ -2484,13 +2995,17 @@ static void deliver_reply(struct bwc_client *c, struct done *d)
 	struct bwc_reply r;
 	struct bwc_stats st;
 	const Bitwheel__V1__Envelope *env = d->ans.env;
+	char msg[MSG_MAX];
 
 	memset(&r, 0, sizeof(r));
 	r.request = d->req.kind;
 	r.key = d->req.key;
 	r.status = d->status;
 	r.message = "";
-	if (d->status == BWC_ESERVER) {
+	if (d->status == BWC_EUNKNOWN) {
+		unknown_outcome(c, &d->req, msg, sizeof(msg));
+		r.message = msg;
+	} else if (d->status == BWC_ESERVER) {
 		r.server_error = env->error->has_code ? (int)env->error->code
 						      : 0;
 		if (env->error->message)
@@ -2515,25 +3030,13 @@ static void deliver_reply(struct bwc_client *c, struct done *d)
 	d->req.cb(c, &r, d->req.arg);
 }
 
-int bwc_dispatch(struct bwc_client *c)
+/* Replies and (with a handler) fires, merged back into the order they
+ * arrived in, then what the callbacks sent, in one write.  0 or
+ * BWC_ENOMEM (a fire could not be handed out). */
+static int run_callbacks(struct bwc_client *c)
 {
-	bool was_open, flushed = false;
-	int rc = 0;
+	bool flushed = false;
 
-	if (c == NULL)
-		return BWC_EINVAL;
-	if (c->in_callback)
-		return fail(c, BWC_EBUSY,
-			    "bwc_dispatch from inside a bwc_dispatch callback");
-	was_open = c->fd >= 0;
-	if (was_open) {
-		conn_flush(c);
-		if (c->fd >= 0)
-			rc = conn_read(c);   /* only BWC_ENOMEM */
-	}
-
-	/* Replies and (with a handler) fires, merged back into the order
-	 * they arrived in. */
 	for (;;) {
 		struct done *dn = c->done.len ? ring_at(&c->done, 0) : NULL;
 		struct fire *fn = c->on_fire && c->fires.len ?
@@ -2544,7 +3047,7 @@ int bwc_dispatch(struct bwc_client *c)
 			 * (see submit).  Should that close the connection,
 			 * the requests it fails are delivered too. */
 			if (flushed || c->fd < 0)
-				break;
+				return 0;
 			conn_flush(c);
 			flushed = true;
 			continue;
@@ -2563,14 +3066,41 @@ int bwc_dispatch(struct bwc_client *c)
 
 			/* lent: the callbacks may read (a failed send reads
 			 * the daemon's last words), moving the queue. */
-			if (fire_take(c, &c->lent, &c->lent_cap, &bf) != 0) {
-				rc = BWC_ENOMEM;
-				break;
-			}
+			if (fire_take(c, &c->lent, &c->lent_cap, &bf) != 0)
+				return BWC_ENOMEM;
 			c->in_callback = true;
 			c->on_fire(c, &bf, c->on_fire_arg);
 			c->in_callback = false;
 		}
+	}
+}
+
+int bwc_dispatch(struct bwc_client *c)
+{
+	bool was_open;
+	int rc = 0, rrc;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	if (c->in_callback)
+		return fail(c, BWC_EBUSY,
+			    "bwc_dispatch from inside a bwc_dispatch callback");
+	was_open = c->fd >= 0;
+	if (was_open) {
+		conn_flush(c);
+		if (c->fd >= 0)
+			rc = conn_read(c);   /* only BWC_ENOMEM */
+	}
+	if (run_callbacks(c) != 0)
+		rc = BWC_ENOMEM;
+	/* The connection was lost: back in place (blocking, the give-up
+	 * time at most), then the fires that came after the Hello, and the
+	 * callbacks of what failed if reconnecting did. */
+	if (rc == 0 && c->fd < 0 && reconnecting(c)) {
+		rrc = resume(c, UINT64_MAX, false);
+		rc = run_callbacks(c);
+		if (rrc != 0)
+			return rrc;
 	}
 
 	if (rc != 0)

@@ -859,6 +859,9 @@ START_TEST(test_nonblocking_closed)
 	memset(s, 0, sizeof(s));
 	du_daemon_start(d, NULL);
 	c = connect_to(d, NULL);
+	/* The behaviour without reconnecting (an anonymous session's, with
+	 * it: test_reconnect_anonymous). */
+	CK_BWC(c, bwc_set_reconnect(c, false));
 	ck_assert(kill(d->pid, SIGSTOP) == 0);
 	for (int i = 0; i < 3; i++)
 		ck_assert_int_eq(bwc_send_stats(c, err_reply, &s[i]), 0);
@@ -1104,6 +1107,8 @@ START_TEST(test_shutting_down)
 
 	du_daemon_start(d, NULL);
 	c = connect_to(d, NULL);
+	/* What a caller that reconnects by hand sees (the header's recipe). */
+	CK_BWC(c, bwc_set_reconnect(c, false));
 	ck_assert(kill(d->pid, SIGTERM) == 0);
 	rc = bwc_wait_fire(c, (int64_t)DU_WAIT_MS * (int64_t)DU_MS, &f);
 	ck_assert_msg(rc == BWC_ESERVER, "wait_fire while the daemon stops: %d (%s)", rc,
@@ -1345,6 +1350,9 @@ START_TEST(test_stale_after_reconnect)
 
 	du_daemon_start(d, NULL);
 	k = attach(d, "e2e-stale", BWC_ROLE_CONSUMER, 0);
+	/* BWC_ESTALE is for callers that reconnect by hand; reconnecting by
+	 * itself the client drops such acks (test_reconnect_consumer). */
+	CK_BWC(k, bwc_set_reconnect(k, false));
 	t0 = bwc_now_ns();
 	for (uint64_t i = 1; i <= 3; i++) {
 		struct bwc_timer t = { .key = i, .absolute = true,
@@ -1955,6 +1963,8 @@ START_TEST(test_reconnect_restart)
 
 	du_daemon_start(d, NULL);
 	c = new_client();
+	/* bwc_reconnect by hand, as before the client did it by itself. */
+	CK_BWC(c, bwc_set_reconnect(c, false));
 	CK_BWC(c, bwc_set_role(c, BWC_ROLE_CONSUMER));
 	CK_BWC(c, bwc_set_ack_mode(c, BWC_ACK_AUTO));
 	CK_BWC(c, bwc_connect(c, d->sock, "e2e-restart"));
@@ -2287,6 +2297,7 @@ START_TEST(test_no_sigpipe)
 	signal(SIGPIPE, SIG_DFL);
 	du_daemon_start(d, NULL);
 	c = connect_to(d, NULL);
+	CK_BWC(c, bwc_set_reconnect(c, false));
 	CK_BWC(c, bwc_stats(c, &st));
 	du_daemon_kill(d);
 	/* The first, non-blocking: queued, its write fails; the callback
