@@ -2611,6 +2611,475 @@ START_TEST(test_list_timers)
 }
 END_TEST
 
+/* ======================================================================
+ * reconnect
+ * ====================================================================== */
+
+/* The daemon with a state directory in its scratch directory: a restart
+ * keeps named sessions, their timers and queues. */
+static void start_with_state(struct du_daemon *d)
+{
+	char dir[160];
+
+	snprintf(dir, sizeof(dir), "%s/state", d->dir);
+	du_daemon_start(d, "--state-dir", dir, (const char *)NULL);
+}
+
+/* Read fd into buf[*len, cap) until *len >= want, EOF or deadline;
+ * returns false at EOF. */
+static bool pipe_read(int fd, void *buf, size_t *len, size_t cap, size_t want,
+		      uint64_t deadline)
+{
+	while (*len < want) {
+		struct pollfd pf = { fd, POLLIN, 0 };
+		ssize_t n;
+
+		ck_assert_msg(du_now_ns() < deadline, "pipe: %zu of %zu bytes by the deadline",
+			      *len, want);
+		if (poll(&pf, 1, 50) <= 0)
+			continue;
+		n = read(fd, (uint8_t *)buf + *len, cap - *len);
+		if (n == 0)
+			return false;
+		ck_assert_msg(n > 0 || errno == EINTR, "pipe: %s", strerror(errno));
+		if (n > 0)
+			*len += (size_t)n;
+	}
+	return true;
+}
+
+/* A child's exit status by the deadline (it is killed after). */
+static int child_status(pid_t pid, uint64_t deadline)
+{
+	int status;
+
+	while (waitpid(pid, &status, WNOHANG) == 0) {
+		if (du_now_ns() >= deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			ck_abort_msg("child %ld did not exit in time", (long)pid);
+		}
+		du_sleep_ms(10);
+	}
+	return status;
+}
+
+#define RIDE_KEYS 150
+#define RIDE_SESSION "e2e-ride"
+
+/* In a child: a client of the ride session in role, with the library's
+ * defaults otherwise (reconnecting included), or exit 2. */
+static struct bwc_client *ride_client(const char *sock, enum bwc_role role)
+{
+	struct bwc_client *c = NULL;
+
+	if (bwc_new(&c) != 0 || bwc_set_role(c, role) != 0 ||
+	    bwc_connect(c, sock, RIDE_SESSION) != 0) {
+		fprintf(stderr, "ride: connect: %s\n", bwc_errmsg(c));
+		_exit(2);
+	}
+	return c;
+}
+
+/* test_reconnect_ride's producer: keys 0 to RIDE_KEYS - 1, one every 4
+ * ms, each due 30 ms later; each key whose Schedule returned 0 goes to
+ * fd.  Exits 1 if any call failed. */
+static void ride_producer(const char *sock, int fd)
+{
+	struct bwc_client *c = ride_client(sock, BWC_ROLE_PRODUCER);
+
+	for (uint64_t k = 0; k < RIDE_KEYS; k++) {
+		struct bwc_timer t = { .key = k, .when_ns = 30 * DU_MS };
+		int rc = bwc_schedule(c, &t, NULL);
+
+		if (rc != 0) {
+			fprintf(stderr, "ride producer: schedule %" PRIu64 ": %s (%d)\n",
+				k, bwc_errmsg(c), rc);
+			_exit(1);
+		}
+		if (write(fd, &k, sizeof(k)) != (ssize_t)sizeof(k))
+			_exit(3);
+		du_sleep_ms(4);
+	}
+	bwc_free(c);
+	_exit(0);
+}
+
+/* test_reconnect_ride's consumer: every fire as {key, connection} to fd,
+ * acknowledged (odd keys blocking, even ones without reply), until it has
+ * seen every key or the deadline.  Exits 1 if any call failed. */
+static void ride_consumer(const char *sock, int fd, uint64_t deadline)
+{
+	struct bwc_client *c = ride_client(sock, BWC_ROLE_CONSUMER);
+	static bool seen[RIDE_KEYS];
+	unsigned distinct = 0;
+
+	while (distinct < RIDE_KEYS && du_now_ns() < deadline) {
+		struct bwc_fire f;
+		uint64_t rec[2];
+		int rc = bwc_wait_fire(c, 100 * (int64_t)DU_MS, &f);
+
+		if (rc == BWC_ETIMEDOUT)
+			continue;
+		if (rc != 0) {
+			fprintf(stderr, "ride consumer: wait_fire: %s (%d)\n", bwc_errmsg(c), rc);
+			_exit(1);
+		}
+		rec[0] = f.key;
+		rec[1] = f.connection;
+		if (write(fd, rec, sizeof(rec)) != (ssize_t)sizeof(rec))
+			_exit(3);
+		if (f.key < RIDE_KEYS && !seen[f.key]) {
+			seen[f.key] = true;
+			distinct++;
+		}
+		rc = f.key % 2 ? bwc_ack(c, &f, false, NULL) : bwc_send_ack(c, &f, false);
+		if (rc != 0) {
+			fprintf(stderr, "ride consumer: ack of key %" PRIu64 ": %s (%d)\n",
+				f.key, bwc_errmsg(c), rc);
+			_exit(1);
+		}
+	}
+	bwc_free(c);
+	_exit(0);
+}
+
+/*
+ * The daemon stopped (SIGTERM) and started again on its state directory
+ * while a producer schedules and a consumer consumes, both with the
+ * library's defaults and no code to reconnect: no call fails, and every
+ * key whose Schedule returned 0 reaches the consumer.
+ */
+START_TEST(test_reconnect_ride)
+{
+	struct du_daemon *d = du_daemon_new();
+	static uint64_t produced[RIDE_KEYS + 1], consumed[4 * RIDE_KEYS][2];
+	size_t plen = 0, clen = 0, before;
+	uint64_t deadline, max_conn = 0;
+	int pp[2], cp[2], status;
+	pid_t prod, cons;
+
+	start_with_state(d);
+	ck_assert(pipe(pp) == 0 && pipe(cp) == 0);
+	deadline = du_now_ns() + 2 * (uint64_t)DU_WAIT_MS * DU_MS;
+	cons = fork();
+	ck_assert(cons >= 0);
+	if (cons == 0) {
+		close(pp[0]);
+		close(pp[1]);
+		close(cp[0]);
+		ride_consumer(d->sock, cp[1], deadline);
+	}
+	prod = fork();
+	ck_assert(prod >= 0);
+	if (prod == 0) {
+		close(cp[0]);
+		close(cp[1]);
+		close(pp[0]);
+		ride_producer(d->sock, pp[1]);
+	}
+	close(pp[1]);
+	close(cp[1]);
+
+	/* Mid-stream: a fifth of the keys scheduled. */
+	pipe_read(pp[0], produced, &plen, sizeof(produced),
+		  RIDE_KEYS / 5 * sizeof(uint64_t), deadline);
+	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	before = plen / sizeof(uint64_t);
+	start_with_state(d);
+
+	while (pipe_read(pp[0], produced, &plen, sizeof(produced), sizeof(produced), deadline))
+		;
+	while (pipe_read(cp[0], consumed, &clen, sizeof(consumed), sizeof(consumed), deadline))
+		;
+	close(pp[0]);
+	close(cp[0]);
+	status = child_status(prod, deadline);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the producer failed (status %#x; its stderr says why)", status);
+	status = child_status(cons, deadline);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the consumer failed (status %#x; its stderr says why)", status);
+
+	ck_assert_msg(before < RIDE_KEYS, "the producer was done before the restart");
+	ck_assert_uint_eq(plen, RIDE_KEYS * sizeof(uint64_t));
+	for (size_t i = 0; i < clen / sizeof(consumed[0]); i++)
+		if (consumed[i][1] > max_conn)
+			max_conn = consumed[i][1];
+	ck_assert_msg(max_conn >= 2, "no fire came on a second connection");
+	for (size_t i = 0; i < RIDE_KEYS; i++) {
+		bool found = false;
+
+		for (size_t j = 0; j < clen / sizeof(consumed[0]) && !found; j++)
+			found = consumed[j][0] == produced[i];
+		ck_assert_msg(found, "key %" PRIu64 " was acknowledged but never fired "
+			      "(%zu fires in all)", produced[i], clen / sizeof(consumed[0]));
+	}
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A manual-ack consumer across a restart: the ack of a fire from the old
+ * connection completes nothing and is not sent; the fire comes again,
+ * marked, on the new connection, where acks work. */
+START_TEST(test_reconnect_consumer)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *k;
+	struct bwc_fire first, f;
+	uint64_t acked = 99;
+	bool again = false;
+
+	start_with_state(d);
+	k = attach(d, "e2e-rconsumer", BWC_ROLE_CONSUMER, 0);
+	for (uint64_t i = 1; i <= 3; i++) {
+		struct bwc_timer t = { .key = i, .when_ns = i * 10 * DU_MS };
+
+		CK_BWC(k, bwc_schedule(k, &t, NULL));
+	}
+	CK_BWC(k, bwc_wait_fire(k, 2 * (int64_t)DU_S, &first));
+	ck_assert_uint_eq(first.key, 1);
+	ck_assert_uint_eq(first.connection, 1);
+	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	start_with_state(d);
+
+	/* Found out here or by the wait below: either way nothing fails. */
+	CK_BWC(k, bwc_ack(k, &first, false, &acked));
+	ck_assert_uint_eq(acked, 0);
+	CK_BWC(k, bwc_send_ack(k, &first, false));
+	for (int n = 0; n < 3; n++) {
+		CK_BWC(k, bwc_wait_fire(k, (int64_t)DU_WAIT_MS * (int64_t)DU_MS, &f));
+		ck_assert_uint_eq(f.connection, 2);
+		if (f.key == 1) {
+			ck_assert(f.redelivered);
+			again = true;
+		}
+		CK_BWC(k, bwc_ack(k, &f, false, &acked));
+		ck_assert_uint_eq(acked, 1);
+	}
+	ck_assert_msg(again, "key 1, never acknowledged, did not come again");
+	bwc_free(k);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* The daemon never comes back: the call returns BWC_EGAVEUP once the
+ * give-up time has passed since the loss, and so do later calls. */
+START_TEST(test_reconnect_give_up)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c = new_client();
+	struct bwc_timer t = { .key = 1, .when_ns = DU_S };
+	struct bwc_stats st;
+	uint64_t t0, took;
+	int rc;
+
+	du_daemon_start(d, NULL);
+	ck_assert_int_eq(bwc_set_reconnect_backoff(c, 0, DU_S, DU_S), BWC_EINVAL);
+	ck_assert_int_eq(bwc_set_reconnect_backoff(c, 2 * DU_S, DU_S, DU_S), BWC_EINVAL);
+	ck_assert_int_eq(bwc_set_reconnect_backoff(c, DU_MS, DU_S, 0), BWC_EINVAL);
+	CK_BWC(c, bwc_set_reconnect_backoff(c, 10 * DU_MS, 100 * DU_MS, 500 * DU_MS));
+	CK_BWC(c, bwc_set_role(c, BWC_ROLE_PRODUCER));
+	CK_BWC(c, bwc_connect(c, d->sock, "e2e-giveup"));
+	CK_BWC(c, bwc_schedule(c, &t, NULL));
+	du_daemon_kill(d);
+
+	t0 = du_now_ns();
+	t.key = 2;
+	rc = bwc_schedule(c, &t, NULL);
+	took = du_now_ns() - t0;
+	ck_assert_msg(rc == BWC_EGAVEUP, "schedule with the daemon gone: %d (%s)", rc,
+		      bwc_errmsg(c));
+	ck_assert_msg(strstr(bwc_errmsg(c), "gave up") && strstr(bwc_errmsg(c), d->sock),
+		      "message: %s", bwc_errmsg(c));
+	ck_assert_msg(took >= 500 * DU_MS && took < 500 * DU_MS + du_margin_ns() + DU_S,
+		      "gave up after %" PRIu64 " ms, not 500", took / DU_MS);
+	/* Later calls say so at once; the client stays closed. */
+	t0 = du_now_ns();
+	ck_assert_int_eq(bwc_stats(c, &st), BWC_EGAVEUP);
+	ck_assert_uint_lt(du_now_ns() - t0, 100 * DU_MS);
+	ck_assert_int_eq(bwc_fd(c), -1);
+	/* bwc_reconnect is the way back. */
+	du_daemon_start(d, NULL);
+	ck_assert_int_eq(bwc_stats(c, &st), BWC_EGAVEUP);
+	CK_BWC(c, bwc_reconnect(c));
+	CK_BWC(c, bwc_stats(c, &st));
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* An anonymous session cannot be resumed: BWC_EANONYMOUS, whether the
+ * daemon stops (SHUTTING_DOWN) or dies (EOF), and no reconnecting. */
+START_TEST(test_reconnect_anonymous)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c, *c2;
+	struct bwc_stats st;
+	struct bwc_fire f;
+	int rc;
+
+	du_daemon_start(d, NULL);
+	c = connect_to(d, NULL);
+	ck_assert(kill(d->pid, SIGTERM) == 0);
+	rc = bwc_wait_fire(c, (int64_t)DU_WAIT_MS * (int64_t)DU_MS, &f);
+	ck_assert_msg(rc == BWC_EANONYMOUS, "wait_fire while the daemon stops: %d (%s)", rc,
+		      bwc_errmsg(c));
+	ck_assert_msg(strstr(bwc_errmsg(c), "anonymous") && strstr(bwc_errmsg(c), "SHUTTING_DOWN"),
+		      "message: %s", bwc_errmsg(c));
+	ck_assert_int_eq(bwc_server_error(c), BWC_SERVER_SHUTTING_DOWN);
+	du_assert_exit(d, du_daemon_stop(d, 0, DU_WAIT_MS), 0);
+	du_daemon_start(d, NULL);
+	/* No reconnecting by itself: the session is gone. */
+	ck_assert_int_eq(bwc_stats(c, &st), BWC_EANONYMOUS);
+	ck_assert_int_eq(bwc_fd(c), -1);
+	CK_BWC(c, bwc_reconnect(c));
+	CK_BWC(c, bwc_stats(c, &st));
+
+	c2 = connect_to(d, NULL);
+	du_daemon_kill(d);
+	rc = bwc_stats(c2, &st);
+	ck_assert_msg(rc == BWC_EANONYMOUS, "stats after the daemon died: %d (%s)", rc,
+		      bwc_errmsg(c2));
+	bwc_free(c);
+	bwc_free(c2);
+	du_daemon_free(d);
+}
+END_TEST
+
+struct kill_later {
+	pid_t pid;
+	unsigned ms;
+};
+
+static void *kill_later(void *arg)
+{
+	const struct kill_later *k = arg;
+
+	du_sleep_ms(k->ms);
+	kill(k->pid, SIGKILL);
+	return NULL;
+}
+
+/*
+ * A Schedule without replace written whole, then the connection ends
+ * without SHUTTING_DOWN (the daemon killed): BWC_EUNKNOWN naming the key,
+ * blocking and not.  What is safe goes again on the new connection by
+ * itself: a Schedule with replace, a Cancel, and a Schedule never
+ * written.
+ */
+START_TEST(test_reconnect_unknown)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c = new_client();
+	struct kill_later kl;
+	struct err_seen s[4];
+	pthread_t th;
+	bool pending;
+	uint64_t deadline;
+	int rc;
+
+	du_daemon_start(d, NULL);
+	CK_BWC(c, bwc_set_reconnect_backoff(c, 10 * DU_MS, 100 * DU_MS, (uint64_t)DU_WAIT_MS * DU_MS));
+	CK_BWC(c, bwc_set_role(c, BWC_ROLE_PRODUCER));
+	CK_BWC(c, bwc_connect(c, d->sock, "e2e-unknown"));
+
+	/* Blocking: the daemon stopped reads nothing, then dies. */
+	ck_assert(kill(d->pid, SIGSTOP) == 0);
+	kl = (struct kill_later){ .pid = d->pid, .ms = 200 };
+	ck_assert_int_eq(pthread_create(&th, NULL, kill_later, &kl), 0);
+	{
+		struct bwc_timer t = { .key = 42, .when_ns = 3600 * DU_S };
+
+		rc = bwc_schedule(c, &t, NULL);
+	}
+	pthread_join(th, NULL);
+	ck_assert_msg(rc == BWC_EUNKNOWN, "schedule cut off: %d (%s)", rc, bwc_errmsg(c));
+	ck_assert_msg(strstr(bwc_errmsg(c), "key 42") &&
+		      strstr(bwc_errmsg(c), "may or may not"), "message: %s", bwc_errmsg(c));
+	du_daemon_kill(d);
+	du_daemon_start(d, NULL);
+	/* The next call reconnects by itself. */
+	CK_BWC(c, bwc_cancel(c, 42, &pending));
+	ck_assert(!pending);
+
+	/* Non-blocking: 43 (replace) and 42 written, 45 and the cancel of 44
+	 * not yet. */
+	memset(s, 0, sizeof(s));
+	ck_assert(kill(d->pid, SIGSTOP) == 0);
+	{
+		struct bwc_timer t43 = { .key = 43, .when_ns = 3600 * DU_S, .replace = true };
+		struct bwc_timer t42 = { .key = 42, .when_ns = 3600 * DU_S };
+		struct bwc_timer t45 = { .key = 45, .when_ns = 3600 * DU_S };
+
+		CK_BWC(c, bwc_send_schedule(c, &t43, err_reply, &s[0]));
+		CK_BWC(c, bwc_send_schedule(c, &t42, err_reply, &s[1]));
+		CK_BWC(c, bwc_dispatch(c));
+		ck_assert_int_eq(bwc_poll_events(c) & POLLOUT, 0);
+		CK_BWC(c, bwc_send_schedule(c, &t45, err_reply, &s[2]));
+		CK_BWC(c, bwc_send_cancel(c, 44, err_reply, &s[3]));
+	}
+	du_daemon_kill(d);
+	du_daemon_start(d, NULL);
+	deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
+	while (s[0].calls + s[1].calls + s[2].calls + s[3].calls < 4) {
+		struct pollfd pf = { bwc_fd(c), bwc_poll_events(c), 0 };
+
+		ck_assert_msg(du_now_ns() < deadline, "callbacks never ran");
+		if (pf.fd >= 0)
+			poll(&pf, 1, 50);
+		rc = bwc_dispatch(c);
+		ck_assert_msg(rc == 0, "bwc_dispatch: %d (%s)", rc, bwc_errmsg(c));
+	}
+	ck_assert_msg(s[0].status == 0, "schedule 43 (replace): %d", s[0].status);
+	ck_assert_msg(s[1].status == BWC_EUNKNOWN && strstr(s[1].message, "key 42"),
+		      "schedule 42: %d (%s)", s[1].status, s[1].message);
+	ck_assert_msg(s[2].status == 0, "schedule 45 (never written): %d", s[2].status);
+	ck_assert_msg(s[3].status == 0 && !s[3].pending, "cancel 44: %d", s[3].status);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(s[i].calls, 1);
+	CK_BWC(c, bwc_cancel(c, 43, &pending));
+	ck_assert(pending);
+	CK_BWC(c, bwc_cancel(c, 45, &pending));
+	ck_assert(pending);
+	CK_BWC(c, bwc_cancel(c, 42, &pending));
+	ck_assert(!pending);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* bwc_set_reconnect(c, false): the behaviour before the client could
+ * reconnect, as the header's recipe says: SHUTTING_DOWN, then
+ * BWC_ECLOSED with the daemon back, until bwc_reconnect. */
+START_TEST(test_reconnect_opt_out)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c = new_client();
+	struct bwc_timer t = { .key = 1, .when_ns = 3600 * DU_S };
+	struct bwc_session_info info;
+	struct bwc_stats st;
+	int rc;
+
+	start_with_state(d);
+	CK_BWC(c, bwc_set_reconnect(c, false));
+	CK_BWC(c, bwc_set_role(c, BWC_ROLE_PRODUCER));
+	CK_BWC(c, bwc_connect(c, d->sock, "e2e-optout"));
+	CK_BWC(c, bwc_schedule(c, &t, NULL));
+	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	rc = bwc_stats(c, &st);
+	ck_assert_msg(rc == BWC_ESERVER && bwc_server_error(c) == BWC_SERVER_SHUTTING_DOWN,
+		      "stats after a clean stop: %d (%s)", rc, bwc_errmsg(c));
+	start_with_state(d);
+	ck_assert_int_eq(bwc_stats(c, &st), BWC_ECLOSED);
+	CK_BWC(c, bwc_reconnect(c));
+	CK_BWC(c, bwc_get_session_info(c, &info));
+	ck_assert(info.resumed && info.timers == 1);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------- */
 
 static Suite *client_suite(void)
@@ -2675,6 +3144,16 @@ static Suite *client_suite(void)
 	tc = tcase_create("restart");
 	du_tcase(tc);
 	tcase_add_test(tc, test_reconnect_restart);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("reconnect");
+	du_tcase(tc);
+	tcase_add_test(tc, test_reconnect_ride);
+	tcase_add_test(tc, test_reconnect_consumer);
+	tcase_add_test(tc, test_reconnect_give_up);
+	tcase_add_test(tc, test_reconnect_anonymous);
+	tcase_add_test(tc, test_reconnect_unknown);
+	tcase_add_test(tc, test_reconnect_opt_out);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fallback");
