@@ -20,7 +20,9 @@
  * consumer: it acknowledges a fire only once its line has been written
  * and flushed to stdout, cumulatively, once per batch of lines flushed
  * together, so a watch killed at any moment loses nothing (what it had
- * not acknowledged is delivered again, marked redelivered).  schedule and
+ * not acknowledged is delivered again, marked redelivered).  When the
+ * daemon restarts, the library attaches again by itself (watch
+ * --no-reconnect turns that off, to exit 4 as before).  schedule and
  * cancel without --session, and stats, use an anonymous session, whose
  * connection is its own consumer with auto-ack.
  *
@@ -187,7 +189,7 @@ static const char help_cancel[] =
 static const char help_watch[] =
 "Usage: bwctl [--socket PATH] watch --session NAME [--owner UID] [--count N]\n"
 "             [--window N] [--ack-timeout DURATION] [--coalesce]\n"
-"             [--timeout DURATION] [--json]\n"
+"             [--no-reconnect] [--timeout DURATION] [--json]\n"
 "\n"
 "Attach to the named session as a consumer and print each fire as one\n"
 "line: first those waiting in the session's queue, then new ones.  Each\n"
@@ -195,6 +197,9 @@ static const char help_watch[] =
 "'bwctl watch | handler' loses nothing when bwctl is killed: fires not yet\n"
 "acknowledged are delivered again, marked redelivered.  Several watches\n"
 "(consumers) of one session share its fires, each fire going to one.\n"
+"When the daemon restarts, watch attaches again by itself and goes on (its\n"
+"fires not yet acknowledged come again, marked redelivered); it gives up\n"
+"(exit 4) if the daemon is not back within 30 s.\n"
 "\n"
 "  --session NAME       the named session to attach to (your uid's)\n"
 "  --owner UID          root only: the session NAME of this uid (a number or\n"
@@ -210,6 +215,8 @@ static const char help_watch[] =
 "  --coalesce           let the daemon hold fires within their leeways and\n"
 "                       send those whose windows overlap together (while\n"
 "                       every consumer of the session asks for it)\n"
+"  --no-reconnect       exit (4) when the daemon ends the connection, e.g.\n"
+"                       as it restarts, instead of attaching again\n"
 "  --timeout DURATION   give up after DURATION in all\n"
 "  --json               JSON lines: key, payload, deadline_ns, fired_ns,\n"
 "                       late_us, and fire_count/restored/redelivered when set\n"
@@ -562,6 +569,9 @@ static const char *client_code(int rc)
 	case BWC_ETOOBIG: return "TOO_BIG";
 	case BWC_EIO: return "SYSTEM_ERROR";
 	case BWC_EPEER: return "UNTRUSTED_LISTENER";
+	case BWC_EUNKNOWN: return "UNKNOWN_OUTCOME";
+	case BWC_EANONYMOUS: return "SESSION_LOST";
+	case BWC_EGAVEUP: return "RECONNECT_GAVE_UP";
 	default: return "CLIENT_ERROR";
 	}
 }
@@ -836,6 +846,8 @@ struct conn_opts {
 	uint32_t window;           /* consumers; 0: the daemon's default     */
 	uint64_t ack_timeout_ns;   /* consumers; 0: none                     */
 	bool coalesce;             /* consumers: coalesced delivery          */
+	bool no_reconnect;         /* exit when the daemon ends the
+				      connection, rather than reattach      */
 };
 
 static int open_client(const struct conn_opts *o, struct bwc_client **out)
@@ -853,6 +865,7 @@ static int open_client(const struct conn_opts *o, struct bwc_client **out)
 	bwc_set_window(c, o->window);
 	bwc_set_ack_timeout(c, o->ack_timeout_ns);
 	bwc_set_coalesce(c, o->coalesce);
+	bwc_set_reconnect(c, !o->no_reconnect);
 	if (o->session != NULL && owner_uid >= 0)
 		bwc_set_owner_uid(c, owner_uid);
 	rc = bwc_set_daemon_user(c, daemon_user);
@@ -1166,6 +1179,7 @@ static int cmd_watch(int argc, char **argv)
 		{ "window", required_argument, NULL, 'w' },
 		{ "ack-timeout", required_argument, NULL, 'a' },
 		{ "coalesce", no_argument, NULL, 'C' },
+		{ "no-reconnect", no_argument, NULL, 'R' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "owner", required_argument, NULL, 'O' },
@@ -1210,6 +1224,9 @@ static int cmd_watch(int argc, char **argv)
 			break;
 		case 'C':
 			co.coalesce = true;
+			break;
+		case 'R':
+			co.no_reconnect = true;
 			break;
 		case 't':
 			if ((rc = parse_duration(cmd, "timeout", optarg,

@@ -15,6 +15,10 @@
  *              --timeout exits 1; schedule and cancel are producers that
  *              take no fire, and run beside a watch; --count's extra
  *              fires and the dropped-periodic warning.
+ *   reconnect  a watch across a SIGTERM restart on a state directory
+ *              prints every key (repeats marked redelivered) with nothing
+ *              done to reconnect; --no-reconnect exits 4 at once;
+ *              --timeout bounds the reconnecting to a daemon gone.
  *   shared     protocol 2's sessions end to end: 40 sequential schedules
  *              then one watch --count 40 gets all 40; 8 concurrent
  *              producers beside a watch: every fire exactly once; two
@@ -1643,6 +1647,119 @@ START_TEST(test_watch_killed)
 END_TEST
 
 /* ======================================================================
+ * reconnect
+ * ====================================================================== */
+
+/* The daemon with a state directory in its scratch directory, so that a
+ * restart keeps named sessions. */
+static void start_with_state(struct du_daemon *d)
+{
+	char dir[160];
+
+	snprintf(dir, sizeof(dir), "%s/state", d->dir);
+	du_daemon_start(d, "--state-dir", dir, (const char *)NULL);
+}
+
+/* Keys from..to-1 into session, due delay0 + k * step from now. */
+static void schedule_keys(const struct du_daemon *d, const char *session, uint64_t from,
+			  uint64_t to, uint64_t delay0, uint64_t step)
+{
+	struct du_conn *prod = raw_producer(d, session);
+
+	for (uint64_t k = from; k < to; k++) {
+		struct du_sched s = { .key = k, .when = DU_DELAY,
+				      .when_ns = delay0 + (k - from) * step };
+		du_env *r = du_schedule(prod, k + 2, &s);
+
+		ck_assert_int_eq(r->body_case, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY);
+		bwp_frame_free(r);
+	}
+	du_conn_free(prod);
+}
+
+/*
+ * A watch across a restart (SIGTERM, then the daemon again on its state
+ * directory): it attaches again by itself and prints every key, those
+ * due across the restart and those scheduled after it; a key printed
+ * twice is marked redelivered the second time.
+ */
+START_TEST(test_watch_reconnect)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct seen_line seen[NKEYS];
+	struct du_proc w;
+	struct du_result r;
+
+	memset(seen, 0, sizeof(seen));
+	start_with_state(d);
+	bwctl_start(&w, d->sock, "watch", "--session", "e2e-rewatch", "--timeout", "3s", NULL);
+	wait_clients(d, 2, "the watch never connected");
+	/* Half due over the 400 ms around the restart... */
+	schedule_keys(d, "e2e-rewatch", 0, NKEYS / 2, 50 * DU_MS, 20 * DU_MS);
+	du_sleep_ms(200);
+	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	start_with_state(d);
+	/* ...half scheduled after it. */
+	schedule_keys(d, "e2e-rewatch", NKEYS / 2, NKEYS, 20 * DU_MS, 5 * DU_MS);
+	du_proc_finish(&w, DU_WAIT_MS, &r);
+	ASSERT_EXIT(&r, 0, "watch across a restart");
+	tally(r.out, seen);
+	for (int k = 0; k < NKEYS; k++) {
+		ck_assert_msg(seen[k].count >= 1, "key %d never printed: %s", k, r.out);
+		ck_assert_msg(seen[k].count == 1 || seen[k].redelivered,
+			      "key %d printed twice, the second time unmarked", k);
+	}
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* watch --no-reconnect exits 4 when the daemon stops, at once, as bwctl
+ * did before it could reconnect. */
+START_TEST(test_watch_no_reconnect)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_proc w;
+	struct du_result r;
+
+	start_with_state(d);
+	bwctl_start(&w, d->sock, "watch", "--session", "e2e-norewatch", "--no-reconnect",
+		    "--timeout", "5s", NULL);
+	wait_clients(d, 2, "the watch never connected");
+	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	start_with_state(d);
+	du_proc_finish(&w, DU_WAIT_MS, &r);
+	ASSERT_EXIT(&r, 4, "watch --no-reconnect as the daemon stops");
+	ck_assert_msg(strstr(r.err, "SHUTTING_DOWN") != NULL, "stderr: %s", r.err);
+	ck_assert_msg(r.elapsed_ns < 4 * DU_S, "exited after %" PRIu64 " ms, at its timeout",
+		      r.elapsed_ns / DU_MS);
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A daemon that never comes back: --timeout bounds the reconnecting
+ * too (exit 1 at 1 s, where the library would give up only at 30 s). */
+START_TEST(test_watch_reconnect_timeout)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_proc w;
+	struct du_result r;
+
+	du_daemon_start(d, NULL);
+	bwctl_start(&w, d->sock, "watch", "--session", "e2e-gone", "--timeout", "1s", NULL);
+	wait_clients(d, 2, "the watch never connected");
+	du_daemon_kill(d);
+	du_proc_finish(&w, DU_WAIT_MS, &r);
+	ASSERT_EXIT(&r, 1, "watch with the daemon gone for good");
+	ck_assert_msg(r.elapsed_ns >= DU_S && r.elapsed_ns < 3 * DU_S,
+		      "exited after %" PRIu64 " ms, not its 1 s timeout", r.elapsed_ns / DU_MS);
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ======================================================================
  * stats
  * ====================================================================== */
 
@@ -3011,6 +3128,13 @@ static Suite *bwctl_suite(void)
 	tcase_add_test(tc, test_watch_timeout);
 	tcase_add_test(tc, test_watch_shared);
 	tcase_add_test(tc, test_producers_take_no_fire);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("reconnect");
+	du_tcase(tc);
+	tcase_add_test(tc, test_watch_reconnect);
+	tcase_add_test(tc, test_watch_no_reconnect);
+	tcase_add_test(tc, test_watch_reconnect_timeout);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("shared");

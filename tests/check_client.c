@@ -48,6 +48,17 @@
  *   restart      the daemon killed and restarted under a named session:
  *                what bwc_reconnect() keeps (an auto-ack consumer's fires)
  *                and what is lost.
+ *   reconnect    riding through a restart with no code for it: a producer
+ *                and a consumer (forked) across a SIGTERM restart on a
+ *                state directory, no call failing and every acknowledged
+ *                Schedule's fire arriving; a manual-ack consumer's ack of
+ *                an old fire completing nothing, the fire coming again
+ *                marked; BWC_EGAVEUP after the give-up time (500 ms) and
+ *                after; BWC_EANONYMOUS (SIGTERM and SIGKILL); BWC_EUNKNOWN
+ *                naming the key of a Schedule cut off by a crash, blocking
+ *                and not, while a Schedule with replace, a Cancel and an
+ *                unwritten Schedule go again; bwc_set_reconnect(c, false)
+ *                keeping the old behaviour.
  *   fallback     a stand-in daemon's replies and fires in encodings the
  *                client's fast decoder leaves to protobuf-c.
  *   sigpipe      with SIGPIPE at its default disposition, writing to a
