@@ -1944,6 +1944,10 @@ static void client_main(unsigned slot, unsigned inc)
 	if (bwc_new(&C.c) != 0)
 		die("out of memory");
 	bwc_set_timeout(C.c, 5 * (int64_t)SEC);
+	/* The slot reconnects itself (connect_loop) and journals each
+	 * connection and each request the break left unanswered: the
+	 * library's reconnecting would hide both from the accounting. */
+	bwc_set_reconnect(C.c, false);
 	if (C.role == SOAK_PRODUCER) {
 		bwc_set_role(C.c, BWC_ROLE_PRODUCER);
 	} else {

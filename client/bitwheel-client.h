@@ -218,7 +218,9 @@
  *
  * Costs: a client is one socket plus buffers that grow to what it has in
  * flight (at most one frame, 64 KiB by default, of unparsed input; up to
- * 1 MiB of unwritten requests in non-blocking mode) and never shrink.  A
+ * 1 MiB of unwritten requests in non-blocking mode; for a named session
+ * that reconnects by itself, the frames of the requests awaiting their
+ * replies, kept to send again) and never shrink.  A
  * blocking request is one round trip to the daemon; a non-blocking one is
  * a pack into the output buffer, and pipelined ones share a send() (see
  * bwc_send_schedule).  Each received frame is decoded once and queued in
@@ -410,10 +412,11 @@ BWC_EXPORT int bwc_server_error(const struct bwc_client *c);
 
 /*
  * How long blocking calls wait for a reply (bwc_connect and bwc_reconnect
- * for the socket and the Hello, bwc_schedule, bwc_cancel, bwc_stats);
- * negative: forever.  Default BWC_DEFAULT_TIMEOUT_NS.  A request that
- * times out stays outstanding: the daemon may still carry it out, and its
- * reply is discarded when it arrives.
+ * for the socket and the Hello, bwc_schedule, bwc_cancel, bwc_stats),
+ * reconnecting included; negative: forever.  Default
+ * BWC_DEFAULT_TIMEOUT_NS.  A request that times out stays outstanding:
+ * the daemon may still carry it out, and its reply is discarded when it
+ * arrives (if the connection ends meanwhile it is not sent again).
  */
 BWC_EXPORT int bwc_set_timeout(struct bwc_client *c, int64_t timeout_ns);
 
@@ -560,7 +563,9 @@ BWC_EXPORT int bwc_set_daemon_user(struct bwc_client *c, const char *user);
  * A consumer receives the fires waiting in the session's queue right after
  * the Hello, as many as its window allows; they are queued in the client
  * for bwc_wait_fire/bwc_dispatch.  Each connection gets a new number,
- * bwc_fire.connection of the fires that come on it.
+ * bwc_fire.connection of the fires that come on it.  The first connect is
+ * tried once: reconnecting by itself starts only once a session was
+ * attached; a bwc_connect ends any reconnecting in progress.
  */
 BWC_EXPORT int bwc_connect(struct bwc_client *c, const char *path,
 			   const char *session);
@@ -573,9 +578,11 @@ BWC_EXPORT int bwc_connect(struct bwc_client *c, const char *path,
  * manual-ack consumer's are discarded (the daemon delivers them again,
  * marked redelivered), others stay queued.  The fd changes, and so does
  * the connection number: fires handed out before can no longer be
- * acknowledged (BWC_ESTALE).  Errors as bwc_connect(), and BWC_EINVAL if
- * bwc_connect() was never called.  See the top of this file for what to
- * replay.
+ * acknowledged (BWC_ESTALE, or nothing sent with reconnecting on).
+ * Errors as bwc_connect(), and BWC_EINVAL if bwc_connect() was never
+ * called.  One attempt, at once: the way back after BWC_EGAVEUP or
+ * BWC_EANONYMOUS, or for a caller that turned reconnecting off (see the
+ * top of this file for what to replay).
  */
 BWC_EXPORT int bwc_reconnect(struct bwc_client *c);
 /*
@@ -1057,9 +1064,13 @@ struct bwc_fire {
  *                  fire: bwc_set_role(c, BWC_ROLE_CONSUMER) before
  *                  bwc_connect
  *   BWC_ECLOSED    none queued and not connected (or the daemon closed
- *                  the connection during the wait); also BWC_EPROTO,
+ *                  the connection during the wait, and the client does
+ *                  not reconnect by itself); also BWC_EPROTO,
  *                  BWC_ESERVER (a connection-level error), BWC_EIO,
- *                  BWC_ENOMEM, BWC_EBUSY from inside a callback
+ *                  BWC_ENOMEM, BWC_EBUSY from inside a callback,
+ *                  BWC_EGAVEUP, BWC_EANONYMOUS
+ * Reconnecting after the daemon ended the connection happens inside the
+ * wait, within timeout_ns.
  */
 BWC_EXPORT int bwc_wait_fire(struct bwc_client *c, int64_t timeout_ns,
 			     struct bwc_fire *out);
@@ -1087,7 +1098,10 @@ BWC_EXPORT int bwc_wait_fire(struct bwc_client *c, int64_t timeout_ns,
  * Both:
  *   BWC_ESTALE   the fire came on an earlier connection: the daemon took
  *                it back when that one closed and will deliver it again,
- *                marked redelivered
+ *                marked redelivered (only with bwc_set_reconnect(c,
+ *                false): reconnecting by itself, or about to, the client
+ *                sends nothing and returns 0, *acked 0, and so does
+ *                bwc_ack when the connection ends before its reply)
  *   BWC_EROLE    the connection is a producer (it was never sent a fire)
  *   BWC_EINVAL   fire NULL, or without a delivery number
  *   BWC_ECLOSED  not connected
@@ -1113,11 +1127,21 @@ enum bwc_request_kind {
 struct bwc_reply {
 	enum bwc_request_kind request;
 	uint64_t key;          /* the key a Schedule or Cancel named        */
-	int status;            /* 0; BWC_ESERVER (the daemon refused it); or
-				  BWC_ECLOSED (the connection ended first:
-				  it may or may not have taken effect)      */
+	int status;            /* 0; BWC_ESERVER (the daemon refused it);
+				  BWC_EUNKNOWN (the connection ended after
+				  it was sent, and it was not safe to send
+				  again: it may or may not have taken
+				  effect); BWC_EGAVEUP (it waited to be sent
+				  again, and reconnecting gave up); or
+				  BWC_ECLOSED (the connection ended first,
+				  and the client does not reconnect by
+				  itself (bwc_set_reconnect, an anonymous
+				  session) or was closed: it may or may not
+				  have taken effect)                        */
 	int server_error;      /* BWC_ESERVER: the daemon's ErrorCode       */
-	const char *message;   /* BWC_ESERVER: the daemon's message; else "" */
+	const char *message;   /* BWC_ESERVER: the daemon's message;
+				  BWC_EUNKNOWN: the library's, naming the
+				  key; else ""                              */
 	struct bwc_scheduled scheduled; /* BWC_REQUEST_SCHEDULE, status 0   */
 	bool pending;          /* BWC_REQUEST_CANCEL, status 0              */
 	const struct bwc_stats *stats;  /* BWC_REQUEST_STATS, status 0      */
@@ -1139,7 +1163,8 @@ BWC_EXPORT void bwc_set_fire_handler(struct bwc_client *c, bwc_fire_fn fn,
 				     void *arg);
 
 /* The connection's socket, -1 when not connected.  It changes on every
- * connect; the client owns it (don't read, write or close it). */
+ * connect, reconnecting by itself included; the client owns it (don't
+ * read, write or close it). */
 BWC_EXPORT int bwc_fd(const struct bwc_client *c);
 /*
  * The poll(2) events to wait for on bwc_fd(): POLLIN always, and POLLOUT
@@ -1182,10 +1207,17 @@ BWC_EXPORT int bwc_send_stats(struct bwc_client *c, bwc_reply_fn cb,
  * call bwc_send_*, bwc_close, and the getters; not the blocking calls,
  * bwc_dispatch, bwc_reconnect or bwc_free (BWC_EBUSY, or undefined for
  * bwc_free).
- *   0            the connection is open (nothing may have happened)
+ *   0            the connection is open (nothing may have happened); it
+ *                may be a new one, reconnected inside this call after
+ *                the daemon ended the last (see "Riding through a
+ *                restart" at the top): watch bwc_fd() again
  *   BWC_ECLOSED  not connected, or the daemon closed the connection;
  *                everything received before was delivered first, and
  *                outstanding requests' callbacks got BWC_ECLOSED
+ *   BWC_EGAVEUP, BWC_EANONYMOUS: the daemon ended the connection and
+ *                reconnecting gave up, or could not be (same delivery
+ *                as BWC_ECLOSED, requests waiting failing with
+ *                BWC_EGAVEUP)
  *   BWC_EPROTO, BWC_ESERVER, BWC_EIO: the connection closed for that
  *                reason during this call (same delivery as BWC_ECLOSED)
  *   BWC_ENOMEM   a frame could not be queued, or a fire handed out;
@@ -1197,6 +1229,9 @@ BWC_EXPORT int bwc_send_stats(struct bwc_client *c, bwc_reply_fn cb,
  *   BWC_EBUSY    from inside a callback
  * A manual-ack consumer's fires not yet handed to the handler when the
  * connection closes are discarded, not delivered: they come again.
+ * Reconnecting blocks this call, the give-up time at most; an event loop
+ * that must never block turns it off (bwc_set_reconnect) and calls
+ * bwc_reconnect when it sees fit.
  */
 BWC_EXPORT int bwc_dispatch(struct bwc_client *c);
 

@@ -8,7 +8,13 @@
  *
  *   fd          the socket, always O_NONBLOCK: blocking calls wait in
  *               ppoll(), so they mix freely with the non-blocking ones.
- *   out         packed frames not yet written: [out_off, out_len).
+ *   out         packed frames: [out_off, out_len) not yet written, and
+ *               before out_off those written (out_trim drops them, but
+ *               while the client would resume a named session, not those
+ *               from the oldest request without a reply on: they may go
+ *               again).  out_base numbers out[0] among all the bytes of
+ *               the connection, so a request's frame is found by its
+ *               position (struct request's at, len).
  *   in          bytes read but not yet parsed: [0, in_len), at most one
  *               partial frame after a parse (the buffer grows to
  *               max_frame + 4 when a frame that large is on its way).
@@ -37,7 +43,26 @@
  *               nothing else writes: pay itself moves when it grows.
  *   waiter_*    the one blocking call in progress (there is never more
  *               than one: callbacks may not make blocking calls and the
- *               object is single-threaded).
+ *               object is single-threaded), besides dial's own Hello
+ *               while reconnecting under it.
+ *   replays, rp requests waiting for a new connection, and their frames
+ *               back to back, while reconnecting: those in flight when
+ *               the connection was lost that may go again, then any made
+ *               meanwhile.
+ *
+ * Reconnecting (bitwheel-client.h, "Riding through a restart"): a named
+ * session's connection lost to EOF, a reset or SHUTTING_DOWN
+ * (conn_close, lost) moves the requests without a reply to replays, those
+ * that are safe to send again (keep_for_replay; enum repeat says which),
+ * settling the rest (BWC_EUNKNOWN), and sets down_since_ns.  Requests
+ * made meanwhile join replays (submit); the next call that waits
+ * (wait_io: the blocking calls, bwc_wait_fire) or bwc_dispatch runs
+ * resume(): dial attempts on a backoff schedule (rc_next_ns, rc_attempts;
+ * kept between calls, so a call's deadline only pauses it) until the
+ * Hello is answered, then replay() puts replays back in front of
+ * anything new; or the give-up time passes and everything waiting fails
+ * with BWC_EGAVEUP.  Buffers and rings swap places rather than copy, so
+ * neither the loss nor the return allocates.
  *
  * Replies and fires are read with bwp_frame_parse_response(): a
  * ScheduleReply, CancelReply, AckReply or Fired lands in a struct
