@@ -796,6 +796,20 @@ static int take_reply(struct bwc_client *c, const struct bwp_response *m,
 			  (unsigned long long)m->request_id);
 		goto fail;
 	}
+	/* The daemon is stopping and refuses what it reads from now on: this
+	 * request and any after it had no effect, and go again once the
+	 * session is back, as after its last words (PROTOCOL.md 9). */
+	if (is_error && env->error->has_code &&
+	    env->error->code == BITWHEEL__V1__ERROR_CODE__SHUTTING_DOWN &&
+	    retaining(c) && !c->dialing) {
+		int rc = fail_server(c, env->error,
+				     "connection closed by the daemon: ");
+
+		bwp_frame_free(env);
+		conn_close(c, rc, true);
+		memcpy(c->closed_why, c->errmsg, sizeof(c->closed_why));
+		return c->close_status;
+	}
 	ring_pop(&c->requests, &req);
 
 	if (req.waiter) {

@@ -2832,17 +2832,24 @@ END_TEST
 
 /* A manual-ack consumer across a restart: the ack of a fire from the old
  * connection completes nothing and is not sent; the fire comes again,
- * marked, on the new connection, where acks work. */
+ * marked, on the new connection, where acks work; the new connection has
+ * the settings of the first. */
 START_TEST(test_reconnect_consumer)
 {
 	struct du_daemon *d = du_daemon_new();
-	struct bwc_client *k;
+	struct bwc_client *k = new_client();
+	struct bwc_session_info info;
 	struct bwc_fire first, f;
 	uint64_t acked = 99;
 	bool again = false;
 
 	start_with_state(d);
-	k = attach(d, "e2e-rconsumer", BWC_ROLE_CONSUMER, 0);
+	CK_BWC(k, bwc_set_role(k, BWC_ROLE_CONSUMER));
+	CK_BWC(k, bwc_set_window(k, 7));
+	CK_BWC(k, bwc_set_ack_timeout(k, 5 * DU_S));
+	CK_BWC(k, bwc_set_ack_mode(k, BWC_ACK_MANUAL));
+	CK_BWC(k, bwc_set_coalesce(k, true));
+	CK_BWC(k, bwc_connect(k, d->sock, "e2e-rconsumer"));
 	for (uint64_t i = 1; i <= 3; i++) {
 		struct bwc_timer t = { .key = i, .when_ns = i * 10 * DU_MS };
 
@@ -2869,6 +2876,12 @@ START_TEST(test_reconnect_consumer)
 		ck_assert_uint_eq(acked, 1);
 	}
 	ck_assert_msg(again, "key 1, never acknowledged, did not come again");
+	CK_BWC(k, bwc_get_session_info(k, &info));
+	ck_assert(info.resumed);
+	ck_assert_int_eq(info.role, BWC_ROLE_CONSUMER);
+	ck_assert_uint_eq(info.window, 7);
+	ck_assert_uint_eq(info.ack_timeout_ns, 5 * DU_S);
+	ck_assert(!info.auto_ack && info.coalesce);
 	bwc_free(k);
 	du_daemon_free(d);
 }
