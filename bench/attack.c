@@ -356,6 +356,8 @@ static void victim_run(const struct atk_victim_opts *o, struct atk_victim_result
 	bwc_set_role(c, BWC_ROLE_CONSUMER);
 	bwc_set_ack_mode(c, BWC_ACK_AUTO);
 	bwc_set_timeout(c, (int64_t)(10 * S));
+	/* A lost connection is a result to report, not to ride through. */
+	bwc_set_reconnect(c, false);
 	bwc_set_fire_handler(c, victim_fire, &v);
 	if (bwc_connect(c, o->sock, o->session) != 0) {
 		r->refused++;
@@ -620,6 +622,8 @@ static struct bwc_client *aconnect(struct actx *a, const char *session,
 		return NULL;
 	bwc_set_role(c, role);
 	bwc_set_timeout(c, (int64_t)(10 * S));
+	/* Attackers do what each attack says, reconnecting included. */
+	bwc_set_reconnect(c, false);
 	if (role == BWC_ROLE_CONSUMER)
 		bwc_set_ack_mode(c, BWC_ACK_AUTO);
 	if (owner >= 0)
