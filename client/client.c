@@ -2061,8 +2061,9 @@ static int resume(struct bwc_client *c, uint64_t deadline, bool interruptible)
 		}
 		if (deadline <= now)
 			return BWC_ETIMEDOUT;
-		wait = give_up_at - now < deadline - now ? give_up_at - now
-							 : deadline - now;
+		wait = give_up_at > now ? give_up_at - now : 0;
+		if (deadline - now < wait)
+			wait = deadline - now;
 		if (timeout >= 0 && (uint64_t)timeout < wait)
 			wait = (uint64_t)timeout;
 		if (wait < 1000000)
