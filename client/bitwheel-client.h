@@ -127,19 +127,24 @@
  * path again with bounded exponential backoff (bwc_set_reconnect_backoff:
  * the first attempt 50 ms after the loss, each wait twice the last up to
  * 1 s, each with random jitter down to half, so that many clients do not
- * come back in step; refused connections, a missing socket and a Hello
- * that gets no answer are retried) and sends the same Hello: session,
- * owner uid, role, window, ack timeout, ack mode, coalescing.  The call
- * that found the connection gone does the reconnecting and then goes on
- * as if nothing had happened, so a program that only makes calls never
- * sees the restart:
+ * come back in step; refused connections, a missing socket, a Hello
+ * that gets no answer and one refused for now (SHUTTING_DOWN,
+ * TOO_MANY_CLIENTS, NO_MEMORY, STORAGE_UNAVAILABLE, INTERNAL) are
+ * retried) and sends the same Hello: session, owner uid, role, window,
+ * ack timeout, ack mode, coalescing.  The next call that waits for the
+ * daemon (a blocking call, bwc_wait_fire, bwc_dispatch) does the
+ * reconnecting and then goes on as if nothing had happened, and
+ * non-blocking requests made meanwhile wait for the new connection, so a
+ * program that only makes calls does not see the restart:
  *
  *   - requests without a reply are sent again on the new connection, in
  *     their order, where that is safe: one never written whole to the
  *     socket, or any at all when the daemon said SHUTTING_DOWN (it reads
  *     nothing more once it says it, and answers what it read first), and
- *     otherwise Cancel, Stats, a listing and a Schedule with .replace =
- *     true, which mean the same done twice.  Any other Schedule fails with
+ *     otherwise Cancel, Stats, a listing's first page (a listing cut
+ *     after it starts over) and a Schedule with .replace = true, which
+ *     mean the same done twice.  Any other Schedule (written, and the
+ *     daemon crashed or was killed before answering) fails with
  *     BWC_EUNKNOWN, naming its key: it may have landed;
  *   - a consumer's fires that were received but not handed to the caller
  *     are dropped (manual acks: the daemon takes every unacknowledged fire
