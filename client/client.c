@@ -1386,6 +1386,13 @@ static int call(struct bwc_client *c, Bitwheel__V1__Envelope *env,
 	rc = wait_io(c, WAIT_REPLY, c->timeout_ns, false);
 	if (rc == BWC_ETIMEDOUT) {
 		abandon(c, req->id);
+		if (reconnecting(c))
+			return fail(c, BWC_ETIMEDOUT,
+				    "no reply from the daemon at %s within %s: "
+				    "still reconnecting (%u attempts; the "
+				    "connection ended: %.200s)", c->path,
+				    seconds(c->timeout_ns, tbuf, sizeof(tbuf)),
+				    c->rc_attempts, c->lost_why);
 		return fail(c, BWC_ETIMEDOUT,
 			    "no reply from the daemon at %s within %s",
 			    c->path, seconds(c->timeout_ns, tbuf, sizeof(tbuf)));

@@ -57,8 +57,9 @@
  *                after; BWC_EANONYMOUS (SIGTERM and SIGKILL); BWC_EUNKNOWN
  *                naming the key of a Schedule cut off by a crash, blocking
  *                and not, while a Schedule with replace, a Cancel and an
- *                unwritten Schedule go again; bwc_set_reconnect(c, false)
- *                keeping the old behaviour.
+ *                unwritten Schedule go again; requests made while
+ *                reconnecting sent once the session is back;
+ *                bwc_set_reconnect(c, false) keeping the old behaviour.
  *   fallback     a stand-in daemon's replies and fires in encodings the
  *                client's fast decoder leaves to protobuf-c.
  *   sigpipe      with SIGPIPE at its default disposition, writing to a
@@ -3073,6 +3074,61 @@ START_TEST(test_reconnect_unknown)
 }
 END_TEST
 
+/*
+ * Requests made while the client reconnects wait for the new connection:
+ * a blocking call that runs out of time leaves the reconnecting to the
+ * next call (its own request abandoned), non-blocking requests queue,
+ * and bwc_dispatch brings the session back and sends them, in order.
+ */
+START_TEST(test_reconnect_pending)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c = new_client();
+	struct bwc_timer t = { .key = 9, .when_ns = 3600 * DU_S };
+	struct err_seen s[2];
+	struct bwc_stats st;
+	uint64_t deadline;
+	bool pending;
+	int rc;
+
+	memset(s, 0, sizeof(s));
+	du_daemon_start(d, NULL);
+	CK_BWC(c, bwc_set_reconnect_backoff(c, 10 * DU_MS, 100 * DU_MS,
+					    (uint64_t)DU_WAIT_MS * DU_MS));
+	CK_BWC(c, bwc_set_role(c, BWC_ROLE_PRODUCER));
+	CK_BWC(c, bwc_connect(c, d->sock, "e2e-pending"));
+	du_daemon_kill(d);
+	CK_BWC(c, bwc_set_timeout(c, 200 * (int64_t)DU_MS));
+	rc = bwc_stats(c, &st);
+	ck_assert_msg(rc == BWC_ETIMEDOUT && strstr(bwc_errmsg(c), "reconnecting"),
+		      "stats with the daemon away: %d (%s)", rc, bwc_errmsg(c));
+	ck_assert_int_eq(bwc_fd(c), -1);
+	CK_BWC(c, bwc_send_schedule(c, &t, err_reply, &s[0]));
+	CK_BWC(c, bwc_send_cancel(c, 8, err_reply, &s[1]));
+	ck_assert_int_eq(s[0].calls + s[1].calls, 0);
+
+	du_daemon_start(d, NULL);
+	CK_BWC(c, bwc_set_timeout(c, (int64_t)DU_WAIT_MS * (int64_t)DU_MS));
+	deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
+	while (s[0].calls + s[1].calls < 2) {
+		struct pollfd pf = { bwc_fd(c), bwc_poll_events(c), 0 };
+
+		ck_assert_msg(du_now_ns() < deadline, "callbacks never ran");
+		if (pf.fd >= 0)
+			poll(&pf, 1, 50);
+		rc = bwc_dispatch(c);
+		ck_assert_msg(rc == 0, "bwc_dispatch: %d (%s)", rc, bwc_errmsg(c));
+		ck_assert_int_ge(bwc_fd(c), 0);
+	}
+	ck_assert_msg(s[0].status == 0 && s[1].status == 0 && !s[1].pending,
+		      "schedule %d, cancel %d", s[0].status, s[1].status);
+	CK_BWC(c, bwc_cancel(c, 9, &pending));
+	ck_assert(pending);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 /* bwc_set_reconnect(c, false): the behaviour before the client could
  * reconnect, as the header's recipe says: SHUTTING_DOWN, then
  * BWC_ECLOSED with the daemon back, until bwc_reconnect. */
@@ -3177,6 +3233,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_reconnect_give_up);
 	tcase_add_test(tc, test_reconnect_anonymous);
 	tcase_add_test(tc, test_reconnect_unknown);
+	tcase_add_test(tc, test_reconnect_pending);
 	tcase_add_test(tc, test_reconnect_opt_out);
 	suite_add_tcase(s, tc);
 
