@@ -1689,10 +1689,14 @@ START_TEST(test_watch_reconnect)
 	struct seen_line seen[NKEYS];
 	struct du_proc w;
 	struct du_result r;
+	char timeout[32];
 
 	memset(seen, 0, sizeof(seen));
 	start_with_state(d);
-	bwctl_start(&w, d->sock, "watch", "--session", "e2e-rewatch", "--timeout", "3s", NULL);
+	/* Long enough for a restart, even of a daemon under valgrind. */
+	snprintf(timeout, sizeof(timeout), "%dms", du_scale_ms(3000));
+	bwctl_start(&w, d->sock, "watch", "--session", "e2e-rewatch", "--timeout", timeout,
+		    NULL);
 	wait_clients(d, 2, "the watch never connected");
 	/* Half due over the 400 ms around the restart... */
 	schedule_keys(d, "e2e-rewatch", 0, NKEYS / 2, 50 * DU_MS, 20 * DU_MS);
@@ -1721,18 +1725,20 @@ START_TEST(test_watch_no_reconnect)
 	struct du_daemon *d = du_daemon_new();
 	struct du_proc w;
 	struct du_result r;
+	char timeout[32];
 
 	start_with_state(d);
+	snprintf(timeout, sizeof(timeout), "%dms", du_scale_ms(5000));
 	bwctl_start(&w, d->sock, "watch", "--session", "e2e-norewatch", "--no-reconnect",
-		    "--timeout", "5s", NULL);
+		    "--timeout", timeout, NULL);
 	wait_clients(d, 2, "the watch never connected");
 	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
 	start_with_state(d);
 	du_proc_finish(&w, DU_WAIT_MS, &r);
 	ASSERT_EXIT(&r, 4, "watch --no-reconnect as the daemon stops");
 	ck_assert_msg(strstr(r.err, "SHUTTING_DOWN") != NULL, "stderr: %s", r.err);
-	ck_assert_msg(r.elapsed_ns < 4 * DU_S, "exited after %" PRIu64 " ms, at its timeout",
-		      r.elapsed_ns / DU_MS);
+	ck_assert_msg(r.elapsed_ns < (uint64_t)du_scale_ms(4000) * DU_MS,
+		      "exited after %" PRIu64 " ms, at its timeout", r.elapsed_ns / DU_MS);
 	du_result_free(&r);
 	du_daemon_free(d);
 }
@@ -1752,7 +1758,8 @@ START_TEST(test_watch_reconnect_timeout)
 	du_daemon_kill(d);
 	du_proc_finish(&w, DU_WAIT_MS, &r);
 	ASSERT_EXIT(&r, 1, "watch with the daemon gone for good");
-	ck_assert_msg(r.elapsed_ns >= DU_S && r.elapsed_ns < 3 * DU_S,
+	ck_assert_msg(r.elapsed_ns >= DU_S &&
+		      r.elapsed_ns < DU_S + (uint64_t)du_scale_ms(2000) * DU_MS,
 		      "exited after %" PRIu64 " ms, not its 1 s timeout", r.elapsed_ns / DU_MS);
 	du_result_free(&r);
 	du_daemon_free(d);
