@@ -53,8 +53,10 @@
  *                state directory, no call failing and every acknowledged
  *                Schedule's fire arriving; a manual-ack consumer's ack of
  *                an old fire completing nothing, the fire coming again
- *                marked; BWC_EGAVEUP after the give-up time (500 ms) and
- *                after; BWC_EANONYMOUS (SIGTERM and SIGKILL); BWC_EUNKNOWN
+ *                marked; an event-loop consumer (fire handler,
+ *                bwc_dispatch) likewise; BWC_EGAVEUP after the give-up
+ *                time (500 ms) and after; BWC_EANONYMOUS (SIGTERM and
+ *                SIGKILL); BWC_EUNKNOWN
  *                naming the key of a Schedule cut off by a crash, blocking
  *                and not, while a Schedule with replace, a Cancel and an
  *                unwritten Schedule go again; requests made while
@@ -2888,6 +2890,86 @@ START_TEST(test_reconnect_consumer)
 }
 END_TEST
 
+/* What test_reconnect_handler's fire handler saw. */
+struct handled {
+	struct bwc_fire last;
+	bool have_last, seen[4], redelivered[4];
+	uint64_t max_conn;
+};
+
+static void handled_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
+{
+	struct handled *h = arg;
+
+	(void)c;
+	if (f->key < 4) {
+		h->seen[f->key] = true;
+		h->redelivered[f->key] |= f->redelivered;
+	}
+	if (f->connection > h->max_conn)
+		h->max_conn = f->connection;
+	h->last = *f;
+	h->have_last = true;
+}
+
+/*
+ * An event-loop consumer (fire handler, one cumulative bwc_send_ack per
+ * dispatch) across a SIGTERM restart, watching bwc_fd() anew each turn:
+ * every bwc_dispatch returns 0, the fire it had not acknowledged comes
+ * again marked, and the others arrive on the new connection.
+ */
+START_TEST(test_reconnect_handler)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *k = new_client();
+	struct handled h;
+	uint64_t deadline;
+	int rc;
+
+	memset(&h, 0, sizeof(h));
+	start_with_state(d);
+	CK_BWC(k, bwc_set_role(k, BWC_ROLE_CONSUMER));
+	CK_BWC(k, bwc_connect(k, d->sock, "e2e-rhandler"));
+	bwc_set_fire_handler(k, handled_fire, &h);
+	for (uint64_t i = 1; i <= 3; i++) {
+		struct bwc_timer t = { .key = i, .when_ns = i == 1 ? DU_MS : 500 * DU_MS };
+
+		CK_BWC(k, bwc_schedule(k, &t, NULL));
+	}
+	/* Key 1 handled, not acknowledged. */
+	deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
+	while (!h.seen[1]) {
+		struct pollfd pf = { bwc_fd(k), bwc_poll_events(k), 0 };
+
+		ck_assert_msg(du_now_ns() < deadline, "key 1 never fired");
+		poll(&pf, 1, 50);
+		CK_BWC(k, bwc_dispatch(k));
+	}
+	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	start_with_state(d);
+	h.seen[1] = false;
+	deadline = du_now_ns() + DU_WAIT_MS * DU_MS;
+	while (!(h.seen[1] && h.seen[2] && h.seen[3])) {
+		struct pollfd pf = { bwc_fd(k), bwc_poll_events(k), 0 };
+
+		ck_assert_msg(du_now_ns() < deadline, "fires after the restart: 1 %d, 2 %d, 3 %d",
+			      h.seen[1], h.seen[2], h.seen[3]);
+		if (pf.fd >= 0)
+			poll(&pf, 1, 50);
+		rc = bwc_dispatch(k);
+		ck_assert_msg(rc == 0, "bwc_dispatch across a restart: %d (%s)", rc,
+			      bwc_errmsg(k));
+		if (h.have_last)
+			CK_BWC(k, bwc_send_ack(k, &h.last, true));
+	}
+	ck_assert(h.redelivered[1]);
+	ck_assert_uint_eq(h.max_conn, 2);
+	ck_assert_int_ge(bwc_fd(k), 0);
+	bwc_free(k);
+	du_daemon_free(d);
+}
+END_TEST
+
 /* The daemon never comes back: the call returns BWC_EGAVEUP once the
  * give-up time has passed since the loss, and so do later calls. */
 START_TEST(test_reconnect_give_up)
@@ -3230,6 +3312,7 @@ static Suite *client_suite(void)
 	du_tcase(tc);
 	tcase_add_test(tc, test_reconnect_ride);
 	tcase_add_test(tc, test_reconnect_consumer);
+	tcase_add_test(tc, test_reconnect_handler);
 	tcase_add_test(tc, test_reconnect_give_up);
 	tcase_add_test(tc, test_reconnect_anonymous);
 	tcase_add_test(tc, test_reconnect_unknown);
