@@ -143,9 +143,11 @@
  *     nothing more once it says it, and answers what it read first), and
  *     otherwise Cancel, Stats, a listing's first page (a listing cut
  *     after it starts over) and a Schedule with .replace = true, which
- *     mean the same done twice.  Any other Schedule (written, and the
- *     daemon crashed or was killed before answering) fails with
- *     BWC_EUNKNOWN, naming its key: it may have landed;
+ *     mean the same done twice (the reply then describes the repeat: a
+ *     Cancel whose first attempt landed says *pending false, a replace
+ *     whose first attempt landed says replaced).  Any other Schedule
+ *     (written, and the daemon crashed or was killed before answering)
+ *     fails with BWC_EUNKNOWN, naming its key: it may have landed;
  *   - a consumer's fires that were received but not handed to the caller
  *     are dropped (manual acks: the daemon takes every unacknowledged fire
  *     back and delivers it again, marked redelivered; auto-ack fires stay
