@@ -126,7 +126,7 @@
  * SHUTTING_DOWN error a daemon sends when it stops.  It dials the same
  * path again with bounded exponential backoff (bwc_set_reconnect_backoff:
  * the first attempt 50 ms after the loss, each wait twice the last up to
- * 1 s, each with random jitter down to half, so that many clients do not
+ * 2 s, each with random jitter down to half, so that many clients do not
  * come back in step; refused connections, a missing socket, a Hello
  * that gets no answer and one refused for now (SHUTTING_DOWN,
  * TOO_MANY_CLIENTS, NO_MEMORY, STORAGE_UNAVAILABLE, INTERNAL) are
@@ -165,7 +165,7 @@
  *     it was.
  *
  * If the daemon does not take the session back within the give-up time
- * (30 s by default, counted from the loss), the call returns BWC_EGAVEUP,
+ * (60 s by default, counted from the loss), the call returns BWC_EGAVEUP,
  * requests still waiting fail with it, and the client stays closed until
  * bwc_reconnect.  A refusal that waiting cannot cure (BWC_EPEER, a Hello
  * refused with PERMISSION_DENIED, BAD_VERSION, BAD_REQUEST, OVER_BUDGET;
@@ -440,8 +440,8 @@ BWC_EXPORT int bwc_set_reconnect(struct bwc_client *c, bool enable);
 
 /* bwc_set_reconnect_backoff()'s initial values. */
 #define BWC_DEFAULT_RECONNECT_INITIAL_NS 50000000LL    /* 50 ms */
-#define BWC_DEFAULT_RECONNECT_MAX_NS 1000000000LL      /* 1 s   */
-#define BWC_DEFAULT_RECONNECT_GIVE_UP_NS 30000000000LL /* 30 s  */
+#define BWC_DEFAULT_RECONNECT_MAX_NS 2000000000LL      /* 2 s   */
+#define BWC_DEFAULT_RECONNECT_GIVE_UP_NS 60000000000LL /* 60 s  */
 /* give_up_ns: never give up. */
 #define BWC_RECONNECT_FOREVER UINT64_MAX
 /*

@@ -199,7 +199,7 @@ static const char help_watch[] =
 "(consumers) of one session share its fires, each fire going to one.\n"
 "When the daemon restarts, watch attaches again by itself and goes on (its\n"
 "fires not yet acknowledged come again, marked redelivered); it gives up\n"
-"(exit 4) if the daemon is not back within 30 s.\n"
+"(exit 4) if the daemon is not back within 60 s.\n"
 "\n"
 "  --session NAME       the named session to attach to (your uid's)\n"
 "  --owner UID          root only: the session NAME of this uid (a number or\n"

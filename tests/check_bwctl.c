@@ -1745,7 +1745,7 @@ START_TEST(test_watch_no_reconnect)
 END_TEST
 
 /* A daemon that never comes back: --timeout bounds the reconnecting
- * too (exit 1 at 1 s, where the library would give up only at 30 s). */
+ * too (exit 1 at 1 s, where the library would give up only at 60 s). */
 START_TEST(test_watch_reconnect_timeout)
 {
 	struct du_daemon *d = du_daemon_new();
