@@ -2286,7 +2286,11 @@ START_TEST(test_watch_coalesce)
 	uint64_t first = 0, done;
 
 	du_daemon_start(d, NULL);
-	snprintf(in, sizeof(in), "%dms", du_scale_ms(300));
+	/* Far enough ahead that the five bwctl runs and the watch's attach
+	 * come before the first fire even on a loaded machine (at load 10,
+	 * 100 ms a run: with 300 ms the first fire went before the watch
+	 * attached, alone, and the others in a second write). */
+	snprintf(in, sizeof(in), "%dms", du_scale_ms(1500));
 	for (int k = 1; k <= 5; k++) {
 		snprintf(key, sizeof(key), "%d", k);
 		bwctl(&r, d->sock, "schedule", "--session", "e2e-co", "--key", key, "--in", in,
