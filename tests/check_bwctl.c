@@ -2281,7 +2281,8 @@ static void promtool_accepts(const struct du_daemon *d, const char *out)
 START_TEST(test_watch_coalesce)
 {
 	struct du_daemon *d = du_daemon_new();
-	char in[32], key[8];
+	char in[32], timeout[32], key[8];
+	int in_ms;
 	struct du_result r;
 	uint64_t first = 0, done;
 
@@ -2289,8 +2290,11 @@ START_TEST(test_watch_coalesce)
 	/* Far enough ahead that the five bwctl runs and the watch's attach
 	 * come before the first fire even on a loaded machine (at load 10,
 	 * 100 ms a run: with 300 ms the first fire went before the watch
-	 * attached, alone, and the others in a second write). */
-	snprintf(in, sizeof(in), "%dms", du_scale_ms(1500));
+	 * attached, alone, and the others in a second write), and the
+	 * watch's timeout past it (under valgrind too). */
+	in_ms = 1200 + du_scale_ms(300);
+	snprintf(in, sizeof(in), "%dms", in_ms);
+	snprintf(timeout, sizeof(timeout), "%dms", in_ms + du_scale_ms(1000) + 10000);
 	for (int k = 1; k <= 5; k++) {
 		snprintf(key, sizeof(key), "%d", k);
 		bwctl(&r, d->sock, "schedule", "--session", "e2e-co", "--key", key, "--in", in,
@@ -2301,7 +2305,7 @@ START_TEST(test_watch_coalesce)
 		du_result_free(&r);
 	}
 	bwctl(&r, d->sock, "watch", "--session", "e2e-co", "--coalesce", "--count", "5",
-	      "--json", "--timeout", "10s", NULL);
+	      "--json", "--timeout", timeout, NULL);
 	done = du_now_ns();
 	ASSERT_EXIT(&r, 0, "watch --coalesce");
 	ck_assert_int_eq(count_lines(r.out), 5);

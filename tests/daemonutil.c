@@ -521,11 +521,13 @@ static const char *log_tail(const struct du_daemon *d)
 /* ---- daemons ---------------------------------------------------------- */
 
 /*
- * The daemons this process made, whose notifications du_recv() takes while
- * it waits: the kernel queues at most net.unix.max_dgram_qlen (10)
- * datagrams on the notify socket, and a daemon's STATUS= every 5 s would
- * fill it within a minute of a test that waits on replies alone (under
- * valgrind, many do), after which sd_notify blocks the daemon.
+ * The daemons this process made, whose notifications du_recv(),
+ * du_proc_finish() and du_daemon_wait_exit() take while they wait: the
+ * kernel queues at most net.unix.max_dgram_qlen (10) datagrams on the
+ * notify socket, and a daemon's STATUS= every 5 s would fill it within a
+ * minute of a test that waits on replies or a bwctl alone (under
+ * valgrind, many do), after which sd_notify blocks the daemon (even its
+ * STOPPING=1 after a SIGTERM: check_bwctl test_watch_reconnect hung so).
  */
 #define DU_LIVE_MAX 16
 static struct du_daemon *live[DU_LIVE_MAX];
@@ -720,6 +722,8 @@ bool du_daemon_wait_exit(struct du_daemon *d, int timeout_ms)
 	while (!du_daemon_exited(d)) {
 		if (du_now_ns() >= deadline)
 			return false;
+		/* Its STOPPING=1 (and any daemon's STATUS=) must find room. */
+		read_live_notes();
 		sleep_ns(2 * DU_MS);
 	}
 	return true;
@@ -1664,6 +1668,8 @@ void du_proc_finish(struct du_proc *p, int timeout_ms, struct du_result *r)
 	memset(r, 0, sizeof(*r));
 	r->status = -1;
 	for (;;) {
+		/* The daemons the process talks to go on notifying. */
+		read_live_notes();
 		if (!reaped && waitpid(p->pid, &st, WNOHANG) == p->pid)
 			reaped = true;
 		if (reaped && p->out_fd < 0 && p->err_fd < 0)
