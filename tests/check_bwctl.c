@@ -2281,27 +2281,30 @@ static void promtool_accepts(const struct du_daemon *d, const char *out)
 START_TEST(test_watch_coalesce)
 {
 	struct du_daemon *d = du_daemon_new();
-	char in[32], timeout[32], key[8];
-	int in_ms;
+	char at[32], timeout[32], key[8];
+	int ahead_ms;
 	struct du_result r;
-	uint64_t first = 0, done;
+	uint64_t first, done;
 
 	du_daemon_start(d, NULL);
-	/* Far enough ahead that the five bwctl runs and the watch's attach
-	 * come before the first fire even on a loaded machine (at load 10,
-	 * 100 ms a run: with 300 ms the first fire went before the watch
-	 * attached, alone, and the others in a second write), and the
-	 * watch's timeout past it (under valgrind too). */
-	in_ms = 1200 + du_scale_ms(300);
-	snprintf(in, sizeof(in), "%dms", in_ms);
-	snprintf(timeout, sizeof(timeout), "%dms", in_ms + du_scale_ms(1000) + 10000);
+	/* Five deadlines 20 ms apart, at absolute times, so that their
+	 * windows overlap however long the bwctl runs take; far enough ahead
+	 * that the runs and the watch's attach come before the first fire
+	 * even on a loaded machine or under valgrind (at load 10, 100 ms a
+	 * run: with --in 300ms the first fire went before the watch attached,
+	 * and with --in the deadlines spread as far as the runs took), and the
+	 * watch's timeout past them. */
+	ahead_ms = 1200 + du_scale_ms(300);
+	first = du_now_ns() + (uint64_t)ahead_ms * DU_MS;
+	snprintf(timeout, sizeof(timeout), "%dms", ahead_ms + du_scale_ms(1000) + 10000);
 	for (int k = 1; k <= 5; k++) {
 		snprintf(key, sizeof(key), "%d", k);
-		bwctl(&r, d->sock, "schedule", "--session", "e2e-co", "--key", key, "--in", in,
-		      "--leeway", "500ms", NULL);
+		snprintf(at, sizeof(at), "%" PRIu64, first + (uint64_t)(k - 1) * 20 * DU_MS);
+		bwctl(&r, d->sock, "schedule", "--session", "e2e-co", "--key", key,
+		      "--at-monotonic", at, "--leeway", "500ms", NULL);
 		ASSERT_EXIT(&r, 0, "schedule --leeway");
-		if (k == 1)
-			first = field_u64(r.out, "deadline");
+		ck_assert_uint_eq(field_u64(r.out, "deadline"),
+				  first + (uint64_t)(k - 1) * 20 * DU_MS);
 		du_result_free(&r);
 	}
 	bwctl(&r, d->sock, "watch", "--session", "e2e-co", "--coalesce", "--count", "5",
