@@ -3873,6 +3873,16 @@ static void big_pump(struct big_conn *b, struct pollfd *pf, int until,
 	}
 }
 
+/* Under ASan a daemon serving 10,000 connections ran its wheel 150-760 ms
+ * late on a 2-core machine (even with margins scaled by 4): the sanitizer
+ * build checks this test's memory safety and order, never early, every
+ * fire; its lateness is the plain build's to check. */
+#ifdef __SANITIZE_ADDRESS__
+#define BIG_LATE_CHECKED 0
+#else
+#define BIG_LATE_CHECKED 1
+#endif
+
 struct big_run {
 	uint64_t res, t0;
 	uint64_t *late_fired, *late_rx;
@@ -3905,7 +3915,8 @@ static void big_step(struct big_conn *b, int i, du_env *e, void *arg)
 			      "connection %d's fire early: fired_at %" PRIu64 " rx %" PRIu64
 			      " deadline %" PRIu64, i, f->fired_at_ns, b[i].rx_ns,
 			      f->deadline_ns);
-		ck_assert_msg(f->fired_at_ns - f->deadline_ns <= r->res + 3 * du_margin_ns(),
+		ck_assert_msg(!BIG_LATE_CHECKED ||
+			      f->fired_at_ns - f->deadline_ns <= r->res + 3 * du_margin_ns(),
 			      "connection %d's fire %.3f ms late", i,
 			      (double)(f->fired_at_ns - f->deadline_ns) / 1e6);
 		r->late_fired[r->nfired] = f->fired_at_ns - f->deadline_ns;
