@@ -226,7 +226,8 @@ static size_t fast_body_size(const Bitwheel__V1__Envelope *env)
 	case BITWHEEL__V1__ENVELOPE__BODY_FIRED: {
 		const Bitwheel__V1__Fired *m = env->fired;
 
-		if (!m || m->base.n_unknown_fields)
+		/* A dead letter's history is rare: protobuf-c writes it. */
+		if (!m || m->base.n_unknown_fields || m->dead_letter)
 			return SLOW;
 		return opt_u64_size(m->has_key, m->key) +
 		       opt_bytes_size(m->has_payload, &m->payload) +
@@ -234,7 +235,8 @@ static size_t fast_body_size(const Bitwheel__V1__Envelope *env)
 		       opt_u64_size(m->has_fired_at_ns, m->fired_at_ns) +
 		       opt_u64_size(m->has_fire_count, m->fire_count) +
 		       (m->has_late ? 2 : 0) + (m->has_redelivered ? 2 : 0) +
-		       opt_u64_size(m->has_delivery, m->delivery);
+		       opt_u64_size(m->has_delivery, m->delivery) +
+		       opt_u64_size(m->has_deliveries, m->deliveries);
 	}
 	default:
 		return SLOW;
@@ -286,7 +288,8 @@ static uint8_t *fast_body_write(const Bitwheel__V1__Envelope *env, uint8_t *p)
 		p = put_u64(p, 5, m->has_fire_count, m->fire_count);
 		p = put_bool(p, 6, m->has_late, m->late);
 		p = put_bool(p, 7, m->has_redelivered, m->redelivered);
-		return put_u64(p, 8, m->has_delivery, m->delivery);
+		p = put_u64(p, 8, m->has_delivery, m->delivery);
+		return put_u64(p, 9, m->has_deliveries, m->deliveries);
 	}
 	default:
 		return p; /* not reached: fast_body_size() said SLOW */
@@ -711,6 +714,11 @@ static bool fast_fired(const uint8_t *p, const uint8_t *end,
 			p = get_varint(p, end, &r->delivery);
 			r->has_delivery = true;
 			break;
+		case TAG(9, WT_VARINT):
+			ONCE(seen, 9);
+			p = get_varint(p, end, &r->deliveries);
+			r->has_deliveries = true;
+			break;
 		default:
 			return false;
 		}
@@ -940,6 +948,8 @@ bool bwp_response_from_envelope(const Bitwheel__V1__Envelope *env,
 		r->redelivered = m->redelivered;
 		r->has_delivery = m->has_delivery;
 		r->delivery = m->delivery;
+		r->has_deliveries = m->has_deliveries;
+		r->deliveries = m->deliveries;
 		return true;
 	}
 	default:

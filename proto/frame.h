@@ -210,16 +210,18 @@ bool bwp_request_from_envelope(const Bitwheel__V1__Envelope *env,
  * would decode (has_* as its has_* flags), but flat.  Each body uses its
  * own fields: ScheduleReply deadline_ns and replaced; CancelReply pending;
  * AckReply acked; Fired key, payload, deadline_ns, fired_at_ns,
- * fire_count, late, redelivered and delivery; the others stay absent and
- * zero.  payload is as in struct bwp_request.
+ * fire_count, late, redelivered, delivery and deliveries (a Fired with a
+ * dead_letter goes through protobuf-c); the others stay absent and zero.  payload is as in struct bwp_request.
  */
 struct bwp_response {
 	/* _SCHEDULE_REPLY, _CANCEL_REPLY, _ACK_REPLY or _FIRED */
 	Bitwheel__V1__Envelope__BodyCase body_case;
 	bool has_delivery;
 	bool has_acked;
+	bool has_deliveries;
 	uint64_t delivery;
 	uint64_t acked;
+	uint64_t deliveries;
 	bool has_request_id;
 	bool has_deadline_ns;
 	bool has_replaced;
