@@ -606,6 +606,8 @@ void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f)
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
 	Bitwheel__V1__Fired fired = BITWHEEL__V1__FIRED__INIT;
+	Bitwheel__V1__DeadLetter dead = BITWHEEL__V1__DEAD_LETTER__INIT;
+	const char *origin;
 
 	fired.has_key = 1;
 	fired.key = f->key;
@@ -622,8 +624,24 @@ void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f)
 	fired.late = f->late;
 	fired.has_redelivered = f->redelivered;
 	fired.redelivered = f->redelivered;
-	fired.has_delivery = 1;
+	fired.has_delivery = fired.has_deliveries = 1;
 	fired.delivery = f->delivery;
+	fired.deliveries = f->deliveries;
+	if (f->dead) {
+		origin = bwd_fire_origin(c->member->session, f);
+		dead.has_session = origin != NULL;
+		dead.session.data = (uint8_t *)origin;
+		dead.session.len = origin ? strlen(origin) : 0;
+		dead.has_deliveries = dead.has_first_handed_ns = 1;
+		dead.has_last_handed_ns = dead.has_dead_lettered_ns = 1;
+		dead.has_reason = 1;
+		dead.deliveries = f->dead->deliveries;
+		dead.first_handed_ns = f->dead->first_ns;
+		dead.last_handed_ns = f->dead->last_ns;
+		dead.dead_lettered_ns = f->dead->dead_ns;
+		dead.reason = (Bitwheel__V1__TakeBack)f->dead->why;
+		fired.dead_letter = &dead;
+	}
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED;
 	env.fired = &fired;
 	if (send_env(c, &env)) {

@@ -64,6 +64,7 @@ struct bwd_limits {
 	uint64_t linger_ns;
 	uint64_t max_output;       /* unread bytes per connection            */
 	uint32_t max_window;       /* largest consumer window                */
+	uint32_t max_deliveries;   /* a named session's default limit; 0: none */
 	uint64_t hello_timeout_ns; /* a connection's time to say Hello       */
 	/* Per-uid budgets (state.c), root exempt. */
 	uint32_t max_clients_per_uid;   /* connections, before Hello too    */
@@ -117,6 +118,18 @@ struct bwd_budgets {
 /* The slowest a uid's redeliveries are paced (in mHz), whatever its
  * periodic-rate budget (state.c, "Redeliveries"). */
 #define BWD_MIN_REDELIVERY_MHZ 100000u
+
+/* Fires that fail (PROTOCOL.md): --max-deliveries' default (RabbitMQ's
+ * for quorum queues, PROTOCOL.md says why), the longest Release delay,
+ * the longest a Touch holds a fire after its hand-out (SQS's visibility
+ * bound), and the fires one Kick moves or looks at. */
+#define BWD_DEFAULT_MAX_DELIVERIES 20u
+#define BWD_MAX_RELEASE_DELAY_NS (7ull * 86400 * 1000000000)
+#define BWD_MAX_HOLD_NS (12ull * 3600 * 1000000000)
+#define BWD_MAX_KICK 10000u
+/* Acknowledged fires by their deliveries (delivery.c). */
+#define BWD_DELIVERIES_BOUNDS 8
+#define BWD_DELIVERIES_LE { 1, 2, 3, 5, 10, 20, 50, 100 }
 
 /* When a journal write counts as done (--fsync). */
 enum bwd_fsync { BWD_FSYNC_NEVER, BWD_FSYNC_BATCH, BWD_FSYNC_ALWAYS };
@@ -249,25 +262,60 @@ bool bwd_map_scan(const struct bwd_map *m, uint64_t *pos, size_t work,
  * wheel fired, or a periodic fire made behind them (BWD_DUE_FIRE), waits
  * in its session's due list (next) for its turn to join the queue. */
 enum bwd_due_kind { BWD_DUE_TIMER, BWD_DUE_LINGER, BWD_DUE_ACK, BWD_DUE_FIRE,
-		    BWD_DUE_HOLD, BWD_DUE_PACE };
+		    BWD_DUE_HOLD, BWD_DUE_PACE, BWD_DUE_RETRY };
 struct bwd_due {
 	enum bwd_due_kind kind;
 	struct bwd_due *next;
 };
 
-/* A fire: queued in its session, or in flight to one member. */
+/* Why a fire in flight went back (TakeBack in the protocol). */
+enum bwd_take_back { BWD_TB_NONE, BWD_TB_DISCONNECTED, BWD_TB_ACK_TIMEOUT,
+		     BWD_TB_RELEASED, BWD_TB_RESTARTED };
+
+/* A dead letter's history in the session that dead-lettered it. */
+struct bwd_dead {
+	uint64_t origin;           /* that session's id                      */
+	uint64_t deliveries;
+	uint64_t first_ns, last_ns; /* its first and last hand-out there     */
+	uint64_t dead_ns;          /* when it was dead-lettered              */
+	uint8_t why;               /* enum bwd_take_back: the last take-back */
+};
+
+/*
+ * A fire: queued in its session, in flight to one member, or delayed (a
+ * Release's delay: in the wheel, in its session's delayed list through
+ * next and dpprev).  160 bytes with its allocator's header, as a timer:
+ * a oneshot fire taking its timer's place never adds.
+ */
 struct bwd_fire {
-	struct bwd_due due;        /* BWD_DUE_FIRE: in its session's due list */
+	struct bwd_due due;        /* BWD_DUE_FIRE: in its session's due list;
+				      BWD_DUE_RETRY: delayed, in the wheel  */
 	struct bwd_fire *next;
+	struct bwd_fire **dpprev;  /* delayed: its link in the delayed list */
 	uint64_t key;
 	uint64_t deadline_ns;
 	uint64_t fired_ns;
 	uint64_t count;            /* periodic: fire number; 0 for oneshot   */
 	uint64_t seq;              /* the session's fire number (journal)    */
-	uint64_t delivery;         /* in flight: the member's number for it  */
-	uint64_t handed_ns;        /* in flight: when it was handed out (its
-				      ack timeout runs from then)            */
-	uint64_t wire_end;         /* conn.c: output offset its frame ends at */
+	union {
+		uint64_t delivery; /* in flight: the member's number for it  */
+		bw_handle retry;   /* delayed: its timer                     */
+	};
+	uint64_t handed_ns;        /* in flight: when it was handed out      */
+	union {
+		uint64_t ack_by_ns; /* in flight: when its ack timeout takes
+				      it back (UINT64_MAX: never); Touch
+				      moves it                               */
+		struct bwd_session *delayed_in; /* delayed: whose            */
+	};
+	union {
+		uint64_t wire_end; /* conn.c: output offset its frame ends at */
+		uint64_t ready_ns; /* delayed (and read back): when it may go */
+	};
+	uint64_t first_ns;         /* its first hand-out in this session     */
+	struct bwd_dead *dead;     /* a dead letter: where from; else NULL   */
+	uint32_t deliveries;       /* hand-outs in this session              */
+	uint8_t why;               /* enum bwd_take_back: the last take-back */
 	bool late;
 	bool sent;                 /* journaled as handed to a consumer      */
 	bool redelivered;          /* handed out before, not acknowledged    */
@@ -356,6 +404,16 @@ struct bwd_session {
 	/* Redelivery pacing (state.c): a taken-back fire at the queue's head
 	 * waits, out of the work list, for its owner's rate to allow it. */
 	bool paced;
+	/* Fires that fail (delivery.c): the policy (named sessions), the
+	 * fires released with a delay, and the dead letters it holds (it
+	 * does not expire while it does) and has sent. */
+	bool policy_set;           /* a SetPolicy set it: journaled          */
+	uint32_t max_deliveries;   /* 0: unlimited                           */
+	char *dead_letter;         /* NULL: the default, name + ".dead"      */
+	struct bwd_fire *delayed_head;
+	uint64_t delayed;
+	uint64_t dead_letters;
+	uint64_t dead_lettered;
 	struct bwd_due pace;       /* BWD_DUE_PACE                           */
 	bw_handle pace_handle;
 	struct bwd_state *state;
@@ -392,6 +450,9 @@ struct bwd_member {
 	bool coalesce;             /* asked for coalesced delivery           */
 	bool room;                 /* its connection's output takes fires    */
 	bool ack_armed;
+	/* Touches of its fires in flight (their ack deadlines may be out of
+	 * delivery order); 0 again once its flight is empty. */
+	uint32_t touched;
 };
 
 struct bwd_state_stats {
@@ -403,6 +464,8 @@ struct bwd_state_stats {
 	uint64_t acked;            /* fires done, ever                       */
 	uint64_t redelivered;      /* fires taken back, ever                 */
 	uint64_t expired;          /* sessions dropped after their linger    */
+	/* Fires that fail: dead-lettered, released, touched, kicked back. */
+	uint64_t dead_lettered, released, touched, kicked;
 	uint64_t timers;           /* pending, all sessions                  */
 	uint64_t bytes;            /* timers, fires, sessions, maps          */
 	/* The state's own timers in the oneshot lane (lingers, ack
@@ -550,10 +613,47 @@ struct bwd_attach {
  */
 int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
 		       struct bwd_member **out, bool *resumed);
-/* The connection is gone: its fires in flight go back to the front of the
- * queue, marked redelivered; an anonymous session ends, a named one with
- * no members left starts to linger. */
+/* The connection is gone: its fires in flight go back to the queue
+ * (delivery.c says where), marked redelivered; an anonymous session ends,
+ * a named one with no members left starts to linger. */
 void bwd_member_detach(struct bwd_member *m);
+
+/*
+ * Fires that fail (delivery.c, PROTOCOL.md "Fires that fail").  Release:
+ * the fire in flight to m numbered delivery goes back now (the queue's
+ * tail) or after delay_ns, or to the dead-letter session at its limit;
+ * 0 (out->released false when no such fire is in flight), or BAD_REQUEST
+ * for a number never sent.  Touch: its ack deadline becomes now +
+ * timeout_ns (0: m's ack timeout); HOLD_LIMIT past its hand-out +
+ * BWD_MAX_HOLD_NS (*deadline_ns says until when it may be held).  Kick:
+ * up to limit (0 or past BWD_MAX_KICK: that) of the fires s dead-lettered
+ * (of key, if has_key) come back to its queue's tail; *more when it
+ * stopped before the dead-letter queue's end.  SetPolicy: has_max sets
+ * max_deliveries (0: unlimited); dead_letter NULL keeps, "" the default;
+ * BAD_REQUEST for an anonymous session.
+ */
+struct bwd_release {
+	bool released, dead_lettered;
+	uint64_t deliveries, ready_ns;
+};
+int bwd_member_release(struct bwd_member *m, uint64_t delivery,
+		       uint64_t delay_ns, struct bwd_release *out);
+int bwd_member_touch(struct bwd_member *m, uint64_t delivery,
+		     uint64_t timeout_ns, bool *touched, uint64_t *deadline_ns);
+int bwd_session_kick(struct bwd_session *s, bool has_key, uint64_t key,
+		     uint32_t limit, uint64_t *kicked, bool *more);
+int bwd_session_set_policy(struct bwd_session *s, bool has_max, uint32_t max,
+			   const char *dead_letter);
+/* s's limit in force (0: unlimited; anonymous sessions have none), and
+ * its dead-letter session's name: 0, or -ENOENT (anonymous),
+ * -ENAMETOOLONG (the default would pass BWP_SESSION_NAME_MAX). */
+uint32_t bwd_session_max_deliveries(const struct bwd_session *s);
+int bwd_session_dead_letter_name(const struct bwd_session *s,
+				 char out[BWP_SESSION_NAME_MAX + 1]);
+/* A dead letter's origin session's name (NULL: not one, or gone). */
+const char *bwd_fire_origin(const struct bwd_session *s, const struct bwd_fire *f);
+/* Acknowledged fires by their deliveries, by BWD_DELIVERIES_LE. */
+const struct bwd_hist *bwd_state_deliveries(const struct bwd_state *st);
 /*
  * Acknowledge delivery (and, cumulative, every earlier one in flight).
  * 0 with *acked the fires it completed, or BAD_REQUEST for a number this
@@ -681,6 +781,15 @@ enum bwd_rec_type {
 	BWD_REC_SENT,              /* sid, seq: handed to a connection       */
 	BWD_REC_DONE,              /* sid, seq: delivered, or dropped        */
 	BWD_REC_TRAILER,           /* count: records before it (snapshots)   */
+	BWD_REC_MOVE,              /* sid, seq, to, to_seq, deliveries, first,
+				      last, why, dead: the fire went to
+				      session `to` as its fire to_seq (dead-
+				      lettered with that history, or with
+				      BWD_RECF_KICK kicked back)             */
+	BWD_REC_RELEASE,           /* sid, seq, ready: released, to be handed
+				      out again from ready on                */
+	BWD_REC_POLICY,            /* sid, count (max_deliveries), name (the
+				      dead-letter session; empty: default)  */
 	BWD_REC_TYPES
 };
 
@@ -690,6 +799,12 @@ enum bwd_rec_type {
 #define BWD_RECF_SENT 0x04u    /* FIRE/QUEUED: handed to a connection    */
 #define BWD_RECF_LEEWAY 0x08u  /* TIMER: carries leeway_ns (after the
 				  other u64s); without it, the default   */
+#define BWD_RECF_HISTORY 0x10u /* SENT: carries deliveries and fired (its
+				  first hand-out); QUEUED: deliveries,
+				  first, ready                           */
+#define BWD_RECF_DEAD 0x20u    /* QUEUED: a dead letter: to (its origin),
+				  dl_deliveries, dl_first, last, why, dead */
+#define BWD_RECF_KICK 0x40u    /* MOVE: a kick, not a dead-lettering     */
 
 struct bwd_record {
 	uint8_t type;
@@ -698,6 +813,9 @@ struct bwd_record {
 	uint32_t uid;
 	uint64_t sid, key, seq, deadline_ns, period_ns, count, fired_ns;
 	uint64_t leeway_ns;        /* TIMER with BWD_RECF_LEEWAY             */
+	/* Fires that fail: MOVE, RELEASE, and QUEUED's history. */
+	uint64_t to, to_seq, deliveries, first_ns, ready_ns, dl_deliveries,
+		 dl_first_ns, last_ns, why, dead_ns;
 	const char *name;          /* not NUL-terminated                     */
 	const uint8_t *payload;
 	uint32_t payload_len;
@@ -968,7 +1086,7 @@ struct bwd_conn;
  * (bwd_state_lateness, bwd_state_queue_wait, bwd_state_ack_latency), journal
  * syncs and snapshots the store's (struct bwd_storage).
  */
-#define BWD_REQUEST_KINDS 18           /* Envelope body field numbers  */
+#define BWD_REQUEST_KINDS 22           /* Envelope body field numbers  */
 #define BWD_ERROR_CODES 32             /* ErrorCode values             */
 /* Why a connection ended: the first reason the daemon had, else the
  * client's (it closed, or its socket broke). */
@@ -1081,12 +1199,19 @@ struct bwd_reply {
 		Bitwheel__V1__AckReply ack;
 		Bitwheel__V1__ListSessionsReply list_sessions;
 		Bitwheel__V1__ListTimersReply list_timers;
+		Bitwheel__V1__ReleaseReply release;
+		Bitwheel__V1__TouchReply touch;
+		Bitwheel__V1__SetPolicyReply set_policy;
+		Bitwheel__V1__KickReply kick;
 	} body;
 	Bitwheel__V1__Limits limits;
 	Bitwheel__V1__LaneStats lanes[2];
 	Bitwheel__V1__LaneInfo lane[2], *lane_ptr[2]; /* HelloReply.lanes  */
 	Bitwheel__V1__Metrics metrics;
+	Bitwheel__V1__Policy policy;   /* HelloReply's, SetPolicyReply's     */
+	char policy_name[BWP_SESSION_NAME_MAX + 1];
 	uint64_t late_le[BWD_LATENESS_BOUNDS];
+	uint64_t deliveries_le[BWD_DELIVERIES_BOUNDS];
 	uint64_t sync_le[BWD_SYNC_BOUNDS];
 	char message[256];
 	bool none;                     /* nothing to send (an Ack without id) */

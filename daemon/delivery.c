@@ -57,6 +57,8 @@
  * member's fires is O(its flight); a hold, a pace wait, O(1) and a wheel
  * operation.
  */
+#include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -305,8 +307,21 @@ static void requeue_front(struct bwd_session *s, struct bwd_fire *head,
 	bwd_work_add(s);
 }
 
+/* A fire out of flight (or delayed, or from another session) joins the
+ * queue's tail; its bytes are counted already. */
+static void requeue_tail(struct bwd_session *s, struct bwd_fire *f)
+{
+	s->queued++;
+	COUNT(s, queued, 1);
+	bwd_fire_link(s, f);
+}
+
 void bwd_fire_free(struct bwd_session *s, struct bwd_fire *f)
 {
+	if (f->dead) {
+		s->dead_letters--;
+		free(f->dead);
+	}
 	s->acct->fires--;
 	bwd_acct_charge(s->state, s->acct, -(int64_t)BWD_FIRE_COST(f->payload_len));
 	free(f);
@@ -341,14 +356,24 @@ const struct bwd_hist *bwd_state_ack_latency(const struct bwd_state *st)
 	return &st->ack;
 }
 
+/* f, unlinked from m's flight by the caller, leaves it. */
+static void flight_leave(struct bwd_member *m)
+{
+	m->flight--;
+	if (!m->flight)
+		m->touched = 0;
+}
+
 /* f (in flight to m, unlinked by the caller) is done. */
 static void flight_done(struct bwd_member *m, struct bwd_fire *f)
 {
 	struct bwd_session *s = m->session;
 	struct bwd_state *st = s->state;
+	static const uint64_t le[BWD_DELIVERIES_BOUNDS] = BWD_DELIVERIES_LE;
 
 	bwd_state_journal_seq(s, BWD_REC_DONE, f->seq);
-	m->flight--;
+	bwd_hist_add(&st->deliveries, le, BWD_DELIVERIES_BOUNDS, f->deliveries);
+	flight_leave(m);
 	s->in_flight--;
 	COUNT(s, in_flight, -1);
 	COUNT(s, acked, 1);
@@ -356,13 +381,177 @@ static void flight_done(struct bwd_member *m, struct bwd_fire *f)
 	bwd_fire_free(s, f);
 }
 
-/* The fires in flight to m from its head up to `last` (NULL: all) go back
- * to the front of the session's queue, in delivery order; those whose
- * frame reached the socket whole are marked, since the consumer may have
- * read them.  One not written out (or only in part) cannot have been. */
-void bwd_member_take_back(struct bwd_member *m, struct bwd_fire *last)
+/* ---- fires that fail ------------------------------------------------------ */
+
+uint32_t bwd_session_max_deliveries(const struct bwd_session *s)
+{
+	if (!s->name)
+		return 0;
+	return s->policy_set ? s->max_deliveries : s->state->opt->limits.max_deliveries;
+}
+
+int bwd_session_dead_letter_name(const struct bwd_session *s,
+				 char out[BWP_SESSION_NAME_MAX + 1])
+{
+	static const char suffix[] = ".dead";
+	size_t n;
+
+	if (!s->name)
+		return -ENOENT;
+	if (s->dead_letter) {
+		strcpy(out, s->dead_letter);
+		return 0;
+	}
+	n = strlen(s->name);
+	if (n + sizeof(suffix) - 1 > BWP_SESSION_NAME_MAX)
+		return -ENAMETOOLONG;
+	memcpy(out, s->name, n);
+	memcpy(out + n, suffix, sizeof(suffix));
+	return 0;
+}
+
+const char *bwd_fire_origin(const struct bwd_session *s, const struct bwd_fire *f)
+{
+	const struct bwd_session *o;
+
+	if (!f->dead)
+		return NULL;
+	o = bwd_session_by_id(s->state, f->dead->origin);
+	return o && o->name ? o->name : NULL;
+}
+
+/* f moves from session `from` to `to`'s tail with a new seq (journaled as
+ * one MOVE, so that the journal's order of its records is the order
+ * things happened); its deliveries count from 0 there. */
+static void move_to(struct bwd_session *from, struct bwd_session *to,
+		    struct bwd_fire *f, bool kick)
+{
+	struct bwd_record r = {
+		.type = BWD_REC_MOVE, .sid = from->id, .seq = f->seq, .to = to->id,
+		.to_seq = to->next_seq, .flags = kick ? BWD_RECF_KICK : 0,
+	};
+
+	if (f->dead) {
+		r.deliveries = f->dead->deliveries;
+		r.first_ns = f->dead->first_ns;
+		r.last_ns = f->dead->last_ns;
+		r.dead_ns = f->dead->dead_ns;
+		r.why = f->dead->why;
+	}
+	bwd_state_journal(from->state, from->acct, &r);
+	f->seq = to->next_seq++;
+	f->deliveries = 0;
+	f->first_ns = 0;
+	f->why = BWD_TB_NONE;
+	f->sent = f->taken_back = false;
+	requeue_tail(to, f);
+}
+
+/*
+ * f, out of s's flight (its counts moved already), reached s's delivery
+ * limit: it goes to the tail of s's dead-letter session (created if need
+ * be, whatever the owner's session budget: one per session at most),
+ * with its history.  False when it cannot (no dead-letter name, no
+ * memory): it then stays with s.
+ */
+static bool dead_letter(struct bwd_session *s, struct bwd_fire *f, uint64_t now)
+{
+	char name[BWP_SESSION_NAME_MAX + 1];
+	struct bwd_session *to;
+	struct bwd_dead *d;
+
+	if (bwd_session_dead_letter_name(s, name) ||
+	    bwd_session_named(s->state, s->owner, name, &to) || to == s)
+		return false;
+	d = malloc(sizeof(*d));
+	if (!d)
+		return false;
+	*d = (struct bwd_dead){
+		.origin = s->id, .deliveries = f->deliveries,
+		.first_ns = f->first_ns, .last_ns = f->handed_ns,
+		.dead_ns = now, .why = f->why,
+	};
+	f->dead = d;
+	to->dead_letters++;
+	s->dead_lettered++;
+	s->state->stats.dead_lettered++;
+	bwd_log(BWD_LOG_INFO, "session '%s' (uid %ld): key %" PRIu64 " dead-lettered to '%s' after %" PRIu32 " deliveries",
+		s->name, (long)s->owner, f->key, to->name, f->deliveries);
+	move_to(s, to, f, false);
+	return true;
+}
+
+/* Whether f, out of flight, has had its last allowed hand-out in s (a
+ * dead letter never goes on to another dead-letter session). */
+static bool at_limit(const struct bwd_session *s, const struct bwd_fire *f)
+{
+	uint32_t max = bwd_session_max_deliveries(s);
+
+	return max && f->deliveries >= max && !f->dead;
+}
+
+/*
+ * The chain of n fires head.. (unlinked from m's flight by the caller, in
+ * delivery order) goes back, for why.  Those whose frame reached the
+ * socket whole are marked (the consumer may have read them); one not
+ * written out cannot have been read, and its hand-out does not count.
+ * Of the written ones only the oldest keeps its hand-out counted: the one
+ * its handler was most likely on when it died or stalled; the others were
+ * waiting behind it, and a poison fire's crashes must not drive them to
+ * the limit.  Then each fire past its limit goes to the dead-letter
+ * session; each that failed before (its second counted hand-out) to the
+ * queue's tail, to take its turn behind the others instead of blocking
+ * them; the rest to the front, in delivery order.
+ */
+static void take_back_chain(struct bwd_member *m, struct bwd_fire *head,
+			    uint64_t n, enum bwd_take_back why)
 {
 	struct bwd_session *s = m->session;
+	struct bwd_fire *front = NULL, **fp = &front, *ftail = NULL, *f, *next;
+	uint64_t nfront = 0, now = 0;
+	bool blamed = false;
+
+	m->flight -= n;
+	if (!m->flight)
+		m->touched = 0;
+	s->in_flight -= n;
+	COUNT(s, in_flight, -(int64_t)n);
+	COUNT(s, redelivered, n);
+	for (f = head; f; f = next) {
+		bool written = f->wire_end <= m->drained;
+
+		next = f->next;
+		f->next = NULL;
+		f->redelivered |= written;
+		if (written && !blamed)
+			blamed = true;
+		else if (f->deliveries)
+			f->deliveries--;
+		f->taken_back = true;
+		f->why = (uint8_t)why;
+		if (at_limit(s, f)) {
+			if (!now)
+				now = bwd_state_now(s->state);
+			if (dead_letter(s, f, now))
+				continue;
+		}
+		if (f->deliveries >= 2) {
+			requeue_tail(s, f);
+			continue;
+		}
+		*fp = ftail = f;
+		fp = &f->next;
+		nfront++;
+	}
+	if (front)
+		requeue_front(s, front, ftail, nfront);
+}
+
+/* The fires in flight to m from its head up to `last` (NULL: all) go
+ * back (take_back_chain). */
+void bwd_member_take_back(struct bwd_member *m, struct bwd_fire *last,
+			  enum bwd_take_back why)
+{
 	struct bwd_fire *head = m->flight_head, *tail = last ? last : m->flight_tail;
 	uint64_t n = 0;
 
@@ -372,46 +561,56 @@ void bwd_member_take_back(struct bwd_member *m, struct bwd_fire *last)
 	if (!m->flight_head)
 		m->flight_tail = NULL;
 	tail->next = NULL;
-	for (struct bwd_fire *f = head; f; f = f->next) {
-		f->redelivered |= f->wire_end <= m->drained;
-		f->taken_back = true;
+	for (struct bwd_fire *f = head; f; f = f->next)
 		n++;
-	}
-	m->flight -= n;
-	s->in_flight -= n;
-	COUNT(s, in_flight, -(int64_t)n);
-	COUNT(s, redelivered, n);
-	requeue_front(s, head, tail, n);
+	take_back_chain(m, head, n, why);
 }
 
-/* When f, in flight to m (with an ack timeout), is to be taken back. */
-static uint64_t take_back_at(const struct bwd_member *m, const struct bwd_fire *f)
-{
-	return f->handed_ns > UINT64_MAX - m->ack_timeout_ns ? UINT64_MAX :
-		f->handed_ns + m->ack_timeout_ns;
-}
-
+/* m's ack timer, at its earliest ack deadline: the head's, in delivery
+ * order, until a Touch moved one (then every fire's is looked at). */
 static void ack_timer_arm(struct bwd_member *m)
 {
+	uint64_t at;
+
 	if (m->ack_armed || !m->flight_head || !m->ack_timeout_ns)
 		return;
-	bwd_state_own_arm(m->session->state, &m->due, take_back_at(m, m->flight_head),
-		&m->ack_handle, &m->ack_armed);
+	at = m->flight_head->ack_by_ns;
+	if (m->touched)
+		for (const struct bwd_fire *f = m->flight_head->next; f; f = f->next)
+			if (f->ack_by_ns < at)
+				at = f->ack_by_ns;
+	bwd_state_own_arm(m->session->state, &m->due, at, &m->ack_handle, &m->ack_armed);
 }
 
-/* The ack timeout: what m has held too long goes back. */
+/* The ack timeout: what m has held past its ack deadline goes back; with
+ * touched fires in flight, not a prefix alone. */
 void bwd_member_ack_expired(struct bwd_member *m, uint64_t now_ns)
 {
-	struct bwd_fire *last = NULL;
+	struct bwd_fire *chain = NULL, **cp = &chain, **pp = &m->flight_head, *f;
+	struct bwd_fire *prev = NULL;
+	uint64_t n = 0;
 
 	m->ack_armed = false;
-	for (struct bwd_fire *f = m->flight_head; f && take_back_at(m, f) <= now_ns;
-	     f = f->next)
-		last = f;
-	if (last) {
-		bwd_log(BWD_LOG_DEBUG, "a consumer of session '%s' held fires past its ack timeout: taken back",
+	while ((f = *pp)) {
+		if (f->ack_by_ns > now_ns) {
+			if (!m->touched)
+				break;
+			prev = f;
+			pp = &f->next;
+			continue;
+		}
+		*pp = f->next;
+		f->next = NULL;
+		*cp = f;
+		cp = &f->next;
+		n++;
+	}
+	if (!*pp)
+		m->flight_tail = prev;
+	if (n) {
+		bwd_log(BWD_LOG_DEBUG, "a consumer of session '%s' held fires past their ack deadline: taken back",
 			m->session->name ? m->session->name : "(anonymous)");
-		bwd_member_take_back(m, last);
+		take_back_chain(m, chain, n, BWD_TB_ACK_TIMEOUT);
 	}
 	ack_timer_arm(m);
 	bwd_ready_add(m);
@@ -420,6 +619,21 @@ void bwd_member_ack_expired(struct bwd_member *m, uint64_t now_ns)
 bool bwd_state_has_work(const struct bwd_state *st)
 {
 	return st->work.head != NULL;
+}
+
+/* Every hand-out is journaled, with its time and the count with it: the
+ * count and the first hand-out survive a restart (a take-back that does
+ * not count it is not journaled: a crash may count it). */
+static void journal_sent(struct bwd_session *s, const struct bwd_fire *f)
+{
+	struct bwd_record r = {
+		.type = BWD_REC_SENT, .flags = BWD_RECF_HISTORY, .sid = s->id,
+		.seq = f->seq, .fired_ns = f->first_ns,
+		.deliveries = f->deliveries,
+	};
+
+	if (s->name)
+		bwd_state_journal(s->state, s->acct, &r);
 }
 
 /* ---- redeliveries ---------------------------------------------------------- */
@@ -477,10 +691,14 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 		COUNT(s, in_flight, 1);
 		st->stats.bytes += bwd_fire_bytes(f);
 		count_handed(st, f, bwd_state_now(st));
-		if (!f->sent) {
-			bwd_state_journal_seq(s, BWD_REC_SENT, f->seq);
-			f->sent = true;
-		}
+		f->ack_by_ns = !m->ack_timeout_ns ? UINT64_MAX :
+			f->handed_ns > UINT64_MAX - m->ack_timeout_ns ? UINT64_MAX :
+			f->handed_ns + m->ack_timeout_ns;
+		if (!f->first_ns)
+			f->first_ns = f->handed_ns;
+		f->deliveries++;
+		journal_sent(s, f);
+		f->sent = true;
 		ack_timer_arm(m);
 		/* Whatever goes, a batch or not (a redelivery, a fire that
 		 * waited for credit), is a write a tolerant fire due by now
@@ -499,6 +717,31 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 		return f;
 	}
 	return NULL;
+}
+
+/* The fire in flight to m numbered delivery, and the link to it (*pp)
+ * and the fire before it (*prev); NULL when none.  O(1) at the head, else
+ * O(its place in the flight). */
+static struct bwd_fire *flight_find(struct bwd_member *m, uint64_t delivery,
+				    struct bwd_fire ***pp, struct bwd_fire **prev)
+{
+	struct bwd_fire *f;
+
+	*prev = NULL;
+	for (*pp = &m->flight_head; (f = **pp) && f->delivery < delivery;
+	     *pp = &f->next)
+		*prev = f;
+	return f && f->delivery == delivery ? f : NULL;
+}
+
+/* Unlink f (found by flight_find) from m's flight. */
+static void flight_unlink(struct bwd_member *m, struct bwd_fire *f,
+			  struct bwd_fire **pp, struct bwd_fire *prev)
+{
+	*pp = f->next;
+	if (m->flight_tail == f)
+		m->flight_tail = prev;
+	f->next = NULL;
 }
 
 int bwd_member_ack(struct bwd_member *m, uint64_t delivery, bool cumulative,
@@ -521,15 +764,10 @@ int bwd_member_ack(struct bwd_member *m, uint64_t delivery, bool cumulative,
 		if (!m->flight_head)
 			m->flight_tail = NULL;
 	} else {
-		struct bwd_fire *prev = NULL;
+		struct bwd_fire *prev;
 
-		for (pp = &m->flight_head; (f = *pp) && f->delivery < delivery;
-		     pp = &f->next)
-			prev = f;
-		if (f && f->delivery == delivery) {
-			*pp = f->next;
-			if (m->flight_tail == f)
-				m->flight_tail = prev;
+		if ((f = flight_find(m, delivery, &pp, &prev))) {
+			flight_unlink(m, f, pp, prev);
 			count_acked(m->session->state, f, now);
 			flight_done(m, f);
 			n = 1;
@@ -565,4 +803,185 @@ void bwd_member_set_room(struct bwd_member *m, bool room)
 	m->room = room;
 	if (room)
 		bwd_ready_add(m);
+}
+
+/* ---- release, touch, kick ------------------------------------------------ */
+
+/* f, delayed, waits in the wheel until ready_ns, in s's delayed list.
+ * False without memory for its timer. */
+static bool delay(struct bwd_session *s, struct bwd_fire *f)
+{
+	bool armed = false;
+
+	f->due.kind = BWD_DUE_RETRY;
+	bwd_state_own_arm(s->state, &f->due, f->ready_ns, &f->retry, &armed);
+	if (!armed)
+		return false;
+	f->delayed_in = s;
+	f->next = s->delayed_head;
+	if (f->next)
+		f->next->dpprev = &f->next;
+	f->dpprev = &s->delayed_head;
+	s->delayed_head = f;
+	s->delayed++;
+	return true;
+}
+
+static void undelay(struct bwd_session *s, struct bwd_fire *f)
+{
+	*f->dpprev = f->next;
+	if (f->next)
+		f->next->dpprev = f->dpprev;
+	f->next = NULL;
+	f->dpprev = NULL;
+	f->due.kind = BWD_DUE_FIRE;
+	s->delayed--;
+}
+
+void bwd_fire_ready(struct bwd_fire *f)
+{
+	struct bwd_session *s = f->delayed_in;
+
+	undelay(s, f);
+	requeue_tail(s, f);
+}
+
+void bwd_fire_delay(struct bwd_session *s, struct bwd_fire *f)
+{
+	if (!delay(s, f))
+		requeue_tail(s, f);
+}
+
+void bwd_session_drop_delayed(struct bwd_session *s)
+{
+	struct bwd_fire *f;
+
+	while ((f = s->delayed_head)) {
+		bool armed = true;
+
+		bwd_state_own_disarm(s->state, f->retry, &armed);
+		undelay(s, f);
+		s->state->stats.bytes -= bwd_fire_bytes(f);
+		bwd_fire_free(s, f);
+	}
+}
+
+int bwd_member_release(struct bwd_member *m, uint64_t delivery,
+		       uint64_t delay_ns, struct bwd_release *out)
+{
+	struct bwd_session *s = m->session;
+	struct bwd_fire *f, **pp, *prev;
+	uint64_t now;
+
+	memset(out, 0, sizeof(*out));
+	if (delivery == 0 || delivery > m->last_delivery)
+		return BITWHEEL__V1__ERROR_CODE__BAD_REQUEST;
+	if (!(f = flight_find(m, delivery, &pp, &prev)))
+		return 0;
+	flight_unlink(m, f, pp, prev);
+	flight_leave(m);
+	s->in_flight--;
+	COUNT(s, in_flight, -1);
+	s->state->stats.released++;
+	now = bwd_state_now(s->state);
+	f->why = BWD_TB_RELEASED;
+	f->taken_back = true;
+	out->released = true;
+	out->deliveries = f->deliveries;
+	if (at_limit(s, f) && dead_letter(s, f, now)) {
+		out->dead_lettered = true;
+	} else {
+		struct bwd_record r = {
+			.type = BWD_REC_RELEASE, .sid = s->id, .seq = f->seq,
+			.ready_ns = now + delay_ns,
+		};
+
+		f->ready_ns = out->ready_ns = r.ready_ns;
+		if (s->name)
+			bwd_state_journal(s->state, s->acct, &r);
+		if (delay_ns)
+			bwd_fire_delay(s, f);
+		else
+			requeue_tail(s, f);
+	}
+	bwd_ready_add(m);
+	return 0;
+}
+
+int bwd_member_touch(struct bwd_member *m, uint64_t delivery,
+		     uint64_t timeout_ns, bool *touched, uint64_t *deadline_ns)
+{
+	struct bwd_fire *f, **pp, *prev;
+	uint64_t now, at;
+
+	*touched = false;
+	*deadline_ns = 0;
+	if (delivery == 0 || delivery > m->last_delivery)
+		return BITWHEEL__V1__ERROR_CODE__BAD_REQUEST;
+	if (!(f = flight_find(m, delivery, &pp, &prev)))
+		return 0;
+	*touched = true;
+	if (!m->ack_timeout_ns)
+		return 0;
+	now = bwd_state_now(m->session->state);
+	if (!timeout_ns)
+		timeout_ns = m->ack_timeout_ns;
+	at = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
+	if (at - f->handed_ns > BWD_MAX_HOLD_NS || at < f->handed_ns) {
+		*touched = false;
+		*deadline_ns = f->handed_ns + BWD_MAX_HOLD_NS;
+		return BITWHEEL__V1__ERROR_CODE__HOLD_LIMIT;
+	}
+	f->ack_by_ns = *deadline_ns = at;
+	m->touched++;
+	m->session->state->stats.touched++;
+	bwd_state_own_disarm(m->session->state, m->ack_handle, &m->ack_armed);
+	ack_timer_arm(m);
+	return 0;
+}
+
+int bwd_session_kick(struct bwd_session *s, bool has_key, uint64_t key,
+		     uint32_t limit, uint64_t *kicked, bool *more)
+{
+	char name[BWP_SESSION_NAME_MAX + 1];
+	struct bwd_session *dl;
+	struct bwd_fire **pp, *f, *prev = NULL;
+	uint32_t looked = 0;
+
+	*kicked = 0;
+	*more = false;
+	if (!limit || limit > BWD_MAX_KICK)
+		limit = BWD_MAX_KICK;
+	if (bwd_session_dead_letter_name(s, name) ||
+	    !(dl = bwd_session_find(s->state, s->owner, name)) || dl == s)
+		return 0;
+	for (pp = &dl->queue_head; (f = *pp); ) {
+		if (looked++ == BWD_MAX_KICK || *kicked == limit) {
+			*more = true;
+			break;
+		}
+		if (!f->dead || f->dead->origin != s->id || (has_key && f->key != key)) {
+			prev = f;
+			pp = &f->next;
+			continue;
+		}
+		*pp = f->next;
+		if (dl->queue_tail == f)
+			dl->queue_tail = prev;
+		f->next = NULL;
+		dl->queued--;
+		COUNT(dl, queued, -1);
+		dl->dead_letters--;
+		free(f->dead);
+		f->dead = NULL;
+		move_to(dl, s, f, true);
+		(*kicked)++;
+	}
+	s->state->stats.kicked += *kicked;
+	return 0;
+}
+
+const struct bwd_hist *bwd_state_deliveries(const struct bwd_state *st)
+{
+	return &st->deliveries;
 }

@@ -46,7 +46,7 @@ static void usage(FILE *f)
 "                            probes 1 slot, full slots overflow on time;\n"
 "                            oneshot slots hold 1024)\n"
 "      --max-clients N       open connections (1024)\n"
-"      --max-frame BYTES     frame body size (65536; >= max-payload + 80)\n"
+"      --max-frame BYTES     frame body size (65536; >= max-payload + 256)\n"
 "      --max-payload BYTES   Schedule payload (1024)\n"
 "      --max-timers N        pending timers plus undelivered fires per session\n"
 "                            (65536; Schedule gets TOO_MANY_TIMERS beyond)\n"
@@ -74,6 +74,9 @@ static void usage(FILE *f)
 "      --budgets FILE        per-uid, per-user and per-group budgets, and the\n"
 "                            default (bitwheeld(8), BUDGET FILE)\n"
 "      --max-window N        largest consumer window (4096)\n"
+"      --max-deliveries N    hand-outs without an ack after which a named\n"
+"                            session's fire goes to its dead-letter session,\n"
+"                            unless its policy says otherwise (20; 0: never)\n"
 "      --hello-timeout DURATION  close a connection that has not said Hello\n"
 "                            by then (30s)\n"
 "      --linger DURATION     life of a named session with no connection (5m)\n"
@@ -168,7 +171,7 @@ enum {
 	OPT_ONESHOT_RES, OPT_ONESHOT_CAP, OPT_ONESHOT_PROBES,
 	OPT_PERIODIC_RES, OPT_PERIODIC_CAP, OPT_PERIODIC_PROBES,
 	OPT_MAX_CLIENTS, OPT_MAX_FRAME, OPT_MAX_PAYLOAD, OPT_MAX_TIMERS,
-	OPT_MAX_QUEUED, OPT_LINGER, OPT_MAX_OUTPUT, OPT_MAX_WINDOW, OPT_HELLO_TIMEOUT,
+	OPT_MAX_QUEUED, OPT_LINGER, OPT_MAX_OUTPUT, OPT_MAX_WINDOW, OPT_HELLO_TIMEOUT, OPT_MAX_DELIVERIES,
 	OPT_STATE_DIR, OPT_FSYNC, OPT_JOURNAL_MAX, OPT_SNAPSHOT_INTERVAL,
 	OPT_IGNORE_SNAPSHOT, OPT_SNAPSHOT_GROWTH, OPT_SNAPSHOT_MIN_INTERVAL,
 	OPT_CLIENTS_PER_UID, OPT_SESSIONS_PER_UID, OPT_TIMERS_PER_UID,
@@ -204,6 +207,7 @@ static const struct option longopts[] = {
 	{ "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
 	{ "max-window", required_argument, NULL, OPT_MAX_WINDOW },
 	{ "hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT },
+	{ "max-deliveries", required_argument, NULL, OPT_MAX_DELIVERIES },
 	{ "state-dir", required_argument, NULL, OPT_STATE_DIR },
 	{ "fsync", required_argument, NULL, OPT_FSYNC },
 	{ "journal-max", required_argument, NULL, OPT_JOURNAL_MAX },
@@ -297,6 +301,11 @@ static int parse_limit(int opt, const char *arg, struct bwd_limits *l)
 		if (parse_uint(flag, arg, 1, 1u << 20, 10, &v))
 			return -1;
 		l->max_window = (uint32_t)v;
+		return 0;
+	case OPT_MAX_DELIVERIES:
+		if (parse_uint(flag, arg, 0, UINT32_MAX, 10, &v))
+			return -1;
+		l->max_deliveries = (uint32_t)v;
 		return 0;
 	case OPT_HELLO_TIMEOUT:
 		return parse_duration(flag, arg, 1000000u, "1ms", &l->hello_timeout_ns);
@@ -431,6 +440,7 @@ static int parse(int argc, char **argv, struct bwd_options *o)
 		.linger_ns = 300000000000ull,
 		.max_output = 1u << 20,
 		.max_window = 4096,
+		.max_deliveries = BWD_DEFAULT_MAX_DELIVERIES,
 		.hello_timeout_ns = 30000000000ull,
 		/* max_clients_per_uid and max_timers_per_uid: 0 until the
 		 * end, where they follow max_clients and max_timers. */
@@ -485,7 +495,7 @@ static int parse(int argc, char **argv, struct bwd_options *o)
 			break;
 		case OPT_MAX_CLIENTS: case OPT_MAX_FRAME: case OPT_MAX_PAYLOAD:
 		case OPT_MAX_TIMERS: case OPT_MAX_QUEUED: case OPT_LINGER:
-		case OPT_MAX_OUTPUT: case OPT_MAX_WINDOW: case OPT_HELLO_TIMEOUT:
+		case OPT_MAX_OUTPUT: case OPT_MAX_WINDOW: case OPT_HELLO_TIMEOUT: case OPT_MAX_DELIVERIES:
 		case OPT_CLIENTS_PER_UID: case OPT_SESSIONS_PER_UID:
 		case OPT_TIMERS_PER_UID: case OPT_RATE_PER_UID:
 		case OPT_BYTES_PER_UID: case OPT_MAX_MEMORY: case OPT_JOURNAL_PER_UID:

@@ -21,7 +21,9 @@
  *    8  n  body: type (1 byte), flags (1 byte), then the fields its type
  *          carries (field_mask[]; a TIMER's leeway only with
  *          BWD_RECF_LEEWAY, so that files written before leeways read
- *          back, and a timer without one is written as before) in the
+ *          back, and a timer without one is written as before; the same
+ *          way a SENT's time and a QUEUED fire's history only with
+ *          BWD_RECF_HISTORY, a dead letter's with BWD_RECF_DEAD) in the
  *          order of enum field: u64s, a u32 uid, a name (1-byte length),
  *          a payload (4-byte length)
  *
@@ -41,7 +43,9 @@ static const char magic[2][8] = { "BWJOURN1", "BWSNAPS1" };
 
 enum field {
 	F_SID, F_KEY, F_SEQ, F_DEADLINE, F_PERIOD, F_COUNT, F_FIRED_AT,
-	F_LEEWAY, F_UID, F_NAME, F_PAYLOAD,
+	F_LEEWAY, F_TO, F_TO_SEQ, F_DELIVERIES, F_FIRST, F_READY,
+	F_DL_DELIVERIES, F_DL_FIRST, F_LAST, F_WHY, F_DEAD,
+	F_UID, F_NAME, F_PAYLOAD,
 };
 
 #define B(f) (1u << (f))
@@ -59,6 +63,10 @@ static const unsigned field_mask[BWD_REC_TYPES] = {
 	[BWD_REC_SENT] = B(F_SID) | B(F_SEQ),
 	[BWD_REC_DONE] = B(F_SID) | B(F_SEQ),
 	[BWD_REC_TRAILER] = B(F_COUNT),
+	[BWD_REC_MOVE] = B(F_SID) | B(F_SEQ) | B(F_TO) | B(F_TO_SEQ) |
+		B(F_DELIVERIES) | B(F_FIRST) | B(F_LAST) | B(F_WHY) | B(F_DEAD),
+	[BWD_REC_RELEASE] = B(F_SID) | B(F_SEQ) | B(F_READY),
+	[BWD_REC_POLICY] = B(F_SID) | B(F_COUNT) | B(F_NAME),
 };
 
 /* The fields a record carries: its type's, and a TIMER's leeway when its
@@ -69,6 +77,13 @@ static unsigned fields_of(unsigned type, unsigned flags)
 
 	if (type == BWD_REC_TIMER && (flags & BWD_RECF_LEEWAY))
 		m |= B(F_LEEWAY);
+	if (type == BWD_REC_SENT && (flags & BWD_RECF_HISTORY))
+		m |= B(F_FIRED_AT) | B(F_DELIVERIES);
+	if (type == BWD_REC_QUEUED && (flags & BWD_RECF_HISTORY))
+		m |= B(F_DELIVERIES) | B(F_FIRST) | B(F_READY);
+	if (type == BWD_REC_QUEUED && (flags & BWD_RECF_DEAD))
+		m |= B(F_TO) | B(F_DL_DELIVERIES) | B(F_DL_FIRST) | B(F_LAST) |
+			B(F_WHY) | B(F_DEAD);
 	return m;
 }
 
@@ -205,6 +220,16 @@ static uint64_t *u64_field(struct bwd_record *r, enum field f)
 	case F_PERIOD: return &r->period_ns;
 	case F_COUNT: return &r->count;
 	case F_LEEWAY: return &r->leeway_ns;
+	case F_TO: return &r->to;
+	case F_TO_SEQ: return &r->to_seq;
+	case F_DELIVERIES: return &r->deliveries;
+	case F_FIRST: return &r->first_ns;
+	case F_READY: return &r->ready_ns;
+	case F_DL_DELIVERIES: return &r->dl_deliveries;
+	case F_DL_FIRST: return &r->dl_first_ns;
+	case F_LAST: return &r->last_ns;
+	case F_WHY: return &r->why;
+	case F_DEAD: return &r->dead_ns;
 	default: return &r->fired_ns;
 	}
 }
@@ -214,7 +239,7 @@ size_t bwd_record_size(const struct bwd_record *r)
 	unsigned m = fields_of(r->type, r->flags);
 	size_t n = BWD_RECORD_HEADER_SIZE + 2;
 
-	for (enum field f = F_SID; f <= F_LEEWAY; f++)
+	for (enum field f = F_SID; f <= F_DEAD; f++)
 		if (m & B(f))
 			n += 8;
 	if (m & B(F_UID))
@@ -233,7 +258,7 @@ size_t bwd_record_pack(const struct bwd_record *r, uint8_t *out)
 
 	*p++ = r->type;
 	*p++ = r->flags;
-	for (enum field f = F_SID; f <= F_LEEWAY; f++)
+	for (enum field f = F_SID; f <= F_DEAD; f++)
 		if (m & B(f))
 			p = put64(p, *u64_field((struct bwd_record *)r, f));
 	if (m & B(F_UID))
@@ -267,7 +292,7 @@ static int parse_body(const uint8_t *p, size_t n, struct bwd_record *r)
 	r->flags = p[1];
 	p += 2;
 	m = fields_of(r->type, r->flags);
-	for (enum field f = F_SID; f <= F_LEEWAY; f++) {
+	for (enum field f = F_SID; f <= F_DEAD; f++) {
 		if (!(m & B(f)))
 			continue;
 		if (end - p < 8)

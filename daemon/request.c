@@ -165,6 +165,23 @@ static void journal_refused(struct bwd_request_ctx *ctx, uid_t owner,
 	      ctx->env->opt->limits.max_journal_per_uid);
 }
 
+/* s's delivery policy into p (its dead-letter name into name): p. */
+static Bitwheel__V1__Policy *policy_of(const struct bwd_session *s,
+				       Bitwheel__V1__Policy *p,
+				       char name[BWP_SESSION_NAME_MAX + 1])
+{
+	bitwheel__v1__policy__init(p);
+	p->has_max_deliveries = p->has_explicit_ = 1;
+	p->max_deliveries = bwd_session_max_deliveries(s);
+	p->explicit_ = s->policy_set;
+	if (!bwd_session_dead_letter_name(s, name)) {
+		p->has_dead_letter = 1;
+		p->dead_letter.data = (uint8_t *)name;
+		p->dead_letter.len = strlen(name);
+	}
+	return p;
+}
+
 /* What Hello asks for, checked: 0, or the reply already says why not. */
 static int hello_attach(const struct bwd_options *opt, const Envelope *req,
 			char *name, struct bwd_attach *a, struct bwd_reply *out)
@@ -333,6 +350,12 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 	lim->has_max_journal_bytes_per_uid = lim->has_hello_timeout_ns = 1;
 	lim->max_journal_bytes_per_uid = opt->limits.max_journal_per_uid;
 	lim->hello_timeout_ns = opt->limits.hello_timeout_ns;
+	lim->has_max_release_delay_ns = lim->has_max_hold_ns = 1;
+	lim->has_default_max_deliveries = lim->has_max_kick = 1;
+	lim->max_release_delay_ns = BWD_MAX_RELEASE_DELAY_NS;
+	lim->max_hold_ns = BWD_MAX_HOLD_NS;
+	lim->default_max_deliveries = opt->limits.max_deliveries;
+	lim->max_kick = BWD_MAX_KICK;
 	bitwheel__v1__hello_reply__init(hr);
 	hr->has_protocol_version = 1;
 	hr->protocol_version = BWP_PROTOCOL_VERSION;
@@ -360,6 +383,8 @@ static void do_hello(struct bwd_request_ctx *ctx, const Envelope *req,
 	hr->consumers = s->nconsumers;
 	hr->has_owner_uid = s->name != NULL;
 	hr->owner_uid = (uint32_t)s->owner;
+	if (s->name)
+		hr->policy = policy_of(s, &out->policy, out->policy_name);
 	if (a.consumer)
 		s->dropped = 0;
 	reply_init(out, true, req->request_id, BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY);
@@ -566,6 +591,147 @@ static void do_ack(struct bwd_request_ctx *ctx, const struct bwp_request *r,
 	out->env.ack_reply = ar;
 }
 
+/* ---- fires that fail --------------------------------------------------------- */
+
+/* A Release or Touch names a delivery this connection was sent: else,
+ * as for Ack, the client lost track of its fires (BAD_REQUEST closes). */
+static bool delivery_known(struct bwd_request_ctx *ctx, const Envelope *req,
+			   const char *what, bool has, uint64_t delivery,
+			   struct bwd_reply *out)
+{
+	if (has && delivery && delivery <= ctx->member->last_delivery)
+		return true;
+	error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), true,
+	      "%s of delivery %" PRIu64 ": this connection was sent %" PRIu64 " fires%s",
+	      what, delivery, ctx->member->last_delivery,
+	      has ? "" : " (and it names none)");
+	return false;
+}
+
+static void do_release(struct bwd_request_ctx *ctx, const Envelope *req,
+		       struct bwd_reply *out)
+{
+	const Bitwheel__V1__Release *q = req->release;
+	Bitwheel__V1__ReleaseReply *rr = &out->body.release;
+	struct bwd_release r;
+
+	if (!delivery_known(ctx, req, "Release", q->has_delivery, q->delivery, out))
+		return;
+	if (q->delay_ns > BWD_MAX_RELEASE_DELAY_NS) {
+		error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), false,
+		      "Release delay_ns %" PRIu64 " is past the longest, %" PRIu64 " (max_release_delay_ns)",
+		      q->delay_ns, (uint64_t)BWD_MAX_RELEASE_DELAY_NS);
+		return;
+	}
+	if (storage_refuses(ctx, true, req->request_id, out))
+		return;
+	bwd_member_release(ctx->member, q->delivery, q->delay_ns, &r);
+	bitwheel__v1__release_reply__init(rr);
+	rr->has_released = rr->has_dead_lettered = rr->has_deliveries = 1;
+	rr->released = r.released;
+	rr->dead_lettered = r.dead_lettered;
+	rr->deliveries = r.deliveries;
+	rr->has_ready_ns = r.released && !r.dead_lettered;
+	rr->ready_ns = r.ready_ns;
+	reply_init(out, true, req->request_id, BITWHEEL__V1__ENVELOPE__BODY_RELEASE_REPLY);
+	out->env.release_reply = rr;
+}
+
+static void do_touch(struct bwd_request_ctx *ctx, const Envelope *req,
+		     struct bwd_reply *out)
+{
+	const Bitwheel__V1__Touch *q = req->touch;
+	Bitwheel__V1__TouchReply *tr = &out->body.touch;
+	uint64_t at;
+	bool touched;
+
+	if (!delivery_known(ctx, req, "Touch", q->has_delivery, q->delivery, out))
+		return;
+	if (bwd_member_touch(ctx->member, q->delivery, q->timeout_ns, &touched, &at)) {
+		error(out, true, req->request_id, PROTOCOL_NAME(HOLD_LIMIT), false,
+		      "Touch of delivery %" PRIu64 ": a fire may be held until %" PRIu64 " ns at most, %" PRIu64 " after its hand-out (max_hold_ns); acknowledge or release it",
+		      q->delivery, at, (uint64_t)BWD_MAX_HOLD_NS);
+		return;
+	}
+	bitwheel__v1__touch_reply__init(tr);
+	tr->has_touched = 1;
+	tr->touched = touched;
+	tr->has_ack_deadline_ns = at != 0;
+	tr->ack_deadline_ns = at;
+	reply_init(out, true, req->request_id, BITWHEEL__V1__ENVELOPE__BODY_TOUCH_REPLY);
+	out->env.touch_reply = tr;
+}
+
+/* Policy and Kick: what a named session has. */
+static bool named_only(struct bwd_request_ctx *ctx, const Envelope *req,
+		       const char *what, struct bwd_reply *out)
+{
+	if (ctx->member->session->name)
+		return true;
+	error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), false,
+	      "%s: an anonymous session has no delivery policy nor dead letters", what);
+	return false;
+}
+
+static void do_set_policy(struct bwd_request_ctx *ctx, const Envelope *req,
+			  struct bwd_reply *out)
+{
+	const Bitwheel__V1__SetPolicy *q = req->set_policy;
+	Bitwheel__V1__SetPolicyReply *pr = &out->body.set_policy;
+	struct bwd_session *s = ctx->member->session;
+	char name[BWP_SESSION_NAME_MAX + 1] = "";
+	size_t len = q->dead_letter.len;
+	int err;
+
+	if (!named_only(ctx, req, "SetPolicy", out))
+		return;
+	if (q->has_dead_letter && len &&
+	    (!bwp_session_name_valid((const char *)q->dead_letter.data, len) ||
+	     (len == strlen(s->name) && !memcmp(q->dead_letter.data, s->name, len)))) {
+		error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), false,
+		      "SetPolicy dead_letter: 1 to %u bytes of [A-Za-z0-9_.:@-], not the session's own name",
+		      BWP_SESSION_NAME_MAX);
+		return;
+	}
+	if (storage_refuses(ctx, true, req->request_id, out))
+		return;
+	if (q->has_dead_letter)
+		memcpy(name, q->dead_letter.data, len);
+	err = bwd_session_set_policy(s, q->has_max_deliveries, q->max_deliveries,
+				     q->has_dead_letter ? name : NULL);
+	if (err) {
+		error(out, true, req->request_id, err, false, "SetPolicy: %s",
+		      state_error_text(err));
+		return;
+	}
+	bitwheel__v1__set_policy_reply__init(pr);
+	pr->policy = policy_of(s, &out->policy, out->policy_name);
+	reply_init(out, true, req->request_id, BITWHEEL__V1__ENVELOPE__BODY_SET_POLICY_REPLY);
+	out->env.set_policy_reply = pr;
+}
+
+static void do_kick(struct bwd_request_ctx *ctx, const Envelope *req,
+		    struct bwd_reply *out)
+{
+	const Bitwheel__V1__Kick *q = req->kick;
+	Bitwheel__V1__KickReply *kr = &out->body.kick;
+	uint64_t kicked;
+	bool more;
+
+	if (!named_only(ctx, req, "Kick", out) ||
+	    storage_refuses(ctx, true, req->request_id, out))
+		return;
+	bwd_session_kick(ctx->member->session, q->has_key, q->key, q->limit,
+			 &kicked, &more);
+	bitwheel__v1__kick_reply__init(kr);
+	kr->has_kicked = kr->has_more = 1;
+	kr->kicked = kicked;
+	kr->more = more;
+	reply_init(out, true, req->request_id, BITWHEEL__V1__ENVELOPE__BODY_KICK_REPLY);
+	out->env.kick_reply = kr;
+	out->heavy = kicked > 0;
+}
+
 /* One lane's counters, less the state's own timers (oneshot lane). */
 static void lane_stats(struct bw_wheel *w, const struct bwd_state_stats *own,
 		       Bitwheel__V1__LaneStats *ls)
@@ -633,6 +799,9 @@ static void fill_metrics(struct bwd_env *env, struct bwd_reply *out)
 	const struct bwd_hist *wait1 = bwd_state_queue_wait(env->state, BW_LANE_ONESHOT);
 	const struct bwd_hist *waitp = bwd_state_queue_wait(env->state, BW_LANE_PERIODIC);
 	const struct bwd_hist *ack = bwd_state_ack_latency(env->state);
+	const struct bwd_hist *dlv = bwd_state_deliveries(env->state);
+	static const uint64_t dlv_le[BWD_DELIVERIES_BOUNDS] = BWD_DELIVERIES_LE;
+	struct bwd_state_stats ss;
 	struct bwd_metrics *m = &env->metrics;
 	const struct bwd_storage *st = &env->storage;
 	Bitwheel__V1__Metrics *mr = &out->metrics;
@@ -659,6 +828,17 @@ static void fill_metrics(struct bwd_env *env, struct bwd_reply *out)
 	mr->has_ack_latency_sum_ns = 1;
 	mr->ack_latency_sum_ns = ack->sum_ns;
 	fill_process(mr);
+	bwd_state_stats(env->state, &ss);
+	mr->has_dead_lettered = mr->has_released = mr->has_touched = mr->has_kicked = 1;
+	mr->dead_lettered = ss.dead_lettered;
+	mr->released = ss.released;
+	mr->touched = ss.touched;
+	mr->kicked = ss.kicked;
+	memcpy(out->deliveries_le, dlv_le, sizeof(dlv_le));
+	mr->n_deliveries_le = BWD_DELIVERIES_BOUNDS;
+	mr->deliveries_le = out->deliveries_le;
+	mr->n_deliveries_bucket = BWD_DELIVERIES_BOUNDS + 1;
+	mr->deliveries_bucket = (uint64_t *)dlv->bucket;
 	mr->n_requests = BWD_REQUEST_KINDS;
 	mr->requests = m->requests;
 	mr->n_errors = BWD_ERROR_CODES;
@@ -851,10 +1031,25 @@ static bool may_see(struct bwd_request_ctx *ctx, const Envelope *req,
 	return false;
 }
 
+/* A listed session's reply entry, with room for what it points to. */
+struct session_entry {
+	Bitwheel__V1__SessionInfo info;
+	Bitwheel__V1__Policy policy;
+	char dead_letter[BWP_SESSION_NAME_MAX + 1];
+};
+
 static void session_info(const struct bwd_session *s, uint64_t now,
-			 uint64_t linger, Bitwheel__V1__SessionInfo *si)
+			 uint64_t linger, struct session_entry *e)
 {
+	Bitwheel__V1__SessionInfo *si = &e->info;
+
 	bitwheel__v1__session_info__init(si);
+	if (s->name)
+		si->policy = policy_of(s, &e->policy, e->dead_letter);
+	si->has_dead_letters = si->has_delayed = si->has_dead_lettered = 1;
+	si->dead_letters = s->dead_letters;
+	si->delayed = s->delayed;
+	si->dead_lettered = s->dead_lettered;
 	si->has_name = s->name != NULL;
 	si->name.data = (uint8_t *)s->name;
 	si->name.len = s->name ? strlen(s->name) : 0;
@@ -885,7 +1080,8 @@ static void do_list_sessions(struct bwd_request_ctx *ctx, const Envelope *req,
 	bool any = ctx->uid == 0 && !q->has_owner_uid;
 	uid_t owner = q->has_owner_uid ? (uid_t)q->owner_uid : ctx->uid;
 	const struct bwd_session **page;
-	Bitwheel__V1__SessionInfo *info, **ptr;
+	struct session_entry *info;
+	Bitwheel__V1__SessionInfo **ptr;
 	uint64_t now = now_of(ctx);
 	size_t max, n;
 	bool done;
@@ -897,14 +1093,14 @@ static void do_list_sessions(struct bwd_request_ctx *ctx, const Envelope *req,
 		return;
 	if (!(page = page_block(req, max, sizeof(*info), out)))
 		return;
-	info = (Bitwheel__V1__SessionInfo *)(page + max);
+	info = (struct session_entry *)(page + max);
 	ptr = (Bitwheel__V1__SessionInfo **)(info + max);
 	done = bwd_state_list_sessions(ctx->env->state, any, owner, &ctx->list->pos,
 				       page, max, &n);
 	bitwheel__v1__list_sessions_reply__init(r);
 	for (size_t i = 0; i < n; i++) {
 		session_info(page[i], now, ctx->env->opt->limits.linger_ns, &info[i]);
-		ptr[i] = &info[i];
+		ptr[i] = &info[i].info;
 	}
 	r->n_sessions = n;
 	r->sessions = ptr;
@@ -1014,6 +1210,10 @@ static bool admissible(struct bwd_request_ctx *ctx, bool has_id, uint64_t id,
 	case BITWHEEL__V1__ENVELOPE__BODY_ACK:
 	case BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS:
 	case BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS:
+	case BITWHEEL__V1__ENVELOPE__BODY_RELEASE:
+	case BITWHEEL__V1__ENVELOPE__BODY_TOUCH:
+	case BITWHEEL__V1__ENVELOPE__BODY_SET_POLICY:
+	case BITWHEEL__V1__ENVELOPE__BODY_KICK:
 		break;
 	default:
 		error(out, has_id, id, PROTOCOL_NAME(UNKNOWN_MESSAGE), true,
@@ -1058,6 +1258,14 @@ void bwd_request_handle(struct bwd_request_ctx *ctx, const Envelope *req,
 		do_list_sessions(ctx, req, out);
 	else if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS)
 		do_list_timers(ctx, req, out);
+	else if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_RELEASE)
+		do_release(ctx, req, out);
+	else if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_TOUCH)
+		do_touch(ctx, req, out);
+	else if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_SET_POLICY)
+		do_set_policy(ctx, req, out);
+	else if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_KICK)
+		do_kick(ctx, req, out);
 	else if (bwp_request_from_envelope(req, &r))
 		bwd_request_handle_fast(ctx, &r, out);
 	else

@@ -30,6 +30,15 @@ static struct bwd_record session_record(const struct bwd_session *s)
 	};
 }
 
+static struct bwd_record policy_record(const struct bwd_session *s)
+{
+	return (struct bwd_record){
+		.type = BWD_REC_POLICY, .sid = s->id, .count = s->max_deliveries,
+		.name = s->dead_letter,
+		.name_len = s->dead_letter ? (uint8_t)strlen(s->dead_letter) : 0,
+	};
+}
+
 void bwd_state_set_journal(struct bwd_state *st, struct bwd_journal *j)
 {
 	st->journal = j;
@@ -44,15 +53,22 @@ void bwd_state_set_journal(struct bwd_state *st, struct bwd_journal *j)
 	 * whose timers its records are. */
 	for (size_t b = 0; b <= st->sessions.mask; b++) {
 		for (struct bwd_map_node *n = st->sessions.bucket[b]; n; n = n->next) {
-			struct bwd_record r = session_record(
-				bwd_container_of(n, struct bwd_session, node));
+			const struct bwd_session *s =
+				bwd_container_of(n, struct bwd_session, node);
+			struct bwd_record r = session_record(s);
 
 			bwd_state_journal(st, NULL, &r);
+			if (s->policy_set) {
+				r = policy_record(s);
+				bwd_state_journal(st, NULL, &r);
+			}
 		}
 	}
 }
 
+/* ready: a delayed fire's time to go again (0: none). */
 static int dump_fire(const struct bwd_session *s, const struct bwd_fire *f,
+		     uint64_t ready,
 		     int (*emit)(void *, const struct bwd_record *), void *ctx)
 {
 	struct bwd_record r = {
@@ -61,10 +77,22 @@ static int dump_fire(const struct bwd_session *s, const struct bwd_fire *f,
 		.count = f->count, .fired_ns = f->fired_ns,
 		.flags = (f->has_payload ? BWD_RECF_PAYLOAD : 0) |
 			 (f->late ? BWD_RECF_LATE : 0) |
-			 (f->sent ? BWD_RECF_SENT : 0),
+			 (f->sent ? BWD_RECF_SENT : 0) |
+			 (f->deliveries || ready ? BWD_RECF_HISTORY : 0) |
+			 (f->dead ? BWD_RECF_DEAD : 0),
 		.payload = f->payload, .payload_len = f->payload_len,
+		.deliveries = f->deliveries, .first_ns = f->first_ns,
+		.ready_ns = ready,
 	};
 
+	if (f->dead) {
+		r.to = f->dead->origin;
+		r.dl_deliveries = f->dead->deliveries;
+		r.dl_first_ns = f->dead->first_ns;
+		r.last_ns = f->dead->last_ns;
+		r.why = f->dead->why;
+		r.dead_ns = f->dead->dead_ns;
+	}
 	return emit(ctx, &r);
 }
 
@@ -74,7 +102,7 @@ static int dump_fires(const struct bwd_session *s, const struct bwd_fire *f,
 	int err = 0;
 
 	for (; f && !err; f = f->next)
-		err = dump_fire(s, f, emit, ctx);
+		err = dump_fire(s, f, 0, emit, ctx);
 	return err;
 }
 
@@ -90,13 +118,13 @@ static int dump_due(const struct bwd_session *s,
 
 		if (d->kind == BWD_DUE_FIRE) {
 			err = dump_fire(s, bwd_container_of(d, struct bwd_fire, due),
-					emit, ctx);
+					0, emit, ctx);
 			continue;
 		}
 		t = bwd_container_of(d, struct bwd_timer, due);
 		f = bwd_timer_fire_of(t, t->fired_ns, 0);
 		f.seq = t->seq;
-		err = dump_fire(s, &f, emit, ctx);
+		err = dump_fire(s, &f, 0, emit, ctx);
 	}
 	return err;
 }
@@ -106,6 +134,11 @@ static int dump_session(const struct bwd_session *s,
 {
 	struct bwd_record r = session_record(s);
 	int err = emit(ctx, &r);
+
+	if (!err && s->policy_set) {
+		r = policy_record(s);
+		err = emit(ctx, &r);
+	}
 
 	for (size_t b = 0; !err && b <= s->timers.mask; b++) {
 		for (struct bwd_map_node *n = s->timers.bucket[b]; n && !err; n = n->next) {
@@ -134,6 +167,8 @@ static int dump_session(const struct bwd_session *s,
 		err = dump_fires(s, s->queue_head, emit, ctx);
 	if (!err)
 		err = dump_due(s, emit, ctx);
+	for (const struct bwd_fire *f = s->delayed_head; f && !err; f = f->next)
+		err = dump_fire(s, f, f->ready_ns, emit, ctx);
 	return err;
 }
 
@@ -160,6 +195,22 @@ static uint64_t shifted(uint64_t t, int64_t shift)
 	return t > UINT64_MAX - by ? UINT64_MAX : t + by;
 }
 
+/* The history of a dead letter read back: NULL without memory. */
+static struct bwd_dead *dead_of(const struct bwd_record *r, int64_t shift)
+{
+	struct bwd_dead *d = malloc(sizeof(*d));
+
+	if (d)
+		*d = (struct bwd_dead){
+			.origin = r->to, .deliveries = r->dl_deliveries,
+			.first_ns = shifted(r->dl_first_ns, shift),
+			.last_ns = shifted(r->last_ns, shift),
+			.dead_ns = shifted(r->dead_ns, shift),
+			.why = r->why > BWD_TB_RESTARTED ? BWD_TB_NONE : (uint8_t)r->why,
+		};
+	return d;
+}
+
 /* Queue a restored fire at the tail: its seq is the newest so far. */
 static void restore_fire(struct bwd_session *s, const struct bwd_record *r,
 			const uint8_t *payload, uint32_t payload_len,
@@ -174,9 +225,22 @@ static void restore_fire(struct bwd_session *s, const struct bwd_record *r,
 		.has_payload = has_payload, .payload = payload,
 		.payload_len = payload_len,
 	};
-	struct bwd_fire *q = bwd_fire_new(&f);
+	struct bwd_fire *q;
 
+	if (r->flags & BWD_RECF_HISTORY) {
+		f.deliveries = r->deliveries > UINT32_MAX ? UINT32_MAX :
+			(uint32_t)r->deliveries;
+		f.first_ns = shifted(r->first_ns, shift);
+		f.ready_ns = r->ready_ns ? shifted(r->ready_ns, shift) : 0;
+	}
+	q = bwd_fire_new(&f);
+	if (q && (r->flags & BWD_RECF_DEAD) && !(q->dead = dead_of(r, shift))) {
+		free(q);
+		q = NULL;
+	}
 	if (q) {
+		if (q->dead)
+			s->dead_letters++;
 		bwd_fire_enqueue(s, q);
 	} else {
 		s->dropped++;
@@ -195,6 +259,77 @@ static struct bwd_fire *find_fire(struct bwd_session *s, uint64_t seq,
 		if (f->seq == seq)
 			return f;
 	return NULL;
+}
+
+/* Unlink the queued fire f (prev before it) from s's queue. */
+static void unqueue(struct bwd_session *s, struct bwd_fire *f,
+		    struct bwd_fire *prev)
+{
+	if (prev)
+		prev->next = f->next;
+	else
+		s->queue_head = f->next;
+	if (s->queue_tail == f)
+		s->queue_tail = prev;
+	f->next = NULL;
+	bwd_fire_count_queued(s, f, -1);
+}
+
+/* A fire went to another session (dead-lettered, or kicked back): both
+ * are the same owner's, so only the sessions' counts move. */
+static int apply_move(struct bwd_session *s, const struct bwd_record *r,
+		      int64_t shift)
+{
+	struct bwd_session *to = bwd_session_by_id(s->state, r->to);
+	struct bwd_fire *prev, *f = find_fire(s, r->seq, &prev);
+	struct bwd_dead *d = NULL;
+
+	if (!f || !to || to == s || to->owner != s->owner)
+		return BWD_REC_ECORRUPT;
+	if (!(r->flags & BWD_RECF_KICK)) {
+		struct bwd_record h = *r;
+
+		h.to = s->id;
+		h.dl_deliveries = r->deliveries;
+		h.dl_first_ns = r->first_ns;
+		if (!(d = dead_of(&h, shift)))
+			return -ENOMEM;
+	}
+	unqueue(s, f, prev);
+	if (f->dead) {
+		s->dead_letters--;
+		free(f->dead);
+	}
+	f->dead = d;
+	if (d)
+		to->dead_letters++;
+	f->seq = r->to_seq;
+	f->deliveries = 0;
+	f->first_ns = f->ready_ns = 0;
+	f->sent = false;
+	bwd_fire_count_queued(to, f, 1);
+	bwd_fire_link(to, f);
+	if (r->to_seq >= to->next_seq)
+		to->next_seq = r->to_seq + 1;
+	return 0;
+}
+
+static int apply_policy(struct bwd_session *s, const struct bwd_record *r)
+{
+	char *dl = NULL;
+
+	if (r->name_len) {
+		if (!bwp_session_name_valid(r->name, r->name_len))
+			return BWD_REC_ECORRUPT;
+		dl = strndup(r->name, r->name_len);
+		if (!dl)
+			return -ENOMEM;
+	}
+	free(s->dead_letter);
+	s->dead_letter = dl;
+	s->max_deliveries = r->count > UINT32_MAX ? UINT32_MAX : (uint32_t)r->count;
+	s->policy_set = true;
+	return 0;
 }
 
 static int apply_fired(struct bwd_session *s, const struct bwd_record *r,
@@ -292,22 +427,57 @@ int bwd_state_apply(struct bwd_state *st, const struct bwd_record *r,
 		if (!f)
 			return BWD_REC_ECORRUPT;
 		f->sent = f->redelivered = true;
+		f->ready_ns = 0;
+		if (!(r->flags & BWD_RECF_HISTORY)) {
+			/* Written before counts were: once at least. */
+			f->deliveries = f->deliveries ? f->deliveries : 1;
+			return 0;
+		}
+		f->deliveries = r->deliveries > UINT32_MAX ? UINT32_MAX :
+			(uint32_t)r->deliveries;
+		f->first_ns = shifted(r->fired_ns, shift_ns);
 		return 0;
+	case BWD_REC_RELEASE:
+		f = find_fire(s, r->seq, &prev);
+		if (!f)
+			return BWD_REC_ECORRUPT;
+		f->ready_ns = shifted(r->ready_ns, shift_ns);
+		f->why = BWD_TB_RELEASED;
+		return 0;
+	case BWD_REC_MOVE:
+		return apply_move(s, r, shift_ns);
+	case BWD_REC_POLICY:
+		return apply_policy(s, r);
 	case BWD_REC_DONE:
 		f = find_fire(s, r->seq, &prev);
 		if (!f)
 			return BWD_REC_ECORRUPT;
-		if (prev)
-			prev->next = f->next;
-		else
-			s->queue_head = f->next;
-		if (s->queue_tail == f)
-			s->queue_tail = prev;
-		bwd_fire_count_queued(s, f, -1);
+		unqueue(s, f, prev);
 		bwd_fire_free(s, f);
 		return 0;
 	default:
 		return BWD_REC_ECORRUPT;
+	}
+}
+
+/* Fires read back: those handed out before were in flight, or taken
+ * back, when the daemon stopped; those released with a delay that is not
+ * over wait it out (O(the queue)). */
+static void restore_delayed(struct bwd_session *s, uint64_t now)
+{
+	struct bwd_fire *f, *prev = NULL, *next;
+
+	for (f = s->queue_head; f; f = next) {
+		next = f->next;
+		if (f->sent && f->why == BWD_TB_NONE)
+			f->why = BWD_TB_RESTARTED;
+		if (f->ready_ns <= now) {
+			f->ready_ns = 0;
+			prev = f;
+			continue;
+		}
+		unqueue(s, f, prev);
+		bwd_fire_delay(s, f);
 	}
 }
 
@@ -338,6 +508,7 @@ int bwd_state_restore_finish(struct bwd_state *st, uint64_t now_ns,
 					restored->timers++;
 				}
 			}
+			restore_delayed(s, now_ns);
 			restored->queued += s->queued;
 			restored->sessions++;
 			bwd_session_linger(s);

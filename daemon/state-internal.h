@@ -80,6 +80,7 @@ struct bwd_state {
 	/* Delivery's (delivery.c, "Monitoring"): each fire's first hand-out
 	 * - deadline, by lane; an Ack's arrival - its fire's hand-out. */
 	struct bwd_hist wait[2], ack;
+	struct bwd_hist deliveries; /* acknowledged fires' deliveries        */
 	uint64_t held;             /* every uid's bytes                      */
 	uint64_t seed;
 	uint64_t (*now)(void *arg); /* the clock: bw_now_ns, or a test's     */
@@ -162,6 +163,10 @@ struct bwd_session *bwd_session_find(struct bwd_state *st, uid_t owner,
 struct bwd_session *bwd_session_by_id(struct bwd_state *st, uint64_t id);
 int bwd_session_new(struct bwd_state *st, const char *name, uid_t uid,
 		    uint64_t id, struct bwd_session **out);
+/* The named session, created (journaled, lingering) if need be, with no
+ * budget checked: 0 or -ENOMEM. */
+int bwd_session_named(struct bwd_state *st, uid_t owner, const char *name,
+		      struct bwd_session **out);
 void bwd_session_free(struct bwd_session *s);
 /* A named session with no members starts its linger. */
 void bwd_session_linger(struct bwd_session *s);
@@ -204,8 +209,15 @@ void bwd_fire_count_queued(struct bwd_session *s, const struct bwd_fire *f,
 			   int64_t n);
 struct bwd_fire *bwd_fire_dequeue(struct bwd_session *s);
 void bwd_fire_free(struct bwd_session *s, struct bwd_fire *f);
-/* m's fires in flight up to last (NULL: all) go back to the queue's front. */
-void bwd_member_take_back(struct bwd_member *m, struct bwd_fire *last);
+/* m's fires in flight up to last (NULL: all) go back, for why. */
+void bwd_member_take_back(struct bwd_member *m, struct bwd_fire *last,
+			  enum bwd_take_back why);
+/* A delayed fire's time came: it joins its session's queue.  f, out of
+ * any list, waits until f->ready_ns (at once without memory for its
+ * timer).  A session's delayed fires are freed with it. */
+void bwd_fire_ready(struct bwd_fire *f);
+void bwd_fire_delay(struct bwd_session *s, struct bwd_fire *f);
+void bwd_session_drop_delayed(struct bwd_session *s);
 /* m's ack timeout ran out at now. */
 void bwd_member_ack_expired(struct bwd_member *m, uint64_t now_ns);
 

@@ -427,6 +427,8 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 
 		s->hold_armed = false;
 		bwd_hold_let_go(s, now_ns);
+	} else if (d->kind == BWD_DUE_RETRY) {
+		bwd_fire_ready(bwd_container_of(d, struct bwd_fire, due));
 	} else if (d->kind == BWD_DUE_PACE) {
 		struct bwd_session *s = bwd_container_of(d, struct bwd_session, pace);
 
@@ -849,11 +851,15 @@ void bwd_session_free(struct bwd_session *s)
 	while (s->members) {
 		struct bwd_member *m = s->members;
 
-		bwd_member_take_back(m, NULL);
+		bwd_member_take_back(m, NULL, BWD_TB_DISCONNECTED);
 		member_free(m);
 	}
 	while ((f = bwd_fire_dequeue(s)))
 		bwd_fire_free(s, f);
+	bwd_session_drop_delayed(s);
+	if (s->dead_letter)
+		st->stats.bytes -= strlen(s->dead_letter) + 1;
+	free(s->dead_letter);
 	bwd_map_fini(&s->timers);
 	if (s->name)
 		unname(s);
@@ -868,6 +874,10 @@ static void session_end(struct bwd_session *s);
 
 static void session_expire(struct bwd_session *s)
 {
+	if (s->dead_letters) {
+		bwd_session_linger(s);
+		return;
+	}
 	bwd_log_client(BWD_LOGK_SESSION, s->owner, BWD_LOG_INFO,
 		"session '%s' of uid %ld expired after its linger: %zu timers and %" PRIu64 " queued fires dropped",
 		s->name, (long)s->owner, s->timers.count, s->queued);
@@ -885,6 +895,56 @@ void bwd_session_linger(struct bwd_session *s)
 	s->detached_ns = now;
 	bwd_state_own_arm(st, &s->linger, now > UINT64_MAX - linger ? UINT64_MAX : now + linger,
 		&s->linger_handle, &s->lingering);
+}
+
+int bwd_session_named(struct bwd_state *st, uid_t owner, const char *name,
+		      struct bwd_session **out)
+{
+	struct bwd_record r = {
+		.type = BWD_REC_SESSION, .uid = (uint32_t)owner, .name = name,
+		.name_len = (uint8_t)strlen(name),
+	};
+	int err;
+
+	if ((*out = bwd_session_find(st, owner, name)))
+		return 0;
+	if ((err = bwd_session_new(st, name, owner, 0, out)))
+		return err;
+	r.sid = (*out)->id;
+	bwd_state_journal(st, (*out)->acct, &r);
+	/* Created with nobody attached (a dead-letter session): it lingers. */
+	bwd_session_linger(*out);
+	return 0;
+}
+
+int bwd_session_set_policy(struct bwd_session *s, bool has_max, uint32_t max,
+			   const char *dead_letter)
+{
+	struct bwd_record r = { .type = BWD_REC_POLICY, .sid = s->id };
+	char *dl = NULL;
+
+	if (!s->name)
+		return BITWHEEL__V1__ERROR_CODE__BAD_REQUEST;
+	if (dead_letter && *dead_letter && !(dl = strdup(dead_letter)))
+		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
+	if (!s->policy_set)
+		s->max_deliveries = bwd_session_max_deliveries(s);
+	if (has_max)
+		s->max_deliveries = max;
+	if (dead_letter) {
+		if (s->dead_letter)
+			s->state->stats.bytes -= strlen(s->dead_letter) + 1;
+		free(s->dead_letter);
+		s->dead_letter = dl;
+		if (dl)
+			s->state->stats.bytes += strlen(dl) + 1;
+	}
+	s->policy_set = true;
+	r.count = s->max_deliveries;
+	r.name = s->dead_letter;
+	r.name_len = s->dead_letter ? (uint8_t)strlen(s->dead_letter) : 0;
+	bwd_state_journal(s->state, s->acct, &r);
+	return 0;
 }
 
 int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
@@ -913,20 +973,10 @@ int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
-	if (!s) {
-		if (bwd_session_new(st, a->name, a->owner_uid, 0, &s)) {
-			free(m);
-			return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
-		}
-		if (a->name) {
-			struct bwd_record r = {
-				.type = BWD_REC_SESSION, .sid = s->id,
-				.uid = (uint32_t)a->owner_uid, .name = a->name,
-				.name_len = (uint8_t)strlen(a->name),
-			};
-
-			bwd_state_journal(st, s->acct, &r);
-		}
+	if (!s && (a->name ? bwd_session_named(st, a->owner_uid, a->name, &s) :
+		   bwd_session_new(st, NULL, a->owner_uid, 0, &s))) {
+		free(m);
+		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
 	}
 	bwd_state_own_disarm(st, s->linger_handle, &s->lingering);
 	m->due.kind = BWD_DUE_ACK;
@@ -1017,7 +1067,7 @@ void bwd_member_detach(struct bwd_member *m)
 		bwd_log_client(BWD_LOGK_SESSION, s->owner, BWD_LOG_INFO,
 			"session '%s' of uid %ld: a consumer left with %" PRIu64 " fires unacknowledged; they go back to the queue",
 			s->name, (long)s->owner, m->flight);
-	bwd_member_take_back(m, NULL);
+	bwd_member_take_back(m, NULL, BWD_TB_DISCONNECTED);
 	member_free(m);
 	if (s->nmembers)
 		return;

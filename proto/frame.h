@@ -70,11 +70,12 @@
 #define BWP_DEFAULT_MAX_PAYLOAD 1024u
 /*
  * The most an envelope adds around a Schedule's or a Fired's payload, every
- * field present at its widest, for payloads under 256 MiB: a daemon keeps
+ * field present at its widest (a dead letter's history with a 64-byte
+ * session name included), for payloads under 256 MiB: a daemon keeps
  * max_frame >= max_payload + this, so whatever payload it accepts also fits
  * a frame both ways.
  */
-#define BWP_PAYLOAD_OVERHEAD 80u
+#define BWP_PAYLOAD_OVERHEAD 256u
 /* Hello.session: 1 to this many bytes of [A-Za-z0-9_.:@-]. */
 #define BWP_SESSION_NAME_MAX 64u
 
