@@ -696,7 +696,8 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 			f->handed_ns + m->ack_timeout_ns;
 		if (!f->first_ns)
 			f->first_ns = f->handed_ns;
-		f->deliveries++;
+		if (f->deliveries < UINT32_MAX)
+			f->deliveries++;
 		journal_sent(s, f);
 		f->sent = true;
 		ack_timer_arm(m);
