@@ -1182,7 +1182,7 @@ struct bwd_request_ctx {
  * so that a page never passes max_frame (PROTOCOL.md, ListSessions).
  */
 #define BWD_LIST_MAX 1000u
-#define BWD_SESSION_ENTRY_MAX 176u
+#define BWD_SESSION_ENTRY_MAX 288u
 #define BWD_SESSIONS_REPLY_MAX 32u
 #define BWD_TIMER_ENTRY_MAX 64u
 #define BWD_TIMERS_REPLY_MAX 80u

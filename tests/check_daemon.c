@@ -1897,7 +1897,7 @@ START_TEST(test_no_body)
 {
 	struct du_daemon *d = du_daemon_new();
 	static const uint8_t nobody[] = { 0x08, 0x07 };           /* request_id 7 */
-	static const uint8_t unknown[] = { 0x08, 0x07, 0x7a, 0x00 }; /* + field 15 */
+	static const uint8_t unknown[] = { 0x08, 0x07, 0xf2, 0x01, 0x00 }; /* + field 30 */
 	struct du_conn *c;
 
 	assert_parse(nobody, sizeof(nobody), BWP_ENOBODY);
@@ -2693,9 +2693,9 @@ START_TEST(test_list_cursor)
 END_TEST
 
 /*
- * With the smallest frames (--max-frame 256) a page holds what fits:
- * sessions with names of the longest kind one per reply, timers two, and
- * every one comes, each once.
+ * With the smallest frames (--max-frame 320, --max-payload 64) a page
+ * holds what fits: sessions with names of the longest kind one per
+ * reply, timers three, and every one comes, each once.
  */
 START_TEST(test_list_small_frames)
 {
@@ -2706,7 +2706,7 @@ START_TEST(test_list_small_frames)
 	uint64_t cursor = 0;
 	du_env *e;
 
-	du_daemon_start(d, "--max-frame", "256", "--max-payload", "64", NULL);
+	du_daemon_start(d, "--max-frame", "320", "--max-payload", "64", NULL);
 	for (int i = 0; i < 4; i++) {
 		memset(name, 'a' + i, 64);
 		name[64] = '\0';
@@ -2734,7 +2734,7 @@ START_TEST(test_list_small_frames)
 		memset(name, 'a', 64);
 		e = du_list(c[0], 200 + timers, name, 0, cursor);
 		r = e->list_timers_reply;
-		ck_assert_uint_le(r->n_timers, 2);
+		ck_assert_uint_le(r->n_timers, 3);
 		timers += (unsigned)r->n_timers;
 		cursor = r->more ? r->cursor : 0;
 		bwp_frame_free(e);

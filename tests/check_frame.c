@@ -856,6 +856,8 @@ END_TEST
 /* Worst-case Schedule and Fired around a large payload stay in budget. */
 START_TEST(test_payload_overhead)
 {
+	static uint8_t origin[BWP_SESSION_NAME_MAX];
+	Bitwheel__V1__DeadLetter dead = BITWHEEL__V1__DEAD_LETTER__INIT;
 	static uint8_t big[(1u << 21) + 1];    /* a 4-byte length varint */
 	struct sample s;
 	size_t body;
@@ -882,6 +884,17 @@ START_TEST(test_payload_overhead)
 	s.fired.late = s.fired.redelivered = 1;
 	s.fired.payload.data = big;
 	s.fired.payload.len = sizeof(big);
+	s.fired.has_deliveries = 1;
+	s.fired.deliveries = UINT64_MAX;
+	/* A dead letter's history, from a session of the longest name. */
+	dead.has_session = dead.has_deliveries = dead.has_first_handed_ns = 1;
+	dead.has_last_handed_ns = dead.has_dead_lettered_ns = dead.has_reason = 1;
+	dead.session.data = origin;
+	dead.session.len = sizeof(origin);
+	dead.deliveries = dead.first_handed_ns = dead.last_handed_ns =
+		dead.dead_lettered_ns = UINT64_MAX;
+	dead.reason = BITWHEEL__V1__TAKE_BACK__RESTARTED;
+	s.fired.dead_letter = &dead;
 	body = bwp_frame_packed_size(&s.env) - BWP_HEADER_SIZE;
 	ck_assert_uint_le(body, sizeof(big) + BWP_PAYLOAD_OVERHEAD);
 }

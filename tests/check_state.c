@@ -386,6 +386,7 @@ START_TEST(test_list_entry_bounds)
 {
 	static const uint8_t name[BWP_SESSION_NAME_MAX] = { 'a' };
 	Bitwheel__V1__SessionInfo si = BITWHEEL__V1__SESSION_INFO__INIT, *sp = &si;
+	Bitwheel__V1__Policy pol = BITWHEEL__V1__POLICY__INIT;
 	Bitwheel__V1__TimerInfo ti = BITWHEEL__V1__TIMER_INFO__INIT, *tp = &ti;
 	Bitwheel__V1__ListSessionsReply sr = BITWHEEL__V1__LIST_SESSIONS_REPLY__INIT;
 	Bitwheel__V1__ListTimersReply tr = BITWHEEL__V1__LIST_TIMERS_REPLY__INIT;
@@ -403,6 +404,14 @@ START_TEST(test_list_entry_bounds)
 	si.has_idle_ns = si.has_expires_in_ns = si.has_dropped = si.has_pid = 1;
 	si.idle_ns = si.expires_in_ns = si.dropped = UINT64_MAX;
 	si.pid = UINT32_MAX;
+	si.policy = &pol;
+	pol.has_max_deliveries = pol.has_dead_letter = pol.has_explicit_ = 1;
+	pol.max_deliveries = UINT32_MAX;
+	pol.dead_letter.data = (uint8_t *)name;
+	pol.dead_letter.len = sizeof(name);
+	pol.explicit_ = 1;
+	si.has_dead_letters = si.has_delayed = si.has_dead_lettered = 1;
+	si.dead_letters = si.delayed = si.dead_lettered = UINT64_MAX;
 	ti.has_key = ti.has_deadline_ns = ti.has_period_ns = 1;
 	ti.key = ti.deadline_ns = ti.period_ns = UINT64_MAX;
 	ti.has_payload_bytes = ti.has_has_payload = ti.has_fire_count = 1;
