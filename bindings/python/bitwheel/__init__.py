@@ -19,6 +19,14 @@ Example, a producer and a consumer of the named session "orders"::
             expire_order(fire.key)
             fire.ack()
 
+A fire its handler cannot process now goes back with ``fire.release()``
+(at once, after a delay, or with exponential backoff:
+``fire.release(backoff=True)``, see :class:`ReleaseBackoff`); a slow
+handler keeps its fire with ``fire.touch()``; a fire handed out a named
+session's ``max_deliveries`` times without an ack (``set_policy``) goes
+to its dead-letter session, ``NAME.dead``, where ``fire.dead_letter``
+tells its history, and ``kick()`` brings it back.
+
 Both clients ride through a daemon restart by themselves (``reconnect=True``
 by default, or a :class:`Backoff`): a named session is attached again and
 the calls go on; what cannot be hidden raises :class:`UnknownOutcome` (a
@@ -37,8 +45,9 @@ from ._codes import SERVER_ERRORS
 from ._codes import __all__ as _codes_all
 from ._core import (DAEMON_USER_ENV, DEFAULT_DAEMON_USER, DEFAULT_SOCKET,
                     DEFAULT_TIMEOUT, PROTOCOL_VERSION, SOCKET_ENV, Backoff,
-                    Duration, Fire, Listing, Scheduled, check_peer,
-                    default_socket, now_ns)
+                    DeadLetter, Duration, Fire, Kicked, Listing,
+                    ReleaseBackoff, Released, Scheduled, Touched,
+                    check_peer, default_socket, now_ns)
 from ._errors import (BitwheelError, ConnectionClosed, ConnectionRefused,
                       ProtocolError, ReconnectFailed, RoleError, ServerError,
                       SessionLost, StaleFire, Timeout, UnknownOutcome,
@@ -50,10 +59,11 @@ from .client import Client
 __all__ = [
     "AsyncClient", "AsyncFire", "Backoff", "BitwheelError", "Client",
     "ConnectionClosed", "ConnectionRefused", "DAEMON_USER_ENV",
-    "DEFAULT_DAEMON_USER", "DEFAULT_SOCKET", "DEFAULT_TIMEOUT", "Duration",
-    "Fire", "Listing", "PROTOCOL_VERSION", "ProtocolError",
-    "ReconnectFailed", "RoleError", "SERVER_ERRORS", "SOCKET_ENV",
-    "Scheduled", "ServerError", "SessionLost", "StaleFire", "Timeout",
-    "UnknownOutcome", "UntrustedDaemon", "__version__", "check_peer",
-    "default_socket", "now_ns",
+    "DEFAULT_DAEMON_USER", "DEFAULT_SOCKET", "DEFAULT_TIMEOUT",
+    "DeadLetter", "Duration", "Fire", "Kicked", "Listing",
+    "PROTOCOL_VERSION", "ProtocolError", "ReconnectFailed",
+    "ReleaseBackoff", "Released", "RoleError", "SERVER_ERRORS",
+    "SOCKET_ENV", "Scheduled", "ServerError", "SessionLost", "StaleFire",
+    "Timeout", "Touched", "UnknownOutcome", "UntrustedDaemon",
+    "__version__", "check_peer", "default_socket", "now_ns",
 ] + list(_codes_all)

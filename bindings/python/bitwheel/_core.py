@@ -213,6 +213,48 @@ class Backoff:
             raise ValueError("Backoff.max_delay: less than initial")
 
 
+@dataclass(frozen=True)
+class ReleaseBackoff:
+    """How long :meth:`Fire.release` with ``backoff=`` has a failed fire
+    wait before it is handed out again, from how many times it has been
+    (PROTOCOL.md, Release): ``min(cap, base * 2**(deliveries - 1))``
+    seconds, scaled by a random factor between 0.5 and 1 (jitter, so that
+    fires that failed together do not come back together), and at most
+    the daemon's ``limits.max_release_delay_ns``.  `base` and `cap` are
+    seconds (int or float) or a timedelta, greater than 0; `cap` at least
+    `base`.
+
+    The defaults wait about 1 s after the first hand-out, then 2, 4, 8 s,
+    ..., 5 minutes from the 10th on: a downstream down for a few seconds
+    is retried within them, one down for longer every few minutes, and
+    with the daemon's default ``max_deliveries`` (20) a fire that keeps
+    failing is dead-lettered half an hour to an hour after its first
+    failure (19 waits of 3,511 s together, jitter halving them at most).
+    """
+
+    base: Duration = 1.0
+    cap: Duration = 300.0
+
+    def __post_init__(self) -> None:
+        for name in ("base", "cap"):
+            value = seconds(getattr(self, name), name, 0)
+            if value <= 0:
+                raise ValueError(f"ReleaseBackoff.{name}: must be greater "
+                                 "than 0")
+            object.__setattr__(self, name, value)
+        if self.cap < self.base:
+            raise ValueError("ReleaseBackoff.cap: less than base")
+
+    def delay(self, deliveries: int,
+              rng: random.Random | None = None) -> float:
+        """The delay in seconds for a fire handed out `deliveries` times
+        (0, from a daemon that does not count, reads as 1); `rng` draws
+        the jitter (default: the :mod:`random` module's)."""
+        # 2.0 ** 1024 overflows; the cap is reached long before.
+        grown = float(self.base) * 2.0 ** min(max(deliveries, 1) - 1, 1000)
+        return min(float(self.cap), grown) * (rng or random).uniform(0.5, 1.0)
+
+
 @dataclass
 class Outage:
     """A named session's connection that the daemon ended (`clean`: with
@@ -287,6 +329,12 @@ class ClientBase:
     def limits(self) -> Any:
         """The daemon's limits (HelloReply.limits: max_payload_bytes, ...)."""
         return self.hello.limits
+
+    @property
+    def _max_release_ns(self) -> int:
+        """The daemon's longest Release delay (0: it did not say)."""
+        return int(self.hello.limits.max_release_delay_ns) if self.hello \
+            else 0
 
     def _rid(self) -> int:
         rid = self._next_id
@@ -378,7 +426,7 @@ class ClientBase:
             return req.resend
         req.crashes += 1
         if req.safe and req.crashes < MAX_CRASHES:
-            return True
+            return req.resend
         raise UnknownOutcome(req.what, req.key, self._outage.why,
                              req.crashes) from self._outage.why
 
@@ -464,9 +512,11 @@ class Req:
         what, key: the request's name and timer key, for UnknownOutcome.
         safe: sending it again is harmless whatever became of the first
             (Cancel, Schedule with replace, Stats, the listings).
-        resend: False for an Ack with reply: never sent on another
-            connection (its delivery number means nothing there); when it
-            did not run, the call returns `instead`.
+        resend: False for a request naming a fire by its delivery number
+            (Ack with reply, Release, Touch): never sent on another
+            connection (the number means nothing there); when it did not
+            run, or it is `safe` (a Touch: the connection's end took the
+            fire back whatever it did), the call returns `instead`.
         pager: a listing's, which makes each page's envelope.
         crashes: the connections it was written on that ended without
             SHUTTING_DOWN before its reply (at most MAX_CRASHES).
@@ -695,6 +745,172 @@ def ack_req(fire: "Fire", cumulative: bool) -> Req:
                safe=False, resend=False, instead=0)
 
 
+@dataclass(frozen=True)
+class Released:
+    """What the daemon made of a Release (:meth:`Client.release`)."""
+
+    #: False: the fire was not in flight to this connection (acknowledged,
+    #: released or taken back already, or it came on an earlier
+    #: connection); nothing was done.
+    released: bool
+    #: True: its deliveries reached the session's ``max_deliveries`` and it
+    #: went to the dead-letter session instead of back to the queue.
+    dead_lettered: bool
+    #: Its hand-outs so far.
+    deliveries: int
+    #: When it may be handed out again (CLOCK_MONOTONIC ns); None when it
+    #: was dead-lettered or not released.
+    ready_ns: int | None
+
+
+@dataclass(frozen=True)
+class Touched:
+    """What the daemon made of a Touch (:meth:`Client.touch`)."""
+
+    #: False: the fire was not in flight to this connection; nothing was
+    #: done.
+    touched: bool
+    #: Its ack deadline now (CLOCK_MONOTONIC ns); None when the connection
+    #: has no ack timeout (its fires are never taken back for their time)
+    #: or nothing was touched.
+    ack_deadline_ns: int | None
+
+
+@dataclass(frozen=True)
+class Kicked:
+    """What :meth:`Client.kick` moved back from the dead-letter session."""
+
+    #: Fires moved back to the session's queue, their deliveries from 0.
+    kicked: int
+    #: More may be left: the limit was reached, or the daemon looked at
+    #: ``limits.max_kick`` dead letters of other keys without moving one.
+    more: bool
+
+
+def _released(env: Any) -> Released:
+    r = reply_body(env, "release_reply")
+    return Released(bool(r.released), bool(r.dead_lettered), r.deliveries,
+                    r.ready_ns if r.HasField("ready_ns") else None)
+
+
+def _touched(env: Any) -> Touched:
+    r = reply_body(env, "touch_reply")
+    return Touched(bool(r.touched), r.ack_deadline_ns
+                   if r.HasField("ack_deadline_ns") else None)
+
+
+def release_req(fire: "Fire", delay: Duration | None,
+                backoff: "ReleaseBackoff | bool | None",
+                max_delay_ns: int) -> Req:
+    """A Release of `fire`, at once or after `delay` or a delay drawn from
+    `backoff` (True: ``ReleaseBackoff()``) and its deliveries, at most
+    `max_delay_ns` (the daemon's limit, 0: unknown).  An explicit delay
+    past the limit is BadRequestError, not sent.  Like an Ack with reply,
+    never sent again; one that did not run released nothing."""
+    if delay is not None and backoff not in (None, False):
+        raise ValueError("release: give delay or backoff, not both")
+    if backoff is True:
+        backoff = ReleaseBackoff()
+    env = pb.Envelope()
+    env.release.delivery = fire.delivery
+    if isinstance(backoff, ReleaseBackoff):
+        ns = round(backoff.delay(fire.deliveries) * 1e9)
+        ns = min(ns, max_delay_ns) if max_delay_ns else ns
+    elif backoff not in (None, False):
+        raise TypeError("backoff: a bitwheel.ReleaseBackoff or True, not "
+                        f"{type(backoff).__name__}")
+    else:
+        ns = 0 if delay is None else duration_ns(delay, "delay")
+        if max_delay_ns and ns > max_delay_ns:
+            code = pb.BAD_REQUEST
+            raise SERVER_ERRORS[code](
+                code, f"a release delay of {ns / 1e9} s is over the "
+                f"daemon's limit of {max_delay_ns / 1e9} s (not sent)")
+    if ns:
+        env.release.delay_ns = ns
+    return Req(env, _released, "release", fire.key, safe=False,
+               resend=False,
+               instead=Released(False, False, fire.deliveries, None))
+
+
+def touch_req(fire: "Fire", timeout: Duration | None) -> Req:
+    """A Touch of `fire`: its ack deadline `timeout` from now (None: the
+    connection's ack timeout).  Never sent again; it needs no outcome
+    when its connection ends (that takes the fire back anyway)."""
+    env = pb.Envelope()
+    env.touch.delivery = fire.delivery
+    if timeout is not None:
+        ns = duration_ns(timeout, "timeout")
+        if ns == 0:
+            raise ValueError("touch: a timeout of 0 (None: the "
+                             "connection's ack timeout)")
+        env.touch.timeout_ns = ns
+    return Req(env, _touched, "touch", fire.key, safe=True, resend=False,
+               instead=Touched(False, None))
+
+
+def set_policy_req(max_deliveries: int | None,
+                   dead_letter: str | bytes | None) -> Req:
+    """A SetPolicy; absent fields keep what the session has.  Setting the
+    same again is harmless."""
+    env = pb.Envelope()
+    q = env.set_policy
+    q.SetInParent()
+    if max_deliveries is not None:
+        if _u64(max_deliveries, "max_deliveries") >= 1 << 32:
+            raise ValueError(f"max_deliveries: {max_deliveries} is outside "
+                             "0 to 2**32 - 1")
+        q.max_deliveries = max_deliveries
+    if dead_letter is not None:
+        if isinstance(dead_letter, str):
+            dead_letter = dead_letter.encode()
+        if not isinstance(dead_letter, bytes):
+            raise TypeError("dead_letter: a session name (str or bytes), "
+                            f"not {type(dead_letter).__name__}")
+        q.dead_letter = dead_letter
+    return Req(env, lambda r: reply_body(r, "set_policy_reply").policy,
+               "set_policy")
+
+
+class Kicks:
+    """A :meth:`Client.kick` for either client, request by request:
+    request() the next Kick (None when done), take() its reply.  Each
+    moves at most the daemon's ``max_kick``; the loop ends when one says
+    no more is left, moved nothing (the daemon looked at ``max_kick``
+    dead letters of other keys: each Kick starts over from the queue's
+    head, so the next would too), or the limit is reached."""
+
+    def __init__(self, key: int | None, limit: int | None) -> None:
+        if key is not None:
+            _u64(key, "key")
+        if limit is not None and _u64(limit, "limit") == 0:
+            raise ValueError("limit: at least 1 (None: every fire)")
+        self._key, self._limit = key, limit
+        self.result = Kicked(0, False)
+        self._done = False
+
+    def request(self) -> Req | None:
+        if self._done:
+            return None
+        env = pb.Envelope()
+        env.kick.SetInParent()
+        if self._key is not None:
+            env.kick.key = self._key
+        if self._limit is not None:
+            env.kick.limit = min(self._limit - self.result.kicked,
+                                 (1 << 32) - 1)
+        # Without a limit, a Kick that ran and is sent again moves what
+        # was left anyway; with one, it could move up to twice as many.
+        return Req(env, _body("kick_reply"), "kick", self._key,
+                   safe=self._limit is None)
+
+    def take(self, r: Any) -> None:
+        kicked = self.result.kicked + r.kicked
+        self.result = Kicked(kicked, bool(r.more))
+        self._done = not r.more or r.kicked == 0 or (
+            self._limit is not None and kicked >= self._limit)
+
+
 def server_error(err: Any, connection_level: bool) -> ServerError:
     """The exception for an Error message (its class by code)."""
     cls = SERVER_ERRORS.get(err.code, ServerError)
@@ -770,6 +986,13 @@ class Fire:
         connection: which connection of its client it came on (the client
             counts connects), so that an ack of a fire from an earlier one
             is refused with :class:`StaleFire`.
+        deliveries: how many times the daemon has handed it out in its
+            session, this time included: 1 the first time (0 from a
+            daemon that does not count).  What ``release(backoff=...)``
+            grows its delay from.
+        dead_letter: a fire that another session dead-lettered (this
+            client consumes its dead-letter session): its history there,
+            else None.
     """
 
     key: int
@@ -781,12 +1004,26 @@ class Fire:
     redelivered: bool
     delivery: int
     connection: int
+    deliveries: int = 0
+    dead_letter: "DeadLetter | None" = None
     _client: Any = field(default=None, repr=False, compare=False)
 
     def ack(self, *, cumulative: bool = False, wait: bool = False) -> Any:
         """Acknowledge this fire: the daemon forgets it and never delivers
         it again.  See :meth:`Client.ack`."""
         return self._client.ack(self, cumulative=cumulative, wait=wait)
+
+    def release(self, delay: Duration | None = None, *,
+                backoff: "ReleaseBackoff | bool | None" = None) -> Any:
+        """Give this fire back, to be handed out again at once or after a
+        delay (or dead-lettered at the session's limit).  See
+        :meth:`Client.release`."""
+        return self._client.release(self, delay, backoff=backoff)
+
+    def touch(self, timeout: Duration | None = None) -> Any:
+        """Ask for more time before this fire is taken back.  See
+        :meth:`Client.touch`."""
+        return self._client.touch(self, timeout)
 
     @property
     def lateness_ns(self) -> int:
@@ -797,10 +1034,40 @@ class Fire:
 F = TypeVar("F", bound=Fire)
 
 
+@dataclass(frozen=True)
+class DeadLetter:
+    """Where a dead letter came from (``Fire.dead_letter``; PROTOCOL.md,
+    "Fires that fail")."""
+
+    #: The session that dead-lettered it.
+    session: bytes
+    #: Its hand-outs there.
+    deliveries: int
+    #: Its first and last hand-out there, and when it was dead-lettered
+    #: (CLOCK_MONOTONIC ns).
+    first_handed_ns: int
+    last_handed_ns: int
+    dead_lettered_ns: int
+    #: Why it was taken back the last time: a ``bitwheel_pb2.TakeBack``
+    #: value (DISCONNECTED, ACK_TIMEOUT, RELEASED, RESTARTED).
+    reason: int
+
+    @property
+    def reason_name(self) -> str:
+        """`reason`'s name, e.g. ``"RELEASED"``."""
+        return str(pb.TakeBack.Name(self.reason))
+
+
 def make_fire(f: Any, connection: int, client: Any, cls: type[F]) -> F:
     """A Fire (or subclass) from a Fired message."""
+    dead = None
+    if f.HasField("dead_letter"):
+        d = f.dead_letter
+        dead = DeadLetter(d.session, d.deliveries, d.first_handed_ns,
+                          d.last_handed_ns, d.dead_lettered_ns, d.reason)
     return cls(f.key, f.payload, f.deadline_ns, f.fired_at_ns, f.fire_count,
-               f.late, f.redelivered, f.delivery, connection, client)
+               f.late, f.redelivered, f.delivery, connection,
+               f.deliveries, dead, client)
 
 
 @dataclass(frozen=True)

@@ -80,10 +80,13 @@ class UnknownOutcome(BitwheelError):
     ended that way: it may be what brings the daemon down.
 
     Attributes:
-        request: the request's name: ``"schedule"``, ``"ack"``, or, after
-            3 crashes, ``"cancel"``, ``"stats"``, ``"listing"``.
-        key: the timer key it was for (an ack: its fire's key); None for
-            stats and listings.
+        request: the request's name: ``"schedule"``, ``"ack"``,
+            ``"release"``, ``"kick"`` (with a limit), or, after 3 crashes,
+            ``"cancel"``, ``"stats"``, ``"listing"``, ``"set_policy"``,
+            ``"kick"``.
+        key: the timer key it was for (an ack or a release: its fire's
+            key; a kick: its key, if any); None for stats, listings and
+            set_policy.
         crashes: how many connections ended that way with it unanswered.
     """
 
@@ -125,11 +128,12 @@ class ProtocolError(BitwheelError):
 
 
 class StaleFire(BitwheelError):
-    """An acknowledgement of a fire that came on an earlier connection of
-    this client, with ``reconnect=False`` (or after :meth:`close`): the
-    daemon took it back when that connection ended and will deliver it
-    again, marked ``redelivered``.  With reconnect on, such an ack does
-    nothing instead (the fire comes again all the same)."""
+    """An acknowledgement, release or touch of a fire that came on an
+    earlier connection of this client, with ``reconnect=False`` (or after
+    :meth:`close`): the daemon took it back when that connection ended and
+    will deliver it again, marked ``redelivered``.  With reconnect on,
+    such a call sends nothing instead (the fire comes again all the
+    same)."""
 
 
 class RoleError(BitwheelError):

@@ -32,7 +32,8 @@ from collections import deque
 from typing import Any, AsyncIterator
 
 from . import _core
-from ._core import Backoff, Duration, Fire, Scheduled
+from ._core import (Backoff, Duration, Fire, Kicked, ReleaseBackoff,
+                    Released, Scheduled, Touched)
 from ._errors import (BitwheelError, ConnectionClosed, ConnectionRefused,
                       ProtocolError, ReconnectFailed, ServerError,
                       SessionLost, Timeout)
@@ -48,6 +49,19 @@ class AsyncFire(Fire):
         acked: int | None = await self._client.ack(
             self, cumulative=cumulative, wait=wait)
         return acked
+
+    async def release(self, delay: Duration | None = None, *,
+                      backoff: ReleaseBackoff | bool | None = None
+                      ) -> Released:
+        """Give this fire back; see :meth:`AsyncClient.release`."""
+        released: Released = await self._client.release(
+            self, delay, backoff=backoff)
+        return released
+
+    async def touch(self, timeout: Duration | None = None) -> Touched:
+        """Ask for more time; see :meth:`AsyncClient.touch`."""
+        touched: Touched = await self._client.touch(self, timeout)
+        return touched
 
 
 class _Protocol(asyncio.Protocol):
@@ -545,6 +559,43 @@ class AsyncClient(_core.ClientBase):
             return None
         acked: int = await self._request(_core.ack_req(fire, cumulative))
         return acked
+
+    async def release(self, fire: Fire, delay: Duration | None = None, *,
+                      backoff: ReleaseBackoff | bool | None = None
+                      ) -> Released:
+        """Give `fire` back; see :meth:`bitwheel.Client.release`."""
+        self._need_consumer()
+        req = _core.release_req(fire, delay, backoff, self._max_release_ns)
+        if self._stale(fire) or not self._opts.manual_ack:
+            return req.instead
+        released: Released = await self._request(req)
+        return released
+
+    async def touch(self, fire: Fire,
+                    timeout: Duration | None = None) -> Touched:
+        """Ask for more time for `fire`; see
+        :meth:`bitwheel.Client.touch`."""
+        self._need_consumer()
+        req = _core.touch_req(fire, timeout)
+        if self._stale(fire) or not self._opts.manual_ack:
+            return req.instead
+        touched: Touched = await self._request(req)
+        return touched
+
+    async def set_policy(self, max_deliveries: int | None = None,
+                         dead_letter: str | bytes | None = None) -> Any:
+        """Set the named session's delivery policy; see
+        :meth:`bitwheel.Client.set_policy`."""
+        return await self._request(_core.set_policy_req(max_deliveries,
+                                                        dead_letter))
+
+    async def kick(self, key: int | None = None,
+                   limit: int | None = None) -> Kicked:
+        """Move dead letters back; see :meth:`bitwheel.Client.kick`."""
+        kicks = _core.Kicks(key, limit)
+        while (req := kicks.request()) is not None:
+            kicks.take(await self._request(req))
+        return kicks.result
 
 
 __all__ = ["AsyncClient", "AsyncFire"]

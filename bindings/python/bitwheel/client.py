@@ -25,7 +25,8 @@ from collections import deque
 from typing import Any, Iterator
 
 from . import _core
-from ._core import Backoff, Duration, Fire, Scheduled
+from ._core import (Backoff, Duration, Fire, Kicked, ReleaseBackoff,
+                    Released, Scheduled, Touched)
 from ._errors import (BitwheelError, ConnectionClosed, ConnectionRefused,
                       ProtocolError, Timeout)
 
@@ -478,6 +479,110 @@ class Client(_core.ClientBase):
             return None
         acked: int = self._call(_core.ack_req(fire, cumulative))
         return acked
+
+    def release(self, fire: Fire, delay: Duration | None = None, *,
+                backoff: ReleaseBackoff | bool | None = None) -> Released:
+        """Give `fire` back because its handler failed: in one step it
+        leaves this consumer and waits out `delay` (seconds or a
+        timedelta; None: no wait), or a delay that `backoff` draws from
+        its ``deliveries`` (a :class:`~bitwheel.ReleaseBackoff`, or True
+        for the defaults: about 1 s, 2 s, 4 s, ... up to 5 minutes), then
+        joins its session's queue at the tail, to be handed out again,
+        ``deliveries`` one more.  If its deliveries reached the session's
+        ``max_deliveries`` it goes to the dead-letter session instead.
+        A delay is at most the daemon's ``limits.max_release_delay_ns``
+        (7 days; a backoff is cut to it, an explicit delay past it is
+        :class:`BadRequestError`, not sent).
+
+        Returns a :class:`~bitwheel.Released` (``released``,
+        ``dead_lettered``, ``deliveries``, ``ready_ns``) once the daemon
+        holds it (journaled, for a named session).  A fire that is not in
+        flight to this connection (acknowledged or taken back already, or
+        come on an earlier connection) is not released: ``released`` is
+        False, and with reconnect on, one from an earlier connection
+        sends nothing (the daemon delivers it again).  On an auto-ack
+        consumer fires are done already: sends nothing, released False.
+
+        Raises:
+            StaleFire: the fire came on an earlier connection, and the
+                client does not reconnect by itself or is closed.
+            UnknownOutcome: the connection ended, without SHUTTING_DOWN,
+                after the Release was written (never sent again).
+            RoleError: this connection is a producer.
+        """
+        self._need_consumer()
+        req = _core.release_req(fire, delay, backoff, self._max_release_ns)
+        if self._stale(fire) or not self._opts.manual_ack:
+            return req.instead
+        released: Released = self._call(req)
+        return released
+
+    def touch(self, fire: Fire, timeout: Duration | None = None) -> Touched:
+        """Ask for more time for `fire`: its ack deadline becomes now +
+        `timeout` (None: the connection's ``ack_timeout``), so a handler
+        slower than the ack timeout keeps its fire by touching it now and
+        then (a heartbeat).  A fire may be held at most the daemon's
+        ``limits.max_hold_ns`` (12 h) after its hand-out.
+
+        Returns a :class:`~bitwheel.Touched` (``touched``,
+        ``ack_deadline_ns``: None when the connection has no ack timeout,
+        so that nothing takes its fires back for their time).  A fire not
+        in flight to this connection, or from an earlier one, or on an
+        auto-ack consumer is not touched (False, as for :meth:`release`).
+
+        Raises:
+            HoldLimitError: the new deadline would pass the hold limit
+                (the fire keeps its deadline; ack or release it).
+            StaleFire: as for :meth:`ack`.
+            RoleError: this connection is a producer.
+        """
+        self._need_consumer()
+        req = _core.touch_req(fire, timeout)
+        if self._stale(fire) or not self._opts.manual_ack:
+            return req.instead
+        touched: Touched = self._call(req)
+        return touched
+
+    # ---- the session's delivery policy -------------------------------------
+
+    def set_policy(self, max_deliveries: int | None = None,
+                   dead_letter: str | bytes | None = None) -> Any:
+        """Set the named session's delivery policy (any member may,
+        producer or consumer; journaled with the session): a fire handed
+        out `max_deliveries` times without an ack (0: unlimited; the
+        daemon's default is ``limits.default_max_deliveries``, 20) goes to
+        the session `dead_letter` (``""``: the default, this session's
+        name + ``".dead"``, same owner) instead of coming back.  None
+        keeps what the session has; with neither, this reads the policy.
+
+        Returns the policy in force: a ``Policy`` message
+        (``.max_deliveries``, ``.dead_letter``, ``.explicit``), as
+        ``hello.policy`` and ``SessionInfo.policy`` show it.
+
+        Raises:
+            BadRequestError: an anonymous session (it has no policy), or
+                a bad dead-letter name.
+        """
+        return self._call(_core.set_policy_req(max_deliveries, dead_letter))
+
+    def kick(self, key: int | None = None,
+             limit: int | None = None) -> Kicked:
+        """Move fires that this named session dead-lettered back from its
+        dead-letter session to its queue's tail, their ``deliveries``
+        counted from 0 again: every one (or those of `key`), or at most
+        `limit`.  Takes as many requests as it needs, each moving at most
+        the daemon's ``limits.max_kick`` (10,000).  Only queued dead
+        letters move: one in flight to a consumer of the dead-letter
+        session stays with it.
+
+        Returns a :class:`~bitwheel.Kicked` (``kicked``, ``more``: some
+        may be left, past `limit` or behind ``max_kick`` dead letters of
+        other keys).  :class:`BadRequestError` on an anonymous session.
+        """
+        kicks = _core.Kicks(key, limit)
+        while (req := kicks.request()) is not None:
+            kicks.take(self._call(req))
+        return kicks.result
 
 
 __all__ = ["Client"]
