@@ -20,7 +20,8 @@ bw_py_tests = \
 	bindings/python/tests/test_errors.py \
 	bindings/python/tests/test_aio.py \
 	bindings/python/tests/test_interop.py \
-	bindings/python/tests/test_reconnect.py
+	bindings/python/tests/test_reconnect.py \
+	bindings/python/tests/test_failures.py
 EXTRA_DIST += $(bw_py_modules) $(bw_py_tests) \
 	bindings/python/tests/conftest.py \
 	bindings/python/pyproject.toml \

@@ -306,6 +306,20 @@ def test_permission_denied_listing(start_daemon, code):
     assert r.stdout.split() == ["PermissionDeniedError", str(code)], r.stderr
 
 
+@triggers(pb.HOLD_LIMIT)
+def test_hold_limit(daemon, code):
+    with bitwheel.Client(daemon.sock, session="held", consume=True,
+                         ack_timeout=WAIT) as c:
+        c.schedule(1, at_monotonic_ns=1)
+        f = c.next_fire(WAIT)
+        assert f is not None
+        hold = c.limits.max_hold_ns
+        with pytest.raises(bitwheel.HoldLimitError) as e:
+            f.touch(hold / 1e9 + 1)
+        assert e.value.code == code and not e.value.connection_level
+        assert c.connected and f.ack(wait=True) == 1
+
+
 def test_every_code_has_a_test():
     for v in pb.ErrorCode.DESCRIPTOR.values:
         if v.number not in TRIGGERED | UNTRIGGERABLE:
