@@ -217,7 +217,7 @@ class Backoff:
 class ReleaseBackoff:
     """How long :meth:`Fire.release` with ``backoff=`` has a failed fire
     wait before it is handed out again, from how many times it has been
-    (PROTOCOL.md, Release): ``min(cap, base * 2**(deliveries - 1))``
+    handed out (PROTOCOL.md, Release): ``min(cap, base * 2**(deliveries - 1))``
     seconds, scaled by a random factor between 0.5 and 1 (jitter, so that
     fires that failed together do not come back together), and at most
     the daemon's ``limits.max_release_delay_ns``.  `base` and `cap` are
