@@ -327,7 +327,9 @@ class ClientBase:
 
     @property
     def limits(self) -> Any:
-        """The daemon's limits (HelloReply.limits: max_payload_bytes, ...)."""
+        """The daemon's limits (HelloReply.limits: max_payload_bytes, ...,
+        max_release_delay_ns, max_hold_ns, default_max_deliveries,
+        max_kick)."""
         return self.hello.limits
 
     @property

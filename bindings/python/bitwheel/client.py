@@ -375,7 +375,9 @@ class Client(_core.ClientBase):
     def stats(self) -> Any:
         """The daemon's counters: a ``StatsReply`` message (``.clients``,
         ``.oneshot.pending``, ``.in_flight``, ... as in
-        proto/bitwheel.proto)."""
+        proto/bitwheel.proto; root also gets ``.metrics``, with the
+        ``.dead_lettered``, ``.released``, ``.touched`` and ``.kicked``
+        counters and acknowledged fires by their deliveries)."""
         return self._call(_core.stats_req())
 
     def list_sessions(self, owner_uid: int | None = None,
@@ -386,7 +388,10 @@ class Client(_core.ClientBase):
         :class:`Listing` of ``SessionInfo`` messages (``.name``,
         ``.owner_uid``, ``.timers``, ``.queued``, ``.in_flight``,
         ``.consumers``, ``.producers``, ``.idle_ns``, ``.expires_in_ns``,
-        ``.pid``), at most `limit` of them, fetched page by page."""
+        ``.pid``; named sessions' ``.policy``, ``.dead_letters`` held for
+        another session, ``.delayed`` released fires waiting out their
+        delay, ``.dead_lettered`` sent to its dead-letter session), at
+        most `limit` of them, fetched page by page."""
         return self._list(_core.Pager(None, owner_uid, limit))
 
     def list_timers(self, session: str | bytes, owner_uid: int | None = None,

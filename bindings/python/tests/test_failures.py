@@ -20,6 +20,9 @@ import asyncio
 import datetime
 import os
 import random
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -221,6 +224,63 @@ def test_dead_letter_and_kick(daemon):
             assert (m.dead_lettered, m.kicked, m.released) == (2, 2, 3)
             assert len(m.deliveries_bucket) == len(m.deliveries_le) + 1
             assert sum(m.deliveries_bucket) == 7   # 5 + the 2 kicked
+
+
+CRASHER = r"""
+import os, signal, sys, bitwheel
+c = bitwheel.Client(sys.argv[1], session="crashy", consume=True, window=4)
+for f in c.fires(timeout=%(quiet)s):
+    if f.key == %(poison)d:
+        print("poison", f.deliveries, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    f.ack(wait=True)
+    print("acked", f.key, f.deliveries, flush=True)
+print("idle", flush=True)
+"""
+
+
+def test_crashing_consumer(daemon):
+    """A consumer that SIGKILLs itself whenever it gets one poison fire,
+    started again each time: the poison comes with deliveries 1, 2, ...
+    up to max_deliveries, then goes to crashy.dead; every other fire is
+    acknowledged meanwhile, once each, its hand-out never counted against
+    it (the poison was the oldest in flight at each crash)."""
+    poison, others, limit = 13, 30, 5   # keys 0 to 29
+    with bitwheel.Client(daemon.sock, session="crashy") as p:
+        p.set_policy(max_deliveries=limit)
+        for k in range(others):   # the poison among them
+            p.schedule(k, at_monotonic_ns=1,
+                       payload=b"poison" if k == poison else None)
+        code = CRASHER % {"quiet": 0.5 * SLOW, "poison": poison}
+        seen, acked, runs = [], [], 0
+        while True:
+            runs += 1
+            assert runs <= 4 * limit, (seen, acked)
+            r = subprocess.run([sys.executable, "-c", code, daemon.sock],
+                               capture_output=True, text=True,
+                               timeout=WAIT * 2)
+            for line in r.stdout.split("\n"):
+                w = line.split()
+                if w and w[0] == "poison":
+                    seen.append(int(w[1]))
+                elif w and w[0] == "acked":
+                    acked.append((int(w[1]), int(w[2])))
+            if r.returncode == 0:
+                assert r.stdout.endswith("idle\n"), r.stderr
+                break
+            assert r.returncode == -signal.SIGKILL, r.stderr
+        assert seen == list(range(1, limit + 1))
+        assert runs == limit + 1
+        assert sorted(k for k, _ in acked) == \
+            [k for k in range(others) if k != poison]
+        assert all(d == 1 for _, d in acked), acked
+        with bitwheel.Client(daemon.sock, session="crashy.dead",
+                             consume=True) as d:
+            f = fire_now(d)
+            assert (f.key, f.payload) == (poison, b"poison")
+            assert (f.dead_letter.deliveries, f.dead_letter.reason) == \
+                (limit, pb.DISCONNECTED)
+            assert f.ack(wait=True) == 1
 
 
 def test_kick_limit_and_more(daemon):
