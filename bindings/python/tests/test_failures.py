@@ -30,7 +30,7 @@ import pytest
 import bitwheel
 from bitwheel import _core
 from bitwheel import bitwheel_pb2 as pb
-from conftest import SLOW, WAIT
+from conftest import SLOW, WAIT, Daemon
 
 #: A release's delay: long enough that a fire back early is told from
 #: scheduling noise, short enough for a quick suite.
@@ -360,6 +360,44 @@ def test_touch_extends_and_hold_limit(daemon):
         c.schedule(1, at_monotonic_ns=1)
         t = fire_now(c).touch(1)
         assert t.touched and t.ack_deadline_ns is None
+
+
+# ---- across a daemon restart ----------------------------------------------
+
+def test_restart_keeps_counts_delays_and_policy(daemons):
+    """With --state-dir, across a SIGTERM restart that the consumer rides
+    through by itself: the policy is kept, a released fire keeps its
+    delay (not back before ready_ns: CLOCK_MONOTONIC is the host's), and
+    deliveries count on, for it and for a fire in flight at the stop."""
+    d = Daemon()
+    daemons.append(d)
+    args = ["--state-dir", os.path.join(d.dir, "state")]
+    d.start(*args)
+    fast = bitwheel.Backoff(initial=0.01, max_delay=0.1, give_up=WAIT)
+    with bitwheel.Client(d.sock, session="durable", consume=True,
+                         reconnect=fast) as c:
+        c.set_policy(max_deliveries=4, dead_letter="durable.dl")
+        c.schedule(1, at_monotonic_ns=1)
+        c.schedule(2, at_monotonic_ns=1)
+        fires = {f.key: f for f in (fire_now(c), fire_now(c))}
+        rel = fires[1].release(1.0 * SLOW)
+        assert rel.released and rel.deliveries == 1
+        d.stop()
+        d.start(*args)
+        got = {}
+        while len(got) < 2:
+            f = fire_now(c)
+            if f.connection == 1:
+                continue   # read before the end was seen
+            got[f.key] = (f, time.monotonic_ns())
+        assert c.reconnects == 1 and c.resumed
+        pol = c.hello.policy
+        assert (pol.max_deliveries, pol.dead_letter, pol.explicit) == \
+            (4, b"durable.dl", True)
+        (f1, rx1), (f2, _) = got[1], got[2]
+        assert rx1 >= rel.ready_ns and f1.deliveries == 2
+        assert f2.deliveries == 2 and f2.redelivered
+        assert c.ack(f1, wait=True) == 1 and c.ack(f2, wait=True) == 1
 
 
 # ---- fires of an earlier connection, roles ------------------------------
