@@ -1041,8 +1041,8 @@ class DeadLetter:
     """Where a dead letter came from (``Fire.dead_letter``; PROTOCOL.md,
     "Fires that fail")."""
 
-    #: The session that dead-lettered it.
-    session: bytes
+    #: The session that dead-lettered it; None if that session has ended.
+    session: bytes | None
     #: Its hand-outs there.
     deliveries: int
     #: Its first and last hand-out there, and when it was dead-lettered
@@ -1065,7 +1065,8 @@ def make_fire(f: Any, connection: int, client: Any, cls: type[F]) -> F:
     dead = None
     if f.HasField("dead_letter"):
         d = f.dead_letter
-        dead = DeadLetter(d.session, d.deliveries, d.first_handed_ns,
+        dead = DeadLetter(d.session if d.HasField("session") else None,
+                          d.deliveries, d.first_handed_ns,
                           d.last_handed_ns, d.dead_lettered_ns, d.reason)
     return cls(f.key, f.payload, f.deadline_ns, f.fired_at_ns, f.fire_count,
                f.late, f.redelivered, f.delivery, connection,

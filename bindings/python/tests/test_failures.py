@@ -283,6 +283,30 @@ def test_crashing_consumer(daemon):
             assert f.ack(wait=True) == 1
 
 
+def test_dead_letters_outlive_their_session(start_daemon):
+    """A dead-letter session holding dead letters does not expire, though
+    the session that sent them did (--linger 200ms): its consumer gets
+    them, their origin's name absent (None)."""
+    d = start_daemon("--linger", "200ms")
+    with bitwheel.Client(d.sock, session="gone", consume=True) as c:
+        c.set_policy(max_deliveries=1)
+        c.schedule(1, at_monotonic_ns=1, payload=b"last")
+        assert fire_now(c).release().dead_lettered
+    with bitwheel.Client(d.sock) as look:
+        def names():
+            return {s.name for s in look.list_sessions().entries
+                    if s.HasField("name")}
+        wait_until(lambda: b"gone" not in names(), "gone expired",
+                   WAIT + 0.2)
+        time.sleep(0.4)   # twice the linger: gone.dead stays
+        assert names() == {b"gone.dead"}
+    with bitwheel.Client(d.sock, session="gone.dead", consume=True) as c:
+        f = fire_now(c)
+        assert (f.key, f.payload, f.dead_letter.session) == (1, b"last", None)
+        assert f.dead_letter.deliveries == 1
+        assert f.ack(wait=True) == 1
+
+
 def test_kick_limit_and_more(daemon):
     """kick(limit=2) moves two of five and says more; kick() the rest."""
     with bitwheel.Client(daemon.sock, session="many", consume=True) as c:
