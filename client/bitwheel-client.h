@@ -1410,9 +1410,10 @@ BWC_EXPORT int bwc_dispatch(struct bwc_client *c);
 /*
  * Give fire back: it leaves this connection's window and, after delay_ns
  * (0: at once), joins the session's queue at the tail, the same fire
- * (key, payload, deadline_ns, fire_count) with its deliveries counted on;
- * or, when its deliveries reached the session's max_deliveries, it goes
- * to the dead-letter session.  It is no timer meanwhile: bwc_cancel of
+ * (key, payload, deadline_ns, fire_count) with its deliveries counted on
+ * (a release does not mark it redelivered: the handler gave it back
+ * knowingly); or, when its deliveries reached the session's
+ * max_deliveries, it goes to the dead-letter session.  It is no timer meanwhile: bwc_cancel of
  * its key does not stop it (struct bwc_session_entry.delayed counts it).
  * A named session's Release is journaled: the reply comes once the
  * daemon holds it, and the delay survives a restart.  out may be NULL.
