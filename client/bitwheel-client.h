@@ -75,7 +75,9 @@
  * Two ways to drive a client, which may be mixed on one client object:
  *
  *   Blocking: bwc_connect, bwc_schedule, bwc_cancel, bwc_stats, bwc_ack
- *   each send a request and wait for its reply (at most the client's
+ *   (and bwc_release, bwc_touch, bwc_set_policy, bwc_kick: "fires that
+ *   fail", at the end of this file) each send a request and wait for its
+ *   reply (at most the client's
  *   timeout, bwc_set_timeout); bwc_wait_fire waits for the next fire.
  *
  *   Non-blocking, for callers with their own event loop: watch bwc_fd()

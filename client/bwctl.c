@@ -1368,7 +1368,7 @@ static int exec_one(struct bwc_client *c, const struct exec_opts *x,
 	size_t left = f->payload ? f->payload_len : 0;
 	uint64_t next_touch = UINT64_MAX;
 	bool touching = x->ack_timeout_ns > 0;
-	int pipefd[2], pidfd;
+	int pipefd[2], pidfd, poll_err = 0;
 	pid_t pid;
 
 	*status = -1;
@@ -1455,8 +1455,12 @@ static int exec_one(struct bwc_client *c, const struct exec_opts *x,
 		if (pipefd[1] >= 0)
 			p[n++] = (struct pollfd){ .fd = pipefd[1],
 						  .events = POLLOUT };
-		if (poll(p, n, timeout) < 0 && errno != EINTR)
+		if (poll(p, n, timeout) < 0 && errno != EINTR) {
+			poll_err = errno;
+			kill(pid, SIGTERM);
+			waitpid(pid, status, 0);
 			break;
+		}
 		if (pipefd[1] >= 0) {
 			ssize_t w = write(pipefd[1], pay, left);
 
@@ -1476,6 +1480,10 @@ static int exec_one(struct bwc_client *c, const struct exec_opts *x,
 		close(pipefd[1]);
 	if (pidfd >= 0)
 		close(pidfd);
+	if (poll_err != 0)
+		return complain(&(struct problem){ .status = ST_ERROR,
+						   .code = "SYSTEM_ERROR" },
+				"poll: %s", strerror(poll_err));
 	return ST_OK;
 }
 
