@@ -1118,8 +1118,9 @@ struct bwc_dead_letter {
 	bool present;          /* false: the fire is no dead letter, and the
 				  rest is 0 / NULL                          */
 	const char *session;   /* the session that dead-lettered it,
-				  NUL-terminated; owned by the client and
-				  valid as long as the fire's payload       */
+				  NUL-terminated ("" when it has ended since);
+				  owned by the client and valid as long as
+				  the fire's payload                        */
 	uint64_t deliveries;   /* its hand-outs there                       */
 	uint64_t first_handed_ns, last_handed_ns; /* its first and last
 				  hand-out there (CLOCK_MONOTONIC)          */

@@ -923,9 +923,11 @@ static void print_fire(const struct bwc_fire *f)
 		if (f->dead_letter.present) {
 			const struct bwc_dead_letter *d = &f->dead_letter;
 
+			/* "-": that session has ended since. */
 			printf(" dead_letter_of=%s dead_deliveries=%llu "
 			       "first_handed=%llu last_handed=%llu "
-			       "dead_lettered=%llu reason=%s", d->session,
+			       "dead_lettered=%llu reason=%s",
+			       *d->session ? d->session : "-",
 			       (unsigned long long)d->deliveries,
 			       (unsigned long long)d->first_handed_ns,
 			       (unsigned long long)d->last_handed_ns,
