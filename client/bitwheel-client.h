@@ -75,7 +75,9 @@
  * Two ways to drive a client, which may be mixed on one client object:
  *
  *   Blocking: bwc_connect, bwc_schedule, bwc_cancel, bwc_stats, bwc_ack
- *   each send a request and wait for its reply (at most the client's
+ *   (and bwc_release, bwc_touch, bwc_set_policy, bwc_kick: "fires that
+ *   fail", at the end of this file) each send a request and wait for its
+ *   reply (at most the client's
  *   timeout, bwc_set_timeout); bwc_wait_fire waits for the next fire.
  *
  *   Non-blocking, for callers with their own event loop: watch bwc_fd()
@@ -215,13 +217,16 @@
  *  - filled by the library into the caller's storage: a fixed size for
  *    good, with a reserved tail that later fields take in order, read as
  *    0 from an older library or daemon (struct bwc_session_info with its
- *    struct bwc_limits, struct bwc_stats, struct bwc_metrics, struct
- *    bwc_histogram, struct bwc_process);
+ *    struct bwc_limits and struct bwc_policy, struct bwc_stats, struct
+ *    bwc_metrics, struct bwc_histogram, struct bwc_process, struct
+ *    bwc_released, and the listings' entries);
  *  - handed out by the library by pointer only (struct bwc_reply): grows
  *    at its tail;
  *  - the rest (struct bwc_timer, which the caller zero-initialises, and
- *    struct bwc_scheduled, struct bwc_fire, struct bwc_lane_stats): a
- *    field added or changed is a new SONAME.
+ *    struct bwc_scheduled, struct bwc_fire with its struct
+ *    bwc_dead_letter, struct bwc_lane_stats): a field added or changed is
+ *    a new SONAME.  (struct bwc_fire took deliveries and dead_letter, and
+ *    struct bwc_session_entry grew, before SONAME 2 was released.)
  *
  * Costs: a client is one socket plus buffers that grow to what it has in
  * flight (at most one frame, 64 KiB by default, of unparsed input; up to
@@ -366,6 +371,12 @@ enum bwc_server_code {
 					     retry later                    */
 	BWC_SERVER_UNKNOWN_SESSION = 20,  /* bwc_list_timers: no such
 					     session in the namespace       */
+	BWC_SERVER_HOLD_LIMIT = 21,       /* bwc_touch: the new ack deadline
+					     would pass the fire's hand-out
+					     + limits.max_hold_ns (12 h by
+					     default); the fire keeps its
+					     deadline: acknowledge or
+					     release it                     */
 };
 
 /* A static description of a bwc_error code. */
@@ -642,7 +653,19 @@ struct bwc_limits {
 					   sessions may add to a journal
 					   generation (OVER_BUDGET past it) */
 	uint64_t hello_timeout_ns;      /* a connection's time to say Hello */
-	uint64_t reserved[5];           /* 0                               */
+	/* Fires that fail (PROTOCOL.md section 8); 0 from a daemon without
+	 * them: */
+	uint64_t max_release_delay_ns;  /* the longest bwc_release delay
+					   (7 days by default)             */
+	uint64_t max_hold_ns;           /* how long after its hand-out
+					   bwc_touch may hold a fire (12 h;
+					   HOLD_LIMIT past it)             */
+	uint32_t default_max_deliveries; /* a named session's max_deliveries
+					   until bwc_set_policy sets one
+					   (20; 0: unlimited)              */
+	uint32_t max_kick;              /* fires one bwc_kick moves (and
+					   dead letters it looks at)       */
+	uint64_t reserved[2];           /* 0                               */
 };
 
 /*
@@ -656,6 +679,26 @@ struct bwc_lane_info {
 				    scheduling delay aside                 */
 };
 #define BWC_MAX_LANES 4
+
+/*
+ * A named session's delivery policy (PROTOCOL.md, "Fires that fail"): a
+ * fire taken back or released after its max_deliveries-th hand-out goes
+ * to the dead-letter session instead of back to the queue.  Of a fixed
+ * size for good (96 bytes), inside struct bwc_session_info and struct
+ * bwc_session_entry: fields added later take the reserved slots.
+ */
+struct bwc_policy {
+	uint32_t max_deliveries;  /* 0: unlimited (fires come back forever) */
+	bool is_explicit;         /* bwc_set_policy set it; false: the
+				     daemon's defaults (limits'
+				     default_max_deliveries, NAME.dead)    */
+	bool has_dead_letter;     /* false: no dead-letter session (the
+				     default name NAME.dead would pass 64
+				     bytes): nothing is dead-lettered      */
+	char dead_letter[72];     /* its name, NUL-terminated, at most 64
+				     bytes; in the session's namespace     */
+	uint64_t reserved[2];     /* 0                                     */
+};
 
 /* What the daemon said when this connection opened its session. */
 struct bwc_session_info {
@@ -687,7 +730,10 @@ struct bwc_session_info {
 	struct bwc_lane_info lanes[BWC_MAX_LANES];
 	bool coalesce;           /* consumers: coalesced delivery in force
 				    (bwc_set_coalesce)                      */
-	uint64_t reserved[20];   /* room to grow (see struct bwc_stats): 0  */
+	struct bwc_policy policy; /* named sessions: the delivery policy at
+				    attach (all 0 from a daemon without
+				    one, and for an anonymous session)     */
+	uint64_t reserved[8];    /* room to grow (see struct bwc_stats): 0  */
 };
 
 /* The current connection's session: BWC_ECLOSED when not connected. */
@@ -867,7 +913,13 @@ struct bwc_metrics {
 	uint64_t fire_writes, fires_coalesced;
 	/* Introspection requests (body fields 16 and 17, past requests[]). */
 	uint64_t list_sessions_requests, list_timers_requests;
-	uint64_t reserved[4];      /* see above: 0                          */
+	/* Fires that fail (PROTOCOL.md section 8): fires sent to a
+	 * dead-letter session, given back by Release, touched by Touch,
+	 * moved back by Kick (the requests themselves: requests[14] Release,
+	 * [15] Touch; SetPolicy and Kick, body fields 20 and 21, count in
+	 * requests[0]).  The last reserved slots: counters after these need
+	 * a struct of their own. */
+	uint64_t dead_lettered, released, touched, kicked;
 };
 
 /* bwc_stats and bwc_metrics from one Stats request; stats may be NULL. */
@@ -895,6 +947,11 @@ enum bwc_histogram_id {
 	 * it completed; count is the fires completed by Acks (auto-ack's
 	 * completion on write is not one). */
 	BWC_HISTOGRAM_ACK_LATENCY,
+	/* Deliveries: acknowledged fires by the hand-outs they took (their
+	 * deliveries at the Ack; auto-ack's completions on write too).  Not
+	 * a duration: le_ns holds hand-out counts, and sum_ns reads 0 (the
+	 * daemon sends no sum). */
+	BWC_HISTOGRAM_DELIVERIES,
 	BWC_HISTOGRAMS               /* how many this header knows          */
 };
 #define BWC_HISTOGRAM_BOUNDS 24
@@ -966,7 +1023,10 @@ BWC_EXPORT int bwc_metrics_scrape(struct bwc_client *c,
  *
  * The entry structs have a fixed size for good, as struct bwc_stats: the
  * caller allocates arrays of them, so fields added later take the
- * reserved slots, which the library zeroes.
+ * reserved slots, which the library zeroes.  (struct bwc_session_entry
+ * grew once, before libbitwheel-client.so.2 was released, for the
+ * delivery policy: a dead-letter session's name does not fit its
+ * reserved slots.)
  */
 #define BWC_ANY_UID (-1)       /* owner_uid: every uid the caller may see */
 
@@ -987,6 +1047,15 @@ struct bwc_session_entry {
 				  left (or the daemon restored it); else 0  */
 	bool expires;          /* no connection attached: it expires ...    */
 	uint64_t expires_in_ns;/* ... this long from now, unless one does   */
+	/* Fires that fail (PROTOCOL.md section 8); 0 from a daemon without
+	 * them: */
+	struct bwc_policy policy; /* named sessions: the delivery policy  */
+	uint64_t dead_letters; /* fires in it that another session
+				  dead-lettered (kept until consumed or
+				  kicked: it does not expire meanwhile)     */
+	uint64_t delayed;      /* released fires waiting out their delay    */
+	uint64_t dead_lettered;/* fires it sent to its dead-letter session
+				  since the daemon started                  */
 	uint64_t reserved[8];  /* 0                                         */
 };
 
@@ -1031,6 +1100,34 @@ BWC_EXPORT int bwc_list_timers(struct bwc_client *c, const char *session,
 
 /* ---- fires -------------------------------------------------------------- */
 
+/* Why a fire in flight went back to its session the last time
+ * (PROTOCOL.md, "Fires that fail"): the protocol's TakeBack numbers. */
+enum bwc_take_back {
+	BWC_TAKE_BACK_NONE = 0,         /* never taken back                  */
+	BWC_TAKE_BACK_DISCONNECTED = 1, /* its consumer's connection ended   */
+	BWC_TAKE_BACK_ACK_TIMEOUT = 2,  /* held past its ack deadline        */
+	BWC_TAKE_BACK_RELEASED = 3,     /* its consumer released it          */
+	BWC_TAKE_BACK_RESTARTED = 4,    /* in flight when the daemon stopped */
+};
+/* The protocol's name of a reason, e.g. "ACK_TIMEOUT"; "UNKNOWN" for one
+ * this library does not know. */
+BWC_EXPORT const char *bwc_take_back_name(int reason);
+
+/* A dead letter's history in the session that dead-lettered it. */
+struct bwc_dead_letter {
+	bool present;          /* false: the fire is no dead letter, and the
+				  rest is 0 / NULL                          */
+	const char *session;   /* the session that dead-lettered it,
+				  NUL-terminated ("" when it has ended since);
+				  owned by the client and valid as long as
+				  the fire's payload                        */
+	uint64_t deliveries;   /* its hand-outs there                       */
+	uint64_t first_handed_ns, last_handed_ns; /* its first and last
+				  hand-out there (CLOCK_MONOTONIC)          */
+	uint64_t dead_lettered_ns; /* when it was dead-lettered              */
+	enum bwc_take_back reason; /* why it was taken back the last time   */
+};
+
 /* A timer that came due. */
 struct bwc_fire {
 	uint64_t key;
@@ -1055,6 +1152,13 @@ struct bwc_fire {
 				  came on: the library counts connects, so
 				  bwc_ack can refuse a fire of an earlier
 				  one (BWC_ESTALE)                          */
+	uint64_t deliveries;   /* how many times it has been handed out in
+				  its session, this time included: 1 the
+				  first time (0 from a daemon that does not
+				  count); what bwc_backoff() reads          */
+	struct bwc_dead_letter dead_letter; /* a fire another session
+				  dead-lettered (present): its history
+				  there                                     */
 };
 
 /*
@@ -1119,6 +1223,20 @@ BWC_EXPORT int bwc_ack(struct bwc_client *c, const struct bwc_fire *fire,
 BWC_EXPORT int bwc_send_ack(struct bwc_client *c, const struct bwc_fire *fire,
 			    bool cumulative);
 
+/* What a Release did (bwc_release, "fires that fail" below): caller
+ * storage, of a fixed size for good (56 bytes), as struct bwc_stats. */
+struct bwc_released {
+	bool released;         /* false: the fire is not in flight to this
+				  connection (acknowledged, released or taken
+				  back already): nothing was done           */
+	bool dead_lettered;    /* it went to the dead-letter session (its
+				  deliveries reached the limit), not back   */
+	uint64_t deliveries;   /* its hand-outs so far                      */
+	uint64_t ready_ns;     /* when it may be handed out again
+				  (CLOCK_MONOTONIC); 0 when dead-lettered   */
+	uint64_t reserved[4];  /* 0                                         */
+};
+
 /* ---- non-blocking mode ------------------------------------------------ */
 
 /* Which request a struct bwc_reply answers. */
@@ -1128,6 +1246,10 @@ enum bwc_request_kind {
 	BWC_REQUEST_STATS = 3,
 	BWC_REQUEST_ACK = 4,   /* bwc_ack's, which is blocking: no callback
 				  sees this kind today                      */
+	BWC_REQUEST_RELEASE = 5,
+	BWC_REQUEST_TOUCH = 6,
+	BWC_REQUEST_SET_POLICY = 7,
+	BWC_REQUEST_KICK = 8,
 };
 
 /* The outcome of a non-blocking request, valid during its callback. */
@@ -1152,6 +1274,16 @@ struct bwc_reply {
 	struct bwc_scheduled scheduled; /* BWC_REQUEST_SCHEDULE, status 0   */
 	bool pending;          /* BWC_REQUEST_CANCEL, status 0              */
 	const struct bwc_stats *stats;  /* BWC_REQUEST_STATS, status 0      */
+	/* BWC_REQUEST_RELEASE, status 0 (key: the fire's): */
+	struct bwc_released released;
+	/* BWC_REQUEST_TOUCH, status 0 (key: the fire's): */
+	bool touched;
+	uint64_t ack_deadline_ns;
+	/* BWC_REQUEST_SET_POLICY, status 0: */
+	const struct bwc_policy *policy;
+	/* BWC_REQUEST_KICK, status 0 (key: the one asked, if any): */
+	uint64_t kicked;
+	bool more;
 };
 
 typedef void (*bwc_reply_fn)(struct bwc_client *c,
@@ -1241,6 +1373,132 @@ BWC_EXPORT int bwc_send_stats(struct bwc_client *c, bwc_reply_fn cb,
  * bwc_reconnect when it sees fit.
  */
 BWC_EXPORT int bwc_dispatch(struct bwc_client *c);
+
+/* ---- fires that fail ---------------------------------------------------- */
+
+/*
+ * A handler that cannot process a fire (PROTOCOL.md, "Fires that fail").
+ * Each fire counts its hand-outs (bwc_fire.deliveries); a named session's
+ * policy (bwc_set_policy) bounds them: a fire taken back or released
+ * after its max_deliveries-th hand-out (20 by default) goes to the
+ * session's dead-letter session (NAME.dead by default), an ordinary
+ * session whose consumers see bwc_fire.dead_letter, and bwc_kick moves
+ * dead letters back.  A consumer that fails for a passing reason releases
+ * the fire with a delay from bwc_backoff(), and one that needs longer
+ * than its ack timeout touches it:
+ *
+ *   while (bwc_wait_fire(c, -1, &f) == 0) {
+ *           if (handle(&f) == 0)
+ *                   bwc_send_ack(c, &f, false);
+ *           else                           // 1 s, 2 s, 4 s ... 5 min
+ *                   bwc_send_release(c, &f, bwc_backoff(f.deliveries,
+ *                                    1000000000, 300000000000,
+ *                                    random64()), NULL, NULL);
+ *   }
+ *
+ * bwc_release and bwc_touch name a fire as bwc_ack does (only its
+ * delivery and connection are read) and refuse the same way: BWC_ESTALE
+ * for a fire of an earlier connection (with reconnecting on, or about
+ * to, nothing is sent and the call returns 0 with released/touched
+ * false: the daemon took the fire back with the connection), BWC_EROLE
+ * on a producer, BWC_EINVAL for a fire without a delivery number,
+ * BWC_ECLOSED.  The connection ending before the reply (the daemon took
+ * the fire back either way) gives the same 0 and false when reconnecting.
+ * All four requests: errors as bwc_schedule, and BWC_ESERVER with
+ * UNKNOWN_MESSAGE from a daemon that predates them (it closes the
+ * connection).  The bwc_send_* forms return at once, as bwc_send_schedule,
+ * their callback's struct bwc_reply carrying the outcome.
+ */
+
+/*
+ * Give fire back: it leaves this connection's window and, after delay_ns
+ * (0: at once), joins the session's queue at the tail, the same fire
+ * (key, payload, deadline_ns, fire_count) with its deliveries counted on
+ * (a release does not mark it redelivered: the handler gave it back
+ * knowingly); or, when its deliveries reached the session's
+ * max_deliveries, it goes to the dead-letter session.  It is no timer meanwhile: bwc_cancel of
+ * its key does not stop it (struct bwc_session_entry.delayed counts it).
+ * A named session's Release is journaled: the reply comes once the
+ * daemon holds it, and the delay survives a restart.  out may be NULL.
+ *   BWC_ESERVER  BAD_REQUEST: delay_ns over limits.max_release_delay_ns
+ *                (7 days by default), or a delivery this connection was
+ *                never sent (which closes the connection)
+ * An auto-ack consumer's fires are done once written: released false.
+ */
+BWC_EXPORT int bwc_release(struct bwc_client *c, const struct bwc_fire *fire,
+			   uint64_t delay_ns, struct bwc_released *out);
+BWC_EXPORT int bwc_send_release(struct bwc_client *c,
+				const struct bwc_fire *fire, uint64_t delay_ns,
+				bwc_reply_fn cb, void *arg);
+
+/*
+ * More time for fire: its ack deadline becomes now + timeout_ns (0: the
+ * connection's ack timeout).  *touched (may be NULL): false when the fire
+ * is not in flight to this connection.  *ack_deadline_ns (may be NULL):
+ * its deadline now, CLOCK_MONOTONIC; 0 when the connection has no ack
+ * timeout (its fires are never taken back for their time, and a touch
+ * changes nothing).  Not journaled.
+ *   BWC_ESERVER  HOLD_LIMIT: the deadline would pass the fire's hand-out
+ *                + limits.max_hold_ns (12 h by default); the connection
+ *                stays open and the fire keeps its deadline
+ */
+BWC_EXPORT int bwc_touch(struct bwc_client *c, const struct bwc_fire *fire,
+			 uint64_t timeout_ns, bool *touched,
+			 uint64_t *ack_deadline_ns);
+BWC_EXPORT int bwc_send_touch(struct bwc_client *c,
+			      const struct bwc_fire *fire, uint64_t timeout_ns,
+			      bwc_reply_fn cb, void *arg);
+
+/* bwc_set_policy's max_deliveries: keep what the session has. */
+#define BWC_POLICY_KEEP (-1)
+/*
+ * Set the delivery policy of the connection's named session (any member
+ * may, producer or consumer); journaled.  max_deliveries: hand-outs
+ * without an ack after which a fire is dead-lettered, 1 to UINT32_MAX, 0
+ * for unlimited, or BWC_POLICY_KEEP.  dead_letter: the dead-letter
+ * session's name (a session name, in the same namespace, not this
+ * session's), "" for the default (NAME.dead), NULL to keep it.  With both
+ * kept, nothing changes and out gets the policy in force.  out (may be
+ * NULL): the policy now.
+ *   BWC_EINVAL   max_deliveries out of range, dead_letter not a session
+ *                name
+ *   BWC_EROLE    an anonymous session, which has no policy
+ *   BWC_ESERVER  BAD_REQUEST (the dead-letter name is this session's),
+ *                STORAGE_UNAVAILABLE
+ */
+BWC_EXPORT int bwc_set_policy(struct bwc_client *c, int64_t max_deliveries,
+			      const char *dead_letter, struct bwc_policy *out);
+BWC_EXPORT int bwc_send_set_policy(struct bwc_client *c,
+				   int64_t max_deliveries,
+				   const char *dead_letter, bwc_reply_fn cb,
+				   void *arg);
+
+/*
+ * Move fires this connection's named session dead-lettered back from its
+ * dead-letter session to its queue's tail, their deliveries counted from
+ * 0 again: those of key only when has_key, at most limit (0:
+ * limits.max_kick, 10,000).  *kicked (may be NULL): how many moved;
+ * *more (may be NULL): true when it stopped at a limit and more may be
+ * there (kick again).  Dead letters in flight to a consumer of the
+ * dead-letter session stay with it.  Sent again after a reconnect (the
+ * reply then counts the repeat's).  BWC_EROLE for an anonymous session.
+ */
+BWC_EXPORT int bwc_kick(struct bwc_client *c, bool has_key, uint64_t key,
+			uint32_t limit, uint64_t *kicked, bool *more);
+BWC_EXPORT int bwc_send_kick(struct bwc_client *c, bool has_key, uint64_t key,
+			     uint32_t limit, bwc_reply_fn cb, void *arg);
+
+/*
+ * A release delay for a fire handed out `deliveries` times: exponential
+ * backoff, min(cap_ns, base_ns * 2^(deliveries - 1)), scaled by a factor
+ * in [0.5, 1] that `random` (any 64 random bits: the caller's generator,
+ * so the library keeps no state) picks, so that many consumers failing
+ * together do not come back in step (PROTOCOL.md, Release).  deliveries 0
+ * counts as 1; base_ns above cap_ns is cap_ns.  Pure: no client, no
+ * error.  The library's reconnecting backs off the same way.
+ */
+BWC_EXPORT uint64_t bwc_backoff(uint64_t deliveries, uint64_t base_ns,
+				uint64_t cap_ns, uint64_t random);
 
 #ifdef __cplusplus
 }

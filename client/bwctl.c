@@ -48,6 +48,9 @@
  *   4 any other error (the daemon refused a request, the connection broke),
  *   5 the socket's listener is not trusted to be bitwheeld.
  */
+/* pipe2(), and glibc hides it without this. */
+#define _GNU_SOURCE
+
 #include "bitwheel-client.h"
 #include "duration.h"
 
@@ -61,7 +64,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/pidfd.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -105,6 +112,9 @@ static const char help_main[] =
 "  metrics    print them for Prometheus (text exposition format)\n"
 "  sessions   list the sessions you may see (root: everyone's)\n"
 "  list       list a named session's pending timers\n"
+"  policy     show or set a session's delivery limit and dead-letter\n"
+"             session\n"
+"  kick       move a session's dead letters back to it\n"
 "\n"
 "Options:\n"
 "  --socket PATH  the daemon's socket (default: $" BWC_SOCKET_ENV ",\n"
@@ -115,11 +125,12 @@ static const char help_main[] =
 "                 socket (default: $" BWC_DAEMON_USER_ENV ", else "
 BWC_DEFAULT_DAEMON_USER ")\n"
 "  --owner UID    root only: the uid (number or user name) whose session\n"
-"                 --session names, for schedule, cancel, watch and list\n"
+"                 --session names, for schedule, cancel, watch, list,\n"
+"                 policy and kick\n"
 "                 (session names are per uid; default: your own); for\n"
 "                 sessions, whose to list\n"
 "  --json         output as JSON (schedule, cancel, watch, stats,\n"
-"                 sessions, list), and\n"
+"                 sessions, list, policy, kick), and\n"
 "                 any error as one JSON object on stderr:\n"
 "                 {\"error\":{\"code\":...,\"exit\":N,\"message\":...}}\n"
 "  -h, --help     show this help; 'bwctl COMMAND --help' for a command\n"
@@ -187,9 +198,10 @@ static const char help_cancel[] =
 "3 unreachable, 4 other error, 5 the socket's listener is not trusted.\n";
 
 static const char help_watch[] =
-"Usage: bwctl [--socket PATH] watch --session NAME [--owner UID] [--count N]\n"
-"             [--window N] [--ack-timeout DURATION] [--coalesce]\n"
+"Usage: bwctl [--socket PATH] watch (--session NAME | NAME) [--owner UID]\n"
+"             [--count N] [--window N] [--ack-timeout DURATION] [--coalesce]\n"
 "             [--no-reconnect] [--timeout DURATION] [--json]\n"
+"             [--exec CMD [--backoff-base DURATION] [--backoff-cap DURATION]]\n"
 "\n"
 "Attach to the named session as a consumer and print each fire as one\n"
 "line: first those waiting in the session's queue, then new ones.  Each\n"
@@ -218,11 +230,36 @@ static const char help_watch[] =
 "  --no-reconnect       exit (4) when the daemon ends the connection, e.g.\n"
 "                       as it restarts, instead of attaching again\n"
 "  --timeout DURATION   give up after DURATION in all\n"
+"  --exec CMD           a worker instead of lines: run CMD with /bin/sh -c\n"
+"                       once per fire, one at a time (the window is 1 unless\n"
+"                       --window says otherwise), the payload on its stdin and\n"
+"                       the fire in its environment: BW_SESSION, BW_KEY,\n"
+"                       BW_DELIVERIES, BW_DEADLINE_NS, BW_FIRED_NS,\n"
+"                       BW_FIRE_COUNT, BW_REDELIVERED, BW_RESTORED,\n"
+"                       BW_HAS_PAYLOAD (0 or 1), and for a dead letter\n"
+"                       BW_DEAD_LETTER_OF, BW_DEAD_LETTER_DELIVERIES,\n"
+"                       BW_DEAD_LETTER_REASON.  Exit 0 acknowledges the fire;\n"
+"                       anything else releases it with exponential backoff\n"
+"                       (or, at the session's delivery limit, dead-letters\n"
+"                       it), said on stderr.  With an ack timeout, a command\n"
+"                       running past half of it has its fire touched\n"
+"                       (extended), every half ack timeout, up to the\n"
+"                       daemon's hold limit (12 h)\n"
+"  --backoff-base DURATION\n"
+"                       --exec: the first release's delay (default 1s),\n"
+"                       doubling with each delivery ...\n"
+"  --backoff-cap DURATION\n"
+"                       ... up to this (default 5m); each delay is cut by a\n"
+"                       random part of up to half\n"
 "  --json               JSON lines: key, payload, deadline_ns, fired_ns,\n"
-"                       late_us, and fire_count/restored/redelivered when set\n"
+"                       late_us, deliveries, and fire_count/restored/\n"
+"                       redelivered/dead_letter when set\n"
 "\n"
 "Human lines read: fired key=7 payload=\"hi\" deadline=NS late=0.84ms\n"
-"and end in ' redelivered' for a fire that may have been printed before.\n"
+"deliveries=1, with ' redelivered' before deliveries= for a fire that may\n"
+"have been printed before, and a dead letter's history after it:\n"
+"dead_letter_of=NAME dead_deliveries=N first_handed=NS last_handed=NS\n"
+"dead_lettered=NS reason=ACK_TIMEOUT.\n"
 "\n"
 "Exit status: 0 after --count fires (or, with --timeout only, if any fire\n"
 "came), 1 timed out (before --count fires, or with none), 2 usage,\n"
@@ -273,19 +310,72 @@ static const char help_sessions[] =
 "own uid's (named ones, and the anonymous sessions of their connections).\n"
 "One row per session, sorted by uid and name: its uid, name (anonymous:\n"
 "'-' and its client's pid), pending timers, fires queued and in flight,\n"
-"consumers and producers attached, and for a session with no connection\n"
-"how long it has been idle and how long until it expires.\n"
+"released fires waiting out their delay, dead letters it holds, consumers\n"
+"and producers attached, for a session with no connection how long it has\n"
+"been idle and how long until it expires, and a named session's delivery\n"
+"policy: its limit and dead-letter session (bwctl policy).\n"
 "\n"
 "  --owner UID          only this uid's sessions (a number or a user name;\n"
 "                       another uid's is for root alone)\n"
 "  --json               one JSON object per session and line: uid, session\n"
 "                       (or anonymous and pid), timers, queued, in_flight,\n"
-"                       consumers, producers, dropped, idle_ns, and\n"
-"                       expires_in_ns when it has no connection\n"
+"                       consumers, producers, dropped, idle_ns,\n"
+"                       expires_in_ns when it has no connection, delayed,\n"
+"                       dead_letters, dead_lettered (fires it sent to its\n"
+"                       dead-letter session), and for a named session\n"
+"                       max_deliveries (0: unlimited), dead_letter,\n"
+"                       policy_set\n"
 "\n"
 "Exit status: 0 ok, 2 usage, 3 unreachable, 4 other error (e.g.\n"
 "PERMISSION_DENIED: another uid's, not being root), 5 the socket's\n"
 "listener is not trusted.\n";
+
+static const char help_policy[] =
+"Usage: bwctl [--socket PATH] policy (--session NAME | NAME) [--owner UID]\n"
+"             [--max-deliveries N|unlimited] [--dead-letter NAME] [--json]\n"
+"\n"
+"Without options, show the named session's delivery policy; with them,\n"
+"set it (attached as a producer) and show the result.  A fire taken back\n"
+"(its consumer went away or its ack timeout passed) or released after its\n"
+"max-deliveries-th hand-out goes to the dead-letter session, an ordinary\n"
+"session ('bwctl watch NAME.dead'), instead of back to the queue; 'bwctl\n"
+"kick' brings such fires back.  Defaults: the daemon's --max-deliveries\n"
+"(20) and NAME.dead.\n"
+"\n"
+"  --session NAME       the named session (or NAME as the argument)\n"
+"  --owner UID          root only: the session NAME of this uid\n"
+"  --max-deliveries N   hand-outs without an ack before a fire is\n"
+"                       dead-lettered, 1 to 4294967295, or 'unlimited'\n"
+"  --dead-letter NAME   the dead-letter session, in the same namespace;\n"
+"                       '' for the default, the session's name + .dead\n"
+"  --json               {\"session\":NAME,\"max_deliveries\":N (0:\n"
+"                       unlimited),\"dead_letter\":NAME,\"policy_set\":false}\n"
+"\n"
+"Prints 'policy session=NAME max_deliveries=N dead_letter=NAME set=yes'.\n"
+"Exit status: 0 ok, 1 no such session (showing), 2 usage, 3 unreachable,\n"
+"4 other error (e.g. BAD_REQUEST: the dead-letter name is the session's\n"
+"own), 5 the socket's listener is not trusted.\n";
+
+static const char help_kick[] =
+"Usage: bwctl [--socket PATH] kick (--session NAME | NAME) [--owner UID]\n"
+"             [--key K] [--limit N] [--json]\n"
+"\n"
+"Move the fires the named session dead-lettered back from its dead-letter\n"
+"session to its queue, their deliveries counted from 0 again (attached as\n"
+"a producer).  The daemon moves at most 10,000 per request; kick asks\n"
+"again until all are moved, or --limit.  Dead letters in flight to a\n"
+"consumer of the dead-letter session stay with it.\n"
+"\n"
+"  --session NAME       the session the fires failed in (or NAME as the\n"
+"                       argument)\n"
+"  --owner UID          root only: the session NAME of this uid\n"
+"  --key K              only fires of this key\n"
+"  --limit N            move at most N\n"
+"  --json               {\"session\":NAME,\"kicked\":N,\"more\":false} (and\n"
+"                       \"key\")\n"
+"\n"
+"Prints 'kicked N'.  Exit status: 0 ok (none to move included), 2 usage,\n"
+"3 unreachable, 4 other error, 5 the socket's listener is not trusted.\n";
 
 static const char help_list[] =
 "Usage: bwctl [--socket PATH] list --session NAME [--owner UID] [--limit N]\n"
@@ -756,6 +846,20 @@ static int leftover(const char *cmd, int argc, char **argv)
 	return ST_OK;
 }
 
+/* The session of watch, policy and kick: --session NAME, or NAME as the
+ * one argument left (not both). */
+static int session_arg(const char *cmd, int argc, char **argv,
+		       const char **session)
+{
+	if (optind < argc && *session == NULL)
+		*session = argv[optind++];
+	else if (optind < argc)
+		return usage_error(cmd, "unexpected argument '%s' (the session "
+				   "is given by --session already)",
+				   argv[optind]);
+	return leftover(cmd, argc, argv);
+}
+
 /* ---- output ----------------------------------------------------------- */
 
 /* One fire's line, into stdout's buffer: the caller flushes (and checks)
@@ -781,6 +885,20 @@ static void print_fire(const struct bwc_fire *f)
 			jw_bool(&j, "restored", true);
 		if (f->redelivered)
 			jw_bool(&j, "redelivered", true);
+		if (f->deliveries > 0)
+			jw_u64(&j, "deliveries", f->deliveries);
+		if (f->dead_letter.present) {
+			const struct bwc_dead_letter *d = &f->dead_letter;
+
+			jw_begin(&j, "dead_letter");
+			jw_str(&j, "session", d->session);
+			jw_u64(&j, "deliveries", d->deliveries);
+			jw_u64(&j, "first_handed_ns", d->first_handed_ns);
+			jw_u64(&j, "last_handed_ns", d->last_handed_ns);
+			jw_u64(&j, "dead_lettered_ns", d->dead_lettered_ns);
+			jw_str(&j, "reason", bwc_take_back_name(d->reason));
+			jw_end(&j);
+		}
 		jw_close(&j);
 	} else {
 		printf("fired key=%llu", (unsigned long long)f->key);
@@ -797,6 +915,25 @@ static void print_fire(const struct bwc_fire *f)
 			fputs(" restored", stdout);
 		if (f->redelivered)
 			fputs(" redelivered", stdout);
+		if (f->deliveries > 0)
+			printf(" deliveries=%llu",
+			       (unsigned long long)f->deliveries);
+		/* A dead letter: where it failed, how often, and how long
+		 * ago (all CLOCK_MONOTONIC, as deadline=). */
+		if (f->dead_letter.present) {
+			const struct bwc_dead_letter *d = &f->dead_letter;
+
+			/* "-": that session has ended since. */
+			printf(" dead_letter_of=%s dead_deliveries=%llu "
+			       "first_handed=%llu last_handed=%llu "
+			       "dead_lettered=%llu reason=%s",
+			       *d->session ? d->session : "-",
+			       (unsigned long long)d->deliveries,
+			       (unsigned long long)d->first_handed_ns,
+			       (unsigned long long)d->last_handed_ns,
+			       (unsigned long long)d->dead_lettered_ns,
+			       bwc_take_back_name(d->reason));
+		}
 		putchar('\n');
 	}
 }
@@ -1153,6 +1290,250 @@ static int cmd_cancel(int argc, char **argv)
 /* The daemon's default window (PROTOCOL.md, Hello), for --count's bound. */
 #define DEFAULT_WINDOW 256u
 
+/* ---- watch --exec: the shell's worker ----------------------------------- */
+
+/* watch --exec's settings. */
+struct exec_opts {
+	const char *cmd;           /* run by /bin/sh -c, once per fire       */
+	const char *session;
+	uint64_t ack_timeout_ns;   /* 0: none, and no touching               */
+	uint64_t backoff_base_ns, backoff_cap_ns;
+};
+
+#define DEFAULT_BACKOFF_BASE_NS 1000000000ull     /* 1 s   */
+#define DEFAULT_BACKOFF_CAP_NS 300000000000ull    /* 5 min */
+
+/* 64 random bits for the release's jitter; the clock's if the kernel has
+ * none to give (jitter needs no secrecy). */
+static uint64_t random64(void)
+{
+	uint64_t r;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) == (ssize_t)sizeof(r))
+		return r;
+	return bwc_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+}
+
+static void setenv_u64(const char *name, uint64_t v)
+{
+	char buf[24];
+
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+	setenv(name, buf, 1);
+}
+
+/* In the child: the fire in the environment, the payload's pipe as stdin,
+ * signals as a shell expects them, then the command.  Never returns. */
+static void exec_child(const struct exec_opts *x, const struct bwc_fire *f,
+		       int in)
+{
+	const struct bwc_dead_letter *d = &f->dead_letter;
+
+	setenv("BW_SESSION", x->session, 1);
+	setenv_u64("BW_KEY", f->key);
+	setenv_u64("BW_DELIVERIES", f->deliveries);
+	setenv_u64("BW_DEADLINE_NS", f->deadline_ns);
+	setenv_u64("BW_FIRED_NS", f->fired_ns);
+	setenv_u64("BW_FIRE_COUNT", f->fire_count);
+	setenv_u64("BW_REDELIVERED", f->redelivered);
+	setenv_u64("BW_RESTORED", f->late);
+	setenv_u64("BW_HAS_PAYLOAD", f->payload != NULL);
+	if (d->present) {
+		setenv("BW_DEAD_LETTER_OF", d->session, 1);
+		setenv_u64("BW_DEAD_LETTER_DELIVERIES", d->deliveries);
+		setenv("BW_DEAD_LETTER_REASON", bwc_take_back_name(d->reason),
+		       1);
+	}
+	/* watch ignores SIGPIPE; an ignored signal stays ignored across
+	 * exec, and a pipeline in CMD wants the default. */
+	signal(SIGPIPE, SIG_DFL);
+	if (in != STDIN_FILENO) {
+		dup2(in, STDIN_FILENO);
+		close(in);
+	}
+	execl("/bin/sh", "sh", "-c", x->cmd, (char *)NULL);
+	fprintf(stderr, "bwctl: cannot run /bin/sh: %s\n", strerror(errno));
+	_exit(127);
+}
+
+/*
+ * Run the command for fire f and wait for it, feeding it the payload and
+ * touching the fire every half ack timeout while it runs (the daemon
+ * would take it back at the full one).  *status gets waitpid's; a
+ * failure to run it at all is reported (the fire is then released by the
+ * caller's rule: not exit 0).
+ */
+static int exec_one(struct bwc_client *c, const struct exec_opts *x,
+		    const struct bwc_fire *f, int *status)
+{
+	const uint8_t *pay = f->payload;
+	size_t left = f->payload ? f->payload_len : 0;
+	uint64_t next_touch = UINT64_MAX;
+	bool touching = x->ack_timeout_ns > 0;
+	int pipefd[2], pidfd, poll_err = 0;
+	pid_t pid;
+
+	*status = -1;
+	if (pipe2(pipefd, O_CLOEXEC) != 0)
+		return complain(&(struct problem){ .status = ST_ERROR,
+						   .code = "SYSTEM_ERROR" },
+				"pipe: %s", strerror(errno));
+	/* What stdio holds goes out once, not once more from the child. */
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0) {
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return complain(&(struct problem){ .status = ST_ERROR,
+						   .code = "SYSTEM_ERROR" },
+				"fork: %s", strerror(errno));
+	}
+	if (pid == 0) {
+		close(pipefd[1]);
+		exec_child(x, f, pipefd[0]);
+	}
+	close(pipefd[0]);
+	if (left == 0) {
+		close(pipefd[1]);
+		pipefd[1] = -1;
+	} else {
+		fcntl(pipefd[1], F_SETFL, O_NONBLOCK);
+	}
+	/* The child's end as a descriptor to poll; without pidfds (before
+	 * Linux 5.3) a look every 20 ms. */
+	pidfd = pidfd_open(pid, 0);
+	if (touching)
+		next_touch = bwc_now_ns() + x->ack_timeout_ns / 2;
+
+	for (;;) {
+		struct pollfd p[2];
+		nfds_t n = 0;
+		uint64_t now = bwc_now_ns();
+		int timeout = pidfd < 0 ? 20 : -1;
+
+		if (waitpid(pid, status, WNOHANG) == pid)
+			break;
+		if (touching && now >= next_touch) {
+			bool touched = false;
+			uint64_t deadline = 0;
+			int rc = bwc_touch(c, f, 0, &touched, &deadline);
+
+			if (rc == BWC_ESERVER &&
+			    bwc_server_error(c) == BWC_SERVER_HOLD_LIMIT) {
+				warn("HOLD_LIMIT", "key %llu: %s; the command "
+				     "runs on, and the daemon will take the "
+				     "fire back at its ack deadline",
+				     (unsigned long long)f->key, bwc_errmsg(c));
+				touching = false;
+			} else if (rc != 0) {
+				kill(pid, SIGTERM);
+				waitpid(pid, status, 0);
+				if (pipefd[1] >= 0)
+					close(pipefd[1]);
+				if (pidfd >= 0)
+					close(pidfd);
+				return report(c, rc);
+			} else if (!touched) {
+				/* Taken back already (a reconnect, or the
+				 * deadline passed): nothing to hold. */
+				warn("NOT_IN_FLIGHT", "key %llu: the daemon "
+				     "no longer holds the fire for this "
+				     "watch; it will come again",
+				     (unsigned long long)f->key);
+				touching = false;
+			} else {
+				next_touch = bwc_now_ns() + x->ack_timeout_ns / 2;
+			}
+			continue;
+		}
+		if (touching) {
+			uint64_t ms = (next_touch - now) / 1000000 + 1;
+
+			if (timeout < 0 || ms < (uint64_t)timeout)
+				timeout = ms > INT32_MAX ? INT32_MAX : (int)ms;
+		}
+		if (pidfd >= 0)
+			p[n++] = (struct pollfd){ .fd = pidfd, .events = POLLIN };
+		if (pipefd[1] >= 0)
+			p[n++] = (struct pollfd){ .fd = pipefd[1],
+						  .events = POLLOUT };
+		if (poll(p, n, timeout) < 0 && errno != EINTR) {
+			poll_err = errno;
+			kill(pid, SIGTERM);
+			waitpid(pid, status, 0);
+			break;
+		}
+		if (pipefd[1] >= 0) {
+			ssize_t w = write(pipefd[1], pay, left);
+
+			/* EPIPE: the command does not read its stdin. */
+			if (w > 0) {
+				pay += w;
+				left -= (size_t)w;
+			}
+			if (left == 0 || (w < 0 && errno != EAGAIN &&
+					  errno != EINTR)) {
+				close(pipefd[1]);
+				pipefd[1] = -1;
+			}
+		}
+	}
+	if (pipefd[1] >= 0)
+		close(pipefd[1]);
+	if (pidfd >= 0)
+		close(pidfd);
+	if (poll_err != 0)
+		return complain(&(struct problem){ .status = ST_ERROR,
+						   .code = "SYSTEM_ERROR" },
+				"poll: %s", strerror(poll_err));
+	return ST_OK;
+}
+
+/* The command's verdict on f: exit 0 acknowledges it, anything else
+ * releases it with backoff (or dead-letters it, at the session's limit). */
+static int exec_verdict(struct bwc_client *c, const struct exec_opts *x,
+			const struct bwc_fire *f, int status)
+{
+	struct bwc_released out;
+	char why[64], in[48];
+	uint64_t delay;
+	int rc;
+
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		rc = bwc_ack(c, f, false, NULL);
+		return rc != 0 ? report(c, rc) : ST_OK;
+	}
+	if (WIFEXITED(status))
+		snprintf(why, sizeof(why), "exited with status %d",
+			 WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(why, sizeof(why), "was killed by signal %d",
+			 WTERMSIG(status));
+	else
+		snprintf(why, sizeof(why), "did not run");
+	delay = bwc_backoff(f->deliveries, x->backoff_base_ns,
+			    x->backoff_cap_ns, random64());
+	rc = bwc_release(c, f, delay, &out);
+	if (rc != 0)
+		return report(c, rc);
+	if (!out.released)
+		warn("COMMAND_FAILED", "key %llu: the command %s; the daemon "
+		     "had taken the fire back already, and it will come again",
+		     (unsigned long long)f->key, why);
+	else if (out.dead_lettered)
+		warn("DEAD_LETTERED", "key %llu: the command %s on delivery "
+		     "%llu, the session's last: the fire went to its "
+		     "dead-letter session", (unsigned long long)f->key, why,
+		     (unsigned long long)out.deliveries);
+	else
+		warn("COMMAND_FAILED", "key %llu: the command %s (delivery "
+		     "%llu): released, back in %s",
+		     (unsigned long long)f->key, why,
+		     (unsigned long long)out.deliveries,
+		     fmt_duration(delay, in, sizeof(in)));
+	return ST_OK;
+}
+
 /*
  * The fires already in the client, up to the count, after the one just
  * printed: one batch, flushed and acknowledged together.  Returns the
@@ -1181,6 +1562,9 @@ static int cmd_watch(int argc, char **argv)
 		{ "coalesce", no_argument, NULL, 'C' },
 		{ "no-reconnect", no_argument, NULL, 'R' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "exec", required_argument, NULL, 'x' },
+		{ "backoff-base", required_argument, NULL, 'b' },
+		{ "backoff-cap", required_argument, NULL, 'B' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "owner", required_argument, NULL, 'O' },
 		{ "socket", required_argument, NULL, 'S' },
@@ -1189,6 +1573,9 @@ static int cmd_watch(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct conn_opts co = { .role = BWC_ROLE_CONSUMER };
+	struct exec_opts xo = { .backoff_base_ns = DEFAULT_BACKOFF_BASE_NS,
+				.backoff_cap_ns = DEFAULT_BACKOFF_CAP_NS };
+	bool backoff_set = false;
 	struct bwc_session_info info;
 	struct bwc_client *c = NULL;
 	struct bwc_fire f, last = { .key = 0 };
@@ -1234,16 +1621,43 @@ static int cmd_watch(int argc, char **argv)
 				return rc;
 			timeout_text = optarg;
 			break;
+		case 'x':
+			if (optarg[0] == '\0')
+				return usage_error(cmd, "--exec needs a command");
+			xo.cmd = optarg;
+			break;
+		case 'b':
+		case 'B':
+			if ((rc = parse_duration(cmd, o == 'b' ? "backoff-base" :
+						 "backoff-cap", optarg,
+						 o == 'b' ? &xo.backoff_base_ns :
+						 &xo.backoff_cap_ns)) != ST_OK)
+				return rc;
+			backoff_set = true;
+			break;
 		default:
 			if ((rc = common_option(cmd, help_watch, argv, o)) != ST_OK)
 				return rc == ST_HELP ? ST_OK : rc;
 		}
 	}
-	if ((rc = leftover(cmd, argc, argv)) != ST_OK)
+	if ((rc = session_arg(cmd, argc, argv, &co.session)) != ST_OK)
 		return rc;
 	if (co.session == NULL)
-		return usage_error(cmd, "--session is required: fires of an "
-				   "anonymous session die with it");
+		return usage_error(cmd, "a session is required (SESSION or "
+				   "--session NAME): fires of an anonymous "
+				   "session die with it");
+	if (xo.cmd == NULL && backoff_set)
+		return usage_error(cmd, "--backoff-base and --backoff-cap are "
+				   "for --exec, which releases a fire its "
+				   "command fails");
+	if (xo.backoff_base_ns == 0 || xo.backoff_base_ns > xo.backoff_cap_ns)
+		return usage_error(cmd, "the backoff needs 0 < --backoff-base "
+				   "<= --backoff-cap");
+	/* --exec runs one command at a time: a window of one leaves the
+	 * session's other fires to other consumers, instead of aging here
+	 * toward their ack timeout. */
+	if (xo.cmd != NULL && window == 0)
+		window = 1;
 	/* --count N: never more than N in flight, so the daemon sends no
 	 * more than needed at once (more only as acks free the window at
 	 * the end; those go back to the queue when bwctl closes). */
@@ -1256,7 +1670,9 @@ static int cmd_watch(int argc, char **argv)
 
 	if ((rc = open_client(&co, &c)) != ST_OK)
 		return rc;
-	if (bwc_get_session_info(c, &info) == 0 && info.dropped > 0)
+	if (bwc_get_session_info(c, &info) != 0)
+		memset(&info, 0, sizeof(info));
+	if (info.dropped > 0)
 		warn("DROPPED_FIRES", "the daemon dropped %llu periodic fires "
 		     "of session %s at its queue limit since a consumer last "
 		     "attached", (unsigned long long)info.dropped, co.session);
@@ -1282,6 +1698,19 @@ static int cmd_watch(int argc, char **argv)
 			break;
 		if (rc != 0)
 			goto fail;
+		if (xo.cmd != NULL) {
+			int status;
+
+			xo.session = co.session;
+			xo.ack_timeout_ns = info.ack_timeout_ns;
+			if ((rc = exec_one(c, &xo, &f, &status)) != ST_OK ||
+			    (rc = exec_verdict(c, &xo, &f, status)) != ST_OK) {
+				bwc_free(c);
+				return rc;
+			}
+			seen++;
+			continue;
+		}
 		print_fire(&f);
 		seen++;
 		last = f;
@@ -1652,7 +2081,10 @@ static void lanes(const char *name, const char *type, const char *help,
 }
 
 /* One histogram's samples (its family printed before): cumulative
- * buckets, +Inf, _sum and _count; lane NULL for one without the label. */
+ * buckets, +Inf, _sum and _count; lane NULL for one without the label.
+ * sum_ns UINT64_MAX: a histogram of counts, not durations (bounds as
+ * integers), whose sum the daemon does not send: no _sum. */
+#define NO_SUM UINT64_MAX
 static void histogram(const char *name, const char *lane, uint32_t bounds,
 		      const uint64_t *le_ns, const uint64_t *bucket,
 		      uint64_t count, uint64_t sum_ns)
@@ -1665,9 +2097,13 @@ static void histogram(const char *name, const char *lane, uint32_t bounds,
 	snprintf(metric, sizeof(metric), "%s_bucket", name);
 	for (uint32_t i = 0; i < bounds; i++) {
 		cum += bucket[i];
-		snprintf(label, sizeof(label), "{%sle=\"%llu.%09llu\"}", lab,
-			 (unsigned long long)(le_ns[i] / 1000000000u),
-			 (unsigned long long)(le_ns[i] % 1000000000u));
+		if (sum_ns == NO_SUM)
+			snprintf(label, sizeof(label), "{%sle=\"%llu\"}", lab,
+				 (unsigned long long)le_ns[i]);
+		else
+			snprintf(label, sizeof(label), "{%sle=\"%llu.%09llu\"}",
+				 lab, (unsigned long long)(le_ns[i] / 1000000000u),
+				 (unsigned long long)(le_ns[i] % 1000000000u));
 		sample(metric, label, cum);
 	}
 	snprintf(label, sizeof(label), "{%sle=\"+Inf\"}", lab);
@@ -1677,7 +2113,8 @@ static void histogram(const char *name, const char *lane, uint32_t bounds,
 	else
 		label[0] = '\0';
 	snprintf(metric, sizeof(metric), "%s_sum", name);
-	sample_seconds(metric, label, sum_ns);
+	if (sum_ns != NO_SUM)
+		sample_seconds(metric, label, sum_ns);
 	snprintf(metric, sizeof(metric), "%s_count", name);
 	sample(metric, label, count);
 }
@@ -1722,6 +2159,31 @@ static void print_delivery(const struct scrape *x)
 	       "(manual acks; auto-ack's completion on write is not one).");
 	print_histogram(&x->h[BWC_HISTOGRAM_ACK_LATENCY],
 			"ack_latency_seconds", NULL);
+}
+
+/* Fires that fail: what became of fires their handlers did not
+ * acknowledge, and how many hand-outs the acknowledged ones took. */
+static void print_failures(const struct scrape *x)
+{
+	const struct bwc_histogram *h = &x->h[BWC_HISTOGRAM_DELIVERIES];
+
+	one("fires_dead_lettered_total", "counter",
+	    "Fires sent to a dead-letter session at their session's delivery "
+	    "limit.", x->m.dead_lettered);
+	one("fires_released_total", "counter",
+	    "Fires given back by their consumer (Release).", x->m.released);
+	one("fires_touched_total", "counter",
+	    "Fires whose ack deadline their consumer extended (Touch).",
+	    x->m.touched);
+	one("fires_kicked_total", "counter",
+	    "Dead letters moved back to their session (Kick).", x->m.kicked);
+	if (!h->bounds)
+		return;
+	family("fire_deliveries", "histogram",
+	       "Acknowledged fires by the hand-outs they took (1: the first "
+	       "did); no _sum.");
+	histogram("fire_deliveries", NULL, h->bounds, h->le_ns, h->bucket,
+		  h->count, NO_SUM);
 }
 
 /*
@@ -1807,7 +2269,7 @@ static void print_daemon_metrics(const struct scrape *x)
 {
 	static const char *const kinds[BWC_REQUEST_KINDS] = {
 		[0] = "other", [2] = "hello", [3] = "schedule", [4] = "cancel",
-		[5] = "stats", [12] = "ack",
+		[5] = "stats", [12] = "ack", [14] = "release", [15] = "touch",
 	};
 	const struct bwc_metrics *m = &x->m;
 	uint64_t other = m->requests[0], unknown = m->errors[0];
@@ -1815,6 +2277,7 @@ static void print_daemon_metrics(const struct scrape *x)
 
 	print_lateness(m);
 	print_delivery(x);
+	print_failures(x);
 	one("delivered_fires_total", "counter",
 	    "Fired frames sent to consumers, redeliveries included.",
 	    m->fires_delivered);
@@ -1906,6 +2369,13 @@ static void print_limits(const struct bwc_limits *l)
 	limit("limit", "max_clients_per_uid", l->max_clients_per_uid);
 	limit("limit", "max_sessions_per_uid", l->max_sessions_per_uid);
 	limit("limit", "max_timers_per_uid", l->max_timers_per_uid);
+	/* Fires that fail's, from a daemon that has them (max_kick is never
+	 * 0 there); a default of 0 deliveries is unlimited: +Inf. */
+	if (l->max_kick) {
+		limit("limit", "max_deliveries", l->default_max_deliveries ?
+			      l->default_max_deliveries : UINT64_MAX);
+		limit("limit", "max_kick", l->max_kick);
+	}
 	family("limit_bytes", "gauge",
 	       "A bitwheeld limit in bytes, named by its option.");
 	limit("limit_bytes", "max_frame", l->max_frame_bytes);
@@ -1923,6 +2393,12 @@ static void print_limits(const struct bwc_limits *l)
 	if (l->hello_timeout_ns)
 		sample_seconds("limit_seconds", "{name=\"hello_timeout\"}",
 			       l->hello_timeout_ns);
+	if (l->max_kick) {
+		sample_seconds("limit_seconds", "{name=\"max_release_delay\"}",
+			       l->max_release_delay_ns);
+		sample_seconds("limit_seconds", "{name=\"max_hold\"}",
+			       l->max_hold_ns);
+	}
 	family("limit_hertz", "gauge",
 	       "A bitwheeld limit on a rate, named by its option.");
 	limit("limit_hertz", "max_periodic_rate_per_uid",
@@ -2115,9 +2591,29 @@ static int cmp_session(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+/* A policy's limit for people: "20", "unlimited". */
+static const char *fmt_max_deliveries(uint32_t max, char *buf, size_t len)
+{
+	if (max == 0)
+		snprintf(buf, len, "unlimited");
+	else
+		snprintf(buf, len, "%u", max);
+	return buf;
+}
+
+/* A named session's policy into a JSON object. */
+static void jw_policy(struct jw *j, const struct bwc_policy *p)
+{
+	jw_u64(j, "max_deliveries", p->max_deliveries);
+	if (p->has_dead_letter)
+		jw_str(j, "dead_letter", p->dead_letter);
+	jw_bool(j, "policy_set", p->is_explicit);
+}
+
 static void print_session(const struct bwc_session_entry *e)
 {
-	char idle[48] = "-", expires[48] = "-", name[96];
+	char idle[48] = "-", expires[48] = "-", name[96], max[16] = "-";
+	const char *dl = "-";
 
 	if (json_mode) {
 		struct jw j;
@@ -2139,6 +2635,11 @@ static void print_session(const struct bwc_session_entry *e)
 		jw_u64(&j, "idle_ns", e->idle_ns);
 		if (e->expires)
 			jw_u64(&j, "expires_in_ns", e->expires_in_ns);
+		jw_u64(&j, "delayed", e->delayed);
+		jw_u64(&j, "dead_letters", e->dead_letters);
+		jw_u64(&j, "dead_lettered", e->dead_lettered);
+		if (!e->anonymous)
+			jw_policy(&j, &e->policy);
 		jw_close(&j);
 		return;
 	}
@@ -2150,22 +2651,29 @@ static void print_session(const struct bwc_session_entry *e)
 		fmt_duration(e->idle_ns, idle, sizeof(idle));
 	if (e->expires)
 		fmt_duration(e->expires_in_ns, expires, sizeof(expires));
-	printf("%-6u %-24s %8llu %8llu %9llu %5u %5u %12s %12s\n", e->owner_uid,
-	       name, (unsigned long long)e->timers,
+	if (!e->anonymous) {
+		fmt_max_deliveries(e->policy.max_deliveries, max, sizeof(max));
+		dl = e->policy.has_dead_letter ? e->policy.dead_letter : "none";
+	}
+	printf("%-6u %-24s %8llu %8llu %9llu %7llu %6llu %5u %5u %12s %12s "
+	       "%9s %s\n", e->owner_uid, name, (unsigned long long)e->timers,
 	       (unsigned long long)e->queued, (unsigned long long)e->in_flight,
-	       e->consumers, e->producers, idle, expires);
+	       (unsigned long long)e->delayed,
+	       (unsigned long long)e->dead_letters, e->consumers,
+	       e->producers, idle, expires, max, dl);
 }
 
-static int cmd_sessions(int argc, char **argv)
+/* Every session the caller may see (owner_uid's, if set) into *out (the
+ * caller frees it), *n of them. */
+static int fetch_sessions(struct bwc_client *c, struct bwc_session_entry **out,
+			  size_t *n)
 {
 	struct bwc_session_entry *e = NULL;
 	struct bwc_listing l = { .more = true };
-	struct bwc_client *c;
-	size_t max = 256, n = 0;
-	int rc = list_open("sessions", help_sessions, argc, argv, NULL, NULL, &c);
+	size_t max = 256;
+	int rc = ST_OK;
 
-	if (rc != ST_OK)
-		return rc == ST_HELP ? ST_OK : rc;
+	*n = 0;
 	/* Sessions are few (per-uid budgets bound them): a bigger array
 	 * until one holds them all. */
 	while (rc == ST_OK && l.more) {
@@ -2178,23 +2686,261 @@ static int cmd_sessions(int argc, char **argv)
 			break;
 		}
 		e = more;
-		rc = bwc_list_sessions(c, owner_uid, e, max, &n, &l);
+		rc = bwc_list_sessions(c, owner_uid, e, max, n, &l);
 		if (rc != 0)
 			rc = report(c, rc);
 		max *= 4;
 	}
+	*out = e;
+	return rc;
+}
+
+static int cmd_sessions(int argc, char **argv)
+{
+	struct bwc_session_entry *e = NULL;
+	struct bwc_client *c;
+	size_t n = 0;
+	int rc = list_open("sessions", help_sessions, argc, argv, NULL, NULL, &c);
+
+	if (rc != ST_OK)
+		return rc == ST_HELP ? ST_OK : rc;
+	rc = fetch_sessions(c, &e, &n);
 	bwc_free(c);
 	if (rc == ST_OK) {
 		qsort(e, n, sizeof(*e), cmp_session);
 		if (!json_mode)
-			printf("%-6s %-24s %8s %8s %9s %5s %5s %12s %12s\n",
-			       "UID", "SESSION", "TIMERS", "QUEUED", "IN_FLIGHT",
-			       "CONS", "PROD", "IDLE", "EXPIRES_IN");
+			printf("%-6s %-24s %8s %8s %9s %7s %6s %5s %5s %12s "
+			       "%12s %9s %s\n", "UID", "SESSION", "TIMERS",
+			       "QUEUED", "IN_FLIGHT", "DELAYED", "DEAD", "CONS",
+			       "PROD", "IDLE", "EXPIRES_IN", "MAX_DELIV",
+			       "DEAD_LETTER_TO");
 		for (size_t i = 0; i < n; i++)
 			print_session(&e[i]);
 	}
 	free(e);
 	return rc;
+}
+
+/* ---- policy, kick ------------------------------------------------------- */
+
+/* A session's policy: "policy session=NAME max_deliveries=20
+ * dead_letter=NAME.dead set=no", or one JSON object. */
+static void print_policy(const char *session, const struct bwc_policy *p)
+{
+	char max[16];
+
+	if (json_mode) {
+		struct jw j;
+
+		jw_open(&j, stdout);
+		jw_str(&j, "session", session);
+		jw_policy(&j, p);
+		jw_close(&j);
+		return;
+	}
+	printf("policy session=%s max_deliveries=%s dead_letter=%s set=%s\n",
+	       session, fmt_max_deliveries(p->max_deliveries, max, sizeof(max)),
+	       p->has_dead_letter ? p->dead_letter : "none",
+	       p->is_explicit ? "yes" : "no (the defaults)");
+}
+
+/*
+ * The policy of a session that exists, from the listing, so that looking
+ * creates nothing (a Hello would): ST_NOTFOUND when there is none.
+ */
+static int show_policy(const char *cmd, const char *session)
+{
+	struct bwc_session_entry *e = NULL;
+	struct bwc_client *c;
+	struct conn_opts co = producer(NULL);
+	int64_t uid = owner_uid >= 0 ? owner_uid : (int64_t)geteuid();
+	size_t n = 0, i;
+	int rc;
+
+	/* The listing is of an anonymous connection: --owner names whose. */
+	owner_uid = uid;
+	if ((rc = open_client(&co, &c)) != ST_OK)
+		return rc;
+	rc = fetch_sessions(c, &e, &n);
+	bwc_free(c);
+	for (i = 0; rc == ST_OK && i < n; i++)
+		if (!e[i].anonymous && strcmp(e[i].name, session) == 0)
+			break;
+	if (rc == ST_OK && i < n)
+		print_policy(session, &e[i].policy);
+	else if (rc == ST_OK)
+		rc = complain(&(struct problem){ .status = ST_NOTFOUND,
+						 .code = "UNKNOWN_SESSION" },
+			      "%s: uid %lld has no session '%s'", cmd,
+			      (long long)uid, session);
+	free(e);
+	return rc;
+}
+
+static int cmd_policy(int argc, char **argv)
+{
+	static const char cmd[] = "policy";
+	static const struct option opts[] = {
+		{ "session", required_argument, NULL, 's' },
+		{ "max-deliveries", required_argument, NULL, 'm' },
+		{ "dead-letter", required_argument, NULL, 'd' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "owner", required_argument, NULL, 'O' },
+		{ "socket", required_argument, NULL, 'S' },
+		{ "daemon-user", required_argument, NULL, 'D' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *session = NULL, *dead_letter = NULL;
+	int64_t max = BWC_POLICY_KEEP;
+	struct bwc_policy p;
+	struct bwc_client *c;
+	uint64_t v;
+	int o, rc;
+
+	optind = 0;
+	while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (o) {
+		case 's':
+			session = optarg;
+			break;
+		case 'm':
+			if (strcmp(optarg, "unlimited") == 0)
+				v = 0;
+			else if (!parse_u64(optarg, &v) || v == 0 ||
+				 v > UINT32_MAX)
+				return usage_error(cmd, "bad --max-deliveries "
+						   "'%s': 1 to %u, or "
+						   "'unlimited'", optarg,
+						   UINT32_MAX);
+			max = (int64_t)v;
+			break;
+		case 'd':
+			dead_letter = optarg;
+			break;
+		default:
+			if ((rc = common_option(cmd, help_policy, argv, o)) != ST_OK)
+				return rc == ST_HELP ? ST_OK : rc;
+		}
+	}
+	if ((rc = session_arg(cmd, argc, argv, &session)) != ST_OK)
+		return rc;
+	if (session == NULL)
+		return usage_error(cmd, "a session is required (SESSION or "
+				   "--session NAME)");
+	if (max == BWC_POLICY_KEEP && dead_letter == NULL)
+		return show_policy(cmd, session);
+
+	if ((rc = open_client(&(struct conn_opts){
+				      .session = session,
+				      .role = BWC_ROLE_PRODUCER },
+			      &c)) != ST_OK)
+		return rc;
+	rc = bwc_set_policy(c, max, dead_letter, &p);
+	if (rc != 0)
+		rc = report(c, rc);
+	else
+		print_policy(session, &p);
+	bwc_free(c);
+	return rc;
+}
+
+static int cmd_kick(int argc, char **argv)
+{
+	static const char cmd[] = "kick";
+	static const struct option opts[] = {
+		{ "session", required_argument, NULL, 's' },
+		{ "key", required_argument, NULL, 'k' },
+		{ "limit", required_argument, NULL, 'l' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "owner", required_argument, NULL, 'O' },
+		{ "socket", required_argument, NULL, 'S' },
+		{ "daemon-user", required_argument, NULL, 'D' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *session = NULL;
+	uint64_t key = 0, limit = 0, total = 0, kicked;
+	bool has_key = false, more = true;
+	struct bwc_client *c;
+	int o, rc;
+
+	optind = 0;
+	while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (o) {
+		case 's':
+			session = optarg;
+			break;
+		case 'k':
+			if (!parse_u64(optarg, &key))
+				return usage_error(cmd, "bad --key '%s': a number "
+						   "from 0 to 2^64-1", optarg);
+			has_key = true;
+			break;
+		case 'l':
+			if (!parse_u64(optarg, &limit) || limit == 0)
+				return usage_error(cmd, "bad --limit '%s': a "
+						   "number above zero", optarg);
+			break;
+		default:
+			if ((rc = common_option(cmd, help_kick, argv, o)) != ST_OK)
+				return rc == ST_HELP ? ST_OK : rc;
+		}
+	}
+	if ((rc = session_arg(cmd, argc, argv, &session)) != ST_OK)
+		return rc;
+	if (session == NULL)
+		return usage_error(cmd, "a session is required (SESSION or "
+				   "--session NAME): the one whose dead letters "
+				   "to move back");
+
+	if ((rc = open_client(&(struct conn_opts){
+				      .session = session,
+				      .role = BWC_ROLE_PRODUCER },
+			      &c)) != ST_OK)
+		return rc;
+	/* Each Kick moves at most the daemon's max_kick: again while it
+	 * says more, up to --limit.  One that moved nothing stops: more
+	 * then means max_kick dead letters of other keys or sessions come
+	 * first, and asking again would look at the same ones. */
+	while (more && (limit == 0 || total < limit)) {
+		uint64_t room = limit ? limit - total : 0;
+
+		rc = bwc_kick(c, has_key, key,
+			      room > UINT32_MAX ? UINT32_MAX : (uint32_t)room,
+			      &kicked, &more);
+		if (rc != 0) {
+			rc = report(c, rc);
+			bwc_free(c);
+			return rc;
+		}
+		total += kicked;
+		if (kicked == 0)
+			break;
+	}
+	bwc_free(c);
+	if (more && (limit == 0 || total < limit))
+		warn("KICK_STOPPED", "the first dead letters of the dead-letter "
+		     "session are none of %s%s's: %llu moved, and more may "
+		     "be there (consume or kick those first)",
+		     has_key ? "this key of " : "", session,
+		     (unsigned long long)total);
+	if (json_mode) {
+		struct jw j;
+
+		jw_open(&j, stdout);
+		jw_str(&j, "session", session);
+		if (has_key)
+			jw_u64(&j, "key", key);
+		jw_u64(&j, "kicked", total);
+		jw_bool(&j, "more", more);
+		jw_close(&j);
+	} else {
+		printf("kicked %llu%s\n", (unsigned long long)total,
+		       more && limit && total >= limit ?
+			       " (more left: --limit reached)" : "");
+	}
+	return ST_OK;
 }
 
 static int cmp_deadline(const void *a, const void *b)
@@ -2345,6 +3091,8 @@ static const struct {
 	{ "metrics", cmd_metrics, help_metrics },
 	{ "sessions", cmd_sessions, help_sessions },
 	{ "list", cmd_list, help_list },
+	{ "policy", cmd_policy, help_policy },
+	{ "kick", cmd_kick, help_kick },
 };
 
 int main(int argc, char **argv)

@@ -36,7 +36,8 @@
  *               done and fires carry a sequence number from one counter,
  *               so dispatch can merge them back into arrival order.
  *   pay         the queued fires' payloads, back to back in fire order:
- *               [pay_off, pay_len).  A fire's payload is copied here when
+ *               [pay_off, pay_len), each followed by its dead-letter
+ *               history's session name, if any.  A fire's payload is copied here when
  *               it is queued (the input buffer is reused) and out again
  *               when it is handed out, into held (bwc_wait_fire's, valid
  *               until the next call) or lent (the fire handler's), which
@@ -166,6 +167,15 @@ _Static_assert((int)BWC_SERVER_STORAGE_UNAVAILABLE ==
 _Static_assert((int)BWC_SERVER_UNKNOWN_SESSION ==
 		       (int)BITWHEEL__V1__ERROR_CODE__UNKNOWN_SESSION,
 	       "server code mismatch");
+_Static_assert((int)BWC_SERVER_HOLD_LIMIT ==
+		       (int)BITWHEEL__V1__ERROR_CODE__HOLD_LIMIT,
+	       "server code mismatch");
+/* The take-back reasons are the protocol's TakeBack numbers. */
+_Static_assert((int)BWC_TAKE_BACK_DISCONNECTED ==
+		       (int)BITWHEEL__V1__TAKE_BACK__DISCONNECTED &&
+		       (int)BWC_TAKE_BACK_RESTARTED ==
+			       (int)BITWHEEL__V1__TAKE_BACK__RESTARTED,
+	       "take-back mismatch");
 /* And the roles are the protocol's Role numbers. */
 _Static_assert((int)BWC_ROLE_PRODUCER == (int)BITWHEEL__V1__ROLE__PRODUCER &&
 		       (int)BWC_ROLE_CONSUMER ==
@@ -308,11 +318,13 @@ struct done {
 };
 
 /* A fire not yet handed out.  f.payload is NULL: a payload's bytes wait in
- * the client's payload queue, in fire order. */
+ * the client's payload queue, in fire order, each followed by the
+ * dead-letter session's name of a dead letter (dl_len bytes, no NUL). */
 struct fire {
 	uint64_t seq;
 	struct bwc_fire f;
 	bool has_payload;
+	size_t dl_len;
 };
 
 struct bwc_client {
@@ -429,12 +441,24 @@ const char *bwc_server_error_name(int code)
 		"SESSION_BUSY", "TOO_MANY_CLIENTS", "DUPLICATE_KEY",
 		"BAD_DEADLINE", "PAYLOAD_TOO_LARGE", "TOO_MANY_TIMERS",
 		"NO_MEMORY", "SHUTTING_DOWN", "INTERNAL", "OVER_BUDGET",
-		"STORAGE_UNAVAILABLE", "UNKNOWN_SESSION",
+		"STORAGE_UNAVAILABLE", "UNKNOWN_SESSION", "HOLD_LIMIT",
 	};
 
 	if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]))
 		return "UNKNOWN";
 	return names[code];
+}
+
+const char *bwc_take_back_name(int reason)
+{
+	static const char *const names[] = {
+		"TAKE_BACK_UNSPECIFIED", "DISCONNECTED", "ACK_TIMEOUT",
+		"RELEASED", "RESTARTED",
+	};
+
+	if (reason < 0 || (size_t)reason >= sizeof(names) / sizeof(names[0]))
+		return "UNKNOWN";
+	return names[reason];
 }
 
 const char *bwc_version(void)
@@ -558,7 +582,7 @@ static void discard_fires(struct bwc_client *c)
 
 	while ((f = ring_back(&c->fires)) != NULL &&
 	       f->f.connection == c->conn_seq) {
-		c->pay_len -= f->f.payload_len;
+		c->pay_len -= f->f.payload_len + f->dl_len;
 		c->fires.len--;
 	}
 	if (c->pay_off == c->pay_len)
@@ -603,20 +627,27 @@ static void settle(struct bwc_client *c, const struct request *req, int status)
 	ring_push(&c->done, &d);   /* room reserved at submit */
 }
 
+uint64_t bwc_backoff(uint64_t deliveries, uint64_t base_ns, uint64_t cap_ns,
+		     uint64_t random)
+{
+	uint64_t d = base_ns < cap_ns ? base_ns : cap_ns;
+
+	/* Doubling stops at the cap: O(log(cap / base)) steps at most. */
+	for (uint64_t i = 1; i < deliveries && d < cap_ns; i++)
+		d = d > cap_ns / 2 ? cap_ns : d * 2;
+	/* Less a random part of up to half: d scaled into [0.5, 1]. */
+	return d - random % (d / 2 + 1);
+}
+
 /* Back off: the wait before the next attempt, twice the last up to
  * rc_max_ns, less a random part of up to half. */
 static uint64_t backoff(struct bwc_client *c)
 {
-	uint64_t d = c->rc_initial_ns;
-
-	for (unsigned i = 0; i < c->rc_attempts && d < c->rc_max_ns; i++)
-		d = d > UINT64_MAX / 2 ? UINT64_MAX : d * 2;
-	if (d > c->rc_max_ns)
-		d = c->rc_max_ns;
 	c->rng ^= c->rng << 13;
 	c->rng ^= c->rng >> 7;
 	c->rng ^= c->rng << 17;
-	return d - c->rng % (d / 2 + 1);
+	return bwc_backoff((uint64_t)c->rc_attempts + 1, c->rc_initial_ns,
+			   c->rc_max_ns, c->rng);
 }
 
 /*
@@ -624,8 +655,9 @@ static uint64_t backoff(struct bwc_client *c)
  * sent again go to replays, their frames to rp, in order; the others are
  * settled.  A frame written whole may have been carried out unless the
  * daemon said SHUTTING_DOWN (clean), after which it reads nothing.  Acks
- * are never sent again (delivery numbers are per connection): bwc_ack's
- * completes nothing, and those without reply are dropped with the rest of
+ * (and Releases and Touches) are never sent again (delivery numbers are
+ * per connection): bwc_ack's completes nothing, a Release or Touch
+ * reports nothing done, and those without reply are dropped with the rest of
  * out.  Swapping buffers and rings, and moving items down within them,
  * allocates nothing (the invariant at the top); replays and rp are empty
  * here, since they empty into the connection as soon as it is back.
@@ -653,7 +685,11 @@ static void keep_for_replay(struct bwc_client *c, bool clean)
 		maybe = !clean && req.at + req.len <= written;
 		if (req.abandoned)
 			continue;   /* nobody waits, as for any timed out */
-		if (req.kind == BWC_REQUEST_ACK) {
+		/* Delivery numbers are the old connection's: the daemon
+		 * took the fire back with it, released or touched or not. */
+		if (req.kind == BWC_REQUEST_ACK ||
+		    req.kind == BWC_REQUEST_RELEASE ||
+		    req.kind == BWC_REQUEST_TOUCH) {
 			settle(c, &req, 0);
 			continue;
 		}
@@ -756,6 +792,15 @@ static const char *body_name(Bitwheel__V1__Envelope__BodyCase bc)
 		return "list_sessions_reply";
 	case BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS_REPLY:
 		return "list_timers_reply";
+	case BITWHEEL__V1__ENVELOPE__BODY_RELEASE: return "release";
+	case BITWHEEL__V1__ENVELOPE__BODY_TOUCH: return "touch";
+	case BITWHEEL__V1__ENVELOPE__BODY_SET_POLICY: return "set_policy";
+	case BITWHEEL__V1__ENVELOPE__BODY_KICK: return "kick";
+	case BITWHEEL__V1__ENVELOPE__BODY_RELEASE_REPLY: return "release_reply";
+	case BITWHEEL__V1__ENVELOPE__BODY_TOUCH_REPLY: return "touch_reply";
+	case BITWHEEL__V1__ENVELOPE__BODY_SET_POLICY_REPLY:
+		return "set_policy_reply";
+	case BITWHEEL__V1__ENVELOPE__BODY_KICK_REPLY: return "kick_reply";
 	default: return "unknown";
 	}
 }
@@ -854,9 +899,17 @@ static int fire_room(struct bwc_client *c, size_t n)
 	return 0;
 }
 
-/* Queue the fire m, its payload copied: the input buffer it points into
- * is reused by the next read.  fire_room() came first. */
-static void fire_push(struct bwc_client *c, const struct bwp_response *m)
+/* The bytes a dead letter's history adds to the payload queue. */
+static size_t dl_bytes(const Bitwheel__V1__DeadLetter *dl)
+{
+	return dl != NULL && dl->has_session ? dl->session.len : 0;
+}
+
+/* Queue the fire m, its payload copied (and dl, a dead letter's history,
+ * or NULL): the input buffer it points into is reused by the next read.
+ * fire_room() came first. */
+static void fire_push(struct bwc_client *c, const struct bwp_response *m,
+		      const Bitwheel__V1__DeadLetter *dl)
 {
 	struct fire f = {
 		.seq = c->next_seq++,
@@ -870,28 +923,45 @@ static void fire_push(struct bwc_client *c, const struct bwp_response *m)
 			.redelivered = m->redelivered,
 			.delivery = m->delivery,
 			.connection = c->conn_seq,
+			.deliveries = m->deliveries,
 		},
 		.has_payload = m->has_payload,
+		.dl_len = dl_bytes(dl),
 	};
 
 	if (m->payload_len > 0) {
 		memcpy(c->pay + c->pay_len, m->payload, m->payload_len);
 		c->pay_len += m->payload_len;
 	}
+	if (dl != NULL) {
+		struct bwc_dead_letter *d = &f.f.dead_letter;
+
+		d->present = true;
+		d->deliveries = dl->deliveries;
+		d->first_handed_ns = dl->first_handed_ns;
+		d->last_handed_ns = dl->last_handed_ns;
+		d->dead_lettered_ns = dl->dead_lettered_ns;
+		d->reason = (enum bwc_take_back)dl->reason;
+		if (f.dl_len > 0)
+			memcpy(c->pay + c->pay_len, dl->session.data, f.dl_len);
+		c->pay_len += f.dl_len;
+	}
 	ring_push(&c->fires, &f);
 }
 
 /* One frame: m says which (body and request_id) and holds the hot
- * bodies' fields; env holds any other body, and is taken.  Returns
- * nonzero only if it closed the connection. */
+ * bodies' fields; env holds any other body, and is taken; dl is a fire's
+ * dead-letter history (NULL: none).  Returns nonzero only if it closed
+ * the connection. */
 static int take_frame(struct bwc_client *c, const struct bwp_response *m,
-		      Bitwheel__V1__Envelope *env)
+		      Bitwheel__V1__Envelope *env,
+		      const Bitwheel__V1__DeadLetter *dl)
 {
 	int rc;
 
 	switch (m->body_case) {
 	case BITWHEEL__V1__ENVELOPE__BODY_FIRED:
-		fire_push(c, m);
+		fire_push(c, m, dl);
 		return 0;
 	case BITWHEEL__V1__ENVELOPE__BODY_ERROR:
 		if (m->has_request_id)
@@ -911,6 +981,10 @@ static int take_frame(struct bwc_client *c, const struct bwp_response *m,
 	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY:
 	case BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS_REPLY:
 	case BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS_REPLY:
+	case BITWHEEL__V1__ENVELOPE__BODY_RELEASE_REPLY:
+	case BITWHEEL__V1__ENVELOPE__BODY_TOUCH_REPLY:
+	case BITWHEEL__V1__ENVELOPE__BODY_SET_POLICY_REPLY:
+	case BITWHEEL__V1__ENVELOPE__BODY_KICK_REPLY:
 		if (!m->has_request_id) {
 			conn_fail(c, BWC_EPROTO,
 				  "protocol error: %s without a request_id",
@@ -959,6 +1033,7 @@ static int conn_parse(struct bwc_client *c)
 {
 	struct bwp_response m;
 	Bitwheel__V1__Envelope *env;
+	const Bitwheel__V1__DeadLetter *dl;
 	size_t off = 0, flen;
 	bool hot;
 	int rc = 0;
@@ -983,15 +1058,19 @@ static int conn_parse(struct bwc_client *c)
 		hot = env == NULL || bwp_response_from_envelope(env, &m);
 		if (env != NULL && response_v2(env, &m))
 			hot = true;
+		/* A dead letter's history comes only through protobuf-c. */
+		dl = env != NULL &&
+		     env->body_case == BITWHEEL__V1__ENVELOPE__BODY_FIRED ?
+			     env->fired->dead_letter : NULL;
 		if (m.body_case == BITWHEEL__V1__ENVELOPE__BODY_FIRED &&
-		    fire_room(c, m.payload_len) != 0) {
+		    fire_room(c, m.payload_len + dl_bytes(dl)) != 0) {
 			bwp_frame_free(env);
 			rc = fail(c, BWC_ENOMEM,
 				  "out of memory queueing a received frame");
 			break;
 		}
 		off += flen;
-		rc = take_frame(c, &m, hot ? NULL : env);
+		rc = take_frame(c, &m, hot ? NULL : env, dl);
 		if (hot)
 			bwp_frame_free(env);
 		if (rc != 0)
@@ -1344,6 +1423,10 @@ static const char *kind_name(enum bwc_request_kind kind)
 	case BWC_REQUEST_CANCEL: return "cancel";
 	case BWC_REQUEST_STATS: return "stats";
 	case BWC_REQUEST_ACK: return "ack";
+	case BWC_REQUEST_RELEASE: return "release";
+	case BWC_REQUEST_TOUCH: return "touch";
+	case BWC_REQUEST_SET_POLICY: return "set_policy";
+	case BWC_REQUEST_KICK: return "kick";
 	default: return "request";
 	}
 }
@@ -1782,11 +1865,35 @@ static void copy_limits(struct bwc_client *c, const Bitwheel__V1__Limits *l)
 	out->max_memory_bytes = l->max_memory_bytes;
 	out->max_journal_bytes_per_uid = l->max_journal_bytes_per_uid;
 	out->hello_timeout_ns = l->hello_timeout_ns;
+	out->max_release_delay_ns = l->max_release_delay_ns;
+	out->max_hold_ns = l->max_hold_ns;
+	out->default_max_deliveries = l->default_max_deliveries;
+	out->max_kick = l->max_kick;
 	/* A limit the daemon leaves out keeps the protocol's default. */
 	if (out->max_frame_bytes > 0)
 		c->max_frame = out->max_frame_bytes;
 	if (l->has_max_payload_bytes)
 		c->max_payload = out->max_payload_bytes;
+}
+
+/* A named session's delivery policy, from the daemon's; NULL (none
+ * sent, or an anonymous session): all 0. */
+static void copy_policy(const Bitwheel__V1__Policy *p, struct bwc_policy *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (p == NULL)
+		return;
+	out->max_deliveries = p->max_deliveries;
+	out->is_explicit = p->explicit_;
+	/* Names are at most 64 bytes; a longer one breaks the protocol,
+	 * and is cut rather than trusted. */
+	if (p->has_dead_letter) {
+		size_t len = p->dead_letter.len < sizeof(out->dead_letter) - 1 ?
+			     p->dead_letter.len : sizeof(out->dead_letter) - 1;
+
+		out->has_dead_letter = true;
+		memcpy(out->dead_letter, p->dead_letter.data, len);
+	}
 }
 
 /* Open the socket at c->path and say Hello with c->session (dial). */
@@ -1935,6 +2042,7 @@ static int dial_once(struct bwc_client *c)
 	c->info.coalesce = hr->coalesce;
 	c->info.consumers = hr->consumers;
 	c->info.owner_uid = hr->owner_uid;
+	copy_policy(hr->policy, &c->info.policy);
 	bwp_frame_free(ans.env);
 	return 0;
 
@@ -2332,6 +2440,10 @@ _Static_assert(sizeof(struct bwc_histogram) == 512,
 	       "struct bwc_histogram changed size: take a reserved slot instead");
 _Static_assert(sizeof(struct bwc_process) == 128,
 	       "struct bwc_process changed size: take a reserved slot instead");
+_Static_assert(sizeof(struct bwc_policy) == 96,
+	       "struct bwc_policy changed size: take a reserved slot instead");
+_Static_assert(sizeof(struct bwc_released) == 56,
+	       "struct bwc_released changed size: take a reserved slot instead");
 
 /* Copy a counter array indexed by a wire number; what lies past the
  * caller's end goes to [0], "any other". */
@@ -2414,6 +2526,10 @@ static void copy_histograms(const Bitwheel__V1__Metrics *m,
 	copy_histogram(h, n, BWC_HISTOGRAM_ACK_LATENCY, m->lateness_le_ns,
 		       m->n_lateness_le_ns, m->ack_latency_bucket,
 		       m->n_ack_latency_bucket, m->ack_latency_sum_ns);
+	/* Hand-out counts, not durations, and no sum on the wire. */
+	copy_histogram(h, n, BWC_HISTOGRAM_DELIVERIES, m->deliveries_le,
+		       m->n_deliveries_le, m->deliveries_bucket,
+		       m->n_deliveries_bucket, 0);
 }
 
 static void copy_process(const Bitwheel__V1__Metrics *m, struct bwc_process *p)
@@ -2480,6 +2596,10 @@ static void copy_metrics(const Bitwheel__V1__Metrics *m,
 	out->disconnects_no_memory = m->disconnects_no_memory;
 	out->storage = m->storage;
 	out->storage_down = m->storage_down;
+	out->dead_lettered = m->dead_lettered;
+	out->released = m->released;
+	out->touched = m->touched;
+	out->kicked = m->kicked;
 }
 
 int bwc_schedule(struct bwc_client *c, const struct bwc_timer *t,
@@ -2582,7 +2702,7 @@ int bwc_stats(struct bwc_client *c, struct bwc_stats *out)
 /* ---- introspection ------------------------------------------------------ */
 
 #if defined(__x86_64__) || defined(__aarch64__)
-_Static_assert(sizeof(struct bwc_session_entry) == 224,
+_Static_assert(sizeof(struct bwc_session_entry) == 344,
 	       "struct bwc_session_entry changed size: take a reserved slot");
 _Static_assert(sizeof(struct bwc_timer_entry) == 104,
 	       "struct bwc_timer_entry changed size: take a reserved slot");
@@ -2622,6 +2742,10 @@ static void copy_session(const Bitwheel__V1__SessionInfo *si,
 	e->idle_ns = si->idle_ns;
 	e->expires = si->has_expires_in_ns;
 	e->expires_in_ns = si->expires_in_ns;
+	copy_policy(si->policy, &e->policy);
+	e->dead_letters = si->dead_letters;
+	e->delayed = si->delayed;
+	e->dead_lettered = si->dead_lettered;
 }
 
 static void copy_timer(const Bitwheel__V1__TimerInfo *ti,
@@ -2864,15 +2988,15 @@ static int producer_has_no_fires(struct bwc_client *c, const char *what)
 		    what, c->session ? c->session : "");
 }
 
-/* build_ack: the fire came on a lost connection, and the client
+/* check_fire: the fire came on a lost connection, and the client
  * reconnects by itself: nothing to send. */
 #define ACK_NOTHING 1
 
-/* The checks bwc_ack and bwc_send_ack share, and the Ack, in caller
- * storage. */
-static int build_ack(struct bwc_client *c, const struct bwc_fire *fire,
-		     bool cumulative, Bitwheel__V1__Envelope *env,
-		     Bitwheel__V1__Ack *a)
+/* The checks of a request that names a fire in flight to this connection
+ * (Ack, Release, Touch; what: "acknowledge", ...), by its delivery
+ * number. */
+static int check_fire(struct bwc_client *c, const struct bwc_fire *fire,
+		      const char *what)
 {
 	if (fire == NULL)
 		return fail(c, BWC_EINVAL, "fire NULL");
@@ -2890,23 +3014,35 @@ static int build_ack(struct bwc_client *c, const struct bwc_fire *fire,
 		return not_connected(c);
 	if (fire->connection != c->conn_seq)
 		return fail(c, BWC_ESTALE,
-			    "the fire of key %llu came on an earlier "
-			    "connection (%llu, this is %llu): the daemon took "
-			    "it back when that one closed and will deliver it "
-			    "again, marked redelivered",
+			    "cannot %s the fire of key %llu: it came on an "
+			    "earlier connection (%llu, this is %llu): the "
+			    "daemon took it back when that one closed and will "
+			    "deliver it again, marked redelivered", what,
 			    (unsigned long long)fire->key,
 			    (unsigned long long)fire->connection,
 			    (unsigned long long)c->conn_seq);
 	if (c->conn_role != BWC_ROLE_CONSUMER)
 		return fail(c, BWC_EROLE,
-			    "cannot acknowledge on a producer connection, "
-			    "which is never sent a fire: call bwc_set_role(c, "
-			    "BWC_ROLE_CONSUMER) before bwc_connect");
+			    "cannot %s on a producer connection, which is "
+			    "never sent a fire: call bwc_set_role(c, "
+			    "BWC_ROLE_CONSUMER) before bwc_connect", what);
 	if (fire->delivery == 0)
 		return fail(c, BWC_EINVAL,
 			    "the fire of key %llu carries no delivery number "
-			    "to acknowledge", (unsigned long long)fire->key);
+			    "to %s", (unsigned long long)fire->key, what);
+	return 0;
+}
 
+/* The checks bwc_ack and bwc_send_ack share, and the Ack, in caller
+ * storage. */
+static int build_ack(struct bwc_client *c, const struct bwc_fire *fire,
+		     bool cumulative, Bitwheel__V1__Envelope *env,
+		     Bitwheel__V1__Ack *a)
+{
+	int rc = check_fire(c, fire, "acknowledge");
+
+	if (rc != 0)
+		return rc;
 	bitwheel__v1__ack__init(a);
 	a->has_delivery = 1;
 	a->delivery = fire->delivery;
@@ -2976,33 +3112,373 @@ int bwc_send_ack(struct bwc_client *c, const struct bwc_fire *fire,
 	return submit(c, &env, NULL);
 }
 
+/* ---- fires that fail ---------------------------------------------------- */
+
+static int build_release(struct bwc_client *c, const struct bwc_fire *fire,
+			 uint64_t delay_ns, Bitwheel__V1__Envelope *env,
+			 Bitwheel__V1__Release *r, struct request *req)
+{
+	int rc = check_fire(c, fire, "release");
+
+	req->kind = BWC_REQUEST_RELEASE;
+	req->key = fire != NULL ? fire->key : 0;
+	if (rc != 0)
+		return rc;
+	bitwheel__v1__release__init(r);
+	r->has_delivery = 1;
+	r->delivery = fire->delivery;
+	if (delay_ns > 0) {
+		r->has_delay_ns = 1;
+		r->delay_ns = delay_ns;
+	}
+	env->body_case = BITWHEEL__V1__ENVELOPE__BODY_RELEASE;
+	env->release = r;
+	/* Never sent again: keep_for_replay settles it by its kind. */
+	req->repeat = REPEAT_NEVER;
+	req->reply_case = BITWHEEL__V1__ENVELOPE__BODY_RELEASE_REPLY;
+	return 0;
+}
+
+static int build_touch(struct bwc_client *c, const struct bwc_fire *fire,
+		       uint64_t timeout_ns, Bitwheel__V1__Envelope *env,
+		       Bitwheel__V1__Touch *t, struct request *req)
+{
+	int rc = check_fire(c, fire, "touch");
+
+	req->kind = BWC_REQUEST_TOUCH;
+	req->key = fire != NULL ? fire->key : 0;
+	if (rc != 0)
+		return rc;
+	bitwheel__v1__touch__init(t);
+	t->has_delivery = 1;
+	t->delivery = fire->delivery;
+	if (timeout_ns > 0) {
+		t->has_timeout_ns = 1;
+		t->timeout_ns = timeout_ns;
+	}
+	env->body_case = BITWHEEL__V1__ENVELOPE__BODY_TOUCH;
+	env->touch = t;
+	req->repeat = REPEAT_NEVER;
+	req->reply_case = BITWHEEL__V1__ENVELOPE__BODY_TOUCH_REPLY;
+	return 0;
+}
+
+/* SetPolicy and Kick concern the connection's named session. */
+static int check_named(struct bwc_client *c, const char *what)
+{
+	if (c->path != NULL && c->session == NULL)
+		return fail(c, BWC_EROLE,
+			    "%s: an anonymous session has no delivery policy "
+			    "nor dead letters (connect with a session name)",
+			    what);
+	return 0;
+}
+
+static int build_policy(struct bwc_client *c, int64_t max_deliveries,
+			const char *dead_letter, Bitwheel__V1__Envelope *env,
+			Bitwheel__V1__SetPolicy *sp, struct request *req)
+{
+	int rc = check_named(c, "bwc_set_policy");
+
+	if (rc != 0)
+		return rc;
+	if (max_deliveries != BWC_POLICY_KEEP &&
+	    (max_deliveries < 0 || max_deliveries > (int64_t)UINT32_MAX))
+		return fail(c, BWC_EINVAL,
+			    "max_deliveries %lld: 0 (unlimited) to %u, or "
+			    "BWC_POLICY_KEEP", (long long)max_deliveries,
+			    UINT32_MAX);
+	if (dead_letter != NULL && *dead_letter != '\0' &&
+	    !bwp_session_name_valid(dead_letter, strlen(dead_letter)))
+		return fail(c, BWC_EINVAL,
+			    "dead-letter session '%.80s' is not a session name "
+			    "(1 to 64 of A-Z a-z 0-9 _ . : @ -)", dead_letter);
+	bitwheel__v1__set_policy__init(sp);
+	if (max_deliveries != BWC_POLICY_KEEP) {
+		sp->has_max_deliveries = 1;
+		sp->max_deliveries = (uint32_t)max_deliveries;
+	}
+	if (dead_letter != NULL) {
+		sp->has_dead_letter = 1;
+		sp->dead_letter.data = (uint8_t *)dead_letter;
+		sp->dead_letter.len = strlen(dead_letter);
+	}
+	env->body_case = BITWHEEL__V1__ENVELOPE__BODY_SET_POLICY;
+	env->set_policy = sp;
+	req->kind = BWC_REQUEST_SET_POLICY;
+	/* Setting the same policy twice is setting it once. */
+	req->repeat = REPEAT_ALWAYS;
+	req->reply_case = BITWHEEL__V1__ENVELOPE__BODY_SET_POLICY_REPLY;
+	return 0;
+}
+
+static int build_kick(struct bwc_client *c, bool has_key, uint64_t key,
+		      uint32_t limit, Bitwheel__V1__Envelope *env,
+		      Bitwheel__V1__Kick *k, struct request *req)
+{
+	int rc = check_named(c, "bwc_kick");
+
+	if (rc != 0)
+		return rc;
+	bitwheel__v1__kick__init(k);
+	k->has_key = has_key;
+	k->key = key;
+	k->has_limit = limit > 0;
+	k->limit = limit;
+	env->body_case = BITWHEEL__V1__ENVELOPE__BODY_KICK;
+	env->kick = k;
+	req->kind = BWC_REQUEST_KICK;
+	req->key = key;
+	/* A repeat moves what is left to move: what the caller asked. */
+	req->repeat = REPEAT_ALWAYS;
+	req->reply_case = BITWHEEL__V1__ENVELOPE__BODY_KICK_REPLY;
+	return 0;
+}
+
+/* The replies' fields; r NULL (the connection ended before the reply,
+ * while reconnecting: the fire was taken back) reads as nothing done. */
+static void copy_released(const Bitwheel__V1__ReleaseReply *r,
+			  struct bwc_released *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (r == NULL)
+		return;
+	out->released = r->released;
+	out->dead_lettered = r->dead_lettered;
+	out->deliveries = r->deliveries;
+	out->ready_ns = r->has_ready_ns ? r->ready_ns : 0;
+}
+
+static void copy_touched(const Bitwheel__V1__TouchReply *r, bool *touched,
+			 uint64_t *deadline_ns)
+{
+	*touched = r != NULL && r->touched;
+	*deadline_ns = r != NULL && r->has_ack_deadline_ns ? r->ack_deadline_ns
+							    : 0;
+}
+
+/* A Release or Touch of a lost connection's fire while reconnecting:
+ * nothing is sent, and the callback hears "nothing done" at the next
+ * bwc_dispatch, as if the reply had said so. */
+static int nothing_done(struct bwc_client *c, struct request *req,
+			bwc_reply_fn cb, void *arg)
+{
+	if (ring_reserve(&c->done, c->requests.len + c->replays.len + 1) != 0)
+		return fail(c, BWC_ENOMEM, "out of memory queueing a request");
+	req->cb = cb;
+	req->arg = arg;
+	req->waiter = false;
+	req->abandoned = false;
+	if (cb != NULL)
+		settle(c, req, 0);
+	return 0;
+}
+
+int bwc_release(struct bwc_client *c, const struct bwc_fire *fire,
+		uint64_t delay_ns, struct bwc_released *out)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Release r;
+	struct bwc_released got;
+	struct answer ans = { .env = NULL };
+	struct request req = { .kind = 0 };
+	int rc;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	if (c->in_callback)
+		return fail(c, BWC_EBUSY, "bwc_release from inside a "
+			    "bwc_dispatch callback (use bwc_send_release)");
+	rc = build_release(c, fire, delay_ns, &env, &r, &req);
+	if (rc == 0)
+		rc = call(c, &env, &req, &ans);
+	if (rc < 0)
+		return rc;
+	copy_released(ans.env ? ans.env->release_reply : NULL, &got);
+	bwp_frame_free(ans.env);
+	if (out != NULL)
+		*out = got;
+	return 0;
+}
+
+int bwc_send_release(struct bwc_client *c, const struct bwc_fire *fire,
+		     uint64_t delay_ns, bwc_reply_fn cb, void *arg)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Release r;
+	struct request req = { .kind = 0 };
+	int rc;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	rc = build_release(c, fire, delay_ns, &env, &r, &req);
+	if (rc == ACK_NOTHING)
+		return nothing_done(c, &req, cb, arg);
+	if (rc != 0)
+		return rc;
+	return send_async(c, &env, &req, cb, arg);
+}
+
+int bwc_touch(struct bwc_client *c, const struct bwc_fire *fire,
+	      uint64_t timeout_ns, bool *touched, uint64_t *ack_deadline_ns)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Touch t;
+	struct answer ans = { .env = NULL };
+	struct request req = { .kind = 0 };
+	uint64_t deadline;
+	bool done;
+	int rc;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	if (c->in_callback)
+		return fail(c, BWC_EBUSY, "bwc_touch from inside a "
+			    "bwc_dispatch callback (use bwc_send_touch)");
+	rc = build_touch(c, fire, timeout_ns, &env, &t, &req);
+	if (rc == 0)
+		rc = call(c, &env, &req, &ans);
+	if (rc < 0)
+		return rc;
+	copy_touched(ans.env ? ans.env->touch_reply : NULL, &done, &deadline);
+	bwp_frame_free(ans.env);
+	if (touched != NULL)
+		*touched = done;
+	if (ack_deadline_ns != NULL)
+		*ack_deadline_ns = deadline;
+	return 0;
+}
+
+int bwc_send_touch(struct bwc_client *c, const struct bwc_fire *fire,
+		   uint64_t timeout_ns, bwc_reply_fn cb, void *arg)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Touch t;
+	struct request req = { .kind = 0 };
+	int rc;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	rc = build_touch(c, fire, timeout_ns, &env, &t, &req);
+	if (rc == ACK_NOTHING)
+		return nothing_done(c, &req, cb, arg);
+	if (rc != 0)
+		return rc;
+	return send_async(c, &env, &req, cb, arg);
+}
+
+int bwc_set_policy(struct bwc_client *c, int64_t max_deliveries,
+		   const char *dead_letter, struct bwc_policy *out)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__SetPolicy sp;
+	struct answer ans;
+	struct request req = { .kind = 0 };
+	int rc;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	rc = build_policy(c, max_deliveries, dead_letter, &env, &sp, &req);
+	if (rc == 0)
+		rc = call(c, &env, &req, &ans);
+	if (rc != 0)
+		return rc;
+	if (out != NULL)
+		copy_policy(ans.env->set_policy_reply->policy, out);
+	bwp_frame_free(ans.env);
+	return 0;
+}
+
+int bwc_send_set_policy(struct bwc_client *c, int64_t max_deliveries,
+			const char *dead_letter, bwc_reply_fn cb, void *arg)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__SetPolicy sp;
+	struct request req = { .kind = 0 };
+	int rc;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	rc = build_policy(c, max_deliveries, dead_letter, &env, &sp, &req);
+	if (rc != 0)
+		return rc;
+	return send_async(c, &env, &req, cb, arg);
+}
+
+int bwc_kick(struct bwc_client *c, bool has_key, uint64_t key, uint32_t limit,
+	     uint64_t *kicked, bool *more)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Kick k;
+	struct answer ans;
+	struct request req = { .kind = 0 };
+	int rc;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	rc = build_kick(c, has_key, key, limit, &env, &k, &req);
+	if (rc == 0)
+		rc = call(c, &env, &req, &ans);
+	if (rc != 0)
+		return rc;
+	if (kicked != NULL)
+		*kicked = ans.env->kick_reply->kicked;
+	if (more != NULL)
+		*more = ans.env->kick_reply->more;
+	bwp_frame_free(ans.env);
+	return 0;
+}
+
+int bwc_send_kick(struct bwc_client *c, bool has_key, uint64_t key,
+		  uint32_t limit, bwc_reply_fn cb, void *arg)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Kick k;
+	struct request req = { .kind = 0 };
+	int rc;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	rc = build_kick(c, has_key, key, limit, &env, &k, &req);
+	if (rc != 0)
+		return rc;
+	return send_async(c, &env, &req, cb, arg);
+}
+
 /* ---- handing out fires and replies ---------------------------------- */
 
 /*
  * Hand out the oldest queued fire, its payload copied to *buf (grown to
- * fit; *cap is its size).  The payload queue moves as it grows, so the
- * caller gets a buffer that only its own next take overwrites.
- * BWC_ENOMEM leaves the fire queued.
+ * fit; *cap is its size), and after it a dead letter's session name with
+ * a NUL.  The payload queue moves as it grows, so the caller gets a
+ * buffer that only its own next take overwrites.  BWC_ENOMEM leaves the
+ * fire queued.
  */
 static int fire_take(struct bwc_client *c, uint8_t **buf, size_t *cap,
 		     struct bwc_fire *out)
 {
 	const struct fire *front = ring_at(&c->fires, 0);
-	size_t n = front->f.payload_len;
+	size_t n = front->f.payload_len, dl = front->dl_len;
 	struct fire f;
 
-	if (buf_reserve(buf, cap, n) != 0)
+	if (buf_reserve(buf, cap, n + dl + 1) != 0)
 		return fail(c, BWC_ENOMEM, "out of memory handing out a fire");
 	ring_pop(&c->fires, &f);
 	*out = f.f;
-	if (f.has_payload) {
-		/* An empty payload is still a payload: keep it non-NULL so
-		 * the caller can tell it from none. */
+	/* An empty payload is still a payload: keep it non-NULL so the
+	 * caller can tell it from none. */
+	if (f.has_payload)
 		out->payload = n ? memcpy(*buf, c->pay + c->pay_off, n) : "";
-		c->pay_off += n;
-		if (c->pay_off == c->pay_len)
-			c->pay_off = c->pay_len = 0;
+	if (f.f.dead_letter.present) {
+		char *name = (char *)*buf + n;
+
+		memcpy(name, c->pay + c->pay_off + n, dl);
+		name[dl] = '\0';
+		out->dead_letter.session = name;
 	}
+	c->pay_off += n + dl;
+	if (c->pay_off == c->pay_len)
+		c->pay_off = c->pay_len = 0;
 	return 0;
 }
 
@@ -3041,6 +3517,7 @@ static void deliver_reply(struct bwc_client *c, struct done *d)
 {
 	struct bwc_reply r;
 	struct bwc_stats st;
+	struct bwc_policy pol;
 	const Bitwheel__V1__Envelope *env = d->ans.env;
 	char msg[MSG_MAX];
 
@@ -3071,6 +3548,24 @@ static void deliver_reply(struct bwc_client *c, struct done *d)
 			break;
 		case BWC_REQUEST_ACK:
 			/* Only bwc_ack sends one with a reply, and waits. */
+			break;
+		/* A Release or Touch settled while reconnecting has no
+		 * envelope: nothing done. */
+		case BWC_REQUEST_RELEASE:
+			copy_released(env ? env->release_reply : NULL,
+				      &r.released);
+			break;
+		case BWC_REQUEST_TOUCH:
+			copy_touched(env ? env->touch_reply : NULL, &r.touched,
+				     &r.ack_deadline_ns);
+			break;
+		case BWC_REQUEST_SET_POLICY:
+			copy_policy(env->set_policy_reply->policy, &pol);
+			r.policy = &pol;
+			break;
+		case BWC_REQUEST_KICK:
+			r.kicked = env->kick_reply->kicked;
+			r.more = env->kick_reply->more;
 			break;
 		}
 	}

@@ -19,8 +19,12 @@ client_libbitwheel_client_la_LIBADD = proto/libbwproto.la $(PROTOBUF_C_LIBS)
 # counters), all caller-allocated, and each took a reserved tail that
 # fixes its size from now on; programs built against 1:0:0 must be
 # rebuilt (current + 1, age 0).  The added functions (bwc_set_owner_uid,
-# bwc_set_daemon_user) ride on the same bump.  Later fields that take
-# reserved slots are compatible additions: current + 1, age + 1.
+# bwc_set_daemon_user, later the reconnecting's and fires that fail's)
+# ride on the same bump, and so do fires that fail's struct changes
+# (struct bwc_fire's deliveries and dead_letter, struct
+# bwc_session_entry's policy and counts, 224 to 344 bytes), made before
+# 2:0:0 is released.  Later fields that take reserved slots are
+# compatible additions: current + 1, age + 1.
 client_libbitwheel_client_la_LDFLAGS = -version-info 2:0:0 -no-undefined
 # Every export versioned (BITWHEEL_CLIENT_2), by the script that lists
 # them, which also keeps libbwproto's symbols local; a linker without

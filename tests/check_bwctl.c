@@ -37,7 +37,7 @@
  *              DUPLICATE_KEY, one refusal at --max-clients, one connection
  *              closed after FRAME_TOO_LARGE, a journaled change, a
  *              snapshot, a manual consumer's 3 fires acknowledged, one of
- *              them after it was taken back and redelivered; 16 limits off
+ *              them after it was taken back and redelivered; 17 limits off
  *              their defaults): the output parses as the Prometheus text
  *              format (HELP/TYPE before samples, counters _total, the
  *              histograms cumulative with +Inf equal to _count, # EOF last;
@@ -54,6 +54,16 @@
  *              directory fails, exit 4); promtool accepts it.  Restored:
  *              fires read back at a restart count ack latencies but no
  *              queue wait (the new process did not make them).
+ *   failures   fires that fail (issue 21): policy shown (exit 1 for no
+ *              session, which looking does not create), set and reset,
+ *              --json; watch --exec failing for one key: the other
+ *              acknowledged, the failing one released with backoff until
+ *              max 2 dead-letters it, every run given the fire in BW_* and
+ *              the payload on stdin; sessions with the policy and counts;
+ *              kick by key (none) and all, the fire back from delivery 1;
+ *              a dead letter's watch line with its history; --exec with
+ *              --ack-timeout: a command running three ack timeouts keeps
+ *              its fire (touched) and is acknowledged, never redelivered.
  *   peer       a stand-in listener of uid 65534: refused, exit 5, its uid
  *              and pid and --daemon-user named, nothing sent; let through
  *              by --daemon-user (before or after the command, number or
@@ -2330,7 +2340,8 @@ START_TEST(test_watch_coalesce)
 END_TEST
 
 /* The limits test_metrics starts its daemon with, none the default: each
- * gauge's family, name label, the option's value and the gauge's. */
+ * gauge's family, name label, the option's value and the gauge's; those
+ * without an option (arg NULL) are the daemon's fixed values. */
 static const struct {
 	const char *family, *name, *arg;
 	double value;
@@ -2351,6 +2362,10 @@ static const struct {
 	{ "bitwheel_limit_seconds", "linger", "7s", 7 },
 	{ "bitwheel_limit_seconds", "hello_timeout", "3500ms", 3.5 },
 	{ "bitwheel_limit_hertz", "max_periodic_rate_per_uid", "123", 123 },
+	{ "bitwheel_limit", "max_deliveries", "7", 7 },
+	{ "bitwheel_limit", "max_kick", NULL, 10000 },
+	{ "bitwheel_limit_seconds", "max_release_delay", NULL, 7 * 86400 },
+	{ "bitwheel_limit_seconds", "max_hold", NULL, 12 * 3600 },
 };
 #define METRICS_LIMITS (sizeof(metrics_limits) / sizeof(metrics_limits[0]))
 
@@ -2409,6 +2424,8 @@ START_TEST(test_metrics)
 		/* The option the name label names: --max-clients for max_clients. */
 		static char flags[METRICS_LIMITS][48];
 
+		if (metrics_limits[i].arg == NULL)
+			continue;
 		snprintf(flags[i], sizeof(flags[i]), "--%s", metrics_limits[i].name);
 		for (char *p = flags[i]; *p; p++)
 			if (*p == '_')
@@ -2546,6 +2563,18 @@ START_TEST(test_metrics)
 	 * handed out again once); the ACKED fires of one Ack and that one of
 	 * another: their ack latency. */
 	check_delivery(&x, ONESHOT, ACKED + 1, 1);
+	/* Every completed fire (auto-ack's too) by its hand-outs; nothing
+	 * here released, touched, dead-lettered or kicked. */
+	ck_assert_double_eq(metric(&x, "bitwheel_fire_deliveries_count", ""),
+			    metric(&x, "bitwheel_acked_fires_total", ""));
+	ck_assert_double_eq(metric(&x, "bitwheel_fire_deliveries_bucket", "{le=\"+Inf\"}"),
+			    metric(&x, "bitwheel_acked_fires_total", ""));
+	ck_assert_double_eq(metric(&x, "bitwheel_fire_deliveries_bucket", "{le=\"1\"}"),
+			    metric(&x, "bitwheel_acked_fires_total", "") - 1);
+	ck_assert_double_eq(metric(&x, "bitwheel_fires_released_total", ""), 0);
+	ck_assert_double_eq(metric(&x, "bitwheel_fires_touched_total", ""), 0);
+	ck_assert_double_eq(metric(&x, "bitwheel_fires_dead_lettered_total", ""), 0);
+	ck_assert_double_eq(metric(&x, "bitwheel_fires_kicked_total", ""), 0);
 	ck_assert_double_eq(metric(&x, "bitwheel_redelivered_fires_total", ""), 1);
 	ck_assert_double_eq(metric(&x, "bitwheel_queued_fires", ""), 0);
 	ck_assert_double_eq(metric(&x, "bitwheel_acked_fires_total", ""),
@@ -2939,6 +2968,19 @@ static const char *const usage_cases[][12] = {
 	{ "watch", "--session", "s", "--owner", "4294967296", NULL },
 	{ "watch", "--session", "s", "--owner", "no-such-user-here", NULL },
 	{ "--owner", "", "watch", "--session", "s", NULL },
+	{ "watch", "s", "t", NULL },
+	{ "watch", "s", "--exec", "", NULL },
+	{ "watch", "s", "--backoff-base", "1s", NULL },
+	{ "watch", "s", "--exec", "true", "--backoff-base", "2s", "--backoff-cap", "1s", NULL },
+	{ "watch", "s", "--exec", "true", "--backoff-base", "0s", NULL },
+	{ "policy", NULL },
+	{ "policy", "--dead-letter", "x", NULL },
+	{ "policy", "s", "--max-deliveries", "0", NULL },
+	{ "policy", "s", "--max-deliveries", "lots", NULL },
+	{ "policy", "--session", "s", "t", NULL },
+	{ "kick", NULL },
+	{ "kick", "s", "--limit", "0", NULL },
+	{ "kick", "s", "--key", "x", NULL },
 };
 
 /* Usage errors exit 2, even with a live daemon to talk to. */
@@ -3071,7 +3113,8 @@ END_TEST
 
 START_TEST(test_help)
 {
-	static const char *const cmds[] = { "schedule", "cancel", "watch", "stats" };
+	static const char *const cmds[] = { "schedule", "cancel", "watch", "stats", "policy",
+					    "kick" };
 	struct du_result r, s;
 	char what[64];
 
@@ -3099,6 +3142,208 @@ START_TEST(test_help)
 	ck_assert_str_eq(s.out, r.out);
 	du_result_free(&s);
 	du_result_free(&r);
+}
+END_TEST
+
+/* ======================================================================
+ * failures
+ * ====================================================================== */
+
+/* The lines of file as one string (free it), "" when there is none. */
+static char *slurp(const char *file)
+{
+	FILE *f = fopen(file, "r");
+	char *buf = calloc(1, 65536);
+	size_t n = 0;
+
+	ck_assert_ptr_nonnull(buf);
+	if (f != NULL) {
+		n = fread(buf, 1, 65535, f);
+		fclose(f);
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+/*
+ * policy and kick, and watch --exec as the shell's worker: a policy shown
+ * (none for a session that is not there, which looking does not create),
+ * set and reset; a command failing for one key: the other acknowledged at
+ * once, the failing one released with backoff until its second delivery
+ * dead-letters it (max 2), each run with the fire in its environment and
+ * the payload on stdin; sessions shows the policy and the counts; kick
+ * brings it back with its deliveries from 1; a dead letter's watch line
+ * carries its history.
+ */
+START_TEST(test_policy_kick_exec)
+{
+	struct du_daemon *d = du_daemon_new();
+	char log[128], cmd[400], line[1024];
+	struct du_result r;
+	struct jval *v;
+	char *got, me[24];
+	bool one_a = false, one_b = false, two = false;
+
+	du_daemon_start(d, NULL);
+	snprintf(me, sizeof(me), "%u", (unsigned)geteuid());
+	bwctl(&r, d->sock, "policy", "e2e-bwp", NULL);
+	ASSERT_EXIT(&r, 1, "policy of no session");
+	ck_assert_msg(strstr(r.err, "no session 'e2e-bwp'") != NULL, "stderr: %s", r.err);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "sessions", "--json", NULL);
+	ck_assert_msg(strstr(r.out, "e2e-bwp") == NULL, "looking created it: %s", r.out);
+	du_result_free(&r);
+
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-bwp", "--key", "1", "--in", "1ms",
+	      "--payload", "one", NULL);
+	ASSERT_EXIT(&r, 0, "schedule 1");
+	du_result_free(&r);
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-bwp", "--key", "2", "--in", "1ms",
+	      "--payload", "two", NULL);
+	ASSERT_EXIT(&r, 0, "schedule 2");
+	du_result_free(&r);
+	bwctl(&r, d->sock, "policy", "e2e-bwp", NULL);
+	ASSERT_EXIT(&r, 0, "policy shown");
+	ck_assert_str_eq(r.out, "policy session=e2e-bwp max_deliveries=20 "
+			 "dead_letter=e2e-bwp.dead set=no (the defaults)\n");
+	du_result_free(&r);
+	bwctl(&r, d->sock, "policy", "--session", "e2e-bwp", "--max-deliveries", "unlimited",
+	      "--dead-letter", "e2e-bwp-dl", NULL);
+	ASSERT_EXIT(&r, 0, "policy unlimited");
+	ck_assert_str_eq(r.out, "policy session=e2e-bwp max_deliveries=unlimited "
+			 "dead_letter=e2e-bwp-dl set=yes\n");
+	du_result_free(&r);
+	bwctl(&r, d->sock, "policy", "e2e-bwp", "--max-deliveries", "2", "--dead-letter", "",
+	      "--json", NULL);
+	ASSERT_EXIT(&r, 0, "policy 2");
+	v = jparse_line(r.out);
+	ck_assert(jstr_is(v, "session", "e2e-bwp") && jstr_is(v, "dead_letter", "e2e-bwp.dead"));
+	ck_assert_uint_eq(ju64(v, "max_deliveries"), 2);
+	ck_assert(jget(v, "policy_set")->t == J_BOOL && jget(v, "policy_set")->b);
+	jfree(v);
+	du_result_free(&r);
+
+	/* The worker: key 1's command fails, key 2's succeeds; each run
+	 * logs what it was given. */
+	snprintf(log, sizeof(log), "%s/exec.log", d->dir);
+	snprintf(cmd, sizeof(cmd),
+		 "echo \"$BW_SESSION $BW_KEY $BW_DELIVERIES $(cat) $BW_REDELIVERED\" >>%s; "
+		 "test \"$BW_KEY\" != 1", log);
+	bwctl(&r, d->sock, "watch", "e2e-bwp", "--exec", cmd, "--count", "3",
+	      "--backoff-base", "1ms", "--backoff-cap", "2ms", NULL);
+	ASSERT_EXIT(&r, 0, "watch --exec");
+	ck_assert_msg(r.out[0] == '\0', "stdout: %s", r.out);
+	ck_assert_msg(strstr(r.err, "key 1: the command exited with status 1 (delivery 1): "
+			     "released, back in") != NULL &&
+		      strstr(r.err, "key 1: the command exited with status 1 on delivery 2, "
+			     "the session's last: the fire went to its dead-letter session") != NULL &&
+		      strstr(r.err, "key 2") == NULL, "stderr: %s", r.err);
+	du_result_free(&r);
+	got = slurp(log);
+	ck_assert_int_eq(count_lines(got), 3);
+	for (int i = 0; line_n(got, i, line, sizeof(line)); i++) {
+		one_a |= strcmp(line, "e2e-bwp 1 1 one 0") == 0;
+		/* A release does not mark it redelivered: it was given
+		 * back knowingly, and deliveries counts it. */
+		one_b |= strcmp(line, "e2e-bwp 1 2 one 0") == 0;
+		two |= strcmp(line, "e2e-bwp 2 1 two 0") == 0;
+	}
+	ck_assert_msg(one_a && one_b && two, "the commands saw: %s", got);
+	free(got);
+
+	bwctl(&r, d->sock, "sessions", "--json", NULL);
+	ASSERT_EXIT(&r, 0, "sessions");
+	v = json_session(r.out, me, "e2e-bwp");
+	ck_assert_ptr_nonnull(v);
+	ck_assert_uint_eq(ju64(v, "dead_lettered"), 1);
+	ck_assert_uint_eq(ju64(v, "max_deliveries"), 2);
+	jfree(v);
+	v = json_session(r.out, me, "e2e-bwp.dead");
+	ck_assert_msg(v != NULL, "no dead-letter session: %s", r.out);
+	ck_assert_uint_eq(ju64(v, "dead_letters"), 1);
+	jfree(v);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "sessions", NULL);
+	ck_assert_msg(strstr(r.out, "MAX_DELIV DEAD_LETTER_TO\n") != NULL &&
+		      strstr(r.out, " 2 e2e-bwp.dead\n") != NULL, "stdout: %s", r.out);
+	du_result_free(&r);
+
+	/* Kick: none of key 9; then key 1 comes back from its first
+	 * delivery. */
+	bwctl(&r, d->sock, "kick", "e2e-bwp", "--key", "9", NULL);
+	ASSERT_EXIT(&r, 0, "kick key 9");
+	ck_assert_str_eq(r.out, "kicked 0\n");
+	du_result_free(&r);
+	bwctl(&r, d->sock, "kick", "--session", "e2e-bwp", "--json", NULL);
+	ASSERT_EXIT(&r, 0, "kick");
+	v = jparse_line(r.out);
+	ck_assert_uint_eq(ju64(v, "kicked"), 1);
+	jfree(v);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "watch", "e2e-bwp", "--count", "1", "--timeout", "5s", NULL);
+	ASSERT_EXIT(&r, 0, "watch after kick");
+	ck_assert_msg(strncmp(r.out, "fired key=1 payload=\"one\" ", 26) == 0 &&
+		      field_u64(r.out, "deliveries") == 1 &&
+		      strstr(r.out, "dead_letter_of") == NULL, "stdout: %s", r.out);
+	du_result_free(&r);
+
+	/* A dead letter's line: max 1, key 3 fails once. */
+	bwctl(&r, d->sock, "policy", "e2e-bwp", "--max-deliveries", "1", NULL);
+	ASSERT_EXIT(&r, 0, "policy 1");
+	du_result_free(&r);
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-bwp", "--key", "3", "--in", "1ms",
+	      NULL);
+	ASSERT_EXIT(&r, 0, "schedule 3");
+	du_result_free(&r);
+	bwctl(&r, d->sock, "watch", "e2e-bwp", "--exec", "exit 7", "--count", "1", NULL);
+	ASSERT_EXIT(&r, 0, "watch --exec exit 7");
+	ck_assert_msg(strstr(r.err, "key 3: the command exited with status 7 on delivery 1") !=
+		      NULL, "stderr: %s", r.err);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "watch", "e2e-bwp.dead", "--count", "1", "--timeout", "5s", NULL);
+	ASSERT_EXIT(&r, 0, "watch the dead letters");
+	ck_assert_msg(strncmp(r.out, "fired key=3 ", 12) == 0 &&
+		      strstr(r.out, " dead_letter_of=e2e-bwp dead_deliveries=1 ") != NULL &&
+		      strstr(r.out, " reason=RELEASED\n") != NULL, "stdout: %s", r.out);
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * watch --exec with an ack timeout: a command that runs three ack
+ * timeouts keeps its fire (touched every half one), is acknowledged, and
+ * is never redelivered; its stdout is bwctl's.
+ */
+START_TEST(test_exec_touch)
+{
+	struct du_daemon *d = du_daemon_new();
+	char timeout[32], cmd[64];
+	struct du_result r;
+	struct jval *v;
+	int ms = du_scale_ms(400);
+
+	du_daemon_start(d, NULL);
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-slow", "--key", "5", "--in", "1ms",
+	      NULL);
+	ASSERT_EXIT(&r, 0, "schedule");
+	du_result_free(&r);
+	snprintf(timeout, sizeof(timeout), "%dms", ms);
+	snprintf(cmd, sizeof(cmd), "sleep %d.%03d; echo done-$BW_KEY", 3 * ms / 1000,
+		 3 * ms % 1000);
+	bwctl(&r, d->sock, "watch", "e2e-slow", "--exec", cmd, "--ack-timeout", timeout,
+	      "--count", "1", NULL);
+	ASSERT_EXIT(&r, 0, "watch --exec --ack-timeout");
+	ck_assert_str_eq(r.out, "done-5\n");
+	ck_assert_msg(r.err[0] == '\0', "stderr: %s", r.err);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "stats", "--json", NULL);
+	v = jparse_line(r.out);
+	ck_assert_uint_eq(ju64(v, "redelivered"), 0);
+	ck_assert_uint_eq(ju64(v, "acked"), 1);
+	jfree(v);
+	du_result_free(&r);
+	du_daemon_free(d);
 }
 END_TEST
 
@@ -3173,6 +3418,12 @@ static Suite *bwctl_suite(void)
 	tcase_add_test(tc, test_metrics);
 	tcase_add_test(tc, test_metrics_loaded);
 	tcase_add_test(tc, test_metrics_restored);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("failures");
+	du_tcase(tc);
+	tcase_add_test(tc, test_policy_kick_exec);
+	tcase_add_test(tc, test_exec_touch);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("peer");

@@ -62,6 +62,16 @@
  *                unwritten Schedule go again; requests made while
  *                reconnecting sent once the session is back;
  *                bwc_set_reconnect(c, false) keeping the old behaviour.
+ *   failures     fires that fail (issue 21): bwc_backoff's bounds; a
+ *                release with a delay never back before it, deliveries
+ *                counted, at once, refused past max_release_delay_ns;
+ *                policies set, kept, reset and refused (the defaults at
+ *                Hello: 20, NAME.dead); releases reaching max 3
+ *                dead-letter, the dead letter's history at the
+ *                dead-letter session's consumer, kick by key and limit
+ *                with deliveries from 0 again; touches keeping a slow
+ *                fire past four ack timeouts, HOLD_LIMIT past
+ *                max_hold_ns, BWC_ESTALE and BWC_EROLE as for bwc_ack.
  *   fallback     a stand-in daemon's replies and fires in encodings the
  *                client's fast decoder leaves to protobuf-c.
  *   sigpipe      with SIGPIPE at its default disposition, writing to a
@@ -688,6 +698,9 @@ static void nb_reply(struct bwc_client *c, const struct bwc_reply *r, void *arg)
 		break;
 	case BWC_REQUEST_ACK:
 		ck_abort_msg("a reply to a non-blocking ack, which has none");
+		break;
+	default:
+		ck_abort_msg("a reply of kind %d, never asked", (int)r->request);
 		break;
 	}
 }
@@ -3244,6 +3257,375 @@ END_TEST
 
 /* ---------------------------------------------------------------------- */
 
+/* ======================================================================
+ * failures
+ * ====================================================================== */
+
+/* bwc_backoff: min(cap, base * 2^(deliveries - 1)), less a random part of
+ * up to half; exact at the ends of the random range. */
+START_TEST(test_backoff)
+{
+	const uint64_t base = DU_S, cap = 300 * DU_S;
+	uint64_t rnd = test_seed() | 1;
+
+	for (uint64_t n = 0; n <= 70; n++) {
+		uint64_t d = n <= 1 ? base : n - 1 >= 9 ? cap : base << (n - 1);
+
+		if (d > cap)
+			d = cap;
+		/* random 0 keeps it all; d / 2 takes the most off. */
+		ck_assert_uint_eq(bwc_backoff(n, base, cap, 0), d);
+		ck_assert_uint_eq(bwc_backoff(n, base, cap, d / 2), d - d / 2);
+		for (int i = 0; i < 100; i++) {
+			uint64_t b;
+
+			rnd ^= rnd << 13;
+			rnd ^= rnd >> 7;
+			rnd ^= rnd << 17;
+			b = bwc_backoff(n, base, cap, rnd);
+			ck_assert_msg(b >= d - d / 2 && b <= d,
+				      "deliveries %" PRIu64 ": %" PRIu64 " outside [%" PRIu64
+				      ", %" PRIu64 "]", n, b, d - d / 2, d);
+		}
+	}
+	/* 1 s, 2 s, 4 s: doubling from the first delivery. */
+	ck_assert_uint_eq(bwc_backoff(3, base, cap, 0), 4 * DU_S);
+	/* A base above the cap is the cap; huge counts stop at it at once. */
+	ck_assert_uint_eq(bwc_backoff(1, 10 * DU_S, DU_S, 0), DU_S);
+	ck_assert_uint_eq(bwc_backoff(UINT64_MAX, 1, UINT64_MAX, 0), UINT64_MAX);
+	ck_assert_uint_eq(bwc_backoff(UINT64_MAX, base, cap, UINT64_MAX),
+			  cap - UINT64_MAX % (cap / 2 + 1));
+	ck_assert_uint_eq(bwc_backoff(5, 0, cap, 12345), 0);
+	/* Names of the reasons, and of HOLD_LIMIT. */
+	ck_assert_str_eq(bwc_take_back_name(BWC_TAKE_BACK_ACK_TIMEOUT), "ACK_TIMEOUT");
+	ck_assert_str_eq(bwc_take_back_name(99), "UNKNOWN");
+	ck_assert_str_eq(bwc_server_error_name(BWC_SERVER_HOLD_LIMIT), "HOLD_LIMIT");
+}
+END_TEST
+
+/* The listing's entry of one of the caller's sessions. */
+static struct bwc_session_entry session_entry(struct bwc_client *c, const char *name)
+{
+	static struct bwc_session_entry e[64];
+	size_t n = 0;
+
+	CK_BWC(c, bwc_list_sessions(c, (int64_t)geteuid(), e, 64, &n, NULL));
+	for (size_t i = 0; i < n; i++)
+		if (!e[i].anonymous && strcmp(e[i].name, name) == 0)
+			return e[i];
+	ck_abort_msg("no session %s among %zu", name, n);
+	return e[0];
+}
+
+/*
+ * Release: a fire given back with a delay is not handed out again before
+ * it (the listing counts it delayed meanwhile), comes back the same fire
+ * with its deliveries counted on; released at once it comes back at once;
+ * a delay over the daemon's limit is BAD_REQUEST; a Release of a fire
+ * acknowledged already does nothing.
+ */
+START_TEST(test_release_delay)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *k;
+	struct bwc_session_info info;
+	struct bwc_session_entry e;
+	struct bwc_released out;
+	struct bwc_fire f;
+	uint64_t t0, delay = (uint64_t)du_scale_ms(400) * DU_MS;
+	struct bwc_timer t = { .key = 11, .when_ns = 0, .payload = "p", .payload_len = 1 };
+	int rc;
+
+	du_daemon_start(d, NULL);
+	k = attach(d, "e2e-release", BWC_ROLE_CONSUMER, 0);
+	CK_BWC(k, bwc_get_session_info(k, &info));
+	ck_assert_uint_gt(info.limits.max_release_delay_ns, 0);
+	ck_assert_uint_gt(info.limits.max_hold_ns, 0);
+	ck_assert_uint_gt(info.limits.max_kick, 0);
+	CK_BWC(k, bwc_schedule(k, &t, NULL));
+	CK_BWC(k, bwc_wait_fire(k, (int64_t)DU_WAIT_MS * (int64_t)DU_MS, &f));
+	ck_assert_uint_eq(f.key, 11);
+	ck_assert_uint_eq(f.deliveries, 1);
+	ck_assert(!f.dead_letter.present);
+
+	t0 = bwc_now_ns();
+	CK_BWC(k, bwc_release(k, &f, delay, &out));
+	ck_assert(out.released && !out.dead_lettered);
+	ck_assert_uint_eq(out.deliveries, 1);
+	ck_assert_uint_ge(out.ready_ns, t0 + delay);
+	e = session_entry(k, "e2e-release");
+	ck_assert_uint_eq(e.delayed, 1);
+	ck_assert_uint_eq(e.in_flight, 0);
+	/* Not before the delay: nothing for most of it... */
+	ck_assert_int_eq(bwc_wait_fire(k, (int64_t)(delay / 2), &f), BWC_ETIMEDOUT);
+	/* ...then the same fire, never before ready_ns. */
+	CK_BWC(k, bwc_wait_fire(k, (int64_t)DU_WAIT_MS * (int64_t)DU_MS, &f));
+	ck_assert_uint_ge(bwc_now_ns(), out.ready_ns);
+	ck_assert_msg(f.key == 11 && f.deliveries == 2 && f.payload_len == 1 &&
+		      memcmp(f.payload, "p", 1) == 0,
+		      "key %" PRIu64 " deliveries %" PRIu64, f.key, f.deliveries);
+
+	/* At once: back at once, counted on. */
+	CK_BWC(k, bwc_release(k, &f, 0, &out));
+	ck_assert(out.released && !out.dead_lettered && out.deliveries == 2);
+	CK_BWC(k, bwc_wait_fire(k, (int64_t)DU_WAIT_MS * (int64_t)DU_MS, &f));
+	ck_assert_uint_eq(f.deliveries, 3);
+	CK_BWC(k, bwc_ack(k, &f, false, NULL));
+	/* Done: a Release of it finds nothing. */
+	CK_BWC(k, bwc_release(k, &f, 0, &out));
+	ck_assert(!out.released && !out.dead_lettered);
+
+	/* Past the limit: refused. */
+	t.key = 12;
+	CK_BWC(k, bwc_schedule(k, &t, NULL));
+	CK_BWC(k, bwc_wait_fire(k, (int64_t)DU_WAIT_MS * (int64_t)DU_MS, &f));
+	rc = bwc_release(k, &f, info.limits.max_release_delay_ns + 1, &out);
+	ck_assert_msg(rc == BWC_ESERVER && bwc_server_error(k) == BWC_SERVER_BAD_REQUEST,
+		      "release past max_release_delay_ns: %d (%s)", rc, bwc_errmsg(k));
+	bwc_free(k);
+	du_daemon_free(d);
+}
+END_TEST
+
+static void policy_reply(struct bwc_client *c, const struct bwc_reply *r, void *arg)
+{
+	struct bwc_policy *p = arg;
+
+	(void)c;
+	ck_assert_int_eq(r->request, BWC_REQUEST_SET_POLICY);
+	ck_assert_int_eq(r->status, 0);
+	ck_assert_ptr_nonnull(r->policy);
+	*p = *r->policy;
+}
+
+/*
+ * SetPolicy: the defaults at Hello, each field set and kept on its own,
+ * "" back to the default name, 0 unlimited; bad values refused before
+ * sending, the session's own name by the daemon, an anonymous session by
+ * the library; the non-blocking form's reply; a new connection's Hello
+ * shows what was set.
+ */
+START_TEST(test_policy)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *p, *a;
+	struct bwc_session_info info;
+	struct bwc_policy pol, got = { .max_deliveries = 0 };
+	int rc;
+
+	du_daemon_start(d, NULL);
+	p = attach(d, "e2e-policy", BWC_ROLE_PRODUCER, 0);
+	CK_BWC(p, bwc_get_session_info(p, &info));
+	ck_assert_uint_eq(info.policy.max_deliveries, info.limits.default_max_deliveries);
+	ck_assert_uint_eq(info.limits.default_max_deliveries, 20);
+	ck_assert(!info.policy.is_explicit && info.policy.has_dead_letter);
+	ck_assert_str_eq(info.policy.dead_letter, "e2e-policy.dead");
+
+	CK_BWC(p, bwc_set_policy(p, 5, NULL, &pol));
+	ck_assert(pol.max_deliveries == 5 && pol.is_explicit);
+	ck_assert_str_eq(pol.dead_letter, "e2e-policy.dead");
+	CK_BWC(p, bwc_set_policy(p, BWC_POLICY_KEEP, "e2e-policy-dl", &pol));
+	ck_assert_uint_eq(pol.max_deliveries, 5);
+	ck_assert_str_eq(pol.dead_letter, "e2e-policy-dl");
+	CK_BWC(p, bwc_set_policy(p, BWC_POLICY_KEEP, NULL, &pol));
+	ck_assert_str_eq(pol.dead_letter, "e2e-policy-dl");
+	CK_BWC(p, bwc_set_policy(p, 0, "", &pol));
+	ck_assert_uint_eq(pol.max_deliveries, 0);
+	ck_assert_str_eq(pol.dead_letter, "e2e-policy.dead");
+
+	ck_assert_int_eq(bwc_set_policy(p, -2, NULL, &pol), BWC_EINVAL);
+	ck_assert_int_eq(bwc_set_policy(p, (int64_t)UINT32_MAX + 1, NULL, &pol), BWC_EINVAL);
+	ck_assert_int_eq(bwc_set_policy(p, 3, "no spaces", &pol), BWC_EINVAL);
+	rc = bwc_set_policy(p, BWC_POLICY_KEEP, "e2e-policy", &pol);
+	ck_assert_msg(rc == BWC_ESERVER && bwc_server_error(p) == BWC_SERVER_BAD_REQUEST,
+		      "its own name as dead-letter session: %d (%s)", rc, bwc_errmsg(p));
+
+	/* Non-blocking (a refusal may have closed: attach again). */
+	bwc_free(p);
+	p = attach(d, "e2e-policy", BWC_ROLE_PRODUCER, 0);
+	CK_BWC(p, bwc_send_set_policy(p, 7, NULL, policy_reply, &got));
+	for (int i = 0; i < 100 && got.max_deliveries == 0; i++) {
+		CK_BWC(p, bwc_dispatch(p));
+		du_sleep_ms(10);
+	}
+	ck_assert_uint_eq(got.max_deliveries, 7);
+	ck_assert(got.is_explicit);
+	bwc_free(p);
+	p = attach(d, "e2e-policy", BWC_ROLE_CONSUMER, 0);
+	CK_BWC(p, bwc_get_session_info(p, &info));
+	ck_assert(info.policy.max_deliveries == 7 && info.policy.is_explicit);
+	bwc_free(p);
+
+	a = connect_to(d, NULL);
+	ck_assert_int_eq(bwc_set_policy(a, 3, NULL, NULL), BWC_EROLE);
+	ck_assert_int_eq(bwc_kick(a, false, 0, 0, NULL, NULL), BWC_EROLE);
+	bwc_free(a);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * Max 3: a fire released three times goes to the dead-letter session
+ * (not back), where a consumer sees its history; kick brings it back to
+ * its session with its deliveries counted from 0, by key and limit.
+ */
+START_TEST(test_dead_letter_kick)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *k, *dl;
+	struct bwc_released out;
+	struct bwc_session_entry e;
+	struct bwc_fire f;
+	uint64_t kicked, t0;
+	bool more;
+	const int64_t wait = (int64_t)DU_WAIT_MS * (int64_t)DU_MS;
+
+	du_daemon_start(d, NULL);
+	k = attach(d, "e2e-poison", BWC_ROLE_CONSUMER, 0);
+	CK_BWC(k, bwc_set_policy(k, 3, NULL, NULL));
+	for (uint64_t key = 1; key <= 2; key++) {
+		struct bwc_timer t = { .key = key, .when_ns = 0 };
+
+		CK_BWC(k, bwc_schedule(k, &t, NULL));
+	}
+	t0 = bwc_now_ns();
+	/* Both released three times; the third dead-letters each. */
+	for (uint64_t n = 1; n <= 6; n++) {
+		CK_BWC(k, bwc_wait_fire(k, wait, &f));
+		ck_assert_uint_eq(f.deliveries, (n + 1) / 2);
+		CK_BWC(k, bwc_release(k, &f, 0, &out));
+		ck_assert(out.released);
+		ck_assert_uint_eq(out.deliveries, f.deliveries);
+		ck_assert_msg(out.dead_lettered == (f.deliveries == 3),
+			      "release %" PRIu64 " of key %" PRIu64 ": dead_lettered %d", n,
+			      f.key, out.dead_lettered);
+		if (out.dead_lettered)
+			ck_assert_uint_eq(out.ready_ns, 0);
+	}
+	ck_assert_int_eq(bwc_wait_fire(k, (int64_t)du_scale_ms(200) * (int64_t)DU_MS, &f),
+			 BWC_ETIMEDOUT);
+	e = session_entry(k, "e2e-poison");
+	ck_assert_uint_eq(e.dead_lettered, 2);
+	ck_assert(e.policy.max_deliveries == 3 && e.policy.is_explicit);
+	e = session_entry(k, "e2e-poison.dead");
+	ck_assert_uint_eq(e.dead_letters, 2);
+
+	/* The dead-letter session is an ordinary one, with the history. */
+	dl = attach(d, "e2e-poison.dead", BWC_ROLE_CONSUMER, 0);
+	CK_BWC(dl, bwc_wait_fire(dl, wait, &f));
+	ck_assert(f.dead_letter.present);
+	ck_assert_str_eq(f.dead_letter.session, "e2e-poison");
+	ck_assert_uint_eq(f.dead_letter.deliveries, 3);
+	ck_assert_int_eq(f.dead_letter.reason, BWC_TAKE_BACK_RELEASED);
+	ck_assert(t0 <= f.dead_letter.first_handed_ns &&
+		  f.dead_letter.first_handed_ns <= f.dead_letter.last_handed_ns &&
+		  f.dead_letter.last_handed_ns <= f.dead_letter.dead_lettered_ns &&
+		  f.dead_letter.dead_lettered_ns <= bwc_now_ns());
+	/* Left unacknowledged: back to the dead-letter queue at the close,
+	 * not dead-lettered again. */
+	bwc_free(dl);
+
+	/* Key 2 only, then the rest with a limit of 1. */
+	CK_BWC(k, bwc_kick(k, true, 2, 0, &kicked, &more));
+	ck_assert(kicked == 1 && !more);
+	CK_BWC(k, bwc_wait_fire(k, wait, &f));
+	ck_assert(f.key == 2 && f.deliveries == 1 && !f.dead_letter.present);
+	CK_BWC(k, bwc_ack(k, &f, false, NULL));
+	CK_BWC(k, bwc_kick(k, true, 2, 0, &kicked, &more));
+	ck_assert(kicked == 0 && !more);
+	CK_BWC(k, bwc_kick(k, false, 0, 1, &kicked, NULL));
+	ck_assert_uint_eq(kicked, 1);
+	CK_BWC(k, bwc_wait_fire(k, wait, &f));
+	ck_assert(f.key == 1 && f.deliveries == 1 && !f.dead_letter.present);
+	CK_BWC(k, bwc_ack(k, &f, false, NULL));
+	e = session_entry(k, "e2e-poison.dead");
+	ck_assert_uint_eq(e.dead_letters, 0);
+	bwc_free(k);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * Touch: a handler that takes four ack timeouts keeps its fire by
+ * touching it every half one (no redelivery, the ack completes it); a
+ * touch past the hold limit is HOLD_LIMIT and leaves the connection and
+ * the fire as they were; stale fires and producers are refused as for
+ * bwc_ack.
+ */
+START_TEST(test_touch)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *k, *p;
+	struct bwc_session_info info;
+	struct bwc_released out;
+	struct bwc_stats st;
+	struct bwc_fire f, old;
+	uint64_t ack_timeout = (uint64_t)du_scale_ms(400) * DU_MS, deadline, acked, t0;
+	struct bwc_timer t = { .key = 21, .when_ns = 0 };
+	const int64_t wait = (int64_t)DU_WAIT_MS * (int64_t)DU_MS;
+	bool touched;
+	int rc;
+
+	du_daemon_start(d, NULL);
+	k = new_client();
+	CK_BWC(k, bwc_set_role(k, BWC_ROLE_CONSUMER));
+	CK_BWC(k, bwc_set_ack_timeout(k, ack_timeout));
+	CK_BWC(k, bwc_connect(k, d->sock, "e2e-touch"));
+	CK_BWC(k, bwc_get_session_info(k, &info));
+	CK_BWC(k, bwc_schedule(k, &t, NULL));
+	CK_BWC(k, bwc_wait_fire(k, wait, &f));
+	t0 = bwc_now_ns();
+	while (bwc_now_ns() < t0 + 4 * ack_timeout) {
+		uint64_t before = bwc_now_ns();
+
+		CK_BWC(k, bwc_touch(k, &f, 0, &touched, &deadline));
+		ck_assert(touched);
+		ck_assert_uint_ge(deadline, before + ack_timeout);
+		du_sleep_ms(du_scale_ms(400) / 4);
+	}
+	/* Past the hold limit: refused, the connection open. */
+	rc = bwc_touch(k, &f, info.limits.max_hold_ns + DU_S, &touched, &deadline);
+	ck_assert_msg(rc == BWC_ESERVER && bwc_server_error(k) == BWC_SERVER_HOLD_LIMIT,
+		      "touch past max_hold_ns: %d (%s)", rc, bwc_errmsg(k));
+	ck_assert(strstr(bwc_errmsg(k), "HOLD_LIMIT") != NULL);
+	CK_BWC(k, bwc_ack(k, &f, false, &acked));
+	ck_assert_uint_eq(acked, 1);
+	CK_BWC(k, bwc_stats(k, &st));
+	ck_assert_uint_eq(st.redelivered, 0);
+	/* Done: a Touch finds nothing. */
+	CK_BWC(k, bwc_touch(k, &f, 0, &touched, &deadline));
+	ck_assert(!touched);
+
+	/* A fire of an earlier connection: BWC_ESTALE without reconnecting
+	 * by itself... */
+	t.key = 22;
+	CK_BWC(k, bwc_schedule(k, &t, NULL));
+	CK_BWC(k, bwc_wait_fire(k, wait, &old));
+	CK_BWC(k, bwc_set_reconnect(k, false));
+	CK_BWC(k, bwc_reconnect(k));
+	ck_assert_int_eq(bwc_touch(k, &old, 0, NULL, NULL), BWC_ESTALE);
+	ck_assert_int_eq(bwc_release(k, &old, 0, NULL), BWC_ESTALE);
+	ck_assert_int_eq(bwc_send_release(k, &old, 0, NULL, NULL), BWC_ESTALE);
+	ck_assert(strstr(bwc_errmsg(k), "cannot release") != NULL);
+	/* ...and nothing done, nothing sent, when it does. */
+	CK_BWC(k, bwc_set_reconnect(k, true));
+	CK_BWC(k, bwc_wait_fire(k, wait, &f));
+	ck_assert(f.key == 22 && f.redelivered);
+	CK_BWC(k, bwc_reconnect(k));
+	CK_BWC(k, bwc_release(k, &f, 0, &out));
+	ck_assert(!out.released);
+	CK_BWC(k, bwc_touch(k, &f, 0, &touched, NULL));
+	ck_assert(!touched);
+	bwc_free(k);
+
+	p = attach(d, "e2e-touch", BWC_ROLE_PRODUCER, 0);
+	f.connection = 1;
+	ck_assert_int_eq(bwc_touch(p, &f, 0, NULL, NULL), BWC_EROLE);
+	bwc_free(p);
+	du_daemon_free(d);
+}
+END_TEST
+
 static Suite *client_suite(void)
 {
 	Suite *s = suite_create("client");
@@ -3318,6 +3700,15 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_reconnect_unknown);
 	tcase_add_test(tc, test_reconnect_pending);
 	tcase_add_test(tc, test_reconnect_opt_out);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("failures");
+	du_tcase(tc);
+	tcase_add_test(tc, test_backoff);
+	tcase_add_test(tc, test_release_delay);
+	tcase_add_test(tc, test_policy);
+	tcase_add_test(tc, test_dead_letter_kick);
+	tcase_add_test(tc, test_touch);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fallback");
