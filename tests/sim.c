@@ -91,7 +91,10 @@
 #define T0 (1000 * MS)
 #define MAX_CONNS 10
 #define MAX_SESS 40
-#define NAMED 3
+/* Names a Hello may give: three sessions, and two of their dead-letter
+ * sessions (the daemon makes those, and NAME.dead.dead, ... as needed). */
+#define NAMES 5
+#define BASE_NAMES 3
 #define KEYS 24
 /* Named sessions' owner; anonymous ones are the other uid's, so that two
  * uids' sessions share the pump (and each its redelivery pace). */
@@ -105,6 +108,10 @@
 #define CANCEL_REPLY 12u
 #define ACK_REPLY 12u
 #define ERROR_REPLY 90u
+#define RELEASE_REPLY 20u
+#define TOUCH_REPLY 16u
+#define POLICY_REPLY 30u
+#define KICK_REPLY 12u
 
 enum fstate { F_WAIT, F_FLIGHT };
 
@@ -118,6 +125,18 @@ struct mfire {
 	bool handed;               /* handed out before                      */
 	bool back;                 /* taken back, not handed out again       */
 	bool redeliv;              /* what its next hand-out must say        */
+	/* Fires that fail (PROTOCOL.md): hand-outs counted, the queue's
+	 * tail it went back to (in its session's tail list, from the turn
+	 * tseq: turns order such fires, one turn's not among themselves),
+	 * a Release's delay (in the delayed list, not before `ready`; queued
+	 * by the oneshot lane's bound after), a take-back or release that
+	 * its hand-out must pay the uid's redelivery pace for, and a dead
+	 * letter's origin (a session id). */
+	uint32_t deliveries;
+	bool tail, delayed, paced, dead;
+	uint64_t tseq, ready, origin;
+	uint64_t ack_by;           /* in flight: its ack deadline (Touch)    */
+	bool going;                /* being taken back (take_back)           */
 	uint64_t allow;            /* hand out by this (jitter included)     */
 	uint64_t chain, chain_idx; /* the take-back it came back in          */
 	int conn;                  /* in flight: to whom                     */
@@ -150,8 +169,18 @@ struct mtimer {
 
 struct msess {
 	bool live;
-	int name;                  /* 0..NAMED-1; -1: anonymous              */
+	bool named;
+	char name[BWP_SESSION_NAME_MAX + 1];
+	uint64_t id;               /* the state's session id                 */
 	struct bwd_session *ptr;
+	/* Its policy (SetPolicy): the limit when set, and the dead-letter
+	 * session's name ("": the default, name + ".dead"). */
+	bool policy_set;
+	uint32_t max_deliveries;
+	char dead_letter[BWP_SESSION_NAME_MAX + 1];
+	uint64_t ndead;            /* its dead letters: it does not expire   */
+	uint64_t dead_clear;       /* when its last one left it              */
+	struct wlist taill, delayl;
 	struct mtimer *t;
 	size_t nt, ct;
 	struct mfire **f;
@@ -204,7 +233,6 @@ struct sim {
 	enum bw_lane fine, coarse;
 	struct sconn c[MAX_CONNS];
 	struct msess s[MAX_SESS];
-	int named[NAMED];
 	bool want_pump, reaper, trace;
 	uint64_t turn;
 	uint64_t redelivered_out[2]; /* taken-back fires handed out again,
@@ -212,10 +240,11 @@ struct sim {
 	struct sim_stats stats;
 	uint8_t payload[4096];
 	bool failed;
-	char err[768], cfg[256];
+	char err[768], cfg[320];
 };
 
-static const char *const names[NAMED] = { "sim0", "sim1", "sim2" };
+static const char *const names[NAMES] = { "sim0", "sim1", "sim2", "sim0.dead",
+					 "sim1.dead" };
 
 /* ---- plumbing --------------------------------------------------------- */
 
@@ -404,6 +433,15 @@ static void session_went(struct sim *s, struct msess *ms)
 	}
 }
 
+/* f joins ms's fires (new, or in flight from another session). */
+static void fire_link(struct msess *ms, struct mfire *f)
+{
+	ms->ndead += f->dead;
+	GROW(ms->f, ms->nf, ms->cf);
+	f->idx = ms->nf;
+	ms->f[ms->nf++] = f;
+}
+
 static struct mfire *fire_add(struct sim *s, int si, const struct mtimer *t,
 			      uint64_t count, uint64_t deadline)
 {
@@ -430,9 +468,7 @@ static struct mfire *fire_add(struct sim *s, int si, const struct mtimer *t,
 	wl_add(&ms->bykey[f->key % KEYS], f);
 	f->allow = add_sat(add_sat(f->base, ms->coalescing ?
 				   max64(f->leeway, f->bound) : f->bound), s->jitter);
-	GROW(ms->f, ms->nf, ms->cf);
-	f->idx = ms->nf;
-	ms->f[ms->nf++] = f;
+	fire_link(ms, f);
 	ms->nwait++;
 	TRACE(s, "owed: session %d key %" PRIu64 " count %" PRIu64 " deadline %.3f, due by %.3f",
 	      si, f->key, f->count, (double)(deadline - T0) / 1e6,
@@ -440,7 +476,8 @@ static struct mfire *fire_add(struct sim *s, int si, const struct mtimer *t,
 	return f;
 }
 
-static void fire_remove(struct msess *ms, struct mfire *f)
+/* f leaves ms's fires (to be freed, or moved to another session). */
+static void fire_unlink(struct sim *s, struct msess *ms, struct mfire *f)
 {
 	size_t i = f->idx;
 
@@ -448,10 +485,17 @@ static void fire_remove(struct msess *ms, struct mfire *f)
 		ms->nwait--;
 		ms->nback -= f->back;
 	}
+	if (f->dead && !--ms->ndead)
+		ms->dead_clear = s->now;
 	unmark(f);
 	wl_del(f);
 	ms->f[i] = ms->f[--ms->nf];
 	ms->f[i]->idx = i;
+}
+
+static void fire_remove(struct sim *s, struct msess *ms, struct mfire *f)
+{
+	fire_unlink(s, ms, f);
 	free(f);
 }
 
@@ -462,7 +506,7 @@ static void flight_done(struct sim *s, struct sconn *c, size_t j)
 
 	memmove(c->fl + j, c->fl + j + 1, (c->flight - j - 1) * sizeof(*c->fl));
 	c->flight--;
-	fire_remove(&s->s[c->sess], f);
+	fire_remove(s, &s->s[c->sess], f);
 }
 
 static void timer_remove(struct msess *ms, size_t i)
@@ -515,11 +559,9 @@ static void session_drop(struct sim *s, int si)
 	struct msess *ms = &s->s[si];
 
 	while (ms->nf)
-		fire_remove(ms, ms->f[ms->nf - 1]);
+		fire_remove(s, ms, ms->f[ms->nf - 1]);
 	free(ms->f);
 	free(ms->t);
-	if (ms->name >= 0 && s->named[ms->name] == si)
-		s->named[ms->name] = -1;
 	memset(ms, 0, sizeof(*ms));
 }
 
@@ -554,7 +596,7 @@ static void unfired(struct sim *s, int si, struct mtimer *t, bool drop,
 		if (f->key == t->key && f->count == 0 && f->deadline == t->deadline &&
 		    !f->handed && f->st == F_WAIT) {
 			if (drop)
-				fire_remove(ms, f);
+				fire_remove(s, ms, f);
 			return;
 		}
 	}
@@ -596,42 +638,225 @@ static void coalesce_update(struct sim *s, int si)
 	ms->coalescing = now;
 }
 
-/* The fires in flight to c up to delivery `upto` go back to the front. */
-static void take_back(struct sim *s, struct sconn *c, uint64_t upto)
+/* ---- fires that fail (PROTOCOL.md) ------------------------------------- */
+
+/* A named session's delivery limit (0: none). */
+static uint32_t max_deliveries(const struct sim *s, const struct msess *ms)
 {
-	struct msess *ms = &s->s[c->sess];
-	uint64_t chain = ++ms->chains;
-	size_t j;
+	if (!ms->named)
+		return 0;
+	return ms->policy_set ? ms->max_deliveries : s->opt.limits.max_deliveries;
+}
 
-	for (j = 0; j < c->flight && c->fl[j]->delivery <= upto; j++) {
+/* Its dead-letter session's name; false when the default would be too
+ * long (then nothing is dead-lettered). */
+static bool dead_letter_name(const struct msess *ms, char out[BWP_SESSION_NAME_MAX + 1])
+{
+	if (*ms->dead_letter) {
+		strcpy(out, ms->dead_letter);
+		return true;
+	}
+	if (strlen(ms->name) + 5 > BWP_SESSION_NAME_MAX)
+		return false;
+	snprintf(out, BWP_SESSION_NAME_MAX + 1, "%s.dead", ms->name);
+	return true;
+}
+
+/* The latest the fires waiting in ms go by: a fire that joins its queue's
+ * tail goes after them, and at once when they have gone.  O(its fires). */
+static uint64_t tail_allow(struct sim *s, struct msess *ms)
+{
+	uint64_t a = add_sat(s->now, s->jitter);
+
+	for (size_t i = 0; i < ms->nf; i++)
+		if (ms->f[i]->st == F_WAIT && !ms->f[i]->delayed)
+			a = max64(a, due_by(s, ms, ms->f[i]));
+	return a;
+}
+
+/* f, out of flight or moved, waits at ms's queue's tail. */
+static void to_tail(struct sim *s, struct msess *ms, struct mfire *f,
+		    uint64_t allow)
+{
+	f->st = F_WAIT;
+	f->back = f->delayed = false;
+	f->tail = true;
+	f->tseq = s->turn;
+	f->allow = allow;
+	f->conn = -1;
+	f->first_go = UINT64_MAX;
+	ms->nwait++;
+	wl_add(&ms->taill, f);
+}
+
+/* Fires released with a delay join their queue's tail once ready, as the
+ * oneshot lane fires their timers: by the lane's bound after. */
+static void ready_delayed(struct sim *s)
+{
+	for (int si = 0; si < MAX_SESS; si++) {
+		struct msess *ms = &s->s[si];
+		uint64_t allow = 0;
+
+		for (struct mfire *f = ms->live ? ms->delayl.head : NULL; f; f = f->w_next) {
+			if (!f->delayed || s->now <= add_sat(add_sat(f->ready,
+				s->bound[BW_LANE_ONESHOT]), s->jitter))
+				continue;
+			if (!allow)
+				allow = tail_allow(s, ms);
+			f->delayed = false;
+			f->allow = allow;
+		}
+	}
+}
+
+static void reconcile_linger(struct sim *s, int si, bool late);
+
+/* The model's session of that name (the state's: one the state dropped
+ * goes, one it made is added, lingering from now); -1 when none. */
+static int session_named(struct sim *s, const char *name)
+{
+	const struct bwd_session *p = bwd_state_session(s->st, UID, name);
+	int si = -1;
+
+	for (int i = 0; i < MAX_SESS; i++) {
+		if (s->s[i].live && s->s[i].named && !strcmp(s->s[i].name, name)) {
+			reconcile_linger(s, i, false);
+			if (s->s[i].live)
+				return i;
+		}
+	}
+	if (!p)
+		return -1;
+	for (int i = 0; i < MAX_SESS && si < 0; i++)
+		if (!s->s[i].live)
+			si = i;
+	if (si < 0) {
+		viol(s, "more than %d sessions", MAX_SESS);
+		return -1;
+	}
+	s->s[si] = (struct msess){ .live = true, .named = true, .id = p->id,
+				   .ptr = (struct bwd_session *)p,
+				   .detached_at = s->now };
+	snprintf(s->s[si].name, sizeof(s->s[si].name), "%s", name);
+	TRACE(s, "session %d: %s, made by the state", si, name);
+	return si;
+}
+
+/*
+ * f, out of flight in session si after its hand-outs reached the limit,
+ * goes to its dead-letter session's tail with its history, as the state
+ * did: true; false when it has none (its name too long, or its own).
+ */
+static bool dead_letter(struct sim *s, int si, struct mfire *f,
+			enum bwd_take_back why)
+{
+	struct msess *ms = &s->s[si];
+	char name[BWP_SESSION_NAME_MAX + 1];
+	const struct bwd_fire *p = f->ptr;
+	int ti;
+
+	if (!dead_letter_name(ms, name) || !strcmp(name, ms->name))
+		return false;
+	ti = session_named(s, name);
+	if (ti < 0 || !p->dead) {
+		viol(s, "session %s: key %" PRIu64 " taken back after %" PRIu32 " hand-outs (limit %" PRIu32 ") and not dead-lettered to %s",
+		     ms->name, f->key, f->deliveries, max_deliveries(s, ms), name);
+		return false;
+	}
+	if (p->dead->origin != ms->id || p->dead->deliveries != f->deliveries ||
+	    p->dead->why != why || p->dead->dead_ns != s->now ||
+	    p->dead->last_ns != f->handed_at || p->deliveries)
+		viol(s, "session %s: key %" PRIu64 " dead-lettered with history (origin %" PRIu64 ", %" PRIu64 " deliveries, last %.3f ms, why %u, now %" PRIu32 " deliveries), the model (%" PRIu64 ", %" PRIu32 ", %.3f ms, %u, 0)",
+		     ms->name, f->key, p->dead->origin, p->dead->deliveries,
+		     (double)(p->dead->last_ns - T0) / 1e6, p->dead->why, p->deliveries,
+		     ms->id, f->deliveries, (double)(f->handed_at - T0) / 1e6, why);
+	TRACE(s, "dead-lettered: session %d key %" PRIu64 " after %" PRIu32 " deliveries to session %d (%s)",
+	      si, f->key, f->deliveries, ti, name);
+	s->stats.dead_lettered++;
+	fire_unlink(s, ms, f);
+	f->dead = true;
+	f->origin = ms->id;
+	f->deliveries = 0;
+	f->paced = false;
+	fire_link(&s->s[ti], f);
+	to_tail(s, &s->s[ti], f, tail_allow(s, &s->s[ti]));
+	return true;
+}
+
+/* Whether f, out of flight, is past its session's limit. */
+static bool at_limit(const struct sim *s, const struct msess *ms,
+		     const struct mfire *f)
+{
+	uint32_t max = max_deliveries(s, ms);
+
+	return max && f->deliveries >= max && !f->dead;
+}
+
+/*
+ * The fires in flight to c marked `going` (in delivery order) go back,
+ * after the state took them back for why: of those written whole, only the
+ * oldest keeps its hand-out counted; then each past its limit goes to the
+ * dead-letter session, each counted twice or more to the queue's tail, the
+ * rest to the front in delivery order.  The state's count must be the
+ * model's.
+ */
+static void take_back(struct sim *s, struct sconn *c, enum bwd_take_back why)
+{
+	int si = c->sess;
+	struct msess *ms = &s->s[si];
+	uint64_t chain = ++ms->chains, tallow = 0;
+	bool blamed = false;
+	size_t k = 0;
+
+	for (size_t j = 0; j < c->flight; j++) {
 		struct mfire *f = c->fl[j];
+		bool written = f->wire_end <= c->drained;
 
-		TRACE(s, "taken back: conn %d delivery %" PRIu64 " key %" PRIu64 "%s",
-		      conn_index(s, c), f->delivery, f->key,
-		      f->wire_end <= c->drained ? " (written whole)" : "");
+		if (!f->going) {
+			c->fl[k++] = f;
+			continue;
+		}
+		f->going = false;
+		if (written && !blamed)
+			blamed = true;
+		else if (f->deliveries)
+			f->deliveries--;
+		TRACE(s, "taken back: conn %d delivery %" PRIu64 " key %" PRIu64 ", %" PRIu32 " deliveries%s",
+		      conn_index(s, c), f->delivery, f->key, f->deliveries,
+		      written ? " (written whole)" : "");
+		f->redeliv |= written;
+		f->conn = -1;
+		s->stats.redelivered++;
+		if (at_limit(s, ms, f) && dead_letter(s, si, f, why))
+			continue;
+		if (f->ptr->dead ? !f->dead : f->dead || f->ptr->deliveries != f->deliveries)
+			viol(s, "key %" PRIu64 " taken back with %" PRIu32 " deliveries (dead letter %d), the model says %" PRIu32 " (%d)",
+			     f->key, f->ptr->deliveries, f->ptr->dead != NULL, f->deliveries, f->dead);
+		f->paced = true;
+		if (f->deliveries >= 2) {
+			if (!tallow)
+				tallow = tail_allow(s, ms);
+			to_tail(s, ms, f, tallow);
+			continue;
+		}
 		f->st = F_WAIT;
 		ms->nwait++;
 		ms->nback++;
 		f->back = true;
-		f->redeliv |= f->wire_end <= c->drained;
 		f->chain = chain;
 		f->chain_idx = f->delivery;
 		f->first_go = UINT64_MAX;
 		wl_add(&ms->backl, f);
-		f->conn = -1;
 		/* Let go already: it goes at once, or with a batch held
 		 * (PROTOCOL.md), by the end of the batch's fires. */
 		f->allow = add_sat(s->now, s->jitter);
 		if (ms->coalescing && ms->ptr->held)
 			for (size_t i = 0; i < ms->nf; i++)
-				if (ms->f[i]->st == F_WAIT && !ms->f[i]->back)
+				if (ms->f[i]->st == F_WAIT && !ms->f[i]->back &&
+				    !ms->f[i]->tail && !ms->f[i]->delayed)
 					f->allow = max64(f->allow, due_by(s, ms, ms->f[i]));
-		s->stats.redelivered++;
 	}
-	if (j) {
-		memmove(c->fl, c->fl + j, (c->flight - j) * sizeof(*c->fl));
-		c->flight -= j;
-	}
+	c->flight = k;
 }
 
 /* ---- the connection (conn.c's side of delivery) ------------------------ */
@@ -660,11 +885,14 @@ static void reply(struct sim *s, struct sconn *c, uint64_t len)
 		c->throttled = true;
 }
 
-/* The bytes of f's frame, packed as bwd_conn_deliver() packs it. */
-static size_t fired_len(const struct bwd_fire *f)
+/* The bytes of f's frame (to a member of s), packed as bwd_conn_deliver()
+ * packs it. */
+static size_t fired_len(const struct bwd_session *s, const struct bwd_fire *f)
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
 	Bitwheel__V1__Fired fired = BITWHEEL__V1__FIRED__INIT;
+	Bitwheel__V1__DeadLetter dead = BITWHEEL__V1__DEAD_LETTER__INIT;
+	const char *origin;
 
 	fired.has_key = 1;
 	fired.key = f->key;
@@ -679,6 +907,23 @@ static size_t fired_len(const struct bwd_fire *f)
 	fired.has_late = fired.late = f->late;
 	fired.has_redelivered = fired.redelivered = f->redelivered;
 	fired.delivery = f->delivery;
+	fired.has_deliveries = 1;
+	fired.deliveries = f->deliveries;
+	if (f->dead) {
+		origin = bwd_fire_origin(s, f);
+		dead.has_session = origin != NULL;
+		dead.session.data = (uint8_t *)origin;
+		dead.session.len = origin ? strlen(origin) : 0;
+		dead.has_deliveries = dead.has_first_handed_ns = 1;
+		dead.has_last_handed_ns = dead.has_dead_lettered_ns = 1;
+		dead.has_reason = 1;
+		dead.deliveries = f->dead->deliveries;
+		dead.first_handed_ns = f->dead->first_ns;
+		dead.last_handed_ns = f->dead->last_ns;
+		dead.dead_lettered_ns = f->dead->dead_ns;
+		dead.reason = (Bitwheel__V1__TakeBack)f->dead->why;
+		fired.dead_letter = &dead;
+	}
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED;
 	env.fired = &fired;
 	return bwp_frame_packed_size(&env);
@@ -694,14 +939,18 @@ static void conn_kill(struct sim *s, struct sconn *c)
 		struct msess *ms = &s->s[c->sess];
 		int si = c->sess;
 
-		take_back(s, c, UINT64_MAX);
+		/* The state first: its take-back is what the model checks
+		 * (an anonymous session's fires end with it). */
 		bwd_member_detach(c->m);
 		c->m = NULL;
+		for (size_t j = 0; j < c->flight && ms->named; j++)
+			c->fl[j]->going = true;
+		take_back(s, c, BWD_TB_DISCONNECTED);
 		s->want_pump = true;
 		s->stats.detached++;
 		ms->members--;
 		coalesce_update(s, si);
-		if (ms->name < 0)
+		if (!ms->named)
 			session_drop(s, si);
 		else if (!ms->members)
 			ms->detached_at = s->now;
@@ -816,8 +1065,14 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 	for (struct mfire *g = ms->backl.head; g && !mf; g = g->w_next)
 		if (g->ptr == f)
 			mf = g;
+	for (struct mfire *g = ms->taill.head; g && !mf; g = g->w_next)
+		if (g->ptr == f)
+			mf = g;
+	for (struct mfire *g = ms->delayl.head; g && !mf; g = g->w_next)
+		if (g->ptr == f)
+			mf = g;
 	for (struct mfire *g = ms->bykey[f->key % KEYS].head; g && !mf; g = g->w_next)
-		if (g->key == f->key && g->count == f->count &&
+		if (!g->handed && g->key == f->key && g->count == f->count &&
 		    g->deadline == f->deadline_ns && g->payload_len == f->payload_len)
 			mf = g;
 	if (!mf) {
@@ -826,9 +1081,19 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 		return;
 	}
 	if (anyback && !mf->back) {
-		viol(s, "key %" PRIu64 " handed out before the fires taken back", f->key);
+		viol(s, "key %" PRIu64 " handed out before the fires taken back to the queue's front", f->key);
 		return;
 	}
+	if (mf->tail && ms->taill.head->tseq < mf->tseq)
+		viol(s, "key %" PRIu64 " handed out from the queue's tail before key %" PRIu64 ", which went there in an earlier turn",
+		     f->key, ms->taill.head->key);
+	if (mf->w_list == &ms->delayl && s->now < mf->ready)
+		viol(s, "key %" PRIu64 " released with a delay handed out %.3f ms before it was ready",
+		     f->key, (double)(mf->ready - s->now) / 1e6);
+	if (f->deliveries != mf->deliveries + 1 || (f->dead != NULL) != mf->dead ||
+	    (mf->dead && f->dead->origin != mf->origin))
+		viol(s, "key %" PRIu64 " handed out as its delivery %" PRIu32 " (dead letter %d), the model says %" PRIu32 " (%d)",
+		     f->key, f->deliveries, f->dead != NULL, mf->deliveries + 1, mf->dead);
 	for (struct mfire *g = mf->back ? ms->backl.head : NULL; g; g = g->w_next) {
 		if (g->chain == mf->chain && g->chain_idx < mf->chain_idx)
 			viol(s, "fires taken back out of order: key %" PRIu64 " before key %" PRIu64,
@@ -840,16 +1105,16 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 	if (f->delivery != c->last_delivery + 1)
 		viol(s, "conn %d: delivery %" PRIu64 " after %" PRIu64, conn_index(s, c),
 		     f->delivery, c->last_delivery);
-	if (mf->back) {
+	if (mf->paced) {
 		uint64_t mhz = max64(s->opt.limits.max_periodic_mhz_per_uid,
 				     BWD_MIN_REDELIVERY_MHZ);
 
-		uint64_t *n = &s->redelivered_out[ms->name < 0];
+		uint64_t *n = &s->redelivered_out[!ms->named];
 
 		if (++*n * 1000u > mhz +
 		    (uint64_t)((unsigned __int128)(s->now - T0) * mhz / 1000000000u) + 1000u)
 			viol(s, "%" PRIu64 " redeliveries of uid %d in %.3f ms: past its pace of %" PRIu64 " mHz",
-			     *n, ms->name < 0 ? ANON_UID : UID, (double)(s->now - T0) / 1e6, mhz);
+			     *n, ms->named ? UID : ANON_UID, (double)(s->now - T0) / 1e6, mhz);
 	}
 	if (f->redelivered != mf->redeliv)
 		viol(s, "key %" PRIu64 " handed out with redelivered=%d, the model says %d (its frame %s written whole)",
@@ -861,8 +1126,10 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 		     (double)(due_by(s, ms, mf) - T0) / 1e6,
 		     (double)(s->now - due_by(s, ms, mf)) / 1e6,
 		     ms->coalescing ? "coalescing" : "non-coalescing");
-	TRACE(s, "handed out: conn %d delivery %" PRIu64 " key %" PRIu64 " count %" PRIu64 "%s",
-	      conn_index(s, c), f->delivery, f->key, f->count, mf->back ? " (taken back)" : "");
+	TRACE(s, "handed out: conn %d delivery %" PRIu64 " key %" PRIu64 " count %" PRIu64 ", its delivery %" PRIu32 "%s%s%s",
+	      conn_index(s, c), f->delivery, f->key, f->count, f->deliveries,
+	      mf->back ? " (taken back, front)" : "", mf->tail ? " (tail)" : "",
+	      mf->dead ? " (dead letter)" : "");
 	if (s->failed)
 		return;
 	ms->nwait--;
@@ -876,15 +1143,17 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 	mf->delivery = f->delivery;
 	mf->handed_at = s->now;
 	mf->ptr = f;
-	mf->back = false;
+	mf->back = mf->tail = mf->delayed = mf->paced = false;
 	mf->handed = true;
 	mf->optional = false;
+	mf->deliveries++;
+	mf->ack_by = c->ack_timeout ? add_sat(s->now, c->ack_timeout) : UINT64_MAX;
 	c->last_delivery++;
 	GROW(c->fl, c->flight, c->cfl);
 	c->fl[c->flight++] = mf;
 	s->stats.handed_out++;
 	/* bwd_conn_deliver(). */
-	len = fired_len(f);
+	len = fired_len(m->session, f);
 	if (output(c) + len > s->max_output) {
 		viol(s, "conn %d cut off: a %zu-byte fire does not fit its %" PRIu64 " bytes of unread output (bound %" PRIu64 ")",
 		     conn_index(s, c), len, output(c), s->max_output);
@@ -949,57 +1218,63 @@ static void pump(struct sim *s)
 	}
 }
 
-/* The fires in flight to c that the state took back on its own (an ack
- * timeout) go back in the model too; none may go early or stay late. */
+/* The fires in flight to c that the state took back on its own (their ack
+ * deadlines passed: in delivery order until a Touch moved one) go back in
+ * the model too; none may go early or stay late. */
 static void reconcile_flight(struct sim *s, struct sconn *c)
 {
 	const struct bwd_fire *g = c->m->flight_head;
 	int ci = conn_index(s, c);
-	size_t k = 0, j;
+	bool any = false;
 
-	/* The state's list is what is left of the model's after a prefix
-	 * went back. */
-	while (k < c->flight && c->fl[k]->ptr != g)
-		k++;
-	for (j = k; j < c->flight && g && c->fl[j]->ptr == g; j++, g = g->next) {
-		const struct mfire *f = c->fl[j];
+	for (size_t j = 0; j < c->flight; j++) {
+		struct mfire *f = c->fl[j];
 
-		if (s->now > add_sat(add_sat(f->handed_at + c->ack_timeout,
-					     s->bound[BW_LANE_ONESHOT]), s->jitter))
-			viol(s, "conn %d: delivery %" PRIu64 " in flight %.3f ms past its ack timeout",
-			     ci, f->delivery,
-			     (double)(s->now - f->handed_at - c->ack_timeout) / 1e6);
+		if (f->ptr == g) {
+			if (s->now > add_sat(add_sat(f->ack_by, s->bound[BW_LANE_ONESHOT]),
+					     s->jitter))
+				viol(s, "conn %d: delivery %" PRIu64 " in flight %.3f ms past its ack deadline",
+				     ci, f->delivery, (double)(s->now - f->ack_by) / 1e6);
+			g = g->next;
+			continue;
+		}
+		if (s->now < f->ack_by)
+			viol(s, "conn %d: delivery %" PRIu64 " taken back %.3f ms before its ack deadline",
+			     ci, f->delivery, (double)(f->ack_by - s->now) / 1e6);
+		f->going = any = true;
 	}
-	if (j != c->flight || g) {
+	if (g) {
 		viol(s, "conn %d: the state's fires in flight are not the model's", ci);
 		return;
 	}
-	for (j = 0; j < k; j++)
-		if (s->now < c->fl[j]->handed_at + c->ack_timeout)
-			viol(s, "conn %d: delivery %" PRIu64 " taken back %.3f ms before its ack timeout",
-			     ci, c->fl[j]->delivery,
-			     (double)(c->fl[j]->handed_at + c->ack_timeout - s->now) / 1e6);
-	if (k)
-		take_back(s, c, c->fl[k - 1]->delivery);
+	if (any)
+		take_back(s, c, BWD_TB_ACK_TIMEOUT);
 }
 
-/* A named session with no members expires after its linger. */
-static void reconcile_linger(struct sim *s, int si)
+/* A named session with no members expires after its linger, unless it
+ * holds dead letters (then it lingers anew); late: check that it went in
+ * time (not while the state's poll may be part done). */
+static void reconcile_linger(struct sim *s, int si, bool late)
 {
 	struct msess *ms = &s->s[si];
 	uint64_t linger = s->opt.limits.linger_ns;
+	const struct bwd_session *p;
 
-	if (!ms->live || ms->name < 0 || ms->members)
+	if (!ms->live || !ms->named || ms->members)
 		return;
-	if (bwd_state_session(s->st, UID, names[ms->name]) != ms->ptr) {
+	p = bwd_state_session(s->st, UID, ms->name);
+	if (!p || p->id != ms->id) {
+		if (ms->ndead)
+			viol(s, "session %s expired with %" PRIu64 " dead letters", ms->name, ms->ndead);
 		if (s->now < ms->detached_at + linger)
 			viol(s, "session %s expired %.3f ms before its linger ran out",
-			     names[ms->name], (double)(ms->detached_at + linger - s->now) / 1e6);
+			     ms->name, (double)(ms->detached_at + linger - s->now) / 1e6);
 		session_drop(s, si);
-	} else if (s->now > add_sat(add_sat(ms->detached_at + linger,
-					     s->bound[BW_LANE_ONESHOT]), s->jitter)) {
-		viol(s, "session %s alive %.3f ms past its linger", names[ms->name],
-		     (double)(s->now - ms->detached_at - linger) / 1e6);
+	} else if (late && !ms->ndead &&
+		   s->now > add_sat(add_sat(max64(ms->detached_at, ms->dead_clear) + linger,
+					    s->bound[BW_LANE_ONESHOT]), s->jitter)) {
+		viol(s, "session %s alive %.3f ms past its linger", ms->name,
+		     (double)(s->now - max64(ms->detached_at, ms->dead_clear) - linger) / 1e6);
 	}
 }
 
@@ -1013,7 +1288,7 @@ static void poll_wheel(struct sim *s)
 		if (s->c[i].live && s->c[i].m && s->c[i].ack_timeout)
 			reconcile_flight(s, &s->c[i]);
 	for (int si = 0; si < MAX_SESS; si++)
-		reconcile_linger(s, si);
+		reconcile_linger(s, si, true);
 }
 
 static bool wheel_due(struct sim *s)
@@ -1028,6 +1303,7 @@ static void turn_begin(struct sim *s)
 	s->turn++;
 	s->want_pump = false;
 	owe(s);
+	ready_delayed(s);
 	/* Time without a consumer that could take a fire does not count. */
 	for (int si = 0; si < MAX_SESS; si++)
 		if (s->s[si].live && s->s[si].unable)
@@ -1107,7 +1383,7 @@ static void check_quiet(struct sim *s)
 	for (int si = 0; si < MAX_SESS && !s->failed; si++) {
 		struct msess *ms = &s->s[si];
 		const struct bwd_session *p = ms->ptr;
-		uint64_t must = 0, may = 0, flight = 0, made = p ? p->queued : 0;
+		uint64_t must = 0, may = 0, flight = 0, made = p ? p->queued + p->delayed : 0;
 		bool can = ms->live && able(s, si) && !p->paced;
 		/* A session that piled up fires (no consumer) costs its
 		 * length: looked at whole every 64th time only. */
@@ -1202,7 +1478,7 @@ static void ev_schedule(struct sim *s, bool replace)
 	if (!c)
 		return;
 	ms = &s->s[c->sess];
-	req.uid = ms->name < 0 ? ANON_UID : UID;
+	req.uid = ms->named ? UID : ANON_UID;
 	req.key = rnd(s, KEYS);
 	if (chance(s, 25)) {
 		static const uint64_t periods[] = { 2, 7, 20, 100, 250, 1000 };
@@ -1317,6 +1593,35 @@ static void ev_cancel(struct sim *s)
 	reply(s, c, CANCEL_REPLY);
 }
 
+/* A delivery number for a request that names a fire: mostly one read and
+ * not acknowledged (off the list when take), else one sent (late, or not
+ * read yet), or a bad one. */
+static uint64_t pick_delivery(struct sim *s, struct sconn *c, bool take)
+{
+	uint64_t d;
+
+	if (c->na && chance(s, 80)) {
+		size_t i = rnd(s, c->na);
+
+		d = c->toack[i];
+		if (take)
+			c->toack[i] = c->toack[--c->na];
+		return d;
+	}
+	if (c->last_delivery && !chance(s, 10))
+		return 1 + rnd(s, c->last_delivery);
+	return chance(s, 50) ? 0 : c->last_delivery + 1 + rnd(s, 3);
+}
+
+/* The fire in flight to c numbered d, and its place; NULL when none. */
+static struct mfire *flight_find(struct sconn *c, uint64_t d, size_t *j)
+{
+	for (*j = 0; *j < c->flight; (*j)++)
+		if (c->fl[*j]->delivery == d)
+			return c->fl[*j];
+	return NULL;
+}
+
 static void ev_ack(struct sim *s)
 {
 	struct sconn *c = pick_client(s);
@@ -1327,22 +1632,10 @@ static void ev_ack(struct sim *s)
 	if (!c || !c->consumer || (c->auto_ack && !chance(s, 5)))
 		return;
 	ci = conn_index(s, c);
-	if (c->na && chance(s, 80)) {
-		size_t i = rnd(s, c->na);
-
-		d = c->toack[i];
-		if (cumulative) {
-			for (size_t j = 0; j < c->na; j++)
-				if (c->toack[j] <= d)
-					c->toack[j--] = c->toack[--c->na];
-		} else {
-			c->toack[i] = c->toack[--c->na];
-		}
-	} else if (c->last_delivery && !chance(s, 10)) {
-		d = 1 + rnd(s, c->last_delivery);       /* late, or not read yet */
-	} else {
-		d = chance(s, 50) ? 0 : c->last_delivery + 1 + rnd(s, 3);
-	}
+	d = pick_delivery(s, c, true);
+	for (size_t j = 0; cumulative && j < c->na; j++)
+		if (c->toack[j] <= d)
+			c->toack[j--] = c->toack[--c->na];
 	bad = d == 0 || d > c->last_delivery;
 	err = bwd_member_ack(c->m, d, cumulative, &acked);
 	s->want_pump = true;
@@ -1373,13 +1666,240 @@ static void ev_ack(struct sim *s)
 		reply(s, c, ACK_REPLY);
 }
 
+/* A request naming delivery d was refused as it must be when d was never
+ * sent (BAD_REQUEST, which closes once the error is written): true then. */
+static bool bad_delivery(struct sim *s, struct sconn *c, uint64_t d, int err,
+			 const char *what)
+{
+	if (d && d <= c->last_delivery)
+		return false;
+	if (err != BITWHEEL__V1__ERROR_CODE__BAD_REQUEST)
+		viol(s, "conn %d: %s of delivery %" PRIu64 " (last sent %" PRIu64 "): error %d",
+		     conn_index(s, c), what, d, c->last_delivery, err);
+	conn_close_flush(s, c);
+	return true;
+}
+
+/* Release (PROTOCOL.md): the fire leaves the window, at once to its
+ * queue's tail or after a delay, or to the dead-letter session at its
+ * limit. */
+static void ev_release(struct sim *s)
+{
+	struct sconn *c = pick_client(s);
+	struct bwd_release out;
+	struct msess *ms;
+	struct mfire *f;
+	uint64_t d, delay;
+	size_t j;
+	int err;
+
+	if (!c || !c->consumer)
+		return;
+	d = pick_delivery(s, c, true);
+	delay = chance(s, 50) ? 0 : chance(s, 20) ? 1 + rnd(s, MS) : rnd(s, 400 * MS);
+	err = bwd_member_release(c->m, d, delay, &out);
+	s->want_pump = true;
+	if (bad_delivery(s, c, d, err, "Release"))
+		return;
+	f = flight_find(c, d, &j);
+	TRACE(s, "conn %d releases delivery %" PRIu64 " (delay %.3f ms): released %d, dead-lettered %d, %" PRIu64 " deliveries",
+	      conn_index(s, c), d, (double)delay / 1e6, out.released, out.dead_lettered,
+	      out.deliveries);
+	if (err || out.released != (f != NULL)) {
+		viol(s, "conn %d: Release of delivery %" PRIu64 ": error %d, released %d; the model has it %s",
+		     conn_index(s, c), d, err, out.released, f ? "in flight" : "done or back");
+		return;
+	}
+	if (f) {
+		ms = &s->s[c->sess];
+		memmove(c->fl + j, c->fl + j + 1, (c->flight - j - 1) * sizeof(*c->fl));
+		c->flight--;
+		s->stats.released++;
+		if (out.deliveries != f->deliveries)
+			viol(s, "conn %d: Release of key %" PRIu64 ": %" PRIu64 " deliveries, the model %" PRIu32,
+			     conn_index(s, c), f->key, out.deliveries, f->deliveries);
+		if (at_limit(s, ms, f) && dead_letter(s, c->sess, f, BWD_TB_RELEASED)) {
+			if (!out.dead_lettered)
+				viol(s, "Release of key %" PRIu64 " at its limit: not said dead-lettered", f->key);
+		} else if (out.dead_lettered || out.ready_ns != s->now + delay) {
+			viol(s, "Release of key %" PRIu64 ": dead-lettered %d, ready at %.3f ms; the model: not, at %.3f ms",
+			     f->key, out.dead_lettered, (double)(out.ready_ns - T0) / 1e6,
+			     (double)(s->now + delay - T0) / 1e6);
+		} else {
+			f->paced = true;
+			f->conn = -1;
+			if (!delay) {
+				to_tail(s, ms, f, tail_allow(s, ms));
+			} else {
+				f->st = F_WAIT;
+				f->delayed = true;
+				f->ready = s->now + delay;
+				f->allow = UINT64_MAX;
+				f->first_go = UINT64_MAX;
+				ms->nwait++;
+				wl_add(&ms->delayl, f);
+			}
+		}
+	}
+	reply(s, c, RELEASE_REPLY);
+}
+
+/* Touch: the fire's ack deadline moves, within its hand-out's hold limit. */
+static void ev_touch(struct sim *s)
+{
+	static const uint64_t t[] = { 0, 0, 5 * MS, 50 * MS, 400 * MS,
+				      13ull * 3600 * 1000000000 };
+	struct sconn *c = pick_client(s);
+	struct mfire *f;
+	uint64_t d, timeout = t[rnd(s, 6)], at, want;
+	bool touched;
+	size_t j;
+	int err, expect = 0;
+
+	if (!c || !c->consumer)
+		return;
+	d = c->flight && chance(s, 70) ? c->fl[rnd(s, c->flight)]->delivery :
+		pick_delivery(s, c, false);
+	err = bwd_member_touch(c->m, d, timeout, &touched, &at);
+	if (bad_delivery(s, c, d, err, "Touch"))
+		return;
+	f = flight_find(c, d, &j);
+	want = add_sat(s->now, timeout ? timeout : c->ack_timeout);
+	if (f && c->ack_timeout && want - f->handed_at > BWD_MAX_HOLD_NS)
+		expect = BITWHEEL__V1__ERROR_CODE__HOLD_LIMIT;
+	TRACE(s, "conn %d touches delivery %" PRIu64 " for %.3f ms: error %d, touched %d, deadline %.3f ms",
+	      conn_index(s, c), d, (double)timeout / 1e6, err, touched,
+	      (double)((int64_t)(at - T0)) / 1e6);
+	if (err != expect || touched != (f && !expect) ||
+	    at != (!f || !c->ack_timeout ? 0 : expect ? f->handed_at + BWD_MAX_HOLD_NS : want))
+		viol(s, "conn %d: Touch of delivery %" PRIu64 " (%s, ack timeout %.3f ms): error %d, touched %d, deadline %.3f ms; the model: error %d",
+		     conn_index(s, c), d, f ? "in flight" : "not in flight",
+		     (double)c->ack_timeout / 1e6, err, touched,
+		     (double)((int64_t)(at - T0)) / 1e6, expect);
+	if (f && c->ack_timeout && !expect) {
+		f->ack_by = want;
+		s->stats.touched++;
+	}
+	reply(s, c, err ? ERROR_REPLY : TOUCH_REPLY);
+}
+
+/* SetPolicy: a small limit, so that fires reach it; another dead-letter
+ * session now and then. */
+static void ev_policy(struct sim *s)
+{
+	struct sconn *c = pick_client(s);
+	struct msess *ms;
+	char name[BWP_SESSION_NAME_MAX + 1], got[BWP_SESSION_NAME_MAX + 1];
+	const char *dl = NULL;
+	bool has_max = chance(s, 70);
+	uint32_t max = chance(s, 15) ? 0 : (uint32_t)(1 + rnd(s, 5));
+	unsigned r = (unsigned)rnd(s, 10);
+	int err;
+
+	if (!c)
+		return;
+	ms = &s->s[c->sess];
+	if (r >= 6)
+		dl = r < 8 ? "" : names[rnd(s, NAMES)];
+	if (dl && !strcmp(dl, ms->name))
+		dl = NULL;              /* request.c refuses its own name */
+	err = bwd_session_set_policy(ms->ptr, has_max, max, dl);
+	TRACE(s, "conn %d sets session %d's policy: max %d %" PRIu32 ", dead letter %s: %d",
+	      conn_index(s, c), c->sess, has_max, max, dl ? dl : "(kept)", err);
+	if (!ms->named) {
+		if (err != BITWHEEL__V1__ERROR_CODE__BAD_REQUEST)
+			viol(s, "SetPolicy of an anonymous session: error %d", err);
+		reply(s, c, ERROR_REPLY);
+		return;
+	}
+	if (err) {
+		viol(s, "SetPolicy refused: error %d", err);
+		return;
+	}
+	if (!ms->policy_set)
+		ms->max_deliveries = max_deliveries(s, ms);
+	if (has_max)
+		ms->max_deliveries = max;
+	if (dl)
+		strcpy(ms->dead_letter, dl);
+	ms->policy_set = true;
+	if (bwd_session_max_deliveries(ms->ptr) != max_deliveries(s, ms) ||
+	    dead_letter_name(ms, name) != !bwd_session_dead_letter_name(ms->ptr, got) ||
+	    (dead_letter_name(ms, name) && strcmp(name, got)))
+		viol(s, "session %s's policy: limit %" PRIu32 ", dead letters to %s; the model: %" PRIu32 ", %s",
+		     ms->name, bwd_session_max_deliveries(ms->ptr), got, max_deliveries(s, ms), name);
+	reply(s, c, POLICY_REPLY);
+}
+
+/* Kick: the session's queued dead letters (of a key) come back to its
+ * tail, counted from 0, up to the limit. */
+static void ev_kick(struct sim *s)
+{
+	struct sconn *c = pick_client(s);
+	struct msess *ms, *dl;
+	char name[BWP_SESSION_NAME_MAX + 1];
+	bool has_key = chance(s, 40), more;
+	uint64_t key = rnd(s, KEYS), kicked, moved = 0, left = 0, allow;
+	uint32_t limit = chance(s, 50) ? 0 : (uint32_t)(1 + rnd(s, 3));
+	int ti = -1, err;
+
+	if (!c)
+		return;
+	ms = &s->s[c->sess];
+	if (ms->named && dead_letter_name(ms, name) && strcmp(name, ms->name))
+		ti = session_named(s, name);
+	err = bwd_session_kick(ms->ptr, has_key, key, limit, &kicked, &more);
+	TRACE(s, "conn %d kicks session %d's dead letters (key %" PRId64 ", limit %" PRIu32 "): %" PRIu64 " kicked, more %d",
+	      conn_index(s, c), c->sess, has_key ? (int64_t)key : -1, limit, kicked, more);
+	if (err || (ti < 0 && kicked)) {
+		viol(s, "Kick: error %d, %" PRIu64 " kicked from no dead-letter session", err, kicked);
+		return;
+	}
+	if (ti < 0) {
+		reply(s, c, KICK_REPLY);
+		return;
+	}
+	dl = &s->s[ti];
+	allow = tail_allow(s, ms);
+	for (size_t i = 0; i < dl->nf; i++) {
+		struct mfire *f = dl->f[i];
+		bool match = f->dead && f->origin == ms->id && (!has_key || f->key == key) &&
+			f->st == F_WAIT;
+
+		if (!f->dead || f->ptr->dead) {
+			/* Delayed, it may not be queued in the state yet. */
+			left += match && f->w_list != &dl->delayl;
+			continue;
+		}
+		if (!match) {
+			viol(s, "Kick of session %s moved key %" PRIu64 " (a dead letter %d of session %" PRIu64 ", %s), not one of its queued dead letters",
+			     ms->name, f->key, f->dead, f->origin,
+			     f->st == F_WAIT ? "waiting" : "in flight");
+			return;
+		}
+		fire_unlink(s, dl, f);
+		f->dead = f->paced = false;
+		f->deliveries = 0;
+		fire_link(ms, f);
+		to_tail(s, ms, f, allow);
+		moved++;
+		i--;
+	}
+	s->stats.kicked += moved;
+	if (moved != kicked || kicked > (limit ? limit : BWD_MAX_KICK) || (!more && left))
+		viol(s, "Kick of session %s (key %" PRId64 ", limit %" PRIu32 "): %" PRIu64 " kicked, more %d; the model saw %" PRIu64 " moved, %" PRIu64 " left",
+		     ms->name, has_key ? (int64_t)key : -1, limit, kicked, more, moved, left);
+	reply(s, c, KICK_REPLY);
+}
+
 static void ev_attach(struct sim *s)
 {
 	struct sconn *c = NULL;
 	struct bwd_attach a = { .uid = UID, .owner_uid = UID, .pid = 1 };
 	struct bwd_member *m;
 	unsigned kind = (unsigned)rnd(s, 4);
-	int si = -1, name = (int)rnd(s, NAMED), err;
+	int si = -1, name = (int)(chance(s, 20) ? BASE_NAMES + rnd(s, NAMES - BASE_NAMES) :
+				  rnd(s, BASE_NAMES)), err;
 	bool resumed;
 
 	for (int i = 0; i < MAX_CONNS && !c; i++)
@@ -1390,9 +1910,7 @@ static void ev_attach(struct sim *s)
 	if (kind == 3)
 		a.uid = a.owner_uid = ANON_UID;
 	if (kind < 3) {
-		if (s->named[name] >= 0)
-			reconcile_linger(s, s->named[name]);
-		si = s->named[name];
+		si = session_named(s, names[name]);
 		a.name = names[name];
 	}
 	if (si < 0) {
@@ -1441,10 +1959,10 @@ static void ev_attach(struct sim *s)
 	if (!s->s[si].live) {
 		if (resumed)
 			viol(s, "Hello resumed a session the model does not have");
-		s->s[si] = (struct msess){ .live = true, .name = a.name ? name : -1,
-					   .ptr = m->session };
+		s->s[si] = (struct msess){ .live = true, .named = a.name != NULL,
+					   .id = m->session->id, .ptr = m->session };
 		if (a.name)
-			s->named[name] = si;
+			strcpy(s->s[si].name, a.name);
 	} else if (!resumed || m->session != s->s[si].ptr) {
 		viol(s, "Hello did not resume session %s", names[name]);
 	}
@@ -1565,11 +2083,19 @@ int sim_step(struct sim *s)
 	} else if (r < 680) {
 		if ((c = pick_conn(s, false)))
 			client_read(s, c, chance(s, 30) ? UINT64_MAX : 1 + rnd(s, 2048));
-	} else if (r < 800) {
+	} else if (r < 770) {
 		ev_ack(s);
-	} else if (r < 840) {
+	} else if (r < 800) {
+		ev_release(s);
+	} else if (r < 815) {
+		ev_touch(s);
+	} else if (r < 822) {
+		ev_policy(s);
+	} else if (r < 835) {
+		ev_kick(s);
+	} else if (r < 875) {
 		ev_attach(s);
-	} else if (r < 860) {
+	} else if (r < 895) {
 		ev_detach(s);
 	} else {
 		for (int i = 0; i < MAX_CONNS; i++)
@@ -1617,14 +2143,16 @@ int sim_settle(struct sim *s)
 int sim_new(const struct sim_params *p, struct sim **out)
 {
 	static const char *const outputs[] = { "4096", "4096", "65536" };
-	static const char *const payloads[] = { "64", "1024", "1964" };
+	/* The largest fits --max-output 4096 (twice the largest frame). */
+	static const char *const payloads[] = { "64", "1024", "1780" };
+	static const char *const deliveries[] = { "20", "4", "2", "0" };
 	static const char *const windows[] = { "4", "64", "4096" };
 	static const char *const lingers[] = { "0s", "200ms", "5s" };
 	static const char *const presets[] = { "fast-precise", "standard-balanced" };
 	static const char *const rates[] = { "10000", "100" };
 	static const uint64_t jitters[] = { 0, 100000, 1000000 };
 	struct sim *s = calloc(1, sizeof(*s));
-	const char *o, *pl, *w, *l, *pr, *ra;
+	const char *o, *pl, *w, *l, *pr, *ra, *md;
 	int err = -ENOMEM;
 
 	if (!s)
@@ -1638,12 +2166,14 @@ int sim_new(const struct sim_params *p, struct sim **out)
 	pr = presets[rnd(s, 2)];
 	ra = rates[rnd(s, 2)];
 	s->jitter = jitters[rnd(s, 3)];
+	md = deliveries[rnd(s, 4)];
 	{
 		char *args[] = { "sim", "--max-output", (char *)o, "--max-payload",
 				 (char *)pl, "--max-window", (char *)w, "--linger",
 				 (char *)l, "--preset", (char *)pr, "--max-queued",
 				 "100000000", "--max-timers", "1000000",
-				 "--max-periodic-rate-per-uid", (char *)ra, NULL };
+				 "--max-periodic-rate-per-uid", (char *)ra,
+				 "--max-deliveries", (char *)md, NULL };
 
 		if (bwd_options_parse(sizeof(args) / sizeof(args[0]) - 1, args, &s->opt)) {
 			err = -EINVAL;
@@ -1651,16 +2181,14 @@ int sim_new(const struct sim_params *p, struct sim **out)
 		}
 	}
 	s->opt_parsed = true;
-	snprintf(s->cfg, sizeof(s->cfg), "--max-output %s --max-payload %s --max-window %s --linger %s --preset %s --max-periodic-rate-per-uid %s, jitter %" PRIu64 " us, %s pump",
-		 o, pl, w, l, pr, ra, s->jitter / 1000, p->old_pump ? "old" : "has-work");
+	snprintf(s->cfg, sizeof(s->cfg), "--max-output %s --max-payload %s --max-window %s --linger %s --preset %s --max-periodic-rate-per-uid %s --max-deliveries %s, jitter %" PRIu64 " us, %s pump",
+		 o, pl, w, l, pr, ra, md, s->jitter / 1000, p->old_pump ? "old" : "has-work");
 	s->max_output = s->opt.limits.max_output;
 	s->bound[BW_LANE_ONESHOT] = bwd_lane_late_ns(&s->opt.wheel.oneshot);
 	s->bound[BW_LANE_PERIODIC] = bwd_lane_late_ns(&s->opt.wheel.periodic);
 	s->fine = s->bound[BW_LANE_PERIODIC] < s->bound[BW_LANE_ONESHOT] ?
 		BW_LANE_PERIODIC : BW_LANE_ONESHOT;
 	s->coarse = s->fine == BW_LANE_ONESHOT ? BW_LANE_PERIODIC : BW_LANE_ONESHOT;
-	for (int i = 0; i < NAMED; i++)
-		s->named[i] = -1;
 	for (size_t i = 0; i < sizeof(s->payload); i++)
 		s->payload[i] = (uint8_t)i;
 	s->now = T0;

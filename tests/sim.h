@@ -33,6 +33,8 @@ struct sim_stats {
 	uint64_t steps, turns, pumps, polls;
 	uint64_t scheduled, handed_out, redelivered, acked, auto_acked;
 	uint64_t attached, detached, checks;
+	/* Fires that fail (issue 21). */
+	uint64_t released, touched, dead_lettered, kicked;
 };
 
 /* A simulation whose configuration (limits, wheel preset, clock jitter)
