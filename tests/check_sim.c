@@ -95,8 +95,9 @@ START_TEST(test_seed_env)
 		ck_assert_msg(!msg, "%s", msg);
 		done += n;
 		if (e)
-			printf("sim: seed %" PRIu64 ": %" PRIu64 " steps, %" PRIu64 " fires handed out, %" PRIu64 " redelivered\n",
-			       seed, n, st.handed_out, st.redelivered);
+			printf("sim: seed %" PRIu64 ": %" PRIu64 " steps, %" PRIu64 " fires handed out, %" PRIu64 " redelivered, %" PRIu64 " released, %" PRIu64 " touched, %" PRIu64 " dead-lettered, %" PRIu64 " kicked back\n",
+			       seed, n, st.handed_out, st.redelivered, st.released,
+			       st.touched, st.dead_lettered, st.kicked);
 		seed++;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &b);

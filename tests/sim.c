@@ -625,7 +625,7 @@ static void coalesce_update(struct sim *s, int si)
 	for (size_t i = 0; ms->coalescing != now && i < ms->nf; i++) {
 		struct mfire *f = ms->f[i];
 
-		if (f->st != F_WAIT)
+		if (f->st != F_WAIT || f->delayed)
 			continue;
 		if (!now)
 			f->allow = min64(f->allow, add_sat(max64(s->now,
