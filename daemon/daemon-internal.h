@@ -451,8 +451,10 @@ struct bwd_member {
 	bool room;                 /* its connection's output takes fires    */
 	bool ack_armed;
 	/* Touches of its fires in flight (their ack deadlines may be out of
-	 * delivery order); 0 again once its flight is empty. */
+	 * delivery order); 0 again once its flight is empty.  ack_at: when
+	 * its ack timer is armed for. */
 	uint32_t touched;
+	uint64_t ack_at;
 };
 
 struct bwd_state_stats {

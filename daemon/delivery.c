@@ -579,7 +579,17 @@ static void ack_timer_arm(struct bwd_member *m)
 		for (const struct bwd_fire *f = m->flight_head->next; f; f = f->next)
 			if (f->ack_by_ns < at)
 				at = f->ack_by_ns;
+	m->ack_at = at;
 	bwd_state_own_arm(m->session->state, &m->due, at, &m->ack_handle, &m->ack_armed);
+}
+
+/* f, just in flight to m, is due back before m's timer (a Touch moved
+ * that later, or left it armed for fires gone since): the timer moves. */
+static void ack_timer_earlier(struct bwd_member *m, const struct bwd_fire *f)
+{
+	if (m->ack_armed && f->ack_by_ns < m->ack_at)
+		bwd_state_own_disarm(m->session->state, m->ack_handle, &m->ack_armed);
+	ack_timer_arm(m);
 }
 
 /* The ack timeout: what m has held past its ack deadline goes back; with
@@ -700,7 +710,7 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 			f->deliveries++;
 		journal_sent(s, f);
 		f->sent = true;
-		ack_timer_arm(m);
+		ack_timer_earlier(m, f);
 		/* Whatever goes, a batch or not (a redelivery, a fire that
 		 * waited for credit), is a write a tolerant fire due by now
 		 * missed if its coarse lane fires it later (PROTOCOL.md). */
@@ -979,6 +989,10 @@ int bwd_session_kick(struct bwd_session *s, bool has_key, uint64_t key,
 		(*kicked)++;
 	}
 	s->state->stats.kicked += *kicked;
+	/* Its last dead letter gone with nobody attached: it lingers again
+	 * (session_expire kept it). */
+	if (*kicked && !dl->dead_letters && !dl->nmembers && !dl->lingering)
+		bwd_session_linger(dl);
 	return 0;
 }
 

@@ -265,7 +265,8 @@ size_t bwd_record_pack(const struct bwd_record *r, uint8_t *out)
 		p = put32(p, r->uid);
 	if (m & B(F_NAME)) {
 		*p++ = r->name_len;
-		memcpy(p, r->name, r->name_len);
+		if (r->name_len)
+			memcpy(p, r->name, r->name_len);
 		p += r->name_len;
 	}
 	if (m & B(F_PAYLOAD)) {

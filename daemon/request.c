@@ -695,7 +695,7 @@ static void do_set_policy(struct bwd_request_ctx *ctx, const Envelope *req,
 	}
 	if (storage_refuses(ctx, true, req->request_id, out))
 		return;
-	if (q->has_dead_letter)
+	if (q->has_dead_letter && len)
 		memcpy(name, q->dead_letter.data, len);
 	err = bwd_session_set_policy(s, q->has_max_deliveries, q->max_deliveries,
 				     q->has_dead_letter ? name : NULL);

@@ -874,10 +874,11 @@ static void session_end(struct bwd_session *s);
 
 static void session_expire(struct bwd_session *s)
 {
-	if (s->dead_letters) {
-		bwd_session_linger(s);
+	/* Kept while it holds dead letters; a Kick that takes its last one
+	 * lingers it again (re-armed here, it would wake the loop every
+	 * linger, at once with --linger 0). */
+	if (s->dead_letters)
 		return;
-	}
 	bwd_log_client(BWD_LOGK_SESSION, s->owner, BWD_LOG_INFO,
 		"session '%s' of uid %ld expired after its linger: %zu timers and %" PRIu64 " queued fires dropped",
 		s->name, (long)s->owner, s->timers.count, s->queued);
