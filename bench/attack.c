@@ -51,7 +51,8 @@
 
 static const char *const names[ATK_N] = {
 	"none", "memory", "cpu", "stats", "frames", "expire", "silent", "squat", "logs",
-	"pipeline", "list", "redeliver", "churn", "reattach", "coalesce",
+	"pipeline", "list", "redeliver", "churn", "reattach", "coalesce", "crashloop",
+	"poison",
 };
 
 const char *atk_name(enum atk_kind k)
@@ -594,6 +595,7 @@ struct actx {
 	bool readied;           /* the ready byte was written              */
 	uint8_t *buf;           /* frames packed for raw connections       */
 	size_t buf_cap;
+	struct crash *crash;    /* the crash-loop attacks' state           */
 };
 
 static void count_refusal(struct actx *a, int code)
@@ -1353,9 +1355,10 @@ struct dlv {
 	bool hello_seen;         /* a HelloReply set r->ack_timeout_ns      */
 };
 
-/* A Hello of d's kind of consumer of `session`, into a->buf: its length,
- * or 0 out of memory. */
-static size_t dlv_hello(struct actx *a, const struct dlv *d, const char *session)
+/* A consumer's Hello of session, into a->buf: its length, or 0 out of
+ * memory.  window 0: the daemon's; ack_timeout_ns 0: none. */
+static size_t consumer_hello(struct actx *a, const char *session, uint32_t window,
+			     uint64_t ack_timeout_ns, bool auto_ack, bool coalesce)
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
 	Bitwheel__V1__Hello h = BITWHEEL__V1__HELLO__INIT;
@@ -1368,16 +1371,12 @@ static size_t dlv_hello(struct actx *a, const struct dlv *d, const char *session
 	h.session.len = strlen(session);
 	h.has_role = 1;
 	h.role = BITWHEEL__V1__ROLE__CONSUMER;
-	h.has_window = 1;
-	h.window = d->window;
-	if (d->k == ATK_REDELIVER) {
-		h.has_ack_timeout_ns = 1;
-		h.ack_timeout_ns = 1;
-	}
-	if (d->k == ATK_COALESCE) {
-		h.has_auto_ack = h.auto_ack = 1;
-		h.has_coalesce = h.coalesce = 1;
-	}
+	h.has_window = window != 0;
+	h.window = window;
+	h.has_ack_timeout_ns = ack_timeout_ns != 0;
+	h.ack_timeout_ns = ack_timeout_ns;
+	h.has_auto_ack = h.auto_ack = auto_ack;
+	h.has_coalesce = h.coalesce = coalesce;
 	env.has_request_id = 1;
 	env.request_id = 1;
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
@@ -1385,26 +1384,43 @@ static size_t dlv_hello(struct actx *a, const struct dlv *d, const char *session
 	return pack(&a->buf, &len, &a->buf_cap, &env) ? len : 0;
 }
 
-/* Connect c and say Hello, without waiting: the reply is read with the
- * fires. */
-static void rawc_open(struct actx *a, struct dlv *d, struct rawc *c)
+/* A Hello of d's kind of consumer of `session`, into a->buf. */
+static size_t dlv_hello(struct actx *a, const struct dlv *d, const char *session)
 {
-	size_t len = dlv_hello(a, d, d->s[c->session].name);
+	return consumer_hello(a, session, d->window, d->k == ATK_REDELIVER ? 1 : 0,
+			      d->k == ATK_COALESCE, d->k == ATK_COALESCE);
+}
+
+/* A raw connection that said the Hello in a->buf (len bytes, 0: out of
+ * memory), without waiting for its reply, non-blocking: its fd, or -1
+ * with the failure said of `who`. */
+static int raw_open(struct actx *a, size_t len, const char *who)
+{
 	int fd;
 
 	a->r->ops++;
-	c->have = 0;
-	c->refused = false;
 	if (!len || (fd = raw_connect(a->o->sock)) < 0) {
-		fmt_error(a->r->error, sizeof(a->r->error), "consumer of %s: %s",
-			  d->s[c->session].name, len ? strerror(errno) : "out of memory");
-		return;
+		fmt_error(a->r->error, sizeof(a->r->error), "%s: %s", who,
+			  len ? strerror(errno) : "out of memory");
+		return -1;
 	}
 	/* Refused at accept, it is closed after its Error, which the
 	 * reader counts. */
 	raw_write(fd, a->buf, len);
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	c->fd = fd;
+	return fd;
+}
+
+/* Connect c and say Hello, without waiting: the reply is read with the
+ * fires. */
+static void rawc_open(struct actx *a, struct dlv *d, struct rawc *c)
+{
+	char who[48];
+
+	c->have = 0;
+	c->refused = false;
+	snprintf(who, sizeof(who), "consumer of %s", d->s[c->session].name);
+	c->fd = raw_open(a, dlv_hello(a, d, d->s[c->session].name), who);
 }
 
 static void rawc_close(struct rawc *c)
@@ -1415,10 +1431,17 @@ static void rawc_close(struct rawc *c)
 	c->have = 0;
 }
 
-/* One frame from the daemon to a consumer. */
-static void dlv_frame(struct actx *a, struct dlv *d, struct rawc *c,
+/* What a raw consumer does with one frame from the daemon; it may close
+ * c (the rest of what came is then dropped). */
+typedef void (*rawc_frame_fn)(struct actx *a, void *arg, struct rawc *c,
+			      const Bitwheel__V1__Envelope *env);
+
+/* One frame from the daemon to a delivery attack's consumer. */
+static void dlv_frame(struct actx *a, void *arg, struct rawc *c,
 		      const Bitwheel__V1__Envelope *env)
 {
+	struct dlv *d = arg;
+
 	switch (env->body_case) {
 	case BITWHEEL__V1__ENVELOPE__BODY_FIRED:
 		a->r->fires++;
@@ -1444,11 +1467,13 @@ static void dlv_frame(struct actx *a, struct dlv *d, struct rawc *c,
 	}
 }
 
-/* Read what c has, a few reads' worth, and take its whole frames. */
-static void rawc_read(struct actx *a, struct dlv *d, struct rawc *c)
+/* Read what c (of session `name`, its buffer bufcap bytes) has, a few
+ * reads' worth, and hand its whole frames to fn. */
+static void rawc_read(struct actx *a, struct rawc *c, size_t bufcap, const char *name,
+		      rawc_frame_fn fn, void *arg)
 {
 	for (int i = 0; i < RAWC_READS && c->fd >= 0; i++) {
-		ssize_t n = recv(c->fd, c->buf + c->have, d->bufcap - c->have, 0);
+		ssize_t n = recv(c->fd, c->buf + c->have, bufcap - c->have, 0);
 		size_t off = 0;
 
 		if (n < 0 && errno == EINTR)
@@ -1459,7 +1484,7 @@ static void rawc_read(struct actx *a, struct dlv *d, struct rawc *c)
 			if (!c->refused)
 				fmt_error(a->r->error, sizeof(a->r->error),
 					  "the daemon closed a consumer of %s (%s)",
-					  d->s[c->session].name, n ? strerror(errno) : "EOF");
+					  name, n ? strerror(errno) : "EOF");
 			rawc_close(c);
 			return;
 		}
@@ -1468,19 +1493,21 @@ static void rawc_read(struct actx *a, struct dlv *d, struct rawc *c)
 			Bitwheel__V1__Envelope *env;
 			size_t flen;
 			int rc = bwp_frame_parse(c->buf + off, c->have - off,
-						 d->bufcap - BWP_HEADER_SIZE, &env, &flen);
+						 bufcap - BWP_HEADER_SIZE, &env, &flen);
 
 			if (rc == BWP_EMORE)
 				break;
 			if (rc != 0) {
 				fmt_error(a->r->error, sizeof(a->r->error),
 					  "a frame to a consumer of %s: %s",
-					  d->s[c->session].name, bwp_strerror(rc));
+					  name, bwp_strerror(rc));
 				rawc_close(c);
 				return;
 			}
-			dlv_frame(a, d, c, env);
+			fn(a, arg, c, env);
 			bwp_frame_free(env);
+			if (c->fd < 0)
+				return;
 			off += flen;
 		}
 		memmove(c->buf, c->buf + off, c->have - off);
@@ -1506,7 +1533,8 @@ static bool dlv_read(struct actx *a, struct dlv *d, int ms)
 		return true;
 	for (unsigned i = 0; i < d->nc; i++)
 		if (d->p[i + 1].revents)
-			rawc_read(a, d, &d->c[i]);
+			rawc_read(a, &d->c[i], d->bufcap, d->s[d->c[i].session].name,
+				  dlv_frame, d);
 	return false;
 }
 
@@ -1708,6 +1736,321 @@ static void dlv_free(struct dlv *d)
 	free(d->p);
 }
 
+/* ---- the crash-loop attacks (issue 21) ----------------------------------- */
+
+#define CRASH_SESSION "poison"
+#define CRASH_DEAD CRASH_SESSION ".dead"
+#define POISON_KEY (UINT64_C(1) << 62)
+/* An ordinary fire due every CRASH_INTERVAL_NS (200 a second), each
+ * CRASH_DELAY_NS after its Schedule. */
+#define CRASH_INTERVAL_NS (5 * MS)
+#define CRASH_DELAY_NS (20 * MS)
+/* The consumer reconnects this long after each crash. */
+#define CRASH_RESTART_NS (100 * MS)
+/* An ordinary fire due this long before the stop and never acknowledged
+ * is stuck: the poison fire blocked it. */
+#define CRASH_STUCK_NS S
+
+struct crash {
+	enum atk_kind k;
+	struct atk_crash *r;
+	struct bwc_client *producer;
+	struct rawc consumer;    /* fd -1 while it is "down"               */
+	struct rawc watcher;     /* of CRASH_DEAD (ATK_POISON)             */
+	size_t bufcap;
+	uint64_t t0;             /* ordinary key k is due at t0 + k *
+				    CRASH_INTERVAL_NS + CRASH_DELAY_NS     */
+	uint64_t next_key;       /* the next ordinary Schedule's, from 1    */
+	uint8_t *state;          /* per ordinary key: 1 accepted, 2 acked   */
+	uint64_t cap;            /* keys state has room for                */
+	uint64_t reopen_at;      /* the consumer's restart; 0 while up     */
+	uint64_t poison_at;      /* the poison's Schedule; 0 while none is
+				    out                                    */
+	uint64_t last;           /* the delivery of the last ordinary fire
+				    handled and not yet acknowledged       */
+	bool batch;              /* a fire came on this connection         */
+};
+
+static void crash_reply(struct bwc_client *c, const struct bwc_reply *rep, void *arg)
+{
+	struct actx *a = arg;
+	struct crash *x = a->crash;
+
+	(void)c;
+	if (rep->status != 0) {
+		if (rep->status == BWC_ESERVER)
+			count_refusal(a, rep->server_error);
+		fmt_error(a->r->error, sizeof(a->r->error), "Schedule of key %" PRIu64 ": %s",
+			  rep->key, rep->message);
+		return;
+	}
+	if (rep->key == POISON_KEY || rep->key >= x->cap)
+		return;
+	x->state[rep->key] = 1;
+	x->r->scheduled++;
+}
+
+/* Schedule the poison fire, due at once; false on a failure (said). */
+static bool crash_poison(struct actx *a, struct crash *x)
+{
+	struct bwc_timer t = { .key = POISON_KEY };
+
+	x->poison_at = load_now_ns();
+	if (bwc_send_schedule(x->producer, &t, crash_reply, a) == 0)
+		return true;
+	fmt_error(a->r->error, sizeof(a->r->error), "the poison's Schedule: %s",
+		  bwc_errmsg(x->producer));
+	return false;
+}
+
+/* One cumulative Ack for the ordinary fires handled so far. */
+static void crash_ack(struct actx *a, struct crash *x)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Ack ack = BITWHEEL__V1__ACK__INIT;
+	size_t len = 0;
+
+	if (!x->last || x->consumer.fd < 0)
+		return;
+	ack.has_delivery = ack.has_cumulative = ack.cumulative = 1;
+	ack.delivery = x->last;
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_ACK;
+	env.ack = &ack;
+	if (pack(&a->buf, &len, &a->buf_cap, &env))
+		raw_write(x->consumer.fd, a->buf, len);
+	x->last = 0;
+}
+
+/* The consumer crashes: its connection closed at once, the restart
+ * CRASH_RESTART_NS later. */
+static void crash_down(struct crash *x)
+{
+	rawc_close(&x->consumer);
+	x->reopen_at = load_now_ns() + CRASH_RESTART_NS;
+	x->r->restarts++;
+	x->batch = false;
+	x->last = 0;
+}
+
+static void crash_up(struct actx *a, struct crash *x)
+{
+	x->consumer.refused = false;
+	x->consumer.fd = raw_open(a, consumer_hello(a, CRASH_SESSION, 0, 0, false, false),
+				  "the consumer of " CRASH_SESSION);
+	x->reopen_at = 0;
+}
+
+/* A frame to the consumer: every ordinary fire handled (acknowledged after
+ * the read), the poison one a crash. */
+static void crash_frame(struct actx *a, void *arg, struct rawc *c,
+			const Bitwheel__V1__Envelope *env)
+{
+	struct crash *x = arg;
+	const Bitwheel__V1__Fired *f = env->fired;
+
+	if (env->body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR) {
+		count_refusal(a, (int)env->error->code);
+		c->refused = true;
+		return;
+	}
+	if (env->body_case != BITWHEEL__V1__ENVELOPE__BODY_FIRED)
+		return;
+	a->r->fires++;
+	a->r->redelivered += f->redelivered;
+	if (f->key == POISON_KEY) {
+		/* The fires before it were handled: a handler acknowledges
+		 * as it goes, then dies on this one. */
+		x->r->poisoned++;
+		crash_ack(a, x);
+		crash_down(x);
+		return;
+	}
+	if (f->key < x->cap && x->state[f->key] == 1) {
+		x->state[f->key] = 2;
+		x->r->acked++;
+	}
+	x->last = f->delivery;
+	x->batch = true;
+}
+
+/* A frame to the watcher of CRASH_DEAD: the poison fire's arrival, and
+ * the next one scheduled. */
+static void crash_dead_frame(struct actx *a, void *arg, struct rawc *c,
+			     const Bitwheel__V1__Envelope *env)
+{
+	struct crash *x = arg;
+	const Bitwheel__V1__Fired *f = env->fired;
+	uint64_t took;
+
+	if (env->body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR) {
+		count_refusal(a, (int)env->error->code);
+		c->refused = true;
+		return;
+	}
+	if (env->body_case != BITWHEEL__V1__ENVELOPE__BODY_FIRED || f->key != POISON_KEY ||
+	    !x->poison_at)
+		return;
+	if (!f->dead_letter) {
+		fmt_error(a->r->error, sizeof(a->r->error),
+			  "the poison fire came to " CRASH_DEAD " without its history");
+		return;
+	}
+	took = load_now_ns() - x->poison_at;
+	if (!x->r->dead++)
+		x->r->dead_first_ns = took;
+	if (took > x->r->dead_max_ns)
+		x->r->dead_max_ns = took;
+	x->r->dead_deliveries = f->dead_letter->deliveries;
+	crash_poison(a, x);
+}
+
+/* Room in x->state for key; false out of memory (said). */
+static bool crash_room(struct actx *a, struct crash *x, uint64_t key)
+{
+	uint64_t ncap = x->cap ? x->cap : 4096;
+	uint8_t *n;
+
+	if (key < x->cap)
+		return true;
+	while (ncap <= key)
+		ncap *= 2;
+	if (!(n = realloc(x->state, ncap))) {
+		fmt_error(a->r->error, sizeof(a->r->error), "out of memory");
+		return false;
+	}
+	memset(n + x->cap, 0, ncap - x->cap);
+	x->state = n;
+	x->cap = ncap;
+	return true;
+}
+
+/* The build-up: the session's producer and policy, the consumer (and
+ * ATK_POISON's watcher) connected. */
+static bool build_crash(struct actx *a, struct crash *x)
+{
+	struct bwc_policy pol;
+
+	if (!a->have_lim) {
+		fmt_error(a->r->error, sizeof(a->r->error), "no limits from the daemon");
+		return false;
+	}
+	x->bufcap = a->lim.max_frame_bytes + BWP_HEADER_SIZE;
+	x->consumer = (struct rawc){ .fd = -1, .buf = malloc(x->bufcap) };
+	x->watcher = (struct rawc){ .fd = -1, .buf = malloc(x->bufcap) };
+	if (!x->consumer.buf || !x->watcher.buf || !crash_room(a, x, 0)) {
+		fmt_error(a->r->error, sizeof(a->r->error), "out of memory");
+		return false;
+	}
+	if (!(x->producer = aconnect(a, CRASH_SESSION, BWC_ROLE_PRODUCER, -1)))
+		return false;
+	a->r->sessions = 1;
+	if (bwc_set_policy(x->producer, a->o->max_deliveries ? (int64_t)a->o->max_deliveries :
+			   BWC_POLICY_KEEP, NULL, &pol) != 0) {
+		fmt_error(a->r->error, sizeof(a->r->error), "SetPolicy: %s",
+			  bwc_errmsg(x->producer));
+		return false;
+	}
+	x->r->max_deliveries = pol.max_deliveries;
+	crash_up(a, x);
+	a->r->conns = 2;
+	if (x->k == ATK_POISON) {
+		x->watcher.fd = raw_open(a, consumer_hello(a, CRASH_DEAD, 0, 0, true, false),
+					 "the watcher of " CRASH_DEAD);
+		a->r->sessions++;
+		a->r->conns++;
+	}
+	return !a->r->error[0];
+}
+
+/* Ordinary Schedules as they come due, one every CRASH_INTERVAL_NS from
+ * t0; false on a failure (said). */
+static bool crash_schedule(struct actx *a, struct crash *x, uint64_t now)
+{
+	while (x->t0 + x->next_key * CRASH_INTERVAL_NS <= now) {
+		struct bwc_timer t = { .key = x->next_key, .absolute = true,
+				       .when_ns = x->t0 + x->next_key * CRASH_INTERVAL_NS +
+						  CRASH_DELAY_NS };
+		int rc;
+
+		if (!crash_room(a, x, t.key))
+			return false;
+		a->r->ops++;
+		rc = bwc_send_schedule(x->producer, &t, crash_reply, a);
+		if (rc == BWC_EAGAIN)
+			break;
+		if (rc != 0) {
+			fmt_error(a->r->error, sizeof(a->r->error), "Schedule: %s",
+				  bwc_errmsg(x->producer));
+			return false;
+		}
+		x->next_key++;
+	}
+	return true;
+}
+
+/* The active phase: the stream of ordinary fires, the consumer crashing
+ * and restarting, until told to stop. */
+static void run_crash(struct actx *a, struct crash *x)
+{
+	uint64_t end, now;
+
+	x->t0 = load_now_ns();
+	x->next_key = 1;
+	if (x->k == ATK_POISON && !crash_poison(a, x))
+		return;
+	for (;;) {
+		struct pollfd p[4] = {
+			{ .fd = a->ch->stop_fd, .events = POLLIN },
+			{ .fd = bwc_fd(x->producer), .events = bwc_poll_events(x->producer) },
+			{ .fd = x->consumer.fd, .events = POLLIN },
+			{ .fd = x->watcher.fd, .events = POLLIN },
+		};
+		uint64_t wake;
+
+		now = load_now_ns();
+		if (!crash_schedule(a, x, now))
+			break;
+		if (x->reopen_at && now >= x->reopen_at)
+			crash_up(a, x);
+		wake = x->t0 + x->next_key * CRASH_INTERVAL_NS;
+		if (x->reopen_at && x->reopen_at < wake)
+			wake = x->reopen_at;
+		if (poll(p, 4, wake > now ? (int)((wake - now) / MS) + 1 : 0) < 0 && errno != EINTR)
+			break;
+		if (p[0].revents)
+			break;
+		if (p[1].revents && bwc_dispatch(x->producer) != 0) {
+			fmt_error(a->r->error, sizeof(a->r->error), "the producer: %s",
+				  bwc_errmsg(x->producer));
+			break;
+		}
+		if (p[2].revents) {
+			rawc_read(a, &x->consumer, x->bufcap, CRASH_SESSION, crash_frame, x);
+			crash_ack(a, x);
+			if (x->k == ATK_CRASHLOOP && x->batch)
+				crash_down(x);
+		}
+		if (p[3].revents)
+			rawc_read(a, &x->watcher, x->bufcap, CRASH_DEAD, crash_dead_frame, x);
+	}
+	end = load_now_ns();
+	x->r->active_s = (double)(end - x->t0) / 1e9;
+	for (uint64_t k = 1; k < x->next_key && k < x->cap; k++)
+		if (x->state[k] == 1 &&
+		    x->t0 + k * CRASH_INTERVAL_NS + CRASH_DELAY_NS + CRASH_STUCK_NS < end)
+			x->r->stuck++;
+}
+
+static void crash_free(struct crash *x)
+{
+	rawc_close(&x->consumer);
+	rawc_close(&x->watcher);
+	free(x->consumer.buf);
+	free(x->watcher.buf);
+	free(x->state);
+	bwc_free(x->producer);
+}
+
 /* Tell the caller we are at our budgets (once); false if it is gone. */
 static bool ready(struct actx *a)
 {
@@ -1723,6 +2066,8 @@ static void attack_run(enum atk_kind k, struct actx *a)
 {
 	struct conns cs = { 0 };
 	struct dlv d = { .k = k };
+	struct crash x = { .k = k, .r = &a->r->crash,
+			   .consumer.fd = -1, .watcher.fd = -1 };
 	uint64_t t0 = load_now_ns();
 	unsigned next = 0;
 	uint8_t *buf = NULL;
@@ -1780,6 +2125,12 @@ static void attack_run(enum atk_kind k, struct actx *a)
 	case ATK_COALESCE:
 		build_delivery(a, &d);
 		break;
+	case ATK_POISON:
+	case ATK_CRASHLOOP:
+		a->crash = &x;
+		if (!build_crash(a, &x))
+			goto out;
+		break;
 	default:
 		break;
 	}
@@ -1831,6 +2182,10 @@ static void attack_run(enum atk_kind k, struct actx *a)
 	case ATK_COALESCE:
 		run_coalesce(a, &d);
 		break;
+	case ATK_POISON:
+	case ATK_CRASHLOOP:
+		run_crash(a, &x);
+		break;
 	default:
 		stopping(a, -1);
 		break;
@@ -1838,6 +2193,7 @@ static void attack_run(enum atk_kind k, struct actx *a)
 out:
 	conns_free(&cs);
 	dlv_free(&d);
+	crash_free(&x);
 	free(buf);
 	free(a->buf);
 	free(a->payload);

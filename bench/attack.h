@@ -24,6 +24,15 @@
  * acknowledge one (the coalescing ones auto-ack), then keeps the daemon
  * handing them out again.
  *
+ * The crash-loop attacks (issue 21: ATK_POISON, and ATK_CRASHLOOP its
+ * baseline) put one named session under a consumer that is restarted 10
+ * times a second: ordinary fires come due continuously, the consumer (a
+ * raw socket) acknowledges each, and closes at once (a crash) on the
+ * poison fire (ATK_POISON) or after its first batch (ATK_CRASHLOOP),
+ * reconnecting 100 ms later; a watcher of the session's dead-letter
+ * session times the poison fire's way there, and each time it arrives the
+ * attacker schedules the poison again, so that the loop never stops.
+ *
  * Children report through a pipe, in one write of a fixed struct; every
  * wait has a deadline.  Lateness goes into bwload's log-linear histograms
  * (load_stats.c, 1.6 % resolution).  Costs: the victim holds one histogram
@@ -81,6 +90,17 @@ enum atk_kind {
 			 timers whose windows overlap, one coalescing consumer
 			 each: one batch per session, all released at one
 			 instant; then again, as soon as all came             */
+	ATK_CRASHLOOP, /* the baseline of ATK_POISON: the same session and
+			 consumer without a poison fire, closing at once
+			 after its first batch of fires (acknowledged) and
+			 reconnecting 100 ms later                           */
+	ATK_POISON,   /* one named session, an ordinary fire due every 5 ms
+			 and one poison fire; its consumer acknowledges every
+			 ordinary fire and closes at once on the poison one,
+			 reconnecting 100 ms later: the poison fire goes
+			 round to the delivery limit, then to NAME.dead,
+			 where a watcher takes it and the attacker schedules
+			 it again                                            */
 	ATK_N
 };
 
@@ -141,6 +161,28 @@ struct atk_attack_opts {
 	unsigned slow;              /* the delivery attacks' waits for the
 				       daemon scaled by this (a test's
 				       BW_TEST_SLOW under valgrind); 0: 1    */
+	uint32_t max_deliveries;    /* ATK_POISON: the session's SetPolicy
+				       max_deliveries; 0: the daemon's
+				       default (none set)                    */
+};
+
+/* The crash-loop attacks' figures (ATK_POISON, ATK_CRASHLOOP). */
+struct atk_crash {
+	uint64_t scheduled;          /* ordinary timers accepted           */
+	uint64_t acked;              /* of those, acknowledged (once each) */
+	uint64_t stuck;              /* accepted, due over a second before
+					the stop, never acknowledged       */
+	uint64_t restarts;           /* the consumer's crashes             */
+	uint64_t poisoned;           /* poison fires received              */
+	uint64_t dead;               /* poison fires the watcher of
+					NAME.dead received                 */
+	uint64_t dead_first_ns;      /* the first: from its Schedule to the
+					watcher                            */
+	uint64_t dead_max_ns;        /* the slowest                        */
+	uint64_t dead_deliveries;    /* the last one's deliveries in its
+					session (Fired.dead_letter)        */
+	uint32_t max_deliveries;     /* the policy the session had         */
+	double active_s;             /* the active phase                   */
 };
 
 struct atk_attack_result {
@@ -157,6 +199,7 @@ struct atk_attack_result {
 					the 1 ns asked (the smallest of
 					its consumers')                    */
 	double ready_s;              /* building up took                   */
+	struct atk_crash crash;      /* ATK_POISON, ATK_CRASHLOOP          */
 	char error[200];             /* an unexpected failure              */
 };
 
