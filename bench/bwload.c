@@ -32,6 +32,12 @@
  *                 --deliver-rate, no cancels) and 1 or 4 consumers of it
  *                 take and acknowledge its fires: fires/s and lateness at
  *                 the consumers; every accepted timer must arrive once
+ *   fail          bitwheel only: --clients named sessions, each with a
+ *                 consumer that touches and releases (delay 0) every
+ *                 fire on its first hand-out and acknowledges it on its
+ *                 second, --cancel-pct of its Schedules cancelled, at
+ *                 --depth: requests/s and reply time per request kind
+ *                 (Schedule, Cancel, Touch, Release)
  * Every client runs --duration ms (and at most a bound of requests), then
  * waits for its replies and the fires still due, all bounded in time.
  * See bench/README.md, "The service benchmark".
@@ -65,7 +71,7 @@
 
 enum { SUBJ_ECHO, SUBJ_BITWHEEL, SUBJ_BWACK, SUBJ_ZSET, SUBJ_EXPIRE, NSUBJ };
 enum { PH_RTT, PH_SINGLE, PH_PIPE, PH_DEEP, PH_SUST, PH_DELIV1, PH_DELIV4,
-       NPHASE };
+       PH_FAIL, NPHASE };
 
 static const char *const subj_name[NSUBJ] = {
 	"echo", "bitwheel", "bitwheel-ack", "redis-zset", "redis-expire"
@@ -78,12 +84,18 @@ static const char *const subj_what[NSUBJ] = {
 	"redis SET PX / DEL; subscriber on __keyevent@0__:expired",
 };
 static const char *const phase_name[NPHASE] = {
-	"rtt", "single", "pipelined", "deep", "sustained", "deliver1", "deliver4"
+	"rtt", "single", "pipelined", "deep", "sustained", "deliver1", "deliver4",
+	"fail"
+};
+static const char *const kind_name[LOAD_KINDS] = {
+	"Schedule", "Cancel", "Touch", "Release"
 };
 static const char *const ack_name[3] = { "default", "auto", "manual" };
 
 #define IS_BITWHEEL(s) ((s) == SUBJ_BITWHEEL || (s) == SUBJ_BWACK)
 #define IS_DELIVERY(ph) ((ph) == PH_DELIV1 || (ph) == PH_DELIV4)
+/* Phases of bitwheel alone, left out of the main table. */
+#define IS_OWN_TABLE(ph) (IS_DELIVERY(ph) || (ph) == PH_FAIL)
 
 struct opts {
 	const char *socket, *redis, *out, *session;
@@ -132,7 +144,10 @@ static void usage(FILE *f)
 	      "phases: rtt, single, pipelined, deep, sustained (every subject);\n"
 	      "deliver1, deliver4 (bitwheel only: one named session, --producers\n"
 	      "  producers scheduling flat out or at --deliver-rate, 1 or 4\n"
-	      "  consumers acknowledging; fires/s and lateness at the consumers)\n"
+	      "  consumers acknowledging; fires/s and lateness at the consumers);\n"
+	      "fail (bitwheel only: a named session per client whose consumer\n"
+	      "  touches and releases each fire once, then acknowledges it; reply\n"
+	      "  time per request kind)\n"
 	      "--session NAME: bitwheel clients open named sessions\n"
 	      "  NAME-<phase>-<client>-<pid> as consumers instead of anonymous ones\n"
 	      "--ack MODE: how bitwheel's consumers finish fires: manual (one\n"
@@ -447,6 +462,13 @@ static void run_one(int ph, int subj, const struct opts *o)
 		p.clients = 1, p.depth = o->deep_depth;
 	else if (ph == PH_SUST)  /* --rate counts schedules, the mix adds cancels */
 		p.rate = o->cancel_pct < 100 ? o->rate * 100 / (uint64_t)(100 - o->cancel_pct) : o->rate;
+	if (ph == PH_FAIL) {
+		/* A named session per client, its consumer failing each fire
+		 * once (load_bitwheel.c's fail worker). */
+		p.session = o->session ? o->session : "bwload";
+		p.ack = LOAD_ACK_MANUAL;
+		p.fail = true;
+	}
 	if (subj == SUBJ_BWACK) {
 		/* A named session per client, consuming with manual acks. */
 		p.session = o->session ? o->session : "bwload-ack";
@@ -576,6 +598,10 @@ static void run_one(int ph, int subj, const struct opts *o)
 		load_hist_merge(&row->sum.rtt, &s->rtt);
 		load_hist_merge(&row->sum.late, &s->late);
 		load_hist_merge(&row->sum.srv, &s->srv);
+		for (int k = 0; k < LOAD_KINDS; k++) {
+			load_hist_merge(&row->sum.kind_rtt[k], &s->kind_rtt[k]);
+			row->sum.kind_replies[k] += s->kind_replies[k];
+		}
 		row->sum.sent += s->sent;
 		row->sum.replies += s->replies;
 		row->sum.errors += s->errors;
@@ -735,6 +761,54 @@ static void write_delivery_md(FILE *f, const struct opts *o)
 		fprintf(f, "\nProducers paced at %" PRIu64 " timers/s in all.\n", o->deliver_rate);
 }
 
+/* The fail phase: Touch and Release beside Schedule and Cancel. */
+static void write_fail_md(FILE *f, const struct opts *o)
+{
+	const struct row *r = &rows[PH_FAIL][SUBJ_BITWHEEL];
+	uint64_t all = 0;
+	double secs;
+
+	if (!r->ran)
+		return;
+	secs = r->rps > 0 ? (double)r->sum.replies / r->rps : 0;
+	for (int k = 0; k < LOAD_KINDS; k++)
+		all += r->sum.kind_replies[k];
+	fprintf(f, "\n\n## Fires that fail: Touch and Release beside Schedule and Cancel\n\n"
+		"%d clients, each a named session (`%s-fail-<client>-<pid>`) and a manual-ack "
+		"consumer of it (ack timeout 30 s), %d requests in flight each, for %" PRIu64
+		" ms: every fire, due at once, is touched (`bwc_send_touch`, the connection's "
+		"ack timeout) and released (`bwc_send_release`, delay 0: to the queue's tail) on "
+		"its first hand-out and acknowledged (`bwc_send_ack`, no reply) on its second; "
+		"%d%% of the Schedules are of timers due in an hour, cancelled once accepted.  "
+		"Touches, Releases and Cancels go out before new Schedules; at most the "
+		"window's worth of timers (%" PRIu32 ") is open per client.  Reply time: send to "
+		"reply, at that depth (µs).  Daemon CPU: over the phase, per request with a "
+		"reply (acks and fires included in its cost).\n\n"
+		"| request | replies | requests/s | reply p50 | p90 | p99 | p99.9 |\n"
+		"|---|---:|---:|---:|---:|---:|---:|\n",
+		r->clients, o->session ? o->session : "bwload", r->depth, o->duration_ms,
+		o->cancel_pct, o->window ? o->window : 256);
+	for (int k = 0; k < LOAD_KINDS; k++) {
+		const struct load_hist *h = &r->sum.kind_rtt[k];
+
+		fprintf(f, "| %s | %" PRIu64 " | %.0f |", kind_name[k], r->sum.kind_replies[k],
+			secs > 0 ? (double)r->sum.kind_replies[k] / secs : 0.0);
+		for (int i = 0; i < 4; i++)
+			us(f, load_hist_quantile(h, qs[i]), h->count > 0);
+		fputc('\n', f);
+	}
+	fprintf(f, "| all | %" PRIu64 " | %.0f | | | | |\n\n", all, r->rps);
+	fprintf(f, "Fires %" PRIu64 " (first hand-outs and releases' returns), acks %" PRIu64
+		", cancels that hit %" PRIu64 ", backpressure %" PRIu64 ", errors %" PRIu64 "%s.",
+		r->sum.fires, r->sum.acks, r->sum.cancel_hit, r->sum.refused, r->sum.errors,
+		r->ok ? "" : " (failed)");
+	if (r->cpu_ns >= 0 && all)
+		fprintf(f, "  Daemon CPU %.2f µs per request, %.0f %% of a core.",
+			(double)r->cpu_ns / 1e3 / (double)all,
+			100.0 * (double)r->cpu_ns / (double)r->wall_ns);
+	fputc('\n', f);
+}
+
 static void write_md(FILE *f, const struct opts *o)
 {
 	struct utsname u;
@@ -771,7 +845,7 @@ static void write_md(FILE *f, const struct opts *o)
 		for (int s = 0; s < NSUBJ; s++) {
 			struct row *r = &rows[ph][s];
 
-			if (!r->ran || IS_DELIVERY(ph))
+			if (!r->ran || IS_OWN_TABLE(ph))
 				continue;
 			fprintf(f, "| %s | %s | %d×%d | %.0f |", phase_name[ph], subj_name[s],
 				r->clients, r->depth, r->rps);
@@ -799,6 +873,7 @@ static void write_md(FILE *f, const struct opts *o)
 				fprintf(f, "\n%s/%s: %s", phase_name[ph], subj_name[s], rows[ph][s].error);
 	write_ack_md(f);
 	write_delivery_md(f, o);
+	write_fail_md(f, o);
 	fputs("\n\n## Targets\n\n| target | measured | met |\n|---|---|---|\n", f);
 
 #define R(ph, s) (&rows[ph][s])
@@ -1046,9 +1121,9 @@ int main(int argc, char **argv)
 			/* The echo has no timers: nothing to pace or to fire. */
 			if (s == SUBJ_ECHO && ph == PH_SUST)
 				continue;
-			/* One named session's producers and consumers:
-			 * bitwheel's alone. */
-			if (IS_DELIVERY(ph) && s != SUBJ_BITWHEEL)
+			/* One named session's producers and consumers,
+			 * or Touch and Release: bitwheel's alone. */
+			if (IS_OWN_TABLE(ph) && s != SUBJ_BITWHEEL)
 				continue;
 			run_one(ph, s, &o);
 			failed |= !rows[ph][s].ok;

@@ -37,6 +37,9 @@ void load_hist_merge(struct load_hist *into, const struct load_hist *from);
 /* The value at quantile q (0..1): the bucket's upper bound, 0 if empty. */
 uint64_t load_hist_quantile(const struct load_hist *h, double q);
 
+/* The requests the fail phase times apart (bitwheel). */
+enum { LOAD_K_SCHEDULE, LOAD_K_CANCEL, LOAD_K_TOUCH, LOAD_K_RELEASE, LOAD_KINDS };
+
 /* What one worker (or a subject's fire consumer) measured. */
 struct load_slot {
 	struct load_hist rtt;   /* per request: reply time - send time */
@@ -61,6 +64,10 @@ struct load_slot {
 				   the steady window [win_lo, win_hi]   */
 	uint64_t t_first_fire, t_last_fire;
 	uint64_t cpu_ns;        /* the worker's own utime + stime       */
+	/* The fail phase: per request kind (LOAD_K_*), reply time - send
+	 * time at any depth, and the replies. */
+	struct load_hist kind_rtt[LOAD_KINDS];
+	uint64_t kind_replies[LOAD_KINDS];
 	char error[160];        /* the first failure, for the report    */
 };
 
@@ -90,6 +97,13 @@ struct load_phase {
 				   consume and acknowledge its fires until
 				   *stop                                   */
 	uint64_t win_lo, win_hi; /* delivery: the steady window (fires/s)  */
+	bool fail;              /* bitwheel, the fail phase: a named session
+				   per client whose consumer touches and
+				   releases (delay 0) each fire on its
+				   first hand-out and acknowledges it on
+				   its second; cancel_pct of its Schedules
+				   are of timers due in an hour, cancelled
+				   once accepted                          */
 };
 
 /* How a bitwheel consumer's fires become done (Hello.auto_ack). */

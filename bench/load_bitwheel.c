@@ -22,6 +22,15 @@
  *             as a consumer and takes its share of the fires until the
  *             parent sets *stop.
  *
+ *   fail      (p->fail) an own named session's consumer whose fires fail
+ *             once: each fire touched and released (delay 0) on its
+ *             first hand-out, acknowledged on its second; cancel_pct of
+ *             its Schedules are of timers due in an hour, cancelled as
+ *             soon as accepted.  Queued Touches, Releases and Cancels go
+ *             before new Schedules, `depth` requests in flight in all,
+ *             at most the window's worth of timers scheduled and not yet
+ *             acknowledged; each request's reply time is kept by kind.
+ *
  * Every fire is measured in the fire handler (receive time minus the
  * deadline asked for, and the daemon's fired_at - deadline).  A
  * manual-ack consumer acknowledges as PROTOCOL.md section 8 suggests:
@@ -36,6 +45,7 @@
 
 #include <bitwheel-client.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,6 +258,9 @@ static int connect_worker(struct bwl *w, const char *socket, int id)
 					 BWC_ACK_MANUAL : BWC_ACK_AUTO);
 		if (p->window)
 			bwc_set_window(w->c, p->window);
+		/* Something for a Touch to move. */
+		if (p->fail)
+			bwc_set_ack_timeout(w->c, 30000000000ULL);
 	}
 	if (bwc_connect(w->c, socket, session) != 0 ||
 	    bwc_get_session_info(w->c, &si) != 0) {
@@ -262,9 +275,248 @@ static int connect_worker(struct bwl *w, const char *socket, int id)
 			return -1;
 		}
 		w->manual = !si.auto_ack;
-		bwc_set_fire_handler(w->c, on_fire, w);
+		if (!p->fail)
+			bwc_set_fire_handler(w->c, on_fire, w);
 	}
 	return 0;
+}
+
+/* ---- the fail phase ----------------------------------------------------- */
+
+/* A request of the fail phase in flight: its reply's callback argument. */
+struct freq {
+	struct fail *f;
+	uint64_t sent_at;
+	int kind;               /* LOAD_K_*                                  */
+	struct freq *next;      /* in the free list                          */
+};
+
+/* A request waiting for room in the depth: a Cancel of key, or a Touch
+ * or Release of fire. */
+struct fact {
+	int kind;
+	uint64_t key;
+	struct bwc_fire fire;   /* delivery and connection are what count   */
+};
+
+struct fail {
+	struct bwl *w;
+	struct freq *pool, *free_list;
+	struct fact *todo;      /* a ring of cap entries from head, n long  */
+	unsigned head, n, cap;
+	uint64_t open;          /* timers due now, scheduled and not yet
+				   acknowledged: at most the window          */
+	uint64_t window;
+};
+
+/* Queue a request; false out of memory. */
+static bool fail_push(struct fail *f, const struct fact *a)
+{
+	if (f->n == f->cap) {
+		unsigned ncap = f->cap ? f->cap * 2 : 1024;
+		struct fact *n = malloc(ncap * sizeof(*n));
+
+		if (!n)
+			return false;
+		for (unsigned i = 0; i < f->n; i++)
+			n[i] = f->todo[(f->head + i) % f->cap];
+		free(f->todo);
+		f->todo = n;
+		f->head = 0;
+		f->cap = ncap;
+	}
+	f->todo[(f->head + f->n++) % f->cap] = *a;
+	return true;
+}
+
+static void fail_error(struct fail *f, const char *what, const struct bwc_reply *r)
+{
+	if (f->w->s->errors++ == 0)
+		snprintf(f->w->s->error, sizeof f->w->s->error, "%s: %s %s", what,
+			 r ? bwc_server_error_name(r->server_error) : "", r ? r->message : "");
+}
+
+static void fail_reply(struct bwc_client *c, const struct bwc_reply *r, void *arg)
+{
+	struct freq *q = arg;
+	struct fail *f = q->f;
+	struct load_slot *s = f->w->s;
+	uint64_t now = load_now_ns();
+	static const char *const what[LOAD_KINDS] = { "schedule", "cancel", "touch", "release" };
+
+	(void)c;
+	load_hist_add(&s->kind_rtt[q->kind], now - q->sent_at);
+	s->kind_replies[q->kind]++;
+	s->replies++;
+	s->t_last = now;
+	f->w->inflight--;
+	q->next = f->free_list;
+	f->free_list = q;
+	if (r->status != 0) {
+		if (r->status == BWC_ESERVER && r->server_error == BWC_SERVER_TOO_MANY_TIMERS) {
+			s->refused++;
+			f->w->backoff_until = now + BACKOFF_NS;
+			if (r->key % 100 >= (uint64_t)f->w->p->cancel_pct)
+				f->open--;
+			return;
+		}
+		fail_error(f, what[q->kind], r);
+		return;
+	}
+	switch (r->request) {
+	case BWC_REQUEST_SCHEDULE:
+		s->scheduled++;
+		/* One of the cancel_pct in a hundred due in an hour: cancel it. */
+		if (r->key % 100 < (uint64_t)f->w->p->cancel_pct &&
+		    !fail_push(f, &(struct fact){ .kind = LOAD_K_CANCEL, .key = r->key }))
+			fail_error(f, "out of memory", NULL);
+		break;
+	case BWC_REQUEST_CANCEL:
+		s->cancel_hit += r->pending;
+		break;
+	case BWC_REQUEST_TOUCH:
+		if (!r->touched)
+			fail_error(f, "touch: the fire was not in flight", NULL);
+		break;
+	case BWC_REQUEST_RELEASE:
+		if (!r->released.released || r->released.dead_lettered)
+			fail_error(f, "release: the fire was not put back", NULL);
+		break;
+	default:
+		break;
+	}
+}
+
+/* A fire: touched and released on its first hand-out, acknowledged on its
+ * second. */
+static void fail_fire(struct bwc_client *c, const struct bwc_fire *fire, void *arg)
+{
+	struct fail *f = arg;
+	struct load_slot *s = f->w->s;
+	uint64_t now = load_now_ns();
+
+	s->fires++;
+	if (fire->deliveries <= 1) {
+		load_hist_add(&s->srv, fire->fired_ns - fire->deadline_ns);
+		if (now < fire->deadline_ns)
+			s->early++;
+		else
+			load_hist_add(&s->late, now - fire->deadline_ns);
+		if (!fail_push(f, &(struct fact){ .kind = LOAD_K_TOUCH, .fire = *fire }) ||
+		    !fail_push(f, &(struct fact){ .kind = LOAD_K_RELEASE, .fire = *fire }))
+			fail_error(f, "out of memory", NULL);
+		return;
+	}
+	if (bwc_send_ack(c, fire, false) != 0) {
+		fail_error(f, "ack", NULL);
+		return;
+	}
+	s->acks++;
+	f->open--;
+}
+
+/* Send what the depth allows: queued requests first, then new Schedules
+ * (until end, while fewer than the window are open); false on a failure. */
+static bool fail_send(struct fail *f, uint64_t now, uint64_t end)
+{
+	struct bwl *w = f->w;
+
+	while (w->inflight < (unsigned)w->p->depth && w->s->sent < w->p->max_requests) {
+		struct freq *q = f->free_list;
+		struct fact a;
+		int rc;
+
+		if (f->n) {
+			a = f->todo[f->head];
+		} else if (now < end && now >= w->backoff_until && f->open < f->window) {
+			a = (struct fact){ .kind = LOAD_K_SCHEDULE, .key = w->next_key };
+		} else {
+			break;
+		}
+		q->sent_at = now;
+		q->kind = a.kind;
+		switch (a.kind) {
+		case LOAD_K_SCHEDULE: {
+			bool doomed = a.key % 100 < (uint64_t)w->p->cancel_pct;
+			struct bwc_timer t = { .key = a.key, .absolute = true,
+					       .when_ns = now + (doomed ? 3600000000000ULL : 0) };
+
+			rc = bwc_send_schedule(w->c, &t, fail_reply, q);
+			if (rc == 0) {
+				w->next_key++;
+				f->open += !doomed;
+			}
+			break;
+		}
+		case LOAD_K_CANCEL:
+			rc = bwc_send_cancel(w->c, a.key, fail_reply, q);
+			break;
+		case LOAD_K_TOUCH:
+			rc = bwc_send_touch(w->c, &a.fire, 0, fail_reply, q);
+			break;
+		default:
+			rc = bwc_send_release(w->c, &a.fire, 0, fail_reply, q);
+			break;
+		}
+		if (rc == BWC_EAGAIN)
+			break;
+		if (rc != 0) {
+			snprintf(w->s->error, sizeof w->s->error, "send: %s", bwc_errmsg(w->c));
+			return false;
+		}
+		if (a.kind != LOAD_K_SCHEDULE) {
+			f->head = (f->head + 1) % f->cap;
+			f->n--;
+		}
+		f->free_list = q->next;
+		w->inflight++;
+		w->s->sent++;
+	}
+	return true;
+}
+
+/* The fail phase's worker, connected: until the end of sending, then
+ * until every timer it scheduled was acknowledged (or cancelled), bounded
+ * by the drain. */
+static int fail_run(struct bwl *w)
+{
+	const struct load_phase *p = w->p;
+	struct fail f = { .w = w, .window = p->window ? p->window : 256 };
+	uint64_t end, now;
+	int ret = -1;
+
+	f.pool = calloc((size_t)p->depth, sizeof(*f.pool));
+	if (!f.pool) {
+		snprintf(w->s->error, sizeof w->s->error, "out of memory");
+		return -1;
+	}
+	for (int i = 0; i < p->depth; i++) {
+		f.pool[i] = (struct freq){ .f = &f, .next = f.free_list };
+		f.free_list = &f.pool[i];
+	}
+	bwc_set_fire_handler(w->c, fail_fire, &f);
+	load_sleep_until(p->start_ns);
+	w->s->t_start = load_now_ns();
+	end = p->start_ns + p->duration_ns;
+	while ((now = load_now_ns()) < end + p->drain_ns &&
+	       (now < end || w->inflight || f.n || f.open)) {
+		if (!fail_send(&f, now, end) || pump(w, 1) != 0 || w->s->errors)
+			goto out;
+	}
+	if (w->inflight || f.open) {
+		snprintf(w->s->error, sizeof w->s->error, "after the drain: %u replies missing, "
+			 "%" PRIu64 " timers not acknowledged", w->inflight, f.open);
+		goto out;
+	}
+	ret = 0;
+out:
+	/* The callbacks of requests still in flight, if any run, run now,
+	 * while the pool is there. */
+	bwc_free(w->c);
+	w->c = NULL;
+	free(f.pool);
+	free(f.todo);
+	return ret;
 }
 
 int load_bitwheel_worker(const char *socket, const struct load_phase *p,
@@ -284,6 +536,10 @@ int load_bitwheel_worker(const char *socket, const struct load_phase *p,
 	if (connect_worker(&w, socket, id) != 0)
 		goto out;
 
+	if (p->fail) {
+		ret = fail_run(&w);
+		goto out;
+	}
 	if (w.kind == W_CONSUMER) {
 		/* Until the parent has seen every fire, or gives up. */
 		while (!*stop)
