@@ -1400,24 +1400,32 @@ START_TEST(test_producers_take_no_fire)
 }
 END_TEST
 
-static bool n_clients(const struct du_daemon *d, uint64_t n)
+/* Whether n connections are open (consumers: n consumers attached),
+ * counting du_fresh_stats's own (an anonymous session's consumer). */
+static bool n_open(const struct du_daemon *d, uint64_t n, bool consumers)
 {
 	du_env *e = du_fresh_stats(d);
-	bool yes = e->stats_reply->clients == n;
+	bool yes = (consumers ? e->stats_reply->consumers : e->stats_reply->clients) == n;
 
 	bwp_frame_free(e);
 	return yes;
 }
 
-/* Wait until n connections are open, counting du_fresh_stats's own. */
-static void wait_clients(const struct du_daemon *d, uint64_t n, const char *what)
+static void wait_open(const struct du_daemon *d, uint64_t n, bool consumers,
+		      const char *what)
 {
 	uint64_t deadline = du_now_ns() + RUN_MS * DU_MS;
 
-	while (!n_clients(d, n)) {
+	while (!n_open(d, n, consumers)) {
 		ck_assert_msg(du_now_ns() < deadline, "%s", what);
 		du_sleep_ms(5);
 	}
+}
+
+/* Wait until n connections are open, counting du_fresh_stats's own. */
+static void wait_clients(const struct du_daemon *d, uint64_t n, const char *what)
+{
+	wait_open(d, n, false, what);
 }
 
 /* A session with a watch attached takes more connections: producers
@@ -1764,7 +1772,9 @@ START_TEST(test_watch_reconnect_timeout)
 
 	du_daemon_start(d, NULL);
 	bwctl_start(&w, d->sock, "watch", "--session", "e2e-gone", "--timeout", "1s", NULL);
-	wait_clients(d, 2, "the watch never connected");
+	/* Attached, not only connected: a daemon killed during its Hello
+	 * is a failed connect, which bwctl does not retry. */
+	wait_open(d, 2, true, "the watch never attached");
 	du_daemon_kill(d);
 	du_proc_finish(&w, DU_WAIT_MS, &r);
 	ASSERT_EXIT(&r, 1, "watch with the daemon gone for good");
