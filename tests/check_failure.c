@@ -45,7 +45,9 @@
  *                 --linger 200ms while its origin expires, and expires once
  *                 they are acknowledged; dead letters survive a restart
  *                 (SIGTERM or SIGKILL) with their history unchanged and can
- *                 be kicked after it; root's Metrics count dead_lettered,
+ *                 be kicked after it; Kick's limit, key and more; a
+ *                 dead letter released 25 times stays a dead letter, never
+ *                 dead-lettered again; root's Metrics count dead_lettered,
  *                 released, touched, kicked and the deliveries histogram.
  *
  * Timing: real clocks, every wait bounded; delays, ack timeouts and the
@@ -735,7 +737,7 @@ START_TEST(test_release_unknown)
 
 	du_daemon_start(d, NULL);
 	p = open_producer(d, "fl-ru");
-	c = open_consumer(d, "fl-ru", 4, 10 * DU_S);
+	c = open_consumer(d, "fl-ru", 4, scaled_ns(10000));
 	schedule_key(p, id++, 1, DU_MS, NULL);
 	dl = take_key(c, 1, 1);
 	ck_assert_uint_eq(du_ack(c, id++, dl, false), 1);
@@ -780,7 +782,7 @@ START_TEST(test_release_bad)
 	c = du_connect(d->sock);
 	{
 		struct du_hello_opts o = { .role = ROLE(CONSUMER), .has_auto_ack = true,
-					   .ack_timeout_ns = 10 * DU_S };
+					   .ack_timeout_ns = scaled_ns(10000) };
 
 		e = du_hello_opts(c, "fl-rb", &o);
 		ck_assert_uint_eq(e->hello_reply->limits->max_release_delay_ns, MAX_RELEASE_DELAY_NS);
@@ -948,8 +950,8 @@ START_TEST(test_touch_keeps)
 END_TEST
 
 /* Touch past the hand-out + max_hold_ns (12 h) is HOLD_LIMIT with the
- * request_id; the connection stays, and the fire with it; just under the
- * limit is taken. */
+ * request_id; the connection stays, and the fire with it, its deadline
+ * unchanged; just under the limit is taken. */
 START_TEST(test_touch_hold_limit)
 {
 	struct du_daemon *d = du_daemon_new();
@@ -959,7 +961,7 @@ START_TEST(test_touch_hold_limit)
 
 	du_daemon_start(d, NULL);
 	p = open_producer(d, "fl-hold");
-	c = open_consumer(d, "fl-hold", 4, DU_S);
+	c = open_consumer(d, "fl-hold", 4, scaled_ns(1000));
 	schedule_key(p, id++, 1, DU_MS, NULL);
 	dl = take_key(c, 1, 1);
 	du_send_touch(c, 40, dl, MAX_HOLD_NS + DU_S);
@@ -974,6 +976,18 @@ START_TEST(test_touch_hold_limit)
 	/* Held past its 1 s ack timeout now. */
 	du_expect_quiet(c, du_scale_ms(1500));
 	ck_assert_uint_eq(du_ack(c, id++, dl, false), 1);
+	/* A refused Touch leaves the deadline as it was: the fire comes back
+	 * at its ack timeout (on a new connection, whose ack timer no Touch
+	 * has moved). */
+	du_conn_free(c);
+	c = open_consumer(d, "fl-hold", 4, scaled_ns(1000));
+	schedule_key(p, id++, 2, DU_MS, NULL);
+	dl = take_key(c, 2, 1);
+	t1 = du_now_ns();
+	du_send_touch(c, 42, dl, MAX_HOLD_NS + DU_S);
+	du_expect_error(c, true, 42, EC(HOLD_LIMIT));
+	ck_assert_uint_eq(du_ack(c, id++, take_key(c, 2, 2), false), 1);
+	ck_assert_uint_le(du_now_ns() - t1, scaled_ns(3000));
 	du_conn_free(c);
 	du_conn_free(p);
 	du_daemon_free(d);
@@ -1370,6 +1384,60 @@ START_TEST(test_dead_restart)
 }
 END_TEST
 
+/*
+ * Three fires dead-lettered (max_deliveries 1): Kick with limit 1 moves
+ * one and says more; by key the one named; then the last, without more;
+ * then nothing.  A dead letter released 25 times in the dead-letter
+ * session (past the default limit) stays there: dead letters are never
+ * dead-lettered again.  A Kick on the dead-letter session itself (whose
+ * own dead-letter session does not exist) moves nothing.
+ */
+START_TEST(test_kick)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *p, *c, *q;
+	uint64_t id = 2, dl = 0;
+	bool more;
+
+	du_daemon_start(d, NULL);
+	p = open_producer(d, "fl-k");
+	set_policy(p, id++, true, 1, NULL, 1, "fl-k.dead");
+	c = open_consumer(d, "fl-k", 1, 0);
+	for (uint64_t k = 1; k <= 3; k++) {
+		schedule_key(p, id++, k, DU_MS, NULL);
+		ck_assert(release(c, id++, take_key(c, k, 1), 0).dead_lettered);
+	}
+	ck_assert_uint_eq(await_session(p, &id, "fl-k.dead", true, 3).dead_letters, 3);
+	ck_assert_uint_eq(kick(p, id++, false, 0, 1, &more), 1);
+	ck_assert(more);
+	ck_assert_uint_eq(du_ack(c, id++, take_key(c, 1, 1), false), 1);
+	ck_assert_uint_eq(kick(p, id++, true, 3, 0, &more), 1);
+	ck_assert(!more);
+	ck_assert_uint_eq(du_ack(c, id++, take_key(c, 3, 1), false), 1);
+	ck_assert_uint_eq(kick(p, id++, true, 3, 0, NULL), 0);
+
+	q = open_consumer(d, "fl-k.dead", 1, 0);
+	ck_assert_uint_eq(kick(q, id++, false, 0, 0, NULL), 0);
+	for (uint64_t n = 1; n <= DEFAULT_MAX + 5; n++) {
+		struct rel r = release(q, id++, take_key(q, 2, n), 0);
+
+		ck_assert_msg(r.released && !r.dead_lettered,
+			      "a dead letter released %" PRIu64 " times: dead_lettered %d", n,
+			      r.dead_lettered);
+	}
+	dl = take_key(q, 2, DEFAULT_MAX + 6);
+	ck_assert(!session_info(p, id++, "fl-k.dead.dead", NULL).found);
+	ck_assert_uint_eq(du_ack(q, id++, dl, false), 1);
+	ck_assert_uint_eq(await_session(p, &id, "fl-k.dead", true, 0).dead_letters, 0);
+	ck_assert_uint_eq(kick(p, id++, false, 0, 0, &more), 0);
+	ck_assert(!more);
+	du_conn_free(q);
+	du_conn_free(c);
+	du_conn_free(p);
+	du_daemon_free(d);
+}
+END_TEST
+
 /* ---- metrics --------------------------------------------------------------- */
 
 struct counts {
@@ -1423,7 +1491,7 @@ START_TEST(test_metrics)
 	du_daemon_start(d, NULL);
 	p = open_producer(d, "fl-m");
 	set_policy(p, id++, true, 2, NULL, 2, "fl-m.dead");
-	c = open_consumer(d, "fl-m", 4, 10 * DU_S);
+	c = open_consumer(d, "fl-m", 4, scaled_ns(10000));
 	k0 = metrics_now(p, id++);
 	schedule_key(p, id++, 1, DU_MS, NULL);
 	ck_assert_uint_eq(du_ack(c, id++, take_key(c, 1, 1), false), 1);
@@ -1492,6 +1560,7 @@ static Suite *failure_suite(void)
 	du_tcase(tc);
 	tcase_add_test(tc, test_dead_linger);
 	tcase_add_loop_test(tc, test_dead_restart, 0, 2);
+	tcase_add_test(tc, test_kick);
 	tcase_add_test(tc, test_metrics);
 	suite_add_tcase(s, tc);
 	return s;
