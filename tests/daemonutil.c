@@ -1189,6 +1189,77 @@ uint64_t du_ack(struct du_conn *c, uint64_t id, uint64_t delivery,
 	return acked;
 }
 
+/* A request envelope with request_id id and body case bc; the caller
+ * sets the body's pointer and sends it. */
+static du_env request_env(uint64_t id, int bc)
+{
+	du_env env = BITWHEEL__V1__ENVELOPE__INIT;
+
+	env.has_request_id = 1;
+	env.request_id = id;
+	env.body_case = bc;
+	return env;
+}
+
+void du_send_release(struct du_conn *c, uint64_t id, uint64_t delivery,
+		     bool has_delay, uint64_t delay_ns)
+{
+	du_env env = request_env(id, BITWHEEL__V1__ENVELOPE__BODY_RELEASE);
+	Bitwheel__V1__Release r = BITWHEEL__V1__RELEASE__INIT;
+
+	r.has_delivery = 1;
+	r.delivery = delivery;
+	r.has_delay_ns = has_delay;
+	r.delay_ns = delay_ns;
+	env.release = &r;
+	du_send_env(c, &env);
+}
+
+void du_send_touch(struct du_conn *c, uint64_t id, uint64_t delivery,
+		   uint64_t timeout_ns)
+{
+	du_env env = request_env(id, BITWHEEL__V1__ENVELOPE__BODY_TOUCH);
+	Bitwheel__V1__Touch t = BITWHEEL__V1__TOUCH__INIT;
+
+	t.has_delivery = 1;
+	t.delivery = delivery;
+	t.has_timeout_ns = timeout_ns != 0;
+	t.timeout_ns = timeout_ns;
+	env.touch = &t;
+	du_send_env(c, &env);
+}
+
+void du_send_set_policy(struct du_conn *c, uint64_t id, bool has_max,
+			uint32_t max_deliveries, const char *dead_letter)
+{
+	du_env env = request_env(id, BITWHEEL__V1__ENVELOPE__BODY_SET_POLICY);
+	Bitwheel__V1__SetPolicy p = BITWHEEL__V1__SET_POLICY__INIT;
+
+	p.has_max_deliveries = has_max;
+	p.max_deliveries = max_deliveries;
+	if (dead_letter) {
+		p.has_dead_letter = 1;
+		p.dead_letter.data = (uint8_t *)dead_letter;
+		p.dead_letter.len = strlen(dead_letter);
+	}
+	env.set_policy = &p;
+	du_send_env(c, &env);
+}
+
+void du_send_kick(struct du_conn *c, uint64_t id, bool has_key, uint64_t key,
+		  uint32_t limit)
+{
+	du_env env = request_env(id, BITWHEEL__V1__ENVELOPE__BODY_KICK);
+	Bitwheel__V1__Kick k = BITWHEEL__V1__KICK__INIT;
+
+	k.has_key = has_key;
+	k.key = key;
+	k.has_limit = limit != 0;
+	k.limit = limit;
+	env.kick = &k;
+	du_send_env(c, &env);
+}
+
 void du_send_schedule(struct du_conn *c, uint64_t id, const struct du_sched *s)
 {
 	DU_SEND_ONE(du_pack_schedule(&b_, id, s));

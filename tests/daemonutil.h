@@ -269,6 +269,24 @@ void du_send_ack(struct du_conn *c, bool has_id, uint64_t id, uint64_t delivery,
 uint64_t du_ack(struct du_conn *c, uint64_t id, uint64_t delivery,
 		bool cumulative);
 
+/*
+ * Fires that fail (PROTOCOL.md 6, Release, Touch, SetPolicy, Kick), each
+ * with request_id id; the caller awaits the reply (du_expect_reply) or
+ * the error.  Release: delay_ns absent when has_delay is false.  Touch:
+ * timeout_ns absent when 0.  SetPolicy: max_deliveries absent when
+ * has_max is false, dead_letter absent when NULL (else its bytes, "" the
+ * empty value).  Kick: key absent when has_key is false, limit absent
+ * when 0.
+ */
+void du_send_release(struct du_conn *c, uint64_t id, uint64_t delivery,
+		     bool has_delay, uint64_t delay_ns);
+void du_send_touch(struct du_conn *c, uint64_t id, uint64_t delivery,
+		   uint64_t timeout_ns);
+void du_send_set_policy(struct du_conn *c, uint64_t id, bool has_max,
+			uint32_t max_deliveries, const char *dead_letter);
+void du_send_kick(struct du_conn *c, uint64_t id, bool has_key, uint64_t key,
+		  uint32_t limit);
+
 void du_pack_hello(struct du_buf *b, uint64_t id, const char *session);
 void du_pack_schedule(struct du_buf *b, uint64_t id, const struct du_sched *s);
 void du_pack_cancel(struct du_buf *b, uint64_t id, uint64_t key);

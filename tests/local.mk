@@ -85,7 +85,7 @@ EXTRA_tests_check_systemd_DEPENDENCIES = systemd/bitwheeld.service \
 # out-of-tree build runs its own; the programs are built before the tests.
 bw_e2e_programs = tests/check_daemon tests/check_delivery tests/check_client \
 	tests/check_bwctl tests/check_durable tests/check_budget tests/check_storage \
-	tests/check_attack
+	tests/check_attack tests/check_failure
 check_PROGRAMS += $(bw_e2e_programs)
 TESTS += $(bw_e2e_programs)
 
@@ -107,6 +107,12 @@ tests_check_delivery_CPPFLAGS = $(bw_e2e_cppflags)
 tests_check_delivery_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_delivery_LDADD = $(bw_e2e_ldadd)
 EXTRA_tests_check_delivery_DEPENDENCIES = daemon/bitwheeld
+
+tests_check_failure_SOURCES = tests/check_failure.c $(bw_e2e_sources)
+tests_check_failure_CPPFLAGS = $(bw_e2e_cppflags)
+tests_check_failure_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_failure_LDADD = $(bw_e2e_ldadd)
+EXTRA_tests_check_failure_DEPENDENCIES = daemon/bitwheeld
 
 tests_check_budget_SOURCES = tests/check_budget.c $(bw_e2e_sources)
 tests_check_budget_CPPFLAGS = $(bw_e2e_cppflags)
@@ -172,7 +178,7 @@ VALGRIND = valgrind
 BW_VALGRIND_SLOW = 20
 bw_valgrind_programs = tests/check_storage tests/check_delivery tests/check_daemon \
 	tests/check_durable tests/check_bwctl tests/check_attack tests/check_client \
-	tests/check_budget
+	tests/check_budget tests/check_failure
 bw_valgrind_runs = $(bw_valgrind_programs:tests/%=valgrind-run-%)
 bw_valgrind_dir = tests/valgrind
 bw_valgrind_opts = --leak-check=full --errors-for-leak-kinds=definite \
