@@ -1118,7 +1118,7 @@ struct bwc_dead_letter {
 	bool present;          /* false: the fire is no dead letter, and the
 				  rest is 0 / NULL                          */
 	const char *session;   /* the session that dead-lettered it,
-				  NUL-terminated ("" when it has ended since);
+				  NUL-terminated ("" from a daemon that did not say);
 				  owned by the client and valid as long as
 				  the fire's payload                        */
 	uint64_t deliveries;   /* its hand-outs there                       */

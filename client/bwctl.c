@@ -923,7 +923,7 @@ static void print_fire(const struct bwc_fire *f)
 		if (f->dead_letter.present) {
 			const struct bwc_dead_letter *d = &f->dead_letter;
 
-			/* "-": that session has ended since. */
+			/* "-": a daemon that did not name it. */
 			printf(" dead_letter_of=%s dead_deliveries=%llu "
 			       "first_handed=%llu last_handed=%llu "
 			       "dead_lettered=%llu reason=%s",

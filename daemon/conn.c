@@ -602,46 +602,52 @@ void bwd_conn_fail(struct bwd_conn *c, Bitwheel__V1__ErrorCode code,
 	send_reply(c, &r);
 }
 
+void bwd_fired_of(const struct bwd_fire *f, Bitwheel__V1__Fired *fired,
+		  Bitwheel__V1__DeadLetter *dead)
+{
+	bitwheel__v1__fired__init(fired);
+	fired->has_key = 1;
+	fired->key = f->key;
+	fired->has_payload = f->has_payload;
+	fired->payload.len = f->payload_len;
+	fired->payload.data = (uint8_t *)f->payload;
+	fired->has_deadline_ns = 1;
+	fired->deadline_ns = f->deadline_ns;
+	fired->has_fired_at_ns = 1;
+	fired->fired_at_ns = f->fired_ns;
+	fired->has_fire_count = f->count != 0;
+	fired->fire_count = f->count;
+	fired->has_late = f->late;
+	fired->late = f->late;
+	fired->has_redelivered = f->redelivered;
+	fired->redelivered = f->redelivered;
+	fired->has_delivery = fired->has_deliveries = 1;
+	fired->delivery = f->delivery;
+	fired->deliveries = f->deliveries;
+	if (!f->dead)
+		return;
+	bitwheel__v1__dead_letter__init(dead);
+	dead->has_session = 1;
+	dead->session.data = (uint8_t *)f->dead->origin;
+	dead->session.len = strlen(f->dead->origin);
+	dead->has_deliveries = dead->has_first_handed_ns = 1;
+	dead->has_last_handed_ns = dead->has_dead_lettered_ns = 1;
+	dead->has_reason = 1;
+	dead->deliveries = f->dead->deliveries;
+	dead->first_handed_ns = f->dead->first_ns;
+	dead->last_handed_ns = f->dead->last_ns;
+	dead->dead_lettered_ns = f->dead->dead_ns;
+	dead->reason = (Bitwheel__V1__TakeBack)f->dead->why;
+	fired->dead_letter = dead;
+}
+
 void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f)
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
-	Bitwheel__V1__Fired fired = BITWHEEL__V1__FIRED__INIT;
-	Bitwheel__V1__DeadLetter dead = BITWHEEL__V1__DEAD_LETTER__INIT;
-	const char *origin;
+	Bitwheel__V1__Fired fired;
+	Bitwheel__V1__DeadLetter dead;
 
-	fired.has_key = 1;
-	fired.key = f->key;
-	fired.has_payload = f->has_payload;
-	fired.payload.len = f->payload_len;
-	fired.payload.data = (uint8_t *)f->payload;
-	fired.has_deadline_ns = 1;
-	fired.deadline_ns = f->deadline_ns;
-	fired.has_fired_at_ns = 1;
-	fired.fired_at_ns = f->fired_ns;
-	fired.has_fire_count = f->count != 0;
-	fired.fire_count = f->count;
-	fired.has_late = f->late;
-	fired.late = f->late;
-	fired.has_redelivered = f->redelivered;
-	fired.redelivered = f->redelivered;
-	fired.has_delivery = fired.has_deliveries = 1;
-	fired.delivery = f->delivery;
-	fired.deliveries = f->deliveries;
-	if (f->dead) {
-		origin = bwd_fire_origin(c->member->session, f);
-		dead.has_session = origin != NULL;
-		dead.session.data = (uint8_t *)origin;
-		dead.session.len = origin ? strlen(origin) : 0;
-		dead.has_deliveries = dead.has_first_handed_ns = 1;
-		dead.has_last_handed_ns = dead.has_dead_lettered_ns = 1;
-		dead.has_reason = 1;
-		dead.deliveries = f->dead->deliveries;
-		dead.first_handed_ns = f->dead->first_ns;
-		dead.last_handed_ns = f->dead->last_ns;
-		dead.dead_lettered_ns = f->dead->dead_ns;
-		dead.reason = (Bitwheel__V1__TakeBack)f->dead->why;
-		fired.dead_letter = &dead;
-	}
+	bwd_fired_of(f, &fired, &dead);
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED;
 	env.fired = &fired;
 	if (send_env(c, &env)) {

@@ -91,6 +91,8 @@ struct bwd_limits {
 	((uint64_t)sizeof(struct bwd_timer) + (payload_len) + BWD_TIMER_EXTRA)
 #define BWD_FIRE_COST(payload_len) \
 	((uint64_t)sizeof(struct bwd_fire) + (payload_len) + BWD_FIRE_EXTRA)
+/* A dead letter's history, charged on top of its fire. */
+#define BWD_DEAD_COST ((uint64_t)sizeof(struct bwd_dead) + BWD_FIRE_EXTRA)
 
 /* One uid's budgets: the *_per_uid limits, or its rule in --budgets.
  * UINT64_MAX: unlimited. */
@@ -274,7 +276,9 @@ enum bwd_take_back { BWD_TB_NONE, BWD_TB_DISCONNECTED, BWD_TB_ACK_TIMEOUT,
 
 /* A dead letter's history in the session that dead-lettered it. */
 struct bwd_dead {
-	uint64_t origin;           /* that session's id                      */
+	/* That session's name: Kick matches it, and a session of the name
+	 * made after it ended may kick its letters back. */
+	char origin[BWP_SESSION_NAME_MAX + 1];
 	uint64_t deliveries;
 	uint64_t first_ns, last_ns; /* its first and last hand-out there     */
 	uint64_t dead_ns;          /* when it was dead-lettered              */
@@ -652,8 +656,6 @@ int bwd_session_set_policy(struct bwd_session *s, bool has_max, uint32_t max,
 uint32_t bwd_session_max_deliveries(const struct bwd_session *s);
 int bwd_session_dead_letter_name(const struct bwd_session *s,
 				 char out[BWP_SESSION_NAME_MAX + 1]);
-/* A dead letter's origin session's name (NULL: not one, or gone). */
-const char *bwd_fire_origin(const struct bwd_session *s, const struct bwd_fire *f);
 /* Acknowledged fires by their deliveries, by BWD_DELIVERIES_LE. */
 const struct bwd_hist *bwd_state_deliveries(const struct bwd_state *st);
 /*
@@ -784,7 +786,8 @@ enum bwd_rec_type {
 	BWD_REC_DONE,              /* sid, seq: delivered, or dropped        */
 	BWD_REC_TRAILER,           /* count: records before it (snapshots)   */
 	BWD_REC_MOVE,              /* sid, seq, to, to_seq, deliveries, first,
-				      last, why, dead: the fire went to
+				      last, why, dead, name (the origin's,
+				      a dead-lettering's): the fire went to
 				      session `to` as its fire to_seq (dead-
 				      lettered with that history, or with
 				      BWD_RECF_KICK kicked back)             */
@@ -804,8 +807,9 @@ enum bwd_rec_type {
 #define BWD_RECF_HISTORY 0x10u /* SENT: carries deliveries and fired (its
 				  first hand-out); QUEUED: deliveries,
 				  first, ready                           */
-#define BWD_RECF_DEAD 0x20u    /* QUEUED: a dead letter: to (its origin),
-				  dl_deliveries, dl_first, last, why, dead */
+#define BWD_RECF_DEAD 0x20u    /* QUEUED: a dead letter: dl_deliveries,
+				  dl_first, last, why, dead, name (its
+				  origin's)                              */
 #define BWD_RECF_KICK 0x40u    /* MOVE: a kick, not a dead-lettering     */
 
 struct bwd_record {
@@ -1245,6 +1249,9 @@ void bwd_conn_close(struct bwd_conn *c, bool flush);
 /* Send a connection-level error and close once it is written. */
 void bwd_conn_fail(struct bwd_conn *c, Bitwheel__V1__ErrorCode code,
 		   const char *msg);
+/* The Fired message of f (dead: room for a dead letter's history). */
+void bwd_fired_of(const struct bwd_fire *f, Bitwheel__V1__Fired *fired,
+		  Bitwheel__V1__DeadLetter *dead);
 /* Write a fire that is now in flight to the connection's member. */
 void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f);
 /* A sync of the journal began: what the connections in the list (head:

@@ -307,6 +307,12 @@ static void requeue_front(struct bwd_session *s, struct bwd_fire *head,
 	bwd_work_add(s);
 }
 
+void bwd_dead_count(struct bwd_session *s, int n)
+{
+	s->dead_letters += (uint64_t)(int64_t)n;
+	bwd_acct_charge(s->state, s->acct, n * (int64_t)BWD_DEAD_COST);
+}
+
 /* A fire out of flight (or delayed, or from another session) joins the
  * queue's tail; its bytes are counted already. */
 static void requeue_tail(struct bwd_session *s, struct bwd_fire *f)
@@ -319,7 +325,7 @@ static void requeue_tail(struct bwd_session *s, struct bwd_fire *f)
 void bwd_fire_free(struct bwd_session *s, struct bwd_fire *f)
 {
 	if (f->dead) {
-		s->dead_letters--;
+		bwd_dead_count(s, -1);
 		free(f->dead);
 	}
 	s->acct->fires--;
@@ -410,16 +416,6 @@ int bwd_session_dead_letter_name(const struct bwd_session *s,
 	return 0;
 }
 
-const char *bwd_fire_origin(const struct bwd_session *s, const struct bwd_fire *f)
-{
-	const struct bwd_session *o;
-
-	if (!f->dead)
-		return NULL;
-	o = bwd_session_by_id(s->state, f->dead->origin);
-	return o && o->name ? o->name : NULL;
-}
-
 /* f moves from session `from` to `to`'s tail with a new seq (journaled as
  * one MOVE, so that the journal's order of its records is the order
  * things happened); its deliveries count from 0 there. */
@@ -432,6 +428,8 @@ static void move_to(struct bwd_session *from, struct bwd_session *to,
 	};
 
 	if (f->dead) {
+		r.name = f->dead->origin;
+		r.name_len = (uint8_t)strlen(f->dead->origin);
 		r.deliveries = f->dead->deliveries;
 		r.first_ns = f->dead->first_ns;
 		r.last_ns = f->dead->last_ns;
@@ -467,12 +465,12 @@ static bool dead_letter(struct bwd_session *s, struct bwd_fire *f, uint64_t now)
 	if (!d)
 		return false;
 	*d = (struct bwd_dead){
-		.origin = s->id, .deliveries = f->deliveries,
-		.first_ns = f->first_ns, .last_ns = f->handed_ns,
-		.dead_ns = now, .why = f->why,
+		.deliveries = f->deliveries, .first_ns = f->first_ns,
+		.last_ns = f->handed_ns, .dead_ns = now, .why = f->why,
 	};
+	strcpy(d->origin, s->name);
 	f->dead = d;
-	to->dead_letters++;
+	bwd_dead_count(to, 1);
 	s->dead_lettered++;
 	s->state->stats.dead_lettered++;
 	bwd_log(BWD_LOG_INFO, "session '%s' (uid %ld): key %" PRIu64 " dead-lettered to '%s' after %" PRIu32 " deliveries",
@@ -971,7 +969,8 @@ int bwd_session_kick(struct bwd_session *s, bool has_key, uint64_t key,
 			*more = true;
 			break;
 		}
-		if (!f->dead || f->dead->origin != s->id || (has_key && f->key != key)) {
+		if (!f->dead || strcmp(f->dead->origin, s->name) ||
+		    (has_key && f->key != key)) {
 			prev = f;
 			pp = &f->next;
 			continue;
@@ -982,7 +981,7 @@ int bwd_session_kick(struct bwd_session *s, bool has_key, uint64_t key,
 		f->next = NULL;
 		dl->queued--;
 		COUNT(dl, queued, -1);
-		dl->dead_letters--;
+		bwd_dead_count(dl, -1);
 		free(f->dead);
 		f->dead = NULL;
 		move_to(dl, s, f, true);

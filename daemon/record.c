@@ -64,7 +64,8 @@ static const unsigned field_mask[BWD_REC_TYPES] = {
 	[BWD_REC_DONE] = B(F_SID) | B(F_SEQ),
 	[BWD_REC_TRAILER] = B(F_COUNT),
 	[BWD_REC_MOVE] = B(F_SID) | B(F_SEQ) | B(F_TO) | B(F_TO_SEQ) |
-		B(F_DELIVERIES) | B(F_FIRST) | B(F_LAST) | B(F_WHY) | B(F_DEAD),
+		B(F_DELIVERIES) | B(F_FIRST) | B(F_LAST) | B(F_WHY) | B(F_DEAD) |
+		B(F_NAME),
 	[BWD_REC_RELEASE] = B(F_SID) | B(F_SEQ) | B(F_READY),
 	[BWD_REC_POLICY] = B(F_SID) | B(F_COUNT) | B(F_NAME),
 };
@@ -82,8 +83,8 @@ static unsigned fields_of(unsigned type, unsigned flags)
 	if (type == BWD_REC_QUEUED && (flags & BWD_RECF_HISTORY))
 		m |= B(F_DELIVERIES) | B(F_FIRST) | B(F_READY);
 	if (type == BWD_REC_QUEUED && (flags & BWD_RECF_DEAD))
-		m |= B(F_TO) | B(F_DL_DELIVERIES) | B(F_DL_FIRST) | B(F_LAST) |
-			B(F_WHY) | B(F_DEAD);
+		m |= B(F_DL_DELIVERIES) | B(F_DL_FIRST) | B(F_LAST) | B(F_WHY) |
+			B(F_DEAD) | B(F_NAME);
 	return m;
 }
 

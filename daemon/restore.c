@@ -86,7 +86,8 @@ static int dump_fire(const struct bwd_session *s, const struct bwd_fire *f,
 	};
 
 	if (f->dead) {
-		r.to = f->dead->origin;
+		r.name = f->dead->origin;
+		r.name_len = (uint8_t)strlen(f->dead->origin);
 		r.dl_deliveries = f->dead->deliveries;
 		r.dl_first_ns = f->dead->first_ns;
 		r.last_ns = f->dead->last_ns;
@@ -195,20 +196,29 @@ static uint64_t shifted(uint64_t t, int64_t shift)
 	return t > UINT64_MAX - by ? UINT64_MAX : t + by;
 }
 
-/* The history of a dead letter read back: NULL without memory. */
-static struct bwd_dead *dead_of(const struct bwd_record *r, int64_t shift)
+/* The history of a dead letter read back (its origin's name in r's):
+ * 0, BWD_REC_ECORRUPT for a bad name, or -ENOMEM. */
+static int dead_of(const struct bwd_record *r, int64_t shift,
+		   struct bwd_dead **out)
 {
-	struct bwd_dead *d = malloc(sizeof(*d));
+	struct bwd_dead *d;
 
-	if (d)
-		*d = (struct bwd_dead){
-			.origin = r->to, .deliveries = r->dl_deliveries,
-			.first_ns = shifted(r->dl_first_ns, shift),
-			.last_ns = shifted(r->last_ns, shift),
-			.dead_ns = shifted(r->dead_ns, shift),
-			.why = r->why > BWD_TB_RESTARTED ? BWD_TB_NONE : (uint8_t)r->why,
-		};
-	return d;
+	*out = NULL;
+	if (!r->name_len || !bwp_session_name_valid(r->name, r->name_len))
+		return BWD_REC_ECORRUPT;
+	if (!(d = malloc(sizeof(*d))))
+		return -ENOMEM;
+	*d = (struct bwd_dead){
+		.deliveries = r->dl_deliveries,
+		.first_ns = shifted(r->dl_first_ns, shift),
+		.last_ns = shifted(r->last_ns, shift),
+		.dead_ns = shifted(r->dead_ns, shift),
+		.why = r->why > BWD_TB_RESTARTED ? BWD_TB_NONE : (uint8_t)r->why,
+	};
+	memcpy(d->origin, r->name, r->name_len);
+	d->origin[r->name_len] = '\0';
+	*out = d;
+	return 0;
 }
 
 /* Queue a restored fire at the tail: its seq is the newest so far. */
@@ -234,13 +244,11 @@ static void restore_fire(struct bwd_session *s, const struct bwd_record *r,
 		f.ready_ns = r->ready_ns ? shifted(r->ready_ns, shift) : 0;
 	}
 	q = bwd_fire_new(&f);
-	if (q && (r->flags & BWD_RECF_DEAD) && !(q->dead = dead_of(r, shift))) {
-		free(q);
-		q = NULL;
-	}
+	/* A dead letter's history that does not read back is left behind,
+	 * not the fire. */
+	if (q && (r->flags & BWD_RECF_DEAD) && !dead_of(r, shift, &q->dead))
+		bwd_dead_count(s, 1);
 	if (q) {
-		if (q->dead)
-			s->dead_letters++;
 		bwd_fire_enqueue(s, q);
 	} else {
 		s->dropped++;
@@ -288,21 +296,21 @@ static int apply_move(struct bwd_session *s, const struct bwd_record *r,
 		return BWD_REC_ECORRUPT;
 	if (!(r->flags & BWD_RECF_KICK)) {
 		struct bwd_record h = *r;
+		int err;
 
-		h.to = s->id;
 		h.dl_deliveries = r->deliveries;
 		h.dl_first_ns = r->first_ns;
-		if (!(d = dead_of(&h, shift)))
-			return -ENOMEM;
+		if ((err = dead_of(&h, shift, &d)))
+			return err;
 	}
 	unqueue(s, f, prev);
 	if (f->dead) {
-		s->dead_letters--;
+		bwd_dead_count(s, -1);
 		free(f->dead);
 	}
 	f->dead = d;
 	if (d)
-		to->dead_letters++;
+		bwd_dead_count(to, 1);
 	f->seq = r->to_seq;
 	f->deliveries = 0;
 	f->first_ns = f->ready_ns = 0;

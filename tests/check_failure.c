@@ -46,9 +46,9 @@
  *                 the default; the policy survives a restart; 0 is
  *                 unlimited (25 take-backs, by Release and disconnects).
  *   dead letters  a dead-letter session holding dead letters outlives
- *                 --linger 200ms while its origin expires (the history then
- *                 names no session), and expires once they are
- *                 acknowledged; dead letters survive a restart
+ *                 --linger 200ms while its origin expires (the history
+ *                 still names it, and a new session of its name kicks
+ *                 them back), and expires once they are gone; dead letters survive a restart
  *                 (SIGTERM or SIGKILL) with their history unchanged and can
  *                 be kicked after it; Kick's limit, key and more; a
  *                 dead letter released 25 times stays a dead letter, never
@@ -1304,7 +1304,8 @@ END_TEST
 /*
  * --linger 200ms: a session dead-letters a fire and every connection
  * leaves.  The origin expires; its dead-letter session, holding the dead
- * letter, does not (3 s, scaled); once a consumer acknowledged it, it
+ * letter, does not (3 s, scaled).  The letter still names its origin, and
+ * a new session of that name kicks it back; then the dead-letter session
  * expires too.
  */
 START_TEST(test_dead_linger)
@@ -1338,14 +1339,21 @@ START_TEST(test_dead_linger)
 	ck_assert_uint_eq(e->fired->dead_letter->deliveries, 1);
 	ck_assert_int_eq(e->fired->dead_letter->reason, TB(RELEASED));
 	ck_assert(e->fired->payload.len == 4 && !memcmp(e->fired->payload.data, "dead", 4));
-	/* Its origin has ended: the history names none. */
-	ck_assert_msg(!e->fired->dead_letter->has_session,
-		      "the dead letter names the ended session '%.*s'",
-		      (int)e->fired->dead_letter->session.len,
-		      (const char *)e->fired->dead_letter->session.data);
-	ck_assert_uint_eq(du_ack(q, 3, e->fired->delivery, false), 1);
+	/* Its origin has ended: the history names it all the same. */
+	ck_assert_msg(e->fired->dead_letter->has_session &&
+		      e->fired->dead_letter->session.len == 5 &&
+		      !memcmp(e->fired->dead_letter->session.data, "fl-dl", 5),
+		      "the dead letter does not name its ended origin 'fl-dl'");
 	bwp_frame_free(e);
 	du_conn_free(q);
+	await_session(l, &lid, "fl-dl.dead", true, 1);
+	c = open_consumer(d, "fl-dl", 4, 0);
+	ck_assert_uint_eq(kick(c, id++, false, 0, 0, NULL), 1);
+	e = expect_key(c, 8, 1, NULL);
+	ck_assert_ptr_null(e->fired->dead_letter);
+	ck_assert_uint_eq(du_ack(c, id++, e->fired->delivery, false), 1);
+	bwp_frame_free(e);
+	du_conn_free(c);
 	await_session(l, &lid, "fl-dl.dead", false, 0);
 	du_conn_free(l);
 	du_daemon_free(d);

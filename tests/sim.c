@@ -131,10 +131,11 @@ struct mfire {
 	 * a Release's delay (in the delayed list, not before `ready`; queued
 	 * by the oneshot lane's bound after), a take-back or release that
 	 * its hand-out must pay the uid's redelivery pace for, and a dead
-	 * letter's origin (a session id). */
+	 * letter's origin (its session's name). */
 	uint32_t deliveries;
 	bool tail, delayed, paced, dead;
-	uint64_t tseq, ready, origin;
+	uint64_t tseq, ready;
+	char origin[BWP_SESSION_NAME_MAX + 1];
 	uint64_t ack_by;           /* in flight: its ack deadline (Touch)    */
 	bool going;                /* being taken back (take_back)           */
 	uint64_t allow;            /* hand out by this (jitter included)     */
@@ -763,19 +764,19 @@ static bool dead_letter(struct sim *s, int si, struct mfire *f,
 		     ms->name, f->key, f->deliveries, max_deliveries(s, ms), name);
 		return false;
 	}
-	if (p->dead->origin != ms->id || p->dead->deliveries != f->deliveries ||
+	if (strcmp(p->dead->origin, ms->name) || p->dead->deliveries != f->deliveries ||
 	    p->dead->why != why || p->dead->dead_ns != s->now ||
 	    p->dead->last_ns != f->handed_at || p->deliveries)
-		viol(s, "session %s: key %" PRIu64 " dead-lettered with history (origin %" PRIu64 ", %" PRIu64 " deliveries, last %.3f ms, why %u, now %" PRIu32 " deliveries), the model (%" PRIu64 ", %" PRIu32 ", %.3f ms, %u, 0)",
+		viol(s, "session %s: key %" PRIu64 " dead-lettered with history (origin %s, %" PRIu64 " deliveries, last %.3f ms, why %u, now %" PRIu32 " deliveries), the model (%s, %" PRIu32 ", %.3f ms, %u, 0)",
 		     ms->name, f->key, p->dead->origin, p->dead->deliveries,
 		     (double)(p->dead->last_ns - T0) / 1e6, p->dead->why, p->deliveries,
-		     ms->id, f->deliveries, (double)(f->handed_at - T0) / 1e6, why);
+		     ms->name, f->deliveries, (double)(f->handed_at - T0) / 1e6, why);
 	TRACE(s, "dead-lettered: session %d key %" PRIu64 " after %" PRIu32 " deliveries to session %d (%s)",
 	      si, f->key, f->deliveries, ti, name);
 	s->stats.dead_lettered++;
 	fire_unlink(s, ms, f);
 	f->dead = true;
-	f->origin = ms->id;
+	snprintf(f->origin, sizeof(f->origin), "%s", ms->name);
 	f->deliveries = 0;
 	f->paced = false;
 	fire_link(&s->s[ti], f);
@@ -885,45 +886,14 @@ static void reply(struct sim *s, struct sconn *c, uint64_t len)
 		c->throttled = true;
 }
 
-/* The bytes of f's frame (to a member of s), packed as bwd_conn_deliver()
- * packs it. */
-static size_t fired_len(const struct bwd_session *s, const struct bwd_fire *f)
+/* The bytes of f's frame, packed as bwd_conn_deliver() packs it. */
+static size_t fired_len(const struct bwd_fire *f)
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
-	Bitwheel__V1__Fired fired = BITWHEEL__V1__FIRED__INIT;
-	Bitwheel__V1__DeadLetter dead = BITWHEEL__V1__DEAD_LETTER__INIT;
-	const char *origin;
+	Bitwheel__V1__Fired fired;
+	Bitwheel__V1__DeadLetter dead;
 
-	fired.has_key = 1;
-	fired.key = f->key;
-	fired.has_payload = f->has_payload;
-	fired.payload.len = f->payload_len;
-	fired.payload.data = (uint8_t *)f->payload;
-	fired.has_deadline_ns = fired.has_fired_at_ns = fired.has_delivery = 1;
-	fired.deadline_ns = f->deadline_ns;
-	fired.fired_at_ns = f->fired_ns;
-	fired.has_fire_count = f->count != 0;
-	fired.fire_count = f->count;
-	fired.has_late = fired.late = f->late;
-	fired.has_redelivered = fired.redelivered = f->redelivered;
-	fired.delivery = f->delivery;
-	fired.has_deliveries = 1;
-	fired.deliveries = f->deliveries;
-	if (f->dead) {
-		origin = bwd_fire_origin(s, f);
-		dead.has_session = origin != NULL;
-		dead.session.data = (uint8_t *)origin;
-		dead.session.len = origin ? strlen(origin) : 0;
-		dead.has_deliveries = dead.has_first_handed_ns = 1;
-		dead.has_last_handed_ns = dead.has_dead_lettered_ns = 1;
-		dead.has_reason = 1;
-		dead.deliveries = f->dead->deliveries;
-		dead.first_handed_ns = f->dead->first_ns;
-		dead.last_handed_ns = f->dead->last_ns;
-		dead.dead_lettered_ns = f->dead->dead_ns;
-		dead.reason = (Bitwheel__V1__TakeBack)f->dead->why;
-		fired.dead_letter = &dead;
-	}
+	bwd_fired_of(f, &fired, &dead);
 	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED;
 	env.fired = &fired;
 	return bwp_frame_packed_size(&env);
@@ -1091,7 +1061,7 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 		viol(s, "key %" PRIu64 " released with a delay handed out %.3f ms before it was ready",
 		     f->key, (double)(mf->ready - s->now) / 1e6);
 	if (f->deliveries != mf->deliveries + 1 || (f->dead != NULL) != mf->dead ||
-	    (mf->dead && f->dead->origin != mf->origin))
+	    (mf->dead && strcmp(f->dead->origin, mf->origin)))
 		viol(s, "key %" PRIu64 " handed out as its delivery %" PRIu32 " (dead letter %d), the model says %" PRIu32 " (%d)",
 		     f->key, f->deliveries, f->dead != NULL, mf->deliveries + 1, mf->dead);
 	for (struct mfire *g = mf->back ? ms->backl.head : NULL; g; g = g->w_next) {
@@ -1153,7 +1123,7 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 	c->fl[c->flight++] = mf;
 	s->stats.handed_out++;
 	/* bwd_conn_deliver(). */
-	len = fired_len(m->session, f);
+	len = fired_len(f);
 	if (output(c) + len > s->max_output) {
 		viol(s, "conn %d cut off: a %zu-byte fire does not fit its %" PRIu64 " bytes of unread output (bound %" PRIu64 ")",
 		     conn_index(s, c), len, output(c), s->max_output);
@@ -1863,7 +1833,7 @@ static void ev_kick(struct sim *s)
 	allow = tail_allow(s, ms);
 	for (size_t i = 0; i < dl->nf; i++) {
 		struct mfire *f = dl->f[i];
-		bool match = f->dead && f->origin == ms->id && (!has_key || f->key == key) &&
+		bool match = f->dead && !strcmp(f->origin, ms->name) && (!has_key || f->key == key) &&
 			f->st == F_WAIT;
 
 		if (!f->dead || f->ptr->dead) {
@@ -1872,8 +1842,8 @@ static void ev_kick(struct sim *s)
 			continue;
 		}
 		if (!match) {
-			viol(s, "Kick of session %s moved key %" PRIu64 " (a dead letter %d of session %" PRIu64 ", %s), not one of its queued dead letters",
-			     ms->name, f->key, f->dead, f->origin,
+			viol(s, "Kick of session %s moved key %" PRIu64 " (a dead letter %d of session %s, %s), not one of its queued dead letters",
+			     ms->name, f->key, f->dead, f->dead ? f->origin : "-",
 			     f->st == F_WAIT ? "waiting" : "in flight");
 			return;
 		}

@@ -1041,7 +1041,7 @@ class DeadLetter:
     """Where a dead letter came from (``Fire.dead_letter``; PROTOCOL.md,
     "Fires that fail")."""
 
-    #: The session that dead-lettered it; None if that session has ended.
+    #: The session that dead-lettered it (named even after it ended).
     session: bytes | None
     #: Its hand-outs there.
     deliveries: int
