@@ -33,8 +33,11 @@ struct sim_stats {
 	uint64_t steps, turns, pumps, polls;
 	uint64_t scheduled, handed_out, redelivered, acked, auto_acked;
 	uint64_t attached, detached, checks;
-	/* Fires that fail (issue 21). */
-	uint64_t released, touched, dead_lettered, kicked;
+	/* Fires that fail (issue 21): fires released (of them, with a
+	 * delay), touched (and touches refused with HOLD_LIMIT), taken back to
+	 * their queue's tail, dead-lettered, kicked back; policies set. */
+	uint64_t released, released_delayed, touched, hold_limited, to_tail;
+	uint64_t dead_lettered, kicked, policies;
 };
 
 /* A simulation whose configuration (limits, wheel preset, clock jitter)
