@@ -114,7 +114,7 @@
  * consumers it looks at; a take-back to the tail, a release or a kick
  * O(its session's fires)), a quiet check O(all fires; a session that
  * piled up more than 512 is looked at whole every 64th check); some
- * 60,000 steps a second.
+ * 40,000 steps a second of CPU (60,000 before fires that fail).
  */
 #define _GNU_SOURCE
 #include <errno.h>
