@@ -1,8 +1,9 @@
 /*
- * sim.h - a deterministic simulation of bitwheeld's delivery (issue 20):
- * the daemon's real state (daemon/state.c) on an injected clock, driven
- * by random events through simulated connections, and checked after
- * every step against a reference model (tests/sim.c says what it checks).
+ * sim.h - a deterministic simulation of bitwheeld's delivery (issue 20)
+ * and of fires that fail (issue 21): the daemon's real state
+ * (daemon/state.c, delivery.c) on an injected clock, driven by random
+ * events through simulated connections, and checked after every step
+ * against a reference model (tests/sim.c says what it checks).
  *
  * The choices come from the caller (below): a seeded PRNG in
  * tests/check_sim.c and `make sim`, the input bytes in tests/fuzz_sim.c.
