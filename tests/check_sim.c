@@ -1,7 +1,10 @@
 /*
  * check_sim.c - the deterministic simulation of delivery (tests/sim.c,
- * issue 20): the daemon's real delivery code driven by random events
- * against a reference model, checked after every step.
+ * issues 20 and 21): the daemon's real delivery code driven by random
+ * events against a reference model, checked after every step: hand-outs,
+ * acks and take-backs, and fires that fail (deliveries and the blame
+ * rule, dead letters, the queue's front and tail, Release now or delayed,
+ * Touch and HOLD_LIMIT, SetPolicy, Kick).
  *
  * TCases:
  *   seeds     fixed seeds, each a run of STEPS steps then settled (every
@@ -12,13 +15,17 @@
  *             same figures); and the simulator finds the stall of the
  *             pump rule before issue 20 (hand out fires only when an
  *             event activated the pump): a consumer that only waits gets
- *             nothing more once its window drained by auto-ack.
+ *             nothing more once its window drained by auto-ack; and the
+ *             fixed seeds cover every edge of fires that fail (releases
+ *             now and delayed, touches and HOLD_LIMIT, take-backs to the
+ *             tail, dead letters, kicks, policies), so that the model
+ *             cannot silently stop exercising one.
  * A failure names the seed, the step, the simulated time and the broken
  * invariant; rerun it with BW_SIM_SEED=<seed>.
  *
  * Long mode (make sim SIM_STEPS=N [SIM_SEED=S]): BW_SIM_STEPS=N runs
- * seeds S, S+1, ... STEPS steps each until N steps are done, and prints
- * the steps per second.
+ * seeds S, S+1, ... STEPS steps each until N steps are done, printing
+ * each run's counts of the edges, and the steps per second.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -95,9 +102,11 @@ START_TEST(test_seed_env)
 		ck_assert_msg(!msg, "%s", msg);
 		done += n;
 		if (e)
-			printf("sim: seed %" PRIu64 ": %" PRIu64 " steps, %" PRIu64 " fires handed out, %" PRIu64 " redelivered, %" PRIu64 " released, %" PRIu64 " touched, %" PRIu64 " dead-lettered, %" PRIu64 " kicked back\n",
-			       seed, n, st.handed_out, st.redelivered, st.released,
-			       st.touched, st.dead_lettered, st.kicked);
+			printf("sim: seed %" PRIu64 ": %" PRIu64 " steps, %" PRIu64 " fires handed out, %" PRIu64 " redelivered (%" PRIu64 " to the tail), %" PRIu64 " released (%" PRIu64 " delayed), %" PRIu64 " touched (%" PRIu64 " HOLD_LIMIT), %" PRIu64 " dead-lettered, %" PRIu64 " kicked back, %" PRIu64 " policies\n",
+			       seed, n, st.handed_out, st.redelivered, st.to_tail,
+			       st.released, st.released_delayed, st.touched,
+			       st.hold_limited, st.dead_lettered, st.kicked,
+			       st.policies);
 		seed++;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &b);
@@ -144,6 +153,34 @@ START_TEST(test_finds_old_pump_stall)
 }
 END_TEST
 
+/* The fixed seeds between them take every edge of fires that fail. */
+START_TEST(test_covers_failures)
+{
+	struct sim_stats sum = { 0 };
+
+	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
+		struct sim_stats st;
+		char *msg = run(seeds[i], STEPS, false, &st);
+
+		ck_assert_msg(!msg, "%s", msg);
+		sum.released += st.released;
+		sum.released_delayed += st.released_delayed;
+		sum.touched += st.touched;
+		sum.hold_limited += st.hold_limited;
+		sum.to_tail += st.to_tail;
+		sum.dead_lettered += st.dead_lettered;
+		sum.kicked += st.kicked;
+		sum.policies += st.policies;
+	}
+	ck_assert_msg(sum.released > sum.released_delayed && sum.released_delayed &&
+		      sum.touched && sum.hold_limited && sum.to_tail &&
+		      sum.dead_lettered && sum.kicked && sum.policies,
+		      "the fixed seeds miss an edge: %" PRIu64 " released (%" PRIu64 " delayed), %" PRIu64 " touched (%" PRIu64 " HOLD_LIMIT), %" PRIu64 " to the tail, %" PRIu64 " dead-lettered, %" PRIu64 " kicked, %" PRIu64 " policies",
+		      sum.released, sum.released_delayed, sum.touched, sum.hold_limited,
+		      sum.to_tail, sum.dead_lettered, sum.kicked, sum.policies);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("sim");
@@ -160,6 +197,7 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_deterministic);
 	tcase_add_test(tc, test_finds_old_pump_stall);
+	tcase_add_test(tc, test_covers_failures);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,5 +1,6 @@
 /*
- * sim.c - the deterministic simulation of delivery (sim.h, issue 20).
+ * sim.c - the deterministic simulation of delivery (sim.h, issues 20 and
+ * 21).
  *
  * What is real and what is simulated.  The daemon's state (state.c,
  * delivery.c, account.c: the wheel, sessions, timers, queues, consumers,
@@ -29,52 +30,91 @@
  *     read (single, cumulative, late, bogus: a bogus ack closes the
  *     connection once its output drained, as request.c and conn.c do),
  *     and leaves killed (fires cut off mid-frame), or after reading all.
+ *     Its requests include the ones for fires that fail (issue 21):
+ *     Release (now, or after up to 400 ms), Touch (its ack timeout
+ *     again, 5 to 400 ms, or 13 h: past the hold limit), SetPolicy (a
+ *     limit of 0 to 5 or kept; the default dead-letter session, another
+ *     of the names, or kept), Kick (all or a key, up to a limit or
+ *     not); --max-deliveries is 20, 4, 2 or 0.  Named sessions' Hellos
+ *     give now and then a dead-letter session's name (NAME.dead).
  *
  * The model (struct msess, struct mfire, struct mtimer) knows what was
  * scheduled and when, so it knows which fires are owed: a oneshot's at its
  * deadline, a periodic timer's at each of d, d + p, ...  It follows every
  * fire from owed to handed out (to whom, with which delivery number, its
  * frame's end) to done (an ack, or an auto-ack drain) or taken back (the
- * member left, or its ack timeout), and checks the state against it:
+ * member left, its ack deadline passed, or a Release), and checks the
+ * state against it.  For fires that fail it keeps each fire's deliveries
+ * and each named session's policy, and moves fires as PROTOCOL.md ("Fires
+ * that fail") says: of the fires taken back together only the oldest
+ * written whole keeps its hand-out counted (the blame rule); one at its
+ * limit goes to its dead-letter session's tail (NAME.dead unless set; a
+ * session the state makes, which the model adopts when it appears, and
+ * which outlives its linger while it holds dead letters), with its
+ * history, its count from 0 (dead letters are never dead-lettered
+ * again); else one counted twice or more goes to its
+ * queue's tail, the others to the front; a Release puts it at the tail,
+ * or after its delay among the delayed; a Touch moves its ack deadline
+ * (HOLD_LIMIT past its hand-out + BWD_MAX_HOLD_NS); a Kick brings the
+ * origin's queued dead letters back to its tail, counted from 0.
+ * The invariants:
  *   safety, at every hand-out: the fire is owed and waiting (never early,
  *     never twice, never one that was done), to a consumer with room and
  *     credit, numbered in order, and a fire taken back goes before any
  *     other of its session, marked redelivered exactly when its frame had
- *     been written whole; after every turn, each member's count in flight
- *     and last delivery number are the model's; an ack completes exactly
- *     what the model says; a timer the state calls pending (Cancel,
- *     replace, a duplicate key) is one the model has not seen fire past
- *     its lane's bound;
+ *     been written whole; fires at the tail go in the order of the turns
+ *     that put them there, and a released one not before its delay; its
+ *     deliveries, and a dead letter's origin, are the model's; after every
+ *     turn, each member's count in flight and last delivery number are the
+ *     model's; an ack completes exactly what the model says; a timer the
+ *     state calls pending (Cancel, replace, a duplicate key) is one the
+ *     model has not seen fire past its lane's bound;
+ *   fires that fail, at each take-back: the state's count is the blame
+ *     rule's; a fire at its limit is dead-lettered (to the model's
+ *     dead-letter session, with the history of its origin, deliveries,
+ *     last hand-out, reason and time) and no other is; Release, Touch,
+ *     SetPolicy and Kick answer as the model says (released or not, ready
+ *     when, dead-lettered or not; touched, the new deadline, HOLD_LIMIT;
+ *     the policy read back; how many kicked, only the origin's queued dead
+ *     letters of the key, within the limit, `more` while some are left),
+ *     and a request naming a delivery never sent is a BAD_REQUEST;
  *   timing, at every hand-out: a fire goes by its deadline (or its
  *     schedule, if later) plus its lane's bound, or for a coalescing
  *     session plus max(leeway, lane bound), plus the jitter; a fire due
  *     before a write of its coalescing session (a batch released by its
  *     earliest window end, a redelivery, ...) goes as soon as its lane
  *     made it (PROTOCOL.md, "Coalesced delivery"); a taken-back fire at
- *     once, or with the batch held; time in which the session had no
+ *     once, or with the batch held; a fire put at the tail by the time
+ *     the fires waiting before it went (a delayed one once its delay and
+ *     the oneshot lane's bound passed); time in which the session had no
  *     consumer with room and credit, or waited for its uid's redelivery
- *     pace, does not count; an ack timeout
- *     takes back fires no sooner than it runs out and within the oneshot
- *     lane's bound after; a named session expires after its linger;
+ *     pace, does not count; a fire is taken back no sooner than its ack
+ *     deadline (as last touched) and within the oneshot lane's bound
+ *     after; a named session expires after its linger (from when its
+ *     last member left or its last dead letter did), never while it
+ *     holds dead letters;
  *   liveness, whenever the loop has nothing left to do at the current
  *     time (before the clock moves): no session has fires queued while a
  *     consumer of it has room and credit (unless a batch is held, which
  *     the timing above bounds), no fire is past its bound in such a
- *     session, and every fire
- *     that must have been made is queued or in flight (nothing lost);
+ *     session, and every fire that must have been made is queued,
+ *     delayed or in flight (nothing lost);
  *   bounded work: no session with fires it could hand out waits more
  *     than a turn per session while others are served (the pump itself
  *     stops at BWD_DELIVER_CHUNK, as server.c's does); redeliveries keep
  *     to their uid's pace (--max-periodic-rate-per-uid, at least
- *     BWD_MIN_REDELIVERY_MHZ): no more than a second's worth plus the
- *     rate times the time since the start, and time a session waits for
- *     that pace does not count against its fires.
+ *     BWD_MIN_REDELIVERY_MHZ; a released fire pays it too): no more
+ *     than a second's worth plus the rate times the time since the
+ *     start, and time a session waits for that pace does not count
+ *     against its fires.
  * And the wheel's own self-check (bw_dual_check) every 1,024 turns.
  *
  * Costs: a hand-out is matched in its key's list of waiting fires (or
- * the taken-back ones), a step is O(the timers and consumers it looks
- * at), a quiet check O(all fires; a session that piled up more than 512
- * is looked at whole every 64th check); some 60,000 steps a second.
+ * the taken-back, tail or delayed ones), a step is O(the timers and
+ * consumers it looks at; a take-back to the tail, a release or a kick
+ * O(its session's fires)), a quiet check O(all fires; a session that
+ * piled up more than 512 is looked at whole every 64th check); some
+ * 40,000 steps a second of CPU (60,000 before fires that fail).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -838,6 +878,7 @@ static void take_back(struct sim *s, struct sconn *c, enum bwd_take_back why)
 			if (!tallow)
 				tallow = tail_allow(s, ms);
 			to_tail(s, ms, f, tallow);
+			s->stats.to_tail++;
 			continue;
 		}
 		f->st = F_WAIT;
@@ -1704,6 +1745,7 @@ static void ev_release(struct sim *s)
 				f->st = F_WAIT;
 				f->delayed = true;
 				f->ready = s->now + delay;
+				s->stats.released_delayed++;
 				f->allow = UINT64_MAX;
 				f->first_go = UINT64_MAX;
 				ms->nwait++;
@@ -1750,6 +1792,7 @@ static void ev_touch(struct sim *s)
 		f->ack_by = want;
 		s->stats.touched++;
 	}
+	s->stats.hold_limited += expect != 0;
 	reply(s, c, err ? ERROR_REPLY : TOUCH_REPLY);
 }
 
@@ -1793,6 +1836,7 @@ static void ev_policy(struct sim *s)
 	if (dl)
 		strcpy(ms->dead_letter, dl);
 	ms->policy_set = true;
+	s->stats.policies++;
 	if (bwd_session_max_deliveries(ms->ptr) != max_deliveries(s, ms) ||
 	    dead_letter_name(ms, name) != !bwd_session_dead_letter_name(ms->ptr, got) ||
 	    (dead_letter_name(ms, name) && strcmp(name, got)))

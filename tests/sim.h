@@ -1,8 +1,9 @@
 /*
- * sim.h - a deterministic simulation of bitwheeld's delivery (issue 20):
- * the daemon's real state (daemon/state.c) on an injected clock, driven
- * by random events through simulated connections, and checked after
- * every step against a reference model (tests/sim.c says what it checks).
+ * sim.h - a deterministic simulation of bitwheeld's delivery (issue 20)
+ * and of fires that fail (issue 21): the daemon's real state
+ * (daemon/state.c, delivery.c) on an injected clock, driven by random
+ * events through simulated connections, and checked after every step
+ * against a reference model (tests/sim.c says what it checks).
  *
  * The choices come from the caller (below): a seeded PRNG in
  * tests/check_sim.c and `make sim`, the input bytes in tests/fuzz_sim.c.
@@ -33,8 +34,11 @@ struct sim_stats {
 	uint64_t steps, turns, pumps, polls;
 	uint64_t scheduled, handed_out, redelivered, acked, auto_acked;
 	uint64_t attached, detached, checks;
-	/* Fires that fail (issue 21). */
-	uint64_t released, touched, dead_lettered, kicked;
+	/* Fires that fail (issue 21): fires released (of them, with a
+	 * delay), touched (and touches refused with HOLD_LIMIT), taken back to
+	 * their queue's tail, dead-lettered, kicked back; policies set. */
+	uint64_t released, released_delayed, touched, hold_limited, to_tail;
+	uint64_t dead_lettered, kicked, policies;
 };
 
 /* A simulation whose configuration (limits, wheel preset, clock jitter)
