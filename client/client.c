@@ -3114,52 +3114,44 @@ int bwc_send_ack(struct bwc_client *c, const struct bwc_fire *fire,
 
 /* ---- fires that fail ---------------------------------------------------- */
 
-static int build_release(struct bwc_client *c, const struct bwc_fire *fire,
-			 uint64_t delay_ns, Bitwheel__V1__Envelope *env,
-			 Bitwheel__V1__Release *r, struct request *req)
-{
-	int rc = check_fire(c, fire, "release");
+/* Release and Touch each name a fire of this connection's and take a
+ * duration (0: absent): one message body or the other. */
+union fire_op {
+	Bitwheel__V1__Release release;
+	Bitwheel__V1__Touch touch;
+};
 
-	req->kind = BWC_REQUEST_RELEASE;
+static int build_fire_op(struct bwc_client *c, const struct bwc_fire *fire,
+			 bool touch, uint64_t ns, Bitwheel__V1__Envelope *env,
+			 union fire_op *m, struct request *req)
+{
+	int rc = check_fire(c, fire, touch ? "touch" : "release");
+
+	req->kind = touch ? BWC_REQUEST_TOUCH : BWC_REQUEST_RELEASE;
 	req->key = fire != NULL ? fire->key : 0;
 	if (rc != 0)
 		return rc;
-	bitwheel__v1__release__init(r);
-	r->has_delivery = 1;
-	r->delivery = fire->delivery;
-	if (delay_ns > 0) {
-		r->has_delay_ns = 1;
-		r->delay_ns = delay_ns;
-	}
-	env->body_case = BITWHEEL__V1__ENVELOPE__BODY_RELEASE;
-	env->release = r;
 	/* Never sent again: keep_for_replay settles it by its kind. */
 	req->repeat = REPEAT_NEVER;
-	req->reply_case = BITWHEEL__V1__ENVELOPE__BODY_RELEASE_REPLY;
-	return 0;
-}
-
-static int build_touch(struct bwc_client *c, const struct bwc_fire *fire,
-		       uint64_t timeout_ns, Bitwheel__V1__Envelope *env,
-		       Bitwheel__V1__Touch *t, struct request *req)
-{
-	int rc = check_fire(c, fire, "touch");
-
-	req->kind = BWC_REQUEST_TOUCH;
-	req->key = fire != NULL ? fire->key : 0;
-	if (rc != 0)
-		return rc;
-	bitwheel__v1__touch__init(t);
-	t->has_delivery = 1;
-	t->delivery = fire->delivery;
-	if (timeout_ns > 0) {
-		t->has_timeout_ns = 1;
-		t->timeout_ns = timeout_ns;
+	if (touch) {
+		bitwheel__v1__touch__init(&m->touch);
+		m->touch.has_delivery = 1;
+		m->touch.delivery = fire->delivery;
+		m->touch.has_timeout_ns = ns > 0;
+		m->touch.timeout_ns = ns;
+		env->body_case = BITWHEEL__V1__ENVELOPE__BODY_TOUCH;
+		env->touch = &m->touch;
+		req->reply_case = BITWHEEL__V1__ENVELOPE__BODY_TOUCH_REPLY;
+	} else {
+		bitwheel__v1__release__init(&m->release);
+		m->release.has_delivery = 1;
+		m->release.delivery = fire->delivery;
+		m->release.has_delay_ns = ns > 0;
+		m->release.delay_ns = ns;
+		env->body_case = BITWHEEL__V1__ENVELOPE__BODY_RELEASE;
+		env->release = &m->release;
+		req->reply_case = BITWHEEL__V1__ENVELOPE__BODY_RELEASE_REPLY;
 	}
-	env->body_case = BITWHEEL__V1__ENVELOPE__BODY_TOUCH;
-	env->touch = t;
-	req->repeat = REPEAT_NEVER;
-	req->reply_case = BITWHEEL__V1__ENVELOPE__BODY_TOUCH_REPLY;
 	return 0;
 }
 
@@ -3278,7 +3270,7 @@ int bwc_release(struct bwc_client *c, const struct bwc_fire *fire,
 		uint64_t delay_ns, struct bwc_released *out)
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
-	Bitwheel__V1__Release r;
+	union fire_op r;
 	struct bwc_released got;
 	struct answer ans = { .env = NULL };
 	struct request req = { .kind = 0 };
@@ -3289,7 +3281,7 @@ int bwc_release(struct bwc_client *c, const struct bwc_fire *fire,
 	if (c->in_callback)
 		return fail(c, BWC_EBUSY, "bwc_release from inside a "
 			    "bwc_dispatch callback (use bwc_send_release)");
-	rc = build_release(c, fire, delay_ns, &env, &r, &req);
+	rc = build_fire_op(c, fire, false, delay_ns, &env, &r, &req);
 	if (rc == 0)
 		rc = call(c, &env, &req, &ans);
 	if (rc < 0)
@@ -3305,13 +3297,13 @@ int bwc_send_release(struct bwc_client *c, const struct bwc_fire *fire,
 		     uint64_t delay_ns, bwc_reply_fn cb, void *arg)
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
-	Bitwheel__V1__Release r;
+	union fire_op r;
 	struct request req = { .kind = 0 };
 	int rc;
 
 	if (c == NULL)
 		return BWC_EINVAL;
-	rc = build_release(c, fire, delay_ns, &env, &r, &req);
+	rc = build_fire_op(c, fire, false, delay_ns, &env, &r, &req);
 	if (rc == ACK_NOTHING)
 		return nothing_done(c, &req, cb, arg);
 	if (rc != 0)
@@ -3323,7 +3315,7 @@ int bwc_touch(struct bwc_client *c, const struct bwc_fire *fire,
 	      uint64_t timeout_ns, bool *touched, uint64_t *ack_deadline_ns)
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
-	Bitwheel__V1__Touch t;
+	union fire_op t;
 	struct answer ans = { .env = NULL };
 	struct request req = { .kind = 0 };
 	uint64_t deadline;
@@ -3335,7 +3327,7 @@ int bwc_touch(struct bwc_client *c, const struct bwc_fire *fire,
 	if (c->in_callback)
 		return fail(c, BWC_EBUSY, "bwc_touch from inside a "
 			    "bwc_dispatch callback (use bwc_send_touch)");
-	rc = build_touch(c, fire, timeout_ns, &env, &t, &req);
+	rc = build_fire_op(c, fire, true, timeout_ns, &env, &t, &req);
 	if (rc == 0)
 		rc = call(c, &env, &req, &ans);
 	if (rc < 0)
@@ -3353,13 +3345,13 @@ int bwc_send_touch(struct bwc_client *c, const struct bwc_fire *fire,
 		   uint64_t timeout_ns, bwc_reply_fn cb, void *arg)
 {
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
-	Bitwheel__V1__Touch t;
+	union fire_op t;
 	struct request req = { .kind = 0 };
 	int rc;
 
 	if (c == NULL)
 		return BWC_EINVAL;
-	rc = build_touch(c, fire, timeout_ns, &env, &t, &req);
+	rc = build_fire_op(c, fire, true, timeout_ns, &env, &t, &req);
 	if (rc == ACK_NOTHING)
 		return nothing_done(c, &req, cb, arg);
 	if (rc != 0)

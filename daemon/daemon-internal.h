@@ -785,9 +785,10 @@ enum bwd_rec_type {
 	BWD_REC_SENT,              /* sid, seq: handed to a connection       */
 	BWD_REC_DONE,              /* sid, seq: delivered, or dropped        */
 	BWD_REC_TRAILER,           /* count: records before it (snapshots)   */
-	BWD_REC_MOVE,              /* sid, seq, to, to_seq, deliveries, first,
-				      last, why, dead, name (the origin's,
-				      a dead-lettering's): the fire went to
+	BWD_REC_MOVE,              /* sid, seq, to, to_seq, dl_deliveries,
+				      dl_first, last, why, dead, name (the
+				      origin's, a dead-lettering's): the fire
+				      went to
 				      session `to` as its fire to_seq (dead-
 				      lettered with that history, or with
 				      BWD_RECF_KICK kicked back)             */

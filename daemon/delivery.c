@@ -307,6 +307,17 @@ static void requeue_front(struct bwd_session *s, struct bwd_fire *head,
 	bwd_work_add(s);
 }
 
+void bwd_dead_record(const struct bwd_dead *d, struct bwd_record *r)
+{
+	r->name = d->origin;
+	r->name_len = (uint8_t)strlen(d->origin);
+	r->dl_deliveries = d->deliveries;
+	r->dl_first_ns = d->first_ns;
+	r->last_ns = d->last_ns;
+	r->dead_ns = d->dead_ns;
+	r->why = d->why;
+}
+
 void bwd_dead_count(struct bwd_session *s, int n)
 {
 	s->dead_letters += (uint64_t)(int64_t)n;
@@ -427,15 +438,8 @@ static void move_to(struct bwd_session *from, struct bwd_session *to,
 		.to_seq = to->next_seq, .flags = kick ? BWD_RECF_KICK : 0,
 	};
 
-	if (f->dead) {
-		r.name = f->dead->origin;
-		r.name_len = (uint8_t)strlen(f->dead->origin);
-		r.deliveries = f->dead->deliveries;
-		r.first_ns = f->dead->first_ns;
-		r.last_ns = f->dead->last_ns;
-		r.dead_ns = f->dead->dead_ns;
-		r.why = f->dead->why;
-	}
+	if (f->dead)
+		bwd_dead_record(f->dead, &r);
 	bwd_state_journal(from->state, from->acct, &r);
 	f->seq = to->next_seq++;
 	f->deliveries = 0;

@@ -64,8 +64,8 @@ static const unsigned field_mask[BWD_REC_TYPES] = {
 	[BWD_REC_DONE] = B(F_SID) | B(F_SEQ),
 	[BWD_REC_TRAILER] = B(F_COUNT),
 	[BWD_REC_MOVE] = B(F_SID) | B(F_SEQ) | B(F_TO) | B(F_TO_SEQ) |
-		B(F_DELIVERIES) | B(F_FIRST) | B(F_LAST) | B(F_WHY) | B(F_DEAD) |
-		B(F_NAME),
+		B(F_DL_DELIVERIES) | B(F_DL_FIRST) | B(F_LAST) | B(F_WHY) |
+		B(F_DEAD) | B(F_NAME),
 	[BWD_REC_RELEASE] = B(F_SID) | B(F_SEQ) | B(F_READY),
 	[BWD_REC_POLICY] = B(F_SID) | B(F_COUNT) | B(F_NAME),
 };

@@ -85,15 +85,8 @@ static int dump_fire(const struct bwd_session *s, const struct bwd_fire *f,
 		.ready_ns = ready,
 	};
 
-	if (f->dead) {
-		r.name = f->dead->origin;
-		r.name_len = (uint8_t)strlen(f->dead->origin);
-		r.dl_deliveries = f->dead->deliveries;
-		r.dl_first_ns = f->dead->first_ns;
-		r.last_ns = f->dead->last_ns;
-		r.why = f->dead->why;
-		r.dead_ns = f->dead->dead_ns;
-	}
+	if (f->dead)
+		bwd_dead_record(f->dead, &r);
 	return emit(ctx, &r);
 }
 
@@ -295,12 +288,9 @@ static int apply_move(struct bwd_session *s, const struct bwd_record *r,
 	if (!f || !to || to == s || to->owner != s->owner)
 		return BWD_REC_ECORRUPT;
 	if (!(r->flags & BWD_RECF_KICK)) {
-		struct bwd_record h = *r;
-		int err;
+		int err = dead_of(r, shift, &d);
 
-		h.dl_deliveries = r->deliveries;
-		h.dl_first_ns = r->first_ns;
-		if ((err = dead_of(&h, shift, &d)))
+		if (err)
 			return err;
 	}
 	unqueue(s, f, prev);

@@ -201,6 +201,8 @@ void bwd_hold_let_go(struct bwd_session *s, uint64_t now);
 /* A dead letter's history, n of them (-1: one freed), held by s: its
  * count, and its bytes charged to s's owner like the fire's. */
 void bwd_dead_count(struct bwd_session *s, int n);
+/* A dead letter's history into a MOVE or QUEUED record. */
+void bwd_dead_record(const struct bwd_dead *d, struct bwd_record *r);
 /* A copy of f with its payload, in one allocation; NULL without memory. */
 struct bwd_fire *bwd_fire_new(const struct bwd_fire *f);
 /* A new fire counts (fire_count) and joins the queue (fire_link); both
