@@ -812,6 +812,8 @@ enum bwd_rec_type {
 				  dl_first, last, why, dead, name (its
 				  origin's)                              */
 #define BWD_RECF_KICK 0x40u    /* MOVE: a kick, not a dead-lettering     */
+#define BWD_RECF_MARKED 0x80u  /* QUEUED: redelivered, though not SENT
+				  under this seq (moved since)           */
 
 struct bwd_record {
 	uint8_t type;

@@ -78,6 +78,7 @@ static int dump_fire(const struct bwd_session *s, const struct bwd_fire *f,
 		.flags = (f->has_payload ? BWD_RECF_PAYLOAD : 0) |
 			 (f->late ? BWD_RECF_LATE : 0) |
 			 (f->sent ? BWD_RECF_SENT : 0) |
+			 (f->redelivered ? BWD_RECF_MARKED : 0) |
 			 (f->deliveries || ready ? BWD_RECF_HISTORY : 0) |
 			 (f->dead ? BWD_RECF_DEAD : 0),
 		.payload = f->payload, .payload_len = f->payload_len,
@@ -224,7 +225,8 @@ static void restore_fire(struct bwd_session *s, const struct bwd_record *r,
 		.deadline_ns = shifted(r->deadline_ns, shift),
 		.fired_ns = shifted(r->fired_ns, shift), .count = r->count,
 		.late = r->flags & BWD_RECF_LATE, .sent = r->flags & BWD_RECF_SENT,
-		.redelivered = r->flags & BWD_RECF_SENT, .lane = BWD_LANE_NONE,
+		.redelivered = r->flags & (BWD_RECF_SENT | BWD_RECF_MARKED),
+		.lane = BWD_LANE_NONE,
 		.has_payload = has_payload, .payload = payload,
 		.payload_len = payload_len,
 	};
