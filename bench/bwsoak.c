@@ -19,21 +19,33 @@
  * 500 ms, cancelled after a few fires), cancel pending timers, replace
  * them, schedule a pending key again (DUPLICATE_KEY); every slot closes
  * and reconnects, and stops reading for a while (a consumer after a
- * burst of timers due meanwhile: slow readers).  The parent SIGKILLs a
- * random client, consumers too, every --kill-every ms or so and
- * restarts it after a moment; it samples the daemon's VmRSS every
- * second.
+ * burst of timers due meanwhile: slow readers).  Fires that fail
+ * (PROTOCOL.md section 8): before the run every even group's session
+ * gets max_deliveries 3..5 (the others keep the default, 20); consumers
+ * release some fires instead of acknowledging them (one in 89 every
+ * time, so it is dead-lettered at the limit; one in 89 twice; any 2 % of
+ * the time), with a delay of 0..200 ms; the producer-consumer kicks dead
+ * letters back every few seconds; the consumer-only slot now and then
+ * touches a fire and takes 1.5 s over it, past its ack timeout.  The
+ * parent SIGKILLs a random client, consumers too, every --kill-every ms
+ * or so and restarts it after a moment; it samples the daemon's VmRSS
+ * every second.
  *
  * Everything a client intends, every reply and every fire goes to its
  * slot's journal with one write(2) (soak.h), before sending for
  * intents, so a SIGKILL loses nothing recorded.  At the end the parent
- * drains every named session and folds each journal: every acknowledged
+ * drains every named session, kicks 3 dead letters back and takes them,
+ * drains its dead-letter session, and folds each journal: every acknowledged
  * oneshot fired exactly once, or was cancelled / replaced (and did not
  * fire after the reply that said so), or was refused; periodic timers
  * fired once per period (or skipped as PROTOCOL.md allows) until they
  * were cancelled, and never after; nothing early; nothing dropped.  A
  * named session's fire may be in any of its consumers' journals, and
- * more than once, but at most one copy may lack the redelivered mark.  What the protocol leaves
+ * more than once, but at most one copy may lack the redelivered mark,
+ * plus one per Release; a released fire comes again, not before its
+ * ready time, with more deliveries; deliveries never go down but across
+ * a Kick; a dead letter reached its origin's limit; a touched fire goes
+ * to no one else before its new ack deadline (settle_history).  What the protocol leaves
  * open is counted apart, not hidden: a request whose reply died with its
  * process or connection is "unknown" (it may fire, once), an anonymous
  * session's timers die with its connection, and a fire already written
@@ -612,7 +624,9 @@ static void fold_fire_named(struct soak_model *m, const struct soak_rec *r,
 	unsigned fl = (unsigned)(r->v[3] & SFF_MASK);
 	uint32_t deliveries = SFF_DELIVERIES(r->v[3]);
 	unsigned owner = SOAK_UID_SLOT(r->uid);
-	bool delayed = (fl & SFF_REDELIVERED) != 0;
+	/* Handed out before (taken back, released, dead-lettered): its
+	 * wait is not the daemon's lateness. */
+	bool delayed = (fl & (SFF_REDELIVERED | SFF_DEAD)) || deliveries > 1;
 
 	if (c) {
 		c->fires++;

@@ -22,7 +22,10 @@
  * whichever consumer's journal took it, so the parent folds every
  * journal first, collecting named sessions' fires (struct soak_obs), and
  * then settles them against the timers of the slots that scheduled them
- * (soak_settle_fires), before soak_finish.
+ * (soak_settle_fires), before soak_finish.  Each fire's copies are
+ * settled together, in receipt order, with what became of each copy's
+ * Release or Touch (struct soak_obs) and the group's Kicks (struct
+ * soak_kick): "fires that fail", PROTOCOL.md section 8.
  */
 #ifndef SOAK_H
 #define SOAK_H

@@ -14,7 +14,8 @@
 #      processes mixing oneshot and periodic timers, cancels, replaces,
 #      kills, reconnects and slow readers, as producers and manually
 #      acknowledging consumers of shared named sessions (protocol 2) and
-#      in anonymous sessions, then the accounting
+#      in anonymous sessions; consumers release, touch and kick, and fires
+#      that keep failing are dead-lettered; then the accounting
 #   4. stops bitwheeld with SIGTERM and removes the directory (--keep
 #      leaves the journals and logs), however it ends
 #
@@ -42,7 +43,7 @@ while [ $# -gt 0 ]; do
 	--state) state=yes ;;
 	--daemon-opt) daemon_opts+=("$2"); shift ;;
 	--) shift; break ;;
-	-h | --help) sed -n '2,28p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,27p' "$0"; exit 0 ;;
 	*) echo "soak.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
