@@ -1299,7 +1299,12 @@ static void settle_history(struct soak_model *models, struct soak_model *m,
 			 sizeof ov->max_deliveries[0] ? ov->max_deliveries[group] : 0;
 	const struct soak_obs *prev = NULL, *last = NULL;
 	unsigned tokens = 1, unmarked = 0;
+	bool touched = false;
 
+	/* Touches are rare, and a fire that always fails has hundreds of
+	 * copies in a long run: the quadratic look only where one is. */
+	for (size_t i = 0; i < n && !touched; i++)
+		touched = o[i].touch_by != 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct soak_obs *x = &o[i];
 		bool marked = x->flags & SFF_REDELIVERED;
@@ -1308,7 +1313,7 @@ static void settle_history(struct soak_model *models, struct soak_model *m,
 			unmarked++;
 		if (!obs_ordered(x))
 			goto counted;
-		for (size_t k = 0; k < i; k++)
+		for (size_t k = 0; touched && k < i; k++)
 			if (o[k].touch_by &&
 			    (o[k].slot != x->slot || o[k].conn != x->conn))
 				check_touched(models, m, &o[k], x);
