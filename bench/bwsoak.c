@@ -827,7 +827,6 @@ static void fold_failing(struct soak_model *m, const struct soak_rec *r)
 			break;
 		if (!(fl & SRL_ERROR)) {
 			m->obs->kicks[m->kick_open - 1].t1 = r->t;
-			m->obs->kicks[m->kick_open - 1].kicked = r->v[0];
 			ty->kicked += r->v[0];
 			if (r->inc == SOAK_INC_DRAIN) {
 				m->drain_kick = true;
@@ -3161,6 +3160,7 @@ account:
 	}
 	free(models);
 	free(obs.v);
+	free(obs.kicks);
 
 	/* ---- report ------------------------------------------------------ */
 	/* A named session's drops reach its next HelloReply.dropped, and the

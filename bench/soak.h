@@ -205,9 +205,8 @@ struct soak_tally {
 	/* Fires that fail: */
 	uint64_t releases, released_back, released_dead, released_unknown,
 		 released_not, released_again, released_again_marked,
-		 lost_released, touches, touched, touch_kept,
-		 kicks, kicked, kicked_seen, dead_letters, dead_unseen,
-		 dead_acked_before, policy_groups;
+		 lost_released, touches, touched, kicks, kicked, kicked_seen,
+		 dead_letters, dead_unseen, policy_groups;
 	uint32_t max_deliveries_seen;
 	uint64_t excused_why[3]; /* grace window, pause cut short, unread queue */
 	uint64_t lost, lost_periodic;
@@ -253,7 +252,6 @@ struct soak_kick {
 	unsigned group;
 	uint64_t t0;            /* intent, before sending                   */
 	uint64_t t1;            /* its reply; UINT64_MAX: none came         */
-	uint64_t kicked;
 };
 
 struct soak_obsvec {
@@ -261,8 +259,9 @@ struct soak_obsvec {
 	size_t n, cap;
 	struct soak_kick *kicks;
 	size_t nkicks, capkicks;
-	uint32_t max_deliveries[16]; /* by group: its policy (0 unknown or
-				    unlimited), from SR_POLICY           */
+	uint32_t max_deliveries[16]; /* by group (64 slots at most): its
+				    policy, from SR_POLICY (0: unknown or
+				    unlimited)                           */
 };
 
 /* A request waiting for its reply: a Schedule (uid) or a Cancel (key). */
