@@ -1297,7 +1297,7 @@ static void settle_history(struct soak_model *models, struct soak_model *m,
 	uint32_t limit = group < sizeof ov->max_deliveries /
 			 sizeof ov->max_deliveries[0] ? ov->max_deliveries[group] : 0;
 	const struct soak_obs *prev = NULL, *last = NULL;
-	unsigned tokens = 1, unmarked = 0;
+	unsigned tokens = 1, unmarked = 0, walk = 1;
 	bool touched = false;
 
 	/* Touches are rare, and a fire that always fails has hundreds of
@@ -1364,6 +1364,16 @@ static void settle_history(struct soak_model *models, struct soak_model *m,
 					     prev->rel_deliveries);
 			}
 		}
+		/* In hand-out order, an unmarked copy needs the first
+		 * hand-out or a Release since. */
+		if (!marked && walk)
+			walk--;
+		else if (!marked)
+			viol(m, "DUPLICATE: fire %" PRIu64 " of %#" PRIx64
+			     " (deadline %" PRIu64 ") received unmarked at %"
+			     PRIu64 " by slot %u, after an unmarked copy and "
+			     "no Release since", x->cnt, x->uid, x->d, x->recv,
+			     x->slot);
 		if (!(x->flags & SFF_DEAD))
 			prev = x;
 		last = x;
@@ -1386,11 +1396,13 @@ counted:
 			/* fall through */
 		case REL_SENT:
 			tokens++;       /* it comes again unmarked */
+			walk++;
 			break;
 		default:
 			break;
 		}
 	}
+	/* And in all, stale copies too. */
 	if (unmarked > tokens)
 		viol(m, "DUPLICATE: fire %" PRIu64 " of %#" PRIx64 " (deadline %"
 		     PRIu64 ") handled %u times without the redelivered mark, "
