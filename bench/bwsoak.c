@@ -3,7 +3,8 @@
  * timers, cancels and faults for --duration, then every timer the daemon
  * acknowledged is accounted for from the clients' journals.
  *
- *   bwsoak --socket PATH --daemon-pid PID [--duration 5m] [--clients 8]
+ *   bwsoak --socket PATH --daemon-pid PID|--daemon-pid-file FILE
+ *          [--duration 5m] [--clients 8]
  *          [--rate OPS/S] [--burst N] [--kill-every MS] [--grace-ms MS]
  *          [--dir DIR] [--verbose]
  *   bwsoak --account DIR [--clients N] [--grace-ms MS]
@@ -93,6 +94,8 @@ struct cfg {
 	const char *socket;
 	const char *dir;
 	long daemon_pid;
+	const char *pid_file;   /* --daemon-pid-file: re-read, for restarts */
+	unsigned restarts;      /* daemon pids seen after the first         */
 	uint64_t duration_ns;
 	int clients;
 	uint64_t rate;          /* operations per second per client       */
@@ -425,8 +428,7 @@ static void conn_end(struct soak_model *m, uint64_t t, int kind)
 	c->end = t;
 	c->end_kind = kind;
 	m->cur = -1;
-	if (kind != SR_CLOSED)
-		m->breaks++;
+	m->breaks++;
 }
 
 static struct soak_conn *conn_new(struct soak_model *m)
@@ -1166,8 +1168,11 @@ static int in_flight(const struct soak_model *m, unsigned only, uint64_t d)
 
 		if (only != UINT32_MAX && i != only)
 			continue;
-		if (c->open || c->end_kind == SR_CLOSED)
-			continue;       /* read to the end: nothing in flight */
+		/* A connection the daemon ended (a restart, soak.sh
+		 * --restart-every) breaks like a kill: its client read to the
+		 * end, but a fire due just before may never have been written. */
+		if (c->open)
+			continue;
 		/* A SIGKILL takes a moment to close the client's socket: the
 		 * daemon may still write a fire due just after the kill was
 		 * recorded into it, and the kernel drops it with the socket. */
@@ -1476,7 +1481,9 @@ static void settle_one(struct soak_model *m, struct soak_timer *t,
 			     ", already past when it fired at %" PRIu64
 			     " (a catch-up fire, no skip)", t->uid, d, t->last_fired);
 		else if (d != t->last_deadline + t->period) {
-			if (d - t->period > t->last_fired)
+			/* A restart skips the periods it missed: the late
+			 * fire (PROTOCOL.md section 8, Daemon restart). */
+			if (d - t->period > t->last_fired && !(o->flags & SFF_LATE))
 				viol(m, "periodic %#" PRIx64 " skipped to %" PRIu64
 				     " though it fired %" PRIu64 " at %" PRIu64,
 				     t->uid, d, t->last_deadline, t->last_fired);
@@ -2276,7 +2283,8 @@ static void pump(int timeout_ms)
 	rc = dispatch();
 	if (rc == 0 || rc == BWC_ENOMEM)
 		return;
-	rec(SR_CLOSED, 0, 0, (uint64_t)(int64_t)rc, 0, 0, 0);
+	rec(SR_CLOSED, 0, 0, (uint64_t)(int64_t)rc,
+	    (uint64_t)bwc_server_error(C.c), 0, 0);
 	if (!C.named)
 		live_clear();
 	connect_loop();
@@ -2668,6 +2676,29 @@ static void sample_rss(void)
 		rss_max = rss;
 }
 
+/* Whether bitwheeld runs; with --daemon-pid-file, the one the file names
+ * now (soak.sh --restart-every rewrites it).  *restarted: a new one. */
+static bool daemon_alive(bool *restarted)
+{
+	*restarted = false;
+	if (cfg.pid_file) {
+		FILE *f = fopen(cfg.pid_file, "r");
+		long pid = 0;
+
+		if (f) {
+			if (fscanf(f, "%ld", &pid) != 1)
+				pid = 0;
+			fclose(f);
+		}
+		if (pid > 0 && pid != cfg.daemon_pid) {
+			*restarted = cfg.daemon_pid != 0;
+			cfg.restarts += *restarted;
+			cfg.daemon_pid = pid;
+		}
+	}
+	return cfg.daemon_pid > 0 && kill((pid_t)cfg.daemon_pid, 0) == 0;
+}
+
 static volatile sig_atomic_t interrupted;
 
 static void on_signal(int sig)
@@ -2837,7 +2868,8 @@ static void row(const char *what, uint64_t n, const char *note)
 
 static void usage(FILE *f)
 {
-	fputs("usage: bwsoak --socket PATH --daemon-pid PID [--duration TIME]\n"
+	fputs("usage: bwsoak --socket PATH --daemon-pid PID|--daemon-pid-file FILE\n"
+	      "              [--duration TIME]\n"
 	      "              [--clients N] [--rate OPS/S] [--burst N]\n"
 	      "              [--kill-every MS] [--grace-ms MS] [--dir DIR]\n"
 	      "              [--verbose]\n"
@@ -2867,6 +2899,7 @@ static void parse_opts(int argc, char **argv)
 	static const struct option lo[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "daemon-pid", required_argument, NULL, 'P' },
+		{ "daemon-pid-file", required_argument, NULL, 'F' },
 		{ "duration", required_argument, NULL, 't' },
 		{ "clients", required_argument, NULL, 'c' },
 		{ "rate", required_argument, NULL, 'r' },
@@ -2889,6 +2922,7 @@ static void parse_opts(int argc, char **argv)
 		switch (ch) {
 		case 's': cfg.socket = optarg; break;
 		case 'P': cfg.daemon_pid = (long)num("daemon-pid", optarg, 1, 1u << 30); break;
+		case 'F': cfg.pid_file = optarg; break;
 		case 't':
 			if (strspn(optarg, "0123456789") == strlen(optarg))
 				cfg.duration_ns = num("duration", optarg, 1, 86400) * SEC;
@@ -2930,6 +2964,7 @@ int main(int argc, char **argv)
 	uint64_t now, next_kill, next_rss, next_progress, progress_every,
 		 hard_end, killrs, kills = 0;
 	int64_t cpu0 = -1, cpu1 = -1;
+	uint64_t gone_since = 0;
 	unsigned nnamed = 0, failures = 0, running;
 	bool daemon_died = false, have_stats = false;
 	char fails[512] = "";
@@ -2955,6 +2990,15 @@ int main(int argc, char **argv)
 
 		snprintf(p, sizeof p, "%s/events.log", cfg.dir);
 		events = fopen(p, "w");
+	}
+	{
+		bool restarted;
+
+		if (cfg.pid_file && !daemon_alive(&restarted)) {
+			fprintf(stderr, "bwsoak: %s names no running bitwheeld\n",
+				cfg.pid_file);
+			return 2;
+		}
 	}
 	if (get_stats(&sc, &st0) != 0) {
 		fprintf(stderr, "bwsoak: cannot reach bitwheeld at %s: %s\n",
@@ -3031,13 +3075,28 @@ int main(int argc, char **argv)
 		}
 		now = load_now_ns();
 		if (now >= next_rss) {
-			sample_rss();
+			bool restarted;
+
 			next_rss += SEC;
-			if (kill((pid_t)cfg.daemon_pid, 0) != 0) {
-				daemon_died = true;
-				event("bitwheeld is gone");
-				break;
+			if (!daemon_alive(&restarted)) {
+				/* A restart takes a moment; a death, longer. */
+				if (!gone_since)
+					gone_since = now;
+				if (!cfg.pid_file || now - gone_since > 10 * SEC) {
+					daemon_died = true;
+					event("bitwheeld is gone");
+					break;
+				}
+			} else {
+				gone_since = 0;
 			}
+			if (restarted) {
+				/* Its counters start from 0. */
+				event("bitwheeld restarted: pid %ld", cfg.daemon_pid);
+				st0 = (struct bwc_stats){ 0 };
+				cpu0 = 0;
+			}
+			sample_rss();
 		}
 		if (now >= next_progress) {
 			if (get_stats(&sc, &st) == 0)
@@ -3288,6 +3347,9 @@ account:
 	printf("RSS (VmRSS, %" PRIu64 " samples, 1/s): min %.2f MiB, max %.2f MiB, "
 	       "last %.2f MiB\n", rss_n, (double)rss_min / 1048576.0,
 	       (double)rss_max / 1048576.0, (double)rss_last / 1048576.0);
+	if (cfg.restarts)
+		printf("bitwheeld restarted %u times: CPU and Stats below are "
+		       "the last one's\n", cfg.restarts);
 	if (cpu0 >= 0 && cpu1 >= 0)
 		printf("CPU: %.1f s over the run (%.1f %% of one core)\n",
 		       (double)(cpu1 - cpu0) / 1e9,
