@@ -30,7 +30,8 @@
  * touches a fire and takes 1.5 s over it, past its ack timeout.  The
  * parent SIGKILLs a random client, consumers too, every --kill-every ms
  * or so and restarts it after a moment; it samples the daemon's VmRSS
- * every second.
+ * every second, following it through --daemon-pid-file when soak.sh
+ * --restart-every restarts it.
  *
  * Everything a client intends, every reply and every fire goes to its
  * slot's journal with one write(2) (soak.h), before sending for

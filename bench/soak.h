@@ -73,7 +73,8 @@ enum soak_rec_type {
 	SR_PAUSE,       /* stops reading                                     */
 	SR_RESUME,
 	SR_CLOSE,       /* closed its connection on purpose                  */
-	SR_CLOSED,      /* the connection ended under it: v0 bwc error       */
+	SR_CLOSED,      /* the connection ended under it: v0 bwc error,
+			   v1 server code (SHUTTING_DOWN: a restart)         */
 	SR_END,         /* done, about to close (t)                          */
 	SR_KILL,        /* written by the parent: SIGKILL sent at t          */
 	SR_ACK,         /* a cumulative Ack of the fires journaled so far on
