@@ -2273,6 +2273,12 @@ static void pump(int timeout_ms)
 	int rc;
 
 	if (pfd.fd < 0) {
+		/* The library closed it, a request finding it broken (a
+		 * restart): journaled as a break like one dispatch finds. */
+		rec(SR_CLOSED, 0, 0, (uint64_t)(int64_t)BWC_ECLOSED,
+		    (uint64_t)bwc_server_error(C.c), 0, 0);
+		if (!C.named)
+			live_clear();
 		connect_loop();
 		return;
 	}
