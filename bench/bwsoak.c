@@ -2274,7 +2274,10 @@ static void pump(int timeout_ms)
 
 	if (pfd.fd < 0) {
 		/* The library closed it, a request finding it broken (a
-		 * restart): journaled as a break like one dispatch finds. */
+		 * restart): journaled as a break like one dispatch finds,
+		 * after the auto-ack fires it still holds from it (a
+		 * manual-ack consumer's are dropped: they come again). */
+		bwc_dispatch(C.c);
 		rec(SR_CLOSED, 0, 0, (uint64_t)(int64_t)BWC_ECLOSED,
 		    (uint64_t)bwc_server_error(C.c), 0, 0);
 		if (!C.named)

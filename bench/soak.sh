@@ -73,8 +73,13 @@ nice make -C "$build" -j2 bench/bwsoak daemon/bitwheeld >/dev/null
 # ---- daemon --------------------------------------------------------------
 tmp=$(mktemp -d)
 bw_pid=
+soak_pid=
 status=1
 cleanup() {
+	if [ -n "$soak_pid" ] && kill -0 "$soak_pid" 2>/dev/null; then
+		kill "$soak_pid" 2>/dev/null || true
+		wait "$soak_pid" 2>/dev/null || true
+	fi
 	if [ -n "$bw_pid" ]; then
 		kill "$bw_pid" 2>/dev/null || true
 		wait "$bw_pid" 2>/dev/null || true
@@ -149,6 +154,7 @@ if [ "$restart_every" -gt 0 ]; then
 fi
 wait "$soak_pid"
 status=$?
+soak_pid=
 set -e
 [ "$restarts" -eq 0 ] || echo "soak.sh: restarted bitwheeld $restarts times" >&2
 [ -z "$restart_failed" ] || [ "$status" -ne 0 ] || status=1
