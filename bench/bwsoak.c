@@ -3,7 +3,8 @@
  * timers, cancels and faults for --duration, then every timer the daemon
  * acknowledged is accounted for from the clients' journals.
  *
- *   bwsoak --socket PATH --daemon-pid PID [--duration 5m] [--clients 8]
+ *   bwsoak --socket PATH --daemon-pid PID|--daemon-pid-file FILE
+ *          [--duration 5m] [--clients 8]
  *          [--rate OPS/S] [--burst N] [--kill-every MS] [--grace-ms MS]
  *          [--dir DIR] [--verbose]
  *   bwsoak --account DIR [--clients N] [--grace-ms MS]
@@ -19,21 +20,34 @@
  * 500 ms, cancelled after a few fires), cancel pending timers, replace
  * them, schedule a pending key again (DUPLICATE_KEY); every slot closes
  * and reconnects, and stops reading for a while (a consumer after a
- * burst of timers due meanwhile: slow readers).  The parent SIGKILLs a
- * random client, consumers too, every --kill-every ms or so and
- * restarts it after a moment; it samples the daemon's VmRSS every
- * second.
+ * burst of timers due meanwhile: slow readers).  Fires that fail
+ * (PROTOCOL.md section 8): before the run every even group's session
+ * gets max_deliveries 3..5 (the others keep the default, 20); consumers
+ * release some fires instead of acknowledging them (one in 89 every
+ * time, so it is dead-lettered at the limit; one in 89 twice; any 2 % of
+ * the time), with a delay of 0..200 ms; the producer-consumer kicks dead
+ * letters back every few seconds; the consumer-only slot now and then
+ * touches a fire and takes 1.5 s over it, past its ack timeout.  The
+ * parent SIGKILLs a random client, consumers too, every --kill-every ms
+ * or so and restarts it after a moment; it samples the daemon's VmRSS
+ * every second, following it through --daemon-pid-file when soak.sh
+ * --restart-every restarts it.
  *
  * Everything a client intends, every reply and every fire goes to its
  * slot's journal with one write(2) (soak.h), before sending for
  * intents, so a SIGKILL loses nothing recorded.  At the end the parent
- * drains every named session and folds each journal: every acknowledged
+ * drains every named session, kicks 3 dead letters back and takes them,
+ * drains its dead-letter session, and folds each journal: every acknowledged
  * oneshot fired exactly once, or was cancelled / replaced (and did not
  * fire after the reply that said so), or was refused; periodic timers
  * fired once per period (or skipped as PROTOCOL.md allows) until they
  * were cancelled, and never after; nothing early; nothing dropped.  A
  * named session's fire may be in any of its consumers' journals, and
- * more than once, but at most one copy may lack the redelivered mark.  What the protocol leaves
+ * more than once, but at most one copy may lack the redelivered mark,
+ * plus one per Release; a released fire comes again, not before its
+ * ready time, with more deliveries; deliveries never go down but across
+ * a Kick; a dead letter reached its origin's limit; a touched fire goes
+ * to no one else before its new ack deadline (settle_history).  What the protocol leaves
  * open is counted apart, not hidden: a request whose reply died with its
  * process or connection is "unknown" (it may fire, once), an anonymous
  * session's timers die with its connection, and a fire already written
@@ -81,6 +95,8 @@ struct cfg {
 	const char *socket;
 	const char *dir;
 	long daemon_pid;
+	const char *pid_file;   /* --daemon-pid-file: re-read, for restarts */
+	unsigned restarts;      /* daemon pids seen after the first         */
 	uint64_t duration_ns;
 	int clients;
 	uint64_t rate;          /* operations per second per client       */
@@ -413,8 +429,7 @@ static void conn_end(struct soak_model *m, uint64_t t, int kind)
 	c->end = t;
 	c->end_kind = kind;
 	m->cur = -1;
-	if (kind != SR_CLOSED)
-		m->breaks++;
+	m->breaks++;
 }
 
 static struct soak_conn *conn_new(struct soak_model *m)
@@ -609,9 +624,12 @@ static void fold_fire_named(struct soak_model *m, const struct soak_rec *r,
 	struct soak_tally *ty = m->tally;
 	struct soak_conn *c = m->cur >= 0 ? &m->conns[m->cur] : NULL;
 	uint64_t d = r->v[0], f = r->v[1], cnt = r->v[2], recv = r->t;
-	unsigned fl = (unsigned)r->v[3];
+	unsigned fl = (unsigned)(r->v[3] & SFF_MASK);
+	uint32_t deliveries = SFF_DELIVERIES(r->v[3]);
 	unsigned owner = SOAK_UID_SLOT(r->uid);
-	bool delayed = (fl & SFF_REDELIVERED) != 0;
+	/* Handed out before (taken back, released, dead-lettered): its
+	 * wait is not the daemon's lateness. */
+	bool delayed = (fl & (SFF_REDELIVERED | SFF_DEAD)) || deliveries > 1;
 
 	if (c) {
 		c->fires++;
@@ -663,12 +681,173 @@ static void fold_fire_named(struct soak_model *m, const struct soak_rec *r,
 		if (!delayed && recv >= d)
 			load_hist_add(&ty->per_recv, recv - d);
 	}
-	if (m->obs)
+	if (deliveries == 0)
+		viol(m, "fire of %#" PRIx64 " (count %" PRIu64 ") without "
+		     "Fired.deliveries", r->uid, cnt);
+	/* The drain's Kick moved dead letters back to the session, whose
+	 * only consumer it is now: each comes counted from 1 again. */
+	if (m->drain_kick && r->inc == SOAK_INC_DRAIN) {
+		m->drain_after_kick++;
+		if (deliveries != 1)
+			viol(m, "fire of %#" PRIx64 " after the drain's Kick "
+			     "with deliveries %" PRIu32 ", not 1", r->uid,
+			     deliveries);
+	}
+	if (m->obs) {
 		obs_push(m->obs, &(struct soak_obs){
 			.uid = r->uid, .key = r->key, .d = d, .f = f, .cnt = cnt,
 			.recv = recv, .pos = pos, .slot = m->slot,
 			.conn = m->cur >= 0 ? (uint32_t)m->cur : UINT32_MAX,
+			.deliveries = deliveries,
+			.dl_deliveries = SFF_DL_DELIVERIES(r->v[3]),
 			.flags = (uint8_t)fl });
+		m->last_obs = m->obs->n - 1;
+		m->has_last_obs = true;
+	}
+}
+
+/* The fire a Release or Touch names: journaled just before it, by this
+ * slot (NULL, and a violation, if not). */
+static struct soak_obs *obs_last(struct soak_model *m, const struct soak_rec *r)
+{
+	struct soak_obs *o;
+
+	if (!m->obs || !m->has_last_obs)
+		return NULL;
+	o = &m->obs->v[m->last_obs];
+	if (o->uid != r->uid || o->cnt != r->v[0]) {
+		viol(m, "%s of %#" PRIx64 " (count %" PRIu64 ") names no fire "
+		     "just journaled", r->type == SR_RELEASE ? "Release" : "Touch",
+		     r->uid, r->v[0]);
+		return NULL;
+	}
+	return o;
+}
+
+/* The fire whose Release (touch false) or Touch this outcome answers:
+ * the oldest of that fire on this connection with one sent and no
+ * outcome yet, as replies come in request order (a fire taken back and
+ * handed to the same connection again may have two).  Replies come
+ * within the client's 5 s timeout, so the search from the end is short. */
+static struct soak_obs *obs_sent(struct soak_model *m, const struct soak_rec *r,
+				 bool touch)
+{
+	struct soak_obs *found = NULL;
+
+	if (!m->obs)
+		return NULL;
+	for (size_t i = m->obs->n; i-- > 0;) {
+		struct soak_obs *o = &m->obs->v[i];
+
+		if (o->slot != m->slot || o->recv + 10 * SEC < r->t)
+			break;
+		if (o->uid == r->uid && o->cnt == r->v[0] &&
+		    (int)o->conn == m->cur &&
+		    (touch ? o->touch_sent && !o->touch_by : o->rel == REL_SENT))
+			found = o;
+	}
+	if (!found)
+		viol(m, "%s outcome for %#" PRIx64 " (count %" PRIu64 ") with "
+		     "none sent", touch ? "Touch" : "Release", r->uid, r->v[0]);
+	return found;
+}
+
+static void fold_failing(struct soak_model *m, const struct soak_rec *r)
+{
+	struct soak_tally *ty = m->tally;
+	struct soak_obs *o;
+	unsigned fl = (unsigned)r->v[1];
+
+	if (!ty)
+		return;         /* replay: nothing of these matters */
+	switch (r->type) {
+	case SR_RELEASE:
+		ty->releases++;
+		if ((o = obs_last(m, r)))
+			o->rel = REL_SENT;
+		break;
+	case SR_RELEASED:
+		if (fl & SRL_ERROR && !(fl & SRL_UNSENT)) {
+			/* The connection ended first (the reply may come
+			 * after its end was journaled): stays REL_SENT. */
+			ty->released_unknown++;
+			break;
+		}
+		if (!(o = obs_sent(m, r, false)))
+			break;
+		if (fl & SRL_UNSENT) {
+			o->rel = REL_NOT;       /* in flight still: acked */
+			ty->released_not++;
+		} else if (!(fl & SRL_RELEASED)) {
+			o->rel = REL_GONE;      /* taken back already */
+			ty->released_not++;
+		} else {
+			o->rel = fl & SRL_DEAD ? REL_DEAD : REL_BACK;
+			o->rel_deliveries = (uint32_t)r->v[2];
+			o->rel_ready = r->v[3];
+			if (fl & SRL_DEAD)
+				ty->released_dead++;
+			else
+				ty->released_back++;
+		}
+		break;
+	case SR_TOUCH:
+		ty->touches++;
+		if ((o = obs_last(m, r)))
+			o->touch_sent = true;
+		break;
+	case SR_TOUCHED:
+		if (!(fl & SRL_TOUCHED) || !(o = obs_sent(m, r, true)))
+			break;
+		ty->touched++;
+		o->touch_by = r->v[2];
+		if (r->v[2] < r->t)
+			viol(m, "Touch of %#" PRIx64 " answered with an ack deadline "
+			     "%" PRIu64 " already past at %" PRIu64, r->uid,
+			     r->v[2], r->t);
+		break;
+	case SR_KICK:
+		ty->kicks++;
+		if (!m->obs)
+			break;
+		if (m->obs->nkicks == m->obs->capkicks) {
+			size_t cap = m->obs->capkicks ? m->obs->capkicks * 2 : 64;
+			struct soak_kick *p = realloc(m->obs->kicks, cap * sizeof *p);
+
+			if (!p) {
+				fprintf(stderr, "bwsoak: out of memory for kicks\n");
+				exit(2);
+			}
+			m->obs->kicks = p;
+			m->obs->capkicks = cap;
+		}
+		m->obs->kicks[m->obs->nkicks++] = (struct soak_kick){
+			.group = m->group, .t0 = r->t, .t1 = UINT64_MAX };
+		m->kick_open = m->obs->nkicks;
+		break;
+	case SR_KICKED:
+		if (!m->kick_open || !m->obs)
+			break;
+		if (!(fl & SRL_ERROR)) {
+			m->obs->kicks[m->kick_open - 1].t1 = r->t;
+			ty->kicked += r->v[0];
+			if (r->inc == SOAK_INC_DRAIN) {
+				m->drain_kick = true;
+				m->drain_kicked = r->v[0];
+				m->drain_after_kick = 0;
+			}
+		}
+		m->kick_open = 0;
+		break;
+	case SR_POLICY:
+		ty->policy_groups++;
+		if (m->obs && m->group < sizeof m->obs->max_deliveries /
+		    sizeof m->obs->max_deliveries[0])
+			m->obs->max_deliveries[m->group] = (uint32_t)r->v[0];
+		if (r->v[0] > ty->max_deliveries_seen)
+			ty->max_deliveries_seen = (uint32_t)r->v[0];
+		break;
+	}
 }
 
 static void fold_rec(struct soak_model *m, const struct soak_rec *r,
@@ -898,6 +1077,20 @@ static void fold_rec(struct soak_model *m, const struct soak_rec *r,
 	case SR_END:
 		conn_end(m, r->t, SR_END);
 		m->dial_pending = false;
+		if (m->drain_kick && m->drain_after_kick < m->drain_kicked)
+			viol(m, "the drain's Kick moved %" PRIu64 " dead letters "
+			     "back, and only %" PRIu64 " came", m->drain_kicked,
+			     m->drain_after_kick);
+		m->drain_kick = false;
+		break;
+	case SR_RELEASE:
+	case SR_RELEASED:
+	case SR_TOUCH:
+	case SR_TOUCHED:
+	case SR_KICK:
+	case SR_KICKED:
+	case SR_POLICY:
+		fold_failing(m, r);
 		break;
 	case SR_KILL:
 		pend_orphan(m);
@@ -976,8 +1169,11 @@ static int in_flight(const struct soak_model *m, unsigned only, uint64_t d)
 
 		if (only != UINT32_MAX && i != only)
 			continue;
-		if (c->open || c->end_kind == SR_CLOSED)
-			continue;       /* read to the end: nothing in flight */
+		/* A connection the daemon ended (a restart, soak.sh
+		 * --restart-every) breaks like a kill: its client read to the
+		 * end, but a fire due just before may never have been written. */
+		if (c->open)
+			continue;
 		/* A SIGKILL takes a moment to close the client's socket: the
 		 * daemon may still write a fire due just after the kill was
 		 * recorded into it, and the kernel drops it with the socket. */
@@ -1020,18 +1216,216 @@ static bool excuse(struct soak_model *m, unsigned only, uint64_t d)
 
 /* ---- named sessions: every journal's fires against the timers ---------- */
 
+/* A fire's copies in the order they were received (CLOCK_MONOTONIC is
+ * one clock for every process). */
 static int obs_cmp(const void *a, const void *b)
 {
 	const struct soak_obs *x = a, *y = b;
-	unsigned rx = x->flags & SFF_REDELIVERED, ry = y->flags & SFF_REDELIVERED;
 
 	if (x->uid != y->uid)
 		return x->uid < y->uid ? -1 : 1;
 	if (x->cnt != y->cnt)
 		return x->cnt < y->cnt ? -1 : 1;
-	if (rx != ry)
-		return rx ? 1 : -1;     /* the unmarked copy first */
-	return x->recv < y->recv ? -1 : x->recv > y->recv;
+	if (x->recv != y->recv)
+		return x->recv < y->recv ? -1 : 1;
+	return x->slot != y->slot ? (x->slot < y->slot ? -1 : 1) :
+	       x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+/* Whether one of group's Kicks may have moved a fire back between lo
+ * (a copy's fired_at: it was handed out after) and hi (the next copy's
+ * receipt). */
+static bool kicked_between(const struct soak_obsvec *ov, unsigned group,
+			   uint64_t lo, uint64_t hi)
+{
+	for (size_t i = 0; i < ov->nkicks; i++) {
+		const struct soak_kick *k = &ov->kicks[i];
+
+		if (k->group == group && k->t0 < hi && k->t1 > lo)
+			return true;
+	}
+	return false;
+}
+
+/* A Touch kept copy y (touched until y->touch_by) from being taken back:
+ * no other copy x may come before then unless y's connection ended
+ * first (a closed or broken connection gives its fires back at once). */
+static void check_touched(struct soak_model *models, struct soak_model *m,
+			  const struct soak_obs *y, const struct soak_obs *x)
+{
+	const struct soak_model *ym = &models[y->slot];
+	const struct soak_conn *c = y->conn < ym->nconns ? &ym->conns[y->conn] : NULL;
+
+	if (x->recv >= y->touch_by)
+		return;
+	if (c && !c->open && (c->end_kind == SR_CLOSED ||
+			      c->end <= x->recv + (c->end_kind == SR_KILL ? 0 : KILL_LAG_NS)))
+		return;
+	viol(m, "fire %" PRIu64 " of %#" PRIx64 " touched by slot %u until %"
+	     PRIu64 ", yet slot %u received it again at %" PRIu64
+	     " (%.1f ms before) while the toucher held it", x->cnt, x->uid,
+	     y->slot, y->touch_by, x->slot, x->recv,
+	     (double)(y->touch_by - x->recv) / 1e6);
+}
+
+/*
+ * Whether a copy's receipt orders it among the fire's hand-outs.  A
+ * consumer without an ack timeout holds what it was handed until it
+ * acknowledges or releases it, or its connection ends (and then reads
+ * none of it), so it receives each copy before the next hand-out.  The
+ * consumer-only slot's ack timeout takes back what it has not
+ * acknowledged within a second, while the copy may still sit unread in
+ * its socket (a pause, a slow fire): read after the next hand-out, it is
+ * stale.  Unless its Release or Touch found it still in flight.
+ */
+static bool obs_ordered(const struct soak_obs *x)
+{
+	return x->slot % 4 != SOAK_CONSUMER || x->rel == REL_BACK ||
+	       x->rel == REL_DEAD || x->touch_by;
+}
+
+/*
+ * Every copy of one fire (uid, fire_count), in receipt order, o[0..n):
+ * at most one unmarked hand-out, plus one after each Release (which
+ * gives the fire back knowingly and so does not mark it); Fired.deliveries
+ * never goes down except after a Kick; a released fire comes again, not
+ * before its ready time, counted on; a dead letter reached its origin's
+ * limit; a touched fire is not taken back before its new deadline; and a
+ * fire whose last copy was released (or whose release's outcome was lost)
+ * must come again, or it is lost.
+ */
+static void settle_history(struct soak_model *models, struct soak_model *m,
+			   const struct soak_obsvec *ov, const struct soak_obs *o,
+			   size_t n)
+{
+	struct soak_tally *ty = m->tally;
+	unsigned group = SOAK_UID_SLOT(o[0].uid) / 4;
+	uint32_t limit = group < sizeof ov->max_deliveries /
+			 sizeof ov->max_deliveries[0] ? ov->max_deliveries[group] : 0;
+	const struct soak_obs *prev = NULL, *last = NULL;
+	unsigned tokens = 1, unmarked = 0, walk = 1;
+	bool touched = false;
+
+	/* Touches are rare, and a fire that always fails has hundreds of
+	 * copies in a long run: the quadratic look only where one is. */
+	for (size_t i = 0; i < n && !touched; i++)
+		touched = o[i].touch_by != 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct soak_obs *x = &o[i];
+		bool marked = x->flags & SFF_REDELIVERED;
+
+		if (!marked)
+			unmarked++;
+		if (!obs_ordered(x))
+			goto counted;
+		for (size_t k = 0; touched && k < i; k++)
+			if (o[k].touch_by &&
+			    (o[k].slot != x->slot || o[k].conn != x->conn))
+				check_touched(models, m, &o[k], x);
+		if (x->flags & SFF_DEAD) {
+			ty->dead_letters++;
+			if (!prev)
+				ty->dead_unseen++;
+			if (!(x->flags & SFF_DL_ORIGIN))
+				viol(m, "dead letter %#" PRIx64 " (count %" PRIu64
+				     ") does not name its origin session",
+				     x->uid, x->cnt);
+			if (limit && x->dl_deliveries < limit)
+				viol(m, "dead letter %#" PRIx64 " (count %" PRIu64
+				     ") after %" PRIu32 " deliveries, its session's "
+				     "limit %" PRIu32, x->uid, x->cnt,
+				     x->dl_deliveries, limit);
+			if (prev && x->dl_deliveries < prev->deliveries &&
+			    !kicked_between(ov, group, prev->f, x->recv))
+				viol(m, "dead letter %#" PRIx64 " (count %" PRIu64
+				     ") after %" PRIu32 " deliveries, handed out "
+				     "the %" PRIu32 "th time before", x->uid,
+				     x->cnt, x->dl_deliveries, prev->deliveries);
+		} else if (prev) {
+			bool kicked = kicked_between(ov, group, prev->f, x->recv);
+
+			if (x->deliveries < prev->deliveries) {
+				if (kicked)
+					ty->kicked_seen++;
+				else
+					viol(m, "fire %" PRIu64 " of %#" PRIx64 ": "
+					     "deliveries went down %" PRIu32 " -> %"
+					     PRIu32 " with no Kick", x->cnt, x->uid,
+					     prev->deliveries, x->deliveries);
+			}
+			if (prev->rel == REL_BACK && prev == last) {
+				ty->released_again++;
+				if (marked)
+					ty->released_again_marked++;
+				if (x->recv < prev->rel_ready)
+					viol(m, "released fire %" PRIu64 " of %#"
+					     PRIx64 " came again at %" PRIu64 ", "
+					     "before its ready time %" PRIu64,
+					     x->cnt, x->uid, x->recv, prev->rel_ready);
+				if (x->deliveries <= prev->rel_deliveries && !kicked)
+					viol(m, "released fire %" PRIu64 " of %#"
+					     PRIx64 " came again with deliveries %"
+					     PRIu32 ", released at %" PRIu32,
+					     x->cnt, x->uid, x->deliveries,
+					     prev->rel_deliveries);
+			}
+		}
+		/* In hand-out order, an unmarked copy needs the first
+		 * hand-out or a Release since. */
+		if (!marked && walk)
+			walk--;
+		else if (!marked)
+			viol(m, "DUPLICATE: fire %" PRIu64 " of %#" PRIx64
+			     " (deadline %" PRIu64 ") received unmarked at %"
+			     PRIu64 " by slot %u, after an unmarked copy and "
+			     "no Release since", x->cnt, x->uid, x->d, x->recv,
+			     x->slot);
+		if (!(x->flags & SFF_DEAD))
+			prev = x;
+		last = x;
+counted:
+		switch (x->rel) {
+		case REL_BACK:
+		case REL_DEAD:
+			if (x->rel_deliveries != x->deliveries)
+				viol(m, "Release of fire %" PRIu64 " of %#" PRIx64
+				     " says %" PRIu32 " deliveries, Fired said %"
+				     PRIu32, x->cnt, x->uid, x->rel_deliveries,
+				     x->deliveries);
+			if (limit && (x->rel == REL_DEAD) !=
+			    (x->rel_deliveries >= limit))
+				viol(m, "Release of fire %" PRIu64 " of %#" PRIx64
+				     " at %" PRIu32 " deliveries %s, the limit "
+				     "%" PRIu32, x->cnt, x->uid, x->rel_deliveries,
+				     x->rel == REL_DEAD ? "dead-lettered it" :
+				     "gave it back", limit);
+			/* fall through */
+		case REL_SENT:
+			tokens++;       /* it comes again unmarked */
+			walk++;
+			break;
+		default:
+			break;
+		}
+	}
+	/* And in all, stale copies too. */
+	if (unmarked > tokens)
+		viol(m, "DUPLICATE: fire %" PRIu64 " of %#" PRIx64 " (deadline %"
+		     PRIu64 ") handled %u times without the redelivered mark, "
+		     "given back unmarked %u times", o[0].cnt, o[0].uid, o[0].d,
+		     unmarked, tokens - 1);
+	/* The last copy in hand-out order, and the last received (a stale
+	 * one's Release finds it gone, and says nothing of what became of
+	 * it; one received after it may be stale, a weaker check). */
+	if (last && last == &o[n - 1] &&
+	    (last->rel == REL_SENT || last->rel == REL_BACK ||
+	     last->rel == REL_DEAD)) {
+		ty->lost_released++;
+		loss(m, "fire %" PRIu64 " of %#" PRIx64 " (deadline %" PRIu64
+		     ") given back (release %u, deliveries %" PRIu32 ") at %"
+		     PRIu64 ", never came again", last->cnt, last->uid, last->d,
+		     last->rel, last->deliveries, last->recv);
+	}
 }
 
 /* One fire of t (its first copy o), in fire-count order. */
@@ -1088,7 +1482,9 @@ static void settle_one(struct soak_model *m, struct soak_timer *t,
 			     ", already past when it fired at %" PRIu64
 			     " (a catch-up fire, no skip)", t->uid, d, t->last_fired);
 		else if (d != t->last_deadline + t->period) {
-			if (d - t->period > t->last_fired)
+			/* A restart skips the periods it missed: the late
+			 * fire (PROTOCOL.md section 8, Daemon restart). */
+			if (d - t->period > t->last_fired && !(o->flags & SFF_LATE))
 				viol(m, "periodic %#" PRIx64 " skipped to %" PRIu64
 				     " though it fired %" PRIu64 " at %" PRIu64,
 				     t->uid, d, t->last_deadline, t->last_fired);
@@ -1132,12 +1528,10 @@ void soak_settle_fires(struct soak_model *models, unsigned n,
 		}
 		for (size_t k = i, e; k < j; k = e) {
 			const struct soak_obs *o = &ov->v[k];
-			unsigned unmarked = 0;
 
 			for (e = k; e < j && ov->v[e].cnt == o->cnt; e++) {
 				const struct soak_obs *x = &ov->v[e];
 
-				unmarked += !(x->flags & SFF_REDELIVERED);
 				if (x->d != o->d || x->f != o->f)
 					viol(m, "two copies of %#" PRIx64 "'s fire %"
 					     PRIu64 " differ: deadline %" PRIu64 "/%"
@@ -1160,11 +1554,7 @@ void soak_settle_fires(struct soak_model *models, unsigned n,
 			}
 			ty->named_handled_once++;
 			ty->named_repeats += (e - k) - 1;
-			if (unmarked > 1)
-				viol(m, "DUPLICATE: fire %" PRIu64 " of %#" PRIx64
-				     " (deadline %" PRIu64 ") handled %u times "
-				     "without the redelivered mark", o->cnt, uid,
-				     o->d, unmarked);
+			settle_history(models, m, ov, o, e - k);
 			settle_one(m, t, o);
 		}
 	}
@@ -1318,7 +1708,18 @@ static struct client {
 	bool manual;            /* a consumer that acknowledges            */
 	bool have_last;         /* last: journaled, not yet acknowledged   */
 	struct bwc_fire last;
-	char session[80];
+	bool drain;             /* the parent's end-of-run drain: handles
+				   every fire, releases none              */
+	/* A slow fire (the consumer-only slot): touched, then handled for
+	 * longer than the ack timeout, then acknowledged; the fires
+	 * journaled before it are acknowledged first (before). */
+	bool slow_pending, have_before;
+	struct bwc_fire slow, before;
+	uint64_t slow_uid;
+	struct { uint64_t key, uid, cnt; } rel[256]; /* Releases in flight */
+	unsigned nrel;
+	char session[96];
+	char origin[80];        /* the session a dead letter should name   */
 	int fd;                 /* the journal                             */
 	struct bwc_client *c;
 	bool ever_connected;
@@ -1607,19 +2008,97 @@ static int send_sched(uint64_t key, bool periodic, bool abs, uint64_t when,
 	return 0;
 }
 
+static void on_release(struct bwc_client *c, const struct bwc_reply *r,
+		       void *arg)
+{
+	unsigned i = (unsigned)(uintptr_t)arg % (sizeof C.rel / sizeof C.rel[0]);
+	unsigned fl = 0;
+
+	(void)c;
+	if (r->status != 0)
+		fl = SRL_ERROR;
+	else
+		fl = (r->released.released ? SRL_RELEASED : 0) |
+		     (r->released.dead_lettered ? SRL_DEAD : 0);
+	rec(SR_RELEASED, C.rel[i].key, C.rel[i].uid, C.rel[i].cnt, fl,
+	    r->status ? (uint64_t)(int64_t)r->status : r->released.deliveries,
+	    r->status ? 0 : r->released.ready_ns);
+}
+
+/*
+ * A handler that fails (PROTOCOL.md section 8, "Fires that fail"): a
+ * few fires fail every time (released each time, so they reach the
+ * session's limit and are dead-lettered), a few fail twice and then
+ * succeed, and any fire fails now and then; each is released with a
+ * delay of up to 200 ms instead of being acknowledged.  In the
+ * consumer-only slot an odd fire is slow: touched, then handled for
+ * longer than the ack timeout (slow_work).  The choice for a fire
+ * depends on the fire (uid, fire_count), not the consumer, so a failing
+ * fire fails wherever it goes.
+ */
+static void handle_failing(const struct bwc_fire *f, uint64_t uid)
+{
+	uint64_t h = splitmix(uid ^ (f->fire_count * 0x9E3779B97F4A7C15ull));
+	unsigned i;
+	uint64_t delay;
+	bool fail;
+	int rc;
+
+	if (h % 89 == 0)
+		fail = true;
+	else if (h % 89 == 1)
+		fail = f->deliveries < 3;
+	else
+		fail = load_rand(&C.rs) % 100 < 2;
+	if (!fail) {
+		if (C.role == SOAK_CONSUMER && !C.slow_pending &&
+		    load_rand(&C.rs) % 400 == 0) {
+			rec(SR_TOUCH, f->key, uid, f->fire_count, 3 * SEC, 0, 0);
+			C.slow = *f;
+			C.slow_uid = uid;
+			C.slow_pending = true;
+		}
+		return;
+	}
+	delay = h % 89 == 0 ? bwc_backoff(f->deliveries, 10 * MS, 200 * MS,
+					  load_rand(&C.rs)) :
+		load_rand(&C.rs) % 4 == 0 ? 0 : urand(&C.rs, 1, 200) * MS;
+	i = C.nrel++;
+	C.rel[i % (sizeof C.rel / sizeof C.rel[0])].key = f->key;
+	C.rel[i % (sizeof C.rel / sizeof C.rel[0])].uid = uid;
+	C.rel[i % (sizeof C.rel / sizeof C.rel[0])].cnt = f->fire_count;
+	rec(SR_RELEASE, f->key, uid, f->fire_count, delay, f->delivery, 0);
+	rc = bwc_send_release(C.c, f, delay, on_release, (void *)(uintptr_t)i);
+	if (rc != 0)    /* nothing sent: still in flight, acknowledged */
+		rec(SR_RELEASED, f->key, uid, f->fire_count,
+		    SRL_UNSENT | SRL_ERROR, (uint64_t)(int64_t)rc, 0);
+}
+
 static void on_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
 {
 	uint64_t uid = payload_uid(f->payload, f->payload_len);
 	struct ent *e = uid ? mine(uid) : NULL;
+	const struct bwc_dead_letter *dl = &f->dead_letter;
+	unsigned fl = (f->late ? SFF_LATE : 0) |
+		      (f->redelivered ? SFF_REDELIVERED : 0) |
+		      (dl->present ? SFF_DEAD : 0) |
+		      (dl->present && dl->session &&
+		       strcmp(dl->session, C.origin) == 0 ? SFF_DL_ORIGIN : 0);
 
 	(void)c;
 	(void)arg;
 	/* Journaled (handled) first; acknowledged after the dispatch. */
 	rec(SR_FIRE, f->key, uid, f->deadline_ns, f->fired_ns, f->fire_count,
-	    (f->late ? SFF_LATE : 0) | (f->redelivered ? SFF_REDELIVERED : 0));
+	    SFF_PACK(fl, f->deliveries, dl->present ? dl->deliveries : 0));
 	if (C.manual) {
+		if (!C.slow_pending) {
+			C.before = C.last;
+			C.have_before = C.have_last;
+		}
 		C.last = *f;
 		C.have_last = true;
+		if (C.named && !C.drain && uid)
+			handle_failing(f, uid);
 	}
 	if (!e)
 		return;         /* another producer's, or an earlier incarnation's */
@@ -1740,15 +2219,49 @@ static void ack_handled(void)
 	C.have_last = false;
 }
 
+/*
+ * The slow fire: what came before it is acknowledged, it is touched for
+ * 3 s, handled for 1.5 s (longer than the slot's 1 s ack timeout, and
+ * everything else waits meanwhile), then acknowledged with the rest.
+ */
+static void slow_work(void)
+{
+	bool touched = false;
+	uint64_t by = 0;
+	int rc;
+
+	C.slow_pending = false;
+	if (C.have_before) {
+		rc = bwc_send_ack(C.c, &C.before, true);
+		rec(SR_ACK, C.before.key, 0, C.before.delivery,
+		    (uint64_t)(int64_t)rc, 0, 0);
+		C.have_before = false;
+	}
+	rc = bwc_touch(C.c, &C.slow, 3 * SEC, &touched, &by);
+	rec(SR_TOUCHED, C.slow.key, C.slow_uid, C.slow.fire_count,
+	    rc ? SRL_ERROR : touched ? SRL_TOUCHED : 0,
+	    rc ? (uint64_t)(int64_t)rc : by, 0);
+	if (rc == 0 && touched)
+		load_sleep_until(load_now_ns() + 1500 * MS);
+	ack_handled();
+}
+
 /* Read what the socket holds and acknowledge what was journaled. */
 static int dispatch(void)
 {
 	int rc = bwc_dispatch(C.c);
 
-	if (rc == 0 || rc == BWC_ENOMEM)
+	/* What came during the Touch waits in the library: take it too. */
+	while ((rc == 0 || rc == BWC_ENOMEM) && C.slow_pending) {
+		slow_work();
+		rc = bwc_dispatch(C.c);
+	}
+	if (rc == 0 || rc == BWC_ENOMEM) {
 		ack_handled();
-	else
+	} else {
 		C.have_last = false;    /* they come again, marked */
+		C.slow_pending = C.have_before = false;
+	}
 	return rc;
 }
 
@@ -1760,6 +2273,15 @@ static void pump(int timeout_ms)
 	int rc;
 
 	if (pfd.fd < 0) {
+		/* The library closed it, a request finding it broken (a
+		 * restart): journaled as a break like one dispatch finds,
+		 * after the auto-ack fires it still holds from it (a
+		 * manual-ack consumer's are dropped: they come again). */
+		bwc_dispatch(C.c);
+		rec(SR_CLOSED, 0, 0, (uint64_t)(int64_t)BWC_ECLOSED,
+		    (uint64_t)bwc_server_error(C.c), 0, 0);
+		if (!C.named)
+			live_clear();
 		connect_loop();
 		return;
 	}
@@ -1771,7 +2293,8 @@ static void pump(int timeout_ms)
 	rc = dispatch();
 	if (rc == 0 || rc == BWC_ENOMEM)
 		return;
-	rec(SR_CLOSED, 0, 0, (uint64_t)(int64_t)rc, 0, 0, 0);
+	rec(SR_CLOSED, 0, 0, (uint64_t)(int64_t)rc,
+	    (uint64_t)bwc_server_error(C.c), 0, 0);
 	if (!C.named)
 		live_clear();
 	connect_loop();
@@ -1801,7 +2324,7 @@ static void connect_loop(void)
 		if (rc == 0 && bwc_get_session_info(C.c, &si) == 0) {
 			C.ever_connected = true;
 			C.conn++;
-			C.have_last = false;
+			C.have_last = C.have_before = C.slow_pending = false;
 			C.manual = si.role == BWC_ROLE_CONSUMER && !si.auto_ack;
 			rec(SR_CONN, si.dropped, 0, t0, si.resumed, si.timers,
 			    si.queued);
@@ -1912,6 +2435,28 @@ static void scan_live(uint64_t now)
 	}
 }
 
+static void on_kick(struct bwc_client *c, const struct bwc_reply *r, void *arg)
+{
+	(void)c;
+	(void)arg;
+	rec(SR_KICKED, 0, 0, r->status ? 0 : r->kicked,
+	    r->status ? SRL_ERROR : r->more ? SRL_MORE : 0,
+	    (uint64_t)(int64_t)r->status, 0);
+}
+
+/* Dead letters back to the session, every key: the fires that fail every
+ * time come round again, counted from 1. */
+static void send_kick(void)
+{
+	int rc;
+
+	rec(SR_KICK, 0, 0, 0, 0, 0, 0);
+	rc = bwc_send_kick(C.c, false, 0, 0, on_kick, NULL);
+	if (rc != 0)
+		rec(SR_KICKED, 0, 0, 0, SRL_ERROR | SRL_UNSENT,
+		    (uint64_t)(int64_t)rc, 0);
+}
+
 static void flush_cleanup(void)
 {
 	struct keyvec kv = C.cleanup;
@@ -1925,7 +2470,7 @@ static void flush_cleanup(void)
 static void client_main(unsigned slot, unsigned inc)
 {
 	char path[512];
-	uint64_t now, next_op, next_pause, next_reconnect, next_cleanup;
+	uint64_t now, next_op, next_pause, next_reconnect, next_cleanup, next_kick;
 	uint64_t next_scan = 0, interval = SEC / (cfg.rate ? cfg.rate : 1);
 
 	C.slot = slot;
@@ -1934,6 +2479,7 @@ static void client_main(unsigned slot, unsigned inc)
 	C.named = C.role != SOAK_ANON;
 	C.rs = slot_seed(slot, inc);
 	slot_session(slot, C.session, sizeof C.session);
+	strcpy(C.origin, C.session);
 	slot_path(slot, path, sizeof path);
 	if (C.named && inc > 0)
 		replay(path);
@@ -1973,8 +2519,14 @@ static void client_main(unsigned slot, unsigned inc)
 	next_pause = now + urand(&C.rs, 4000, 20000) * MS;
 	next_reconnect = now + urand(&C.rs, 3000, 15000) * MS;
 	next_cleanup = now + urand(&C.rs, 0, 2000) * MS;
+	next_kick = now + urand(&C.rs, 3000, 12000) * MS;
 	while ((now = load_now_ns()) < cfg.t_end) {
 		int wait;
+
+		if (C.role == SOAK_BOTH && now >= next_kick) {
+			send_kick();
+			next_kick = now + urand(&C.rs, 3000, 12000) * MS;
+		}
 
 		if (now >= next_op) {
 			if (C.role != SOAK_CONSUMER)
@@ -2099,20 +2651,25 @@ static pid_t spawn(unsigned slot)
 	return pid;
 }
 
-static void journal_kill(unsigned slot, uint64_t t)
+/* A record the parent writes into a slot's journal (r->slot's). */
+static void journal_parent(const struct soak_rec *r)
 {
 	char path[512];
-	struct soak_rec r = { .type = SR_KILL, .inc = (uint16_t)slots[slot].inc,
-			      .slot = slot, .t = t };
 	int fd;
 
-	slot_path(slot, path, sizeof path);
+	slot_path(r->slot, path, sizeof path);
 	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0 || write(fd, &r, sizeof r) != (ssize_t)sizeof r) {
+	if (fd < 0 || write(fd, r, sizeof *r) != (ssize_t)sizeof *r) {
 		fprintf(stderr, "bwsoak: %s: %s\n", path, strerror(errno));
 		exit(2);
 	}
 	close(fd);
+}
+
+static void journal_kill(unsigned slot, uint64_t t)
+{
+	journal_parent(&(struct soak_rec){ .type = SR_KILL,
+		.inc = (uint16_t)slots[slot].inc, .slot = slot, .t = t });
 }
 
 static void sample_rss(void)
@@ -2127,6 +2684,29 @@ static void sample_rss(void)
 		rss_min = rss;
 	if (rss > rss_max)
 		rss_max = rss;
+}
+
+/* Whether bitwheeld runs; with --daemon-pid-file, the one the file names
+ * now (soak.sh --restart-every rewrites it).  *restarted: a new one. */
+static bool daemon_alive(bool *restarted)
+{
+	*restarted = false;
+	if (cfg.pid_file) {
+		FILE *f = fopen(cfg.pid_file, "r");
+		long pid = 0;
+
+		if (f) {
+			if (fscanf(f, "%ld", &pid) != 1)
+				pid = 0;
+			fclose(f);
+		}
+		if (pid > 0 && pid != cfg.daemon_pid) {
+			*restarted = cfg.daemon_pid != 0;
+			cfg.restarts += *restarted;
+			cfg.daemon_pid = pid;
+		}
+	}
+	return cfg.daemon_pid > 0 && kill((pid_t)cfg.daemon_pid, 0) == 0;
 }
 
 static volatile sig_atomic_t interrupted;
@@ -2154,32 +2734,12 @@ static int get_stats(struct bwc_client **cp, struct bwc_stats *st)
 	return 0;
 }
 
-/* Attach each named session once more, as a consumer acknowledging what
- * it journals, and take what it queued.  slot: the group's first, whose
- * journal gets the records. */
-static void drain_named(unsigned slot)
+/* Read and acknowledge what comes, until 300 ms pass without any
+ * (10 s at most). */
+static void drain_read(void)
 {
-	char path[512];
-	uint64_t end, quiet;
+	uint64_t end = load_now_ns() + 10 * SEC, quiet = load_now_ns() + 300 * MS;
 
-	memset(&C, 0, sizeof C);
-	C.slot = slot;
-	C.inc = SOAK_INC_DRAIN;
-	C.named = true;
-	C.role = SOAK_CONSUMER;
-	slot_session(slot, C.session, sizeof C.session);
-	slot_path(slot, path, sizeof path);
-	C.fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-	if (C.fd < 0 || bwc_new(&C.c) != 0) {
-		fprintf(stderr, "bwsoak: drain of slot %u: cannot start\n", slot);
-		return;
-	}
-	bwc_set_timeout(C.c, 5 * (int64_t)SEC);
-	bwc_set_role(C.c, BWC_ROLE_CONSUMER);
-	bwc_set_fire_handler(C.c, on_fire, NULL);
-	connect_loop();
-	end = load_now_ns() + 10 * SEC;
-	quiet = load_now_ns() + 300 * MS;
 	while (load_now_ns() < end && load_now_ns() < quiet) {
 		struct pollfd pfd = { .fd = bwc_fd(C.c), .events = POLLIN };
 
@@ -2191,10 +2751,111 @@ static void drain_named(unsigned slot)
 			quiet = load_now_ns() + 300 * MS;
 		}
 	}
+}
+
+/* The drain's consumer of session (the group's, or its dead-letter
+ * session), journaling into slot's journal. */
+static bool drain_attach(unsigned slot, const char *session)
+{
+	snprintf(C.session, sizeof C.session, "%s", session);
+	C.ever_connected = false;
+	if (bwc_new(&C.c) != 0)
+		return false;
+	bwc_set_timeout(C.c, 5 * (int64_t)SEC);
+	bwc_set_role(C.c, BWC_ROLE_CONSUMER);
+	bwc_set_fire_handler(C.c, on_fire, NULL);
+	connect_loop();
+	(void)slot;
+	return true;
+}
+
+/* The fires the drain kicks back from each dead-letter session: some,
+ * not all, so that both ends of the dead letters' way are read. */
+#define DRAIN_KICK 3
+
+/*
+ * Attach each named session once more, as a consumer acknowledging what
+ * it journals, and take what it queued; then kick a few of its dead
+ * letters back and take them (counted from 1 again); then attach its
+ * dead-letter session (NAME.dead) and take the rest, with their origin's
+ * history.  slot: the group's first, whose journal gets the records.
+ */
+static void drain_named(unsigned slot)
+{
+	char path[512], dead[sizeof C.origin + 8];
+	uint64_t kicked = 0;
+	bool more = false;
+	int rc;
+
+	memset(&C, 0, sizeof C);
+	C.slot = slot;
+	C.inc = SOAK_INC_DRAIN;
+	C.named = true;
+	C.drain = true;
+	C.role = SOAK_CONSUMER;
+	slot_session(slot, C.origin, sizeof C.origin);
+	snprintf(dead, sizeof dead, "%s.dead", C.origin);
+	slot_path(slot, path, sizeof path);
+	C.fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (C.fd < 0 || !drain_attach(slot, C.origin)) {
+		fprintf(stderr, "bwsoak: drain of slot %u: cannot start\n", slot);
+		return;
+	}
+	drain_read();
+	rec(SR_KICK, 0, 0, DRAIN_KICK, 0, 0, 0);
+	rc = bwc_kick(C.c, false, 0, DRAIN_KICK, &kicked, &more);
+	rec(SR_KICKED, 0, 0, rc ? 0 : kicked,
+	    rc ? SRL_ERROR : more ? SRL_MORE : 0, (uint64_t)(int64_t)rc, 0);
+	dispatch();     /* what came during the Kick waits in the library */
+	drain_read();
 	rec(SR_END, 0, 0, 0, 0, 0, 0);
 	bwc_free(C.c);
+	if (drain_attach(slot, dead)) {
+		drain_read();
+		rec(SR_END, 0, 0, 0, 0, 0, 0);
+		bwc_free(C.c);
+	}
 	close(C.fd);
 	C.c = NULL;
+}
+
+/*
+ * Before the run: every other group's session gets a small delivery
+ * limit (3..5), so that fires that fail every time are dead-lettered
+ * within a second or so; the others keep the daemon's default (20).
+ * Journaled (SR_POLICY) in the group's first slot's journal.
+ */
+static int set_policies(uint64_t *rs)
+{
+	for (int i = 0; i < cfg.clients; i += 4) {
+		struct bwc_client *c = NULL;
+		struct bwc_policy pol;
+		char name[80];
+		int64_t want = (i / 4) % 2 == 0 ? (int64_t)urand(rs, 3, 5) :
+			       BWC_POLICY_KEEP;
+
+		if (!slot_named((unsigned)i))
+			continue;
+		slot_session((unsigned)i, name, sizeof name);
+		if (bwc_new(&c) != 0)
+			return -1;
+		bwc_set_timeout(c, 5 * (int64_t)SEC);
+		bwc_set_role(c, BWC_ROLE_PRODUCER);
+		if (bwc_connect(c, cfg.socket, name) != 0 ||
+		    bwc_set_policy(c, want, NULL, &pol) != 0) {
+			fprintf(stderr, "bwsoak: policy of %s: %s\n", name,
+				bwc_errmsg(c));
+			bwc_free(c);
+			return -1;
+		}
+		bwc_free(c);
+		journal_parent(&(struct soak_rec){ .type = SR_POLICY,
+			.slot = (uint32_t)i, .t = load_now_ns(),
+			.v = { pol.max_deliveries } });
+		printf("bwsoak: session %s: max_deliveries %" PRIu32 "%s\n", name,
+		       pol.max_deliveries, pol.is_explicit ? "" : " (default)");
+	}
+	return 0;
 }
 
 static double ms(uint64_t ns)
@@ -2217,7 +2878,8 @@ static void row(const char *what, uint64_t n, const char *note)
 
 static void usage(FILE *f)
 {
-	fputs("usage: bwsoak --socket PATH --daemon-pid PID [--duration TIME]\n"
+	fputs("usage: bwsoak --socket PATH --daemon-pid PID|--daemon-pid-file FILE\n"
+	      "              [--duration TIME]\n"
 	      "              [--clients N] [--rate OPS/S] [--burst N]\n"
 	      "              [--kill-every MS] [--grace-ms MS] [--dir DIR]\n"
 	      "              [--verbose]\n"
@@ -2247,6 +2909,7 @@ static void parse_opts(int argc, char **argv)
 	static const struct option lo[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "daemon-pid", required_argument, NULL, 'P' },
+		{ "daemon-pid-file", required_argument, NULL, 'F' },
 		{ "duration", required_argument, NULL, 't' },
 		{ "clients", required_argument, NULL, 'c' },
 		{ "rate", required_argument, NULL, 'r' },
@@ -2269,6 +2932,7 @@ static void parse_opts(int argc, char **argv)
 		switch (ch) {
 		case 's': cfg.socket = optarg; break;
 		case 'P': cfg.daemon_pid = (long)num("daemon-pid", optarg, 1, 1u << 30); break;
+		case 'F': cfg.pid_file = optarg; break;
 		case 't':
 			if (strspn(optarg, "0123456789") == strlen(optarg))
 				cfg.duration_ns = num("duration", optarg, 1, 86400) * SEC;
@@ -2310,6 +2974,7 @@ int main(int argc, char **argv)
 	uint64_t now, next_kill, next_rss, next_progress, progress_every,
 		 hard_end, killrs, kills = 0;
 	int64_t cpu0 = -1, cpu1 = -1;
+	uint64_t gone_since = 0;
 	unsigned nnamed = 0, failures = 0, running;
 	bool daemon_died = false, have_stats = false;
 	char fails[512] = "";
@@ -2335,6 +3000,15 @@ int main(int argc, char **argv)
 
 		snprintf(p, sizeof p, "%s/events.log", cfg.dir);
 		events = fopen(p, "w");
+	}
+	{
+		bool restarted;
+
+		if (cfg.pid_file && !daemon_alive(&restarted)) {
+			fprintf(stderr, "bwsoak: %s names no running bitwheeld\n",
+				cfg.pid_file);
+			return 2;
+		}
 	}
 	if (get_stats(&sc, &st0) != 0) {
 		fprintf(stderr, "bwsoak: cannot reach bitwheeld at %s: %s\n",
@@ -2369,6 +3043,9 @@ int main(int argc, char **argv)
 	printf("\nbwsoak: journals and events.log in %s\n", cfg.dir);
 	fflush(stdout);
 
+	if (set_policies(&killrs) != 0)
+		return 2;
+	fflush(stdout);
 	cfg.t_start = load_now_ns() + 300 * MS;
 	cfg.t_end = cfg.t_start + cfg.duration_ns;
 	hard_end = cfg.t_end + 120 * SEC;
@@ -2408,13 +3085,28 @@ int main(int argc, char **argv)
 		}
 		now = load_now_ns();
 		if (now >= next_rss) {
-			sample_rss();
+			bool restarted;
+
 			next_rss += SEC;
-			if (kill((pid_t)cfg.daemon_pid, 0) != 0) {
-				daemon_died = true;
-				event("bitwheeld is gone");
-				break;
+			if (!daemon_alive(&restarted)) {
+				/* A restart takes a moment; a death, longer. */
+				if (!gone_since)
+					gone_since = now;
+				if (!cfg.pid_file || now - gone_since > 10 * SEC) {
+					daemon_died = true;
+					event("bitwheeld is gone");
+					break;
+				}
+			} else {
+				gone_since = 0;
 			}
+			if (restarted) {
+				/* Its counters start from 0. */
+				event("bitwheeld restarted: pid %ld", cfg.daemon_pid);
+				st0 = (struct bwc_stats){ 0 };
+				cpu0 = 0;
+			}
+			sample_rss();
 		}
 		if (now >= next_progress) {
 			if (get_stats(&sc, &st) == 0)
@@ -2549,6 +3241,7 @@ account:
 	}
 	free(models);
 	free(obs.v);
+	free(obs.kicks);
 
 	/* ---- report ------------------------------------------------------ */
 	/* A named session's drops reach its next HelloReply.dropped, and the
@@ -2563,7 +3256,7 @@ account:
 	uint64_t lanes_lost = have_stats ? st.oneshot.lost + st.periodic.lost : 0;
 	uint64_t pending = have_stats ? st.oneshot.pending + st.periodic.pending : 0;
 	uint64_t undone = have_stats ? st.queued + st.in_flight : 0;
-	uint64_t lost = ty->lost + ty->lost_periodic;
+	uint64_t lost = ty->lost + ty->lost_periodic + ty->lost_released;
 	bool pass = !daemon_died && (have_stats || cfg.account_only) &&
 		    failures == 0 && lost == 0 &&
 		    ty->violations == 0 && dropped == 0 && lanes_lost == 0 &&
@@ -2590,6 +3283,23 @@ account:
 	row("  received marked redelivered", ty->named_redelivered, "");
 	row("  acks sent (cumulative)", ty->acks, "one per batch, after journaling it");
 	row("  acks refused", ty->ack_failures, "the connection ended first: the fires came again");
+	row("fires that fail: releases sent", ty->releases, "instead of an ack, delay 0..200 ms");
+	row("  released back", ty->released_back, "ReleaseReply released, not dead-lettered");
+	row("  came again after a release", ty->released_again, "never before ready_ns, deliveries counted on");
+	row("    of which marked redelivered", ty->released_again_marked, "taken back (written) before: the mark stays");
+	row("  released to the dead-letter session", ty->released_dead, "at the session's limit");
+	row("  not released (taken back already)", ty->released_not, "or not sent: acknowledged with the batch");
+	row("  outcome unknown", ty->released_unknown, "the connection ended first");
+	row("  LOST after a release", ty->lost_released, "given back, never came again: must be 0");
+	row("dead letters read (NAME.dead)", ty->dead_letters, "each at or past its origin's limit");
+	row("  with no hand-out journaled", ty->dead_unseen, "every counted hand-out unread: paused or killed consumers");
+	row("kicks sent", ty->kicks, "every key, by producer-consumers and the drains");
+	row("  dead letters kicked back", ty->kicked, "");
+	row("  seen again, counted from 1", ty->kicked_seen, "deliveries went down across a Kick");
+	row("touches (slow handler)", ty->touches, "touched for 3 s, handled for 1.5 s");
+	row("  touched", ty->touched, "no other consumer got it before the new deadline");
+	row("groups with a policy", ty->policy_groups, "");
+	row("  largest max_deliveries", ty->max_deliveries_seen, "");
 	row("oneshot fired exactly once", ty->fired_once, "");
 	row("cancelled (CancelReply pending=true)", ty->cancelled, "none fired after the reply");
 	row("replaced (ScheduleReply replaced=true)", ty->replaced, "none fired after the reply");
@@ -2647,6 +3357,9 @@ account:
 	printf("RSS (VmRSS, %" PRIu64 " samples, 1/s): min %.2f MiB, max %.2f MiB, "
 	       "last %.2f MiB\n", rss_n, (double)rss_min / 1048576.0,
 	       (double)rss_max / 1048576.0, (double)rss_last / 1048576.0);
+	if (cfg.restarts)
+		printf("bitwheeld restarted %u times: CPU and Stats below are "
+		       "the last one's\n", cfg.restarts);
 	if (cpu0 >= 0 && cpu1 >= 0)
 		printf("CPU: %.1f s over the run (%.1f %% of one core)\n",
 		       (double)(cpu1 - cpu0) / 1e9,
@@ -2678,6 +3391,8 @@ account:
 	printf("\nsoak: %s %.0f s%s, seed %" PRIu64 ": scheduled=%" PRIu64
 	       " fired=%" PRIu64 " cancelled=%" PRIu64 " refused=%" PRIu64
 	       " unknown=%" PRIu64 " named_once=%" PRIu64 " redelivered_repeats=%" PRIu64
+	       " released=%" PRIu64 " dead_letters=%" PRIu64 " kicked=%" PRIu64
+	       " touched=%" PRIu64
 	       " excused_anon=%" PRIu64 " lost=%" PRIu64
 	       " violations=%" PRIu64 " dropped=%" PRIu64 " kills=%" PRIu64
 	       " rss_max=%.2fMiB\n",
@@ -2686,6 +3401,7 @@ account:
 	       cfg.env_seed, ty->scheduled, ty->fires,
 	       ty->cancelled + ty->replaced, ty->refused, ty->unknown,
 	       ty->named_handled_once, ty->named_repeats,
+	       ty->releases, ty->dead_letters, ty->kicked, ty->touched,
 	       ty->inflight_excused + ty->periodic_gaps_excused, lost,
 	       ty->violations, dropped, ty->kills, (double)rss_max / 1048576.0);
 	bwc_free(sc);

@@ -22,7 +22,10 @@
  * whichever consumer's journal took it, so the parent folds every
  * journal first, collecting named sessions' fires (struct soak_obs), and
  * then settles them against the timers of the slots that scheduled them
- * (soak_settle_fires), before soak_finish.
+ * (soak_settle_fires), before soak_finish.  Each fire's copies are
+ * settled together, in receipt order, with what became of each copy's
+ * Release or Touch (struct soak_obs) and the group's Kicks (struct
+ * soak_kick): "fires that fail", PROTOCOL.md section 8.
  */
 #ifndef SOAK_H
 #define SOAK_H
@@ -70,17 +73,48 @@ enum soak_rec_type {
 	SR_PAUSE,       /* stops reading                                     */
 	SR_RESUME,
 	SR_CLOSE,       /* closed its connection on purpose                  */
-	SR_CLOSED,      /* the connection ended under it: v0 bwc error       */
+	SR_CLOSED,      /* the connection ended under it: v0 bwc error,
+			   v1 server code (SHUTTING_DOWN: a restart)         */
 	SR_END,         /* done, about to close (t)                          */
 	SR_KILL,        /* written by the parent: SIGKILL sent at t          */
 	SR_ACK,         /* a cumulative Ack of the fires journaled so far on
 			   this connection: v0 delivery, v1 bwc result       */
+	/* "Fires that fail" (PROTOCOL.md section 8).  A Release or a Touch
+	 * is journaled right after the SR_FIRE it names (key, uid, v0 its
+	 * fire_count), before it is sent; its outcome follows later. */
+	SR_RELEASE,     /* intent: v1 delay, v2 the fire's delivery          */
+	SR_RELEASED,    /* outcome: v1 SRL_* flags, v2 deliveries (the bwc
+			   error with SRL_ERROR), v3 ready_ns                */
+	SR_TOUCH,       /* intent: v1 timeout                                */
+	SR_TOUCHED,     /* outcome: v1 SRL_TOUCHED or SRL_ERROR, v2 the ack
+			   deadline (the bwc error with SRL_ERROR)           */
+	SR_KICK,        /* intent: every key, v0 limit                       */
+	SR_KICKED,      /* outcome: v0 kicked, v1 SRL_MORE or SRL_ERROR      */
+	SR_POLICY,      /* written by the parent before the run: the group's
+			   session's policy in force, v0 max_deliveries      */
 	SR_NTYPES
 };
 
-/* SR_FIRE flags. */
+/* SR_FIRE's v3: SFF_* flags in bits 0..7, Fired.deliveries in bits
+ * 8..35, a dead letter's deliveries in its origin in bits 36..63. */
 #define SFF_LATE 1u
 #define SFF_REDELIVERED 2u
+#define SFF_DEAD 4u             /* a dead letter, read from NAME.dead      */
+#define SFF_DL_ORIGIN 8u        /* its dead_letter.session is the group's  */
+#define SFF_MASK 0xffu
+#define SFF_DELIVERIES(v) ((uint32_t)(((v) >> 8) & 0xfffffffu))
+#define SFF_DL_DELIVERIES(v) ((uint32_t)((v) >> 36))
+#define SFF_PACK(flags, deliveries, dl) \
+	((uint64_t)(flags) | ((uint64_t)((deliveries) & 0xfffffffu) << 8) | \
+	 ((uint64_t)((dl) & 0xfffffffu) << 36))
+
+/* SR_RELEASED, SR_TOUCHED, SR_KICKED flags. */
+#define SRL_RELEASED 1u         /* Release: released (back or dead)        */
+#define SRL_DEAD 2u             /* Release: dead-lettered                  */
+#define SRL_UNSENT 4u           /* the library refused it: nothing sent    */
+#define SRL_ERROR 8u            /* no reply (connection ended) or refused  */
+#define SRL_TOUCHED 16u         /* Touch: touched                          */
+#define SRL_MORE 32u            /* Kick: more                              */
 
 /* SR_SCHED flags. */
 #define SF_PERIODIC 1u
@@ -169,6 +203,12 @@ struct soak_tally {
 	/* Named sessions (manual acks): */
 	uint64_t named_fires, named_redelivered, named_repeats,
 		 named_handled_once, acks, ack_failures;
+	/* Fires that fail: */
+	uint64_t releases, released_back, released_dead, released_unknown,
+		 released_not, released_again, released_again_marked,
+		 lost_released, touches, touched, kicks, kicked, kicked_seen,
+		 dead_letters, dead_unseen, policy_groups;
+	uint32_t max_deliveries_seen;
 	uint64_t excused_why[3]; /* grace window, pause cut short, unread queue */
 	uint64_t lost, lost_periodic;
 	uint64_t violations;
@@ -182,17 +222,47 @@ struct soak_tally {
 	unsigned nexamples;
 };
 
+/* What became of a Release of a journaled fire (struct soak_obs.rel). */
+enum soak_rel {
+	REL_NONE = 0,
+	REL_SENT,               /* sent, outcome unknown (the connection or
+				   the process ended first)                 */
+	REL_BACK,               /* released: back to the queue after delay  */
+	REL_DEAD,               /* released to the dead-letter session      */
+	REL_NOT,                /* not sent: in flight still, acknowledged  */
+	REL_GONE,               /* released = false: taken back already     */
+};
+
 /* A named session's fire as one consumer journaled it. */
 struct soak_obs {
 	uint64_t uid, key, d, f, cnt, recv, pos;
+	uint64_t rel_ready;     /* REL_BACK: ReleaseReply.ready_ns          */
+	uint64_t touch_by;      /* touched: the ack deadline TouchReply gave */
 	uint32_t slot;          /* the journal it is in                     */
 	uint32_t conn;          /* that slot's connection (index)           */
+	uint32_t deliveries;    /* Fired.deliveries                         */
+	uint32_t dl_deliveries; /* a dead letter's deliveries in its origin  */
+	uint32_t rel_deliveries;/* ReleaseReply.deliveries                  */
 	uint8_t flags;          /* SFF_*                                    */
+	uint8_t rel;            /* enum soak_rel                            */
+	bool touch_sent;
+};
+
+/* A Kick a session's member sent (every key). */
+struct soak_kick {
+	unsigned group;
+	uint64_t t0;            /* intent, before sending                   */
+	uint64_t t1;            /* its reply; UINT64_MAX: none came         */
 };
 
 struct soak_obsvec {
 	struct soak_obs *v;
 	size_t n, cap;
+	struct soak_kick *kicks;
+	size_t nkicks, capkicks;
+	uint32_t max_deliveries[16]; /* by group (64 slots at most): its
+				    policy, from SR_POLICY (0: unknown or
+				    unlimited)                           */
 };
 
 /* A request waiting for its reply: a Schedule (uid) or a Cancel (key). */
@@ -219,6 +289,13 @@ struct soak_model {
 	struct soak_tally *tally; /* NULL: replay only                      */
 	struct soak_obsvec *obs;  /* named, with a tally: fires collected
 				     here for soak_settle_fires             */
+	size_t last_obs;        /* obs index of this journal's last fire    */
+	bool has_last_obs;
+	size_t kick_open;       /* kicks index + 1 of a Kick awaiting its
+				   reply (0 none)                          */
+	/* The drain's Kick: the fires it must then read on its connection. */
+	uint64_t drain_kicked, drain_after_kick;
+	bool drain_kick;
 };
 
 /*
