@@ -68,15 +68,12 @@
 
 #define BC(x) BITWHEEL__V1__ENVELOPE__BODY_##x
 #define EC(x) BITWHEEL__V1__ERROR_CODE__##x
-#define ROLE(x) BITWHEEL__V1__ROLE__##x
 
 #define NOBODY 65534
 #define OTHER 65533
 #define HOUR (3600 * DU_S)
 
 typedef Bitwheel__V1__StatsReply stats_t;
-
-static const struct du_hello_opts producer = { .role = ROLE(PRODUCER) };
 
 /* ---- helpers -------------------------------------------------------------- */
 
@@ -367,7 +364,7 @@ static void sessions_client(const struct du_daemon *d)
 	du_env *e;
 
 	a = du_open(d, "s-a");
-	b = du_open_opts(d, "s-b", &producer);
+	b = du_open_producer(d, "s-b");
 	x = du_connect(d->sock);
 	du_send_hello(x, 1, "s-c");
 	expect_error_msg(x, true, 1, EC(OVER_BUDGET),
@@ -443,7 +440,7 @@ static void timers_client(const struct du_daemon *d)
 	/* Fires nobody has taken count as the timers they were. */
 	for (uint64_t k = 2; k <= 4; k++)
 		ck_assert(du_cancel(p1, id++, k));
-	q = du_open_opts(d, "t-q", &producer);
+	q = du_open_producer(d, "t-q");
 	for (uint64_t k = 21; k <= 23; k++)
 		sched_ok(q, id++, k, 20 * DU_MS, 0, false);
 	AWAIT_STAT(q, id++, queued, 3);
@@ -576,7 +573,7 @@ static void bytes_client(const struct du_daemon *d)
 	before = BYTES_BUDGET - cost0 - BIG;
 
 	/* A fire nobody took holds its payload until it is done. */
-	q = du_open_opts(d, "b-q", &producer);
+	q = du_open_producer(d, "b-q");
 	sched_bytes(q, id++, 1, BIG, 20 * DU_MS, 0, false, 0, NULL);
 	AWAIT_STAT(q, id++, queued, 1);
 	with_fire = stats(q, id++).uid_bytes;
@@ -691,7 +688,7 @@ static void rss_attacker(const struct du_daemon *d)
 	/* Pipelined, 64 at a time, into four named sessions left detached. */
 	for (int s = 0; s < 4; s++) {
 		snprintf(name, sizeof(name), "rss-%d", s);
-		c[s] = du_open_opts(d, name, &producer);
+		c[s] = du_open_producer(d, name);
 	}
 	for (int s = 0; !refused; s = (s + 1) % 4) {
 		struct du_buf b = { 0 };
@@ -1109,7 +1106,7 @@ static void stats_own_a(const struct du_daemon *d)
 	/* One fire taken by the consumer (auto_ack), one left queued. */
 	sched_ok(c, id++, 6, 10 * DU_MS, 0, false);
 	bwp_frame_free(du_expect_fire(c, DU_WAIT_MS, NULL));
-	q = du_open_opts(d, "a-q", &producer);
+	q = du_open_producer(d, "a-q");
 	sched_ok(q, id++, 1, 10 * DU_MS, 0, false);
 	AWAIT_STAT(q, id++, queued, 1);
 	AWAIT_STAT(q, id++, acked, 1);
@@ -1209,7 +1206,7 @@ END_TEST
 
 static void recovery_fill(const struct du_daemon *d)
 {
-	struct du_conn *c = du_open_opts(d, "rec", &producer);
+	struct du_conn *c = du_open_producer(d, "rec");
 	uint64_t id = 10;
 
 	for (uint64_t k = 1; k <= 9; k++)
@@ -1221,7 +1218,7 @@ static void recovery_fill(const struct du_daemon *d)
 static void recovery_check(const struct du_daemon *d)
 {
 	struct du_conn *c = du_connect(d->sock), *a;
-	du_env *e = du_hello_opts(c, "rec", &producer);
+	du_env *e = du_hello_opts(c, "rec", &du_producer_opts);
 	uint64_t id = 10;
 	stats_t s;
 
@@ -1250,7 +1247,7 @@ static void recovery_check(const struct du_daemon *d)
 static void recovery_over(const struct du_daemon *d)
 {
 	struct du_conn *c = du_connect(d->sock);
-	du_env *e = du_hello_opts(c, "rec", &producer);
+	du_env *e = du_hello_opts(c, "rec", &du_producer_opts);
 	uint64_t id = 10;
 
 	ck_assert(e->hello_reply->resumed);
@@ -1293,7 +1290,7 @@ END_TEST
 /* A uid at its bytes budget exactly, in one named session. */
 static void bytes_fill(const struct du_daemon *d)
 {
-	struct du_conn *c = du_open_opts(d, "rec-b", &producer);
+	struct du_conn *c = du_open_producer(d, "rec-b");
 	uint64_t id = 10, cost0;
 
 	sched_bytes(c, id++, 1, 0, HOUR, 0, false, 0, NULL);
@@ -1306,7 +1303,7 @@ static void bytes_fill(const struct du_daemon *d)
 static void bytes_check(const struct du_daemon *d)
 {
 	struct du_conn *c = du_connect(d->sock);
-	du_env *e = du_hello_opts(c, "rec-b", &producer);
+	du_env *e = du_hello_opts(c, "rec-b", &du_producer_opts);
 	uint64_t id = 10, timers = e->hello_reply->timers;
 
 	ck_assert(e->hello_reply->resumed);

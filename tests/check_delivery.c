@@ -112,32 +112,7 @@ static hello_reply_t *hr_of(du_env *e)
 	return e->hello_reply;
 }
 
-/* A manual-ack consumer with this window (0: absent) and ack timeout. */
-static struct du_hello_opts consumer_opts(uint32_t window, uint64_t ack_timeout_ns)
-{
-	struct du_hello_opts o = {
-		.role = ROLE(CONSUMER), .has_window = window != 0, .window = window,
-		.ack_timeout_ns = ack_timeout_ns, .has_auto_ack = true, .auto_ack = false,
-	};
-
-	return o;
-}
-
-static const struct du_hello_opts producer_opts = { .role = ROLE(PRODUCER) };
 static const struct du_hello_opts no_opts = { 0 };
-
-static struct du_conn *open_consumer(const struct du_daemon *d, const char *session,
-				     uint32_t window, uint64_t ack_timeout_ns)
-{
-	struct du_hello_opts o = consumer_opts(window, ack_timeout_ns);
-
-	return du_open_opts(d, session, &o);
-}
-
-static struct du_conn *open_producer(const struct du_daemon *d, const char *session)
-{
-	return du_open_opts(d, session, &producer_opts);
-}
 
 /* Hello (request_id 1) that must fail with code and close the connection,
  * with no HelloReply before. */
@@ -353,61 +328,13 @@ static size_t pump(struct sink *s, int n, int ms, on_fire_fn fn, void *ctx)
 
 /* ---- child processes ---------------------------------------------------- */
 
-/* Wait for a child's exit within timeout_ms (killed after it); its status. */
-static int wait_child(pid_t pid, int timeout_ms)
-{
-	uint64_t deadline = du_now_ns() + (uint64_t)timeout_ms * DU_MS;
-	int st;
-
-	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-
-		if (r == pid)
-			return st;
-		ck_assert_msg(r == 0, "waitpid %ld: %s", (long)pid, strerror(errno));
-		if (du_now_ns() > deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
-			ck_abort_msg("child %ld did not exit within %d ms", (long)pid,
-				     timeout_ms);
-		}
-		du_sleep_ms(1);
-	}
-}
-
 static void expect_child_ok(pid_t pid, int timeout_ms, const char *what)
 {
-	int st = wait_child(pid, timeout_ms);
+	int st = du_wait_status(pid, timeout_ms);
+	char text[32];
 
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		      "%s (pid %ld): %s %d", what, (long)pid,
-		      WIFEXITED(st) ? "exit" : "signal",
-		      WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-}
-
-/* All of len bytes from fd within timeout_ms; false at EOF or timeout. */
-static bool read_full(int fd, void *buf, size_t len, int timeout_ms)
-{
-	uint64_t deadline = du_now_ns() + (uint64_t)timeout_ms * DU_MS;
-	uint8_t *p = buf;
-
-	while (len > 0) {
-		struct pollfd pf = { fd, POLLIN, 0 };
-		ssize_t n;
-
-		if (du_now_ns() > deadline)
-			return false;
-		if (poll(&pf, 1, 20) <= 0)
-			continue;
-		n = read(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return false;
-		p += n;
-		len -= (size_t)n;
-	}
-	return true;
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s (pid %ld): %s", what, (long)pid,
+		      du_status_text(st, text, sizeof(text)));
 }
 
 static void write_full(int fd, const void *buf, size_t len)
@@ -517,14 +444,14 @@ static void burst_send(struct du_conn *c, uint64_t first_id, size_t from, size_t
 START_TEST(test_producer_quiet)
 {
 	struct du_daemon *d = du_daemon_new();
-	struct du_hello_opts co = consumer_opts(16, 0);
+	struct du_hello_opts co = du_consumer_opts(16, 0);
 	struct du_conn *p, *c;
 	uint64_t id = 2, t0;
 	du_env *e;
 
 	du_daemon_start(d, NULL);
 	p = du_connect(d->sock);
-	e = du_hello_opts(p, "dl-roles", &producer_opts);
+	e = du_hello_opts(p, "dl-roles", &du_producer_opts);
 	ck_assert_int_eq(hr_of(e)->role, ROLE(PRODUCER));
 	ck_assert(hr_of(e)->has_resumed && !hr_of(e)->resumed);
 	ck_assert_uint_eq(hr_of(e)->consumers, 0);
@@ -624,7 +551,7 @@ START_TEST(test_shared_attach)
 
 	du_daemon_start(d, NULL);
 	for (int i = 0; i < NSHARED; i++) {
-		struct du_hello_opts o = i % 2 ? consumer_opts(8, 0) : producer_opts;
+		struct du_hello_opts o = i % 2 ? du_consumer_opts(8, 0) : du_producer_opts;
 
 		c[i] = du_connect(d->sock);
 		e = du_hello_opts(c[i], "dl-shared", &o);
@@ -693,7 +620,7 @@ START_TEST(test_consumer_schedules)
 	du_env *e;
 
 	du_daemon_start(d, NULL);
-	c = open_consumer(d, "dl-self", 4096, 0);
+	c = du_open_consumer(d, "dl-self", 4096, 0);
 	for (uint64_t k = 0; k < NSELF; k++) {
 		struct du_sched s = { .key = k, .when = DU_DELAY, .when_ns = 0 };
 
@@ -746,7 +673,7 @@ START_TEST(test_hello_reply_fields)
 
 	du_daemon_start(d, "--max-window", "100", NULL);
 
-	o = consumer_opts(7, 250 * DU_MS);
+	o = du_consumer_opts(7, 250 * DU_MS);
 	c[n] = du_connect(d->sock);
 	e = du_hello_opts(c[n++], "dl-fields", &o);
 	hr = hr_of(e);
@@ -810,7 +737,7 @@ START_TEST(test_hello_reply_fields)
 	bwp_frame_free(e);
 
 	/* ... or with manual acks and a window when it asks. */
-	o = consumer_opts(5, 0);
+	o = du_consumer_opts(5, 0);
 	c[n] = du_connect(d->sock);
 	e = du_hello_opts(c[n++], NULL, &o);
 	hr = hr_of(e);
@@ -910,16 +837,16 @@ START_TEST(test_name_nul)
 	du_env *e;
 
 	du_daemon_start(d, NULL);
-	v = open_consumer(d, "victim", 16, 0);
+	v = du_open_consumer(d, "victim", 16, 0);
 	t0 = du_now_ns();
 	schedule_one(v, id++, 1, DU_DELAY, 3600 * DU_S);
 	schedule_one(v, id++, 2, DU_DEADLINE, t0 + du_scale_ms(150) * DU_MS);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct du_hello_opts o = consumer_opts(16, 0);
+		struct du_hello_opts o = du_consumer_opts(16, 0);
 
 		o.session_len = bad[i].len;
 		expect_refused(d, bad[i].name, &o, EC(BAD_REQUEST));
-		o = producer_opts;
+		o = du_producer_opts;
 		o.session_len = bad[i].len;
 		expect_refused(d, bad[i].name, &o, EC(BAD_REQUEST));
 	}
@@ -939,7 +866,7 @@ START_TEST(test_name_nul)
 	du_conn_free(v);
 
 	p = du_connect(d->sock);
-	e = du_hello_opts(p, "victim", &producer_opts);
+	e = du_hello_opts(p, "victim", &du_producer_opts);
 	ck_assert(hr_of(e)->resumed);
 	ck_assert_uint_eq(hr_of(e)->timers, 1);
 	ck_assert_uint_eq(hr_of(e)->queued, 0);
@@ -973,7 +900,7 @@ START_TEST(test_name_bytes)
 	du_daemon_start(d, NULL);
 	for (unsigned b = 0; b < 256; b++) {
 		char name[3] = { 'a', (char)b, 'z' };
-		struct du_hello_opts o = producer_opts;
+		struct du_hello_opts o = du_producer_opts;
 
 		o.session_len = 3;
 		if (name_byte_ok(b)) {
@@ -996,19 +923,19 @@ START_TEST(test_name_bytes)
 
 	memset(long_name, 'q', sizeof(long_name));
 	long_name[65] = '\0';
-	expect_refused(d, long_name, &producer_opts, EC(BAD_REQUEST));
+	expect_refused(d, long_name, &du_producer_opts, EC(BAD_REQUEST));
 	long_name[64] = '\0';
 	{
 		struct du_conn *c = du_connect(d->sock);
 
-		bwp_frame_free(du_hello_opts(c, long_name, &producer_opts));
+		bwp_frame_free(du_hello_opts(c, long_name, &du_producer_opts));
 		du_conn_free(c);
 	}
-	expect_refused(d, "", &producer_opts, EC(BAD_REQUEST));
-	expect_refused(d, "two words", &producer_opts, EC(BAD_REQUEST));
-	expect_refused(d, "a/b", &producer_opts, EC(BAD_REQUEST));
-	expect_refused(d, "caf\xc3\xa9", &producer_opts, EC(BAD_REQUEST));
-	expect_refused(d, "tab\there", &producer_opts, EC(BAD_REQUEST));
+	expect_refused(d, "", &du_producer_opts, EC(BAD_REQUEST));
+	expect_refused(d, "two words", &du_producer_opts, EC(BAD_REQUEST));
+	expect_refused(d, "a/b", &du_producer_opts, EC(BAD_REQUEST));
+	expect_refused(d, "caf\xc3\xa9", &du_producer_opts, EC(BAD_REQUEST));
+	expect_refused(d, "tab\there", &du_producer_opts, EC(BAD_REQUEST));
 
 	e = du_fresh_stats(d);
 	ck_assert_msg(e->stats_reply->sessions == nvalid + 1,
@@ -1033,8 +960,8 @@ START_TEST(test_delivery_numbers)
 	du_env *e;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "dl-numbers");
-	c = open_consumer(d, "dl-numbers", 32, 0);
+	p = du_open_producer(d, "dl-numbers");
+	c = du_open_consumer(d, "dl-numbers", 32, 0);
 	e = du_stats(p, id++);
 	expect_stats(e, 0, 0, 1);
 	ck_assert_uint_eq(e->stats_reply->acked, 0);
@@ -1061,7 +988,7 @@ START_TEST(test_delivery_numbers)
 	bwp_frame_free(e);
 
 	/* The next burst goes on counting; a second consumer counts from 1. */
-	c2 = open_consumer(d, "dl-numbers", 32, 0);
+	c2 = du_open_consumer(d, "dl-numbers", 32, 0);
 	e = du_stats(p, id++);
 	expect_stats(e, 0, 0, 2);
 	bwp_frame_free(e);
@@ -1095,8 +1022,8 @@ START_TEST(test_ack_replies)
 	du_env *e;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "dl-acks");
-	c = open_consumer(d, "dl-acks", 16, 0);
+	p = du_open_producer(d, "dl-acks");
+	c = du_open_consumer(d, "dl-acks", 16, 0);
 	for (uint64_t k = 1; k <= 10; k++)
 		schedule_one(p, id++, k, DU_DELAY, 0);
 	for (uint64_t k = 1; k <= 10; k++) {
@@ -1155,12 +1082,12 @@ START_TEST(test_ack_after_timeout)
 {
 	struct du_daemon *d = du_daemon_new();
 	uint64_t to = (uint64_t)du_scale_ms(100) * DU_MS, id = 2, rx1, rx2, rx3;
-	struct du_hello_opts o = consumer_opts(8, to);
+	struct du_hello_opts o = du_consumer_opts(8, to);
 	struct du_conn *p, *c;
 	du_env *e;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "dl-timeout");
+	p = du_open_producer(d, "dl-timeout");
 	c = du_connect(d->sock);
 	e = du_hello_opts(c, "dl-timeout", &o);
 	ck_assert_uint_eq(hr_of(e)->ack_timeout_ns, to);
@@ -1234,8 +1161,8 @@ START_TEST(test_ack_errors)
 
 	du_note("bad Ack %d: %s", _i, ack_error_names[_i]);
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "dl-ackerr");
-	c = open_consumer(d, "dl-ackerr", 16, 0);
+	p = du_open_producer(d, "dl-ackerr");
+	c = du_open_consumer(d, "dl-ackerr", 16, 0);
 	if (holds) {
 		for (uint64_t k = 0; k < 3; k++)
 			schedule_one(p, id++, k, DU_DELAY, 0);
@@ -1245,7 +1172,7 @@ START_TEST(test_ack_errors)
 			bwp_frame_free(e);
 		}
 	}
-	bad = _i == AE_PRODUCER ? open_producer(d, "dl-ackerr") : c;
+	bad = _i == AE_PRODUCER ? du_open_producer(d, "dl-ackerr") : c;
 	switch (_i) {
 	case AE_ZERO_ID:
 		du_send_ack(bad, true, 77, 0, false);
@@ -1285,7 +1212,7 @@ START_TEST(test_ack_errors)
 
 	c = du_connect(d->sock);
 	{
-		struct du_hello_opts o = consumer_opts(16, 0);
+		struct du_hello_opts o = du_consumer_opts(16, 0);
 
 		e = du_hello_opts(c, "dl-ackerr", &o);
 	}
@@ -1338,8 +1265,8 @@ START_TEST(test_window)
 
 	tu_rng_seed(&rng, test_seed("test_window"));
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "dl-window");
-	c = open_consumer(d, "dl-window", WIN, 0);
+	p = du_open_producer(d, "dl-window");
+	c = du_open_consumer(d, "dl-window", WIN, 0);
 	t0 = du_now_ns();
 	for (uint64_t k = 0; k < NWIN; k++)
 		s[k] = (struct du_sched){ .key = k, .when = DU_DEADLINE,
@@ -1540,10 +1467,10 @@ START_TEST(test_competing)
 	s = calloc(n1 + n2, sizeof(*s));
 	ck_assert(x.others && x.stalled_rx && s);
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "dl-compete");
+	p = du_open_producer(d, "dl-compete");
 	for (int i = 0; i < NCOMP; i++)
 		sinks[i] = (struct sink){
-			.c = open_consumer(d, "dl-compete", COMP_WINDOW,
+			.c = du_open_consumer(d, "dl-compete", COMP_WINDOW,
 					   i == x.stalled ? ack_to : 0),
 			.ack = true,
 		};
@@ -1640,9 +1567,9 @@ START_TEST(test_round_robin)
 	du_env *e;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "dl-rr");
+	p = du_open_producer(d, "dl-rr");
 	for (int i = 0; i < 3; i++)
-		c[i] = open_consumer(d, "dl-rr", 32, 0);
+		c[i] = du_open_consumer(d, "dl-rr", 32, 0);
 	t0 = du_now_ns();
 	for (uint64_t k = 0; k < 30; k++)
 		schedule_one(p, id++, k, DU_DEADLINE, t0 + 30 * DU_MS + k * 2 * DU_MS);
@@ -1707,7 +1634,7 @@ static void stuck_run(bool stuck_auto, bool check_marks)
 {
 	struct du_daemon *d = du_daemon_new();
 	struct stuck_ctx *x = calloc(1, sizeof(*x));
-	struct du_hello_opts o = consumer_opts(4096, 0);
+	struct du_hello_opts o = du_consumer_opts(4096, 0);
 	struct du_conn *p, *a;
 	struct sink b;
 	uint64_t id = 2, t, until, last_rx;
@@ -1717,10 +1644,10 @@ static void stuck_run(bool stuck_auto, bool check_marks)
 
 	ck_assert_ptr_nonnull(x);
 	du_daemon_start(d, "--max-output", "16384", NULL);
-	p = open_producer(d, "dl-stuck");
+	p = du_open_producer(d, "dl-stuck");
 	o.auto_ack = stuck_auto;
 	a = du_open_opts(d, "dl-stuck", &o);
-	b = (struct sink){ .c = open_consumer(d, "dl-stuck", 256, 0), .ack = true };
+	b = (struct sink){ .c = du_open_consumer(d, "dl-stuck", 256, 0), .ack = true };
 	t = du_now_ns() + 100 * DU_MS;
 	for (size_t k = 0; k < NSTUCK; k += SCHED_CHUNK) {
 		size_t to = k + SCHED_CHUNK < NSTUCK ? k + SCHED_CHUNK : NSTUCK;
@@ -1861,7 +1788,7 @@ struct crash_report {
 static void crash_child(const struct du_daemon *d, uint64_t seed, int fd)
 {
 	struct crash_report r = { 0 };
-	struct du_hello_opts o = consumer_opts(CRASH_WINDOW, 0);
+	struct du_hello_opts o = du_consumer_opts(CRASH_WINDOW, 0);
 	struct tu_rng rng;
 	struct du_conn *c;
 	uint64_t cum, s1, s2;
@@ -1915,12 +1842,13 @@ START_TEST(test_consumer_killed)
 	bool got[NCRASH] = { false };
 	uint64_t id = 2, t0, seed = test_seed("test_consumer_killed"), last_key = 0;
 	uint64_t held, nb = 0, nred = 0;
+	char text[32];
 	int pfd[2], st;
 	pid_t pid;
 	du_env *e;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "dl-crash");
+	p = du_open_producer(d, "dl-crash");
 	t0 = du_now_ns();
 	for (uint64_t k = 0; k < NCRASH; k++)
 		s[k] = (struct du_sched){ .key = k, .when = DU_DEADLINE,
@@ -1937,12 +1865,11 @@ START_TEST(test_consumer_killed)
 		_exit(6);
 	}
 	close(pfd[1]);
-	if (!read_full(pfd[0], &r, sizeof(r), DU_WAIT_MS)) {
+	if (!du_read_full(pfd[0], &r, sizeof(r), DU_WAIT_MS)) {
 		kill(pid, SIGKILL);
-		st = wait_child(pid, DU_WAIT_MS);
-		ck_abort_msg("the first consumer reported nothing (%s %d)",
-			     WIFEXITED(st) ? "exit" : "signal",
-			     WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+		st = du_wait_status(pid, DU_WAIT_MS);
+		ck_abort_msg("the first consumer reported nothing (%s)",
+			     du_status_text(st, text, sizeof(text)));
 	}
 	close(pfd[0]);
 	ck_assert_uint_eq(r.queued, NCRASH);
@@ -1952,7 +1879,7 @@ START_TEST(test_consumer_killed)
 	expect_stats(e, NCRASH - CRASH_WINDOW - r.nacked, CRASH_WINDOW, 1);
 	bwp_frame_free(e);
 	kill(pid, SIGKILL);
-	st = wait_child(pid, DU_WAIT_MS);
+	st = du_wait_status(pid, DU_WAIT_MS);
 	ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 
 	for (uint64_t i = 0; i < r.nacked; i++)
@@ -1969,7 +1896,7 @@ START_TEST(test_consumer_killed)
 
 	b = du_connect(d->sock);
 	{
-		struct du_hello_opts o = consumer_opts(256, 0);
+		struct du_hello_opts o = du_consumer_opts(256, 0);
 
 		e = du_hello_opts(b, "dl-crash", &o);
 	}
@@ -2048,7 +1975,7 @@ START_TEST(test_sequential_producers)
 		if (pid == 0) {
 			struct du_conn *pc = du_connect(d->sock);
 
-			e = du_hello_opts(pc, "dl-seq", &producer_opts);
+			e = du_hello_opts(pc, "dl-seq", &du_producer_opts);
 			if (e->hello_reply->role != ROLE(PRODUCER))
 				_exit(2);
 			schedule_one(pc, 2, k, DU_DEADLINE, t0 + 20 * DU_MS + k * 15 * DU_MS);
@@ -2058,7 +1985,7 @@ START_TEST(test_sequential_producers)
 	}
 	c = du_connect(d->sock);
 	{
-		struct du_hello_opts o = consumer_opts(0, 0);
+		struct du_hello_opts o = du_consumer_opts(0, 0);
 
 		e = du_hello_opts(c, "dl-seq", &o);
 	}
@@ -2132,7 +2059,7 @@ START_TEST(test_concurrent_producers)
 	pid_t pid[NPROD];
 
 	du_daemon_start(d, NULL);
-	sink = (struct sink){ .c = open_consumer(d, "dl-conc", 64, 0), .ack = true };
+	sink = (struct sink){ .c = du_open_consumer(d, "dl-conc", 64, 0), .ack = true };
 	for (int i = 0; i < NPROD; i++) {
 		pid[i] = fork();
 		ck_assert_msg(pid[i] >= 0, "fork: %s", strerror(errno));
@@ -2140,7 +2067,7 @@ START_TEST(test_concurrent_producers)
 			struct du_sched s[PROD_N];
 			struct tu_rng rng;
 			uint64_t id = 2;
-			struct du_conn *pc = open_producer(d, "dl-conc");
+			struct du_conn *pc = du_open_producer(d, "dl-conc");
 
 			tu_rng_seed(&rng, seed ^ ((uint64_t)(i + 1) << 40));
 			for (size_t k = 0; k < per; k++)
@@ -2224,8 +2151,8 @@ START_TEST(test_burst)
 	t0 = du_now_ns();
 	t = t0 + (uint64_t)du_scale_ms(300) * DU_MS;
 	if (!bursts[_i].anonymous) {
-		sink.c = open_consumer(d, "dl-burst", 0, 0);
-		p = open_producer(d, "dl-burst");
+		sink.c = du_open_consumer(d, "dl-burst", 0, 0);
+		p = du_open_producer(d, "dl-burst");
 		for (size_t k = 0; k < n; k += SCHED_CHUNK) {
 			size_t to = k + SCHED_CHUNK < n ? k + SCHED_CHUNK : n;
 
@@ -2273,7 +2200,7 @@ START_TEST(test_burst)
 	if (!bursts[_i].anonymous) {
 		/* Attaching again works: a Hello gets its HelloReply. */
 		struct du_conn *c2 = du_connect(d->sock);
-		struct du_hello_opts o = consumer_opts(0, 0);
+		struct du_hello_opts o = du_consumer_opts(0, 0);
 
 		e = du_hello_opts(c2, "dl-burst", &o);
 		ck_assert(hr_of(e)->resumed);
@@ -2343,9 +2270,9 @@ START_TEST(test_cancel_during_burst)
 
 	ck_assert_ptr_nonnull(seen);
 	du_daemon_start(d, NULL);
-	sink.c = open_consumer(d, "dl-fair", 0, 0);
-	p = open_producer(d, "dl-fair");
-	v = open_consumer(d, "dl-fair-victim", 0, 0);
+	sink.c = du_open_consumer(d, "dl-fair", 0, 0);
+	p = du_open_producer(d, "dl-fair");
+	v = du_open_consumer(d, "dl-fair-victim", 0, 0);
 	t = du_now_ns() + (uint64_t)du_scale_ms(500) * DU_MS;
 	sched_at(p, &id, 0, n, t);
 	sched_at(v, &vid, 0, 1, t + DU_MS);
@@ -2504,7 +2431,7 @@ START_TEST(test_pipelined_small_output)
 	}
 	du_daemon_startv(d, args);
 	c = du_connect(d->sock);
-	e = du_hello_opts(c, "dl-pipe", &producer_opts);
+	e = du_hello_opts(c, "dl-pipe", &du_producer_opts);
 	ck_assert_uint_eq(hr_of(e)->limits->max_output_bytes, 4096);
 	bwp_frame_free(e);
 	t0 = du_now_ns();
@@ -2547,10 +2474,10 @@ START_TEST(test_max_timers_backpressure)
 
 	du_daemon_start(d, "--max-timers", "10", NULL);
 	p = du_connect(d->sock);
-	e = du_hello_opts(p, "dl-bound", &producer_opts);
+	e = du_hello_opts(p, "dl-bound", &du_producer_opts);
 	ck_assert_uint_eq(hr_of(e)->limits->max_timers, 10);
 	bwp_frame_free(e);
-	c = open_consumer(d, "dl-bound", 2, 0);
+	c = du_open_consumer(d, "dl-bound", 2, 0);
 	for (uint64_t k = 1; k <= 4; k++)
 		schedule_one(p, id++, k, DU_DELAY, 3600 * DU_S);
 	for (uint64_t k = 5; k <= 10; k++)
@@ -2643,7 +2570,7 @@ START_TEST(test_max_queued_periodic)
 
 	du_daemon_start(d, "--max-queued", "3", "--periodic-resolution", "5", NULL);
 	p = du_connect(d->sock);
-	e = du_hello_opts(p, "dl-dropq", &producer_opts);
+	e = du_hello_opts(p, "dl-dropq", &du_producer_opts);
 	ck_assert_uint_eq(hr_of(e)->limits->max_queued, 3);
 	bwp_frame_free(e);
 	bwp_frame_free(du_schedule(p, id++, &s));
@@ -2691,7 +2618,7 @@ START_TEST(test_max_queued_periodic)
 	}
 	c2 = du_connect(d->sock);
 	{
-		struct du_hello_opts o = consumer_opts(4, 0);
+		struct du_hello_opts o = du_consumer_opts(4, 0);
 
 		e = du_hello_opts(c2, "dl-dropq", &o);
 	}
@@ -2727,7 +2654,7 @@ START_TEST(test_oneshots_not_dropped)
 	du_env *e;
 
 	du_daemon_start(d, "--max-queued", "3", NULL);
-	p = open_producer(d, "dl-oneq");
+	p = du_open_producer(d, "dl-oneq");
 	t0 = du_now_ns();
 	for (uint64_t k = 1; k <= 8; k++)
 		schedule_one(p, id++, k, DU_DEADLINE, t0 + 30 * DU_MS + k * 8 * DU_MS);
@@ -2735,7 +2662,7 @@ START_TEST(test_oneshots_not_dropped)
 	du_sleep_until(t0 + 30 * DU_MS + 64 * DU_MS + 50 * DU_MS);
 	c = du_connect(d->sock);
 	{
-		struct du_hello_opts o = consumer_opts(0, 0);
+		struct du_hello_opts o = du_consumer_opts(0, 0);
 
 		e = du_hello_opts(c, "dl-oneq", &o);
 	}
@@ -2850,8 +2777,8 @@ START_TEST(test_periodic_slow_ack)
 	du_env *e;
 
 	du_daemon_start(d, "--periodic-resolution", "5", NULL);
-	p = open_producer(d, "dl-periodic");
-	c = open_consumer(d, "dl-periodic", 1, 0);
+	p = du_open_producer(d, "dl-periodic");
+	c = du_open_consumer(d, "dl-periodic", 1, 0);
 	e = du_schedule(p, id++, &s);
 	first = e->schedule_reply->deadline_ns;
 	bwp_frame_free(e);
@@ -2985,7 +2912,7 @@ START_TEST(test_waiting_window2)
 
 	du_daemon_start(d, NULL);
 	c = du_open_opts(d, "dl-wait2", &o);
-	p = open_producer(d, "dl-wait2");
+	p = du_open_producer(d, "dl-wait2");
 	for (uint64_t k = 0; k < N; k++)
 		schedule_one(p, id++, k, DU_DELAY, 5 * DU_MS);
 	take_all(c, 0, 0, N);
@@ -3064,13 +2991,13 @@ START_TEST(test_coalesce_release)
 
 	du_daemon_start(d, NULL);
 	co = du_open_opts(d, "dl-corel", &coo);
-	p = open_producer(d, "dl-corel");
+	p = du_open_producer(d, "dl-corel");
 	coalesce_pair(co, p, &id, &finest);
 	coalesce_pair(co, p, &id, &coarse);
 	/* A plain consumer holding a fire it never acknowledges, window 1:
 	 * every later fire goes to co, and none may be held.  The two
 	 * consumers take turns: one of keys 7 and 8 each. */
-	other = open_consumer(d, "dl-corel", 1, 0);
+	other = du_open_consumer(d, "dl-corel", 1, 0);
 	schedule_one(p, id++, 7, DU_DELAY, 0);
 	schedule_one(p, id++, 8, DU_DELAY, 0);
 	bwp_frame_free(must_fire(other, NULL));

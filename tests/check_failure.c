@@ -64,7 +64,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,25 +93,6 @@ typedef Bitwheel__V1__Policy policy_t;
 static uint64_t scaled_ns(int ms)
 {
 	return (uint64_t)du_scale_ms(ms) * DU_MS;
-}
-
-/* A manual-ack consumer with this window and ack timeout (0: none). */
-static struct du_conn *open_consumer(const struct du_daemon *d, const char *session,
-				     uint32_t window, uint64_t ack_timeout_ns)
-{
-	struct du_hello_opts o = {
-		.role = ROLE(CONSUMER), .has_window = true, .window = window,
-		.ack_timeout_ns = ack_timeout_ns, .has_auto_ack = true, .auto_ack = false,
-	};
-
-	return du_open_opts(d, session, &o);
-}
-
-static struct du_conn *open_producer(const struct du_daemon *d, const char *session)
-{
-	struct du_hello_opts o = { .role = ROLE(PRODUCER) };
-
-	return du_open_opts(d, session, &o);
 }
 
 static void schedule_key(struct du_conn *p, uint64_t id, uint64_t key, uint64_t delay_ns,
@@ -250,45 +230,27 @@ struct sinfo {
 	uint32_t consumers;
 };
 
-/* The ListSessions entry (root: every uid's) named name. */
+/* The ListSessions entry (root: every uid's) named name; *keep (may be
+ * NULL) gets the reply when it was found (du_session_in reads it). */
 static struct sinfo session_info(struct du_conn *c, uint64_t id, const char *name,
 				 du_env **keep)
 {
 	struct sinfo si = { 0 };
 	du_env *e = du_list(c, id, NULL, 0, 0);
-	const Bitwheel__V1__ListSessionsReply *lr = e->list_sessions_reply;
+	const Bitwheel__V1__SessionInfo *s;
 
-	ck_assert_msg(!lr->more, "more sessions than one reply holds");
-	for (size_t i = 0; i < lr->n_sessions; i++) {
-		const Bitwheel__V1__SessionInfo *s = lr->sessions[i];
-
-		if (!s->has_name || s->name.len != strlen(name) ||
-		    memcmp(s->name.data, name, s->name.len))
-			continue;
+	ck_assert_msg(!e->list_sessions_reply->more, "more sessions than one reply holds");
+	s = du_session_in(e, name);
+	if (s)
 		si = (struct sinfo){ true, s->queued, s->in_flight, s->dead_letters, s->delayed,
 				     s->dead_lettered, s->consumers };
-		if (keep)
-			*keep = e;
-		else
-			bwp_frame_free(e);
-		return si;
-	}
-	bwp_frame_free(e);
-	if (keep)
+	if (keep && s)
+		*keep = e;
+	else
+		bwp_frame_free(e);
+	if (keep && !s)
 		*keep = NULL;
 	return si;
-}
-
-/* The SessionInfo of name in *keep (from session_info), or NULL. */
-static const Bitwheel__V1__SessionInfo *info_in(const du_env *e, const char *name)
-{
-	const Bitwheel__V1__ListSessionsReply *lr = e->list_sessions_reply;
-
-	for (size_t i = 0; i < lr->n_sessions; i++)
-		if (lr->sessions[i]->has_name && lr->sessions[i]->name.len == strlen(name) &&
-		    !memcmp(lr->sessions[i]->name.data, name, strlen(name)))
-			return lr->sessions[i];
-	return NULL;
 }
 
 /* Poll ListSessions until name's queued is n (or, found false, it is
@@ -307,63 +269,6 @@ static struct sinfo await_session(struct du_conn *c, uint64_t *id, const char *n
 			      "session '%s' never %s %" PRIu64 " queued (found %d, queued %" PRIu64 ")",
 			      name, found ? "showed" : "went away;", queued, si.found, si.queued);
 		du_sleep_ms(5);
-	}
-}
-
-/* ---- child processes ----------------------------------------------------- */
-
-/* All of len bytes from fd within timeout_ms; false at EOF or timeout. */
-static bool read_full(int fd, void *buf, size_t len, int timeout_ms)
-{
-	uint64_t deadline = du_now_ns() + (uint64_t)timeout_ms * DU_MS;
-	uint8_t *p = buf;
-
-	while (len > 0) {
-		struct pollfd pf = { fd, POLLIN, 0 };
-		ssize_t n;
-
-		if (du_now_ns() > deadline)
-			return false;
-		if (poll(&pf, 1, 20) <= 0)
-			continue;
-		n = read(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return false;
-		p += n;
-		len -= (size_t)n;
-	}
-	return true;
-}
-
-static const char *status_text(int st, char *buf, size_t len)
-{
-	if (WIFEXITED(st))
-		snprintf(buf, len, "exit %d", WEXITSTATUS(st));
-	else
-		snprintf(buf, len, "signal %d", WTERMSIG(st));
-	return buf;
-}
-
-/* Wait for a child within timeout_ms (killed after it); its status. */
-static int wait_child(pid_t pid, int timeout_ms)
-{
-	uint64_t deadline = du_now_ns() + (uint64_t)timeout_ms * DU_MS;
-	int st;
-
-	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-
-		if (r == pid)
-			return st;
-		ck_assert_msg(r == 0, "waitpid %ld: %s", (long)pid, strerror(errno));
-		if (du_now_ns() > deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
-			ck_abort_msg("child %ld did not exit within %d ms", (long)pid, timeout_ms);
-		}
-		du_sleep_ms(1);
 	}
 }
 
@@ -390,10 +295,7 @@ struct poison_rec {
  */
 static void poison_consumer(const struct du_daemon *d, const char *session, int fd)
 {
-	struct du_hello_opts o = {
-		.role = ROLE(CONSUMER), .has_window = true, .window = POISON_WINDOW,
-		.has_auto_ack = true, .auto_ack = false,
-	};
+	struct du_hello_opts o = du_consumer_opts(POISON_WINDOW, 0);
 	struct du_conn *c = du_connect(d->sock);
 	uint64_t id = 10;
 
@@ -470,7 +372,7 @@ START_TEST(test_poison)
 	bool more;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, name);
+	p = du_open_producer(d, name);
 	if (_i)
 		set_policy(p, id++, true, max, NULL, max, dead);
 	t0 = du_now_ns();
@@ -488,11 +390,11 @@ START_TEST(test_poison)
 	while (handouts < max || nacked < NPOISON - 1) {
 		struct poison_rec r;
 
-		if (!read_full(fd, &r, sizeof(r), DU_WAIT_MS)) {
+		if (!du_read_full(fd, &r, sizeof(r), DU_WAIT_MS)) {
 			kill(pid, SIGKILL);
-			st = wait_child(pid, DU_WAIT_MS);
+			st = du_wait_status(pid, DU_WAIT_MS);
 			ck_abort_msg("the consumer reported nothing for %d ms (%s): %zu of %d ordinary fires acknowledged, the poison handed out %" PRIu32 " of %" PRIu32 " times",
-				     DU_WAIT_MS, status_text(st, text, sizeof(text)), nacked,
+				     DU_WAIT_MS, du_status_text(st, text, sizeof(text)), nacked,
 				     NPOISON - 1, handouts, max);
 		}
 		if (r.key == POISON_KEY) {
@@ -504,9 +406,9 @@ START_TEST(test_poison)
 				      handouts, r.deliveries);
 			ck_assert_msg((r.redelivered != 0) == (handouts > 1),
 				      "hand-out %" PRIu32 " redelivered=%" PRIu32, handouts, r.redelivered);
-			st = wait_child(pid, DU_WAIT_MS);
+			st = du_wait_status(pid, DU_WAIT_MS);
 			ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
-				      "the consumer ended with %s", status_text(st, text, sizeof(text)));
+				      "the consumer ended with %s", du_status_text(st, text, sizeof(text)));
 			close(fd);
 			pid = start_poison_consumer(d, name, &fd);
 			continue;
@@ -527,14 +429,14 @@ START_TEST(test_poison)
 	{
 		struct poison_rec r;
 
-		ck_assert_msg(!read_full(fd, &r, sizeof(r), du_scale_ms(500)),
+		ck_assert_msg(!du_read_full(fd, &r, sizeof(r), du_scale_ms(500)),
 			      "after %" PRIu32 " hand-outs, key %" PRIu64 " came (deliveries %" PRIu64 ")",
 			      max, r.key, r.deliveries);
 		ck_assert_msg(waitpid(pid, &st, WNOHANG) == 0, "the last consumer ended (%s)",
-			      status_text(st, text, sizeof(text)));
+			      du_status_text(st, text, sizeof(text)));
 	}
 	kill(pid, SIGKILL);
-	wait_child(pid, DU_WAIT_MS);
+	du_wait_status(pid, DU_WAIT_MS);
 	close(fd);
 	du_note("poison, max_deliveries %" PRIu32 ": %" PRIu32 " crashes, %zu other fires acknowledged",
 		max, handouts, nacked);
@@ -546,7 +448,7 @@ START_TEST(test_poison)
 	ck_assert_uint_eq(si.dead_lettered, 1);
 
 	/* The dead letter, with its history. */
-	q = open_consumer(d, dead, 4, 0);
+	q = du_open_consumer(d, dead, 4, 0);
 	e = expect_key(q, POISON_KEY, 1, NULL);
 	{
 		const fired_t *f = e->fired;
@@ -582,7 +484,7 @@ START_TEST(test_poison)
 	await_session(p, &id, name, true, 1);
 
 	/* Back in its session, counted from 0 again, without history. */
-	c = open_consumer(d, name, 4, 0);
+	c = du_open_consumer(d, name, 4, 0);
 	e = expect_key(c, POISON_KEY, 1, NULL);
 	ck_assert_msg(e->fired->dead_letter == NULL, "a kicked fire kept its dead-letter history");
 	ck_assert_uint_eq(du_ack(c, 100, e->fired->delivery, false), 1);
@@ -610,8 +512,8 @@ START_TEST(test_release_delay)
 	du_env *e;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "fl-rel");
-	c = open_consumer(d, "fl-rel", 4, 0);
+	p = du_open_producer(d, "fl-rel");
+	c = du_open_consumer(d, "fl-rel", 4, 0);
 	schedule_key(p, id++, 7, 5 * DU_MS, "seven");
 	e = expect_key(c, 7, 1, NULL);
 	dl = e->fired->delivery;
@@ -670,7 +572,7 @@ START_TEST(test_release_tail)
 	struct rel r;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "fl-tail");
+	p = du_open_producer(d, "fl-tail");
 	t0 = du_now_ns();
 	for (uint64_t k = 1; k <= 5; k++) {
 		struct du_sched s = { .key = k, .when = DU_DEADLINE,
@@ -679,7 +581,7 @@ START_TEST(test_release_tail)
 		bwp_frame_free(du_schedule(p, id++, &s));
 	}
 	await_session(p, &id, "fl-tail", true, 5);
-	c = open_consumer(d, "fl-tail", 1, 0);
+	c = du_open_consumer(d, "fl-tail", 1, 0);
 	r = release_ex(c, id++, take_key(c, 1, 1), _i == 1, 0);
 	ck_assert(r.released && !r.dead_lettered && r.has_ready);
 	ck_assert_uint_eq(r.deliveries, 1);
@@ -704,9 +606,9 @@ START_TEST(test_release_limit)
 	du_env *e;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "fl-rl");
+	p = du_open_producer(d, "fl-rl");
 	set_policy(p, id++, true, 3, NULL, 3, "fl-rl.dead");
-	c = open_consumer(d, "fl-rl", 4, 0);
+	c = du_open_consumer(d, "fl-rl", 4, 0);
 	schedule_key(p, id++, 9, DU_MS, NULL);
 	for (uint64_t n = 1; n <= 3; n++) {
 		r = release(c, id++, take_key(c, 9, n), n == 2 ? scaled_ns(20) : 0);
@@ -718,7 +620,7 @@ START_TEST(test_release_limit)
 	}
 	du_expect_quiet(c, du_scale_ms(100));
 	ck_assert_uint_eq(await_session(p, &id, "fl-rl.dead", true, 1).dead_letters, 1);
-	q = open_consumer(d, "fl-rl.dead", 4, 0);
+	q = du_open_consumer(d, "fl-rl.dead", 4, 0);
 	e = expect_key(q, 9, 1, NULL);
 	ck_assert_ptr_nonnull(e->fired->dead_letter);
 	ck_assert_uint_eq(e->fired->dead_letter->deliveries, 3);
@@ -744,8 +646,8 @@ START_TEST(test_release_unknown)
 	struct touch t;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "fl-ru");
-	c = open_consumer(d, "fl-ru", 4, scaled_ns(10000));
+	p = du_open_producer(d, "fl-ru");
+	c = du_open_consumer(d, "fl-ru", 4, scaled_ns(10000));
 	schedule_key(p, id++, 1, DU_MS, NULL);
 	dl = take_key(c, 1, 1);
 	ck_assert_uint_eq(du_ack(c, id++, dl, false), 1);
@@ -786,7 +688,7 @@ START_TEST(test_release_bad)
 	du_env *e;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "fl-rb");
+	p = du_open_producer(d, "fl-rb");
 	c = du_connect(d->sock);
 	{
 		struct du_hello_opts o = { .role = ROLE(CONSUMER), .has_auto_ack = true,
@@ -831,7 +733,7 @@ START_TEST(test_release_bad)
 	du_expect_eof(c, DU_WAIT_MS);
 	du_conn_free(c);
 	/* It had reached the socket: its hand-out counts. */
-	c = open_consumer(d, "fl-rb", 4, 0);
+	c = du_open_consumer(d, "fl-rb", 4, 0);
 	e = expect_key(c, 3, 2, NULL);
 	ck_assert(e->fired->redelivered);
 	bwp_frame_free(e);
@@ -868,8 +770,8 @@ START_TEST(test_release_restart)
 	du_env *e;
 
 	start_durable(d, NULL);
-	p = open_producer(d, "fl-rr");
-	c = open_consumer(d, "fl-rr", 4, 0);
+	p = du_open_producer(d, "fl-rr");
+	c = du_open_consumer(d, "fl-rr", 4, 0);
 	schedule_key(p, id++, 11, DU_MS, "eleven");
 	ck_assert(release(c, id++, take_key(c, 11, 1), 0).released);
 	r = release(c, id++, take_key(c, 11, 2), delay);
@@ -879,7 +781,7 @@ START_TEST(test_release_restart)
 	du_conn_free(p);
 	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
 	start_durable(d, NULL);
-	c = open_consumer(d, "fl-rr", 4, 0);
+	c = du_open_consumer(d, "fl-rr", 4, 0);
 	ck_assert_msg(du_now_ns() < r.ready_ns,
 		      "the restart took past the delay (raise BW_TEST_SLOW)");
 	ck_assert_uint_eq(session_info(c, 2, "fl-rr", NULL).delayed, 1);
@@ -915,12 +817,12 @@ START_TEST(test_touch_keeps)
 	du_env *e;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "fl-touch");
-	a = open_consumer(d, "fl-touch", 1, timeout);
+	p = du_open_producer(d, "fl-touch");
+	a = du_open_consumer(d, "fl-touch", 1, timeout);
 	schedule_key(p, id++, 5, DU_MS, NULL);
 	dl = take_key(a, 5, 1);
 	started = du_now_ns();
-	b = open_consumer(d, "fl-touch", 4, 0);
+	b = du_open_consumer(d, "fl-touch", 4, 0);
 	while (du_now_ns() - started < scaled_ns(1200)) {
 		uint64_t t1, t2, want = n == 3 ? timeout * 3 / 2 : timeout;
 		struct touch t;
@@ -968,8 +870,8 @@ START_TEST(test_touch_hold_limit)
 	struct touch t;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "fl-hold");
-	c = open_consumer(d, "fl-hold", 4, scaled_ns(1000));
+	p = du_open_producer(d, "fl-hold");
+	c = du_open_consumer(d, "fl-hold", 4, scaled_ns(1000));
 	schedule_key(p, id++, 1, DU_MS, NULL);
 	dl = take_key(c, 1, 1);
 	du_send_touch(c, 40, dl, MAX_HOLD_NS + DU_S);
@@ -988,7 +890,7 @@ START_TEST(test_touch_hold_limit)
 	 * at its ack timeout (on a new connection, whose ack timer no Touch
 	 * has moved). */
 	du_conn_free(c);
-	c = open_consumer(d, "fl-hold", 4, scaled_ns(1000));
+	c = du_open_consumer(d, "fl-hold", 4, scaled_ns(1000));
 	schedule_key(p, id++, 2, DU_MS, NULL);
 	dl = take_key(c, 2, 1);
 	t1 = du_now_ns();
@@ -1018,8 +920,8 @@ START_TEST(test_touch_then_new_fire)
 	du_env *e;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "fl-tnf");
-	c = open_consumer(d, "fl-tnf", 4, timeout);
+	p = du_open_producer(d, "fl-tnf");
+	c = du_open_consumer(d, "fl-tnf", 4, timeout);
 	schedule_key(p, id++, 1, DU_MS, NULL);
 	a = take_key(c, 1, 1);
 	ck_assert(touch(c, id++, a, 3600 * DU_S).touched);
@@ -1053,8 +955,8 @@ START_TEST(test_touch_no_timeout)
 	struct touch t;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "fl-tnt");
-	c = open_consumer(d, "fl-tnt", 4, 0);
+	p = du_open_producer(d, "fl-tnt");
+	c = du_open_consumer(d, "fl-tnt", 4, 0);
 	schedule_key(p, id++, 1, DU_MS, NULL);
 	dl = take_key(c, 1, 1);
 	t = touch(c, id++, dl, 0);
@@ -1079,7 +981,7 @@ static const policy_t *listed_policy(struct du_conn *c, uint64_t id, const char 
 	const Bitwheel__V1__SessionInfo *si;
 
 	ck_assert(session_info(c, id, name, e).found);
-	si = info_in(*e, name);
+	si = du_session_in(*e, name);
 	return si->policy;
 }
 
@@ -1110,11 +1012,7 @@ START_TEST(test_policy_show)
 	bwp_frame_free(e);
 	set_policy(c, id++, true, 5, "fl-graveyard", 5, "fl-graveyard");
 	p = du_connect(d->sock);
-	{
-		struct du_hello_opts o = { .role = ROLE(PRODUCER) };
-
-		e = du_hello_opts(p, "fl-pol", &o);
-	}
+	e = du_hello_opts(p, "fl-pol", &du_producer_opts);
 	expect_policy(e->hello_reply->policy, 5, "fl-graveyard", true, "HelloReply after SetPolicy");
 	bwp_frame_free(e);
 	set_policy(p, id++, true, 1, NULL, 1, "fl-graveyard");
@@ -1156,7 +1054,7 @@ START_TEST(test_policy_bad)
 	du_env *e;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "fl-bad");
+	p = du_open_producer(d, "fl-bad");
 	for (size_t i = 0; i < sizeof(bad_dead_letters) / sizeof(bad_dead_letters[0]); i++) {
 		du_send_set_policy(p, id, true, 2, bad_dead_letters[i]);
 		du_expect_error(p, true, id++, EC(BAD_REQUEST));
@@ -1243,17 +1141,13 @@ START_TEST(test_policy_restart)
 	du_env *e;
 
 	start_durable(d, NULL);
-	p = open_producer(d, "fl-pr");
+	p = du_open_producer(d, "fl-pr");
 	set_policy(p, id++, true, 4, "fl-pr-dl", 4, "fl-pr-dl");
 	du_conn_free(p);
 	du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
 	start_durable(d, NULL);
 	p = du_connect(d->sock);
-	{
-		struct du_hello_opts o = { .role = ROLE(PRODUCER) };
-
-		e = du_hello_opts(p, "fl-pr", &o);
-	}
+	e = du_hello_opts(p, "fl-pr", &du_producer_opts);
 	ck_assert_msg(e->hello_reply->resumed, "the session did not survive the restart");
 	expect_policy(e->hello_reply->policy, 4, "fl-pr-dl", true, "HelloReply after the restart");
 	bwp_frame_free(e);
@@ -1271,16 +1165,16 @@ START_TEST(test_policy_unlimited)
 	uint64_t id = 2;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "fl-unl");
+	p = du_open_producer(d, "fl-unl");
 	set_policy(p, id++, true, 0, NULL, 0, "fl-unl.dead");
-	c = open_consumer(d, "fl-unl", 4, 0);
+	c = du_open_consumer(d, "fl-unl", 4, 0);
 	schedule_key(p, id++, 3, DU_MS, NULL);
 	for (uint64_t n = 1; n <= 25; n++) {
 		uint64_t dl = take_key(c, 3, n);
 
 		if (n % 5 == 0) {
 			du_conn_free(c);
-			c = open_consumer(d, "fl-unl", 4, 0);
+			c = du_open_consumer(d, "fl-unl", 4, 0);
 		} else {
 			struct rel r = release(c, id++, dl, 0);
 
@@ -1317,7 +1211,7 @@ START_TEST(test_dead_linger)
 
 	du_daemon_start(d, "--linger", "200ms", NULL);
 	l = du_open(d, NULL);
-	c = open_consumer(d, "fl-dl", 4, 0);
+	c = du_open_consumer(d, "fl-dl", 4, 0);
 	du_send_set_policy(c, id, true, 1, NULL);
 	bwp_frame_free(du_expect_reply(c, id++, BC(SET_POLICY_REPLY)));
 	schedule_key(c, id++, 8, DU_MS, "dead");
@@ -1333,7 +1227,7 @@ START_TEST(test_dead_linger)
 		ck_assert_uint_eq(si.queued, 1);
 		du_sleep_ms((unsigned)du_scale_ms(100));
 	}
-	q = open_consumer(d, "fl-dl.dead", 4, 0);
+	q = du_open_consumer(d, "fl-dl.dead", 4, 0);
 	e = expect_key(q, 8, 1, NULL);
 	ck_assert_ptr_nonnull(e->fired->dead_letter);
 	ck_assert_uint_eq(e->fired->dead_letter->deliveries, 1);
@@ -1347,7 +1241,7 @@ START_TEST(test_dead_linger)
 	bwp_frame_free(e);
 	du_conn_free(q);
 	await_session(l, &lid, "fl-dl.dead", true, 1);
-	c = open_consumer(d, "fl-dl", 4, 0);
+	c = du_open_consumer(d, "fl-dl", 4, 0);
 	ck_assert_uint_eq(kick(c, id++, false, 0, 0, NULL), 1);
 	e = expect_key(c, 8, 1, NULL);
 	ck_assert_ptr_null(e->fired->dead_letter);
@@ -1376,16 +1270,16 @@ START_TEST(test_dead_restart)
 	du_env *e;
 
 	start_durable(d, NULL);
-	p = open_producer(d, "fl-dr");
+	p = du_open_producer(d, "fl-dr");
 	set_policy(p, id++, true, 2, NULL, 2, "fl-dr.dead");
 	schedule_key(p, id++, 12, DU_MS, "twelve");
 	for (uint64_t n = 1; n <= 2; n++) {
-		c = open_consumer(d, "fl-dr", 4, 0);
+		c = du_open_consumer(d, "fl-dr", 4, 0);
 		take_key(c, 12, n);
 		du_conn_free(c);
 	}
 	await_session(p, &id, "fl-dr.dead", true, 1);
-	q = open_consumer(d, "fl-dr.dead", 4, 0);
+	q = du_open_consumer(d, "fl-dr.dead", 4, 0);
 	e = expect_key(q, 12, 1, NULL);
 	ck_assert_ptr_nonnull(e->fired->dead_letter);
 	before = *e->fired->dead_letter;
@@ -1403,7 +1297,7 @@ START_TEST(test_dead_restart)
 	else
 		du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
 	start_durable(d, NULL);
-	q = open_consumer(d, "fl-dr.dead", 4, 0);
+	q = du_open_consumer(d, "fl-dr.dead", 4, 0);
 	e = du_expect_fire(q, DU_WAIT_MS, NULL);
 	{
 		const Bitwheel__V1__DeadLetter *dl = e->fired->dead_letter;
@@ -1421,10 +1315,10 @@ START_TEST(test_dead_restart)
 	}
 	bwp_frame_free(e);
 	du_conn_free(q);
-	p = open_producer(d, "fl-dr");
+	p = du_open_producer(d, "fl-dr");
 	await_session(p, &id, "fl-dr.dead", true, 1);
 	ck_assert_uint_eq(kick(p, id++, true, 12, 0, NULL), 1);
-	c = open_consumer(d, "fl-dr", 4, 0);
+	c = du_open_consumer(d, "fl-dr", 4, 0);
 	e = expect_key(c, 12, 1, NULL);
 	ck_assert(e->fired->dead_letter == NULL);
 	ck_assert_uint_eq(du_ack(c, id++, e->fired->delivery, false), 1);
@@ -1451,9 +1345,9 @@ START_TEST(test_kick)
 	bool more;
 
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "fl-k");
+	p = du_open_producer(d, "fl-k");
 	set_policy(p, id++, true, 1, NULL, 1, "fl-k.dead");
-	c = open_consumer(d, "fl-k", 1, 0);
+	c = du_open_consumer(d, "fl-k", 1, 0);
 	for (uint64_t k = 1; k <= 3; k++) {
 		schedule_key(p, id++, k, DU_MS, NULL);
 		ck_assert(release(c, id++, take_key(c, k, 1), 0).dead_lettered);
@@ -1467,7 +1361,7 @@ START_TEST(test_kick)
 	ck_assert_uint_eq(du_ack(c, id++, take_key(c, 3, 1), false), 1);
 	ck_assert_uint_eq(kick(p, id++, true, 3, 0, NULL), 0);
 
-	q = open_consumer(d, "fl-k.dead", 1, 0);
+	q = du_open_consumer(d, "fl-k.dead", 1, 0);
 	ck_assert_uint_eq(kick(q, id++, false, 0, 0, NULL), 0);
 	for (uint64_t n = 1; n <= DEFAULT_MAX + 5; n++) {
 		struct rel r = release(q, id++, take_key(q, 2, n), 0);
@@ -1549,9 +1443,9 @@ START_TEST(test_metrics)
 		return;
 	}
 	du_daemon_start(d, NULL);
-	p = open_producer(d, "fl-m");
+	p = du_open_producer(d, "fl-m");
 	set_policy(p, id++, true, 2, NULL, 2, "fl-m.dead");
-	c = open_consumer(d, "fl-m", 4, scaled_ns(10000));
+	c = du_open_consumer(d, "fl-m", 4, scaled_ns(10000));
 	k0 = metrics_now(p, id++);
 	schedule_key(p, id++, 1, DU_MS, NULL);
 	ck_assert_uint_eq(du_ack(c, id++, take_key(c, 1, 1), false), 1);

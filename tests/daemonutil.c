@@ -1504,6 +1504,32 @@ struct du_conn *du_open_opts(const struct du_daemon *d, const char *session,
 	return c;
 }
 
+struct du_hello_opts du_consumer_opts(uint32_t window, uint64_t ack_timeout_ns)
+{
+	struct du_hello_opts o = {
+		.role = BITWHEEL__V1__ROLE__CONSUMER, .has_window = window != 0,
+		.window = window, .ack_timeout_ns = ack_timeout_ns,
+		.has_auto_ack = true, .auto_ack = false,
+	};
+
+	return o;
+}
+
+const struct du_hello_opts du_producer_opts = { .role = BITWHEEL__V1__ROLE__PRODUCER };
+
+struct du_conn *du_open_consumer(const struct du_daemon *d, const char *session,
+				 uint32_t window, uint64_t ack_timeout_ns)
+{
+	struct du_hello_opts o = du_consumer_opts(window, ack_timeout_ns);
+
+	return du_open_opts(d, session, &o);
+}
+
+struct du_conn *du_open_producer(const struct du_daemon *d, const char *session)
+{
+	return du_open_opts(d, session, &du_producer_opts);
+}
+
 struct du_conn *du_open(const struct du_daemon *d, const char *session)
 {
 	struct du_conn *c = du_connect(d->sock);
@@ -1574,6 +1600,20 @@ du_env *du_list(struct du_conn *c, uint64_t id, const char *session,
 	return du_expect_reply(c, id, session ?
 			       BITWHEEL__V1__ENVELOPE__BODY_LIST_TIMERS_REPLY :
 			       BITWHEEL__V1__ENVELOPE__BODY_LIST_SESSIONS_REPLY);
+}
+
+const Bitwheel__V1__SessionInfo *du_session_in(const du_env *e, const char *name)
+{
+	const Bitwheel__V1__ListSessionsReply *lr = e->list_sessions_reply;
+	size_t len = strlen(name);
+
+	for (size_t i = 0; i < lr->n_sessions; i++) {
+		const Bitwheel__V1__SessionInfo *s = lr->sessions[i];
+
+		if (s->has_name && s->name.len == len && !memcmp(s->name.data, name, len))
+			return s;
+	}
+	return NULL;
 }
 
 du_env *du_fresh_stats(const struct du_daemon *d)
@@ -1897,6 +1937,13 @@ void du_run_as(uid_t uid, const struct du_daemon *d,
 
 int du_wait_child(pid_t pid, int timeout_ms)
 {
+	int st = du_wait_status(pid, timeout_ms);
+
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int du_wait_status(pid_t pid, int timeout_ms)
+{
 	uint64_t deadline = du_now_ns() + (uint64_t)timeout_ms * DU_MS;
 	int st;
 
@@ -1904,13 +1951,48 @@ int du_wait_child(pid_t pid, int timeout_ms)
 		pid_t r = waitpid(pid, &st, WNOHANG);
 
 		if (r == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+			return st;
+		ck_assert_msg(r == 0, "waitpid %ld: %s", (long)pid, strerror(errno));
 		if (du_now_ns() > deadline) {
 			kill(pid, SIGKILL);
 			waitpid(pid, &st, 0);
-			ck_abort_msg("child %ld did not finish within %d ms", (long)pid,
+			ck_abort_msg("child %ld did not exit within %d ms", (long)pid,
 				     timeout_ms);
 		}
-		du_sleep_ms(2);
+		du_sleep_ms(1);
 	}
+}
+
+const char *du_status_text(int status, char *buf, size_t len)
+{
+	if (WIFEXITED(status))
+		snprintf(buf, len, "exit %d", WEXITSTATUS(status));
+	else
+		snprintf(buf, len, "signal %d", WTERMSIG(status));
+	return buf;
+}
+
+bool du_read_full(int fd, void *buf, size_t len, int timeout_ms)
+{
+	uint64_t deadline = du_now_ns() + (uint64_t)timeout_ms * DU_MS;
+	uint8_t *p = buf;
+
+	while (len > 0) {
+		struct pollfd pf = { fd, POLLIN, 0 };
+		ssize_t n;
+
+		if (du_now_ns() > deadline)
+			return false;
+		/* Short polls: the deadline is checked between them. */
+		if (poll(&pf, 1, 20) <= 0)
+			continue;
+		n = read(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		p += n;
+		len -= (size_t)n;
+	}
+	return true;
 }

@@ -260,6 +260,16 @@ du_env *du_hello_opts(struct du_conn *c, const char *session,
 		      const struct du_hello_opts *o);
 struct du_conn *du_open_opts(const struct du_daemon *d, const char *session,
 			     const struct du_hello_opts *o);
+/* A manual-ack consumer's Hello: this window (0: absent) and ack timeout
+ * (0: absent).  The delivery and failure tests' usual consumer. */
+struct du_hello_opts du_consumer_opts(uint32_t window, uint64_t ack_timeout_ns);
+/* A producer's Hello: role PRODUCER and nothing else (no fire arrives). */
+extern const struct du_hello_opts du_producer_opts;
+/* Connect and say Hello as du_consumer_opts(window, ack_timeout_ns) or as
+ * du_producer_opts; the reply is discarded. */
+struct du_conn *du_open_consumer(const struct du_daemon *d, const char *session,
+				 uint32_t window, uint64_t ack_timeout_ns);
+struct du_conn *du_open_producer(const struct du_daemon *d, const char *session);
 /* Ack delivery (has_id false: no request_id, and no reply comes). */
 void du_pack_ack(struct du_buf *b, bool has_id, uint64_t id, uint64_t delivery,
 		 bool cumulative);
@@ -340,6 +350,9 @@ void du_send_list(struct du_conn *c, uint64_t id, const char *session,
 		  uint32_t limit, uint64_t cursor);
 du_env *du_list(struct du_conn *c, uint64_t id, const char *session,
 		uint32_t limit, uint64_t cursor);
+/* The SessionInfo named name in a ListSessionsReply envelope, or NULL
+ * (anonymous sessions have no name and never match). */
+const Bitwheel__V1__SessionInfo *du_session_in(const du_env *e, const char *name);
 /*
  * The daemon still serves a new client: connect, Hello, Stats.  Returns
  * the StatsReply envelope (caller frees).
@@ -410,6 +423,13 @@ void du_become(uid_t uid);
 /* A forked child's exit code (128 + the signal if one killed it); the
  * child is killed and the test fails after timeout_ms. */
 int du_wait_child(pid_t pid, int timeout_ms);
+/* The same, but the raw waitpid status (WIFEXITED and the like apply). */
+int du_wait_status(pid_t pid, int timeout_ms);
+/* "exit 3" or "signal 9" for a waitpid status. */
+const char *du_status_text(int status, char *buf, size_t len);
+/* All of len bytes from fd (a pipe from a forked child) within timeout_ms;
+ * false at EOF or timeout. */
+bool du_read_full(int fd, void *buf, size_t len, int timeout_ms);
 /* Run fn(d) in a forked child as uid (du_become); the test fails unless
  * it exits 0 within timeout_ms. */
 void du_run_as(uid_t uid, const struct du_daemon *d,
