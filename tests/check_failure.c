@@ -129,6 +129,14 @@ static uint64_t take_key(struct du_conn *c, uint64_t key, uint64_t deliveries)
 	return dl;
 }
 
+/* Schedule key on p to fire at once, with no payload, and take its first
+ * hand-out on c: its delivery number. */
+static uint64_t take_new(struct du_conn *p, uint64_t *id, struct du_conn *c, uint64_t key)
+{
+	schedule_key(p, (*id)++, key, DU_MS, NULL);
+	return take_key(c, key, 1);
+}
+
 struct rel {
 	bool released, dead_lettered, has_ready;
 	uint64_t deliveries, ready_ns;
@@ -648,8 +656,7 @@ START_TEST(test_release_unknown)
 	du_daemon_start(d, NULL);
 	p = du_open_producer(d, "fl-ru");
 	c = du_open_consumer(d, "fl-ru", 4, scaled_ns(10000));
-	schedule_key(p, id++, 1, DU_MS, NULL);
-	dl = take_key(c, 1, 1);
+	dl = take_new(p, &id, c, 1);
 	ck_assert_uint_eq(du_ack(c, id++, dl, false), 1);
 	r = release(c, id++, dl, 0);
 	ck_assert(!r.released && !r.dead_lettered && !r.has_ready);
@@ -658,8 +665,7 @@ START_TEST(test_release_unknown)
 	t = touch(c, id++, dl, 0);
 	ck_assert(!t.touched && !t.has_deadline);
 	/* Released already. */
-	schedule_key(p, id++, 2, DU_MS, NULL);
-	dl = take_key(c, 2, 1);
+	dl = take_new(p, &id, c, 2);
 	ck_assert(release(c, id++, dl, scaled_ns(50)).released);
 	ck_assert(!release(c, id++, dl, 0).released);
 	ck_assert(!touch(c, id++, dl, 0).touched);
@@ -701,8 +707,7 @@ START_TEST(test_release_bad)
 		ck_assert_uint_eq(e->hello_reply->limits->max_kick, 10000);
 		bwp_frame_free(e);
 	}
-	schedule_key(p, id++, 3, DU_MS, NULL);
-	dl = take_key(c, 3, 1);
+	dl = take_new(p, &id, c, 3);
 	switch (_i) {
 	case RB_ZERO:
 	case RB_PAST:
@@ -819,8 +824,7 @@ START_TEST(test_touch_keeps)
 	du_daemon_start(d, NULL);
 	p = du_open_producer(d, "fl-touch");
 	a = du_open_consumer(d, "fl-touch", 1, timeout);
-	schedule_key(p, id++, 5, DU_MS, NULL);
-	dl = take_key(a, 5, 1);
+	dl = take_new(p, &id, a, 5);
 	started = du_now_ns();
 	b = du_open_consumer(d, "fl-touch", 4, 0);
 	while (du_now_ns() - started < scaled_ns(1200)) {
@@ -872,8 +876,7 @@ START_TEST(test_touch_hold_limit)
 	du_daemon_start(d, NULL);
 	p = du_open_producer(d, "fl-hold");
 	c = du_open_consumer(d, "fl-hold", 4, scaled_ns(1000));
-	schedule_key(p, id++, 1, DU_MS, NULL);
-	dl = take_key(c, 1, 1);
+	dl = take_new(p, &id, c, 1);
 	du_send_touch(c, 40, dl, MAX_HOLD_NS + DU_S);
 	du_expect_error(c, true, 40, EC(HOLD_LIMIT));
 	du_send_touch(c, 41, dl, UINT64_MAX);
@@ -891,8 +894,7 @@ START_TEST(test_touch_hold_limit)
 	 * has moved). */
 	du_conn_free(c);
 	c = du_open_consumer(d, "fl-hold", 4, scaled_ns(1000));
-	schedule_key(p, id++, 2, DU_MS, NULL);
-	dl = take_key(c, 2, 1);
+	dl = take_new(p, &id, c, 2);
 	t1 = du_now_ns();
 	du_send_touch(c, 42, dl, MAX_HOLD_NS + DU_S);
 	du_expect_error(c, true, 42, EC(HOLD_LIMIT));
@@ -922,8 +924,7 @@ START_TEST(test_touch_then_new_fire)
 	du_daemon_start(d, NULL);
 	p = du_open_producer(d, "fl-tnf");
 	c = du_open_consumer(d, "fl-tnf", 4, timeout);
-	schedule_key(p, id++, 1, DU_MS, NULL);
-	a = take_key(c, 1, 1);
+	a = take_new(p, &id, c, 1);
 	ck_assert(touch(c, id++, a, 3600 * DU_S).touched);
 	schedule_key(p, id++, 2, DU_MS, NULL);
 	t1 = du_now_ns();
@@ -957,8 +958,7 @@ START_TEST(test_touch_no_timeout)
 	du_daemon_start(d, NULL);
 	p = du_open_producer(d, "fl-tnt");
 	c = du_open_consumer(d, "fl-tnt", 4, 0);
-	schedule_key(p, id++, 1, DU_MS, NULL);
-	dl = take_key(c, 1, 1);
+	dl = take_new(p, &id, c, 1);
 	t = touch(c, id++, dl, 0);
 	ck_assert(t.touched && !t.has_deadline);
 	t = touch(c, id++, dl, DU_S);
