@@ -1357,9 +1357,7 @@ END_TEST
  */
 static void pace_client(const struct du_daemon *d)
 {
-	struct du_hello_opts o = { .role = BITWHEEL__V1__ROLE__CONSUMER, .has_window = true,
-				   .window = PACE_FIRES, .ack_timeout_ns = 1,
-				   .has_auto_ack = true, .auto_ack = false };
+	struct du_hello_opts o = du_consumer_opts(PACE_FIRES, 1);
 	struct du_hello_opts ao = { .role = BITWHEEL__V1__ROLE__CONSUMER, .has_auto_ack = true,
 				    .auto_ack = true };
 	bool seen[PACE_FIRES] = { false };
@@ -1368,7 +1366,7 @@ static void pace_client(const struct du_daemon *d)
 	size_t got = 0;
 	du_env *e;
 
-	p = du_open_opts(d, "pace", &(struct du_hello_opts){ .role = BITWHEEL__V1__ROLE__PRODUCER });
+	p = du_open_producer(d, "pace");
 	c = du_connect(d->sock);
 	e = du_hello_opts(c, "pace", &o);
 	ck_assert_uint_eq(e->hello_reply->ack_timeout_ns, 100 * DU_MS);

@@ -1175,7 +1175,6 @@ END_TEST
  * to it, and once every member is gone the session is still there. */
 START_TEST(test_session_shared)
 {
-	static const struct du_hello_opts producer = { .role = BITWHEEL__V1__ROLE__PRODUCER };
 	static const struct du_hello_opts consumer = { .role = BITWHEEL__V1__ROLE__CONSUMER,
 						       .has_auto_ack = true, .auto_ack = true };
 	struct du_daemon *d = du_daemon_new();
@@ -1187,7 +1186,7 @@ START_TEST(test_session_shared)
 	du_daemon_start(d, NULL);
 	c1 = du_open_opts(d, "e2e-shared", &consumer);
 	p = du_connect(d->sock);
-	e = du_hello_opts(p, "e2e-shared", &producer);
+	e = du_hello_opts(p, "e2e-shared", &du_producer_opts);
 	ck_assert(hr_of(e)->resumed);
 	ck_assert_int_eq(hr_of(e)->role, BITWHEEL__V1__ROLE__PRODUCER);
 	ck_assert_uint_eq(hr_of(e)->window, 0);
@@ -1217,7 +1216,7 @@ START_TEST(test_session_shared)
 	du_conn_free(c2);
 	du_conn_free(p);
 	p = du_connect(d->sock);
-	e = du_hello_opts(p, "e2e-shared", &producer);
+	e = du_hello_opts(p, "e2e-shared", &du_producer_opts);
 	ck_assert(hr_of(e)->resumed);
 	ck_assert_uint_eq(hr_of(e)->consumers, 0);
 	bwp_frame_free(e);
@@ -1241,7 +1240,6 @@ static bool session_gone(const Bitwheel__V1__StatsReply *s, uint64_t pending)
  */
 START_TEST(test_session_expire_large)
 {
-	static const struct du_hello_opts producer = { .role = BITWHEEL__V1__ROLE__PRODUCER };
 	struct du_daemon *d = du_daemon_new();
 	struct du_conn *a, *probe;
 	struct du_buf b = { 0 };
@@ -1249,9 +1247,7 @@ START_TEST(test_session_expire_large)
 	du_env *e;
 
 	du_daemon_start(d, "--linger", "300ms", "--max-timers", "100000", NULL);
-	a = du_connect(d->sock);
-	e = du_hello_opts(a, "e2e-expire", &producer);
-	bwp_frame_free(e);
+	a = du_open_producer(d, "e2e-expire");
 	t0 = du_now_ns();
 	/* In batches of 1,000, reading the replies: a pipeline bounded by
 	 * what the socket buffers hold both ways. */
@@ -1293,7 +1289,7 @@ START_TEST(test_session_expire_large)
 	du_note("expire large: %d timers and 2000 fires dropped %.0f ms after they were scheduled; probe lateness at most %.3f ms",
 		NEXPIRE, (double)(du_now_ns() - t0) / 1e6, (double)worst / 1e6);
 	a = du_connect(d->sock);
-	e = du_hello_opts(a, "e2e-expire", &producer);
+	e = du_hello_opts(a, "e2e-expire", &du_producer_opts);
 	ck_assert(!hr_of(e)->resumed && hr_of(e)->timers == 0 && hr_of(e)->queued == 0);
 	bwp_frame_free(e);
 	du_conn_free(a);
@@ -1388,9 +1384,7 @@ START_TEST(test_session_max_queued)
 		bwp_frame_free(du_schedule(a, k + 1, &s));
 	}
 	du_conn_free(a);
-	a = du_connect(d->sock);
-	bwp_frame_free(du_hello_opts(a, "e2e-queue",
-				     &(struct du_hello_opts){ .role = BITWHEEL__V1__ROLE__PRODUCER }));
+	a = du_open_producer(d, "e2e-queue");
 	bwp_frame_free(du_schedule(a, 20, &per));
 	du_conn_free(a);
 	du_sleep_until(t0 + 500 * DU_MS + 64 * DU_MS + 200 * DU_MS);

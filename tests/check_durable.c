@@ -441,7 +441,6 @@ END_TEST
 /* Fires queued for a detached session survive, in order, unrepeated. */
 START_TEST(test_restart_keeps_queue)
 {
-	static const struct du_hello_opts producer = { .role = BITWHEEL__V1__ROLE__PRODUCER };
 	struct du_daemon *d = du_daemon_new();
 	struct du_conn *c;
 	uint64_t t0, queued, rx;
@@ -452,7 +451,7 @@ START_TEST(test_restart_keeps_queue)
 	/* A producer: no fire goes to it, so all 20 queue however long the
 	 * Schedules take (an auto-ack consumer here took the fires that came
 	 * due before it left, on a loaded machine). */
-	c = du_open_opts(d, "q", &producer);
+	c = du_open_producer(d, "q");
 	t0 = du_now_ns();
 	for (uint64_t k = 1; k <= 20; k++)
 		schedule_at(c, 1 + k, k, t0 + (50 + k) * DU_MS, 0);
@@ -864,7 +863,6 @@ END_TEST
  */
 START_TEST(test_acks_survive_crash)
 {
-	static const struct du_hello_opts producer = { .role = BITWHEEL__V1__ROLE__PRODUCER };
 	static const struct du_hello_opts consumer = { .role = BITWHEEL__V1__ROLE__CONSUMER,
 						       .has_window = true, .window = NACKS };
 	struct du_daemon *d = du_daemon_new();
@@ -874,7 +872,7 @@ START_TEST(test_acks_survive_crash)
 	du_env *e;
 
 	start_durable(d, "--fsync=never");
-	p = du_open_opts(d, "acks", &producer);
+	p = du_open_producer(d, "acks");
 	c = du_open_opts(d, "acks", &consumer);
 	t0 = du_now_ns();
 	for (uint64_t k = 0; k < NACKS; k++)
