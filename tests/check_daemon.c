@@ -3477,37 +3477,33 @@ START_TEST(test_killed_mid_frame)
 	struct du_daemon *d = du_daemon_new();
 	struct pollfd p;
 	struct du_conn *c;
-	int pfd[2], st;
+	int fd, st;
 	char ok;
 	pid_t pid;
 	du_env *e;
 
 	du_daemon_start(d, NULL);
-	ck_assert(pipe(pfd) == 0);
-	pid = fork();
-	ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
+	pid = du_fork_pipe(&fd);
 	if (pid == 0) {
 		struct du_sched s = { .key = 7, .when = DU_DELAY, .when_ns = 3600 * DU_S };
 		struct du_buf b = { 0 };
 		struct du_conn *k;
 
-		close(pfd[0]);
 		k = du_connect(d->sock);
 		bwp_frame_free(du_hello(k, FAULT_SESSION));
 		bwp_frame_free(du_schedule(k, 2, &s));
 		s.key = 8;
 		du_pack_schedule(&b, 3, &s);
 		send_raw(k, b.data, _i == 0 ? 3 : 4 + (b.len - 4) / 2);
-		if (write(pfd[1], "k", 1) != 1)
+		if (write(fd, "k", 1) != 1)
 			_exit(1);
 		for (;;)
 			pause();
 	}
-	close(pfd[1]);
-	p = (struct pollfd){ pfd[0], POLLIN, 0 };
-	ck_assert_msg(poll(&p, 1, DU_WAIT_MS) == 1 && read(pfd[0], &ok, 1) == 1,
+	p = (struct pollfd){ fd, POLLIN, 0 };
+	ck_assert_msg(poll(&p, 1, DU_WAIT_MS) == 1 && read(fd, &ok, 1) == 1,
 		      "the child never got to the middle of its frame");
-	close(pfd[0]);
+	close(fd);
 	kill(pid, SIGKILL);
 	ck_assert(waitpid(pid, &st, 0) == pid);
 	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child status %#x", st);

@@ -1843,7 +1843,7 @@ START_TEST(test_consumer_killed)
 	uint64_t id = 2, t0, seed = test_seed("test_consumer_killed"), last_key = 0;
 	uint64_t held, nb = 0, nred = 0;
 	char text[32];
-	int pfd[2], st;
+	int fd, st;
 	pid_t pid;
 	du_env *e;
 
@@ -1856,22 +1856,18 @@ START_TEST(test_consumer_killed)
 	schedule_all(p, &id, s, NCRASH);
 	bwp_frame_free(wait_stats_on(p, &id, queued_is, NCRASH, "every fire queued"));
 
-	ck_assert(pipe(pfd) == 0);
-	pid = fork();
-	ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
+	pid = du_fork_pipe(&fd);
 	if (pid == 0) {
-		close(pfd[0]);
-		crash_child(d, seed, pfd[1]);
+		crash_child(d, seed, fd);
 		_exit(6);
 	}
-	close(pfd[1]);
-	if (!du_read_full(pfd[0], &r, sizeof(r), DU_WAIT_MS)) {
+	if (!du_read_full(fd, &r, sizeof(r), DU_WAIT_MS)) {
 		kill(pid, SIGKILL);
 		st = du_wait_status(pid, DU_WAIT_MS);
 		ck_abort_msg("the first consumer reported nothing (%s)",
 			     du_status_text(st, text, sizeof(text)));
 	}
-	close(pfd[0]);
+	close(fd);
 	ck_assert_uint_eq(r.queued, NCRASH);
 	/* Its window refilled behind the acks: those fires were sent to it,
 	 * and it never read them. */

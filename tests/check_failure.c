@@ -340,19 +340,12 @@ static void poison_consumer(const struct du_daemon *d, const char *session, int 
 
 static pid_t start_poison_consumer(const struct du_daemon *d, const char *session, int *fd)
 {
-	int pfd[2];
-	pid_t pid;
+	pid_t pid = du_fork_pipe(fd);
 
-	ck_assert(pipe(pfd) == 0);
-	pid = fork();
-	ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
 	if (pid == 0) {
-		close(pfd[0]);
-		poison_consumer(d, session, pfd[1]);
+		poison_consumer(d, session, *fd);
 		_exit(6);
 	}
-	close(pfd[1]);
-	*fd = pfd[0];
 	return pid;
 }
 

@@ -1942,6 +1942,19 @@ int du_wait_child(pid_t pid, int timeout_ms)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+pid_t du_fork_pipe(int *fd)
+{
+	int pfd[2];
+	pid_t pid;
+
+	ck_assert_msg(pipe(pfd) == 0, "pipe: %s", strerror(errno));
+	pid = fork();
+	ck_assert_msg(pid >= 0, "fork: %s", strerror(errno));
+	close(pfd[pid == 0 ? 0 : 1]);
+	*fd = pfd[pid == 0 ? 1 : 0];
+	return pid;
+}
+
 int du_wait_status(pid_t pid, int timeout_ms)
 {
 	uint64_t deadline = du_now_ns() + (uint64_t)timeout_ms * DU_MS;

@@ -430,6 +430,10 @@ const char *du_status_text(int status, char *buf, size_t len);
 /* All of len bytes from fd (a pipe from a forked child) within timeout_ms;
  * false at EOF or timeout. */
 bool du_read_full(int fd, void *buf, size_t len, int timeout_ms);
+/* fork() with a pipe from the child to the test: in the child (0 returned)
+ * *fd is the write end, in the test (the pid returned) the read end; the
+ * other end is closed on each side.  Fails the test if either call fails. */
+pid_t du_fork_pipe(int *fd);
 /* Run fn(d) in a forked child as uid (du_become); the test fails unless
  * it exits 0 within timeout_ms. */
 void du_run_as(uid_t uid, const struct du_daemon *d,
