@@ -24,6 +24,10 @@
  *                nothing is lost, and remembers when each frame was read.
  *   processes    du_run() runs a program with its output captured and a
  *                deadline (bwctl, the daemon's --help, a second daemon).
+ *   children     forked clients (another uid, a process that crashes):
+ *                du_fork_pipe() gives them a pipe back to the test,
+ *                du_read_full() and du_wait_status() wait for them with
+ *                a deadline.
  *
  * Every wait has a deadline; failures abort the test through Check with a
  * message that says what was awaited and, for daemons, the log's tail.
@@ -261,7 +265,7 @@ du_env *du_hello_opts(struct du_conn *c, const char *session,
 struct du_conn *du_open_opts(const struct du_daemon *d, const char *session,
 			     const struct du_hello_opts *o);
 /* A manual-ack consumer's Hello: this window (0: absent) and ack timeout
- * (0: absent).  The delivery and failure tests' usual consumer. */
+ * (0: absent): the delivery, failure and budget tests' usual consumer. */
 struct du_hello_opts du_consumer_opts(uint32_t window, uint64_t ack_timeout_ns);
 /* A producer's Hello: role PRODUCER and nothing else (no fire arrives). */
 extern const struct du_hello_opts du_producer_opts;
