@@ -134,12 +134,14 @@ stage "bench/bwload --quick (bitwheeld and the echo only)"
 bw_load_quick "$bw_build"
 echo "bench/bwload --quick: ok, against bitwheeld ($bw_build/bench-quick/service.md)"
 # The soak (bench/soak.sh): clients crashing, reconnecting, reading slowly,
-# against a daemon with a state directory; every acknowledged Schedule's
-# fire accounted for.  BW_SOAK_SECONDS=0 skips it, a larger value soaks
-# longer.
+# releasing, touching, dead-lettering and kicking, against a daemon with a
+# state directory that is restarted every 30 s; every acknowledged
+# Schedule's fire accounted for.  BW_SOAK_SECONDS=0 skips it, a larger
+# value soaks longer.
 if [ "${BW_SOAK_SECONDS:-90}" -gt 0 ]; then
-	stage "bench/soak.sh --duration ${BW_SOAK_SECONDS:-90} --state"
-	"$bw_root/bench/soak.sh" --build "$bw_build" --duration "${BW_SOAK_SECONDS:-90}" --state
+	stage "bench/soak.sh --duration ${BW_SOAK_SECONDS:-90} --state --restart-every 30"
+	"$bw_root/bench/soak.sh" --build "$bw_build" --duration "${BW_SOAK_SECONDS:-90}" \
+		--state --restart-every 30
 fi
 stage "make distcheck ($(basename "$bw_build"))"
 make -C "$bw_build" -j2 distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror
