@@ -6,8 +6,8 @@
  * next one to write; it is then in flight to one member, in that member's
  * list in delivery order, until an Ack (bwd_member_ack), or with auto_ack
  * its frame leaving the connection's buffer (bwd_member_written), makes
- * it done, or it is taken back (the member leaves, its ack timeout runs
- * out) to the front of the queue.
+ * it done, or it is taken back (the member leaves, its ack deadline
+ * passes) to the queue, or given back by a Release ("Fires that fail").
  *
  * Who gets a fire.  A session keeps its consumers that may take one now -
  * fewer fires in flight than their window, and room in their connection's
@@ -45,6 +45,18 @@
  * while the pump's per-turn bound keeps the loop's turns short for
  * everyone else.  Fires read back at a restart are not paced.
  *
+ * Fires that fail.  A hand-out counts in the fire's deliveries; of the
+ * fires a take-back returns together, only the oldest whose frame was
+ * written keeps its count (take_back_chain).  Back, a fire goes to the
+ * queue's front the first time, to its tail once it failed before, and
+ * past its session's limit (bwd_session_max_deliveries) to the tail of
+ * its dead-letter session (created if need be) with a struct bwd_dead of
+ * its history; Kick brings such fires back.  A Release with a delay puts
+ * the fire in the wheel (BWD_DUE_RETRY, its handle in the fire, in its
+ * session's delayed list) until it joins the tail.  A Touch moves one
+ * fire's ack deadline, so while a member has touched fires in flight its
+ * ack timer is set from all of them, not the head's alone.
+ *
  * Monitoring.  A fire remembers when it was last handed out (handed_ns);
  * its first hand-out adds the wait since its deadline to its lane's
  * queue-wait histogram (count_handed), an Ack adds the time since the
@@ -53,9 +65,12 @@
  * hand-out and per Ack, a binary search of BWD_LATENESS_LE_NS per fire.
  *
  * Costs: a hand-out, a cumulative or in-order ack and a drain are O(1)
- * per fire; a single ack out of order is O(the window); taking back a
- * member's fires is O(its flight); a hold, a pace wait, O(1) and a wheel
- * operation.
+ * per fire; a single ack, Release or Touch out of order is O(the window);
+ * taking back a member's fires is O(its flight), and so is re-arming its
+ * ack timer while touched fires are in flight; a dead-lettering O(1) (a
+ * session lookup, an allocation); a Kick O(the dead letters it looks
+ * at, at most BWD_MAX_KICK); a hold, a pace wait, a delay, O(1) and a
+ * wheel operation.
  */
 #include <errno.h>
 #include <inttypes.h>
