@@ -11,7 +11,9 @@
  * map operations, not wheel ones.
  *
  * Costs: a dump is O(sessions + timers + fires); applying a record is a
- * map lookup, a DONE O(its distance from the queue's head).
+ * map lookup, a SENT, DONE, RELEASE or MOVE O(its fire's distance from
+ * the queue's head); the end of a restore O(the fires), to find those
+ * whose Release delay is not over.
  */
 #include <errno.h>
 #include <stdlib.h>
