@@ -302,7 +302,7 @@ struct fact {
 struct fail {
 	struct bwl *w;
 	struct freq *pool, *free_list;
-	struct fact *todo;      /* a ring of cap entries from head, n long  */
+	struct fact *ring;      /* a ring of cap entries from head, n long  */
 	unsigned head, n, cap;
 	uint64_t open;          /* timers due now, scheduled and not yet
 				   acknowledged: at most the window          */
@@ -319,13 +319,13 @@ static bool fail_push(struct fail *f, const struct fact *a)
 		if (!n)
 			return false;
 		for (unsigned i = 0; i < f->n; i++)
-			n[i] = f->todo[(f->head + i) % f->cap];
-		free(f->todo);
-		f->todo = n;
+			n[i] = f->ring[(f->head + i) % f->cap];
+		free(f->ring);
+		f->ring = n;
 		f->head = 0;
 		f->cap = ncap;
 	}
-	f->todo[(f->head + f->n++) % f->cap] = *a;
+	f->ring[(f->head + f->n++) % f->cap] = *a;
 	return true;
 }
 
@@ -427,7 +427,7 @@ static bool fail_send(struct fail *f, uint64_t now, uint64_t end)
 		int rc;
 
 		if (f->n) {
-			a = f->todo[f->head];
+			a = f->ring[f->head];
 		} else if (now < end && now >= w->backoff_until && f->open < f->window) {
 			a = (struct fact){ .kind = LOAD_K_SCHEDULE, .key = w->next_key };
 		} else {
@@ -515,7 +515,7 @@ out:
 	bwc_free(w->c);
 	w->c = NULL;
 	free(f.pool);
-	free(f.todo);
+	free(f.ring);
 	return ret;
 }
 
