@@ -64,6 +64,7 @@ void bwd_acct_put(struct bwd_state *st, struct bwd_uid *u)
 	if (u->conns || u->sessions)
 		return;
 	bwd_map_remove(&st->uids, &u->node);
+	bwd_wheels_drop(st, u);
 	bwd_map_fini(&u->listed);
 	free(u);
 }

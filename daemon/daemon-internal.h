@@ -354,6 +354,7 @@ struct bwd_timer {
 	/* A oneshot the wheel fired, in its session's due list: a fire
 	 * already (journaled, not found by its key), not yet made. */
 	bool fired;
+	bool spilled;              /* armed in its owner's overflow store    */
 	uint8_t lane;              /* enum bw_lane: the one bwd_lane_for picks */
 	uint8_t payload[];
 };
@@ -502,7 +503,17 @@ bool bwd_state_fire(struct bwd_state *st);
 /* BW_EEMPTY when nothing is pending. */
 int bwd_state_next_deadline(struct bwd_state *st, uint64_t *out_ns);
 void bwd_state_stats(const struct bwd_state *st, struct bwd_state_stats *out);
-struct bw_dual *bwd_state_wheel(struct bwd_state *st);
+/* One lane's figures over every wheel (wheels.c): the shared wheel's
+ * and every uid's overflow store's, freed ones' counters included;
+ * overflow counts the shared heap and everything in the stores. */
+struct bwd_wheel_figures {
+	struct bw_counters k;
+	uint64_t pending, overflow;
+};
+void bwd_wheels_lane(const struct bwd_state *st, enum bw_lane lane,
+		     struct bwd_wheel_figures *out);
+/* bw_dual_check() on every wheel; its error, *why saying what broke. */
+int bwd_wheels_check(const struct bwd_state *st, const char **why);
 /* The lane's (BW_LANE_*) fire lateness, fired_at - deadline of every
  * client timer's fire, by BWD_LATENESS_LE_NS: its count is the lane's
  * fired counter in Stats. */

@@ -7,6 +7,7 @@ bwd_core_sources = \
 	daemon/log.c \
 	daemon/map.c \
 	daemon/state.c \
+	daemon/wheels.c \
 	daemon/delivery.c \
 	daemon/account.c \
 	daemon/restore.c \

@@ -732,22 +732,23 @@ static void do_kick(struct bwd_request_ctx *ctx, const Envelope *req,
 	out->heavy = kicked > 0;
 }
 
-/* One lane's counters, less the state's own timers (oneshot lane). */
-static void lane_stats(struct bw_wheel *w, const struct bwd_state_stats *own,
-		       Bitwheel__V1__LaneStats *ls)
+/* One lane's counters over every wheel, less the state's own timers
+ * (oneshot lane). */
+static void lane_stats(const struct bwd_state *st, enum bw_lane lane,
+		       const struct bwd_state_stats *own, Bitwheel__V1__LaneStats *ls)
 {
-	struct bw_counters k;
+	struct bwd_wheel_figures f;
 
-	bw_wheel_counters(w, &k);
+	bwd_wheels_lane(st, lane, &f);
 	bitwheel__v1__lane_stats__init(ls);
 	ls->has_pending = ls->has_overflow = ls->has_inserted = 1;
 	ls->has_cancelled = ls->has_fired = ls->has_lost = 1;
-	ls->pending = bw_wheel_pending(w);
-	ls->overflow = bw_wheel_overflow_pending(w);
-	ls->inserted = k.inserted;
-	ls->cancelled = k.cancelled;
-	ls->fired = k.fired;
-	ls->lost = k.lost;
+	ls->pending = f.pending;
+	ls->overflow = f.overflow;
+	ls->inserted = f.k.inserted;
+	ls->cancelled = f.k.cancelled;
+	ls->fired = f.k.fired;
+	ls->lost = f.k.lost;
 	if (own) {
 		ls->pending -= own->own_pending;
 		ls->inserted -= own->own_inserted;
@@ -895,7 +896,6 @@ static void do_stats(struct bwd_request_ctx *ctx, const Envelope *req,
 		     struct bwd_reply *out)
 {
 	struct bwd_env *env = ctx->env;
-	struct bw_dual *wheel = bwd_state_wheel(env->state);
 	Bitwheel__V1__StatsReply *sr = &out->body.stats;
 	struct bwd_state_stats ss;
 	struct bwd_uid_usage uu;
@@ -904,8 +904,8 @@ static void do_stats(struct bwd_request_ctx *ctx, const Envelope *req,
 	bwd_state_uid_usage(env->state, ctx->uid, &uu);
 	if (ctx->uid == 0) {
 		bwd_state_stats(env->state, &ss);
-		lane_stats(bw_dual_lane(wheel, BW_LANE_ONESHOT), &ss, &out->lanes[0]);
-		lane_stats(bw_dual_lane(wheel, BW_LANE_PERIODIC), NULL, &out->lanes[1]);
+		lane_stats(env->state, BW_LANE_ONESHOT, &ss, &out->lanes[0]);
+		lane_stats(env->state, BW_LANE_PERIODIC, NULL, &out->lanes[1]);
 		clients = env->clients;
 		memory = ss.bytes + env->buffered;
 	} else {

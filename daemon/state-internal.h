@@ -49,6 +49,12 @@ struct bwd_uid {
 	/* Its sessions by id while listed, for its own listings (made at
 	 * its first session). */
 	struct bwd_map listed;
+	/* Its overflow store (wheels.c): NULL, or a wheel with the timers
+	 * the shared wheel's slots refused, of spill_bytes, and its place in
+	 * the state's spilling list. */
+	struct bw_dual *spill;
+	size_t spill_bytes;
+	struct bwd_uid *spill_next, **spill_pprev;
 };
 
 /* A figure of the state's and of session s's owner's share, by n. */
@@ -58,7 +64,10 @@ struct bwd_uid {
 } while (0)
 
 struct bwd_state {
-	struct bw_dual *wheel;
+	struct bw_dual *wheel;     /* shared: what its slots take (wheels.c) */
+	struct bwd_uid *spilling;  /* uids with an overflow store            */
+	struct bw_counters spilled[2]; /* freed stores' counters, by lane    */
+	uint64_t polled_ns;        /* the wheels' clock: their last poll     */
 	struct bwd_map uids;       /* struct bwd_uid by uid                  */
 	struct bwd_map sessions;
 	struct bwd_map by_id;      /* live sessions by id: named (the state
@@ -123,6 +132,17 @@ static inline void bwd_slist_remove(struct bwd_slist *l, struct bwd_session *s, 
 		l->tail = k->pprev;
 	k->pprev = NULL;
 }
+
+/* ---- wheels.c: the shared wheel and each uid's overflow store ----------- */
+
+/* Put t, whose deadline and lane are set, in the shared wheel, or where
+ * its slots refuse it, in its owner's store; a wheel's error. */
+int bwd_wheels_arm(struct bwd_state *st, struct bwd_timer *t);
+void bwd_wheels_disarm(struct bwd_state *st, struct bwd_timer *t);
+void bwd_wheels_poll(struct bwd_state *st, uint64_t now_ns, const struct bw_callbacks *cb);
+int bwd_wheels_next_deadline(struct bwd_state *st, uint64_t *out_ns);
+/* Free u's store, whatever it holds (its uid is ending, or it is empty). */
+void bwd_wheels_drop(struct bwd_state *st, struct bwd_uid *u);
 
 /* ---- account.c: per-uid accounts ----------------------------------------- */
 

@@ -555,6 +555,7 @@ int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 	st->now = real_clock;
 	st->work.tail = &st->work.head;
 	st->firing.tail = &st->firing.head;
+	st->polled_ns = now_ns;
 	if (getrandom(&st->seed, sizeof(st->seed), 0) != sizeof(st->seed))
 		st->seed = now_ns;
 	st->next_id = 1;
@@ -607,6 +608,7 @@ void bwd_state_free(struct bwd_state *st)
 				struct bwd_map_node *n = st->uids.bucket[b];
 
 				bwd_map_remove(&st->uids, n);
+				bwd_wheels_drop(st, bwd_container_of(n, struct bwd_uid, node));
 				bwd_map_fini(&bwd_container_of(n, struct bwd_uid, node)->listed);
 				free(bwd_container_of(n, struct bwd_uid, node));
 			}
@@ -620,12 +622,12 @@ void bwd_state_poll(struct bwd_state *st, uint64_t now_ns)
 {
 	struct bw_callbacks cb = { on_fire, on_drop, st };
 
-	bw_dual_poll(st->wheel, now_ns, &cb, NULL);
+	bwd_wheels_poll(st, now_ns, &cb);
 }
 
 int bwd_state_next_deadline(struct bwd_state *st, uint64_t *out_ns)
 {
-	return bw_dual_next_deadline(st->wheel, out_ns);
+	return bwd_wheels_next_deadline(st, out_ns);
 }
 
 void bwd_state_stats(const struct bwd_state *st, struct bwd_state_stats *out)
@@ -633,11 +635,6 @@ void bwd_state_stats(const struct bwd_state *st, struct bwd_state_stats *out)
 	*out = st->stats;
 	out->sessions = st->sessions.count;
 	out->bytes += bw_dual_footprint(st->wheel) + bwd_map_bytes(&st->sessions);
-}
-
-struct bw_dual *bwd_state_wheel(struct bwd_state *st)
-{
-	return st->wheel;
 }
 
 const struct bwd_hist *bwd_state_lateness(const struct bwd_state *st,
@@ -778,7 +775,7 @@ static void disarm(struct bwd_state *st, struct bwd_timer *t)
 {
 	if (st->restoring || t->fired)
 		return;
-	bw_dual_cancel(st->wheel, t->handle, NULL);
+	bwd_wheels_disarm(st, t);
 	LANE(t, cancelled, 1);
 	LANE(t, pending, -1);
 }
@@ -1140,9 +1137,7 @@ void bwd_timer_add(struct bwd_session *s, struct bwd_timer *t)
 
 int bwd_timer_arm(struct bwd_state *st, struct bwd_timer *t)
 {
-	int err = t->lane == BW_LANE_PERIODIC ?
-		bw_dual_insert_periodic(st->wheel, t->deadline_ns, &t->due, &t->handle) :
-		bw_dual_insert_oneshot(st->wheel, t->deadline_ns, &t->due, &t->handle);
+	int err = bwd_wheels_arm(st, t);
 
 	if (!err) {
 		LANE(t, inserted, 1);

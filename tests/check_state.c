@@ -351,7 +351,7 @@ START_TEST(test_end_with_due)
 
 	options();
 	for (int big = 0; big < 2; big++) {
-		uint64_t n = big ? 5000 : 100;
+		uint64_t n = big ? 5000 : 100, next;
 
 		ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
 		/* A connection keeps the uid's entry, and its counts. */
@@ -359,7 +359,11 @@ START_TEST(test_end_with_due)
 		ck_assert_int_eq(bwd_session_attach(st, &a, &m, &resumed), 0);
 		for (uint64_t k = 0; k < n; k++)
 			schedule(m, k, T0 + (1 + k % 2) * MS, false, NULL);
-		bwd_state_poll(st, T0 + 5 * MS);
+		/* Polls until the wheels have fired all (a poll limit at a
+		 * time out of the uid's overflow store). */
+		do
+			bwd_state_poll(st, T0 + 5 * MS);
+		while (!bwd_state_next_deadline(st, &next) && next <= T0 + 5 * MS);
 		bwd_state_fire(st);
 		bwd_member_detach(m);
 		while (bwd_state_reap(st))
@@ -963,6 +967,68 @@ START_TEST(test_uids_take_turns)
 }
 END_TEST
 
+/*
+ * One uid's burst stays in its own lane: uid 1000 arms 30,000 timers at
+ * one instant T, which fill the shared wheel's slots from T on (64 each,
+ * 8 probes) and overflow; uid 2000's timers due at T, refused by the same
+ * full slots, and its others just after T, fire on the first poll that
+ * reaches them - on the injected clock, exactly - while uid 1000's burst
+ * is still being taken out, a poll limit at a time.  With one shared
+ * overflow heap they waited behind the burst (issue 22).
+ */
+START_TEST(test_burst_own_lane)
+{
+	enum { NA = 30000, NB = 10 };
+	const uint64_t T = T0 + 2000 * MS;
+	struct bwd_wheel_figures fig;
+	struct bwd_member *a, *b, *to;
+	struct bwd_state *st;
+	struct bwd_fire *f;
+	unsigned fired_b = 0, polls = 0;
+	uint64_t t, a_left;
+	const char *why;
+
+	options();
+	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+	a = consumer_of(st, "burst", 1000);
+	b = consumer_of(st, "victim", 2000);
+	for (uint64_t k = 0; k < NA; k++)
+		schedule(a, k, T, false, NULL);
+	/* Half of uid 2000's at T itself, half a millisecond apart after. */
+	for (uint64_t k = 0; k < NB; k++)
+		schedule(b, k, k < NB / 2 ? T : T + (k - NB / 2 + 1) * MS / 2, false, NULL);
+	bwd_wheels_lane(st, BW_LANE_ONESHOT, &fig);
+	ck_assert_uint_eq(fig.pending, NA + NB);
+	ck_assert_uint_ge(fig.overflow, NA - 2048);
+	ck_assert_int_eq(bwd_wheels_check(st, &why), 0);
+	for (t = T; fired_b < NB && t <= T + 20 * MS; t += MS) {
+		bwd_state_poll(st, t);
+		polls++;
+		while (bwd_state_fire(st))
+			;
+		while ((f = bwd_state_next_delivery(st, &to))) {
+			if (to == b) {
+				ck_assert_uint_ge(t, f->deadline_ns);
+				ck_assert_msg(t < f->deadline_ns + MS,
+					      "uid 2000's fire due at T + %.1f ms came at T + %.1f ms",
+					      (double)(f->deadline_ns - T) / 1e6,
+					      (double)(t - T) / 1e6);
+				fired_b++;
+			}
+			f->wire_end = 0;
+			bwd_member_written(to, 1);
+		}
+	}
+	ck_assert_uint_eq(fired_b, NB);
+	bwd_wheels_lane(st, BW_LANE_ONESHOT, &fig);
+	a_left = fig.pending;
+	ck_assert_msg(a_left > 0, "uid 1000's burst was all taken out in %u polls: "
+		      "nothing showed that uid 2000's fires overtook it", polls);
+	ck_assert_int_eq(bwd_wheels_check(st, &why), 0);
+	bwd_state_free(st);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("state");
@@ -974,6 +1040,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_cancel_between_fire_and_make);
 	tcase_add_test(tc, test_end_with_due);
 	tcase_add_test(tc, test_uids_take_turns);
+	tcase_add_test(tc, test_burst_own_lane);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("introspection");
 	tcase_add_test(tc, test_list_entry_bounds);

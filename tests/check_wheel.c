@@ -82,7 +82,9 @@ static void trk_init(struct tracker *tr, struct bw_wheel *w, uint64_t now0)
 	tu_rec_init(&tr->rec);
 }
 
-static int trk_insert(struct tracker *tr, struct trk *k, uint64_t d)
+typedef int (*insert_fn)(struct bw_wheel *, uint64_t, void *, bw_handle *);
+
+static int trk_insert_by(struct tracker *tr, struct trk *k, uint64_t d, insert_fn fn)
 {
 	int rc;
 
@@ -90,11 +92,16 @@ static int trk_insert(struct tracker *tr, struct trk *k, uint64_t d)
 	k->d = d;
 	k->t = tu_ceil_tick(d, tr->T);
 	k->ins_tick = tr->last_now / tr->T;
-	rc = bw_wheel_insert(tr->w, d, k, &k->h);
+	rc = fn(tr->w, d, k, &k->h);
 	k->accepted = rc == 0;
 	if (rc == 0)
 		ck_assert_uint_ne(k->h, 0);
 	return rc;
+}
+
+static int trk_insert(struct tracker *tr, struct trk *k, uint64_t d)
+{
+	return trk_insert_by(tr, k, d, bw_wheel_insert);
 }
 
 /* Poll, attribute fires, and insist nothing fires early. */
@@ -2420,6 +2427,57 @@ START_TEST(test_failover_never_refuses)
 }
 END_TEST
 
+/*
+ * bw_wheel_try_insert on a failover wheel: what the slots refuse is
+ * refused (BW_EFULL, BW_ERANGE beyond the range) and leaves no trace - the
+ * heap empty, the pending count and the invariants as before - while
+ * bw_wheel_insert of the same deadline still overflows; a timer it
+ * accepted fires on its tick like any other.  Both precisions.
+ */
+START_TEST(test_try_insert_refuses)
+{
+	enum bw_precision prec = _i ? BW_COARSE : BW_EXACT;
+	struct bw_config cfg = tu_cfg(4, 5, 16, 8, prec, true);
+	struct bw_wheel *w = tu_wheel_new(&cfg, L0 * T5 + 1);
+	struct tracker tr;
+	struct trk k[16 * 8 + 1], far;
+	uint64_t t = L0 + 100;
+	unsigned placed = 0;
+	const char *why;
+	bw_handle h;
+
+	trk_init(&tr, w, L0 * T5 + 1);
+	for (; placed < sizeof(k) / sizeof(k[0]); placed++) {
+		int err = trk_insert_by(&tr, &k[placed], t * T5, bw_wheel_try_insert);
+
+		if (err) {
+			ck_assert_int_eq(err, BW_EFULL);
+			break;
+		}
+	}
+	ck_assert_uint_eq(placed, 16 * 8);
+	ck_assert_uint_eq(bw_wheel_pending(w), placed);
+	ck_assert_uint_eq(bw_wheel_overflow_pending(w), 0);
+	ck_assert_int_eq(bw_wheel_check(w, &why), 0);
+	ck_assert_int_eq(trk_insert_by(&tr, &far, L0 * T5 + bw_wheel_range_ns(w) * 2,
+				       bw_wheel_try_insert), BW_ERANGE);
+	ck_assert_uint_eq(bw_wheel_overflow_pending(w), 0);
+	ck_assert_int_eq(bw_wheel_insert(w, t * T5, &k[placed], &h), 0);
+	ck_assert_uint_eq(bw_wheel_overflow_pending(w), 1);
+	ck_assert_int_eq(bw_wheel_cancel(w, h, NULL), 0);
+	ck_assert_int_eq(bw_wheel_check(w, &why), 0);
+	for (uint64_t tick = L0 + 1; tick <= t + 8 * 64 && bw_wheel_pending(w); tick++)
+		trk_poll(&tr, tick * T5);
+	ck_assert_uint_eq(bw_wheel_pending(w), 0);
+	for (unsigned i = 0; i < placed; i++) {
+		ck_assert_uint_eq(k[i].nfired, 1);
+		ck_assert_uint_ge(k[i].fire_tick, t);
+	}
+	tu_rec_free(&tr.rec);
+	bw_wheel_free(w);
+}
+END_TEST
+
 /* What test_poll_limit's callback sees. */
 struct limit_seen {
 	uint64_t d, fired, early; /* timer i's deadline is d - i % T5      */
@@ -2818,6 +2876,7 @@ static Suite *wheel_suite(void)
 	tcase_add_loop_test(tc, test_overflow_order, 0, 2);
 	tcase_add_test(tc, test_overflow_cancel);
 	tcase_add_loop_test(tc, test_failover_never_refuses, 0, 2);
+	tcase_add_loop_test(tc, test_try_insert_refuses, 0, 2);
 	tcase_add_test(tc, test_failover_enomem);
 	tcase_add_loop_test(tc, test_poll_limit, 0, 2);
 	suite_add_tcase(s, tc);

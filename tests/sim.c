@@ -1349,7 +1349,7 @@ static void turn_end(struct sim *s)
 		/* Paced: its taken-back fires wait for their uid's tokens. */
 		ms->unable = !able(s, si) || ms->ptr->paced;
 	}
-	if (s->turn % 1024 == 0 && bw_dual_check(bwd_state_wheel(s->st), &why))
+	if (s->turn % 1024 == 0 && bwd_wheels_check(s->st, &why))
 		viol(s, "the wheel's self-check: %s", why);
 }
 

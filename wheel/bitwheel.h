@@ -220,6 +220,17 @@ BW_EXPORT void bw_wheel_free(struct bw_wheel *w);
  */
 BW_EXPORT int bw_wheel_insert(struct bw_wheel *w, uint64_t deadline_ns,
 			      void *data, bw_handle *out);
+/*
+ * Insert as a plain wheel would, even into a failover wheel: BW_EFULL or
+ * BW_ERANGE where bw_wheel_insert would put the timer in the overflow
+ * heap (the pool still grows: only the heap is out of reach).  For a
+ * caller with overflow stores of its own - bitwheeld keeps one per user,
+ * so that one user's burst at an instant never queues another user's
+ * timers behind it in a shared heap.  A timer it accepts is like any
+ * other: a re-arm from its fire callback may still go to the heap.
+ */
+BW_EXPORT int bw_wheel_try_insert(struct bw_wheel *w, uint64_t deadline_ns,
+				  void *data, bw_handle *out);
 /* Cancel in O(1); *data_out (may be NULL) gets the timer's data back. */
 BW_EXPORT int bw_wheel_cancel(struct bw_wheel *w, bw_handle h,
 			      void **data_out);
@@ -332,6 +343,10 @@ BW_EXPORT int bw_dual_insert_periodic(struct bw_dual *d, uint64_t deadline_ns,
 				      void *data, bw_handle *out);
 BW_EXPORT int bw_dual_insert_oneshot(struct bw_dual *d, uint64_t deadline_ns,
 				     void *data, bw_handle *out);
+/* bw_wheel_try_insert() on the lane's wheel. */
+BW_EXPORT int bw_dual_try_insert(struct bw_dual *d, enum bw_lane lane,
+				 uint64_t deadline_ns, void *data,
+				 bw_handle *out);
 BW_EXPORT int bw_dual_cancel(struct bw_dual *d, bw_handle h, void **data_out);
 /* Polls both lanes; res adds up both. */
 BW_EXPORT int bw_dual_poll(struct bw_dual *d, uint64_t now_ns,

@@ -55,14 +55,16 @@ void bw_dual_free(struct bw_dual *d)
 }
 
 static int insert_lane(struct bw_dual *d, enum bw_lane lane,
-		       uint64_t deadline_ns, void *data, bw_handle *out)
+		       uint64_t deadline_ns, void *data, bw_handle *out,
+		       bool spill)
 {
 	bw_handle h;
 	int err;
 
-	if (!d || !out)
+	if (!d || !out || (unsigned)lane > BW_LANE_PERIODIC)
 		return BW_EINVAL;
-	err = bw_wheel_insert(d->lane[lane], deadline_ns, data, &h);
+	err = spill ? bw_wheel_insert(d->lane[lane], deadline_ns, data, &h) :
+		      bw_wheel_try_insert(d->lane[lane], deadline_ns, data, &h);
 	if (err)
 		return err;
 	*out = lane == BW_LANE_PERIODIC ? h | LANE_BIT : h;
@@ -72,13 +74,19 @@ static int insert_lane(struct bw_dual *d, enum bw_lane lane,
 int bw_dual_insert_periodic(struct bw_dual *d, uint64_t deadline_ns,
 			    void *data, bw_handle *out)
 {
-	return insert_lane(d, BW_LANE_PERIODIC, deadline_ns, data, out);
+	return insert_lane(d, BW_LANE_PERIODIC, deadline_ns, data, out, true);
 }
 
 int bw_dual_insert_oneshot(struct bw_dual *d, uint64_t deadline_ns,
 			   void *data, bw_handle *out)
 {
-	return insert_lane(d, BW_LANE_ONESHOT, deadline_ns, data, out);
+	return insert_lane(d, BW_LANE_ONESHOT, deadline_ns, data, out, true);
+}
+
+int bw_dual_try_insert(struct bw_dual *d, enum bw_lane lane,
+		       uint64_t deadline_ns, void *data, bw_handle *out)
+{
+	return insert_lane(d, lane, deadline_ns, data, out, false);
 }
 
 enum bw_lane bw_dual_handle_lane(bw_handle h)

@@ -213,11 +213,12 @@ probe(struct bw_wheel *w, unsigned g, uint64_t key, uint32_t idx,
 	return 0;
 }
 
-/* A timer no slot takes (err): the failover wheel's heap, or err. */
+/* A timer no slot takes (err): a failover wheel's heap unless !spill
+ * (bw_wheel_try_insert), or err. */
 static __attribute__((cold, noinline)) int
-overflow(struct bw_wheel *w, uint32_t idx, int err)
+overflow(struct bw_wheel *w, uint32_t idx, int err, bool spill)
 {
-	if (!w->cfg.failover)
+	if (!spill || !w->cfg.failover)
 		return err;
 	err = bw_heap_push(w, idx);
 	if (!err)
@@ -234,7 +235,7 @@ static void list_push(struct bw_wheel *w, enum bw_list_id l, uint32_t idx,
 
 /*
  * Arm record idx (r) for its deadline, at tick t: the due list when t has
- * been reached, else a slot, else (failover) the heap; BW_ERANGE beyond
+ * been reached, else a slot, else (failover, spill) the heap; BW_ERANGE beyond
  * the range, BW_EFULL when a capped home slot and its probes are full.
  * One unsigned compare of t - now - 1 against the range sends both the
  * due and the out-of-range case off the common path.  Within the ring's
@@ -244,7 +245,7 @@ static void list_push(struct bw_wheel *w, enum bw_list_id l, uint32_t idx,
  * insert and the re-arm in fire(): the rare paths are out of line.
  */
 static inline __attribute__((always_inline)) int
-arm(struct bw_wheel *w, uint32_t idx, struct bw_rec *r)
+arm(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, bool spill)
 {
 	uint64_t t = bw_tick_of(w, r->deadline), delta = t - w->now;
 	uint64_t key = t, ev = t;
@@ -253,7 +254,7 @@ arm(struct bw_wheel *w, uint32_t idx, struct bw_rec *r)
 
 	if (__builtin_expect(delta - 1 >= w->range, 0)) {
 		if (t > w->now)
-			return overflow(w, idx, BW_ERANGE);
+			return overflow(w, idx, BW_ERANGE, spill);
 		list_push(w, BW_DUE, idx, r);
 		return 0;
 	}
@@ -274,7 +275,7 @@ arm(struct bw_wheel *w, uint32_t idx, struct bw_rec *r)
 	}
 	if (__builtin_expect(bw_map_test(w->full, id), 0)) {
 		err = probe(w, g, key, idx, r);
-		return err ? overflow(w, idx, err) : 0;
+		return err ? overflow(w, idx, err, spill) : 0;
 	}
 	bw_slot_add(w, id, ev, idx, r);
 	return 0;
@@ -381,8 +382,10 @@ void bw_wheel_free(struct bw_wheel *w)
 	mem_raw(&a, w, w->footprint, 0);
 }
 
-int bw_wheel_insert(struct bw_wheel *w, uint64_t deadline_ns, void *data,
-		    bw_handle *out)
+/* Insert; with !spill, refuse what no slot takes even on a failover wheel. */
+static inline __attribute__((always_inline)) int
+insert(struct bw_wheel *w, uint64_t deadline_ns, void *data, bw_handle *out,
+       bool spill)
 {
 	struct bw_rec *r;
 	uint32_t idx;
@@ -396,7 +399,7 @@ int bw_wheel_insert(struct bw_wheel *w, uint64_t deadline_ns, void *data,
 	r = bw_rec_at(&w->pool, idx);
 	r->deadline = deadline_ns;
 	r->data = data;
-	err = arm(w, idx, r);
+	err = arm(w, idx, r, spill);
 	if (err) {
 		bw_pool_put(w, idx, r);
 		goto fail;
@@ -409,6 +412,18 @@ fail:
 	if (err != BW_ENOMEM)
 		w->ctr.refused++;
 	return err;
+}
+
+int bw_wheel_insert(struct bw_wheel *w, uint64_t deadline_ns, void *data,
+		    bw_handle *out)
+{
+	return insert(w, deadline_ns, data, out, true);
+}
+
+int bw_wheel_try_insert(struct bw_wheel *w, uint64_t deadline_ns, void *data,
+			bw_handle *out)
+{
+	return insert(w, deadline_ns, data, out, false);
 }
 
 int bw_wheel_cancel(struct bw_wheel *w, bw_handle h, void **data_out)
@@ -459,7 +474,7 @@ fire(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, uint64_t now_ns,
 		return;
 	}
 	r->deadline = again;
-	err = arm(w, idx, r);
+	err = arm(w, idx, r, true);
 	if (err) {
 		res->rearm_failed++;
 		drop(w, idx, r, err, cb);
