@@ -43,10 +43,13 @@
 
 #include "state-internal.h"
 
-/* Timers a poll takes out of one uid's store's heap per lane: a burst of
- * 200,000 costs its uid some 100 loop turns, each a millisecond or two,
- * and nobody else's timers wait in that heap. */
-#define SPILL_POLL_CHUNK 2048
+/* Timers a poll takes out of one uid's store's heap per lane.  Taking one
+ * out of a heap of 200,000 costs microseconds (cache misses down its
+ * levels): 2,048 a poll held the loop for up to 10 ms, and another uid's
+ * fires due at the burst's instant came 7.5-14 ms late at p99; with 512,
+ * 5.7-8.0 ms (bench/results/burst.md).  The burst itself takes some 440
+ * short turns. */
+#define SPILL_POLL_CHUNK 512
 
 /* u's store, made if need be; NULL without memory. */
 static struct bw_dual *spill_get(struct bwd_state *st, struct bwd_uid *u)

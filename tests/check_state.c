@@ -81,6 +81,17 @@ static void schedule(struct bwd_member *m, uint64_t key, uint64_t at,
 	ck_assert_int_eq(bwd_timer_schedule(m->session, &req, replaced ? replaced : &r), 0);
 }
 
+/* Poll at now until the wheels have fired everything due: a burst comes
+ * out of its uid's overflow store a poll limit at a time. */
+static void poll_all(struct bwd_state *st, uint64_t now)
+{
+	uint64_t next;
+
+	do
+		bwd_state_poll(st, now);
+	while (!bwd_state_next_deadline(st, &next) && next <= now);
+}
+
 /* Every fire that may go now, each checked against its session's last. */
 struct seen {
 	uint64_t last_fired[MAX_SESSIONS];
@@ -281,7 +292,7 @@ START_TEST(test_cancel_between_fire_and_make)
 	m = consumer(st, "burst");
 	for (uint64_t k = 0; k < NBURST; k++)
 		schedule(m, k, T0 + 2 * MS, false, NULL);
-	bwd_state_poll(st, poll_at);
+	poll_all(st, poll_at);
 	ck_assert_ptr_nonnull(m->session->due_head);
 
 	ck_assert_int_eq(bwd_timer_cancel(m->session, 5, &pending), 0);
@@ -351,7 +362,7 @@ START_TEST(test_end_with_due)
 
 	options();
 	for (int big = 0; big < 2; big++) {
-		uint64_t n = big ? 5000 : 100, next;
+		uint64_t n = big ? 5000 : 100;
 
 		ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
 		/* A connection keeps the uid's entry, and its counts. */
@@ -359,11 +370,7 @@ START_TEST(test_end_with_due)
 		ck_assert_int_eq(bwd_session_attach(st, &a, &m, &resumed), 0);
 		for (uint64_t k = 0; k < n; k++)
 			schedule(m, k, T0 + (1 + k % 2) * MS, false, NULL);
-		/* Polls until the wheels have fired all (a poll limit at a
-		 * time out of the uid's overflow store). */
-		do
-			bwd_state_poll(st, T0 + 5 * MS);
-		while (!bwd_state_next_deadline(st, &next) && next <= T0 + 5 * MS);
+		poll_all(st, T0 + 5 * MS);
 		bwd_state_fire(st);
 		bwd_member_detach(m);
 		while (bwd_state_reap(st))
