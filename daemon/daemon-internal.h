@@ -353,8 +353,10 @@ struct bwd_timer {
 	bool late;                 /* restored past its deadline             */
 	/* A oneshot the wheel fired, in its session's due list: a fire
 	 * already (journaled, not found by its key), not yet made. */
-	bool fired;
-	bool spilled;              /* armed in its owner's overflow store    */
+	bool fired : 1;
+	/* Armed in its owner's overflow store (wheels.c); a bit, so that the
+	 * timer's size, which the budgets count, stays as it was. */
+	bool spilled : 1;
 	uint8_t lane;              /* enum bw_lane: the one bwd_lane_for picks */
 	uint8_t payload[];
 };
