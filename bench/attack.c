@@ -52,7 +52,7 @@
 static const char *const names[ATK_N] = {
 	"none", "memory", "cpu", "stats", "frames", "expire", "silent", "squat", "logs",
 	"pipeline", "list", "redeliver", "churn", "reattach", "coalesce", "crashloop",
-	"poison",
+	"poison", "burst",
 };
 
 const char *atk_name(enum atk_kind k)
@@ -77,6 +77,7 @@ int atk_expected_refusal(enum atk_kind k)
 	case ATK_CHURN: return EC(TOO_MANY_TIMERS);
 	case ATK_REATTACH: return EC(TOO_MANY_TIMERS);
 	case ATK_COALESCE: return EC(TOO_MANY_TIMERS);
+	case ATK_BURST: return EC(TOO_MANY_TIMERS);
 	default: return 0;
 	}
 }
@@ -255,7 +256,10 @@ static uint64_t victim_delay(const struct atk_victim_opts *o, uint64_t k)
 
 static uint64_t victim_deadline(const struct victim *v, uint64_t k)
 {
-	return v->start + k * v->o->interval_ns + victim_delay(v->o, k);
+	uint64_t d = v->start + k * v->o->interval_ns + victim_delay(v->o, k);
+	uint64_t g = v->o->align_ns;
+
+	return g ? (d + g - 1) / g * g : d;
 }
 
 static void victim_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
@@ -712,7 +716,7 @@ static void fill_drain(struct bwc_client *c, struct fill *f, uint64_t upto)
  * the attacker's payload or none. */
 struct fill_spec {
 	uint64_t when_ns, step_ns, period_ns, leeway_ns;
-	bool absolute, payload;
+	bool absolute, payload, replace;
 };
 
 static const struct fill_spec in_an_hour = { .when_ns = HOUR };
@@ -729,7 +733,7 @@ static uint64_t fill(struct actx *a, struct bwc_client *c, uint64_t key0,
 	for (uint64_t i = 0; i < most && !f.refused; i++) {
 		struct bwc_timer t = { .key = key0 + i, .absolute = sp->absolute,
 				       .when_ns = sp->when_ns + i * sp->step_ns,
-				       .period_ns = sp->period_ns };
+				       .period_ns = sp->period_ns, .replace = sp->replace };
 
 		if (sp->payload) {
 			t.payload = a->payload;
@@ -851,6 +855,90 @@ static void hold_connections(struct actx *a, struct conns *cs)
 		}
 	}
 	a->r->conns = cs->n + cs->nraw;
+}
+
+static void burst_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
+{
+	struct actx *a = arg;
+
+	(void)c;
+	(void)f;
+	a->r->fires++;
+}
+
+/* ATK_BURST's build-up: anonymous connections, each filled with timers
+ * due in an hour until one is refused (its session's max_timers, then
+ * the uid's budget: a connection that takes none), or the caps; took[i]
+ * is connection i's share. */
+static uint64_t *build_burst(struct actx *a, struct conns *cs)
+{
+	uint64_t *took = NULL;
+
+	while (cs->n < a->o->max_conns && a->r->timers < a->o->max_timers) {
+		struct bwc_client *c = aconnect(a, NULL, BWC_ROLE_DEFAULT, -1);
+		uint64_t *n = realloc(took, (cs->n + 1) * sizeof(*n));
+		uint64_t k;
+
+		if (!c || !n || !conns_add(cs, c)) {
+			bwc_free(c);
+			free(n ? n : took);
+			return NULL;
+		}
+		took = n;
+		bwc_set_fire_handler(c, burst_fire, a);
+		k = took[cs->n - 1] = fill(a, c, 0, a->o->max_timers - a->r->timers, &in_an_hour);
+		if (!k)
+			break;
+	}
+	a->r->conns = cs->n;
+	return took;
+}
+
+/* Read the connections' fires until want more than base came, `until`
+ * (CLOCK_MONOTONIC) or stop. */
+static void burst_read(struct actx *a, struct conns *cs, uint64_t base, uint64_t want,
+		       uint64_t until)
+{
+	struct pollfd *p = calloc(cs->n, sizeof(*p));
+
+	while (p && a->r->fires - base < want && load_now_ns() < until && !stopping(a, 0)) {
+		for (unsigned i = 0; i < cs->n; i++)
+			p[i] = (struct pollfd){ .fd = bwc_fd(cs->c[i]),
+						.events = (short)bwc_poll_events(cs->c[i]) };
+		if (poll(p, cs->n, 10) < 0)
+			break;
+		for (unsigned i = 0; i < cs->n; i++)
+			if (p[i].revents && bwc_dispatch(cs->c[i]) != 0) {
+				fmt_error(a->r->error, sizeof(a->r->error), "burst: %s",
+					  bwc_errmsg(cs->c[i]));
+				free(p);
+				return;
+			}
+	}
+	free(p);
+}
+
+/* ATK_BURST's rounds: every timer of the build-up (their keys replaced)
+ * due at one instant T on the grid, a lead ahead of the round's start
+ * that covers its Schedules twice over; then every fire read; again. */
+static void run_burst(struct actx *a, struct conns *cs, const uint64_t *took)
+{
+	uint64_t lead = 100 * MS * (a->o->slow ? a->o->slow : 1), budget = a->r->timers;
+
+	do {
+		uint64_t t0 = load_now_ns(),
+			 t = (t0 + lead) / ATK_BURST_GRID_NS * ATK_BURST_GRID_NS + ATK_BURST_GRID_NS;
+		uint64_t want = 0, base = a->r->fires;
+
+		/* Fires come while it schedules, when the lead was short. */
+		for (unsigned i = 0; i < cs->n; i++)
+			want += fill(a, cs->c[i], 0, took[i], &(struct fill_spec){
+				.when_ns = t, .absolute = true, .replace = true });
+		if (2 * (load_now_ns() - t0) > lead)
+			lead = 2 * (load_now_ns() - t0);
+		burst_read(a, cs, base, want, t + 30 * S);
+	} while (!stopping(a, 0));
+	a->r->timers = budget;
 }
 
 static void stats_reply(struct bwc_client *c, const struct bwc_reply *rep, void *arg)
@@ -2072,6 +2160,7 @@ static void attack_run(enum atk_kind k, struct actx *a)
 	unsigned next = 0;
 	uint8_t *buf = NULL;
 	struct bwc_client *probe = aconnect(a, NULL, BWC_ROLE_DEFAULT, -1);
+	uint64_t *took = NULL;
 
 	/* The limits, and a payload as big as they allow (or as asked). */
 	bwc_free(probe);
@@ -2084,6 +2173,10 @@ static void attack_run(enum atk_kind k, struct actx *a)
 	switch (k) {
 	case ATK_MEMORY:
 		build_memory(a);
+		break;
+	case ATK_BURST:
+		if (!(took = build_burst(a, &cs)))
+			goto out;
 		break;
 	case ATK_CPU:
 		build_cpu(a);
@@ -2186,11 +2279,15 @@ static void attack_run(enum atk_kind k, struct actx *a)
 	case ATK_CRASHLOOP:
 		run_crash(a, &x);
 		break;
+	case ATK_BURST:
+		run_burst(a, &cs, took);
+		break;
 	default:
 		stopping(a, -1);
 		break;
 	}
 out:
+	free(took);
 	conns_free(&cs);
 	dlv_free(&d);
 	crash_free(&x);

@@ -53,6 +53,9 @@
 #define ATK_CODES 32       /* ErrorCode values counted                */
 /* PROTOCOL.md (Hello): an ack_timeout_ns below this is raised to it. */
 #define ATK_ACK_TIMEOUT_FLOOR_NS 100000000u
+/* ATK_BURST's instants are multiples of this; the victim's deadlines
+ * too (atk_victim_opts.align_ns), so that bursts find them. */
+#define ATK_BURST_GRID_NS 20000000u
 
 enum atk_kind {
 	ATK_NONE,     /* baseline: no attacker                                  */
@@ -101,6 +104,12 @@ enum atk_kind {
 			 round to the delivery limit, then to NAME.dead,
 			 where a watcher takes it and the attacker schedules
 			 it again                                            */
+	ATK_BURST,    /* issue 22: the uid's timer budget over anonymous
+			 connections, all due at one instant on a 20 ms grid
+			 (atk_victim_opts.align_ns: the victim's deadlines
+			 on it too), the fires read; again as soon as all
+			 came: the slots around the instant full, the rest
+			 in the attacker's overflow store                    */
 	ATK_N
 };
 
@@ -127,6 +136,8 @@ struct atk_victim_opts {
 				   from delay_ns to this, by key (a fixed
 				   hash: the same keys, the same delays)   */
 	uint64_t duration_ns;   /* scheduling for this long                */
+	uint64_t align_ns;      /* > 0: each deadline rounded up to a
+				   multiple of it (ATK_BURST's grid)       */
 	uint64_t grace_ns;      /* then awaiting the last fires this long  */
 	int nice;               /* setpriority() before dropping to uid     */
 	int rt;                 /* > 0: SCHED_FIFO at this priority, also

@@ -363,6 +363,7 @@ static bool run_one(const struct opts *o, enum atk_kind k)
 		.interval_ns = o->interval_ns, .delay_ns = o->delay_ns,
 		.delay_max_ns = o->delay_max_ns, .duration_ns = o->duration_ns,
 		.grace_ns = 5 * S, .nice = o->nice, .rt = o->rt,
+		.align_ns = k == ATK_BURST ? ATK_BURST_GRID_NS : 0,
 	};
 	struct atk_attack_opts ao = {
 		.uid = ATK_NOBODY, .victim_session = "victim-later",

@@ -88,13 +88,26 @@ static const char *const budgets[] = {
 	NULL,
 };
 
+/* ATK_BURST's budget: a burst at one instant worth the name, whose
+ * overflow outlasts the shared wheel's poll limit many times over (at the
+ * default budgets, bench/run-attack.sh's burst is 226,719 timers). */
+#define BURST_TIMERS 200000
+
 static void start_daemon(struct du_daemon *d, enum atk_kind k)
 {
 	const char *argv[32];
+	char burst[32];
 	size_t n = 0;
 
 	for (const char *const *a = budgets; *a; a++)
 		argv[n++] = *a;
+	if (k == ATK_BURST) {
+		snprintf(burst, sizeof(burst), "%d", BURST_TIMERS / du_slow());
+		argv[n++] = "--max-timers";
+		argv[n++] = "65536";
+		argv[n++] = "--max-timers-per-uid";
+		argv[n++] = burst;
+	}
 	argv[n++] = "--linger";
 	/* ATK_EXPIRE's sessions expire while the victim runs; the others'
 	 * stay for the whole test. */
@@ -132,13 +145,20 @@ START_TEST(test_attack)
 	struct atk_attack_result ar = { 0 };
 	struct atk_child ach = { 0 }, vch;
 	struct du_daemon *d;
-	uint64_t rss0, rss1, t0, t1, p99;
+	uint64_t rss0, rss1, t0, t1, p99, timers_per_uid = TIMERS_PER_UID;
 	long lines0, lines1;
 	char err[256] = "", refusals[256] = "";
 	size_t off = 0;
 	int expect = atk_expected_refusal(k);
 
 	ck_assert_ptr_nonnull(v);
+	if (k == ATK_BURST) {
+		/* The victim's deadlines on the attacker's grid: each burst's
+		 * instant finds one of them about every other round. */
+		vo.align_ns = ATK_BURST_GRID_NS;
+		timers_per_uid = BURST_TIMERS / du_slow();
+		ao.max_timers = timers_per_uid + 1;
+	}
 	if (geteuid() != 0) {
 		du_note("SKIP: attack %s needs root (to run uids %d and %d)", atk_name(k),
 			ATK_NOBODY, ATK_VICTIM);
@@ -209,6 +229,12 @@ START_TEST(test_attack)
 			      ar.timers, ar.fires);
 		ck_assert_uint_eq(ar.conns, k == ATK_COALESCE ? 5 : 2 * TIMERS_PER_UID / 1000);
 	}
+	if (k == ATK_BURST)
+		/* Its whole budget at one instant, and every fire of at least
+		 * one such burst read. */
+		ck_assert_msg(ar.timers == timers_per_uid && ar.fires >= ar.timers,
+			      "attack burst: %" PRIu64 " timers of a budget of %" PRIu64
+			      ", %" PRIu64 " fires", ar.timers, timers_per_uid, ar.fires);
 	if (k == ATK_REDELIVER)
 		ck_assert_msg(ar.ack_timeout_ns == ATK_ACK_TIMEOUT_FLOOR_NS,
 			      "an ack timeout of 1 ns was put in force as %" PRIu64 " ns",
@@ -239,7 +265,7 @@ START_TEST(test_attack)
 	/* The daemon: serving, its memory within the budgets, its log bounded. */
 	du_assert_serving(d);
 	if (!du_wrapped() && !RSS_MEANS_LITTLE)
-		ck_assert_msg(rss1 < rss0 + (4 * TIMERS_PER_UID * (PAYLOAD + 1024)) / 1024 + 64 * 1024,
+		ck_assert_msg(rss1 < rss0 + (4 * timers_per_uid * (PAYLOAD + 1024)) / 1024 + 64 * 1024,
 			      "attack %s: daemon RSS %" PRIu64 " KiB -> %" PRIu64 " KiB",
 			      atk_name(k), rss0, rss1);
 	ck_assert_msg((double)(lines1 - lines0) <= LOG_LINES_PER_S * ((double)(t1 - t0) / 1e9 + 1),
