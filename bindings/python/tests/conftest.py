@@ -135,6 +135,8 @@ def daemons() -> Iterator[list[Daemon]]:
 def start_daemon(daemons: list[Daemon]):
     """start_daemon(*args, user=None): a ready daemon with these options."""
     def start(*args: str, user: int | None = None) -> Daemon:
+        if user is not None:
+            need_reachable(user)
         d = Daemon(user)
         daemons.append(d)
         return d.start(*args)
@@ -162,6 +164,8 @@ def run_python(code: str, *, user: int | None = None,
                timeout: float | None = None) -> subprocess.CompletedProcess:
     """Run Python code in a child (as `user`), output captured."""
     full = dict(os.environ, **(env or {}))
+    if user is not None:
+        need_reachable(user)
     return subprocess.run([sys.executable, "-c", code], env=full,
                           capture_output=True, text=True,
                           timeout=timeout or WAIT * 2, user=user, group=user,
@@ -171,3 +175,21 @@ def run_python(code: str, *, user: int | None = None,
 def need_root(why: str) -> None:
     if os.geteuid() != 0:
         pytest.skip(f"needs root: {why}")
+
+
+def need_reachable(uid: int) -> None:
+    """Skip unless uid can run the built daemon, and this Python with the
+    package under test: a build directory only root may enter (as
+    dpkg-buildpackage's, run as root in a 0700 directory) keeps every
+    other uid out, and a test that runs something as another uid then has
+    nothing to run."""
+    r = subprocess.run(
+        [sys.executable, "-c", "import os, sys, bitwheel; "
+         "sys.exit(0 if os.access(sys.argv[1], os.X_OK) else 3)",
+         program("BITWHEELD")],
+        capture_output=True, text=True, timeout=WAIT, user=uid, group=uid,
+        extra_groups=[])
+    if r.returncode != 0:
+        pytest.skip(f"uid {uid} cannot reach {program('BITWHEELD')} or the "
+                    f"bitwheel package (a build directory only root may "
+                    f"enter): {r.stderr.strip()[-200:] or 'not executable'}")
