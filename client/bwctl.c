@@ -298,7 +298,9 @@ static const char help_metrics[] =
 "\n"
 "  --output FILE        write FILE instead, atomically: a temporary file\n"
 "                       beside it (FILE.tmp.XXXXXX), mode 0644, renamed\n"
-"                       over it; on failure FILE is left as it was\n"
+"                       over it; on failure FILE is left as it was.  Its\n"
+"                       directory must be root's or yours, writable by no\n"
+"                       one else (unless sticky), and not a symbolic link\n"
 "\n"
 "Exit status: 0 ok, 2 usage, 3 unreachable, 4 other error, 5 the socket's\n"
 "listener is not trusted.\n";
@@ -2475,24 +2477,117 @@ static void print_metrics(const struct bwc_session_info *info,
 }
 
 /*
+ * --output's directory, opened as a directory without following a
+ * symbolic link in its last component, into *dirfd; its file's name into
+ * *base (a pointer into path).  Trusted as the daemon trusts its socket's
+ * and its state's directories: owned by root or the caller, and writable
+ * by nobody else unless sticky.  Otherwise root, writing node_exporter's
+ * file, would create it wherever a link points, or in a directory where
+ * another user can swap it.  ST_OK, or the problem's status (said).
+ */
+static int open_output_dir(const char *path, int *dirfd, const char **base)
+{
+	static const struct problem untrusted = {
+		.status = ST_ERROR, .code = "OUTPUT_ERROR",
+		.hint = "write into a directory that only root or you can change, "
+			"named without a symbolic link at its end",
+	};
+	const char *slash = strrchr(path, '/');
+	char dir[4096];
+	struct stat st;
+	int fd;
+
+	*base = slash ? slash + 1 : path;
+	if (!**base || !strcmp(*base, ".") || !strcmp(*base, ".."))
+		return usage_error("metrics", "--output %s: names a directory, not a file",
+				   path);
+	if ((size_t)snprintf(dir, sizeof(dir), "%.*s",
+			     slash ? (int)(slash == path ? 1 : slash - path) : 1,
+			     slash ? path : ".") >= sizeof(dir))
+		return usage_error("metrics", "--output %s: name too long", path);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		int err = errno;
+
+		if (fd >= 0)
+			close(fd);
+		/* O_DIRECTORY | O_NOFOLLOW on a link: ENOTDIR (ELOOP
+		 * without O_DIRECTORY). */
+		if ((err == ELOOP || err == ENOTDIR) && lstat(dir, &st) == 0 &&
+		    S_ISLNK(st.st_mode))
+			return complain(&untrusted, "--output %s: its directory %s is a symbolic link",
+					path, dir);
+		return complain(&(struct problem){ .status = ST_ERROR,
+						   .code = "OUTPUT_ERROR",
+						   .hint = "the file is left as it was" },
+				"--output %s: its directory %s: %s", path, dir,
+				err == ENOTDIR ? "not a directory" : strerror(err));
+	}
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		close(fd);
+		return complain(&untrusted, "--output %s: its directory %s is owned by uid %u, not by root or you (uid %u)",
+				path, dir, (unsigned)st.st_uid, (unsigned)geteuid());
+	}
+	if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)) {
+		close(fd);
+		return complain(&untrusted, "--output %s: its directory %s is writable by %s (mode %04o)",
+				path, dir, st.st_mode & 002 ? "others" : "its group",
+				(unsigned)(st.st_mode & 07777));
+	}
+	*dirfd = fd;
+	return ST_OK;
+}
+
+/* A new file base.tmp.XXXXXX in dirfd (O_EXCL, not following a link),
+ * its suffix (".tmp.XXXXXX") into sfx; -1 with errno. */
+static int create_temp(int dirfd, const char *base, char sfx[static 12])
+{
+	static const char chars[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	char name[4096];
+
+	for (int tries = 0; tries < 100; tries++) {
+		uint8_t r[6];
+		int fd;
+
+		if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+			return -1;
+		memcpy(sfx, ".tmp.", 5);
+		for (int i = 0; i < 6; i++)
+			sfx[5 + i] = chars[r[i] % (sizeof(chars) - 1)];
+		sfx[11] = '\0';
+		if ((size_t)snprintf(name, sizeof(name), "%s%s", base, sfx) >=
+		    sizeof(name)) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+			    O_CLOEXEC, 0644);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	return -1;
+}
+
+/*
  * --output: the exposition written to a temporary file beside path
  * (path.tmp.XXXXXX: not *.prom, so node_exporter's textfile collector
  * never reads it half written), made readable by all (the collector runs
  * as another user), and renamed over path: a reader sees the old file
- * or the new one, whole.
+ * or the new one, whole.  Every step is relative to the directory
+ * open_output_dir() checked.
  */
 static int write_output(const char *path, const struct bwc_session_info *info,
 			const struct bwc_stats *st, const struct scrape *x)
 {
-	char tmp[4096];
-	const char *what = "creating";
+	char sfx[12] = ".tmp.XXXXXX", tmp[4096 + 12];
+	const char *what = "creating", *base;
 	FILE *f = NULL;
-	int fd = -1, err;
+	int fd = -1, dirfd = -1, err = open_output_dir(path, &dirfd, &base);
 
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >=
-	    sizeof(tmp))
-		return usage_error("metrics", "--output %s: name too long", path);
-	if ((fd = mkstemp(tmp)) < 0)
+	if (err != ST_OK)
+		return err;
+	if ((fd = create_temp(dirfd, base, sfx)) < 0)
 		goto fail;
 	what = "writing";
 	if (fchmod(fd, 0644) != 0 || !(f = fdopen(fd, "w")))
@@ -2508,8 +2603,10 @@ static int write_output(const char *path, const struct bwc_session_info *info,
 	if (err != 0)
 		goto fail;
 	what = "renaming onto";
-	if (rename(tmp, path) != 0)
+	snprintf(tmp, sizeof(tmp), "%s%s", base, sfx);
+	if (renameat(dirfd, tmp, dirfd, base) != 0)
 		goto fail;
+	close(dirfd);
 	return ST_OK;
 fail:
 	err = errno;
@@ -2518,8 +2615,11 @@ fail:
 		fclose(f);
 	if (fd >= 0)
 		close(fd);
+	snprintf(tmp, sizeof(tmp), "%s%s", base, sfx);
 	if (strcmp(what, "creating") != 0)
-		unlink(tmp);
+		unlinkat(dirfd, tmp, 0);
+	close(dirfd);
+	snprintf(tmp, sizeof(tmp), "%s%s", path, sfx);
 	return complain(&(struct problem){ .status = ST_ERROR,
 					   .code = "OUTPUT_ERROR",
 					   .hint = "the file is left as it was" },

@@ -27,18 +27,36 @@
  * periodic-rate (Hz); VALUE may be "unlimited".  Any error names the file
  * and line, and stops the daemon from starting (or, on SIGHUP, leaves the
  * budgets in force).
+ *
+ * Trust: whoever can write the file sets every uid's budgets (all of
+ * --max-memory to one uid, nothing to the others), so it is trusted as
+ * the state directory is (store.c), and read as one: opened without
+ * following a symbolic link (O_NOFOLLOW) and without blocking (O_NONBLOCK:
+ * a FIFO there must not hang the event loop on SIGHUP, or start-up), then
+ * checked on the fd it was opened as: a regular file, owned by root or
+ * the daemon's uid, writable by neither group nor others, at most
+ * BUDGETS_MAX_BYTES (a /dev/zero or a runaway file cannot fill memory).
+ * A regular file of at most 1 MiB reads in well under a millisecond, in
+ * the loop.  Each refusal is logged naming the file, the reason and the
+ * fix.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "daemon-internal.h"
 
 #define UNLIMITED UINT64_MAX
+/* The largest budget file: thousands of rules (a rule is tens of bytes),
+ * and a bound on what a SIGHUP reads into memory. */
+#define BUDGETS_MAX_BYTES (1u << 20)
 
 /* A key, where it goes in struct bwd_budget, and how its value reads. */
 struct key {
@@ -82,13 +100,13 @@ static int fail(const struct parse *p, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static int fail(const struct parse *p, const char *fmt, ...)
 {
+	char msg[512];
 	va_list ap;
 
-	fprintf(stderr, "bitwheeld: %s:%u: ", p->path, p->line);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	bwd_log(BWD_LOG_ERR, "%s:%u: %s", p->path, p->line, msg);
 	return -1;
 }
 
@@ -338,37 +356,109 @@ static int build(struct parse *p, const struct bwd_limits *l, struct bwd_budgets
 	return 0;
 }
 
+/*
+ * The file at path, whole, into *text (NUL-terminated after its *len
+ * bytes; the caller frees it), if it may be trusted (see the top); -1,
+ * logged, if not.
+ */
+static int read_trusted(const char *path, char **text, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	char *buf = NULL;
+	size_t n = 0;
+
+	if (fd < 0) {
+		bwd_log(BWD_LOG_ERR, "--budgets %s: %s", path,
+			errno == ELOOP ? "a symbolic link; name the file itself, which must be a regular file"
+				       : strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) < 0) {
+		bwd_log(BWD_LOG_ERR, "--budgets %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		bwd_log(BWD_LOG_ERR, "--budgets %s: a %s, not a regular file",
+			path, bwd_mode_name(st.st_mode));
+		goto fail;
+	}
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		bwd_log(BWD_LOG_ERR, "--budgets %s: owned by uid %u, not by the daemon's uid %u or root, and whoever owns it sets every uid's budgets; chown it (if you trust it)",
+			path, (unsigned)st.st_uid, (unsigned)geteuid());
+		goto fail;
+	}
+	if (st.st_mode & 022) {
+		bwd_log(BWD_LOG_ERR, "--budgets %s: writable by %s (mode %04o), who could set every uid's budgets; chmod go-w it",
+			path, st.st_mode & 002 ? "others" : "its group",
+			(unsigned)(st.st_mode & 07777));
+		goto fail;
+	}
+	if (st.st_size > BUDGETS_MAX_BYTES) {
+		bwd_log(BWD_LOG_ERR, "--budgets %s: %lld bytes, more than a budget file may hold (%u)",
+			path, (long long)st.st_size, BUDGETS_MAX_BYTES);
+		goto fail;
+	}
+	buf = malloc((size_t)st.st_size + 2);
+	if (!buf) {
+		bwd_log(BWD_LOG_ERR, "--budgets %s: out of memory", path);
+		goto fail;
+	}
+	/* Up to one byte past the size fstat gave, to see it grow. */
+	while (n <= (size_t)st.st_size) {
+		ssize_t r = read(fd, buf + n, (size_t)st.st_size + 1 - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			bwd_log(BWD_LOG_ERR, "--budgets %s: %s", path, strerror(errno));
+			goto fail;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	if (n > (size_t)st.st_size) {
+		bwd_log(BWD_LOG_ERR, "--budgets %s: grew past its %lld bytes while being read; not read",
+			path, (long long)st.st_size);
+		goto fail;
+	}
+	close(fd);
+	buf[n] = '\0';
+	*text = buf;
+	*len = n;
+	return 0;
+fail:
+	free(buf);
+	close(fd);
+	return -1;
+}
+
 int bwd_budgets_load(const char *path, const struct bwd_limits *l,
 		     struct bwd_budgets *out)
 {
 	struct parse p = { .path = path };
-
-	out->path = path;
-	FILE *f = fopen(path, "re");
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
+	char *text, *line, *nl;
+	size_t len;
 	int err = 0;
 
-	if (!f) {
-		fprintf(stderr, "bitwheeld: --budgets %s: %s\n", path, strerror(errno));
+	out->path = path;
+	if (read_trusted(path, &text, &len))
 		return -1;
-	}
-	while (!err && (n = getline(&line, &cap, f)) >= 0) {
+	for (line = text; !err && line < text + len; line = nl + 1) {
+		nl = memchr(line, '\n', (size_t)(text + len - line));
+		if (!nl)
+			nl = text + len;
+		*nl = '\0';
 		p.line++;
-		if ((size_t)n != strlen(line)) {
+		if (strlen(line) != (size_t)(nl - line)) {
 			err = fail(&p, "a NUL byte");
 			break;
 		}
-		line[strcspn(line, "#\r\n")] = '\0';
+		line[strcspn(line, "#\r")] = '\0';
 		err = parse_line(&p, line);
 	}
-	if (!err && ferror(f)) {
-		fprintf(stderr, "bitwheeld: --budgets %s: %s\n", path, strerror(errno));
-		err = -1;
-	}
-	fclose(f);
-	free(line);
+	free(text);
 	if (!err)
 		err = build(&p, l, out);
 	for (size_t i = 0; i < p.nrules; i++)

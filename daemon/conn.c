@@ -677,6 +677,8 @@ static Bitwheel__V1__ErrorCode frame_error_code(int err)
 		return BITWHEEL__V1__ERROR_CODE__FRAME_TOO_LARGE;
 	case BWP_ENOBODY:
 		return BITWHEEL__V1__ERROR_CODE__UNKNOWN_MESSAGE;
+	case BWP_ERANGE:
+		return BITWHEEL__V1__ERROR_CODE__BAD_REQUEST;
 	default:
 		return BITWHEEL__V1__ERROR_CODE__BAD_FRAME;
 	}

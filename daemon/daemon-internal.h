@@ -185,6 +185,8 @@ enum bwd_log_level { BWD_LOG_ERR = 3, BWD_LOG_WARNING = 4, BWD_LOG_NOTICE = 5,
 void bwd_log_set_level(enum bwd_log_level max);
 void bwd_log(enum bwd_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* "regular file", "FIFO", "symbolic link", "device", ...: for messages. */
+const char *bwd_mode_name(mode_t m);
 
 /* What a client can make the daemon log, each kind limited on its own. */
 enum bwd_log_kind {

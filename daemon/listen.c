@@ -92,13 +92,6 @@ static int bind_path(int fd, const struct sockaddr_un *sa, unsigned mode)
 	return r;
 }
 
-static const char *file_kind(mode_t m)
-{
-	return S_ISREG(m) ? "regular file" : S_ISDIR(m) ? "directory" :
-	       S_ISLNK(m) ? "symbolic link" : S_ISFIFO(m) ? "FIFO" :
-	       S_ISCHR(m) || S_ISBLK(m) ? "device" : "special file";
-}
-
 /* The directory that holds the socket, opened and checked; -errno. */
 static int open_parent(const char *dir, const char *path, int *dirfd)
 {
@@ -163,7 +156,7 @@ static int clear_path(int dirfd, const char *name, const char *path,
 	}
 	if (!S_ISSOCK(st.st_mode)) {
 		bwd_log(BWD_LOG_ERR, "%s exists and is not a socket (a %s); not touching it",
-			path, file_kind(st.st_mode));
+			path, bwd_mode_name(st.st_mode));
 		return -EEXIST;
 	}
 	if (someone_listens(sa)) {

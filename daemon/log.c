@@ -18,6 +18,9 @@
  * window lets RATELIMIT_BURST lines through per second and counts the
  * rest; the first line after it says how many were suppressed, naming the
  * uid held back last.  O(1) a line.
+ *
+ * bwd_mode_name: what a line calls a file by its mode (the state
+ * directory's, the socket's and the budget file's checks).
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -65,6 +68,14 @@ static void vlog(enum bwd_log_level level, const char *fmt, va_list ap)
 		fprintf(stderr, "bitwheeld: %s\n", line);
 	else
 		fprintf(stderr, "<%d>bitwheeld: %s\n", (int)level, line);
+}
+
+const char *bwd_mode_name(mode_t m)
+{
+	return S_ISREG(m) ? "regular file" : S_ISDIR(m) ? "directory" :
+	       S_ISLNK(m) ? "symbolic link" : S_ISFIFO(m) ? "FIFO" :
+	       S_ISSOCK(m) ? "socket" : S_ISCHR(m) || S_ISBLK(m) ? "device" :
+	       "special file";
 }
 
 void bwd_log(enum bwd_log_level level, const char *fmt, ...)

@@ -365,8 +365,11 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		event_base_loopexit(srv->base, &grace);
 }
 
-/* SIGHUP: read the budget file again.  A file that does not parse leaves
- * the budgets in force as they are, and the daemon running. */
+/* SIGHUP: read the budget file again, here in the loop: budgets.c opens
+ * it without blocking and reads only a trusted regular file of at most
+ * 1 MiB (a FIFO or a /dev/zero there is refused at once).  A file that is
+ * refused or does not parse leaves the budgets in force as they are, and
+ * the daemon running. */
 static void on_hup(evutil_socket_t sig, short what, void *arg)
 {
 	struct bwd_server *srv = arg;

@@ -123,14 +123,6 @@ static bool ours(uid_t uid)
 	return uid == geteuid() || uid == 0;
 }
 
-static const char *file_kind(mode_t m)
-{
-	return S_ISREG(m) ? "regular file" : S_ISDIR(m) ? "directory" :
-	       S_ISLNK(m) ? "symbolic link" : S_ISFIFO(m) ? "FIFO" :
-	       S_ISSOCK(m) ? "socket" : S_ISCHR(m) || S_ISBLK(m) ? "device" :
-	       "special file";
-}
-
 /* A name the daemon creates or reads: it must be a regular file. */
 static bool daemon_name(const char *name)
 {
@@ -148,7 +140,7 @@ static bool check_entry(const char *dir, const char *name, const struct stat *st
 	}
 	if (daemon_name(name) && !S_ISREG(st->st_mode)) {
 		bwd_log(BWD_LOG_ERR, "%s/%s: a %s, not a regular file; remove it",
-			dir, name, file_kind(st->st_mode));
+			dir, name, bwd_mode_name(st->st_mode));
 		return false;
 	}
 	if (!S_ISLNK(st->st_mode) && (st->st_mode & 022)) {

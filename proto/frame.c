@@ -40,6 +40,18 @@
  *             decision alone, and an accepted frame decodes to the fields
  *             protobuf-c would give.
  *
+ *   ranges    protobuf-c stores a varint in its field's C type without a
+ *             word: a uint32 of 2^32 + 2 reads as 2, the bits of a varint
+ *             past 64 are dropped.  So every body protobuf-c accepts is
+ *             walked once more (check_ranges), tag by tag with the message
+ *             descriptors, into nested messages and packed arrays, and a
+ *             varint its field cannot hold is BWP_ERANGE: O(bytes), no
+ *             allocation.  A bool is any varint of at most 64 bits,
+ *             nonzero being true (protobuf's rule, which protobuf-c reads
+ *             whole: nothing is cut).  The fast readers never take a
+ *             varint past 64 bits: they fall back, and the walk refuses
+ *             it.
+ *
  * tests/check_frame.c compares both directions with protobuf-c on many
  * messages, and tests/fuzz_frame.c on every fuzz input.
  */
@@ -69,6 +81,8 @@ const char *bwp_strerror(int err)
 		return "invalid argument";
 	case BWP_ESLOW:
 		return "frame too long for what it holds (only a plain Schedule may carry a payload's length)";
+	case BWP_ERANGE:
+		return "a field's value out of its type's range (a uint32 of 2^32 or more, say)";
 	}
 	return "unknown bwp error";
 }
@@ -107,7 +121,7 @@ static bool body_present(const Bitwheel__V1__Envelope *env)
 
 /* ---- fast writing -------------------------------------------------------- */
 
-enum { WT_VARINT = 0, WT_LEN = 2 };
+enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 #define TAG(field, wt) ((uint8_t)((field) << 3 | (wt)))
 /* Not a size fast_body_size() can give: protobuf-c must pack this one. */
 #define SLOW SIZE_MAX
@@ -381,10 +395,14 @@ static int parse_header(const uint8_t *buf, size_t len, size_t max_frame,
 	return BWP_OK;
 }
 
+static int check_ranges(const ProtobufCMessageDescriptor *desc,
+			const uint8_t *p, const uint8_t *end);
+
 static int unpack_body(const uint8_t *body, size_t len,
 		       Bitwheel__V1__Envelope **out)
 {
 	Bitwheel__V1__Envelope *env;
+	int rc;
 
 	/* protobuf-c returns NULL for malformed input and for a failed
 	 * malloc alike; bodies are bounded by max_frame, so take it as the
@@ -392,9 +410,12 @@ static int unpack_body(const uint8_t *body, size_t len,
 	env = bitwheel__v1__envelope__unpack(NULL, len, body);
 	if (env == NULL)
 		return BWP_EDECODE;
-	if (!body_present(env)) {
+	rc = body_present(env) ? check_ranges(&bitwheel__v1__envelope__descriptor,
+					      body, body + len)
+			       : BWP_ENOBODY;
+	if (rc != BWP_OK) {
 		bwp_frame_free(env);
-		return BWP_ENOBODY;
+		return rc;
 	}
 	*out = env;
 	return BWP_OK;
@@ -439,9 +460,9 @@ int bwp_frame_parse(const uint8_t *buf, size_t len, size_t max_frame,
 /* ---- fast reading -------------------------------------------------------- */
 
 /*
- * A varint at p as protobuf-c reads a scalar: at most ten bytes, the bits
- * past 64 dropped.  NULL when it does not end inside [p, end), where
- * protobuf-c fails too (the fallback says so).
+ * A varint at p of at most ten bytes and 64 bits.  NULL when it does not
+ * end inside [p, end), where protobuf-c fails too (the fallback says so),
+ * or has bits past 64, which protobuf-c drops but check_ranges refuses.
  */
 static inline const uint8_t *get_varint(const uint8_t *p, const uint8_t *end,
 					uint64_t *out)
@@ -453,7 +474,7 @@ static inline const uint8_t *get_varint(const uint8_t *p, const uint8_t *end,
 		*out = *p;
 		return p + 1;
 	}
-	for (shift = 0; shift < 70 && p < end; shift += 7) {
+	for (shift = 0; shift < 63 && p < end; shift += 7) {
 		uint8_t b = *p++;
 
 		v |= (uint64_t)(b & 0x7f) << shift;
@@ -462,7 +483,11 @@ static inline const uint8_t *get_varint(const uint8_t *p, const uint8_t *end,
 			return p;
 		}
 	}
-	return NULL;
+	/* The tenth byte holds bit 63 alone. */
+	if (p == end || *p > 1)
+		return NULL;
+	*out = v | (uint64_t)*p << 63;
+	return p + 1;
 }
 
 /*
@@ -499,6 +524,122 @@ static inline const uint8_t *get_bool(const uint8_t *p, const uint8_t *end,
 		return NULL;
 	*out = *p;
 	return p + 1;
+}
+
+/* ---- field ranges -------------------------------------------------------- */
+
+/*
+ * A tag at p exactly as protobuf-c reads one (parse_tag_and_wiretype): at
+ * most five bytes, the field number kept to 32 bits, so that the field
+ * checked is the one protobuf-c filled.  NULL when protobuf-c would fail.
+ */
+static const uint8_t *get_tag(const uint8_t *p, const uint8_t *end,
+			      uint32_t *field, unsigned *wire_type)
+{
+	uint32_t id = (uint32_t)(p[0] & 0x7f) >> 3;
+	unsigned shift = 4;
+
+	if ((p[0] & 0xf8) == 0)
+		return NULL;
+	*wire_type = p[0] & 7;
+	if (p[0] & 0x80) {
+		const uint8_t *q = p + 1, *stop = end - p > 5 ? p + 5 : end;
+
+		for (;; q++, shift += 7) {
+			if (q == stop)
+				return NULL;
+			id |= (uint32_t)(*q & 0x7f) << shift;
+			if (!(*q & 0x80))
+				break;
+		}
+		p = q;
+	}
+	*field = id;
+	return p + 1;
+}
+
+/* Whether v (a varint of at most 64 bits) is a value of type t. */
+static bool varint_fits(ProtobufCType t, uint64_t v)
+{
+	switch (t) {
+	case PROTOBUF_C_TYPE_UINT32:
+	case PROTOBUF_C_TYPE_SINT32:        /* zigzag: 32 bits on the wire */
+		return v <= UINT32_MAX;
+	case PROTOBUF_C_TYPE_INT32:         /* negative: sign-extended      */
+	case PROTOBUF_C_TYPE_ENUM:
+		return (int64_t)v >= INT32_MIN && (int64_t)v <= INT32_MAX;
+	default:                            /* the 64-bit ones, and bool    */
+		return true;
+	}
+}
+
+static bool varint_type(ProtobufCType t)
+{
+	return t == PROTOBUF_C_TYPE_INT32 || t == PROTOBUF_C_TYPE_SINT32 ||
+	       t == PROTOBUF_C_TYPE_UINT32 || t == PROTOBUF_C_TYPE_INT64 ||
+	       t == PROTOBUF_C_TYPE_SINT64 || t == PROTOBUF_C_TYPE_UINT64 ||
+	       t == PROTOBUF_C_TYPE_BOOL || t == PROTOBUF_C_TYPE_ENUM;
+}
+
+/*
+ * The message [p, end) of type desc, which protobuf-c has decoded (so its
+ * tags, lengths and wire types are sound): BWP_ERANGE at the first varint
+ * of a known field, alone or in a packed array, that the field's type
+ * cannot hold (get_varint refuses those past 64 bits), or BWP_OK.
+ * Recursion follows the schema's nesting; each byte is read once.
+ */
+static int check_ranges(const ProtobufCMessageDescriptor *desc,
+			const uint8_t *p, const uint8_t *end)
+{
+	while (p < end) {
+		const ProtobufCFieldDescriptor *f;
+		uint32_t id;
+		unsigned wt;
+		uint64_t v;
+		size_t n;
+		int rc;
+
+		if (!(p = get_tag(p, end, &id, &wt)))
+			return BWP_EDECODE;
+		f = protobuf_c_message_descriptor_get_field(desc, id);
+		switch (wt) {
+		case WT_VARINT:
+			if (!f) {
+				while (p < end && *p++ & 0x80)
+					;
+			} else if (!(p = get_varint(p, end, &v)) ||
+				   !varint_fits(f->type, v)) {
+				return BWP_ERANGE;
+			}
+			break;
+		case WT_LEN:
+			if (!(p = get_len(p, end, &n)))
+				return BWP_EDECODE;
+			if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+				rc = check_ranges(f->descriptor, p, p + n);
+				if (rc != BWP_OK)
+					return rc;
+			} else if (f && f->label == PROTOBUF_C_LABEL_REPEATED &&
+				   varint_type(f->type)) {
+				for (const uint8_t *q = p; q < p + n;)
+					if (!(q = get_varint(q, p + n, &v)) ||
+					    !varint_fits(f->type, v))
+						return BWP_ERANGE;
+			}
+			p += n;
+			break;
+		case WT_I64:
+		case WT_I32:
+			n = wt == WT_I64 ? 8 : 4;
+			if ((size_t)(end - p) < n)
+				return BWP_EDECODE;
+			p += n;
+			break;
+		default:
+			return BWP_EDECODE;
+		}
+	}
+	return BWP_OK;
 }
 
 /* Each field at most once; repeats merge or override in protobuf-c. */

@@ -39,7 +39,9 @@
  *                          before its body arrives.  On a complete frame,
  *                          one decoding pass that mallocs the envelope, its
  *                          body message and a copy of each string or bytes
- *                          field (the payload among them).
+ *                          field (the payload among them), then one walk
+ *                          over the bytes that checks each varint against
+ *                          its field's range (O(bytes), no allocation).
  *   bwp_frame_free         one walk, one free per allocation above.
  *   bwp_frame_parse_request
  *                          as bwp_frame_parse, but a plain Schedule,
@@ -90,6 +92,7 @@ enum bwp_error {
 	BWP_EINVAL = -7,   /* a NULL or otherwise invalid argument           */
 	BWP_ESLOW = -8,    /* parse: longer than the bound for a frame the
 			      fast reader does not take                   */
+	BWP_ERANGE = -9,   /* parse: a varint out of its field's range       */
 };
 
 /* A static description of a bwp_error code. */
@@ -115,7 +118,7 @@ int bwp_frame_pack(const Bitwheel__V1__Envelope *env, size_t max_frame,
  * Read the frame at the start of buf[0..len).  On 0, *out is a new
  * envelope with a body set, to be released with bwp_frame_free(); on any
  * error *out is NULL.  *frame_len is set on every result but BWP_EINVAL:
- *   0, BWP_EZERO, BWP_EDECODE, BWP_ENOBODY
+ *   0, BWP_EZERO, BWP_EDECODE, BWP_ENOBODY, BWP_ERANGE
  *                 the frame's size, header included: the bytes to consume
  *                 (a stream reader may skip a bad frame, the protocol
  *                 closes the connection instead);
@@ -125,8 +128,13 @@ int bwp_frame_pack(const Bitwheel__V1__Envelope *env, size_t max_frame,
  *   BWP_ETOOBIG   the size the header claims (saturated at SIZE_MAX); the
  *                 body is not waited for.
  * BWP_ENOBODY covers an envelope without a body and one whose body is a
- * message this code does not know (a newer protocol's).  Bytes after the
- * frame are left alone.
+ * message this code does not know (a newer protocol's).  BWP_ERANGE is a
+ * body that decodes but has a varint its field cannot hold, which
+ * protobuf-c would have cut to the field's width without a word: a uint32
+ * or a sint32 of 2^32 or more, an int32 or an enum outside int32 (a
+ * negative one is the ten-byte sign extension, as protobuf writes it), or
+ * anything wider than 64 bits (a bool is any value within 64 bits, nonzero
+ * being true, as protobuf says); unknown fields are not checked.  Bytes after the frame are left alone.
  *
  * Unknown fields inside a known message are kept and would be packed back
  * verbatim, including some protobuf-c accepts but then refuses to read (an

@@ -28,7 +28,11 @@
  *                default for everyone else, root exempt unless a rule
  *                names it; HelloReply.limits shows the caller's own; a bad
  *                file stops the daemon naming the file and line; SIGHUP
- *                reads it again, and a bad one then changes nothing
+ *                reads it again, and a bad one then changes nothing; a
+ *                file others could write or own, a FIFO, a link (to
+ *                /dev/zero), a device or one over 1 MiB is refused at
+ *                start and on SIGHUP, at once, naming the reason, the
+ *                daemon serving and its RSS unchanged
  *   root         uid 0 is counted and never refused
  *   stats        StatsReply's uid_* fields are the caller's own uid's, and
  *                HelloReply.limits carries the budgets and their defaults;
@@ -801,17 +805,34 @@ static void file_default(const struct du_daemon *d)
 	timers_until(d, 4);
 }
 
-/* A budget file in the daemon's scratch directory. */
-static void write_file(const struct du_daemon *d, char *path, size_t len,
-		       const char *text)
+/* A budget file in the daemon's scratch directory, mode 0644 whatever the
+ * umask, padded with one comment line to `size` bytes when size > 0;
+ * whatever was at the path (a FIFO, a link) is replaced. */
+static void write_sized(const struct du_daemon *d, char *path, size_t len,
+			const char *text, size_t size)
 {
 	FILE *f;
 
 	snprintf(path, len, "%s/budgets", d->dir);
+	ck_assert(unlink(path) == 0 || errno == ENOENT);
 	f = fopen(path, "w");
 	ck_assert_ptr_nonnull(f);
 	ck_assert(fputs(text, f) >= 0);
+	if (size > 0) {
+		ck_assert(size >= strlen(text) + 2);
+		ck_assert(fputc('#', f) != EOF);
+		for (size_t i = strlen(text) + 2; i < size; i++)
+			ck_assert(fputc('x', f) != EOF);
+		ck_assert(fputc('\n', f) != EOF);
+	}
 	ck_assert(fclose(f) == 0);
+	ck_assert(chmod(path, 0644) == 0);
+}
+
+static void write_file(const struct du_daemon *d, char *path, size_t len,
+		       const char *text)
+{
+	write_sized(d, path, len, text, 0);
 }
 
 START_TEST(test_budget_file)
@@ -930,14 +951,13 @@ START_TEST(test_budget_reload)
 }
 END_TEST
 
-/* A file that does not parse stops the daemon (exit 2) naming its line. */
-static void bad_file(const char *text, const char *want)
+/* --budgets path stops d from starting (exit 2, within the wait: a FIFO
+ * must not hang it), its log naming the path and saying want. */
+static void refused_at_start(struct du_daemon *d, const char *path, const char *want)
 {
-	struct du_daemon *d = du_daemon_new();
-	char path[160], sock[160], *log;
+	char sock[160], *log;
 	const char *argv[] = { DU_DAEMON_PATH, "--socket", sock, "--budgets", path, NULL };
 
-	write_file(d, path, sizeof(path), text);
 	snprintf(sock, sizeof(sock), "%s", d->sock);
 	du_daemon_spawn(d, argv);
 	ck_assert_msg(du_daemon_wait_exit(d, DU_WAIT_MS), "the daemon started on a bad file");
@@ -947,6 +967,16 @@ static void bad_file(const char *text, const char *want)
 	ck_assert_msg(strstr(log, path) && strstr(log, want),
 		      "no \"%s: ...%s\" in the log: %s", path, want, log);
 	free(log);
+}
+
+/* A file that does not parse stops the daemon (exit 2) naming its line. */
+static void bad_file(const char *text, const char *want)
+{
+	struct du_daemon *d = du_daemon_new();
+	char path[160];
+
+	write_file(d, path, sizeof(path), text);
+	refused_at_start(d, path, want);
 	du_daemon_free(d);
 }
 
@@ -963,6 +993,136 @@ START_TEST(test_budget_file_bad)
 	bad_file("uid 7 bytes=12Q\n", ":1: bytes=12Q: not a size");
 	bad_file("default timers=1\ndefault sessions=1\n", ":2: a second default rule (the first is line 1)");
 	bad_file("users 7 timers=1\n", ":1: 'users' is not default, uid, user or group");
+}
+END_TEST
+
+/* The budget a Hello tells the caller (this process's uid) it has. */
+static void my_timers_budget(const struct du_daemon *d, uint64_t want)
+{
+	struct du_conn *c = du_connect(d->sock);
+	du_env *e = du_hello(c, NULL);
+
+	ck_assert_uint_eq(e->hello_reply->limits->max_timers_per_uid, want);
+	bwp_frame_free(e);
+	du_conn_free(c);
+}
+
+/* How bad_path() spoils a good budget file. */
+enum spoil { OTHERS_WRITE, GROUP_WRITE, FIFO, LINK_DEV_ZERO, OVERSIZED, NOT_OURS };
+
+static const struct {
+	const char *want;          /* in the log                             */
+} spoiled[] = {
+	[OTHERS_WRITE] = { "writable by others (mode 0646), who could set every uid's budgets" },
+	[GROUP_WRITE] = { "writable by its group (mode 0664)" },
+	[FIFO] = { "a FIFO, not a regular file" },
+	[LINK_DEV_ZERO] = { "a symbolic link; name the file itself" },
+	[OVERSIZED] = { "1048577 bytes, more than a budget file may hold (1048576)" },
+	[NOT_OURS] = { "owned by uid 65534, not by the daemon's uid" },
+};
+
+/* The budget file at path, made as spoil says, offering this process's
+ * uid `timers` where it is a file at all. */
+static void bad_path(const struct du_daemon *d, char *path, size_t len,
+		     enum spoil how, unsigned timers)
+{
+	char text[64];
+
+	snprintf(text, sizeof(text), "uid %u timers=%u\n", (unsigned)getuid(), timers);
+	write_sized(d, path, len, text, how == OVERSIZED ? (1u << 20) + 1 : 0);
+	switch (how) {
+	case OTHERS_WRITE:
+		ck_assert(chmod(path, 0646) == 0);
+		break;
+	case GROUP_WRITE:
+		ck_assert(chmod(path, 0664) == 0);
+		break;
+	case FIFO:
+		ck_assert(unlink(path) == 0 && mkfifo(path, 0644) == 0);
+		break;
+	case LINK_DEV_ZERO:
+		ck_assert(unlink(path) == 0 && symlink("/dev/zero", path) == 0);
+		break;
+	case NOT_OURS:
+		ck_assert(chown(path, NOBODY, (gid_t)-1) == 0);
+		break;
+	case OVERSIZED:
+		break;
+	}
+}
+
+/*
+ * The budget file is trusted as the state directory is: one another user
+ * could write or own, a FIFO (which must not hang start-up), a symbolic
+ * link (to /dev/zero, say), a device, or a file over 1 MiB stops the
+ * daemon from starting, naming the file and the reason; a file of exactly
+ * 1 MiB is read.
+ */
+START_TEST(test_budget_file_trust)
+{
+	struct du_daemon *d;
+	char path[160], text[64];
+	const char *extra[] = { "--budgets", path, NULL };
+
+	for (int how = OTHERS_WRITE; how <= NOT_OURS; how++) {
+		if (how == NOT_OURS && geteuid() != 0) {
+			du_note("SKIP: test_budget_file_trust: a file of another uid needs root");
+			continue;
+		}
+		d = du_daemon_new();
+		bad_path(d, path, sizeof(path), (enum spoil)how, 1000);
+		refused_at_start(d, path, spoiled[how].want);
+		du_daemon_free(d);
+	}
+	d = du_daemon_new();
+	refused_at_start(d, "/dev/zero", "a device, not a regular file");
+	du_daemon_free(d);
+
+	d = du_daemon_new();
+	snprintf(text, sizeof(text), "uid %u timers=7\n", (unsigned)getuid());
+	write_sized(d, path, sizeof(path), text, 1u << 20);
+	start(d, extra);
+	my_timers_budget(d, 7);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * The same files on SIGHUP: each refused at once, logged with its reason,
+ * the budgets in force unchanged (the others-writable one offered 1000
+ * timers), the daemon serving (a FIFO used to hang it in open(2)) and its
+ * RSS where it was (a link to /dev/zero used to grow it by gigabytes);
+ * then a good file is read again.
+ */
+START_TEST(test_budget_reload_trust)
+{
+	struct du_daemon *d = du_daemon_new();
+	char path[160], text[64];
+	const char *extra[] = { "--budgets", path, NULL };
+	uint64_t rss0, rss;
+
+	snprintf(text, sizeof(text), "uid %u timers=3\n", (unsigned)getuid());
+	write_file(d, path, sizeof(path), text);
+	start(d, extra);
+	my_timers_budget(d, 3);
+	rss0 = du_proc_status_kb(d->pid, "VmRSS");
+	for (int how = OTHERS_WRITE; how <= NOT_OURS; how++) {
+		if (how == NOT_OURS && geteuid() != 0)
+			continue;
+		bad_path(d, path, sizeof(path), (enum spoil)how, 1000);
+		hup(d, spoiled[how].want);
+		my_timers_budget(d, 3);
+	}
+	rss = du_proc_status_kb(d->pid, "VmRSS");
+	if (!du_wrapped())
+		ck_assert_msg(rss < rss0 + 16 * 1024, "RSS %" PRIu64 " KiB, %" PRIu64 " before the bad files",
+			      rss, rss0);
+	snprintf(text, sizeof(text), "uid %u timers=5\n", (unsigned)getuid());
+	write_file(d, path, sizeof(path), text);
+	hup(d, "budgets read again from");
+	my_timers_budget(d, 5);
+	du_daemon_free(d);
 }
 END_TEST
 
@@ -1453,6 +1613,8 @@ static Suite *budget_suite(void)
 	tcase_add_test(tc, test_budget_file);
 	tcase_add_test(tc, test_budget_file_bad);
 	tcase_add_test(tc, test_budget_reload);
+	tcase_add_test(tc, test_budget_file_trust);
+	tcase_add_test(tc, test_budget_reload_trust);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("recovery");

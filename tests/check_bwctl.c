@@ -51,7 +51,11 @@
  *              counts exactly its fired counter in one scrape, the oneshot
  *              queue wait all 3,000 and no ack latency (auto-ack), written
  *              by --output (mode 0644, no temporary left; a missing
- *              directory fails, exit 4); promtool accepts it.  Restored:
+ *              directory fails, exit 4); promtool accepts it.  --output
+ *              refuses a directory that is a symbolic link, writable by
+ *              group or others, or another uid's (exit 4, nothing
+ *              written), takes a sticky one, and replaces a link at the
+ *              file's name without writing through it.  Restored:
  *              fires read back at a restart count ack latencies but no
  *              queue wait (the new process did not make them).
  *   failures   fires that fail (issue 21): policy shown (exit 1 for no
@@ -2771,6 +2775,119 @@ START_TEST(test_metrics_loaded)
 }
 END_TEST
 
+/* Whether dir holds anything (a temporary file or the output). */
+static bool dir_empty(const char *dir)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+	bool empty = true;
+
+	ck_assert_ptr_nonnull(dp);
+	while ((de = readdir(dp)) != NULL)
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			empty = false;
+	closedir(dp);
+	return empty;
+}
+
+/*
+ * --output's directory is trusted as the daemon trusts its own: one that
+ * is a symbolic link (root would write where it points), writable by
+ * others or its group, or (as root) owned by another uid is refused with
+ * exit 4 naming it, and nothing is written there; a sticky one (as /tmp)
+ * is fine, and a symbolic link at the file's own name is replaced, its
+ * target untouched.  A name ending in '/' is a usage error.
+ */
+START_TEST(test_metrics_output_dir)
+{
+	static const struct {
+		const char *sub;           /* under the daemon's directory      */
+		mode_t mode;
+		const char *want;          /* in stderr; NULL: accepted         */
+	} dirs[] = {
+		{ "open", 0777, "is writable by others (mode 0777)" },
+		{ "group", 0775, "is writable by its group (mode 0775)" },
+		{ "sticky", 01777, NULL },
+		{ "plain", 0755, NULL },
+	};
+	struct du_daemon *d = du_daemon_new();
+	struct du_result r;
+	char dir[256], file[300], target[300], real[256];
+	struct stat sb;
+	char *text;
+
+	du_daemon_start(d, NULL);
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(dir, sizeof(dir), "%s/%s", d->dir, dirs[i].sub);
+		ck_assert(mkdir(dir, 0700) == 0 && chmod(dir, dirs[i].mode) == 0);
+		snprintf(file, sizeof(file), "%s/bitwheel.prom", dir);
+		bwctl(&r, d->sock, "metrics", "--output", file, NULL);
+		if (dirs[i].want) {
+			ASSERT_EXIT(&r, 4, dirs[i].sub);
+			ck_assert_msg(strstr(r.err, dirs[i].want) && strstr(r.err, dir),
+				      "%s: %s", dirs[i].sub, r.err);
+			ck_assert_msg(dir_empty(dir), "%s: written into", dirs[i].sub);
+		} else {
+			ASSERT_EXIT(&r, 0, dirs[i].sub);
+			ck_assert(stat(file, &sb) == 0 && S_ISREG(sb.st_mode));
+		}
+		du_result_free(&r);
+	}
+
+	/* A symbolic link as the directory: not followed. */
+	snprintf(real, sizeof(real), "%s/real", d->dir);
+	ck_assert(mkdir(real, 0755) == 0);
+	snprintf(dir, sizeof(dir), "%s/link", d->dir);
+	ck_assert(symlink(real, dir) == 0);
+	snprintf(file, sizeof(file), "%s/bitwheel.prom", dir);
+	bwctl(&r, d->sock, "metrics", "--output", file, NULL);
+	ASSERT_EXIT(&r, 4, "a linked directory");
+	ck_assert_msg(strstr(r.err, "is a symbolic link"), "%s", r.err);
+	ck_assert_msg(dir_empty(real), "written where the link points");
+	du_result_free(&r);
+
+	/* A symbolic link as the file: replaced, its target as it was. */
+	snprintf(target, sizeof(target), "%s/target", d->dir);
+	{
+		FILE *f = fopen(target, "w");
+
+		ck_assert_ptr_nonnull(f);
+		fputs("precious\n", f);
+		ck_assert(fclose(f) == 0);
+	}
+	snprintf(file, sizeof(file), "%s/plain/linked.prom", d->dir);
+	ck_assert(symlink(target, file) == 0);
+	bwctl(&r, d->sock, "metrics", "--output", file, NULL);
+	ASSERT_EXIT(&r, 0, "a linked file");
+	du_result_free(&r);
+	ck_assert(lstat(file, &sb) == 0 && S_ISREG(sb.st_mode));
+	text = du_read_file(target);
+	ck_assert_str_eq(text, "precious\n");
+	free(text);
+
+	if (geteuid() == 0) {
+		snprintf(dir, sizeof(dir), "%s/theirs", d->dir);
+		ck_assert(mkdir(dir, 0755) == 0 && chown(dir, 65534, (gid_t)-1) == 0);
+		snprintf(file, sizeof(file), "%s/bitwheel.prom", dir);
+		bwctl(&r, d->sock, "metrics", "--output", file, NULL);
+		ASSERT_EXIT(&r, 4, "another uid's directory");
+		ck_assert_msg(strstr(r.err, "is owned by uid 65534, not by root or you (uid 0)"),
+			      "%s", r.err);
+		ck_assert(dir_empty(dir));
+		du_result_free(&r);
+	} else {
+		du_note("SKIP: test_metrics_output_dir: another uid's directory needs root");
+	}
+
+	snprintf(file, sizeof(file), "%s/plain/", d->dir);
+	bwctl(&r, d->sock, "metrics", "--output", file, NULL);
+	ASSERT_EXIT(&r, 2, "--output DIR/");
+	ck_assert_msg(strstr(r.err, "names a directory, not a file"), "%s", r.err);
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
 /*
  * Fires read back at a restart: a named session's 2 fires, made and queued
  * with no consumer, then the daemon stopped and started again on its state
@@ -3427,6 +3544,7 @@ static Suite *bwctl_suite(void)
 	du_tcase(tc);
 	tcase_add_test(tc, test_metrics);
 	tcase_add_test(tc, test_metrics_loaded);
+	tcase_add_test(tc, test_metrics_output_dir);
 	tcase_add_test(tc, test_metrics_restored);
 	suite_add_tcase(s, tc);
 

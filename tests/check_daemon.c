@@ -1885,6 +1885,57 @@ START_TEST(test_invalid_protobuf)
 }
 END_TEST
 
+/*
+ * Varints wider than their fields, which protobuf-c would cut to the
+ * field's width (version 2^32 + 2 read as 2, owner_uid 2^32 + uid as uid,
+ * a key past 64 bits as its low 64): BAD_REQUEST without request_id, then
+ * close, before any check sees the cut value.
+ */
+START_TEST(test_varint_out_of_range)
+{
+	struct du_daemon *d = du_daemon_new();
+	/* Hello, request_id 1, protocol_version 2^32 + 2. */
+	static const uint8_t version[] = { 0x08, 0x01, 0x12, 0x06, 0x08, 0x82, 0x80,
+					   0x80, 0x80, 0x10 };
+	/* Schedule, request_id 2, key 2^64 + 2^63 + ... (ten bytes, the last
+	 * 0x7f), delay 1 s. */
+	static const uint8_t key[] = { 0x08, 0x02, 0x1a, 0x11, 0x08, 0xff, 0xff, 0xff,
+				       0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,
+				       0x10, 0x80, 0x94, 0xeb, 0xdc, 0x03 };
+	/* Hello, request_id 1, version 2, session "v", owner_uid 2^32 + uid. */
+	uint8_t owner[32] = { 0x08, 0x01, 0x12, 0x00, 0x08, 0x02, 0x12, 0x01, 'v', 0x38 };
+	uint64_t uid = (1ull << 32) + getuid();
+	size_t n = 10;
+	struct du_conn *c;
+
+	for (; uid > 0x7f; uid >>= 7)
+		owner[n++] = (uint8_t)(uid | 0x80);
+	owner[n++] = (uint8_t)uid;
+	owner[3] = (uint8_t)(n - 4);
+	assert_parse(version, sizeof(version), BWP_ERANGE);
+	assert_parse(key, sizeof(key), BWP_ERANGE);
+	assert_parse(owner, n, BWP_ERANGE);
+	du_daemon_start(d, NULL);
+	c = du_connect(d->sock);
+	send_body(c, version, sizeof(version));
+	du_expect_error(c, false, 0, EC(BAD_REQUEST));
+	du_expect_eof(c, DU_WAIT_MS);
+	du_conn_free(c);
+	c = du_connect(d->sock);
+	send_body(c, owner, n);
+	du_expect_error(c, false, 0, EC(BAD_REQUEST));
+	du_expect_eof(c, DU_WAIT_MS);
+	du_conn_free(c);
+	c = du_open(d, NULL);
+	send_body(c, key, sizeof(key));
+	du_expect_error(c, false, 0, EC(BAD_REQUEST));
+	du_expect_eof(c, DU_WAIT_MS);
+	du_conn_free(c);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
 /* An envelope without a body, or with a member this protocol lacks:
  * UNKNOWN_MESSAGE without request_id, then close. */
 START_TEST(test_no_body)
@@ -4633,6 +4684,7 @@ static Suite *daemon_suite(void)
 	tcase_add_test(tc, test_frame_too_large);
 	tcase_add_test(tc, test_truncated_frame);
 	tcase_add_test(tc, test_invalid_protobuf);
+	tcase_add_test(tc, test_varint_out_of_range);
 	tcase_add_test(tc, test_no_body);
 	tcase_add_loop_test(tc, test_reply_body, 0, 4);
 	tcase_add_test(tc, test_bad_version);

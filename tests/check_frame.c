@@ -1448,7 +1448,8 @@ END_TEST
 START_TEST(test_strerror)
 {
 	int codes[] = { BWP_OK, BWP_EMORE, BWP_EZERO, BWP_ETOOBIG, BWP_EDECODE,
-			BWP_ENOBODY, BWP_ENOSPC, BWP_EINVAL };
+			BWP_ENOBODY, BWP_ENOSPC, BWP_EINVAL, BWP_ESLOW,
+			BWP_ERANGE };
 	const char *unknown = bwp_strerror(-1000);
 	size_t i, j, n = sizeof(codes) / sizeof(codes[0]);
 
@@ -2062,7 +2063,10 @@ static const struct odd_body {
 	{ "no request id", 4, { 0x1a, 0x02, 0x08, 0x01 }, 0, FAST_REQUEST },
 	{ "over-long key varint", 7, { 0x22, 0x05, 0x08, 0x81, 0x80, 0x80, 0x00 }, 0, FAST_REQUEST },
 	{ "ten-byte varint", 13, { 0x22, 0x0b, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff,
-				   0xff, 0xff, 0xff, 0xff, 0x7f }, 0, FAST_REQUEST },
+				   0xff, 0xff, 0xff, 0xff, 0x01 }, 0, FAST_REQUEST },
+	{ "ten-byte varint past 64 bits", 13, { 0x22, 0x0b, 0x08, 0xff, 0xff, 0xff, 0xff,
+						0xff, 0xff, 0xff, 0xff, 0xff, 0x7f },
+	  BWP_ERANGE, SLOW },
 	{ "eleven-byte varint", 14, { 0x22, 0x0c, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff,
 				      0xff, 0xff, 0xff, 0xff, 0xff, 0x01 },
 	  BWP_EDECODE, SLOW },
@@ -2157,6 +2161,209 @@ START_TEST(test_fast_parse_fallback)
 	bwp_frame_free(ref);
 	ck_assert_msg(parse_both(frame, n, BWP_DEFAULT_MAX_FRAME) == o->fast,
 		      "%s: should be read by path %d", o->why, (int)o->fast);
+}
+END_TEST
+
+/* ---- varint ranges ---------------------------------------------------------- */
+
+/*
+ * Varints wider than their fields, which protobuf-c would cut without a
+ * word, in hand-made bodies: BWP_ERANGE on every path (parse_both), the
+ * frame's length known; the same fields with values that fit, accepted.
+ */
+static const struct ranged_body {
+	const char *why;
+	uint8_t len;
+	uint8_t bytes[32];
+	int rc;
+} ranged_bodies[] = {
+	{ "hello, version 2", 6,
+	  { 0x08, 0x01, 0x12, 0x02, 0x08, 0x02 },
+	  0 },
+	{ "hello, version 2^32 + 2", 10,
+	  { 0x08, 0x01, 0x12, 0x06, 0x08, 0x82, 0x80, 0x80, 0x80, 0x10 },
+	  BWP_ERANGE },
+	{ "hello, version twice, the second 2^32", 12,
+	  { 0x08, 0x01, 0x12, 0x08, 0x08, 0x02, 0x08, 0x80, 0x80, 0x80, 0x80, 0x10 },
+	  BWP_ERANGE },
+	{ "hello, owner_uid 1000", 12,
+	  { 0x08, 0x01, 0x12, 0x08, 0x08, 0x02, 0x12, 0x01, 0x61, 0x38, 0xe8, 0x07 },
+	  0 },
+	{ "hello, owner_uid 2^32 + 1000", 15,
+	  { 0x08, 0x01, 0x12, 0x0b, 0x08, 0x02, 0x12, 0x01, 0x61, 0x38, 0xe8, 0x87, 0x80, 0x80, 0x10 },
+	  BWP_ERANGE },
+	{ "hello, owner_uid 2^32 - 1", 12,
+	  { 0x08, 0x01, 0x12, 0x08, 0x08, 0x02, 0x38, 0xff, 0xff, 0xff, 0xff, 0x0f },
+	  0 },
+	{ "hello, window 1 in seven bytes", 14,
+	  { 0x08, 0x01, 0x12, 0x0a, 0x08, 0x02, 0x20, 0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00 },
+	  0 },
+	{ "hello, role -1 (sign-extended)", 17,
+	  { 0x08, 0x01, 0x12, 0x0d, 0x08, 0x02, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01 },
+	  0 },
+	{ "hello, role 2^31", 12,
+	  { 0x08, 0x01, 0x12, 0x08, 0x08, 0x02, 0x18, 0x80, 0x80, 0x80, 0x80, 0x08 },
+	  BWP_ERANGE },
+	{ "hello, role 2^32 + 2", 12,
+	  { 0x08, 0x01, 0x12, 0x08, 0x08, 0x02, 0x18, 0x82, 0x80, 0x80, 0x80, 0x10 },
+	  BWP_ERANGE },
+	{ "hello, role 2^32 - 1 (-1 in five bytes)", 12,
+	  { 0x08, 0x01, 0x12, 0x08, 0x08, 0x02, 0x18, 0xff, 0xff, 0xff, 0xff, 0x0f },
+	  BWP_ERANGE },
+	{ "hello, auto_ack 2^32 (true)", 12,
+	  { 0x08, 0x01, 0x12, 0x08, 0x08, 0x02, 0x30, 0x80, 0x80, 0x80, 0x80, 0x10 },
+	  0 },
+	{ "hello, auto_ack past 64 bits", 17,
+	  { 0x08, 0x01, 0x12, 0x0d, 0x08, 0x02, 0x30, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x03 },
+	  BWP_ERANGE },
+	{ "hello, unknown field past 64 bits", 17,
+	  { 0x08, 0x01, 0x12, 0x0d, 0x08, 0x02, 0x78, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f },
+	  0 },
+	{ "error, code -2^31", 15,
+	  { 0x08, 0x01, 0x32, 0x0b, 0x08, 0x80, 0x80, 0x80, 0x80, 0xf8, 0xff, 0xff, 0xff, 0xff, 0x01 },
+	  0 },
+	{ "error, code -2^31 - 1", 15,
+	  { 0x08, 0x01, 0x32, 0x0b, 0x08, 0xff, 0xff, 0xff, 0xff, 0xf7, 0xff, 0xff, 0xff, 0xff, 0x01 },
+	  BWP_ERANGE },
+	{ "error, code 2^31 - 1", 10,
+	  { 0x08, 0x01, 0x32, 0x06, 0x08, 0xff, 0xff, 0xff, 0xff, 0x07 },
+	  0 },
+	{ "hello reply, limits.max_frame_bytes 2^32", 12,
+	  { 0x08, 0x01, 0x3a, 0x08, 0x2a, 0x06, 0x08, 0x80, 0x80, 0x80, 0x80, 0x10 },
+	  BWP_ERANGE },
+	{ "hello reply, limits.max_frame_bytes 2^32 - 1", 12,
+	  { 0x08, 0x01, 0x3a, 0x08, 0x2a, 0x06, 0x08, 0xff, 0xff, 0xff, 0xff, 0x0f },
+	  0 },
+	{ "hello reply, lanes[1].resolution_ns past 64 bits", 23,
+	  { 0x08, 0x01, 0x3a, 0x13, 0x82, 0x01, 0x02, 0x08, 0x05, 0x82, 0x01, 0x0b, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02 },
+	  BWP_ERANGE },
+	{ "stats reply, packed lateness_le_ns", 22,
+	  { 0x08, 0x01, 0x52, 0x12, 0x9a, 0x01, 0x0f, 0x0a, 0x0d, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0xac, 0x02 },
+	  0 },
+	{ "stats reply, packed lateness_le_ns past 64 bits", 22,
+	  { 0x08, 0x01, 0x52, 0x12, 0x9a, 0x01, 0x0f, 0x0a, 0x0d, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0xac, 0x02 },
+	  BWP_ERANGE },
+	{ "stats reply, lateness_le_ns unpacked past 64 bits", 20,
+	  { 0x08, 0x01, 0x52, 0x10, 0x9a, 0x01, 0x0d, 0x08, 0x01, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x03 },
+	  BWP_ERANGE },
+	{ "schedule, key past 64 bits", 15,
+	  { 0x08, 0x01, 0x1a, 0x0b, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x40 },
+	  BWP_ERANGE },
+};
+#define N_RANGED ((int)(sizeof(ranged_bodies) / sizeof(ranged_bodies[0])))
+
+START_TEST(test_varint_ranges)
+{
+	const struct ranged_body *o = &ranged_bodies[_i];
+	uint8_t frame[BWP_HEADER_SIZE + sizeof(o->bytes)];
+	size_t n = frame_of(o->bytes, o->len, frame), fl = 0;
+	Bitwheel__V1__Envelope *env;
+	int rc = bwp_frame_parse(frame, n, BWP_DEFAULT_MAX_FRAME, &env, &fl);
+
+	ck_assert_msg(rc == o->rc, "%s: %d (%s), not %d", o->why, rc,
+		      bwp_strerror(rc), o->rc);
+	ck_assert_uint_eq(fl, n);
+	ck_assert(rc == BWP_OK ? env != NULL : env == NULL);
+	bwp_frame_free(env);
+	parse_both(frame, n, BWP_DEFAULT_MAX_FRAME);
+}
+END_TEST
+
+static size_t put_var(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+
+	for (; v > 0x7f; v >>= 7)
+		p[n++] = (uint8_t)(v | 0x80);
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
+/*
+ * A frame of an envelope with request_id 1 whose body holds, depth
+ * messages down, v as a varint: path[] are the field numbers from the
+ * envelope's body member inward, the last the varint's.
+ */
+static size_t varint_frame(const unsigned *path, size_t depth, uint64_t v,
+			   uint8_t *out)
+{
+	uint8_t in[64], wrap[64];
+	size_t n = put_var(in, path[depth - 1] << 3), m;
+
+	n += put_var(in + n, v);
+	for (size_t k = depth - 1; k-- > 0;) {
+		m = put_var(wrap, path[k] << 3 | 2);
+		m += put_var(wrap + m, n);
+		memcpy(wrap + m, in, n);
+		n += m;
+		memcpy(in, wrap, n);
+	}
+	wrap[0] = 0x08;
+	wrap[1] = 0x01;
+	memcpy(wrap + 2, in, n);
+	return frame_of(wrap, n + 2, out);
+}
+
+/*
+ * Every width of varint into a uint32 (a Hello's protocol_version, a
+ * HelloReply's limits.max_window two messages down) and an enum
+ * (Error.code): accepted, and read back whole, exactly when the field can
+ * hold it; into a bool (Ack.cumulative), always, true when nonzero.
+ * Every path agrees.
+ */
+START_TEST(test_varint_widths)
+{
+	static const unsigned version[] = { 2, 1 }, window[] = { 7, 5, 8 },
+			      code[] = { 6, 1 }, cumulative[] = { 12, 2 };
+	uint8_t frame[128];
+	Bitwheel__V1__Envelope *env;
+	size_t n, fl;
+	int ok[4] = { 0 }, refused[4] = { 0 };
+
+	for (int i = 0; i < 5000; i++) {
+		uint64_t v = rnd() % 4 == 0 ? (uint64_t)(int64_t)(int32_t)rnd()
+					    : rnd_u64();
+		bool fits[4] = {
+			v <= UINT32_MAX, v <= UINT32_MAX,
+			(int64_t)v >= INT32_MIN && (int64_t)v <= INT32_MAX, true,
+		};
+
+		for (int f = 0; f < 4; f++) {
+			int rc;
+
+			n = f == 0 ? varint_frame(version, 2, v, frame)
+			  : f == 1 ? varint_frame(window, 3, v, frame)
+			  : f == 2 ? varint_frame(code, 2, v, frame)
+				   : varint_frame(cumulative, 2, v, frame);
+			rc = bwp_frame_parse(frame, n, BWP_DEFAULT_MAX_FRAME, &env, &fl);
+			ck_assert_msg(rc == (fits[f] ? BWP_OK : BWP_ERANGE),
+				      "iteration %d, field %d, value %llu: %d", i, f,
+				      (unsigned long long)v, rc);
+			parse_both(frame, n, BWP_DEFAULT_MAX_FRAME);
+			if (rc != BWP_OK) {
+				refused[f]++;
+				continue;
+			}
+			ok[f]++;
+			switch (f) {
+			case 0:
+				ck_assert_uint_eq(env->hello->protocol_version, v);
+				break;
+			case 1:
+				ck_assert_uint_eq(env->hello_reply->limits->max_window, v);
+				break;
+			case 2:
+				ck_assert_int_eq((int32_t)env->error->code, (int64_t)v);
+				break;
+			default:
+				ck_assert_uint_eq(env->ack->cumulative, v != 0);
+			}
+			bwp_frame_free(env);
+		}
+	}
+	for (int f = 0; f < 4; f++)
+		ck_assert_msg(ok[f] > 0 && (refused[f] > 0) == (f < 3),
+			      "field %d: %d accepted, %d refused", f, ok[f], refused[f]);
 }
 END_TEST
 
@@ -2273,6 +2480,12 @@ static Suite *frame_suite(void)
 	tcase_add_test(tc, test_fast_parse_is_protobuf_c);
 	tcase_add_test(tc, test_fast_parse_mutations);
 	tcase_add_loop_test(tc, test_fast_parse_fallback, 0, N_ODD);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("ranges");
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, test_varint_ranges, 0, N_RANGED);
+	tcase_add_test(tc, test_varint_widths);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("helpers");

@@ -401,6 +401,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		case BWP_EDECODE:
 		case BWP_ENOBODY:
+		case BWP_ERANGE:
 			REQUIRE(hdr >= 1 && hdr <= max_frame);
 			REQUIRE(fl == BWP_HEADER_SIZE + hdr && fl <= left);
 			off += fl;
