@@ -137,6 +137,35 @@ void bwd_state_output(struct bwd_state *st, struct bwd_uid *u, int64_t n)
 	bwd_acct_charge(st, u, n);
 }
 
+/* What the uids other than u leave of max_memory. */
+static uint64_t left_by_others(const struct bwd_state *st, const struct bwd_uid *u)
+{
+	uint64_t max = st->opt->limits.max_memory;
+	uint64_t others = st->held - (u ? u->bytes : 0);
+
+	return others < max ? max - others : 0;
+}
+
+uint64_t bwd_acct_cap(const struct bwd_state *st, const struct bwd_uid *u,
+		      const struct bwd_budget *lim)
+{
+	uint64_t left = left_by_others(st, u);
+
+	if (!lim)
+		return left;
+	return lim->bytes < left / 2 ? lim->bytes : left / 2;
+}
+
+uint64_t bwd_state_share(const struct bwd_state *st, uid_t uid)
+{
+	return left_by_others(st, bwd_acct_find(st, uid)) / 2;
+}
+
+bool bwd_state_output_full(const struct bwd_state *st, const struct bwd_uid *u)
+{
+	return u->bytes >= bwd_acct_cap(st, u, u->lim);
+}
+
 uint64_t bwd_state_held(const struct bwd_state *st)
 {
 	return st->held;

@@ -66,6 +66,7 @@ struct bwd_limits {
 	uint32_t max_window;       /* largest consumer window                */
 	uint32_t max_deliveries;   /* a named session's default limit; 0: none */
 	uint64_t hello_timeout_ns; /* a connection's time to say Hello       */
+	uint64_t output_timeout_ns; /* ... and to read some of its output    */
 	/* Per-uid budgets (state.c), root exempt. */
 	uint32_t max_clients_per_uid;   /* connections, before Hello too    */
 	uint64_t max_sessions_per_uid;  /* named sessions                   */
@@ -603,6 +604,14 @@ struct bwd_uid *bwd_state_uid(struct bwd_state *st, uid_t uid);
 void bwd_state_output(struct bwd_state *st, struct bwd_uid *u, int64_t n);
 /* Every uid's bytes: what max_memory bounds. */
 uint64_t bwd_state_held(const struct bwd_state *st);
+/* A uid's share of max_memory: half of what the other uids leave of it
+ * (account.c).  A uid with budgets may hold at most its bytes budget and
+ * its share (NO_MEMORY past the share). */
+uint64_t bwd_state_share(const struct bwd_state *st, uid_t uid);
+/* Whether u holds all it may (its budget, its share, or the last of
+ * max_memory): then its connections take no more output while they have
+ * some unread (conn.c). */
+bool bwd_state_output_full(const struct bwd_state *st, const struct bwd_uid *u);
 /* 10^12 / period_ns: a periodic timer's share of the rate, in mHz. */
 uint64_t bwd_periodic_mhz(uint64_t period_ns);
 
