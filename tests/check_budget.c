@@ -20,10 +20,15 @@
  *                accepted at it exactly; a replace adds only its growth,
  *                a cancel makes room, a queued fire holds its payload,
  *                a periodic timer's fires past it are dropped, unread
- *                output counts
+ *                output counts, and stops at the budget
  *   memory       --max-memory: the same over every uid, root too, refused
  *                with NO_MEMORY; the daemon's RSS with a uid at its bytes
- *                budget stays under that budget plus a fixed slack
+ *                budget stays under that budget plus a fixed slack, with
+ *                that uid's consumers not reading too (their output
+ *                counts and stops at the budget); a uid's share, half of
+ *                what the others leave: four uids fill theirs and a fifth
+ *                is still served; --output-timeout cuts off consumers
+ *                that never read, and their fires all come to a reader
  *   file         --budgets: a uid's rule, a group's (for its members), the
  *                default for everyone else, root exempt unless a rule
  *                names it; HelloReply.limits shows the caller's own; a bad
@@ -605,12 +610,19 @@ static void bytes_client(const struct du_daemon *d)
 	du_send_buf(x, &b);
 	du_buf_free(&b);
 	t = du_now_ns() + (uint64_t)DU_WAIT_MS * DU_MS;
-	while ((st = stats(c, id++)).uid_bytes < before + BYTES_OUTPUT / 4 &&
-	       du_now_ns() < t)
+	while ((st = stats(c, id++)).uid_bytes < BYTES_BUDGET && du_now_ns() < t)
 		du_sleep_ms(10);
-	ck_assert_msg(st.uid_bytes >= before + BYTES_OUTPUT / 4,
+	ck_assert_msg(st.uid_bytes >= BYTES_BUDGET,
 		      "a connection not reading: uid_bytes %" PRIu64 ", timers alone %" PRIu64,
 		      st.uid_bytes, before);
+	/* ... up to the budget: then the connection takes no more output
+	 * (and reads no more requests) until its client reads, so it passes
+	 * the budget by one reply at most. */
+	du_sleep_ms(100);
+	st = stats(c, id++);
+	ck_assert_msg(st.uid_bytes <= BYTES_BUDGET + 1024,
+		      "a connection not reading took uid_bytes to %" PRIu64 ", past the budget of %u",
+		      st.uid_bytes, BYTES_BUDGET);
 	sched_bytes(c, id++, 2, BIG, HOUR, 0, false, EC(OVER_BUDGET), "max_bytes_per_uid");
 	du_conn_free(x);
 	AWAIT_STAT(c, id++, uid_bytes, before);
