@@ -52,7 +52,7 @@
 static const char *const names[ATK_N] = {
 	"none", "memory", "cpu", "stats", "frames", "expire", "silent", "squat", "logs",
 	"pipeline", "list", "redeliver", "churn", "reattach", "coalesce", "crashloop",
-	"poison", "burst",
+	"poison", "burst", "output",
 };
 
 const char *atk_name(enum atk_kind k)
@@ -78,6 +78,7 @@ int atk_expected_refusal(enum atk_kind k)
 	case ATK_REATTACH: return EC(TOO_MANY_TIMERS);
 	case ATK_COALESCE: return EC(TOO_MANY_TIMERS);
 	case ATK_BURST: return EC(TOO_MANY_TIMERS);
+	case ATK_OUTPUT: return EC(OVER_BUDGET);
 	default: return 0;
 	}
 }
@@ -2139,6 +2140,87 @@ static void crash_free(struct crash *x)
 	bwc_free(x->producer);
 }
 
+/* ---- output memory ------------------------------------------------------ */
+
+/* ATK_OUTPUT's named sessions (each holds --max-timers) and the
+ * consumers of each, which never read. */
+#define OUTPUT_SESSIONS 4
+#define OUTPUT_CONSUMERS 3
+/* Its Schedules in the active phase, one this often. */
+#define OUTPUT_EVERY_MS 100
+
+/*
+ * ATK_OUTPUT's build-up: OUTPUT_CONSUMERS consumers of each session, of
+ * the largest window, on raw sockets that never read; then each session
+ * filled in turn (by a producer closed after it) with payload fires due
+ * at one instant, until the uid's bytes budget refuses or the sessions
+ * are full; then, once the fires had time to go out, the uid's bytes.
+ */
+static void build_output(struct actx *a, struct conns *cs)
+{
+	struct fill_spec sp = { .absolute = true, .payload = true };
+	uint64_t budget = a->lim.max_timers_per_uid ? a->lim.max_timers_per_uid :
+			  a->lim.max_timers;
+	struct bwc_client *c;
+	struct bwc_stats st;
+	char name[32];
+
+	if (!a->have_lim) {
+		fmt_error(a->r->error, sizeof(a->r->error), "no limits from the daemon");
+		return;
+	}
+	for (unsigned s = 0; s < OUTPUT_SESSIONS; s++)
+		for (unsigned i = 0; i < OUTPUT_CONSUMERS; i++) {
+			int fd;
+
+			snprintf(name, sizeof(name), "out-%u", s);
+			fd = raw_open(a, consumer_hello(a, name, a->lim.max_window, 0, false,
+							false), name);
+			if (fd < 0 || !conns_add_raw(cs, fd)) {
+				if (fd >= 0)
+					close(fd);
+				return;
+			}
+		}
+	a->r->conns = cs->nraw;
+	sp.when_ns = load_now_ns() + (uint64_t)(a->o->slow ? a->o->slow : 1) *
+		     (DLV_LEAD_NS + budget * DLV_LEAD_PER_TIMER_NS);
+	for (unsigned s = 0; s < OUTPUT_SESSIONS && !a->r->refused[EC(OVER_BUDGET)] &&
+	     a->r->timers < a->o->max_timers; s++) {
+		snprintf(name, sizeof(name), "out-%u", s);
+		if (!(c = aconnect(a, name, BWC_ROLE_PRODUCER, -1)))
+			return;
+		a->r->sessions++;
+		fill(a, c, 0, a->o->max_timers - a->r->timers, &sp);
+		bwc_free(c);
+	}
+	/* The fires go out as far as the sockets and the budget let them. */
+	usleep((useconds_t)((sp.when_ns > load_now_ns() ? sp.when_ns - load_now_ns() : 0) / 1000 +
+			    (a->o->slow ? a->o->slow : 1) * 1000000u));
+	if (!(c = aconnect(a, NULL, BWC_ROLE_PRODUCER, -1)))
+		return;
+	if (bwc_stats(c, &st) == 0)
+		a->r->bytes = st.uid_bytes;
+	else
+		fmt_error(a->r->error, sizeof(a->r->error), "Stats: %s", bwc_errmsg(c));
+	if (!conns_add(cs, c))
+		bwc_free(c);
+}
+
+/* ATK_OUTPUT's attack: a Schedule now and then, refused while the unread
+ * output holds the rest of the uid's budget. */
+static void run_output(struct actx *a, struct conns *cs)
+{
+	struct fill_spec sp = { .when_ns = HOUR, .payload = true };
+	uint64_t key = 1u << 30;
+
+	if (!cs->n)
+		return;
+	do
+		fill(a, cs->c[cs->n - 1], key++, 1, &sp);
+	while (!stopping(a, OUTPUT_EVERY_MS));
+}
+
 /* Tell the caller we are at our budgets (once); false if it is gone. */
 static bool ready(struct actx *a)
 {
@@ -2224,6 +2306,9 @@ static void attack_run(enum atk_kind k, struct actx *a)
 		if (!build_crash(a, &x))
 			goto out;
 		break;
+	case ATK_OUTPUT:
+		build_output(a, &cs);
+		break;
 	default:
 		break;
 	}
@@ -2281,6 +2366,9 @@ static void attack_run(enum atk_kind k, struct actx *a)
 		break;
 	case ATK_BURST:
 		run_burst(a, &cs, took);
+		break;
+	case ATK_OUTPUT:
+		run_output(a, &cs);
 		break;
 	default:
 		stopping(a, -1);

@@ -110,6 +110,12 @@ enum atk_kind {
 			 on it too), the fires read; again as soon as all
 			 came: the slots around the instant full, the rest
 			 in the attacker's overflow store                    */
+	ATK_OUTPUT,   /* output memory: consumers on raw sockets that never
+			 read, of named sessions filled to the uid's bytes
+			 budget with fires due at one instant, so that their
+			 unread output would take the uid past its budget;
+			 then a Schedule every 100 ms (OVER_BUDGET: the
+			 output counts)                                      */
 	ATK_N
 };
 
@@ -211,6 +217,8 @@ struct atk_attack_result {
 					its consumers')                    */
 	double ready_s;              /* building up took                   */
 	struct atk_crash crash;      /* ATK_POISON, ATK_CRASHLOOP          */
+	uint64_t bytes;              /* ATK_OUTPUT: its uid's bytes
+					(Stats.uid_bytes) when ready        */
 	char error[200];             /* an unexpected failure              */
 };
 

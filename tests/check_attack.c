@@ -19,7 +19,10 @@
  *                  second, every ordinary fire of its session came and
  *                  was acknowledged (none stuck), and the poison fire
  *                  reached the dead-letter session after exactly the
- *                  session's max_deliveries (MAX_DELIVERIES) hand-outs
+ *                  session's max_deliveries (MAX_DELIVERIES) hand-outs;
+ *                  under the output attack, its consumers not reading,
+ *                  its uid's bytes (output counted) passed its budget
+ *                  by a frame per connection at most
  *   the victim     its Hello and every Schedule accepted; every timer
  *                  fired once, none early, none lost, none of anyone
  *                  else's; p99 lateness at receipt under LATE_P99_MS
@@ -66,6 +69,9 @@
 #define PAYLOAD 1024
 /* The delivery attacks' consumer window: two per session of 1,000. */
 #define WINDOW 500
+/* The output attack's bytes budget, under what its timer budget holds. */
+#define OUTPUT_BYTES "4M"
+#define OUTPUT_BYTES_N (4u << 20)
 /* The poison attack's delivery limit: its fire goes round to it in about
  * half a second (10 restarts a second), three times in the victim's run. */
 #define MAX_DELIVERIES 5
@@ -112,6 +118,15 @@ static void start_daemon(struct du_daemon *d, enum atk_kind k)
 	/* ATK_EXPIRE's sessions expire while the victim runs; the others'
 	 * stay for the whole test. */
 	argv[n++] = k == ATK_EXPIRE ? "200ms" : "1m";
+	if (k == ATK_OUTPUT) {
+		/* The bytes bind before the timers, and each connection may
+		 * buffer half of the default output bound: 7.5 MiB over its
+		 * consumers, were their output not held to the budget. */
+		argv[n++] = "--max-bytes-per-uid";
+		argv[n++] = OUTPUT_BYTES;
+		argv[n++] = "--max-output";
+		argv[n++] = "1M";
+	}
 	argv[n] = NULL;
 	ck_assert(chmod(d->dir, 0755) == 0);
 	du_daemon_startv(d, argv);
@@ -260,6 +275,18 @@ START_TEST(test_attack)
 				      "session (%" PRIu64 " received)", c->poisoned);
 			ck_assert_uint_eq(c->dead_deliveries, MAX_DELIVERIES);
 		}
+	}
+
+	if (k == ATK_OUTPUT) {
+		/* Its unread output counted and held to its budget: past it
+		 * by a frame per connection at most. */
+		du_note("attack %-9s uid bytes %" PRIu64 " with %" PRIu64
+			" consumers not reading, budget %u", atk_name(k), ar.bytes, ar.conns,
+			OUTPUT_BYTES_N);
+		ck_assert_msg(ar.bytes > 0 && ar.bytes <= OUTPUT_BYTES_N + ar.conns * (PAYLOAD + 512),
+			      "attack %s: the uid's bytes %" PRIu64 " with %" PRIu64
+			      " consumers not reading, over its budget of %u by more than a frame each",
+			      atk_name(k), ar.bytes, ar.conns, OUTPUT_BYTES_N);
 	}
 
 	/* The daemon: serving, its memory within the budgets, its log bounded. */
