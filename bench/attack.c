@@ -2197,7 +2197,7 @@ static void build_output(struct actx *a, struct conns *cs)
 	/* The fires go out as far as the sockets and the budget let them. */
 	usleep((useconds_t)((sp.when_ns > load_now_ns() ? sp.when_ns - load_now_ns() : 0) / 1000 +
 			    (a->o->slow ? a->o->slow : 1) * 1000000u));
-	if (!(c = aconnect(a, NULL, BWC_ROLE_PRODUCER, -1)))
+	if (!(c = aconnect(a, NULL, BWC_ROLE_DEFAULT, -1)))
 		return;
 	if (bwc_stats(c, &st) == 0)
 		a->r->bytes = st.uid_bytes;

@@ -125,7 +125,7 @@ static void start_daemon(struct du_daemon *d, enum atk_kind k)
 		argv[n++] = "--max-bytes-per-uid";
 		argv[n++] = OUTPUT_BYTES;
 		argv[n++] = "--max-output";
-		argv[n++] = "1M";
+		argv[n++] = "1048576";
 	}
 	argv[n] = NULL;
 	ck_assert(chmod(d->dir, 0755) == 0);
