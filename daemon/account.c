@@ -16,8 +16,20 @@
  * a new named session in bwd_session_attach, bwd_timer_schedule) against
  * the *_per_uid limits, sparing uid 0, and the held bytes against
  * max_memory, sparing nobody; a periodic fire that would take its owner
- * past its bytes, or the daemon past max_memory, is dropped like one past
- * max_queued.  Recovery counts through the same paths and never checks,
+ * past what it may hold (bwd_acct_cap) is dropped like one past
+ * max_queued.
+ * Shares of max_memory: a uid with budgets may hold at most half of what
+ * the other uids leave of it (NO_MEMORY past that), a uid without (an
+ * exempt root) all they leave; so bwd_acct_cap is the least of its bytes
+ * budget, that share and max_memory itself.  Whoever comes finds at
+ * least half of what is left: uids that fill theirs in turn, at budgets
+ * of a quarter, stop at 1/4, 1/4, 1/4, 1/8 (7/8 in all, whatever the
+ * order), k growing together at 1/(k + 1) each, and no reserve per uid
+ * is needed.  One that is over its share because others grew keeps what
+ * it has.  Output is held to the same cap, not refused: a connection of
+ * a uid at it (bwd_state_output_full) takes no more while it has output
+ * unread (conn.c), so a uid passes it by at most a reply and a fire per
+ * connection.  Each of these is O(1): the state's total and the uid's.  Recovery counts through the same paths and never checks,
  * so a uid whose journal holds more than lowered budgets admit is simply
  * over them until it shrinks.  Each check is one map lookup.  The same
  * entry keeps the uid's share of every Stats figure (COUNT beside each

@@ -28,7 +28,18 @@
  *   - a frame that would push it past the bound means the client is not
  *     reading at all: it is disconnected, and its member's fires in flight
  *     go back to the session's queue.  The options keep the bound at least
- *     twice the largest fire, so a fire never does this.
+ *     twice the largest fire, so a fire never does this;
+ *   - while its uid holds all it may (its bytes budget or its share of
+ *     max_memory: bwd_state_output_full) and it has output unread, the
+ *     same pause (at_cap), until the client has read all of it: a uid
+ *     whose clients do not read passes its bytes by at most a reply and a
+ *     fire per connection, each added while it was under them;
+ *   - output the socket did not take arms the output timeout (stall):
+ *     when it has waited output_timeout_ns since then, or since the
+ *     client last read some (moved_ns, kept only while armed), the
+ *     connection is disconnected like one past the bound.  One timer per
+ *     connection, armed at most once per timeout: nothing on the path of
+ *     a write the socket takes whole.
  *
  * Work per turn of the loop is bounded, so that clients pipelining
  * requests as fast as they can (hundreds of connections, each with its
@@ -77,8 +88,9 @@
  * not made to (sink).
  *
  * Unread output is counted as it changes (count_output): the daemon's
- * total for Stats, and the uid's bytes budget (state.c), so that a uid
- * whose clients do not read has that much less room for timers.
+ * total for Stats, and the uid's bytes (account.c), so that a uid whose
+ * clients do not read has that much less room for timers, and no more
+ * memory than its budget (at_cap above).
  *
  * A dead connection leaves its session at once (its fires in flight go
  * back to the queue for the others) and is freed by a deferred event at
