@@ -569,7 +569,8 @@ bool bwd_state_reap(struct bwd_state *st);
  * output of its connections (bwd_state_output).  Each is checked at
  * admission against opt->limits' *_per_uid; uid 0 is counted but never
  * refused; recovery counts and never refuses.  The sum of every uid's
- * bytes is checked against max_memory, for uid 0 too.
+ * bytes is checked against max_memory, for uid 0 too, and a uid with
+ * budgets against its share of it (bwd_state_share).
  */
 struct bwd_lane_usage {
 	uint64_t pending, inserted, fired, cancelled, lost;
@@ -733,8 +734,8 @@ struct bwd_schedule {
  * max_timers_per_uid; OVER_BUDGET: the owner's periodic rate would pass
  * max_periodic_mhz_per_uid, or its bytes max_bytes_per_uid (rate checked
  * first), or (a named session) its journal bytes are at
- * max_journal_per_uid; NO_MEMORY: every uid's bytes would pass max_memory, or an
- * allocation failed.  The per-uid budgets spare a caller or owner uid 0;
+ * max_journal_per_uid; NO_MEMORY: every uid's bytes would pass max_memory, or the
+ * owner's its share of it (bwd_state_share), or an allocation failed.  The per-uid budgets spare a caller or owner uid 0;
  * max_memory spares nobody.  A replace is charged what it adds.
  */
 int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
