@@ -2142,16 +2142,16 @@ static void crash_free(struct crash *x)
 
 /* ---- output memory ------------------------------------------------------ */
 
-/* ATK_OUTPUT's named sessions (each holds --max-timers) and the
- * consumers of each, which never read. */
+/* ATK_OUTPUT's named sessions (each holds --max-timers); their consumers,
+ * which never read, take all of the uid's connections but two (a
+ * producer, then Stats), at least one a session. */
 #define OUTPUT_SESSIONS 4
-#define OUTPUT_CONSUMERS 3
 /* Its Schedules in the active phase, one this often. */
 #define OUTPUT_EVERY_MS 100
 
 /*
- * ATK_OUTPUT's build-up: OUTPUT_CONSUMERS consumers of each session, of
- * the largest window, on raw sockets that never read; then each session
+ * ATK_OUTPUT's build-up: consumers of the sessions in turn, of the
+ * largest window, on raw sockets that never read; then each session
  * filled in turn (by a producer closed after it) with payload fires due
  * at one instant, until the uid's bytes budget refuses or the sessions
  * are full; then, once the fires had time to go out, the uid's bytes.
@@ -2164,24 +2164,26 @@ static void build_output(struct actx *a, struct conns *cs)
 	struct bwc_client *c;
 	struct bwc_stats st;
 	char name[32];
+	uint64_t n;
 
 	if (!a->have_lim) {
 		fmt_error(a->r->error, sizeof(a->r->error), "no limits from the daemon");
 		return;
 	}
-	for (unsigned s = 0; s < OUTPUT_SESSIONS; s++)
-		for (unsigned i = 0; i < OUTPUT_CONSUMERS; i++) {
-			int fd;
+	n = a->lim.max_clients_per_uid > OUTPUT_SESSIONS + 2 ?
+	    a->lim.max_clients_per_uid - 2 : OUTPUT_SESSIONS;
+	for (uint64_t i = 0; i < n && i < a->o->max_conns; i++) {
+		int fd;
 
-			snprintf(name, sizeof(name), "out-%u", s);
-			fd = raw_open(a, consumer_hello(a, name, a->lim.max_window, 0, false,
-							false), name);
-			if (fd < 0 || !conns_add_raw(cs, fd)) {
-				if (fd >= 0)
-					close(fd);
-				return;
-			}
+		snprintf(name, sizeof(name), "out-%u", (unsigned)(i % OUTPUT_SESSIONS));
+		fd = raw_open(a, consumer_hello(a, name, a->lim.max_window, 0, false, false),
+			      name);
+		if (fd < 0 || !conns_add_raw(cs, fd)) {
+			if (fd >= 0)
+				close(fd);
+			return;
 		}
+	}
 	a->r->conns = cs->nraw;
 	sp.when_ns = load_now_ns() + (uint64_t)(a->o->slow ? a->o->slow : 1) *
 		     (DLV_LEAD_NS + budget * DLV_LEAD_PER_TIMER_NS);

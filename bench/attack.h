@@ -110,12 +110,12 @@ enum atk_kind {
 			 on it too), the fires read; again as soon as all
 			 came: the slots around the instant full, the rest
 			 in the attacker's overflow store                    */
-	ATK_OUTPUT,   /* output memory: consumers on raw sockets that never
-			 read, of named sessions filled to the uid's bytes
-			 budget with fires due at one instant, so that their
-			 unread output would take the uid past its budget;
-			 then a Schedule every 100 ms (OVER_BUDGET: the
-			 output counts)                                      */
+	ATK_OUTPUT,   /* output memory: the connection budget's worth of
+			 consumers on raw sockets that never read, of named
+			 sessions filled to the uid's bytes budget with fires
+			 due at one instant, so that their unread output would
+			 take the uid past its budget; then a Schedule every
+			 100 ms (OVER_BUDGET: the output counts)             */
 	ATK_N
 };
 

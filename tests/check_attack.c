@@ -119,9 +119,9 @@ static void start_daemon(struct du_daemon *d, enum atk_kind k)
 	 * stay for the whole test. */
 	argv[n++] = k == ATK_EXPIRE ? "200ms" : "1m";
 	if (k == ATK_OUTPUT) {
-		/* The bytes bind before the timers, and each connection may
-		 * buffer half of the default output bound: 7.5 MiB over its
-		 * consumers, were their output not held to the budget. */
+		/* The bytes bind before the timers, and each of its 14
+		 * consumers may buffer half of the default output bound,
+		 * were their output not held to the budget. */
 		argv[n++] = "--max-bytes-per-uid";
 		argv[n++] = OUTPUT_BYTES;
 		argv[n++] = "--max-output";
