@@ -22,7 +22,10 @@
  *                  session's max_deliveries (MAX_DELIVERIES) hand-outs;
  *                  under the output attack, its consumers not reading,
  *                  its uid's bytes (output counted) passed its budget
- *                  by a frame per connection at most
+ *                  by a frame per connection at most; under the share
+ *                  attack (three more uids, 65532 to 65530, at their
+ *                  bytes budgets first), it got its share of
+ *                  --max-memory, half of what they left, no more
  *   the victim     its Hello and every Schedule accepted; every timer
  *                  fired once, none early, none lost, none of anyone
  *                  else's; p99 lateness at receipt under LATE_P99_MS
@@ -72,6 +75,9 @@
 /* The output attack's bytes budget, under what its timer budget holds. */
 #define OUTPUT_BYTES "4M"
 #define OUTPUT_BYTES_N (4u << 20)
+/* The share attack's --max-memory: the attacker, fourth, gets an eighth. */
+#define SHARE_MEMORY "16M"
+#define SHARE_MEMORY_N (16u << 20)
 /* The poison attack's delivery limit: its fire goes round to it in about
  * half a second (10 restarts a second), three times in the victim's run. */
 #define MAX_DELIVERIES 5
@@ -126,6 +132,12 @@ static void start_daemon(struct du_daemon *d, enum atk_kind k)
 		argv[n++] = OUTPUT_BYTES;
 		argv[n++] = "--max-output";
 		argv[n++] = "1048576";
+	}
+	if (k == ATK_SHARE) {
+		/* Four uids at their bytes budget, a quarter each, would
+		 * take all of it, were it not shared out. */
+		argv[n++] = "--max-memory";
+		argv[n++] = SHARE_MEMORY;
 	}
 	argv[n] = NULL;
 	ck_assert(chmod(d->dir, 0755) == 0);
@@ -287,6 +299,16 @@ START_TEST(test_attack)
 			      "attack %s: the uid's bytes %" PRIu64 " with %" PRIu64
 			      " consumers not reading, over its budget of %u by more than a frame each",
 			      atk_name(k), ar.bytes, ar.conns, OUTPUT_BYTES_N);
+	}
+
+	if (k == ATK_SHARE) {
+		/* Its share: half of what the three before it left. */
+		du_note("attack %-9s uid bytes %" PRIu64 ", max_memory %u", atk_name(k), ar.bytes,
+			SHARE_MEMORY_N);
+		ck_assert_msg(ar.timers > 0 && ar.bytes <= SHARE_MEMORY_N / 8 + PAYLOAD + 256,
+			      "attack %s: the fourth uid holds %" PRIu64 " bytes (%" PRIu64
+			      " timers), past its share, an eighth of %u", atk_name(k), ar.bytes,
+			      ar.timers, SHARE_MEMORY_N);
 	}
 
 	/* The daemon: serving, its memory within the budgets, its log bounded. */
