@@ -368,6 +368,7 @@ struct bwd_conn *bwd_conn_next(const struct bwd_conn *c)
 	return c->next;
 }
 
+/* Arm the timer ev to go off ns from now. */
 static void arm(struct event *ev, uint64_t ns)
 {
 	struct timeval tv = {
