@@ -29,7 +29,7 @@
  * it has.  Output is held to the same cap, not refused: a connection of
  * a uid at it (bwd_state_output_full) takes no more while it has output
  * unread (conn.c), so a uid passes it by at most a reply and a fire per
- * connection.  Each of these is O(1): the state's total and the uid's.  Recovery counts through the same paths and never checks,
+ * connection.  Recovery counts through the same paths and never checks,
  * so a uid whose journal holds more than lowered budgets admit is simply
  * over them until it shrinks.  Each check is one map lookup.  The same
  * entry keeps the uid's share of every Stats figure (COUNT beside each
