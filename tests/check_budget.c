@@ -988,6 +988,15 @@ START_TEST(test_output_timeout)
 		ck_assert_uint_eq(st.consumers, STALL_READERS);
 	AWAIT_STAT(p, id++, consumers, 0);
 	ck_assert_uint_eq(stats(p, id++).in_flight, 0);
+	if (geteuid() == 0) {
+		/* Root's Stats: counted as slow consumers. */
+		du_env *e = du_fresh_stats(d);
+
+		ck_assert_ptr_nonnull(e->stats_reply->metrics);
+		ck_assert_uint_eq(e->stats_reply->metrics->slow_consumer_disconnects,
+				  STALL_READERS);
+		bwp_frame_free(e);
+	}
 	r = du_open(d, "stall");
 	while (got < STALL_FIRES) {
 		du_env *e = du_expect_fire(r, DU_WAIT_MS, NULL);
