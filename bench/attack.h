@@ -115,7 +115,9 @@ enum atk_kind {
 			 sessions filled to the uid's bytes budget with fires
 			 due at one instant, so that their unread output would
 			 take the uid past its budget; then a Schedule every
-			 100 ms (OVER_BUDGET: the output counts)             */
+			 100 ms (TOO_MANY_TIMERS at the default budgets, where
+			 the timers' count binds first; OVER_BUDGET where the
+			 bytes do, the output counted)                       */
 	ATK_SHARE,    /* four uids against a fifth: three other uids
 			 (ATK_SHARE_UID) in turn, then the attacker's, fill
 			 detached sessions with payload timers due in an hour

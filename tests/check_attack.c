@@ -295,6 +295,8 @@ START_TEST(test_attack)
 		du_note("attack %-9s uid bytes %" PRIu64 " with %" PRIu64
 			" consumers not reading, budget %u", atk_name(k), ar.bytes, ar.conns,
 			OUTPUT_BYTES_N);
+		ck_assert_msg(ar.refused[EC(OVER_BUDGET)] > 0, "attack %s: never refused OVER_BUDGET",
+			      atk_name(k));
 		ck_assert_msg(ar.bytes > 0 && ar.bytes <= OUTPUT_BYTES_N + ar.conns * (PAYLOAD + 512),
 			      "attack %s: the uid's bytes %" PRIu64 " with %" PRIu64
 			      " consumers not reading, over its budget of %u by more than a frame each",
