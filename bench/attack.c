@@ -52,7 +52,7 @@
 static const char *const names[ATK_N] = {
 	"none", "memory", "cpu", "stats", "frames", "expire", "silent", "squat", "logs",
 	"pipeline", "list", "redeliver", "churn", "reattach", "coalesce", "crashloop",
-	"poison", "burst",
+	"poison", "burst", "output", "share",
 };
 
 const char *atk_name(enum atk_kind k)
@@ -78,6 +78,8 @@ int atk_expected_refusal(enum atk_kind k)
 	case ATK_REATTACH: return EC(TOO_MANY_TIMERS);
 	case ATK_COALESCE: return EC(TOO_MANY_TIMERS);
 	case ATK_BURST: return EC(TOO_MANY_TIMERS);
+	case ATK_OUTPUT: return EC(TOO_MANY_TIMERS);
+	case ATK_SHARE: return EC(NO_MEMORY);
 	default: return 0;
 	}
 }
@@ -2139,6 +2141,164 @@ static void crash_free(struct crash *x)
 	bwc_free(x->producer);
 }
 
+/* ---- output memory, shares ---------------------------------------------- */
+
+/* The uid's bytes (Stats.uid_bytes) into a->r->bytes, on an anonymous
+ * connection kept in cs for run_scheduling. */
+static void own_bytes(struct actx *a, struct conns *cs)
+{
+	struct bwc_client *c = aconnect(a, NULL, BWC_ROLE_DEFAULT, -1);
+	struct bwc_stats st;
+
+	if (!c)
+		return;
+	if (bwc_stats(c, &st) == 0)
+		a->r->bytes = st.uid_bytes;
+	else
+		fmt_error(a->r->error, sizeof(a->r->error), "Stats: %s", bwc_errmsg(c));
+	if (!conns_add(cs, c))
+		bwc_free(c);
+}
+
+/* ATK_OUTPUT's named sessions (each holds --max-timers); their consumers,
+ * which never read, take all of the uid's connections but two (a
+ * producer, then Stats), at least one a session. */
+#define OUTPUT_SESSIONS 4
+/* Its fires come due this long after the build-up starts, and that much
+ * more per timer of the uid's budget: after the filling (some 5 s for
+ * the default budget's 226,719 on a loaded 2-core machine), so that the
+ * output comes on top of a full budget. */
+#define OUTPUT_LEAD_PER_TIMER_NS 40000u
+/* Its Schedules in the active phase, one this often. */
+#define OUTPUT_EVERY_MS 100
+
+/*
+ * ATK_OUTPUT's build-up: consumers of the sessions in turn, of the
+ * largest window, on raw sockets that never read; then each session
+ * filled in turn (by a producer closed after it) with payload fires due
+ * at one instant, until the uid's bytes budget refuses or the sessions
+ * are full; then, once the fires had time to go out, the uid's bytes.
+ */
+static void build_output(struct actx *a, struct conns *cs)
+{
+	struct fill_spec sp = { .absolute = true, .payload = true };
+	uint64_t budget = a->lim.max_timers_per_uid ? a->lim.max_timers_per_uid :
+			  a->lim.max_timers;
+	struct bwc_client *c;
+	char name[32];
+	uint64_t n;
+
+	if (!a->have_lim) {
+		fmt_error(a->r->error, sizeof(a->r->error), "no limits from the daemon");
+		return;
+	}
+	n = a->lim.max_clients_per_uid > OUTPUT_SESSIONS + 2 ?
+	    a->lim.max_clients_per_uid - 2 : OUTPUT_SESSIONS;
+	for (uint64_t i = 0; i < n && i < a->o->max_conns; i++) {
+		int fd;
+
+		snprintf(name, sizeof(name), "out-%u", (unsigned)(i % OUTPUT_SESSIONS));
+		fd = raw_open(a, consumer_hello(a, name, a->lim.max_window, 0, false, false),
+			      name);
+		if (fd < 0 || !conns_add_raw(cs, fd)) {
+			if (fd >= 0)
+				close(fd);
+			return;
+		}
+	}
+	a->r->conns = cs->nraw;
+	sp.when_ns = load_now_ns() + (uint64_t)(a->o->slow ? a->o->slow : 1) *
+		     (DLV_LEAD_NS + budget * OUTPUT_LEAD_PER_TIMER_NS);
+	for (unsigned s = 0; s < OUTPUT_SESSIONS && !a->r->refused[EC(OVER_BUDGET)] &&
+	     a->r->timers < a->o->max_timers; s++) {
+		snprintf(name, sizeof(name), "out-%u", s);
+		if (!(c = aconnect(a, name, BWC_ROLE_PRODUCER, -1)))
+			return;
+		a->r->sessions++;
+		fill(a, c, 0, a->o->max_timers - a->r->timers, &sp);
+		bwc_free(c);
+	}
+	/* The fires go out as far as the sockets and the budget let them. */
+	usleep((useconds_t)((sp.when_ns > load_now_ns() ? sp.when_ns - load_now_ns() : 0) / 1000 +
+			    (a->o->slow ? a->o->slow : 1) * 1000000u));
+	own_bytes(a, cs);
+}
+
+/* ATK_SHARE: the other uids', each filling what it may before the
+ * attacker does (ATK_SHARE_UID(i)). */
+#define SHARE_HELPERS 3
+
+/* What build_memory left of a uid's room, filled with timers without a
+ * payload in its last session, so that the uid leaves less than one of
+ * them (some 160 bytes). */
+static void squeeze(struct actx *a)
+{
+	struct bwc_client *c;
+	char name[32];
+
+	if (!a->r->sessions)
+		return;
+	snprintf(name, sizeof(name), "mem-%u", (unsigned)(a->r->sessions - 1));
+	if (!(c = aconnect(a, name, BWC_ROLE_PRODUCER, -1)))
+		return;
+	fill(a, c, 1u << 30, a->o->max_timers, &in_an_hour);
+	bwc_free(c);
+}
+
+/*
+ * ATK_SHARE's build-up: SHARE_HELPERS other uids in turn, each in a child
+ * of its own, fill sessions with payload timers due in an hour
+ * (build_memory), squeeze, and leave them detached; then the attacker
+ * does, as its own uid, until refused, and reads its bytes.
+ */
+static void build_share(struct actx *a, struct conns *cs)
+{
+	for (unsigned i = 0; i < SHARE_HELPERS; i++) {
+		uid_t uid = ATK_SHARE_UID(a->o->uid, i);
+		pid_t pid;
+		int st;
+
+		fflush(NULL);
+		pid = fork();
+		if (pid < 0) {
+			fmt_error(a->r->error, sizeof(a->r->error), "fork: %s", strerror(errno));
+			return;
+		}
+		if (pid == 0) {
+			become(uid);
+			build_memory(a);
+			squeeze(a);
+			if (a->r->error[0])
+				fprintf(stderr, "attack share: uid %ld: %s\n", (long)uid, a->r->error);
+			_exit(a->r->error[0] || !a->r->timers ? 1 : 0);
+		}
+		if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			fmt_error(a->r->error, sizeof(a->r->error),
+				  "the share attack's uid %ld failed to fill its own", (long)uid);
+			return;
+		}
+	}
+	become(a->o->uid);
+	build_memory(a);
+	squeeze(a);
+	own_bytes(a, cs);
+}
+
+/* ATK_OUTPUT's and ATK_SHARE's attack: a Schedule now and then, refused
+ * while the uid holds all it may (its timers, or its bytes with the
+ * output counted; its share). */
+static void run_scheduling(struct actx *a, struct conns *cs)
+{
+	struct fill_spec sp = { .when_ns = HOUR, .payload = true };
+	uint64_t key = 1u << 30;
+
+	if (!cs->n)
+		return;
+	do
+		fill(a, cs->c[cs->n - 1], key++, 1, &sp);
+	while (!stopping(a, OUTPUT_EVERY_MS));
+}
+
 /* Tell the caller we are at our budgets (once); false if it is gone. */
 static bool ready(struct actx *a)
 {
@@ -2224,6 +2384,12 @@ static void attack_run(enum atk_kind k, struct actx *a)
 		if (!build_crash(a, &x))
 			goto out;
 		break;
+	case ATK_OUTPUT:
+		build_output(a, &cs);
+		break;
+	case ATK_SHARE:
+		build_share(a, &cs);
+		break;
 	default:
 		break;
 	}
@@ -2282,6 +2448,10 @@ static void attack_run(enum atk_kind k, struct actx *a)
 	case ATK_BURST:
 		run_burst(a, &cs, took);
 		break;
+	case ATK_OUTPUT:
+	case ATK_SHARE:
+		run_scheduling(a, &cs);
+		break;
 	default:
 		stopping(a, -1);
 		break;
@@ -2301,7 +2471,8 @@ int atk_attack_start(enum atk_kind k, const struct atk_attack_opts *opts,
 {
 	struct pollfd p;
 	char one;
-	int rc = fork_child(opts->uid, 0, 0, out);
+	/* The share attack's child drops to its uids itself. */
+	int rc = fork_child(k == ATK_SHARE ? 0 : opts->uid, 0, 0, out);
 
 	if (rc != 0) {
 		snprintf(err, errlen, "fork: %s", strerror(-rc));

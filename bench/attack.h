@@ -110,8 +110,26 @@ enum atk_kind {
 			 on it too), the fires read; again as soon as all
 			 came: the slots around the instant full, the rest
 			 in the attacker's overflow store                    */
+	ATK_OUTPUT,   /* output memory: the connection budget's worth of
+			 consumers on raw sockets that never read, of named
+			 sessions filled to the uid's bytes budget with fires
+			 due at one instant, so that their unread output would
+			 take the uid past its budget; then a Schedule every
+			 100 ms (TOO_MANY_TIMERS at the default budgets, where
+			 the timers' count binds first; OVER_BUDGET where the
+			 bytes do, the output counted)                       */
+	ATK_SHARE,    /* four uids against a fifth: three other uids
+			 (ATK_SHARE_UID) in turn, then the attacker's, fill
+			 detached sessions with payload timers due in an hour
+			 as ATK_MEMORY does, until refused; then a Schedule
+			 every 100 ms (NO_MEMORY: the attacker's share of
+			 --max-memory, half of what the others leave)        */
 	ATK_N
 };
+
+/* ATK_SHARE's i-th other uid (0 to 2) beside the attacker's: clear of
+ * ATK_VICTIM. */
+#define ATK_SHARE_UID(attacker, i) ((uid_t)((attacker) - 2 - (i)))
 
 /* "none", "memory", ...; NULL past the end. */
 const char *atk_name(enum atk_kind k);
@@ -211,6 +229,8 @@ struct atk_attack_result {
 					its consumers')                    */
 	double ready_s;              /* building up took                   */
 	struct atk_crash crash;      /* ATK_POISON, ATK_CRASHLOOP          */
+	uint64_t bytes;              /* ATK_OUTPUT, ATK_SHARE: its uid's
+					bytes (Stats.uid_bytes) when ready  */
 	char error[200];             /* an unexpected failure              */
 };
 

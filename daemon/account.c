@@ -16,8 +16,20 @@
  * a new named session in bwd_session_attach, bwd_timer_schedule) against
  * the *_per_uid limits, sparing uid 0, and the held bytes against
  * max_memory, sparing nobody; a periodic fire that would take its owner
- * past its bytes, or the daemon past max_memory, is dropped like one past
- * max_queued.  Recovery counts through the same paths and never checks,
+ * past what it may hold (bwd_acct_cap) is dropped like one past
+ * max_queued.
+ * Shares of max_memory: a uid with budgets may hold at most half of what
+ * the other uids leave of it (NO_MEMORY past that), a uid without (an
+ * exempt root) all they leave; so bwd_acct_cap is the least of its bytes
+ * budget, that share and max_memory itself.  Whoever comes finds at
+ * least half of what is left: uids that fill theirs in turn, at budgets
+ * of a quarter, stop at 1/4, 1/4, 1/4, 1/8 (7/8 in all, whatever the
+ * order), k growing together at 1/(k + 1) each, and no reserve per uid
+ * is needed.  One that is over its share because others grew keeps what
+ * it has.  Output is held to the same cap, not refused: a connection of
+ * a uid at it (bwd_state_output_full) takes no more while it has output
+ * unread (conn.c), so a uid passes it by at most a reply and a fire per
+ * connection.  Recovery counts through the same paths and never checks,
  * so a uid whose journal holds more than lowered budgets admit is simply
  * over them until it shrinks.  Each check is one map lookup.  The same
  * entry keeps the uid's share of every Stats figure (COUNT beside each
@@ -135,6 +147,35 @@ struct bwd_uid *bwd_state_uid(struct bwd_state *st, uid_t uid)
 void bwd_state_output(struct bwd_state *st, struct bwd_uid *u, int64_t n)
 {
 	bwd_acct_charge(st, u, n);
+}
+
+/* What the uids other than u leave of max_memory. */
+static uint64_t left_by_others(const struct bwd_state *st, const struct bwd_uid *u)
+{
+	uint64_t max = st->opt->limits.max_memory;
+	uint64_t others = st->held - (u ? u->bytes : 0);
+
+	return others < max ? max - others : 0;
+}
+
+uint64_t bwd_acct_cap(const struct bwd_state *st, const struct bwd_uid *u,
+		      const struct bwd_budget *lim)
+{
+	uint64_t left = left_by_others(st, u);
+
+	if (!lim)
+		return left;
+	return lim->bytes < left / 2 ? lim->bytes : left / 2;
+}
+
+uint64_t bwd_state_share(const struct bwd_state *st, uid_t uid)
+{
+	return left_by_others(st, bwd_acct_find(st, uid)) / 2;
+}
+
+bool bwd_state_output_full(const struct bwd_state *st, const struct bwd_uid *u)
+{
+	return u->bytes >= bwd_acct_cap(st, u, u->lim);
 }
 
 uint64_t bwd_state_held(const struct bwd_state *st)

@@ -28,7 +28,18 @@
  *   - a frame that would push it past the bound means the client is not
  *     reading at all: it is disconnected, and its member's fires in flight
  *     go back to the session's queue.  The options keep the bound at least
- *     twice the largest fire, so a fire never does this.
+ *     twice the largest fire, so a fire never does this;
+ *   - while its uid holds all it may (its bytes budget or its share of
+ *     max_memory: bwd_state_output_full) and it has output unread, the
+ *     same pause (at_cap), until the client has read all of it: a uid
+ *     whose clients do not read passes its bytes by at most a reply and a
+ *     fire per connection, each added while it was under them;
+ *   - output the socket did not take arms the output timeout (stall):
+ *     when it has waited output_timeout_ns since then, or since the
+ *     client last read some (moved_ns, kept only while armed), the
+ *     connection is disconnected like one past the bound.  One timer per
+ *     connection, armed at most once per timeout: nothing on the path of
+ *     a write the socket takes whole.
  *
  * Work per turn of the loop is bounded, so that clients pipelining
  * requests as fast as they can (hundreds of connections, each with its
@@ -77,8 +88,9 @@
  * not made to (sink).
  *
  * Unread output is counted as it changes (count_output): the daemon's
- * total for Stats, and the uid's bytes budget (state.c), so that a uid
- * whose clients do not read has that much less room for timers.
+ * total for Stats, and the uid's bytes (account.c), so that a uid whose
+ * clients do not read has that much less room for timers, and no more
+ * memory than its budget (at_cap above).
  *
  * A dead connection leaves its session at once (its fires in flight go
  * back to the queue for the others) and is freed by a deferred event at
@@ -107,6 +119,9 @@ struct bwd_conn {
 	struct event *reap;
 	struct event *resume;      /* output drained: take requests and fires */
 	struct event *hello_late;  /* armed until the Hello                  */
+	struct event *stall;       /* output waiting: the output timeout     */
+	bool stall_armed;
+	uint64_t moved_ns;         /* ... from the client's last read        */
 	struct bwd_member *member; /* after Hello                            */
 	uid_t uid;
 	struct bwd_uid *acct;      /* its uid's counts (state.c)             */
@@ -191,11 +206,26 @@ static bool named(const struct bwd_conn *c)
 	return c->member && c->member->session->name;
 }
 
-/* Output has room again (below a quarter of the bound): what waited for
- * it may go.  From any drain, but acted on in a callback of its own. */
+/* Its uid holds all it may (its bytes budget, its share of max_memory)
+ * while it has output unread: it takes no more until the client has read
+ * all of it. */
+static bool at_cap(const struct bwd_conn *c)
+{
+	return bwd_conn_output(c) && bwd_state_output_full(c->env->state, c->acct);
+}
+
+/* Whether fires and requests pause for c's output. */
+static bool high_water(const struct bwd_conn *c)
+{
+	return bwd_conn_output(c) >= c->lim->max_output / 2 || at_cap(c);
+}
+
+/* Output has room again (below a quarter of the bound, and within the
+ * uid's): what waited for it may go.  From any drain, but acted on in a
+ * callback of its own. */
 static bool low_water(const struct bwd_conn *c)
 {
-	return bwd_conn_output(c) < c->lim->max_output / 4;
+	return bwd_conn_output(c) < c->lim->max_output / 4 && !at_cap(c);
 }
 
 /* Output given to the client: an auto-ack member's fires up to here are
@@ -204,6 +234,8 @@ static void written(struct bwd_conn *c, size_t n)
 {
 	c->drained += n;
 	count_output(c, -(int64_t)n);
+	if (c->stall_armed)
+		c->moved_ns = bw_now_ns();
 	if (c->dead || !c->member)
 		return;
 	/* Looked at before: the drain may complete the whole flight, and
@@ -336,13 +368,30 @@ struct bwd_conn *bwd_conn_next(const struct bwd_conn *c)
 	return c->next;
 }
 
-/* Written out by the buffer. */
+/* Arm the timer ev to go off ns from now. */
+static void arm(struct event *ev, uint64_t ns)
+{
+	struct timeval tv = {
+		.tv_sec = (time_t)(ns / 1000000000u),
+		.tv_usec = (suseconds_t)(ns % 1000000000u / 1000u),
+	};
+
+	evtimer_add(ev, &tv);
+}
+
+/* Added to the output buffer (the socket did not take it all), or written
+ * out by it. */
 static void on_drain(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 		     void *arg)
 {
 	struct bwd_conn *c = arg;
 
 	(void)buf;
+	if (info->n_added && !c->stall_armed && !c->dead) {
+		c->stall_armed = true;
+		c->moved_ns = bw_now_ns();
+		arm(c->stall, c->lim->output_timeout_ns);
+	}
 	if (info->n_deleted)
 		written(c, info->n_deleted);
 }
@@ -378,6 +427,7 @@ static void conn_free(struct bwd_conn *c)
 	event_free(c->flush);
 	event_free(c->resume);
 	event_free(c->hello_late);
+	event_free(c->stall);
 	if (c->rd) {
 		event_free(c->rd);
 		evbuffer_free(c->in);
@@ -666,7 +716,7 @@ void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f)
 		c->env->metrics.fire_writes++;
 	c->fire_staged = c->staged > 0;
 	f->wire_end = c->committed;
-	if (bwd_conn_output(c) >= c->lim->max_output / 2)
+	if (high_water(c))
 		bwd_member_set_room(c->member, false);
 }
 
@@ -827,8 +877,7 @@ static void handle_input(struct bwd_conn *c, bool reserved)
 			c->env->turn_frames += TURN_CLOCK_EVERY -
 				c->env->turn_frames % TURN_CLOCK_EVERY;
 		}
-		if (!c->closing && !c->dead && !c->gone &&
-		    bwd_conn_output(c) >= c->lim->max_output / 2) {
+		if (!c->closing && !c->dead && !c->gone && high_water(c)) {
 			c->throttled = true;
 			set_reading(c, false);
 			break;
@@ -970,6 +1019,34 @@ static void on_hello_late(evutil_socket_t fd, short what, void *arg)
 			      "no Hello within the hello timeout");
 }
 
+/*
+ * The output timeout: what the socket did not take has waited since
+ * moved_ns (its arming, or the client's last read) for output_timeout_ns.
+ * A client that has read nothing of it for that long is cut off, and its
+ * fires in flight go back to its session's queue.
+ */
+static void on_stall(evutil_socket_t fd, short what, void *arg)
+{
+	struct bwd_conn *c = arg;
+	uint64_t idle = bw_now_ns() - c->moved_ns;
+
+	(void)fd;
+	(void)what;
+	c->stall_armed = false;
+	if (c->dead || c->gone || !evbuffer_get_length(bufferevent_get_output(c->bev)))
+		return;
+	if (idle < c->lim->output_timeout_ns) {
+		c->stall_armed = true;
+		arm(c->stall, c->lim->output_timeout_ns - idle);
+		return;
+	}
+	end_for(c, BWD_DISC_SLOW);
+	bwd_log_client(BWD_LOGK_SLOW, c->uid, BWD_LOG_WARNING,
+		       "client pid %ld uid %ld read none of its output (%zu bytes) for %" PRIu64 " ms (output timeout); disconnecting",
+		       (long)c->pid, (long)c->uid, bwd_conn_output(c), idle / 1000000u);
+	kill_conn(c);
+}
+
 static void on_write(struct bufferevent *bev, void *arg)
 {
 	struct bwd_conn *c = arg;
@@ -1011,16 +1088,10 @@ int bwd_conn_new(struct bwd_env *env, struct bufferevent *bev, uid_t uid,
 	c->flush = event_new(env->base, -1, 0, on_flush, c);
 	c->resume = event_new(env->base, -1, 0, on_resume, c);
 	c->hello_late = evtimer_new(env->base, on_hello_late, c);
-	if (!c->reap || !c->flush || !c->resume || !c->hello_late)
+	c->stall = evtimer_new(env->base, on_stall, c);
+	if (!c->reap || !c->flush || !c->resume || !c->hello_late || !c->stall)
 		goto fail;
-	{
-		struct timeval tv = {
-			.tv_sec = (time_t)(l->hello_timeout_ns / 1000000000u),
-			.tv_usec = (suseconds_t)(l->hello_timeout_ns % 1000000000u / 1000u),
-		};
-
-		evtimer_add(c->hello_late, &tv);
-	}
+	arm(c->hello_late, l->hello_timeout_ns);
 	c->in = bufferevent_get_input(bev);
 	if (bufferevent_getfd(bev) >= 0) {
 		c->rd = event_new(env->base, bufferevent_getfd(bev), EV_READ | EV_PERSIST,
@@ -1051,6 +1122,8 @@ fail:
 		event_free(c->resume);
 	if (c && c->hello_late)
 		event_free(c->hello_late);
+	if (c && c->stall)
+		event_free(c->stall);
 	if (c && c->rd) {
 		event_free(c->rd);
 		if (c->in)

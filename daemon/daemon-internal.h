@@ -66,6 +66,7 @@ struct bwd_limits {
 	uint32_t max_window;       /* largest consumer window                */
 	uint32_t max_deliveries;   /* a named session's default limit; 0: none */
 	uint64_t hello_timeout_ns; /* a connection's time to say Hello       */
+	uint64_t output_timeout_ns; /* ... and to read some of its output    */
 	/* Per-uid budgets (state.c), root exempt. */
 	uint32_t max_clients_per_uid;   /* connections, before Hello too    */
 	uint64_t max_sessions_per_uid;  /* named sessions                   */
@@ -570,7 +571,8 @@ bool bwd_state_reap(struct bwd_state *st);
  * output of its connections (bwd_state_output).  Each is checked at
  * admission against opt->limits' *_per_uid; uid 0 is counted but never
  * refused; recovery counts and never refuses.  The sum of every uid's
- * bytes is checked against max_memory, for uid 0 too.
+ * bytes is checked against max_memory, for uid 0 too, and a uid with
+ * budgets against its share of it (bwd_state_share).
  */
 struct bwd_lane_usage {
 	uint64_t pending, inserted, fired, cancelled, lost;
@@ -605,6 +607,14 @@ struct bwd_uid *bwd_state_uid(struct bwd_state *st, uid_t uid);
 void bwd_state_output(struct bwd_state *st, struct bwd_uid *u, int64_t n);
 /* Every uid's bytes: what max_memory bounds. */
 uint64_t bwd_state_held(const struct bwd_state *st);
+/* A uid's share of max_memory: half of what the other uids leave of it
+ * (account.c).  A uid with budgets may hold at most its bytes budget and
+ * its share (NO_MEMORY past the share). */
+uint64_t bwd_state_share(const struct bwd_state *st, uid_t uid);
+/* Whether u holds all it may (its budget, its share, or the last of
+ * max_memory): then its connections take no more output while they have
+ * some unread (conn.c). */
+bool bwd_state_output_full(const struct bwd_state *st, const struct bwd_uid *u);
 /* 10^12 / period_ns: a periodic timer's share of the rate, in mHz. */
 uint64_t bwd_periodic_mhz(uint64_t period_ns);
 
@@ -726,8 +736,8 @@ struct bwd_schedule {
  * max_timers_per_uid; OVER_BUDGET: the owner's periodic rate would pass
  * max_periodic_mhz_per_uid, or its bytes max_bytes_per_uid (rate checked
  * first), or (a named session) its journal bytes are at
- * max_journal_per_uid; NO_MEMORY: every uid's bytes would pass max_memory, or an
- * allocation failed.  The per-uid budgets spare a caller or owner uid 0;
+ * max_journal_per_uid; NO_MEMORY: every uid's bytes would pass max_memory, or the
+ * owner's its share of it (bwd_state_share), or an allocation failed.  The per-uid budgets spare a caller or owner uid 0;
  * max_memory spares nobody.  A replace is charged what it adds.
  */
 int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,

@@ -84,6 +84,9 @@ static void usage(FILE *f)
 "      --linger DURATION     life of a named session with no connection (5m)\n"
 "      --max-output BYTES    unread output per connection (1048576; at half,\n"
 "                            reading and fires pause; >= 2 x the largest fire)\n"
+"      --output-timeout DURATION  close a connection whose output has waited\n"
+"                            that long without the client reading any (30s;\n"
+"                            its fires in flight go to other consumers)\n"
 "      --state-dir DIR       keep named sessions' timers here, across restarts\n"
 "                            and crashes (default: nothing is kept)\n"
 "      --fsync POLICY        batch (default: group commit, one fdatasync at a\n"
@@ -173,7 +176,7 @@ enum {
 	OPT_ONESHOT_RES, OPT_ONESHOT_CAP, OPT_ONESHOT_PROBES,
 	OPT_PERIODIC_RES, OPT_PERIODIC_CAP, OPT_PERIODIC_PROBES,
 	OPT_MAX_CLIENTS, OPT_MAX_FRAME, OPT_MAX_PAYLOAD, OPT_MAX_TIMERS,
-	OPT_MAX_QUEUED, OPT_LINGER, OPT_MAX_OUTPUT, OPT_MAX_WINDOW, OPT_HELLO_TIMEOUT, OPT_MAX_DELIVERIES,
+	OPT_MAX_QUEUED, OPT_LINGER, OPT_MAX_OUTPUT, OPT_MAX_WINDOW, OPT_HELLO_TIMEOUT, OPT_OUTPUT_TIMEOUT, OPT_MAX_DELIVERIES,
 	OPT_STATE_DIR, OPT_FSYNC, OPT_JOURNAL_MAX, OPT_SNAPSHOT_INTERVAL,
 	OPT_IGNORE_SNAPSHOT, OPT_SNAPSHOT_GROWTH, OPT_SNAPSHOT_MIN_INTERVAL,
 	OPT_CLIENTS_PER_UID, OPT_SESSIONS_PER_UID, OPT_TIMERS_PER_UID,
@@ -209,6 +212,7 @@ static const struct option longopts[] = {
 	{ "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
 	{ "max-window", required_argument, NULL, OPT_MAX_WINDOW },
 	{ "hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT },
+	{ "output-timeout", required_argument, NULL, OPT_OUTPUT_TIMEOUT },
 	{ "max-deliveries", required_argument, NULL, OPT_MAX_DELIVERIES },
 	{ "state-dir", required_argument, NULL, OPT_STATE_DIR },
 	{ "fsync", required_argument, NULL, OPT_FSYNC },
@@ -311,6 +315,8 @@ static int parse_limit(int opt, const char *arg, struct bwd_limits *l)
 		return 0;
 	case OPT_HELLO_TIMEOUT:
 		return parse_duration(flag, arg, 1000000u, "1ms", &l->hello_timeout_ns);
+	case OPT_OUTPUT_TIMEOUT:
+		return parse_duration(flag, arg, 1000000u, "1ms", &l->output_timeout_ns);
 	case OPT_CLIENTS_PER_UID:
 		if (parse_uint(flag, arg, 1, 1000000, 10, &v))
 			return -1;
@@ -444,6 +450,7 @@ static int parse(int argc, char **argv, struct bwd_options *o)
 		.max_window = 4096,
 		.max_deliveries = BWD_DEFAULT_MAX_DELIVERIES,
 		.hello_timeout_ns = 30000000000ull,
+		.output_timeout_ns = 30000000000ull,
 		/* max_clients_per_uid and max_timers_per_uid: 0 until the
 		 * end, where they follow max_clients and max_timers. */
 		.max_sessions_per_uid = 256,
@@ -498,7 +505,7 @@ static int parse(int argc, char **argv, struct bwd_options *o)
 		case OPT_MAX_CLIENTS: case OPT_MAX_FRAME: case OPT_MAX_PAYLOAD:
 		case OPT_MAX_TIMERS: case OPT_MAX_QUEUED: case OPT_LINGER:
 		case OPT_MAX_OUTPUT: case OPT_MAX_WINDOW: case OPT_HELLO_TIMEOUT: case OPT_MAX_DELIVERIES:
-		case OPT_CLIENTS_PER_UID: case OPT_SESSIONS_PER_UID:
+		case OPT_OUTPUT_TIMEOUT: case OPT_CLIENTS_PER_UID: case OPT_SESSIONS_PER_UID:
 		case OPT_TIMERS_PER_UID: case OPT_RATE_PER_UID:
 		case OPT_BYTES_PER_UID: case OPT_MAX_MEMORY: case OPT_JOURNAL_PER_UID:
 			if (parse_limit(c, optarg, &o->limits))

@@ -409,17 +409,23 @@ static bool bytes_refused(struct bwd_request_ctx *ctx, const struct bwd_schedule
 	uint64_t added = bwd_timer_bytes_added(ss, s);
 	struct bwd_uid_usage u;
 
+	bwd_state_uid_usage(ctx->env->state, ss->owner, &u);
 	if (err == PROTOCOL_NAME(NO_MEMORY)) {
 		uint64_t held = bwd_state_held(ctx->env->state);
+		uint64_t share = bwd_state_share(ctx->env->state, ss->owner);
 
-		if (held + added <= l->max_memory)
+		if (held + added > l->max_memory)
+			error(out, true, id, err, false,
+			      "key %" PRIu64 ": the daemon holds %" PRIu64 " bytes of timers, fires and output over all uids; %" PRIu64 " more would pass its bound of %" PRIu64 " (max_memory)",
+			      s->key, held, added, l->max_memory);
+		else if (u.bytes + added > share)
+			error(out, true, id, err, false,
+			      "key %" PRIu64 ": uid %ld holds %" PRIu64 " bytes of timers, fires and unread output; %" PRIu64 " more would pass its share of the daemon's memory, %" PRIu64 " (half of what other uids leave of max_memory)",
+			      s->key, (long)ss->owner, u.bytes, added, share);
+		else
 			return false;
-		error(out, true, id, err, false,
-		      "key %" PRIu64 ": the daemon holds %" PRIu64 " bytes of timers, fires and output over all uids; %" PRIu64 " more would pass its bound of %" PRIu64 " (max_memory)",
-		      s->key, held, added, l->max_memory);
 		return true;
 	}
-	bwd_state_uid_usage(ctx->env->state, ss->owner, &u);
 	if (u.bytes + added <= b->bytes ||
 	    (bwd_timer_rate_after(ss, s) > b->periodic_mhz &&
 	     bwd_timer_rate_after(ss, s) > u.periodic_mhz))

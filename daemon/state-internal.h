@@ -156,6 +156,10 @@ const struct bwd_budget *bwd_acct_binding(const struct bwd_state *st, uid_t call
 					  const struct bwd_budget *lim);
 /* u's bytes change by n (and the state's total). */
 void bwd_acct_charge(struct bwd_state *st, struct bwd_uid *u, int64_t n);
+/* The most u may hold under lim (bwd_acct_binding's; NULL: none binds):
+ * its bytes budget and its share of max_memory (account.c). */
+uint64_t bwd_acct_cap(const struct bwd_state *st, const struct bwd_uid *u,
+		      const struct bwd_budget *lim);
 void bwd_acct_lane(const struct bwd_timer *t, size_t field, int64_t n);
 /* A timer's lane counters in its owner's entry: the field's count by n. */
 #define LANE(t, field, n) bwd_acct_lane((t), offsetof(struct bwd_lane_usage, field), (n))

@@ -279,8 +279,9 @@ uint64_t bwd_timer_advance(struct bwd_timer *t, uint64_t fired_ns)
 
 static void session_expire(struct bwd_session *s);
 
-/* A periodic fire past max_queued, its owner's bytes or max_memory is
- * dropped: its timer stays armed. */
+/* A periodic fire past max_queued, or past what its owner may hold (its
+ * bytes, its share of max_memory: bwd_acct_cap) is dropped: its timer
+ * stays armed. */
 static bool over_queue(const struct bwd_session *s, const struct bwd_timer *t)
 {
 	const struct bwd_limits *l = &s->state->opt->limits;
@@ -288,8 +289,7 @@ static bool over_queue(const struct bwd_session *s, const struct bwd_timer *t)
 	uint64_t cost = BWD_FIRE_COST(t->payload_len);
 
 	return s->queued + s->in_flight >= l->max_queued ||
-	       s->state->held + cost > l->max_memory ||
-	       (lim && s->acct->bytes + cost > lim->bytes);
+	       s->acct->bytes + cost > bwd_acct_cap(s->state, s->acct, lim);
 }
 
 /* What t's fire carries, fired at fired_ns as its count-th. */
@@ -1180,7 +1180,8 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 		if (added && u->bytes + added > lim->bytes)
 			return BITWHEEL__V1__ERROR_CODE__OVER_BUDGET;
 	}
-	if (added && st->held + added > st->opt->limits.max_memory)
+	/* max_memory, and the uid's share of it (account.c). */
+	if (added && s->acct->bytes + added > bwd_acct_cap(st, s->acct, lim))
 		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
 	t = bwd_timer_new(s, req);
 	if (!t)

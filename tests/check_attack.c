@@ -19,7 +19,13 @@
  *                  second, every ordinary fire of its session came and
  *                  was acknowledged (none stuck), and the poison fire
  *                  reached the dead-letter session after exactly the
- *                  session's max_deliveries (MAX_DELIVERIES) hand-outs
+ *                  session's max_deliveries (MAX_DELIVERIES) hand-outs;
+ *                  under the output attack, its consumers not reading,
+ *                  its uid's bytes (output counted) passed its budget
+ *                  by a frame per connection at most; under the share
+ *                  attack (three more uids, 65532 to 65530, at their
+ *                  bytes budgets first), it got its share of
+ *                  --max-memory, half of what they left, no more
  *   the victim     its Hello and every Schedule accepted; every timer
  *                  fired once, none early, none lost, none of anyone
  *                  else's; p99 lateness at receipt under LATE_P99_MS
@@ -66,6 +72,12 @@
 #define PAYLOAD 1024
 /* The delivery attacks' consumer window: two per session of 1,000. */
 #define WINDOW 500
+/* The output attack's bytes budget, under what its timer budget holds. */
+#define OUTPUT_BYTES "4M"
+#define OUTPUT_BYTES_N (4u << 20)
+/* The share attack's --max-memory: the attacker, fourth, gets an eighth. */
+#define SHARE_MEMORY "16M"
+#define SHARE_MEMORY_N (16u << 20)
 /* The poison attack's delivery limit: its fire goes round to it in about
  * half a second (10 restarts a second), three times in the victim's run. */
 #define MAX_DELIVERIES 5
@@ -112,6 +124,21 @@ static void start_daemon(struct du_daemon *d, enum atk_kind k)
 	/* ATK_EXPIRE's sessions expire while the victim runs; the others'
 	 * stay for the whole test. */
 	argv[n++] = k == ATK_EXPIRE ? "200ms" : "1m";
+	if (k == ATK_OUTPUT) {
+		/* The bytes bind before the timers, and each of its 14
+		 * consumers may buffer half of the default output bound,
+		 * were their output not held to the budget. */
+		argv[n++] = "--max-bytes-per-uid";
+		argv[n++] = OUTPUT_BYTES;
+		argv[n++] = "--max-output";
+		argv[n++] = "1048576";
+	}
+	if (k == ATK_SHARE) {
+		/* Four uids at their bytes budget, a quarter each, would
+		 * take all of it, were it not shared out. */
+		argv[n++] = "--max-memory";
+		argv[n++] = SHARE_MEMORY;
+	}
 	argv[n] = NULL;
 	ck_assert(chmod(d->dir, 0755) == 0);
 	du_daemon_startv(d, argv);
@@ -260,6 +287,30 @@ START_TEST(test_attack)
 				      "session (%" PRIu64 " received)", c->poisoned);
 			ck_assert_uint_eq(c->dead_deliveries, MAX_DELIVERIES);
 		}
+	}
+
+	if (k == ATK_OUTPUT) {
+		/* Its unread output counted and held to its budget: past it
+		 * by a frame per connection at most. */
+		du_note("attack %-9s uid bytes %" PRIu64 " with %" PRIu64
+			" consumers not reading, budget %u", atk_name(k), ar.bytes, ar.conns,
+			OUTPUT_BYTES_N);
+		ck_assert_msg(ar.refused[EC(OVER_BUDGET)] > 0, "attack %s: never refused OVER_BUDGET",
+			      atk_name(k));
+		ck_assert_msg(ar.bytes > 0 && ar.bytes <= OUTPUT_BYTES_N + ar.conns * (PAYLOAD + 512),
+			      "attack %s: the uid's bytes %" PRIu64 " with %" PRIu64
+			      " consumers not reading, over its budget of %u by more than a frame each",
+			      atk_name(k), ar.bytes, ar.conns, OUTPUT_BYTES_N);
+	}
+
+	if (k == ATK_SHARE) {
+		/* Its share: half of what the three before it left. */
+		du_note("attack %-9s uid bytes %" PRIu64 ", max_memory %u", atk_name(k), ar.bytes,
+			SHARE_MEMORY_N);
+		ck_assert_msg(ar.timers > 0 && ar.bytes <= SHARE_MEMORY_N / 8 + PAYLOAD + 256,
+			      "attack %s: the fourth uid holds %" PRIu64 " bytes (%" PRIu64
+			      " timers), past its share, an eighth of %u", atk_name(k), ar.bytes,
+			      ar.timers, SHARE_MEMORY_N);
 	}
 
 	/* The daemon: serving, its memory within the budgets, its log bounded. */

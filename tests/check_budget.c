@@ -20,10 +20,15 @@
  *                accepted at it exactly; a replace adds only its growth,
  *                a cancel makes room, a queued fire holds its payload,
  *                a periodic timer's fires past it are dropped, unread
- *                output counts
+ *                output counts, and stops at the budget
  *   memory       --max-memory: the same over every uid, root too, refused
  *                with NO_MEMORY; the daemon's RSS with a uid at its bytes
- *                budget stays under that budget plus a fixed slack
+ *                budget stays under that budget plus a fixed slack, with
+ *                that uid's consumers not reading too (their output
+ *                counts and stops at the budget); a uid's share, half of
+ *                what the others leave: four uids fill theirs and a fifth
+ *                is still served; --output-timeout cuts off consumers
+ *                that never read, and their fires all come to a reader
  *   file         --budgets: a uid's rule, a group's (for its members), the
  *                default for everyone else, root exempt unless a rule
  *                names it; HelloReply.limits shows the caller's own; a bad
@@ -609,12 +614,19 @@ static void bytes_client(const struct du_daemon *d)
 	du_send_buf(x, &b);
 	du_buf_free(&b);
 	t = du_now_ns() + (uint64_t)DU_WAIT_MS * DU_MS;
-	while ((st = stats(c, id++)).uid_bytes < before + BYTES_OUTPUT / 4 &&
-	       du_now_ns() < t)
+	while ((st = stats(c, id++)).uid_bytes < BYTES_BUDGET && du_now_ns() < t)
 		du_sleep_ms(10);
-	ck_assert_msg(st.uid_bytes >= before + BYTES_OUTPUT / 4,
+	ck_assert_msg(st.uid_bytes >= BYTES_BUDGET,
 		      "a connection not reading: uid_bytes %" PRIu64 ", timers alone %" PRIu64,
 		      st.uid_bytes, before);
+	/* ... up to the budget: then the connection takes no more output
+	 * (and reads no more requests) until its client reads, so it passes
+	 * the budget by one reply at most. */
+	du_sleep_ms(100);
+	st = stats(c, id++);
+	ck_assert_msg(st.uid_bytes <= BYTES_BUDGET + 1024,
+		      "a connection not reading took uid_bytes to %" PRIu64 ", past the budget of %u",
+		      st.uid_bytes, BYTES_BUDGET);
 	sched_bytes(c, id++, 2, BIG, HOUR, 0, false, EC(OVER_BUDGET), "max_bytes_per_uid");
 	du_conn_free(x);
 	AWAIT_STAT(c, id++, uid_bytes, before);
@@ -753,6 +765,261 @@ START_TEST(test_memory_rss)
 		      " KiB with one uid at a budget of %u KiB; bound %" PRIu64 " KiB",
 		      rss - rss0, RSS_BUDGET / 1024, bound);
 #endif
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * Unread output held to the budget: a uid fills its bytes budget with
+ * fires due at once, taken by UNREAD_CONNS consumers that never read.
+ * Their output counts in the uid's bytes, and a connection of a uid at
+ * its budget gets no more output while it has some unread, so the
+ * uid's bytes stay within the budget and a frame per connection, and the
+ * daemon's peak RSS within the budget and a fixed slack (before, each
+ * connection buffered up to half of --max-output on top: 8 MiB here).
+ * The child measures, while its connections are open.
+ */
+#define UNREAD_CONNS 16
+#define UNREAD_FRAME (BIG + 512u)
+
+static uint64_t unread_rss0;
+
+static void unread_attacker(const struct du_daemon *d)
+{
+	struct du_conn *c[UNREAD_CONNS], *p;
+	uint64_t id = 10, key = 1, t, last = UINT64_MAX, hwm, bound;
+	stats_t st;
+	int refused = 0;
+
+	for (int i = 0; i < UNREAD_CONNS; i++)
+		c[i] = du_open_consumer(d, "unread", 4096, 0);
+	p = du_open_producer(d, "unread");
+	while (!refused) {
+		struct du_buf b = { 0 };
+		uint64_t first = id;
+
+		for (int i = 0; i < 64; i++) {
+			struct du_sched sc = timer(key++, 300 * DU_MS, 0);
+
+			sc.payload = zeros;
+			sc.payload_len = BIG;
+			du_pack_schedule(&b, id++, &sc);
+		}
+		du_send_buf(p, &b);
+		du_buf_free(&b);
+		for (uint64_t i = first; i < id; i++) {
+			du_env *e;
+
+			ck_assert(du_recv(p, DU_WAIT_MS, &e) == DU_FRAME);
+			if (e->body_case == BC(ERROR)) {
+				ck_assert_int_eq(e->error->code, EC(OVER_BUDGET));
+				refused++;
+			}
+			bwp_frame_free(e);
+		}
+	}
+	/* Until the fires stop going out: in flight the same twice, 200 ms
+	 * apart. */
+	t = du_now_ns() + (uint64_t)DU_WAIT_MS * DU_MS;
+	for (;;) {
+		du_sleep_ms(200);
+		st = stats(p, id++);
+		if ((st.in_flight == last && st.in_flight > 0) || du_now_ns() > t)
+			break;
+		last = st.in_flight;
+	}
+	hwm = du_proc_status_kb(d->pid, "VmHWM");
+	bound = RSS_BUDGET / 1024 + RSS_SLACK_KB;
+	du_note("memory: uid %d at its bytes budget of %u KiB, %d consumers not reading: %"
+		PRIu64 " fires in flight, %" PRIu64 " queued, uid_bytes %" PRIu64
+		"; daemon RSS %" PRIu64 " KiB before, peak %" PRIu64 " KiB, growth %" PRIu64
+		" KiB, bound %" PRIu64 " KiB (budget + %u KiB slack)", NOBODY, RSS_BUDGET / 1024,
+		UNREAD_CONNS, st.in_flight, st.queued, st.uid_bytes, unread_rss0, hwm,
+		hwm - unread_rss0, bound, RSS_SLACK_KB);
+#ifdef __SANITIZE_ADDRESS__
+	du_note("memory: RSS bound not asserted under AddressSanitizer (redzones, quarantine)");
+#else
+	ck_assert_msg(hwm - unread_rss0 <= bound, "the daemon's RSS peaked %" PRIu64
+		      " KiB over its start with uid %d at a budget of %u KiB and %d consumers not reading; bound %"
+		      PRIu64 " KiB", hwm - unread_rss0, NOBODY, RSS_BUDGET / 1024, UNREAD_CONNS, bound);
+#endif
+	ck_assert_msg(st.uid_bytes <= RSS_BUDGET + UNREAD_CONNS * UNREAD_FRAME,
+		      "uid_bytes %" PRIu64 " with its consumers not reading: past the budget of %u"
+		      " by more than a frame per connection", st.uid_bytes, RSS_BUDGET);
+	for (int i = 0; i < UNREAD_CONNS; i++)
+		du_conn_free(c[i]);
+	du_conn_free(p);
+}
+
+START_TEST(test_memory_unread)
+{
+	static const char *const extra[] = {
+		"--max-bytes-per-uid", "16M", "--max-timers-per-uid", "1000000",
+		"--max-payload", "4096", NULL,
+	};
+	struct du_daemon *d;
+
+	if (!need_root("test_memory_unread") ||
+	    du_skip_if_wrapped("test_memory_unread", "the RSS measured would be valgrind's"))
+		return;
+	d = shared_daemon(extra);
+	unread_rss0 = du_proc_status_kb(d->pid, "VmRSS");
+	du_run_as(NOBODY, d, unread_attacker, DU_WAIT_MS);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * Fair shares of --max-memory: four uids each fill what the daemon lets
+ * them hold (their bytes budget, a quarter of --max-memory, or their
+ * share: half of what the others leave), and a fifth still schedules and
+ * gets its fires.  Before, the four took all of it and the fifth got
+ * NO_MEMORY.
+ */
+#define SHARE_MEMORY (4u << 20)
+#define SHARE_VICTIM 65530
+#define SHARE_FIRES 16
+
+static void share_hog(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open_producer(d, "hog");
+	uint64_t id = 10, key = 1;
+	stats_t st;
+	int code = 0;
+
+	while (!code) {
+		struct du_sched s = timer(key++, HOUR, 0);
+		du_env *e;
+
+		s.payload = zeros;
+		s.payload_len = BIG;
+		du_send_schedule(c, id++, &s);
+		ck_assert(du_recv(c, DU_WAIT_MS, &e) == DU_FRAME);
+		if (e->body_case == BC(ERROR))
+			code = (int)e->error->code;
+		bwp_frame_free(e);
+	}
+	ck_assert_msg(code == EC(OVER_BUDGET) || code == EC(NO_MEMORY),
+		      "a hog refused with %s", du_error_name(code));
+	st = stats(c, id++);
+	du_note("memory: uid %ld holds %" PRIu64 " bytes, refused with %s",
+		(long)getuid(), st.uid_bytes, du_error_name(code));
+	ck_assert_uint_le(st.uid_bytes, SHARE_MEMORY / 4);
+	du_conn_free(c);
+}
+
+static void share_victim(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open(d, NULL);
+	uint64_t id = 10;
+
+	for (uint64_t k = 1; k <= SHARE_FIRES; k++)
+		sched_bytes(c, id++, k, BIG, 50 * DU_MS, 0, false, 0, NULL);
+	for (int i = 0; i < SHARE_FIRES; i++)
+		bwp_frame_free(du_expect_fire(c, DU_WAIT_MS, NULL));
+	du_conn_free(c);
+}
+
+START_TEST(test_memory_share)
+{
+	static const char *const extra[] = {
+		"--max-memory", "4M", "--max-payload", "4096",
+		"--max-timers-per-uid", "100000", NULL,
+	};
+	struct du_daemon *d;
+
+	if (!need_root("test_memory_share"))
+		return;
+	d = shared_daemon(extra);
+	for (uid_t u = NOBODY; u > NOBODY - 4; u--)
+		du_run_as(u, d, share_hog, DU_WAIT_MS);
+	du_run_as(SHARE_VICTIM, d, share_victim, DU_WAIT_MS);
+	du_assert_serving(d);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * Connections that never read are cut off after --output-timeout, and
+ * the fires they held come back: STALL_READERS consumers that never read
+ * take what their sockets and output hold of STALL_FIRES fires; they are
+ * disconnected about a second later, and a consumer that reads then gets
+ * every one of the fires, those marked redelivered among them.  Before,
+ * they were never disconnected and kept their fires in flight for good.
+ */
+#define STALL_READERS 4
+#define STALL_FIRES 2000u
+#define STALL_PAYLOAD 1000u
+
+START_TEST(test_output_timeout)
+{
+	static const char *const extra[] = {
+		"--output-timeout", "1s", "--max-output", "65536", NULL,
+	};
+	struct du_daemon *d = shared_daemon(extra);
+	struct du_conn *stall[STALL_READERS], *p, *r;
+	static bool seen[STALL_FIRES + 1];
+	uint64_t id = 10, t, got = 0, again = 0;
+	stats_t st;
+
+	for (int i = 0; i < STALL_READERS; i++)
+		stall[i] = du_open_consumer(d, "stall", 4096, 0);
+	p = du_open_producer(d, "stall");
+	for (uint64_t k = 1; k <= STALL_FIRES; k += 100) {
+		struct du_buf b = { 0 };
+
+		for (uint64_t i = k; i < k + 100; i++) {
+			struct du_sched sc = timer(i, 50 * DU_MS, 0);
+
+			sc.payload = zeros;
+			sc.payload_len = STALL_PAYLOAD;
+			du_pack_schedule(&b, id++, &sc);
+		}
+		du_send_buf(p, &b);
+		du_buf_free(&b);
+		for (uint64_t i = k; i < k + 100; i++)
+			bwp_frame_free(du_expect_reply(p, id - 100 + (i - k),
+						       BC(SCHEDULE_REPLY)));
+	}
+	/* Handed to the consumers that do not read, as far as they take. */
+	t = du_now_ns() + (uint64_t)DU_WAIT_MS * DU_MS;
+	while ((st = stats(p, id++)).in_flight == 0 && du_now_ns() < t)
+		du_sleep_ms(10);
+	ck_assert_msg(st.in_flight > 0, "no fire went to the consumers");
+	if (!du_wrapped())
+		ck_assert_uint_eq(st.consumers, STALL_READERS);
+	AWAIT_STAT(p, id++, consumers, 0);
+	ck_assert_uint_eq(stats(p, id++).in_flight, 0);
+	if (geteuid() == 0) {
+		/* Root's Stats: counted as slow consumers. */
+		du_env *e = du_fresh_stats(d);
+
+		ck_assert_ptr_nonnull(e->stats_reply->metrics);
+		ck_assert_uint_eq(e->stats_reply->metrics->slow_consumer_disconnects,
+				  STALL_READERS);
+		bwp_frame_free(e);
+	}
+	r = du_open(d, "stall");
+	while (got < STALL_FIRES) {
+		du_env *e = du_expect_fire(r, DU_WAIT_MS, NULL);
+		uint64_t k = e->fired->key;
+
+		ck_assert_msg(k >= 1 && k <= STALL_FIRES && !seen[k], "fire of key %" PRIu64
+			      " unexpected or repeated", k);
+		seen[k] = true;
+		got++;
+		again += e->fired->redelivered;
+		bwp_frame_free(e);
+	}
+	du_note("output timeout: %u consumers not reading cut off; all %" PRIu64
+		" fires came to a reader, %" PRIu64 " of them redelivered", STALL_READERS, got, again);
+	ck_assert(again > 0);
+	for (int i = 0; i < STALL_READERS; i++)
+		du_conn_free(stall[i]);
+	du_conn_free(r);
+	du_conn_free(p);
 	du_assert_serving(d);
 	du_daemon_free(d);
 }
@@ -1608,13 +1875,20 @@ static Suite *budget_suite(void)
 	tcase_add_test(tc, test_uid_stats);
 	tcase_add_test(tc, test_stats_own);
 	tcase_add_test(tc, test_uid_bytes);
-	tcase_add_test(tc, test_max_memory);
-	tcase_add_test(tc, test_memory_rss);
 	tcase_add_test(tc, test_budget_file);
 	tcase_add_test(tc, test_budget_file_bad);
 	tcase_add_test(tc, test_budget_reload);
 	tcase_add_test(tc, test_budget_file_trust);
 	tcase_add_test(tc, test_budget_reload_trust);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("memory");
+	du_tcase(tc);
+	tcase_add_test(tc, test_max_memory);
+	tcase_add_test(tc, test_memory_rss);
+	tcase_add_test(tc, test_memory_unread);
+	tcase_add_test(tc, test_memory_share);
+	tcase_add_test(tc, test_output_timeout);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("recovery");

@@ -3362,6 +3362,7 @@ START_TEST(test_duration_flags)
 		{ "--linger", "99999999999999999h", "is too large" },
 		{ "--linger", "213504d", "is too large" },
 		{ "--hello-timeout", "0.5ms", "under the least allowed, 1ms" },
+		{ "--output-timeout", "0.5ms", "under the least allowed, 1ms" },
 		{ "--snapshot-interval", "1s2", "is not a duration" },
 	};
 	struct du_daemon *d = du_daemon_new();
