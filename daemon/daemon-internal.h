@@ -286,25 +286,29 @@ struct bwd_dead {
 };
 
 /*
- * A fire: queued in its session, in flight to one member, or delayed (a
- * Release's delay: in the wheel, in its session's delayed list through
- * next and dpprev).  160 bytes with its allocator's header, as a timer:
+ * A fire: queued in its session, in flight to one member (in its list
+ * through next and pprev, and in its map through flight_node), or delayed
+ * (a Release's delay: in the wheel, in its session's delayed list through
+ * next and pprev).  160 bytes with its allocator's header, as a timer:
  * a oneshot fire taking its timer's place never adds.
  */
 struct bwd_fire {
-	struct bwd_due due;        /* BWD_DUE_FIRE: in its session's due list;
-				      BWD_DUE_RETRY: delayed, in the wheel  */
+	union {
+		struct bwd_due due; /* BWD_DUE_FIRE: in its session's due list;
+				      BWD_DUE_RETRY: delayed, in the wheel;
+				      BWD_DUE_FIRE out of flight            */
+		/* In flight (in no due list nor the wheel): in its member's
+		 * map, keyed by its delivery number. */
+		struct bwd_map_node flight_node;
+	};
 	struct bwd_fire *next;
-	struct bwd_fire **dpprev;  /* delayed: its link in the delayed list */
+	struct bwd_fire **pprev;   /* in flight or delayed: its link there  */
 	uint64_t key;
 	uint64_t deadline_ns;
 	uint64_t fired_ns;
 	uint64_t count;            /* periodic: fire number; 0 for oneshot   */
 	uint64_t seq;              /* the session's fire number (journal)    */
-	union {
-		uint64_t delivery; /* in flight: the member's number for it  */
-		bw_handle retry;   /* delayed: its timer                     */
-	};
+	bw_handle retry;           /* delayed: its timer                     */
 	uint64_t handed_ns;        /* in flight: when it was handed out      */
 	union {
 		uint64_t ack_by_ns; /* in flight: when its ack timeout takes
@@ -333,6 +337,12 @@ struct bwd_fire {
 	const uint8_t *payload;    /* the bytes that follow                  */
 };
 #define BWD_LANE_NONE 0xffu
+
+/* In flight: its member's number for it (Fired.delivery). */
+static inline uint64_t bwd_fire_delivery(const struct bwd_fire *f)
+{
+	return f->flight_node.key;
+}
 
 struct bwd_timer {
 	struct bwd_due due;        /* BWD_DUE_TIMER: the wheel's data        */
@@ -443,8 +453,10 @@ struct bwd_member {
 	void *owner;               /* the connection, for the pump           */
 	struct bwd_member *next, **pprev;          /* session->members      */
 	struct bwd_member *ready_next, **ready_pprev; /* NULL pprev: out     */
-	/* In flight to it, in delivery order. */
+	/* In flight to it, in delivery order, and by delivery number (a
+	 * consumer's; its buckets charged to the session's owner). */
 	struct bwd_fire *flight_head, *flight_tail;
+	struct bwd_map flights;
 	uint64_t flight;
 	uint64_t last_delivery;    /* the number of the last fire sent       */
 	uint64_t drained;          /* its connection's output written so far */

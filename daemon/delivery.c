@@ -388,24 +388,101 @@ const struct bwd_hist *bwd_state_ack_latency(const struct bwd_state *st)
 	return &st->ack;
 }
 
-/* f, unlinked from m's flight by the caller, leaves it. */
-static void flight_leave(struct bwd_member *m)
+/* m's map of its flight grew (or went) by n bytes of buckets: charged to
+ * its session's owner, as its fires are. */
+static void flights_charge(struct bwd_member *m, int64_t n)
 {
+	struct bwd_state *st = m->session->state;
+
+	st->stats.bytes += (uint64_t)n;
+	bwd_acct_charge(st, m->session->acct, n);
+}
+
+int bwd_member_flights_init(struct bwd_member *m)
+{
+	if (!m->consumer)
+		return 0;
+	if (bwd_map_init(&m->flights, m->session->state->seed))
+		return -ENOMEM;
+	flights_charge(m, (int64_t)bwd_map_bytes(&m->flights));
+	return 0;
+}
+
+void bwd_member_flights_fini(struct bwd_member *m)
+{
+	if (!m->flights.bucket)
+		return;
+	flights_charge(m, -(int64_t)bwd_map_bytes(&m->flights));
+	bwd_map_fini(&m->flights);
+}
+
+/* f, just handed out to m, joins its flight: the list's tail, and the map
+ * by its delivery number (a map that grows is charged). */
+static void flight_link(struct bwd_member *m, struct bwd_fire *f, uint64_t delivery)
+{
+	size_t was = bwd_map_bytes(&m->flights);
+
+	f->next = NULL;
+	f->pprev = m->flight_tail ? &m->flight_tail->next : &m->flight_head;
+	*f->pprev = f;
+	m->flight_tail = f;
+	f->flight_node.key = delivery;
+	bwd_map_insert(&m->flights, &f->flight_node);
+	if (bwd_map_bytes(&m->flights) != was)
+		flights_charge(m, (int64_t)(bwd_map_bytes(&m->flights) - was));
+	m->flight++;
+}
+
+/* f leaves m's flight list (not its map, nor its count). */
+static void flight_cut(struct bwd_member *m, struct bwd_fire *f)
+{
+	*f->pprev = f->next;
+	if (f->next)
+		f->next->pprev = f->pprev;
+	else
+		m->flight_tail = f->pprev == &m->flight_head ? NULL :
+			bwd_container_of(f->pprev, struct bwd_fire, next);
+	f->next = NULL;
+	f->pprev = NULL;
+}
+
+/* f leaves m's map; out of flight, its due says so again (the map's node
+ * had its place). */
+static void flight_forget(struct bwd_member *m, struct bwd_fire *f)
+{
+	bwd_map_remove(&m->flights, &f->flight_node);
+	f->due = (struct bwd_due){ .kind = BWD_DUE_FIRE };
+}
+
+/* f leaves m's flight altogether: O(1) on average. */
+static void flight_unlink(struct bwd_member *m, struct bwd_fire *f)
+{
+	flight_cut(m, f);
+	flight_forget(m, f);
 	m->flight--;
 	if (!m->flight)
 		m->touched = 0;
 }
 
-/* f (in flight to m, unlinked by the caller) is done. */
+/* The fire in flight to m numbered delivery; NULL when none.  O(1) on
+ * average: a map lookup. */
+static struct bwd_fire *flight_find(const struct bwd_member *m, uint64_t delivery)
+{
+	struct bwd_map_node *n = bwd_map_find(&m->flights, delivery);
+
+	return n ? bwd_container_of(n, struct bwd_fire, flight_node) : NULL;
+}
+
+/* f (in flight to m) is done. */
 static void flight_done(struct bwd_member *m, struct bwd_fire *f)
 {
 	struct bwd_session *s = m->session;
 	struct bwd_state *st = s->state;
 	static const uint64_t le[BWD_DELIVERIES_BOUNDS] = BWD_DELIVERIES_LE;
 
+	flight_unlink(m, f);
 	bwd_state_journal_seq(s, BWD_REC_DONE, f->seq);
 	bwd_hist_add(&st->deliveries, le, BWD_DELIVERIES_BOUNDS, f->deliveries);
-	flight_leave(m);
 	s->in_flight--;
 	COUNT(s, in_flight, -1);
 	COUNT(s, acked, 1);
@@ -508,8 +585,8 @@ static bool at_limit(const struct bwd_session *s, const struct bwd_fire *f)
 }
 
 /*
- * The chain of n fires head.. (unlinked from m's flight by the caller, in
- * delivery order) goes back, for why.  Those whose frame reached the
+ * The chain of n fires head.. (cut from m's flight list by the caller, in
+ * delivery order, still in its map) goes back, for why.  Those whose frame reached the
  * socket whole are marked (the consumer may have read them); one not
  * written out cannot have been read, and its hand-out does not count.
  * Of the written ones only the oldest keeps its hand-out counted: the one
@@ -539,6 +616,8 @@ static void take_back_chain(struct bwd_member *m, struct bwd_fire *head,
 
 		next = f->next;
 		f->next = NULL;
+		f->pprev = NULL;
+		flight_forget(m, f);
 		f->redelivered |= written;
 		if (written && !blamed)
 			blamed = true;
@@ -575,7 +654,9 @@ void bwd_member_take_back(struct bwd_member *m, struct bwd_fire *last,
 	if (!head)
 		return;
 	m->flight_head = tail->next;
-	if (!m->flight_head)
+	if (m->flight_head)
+		m->flight_head->pprev = &m->flight_head;
+	else
 		m->flight_tail = NULL;
 	tail->next = NULL;
 	for (struct bwd_fire *f = head; f; f = f->next)
@@ -613,27 +694,23 @@ static void ack_timer_earlier(struct bwd_member *m, const struct bwd_fire *f)
  * touched fires in flight, not a prefix alone. */
 void bwd_member_ack_expired(struct bwd_member *m, uint64_t now_ns)
 {
-	struct bwd_fire *chain = NULL, **cp = &chain, **pp = &m->flight_head, *f;
-	struct bwd_fire *prev = NULL;
+	struct bwd_fire *chain = NULL, **cp = &chain, *f, *next;
 	uint64_t n = 0;
 
 	m->ack_armed = false;
-	while ((f = *pp)) {
+	for (f = m->flight_head; f; f = next) {
+		next = f->next;
 		if (f->ack_by_ns > now_ns) {
 			if (!m->touched)
 				break;
-			prev = f;
-			pp = &f->next;
 			continue;
 		}
-		*pp = f->next;
-		f->next = NULL;
+		/* Still in the map: take_back_chain takes it out. */
+		flight_cut(m, f);
 		*cp = f;
 		cp = &f->next;
 		n++;
 	}
-	if (!*pp)
-		m->flight_tail = prev;
 	if (n) {
 		bwd_log(BWD_LOG_DEBUG, "a consumer of session '%s' held fires past their ack deadline: taken back",
 			m->session->name ? m->session->name : "(anonymous)");
@@ -704,16 +781,10 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 			continue;
 		f = bwd_fire_dequeue(s);
 		f->taken_back = false;
-		f->delivery = ++m->last_delivery;
 		/* Not written yet: no drain may complete it (auto_ack) before
 		 * the connection says where its frame ends. */
 		f->wire_end = UINT64_MAX;
-		if (m->flight_tail)
-			m->flight_tail->next = f;
-		else
-			m->flight_head = f;
-		m->flight_tail = f;
-		m->flight++;
+		flight_link(m, f, ++m->last_delivery);
 		s->in_flight++;
 		COUNT(s, in_flight, 1);
 		st->stats.bytes += bwd_fire_bytes(f);
@@ -747,35 +818,10 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 	return NULL;
 }
 
-/* The fire in flight to m numbered delivery, and the link to it (*pp)
- * and the fire before it (*prev); NULL when none.  O(1) at the head, else
- * O(its place in the flight). */
-static struct bwd_fire *flight_find(struct bwd_member *m, uint64_t delivery,
-				    struct bwd_fire ***pp, struct bwd_fire **prev)
-{
-	struct bwd_fire *f;
-
-	*prev = NULL;
-	for (*pp = &m->flight_head; (f = **pp) && f->delivery < delivery;
-	     *pp = &f->next)
-		*prev = f;
-	return f && f->delivery == delivery ? f : NULL;
-}
-
-/* Unlink f (found by flight_find) from m's flight. */
-static void flight_unlink(struct bwd_member *m, struct bwd_fire *f,
-			  struct bwd_fire **pp, struct bwd_fire *prev)
-{
-	*pp = f->next;
-	if (m->flight_tail == f)
-		m->flight_tail = prev;
-	f->next = NULL;
-}
-
 int bwd_member_ack(struct bwd_member *m, uint64_t delivery, bool cumulative,
 		   uint64_t *acked)
 {
-	struct bwd_fire *f, **pp;
+	struct bwd_fire *f;
 	uint64_t n = 0, now;
 
 	*acked = 0;
@@ -783,23 +829,15 @@ int bwd_member_ack(struct bwd_member *m, uint64_t delivery, bool cumulative,
 		return BITWHEEL__V1__ERROR_CODE__BAD_REQUEST;
 	now = bwd_state_now(m->session->state);
 	if (cumulative) {
-		while ((f = m->flight_head) && f->delivery <= delivery) {
-			m->flight_head = f->next;
+		while ((f = m->flight_head) && bwd_fire_delivery(f) <= delivery) {
 			count_acked(m->session->state, f, now);
 			flight_done(m, f);
 			n++;
 		}
-		if (!m->flight_head)
-			m->flight_tail = NULL;
-	} else {
-		struct bwd_fire *prev;
-
-		if ((f = flight_find(m, delivery, &pp, &prev))) {
-			flight_unlink(m, f, pp, prev);
-			count_acked(m->session->state, f, now);
-			flight_done(m, f);
-			n = 1;
-		}
+	} else if ((f = flight_find(m, delivery))) {
+		count_acked(m->session->state, f, now);
+		flight_done(m, f);
+		n = 1;
 	}
 	*acked = n;
 	if (n)
@@ -816,12 +854,9 @@ void bwd_member_written(struct bwd_member *m, uint64_t drained)
 	if (!m->auto_ack)
 		return;
 	while ((f = m->flight_head) && f->wire_end <= drained) {
-		m->flight_head = f->next;
 		flight_done(m, f);
 		any = true;
 	}
-	if (!m->flight_head)
-		m->flight_tail = NULL;
 	if (any)
 		bwd_ready_add(m);
 }
@@ -848,8 +883,8 @@ static bool delay(struct bwd_session *s, struct bwd_fire *f)
 	f->delayed_in = s;
 	f->next = s->delayed_head;
 	if (f->next)
-		f->next->dpprev = &f->next;
-	f->dpprev = &s->delayed_head;
+		f->next->pprev = &f->next;
+	f->pprev = &s->delayed_head;
 	s->delayed_head = f;
 	s->delayed++;
 	return true;
@@ -857,11 +892,11 @@ static bool delay(struct bwd_session *s, struct bwd_fire *f)
 
 static void undelay(struct bwd_session *s, struct bwd_fire *f)
 {
-	*f->dpprev = f->next;
+	*f->pprev = f->next;
 	if (f->next)
-		f->next->dpprev = f->dpprev;
+		f->next->pprev = f->pprev;
 	f->next = NULL;
-	f->dpprev = NULL;
+	f->pprev = NULL;
 	f->due.kind = BWD_DUE_FIRE;
 	s->delayed--;
 }
@@ -898,16 +933,15 @@ int bwd_member_release(struct bwd_member *m, uint64_t delivery,
 		       uint64_t delay_ns, struct bwd_release *out)
 {
 	struct bwd_session *s = m->session;
-	struct bwd_fire *f, **pp, *prev;
+	struct bwd_fire *f;
 	uint64_t now;
 
 	memset(out, 0, sizeof(*out));
 	if (delivery == 0 || delivery > m->last_delivery)
 		return BITWHEEL__V1__ERROR_CODE__BAD_REQUEST;
-	if (!(f = flight_find(m, delivery, &pp, &prev)))
+	if (!(f = flight_find(m, delivery)))
 		return 0;
-	flight_unlink(m, f, pp, prev);
-	flight_leave(m);
+	flight_unlink(m, f);
 	s->in_flight--;
 	COUNT(s, in_flight, -1);
 	s->state->stats.released++;
@@ -939,14 +973,14 @@ int bwd_member_release(struct bwd_member *m, uint64_t delivery,
 int bwd_member_touch(struct bwd_member *m, uint64_t delivery,
 		     uint64_t timeout_ns, bool *touched, uint64_t *deadline_ns)
 {
-	struct bwd_fire *f, **pp, *prev;
+	struct bwd_fire *f;
 	uint64_t now, at;
 
 	*touched = false;
 	*deadline_ns = 0;
 	if (delivery == 0 || delivery > m->last_delivery)
 		return BITWHEEL__V1__ERROR_CODE__BAD_REQUEST;
-	if (!(f = flight_find(m, delivery, &pp, &prev)))
+	if (!(f = flight_find(m, delivery)))
 		return 0;
 	*touched = true;
 	if (!m->ack_timeout_ns)

@@ -243,6 +243,11 @@ void bwd_member_take_back(struct bwd_member *m, struct bwd_fire *last,
 void bwd_fire_ready(struct bwd_fire *f);
 void bwd_fire_delay(struct bwd_session *s, struct bwd_fire *f);
 void bwd_session_drop_delayed(struct bwd_session *s);
+/* A consumer's map of its fires in flight by delivery number, made at
+ * its attach (-ENOMEM) and freed with it, its buckets charged to its
+ * session's owner; nothing for a producer. */
+int bwd_member_flights_init(struct bwd_member *m);
+void bwd_member_flights_fini(struct bwd_member *m);
 /* m's ack timeout ran out at now. */
 void bwd_member_ack_expired(struct bwd_member *m, uint64_t now_ns);
 

@@ -796,6 +796,7 @@ static void member_free(struct bwd_member *m)
 		COUNT(s, consumers, -1);
 		bwd_hold_check(s);
 	}
+	bwd_member_flights_fini(m);
 	s->state->stats.bytes -= sizeof(*m);
 	free(m);
 }
@@ -1000,6 +1001,10 @@ int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
 		COUNT(s, consumers, 1);
 		bwd_hold_check(s);
 		bwd_ready_add(m);
+	}
+	if (bwd_member_flights_init(m)) {
+		bwd_member_detach(m);
+		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
 	}
 	*out = m;
 	return 0;

@@ -1113,9 +1113,9 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 	if (f->deadline_ns > s->now || f->fired_ns > s->now || f->fired_ns < f->deadline_ns)
 		viol(s, "key %" PRIu64 " early: deadline %.3f ms, fired at %.3f ms",
 		     f->key, (double)(f->deadline_ns - T0) / 1e6, (double)(f->fired_ns - T0) / 1e6);
-	if (f->delivery != c->last_delivery + 1)
+	if (bwd_fire_delivery(f) != c->last_delivery + 1)
 		viol(s, "conn %d: delivery %" PRIu64 " after %" PRIu64, conn_index(s, c),
-		     f->delivery, c->last_delivery);
+		     bwd_fire_delivery(f), c->last_delivery);
 	if (mf->paced) {
 		uint64_t mhz = max64(s->opt.limits.max_periodic_mhz_per_uid,
 				     BWD_MIN_REDELIVERY_MHZ);
@@ -1138,7 +1138,7 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 		     (double)(s->now - due_by(s, ms, mf)) / 1e6,
 		     ms->coalescing ? "coalescing" : "non-coalescing");
 	TRACE(s, "handed out: conn %d delivery %" PRIu64 " key %" PRIu64 " count %" PRIu64 ", its delivery %" PRIu32 "%s%s%s",
-	      conn_index(s, c), f->delivery, f->key, f->count, f->deliveries,
+	      conn_index(s, c), bwd_fire_delivery(f), f->key, f->count, f->deliveries,
 	      mf->back ? " (taken back, front)" : "", mf->tail ? " (tail)" : "",
 	      mf->dead ? " (dead letter)" : "");
 	if (s->failed)
@@ -1151,7 +1151,7 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 		session_went(s, ms);
 	mf->st = F_FLIGHT;
 	mf->conn = conn_index(s, c);
-	mf->delivery = f->delivery;
+	mf->delivery = bwd_fire_delivery(f);
 	mf->handed_at = s->now;
 	mf->ptr = f;
 	mf->back = mf->tail = mf->delayed = mf->paced = false;
@@ -1173,7 +1173,7 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 	c->committed += len;
 	f->wire_end = c->committed;
 	mf->wire_end = c->committed;
-	frame_push(c, f->delivery);
+	frame_push(c, bwd_fire_delivery(f));
 	if (output(c) >= s->max_output / 2) {
 		TRACE(s, "conn %d: no room", conn_index(s, c));
 		c->room = false;
