@@ -3,11 +3,24 @@
  *
  * A fire waits at its session's queue (a FIFO, taken-back fires at the
  * front) until the pump (server.c) asks bwd_state_next_delivery() for the
- * next one to write; it is then in flight to one member, in that member's
- * list in delivery order, until an Ack (bwd_member_ack), or with auto_ack
+ * next one to write; it is then in flight to one member, numbered with its
+ * next delivery number, until an Ack (bwd_member_ack), or with auto_ack
  * its frame leaving the connection's buffer (bwd_member_written), makes
  * it done, or it is taken back (the member leaves, its ack deadline
  * passes) to the queue, or given back by a Release ("Fires that fail").
+ *
+ * Fires in flight.  A member's are in a doubly linked list in delivery
+ * order (through next and pprev, the delayed list's links, which a fire
+ * in flight does not use), which cumulative acks, drains and take-backs
+ * walk from its head, and, a consumer's, in a map by delivery number
+ * (flights, a bwd_map whose node takes the place of the fire's due, which
+ * nothing uses in flight either), where a single Ack, a Release or a
+ * Touch finds its fire: delivery numbers only grow, but fires leave out
+ * of order and one may stay in flight while millions pass, so no ring of
+ * the window's size could index them.  The map's buckets, 8 bytes times
+ * at most the next power of two of the largest flight the consumer had
+ * (never more than its window), are charged to the session's owner as
+ * its fires are; the fire stays 144 bytes.
  *
  * Who gets a fire.  A session keeps its consumers that may take one now -
  * fewer fires in flight than their window, and room in their connection's
@@ -55,7 +68,9 @@
  * the fire in the wheel (BWD_DUE_RETRY, its handle in the fire, in its
  * session's delayed list) until it joins the tail.  A Touch moves one
  * fire's ack deadline, so while a member has touched fires in flight its
- * ack timer is set from all of them, not the head's alone.
+ * ack timer is set from all of them, not the head's alone, when it is
+ * armed again after an ack timeout (ack_timer_arm); a Touch only brings
+ * it earlier.
  *
  * Monitoring.  A fire remembers when it was last handed out (handed_ns);
  * its first hand-out adds the wait since its deadline to its lane's
@@ -64,10 +79,15 @@
  * auto-ack's completion on write is not an ack).  One clock read per
  * hand-out and per Ack, a binary search of BWD_LATENESS_LE_NS per fire.
  *
- * Costs: a hand-out, a cumulative or in-order ack and a drain are O(1)
- * per fire; a single ack, Release or Touch out of order is O(the window);
- * taking back a member's fires is O(its flight), and so is re-arming its
- * ack timer while touched fires are in flight; a dead-lettering O(1) (a
+ * Costs: a hand-out, an ack, single or cumulative, in order or not, and a
+ * drain are O(1) per fire they complete (a map insert or removal, O(1) on
+ * average, with its seed the daemon's random one: a client chooses which
+ * fires it acknowledges, not where they land); so is finding the fire of
+ * a Release or a Touch, and a Touch's move of the ack timer; taking back
+ * a member's fires is O(its flight), and so is an ack timeout while
+ * touched fires are in flight (it looks at each, and arms the timer
+ * again from all of them), which the consumer's fires' ack deadlines
+ * bound, not its requests; a dead-lettering O(1) (a
  * session lookup, an allocation); a Kick O(the dead letters it looks
  * at, at most BWD_MAX_KICK); a hold, a pace wait, a delay, O(1) and a
  * wheel operation.
@@ -664,8 +684,15 @@ void bwd_member_take_back(struct bwd_member *m, struct bwd_fire *last,
 	take_back_chain(m, head, n, why);
 }
 
-/* m's ack timer, at its earliest ack deadline: the head's, in delivery
- * order, until a Touch moved one (then every fire's is looked at). */
+/*
+ * m's ack timer, unarmed, at its earliest ack deadline: the head's, in
+ * delivery order, until a Touch moved one (then every fire's is looked
+ * at).  Armed, it is never later than that deadline, but may be earlier:
+ * fires acknowledged since, or a Touch that moved the earliest later,
+ * leave it as it is (ack_timer_earlier), and when it fires for nothing,
+ * bwd_member_ack_expired takes back what is due and arms it again.  So
+ * only an ack timeout looks at every fire, never a request.
+ */
 static void ack_timer_arm(struct bwd_member *m)
 {
 	uint64_t at;
@@ -681,13 +708,22 @@ static void ack_timer_arm(struct bwd_member *m)
 	bwd_state_own_arm(m->session->state, &m->due, at, &m->ack_handle, &m->ack_armed);
 }
 
-/* f, just in flight to m, is due back before m's timer (a Touch moved
- * that later, or left it armed for fires gone since): the timer moves. */
+/* f, in flight to m, has a new ack deadline (handed out, touched): an
+ * armed timer moves to it if it is earlier (then the earliest of all),
+ * O(1); an unarmed one is armed. */
 static void ack_timer_earlier(struct bwd_member *m, const struct bwd_fire *f)
 {
-	if (m->ack_armed && f->ack_by_ns < m->ack_at)
-		bwd_state_own_disarm(m->session->state, m->ack_handle, &m->ack_armed);
-	ack_timer_arm(m);
+	struct bwd_state *st = m->session->state;
+
+	if (!m->ack_armed) {
+		ack_timer_arm(m);
+		return;
+	}
+	if (f->ack_by_ns >= m->ack_at)
+		return;
+	bwd_state_own_disarm(st, m->ack_handle, &m->ack_armed);
+	m->ack_at = f->ack_by_ns;
+	bwd_state_own_arm(st, &m->due, m->ack_at, &m->ack_handle, &m->ack_armed);
 }
 
 /* The ack timeout: what m has held past its ack deadline goes back; with
@@ -997,8 +1033,7 @@ int bwd_member_touch(struct bwd_member *m, uint64_t delivery,
 	f->ack_by_ns = *deadline_ns = at;
 	m->touched++;
 	m->session->state->stats.touched++;
-	bwd_state_own_disarm(m->session->state, m->ack_handle, &m->ack_armed);
-	ack_timer_arm(m);
+	ack_timer_earlier(m, f);
 	return 0;
 }
 

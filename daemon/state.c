@@ -80,15 +80,15 @@
  * session's linger, a consumer's ack timeout - are entries in the same
  * wheel as the clients' timers, told apart by struct bwd_due.
  *
- * Costs: schedule, cancel, each fire, each hand-out and each cumulative
- * or in-order ack are O(1) on average (a map lookup, a wheel operation, a
- * list move, one record); a fire is paid in two parts, the wheel's
- * callback (a list link and, named, a record: the wheel's own cost of a
- * timer in its overflow store dominates in a burst) and its making in
- * bwd_state_fire() (an allocation, a copy, a map removal and a free,
- * about 0.2-0.3 us); a lookup of a key with fired timers waiting walks
- * past them; a single ack out of order is O(the window);
- * taking back a member's fires is O(its flight); ending a session is
+ * Costs: schedule, cancel, each fire, each hand-out and each fire an ack
+ * completes (single or cumulative, in delivery order or not) are O(1) on
+ * average (a map lookup, a wheel operation, a list move, one record); a
+ * fire is paid in two parts, the wheel's callback (a list link and,
+ * named, a record: the wheel's own cost of a timer in its overflow store
+ * dominates in a burst) and its making in bwd_state_fire() (an
+ * allocation, a copy, a map removal and a free, about 0.2-0.3 us); a
+ * lookup of a key with fired timers waiting walks past them; taking back
+ * a member's fires is O(its flight); ending a session is
  * O(its timers + its fires), spread over loop turns TEARDOWN_CHUNK timers
  * and fires at a time (or what BWD_TURN_NS allows: taking a timer out of
  * an overflow store of millions costs microseconds, and 1,024 of them
