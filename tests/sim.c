@@ -66,7 +66,8 @@
  *     that put them there, and a released one not before its delay; its
  *     deliveries, and a dead letter's origin, are the model's; after every
  *     turn, each member's count in flight and last delivery number are the
- *     model's; an ack completes exactly what the model says; a timer the
+ *     model's, and each of its fires in flight is found in its map by its
+ *     delivery number; an ack completes exactly what the model says; a timer the
  *     state calls pending (Cancel, replace, a duplicate key) is one the
  *     model has not seen fire past its lane's bound;
  *   fires that fail, at each take-back: the state's count is the blame
@@ -1242,10 +1243,17 @@ static void reconcile_flight(struct sim *s, struct sconn *c)
 		struct mfire *f = c->fl[j];
 
 		if (f->ptr == g) {
+			struct bwd_map_node *n = bwd_map_find(&c->m->flights, f->delivery);
+
 			if (s->now > add_sat(add_sat(f->ack_by, s->bound[BW_LANE_ONESHOT]),
 					     s->jitter))
 				viol(s, "conn %d: delivery %" PRIu64 " in flight %.3f ms past its ack deadline",
 				     ci, f->delivery, (double)(s->now - f->ack_by) / 1e6);
+			/* What a single Ack, Release or Touch finds it by. */
+			if (!n || bwd_container_of(n, struct bwd_fire, flight_node) != g ||
+			    bwd_fire_delivery(g) != f->delivery)
+				viol(s, "conn %d: delivery %" PRIu64 " in flight, not in the map by its number",
+				     ci, f->delivery);
 			g = g->next;
 			continue;
 		}
@@ -1254,7 +1262,7 @@ static void reconcile_flight(struct sim *s, struct sconn *c)
 			     ci, f->delivery, (double)(f->ack_by - s->now) / 1e6);
 		f->going = any = true;
 	}
-	if (g) {
+	if (g || (c->m->flights.bucket && c->m->flights.count != c->m->flight)) {
 		viol(s, "conn %d: the state's fires in flight are not the model's", ci);
 		return;
 	}
