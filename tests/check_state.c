@@ -17,6 +17,10 @@
  *     fire still delivered, the new timer armed;
  *   - a journal and a snapshot taken while fires wait in due lists read
  *     back into the same fires and timers, nothing contradicting;
+ *   - single acks over a window of 10,000 (issue 22): the steps of
+ *     finding each fire in flight by its delivery number, counted in its
+ *     consumer's map, O(1) a fire; the map's buckets charged to the uid
+ *     while the consumer is there, and not after;
  *   - leeways (issue 15): every combination of period and leeway goes to
  *     the lane the rule says and fires never early, within max(leeway,
  *     the finest lane's bound); leeways read back from the state files.
@@ -347,6 +351,82 @@ START_TEST(test_cancel_between_fire_and_make)
 	ck_assert_int_eq(unlinkat(dirfd, name, 0), 0);
 	close(dirfd);
 	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/*
+ * Single acks over a window of SINGLE_N, their cost counted (issue 22):
+ * every fire in flight is in its consumer's map, and finding each of them
+ * once walks, over all of them, the nodes before it in its bucket's chain
+ * and itself: at most 2 a fire on average and 32 at worst, where the walk
+ * of the flight from its oldest fire that a single ack took before cost
+ * 50,005,000 for acks newest first.  Then acknowledged so, each once
+ * (again: 0), nothing left in flight; the uid's bytes come back to the
+ * map's buckets alone, and to 0 when the consumer leaves.
+ */
+#define SINGLE_N 10000u
+START_TEST(test_single_acks_counted)
+{
+	struct bwd_attach a = {
+		.name = "single", .uid = 1000, .owner_uid = 1000, .consumer = true,
+		.window = SINGLE_N,
+	};
+	struct bwd_state *st;
+	struct bwd_member *m, *to;
+	struct bwd_uid_usage u;
+	struct bwd_fire *f;
+	uint64_t steps = 0, longest = 0, acked;
+	bool resumed;
+
+	options();
+	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+	ck_assert_int_eq(bwd_state_conn_open(st, 1000), 0);
+	ck_assert_int_eq(bwd_session_attach(st, &a, &m, &resumed), 0);
+	for (uint64_t k = 0; k < SINGLE_N; k++)
+		schedule(m, k, T0 + MS, false, NULL);
+	/* The wheel fires a bounded number a poll. */
+	for (uint64_t d = 1, polls = 0; d <= SINGLE_N;) {
+		if (!(f = bwd_state_next_delivery(st, &to))) {
+			ck_assert_uint_lt(polls++, SINGLE_N);
+			bwd_state_poll(st, T0 + 5 * MS);
+			while (bwd_state_fire(st))
+				;
+			continue;
+		}
+		ck_assert_ptr_eq(to, m);
+		ck_assert_uint_eq(bwd_fire_delivery(f), d++);
+	}
+	ck_assert_ptr_null(bwd_state_next_delivery(st, &to));
+	ck_assert_uint_eq(m->flight, SINGLE_N);
+	ck_assert_uint_eq(m->flights.count, SINGLE_N);
+	for (size_t b = 0; b <= m->flights.mask; b++) {
+		uint64_t i = 0;
+
+		for (const struct bwd_map_node *n = m->flights.bucket[b]; n; n = n->next)
+			steps += ++i;
+		longest = i > longest ? i : longest;
+	}
+	ck_assert_msg(steps <= 2 * SINGLE_N && longest <= 32,
+		      "finding each of %u fires in flight: %" PRIu64 " steps, %" PRIu64 " at most",
+		      SINGLE_N, steps, longest);
+	for (uint64_t d = SINGLE_N; d > 0; d--) {
+		ck_assert_int_eq(bwd_member_ack(m, d, false, &acked), 0);
+		ck_assert_msg(acked == 1, "single ack of %" PRIu64 ": %" PRIu64, d, acked);
+		ck_assert_int_eq(bwd_member_ack(m, d, false, &acked), 0);
+		ck_assert_uint_eq(acked, 0);
+	}
+	ck_assert_uint_eq(m->flight, 0);
+	ck_assert_uint_eq(m->flights.count, 0);
+	ck_assert_ptr_null(m->flight_head);
+	ck_assert_ptr_null(m->flight_tail);
+	bwd_state_uid_usage(st, 1000, &u);
+	ck_assert_uint_eq(u.in_flight, 0);
+	ck_assert_uint_eq(u.bytes, bwd_map_bytes(&m->flights));
+	bwd_member_detach(m);
+	bwd_state_uid_usage(st, 1000, &u);
+	ck_assert_uint_eq(u.bytes, 0);
+	bwd_state_conn_close(st, 1000);
+	bwd_state_free(st);
 }
 END_TEST
 
@@ -1046,6 +1126,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_round_robin_env);
 	tcase_add_test(tc, test_cancel_between_fire_and_make);
 	tcase_add_test(tc, test_end_with_due);
+	tcase_add_test(tc, test_single_acks_counted);
 	tcase_add_test(tc, test_uids_take_turns);
 	tcase_add_test(tc, test_burst_own_lane);
 	suite_add_tcase(s, tc);
