@@ -308,7 +308,11 @@ struct bwd_fire {
 	uint64_t fired_ns;
 	uint64_t count;            /* periodic: fire number; 0 for oneshot   */
 	uint64_t seq;              /* the session's fire number (journal)    */
-	bw_handle retry;           /* delayed: its timer                     */
+	union {
+		bw_handle retry;   /* delayed: its timer                     */
+		uint64_t heap_at;  /* in flight: touched, its place (from 1)
+				      in its member's touched heap; 0: not  */
+	};
 	uint64_t handed_ns;        /* in flight: when it was handed out      */
 	union {
 		uint64_t ack_by_ns; /* in flight: when its ack timeout takes
@@ -469,10 +473,15 @@ struct bwd_member {
 	bool coalesce;             /* asked for coalesced delivery           */
 	bool room;                 /* its connection's output takes fires    */
 	bool ack_armed;
-	/* Touches of its fires in flight (their ack deadlines may be out of
-	 * delivery order); 0 again once its flight is empty.  ack_at: when
-	 * its ack timer is armed for. */
-	uint32_t touched;
+	/* Its touched fires in flight (their ack deadlines out of delivery
+	 * order), a binary heap by ack deadline of `touched` (its array,
+	 * charged as the map, grows to touch_cap), and the first fire in
+	 * flight, in delivery order, not touched (the earliest ack deadline
+	 * of the others); NULL: none.  ack_at: when its ack timer is armed
+	 * for. */
+	struct bwd_fire **touch_heap;
+	uint32_t touched, touch_cap;
+	struct bwd_fire *untouched;
 	uint64_t ack_at;
 };
 
@@ -656,7 +665,8 @@ void bwd_member_detach(struct bwd_member *m);
  * 0 (out->released false when no such fire is in flight), or BAD_REQUEST
  * for a number never sent.  Touch: its ack deadline becomes now +
  * timeout_ns (0: m's ack timeout); HOLD_LIMIT past its hand-out +
- * BWD_MAX_HOLD_NS (*deadline_ns says until when it may be held).  Kick:
+ * BWD_MAX_HOLD_NS (*deadline_ns says until when it may be held), NO_MEMORY
+ * when its first Touch finds no room in m's heap of touched fires.  Kick:
  * up to limit (0 or past BWD_MAX_KICK: that) of the fires s dead-lettered
  * (of key, if has_key) come back to its queue's tail; *more when it
  * stopped before the dead-letter queue's end.  SetPolicy: has_max sets

@@ -234,9 +234,8 @@ void bwd_fire_count_queued(struct bwd_session *s, const struct bwd_fire *f,
 			   int64_t n);
 struct bwd_fire *bwd_fire_dequeue(struct bwd_session *s);
 void bwd_fire_free(struct bwd_session *s, struct bwd_fire *f);
-/* m's fires in flight up to last (NULL: all) go back, for why. */
-void bwd_member_take_back(struct bwd_member *m, struct bwd_fire *last,
-			  enum bwd_take_back why);
+/* m's fires in flight go back, for why. */
+void bwd_member_take_back(struct bwd_member *m, enum bwd_take_back why);
 /* A delayed fire's time came: it joins its session's queue.  f, out of
  * any list, waits until f->ready_ns (at once without memory for its
  * timer).  A session's delayed fires are freed with it. */

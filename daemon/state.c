@@ -849,7 +849,7 @@ void bwd_session_free(struct bwd_session *s)
 	while (s->members) {
 		struct bwd_member *m = s->members;
 
-		bwd_member_take_back(m, NULL, BWD_TB_DISCONNECTED);
+		bwd_member_take_back(m, BWD_TB_DISCONNECTED);
 		member_free(m);
 	}
 	while ((f = bwd_fire_dequeue(s)))
@@ -1070,7 +1070,7 @@ void bwd_member_detach(struct bwd_member *m)
 		bwd_log_client(BWD_LOGK_SESSION, s->owner, BWD_LOG_INFO,
 			"session '%s' of uid %ld: a consumer left with %" PRIu64 " fires unacknowledged; they go back to the queue",
 			s->name, (long)s->owner, m->flight);
-	bwd_member_take_back(m, NULL, BWD_TB_DISCONNECTED);
+	bwd_member_take_back(m, BWD_TB_DISCONNECTED);
 	member_free(m);
 	if (s->nmembers)
 		return;
