@@ -52,7 +52,7 @@
 static const char *const names[ATK_N] = {
 	"none", "memory", "cpu", "stats", "frames", "expire", "silent", "squat", "logs",
 	"pipeline", "list", "redeliver", "churn", "reattach", "coalesce", "crashloop",
-	"poison", "burst", "output", "share",
+	"poison", "burst", "output", "share", "singleack",
 };
 
 const char *atk_name(enum atk_kind k)
@@ -80,6 +80,7 @@ int atk_expected_refusal(enum atk_kind k)
 	case ATK_BURST: return EC(TOO_MANY_TIMERS);
 	case ATK_OUTPUT: return EC(TOO_MANY_TIMERS);
 	case ATK_SHARE: return EC(NO_MEMORY);
+	case ATK_SINGLEACK: return EC(TOO_MANY_TIMERS);
 	default: return 0;
 	}
 }
@@ -1422,6 +1423,7 @@ struct rawc {
 	int fd;                 /* -1 while closed                          */
 	unsigned session;       /* its session, in dlv.s                    */
 	bool refused;           /* an Error came: the daemon closes it      */
+	uint64_t last;          /* the highest Fired.delivery it read       */
 	uint8_t *buf;           /* what came after the last whole frame     */
 	size_t have;
 };
@@ -1509,6 +1511,7 @@ static void rawc_open(struct actx *a, struct dlv *d, struct rawc *c)
 
 	c->have = 0;
 	c->refused = false;
+	c->last = 0;
 	snprintf(who, sizeof(who), "consumer of %s", d->s[c->session].name);
 	c->fd = raw_open(a, dlv_hello(a, d, d->s[c->session].name), who);
 }
@@ -1536,6 +1539,8 @@ static void dlv_frame(struct actx *a, void *arg, struct rawc *c,
 	case BITWHEEL__V1__ENVELOPE__BODY_FIRED:
 		a->r->fires++;
 		a->r->redelivered += env->fired->redelivered;
+		if (env->fired->delivery > c->last)
+			c->last = env->fired->delivery;
 		break;
 	case BITWHEEL__V1__ENVELOPE__BODY_HELLO_REPLY:
 		if (d->k != ATK_REDELIVER)
@@ -1812,6 +1817,82 @@ static void run_coalesce(struct actx *a, struct dlv *d)
 	/* Timers held when ready, not scheduled since. */
 	a->r->timers = held;
 	run_redeliver(a, d);
+}
+
+/* ATK_SINGLEACK: Acks packed for a consumer at a time. */
+#define SINGLEACK_CHUNK 512
+
+/* A consumer's single Acks, written as fast as the daemon reads them. */
+struct acks_out {
+	uint8_t *buf;
+	size_t len, off, cap;
+	uint64_t next;           /* the next newest first; then at random  */
+};
+
+/* The next SINGLEACK_CHUNK single Acks of c, without request_id, into o
+ * (empty): the newer half of its deliveries (those above held, which it
+ * keeps) newest first, then any of them at random (*rs). */
+static void singleack_pack(struct acks_out *o, const struct rawc *c, uint64_t held,
+			   uint64_t *rs)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Ack ack = BITWHEEL__V1__ACK__INIT;
+
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_ACK;
+	env.ack = &ack;
+	ack.has_delivery = 1;
+	o->len = o->off = 0;
+	for (unsigned i = 0; i < SINGLEACK_CHUNK; i++) {
+		ack.delivery = o->next > held ? o->next-- :
+			held + 1 + load_rand(rs) % (c->last - held);
+		if (!pack(&o->buf, &o->len, &o->cap, &env))
+			break;
+	}
+}
+
+/* ATK_SINGLEACK: every consumer holds the older half of its fires and
+ * acknowledges the newer half singly, newest first, then again and again
+ * at random, until told to stop; each Ack counts in ops. */
+static void run_singleack(struct actx *a, struct dlv *d)
+{
+	struct acks_out *o = calloc(d->nc ? d->nc : 1, sizeof(*o));
+	uint64_t rs = 0x5eed5eedu;
+
+	for (unsigned i = 0; o && i < d->nc; i++)
+		o[i].next = d->c[i].last;
+	d->p[0].fd = a->ch->stop_fd;
+	d->p[0].events = POLLIN;
+	while (o) {
+		for (unsigned i = 0; i < d->nc; i++) {
+			d->p[i + 1].fd = d->c[i].last > 1 ? d->c[i].fd : -1;
+			d->p[i + 1].events = POLLIN | POLLOUT;
+		}
+		if (poll(d->p, d->nc + 1, 100) <= 0)
+			continue;
+		if (d->p[0].revents)
+			break;
+		for (unsigned i = 0; i < d->nc; i++) {
+			struct rawc *c = &d->c[i];
+			uint64_t held = c->last / 2;
+			ssize_t n;
+
+			if (d->p[i + 1].revents & POLLIN)
+				rawc_read(a, c, d->bufcap, d->s[c->session].name, dlv_frame, d);
+			if (c->fd < 0 || !(d->p[i + 1].revents & POLLOUT))
+				continue;
+			if (o[i].off == o[i].len)
+				singleack_pack(&o[i], c, held, &rs);
+			n = send(c->fd, o[i].buf + o[i].off, o[i].len - o[i].off, MSG_NOSIGNAL);
+			if (n > 0) {
+				o[i].off += (size_t)n;
+				if (o[i].off == o[i].len)
+					a->r->ops += SINGLEACK_CHUNK;
+			}
+		}
+	}
+	for (unsigned i = 0; o && i < d->nc; i++)
+		free(o[i].buf);
+	free(o);
 }
 
 static void dlv_free(struct dlv *d)
@@ -2376,6 +2457,7 @@ static void attack_run(enum atk_kind k, struct actx *a)
 	case ATK_CHURN:
 	case ATK_REATTACH:
 	case ATK_COALESCE:
+	case ATK_SINGLEACK:
 		build_delivery(a, &d);
 		break;
 	case ATK_POISON:
@@ -2440,6 +2522,9 @@ static void attack_run(enum atk_kind k, struct actx *a)
 		break;
 	case ATK_COALESCE:
 		run_coalesce(a, &d);
+		break;
+	case ATK_SINGLEACK:
+		run_singleack(a, &d);
 		break;
 	case ATK_POISON:
 	case ATK_CRASHLOOP:

@@ -33,6 +33,10 @@
  * session times the poison fire's way there, and each time it arrives the
  * attacker schedules the poison again, so that the loop never stops.
  *
+ * The single-ack flood (issue 22: ATK_SINGLEACK) is built as the
+ * delivery attacks are, then acknowledges singly what makes a consumer's
+ * flight longest to search.
+ *
  * Children report through a pipe, in one write of a fixed struct; every
  * wait has a deadline.  Lateness goes into bwload's log-linear histograms
  * (load_stats.c, 1.6 % resolution).  Costs: the victim holds one histogram
@@ -124,6 +128,15 @@ enum atk_kind {
 			 as ATK_MEMORY does, until refused; then a Schedule
 			 every 100 ms (NO_MEMORY: the attacker's share of
 			 --max-memory, half of what the others leave)        */
+	ATK_SINGLEACK, /* sessions filled to the timer budget, every fire due
+			 at one instant, held by consumers of the largest
+			 window without an ack timeout; each acknowledges
+			 the newer half of its fires singly, newest first,
+			 then single Acks of those again and again in a
+			 random order (acked 0, no request_id): every Ack
+			 names a fire past half a window still in flight (a
+			 walk of the flight from its oldest fire reached it
+			 in O(the window))                                   */
 	ATK_N
 };
 

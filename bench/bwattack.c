@@ -428,6 +428,10 @@ static bool run_one(const struct opts *o, enum atk_kind k)
 		if (ar.ack_timeout_ns)
 			snprintf(fires_col + n, sizeof(fires_col) - (size_t)n,
 				 ", ack timeout %g ms", ms(ar.ack_timeout_ns));
+		else if (k == ATK_SINGLEACK)
+			snprintf(fires_col + n, sizeof(fires_col) - (size_t)n,
+				 ", %.0f single Acks/s written", (double)(ar.ops - ar.conns) /
+				 ((double)(t1 - t0) / 1e9));
 	}
 	p99 = load_hist_quantile(&v->rx, 0.99);
 	ok = alive && v->fires && v->fires == v->scheduled && !v->lost && !v->early &&

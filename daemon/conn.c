@@ -672,7 +672,7 @@ void bwd_fired_of(const struct bwd_fire *f, Bitwheel__V1__Fired *fired,
 	fired->has_redelivered = f->redelivered;
 	fired->redelivered = f->redelivered;
 	fired->has_delivery = fired->has_deliveries = 1;
-	fired->delivery = f->delivery;
+	fired->delivery = bwd_fire_delivery(f);
 	fired->deliveries = f->deliveries;
 	if (!f->dead)
 		return;

@@ -289,24 +289,32 @@ struct bwd_dead {
 };
 
 /*
- * A fire: queued in its session, in flight to one member, or delayed (a
- * Release's delay: in the wheel, in its session's delayed list through
- * next and dpprev).  160 bytes with its allocator's header, as a timer:
+ * A fire: queued in its session, in flight to one member (in its list
+ * through next and pprev, and in its map through flight_node), or delayed
+ * (a Release's delay: in the wheel, in its session's delayed list through
+ * next and pprev).  160 bytes with its allocator's header, as a timer:
  * a oneshot fire taking its timer's place never adds.
  */
 struct bwd_fire {
-	struct bwd_due due;        /* BWD_DUE_FIRE: in its session's due list;
-				      BWD_DUE_RETRY: delayed, in the wheel  */
+	union {
+		struct bwd_due due; /* BWD_DUE_FIRE: in its session's due list;
+				      BWD_DUE_RETRY: delayed, in the wheel;
+				      BWD_DUE_FIRE out of flight            */
+		/* In flight (in no due list nor the wheel): in its member's
+		 * map, keyed by its delivery number. */
+		struct bwd_map_node flight_node;
+	};
 	struct bwd_fire *next;
-	struct bwd_fire **dpprev;  /* delayed: its link in the delayed list */
+	struct bwd_fire **pprev;   /* in flight or delayed: its link there  */
 	uint64_t key;
 	uint64_t deadline_ns;
 	uint64_t fired_ns;
 	uint64_t count;            /* periodic: fire number; 0 for oneshot   */
 	uint64_t seq;              /* the session's fire number (journal)    */
 	union {
-		uint64_t delivery; /* in flight: the member's number for it  */
 		bw_handle retry;   /* delayed: its timer                     */
+		uint64_t heap_at;  /* in flight: touched, its place (from 1)
+				      in its member's touched heap; 0: not  */
 	};
 	uint64_t handed_ns;        /* in flight: when it was handed out      */
 	union {
@@ -336,6 +344,12 @@ struct bwd_fire {
 	const uint8_t *payload;    /* the bytes that follow                  */
 };
 #define BWD_LANE_NONE 0xffu
+
+/* In flight: its member's number for it (Fired.delivery). */
+static inline uint64_t bwd_fire_delivery(const struct bwd_fire *f)
+{
+	return f->flight_node.key;
+}
 
 struct bwd_timer {
 	struct bwd_due due;        /* BWD_DUE_TIMER: the wheel's data        */
@@ -446,8 +460,10 @@ struct bwd_member {
 	void *owner;               /* the connection, for the pump           */
 	struct bwd_member *next, **pprev;          /* session->members      */
 	struct bwd_member *ready_next, **ready_pprev; /* NULL pprev: out     */
-	/* In flight to it, in delivery order. */
+	/* In flight to it, in delivery order, and by delivery number (a
+	 * consumer's; its buckets charged to the session's owner). */
 	struct bwd_fire *flight_head, *flight_tail;
+	struct bwd_map flights;
 	uint64_t flight;
 	uint64_t last_delivery;    /* the number of the last fire sent       */
 	uint64_t drained;          /* its connection's output written so far */
@@ -460,10 +476,15 @@ struct bwd_member {
 	bool coalesce;             /* asked for coalesced delivery           */
 	bool room;                 /* its connection's output takes fires    */
 	bool ack_armed;
-	/* Touches of its fires in flight (their ack deadlines may be out of
-	 * delivery order); 0 again once its flight is empty.  ack_at: when
-	 * its ack timer is armed for. */
-	uint32_t touched;
+	/* Its touched fires in flight (their ack deadlines out of delivery
+	 * order), a binary heap by ack deadline of `touched` (its array,
+	 * charged as the map, grows to touch_cap), and the first fire in
+	 * flight, in delivery order, not touched (the earliest ack deadline
+	 * of the others); NULL: none.  ack_at: when its ack timer is armed
+	 * for. */
+	struct bwd_fire **touch_heap;
+	uint32_t touched, touch_cap;
+	struct bwd_fire *untouched;
 	uint64_t ack_at;
 };
 
@@ -656,7 +677,8 @@ void bwd_member_detach(struct bwd_member *m);
  * 0 (out->released false when no such fire is in flight), or BAD_REQUEST
  * for a number never sent.  Touch: its ack deadline becomes now +
  * timeout_ns (0: m's ack timeout); HOLD_LIMIT past its hand-out +
- * BWD_MAX_HOLD_NS (*deadline_ns says until when it may be held).  Kick:
+ * BWD_MAX_HOLD_NS (*deadline_ns says until when it may be held), NO_MEMORY
+ * when its first Touch finds no room in m's heap of touched fires.  Kick:
  * up to limit (0 or past BWD_MAX_KICK: that) of the fires s dead-lettered
  * (of key, if has_key) come back to its queue's tail; *more when it
  * stopped before the dead-letter queue's end.  SetPolicy: has_max sets

@@ -3,11 +3,24 @@
  *
  * A fire waits at its session's queue (a FIFO, taken-back fires at the
  * front) until the pump (server.c) asks bwd_state_next_delivery() for the
- * next one to write; it is then in flight to one member, in that member's
- * list in delivery order, until an Ack (bwd_member_ack), or with auto_ack
+ * next one to write; it is then in flight to one member, numbered with its
+ * next delivery number, until an Ack (bwd_member_ack), or with auto_ack
  * its frame leaving the connection's buffer (bwd_member_written), makes
  * it done, or it is taken back (the member leaves, its ack deadline
  * passes) to the queue, or given back by a Release ("Fires that fail").
+ *
+ * Fires in flight.  A member's are in a doubly linked list in delivery
+ * order (through next and pprev, the delayed list's links, which a fire
+ * in flight does not use), which cumulative acks, drains and take-backs
+ * walk from its head, and, a consumer's, in a map by delivery number
+ * (flights, a bwd_map whose node takes the place of the fire's due, which
+ * nothing uses in flight either), where a single Ack, a Release or a
+ * Touch finds its fire: delivery numbers only grow, but fires leave out
+ * of order and one may stay in flight while millions pass, so no ring of
+ * the window's size could index them.  The map's buckets, 8 bytes times
+ * at most the next power of two of the largest flight the consumer had
+ * (never more than its window), are charged to the session's owner as
+ * its fires are; the fire stays 144 bytes.
  *
  * Who gets a fire.  A session keeps its consumers that may take one now -
  * fewer fires in flight than their window, and room in their connection's
@@ -54,8 +67,16 @@
  * its history; Kick brings such fires back.  A Release with a delay puts
  * the fire in the wheel (BWD_DUE_RETRY, its handle in the fire, in its
  * session's delayed list) until it joins the tail.  A Touch moves one
- * fire's ack deadline, so while a member has touched fires in flight its
- * ack timer is set from all of them, not the head's alone.
+ * fire's ack deadline out of delivery order: a member's touched fires are
+ * in a binary heap by ack deadline (touch_heap, each fire's place in it
+ * in heap_at, where a delayed fire keeps its retry; grown by doubling to
+ * at most the window, charged as the map), and it keeps the first
+ * untouched one (untouched), whose deadline is the earliest of the
+ * others', which come in delivery order; its ack timer is armed at the
+ * earlier of that and the heap's top, and an ack timeout takes back the
+ * untouched ones due from the first on and the touched ones due from the
+ * heap, merged in delivery order.  A Touch only ever brings the timer
+ * earlier.
  *
  * Monitoring.  A fire remembers when it was last handed out (handed_ns);
  * its first hand-out adds the wait since its deadline to its lane's
@@ -64,13 +85,18 @@
  * auto-ack's completion on write is not an ack).  One clock read per
  * hand-out and per Ack, a binary search of BWD_LATENESS_LE_NS per fire.
  *
- * Costs: a hand-out, a cumulative or in-order ack and a drain are O(1)
- * per fire; a single ack, Release or Touch out of order is O(the window);
- * taking back a member's fires is O(its flight), and so is re-arming its
- * ack timer while touched fires are in flight; a dead-lettering O(1) (a
- * session lookup, an allocation); a Kick O(the dead letters it looks
- * at, at most BWD_MAX_KICK); a hold, a pace wait, a delay, O(1) and a
- * wheel operation.
+ * Costs: a hand-out, an ack, single or cumulative, in order or not, and a
+ * drain are O(1) per fire they complete (a map insert or removal, O(1) on
+ * average, with its seed the daemon's random one: a client chooses which
+ * fires it acknowledges, not where they land), and O(log(touched fires))
+ * more for a touched one; a Release and a Touch the same (a Touch's
+ * timer, one wheel operation at most); an ack timeout O(what it takes
+ * back), log(touched) for each touched one and k log k to sort k of them
+ * in delivery order; the first untouched fire moves past each touched one
+ * once, whoever moves it; taking back a member's fires is O(its flight);
+ * a dead-lettering O(1) (a session lookup, an allocation); a Kick O(the
+ * dead letters it looks at, at most BWD_MAX_KICK); a hold, a pace wait, a
+ * delay, O(1) and a wheel operation.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -388,24 +414,195 @@ const struct bwd_hist *bwd_state_ack_latency(const struct bwd_state *st)
 	return &st->ack;
 }
 
-/* f, unlinked from m's flight by the caller, leaves it. */
-static void flight_leave(struct bwd_member *m)
+/* m's indexes of its flight (the map's buckets, the touched heap's
+ * array) grew (or went) by n bytes: charged to its session's owner, as
+ * its fires are. */
+static void flights_charge(struct bwd_member *m, int64_t n)
 {
-	m->flight--;
-	if (!m->flight)
-		m->touched = 0;
+	struct bwd_state *st = m->session->state;
+
+	st->stats.bytes += (uint64_t)n;
+	bwd_acct_charge(st, m->session->acct, n);
 }
 
-/* f (in flight to m, unlinked by the caller) is done. */
+int bwd_member_flights_init(struct bwd_member *m)
+{
+	if (!m->consumer)
+		return 0;
+	if (bwd_map_init(&m->flights, m->session->state->seed))
+		return -ENOMEM;
+	flights_charge(m, (int64_t)bwd_map_bytes(&m->flights));
+	return 0;
+}
+
+void bwd_member_flights_fini(struct bwd_member *m)
+{
+	if (!m->flights.bucket)
+		return;
+	flights_charge(m, -(int64_t)(bwd_map_bytes(&m->flights) +
+				     m->touch_cap * sizeof(*m->touch_heap)));
+	bwd_map_fini(&m->flights);
+	free(m->touch_heap);
+}
+
+/* ---- touched fires: a heap by ack deadline --------------------------------- */
+
+static void heap_set(struct bwd_member *m, uint32_t i, struct bwd_fire *f)
+{
+	m->touch_heap[i] = f;
+	f->heap_at = i + 1;
+}
+
+static void heap_up(struct bwd_member *m, uint32_t i)
+{
+	struct bwd_fire *f = m->touch_heap[i];
+
+	while (i > 0 && m->touch_heap[(i - 1) / 2]->ack_by_ns > f->ack_by_ns) {
+		heap_set(m, i, m->touch_heap[(i - 1) / 2]);
+		i = (i - 1) / 2;
+	}
+	heap_set(m, i, f);
+}
+
+static void heap_down(struct bwd_member *m, uint32_t i)
+{
+	struct bwd_fire *f = m->touch_heap[i];
+
+	for (uint32_t c; (c = 2 * i + 1) < m->touched; i = c) {
+		if (c + 1 < m->touched &&
+		    m->touch_heap[c + 1]->ack_by_ns < m->touch_heap[c]->ack_by_ns)
+			c++;
+		if (f->ack_by_ns <= m->touch_heap[c]->ack_by_ns)
+			break;
+		heap_set(m, i, m->touch_heap[c]);
+	}
+	heap_set(m, i, f);
+}
+
+/* f, touched, moved its ack deadline: its place in the heap follows. */
+static void heap_fix(struct bwd_member *m, struct bwd_fire *f)
+{
+	heap_up(m, (uint32_t)f->heap_at - 1);
+	heap_down(m, (uint32_t)f->heap_at - 1);
+}
+
+/* f leaves the heap (untouched again, out of flight). */
+static void heap_remove(struct bwd_member *m, struct bwd_fire *f)
+{
+	struct bwd_fire *last = m->touch_heap[--m->touched];
+	uint32_t i = (uint32_t)f->heap_at - 1;
+
+	f->heap_at = 0;
+	if (last == f)
+		return;
+	heap_set(m, i, last);
+	heap_fix(m, last);
+}
+
+/* Room in m's heap for one more fire (at most its window's: every fire
+ * in flight touched); false without memory. */
+static bool heap_room(struct bwd_member *m)
+{
+	uint32_t cap = m->touch_cap ? 2 * m->touch_cap : 8;
+	struct bwd_fire **h;
+
+	if (m->touched < m->touch_cap)
+		return true;
+	if (cap > m->window)
+		cap = m->window;
+	h = realloc(m->touch_heap, cap * sizeof(*h));
+	if (!h)
+		return false;
+	flights_charge(m, (int64_t)((cap - m->touch_cap) * sizeof(*h)));
+	m->touch_heap = h;
+	m->touch_cap = cap;
+	return true;
+}
+
+/* The first fire in flight from f on that is not touched; NULL: none. */
+static struct bwd_fire *first_untouched(struct bwd_fire *f)
+{
+	while (f && f->heap_at)
+		f = f->next;
+	return f;
+}
+
+/* ---- the flight --------------------------------------------------------------- */
+
+/* f, just handed out to m, joins its flight: the list's tail, and the map
+ * by its delivery number (a map that grows is charged). */
+static void flight_link(struct bwd_member *m, struct bwd_fire *f, uint64_t delivery)
+{
+	size_t was = bwd_map_bytes(&m->flights);
+
+	f->next = NULL;
+	f->pprev = m->flight_tail ? &m->flight_tail->next : &m->flight_head;
+	*f->pprev = f;
+	m->flight_tail = f;
+	f->flight_node.key = delivery;
+	f->heap_at = 0;
+	bwd_map_insert(&m->flights, &f->flight_node);
+	if (bwd_map_bytes(&m->flights) != was)
+		flights_charge(m, (int64_t)(bwd_map_bytes(&m->flights) - was));
+	m->flight++;
+	if (!m->untouched)
+		m->untouched = f;
+}
+
+/* f leaves m's flight list and its deadlines' order (not its map, nor
+ * its count): O(log(touched)) for a touched fire, else O(1), but for the
+ * touched fires the first untouched one moves past, each once. */
+static void flight_cut(struct bwd_member *m, struct bwd_fire *f)
+{
+	if (f->heap_at)
+		heap_remove(m, f);
+	else if (m->untouched == f)
+		m->untouched = first_untouched(f->next);
+	*f->pprev = f->next;
+	if (f->next)
+		f->next->pprev = f->pprev;
+	else
+		m->flight_tail = f->pprev == &m->flight_head ? NULL :
+			bwd_container_of(f->pprev, struct bwd_fire, next);
+	f->next = NULL;
+	f->pprev = NULL;
+}
+
+/* f leaves m's map; out of flight, its due says so again (the map's node
+ * had its place). */
+static void flight_forget(struct bwd_member *m, struct bwd_fire *f)
+{
+	bwd_map_remove(&m->flights, &f->flight_node);
+	f->due = (struct bwd_due){ .kind = BWD_DUE_FIRE };
+}
+
+/* f leaves m's flight altogether: O(1) on average. */
+static void flight_unlink(struct bwd_member *m, struct bwd_fire *f)
+{
+	flight_cut(m, f);
+	flight_forget(m, f);
+	m->flight--;
+}
+
+/* The fire in flight to m numbered delivery; NULL when none.  O(1) on
+ * average: a map lookup. */
+static struct bwd_fire *flight_find(const struct bwd_member *m, uint64_t delivery)
+{
+	struct bwd_map_node *n = bwd_map_find(&m->flights, delivery);
+
+	return n ? bwd_container_of(n, struct bwd_fire, flight_node) : NULL;
+}
+
+/* f (in flight to m) is done. */
 static void flight_done(struct bwd_member *m, struct bwd_fire *f)
 {
 	struct bwd_session *s = m->session;
 	struct bwd_state *st = s->state;
 	static const uint64_t le[BWD_DELIVERIES_BOUNDS] = BWD_DELIVERIES_LE;
 
+	flight_unlink(m, f);
 	bwd_state_journal_seq(s, BWD_REC_DONE, f->seq);
 	bwd_hist_add(&st->deliveries, le, BWD_DELIVERIES_BOUNDS, f->deliveries);
-	flight_leave(m);
 	s->in_flight--;
 	COUNT(s, in_flight, -1);
 	COUNT(s, acked, 1);
@@ -508,17 +705,17 @@ static bool at_limit(const struct bwd_session *s, const struct bwd_fire *f)
 }
 
 /*
- * The chain of n fires head.. (unlinked from m's flight by the caller, in
- * delivery order) goes back, for why.  Those whose frame reached the
- * socket whole are marked (the consumer may have read them); one not
- * written out cannot have been read, and its hand-out does not count.
- * Of the written ones only the oldest keeps its hand-out counted: the one
- * its handler was most likely on when it died or stalled; the others were
- * waiting behind it, and a poison fire's crashes must not drive them to
- * the limit.  Then each fire past its limit goes to the dead-letter
- * session; each that failed before (its second counted hand-out) to the
- * queue's tail, to take its turn behind the others instead of blocking
- * them; the rest to the front, in delivery order.
+ * The chain of n fires head.. (cut from m's flight list by the caller, in
+ * delivery order, still in its map) goes back, for why.  Those whose frame
+ * reached the socket whole are marked (the consumer may have read them);
+ * one not written out cannot have been read, and its hand-out does not
+ * count.  Of the written ones only the oldest keeps its hand-out counted:
+ * the one its handler was most likely on when it died or stalled; the
+ * others were waiting behind it, and a poison fire's crashes must not
+ * drive them to the limit.  Then each fire past its limit goes to the
+ * dead-letter session; each that failed before (its second counted
+ * hand-out) to the queue's tail, to take its turn behind the others
+ * instead of blocking them; the rest to the front, in delivery order.
  */
 static void take_back_chain(struct bwd_member *m, struct bwd_fire *head,
 			    uint64_t n, enum bwd_take_back why)
@@ -529,8 +726,6 @@ static void take_back_chain(struct bwd_member *m, struct bwd_fire *head,
 	bool blamed = false;
 
 	m->flight -= n;
-	if (!m->flight)
-		m->touched = 0;
 	s->in_flight -= n;
 	COUNT(s, in_flight, -(int64_t)n);
 	COUNT(s, redelivered, n);
@@ -539,6 +734,8 @@ static void take_back_chain(struct bwd_member *m, struct bwd_fire *head,
 
 		next = f->next;
 		f->next = NULL;
+		f->pprev = NULL;
+		flight_forget(m, f);
 		f->redelivered |= written;
 		if (written && !blamed)
 			blamed = true;
@@ -564,76 +761,107 @@ static void take_back_chain(struct bwd_member *m, struct bwd_fire *head,
 		requeue_front(s, front, ftail, nfront);
 }
 
-/* The fires in flight to m from its head up to `last` (NULL: all) go
- * back (take_back_chain). */
-void bwd_member_take_back(struct bwd_member *m, struct bwd_fire *last,
-			  enum bwd_take_back why)
+/* Every fire in flight to m goes back (take_back_chain). */
+void bwd_member_take_back(struct bwd_member *m, enum bwd_take_back why)
 {
-	struct bwd_fire *head = m->flight_head, *tail = last ? last : m->flight_tail;
-	uint64_t n = 0;
+	struct bwd_fire *head = m->flight_head;
 
 	if (!head)
 		return;
-	m->flight_head = tail->next;
-	if (!m->flight_head)
-		m->flight_tail = NULL;
-	tail->next = NULL;
-	for (struct bwd_fire *f = head; f; f = f->next)
-		n++;
-	take_back_chain(m, head, n, why);
+	m->flight_head = m->flight_tail = NULL;
+	m->touched = 0;
+	m->untouched = NULL;
+	take_back_chain(m, head, m->flight, why);
 }
 
-/* m's ack timer, at its earliest ack deadline: the head's, in delivery
- * order, until a Touch moved one (then every fire's is looked at). */
+/*
+ * m's ack timer, unarmed, at its earliest ack deadline: the first
+ * untouched fire's (theirs come in delivery order) or the touched heap's
+ * top, O(1).  Armed, it is never later than that deadline, but may be
+ * earlier: fires acknowledged since, or a Touch that moved the earliest
+ * later, leave it as it is (ack_timer_earlier), and when it fires for
+ * nothing, bwd_member_ack_expired takes back nothing and arms it again.
+ */
 static void ack_timer_arm(struct bwd_member *m)
 {
 	uint64_t at;
 
 	if (m->ack_armed || !m->flight_head || !m->ack_timeout_ns)
 		return;
-	at = m->flight_head->ack_by_ns;
-	if (m->touched)
-		for (const struct bwd_fire *f = m->flight_head->next; f; f = f->next)
-			if (f->ack_by_ns < at)
-				at = f->ack_by_ns;
+	at = m->untouched ? m->untouched->ack_by_ns : UINT64_MAX;
+	if (m->touched && m->touch_heap[0]->ack_by_ns < at)
+		at = m->touch_heap[0]->ack_by_ns;
 	m->ack_at = at;
 	bwd_state_own_arm(m->session->state, &m->due, at, &m->ack_handle, &m->ack_armed);
 }
 
-/* f, just in flight to m, is due back before m's timer (a Touch moved
- * that later, or left it armed for fires gone since): the timer moves. */
+/* f, in flight to m, has a new ack deadline (handed out, touched): an
+ * armed timer moves to it if it is earlier (then the earliest of all),
+ * O(1); an unarmed one is armed. */
 static void ack_timer_earlier(struct bwd_member *m, const struct bwd_fire *f)
 {
-	if (m->ack_armed && f->ack_by_ns < m->ack_at)
-		bwd_state_own_disarm(m->session->state, m->ack_handle, &m->ack_armed);
-	ack_timer_arm(m);
+	struct bwd_state *st = m->session->state;
+
+	if (!m->ack_armed) {
+		ack_timer_arm(m);
+		return;
+	}
+	if (f->ack_by_ns >= m->ack_at)
+		return;
+	bwd_state_own_disarm(st, m->ack_handle, &m->ack_armed);
+	m->ack_at = f->ack_by_ns;
+	bwd_state_own_arm(st, &m->due, m->ack_at, &m->ack_handle, &m->ack_armed);
 }
 
-/* The ack timeout: what m has held past its ack deadline goes back; with
- * touched fires in flight, not a prefix alone. */
+static int by_delivery(const void *a, const void *b)
+{
+	uint64_t x = bwd_fire_delivery(*(struct bwd_fire *const *)a),
+		 y = bwd_fire_delivery(*(struct bwd_fire *const *)b);
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The ack timeout: what m has held past its ack deadline goes back, in
+ * delivery order: the untouched fires due, a prefix of them from the
+ * first, and the touched ones due, from the heap's top, put behind what
+ * is left of it (its array's tail) and sorted there, the two merged.
+ * O(those it takes back, times log(touched) for touched ones), and the
+ * touched fires the first untouched one moves past.
+ */
 void bwd_member_ack_expired(struct bwd_member *m, uint64_t now_ns)
 {
-	struct bwd_fire *chain = NULL, **cp = &chain, **pp = &m->flight_head, *f;
-	struct bwd_fire *prev = NULL;
+	struct bwd_fire *a = NULL, **ap = &a, *chain = NULL, **cp = &chain, *f, **b;
 	uint64_t n = 0;
+	uint32_t k = 0, i = 0;
 
 	m->ack_armed = false;
-	while ((f = *pp)) {
-		if (f->ack_by_ns > now_ns) {
-			if (!m->touched)
-				break;
-			prev = f;
-			pp = &f->next;
-			continue;
-		}
-		*pp = f->next;
-		f->next = NULL;
-		*cp = f;
-		cp = &f->next;
+	while ((f = m->untouched) && f->ack_by_ns <= now_ns) {
+		flight_cut(m, f);
+		*ap = f;
+		ap = &f->next;
 		n++;
 	}
-	if (!*pp)
-		m->flight_tail = prev;
+	while (m->touched && (f = m->touch_heap[0])->ack_by_ns <= now_ns) {
+		flight_cut(m, f);
+		m->touch_heap[m->touched] = f;
+		k++;
+	}
+	b = m->touch_heap + m->touched;
+	if (k > 1)
+		qsort(b, k, sizeof(*b), by_delivery);
+	while (a || i < k) {
+		if (a && (i == k || bwd_fire_delivery(a) < bwd_fire_delivery(b[i]))) {
+			f = a;
+			a = a->next;
+		} else {
+			f = b[i++];
+		}
+		*cp = f;
+		cp = &f->next;
+	}
+	*cp = NULL;
+	n += k;
 	if (n) {
 		bwd_log(BWD_LOG_DEBUG, "a consumer of session '%s' held fires past their ack deadline: taken back",
 			m->session->name ? m->session->name : "(anonymous)");
@@ -704,16 +932,10 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 			continue;
 		f = bwd_fire_dequeue(s);
 		f->taken_back = false;
-		f->delivery = ++m->last_delivery;
 		/* Not written yet: no drain may complete it (auto_ack) before
 		 * the connection says where its frame ends. */
 		f->wire_end = UINT64_MAX;
-		if (m->flight_tail)
-			m->flight_tail->next = f;
-		else
-			m->flight_head = f;
-		m->flight_tail = f;
-		m->flight++;
+		flight_link(m, f, ++m->last_delivery);
 		s->in_flight++;
 		COUNT(s, in_flight, 1);
 		st->stats.bytes += bwd_fire_bytes(f);
@@ -747,35 +969,10 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 	return NULL;
 }
 
-/* The fire in flight to m numbered delivery, and the link to it (*pp)
- * and the fire before it (*prev); NULL when none.  O(1) at the head, else
- * O(its place in the flight). */
-static struct bwd_fire *flight_find(struct bwd_member *m, uint64_t delivery,
-				    struct bwd_fire ***pp, struct bwd_fire **prev)
-{
-	struct bwd_fire *f;
-
-	*prev = NULL;
-	for (*pp = &m->flight_head; (f = **pp) && f->delivery < delivery;
-	     *pp = &f->next)
-		*prev = f;
-	return f && f->delivery == delivery ? f : NULL;
-}
-
-/* Unlink f (found by flight_find) from m's flight. */
-static void flight_unlink(struct bwd_member *m, struct bwd_fire *f,
-			  struct bwd_fire **pp, struct bwd_fire *prev)
-{
-	*pp = f->next;
-	if (m->flight_tail == f)
-		m->flight_tail = prev;
-	f->next = NULL;
-}
-
 int bwd_member_ack(struct bwd_member *m, uint64_t delivery, bool cumulative,
 		   uint64_t *acked)
 {
-	struct bwd_fire *f, **pp;
+	struct bwd_fire *f;
 	uint64_t n = 0, now;
 
 	*acked = 0;
@@ -783,23 +980,15 @@ int bwd_member_ack(struct bwd_member *m, uint64_t delivery, bool cumulative,
 		return BITWHEEL__V1__ERROR_CODE__BAD_REQUEST;
 	now = bwd_state_now(m->session->state);
 	if (cumulative) {
-		while ((f = m->flight_head) && f->delivery <= delivery) {
-			m->flight_head = f->next;
+		while ((f = m->flight_head) && bwd_fire_delivery(f) <= delivery) {
 			count_acked(m->session->state, f, now);
 			flight_done(m, f);
 			n++;
 		}
-		if (!m->flight_head)
-			m->flight_tail = NULL;
-	} else {
-		struct bwd_fire *prev;
-
-		if ((f = flight_find(m, delivery, &pp, &prev))) {
-			flight_unlink(m, f, pp, prev);
-			count_acked(m->session->state, f, now);
-			flight_done(m, f);
-			n = 1;
-		}
+	} else if ((f = flight_find(m, delivery))) {
+		count_acked(m->session->state, f, now);
+		flight_done(m, f);
+		n = 1;
 	}
 	*acked = n;
 	if (n)
@@ -816,12 +1005,9 @@ void bwd_member_written(struct bwd_member *m, uint64_t drained)
 	if (!m->auto_ack)
 		return;
 	while ((f = m->flight_head) && f->wire_end <= drained) {
-		m->flight_head = f->next;
 		flight_done(m, f);
 		any = true;
 	}
-	if (!m->flight_head)
-		m->flight_tail = NULL;
 	if (any)
 		bwd_ready_add(m);
 }
@@ -848,8 +1034,8 @@ static bool delay(struct bwd_session *s, struct bwd_fire *f)
 	f->delayed_in = s;
 	f->next = s->delayed_head;
 	if (f->next)
-		f->next->dpprev = &f->next;
-	f->dpprev = &s->delayed_head;
+		f->next->pprev = &f->next;
+	f->pprev = &s->delayed_head;
 	s->delayed_head = f;
 	s->delayed++;
 	return true;
@@ -857,11 +1043,11 @@ static bool delay(struct bwd_session *s, struct bwd_fire *f)
 
 static void undelay(struct bwd_session *s, struct bwd_fire *f)
 {
-	*f->dpprev = f->next;
+	*f->pprev = f->next;
 	if (f->next)
-		f->next->dpprev = f->dpprev;
+		f->next->pprev = f->pprev;
 	f->next = NULL;
-	f->dpprev = NULL;
+	f->pprev = NULL;
 	f->due.kind = BWD_DUE_FIRE;
 	s->delayed--;
 }
@@ -898,16 +1084,15 @@ int bwd_member_release(struct bwd_member *m, uint64_t delivery,
 		       uint64_t delay_ns, struct bwd_release *out)
 {
 	struct bwd_session *s = m->session;
-	struct bwd_fire *f, **pp, *prev;
+	struct bwd_fire *f;
 	uint64_t now;
 
 	memset(out, 0, sizeof(*out));
 	if (delivery == 0 || delivery > m->last_delivery)
 		return BITWHEEL__V1__ERROR_CODE__BAD_REQUEST;
-	if (!(f = flight_find(m, delivery, &pp, &prev)))
+	if (!(f = flight_find(m, delivery)))
 		return 0;
-	flight_unlink(m, f, pp, prev);
-	flight_leave(m);
+	flight_unlink(m, f);
 	s->in_flight--;
 	COUNT(s, in_flight, -1);
 	s->state->stats.released++;
@@ -939,14 +1124,14 @@ int bwd_member_release(struct bwd_member *m, uint64_t delivery,
 int bwd_member_touch(struct bwd_member *m, uint64_t delivery,
 		     uint64_t timeout_ns, bool *touched, uint64_t *deadline_ns)
 {
-	struct bwd_fire *f, **pp, *prev;
+	struct bwd_fire *f;
 	uint64_t now, at;
 
 	*touched = false;
 	*deadline_ns = 0;
 	if (delivery == 0 || delivery > m->last_delivery)
 		return BITWHEEL__V1__ERROR_CODE__BAD_REQUEST;
-	if (!(f = flight_find(m, delivery, &pp, &prev)))
+	if (!(f = flight_find(m, delivery)))
 		return 0;
 	*touched = true;
 	if (!m->ack_timeout_ns)
@@ -960,11 +1145,21 @@ int bwd_member_touch(struct bwd_member *m, uint64_t delivery,
 		*deadline_ns = f->handed_ns + BWD_MAX_HOLD_NS;
 		return BITWHEEL__V1__ERROR_CODE__HOLD_LIMIT;
 	}
+	if (!f->heap_at && !heap_room(m)) {
+		*touched = false;
+		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
+	}
 	f->ack_by_ns = *deadline_ns = at;
-	m->touched++;
+	if (f->heap_at) {
+		heap_fix(m, f);
+	} else {
+		if (m->untouched == f)
+			m->untouched = first_untouched(f->next);
+		heap_set(m, m->touched++, f);
+		heap_up(m, m->touched - 1);
+	}
 	m->session->state->stats.touched++;
-	bwd_state_own_disarm(m->session->state, m->ack_handle, &m->ack_armed);
-	ack_timer_arm(m);
+	ack_timer_earlier(m, f);
 	return 0;
 }
 

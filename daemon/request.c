@@ -650,10 +650,17 @@ static void do_touch(struct bwd_request_ctx *ctx, const Envelope *req,
 	Bitwheel__V1__TouchReply *tr = &out->body.touch;
 	uint64_t at;
 	bool touched;
+	int rc;
 
 	if (!delivery_known(ctx, req, "Touch", q->has_delivery, q->delivery, out))
 		return;
-	if (bwd_member_touch(ctx->member, q->delivery, q->timeout_ns, &touched, &at)) {
+	rc = bwd_member_touch(ctx->member, q->delivery, q->timeout_ns, &touched, &at);
+	if (rc == PROTOCOL_NAME(NO_MEMORY)) {
+		error(out, true, req->request_id, rc, false,
+		      "Touch of delivery %" PRIu64 ": no memory for its ack deadline", q->delivery);
+		return;
+	}
+	if (rc) {
 		error(out, true, req->request_id, PROTOCOL_NAME(HOLD_LIMIT), false,
 		      "Touch of delivery %" PRIu64 ": a fire may be held until %" PRIu64 " ns at most, %" PRIu64 " after its hand-out (max_hold_ns); acknowledge or release it",
 		      q->delivery, at, (uint64_t)BWD_MAX_HOLD_NS);

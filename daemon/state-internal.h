@@ -238,15 +238,19 @@ void bwd_fire_count_queued(struct bwd_session *s, const struct bwd_fire *f,
 			   int64_t n);
 struct bwd_fire *bwd_fire_dequeue(struct bwd_session *s);
 void bwd_fire_free(struct bwd_session *s, struct bwd_fire *f);
-/* m's fires in flight up to last (NULL: all) go back, for why. */
-void bwd_member_take_back(struct bwd_member *m, struct bwd_fire *last,
-			  enum bwd_take_back why);
+/* m's fires in flight go back, for why. */
+void bwd_member_take_back(struct bwd_member *m, enum bwd_take_back why);
 /* A delayed fire's time came: it joins its session's queue.  f, out of
  * any list, waits until f->ready_ns (at once without memory for its
  * timer).  A session's delayed fires are freed with it. */
 void bwd_fire_ready(struct bwd_fire *f);
 void bwd_fire_delay(struct bwd_session *s, struct bwd_fire *f);
 void bwd_session_drop_delayed(struct bwd_session *s);
+/* A consumer's map of its fires in flight by delivery number, made at
+ * its attach (-ENOMEM) and freed with it, its buckets charged to its
+ * session's owner; nothing for a producer. */
+int bwd_member_flights_init(struct bwd_member *m);
+void bwd_member_flights_fini(struct bwd_member *m);
 /* m's ack timeout ran out at now. */
 void bwd_member_ack_expired(struct bwd_member *m, uint64_t now_ns);
 

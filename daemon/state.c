@@ -80,15 +80,15 @@
  * session's linger, a consumer's ack timeout - are entries in the same
  * wheel as the clients' timers, told apart by struct bwd_due.
  *
- * Costs: schedule, cancel, each fire, each hand-out and each cumulative
- * or in-order ack are O(1) on average (a map lookup, a wheel operation, a
- * list move, one record); a fire is paid in two parts, the wheel's
- * callback (a list link and, named, a record: the wheel's own cost of a
- * timer in its overflow store dominates in a burst) and its making in
- * bwd_state_fire() (an allocation, a copy, a map removal and a free,
- * about 0.2-0.3 us); a lookup of a key with fired timers waiting walks
- * past them; a single ack out of order is O(the window);
- * taking back a member's fires is O(its flight); ending a session is
+ * Costs: schedule, cancel, each fire, each hand-out and each fire an ack
+ * completes (single or cumulative, in delivery order or not) are O(1) on
+ * average (a map lookup, a wheel operation, a list move, one record); a
+ * fire is paid in two parts, the wheel's callback (a list link and,
+ * named, a record: the wheel's own cost of a timer in its overflow store
+ * dominates in a burst) and its making in bwd_state_fire() (an
+ * allocation, a copy, a map removal and a free, about 0.2-0.3 us); a
+ * lookup of a key with fired timers waiting walks past them; taking back
+ * a member's fires is O(its flight); ending a session is
  * O(its timers + its fires), spread over loop turns TEARDOWN_CHUNK timers
  * and fires at a time (or what BWD_TURN_NS allows: taking a timer out of
  * an overflow store of millions costs microseconds, and 1,024 of them
@@ -796,6 +796,7 @@ static void member_free(struct bwd_member *m)
 		COUNT(s, consumers, -1);
 		bwd_hold_check(s);
 	}
+	bwd_member_flights_fini(m);
 	s->state->stats.bytes -= sizeof(*m);
 	free(m);
 }
@@ -848,7 +849,7 @@ void bwd_session_free(struct bwd_session *s)
 	while (s->members) {
 		struct bwd_member *m = s->members;
 
-		bwd_member_take_back(m, NULL, BWD_TB_DISCONNECTED);
+		bwd_member_take_back(m, BWD_TB_DISCONNECTED);
 		member_free(m);
 	}
 	while ((f = bwd_fire_dequeue(s)))
@@ -1001,6 +1002,10 @@ int bwd_session_attach(struct bwd_state *st, const struct bwd_attach *a,
 		bwd_hold_check(s);
 		bwd_ready_add(m);
 	}
+	if (bwd_member_flights_init(m)) {
+		bwd_member_detach(m);
+		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
+	}
 	*out = m;
 	return 0;
 }
@@ -1065,7 +1070,7 @@ void bwd_member_detach(struct bwd_member *m)
 		bwd_log_client(BWD_LOGK_SESSION, s->owner, BWD_LOG_INFO,
 			"session '%s' of uid %ld: a consumer left with %" PRIu64 " fires unacknowledged; they go back to the queue",
 			s->name, (long)s->owner, m->flight);
-	bwd_member_take_back(m, NULL, BWD_TB_DISCONNECTED);
+	bwd_member_take_back(m, BWD_TB_DISCONNECTED);
 	member_free(m);
 	if (s->nmembers)
 		return;

@@ -1,6 +1,6 @@
 /*
- * check_attack.c - a hostile local user against real daemons (issues 12
- * and 20): each attack of bench/attack.h runs as uid 65534 with the
+ * check_attack.c - a hostile local user against real daemons (issues 12,
+ * 20, 21 and 22): each attack of bench/attack.h runs as uid 65534 with the
  * daemon's budgets set small, while a victim as uid 65533, in a named
  * session of its own, schedules a oneshot every 20 ms, due 50 to 150 ms
  * ahead.  For each (and for a baseline with no attacker):
@@ -14,18 +14,21 @@
  *                  closed none of them; a consumer's ack timeout of 1 ns
  *                  was raised to PROTOCOL.md's floor of 100 ms, and fires
  *                  taken back (the ack timeout, a consumer gone) came
- *                  again marked redelivered; under the crash-loop
- *                  attacks (issue 21), a consumer restarted 10 times a
- *                  second, every ordinary fire of its session came and
- *                  was acknowledged (none stuck), and the poison fire
- *                  reached the dead-letter session after exactly the
- *                  session's max_deliveries (MAX_DELIVERIES) hand-outs;
- *                  under the output attack, its consumers not reading,
- *                  its uid's bytes (output counted) passed its budget
- *                  by a frame per connection at most; under the share
- *                  attack (three more uids, 65532 to 65530, at their
- *                  bytes budgets first), it got its share of
- *                  --max-memory, half of what they left, no more
+ *                  again marked redelivered; the single-ack flood's
+ *                  consumers (issue 22, built as the delivery attacks')
+ *                  wrote single Acks and had no fire taken back; under
+ *                  the crash-loop attacks (issue 21), a consumer
+ *                  restarted 10 times a second, every ordinary fire of
+ *                  its session came and was acknowledged (none stuck),
+ *                  and the poison fire reached the dead-letter session
+ *                  after exactly the session's max_deliveries
+ *                  (MAX_DELIVERIES) hand-outs; under the output attack,
+ *                  its consumers not reading, its uid's bytes (output
+ *                  counted) passed its budget by a frame per connection
+ *                  at most; under the share attack (three more uids,
+ *                  65532 to 65530, at their bytes budgets first), it
+ *                  got its share of --max-memory, half of what they
+ *                  left, no more
  *   the victim     its Hello and every Schedule accepted; every timer
  *                  fired once, none early, none lost, none of anyone
  *                  else's; p99 lateness at receipt under LATE_P99_MS
@@ -248,7 +251,7 @@ START_TEST(test_attack)
 		ck_assert_msg(ar.refused[EC(OVER_BUDGET)] > 0 && ar.sessions == 8,
 			      "the session budget (8) did not hold: %" PRIu64 " sessions",
 			      ar.sessions);
-	if (k >= ATK_REDELIVER && k <= ATK_COALESCE) {
+	if ((k >= ATK_REDELIVER && k <= ATK_COALESCE) || k == ATK_SINGLEACK) {
 		/* The uid's 4,000 timers in sessions of 1,000, each fire read
 		 * at least once (the attacker counts that it came). */
 		ck_assert_msg(ar.timers == TIMERS_PER_UID && ar.fires >= ar.timers,
@@ -266,6 +269,10 @@ START_TEST(test_attack)
 		ck_assert_msg(ar.ack_timeout_ns == ATK_ACK_TIMEOUT_FLOOR_NS,
 			      "an ack timeout of 1 ns was put in force as %" PRIu64 " ns",
 			      ar.ack_timeout_ns);
+	if (k == ATK_SINGLEACK)
+		ck_assert_msg(ar.ops > ar.conns && ar.redelivered == 0,
+			      "attack %s: %" PRIu64 " requests of %" PRIu64 " consumers, %" PRIu64
+			      " fires redelivered", atk_name(k), ar.ops, ar.conns, ar.redelivered);
 	if (k == ATK_REDELIVER || k == ATK_CHURN || k == ATK_REATTACH)
 		ck_assert_msg(ar.redelivered > 0, "attack %s: no fire came again redelivered "
 			      "(%" PRIu64 " fires)", atk_name(k), ar.fires);

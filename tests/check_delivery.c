@@ -21,7 +21,8 @@
  *              cumulative and repeated acks; an Ack without request_id
  *              gets no reply; Stats' acked, in_flight and consumers; an
  *              ack timeout redelivers to the same consumer, and an Ack of
- *              the old delivery then completes nothing.
+ *              the old delivery then completes nothing; single Acks in a
+ *              random order over a window of 10,000, with Touches.
  *   window     a window of 4 with 50 fires due: 4 arrive, one more per
  *              Ack, never more than 4 unacknowledged, all 50 in fire order.
  *   competing  4 consumers share 2,000 fires, each exactly once; then one
@@ -1066,6 +1067,104 @@ START_TEST(test_ack_replies)
 	ck_assert_uint_eq(e->stats_reply->redelivered, 0);
 	bwp_frame_free(e);
 	du_expect_quiet(p, 0);
+	du_conn_free(c);
+	du_conn_free(p);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * Single acks out of order over a whole window of 10,000 (PROTOCOL.md,
+ * Ack: O(1) each, a map of the consumer's fires in flight by delivery
+ * number): every fire read, then acknowledged one by one in a random
+ * order, pipelined SINGLE_CHUNK at a time, each AckReply.acked 1, an Ack
+ * of one done already 0 (one per chunk), a Touch of one still in flight
+ * touched (one per chunk, so that the touched fires' ack deadlines are out
+ * of order), Stats' in_flight counting down; at the end nothing in
+ * flight, every fire acknowledged once, none redelivered.
+ */
+#define SINGLE_WINDOW 10000u
+#define SINGLE_CHUNK 256u
+START_TEST(test_single_acks_full_window)
+{
+	struct du_daemon *d = du_daemon_new();
+	uint64_t seed = test_seed("test_single_acks_full_window"), id = 2;
+	size_t n = bulk(SINGLE_WINDOW, 500), done = 0;
+	uint64_t *order = malloc(n * sizeof(*order));
+	struct du_sched *sc = calloc(n, sizeof(*sc));
+	struct du_buf b = { 0 };
+	struct du_conn *p, *c;
+	struct tu_rng rng;
+	char win[16];
+	du_env *e;
+
+	ck_assert_ptr_nonnull(order);
+	ck_assert_ptr_nonnull(sc);
+	tu_rng_seed(&rng, seed);
+	snprintf(win, sizeof(win), "%u", SINGLE_WINDOW);
+	du_daemon_start(d, "--max-window", win, NULL);
+	p = du_open_producer(d, "dl-single");
+	c = du_open_consumer(d, "dl-single", (uint32_t)n, 600 * DU_S);
+	for (size_t i = 0; i < n; i++)
+		sc[i] = (struct du_sched){ .key = i + 1, .when = DU_DELAY, .when_ns = 0 };
+	schedule_all(p, &id, sc, n);
+	for (size_t i = 0; i < n; i++) {
+		e = must_fire(c, NULL);
+		ck_assert_uint_eq(e->fired->delivery, i + 1);
+		bwp_frame_free(e);
+		order[i] = i + 1;
+	}
+	bwp_frame_free(wait_stats_on(p, &id, in_flight_is, n, "the whole window in flight"));
+	for (size_t i = n - 1; i > 0; i--) {
+		size_t j = (size_t)tu_rng_below(&rng, i + 1);
+		uint64_t t = order[i];
+
+		order[i] = order[j];
+		order[j] = t;
+	}
+	while (done < n) {
+		size_t m = n - done < SINGLE_CHUNK ? n - done : SINGLE_CHUNK;
+		uint64_t first = id, again = done ? order[tu_rng_below(&rng, done)] : 0;
+
+		for (size_t i = 0; i < m; i++)
+			du_pack_ack(&b, true, id++, order[done + i], false);
+		du_send_buf(c, &b);
+		du_buf_free(&b);
+		for (size_t i = 0; i < m; i++) {
+			e = du_expect_reply(c, first + i, BC(ACK_REPLY));
+			ck_assert_msg(e->ack_reply->acked == 1,
+				      "single Ack of delivery %" PRIu64 " (%zu-th): acked %" PRIu64,
+				      order[done + i], done + i + 1, e->ack_reply->acked);
+			bwp_frame_free(e);
+		}
+		done += m;
+		if (again)
+			ck_assert_uint_eq(du_ack(c, id++, again, false), 0);
+		if (done < n) {
+			uint64_t touch = order[done + tu_rng_below(&rng, n - done)];
+
+			du_send_touch(c, id, touch, 900 * DU_S);
+			e = du_expect_reply(c, id++, BC(TOUCH_REPLY));
+			ck_assert_msg(e->touch_reply->touched, "Touch of delivery %" PRIu64
+				      " in flight: not touched", touch);
+			bwp_frame_free(e);
+		}
+		e = du_stats(c, id++);
+		ck_assert_msg(e->stats_reply->in_flight == n - done &&
+			      e->stats_reply->acked == done,
+			      "%zu of %zu acked: in_flight=%" PRIu64 " acked=%" PRIu64,
+			      done, n, e->stats_reply->in_flight, e->stats_reply->acked);
+		bwp_frame_free(e);
+	}
+	ck_assert_uint_eq(du_ack(c, id++, n, true), 0);
+	e = du_stats(p, id++);
+	expect_stats(e, 0, 0, 1);
+	ck_assert_uint_eq(e->stats_reply->acked, n);
+	ck_assert_uint_eq(e->stats_reply->redelivered, 0);
+	bwp_frame_free(e);
+	du_expect_quiet(c, 0);
+	free(order);
+	free(sc);
 	du_conn_free(c);
 	du_conn_free(p);
 	du_daemon_free(d);
@@ -3095,6 +3194,7 @@ static Suite *delivery_suite(void)
 	tcase_add_test(tc, test_delivery_numbers);
 	tcase_add_test(tc, test_ack_replies);
 	tcase_add_test(tc, test_ack_after_timeout);
+	tcase_add_test(tc, test_single_acks_full_window);
 	tcase_add_loop_test(tc, test_ack_errors, 0, AE_COUNT);
 	suite_add_tcase(s, tc);
 

@@ -17,6 +17,12 @@
  *     fire still delivered, the new timer armed;
  *   - a journal and a snapshot taken while fires wait in due lists read
  *     back into the same fires and timers, nothing contradicting;
+ *   - single acks over a window of 10,000 (issue 22): the steps of
+ *     finding each fire in flight by its delivery number, counted in its
+ *     consumer's map, O(1) a fire; the map's buckets charged to the uid
+ *     while the consumer is there, and not after; fires touched to ack
+ *     deadlines out of delivery order, taken back exactly when those
+ *     pass, the flight's list, map, heap and cursor agreeing throughout;
  *   - leeways (issue 15): every combination of period and leeway goes to
  *     the lane the rule says and fires never early, within max(leeway,
  *     the finest lane's bound); leeways read back from the state files.
@@ -347,6 +353,212 @@ START_TEST(test_cancel_between_fire_and_make)
 	ck_assert_int_eq(unlinkat(dirfd, name, 0), 0);
 	close(dirfd);
 	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/*
+ * Single acks over a window of SINGLE_N, their cost counted (issue 22):
+ * every fire in flight is in its consumer's map, and finding each of them
+ * once walks, over all of them, the nodes before it in its bucket's chain
+ * and itself: at most 2 a fire on average and 32 at worst, where the walk
+ * of the flight from its oldest fire that a single ack took before cost
+ * 50,005,000 for acks newest first.  Then acknowledged so, each once
+ * (again: 0), nothing left in flight; the uid's bytes come back to the
+ * map's buckets alone, and to 0 when the consumer leaves.
+ */
+#define SINGLE_N 10000u
+START_TEST(test_single_acks_counted)
+{
+	struct bwd_attach a = {
+		.name = "single", .uid = 1000, .owner_uid = 1000, .consumer = true,
+		.window = SINGLE_N,
+	};
+	struct bwd_state *st;
+	struct bwd_member *m, *to;
+	struct bwd_uid_usage u;
+	struct bwd_fire *f;
+	uint64_t steps = 0, longest = 0, acked;
+	bool resumed;
+
+	options();
+	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+	ck_assert_int_eq(bwd_state_conn_open(st, 1000), 0);
+	ck_assert_int_eq(bwd_session_attach(st, &a, &m, &resumed), 0);
+	for (uint64_t k = 0; k < SINGLE_N; k++)
+		schedule(m, k, T0 + MS, false, NULL);
+	/* The wheel fires a bounded number a poll. */
+	for (uint64_t d = 1, polls = 0; d <= SINGLE_N;) {
+		if (!(f = bwd_state_next_delivery(st, &to))) {
+			ck_assert_uint_lt(polls++, SINGLE_N);
+			bwd_state_poll(st, T0 + 5 * MS);
+			while (bwd_state_fire(st))
+				;
+			continue;
+		}
+		ck_assert_ptr_eq(to, m);
+		ck_assert_uint_eq(bwd_fire_delivery(f), d++);
+	}
+	ck_assert_ptr_null(bwd_state_next_delivery(st, &to));
+	ck_assert_uint_eq(m->flight, SINGLE_N);
+	ck_assert_uint_eq(m->flights.count, SINGLE_N);
+	for (size_t b = 0; b <= m->flights.mask; b++) {
+		uint64_t i = 0;
+
+		for (const struct bwd_map_node *n = m->flights.bucket[b]; n; n = n->next)
+			steps += ++i;
+		longest = i > longest ? i : longest;
+	}
+	ck_assert_msg(steps <= 2 * SINGLE_N && longest <= 32,
+		      "finding each of %u fires in flight: %" PRIu64 " steps, %" PRIu64 " at most",
+		      SINGLE_N, steps, longest);
+	for (uint64_t d = SINGLE_N; d > 0; d--) {
+		ck_assert_int_eq(bwd_member_ack(m, d, false, &acked), 0);
+		ck_assert_msg(acked == 1, "single ack of %" PRIu64 ": %" PRIu64, d, acked);
+		ck_assert_int_eq(bwd_member_ack(m, d, false, &acked), 0);
+		ck_assert_uint_eq(acked, 0);
+	}
+	ck_assert_uint_eq(m->flight, 0);
+	ck_assert_uint_eq(m->flights.count, 0);
+	ck_assert_ptr_null(m->flight_head);
+	ck_assert_ptr_null(m->flight_tail);
+	bwd_state_uid_usage(st, 1000, &u);
+	ck_assert_uint_eq(u.in_flight, 0);
+	ck_assert_uint_eq(u.bytes, bwd_map_bytes(&m->flights));
+	bwd_member_detach(m);
+	bwd_state_uid_usage(st, 1000, &u);
+	ck_assert_uint_eq(u.bytes, 0);
+	bwd_state_conn_close(st, 1000);
+	bwd_state_free(st);
+}
+END_TEST
+
+/* The injected clock of test_touched_deadlines. */
+static uint64_t fake_now(void *arg)
+{
+	return *(const uint64_t *)arg;
+}
+
+#define FLIGHT_OK(cond) \
+	ck_assert_msg(cond, "seed %" PRIu64 ": the flight is not as kept: %s", seed, #cond)
+
+/* m's fires in flight, as delivery.c keeps them: the list in delivery
+ * order, each in the map by its number; the touched ones a heap by ack
+ * deadline (each knowing its place), the first untouched one the cursor. */
+static void flight_consistent(const struct bwd_member *m)
+{
+	const struct bwd_fire *first = NULL, *prev = NULL;
+	uint64_t n = 0, touched = 0;
+
+	for (const struct bwd_fire *f = m->flight_head; f; prev = f, f = f->next, n++) {
+		FLIGHT_OK(prev ? f->pprev == &prev->next : f->pprev == &m->flight_head);
+		FLIGHT_OK(!prev || bwd_fire_delivery(prev) < bwd_fire_delivery(f));
+		FLIGHT_OK(bwd_map_find(&m->flights, bwd_fire_delivery(f)) == &f->flight_node);
+		if (f->heap_at) {
+			FLIGHT_OK(f->heap_at <= m->touched);
+			FLIGHT_OK(m->touch_heap[f->heap_at - 1] == f);
+			touched++;
+		} else if (!first) {
+			first = f;
+		}
+	}
+	FLIGHT_OK(m->flight_tail == prev);
+	FLIGHT_OK(n == m->flight);
+	FLIGHT_OK(m->flights.count == n);
+	FLIGHT_OK(touched == m->touched);
+	FLIGHT_OK(m->untouched == first);
+	for (uint32_t i = 1; i < m->touched; i++)
+		FLIGHT_OK(m->touch_heap[(i - 1) / 2]->ack_by_ns <= m->touch_heap[i]->ack_by_ns);
+}
+
+/*
+ * Touched fires' ack deadlines, out of delivery order (issue 22: a Touch,
+ * and the ack timer it moves, O(log(touched)) rather than a look at every
+ * fire in flight): TOUCHED_N fires handed out at once with an ack timeout
+ * of 1 s; a random half touched (some twice, some to before the others'
+ * deadline), a random quarter acknowledged singly; then the clock moves
+ * on in steps, the wheel polled: after each, a fire is in flight exactly
+ * when its deadline has not passed (give or take the oneshot lane's bound
+ * the timer may come late), and the flight's list, map, heap and cursor
+ * agree.  A fixed seed, then BW_TEST_SEED's.
+ */
+#define TOUCHED_N 3000u
+START_TEST(test_touched_deadlines)
+{
+	struct bwd_attach a = {
+		.name = "touched", .uid = 1000, .owner_uid = 1000, .consumer = true,
+		.window = TOUCHED_N, .ack_timeout_ns = 1000 * MS,
+	};
+	uint64_t *ack_by = calloc(TOUCHED_N + 1, sizeof(*ack_by)), now = T0, acked, at;
+	uint64_t bound;
+	struct bwd_state *st;
+	struct bwd_member *m, *to;
+	struct bwd_fire *f;
+	struct tu_rng rng;
+	bool resumed, touched;
+
+	ck_assert_ptr_nonnull(ack_by);
+	seed = _i ? tu_seed_from_env("BW_TEST_SEED", 2022) : 22;
+	tu_rng_seed(&rng, seed);
+	options();
+	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+	bwd_state_set_clock(st, fake_now, &now);
+	bound = bwd_lane_late_ns(&opt.wheel.oneshot);
+	ck_assert_int_eq(bwd_session_attach(st, &a, &m, &resumed), 0);
+	for (uint64_t k = 0; k < TOUCHED_N; k++)
+		schedule(m, k, T0, false, NULL);
+	for (uint64_t d = 1, polls = 0; d <= TOUCHED_N;) {
+		if (!(f = bwd_state_next_delivery(st, &to))) {
+			ck_assert_uint_lt(polls++, TOUCHED_N);
+			bwd_state_poll(st, now);
+			while (bwd_state_fire(st))
+				;
+			continue;
+		}
+		ack_by[d++] = f->ack_by_ns;
+	}
+	flight_consistent(m);
+	for (uint64_t i = 0; i < TOUCHED_N; i++) {
+		uint64_t d = 1 + tu_rng_below(&rng, TOUCHED_N), r = tu_rng_below(&rng, 4);
+
+		if (!ack_by[d])
+			continue;
+		if (r == 0) {
+			ck_assert_int_eq(bwd_member_ack(m, d, false, &acked), 0);
+			ck_assert_uint_eq(acked, 1);
+			ack_by[d] = 0;
+		} else {
+			uint64_t t = 1 + tu_rng_below(&rng, 3000 * MS);
+
+			ck_assert_int_eq(bwd_member_touch(m, d, t, &touched, &at), 0);
+			ck_assert(touched);
+			ck_assert_uint_eq(at, now + t);
+			ack_by[d] = at;
+		}
+		if (i % 256 == 0)
+			flight_consistent(m);
+	}
+	flight_consistent(m);
+	while (now < T0 + 3500 * MS) {
+		now += tu_rng_below(&rng, 100 * MS);
+		bwd_state_poll(st, now);
+		flight_consistent(m);
+		for (uint64_t d = 1; d <= TOUCHED_N; d++) {
+			bool in = bwd_map_find(&m->flights, d) != NULL;
+
+			if (!ack_by[d])
+				continue;
+			ck_assert_msg(in || ack_by[d] <= now,
+				      "seed %" PRIu64 ": delivery %" PRIu64 " taken back %" PRIu64
+				      " ns before its ack deadline", seed, d, ack_by[d] - now);
+			ck_assert_msg(!in || ack_by[d] + bound > now,
+				      "seed %" PRIu64 ": delivery %" PRIu64 " in flight %" PRIu64
+				      " ns past its ack deadline", seed, d, now - ack_by[d]);
+		}
+	}
+	ck_assert_uint_eq(m->flight, 0);
+	ck_assert_uint_eq(m->touched, 0);
+	bwd_state_free(st);
+	free(ack_by);
 }
 END_TEST
 
@@ -1046,6 +1258,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_round_robin_env);
 	tcase_add_test(tc, test_cancel_between_fire_and_make);
 	tcase_add_test(tc, test_end_with_due);
+	tcase_add_test(tc, test_single_acks_counted);
+	tcase_add_loop_test(tc, test_touched_deadlines, 0, 2);
 	tcase_add_test(tc, test_uids_take_turns);
 	tcase_add_test(tc, test_burst_own_lane);
 	suite_add_tcase(s, tc);

@@ -66,7 +66,8 @@
  *     that put them there, and a released one not before its delay; its
  *     deliveries, and a dead letter's origin, are the model's; after every
  *     turn, each member's count in flight and last delivery number are the
- *     model's; an ack completes exactly what the model says; a timer the
+ *     model's, and each of its fires in flight is found in its map by its
+ *     delivery number; an ack completes exactly what the model says; a timer the
  *     state calls pending (Cancel, replace, a duplicate key) is one the
  *     model has not seen fire past its lane's bound;
  *   fires that fail, at each take-back: the state's count is the blame
@@ -1113,9 +1114,9 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 	if (f->deadline_ns > s->now || f->fired_ns > s->now || f->fired_ns < f->deadline_ns)
 		viol(s, "key %" PRIu64 " early: deadline %.3f ms, fired at %.3f ms",
 		     f->key, (double)(f->deadline_ns - T0) / 1e6, (double)(f->fired_ns - T0) / 1e6);
-	if (f->delivery != c->last_delivery + 1)
+	if (bwd_fire_delivery(f) != c->last_delivery + 1)
 		viol(s, "conn %d: delivery %" PRIu64 " after %" PRIu64, conn_index(s, c),
-		     f->delivery, c->last_delivery);
+		     bwd_fire_delivery(f), c->last_delivery);
 	if (mf->paced) {
 		uint64_t mhz = max64(s->opt.limits.max_periodic_mhz_per_uid,
 				     BWD_MIN_REDELIVERY_MHZ);
@@ -1138,7 +1139,7 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 		     (double)(s->now - due_by(s, ms, mf)) / 1e6,
 		     ms->coalescing ? "coalescing" : "non-coalescing");
 	TRACE(s, "handed out: conn %d delivery %" PRIu64 " key %" PRIu64 " count %" PRIu64 ", its delivery %" PRIu32 "%s%s%s",
-	      conn_index(s, c), f->delivery, f->key, f->count, f->deliveries,
+	      conn_index(s, c), bwd_fire_delivery(f), f->key, f->count, f->deliveries,
 	      mf->back ? " (taken back, front)" : "", mf->tail ? " (tail)" : "",
 	      mf->dead ? " (dead letter)" : "");
 	if (s->failed)
@@ -1151,7 +1152,7 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 		session_went(s, ms);
 	mf->st = F_FLIGHT;
 	mf->conn = conn_index(s, c);
-	mf->delivery = f->delivery;
+	mf->delivery = bwd_fire_delivery(f);
 	mf->handed_at = s->now;
 	mf->ptr = f;
 	mf->back = mf->tail = mf->delayed = mf->paced = false;
@@ -1173,7 +1174,7 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 	c->committed += len;
 	f->wire_end = c->committed;
 	mf->wire_end = c->committed;
-	frame_push(c, f->delivery);
+	frame_push(c, bwd_fire_delivery(f));
 	if (output(c) >= s->max_output / 2) {
 		TRACE(s, "conn %d: no room", conn_index(s, c));
 		c->room = false;
@@ -1242,10 +1243,17 @@ static void reconcile_flight(struct sim *s, struct sconn *c)
 		struct mfire *f = c->fl[j];
 
 		if (f->ptr == g) {
+			struct bwd_map_node *n = bwd_map_find(&c->m->flights, f->delivery);
+
 			if (s->now > add_sat(add_sat(f->ack_by, s->bound[BW_LANE_ONESHOT]),
 					     s->jitter))
 				viol(s, "conn %d: delivery %" PRIu64 " in flight %.3f ms past its ack deadline",
 				     ci, f->delivery, (double)(s->now - f->ack_by) / 1e6);
+			/* What a single Ack, Release or Touch finds it by. */
+			if (!n || bwd_container_of(n, struct bwd_fire, flight_node) != g ||
+			    bwd_fire_delivery(g) != f->delivery)
+				viol(s, "conn %d: delivery %" PRIu64 " in flight, not in the map by its number",
+				     ci, f->delivery);
 			g = g->next;
 			continue;
 		}
@@ -1254,7 +1262,7 @@ static void reconcile_flight(struct sim *s, struct sconn *c)
 			     ci, f->delivery, (double)(f->ack_by - s->now) / 1e6);
 		f->going = any = true;
 	}
-	if (g) {
+	if (g || (c->m->flights.bucket && c->m->flights.count != c->m->flight)) {
 		viol(s, "conn %d: the state's fires in flight are not the model's", ci);
 		return;
 	}
