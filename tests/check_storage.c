@@ -50,6 +50,7 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "daemonutil.h"
@@ -71,10 +72,13 @@ struct fault {
 
 /* ---- the fault ------------------------------------------------------------ */
 
-/* A 2 MiB tmpfs at d->dir/fs in a mount namespace of the test's own, the
- * state directory in it; false when mounting is not permitted here. */
-static bool small_fs(struct du_daemon *d, struct fault *f)
+/* A tmpfs of mib MiB at d->dir/fs in a mount namespace of the test's
+ * own, the state directory in it; false when mounting is not permitted
+ * here. */
+static bool sized_fs(struct du_daemon *d, struct fault *f, unsigned mib)
 {
+	char opts[64];
+
 	f->kind = FAULT_TMPFS;
 	snprintf(f->fs, sizeof(f->fs), "%s/fs", d->dir);
 	snprintf(f->state, sizeof(f->state), "%s/state", f->fs);
@@ -82,12 +86,18 @@ static bool small_fs(struct du_daemon *d, struct fault *f)
 	ck_assert_int_eq(mkdir(f->fs, 0700), 0);
 	if (unshare(CLONE_NEWNS) < 0 ||
 	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-	    mount("tmpfs", f->fs, "tmpfs", 0, "size=2m,mode=0700") < 0) {
+	    (snprintf(opts, sizeof(opts), "size=%um,mode=0700", mib),
+	     mount("tmpfs", f->fs, "tmpfs", 0, opts)) < 0) {
 		du_note("cannot mount a tmpfs (%s): RLIMIT_FSIZE instead", strerror(errno));
 		return false;
 	}
 	ck_assert_int_eq(mkdir(f->state, 0700), 0);
 	return true;
+}
+
+static bool small_fs(struct du_daemon *d, struct fault *f)
+{
+	return sized_fs(d, f, 2);
 }
 
 static void fault_setup(struct du_daemon *d, struct fault *f, enum fault_kind want)
@@ -767,6 +777,301 @@ START_TEST(test_journal_share)
 }
 END_TEST
 
+/* ---- a file system filled by one uid's fire records ------------------------- */
+
+#define FLOOD_TIMERS 10u        /* periodic, 1 ms each: the uid's 10 kHz   */
+#define FLOOD_S 6u              /* how long the attacker floods            */
+#define VICTIM_MAX 2000u        /* the victim's requests, at most          */
+#define NEAR_NS (20 * DU_MS)    /* the victim's fires to come in the test  */
+
+/* What the victim saw, sent back over a pipe. */
+struct victim_result {
+	unsigned sent, ok, refused, fires;
+	unsigned kept;             /* its far timers acknowledged: keys[]    */
+	uint64_t keys[VICTIM_MAX];
+	char why[256];             /* the first thing that went wrong        */
+};
+
+/* The attacker (uid 65534): a named consumer (auto_ack) whose periodic
+ * timers make fire records (FIRE, SENT, DONE) at its whole periodic
+ * rate, read as they come, for FLOOD_S seconds. */
+static void flood(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open(d, "flood");
+	uint64_t end;
+
+	for (unsigned i = 0; i < FLOOD_TIMERS; i++) {
+		struct du_sched s = { .key = i, .when = DU_DELAY, .when_ns = DU_MS,
+				      .periodic = true, .period_ns = DU_MS };
+
+		du_send_schedule(c, 10 + i, &s);
+	}
+	end = du_now_ns() + FLOOD_S * DU_S;
+	while (du_now_ns() < end) {
+		du_env *e;
+
+		if (du_recv(c, 100, &e) == DU_FRAME)
+			bwp_frame_free(e);
+		else if (c->eof)
+			break;
+	}
+	du_conn_free(c);
+}
+
+/* The reply to request id on c, the fires before it counted; NULL when
+ * none comes within the bound. */
+static du_env *victim_reply(struct du_conn *c, uint64_t id, unsigned *fires)
+{
+	uint64_t end = du_now_ns() + (uint64_t)du_scale_ms(5000) * DU_MS;
+	du_env *e;
+
+	while (du_now_ns() < end) {
+		if (du_recv(c, 100, &e) != DU_FRAME) {
+			if (c->eof)
+				return NULL;
+			continue;
+		}
+		if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_FIRED) {
+			(*fires)++;
+			bwp_frame_free(e);
+			continue;
+		}
+		if (e->request_id == id)
+			return e;
+		bwp_frame_free(e);
+	}
+	return NULL;
+}
+
+/*
+ * The victim (uid 65533), while the attacker floods: a named consumer
+ * (auto_ack) that schedules one timer every 10 ms, alternately one due
+ * in 20 ms (its fire must come) and a far one (it must be kept), each
+ * answered within 5 s: accepted, or refused with STORAGE_UNAVAILABLE
+ * (allowed or not by the caller).  Then its fires, all of them.
+ */
+static void victim_run(const struct du_daemon *d, struct victim_result *r)
+{
+	struct du_conn *c = du_open(d, "victim");
+	uint64_t end = du_now_ns() + FLOOD_S * DU_S;
+	unsigned near_ok = 0;
+
+	for (uint64_t id = 10; du_now_ns() < end && r->sent < VICTIM_MAX; id++) {
+		bool near = id % 2 == 0;
+		struct du_sched s = near ?
+			(struct du_sched){ .key = id, .when = DU_DELAY, .when_ns = NEAR_NS } :
+			(struct du_sched){ .key = id, .when = DU_DELAY, .when_ns = FAR_NS };
+		du_env *e;
+
+		du_send_schedule(c, id, &s);
+		r->sent++;
+		e = victim_reply(c, id, &r->fires);
+		if (!e) {
+			snprintf(r->why, sizeof(r->why), "request %" PRIu64 " (%u sent, %u fires) unanswered for 5 s",
+				 id, r->sent, r->fires);
+			break;
+		}
+		if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY) {
+			r->ok++;
+			if (near)
+				near_ok++;
+			else
+				r->keys[r->kept++] = id;
+		} else if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR &&
+			   e->error->code == BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE) {
+			r->refused++;
+		} else if (!r->why[0]) {
+			du_describe(e, r->why, sizeof(r->why));
+		}
+		bwp_frame_free(e);
+		du_sleep_ms(10);
+	}
+	for (uint64_t t0 = du_now_ns(); r->fires < near_ok &&
+	     du_now_ns() - t0 < (uint64_t)DU_WAIT_MS * DU_MS;) {
+		du_env *e;
+
+		if (du_recv(c, 100, &e) != DU_FRAME)
+			continue;
+		if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_FIRED)
+			r->fires++;
+		bwp_frame_free(e);
+	}
+	if (r->fires != near_ok && !r->why[0])
+		snprintf(r->why, sizeof(r->why), "%u fires of %u timers accepted", r->fires,
+			 near_ok);
+	du_conn_free(c);
+}
+
+/* Both, as their uids, at once; the daemon's notifications taken
+ * meanwhile. */
+static void flood_and_victim(const struct du_daemon *d, struct victim_result *r)
+{
+	int fd;
+	pid_t attacker = fork(), victim;
+
+	ck_assert(attacker >= 0);
+	if (attacker == 0) {
+		du_become(NOBODY);
+		flood(d);
+		_exit(0);
+	}
+	victim = du_fork_pipe(&fd);
+	if (victim == 0) {
+		memset(r, 0, sizeof(*r));
+		du_become(OTHER);
+		victim_run(d, r);
+		_exit(write(fd, r, sizeof(*r)) == (ssize_t)sizeof(*r) ? 0 : 1);
+	}
+	for (uint64_t t0 = du_now_ns(); waitpid(victim, NULL, WNOHANG) == 0;) {
+		ck_assert_msg(du_now_ns() - t0 < (FLOOD_S + 3) * DU_S + (uint64_t)DU_WAIT_MS * DU_MS,
+			      "the victim's client did not finish");
+		drain_notes(d);
+		du_sleep_ms(100);
+	}
+	ck_assert_msg(du_read_full(fd, r, sizeof(*r), DU_WAIT_MS), "no result from the victim");
+	close(fd);
+	ck_assert_int_eq(du_wait_child(attacker, DU_WAIT_MS), 0);
+	du_note("victim: %u requests, %u accepted, %u STORAGE_UNAVAILABLE, %u fires; %s",
+		r->sent, r->ok, r->refused, r->fires, r->why[0] ? r->why : "ok");
+}
+
+static void flood_start(struct du_daemon *d, const struct fault *f, const char *share)
+{
+	ck_assert(chmod(d->dir, 0755) == 0);
+	du_daemon_start(d, "--socket-mode", "0666", "--state-dir", f->state,
+			"--max-journal-per-uid", share, "--snapshot-min-interval", "1s",
+			"--max-payload", "8192", "-v", (const char *)NULL);
+}
+
+/* The mount, as root; false (skipped) otherwise. */
+static bool flood_setup(struct du_daemon *d, struct fault *f, unsigned mib,
+			const char *test)
+{
+	if (geteuid() != 0) {
+		du_note("SKIP: %s needs root (to run clients as uids %d and %d)", test,
+			NOBODY, OTHER);
+		return false;
+	}
+	if (!sized_fs(d, f, mib)) {
+		du_note("SKIP %s: needs a tmpfs (mount not permitted)", test);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * One uid's fire records against its share, on a 6 MiB file system: the
+ * attacker's periodic fires (some 1.2 MB/s of FIRE, SENT and DONE
+ * records) would fill it in seconds, and --journal-max (64 MiB) never
+ * starts a snapshot; its share (512 KiB) stops them instead, and a
+ * snapshot gives it its next share.  The victim's every request is
+ * accepted, every fire comes, and the storage never goes down.
+ */
+START_TEST(test_fire_flood_share)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct fault f;
+	struct victim_result *r = calloc(1, sizeof(*r));
+
+	if (!flood_setup(d, &f, 6, "test_fire_flood_share")) {
+		free(r);
+		du_daemon_free(d);
+		return;
+	}
+	flood_start(d, &f, "512K");
+	flood_and_victim(d, r);
+	ck_assert_msg(!r->why[0], "victim: %s", r->why);
+	ck_assert_uint_eq(r->ok, r->sent);
+	ck_assert(!du_daemon_exited(d));
+	assert_log_count(d, DOWN_LINE, 0);
+	free(r);
+	fault_free(d, &f);
+}
+END_TEST
+
+static uint64_t *kept_keys;
+static size_t kept_n;
+
+/* After a restart: every far timer the victim had accepted is there. */
+static void victim_kept(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open(d, "victim");
+
+	for (size_t i = 0; i < kept_n; i++)
+		ck_assert_msg(du_cancel(c, 100000 + i, kept_keys[i]),
+			      "key %" PRIu64 " accepted, then lost", kept_keys[i]);
+	du_conn_free(c);
+}
+
+/*
+ * The same flood with a share the file system cannot hold (1 GiB on
+ * 3 MiB): the journal fills it and the storage goes down, for every uid.
+ * The victim is answered throughout (accepted, or STORAGE_UNAVAILABLE),
+ * its fires come, and the storage comes back by itself, nothing freed
+ * by the test: the snapshot that ends the outage is written into the
+ * reserve and removes the journal that filled the disk.  After a kill -9
+ * every far timer the victim had accepted is there.
+ */
+START_TEST(test_fire_flood_full)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct fault f;
+	struct victim_result *r = calloc(1, sizeof(*r));
+	struct du_conn *c;
+	char *log;
+
+	if (!flood_setup(d, &f, 3, "test_fire_flood_full")) {
+		free(r);
+		du_daemon_free(d);
+		return;
+	}
+	flood_start(d, &f, "1G");
+	c = du_open(d, "root");
+	flood_and_victim(d, r);
+	ck_assert_msg(!r->why[0], "victim: %s", r->why);
+	ck_assert_uint_eq(r->ok + r->refused, r->sent);
+	ck_assert(!du_daemon_exited(d));
+	log = du_daemon_log(d);
+	ck_assert_msg(count(log, DOWN_LINE) >= 1, "the file system never filled:\n%s", log);
+	free(log);
+	/* Up again without anything freed: a change is accepted. */
+	for (uint64_t t0 = du_now_ns(), id = 10;; id++) {
+		struct du_sched s = far_timer(id);
+		du_env *e;
+
+		du_send_schedule(c, id, &s);
+		ck_assert_int_eq(du_recv(c, DU_WAIT_MS, &e), DU_FRAME);
+		if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY) {
+			bwp_frame_free(e);
+			break;
+		}
+		ck_assert_msg(e->body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR &&
+			      e->error->code == BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE,
+			      "%s", du_describe(e, (char[256]){ 0 }, 256));
+		bwp_frame_free(e);
+		if (du_now_ns() - t0 > (uint64_t)recovery_wait_ms() * DU_MS) {
+			char listed[512];
+
+			log = du_daemon_log(d);
+			listing(f.state, listed, sizeof(listed));
+			du_note("files:\n%s\nlog:\n%s", listed, log);
+			ck_abort_msg("still down %d ms after the flood, nothing freed",
+				     recovery_wait_ms());
+		}
+		sleep_draining(d, 200);
+	}
+	du_conn_free(c);
+	du_daemon_kill(d);
+	du_daemon_start(d, "--socket-mode", "0666", "--state-dir", f.state,
+			(const char *)NULL);
+	kept_keys = r->keys;
+	kept_n = r->kept;
+	du_run_as(OTHER, d, victim_kept, du_scale_ms(30000));
+	free(r);
+	fault_free(d, &f);
+}
+END_TEST
+
 static Suite *storage_suite(void)
 {
 	Suite *s = suite_create("storage");
@@ -785,6 +1090,11 @@ static Suite *storage_suite(void)
 	tc = tcase_create("share");
 	du_tcase(tc);
 	tcase_add_test(tc, test_journal_share);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("flood");
+	du_tcase(tc);
+	tcase_add_test(tc, test_fire_flood_share);
+	tcase_add_test(tc, test_fire_flood_full);
 	suite_add_tcase(s, tc);
 	return s;
 }
