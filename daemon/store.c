@@ -7,8 +7,10 @@
  *   journal.<generation>  the changes after it, in order (journal.c); the
  *                         snapshot's header names the first generation it
  *                         does not contain
- *   snapshot.tmp.<pid>    a snapshot being written by that child; removed
- *                         at start-up
+ *   reserve               space allocated for the next snapshot, which is
+ *                         written into it (below)
+ *   snapshot.tmp.<pid>    a snapshot being written by that child without
+ *                         a reserve; removed at start-up
  *
  * Trust (as sshd's StrictModes): the directory must be owned by the
  * daemon's uid or root and writable by nobody else, or whoever can write
@@ -44,7 +46,9 @@
  * either --snapshot-interval has passed too or the journal has grown past
  * --journal-max and --snapshot-growth times the snapshot on disk (as
  * Redis's auto-aof-rewrite-min-size and -percentage): a client replacing
- * one key in a loop makes journal bytes, not snapshots.  Never two at once;
+ * one key in a loop makes journal bytes, not snapshots.  A uid past its
+ * journal share (account.c) stands for --journal-max: it waits for the
+ * next generation, which the growth rule still paces.  Never two at once;
  * the journal moves to the next generation first, so the child's
  * snapshot and the new journal meet exactly.
  *
@@ -58,7 +62,26 @@
  * so the last good snapshot and journals stay as they were; the one that
  * succeeds (on_child: installed, and its journal still sound) brings the
  * storage up, and the next commit releases what was held, the snapshot
- * now holding every change it waited for.
+ * now holding every change it waited for.  Output held that long is not
+ * held for ever: 5 s into the outage (BWD_HELD_DOWN_NS) the server drops
+ * it and ends its connections with STORAGE_UNAVAILABLE (conn.c).
+ *
+ * The reserve: so that the snapshot that ends an outage fits however the
+ * file system filled, every snapshot is written into space allocated
+ * before it was needed, the file reserve, kept at a bound on the next
+ * snapshot's size plus an eighth and RESERVE_SLACK (reserve_check, at each
+ * commit before the journal is written, never while a writer may be
+ * writing into it).  The bound (snapshot_bound) is the lesser of the files
+ * the snapshot replaces, whose records made the state, and the state's
+ * parts at their largest records, plus what the state may grow by while
+ * the storage is down (state.c keeps a named session's periodic fires to
+ * one waiting then).  The writer writes over the reserve from its start,
+ * cuts it at its end and syncs it; install renames it over snapshot and a
+ * new reserve is allocated, from the space the old snapshot and journals
+ * gave back.  A journal that cannot be created for want of space takes
+ * JOURNAL_ROOM from the reserve.  At start the daemon makes a reserve
+ * file of its own, as large as the one left (which it removes), so that a
+ * writer left over from a killed daemon writes into nothing of its.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -684,11 +707,15 @@ static void reserve_open(struct bwd_store *s)
 static int journal_open(struct bwd_store *s, uint64_t gen, struct bwd_journal **out)
 {
 	int err = bwd_journal_open(s->dirfd, gen, s->opt->fsync, out);
+	struct stat st;
 
+	/* Its size as it is: a writer that failed may have left it longer,
+	 * and only allocated bytes free anything. */
 	if ((err == -ENOSPC || err == -EDQUOT) && s->reservefd >= 0 &&
-	    s->reserve_size > JOURNAL_ROOM &&
-	    ftruncate(s->reservefd, (off_t)(s->reserve_size - JOURNAL_ROOM)) == 0) {
-		s->reserve_size -= JOURNAL_ROOM;
+	    fstat(s->reservefd, &st) == 0 &&
+	    (uint64_t)st.st_blocks * 512 > JOURNAL_ROOM &&
+	    ftruncate(s->reservefd, st.st_size - JOURNAL_ROOM) == 0) {
+		s->reserve_size = (uint64_t)st.st_size - JOURNAL_ROOM;
 		err = bwd_journal_open(s->dirfd, gen, s->opt->fsync, out);
 	}
 	return err;

@@ -11,23 +11,31 @@
  * EFBIG, which the daemon must live through (it ignores SIGXFSZ).  The
  * "fsize" tests take that way on purpose, so that both are run.
  *
+ * The daemon's reserve (store.c) ends an outage on a full file system by
+ * itself; the tests that need one to last empty the reserve first
+ * (fault_on_for_good), as if others had filled the file system before it
+ * was made.
+ *
  * TCases:
  *   storage   a journal write that fails: the daemon does not exit; the
- *             reply to the Schedule it failed on is held; named Schedules,
- *             Cancels and the Hello of a new named session are refused
- *             with STORAGE_UNAVAILABLE, while a Hello that resumes a
- *             session, anonymous sessions and Stats work; one log line at
- *             the fault and one at recovery, STATUS= naming the fault
+ *             reply to the Schedule it failed on is held, and 5 s into
+ *             the outage dropped, the connection answered
+ *             STORAGE_UNAVAILABLE (no request_id) and closed; named
+ *             Schedules, Cancels and the Hello of a new named session are
+ *             refused with STORAGE_UNAVAILABLE, while a Hello that resumes
+ *             a session, anonymous sessions and Stats work; one log line
+ *             at the fault and one at recovery, STATUS= naming the fault
  *             meanwhile; tries that fail leave the files as they were;
- *             after space returns the held reply arrives, changes are
- *             accepted, and after a kill -9 and a restart every timer
- *             acknowledged before, during (the held one) and after the
- *             fault is pending.  A consumer while it is down: an Ack with
- *             request_id refused, a fire still sent to a connection that
- *             holds nothing, an Ack without request_id taken in memory,
- *             and both fires again after a kill -9.  A daemon started on
- *             a full file system serves (READY=1), leaves the files it
- *             recovered from as they were, and recovers once space
+ *             after space returns changes are accepted, and after a kill
+ *             -9 and a restart every timer acknowledged before, during
+ *             (the dropped reply's) and after the fault is pending.  A
+ *             consumer while it is down: an Ack with request_id refused,
+ *             a fire still sent to a connection that holds nothing, an Ack
+ *             without request_id taken in memory, and both fires again
+ *             after a kill -9.  A daemon started on a full file system
+ *             takes its journal's room from its reserve and accepts
+ *             changes; without one it serves (READY=1), leaves the files
+ *             it recovered from as they were, and recovers once space
  *             returns.
  *   policy    a replace loop of one key with a payload writes snapshots of
  *             at most the journal's bytes / --snapshot-growth, and at most
@@ -37,6 +45,18 @@
  *             named sessions (Cancels and anonymous sessions still work)
  *             until a snapshot starts a new journal; another uid (65533)
  *             and root are unaffected.
+ *   flood     the attacker (uid 65534), a named consumer whose periodic
+ *             timers make fire records (FIRE, SENT, DONE) at its whole
+ *             periodic rate, some 1.2 MB/s; the victim (uid 65533), a
+ *             named consumer scheduling a timer every 10 ms.  Against a
+ *             512 KiB share on a 6 MiB tmpfs: the victim's every request
+ *             is accepted, every fire comes, the storage never goes down.
+ *             With a share of 1 GiB on 3 MiB: the file system fills and
+ *             the storage goes down; the victim is answered within 5 s
+ *             throughout (accepted or STORAGE_UNAVAILABLE), gets every
+ *             fire, and the storage comes back without anything freed;
+ *             after a kill -9 every far timer it had accepted is there.
+ *             Both need root and a tmpfs (skipped otherwise).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -142,6 +162,22 @@ static void fault_on(struct du_daemon *d, struct fault *f)
 	}
 	close(fd);
 	du_note("filled the tmpfs with %" PRIu64 " bytes", n);
+}
+
+/* The same with the daemon's reserve emptied first (as if others had
+ * filled the file system before it was made): the outage then lasts
+ * until space returns. */
+static void fault_on_for_good(struct du_daemon *d, struct fault *f)
+{
+	char path[160];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/reserve", f->state);
+	fd = open(path, O_WRONLY | O_NOFOLLOW);
+	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+	ck_assert_int_eq(ftruncate(fd, 0), 0);
+	close(fd);
+	fault_on(d, f);
 }
 
 static void fault_off(struct du_daemon *d, struct fault *f)
@@ -324,7 +360,10 @@ static void refuses_then_recovers(enum fault_kind kind)
 	ck_assert_uint_eq(hello_timers(held), 0);
 	for (unsigned i = 0; i < KEPT; i++)
 		schedule_ok(held, 10 + i, keys[i] = 1000 + i);
-	fault_on(d, &f);
+	if (f.kind == FAULT_TMPFS)
+		fault_on_for_good(d, &f);
+	else
+		fault_on(d, &f);
 
 	/* The write of this one fails: its reply must not come. */
 	{
@@ -380,14 +419,29 @@ static void refuses_then_recovers(enum fault_kind kind)
 		free(log);
 	}
 
+	/* What was held for the storage is not held for as long as the
+	 * outage lasts: the connection is answered STORAGE_UNAVAILABLE and
+	 * closed (BWD_HELD_DOWN_NS, seen at a retry), its Schedule's
+	 * outcome unknown to it but kept by the daemon. */
+	du_expect_error(held, false, 0, BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE);
+	du_expect_eof(held, DU_WAIT_MS);
+
 	fault_off(d, &f);
-	/* The held reply goes out once a snapshot has it. */
-	rc = du_recv(held, recovery_wait_ms(), &e);
-	ck_assert_msg(rc == DU_FRAME, "no reply after space returned (rc %d)", rc);
-	ck_assert_msg(e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY &&
-		      e->request_id == 50, "%s", du_describe(e, (char[160]){ 0 }, 160));
-	bwp_frame_free(e);
-	schedule_ok(p, 5, keys[KEPT + 1] = 4000);
+	for (uint64_t t0 = du_now_ns(), id = 5;; id++) {
+		struct du_sched s = far_timer(keys[KEPT + 1] = 4000);
+
+		ck_assert_msg(du_now_ns() - t0 < (uint64_t)recovery_wait_ms() * DU_MS,
+			      "still refused after space returned");
+		du_send_schedule(p, id, &s);
+		ck_assert_int_eq(du_recv(p, DU_WAIT_MS, &e), DU_FRAME);
+		if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY) {
+			bwp_frame_free(e);
+			break;
+		}
+		ck_assert_int_eq(e->error->code, BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE);
+		bwp_frame_free(e);
+		sleep_draining(d, 200);
+	}
 	assert_log_count(d, DOWN_LINE, 1);
 	assert_log_count(d, UP_LINE, 1);
 	du_conn_free(held);
@@ -460,7 +514,7 @@ START_TEST(test_down_consumer)
 	s = (struct du_sched){ .key = 2, .when = DU_DELAY,
 			       .when_ns = (uint64_t)du_scale_ms(2000) * DU_MS };
 	bwp_frame_free(du_schedule(p, 3, &s));
-	fault_on(d, &f);
+	fault_on_for_good(d, &f);
 	s = far_timer(3);
 	du_send_schedule(p, 4, &s);
 	ck_assert_int_eq(du_recv(p, du_scale_ms(500), &e), DU_TIMEOUT);
@@ -500,7 +554,7 @@ START_TEST(test_start_full)
 	struct fault f;
 	struct du_conn *c;
 	char before[512], after[512];
-	uint64_t keys[KEPT + 1];
+	uint64_t keys[KEPT + 2];
 	bool up = false;
 
 	fault_setup(d, &f, FAULT_TMPFS);
@@ -516,12 +570,25 @@ START_TEST(test_start_full)
 		schedule_ok(c, 10 + i, keys[i] = 1000 + i);
 	du_conn_free(c);
 	du_daemon_kill(d);
-	listing(f.state, before, sizeof(before));
 	fault_on(d, &f);
 
+	/* Its reserve is room enough to start in: a journal, and the
+	 * snapshot of what it recovered. */
 	start(d, &f);
 	c = du_connect(d->sock);
 	ck_assert_uint_eq(hello_timers(c), KEPT);
+	schedule_ok(c, 2, keys[KEPT] = 3000);
+	du_conn_free(c);
+	assert_log_count(d, DOWN_LINE, 0);
+	du_daemon_kill(d);
+
+	/* Without it (emptied, the file system filled again), it starts
+	 * down, leaving the files as they were. */
+	fault_on_for_good(d, &f);
+	listing(f.state, before, sizeof(before));
+	start(d, &f);
+	c = du_connect(d->sock);
+	ck_assert_uint_eq(hello_timers(c), KEPT + 1);
 	schedule_refused(c, 2, 3000);
 	anonymous_works(d);
 	assert_log_count(d, DOWN_LINE, 1);
@@ -530,7 +597,7 @@ START_TEST(test_start_full)
 
 	fault_off(d, &f);
 	for (uint64_t t0 = du_now_ns(), id = 10; !up; id++) {
-		struct du_sched s = far_timer(keys[KEPT] = 4000);
+		struct du_sched s = far_timer(keys[KEPT + 1] = 4000);
 		du_env *e;
 
 		ck_assert_msg(du_now_ns() - t0 < (uint64_t)recovery_wait_ms() * DU_MS,
@@ -547,7 +614,7 @@ START_TEST(test_start_full)
 	}
 	assert_log_count(d, UP_LINE, 1);
 	du_conn_free(c);
-	assert_kept_after_crash(d, &f, keys, KEPT + 1);
+	assert_kept_after_crash(d, &f, keys, KEPT + 2);
 	fault_free(d, &f);
 }
 END_TEST
@@ -759,11 +826,13 @@ START_TEST(test_journal_share)
 	ck_assert(chmod(d->dir, 0755) == 0);
 	snprintf(dir, sizeof(dir), "%s/state", d->dir);
 	snprintf(share, sizeof(share), "%u", SHARE);
-	/* Long enough for the first three steps, even under valgrind. */
+	/* Long enough for the first three steps, even under valgrind: a
+	 * uid past its share makes a snapshot due, but not sooner than
+	 * --snapshot-min-interval after the last (or the start). */
 	snprintf(interval, sizeof(interval), "%us", 3 * du_slow());
 	du_daemon_start(d, "--socket-mode", "0666", "--state-dir", dir,
 			"--max-payload", "8192", "--max-journal-per-uid", share,
-			"--snapshot-interval", interval, "--snapshot-min-interval", "0s",
+			"--snapshot-interval", interval, "--snapshot-min-interval", interval,
 			(const char *)NULL);
 	du_run_as(NOBODY, d, nobody_over_share, du_scale_ms(30000));
 	du_run_as(OTHER, d, other_unaffected, du_scale_ms(30000));
