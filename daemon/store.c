@@ -105,8 +105,10 @@
 /* After a failed snapshot, wait this long before the next try. */
 #define SNAPSHOT_RETRY_NS (10 * 1000000000ull)
 /* The reserve (see the top): what it holds beyond its bound, the room it
- * gives up for a journal that cannot be created, and how soon a reserve
- * that could not grow tries again. */
+ * gives up for a journal that cannot be created, how soon a reserve that
+ * could not grow tries again, and what a timer that fires while the
+ * storage is down may add to the snapshot (its QUEUED record's history,
+ * 24 bytes, over its TIMER record). */
 #define RESERVE_SLACK (256u << 10)
 #define JOURNAL_ROOM (64u << 10)
 #define RESERVE_RETRY_NS 1000000000ull
@@ -689,17 +691,20 @@ static void reserve_open(struct bwd_store *s)
 {
 	struct stat st;
 	uint64_t old = 0;
+	int err;
 
 	if (fstatat(s->dirfd, "reserve", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    unlinkat(s->dirfd, "reserve", 0) == 0)
 		old = (uint64_t)st.st_size;
-	if (reserve_grow(s, old) == 0)
+	err = reserve_grow(s, old);
+	if (!err) {
 		reserve_check(s, bw_now_ns());
-	else
-		s->reserve_short = true;
-	if (s->reserve_short)
-		bwd_log(BWD_LOG_WARNING, "%s/reserve: holds %" PRIu64 " bytes, less than the next snapshot may need: if the file system fills, the storage may stay down until space is freed there",
-			s->opt->dir, s->reserve_size);
+		return;
+	}
+	s->reserve_short = true;
+	s->reserve_retry_ns = bw_now_ns() + RESERVE_RETRY_NS;
+	bwd_log(BWD_LOG_WARNING, "%s/reserve: cannot hold %" PRIu64 " bytes (%s): if the file system fills, the snapshot that ends the storage outage may not fit until space is freed there",
+		s->opt->dir, old, strerror(-err));
 }
 
 /* Journal generation gen, made with room taken from the reserve when the

@@ -44,7 +44,11 @@
  *             bytes to the journal gets OVER_BUDGET for Schedules and new
  *             named sessions (Cancels and anonymous sessions still work)
  *             until a snapshot starts a new journal; another uid (65533)
- *             and root are unaffected.
+ *             and root are unaffected.  The same uid past its share by
+ *             fire records alone (FIRE, SENT, DONE of a periodic timer):
+ *             its fires stop coming, Release, Kick and SetPolicy are
+ *             OVER_BUDGET, an Ack is taken, and the next snapshot gives
+ *             the share and the fires back.
  *   flood     the attacker (uid 65534), a named consumer whose periodic
  *             timers make fire records (FIRE, SENT, DONE) at its whole
  *             periodic rate, some 1.2 MB/s; the victim (uid 65533), a
@@ -846,6 +850,83 @@ START_TEST(test_journal_share)
 }
 END_TEST
 
+/* The next frame on c is an OVER_BUDGET Error for id (fires put aside). */
+static void expect_over_budget(struct du_conn *c, uint64_t id)
+{
+	du_expect_error(c, true, id, BITWHEEL__V1__ERROR_CODE__OVER_BUDGET);
+}
+
+/*
+ * A uid past its share by fire records alone: its consumer (manual acks)
+ * of a 1 kHz periodic timer acknowledges each fire until the fires stop
+ * coming (hand-outs paused: some 126 bytes of FIRE, SENT and DONE a fire
+ * against a 64 KiB share), with one fire still in flight; then Release,
+ * Kick and SetPolicy are OVER_BUDGET, the Ack of that fire is taken, and
+ * once the next snapshot starts a new generation the fires come again.
+ */
+static void nobody_fires_over_share(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open_consumer(d, "fires", 1000, 0);
+	struct du_conn *p = du_open_producer(d, "fires");
+	struct du_sched s = { .key = 1, .when = DU_DELAY, .when_ns = DU_MS,
+			      .periodic = true, .period_ns = DU_MS };
+	uint64_t last = 0, n = 0, t0;
+	du_env *e;
+
+	bwp_frame_free(du_schedule(p, 2, &s));
+	for (;;) {
+		int rc = du_recv(c, 300, &e);
+
+		if (rc == DU_TIMEOUT)
+			break;
+		ck_assert_int_eq(rc, DU_FRAME);
+		ck_assert_msg(++n < 20 * SHARE / 126, "%" PRIu64 " fires and no pause", n);
+		if (last)
+			du_send_ack(c, false, 0, last, false);
+		last = e->fired->delivery;
+		bwp_frame_free(e);
+	}
+	du_note("fires paused after %" PRIu64 " fires (share %u bytes)", n, SHARE);
+	du_send_release(c, 10, last, false, 0);
+	expect_over_budget(c, 10);
+	du_send_kick(c, 11, false, 0, 0);
+	expect_over_budget(c, 11);
+	du_send_set_policy(c, 12, true, 5, NULL);
+	expect_over_budget(c, 12);
+	ck_assert_uint_eq(du_ack(c, 13, last, false), 1);
+	/* The next generation (--snapshot-min-interval after the start)
+	 * gives the share back. */
+	t0 = du_now_ns();
+	e = du_expect_fire(c, DU_WAIT_MS, NULL);
+	du_note("fires again after %.1f s", (double)(du_now_ns() - t0) / 1e9);
+	bwp_frame_free(e);
+	du_conn_free(p);
+	du_conn_free(c);
+}
+
+START_TEST(test_fire_share)
+{
+	struct du_daemon *d;
+	char dir[160], share[16], interval[16];
+
+	if (geteuid() != 0) {
+		du_note("SKIP: test_fire_share needs root (to run clients as uid %d)",
+			NOBODY);
+		return;
+	}
+	d = du_daemon_new();
+	ck_assert(chmod(d->dir, 0755) == 0);
+	snprintf(dir, sizeof(dir), "%s/state", d->dir);
+	snprintf(share, sizeof(share), "%u", SHARE);
+	snprintf(interval, sizeof(interval), "%us", 3 * du_slow());
+	du_daemon_start(d, "--socket-mode", "0666", "--state-dir", dir,
+			"--max-journal-per-uid", share,
+			"--snapshot-min-interval", interval, (const char *)NULL);
+	du_run_as(NOBODY, d, nobody_fires_over_share, du_scale_ms(30000));
+	du_daemon_free(d);
+}
+END_TEST
+
 /* ---- a file system filled by one uid's fire records ------------------------- */
 
 #define FLOOD_TIMERS 10u        /* periodic, 1 ms each: the uid's 10 kHz   */
@@ -1159,6 +1240,7 @@ static Suite *storage_suite(void)
 	tc = tcase_create("share");
 	du_tcase(tc);
 	tcase_add_test(tc, test_journal_share);
+	tcase_add_test(tc, test_fire_share);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("flood");
 	du_tcase(tc);
