@@ -235,6 +235,11 @@ bool bwd_state_journal_over(const struct bwd_state *st)
 	return st->journal_over;
 }
 
+uint64_t bwd_state_item_bytes(const struct bwd_state *st)
+{
+	return st->stats.bytes;
+}
+
 void bwd_state_set_storage_down(struct bwd_state *st, bool down)
 {
 	st->storage_down = down;

@@ -646,6 +646,9 @@ bool bwd_session_journal_refuses(const struct bwd_session *s, uid_t caller);
  * session's periodic timer adds a fire to an empty queue only, so that
  * the state the outage ends with stays within the reserve (store.c). */
 void bwd_state_set_storage_down(struct bwd_state *st, bool down);
+/* Stats' bytes without the wheel's and the maps' own memory: the
+ * timers', fires' (payloads included), sessions' and members'. */
+uint64_t bwd_state_item_bytes(const struct bwd_state *st);
 /* 10^12 / period_ns: a periodic timer's share of the rate, in mHz. */
 uint64_t bwd_periodic_mhz(uint64_t period_ns);
 

@@ -613,7 +613,7 @@ static uint64_t snapshot_bound(struct bwd_store *s)
 			       bwd_record_bound(BWD_REC_POLICY)) +
 		ss.timers * bwd_record_bound(BWD_REC_TIMER) +
 		(ss.queued + ss.in_flight) * bwd_record_bound(BWD_REC_QUEUED) +
-		ss.bytes - bw_dual_footprint(bwd_state_wheel(s->state));
+		bwd_state_item_bytes(s->state);
 	return (disk < records ? disk : records) + grow;
 }
 
