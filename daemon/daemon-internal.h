@@ -461,9 +461,11 @@ struct bwd_member {
 	struct bwd_member *next, **pprev;          /* session->members      */
 	struct bwd_member *ready_next, **ready_pprev; /* NULL pprev: out     */
 	/* In flight to it, in delivery order, and by delivery number (a
-	 * consumer's; its buckets charged to the session's owner). */
+	 * consumer's; what its buckets grow by charged to the session's
+	 * owner). */
 	struct bwd_fire *flight_head, *flight_tail;
 	struct bwd_map flights;
+	size_t flights_base;       /* its empty buckets' bytes, not charged  */
 	uint64_t flight;
 	uint64_t last_delivery;    /* the number of the last fire sent       */
 	uint64_t drained;          /* its connection's output written so far */

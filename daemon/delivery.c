@@ -433,13 +433,17 @@ static void flights_charge(struct bwd_member *m, int64_t n)
 	bwd_acct_charge(st, m->session->acct, n);
 }
 
+/* The empty map's buckets are the member's own, like the member itself:
+ * the daemon's, in Stats' memory, not the owner's bytes (a consumer that
+ * holds nothing holds none of them); what the map grows by is charged. */
 int bwd_member_flights_init(struct bwd_member *m)
 {
 	if (!m->consumer)
 		return 0;
 	if (bwd_map_init(&m->flights, m->session->state->seed))
 		return -ENOMEM;
-	flights_charge(m, (int64_t)bwd_map_bytes(&m->flights));
+	m->session->state->stats.bytes += bwd_map_bytes(&m->flights);
+	m->flights_base = bwd_map_bytes(&m->flights);
 	return 0;
 }
 
@@ -447,8 +451,9 @@ void bwd_member_flights_fini(struct bwd_member *m)
 {
 	if (!m->flights.bucket)
 		return;
-	flights_charge(m, -(int64_t)(bwd_map_bytes(&m->flights) +
+	flights_charge(m, -(int64_t)(bwd_map_bytes(&m->flights) - m->flights_base +
 				     m->touch_cap * sizeof(*m->touch_heap)));
+	m->session->state->stats.bytes -= m->flights_base;
 	bwd_map_fini(&m->flights);
 	free(m->touch_heap);
 }
