@@ -35,11 +35,21 @@
  * entry keeps the uid's share of every Stats figure (COUNT beside each
  * daemon-wide one; its timers' lane counters beside the wheel's), so
  * that a uid's own Stats cost O(1) too.
- * The journal share: every record of a uid's named sessions adds its size
- * to the uid's count as it is appended (journal()), which the next
- * generation (bwd_state_set_journal) sets back to 0 for all; past
- * max_journal_per_uid, a Schedule on a named session or a new named
- * session is refused (OVER_BUDGET), sparing uid 0.
+ * The journal share: every record of a uid's named sessions (timers,
+ * cancels, fires, hand-outs, acks, releases, moves, policies, ends) adds
+ * its size to the uid's count as it is appended (bwd_acct_journal), which
+ * the next generation (bwd_state_set_journal) sets back to 0 for all.
+ * Past max_journal_per_uid, sparing an exempt root, the uid's named
+ * sessions make no record by choice until then: a Schedule, a new named
+ * session, a Release, a Kick or a SetPolicy is refused (OVER_BUDGET), a
+ * periodic fire is dropped like one past max_queued, and its fires are
+ * not handed out (they wait in their queues; delivery.c).  What it still
+ * journals is what it already holds coming to its end: one FIRE per
+ * oneshot timer, a DONE or MOVE per fire in flight, a CANCEL per timer,
+ * an END per session; so no uid's records pass its share by more than
+ * the records of what it holds, and another uid's are never refused for
+ * them.  The first uid past its share in a generation asks the store
+ * for the next one (bwd_state_journal_over).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +215,42 @@ void bwd_state_uid_usage(const struct bwd_state *st, uid_t uid,
 	out->redelivered = u->redelivered;
 	out->expired = u->expired;
 	memcpy(out->lane, u->lane, sizeof(out->lane));
+}
+
+bool bwd_acct_journal_over(const struct bwd_state *st, const struct bwd_uid *u)
+{
+	return u->lim && u->journal >= st->opt->limits.max_journal_per_uid;
+}
+
+/* n bytes of a record of u's named sessions were appended. */
+void bwd_acct_journal(struct bwd_state *st, struct bwd_uid *u, uint64_t n)
+{
+	u->journal += n;
+	if (bwd_acct_journal_over(st, u))
+		st->journal_over = true;
+}
+
+bool bwd_state_journal_over(const struct bwd_state *st)
+{
+	return st->journal_over;
+}
+
+uint64_t bwd_state_item_bytes(const struct bwd_state *st)
+{
+	return st->stats.bytes;
+}
+
+void bwd_state_set_storage_down(struct bwd_state *st, bool down)
+{
+	st->storage_down = down;
+}
+
+bool bwd_session_journal_refuses(const struct bwd_session *s, uid_t caller)
+{
+	const struct bwd_state *st = s->state;
+
+	return s->name && bwd_acct_binding(st, caller, s->acct->lim) &&
+	       s->acct->journal >= st->opt->limits.max_journal_per_uid;
 }
 
 /* A timer's lane counters in its owner's entry: the field's count by n. */

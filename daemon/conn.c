@@ -84,7 +84,9 @@
  * leaves before its record, and the loop never waits for the disk.  Held
  * and covered bytes count against the output bound like any others.  When
  * the journal fails, what is held stays held until the store has written
- * a new snapshot (store.c); meanwhile a connection that holds nothing is
+ * a new snapshot (store.c), for BWD_HELD_DOWN_NS at most: then it is
+ * dropped and the connection ends with STORAGE_UNAVAILABLE
+ * (bwd_conn_drop_held); meanwhile a connection that holds nothing is
  * not made to (sink).
  *
  * Unread output is counted as it changes (count_output): the daemon's
@@ -438,6 +440,29 @@ static void conn_free(struct bwd_conn *c)
 	evbuffer_remove_cb(bufferevent_get_output(c->bev), on_drain, c);
 	bufferevent_free(c->bev);
 	free(c);
+}
+
+void bwd_conn_drop_held(struct bwd_conn **head, const char *msg)
+{
+	for (struct bwd_conn *c = *head, *next; c; c = next) {
+		size_t n = evbuffer_get_length(c->held) + evbuffer_get_length(c->covered);
+
+		next = c->held_next;
+		if (c->stage_to == c->held) {
+			n += c->staged;
+			c->staged = 0;
+			c->fire_staged = false;
+		}
+		evbuffer_drain(c->held, evbuffer_get_length(c->held));
+		evbuffer_drain(c->covered, evbuffer_get_length(c->covered));
+		/* Gone as if written, but first out of the session: no
+		 * auto_ack may count a fire that never went. */
+		unhold(c);
+		leave(c);
+		c->drained += n;
+		count_output(c, -(int64_t)n);
+		bwd_conn_fail(c, BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE, msg);
+	}
 }
 
 static void on_reap(evutil_socket_t fd, short what, void *arg)

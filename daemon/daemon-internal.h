@@ -638,6 +638,19 @@ uint64_t bwd_state_share(const struct bwd_state *st, uid_t uid);
  * max_memory): then its connections take no more output while they have
  * some unread (conn.c). */
 bool bwd_state_output_full(const struct bwd_state *st, const struct bwd_uid *u);
+/* Whether a uid passed its journal share (max_journal_per_uid) in this
+ * journal generation: the store then wants the next one (store.c). */
+bool bwd_state_journal_over(const struct bwd_state *st);
+/* Whether s's owner is past its journal share for what caller asks of s:
+ * a change by choice (Release, Kick, SetPolicy) is then OVER_BUDGET. */
+bool bwd_session_journal_refuses(const struct bwd_session *s, uid_t caller);
+/* The store cannot write (or can again): while it cannot, a named
+ * session's periodic timer adds a fire to an empty queue only, so that
+ * the state the outage ends with stays within the reserve (store.c). */
+void bwd_state_set_storage_down(struct bwd_state *st, bool down);
+/* Stats' bytes without the wheel's and the maps' own memory: the
+ * timers', fires' (payloads included), sessions' and members'. */
+uint64_t bwd_state_item_bytes(const struct bwd_state *st);
 /* 10^12 / period_ns: a periodic timer's share of the rate, in mHz. */
 uint64_t bwd_periodic_mhz(uint64_t period_ns);
 
@@ -903,6 +916,8 @@ int bwd_file_header_parse(const uint8_t *buf, size_t len,
 			  struct bwd_file_header *h);
 /* Bytes r takes packed, header included. */
 size_t bwd_record_size(const struct bwd_record *r);
+/* The largest record of a type, its payload aside. */
+size_t bwd_record_bound(enum bwd_rec_type type);
 /* Pack r into out (bwd_record_size bytes); returns that size. */
 size_t bwd_record_pack(const struct bwd_record *r, uint8_t *out);
 /* The record at buf: 0 and *used, or BWD_REC_ETORN / BWD_REC_ECORRUPT.
@@ -1018,19 +1033,21 @@ uint64_t bwd_journal_size(const struct bwd_journal *j);
 /* Write a whole snapshot of st (header, records, trailer) to fd. */
 int bwd_snapshot_write(const struct bwd_state *st, int fd, uint64_t generation);
 /*
- * Fork a child that writes the state as it is now to snapshot.tmp.<its
- * pid> in dirfd, header generation `generation`, synced; *pid is the
- * child, which does not keep lockfd and dies with the daemon, and logs
- * its failure at fail_level.  The parent goes on at once.  0 or -errno.
+ * Fork a child that writes the state as it is now into the file `into`
+ * (written from its start and cut to the snapshot's size; -1: to
+ * snapshot.tmp.<its pid> in dirfd), header generation `generation`,
+ * synced; *pid is the child, which does not keep lockfd and dies with
+ * the daemon, and logs its failure at fail_level.  The parent goes on at
+ * once.  0 or -errno.
  */
 int bwd_snapshot_start(const struct bwd_state *st, int dirfd, int lockfd,
-		       uint64_t generation, enum bwd_log_level fail_level,
+		       int into, uint64_t generation, enum bwd_log_level fail_level,
 		       pid_t *pid);
-/* The name the writer `writer` writes to. */
+/* The name the writer `writer` writes to without a file to write into. */
 void bwd_snapshot_tmp_name(pid_t writer, char out[40]);
-/* Writer `writer` succeeded: rename its file over snapshot, sync the
+/* The writer succeeded: rename its file (name) over snapshot, sync the
  * directory, and remove the journals it makes redundant. */
-int bwd_snapshot_install(int dirfd, pid_t writer, uint64_t generation);
+int bwd_snapshot_install(int dirfd, const char *name, uint64_t generation);
 /* Remove every unfinished snapshot; the count, or -errno. */
 int bwd_snapshot_clean(int dirfd);
 
@@ -1054,7 +1071,13 @@ struct bwd_storage {
 	 * snapshot and journal are on disk; err is why (-errno). */
 	bool down;
 	int err;
+	uint64_t down_ns;          /* since when (CLOCK_MONOTONIC)           */
 };
+/* Output held when the storage went down waits this long for the snapshot
+ * that ends the outage; then it is dropped and its connections end with
+ * STORAGE_UNAVAILABLE (bwd_conn_drop_held), so that no client waits for
+ * an answer for as long as the outage lasts. */
+#define BWD_HELD_DOWN_NS (5 * 1000000000ull)
 
 /*
  * Open the state directory (created if missing, locked against a second
@@ -1312,6 +1335,10 @@ void bwd_conn_cover(struct bwd_conn **head);
 /* That sync is done: what it covered goes out; a connection leaves the
  * list once it holds nothing more. */
 void bwd_conn_release(struct bwd_conn **head);
+/* The storage stayed down past BWD_HELD_DOWN_NS: what the connections in
+ * the list hold is dropped, unsent, and each ends with a connection-level
+ * STORAGE_UNAVAILABLE (msg); their fires in flight go back to the queue. */
+void bwd_conn_drop_held(struct bwd_conn **head, const char *msg);
 /* Unread output, all of it: the buffer, held, covered, staged. */
 size_t bwd_conn_output(const struct bwd_conn *c);
 /* env->more's callback: the deferred connections go on, in turn, while

@@ -137,9 +137,17 @@ static void uid_work_remove(struct bwd_state *st, struct bwd_uid *u)
 	u->work_pprev = NULL;
 }
 
+/* s's owner is past its journal share: no hand-out (no SENT) until the
+ * next generation, whose start adds s again (account.c). */
+static bool over_share(const struct bwd_session *s)
+{
+	return s->name && bwd_acct_journal_over(s->state, s->acct);
+}
+
 void bwd_work_add(struct bwd_session *s)
 {
-	if (s->queue_head && s->ready_head && !s->held && !s->paced) {
+	if (s->queue_head && s->ready_head && !s->held && !s->paced &&
+	    !over_share(s)) {
 		bwd_slist_add(&s->acct->work, s, WORK);
 		uid_work_add(s->state, s->acct);
 	}
@@ -926,7 +934,7 @@ struct bwd_fire *bwd_state_next_delivery(struct bwd_state *st,
 		struct bwd_member *m = s->ready_head;
 		struct bwd_fire *f;
 
-		if (!s->queue_head || !m || s->held || s->paced) {
+		if (!s->queue_head || !m || s->held || s->paced || over_share(s)) {
 			bwd_work_remove(s);
 			continue;
 		}

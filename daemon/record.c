@@ -252,6 +252,16 @@ size_t bwd_record_size(const struct bwd_record *r)
 	return n;
 }
 
+size_t bwd_record_bound(enum bwd_rec_type type)
+{
+	struct bwd_record r = {
+		.type = (uint8_t)type, .name_len = UINT8_MAX,
+		.flags = BWD_RECF_LEEWAY | BWD_RECF_HISTORY | BWD_RECF_DEAD,
+	};
+
+	return bwd_record_size(&r);
+}
+
 size_t bwd_record_pack(const struct bwd_record *r, uint8_t *out)
 {
 	unsigned m = fields_of(r->type, r->flags);

@@ -165,6 +165,21 @@ static void journal_refused(struct bwd_request_ctx *ctx, uid_t owner,
 	      ctx->env->opt->limits.max_journal_per_uid);
 }
 
+/* A change by choice to a named session whose owner is past its journal
+ * share: refused (account.c), with the figures. */
+static bool share_refuses(struct bwd_request_ctx *ctx, uint64_t id,
+			  const char *what, struct bwd_reply *out)
+{
+	const struct bwd_session *s = ctx->member->session;
+	struct bwd_uid_usage u;
+
+	if (!bwd_session_journal_refuses(s, ctx->uid))
+		return false;
+	bwd_state_uid_usage(ctx->env->state, s->owner, &u);
+	journal_refused(ctx, s->owner, &u, id, false, what, s->name, out);
+	return true;
+}
+
 /* s's delivery policy into p (its dead-letter name into name): p. */
 static Bitwheel__V1__Policy *policy_of(const struct bwd_session *s,
 				       Bitwheel__V1__Policy *p,
@@ -629,7 +644,8 @@ static void do_release(struct bwd_request_ctx *ctx, const Envelope *req,
 		      q->delay_ns, (uint64_t)BWD_MAX_RELEASE_DELAY_NS);
 		return;
 	}
-	if (storage_refuses(ctx, true, req->request_id, out))
+	if (storage_refuses(ctx, true, req->request_id, out) ||
+	    share_refuses(ctx, req->request_id, "Release in session", out))
 		return;
 	bwd_member_release(ctx->member, q->delivery, q->delay_ns, &r);
 	bitwheel__v1__release_reply__init(rr);
@@ -706,7 +722,8 @@ static void do_set_policy(struct bwd_request_ctx *ctx, const Envelope *req,
 		      BWP_SESSION_NAME_MAX);
 		return;
 	}
-	if (storage_refuses(ctx, true, req->request_id, out))
+	if (storage_refuses(ctx, true, req->request_id, out) ||
+	    share_refuses(ctx, req->request_id, "SetPolicy of session", out))
 		return;
 	if (q->has_dead_letter && len)
 		memcpy(name, q->dead_letter.data, len);
@@ -732,7 +749,8 @@ static void do_kick(struct bwd_request_ctx *ctx, const Envelope *req,
 	bool more;
 
 	if (!named_only(ctx, req, "Kick", out) ||
-	    storage_refuses(ctx, true, req->request_id, out))
+	    storage_refuses(ctx, true, req->request_id, out) ||
+	    share_refuses(ctx, req->request_id, "Kick in session", out))
 		return;
 	bwd_session_kick(ctx->member->session, q->has_key, q->key, q->limit,
 			 &kicked, &more);

@@ -43,22 +43,28 @@ static struct bwd_record policy_record(const struct bwd_session *s)
 
 void bwd_state_set_journal(struct bwd_state *st, struct bwd_journal *j)
 {
+	bool over = st->journal_over;
+
 	st->journal = j;
 	/* A new generation: every uid's share starts again. */
+	st->journal_over = false;
 	for (size_t b = 0; st->uids.bucket && b <= st->uids.mask; b++)
 		for (struct bwd_map_node *n = st->uids.bucket[b]; n; n = n->next)
 			bwd_container_of(n, struct bwd_uid, node)->journal = 0;
-	if (!j)
-		return;
 	/* Every journal names the sessions it continues, so that one read
 	 * without the snapshot before it (--ignore-snapshot) still knows
-	 * whose timers its records are. */
-	for (size_t b = 0; b <= st->sessions.mask; b++) {
+	 * whose timers its records are; and the sessions whose owner was
+	 * past its share hand out their fires again. */
+	for (size_t b = 0; (j || over) && b <= st->sessions.mask; b++) {
 		for (struct bwd_map_node *n = st->sessions.bucket[b]; n; n = n->next) {
-			const struct bwd_session *s =
+			struct bwd_session *s =
 				bwd_container_of(n, struct bwd_session, node);
 			struct bwd_record r = session_record(s);
 
+			if (over)
+				bwd_work_add(s);
+			if (!j)
+				continue;
 			bwd_state_journal(st, NULL, &r);
 			if (s->policy_set) {
 				r = policy_record(s);

@@ -544,13 +544,6 @@ static int serve(struct bwd_server *srv)
 	for (;;) {
 		int rc = event_base_loop(srv->base, EVLOOP_ONCE);
 
-		/* Whatever the turn did that lets a fire go (an ack, a drain,
-		 * a consumer attaching, a hold ending), the pump runs in the
-		 * next turn at the latest: delivery never waits for a request
-		 * to come by, and a chunk left over goes on after I/O. */
-		if (bwd_state_has_work(srv->state))
-			event_active(srv->env.pump, 0, 0);
-
 		if (srv->store) {
 			enum bwd_commit done = bwd_store_commit(srv->store);
 
@@ -558,7 +551,19 @@ static int serve(struct bwd_server *srv)
 				bwd_conn_cover(&srv->env.held);
 			if (done == BWD_COMMIT_DURABLE)
 				bwd_conn_release(&srv->env.held);
+			/* Seen at the store's retries at the latest. */
+			if (srv->env.storage.down && srv->env.held &&
+			    bw_now_ns() - srv->env.storage.down_ns > BWD_HELD_DOWN_NS)
+				bwd_conn_drop_held(&srv->env.held,
+						   "the state directory cannot be written; what this connection was sent since is not durable and is dropped (its fires go back to the queue); reconnect");
 		}
+		/* Whatever the turn did that lets a fire go (an ack, a drain,
+		 * a consumer attaching, a hold ending, a journal generation
+		 * that gives a uid its share back), the pump runs in the next
+		 * turn at the latest: delivery never waits for a request to
+		 * come by, and a chunk left over goes on after I/O. */
+		if (bwd_state_has_work(srv->state))
+			event_active(srv->env.pump, 0, 0);
 		if (rc || event_base_got_break(srv->base) ||
 		    event_base_got_exit(srv->base) ||
 		    (srv->env.stopping && srv->env.clients == 0))

@@ -5,9 +5,12 @@
  * A snapshot is written by a child forked from the loop: fork() gives it
  * the state exactly as it is between two loop turns, copy-on-write, and
  * the loop goes on serving while the child walks the sessions
- * (bwd_state_dump), writes snapshot.tmp.<its pid> through a 1 MiB buffer,
- * syncs it and exits.  The name is the child's own, and the child dies
- * with the daemon (PR_SET_PDEATHSIG), so that a writer left over from a
+ * (bwd_state_dump), writes through a 1 MiB buffer into the store's
+ * reserve (space allocated before it is needed, store.c: over it from its
+ * start, cut at the snapshot's end) or, without one, into snapshot.tmp.<its
+ * pid>, syncs it and exits.  The child dies with the daemon
+ * (PR_SET_PDEATHSIG), and a new daemon makes a reserve of its own (store.c)
+ * and never reuses a child's name, so that a writer left over from a
  * daemon that was killed can never write into a newer daemon's snapshot.  The parent's only costs are the fork itself (page tables:
  * measured in bench/, a few milliseconds at a million timers) and the
  * pages it writes to meanwhile.  Once the child exits 0, the parent
@@ -123,29 +126,38 @@ void bwd_snapshot_tmp_name(pid_t writer, char out[40])
 	snprintf(out, 40, "snapshot.tmp.%ld", (long)writer);
 }
 
-/* The child: 0 when its file is whole and on disk. */
-static int write_snapshot(const struct bwd_state *st, int dirfd,
+/* The child: 0 when its file is whole and on disk.  into: the store's
+ * reserve, written over from its start and cut at the snapshot's end;
+ * -1: a file of the child's own. */
+static int write_snapshot(const struct bwd_state *st, int dirfd, int into,
 			  uint64_t generation)
 {
 	char name[40];
-	int fd;
+	int fd = into, err;
+	off_t end;
 
-	bwd_snapshot_tmp_name(getpid(), name);
-	fd = openat(dirfd, name,
-		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	int err;
-
-	if (fd < 0)
+	if (fd < 0) {
+		bwd_snapshot_tmp_name(getpid(), name);
+		fd = openat(dirfd, name,
+			    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return -errno;
+	} else if (lseek(fd, 0, SEEK_SET) < 0) {
 		return -errno;
+	}
 	err = bwd_snapshot_write(st, fd, generation);
+	if (!err && into >= 0 &&
+	    ((end = lseek(fd, 0, SEEK_CUR)) < 0 || ftruncate(fd, end) < 0))
+		err = -errno;
 	if (!err && fsync(fd) < 0)
 		err = -errno;
-	close(fd);
+	if (into < 0)
+		close(fd);
 	return err;
 }
 
 int bwd_snapshot_start(const struct bwd_state *st, int dirfd, int lockfd,
-		       uint64_t generation, enum bwd_log_level fail_level,
+		       int into, uint64_t generation, enum bwd_log_level fail_level,
 		       pid_t *pid)
 {
 	pid_t parent = getpid(), child = fork();
@@ -160,7 +172,7 @@ int bwd_snapshot_start(const struct bwd_state *st, int dirfd, int lockfd,
 		 * killed. */
 		close(lockfd);
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 && getppid() == parent)
-			err = write_snapshot(st, dirfd, generation);
+			err = write_snapshot(st, dirfd, into, generation);
 		if (err)
 			bwd_log(fail_level, "snapshot: the writer failed: %s",
 				strerror(-err));
@@ -222,12 +234,10 @@ int bwd_snapshot_clean(int dirfd)
 	return remove_matching(dirfd, unfinished, 0);
 }
 
-int bwd_snapshot_install(int dirfd, pid_t writer, uint64_t generation)
+int bwd_snapshot_install(int dirfd, const char *name, uint64_t generation)
 {
-	char name[40];
 	int n;
 
-	bwd_snapshot_tmp_name(writer, name);
 	if (renameat(dirfd, name, dirfd, "snapshot") < 0 || fsync(dirfd) < 0)
 		return -errno;
 	/* The snapshot is on disk under its name: the journals it holds

@@ -73,6 +73,8 @@ struct bwd_state {
 	struct bwd_map by_id;      /* live sessions by id: named (the state
 				      files' numbers) and anonymous        */
 	struct bwd_journal *journal;
+	bool journal_over;         /* a uid passed its share in this generation */
+	bool storage_down;         /* the store cannot write (store.c)       */
 	struct bwd_session *ending;  /* anonymous sessions being torn down  */
 	/* Uids with sessions that may have a fire to hand out (each uid's
 	 * own list holds them), and sessions with fires to make (due
@@ -166,6 +168,10 @@ void bwd_acct_lane(const struct bwd_timer *t, size_t field, int64_t n);
 /* Whether u may hand out one more taken-back fire at now; else *wait_ns
  * until it may (its redelivery bucket). */
 bool bwd_acct_pace(struct bwd_uid *u, uint64_t now, uint64_t *wait_ns);
+/* Whether u is past its journal share (never an exempt root); the bytes
+ * of a record of u's named sessions, appended. */
+bool bwd_acct_journal_over(const struct bwd_state *st, const struct bwd_uid *u);
+void bwd_acct_journal(struct bwd_state *st, struct bwd_uid *u, uint64_t n);
 
 /* ---- state.c: sessions, timers, the wheel ------------------------------- */
 

@@ -196,11 +196,8 @@ size_t bwd_fire_bytes(const struct bwd_fire *f)
 void bwd_state_journal(struct bwd_state *st, struct bwd_uid *u,
 		       const struct bwd_record *r)
 {
-	if (!st->journal)
-		return;
-	bwd_journal_append(st->journal, r);
-	if (u)
-		u->journal += bwd_record_size(r);
+	if (st->journal && bwd_journal_append(st->journal, r) == 0 && u)
+		bwd_acct_journal(st, u, bwd_record_size(r));
 }
 
 void bwd_state_journal_seq(struct bwd_session *s, enum bwd_rec_type type,
@@ -375,7 +372,12 @@ static uint64_t periodic_fired(struct bwd_state *st, struct bwd_timer *t,
 	uint64_t next;
 
 	t->late = false;
-	if (over_queue(s, t)) {
+	/* Past its owner's journal share, what it cannot record is not
+	 * owed either (account.c); while the storage is down, nothing is
+	 * recorded, and one fire waiting is owed enough (store.c). */
+	if (over_queue(s, t) ||
+	    (s->name && (bwd_acct_journal_over(st, s->acct) ||
+			 (st->storage_down && s->queue_head)))) {
 		s->dropped++;
 		COUNT(s, dropped, 1);
 	} else if ((f = bwd_fire_new(&tmpl))) {

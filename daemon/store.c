@@ -7,8 +7,10 @@
  *   journal.<generation>  the changes after it, in order (journal.c); the
  *                         snapshot's header names the first generation it
  *                         does not contain
- *   snapshot.tmp.<pid>    a snapshot being written by that child; removed
- *                         at start-up
+ *   reserve               space allocated for the next snapshot, which is
+ *                         written into it (below)
+ *   snapshot.tmp.<pid>    a snapshot being written by that child without
+ *                         a reserve; removed at start-up
  *
  * Trust (as sshd's StrictModes): the directory must be owned by the
  * daemon's uid or root and writable by nobody else, or whoever can write
@@ -44,7 +46,9 @@
  * either --snapshot-interval has passed too or the journal has grown past
  * --journal-max and --snapshot-growth times the snapshot on disk (as
  * Redis's auto-aof-rewrite-min-size and -percentage): a client replacing
- * one key in a loop makes journal bytes, not snapshots.  Never two at once;
+ * one key in a loop makes journal bytes, not snapshots.  A uid past its
+ * journal share (account.c) stands for --journal-max: it waits for the
+ * next generation, which the growth rule still paces.  Never two at once;
  * the journal moves to the next generation first, so the child's
  * snapshot and the new journal meet exactly.
  *
@@ -58,7 +62,26 @@
  * so the last good snapshot and journals stay as they were; the one that
  * succeeds (on_child: installed, and its journal still sound) brings the
  * storage up, and the next commit releases what was held, the snapshot
- * now holding every change it waited for.
+ * now holding every change it waited for.  Output held that long is not
+ * held for ever: 5 s into the outage (BWD_HELD_DOWN_NS) the server drops
+ * it and ends its connections with STORAGE_UNAVAILABLE (conn.c).
+ *
+ * The reserve: so that the snapshot that ends an outage fits however the
+ * file system filled, every snapshot is written into space allocated
+ * before it was needed, the file reserve, kept at a bound on the next
+ * snapshot's size plus an eighth and RESERVE_SLACK (reserve_check, at each
+ * commit before the journal is written, never while a writer may be
+ * writing into it).  The bound (snapshot_bound) is the lesser of the files
+ * the snapshot replaces, whose records made the state, and the state's
+ * parts at their largest records, plus what the state may grow by while
+ * the storage is down (state.c keeps a named session's periodic fires to
+ * one waiting then).  The writer writes over the reserve from its start,
+ * cuts it at its end and syncs it; install renames it over snapshot and a
+ * new reserve is allocated, from the space the old snapshot and journals
+ * gave back.  A journal that cannot be created for want of space takes
+ * JOURNAL_ROOM from the reserve.  At start the daemon makes a reserve
+ * file of its own, as large as the one left (which it removes), so that a
+ * writer left over from a killed daemon writes into nothing of its.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -81,6 +104,15 @@
 
 /* After a failed snapshot, wait this long before the next try. */
 #define SNAPSHOT_RETRY_NS (10 * 1000000000ull)
+/* The reserve (see the top): what it holds beyond its bound, the room it
+ * gives up for a journal that cannot be created, how soon a reserve that
+ * could not grow tries again, and what a timer that fires while the
+ * storage is down may add to the snapshot (its QUEUED record's history,
+ * 24 bytes, over its TIMER record). */
+#define RESERVE_SLACK (256u << 10)
+#define JOURNAL_ROOM (64u << 10)
+#define RESERVE_RETRY_NS 1000000000ull
+#define FIRED_GROWTH 32u
 
 struct bwd_store {
 	const struct bwd_store_options *opt;
@@ -109,6 +141,16 @@ struct bwd_store {
 	uint64_t last_snapshot_ns; /* when the last one started              */
 	uint64_t snapshot_bytes;   /* the size of the snapshot on disk       */
 	uint64_t journal_base;     /* the journal's size with nothing new in it */
+	uint64_t closed_bytes;     /* journals before the current one that the
+				      snapshot on disk does not hold yet   */
+	/* The reserve: its fd (-1: none), the bytes allocated to it, whether
+	 * the writer at work writes into it, and, while it cannot grow, since
+	 * when (logged once) and the next try. */
+	int reservefd;
+	uint64_t reserve_size;
+	bool child_reserve;
+	bool reserve_short;
+	uint64_t reserve_retry_ns;
 };
 
 static double ms_since(uint64_t t0)
@@ -127,6 +169,7 @@ static bool ours(uid_t uid)
 static bool daemon_name(const char *name)
 {
 	return !strcmp(name, "lock") || !strcmp(name, "snapshot") ||
+	       !strcmp(name, "reserve") ||
 	       !strncmp(name, "journal.", 8) || !strncmp(name, "snapshot.tmp", 12);
 }
 
@@ -433,6 +476,7 @@ static int recover(struct bwd_store *s, uint64_t *next, bool *replayed)
 		}
 		err = bwd_store_replay(s->state, buf, len, name, BWD_FILE_JOURNAL, &rep);
 		free(buf);
+		s->closed_bytes += len;
 		if (err < 0) {
 			free(gens);
 			return err;
@@ -476,7 +520,8 @@ static void go_down(struct bwd_store *s, uint64_t gen, int err, const char *what
 		return;
 	s->pub->down = true;
 	s->pub->err = err;
-	s->down_ns = bw_now_ns();
+	s->down_ns = s->pub->down_ns = bw_now_ns();
+	bwd_state_set_storage_down(s->state, true);
 	bwd_log(BWD_LOG_ERR, "%s/journal.%016" PRIx64 ": %s: %s; changes to named sessions are refused (STORAGE_UNAVAILABLE) and their pending replies wait until a new snapshot can be written there (retrying every %llu to %llu s)",
 		s->opt->dir, gen, what, strerror(-err),
 		DOWN_RETRY_FIRST_NS / 1000000000ull, DOWN_RETRY_MAX_NS / 1000000000ull);
@@ -523,6 +568,8 @@ static int use_journal(struct bwd_store *s, struct bwd_journal *j)
 	if (s->synced)
 		event_free(s->synced);
 	s->synced = NULL;
+	if (s->journal)
+		s->closed_bytes += bwd_journal_size(s->journal);
 	bwd_journal_close(s->journal);
 	s->journal = s->pub->journal = j;
 	bwd_journal_count_syncs(j, &s->pub->syncs);
@@ -539,6 +586,144 @@ static uint64_t snapshot_size(const struct bwd_store *s)
 
 	return fstatat(s->dirfd, "snapshot", &st, AT_SYMLINK_NOFOLLOW) == 0 ?
 		(uint64_t)st.st_size : 0;
+}
+
+/* ---- the reserve ---------------------------------------------------------------- */
+
+/*
+ * A bound on the next snapshot's size: the lesser of what the files it
+ * replaces hold (the snapshot and the journals since, whose records made
+ * every part of the state) and every part of the state at its largest
+ * record (sessions with their policies, timers, fires) with the state's
+ * bytes for the payloads; the wheel's own memory is no part of it.
+ */
+static uint64_t snapshot_bound(struct bwd_store *s)
+{
+	struct bwd_state_stats ss;
+	uint64_t disk = s->snapshot_bytes + s->closed_bytes +
+		(s->journal ? bwd_journal_size(s->journal) : 0), records, grow;
+
+	bwd_state_stats(s->state, &ss);
+	/* What it may grow by while the storage is down: each timer fired
+	 * (a QUEUED record's history over its TIMER record), and a periodic
+	 * fire per session (state.c). */
+	grow = ss.timers * FIRED_GROWTH + ss.sessions * bwd_record_bound(BWD_REC_QUEUED);
+	records = BWD_FILE_HEADER_SIZE + bwd_record_bound(BWD_REC_TRAILER) +
+		ss.sessions * (bwd_record_bound(BWD_REC_SESSION) +
+			       bwd_record_bound(BWD_REC_POLICY)) +
+		ss.timers * bwd_record_bound(BWD_REC_TIMER) +
+		(ss.queued + ss.in_flight) * bwd_record_bound(BWD_REC_QUEUED) +
+		bwd_state_item_bytes(s->state);
+	return (disk < records ? disk : records) + grow;
+}
+
+/* The reserve holds at least want bytes: 0, or -errno with what it held
+ * before kept. */
+static int reserve_grow(struct bwd_store *s, uint64_t want)
+{
+	int err;
+
+	if (s->reservefd < 0) {
+		s->reservefd = openat(s->dirfd, "reserve", O_RDWR | O_CREAT | O_EXCL |
+				      O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (s->reservefd < 0)
+			return -errno;
+		s->reserve_size = 0;
+	}
+	if (want <= s->reserve_size)
+		return 0;
+	err = posix_fallocate(s->reservefd, 0, (off_t)want);
+	if (err) {
+		/* What a failed allocation got past the old size is given back. */
+		if (ftruncate(s->reservefd, (off_t)s->reserve_size) < 0)
+			bwd_log(BWD_LOG_DEBUG, "%s/reserve: %s", s->opt->dir, strerror(errno));
+		return -err;
+	}
+	s->reserve_size = want;
+	return 0;
+}
+
+/* Keep the reserve ahead of the next snapshot (never while a writer may
+ * be writing into it): grown by an eighth and RESERVE_SLACK once its
+ * bound and JOURNAL_ROOM pass it; a reserve that cannot grow is logged
+ * once and tried again every RESERVE_RETRY_NS. */
+static void reserve_check(struct bwd_store *s, uint64_t now)
+{
+	uint64_t bound, want;
+	int err;
+
+	if (s->child || now < s->reserve_retry_ns)
+		return;
+	bound = snapshot_bound(s);
+	if (s->reservefd >= 0 && bound + JOURNAL_ROOM <= s->reserve_size)
+		return;
+	want = bound + bound / 8 + RESERVE_SLACK;
+	err = reserve_grow(s, want);
+	if (!err) {
+		if (s->reserve_short)
+			bwd_log(BWD_LOG_NOTICE, "%s/reserve: holds %" PRIu64 " bytes again for the next snapshot",
+				s->opt->dir, s->reserve_size);
+		s->reserve_short = false;
+		return;
+	}
+	s->reserve_retry_ns = now + RESERVE_RETRY_NS;
+	if (!s->reserve_short)
+		bwd_log(BWD_LOG_WARNING, "%s/reserve: cannot hold %" PRIu64 " bytes (%s), only %" PRIu64 ": if the file system fills, the snapshot that ends the storage outage may not fit until space is freed there",
+			s->opt->dir, want, strerror(-err), s->reserve_size);
+	s->reserve_short = true;
+}
+
+/* The writer wrote its snapshot into the reserve, now the snapshot: the
+ * next reserve is a new file. */
+static void reserve_taken(struct bwd_store *s)
+{
+	close(s->reservefd);
+	s->reservefd = -1;
+	s->reserve_size = 0;
+	s->reserve_retry_ns = 0;
+	reserve_check(s, bw_now_ns());
+}
+
+/* At start: a reserve file of this daemon's own (a writer of a daemon
+ * killed before may still hold the old one open), taking over the old
+ * one's space, then as large as the state wants. */
+static void reserve_open(struct bwd_store *s)
+{
+	struct stat st;
+	uint64_t old = 0;
+	int err;
+
+	if (fstatat(s->dirfd, "reserve", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    unlinkat(s->dirfd, "reserve", 0) == 0)
+		old = (uint64_t)st.st_size;
+	err = reserve_grow(s, old);
+	if (!err) {
+		reserve_check(s, bw_now_ns());
+		return;
+	}
+	s->reserve_short = true;
+	s->reserve_retry_ns = bw_now_ns() + RESERVE_RETRY_NS;
+	bwd_log(BWD_LOG_WARNING, "%s/reserve: cannot hold %" PRIu64 " bytes (%s): if the file system fills, the snapshot that ends the storage outage may not fit until space is freed there",
+		s->opt->dir, old, strerror(-err));
+}
+
+/* Journal generation gen, made with room taken from the reserve when the
+ * file system has none. */
+static int journal_open(struct bwd_store *s, uint64_t gen, struct bwd_journal **out)
+{
+	int err = bwd_journal_open(s->dirfd, gen, s->opt->fsync, out);
+	struct stat st;
+
+	/* Its size as it is: a writer that failed may have left it longer,
+	 * and only allocated bytes free anything. */
+	if ((err == -ENOSPC || err == -EDQUOT) && s->reservefd >= 0 &&
+	    fstat(s->reservefd, &st) == 0 &&
+	    (uint64_t)st.st_blocks * 512 > JOURNAL_ROOM &&
+	    ftruncate(s->reservefd, st.st_size - JOURNAL_ROOM) == 0) {
+		s->reserve_size = (uint64_t)st.st_size - JOURNAL_ROOM;
+		err = bwd_journal_open(s->dirfd, gen, s->opt->fsync, out);
+	}
+	return err;
 }
 
 /*
@@ -559,7 +744,9 @@ static bool snapshot_due(const struct bwd_store *s, uint64_t now)
 		return false;
 	if (now >= s->next_snapshot_ns)
 		return true;
-	return size >= o->journal_max &&
+	/* A uid past its journal share waits for the next generation: it
+	 * need not wait for --journal-max as well. */
+	return (size >= o->journal_max || bwd_state_journal_over(s->state)) &&
 	       (double)size >= o->snapshot_growth * (double)s->snapshot_bytes;
 }
 
@@ -569,13 +756,16 @@ static bool snapshot_due(const struct bwd_store *s, uint64_t now)
 static void drop_recovery(struct bwd_store *s)
 {
 	char name[32];
+	uint64_t size;
 
 	if (!s->recovery)
 		return;
 	s->recovery = false;
 	bwd_journal_name(bwd_journal_generation(s->journal), name);
+	size = bwd_journal_size(s->journal);
 	use_journal(s, NULL);
 	unlinkat(s->dirfd, name, 0);
+	s->closed_bytes -= size;
 	s->next_gen--;
 }
 
@@ -588,7 +778,7 @@ static int snapshot_begin(struct bwd_store *s)
 {
 	uint64_t gen = s->next_gen, t0 = bw_now_ns();
 	struct bwd_journal *next;
-	int err = bwd_journal_open(s->dirfd, gen, s->opt->fsync, &next);
+	int err = journal_open(s, gen, &next);
 
 	if (err) {
 		bwd_log(s->pub->down ? BWD_LOG_DEBUG : BWD_LOG_ERR,
@@ -611,7 +801,8 @@ static int snapshot_begin(struct bwd_store *s)
 	}
 	s->last_snapshot_ns = t0;
 	/* While down, the one line at the fault says it all. */
-	err = bwd_snapshot_start(s->state, s->dirfd, s->lockfd, gen,
+	s->child_reserve = s->reservefd >= 0;
+	err = bwd_snapshot_start(s->state, s->dirfd, s->lockfd, s->reservefd, gen,
 				 s->pub->down ? BWD_LOG_DEBUG : BWD_LOG_ERR,
 				 &s->child);
 	if (err) {
@@ -648,6 +839,7 @@ static void come_up(struct bwd_store *s)
 	s->recovery = false;
 	s->pub->down = false;
 	s->pub->err = 0;
+	bwd_state_set_storage_down(s->state, false);
 	bwd_log(BWD_LOG_NOTICE, "%s is written again (snapshot before journal generation %" PRIu64 "): changes to named sessions are accepted again after %.1f s",
 		s->opt->dir, s->child_generation, ms_since(s->down_ns) / 1e3);
 }
@@ -665,12 +857,18 @@ static void on_child(evutil_socket_t sig, short what, void *arg)
 		return;
 	child = s->child;
 	s->child = 0;
+	bwd_snapshot_tmp_name(child, name);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-		err = bwd_snapshot_install(s->dirfd, child, s->child_generation);
+		err = bwd_snapshot_install(s->dirfd, s->child_reserve ? "reserve" : name,
+					   s->child_generation);
 		if (!err) {
 			uint64_t took = bw_now_ns() - s->child_started_ns;
 
+			/* The journals before its generation are gone. */
+			s->closed_bytes = 0;
 			s->snapshot_bytes = snapshot_size(s);
+			if (s->child_reserve)
+				reserve_taken(s);
 			s->pub->snapshots++;
 			s->pub->snapshot_ns = s->child_started_ns;
 			s->pub->snapshot_last_ns = took;
@@ -696,8 +894,8 @@ static void on_child(evutil_socket_t sig, short what, void *arg)
 			"snapshot: the writer failed (status 0x%x); the journals stay",
 			(unsigned)status);
 	}
-	bwd_snapshot_tmp_name(child, name);
-	unlinkat(s->dirfd, name, 0);
+	if (!s->child_reserve)
+		unlinkat(s->dirfd, name, 0);
 	s->next_snapshot_ns = bw_now_ns() + SNAPSHOT_RETRY_NS;
 	if (s->pub->down) {
 		drop_recovery(s);
@@ -724,8 +922,11 @@ enum bwd_commit bwd_store_commit(struct bwd_store *s)
 {
 	enum bwd_commit done = BWD_COMMIT_WAIT;
 	bool started = false;
-	uint64_t now;
+	uint64_t now = bw_now_ns();
 
+	/* The reserve grows before the journal it must answer for. */
+	if (!s->pub->down)
+		reserve_check(s, now);
 	if (s->journal && !bwd_journal_error(s->journal, NULL) &&
 	    bwd_journal_commit(s->journal, &started))
 		journal_failed(s);
@@ -735,7 +936,6 @@ enum bwd_commit bwd_store_commit(struct bwd_store *s)
 		done = BWD_COMMIT_SYNCING;
 	else if (!bwd_journal_pending(s->journal))
 		done = BWD_COMMIT_DURABLE;
-	now = bw_now_ns();
 	/* Each snapshot starts a journal: its size is the change since. */
 	if (!s->child && snapshot_due(s, now)) {
 		s->next_snapshot_ns = now + s->opt->snapshot_interval_ns;
@@ -854,7 +1054,7 @@ int bwd_store_open(const struct bwd_store_options *opt, struct bwd_state *st,
 	s->arg = arg;
 	s->pub = pub;
 	memset(pub, 0, sizeof(*pub));
-	s->dirfd = s->lockfd = -1;
+	s->dirfd = s->lockfd = s->reservefd = -1;
 	err = open_dir(s);
 	if (err)
 		goto fail;
@@ -868,12 +1068,15 @@ int bwd_store_open(const struct bwd_store_options *opt, struct bwd_state *st,
 		goto fail;
 	}
 	s->next_gen = gen;
-	s->next_snapshot_ns = bw_now_ns() + opt->snapshot_interval_ns;
+	/* The first generation begins now: the least interval counts from it. */
+	s->last_snapshot_ns = bw_now_ns();
+	s->next_snapshot_ns = s->last_snapshot_ns + opt->snapshot_interval_ns;
 	s->snapshot_bytes = snapshot_size(s);
 	/* A full disk need not keep the daemon down: it serves what it
 	 * recovered, the files it read stay as they are, and the retries
 	 * write the snapshot when they can. */
-	err = bwd_journal_open(s->dirfd, gen, opt->fsync, &next);
+	reserve_open(s);
+	err = journal_open(s, gen, &next);
 	if (err) {
 		go_down(s, gen, err, "creating it");
 		*out = s;
@@ -907,8 +1110,11 @@ void bwd_store_free(struct bwd_store *s)
 		kill(s->child, SIGKILL);
 		waitpid(s->child, NULL, 0);
 		bwd_snapshot_tmp_name(s->child, name);
-		unlinkat(s->dirfd, name, 0);
+		if (!s->child_reserve)
+			unlinkat(s->dirfd, name, 0);
 	}
+	if (s->reservefd >= 0)
+		close(s->reservefd);
 	if (s->sigchld)
 		event_free(s->sigchld);
 	if (s->retry)

@@ -11,23 +11,31 @@
  * EFBIG, which the daemon must live through (it ignores SIGXFSZ).  The
  * "fsize" tests take that way on purpose, so that both are run.
  *
+ * The daemon's reserve (store.c) ends an outage on a full file system by
+ * itself; the tests that need one to last empty the reserve first
+ * (fault_on_for_good), as if others had filled the file system before it
+ * was made.
+ *
  * TCases:
  *   storage   a journal write that fails: the daemon does not exit; the
- *             reply to the Schedule it failed on is held; named Schedules,
- *             Cancels and the Hello of a new named session are refused
- *             with STORAGE_UNAVAILABLE, while a Hello that resumes a
- *             session, anonymous sessions and Stats work; one log line at
- *             the fault and one at recovery, STATUS= naming the fault
+ *             reply to the Schedule it failed on is held, and 5 s into
+ *             the outage dropped, the connection answered
+ *             STORAGE_UNAVAILABLE (no request_id) and closed; named
+ *             Schedules, Cancels and the Hello of a new named session are
+ *             refused with STORAGE_UNAVAILABLE, while a Hello that resumes
+ *             a session, anonymous sessions and Stats work; one log line
+ *             at the fault and one at recovery, STATUS= naming the fault
  *             meanwhile; tries that fail leave the files as they were;
- *             after space returns the held reply arrives, changes are
- *             accepted, and after a kill -9 and a restart every timer
- *             acknowledged before, during (the held one) and after the
- *             fault is pending.  A consumer while it is down: an Ack with
- *             request_id refused, a fire still sent to a connection that
- *             holds nothing, an Ack without request_id taken in memory,
- *             and both fires again after a kill -9.  A daemon started on
- *             a full file system serves (READY=1), leaves the files it
- *             recovered from as they were, and recovers once space
+ *             after space returns changes are accepted, and after a kill
+ *             -9 and a restart every timer acknowledged before, during
+ *             (the dropped reply's) and after the fault is pending.  A
+ *             consumer while it is down: an Ack with request_id refused,
+ *             a fire still sent to a connection that holds nothing, an Ack
+ *             without request_id taken in memory, and both fires again
+ *             after a kill -9.  A daemon started on a full file system
+ *             takes its journal's room from its reserve and accepts
+ *             changes; without one it serves (READY=1), leaves the files
+ *             it recovered from as they were, and recovers once space
  *             returns.
  *   policy    a replace loop of one key with a payload writes snapshots of
  *             at most the journal's bytes / --snapshot-growth, and at most
@@ -36,7 +44,23 @@
  *             bytes to the journal gets OVER_BUDGET for Schedules and new
  *             named sessions (Cancels and anonymous sessions still work)
  *             until a snapshot starts a new journal; another uid (65533)
- *             and root are unaffected.
+ *             and root are unaffected.  The same uid past its share by
+ *             fire records alone (FIRE, SENT, DONE of a periodic timer):
+ *             its fires stop coming, Release, Kick and SetPolicy are
+ *             OVER_BUDGET, an Ack is taken, and the next snapshot gives
+ *             the share and the fires back.
+ *   flood     the attacker (uid 65534), a named consumer whose periodic
+ *             timers make fire records (FIRE, SENT, DONE) at its whole
+ *             periodic rate, some 1.2 MB/s; the victim (uid 65533), a
+ *             named consumer scheduling a timer every 10 ms.  Against a
+ *             512 KiB share on a 6 MiB tmpfs: the victim's every request
+ *             is accepted, every fire comes, the storage never goes down.
+ *             With a share of 1 GiB on 3 MiB: the file system fills and
+ *             the storage goes down; the victim is answered within 5 s
+ *             throughout (accepted or STORAGE_UNAVAILABLE), gets every
+ *             fire, and the storage comes back without anything freed;
+ *             after a kill -9 every far timer it had accepted is there.
+ *             Both need root and a tmpfs (skipped otherwise).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -50,6 +74,7 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "daemonutil.h"
@@ -71,10 +96,13 @@ struct fault {
 
 /* ---- the fault ------------------------------------------------------------ */
 
-/* A 2 MiB tmpfs at d->dir/fs in a mount namespace of the test's own, the
- * state directory in it; false when mounting is not permitted here. */
-static bool small_fs(struct du_daemon *d, struct fault *f)
+/* A tmpfs of mib MiB at d->dir/fs in a mount namespace of the test's
+ * own, the state directory in it; false when mounting is not permitted
+ * here. */
+static bool sized_fs(struct du_daemon *d, struct fault *f, unsigned mib)
 {
+	char opts[64];
+
 	f->kind = FAULT_TMPFS;
 	snprintf(f->fs, sizeof(f->fs), "%s/fs", d->dir);
 	snprintf(f->state, sizeof(f->state), "%s/state", f->fs);
@@ -82,12 +110,18 @@ static bool small_fs(struct du_daemon *d, struct fault *f)
 	ck_assert_int_eq(mkdir(f->fs, 0700), 0);
 	if (unshare(CLONE_NEWNS) < 0 ||
 	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-	    mount("tmpfs", f->fs, "tmpfs", 0, "size=2m,mode=0700") < 0) {
+	    (snprintf(opts, sizeof(opts), "size=%um,mode=0700", mib),
+	     mount("tmpfs", f->fs, "tmpfs", 0, opts)) < 0) {
 		du_note("cannot mount a tmpfs (%s): RLIMIT_FSIZE instead", strerror(errno));
 		return false;
 	}
 	ck_assert_int_eq(mkdir(f->state, 0700), 0);
 	return true;
+}
+
+static bool small_fs(struct du_daemon *d, struct fault *f)
+{
+	return sized_fs(d, f, 2);
 }
 
 static void fault_setup(struct du_daemon *d, struct fault *f, enum fault_kind want)
@@ -132,6 +166,22 @@ static void fault_on(struct du_daemon *d, struct fault *f)
 	}
 	close(fd);
 	du_note("filled the tmpfs with %" PRIu64 " bytes", n);
+}
+
+/* The same with the daemon's reserve emptied first (as if others had
+ * filled the file system before it was made): the outage then lasts
+ * until space returns. */
+static void fault_on_for_good(struct du_daemon *d, struct fault *f)
+{
+	char path[160];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/reserve", f->state);
+	fd = open(path, O_WRONLY | O_NOFOLLOW);
+	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+	ck_assert_int_eq(ftruncate(fd, 0), 0);
+	close(fd);
+	fault_on(d, f);
 }
 
 static void fault_off(struct du_daemon *d, struct fault *f)
@@ -255,6 +305,16 @@ static void assert_log_count(const struct du_daemon *d, const char *what, size_t
 	free(log);
 }
 
+/* How long a reply held for the storage is seen not to come: 500 ms (more
+ * under BW_TEST_SLOW), but less than the 5 s after which the daemon drops
+ * what it held (BWD_HELD_DOWN_NS), whatever the slowness. */
+static int held_wait_ms(void)
+{
+	int ms = du_scale_ms(500);
+
+	return ms < 3000 ? ms : 3000;
+}
+
 #define DOWN_LINE "are refused (STORAGE_UNAVAILABLE)"
 #define UP_LINE "changes to named sessions are accepted again"
 
@@ -314,14 +374,17 @@ static void refuses_then_recovers(enum fault_kind kind)
 	ck_assert_uint_eq(hello_timers(held), 0);
 	for (unsigned i = 0; i < KEPT; i++)
 		schedule_ok(held, 10 + i, keys[i] = 1000 + i);
-	fault_on(d, &f);
+	if (f.kind == FAULT_TMPFS)
+		fault_on_for_good(d, &f);
+	else
+		fault_on(d, &f);
 
 	/* The write of this one fails: its reply must not come. */
 	{
 		struct du_sched s = far_timer(keys[KEPT] = 2000);
 
 		du_send_schedule(held, 50, &s);
-		rc = du_recv(held, du_scale_ms(500), &e);
+		rc = du_recv(held, held_wait_ms(), &e);
 		ck_assert_msg(rc == DU_TIMEOUT, "a reply to a Schedule that cannot be journaled: %s",
 			      rc == DU_FRAME ? du_describe(e, (char[160]){ 0 }, 160) : "closed");
 	}
@@ -370,14 +433,29 @@ static void refuses_then_recovers(enum fault_kind kind)
 		free(log);
 	}
 
+	/* What was held for the storage is not held for as long as the
+	 * outage lasts: the connection is answered STORAGE_UNAVAILABLE and
+	 * closed (BWD_HELD_DOWN_NS, seen at a retry), its Schedule's
+	 * outcome unknown to it but kept by the daemon. */
+	du_expect_error(held, false, 0, BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE);
+	du_expect_eof(held, DU_WAIT_MS);
+
 	fault_off(d, &f);
-	/* The held reply goes out once a snapshot has it. */
-	rc = du_recv(held, recovery_wait_ms(), &e);
-	ck_assert_msg(rc == DU_FRAME, "no reply after space returned (rc %d)", rc);
-	ck_assert_msg(e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY &&
-		      e->request_id == 50, "%s", du_describe(e, (char[160]){ 0 }, 160));
-	bwp_frame_free(e);
-	schedule_ok(p, 5, keys[KEPT + 1] = 4000);
+	for (uint64_t t0 = du_now_ns(), id = 5;; id++) {
+		struct du_sched s = far_timer(keys[KEPT + 1] = 4000);
+
+		ck_assert_msg(du_now_ns() - t0 < (uint64_t)recovery_wait_ms() * DU_MS,
+			      "still refused after space returned");
+		du_send_schedule(p, id, &s);
+		ck_assert_int_eq(du_recv(p, DU_WAIT_MS, &e), DU_FRAME);
+		if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY) {
+			bwp_frame_free(e);
+			break;
+		}
+		ck_assert_int_eq(e->error->code, BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE);
+		bwp_frame_free(e);
+		sleep_draining(d, 200);
+	}
 	assert_log_count(d, DOWN_LINE, 1);
 	assert_log_count(d, UP_LINE, 1);
 	du_conn_free(held);
@@ -450,10 +528,10 @@ START_TEST(test_down_consumer)
 	s = (struct du_sched){ .key = 2, .when = DU_DELAY,
 			       .when_ns = (uint64_t)du_scale_ms(2000) * DU_MS };
 	bwp_frame_free(du_schedule(p, 3, &s));
-	fault_on(d, &f);
+	fault_on_for_good(d, &f);
 	s = far_timer(3);
 	du_send_schedule(p, 4, &s);
-	ck_assert_int_eq(du_recv(p, du_scale_ms(500), &e), DU_TIMEOUT);
+	ck_assert_int_eq(du_recv(p, held_wait_ms(), &e), DU_TIMEOUT);
 
 	du_send_ack(c, true, 7, 1, false);
 	du_expect_error(c, true, 7, BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE);
@@ -490,7 +568,7 @@ START_TEST(test_start_full)
 	struct fault f;
 	struct du_conn *c;
 	char before[512], after[512];
-	uint64_t keys[KEPT + 1];
+	uint64_t keys[KEPT + 2];
 	bool up = false;
 
 	fault_setup(d, &f, FAULT_TMPFS);
@@ -506,12 +584,25 @@ START_TEST(test_start_full)
 		schedule_ok(c, 10 + i, keys[i] = 1000 + i);
 	du_conn_free(c);
 	du_daemon_kill(d);
-	listing(f.state, before, sizeof(before));
 	fault_on(d, &f);
 
+	/* Its reserve is room enough to start in: a journal, and the
+	 * snapshot of what it recovered. */
 	start(d, &f);
 	c = du_connect(d->sock);
 	ck_assert_uint_eq(hello_timers(c), KEPT);
+	schedule_ok(c, 2, keys[KEPT] = 3000);
+	du_conn_free(c);
+	assert_log_count(d, DOWN_LINE, 0);
+	du_daemon_kill(d);
+
+	/* Without it (emptied, the file system filled again), it starts
+	 * down, leaving the files as they were. */
+	fault_on_for_good(d, &f);
+	listing(f.state, before, sizeof(before));
+	start(d, &f);
+	c = du_connect(d->sock);
+	ck_assert_uint_eq(hello_timers(c), KEPT + 1);
 	schedule_refused(c, 2, 3000);
 	anonymous_works(d);
 	assert_log_count(d, DOWN_LINE, 1);
@@ -520,7 +611,7 @@ START_TEST(test_start_full)
 
 	fault_off(d, &f);
 	for (uint64_t t0 = du_now_ns(), id = 10; !up; id++) {
-		struct du_sched s = far_timer(keys[KEPT] = 4000);
+		struct du_sched s = far_timer(keys[KEPT + 1] = 4000);
 		du_env *e;
 
 		ck_assert_msg(du_now_ns() - t0 < (uint64_t)recovery_wait_ms() * DU_MS,
@@ -537,7 +628,7 @@ START_TEST(test_start_full)
 	}
 	assert_log_count(d, UP_LINE, 1);
 	du_conn_free(c);
-	assert_kept_after_crash(d, &f, keys, KEPT + 1);
+	assert_kept_after_crash(d, &f, keys, KEPT + 2);
 	fault_free(d, &f);
 }
 END_TEST
@@ -749,11 +840,13 @@ START_TEST(test_journal_share)
 	ck_assert(chmod(d->dir, 0755) == 0);
 	snprintf(dir, sizeof(dir), "%s/state", d->dir);
 	snprintf(share, sizeof(share), "%u", SHARE);
-	/* Long enough for the first three steps, even under valgrind. */
+	/* Long enough for the first three steps, even under valgrind: a
+	 * uid past its share makes a snapshot due, but not sooner than
+	 * --snapshot-min-interval after the last (or the start). */
 	snprintf(interval, sizeof(interval), "%us", 3 * du_slow());
 	du_daemon_start(d, "--socket-mode", "0666", "--state-dir", dir,
 			"--max-payload", "8192", "--max-journal-per-uid", share,
-			"--snapshot-interval", interval, "--snapshot-min-interval", "0s",
+			"--snapshot-interval", interval, "--snapshot-min-interval", interval,
 			(const char *)NULL);
 	du_run_as(NOBODY, d, nobody_over_share, du_scale_ms(30000));
 	du_run_as(OTHER, d, other_unaffected, du_scale_ms(30000));
@@ -764,6 +857,409 @@ START_TEST(test_journal_share)
 		schedule_ok(c, 10 + i, i);
 	du_conn_free(c);
 	du_daemon_free(d);
+}
+END_TEST
+
+/* du_run_as(), the daemon's notifications taken meanwhile: a client that
+ * waits longer than ten of them (50 s) would otherwise find the daemon
+ * blocked in sd_notify. */
+static void run_as_draining(uid_t uid, const struct du_daemon *d,
+			    void (*fn)(const struct du_daemon *d), int timeout_ms)
+{
+	pid_t pid = fork();
+	int st;
+
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		du_become(uid);
+		fn(d);
+		_exit(0);
+	}
+	for (uint64_t t0 = du_now_ns(); waitpid(pid, &st, WNOHANG) == 0;) {
+		if (du_now_ns() - t0 > (uint64_t)timeout_ms * DU_MS) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			ck_abort_msg("the uid %ld client did not finish in %d ms", (long)uid,
+				     timeout_ms);
+		}
+		drain_notes(d);
+		du_sleep_ms(100);
+	}
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "the uid %ld client failed (see above)", (long)uid);
+}
+
+/* The next frame on c is an OVER_BUDGET Error for id (fires put aside). */
+static void expect_over_budget(struct du_conn *c, uint64_t id)
+{
+	du_expect_error(c, true, id, BITWHEEL__V1__ERROR_CODE__OVER_BUDGET);
+}
+
+/*
+ * A uid past its share by fire records alone: its consumer (manual acks)
+ * of a 1 kHz periodic timer acknowledges each fire until the fires stop
+ * coming (hand-outs paused: some 126 bytes of FIRE, SENT and DONE a fire
+ * against a 64 KiB share), with one fire still in flight; then Release,
+ * Kick and SetPolicy are OVER_BUDGET, the Ack of that fire is taken, and
+ * once the next snapshot starts a new generation the fires come again.
+ */
+static void nobody_fires_over_share(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open_consumer(d, "fires", 1000, 0);
+	struct du_conn *p = du_open_producer(d, "fires");
+	struct du_sched s = { .key = 1, .when = DU_DELAY, .when_ns = DU_MS,
+			      .periodic = true, .period_ns = DU_MS };
+	uint64_t last = 0, n = 0, t0;
+	du_env *e;
+
+	bwp_frame_free(du_schedule(p, 2, &s));
+	for (;;) {
+		int rc = du_recv(c, du_scale_ms(300), &e);
+
+		if (rc == DU_TIMEOUT)
+			break;
+		ck_assert_int_eq(rc, DU_FRAME);
+		ck_assert_msg(++n < 20 * SHARE / 126, "%" PRIu64 " fires and no pause", n);
+		if (last)
+			du_send_ack(c, false, 0, last, false);
+		last = e->fired->delivery;
+		bwp_frame_free(e);
+	}
+	du_note("fires paused after %" PRIu64 " fires (share %u bytes)", n, SHARE);
+	du_send_release(c, 10, last, false, 0);
+	expect_over_budget(c, 10);
+	du_send_kick(c, 11, false, 0, 0);
+	expect_over_budget(c, 11);
+	du_send_set_policy(c, 12, true, 5, NULL);
+	expect_over_budget(c, 12);
+	ck_assert_uint_eq(du_ack(c, 13, last, false), 1);
+	/* The next generation (--snapshot-min-interval after the start)
+	 * gives the share back. */
+	t0 = du_now_ns();
+	e = du_expect_fire(c, DU_WAIT_MS, NULL);
+	du_note("fires again after %.1f s", (double)(du_now_ns() - t0) / 1e9);
+	bwp_frame_free(e);
+	du_conn_free(p);
+	du_conn_free(c);
+}
+
+START_TEST(test_fire_share)
+{
+	struct du_daemon *d;
+	char dir[160], share[16], interval[16];
+
+	if (geteuid() != 0) {
+		du_note("SKIP: test_fire_share needs root (to run clients as uid %d)",
+			NOBODY);
+		return;
+	}
+	d = du_daemon_new();
+	ck_assert(chmod(d->dir, 0755) == 0);
+	snprintf(dir, sizeof(dir), "%s/state", d->dir);
+	snprintf(share, sizeof(share), "%u", SHARE);
+	snprintf(interval, sizeof(interval), "%us", 3 * du_slow());
+	du_daemon_start(d, "--socket-mode", "0666", "--state-dir", dir,
+			"--max-journal-per-uid", share,
+			"--snapshot-min-interval", interval, (const char *)NULL);
+	run_as_draining(NOBODY, d, nobody_fires_over_share, du_scale_ms(30000));
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ---- a file system filled by one uid's fire records ------------------------- */
+
+#define FLOOD_TIMERS 10u        /* periodic, 1 ms each: the uid's 10 kHz   */
+#define FLOOD_S 6u              /* how long the attacker floods            */
+#define VICTIM_MAX 2000u        /* the victim's requests, at most          */
+#define NEAR_NS (20 * DU_MS)    /* the victim's fires to come in the test  */
+
+/* What the victim saw, sent back over a pipe. */
+struct victim_result {
+	unsigned sent, ok, refused, fires;
+	unsigned kept;             /* its far timers acknowledged: keys[]    */
+	uint64_t keys[VICTIM_MAX];
+	char why[256];             /* the first thing that went wrong        */
+};
+
+/* The attacker (uid 65534): a named consumer (auto_ack) whose periodic
+ * timers make fire records (FIRE, SENT, DONE) at its whole periodic
+ * rate, read as they come, for FLOOD_S seconds. */
+static void flood(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open(d, "flood");
+	uint64_t end;
+
+	for (unsigned i = 0; i < FLOOD_TIMERS; i++) {
+		struct du_sched s = { .key = i, .when = DU_DELAY, .when_ns = DU_MS,
+				      .periodic = true, .period_ns = DU_MS };
+
+		du_send_schedule(c, 10 + i, &s);
+	}
+	end = du_now_ns() + FLOOD_S * DU_S;
+	while (du_now_ns() < end) {
+		du_env *e;
+
+		if (du_recv(c, 100, &e) == DU_FRAME)
+			bwp_frame_free(e);
+		else if (c->eof)
+			break;
+	}
+	du_conn_free(c);
+}
+
+/* The reply to request id on c, the fires before it counted; NULL when
+ * none comes within the bound. */
+static du_env *victim_reply(struct du_conn *c, uint64_t id, unsigned *fires)
+{
+	uint64_t end = du_now_ns() + (uint64_t)du_scale_ms(5000) * DU_MS;
+	du_env *e;
+
+	while (du_now_ns() < end) {
+		if (du_recv(c, 100, &e) != DU_FRAME) {
+			if (c->eof)
+				return NULL;
+			continue;
+		}
+		if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_FIRED) {
+			(*fires)++;
+			bwp_frame_free(e);
+			continue;
+		}
+		if (e->request_id == id)
+			return e;
+		bwp_frame_free(e);
+	}
+	return NULL;
+}
+
+/*
+ * The victim (uid 65533), while the attacker floods: a named consumer
+ * (auto_ack) that schedules one timer every 10 ms, alternately one due
+ * in 20 ms (its fire must come) and a far one (it must be kept), each
+ * answered within 5 s: accepted, or refused with STORAGE_UNAVAILABLE
+ * (allowed or not by the caller).  Then its fires, all of them.
+ */
+static void victim_run(const struct du_daemon *d, struct victim_result *r)
+{
+	struct du_conn *c = du_open(d, "victim");
+	uint64_t end = du_now_ns() + FLOOD_S * DU_S;
+	unsigned near_ok = 0;
+
+	for (uint64_t id = 10; du_now_ns() < end && r->sent < VICTIM_MAX; id++) {
+		bool near = id % 2 == 0;
+		struct du_sched s = near ?
+			(struct du_sched){ .key = id, .when = DU_DELAY, .when_ns = NEAR_NS } :
+			(struct du_sched){ .key = id, .when = DU_DELAY, .when_ns = FAR_NS };
+		du_env *e;
+
+		du_send_schedule(c, id, &s);
+		r->sent++;
+		e = victim_reply(c, id, &r->fires);
+		if (!e) {
+			snprintf(r->why, sizeof(r->why), "request %" PRIu64 " (%u sent, %u fires) unanswered for 5 s",
+				 id, r->sent, r->fires);
+			break;
+		}
+		if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY) {
+			r->ok++;
+			if (near)
+				near_ok++;
+			else
+				r->keys[r->kept++] = id;
+		} else if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR &&
+			   e->error->code == BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE) {
+			r->refused++;
+		} else if (!r->why[0]) {
+			du_describe(e, r->why, sizeof(r->why));
+		}
+		bwp_frame_free(e);
+		du_sleep_ms(10);
+	}
+	for (uint64_t t0 = du_now_ns(); r->fires < near_ok &&
+	     du_now_ns() - t0 < (uint64_t)DU_WAIT_MS * DU_MS;) {
+		du_env *e;
+
+		if (du_recv(c, 100, &e) != DU_FRAME)
+			continue;
+		if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_FIRED)
+			r->fires++;
+		bwp_frame_free(e);
+	}
+	if (r->fires != near_ok && !r->why[0])
+		snprintf(r->why, sizeof(r->why), "%u fires of %u timers accepted", r->fires,
+			 near_ok);
+	du_conn_free(c);
+}
+
+/* Both, as their uids, at once; the daemon's notifications taken
+ * meanwhile. */
+static void flood_and_victim(const struct du_daemon *d, struct victim_result *r)
+{
+	int fd;
+	pid_t attacker = fork(), victim;
+
+	ck_assert(attacker >= 0);
+	if (attacker == 0) {
+		du_become(NOBODY);
+		flood(d);
+		_exit(0);
+	}
+	victim = du_fork_pipe(&fd);
+	if (victim == 0) {
+		memset(r, 0, sizeof(*r));
+		du_become(OTHER);
+		victim_run(d, r);
+		_exit(write(fd, r, sizeof(*r)) == (ssize_t)sizeof(*r) ? 0 : 1);
+	}
+	for (uint64_t t0 = du_now_ns(); waitpid(victim, NULL, WNOHANG) == 0;) {
+		ck_assert_msg(du_now_ns() - t0 < (FLOOD_S + 3) * DU_S + (uint64_t)DU_WAIT_MS * DU_MS,
+			      "the victim's client did not finish");
+		drain_notes(d);
+		du_sleep_ms(100);
+	}
+	ck_assert_msg(du_read_full(fd, r, sizeof(*r), DU_WAIT_MS), "no result from the victim");
+	close(fd);
+	ck_assert_int_eq(du_wait_child(attacker, DU_WAIT_MS), 0);
+	du_note("victim: %u requests, %u accepted, %u STORAGE_UNAVAILABLE, %u fires; %s",
+		r->sent, r->ok, r->refused, r->fires, r->why[0] ? r->why : "ok");
+}
+
+static void flood_start(struct du_daemon *d, const struct fault *f, const char *share)
+{
+	ck_assert(chmod(d->dir, 0755) == 0);
+	du_daemon_start(d, "--socket-mode", "0666", "--state-dir", f->state,
+			"--max-journal-per-uid", share, "--snapshot-min-interval", "1s",
+			"--max-payload", "8192", "-v", (const char *)NULL);
+}
+
+/* The mount, as root; false (skipped) otherwise. */
+static bool flood_setup(struct du_daemon *d, struct fault *f, unsigned mib,
+			const char *test)
+{
+	if (geteuid() != 0) {
+		du_note("SKIP: %s needs root (to run clients as uids %d and %d)", test,
+			NOBODY, OTHER);
+		return false;
+	}
+	if (!sized_fs(d, f, mib)) {
+		du_note("SKIP %s: needs a tmpfs (mount not permitted)", test);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * One uid's fire records against its share, on a 6 MiB file system: the
+ * attacker's periodic fires (some 1.2 MB/s of FIRE, SENT and DONE
+ * records) would fill it in seconds, and --journal-max (64 MiB) never
+ * starts a snapshot; its share (512 KiB) stops them instead, and a
+ * snapshot gives it its next share.  The victim's every request is
+ * accepted, every fire comes, and the storage never goes down.
+ */
+START_TEST(test_fire_flood_share)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct fault f;
+	struct victim_result *r = calloc(1, sizeof(*r));
+
+	if (!flood_setup(d, &f, 6, "test_fire_flood_share")) {
+		free(r);
+		du_daemon_free(d);
+		return;
+	}
+	flood_start(d, &f, "512K");
+	flood_and_victim(d, r);
+	ck_assert_msg(!r->why[0], "victim: %s", r->why);
+	ck_assert_uint_eq(r->ok, r->sent);
+	ck_assert(!du_daemon_exited(d));
+	assert_log_count(d, DOWN_LINE, 0);
+	free(r);
+	fault_free(d, &f);
+}
+END_TEST
+
+static uint64_t *kept_keys;
+static size_t kept_n;
+
+/* After a restart: every far timer the victim had accepted is there. */
+static void victim_kept(const struct du_daemon *d)
+{
+	struct du_conn *c = du_open(d, "victim");
+
+	for (size_t i = 0; i < kept_n; i++)
+		ck_assert_msg(du_cancel(c, 100000 + i, kept_keys[i]),
+			      "key %" PRIu64 " accepted, then lost", kept_keys[i]);
+	du_conn_free(c);
+}
+
+/*
+ * The same flood with a share the file system cannot hold (1 GiB on
+ * 3 MiB): the journal fills it and the storage goes down, for every uid.
+ * The victim is answered throughout (accepted, or STORAGE_UNAVAILABLE),
+ * its fires come, and the storage comes back by itself, nothing freed
+ * by the test: the snapshot that ends the outage is written into the
+ * reserve and removes the journal that filled the disk.  After a kill -9
+ * every far timer the victim had accepted is there.
+ */
+START_TEST(test_fire_flood_full)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct fault f;
+	struct victim_result *r = calloc(1, sizeof(*r));
+	struct du_conn *c;
+	char *log;
+
+	if (du_skip_if_wrapped("test_fire_flood_full",
+			       "under valgrind the attacker's fires do not fill the file system in the flood's time") ||
+	    !flood_setup(d, &f, 3, "test_fire_flood_full")) {
+		free(r);
+		du_daemon_free(d);
+		return;
+	}
+	flood_start(d, &f, "1G");
+	c = du_open(d, "root");
+	flood_and_victim(d, r);
+	ck_assert_msg(!r->why[0], "victim: %s", r->why);
+	ck_assert_uint_eq(r->ok + r->refused, r->sent);
+	ck_assert(!du_daemon_exited(d));
+	log = du_daemon_log(d);
+	ck_assert_msg(count(log, DOWN_LINE) >= 1, "the file system never filled:\n%s", log);
+	free(log);
+	/* Up again without anything freed: a change is accepted. */
+	for (uint64_t t0 = du_now_ns(), id = 10;; id++) {
+		struct du_sched s = far_timer(id);
+		du_env *e;
+
+		du_send_schedule(c, id, &s);
+		ck_assert_int_eq(du_recv(c, DU_WAIT_MS, &e), DU_FRAME);
+		if (e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY) {
+			bwp_frame_free(e);
+			break;
+		}
+		ck_assert_msg(e->body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR &&
+			      e->error->code == BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE,
+			      "%s", du_describe(e, (char[256]){ 0 }, 256));
+		bwp_frame_free(e);
+		if (du_now_ns() - t0 > (uint64_t)recovery_wait_ms() * DU_MS) {
+			char listed[512];
+
+			log = du_daemon_log(d);
+			listing(f.state, listed, sizeof(listed));
+			du_note("files:\n%s\nlog:\n%s", listed, log);
+			ck_abort_msg("still down %d ms after the flood, nothing freed",
+				     recovery_wait_ms());
+		}
+		sleep_draining(d, 200);
+	}
+	du_conn_free(c);
+	du_daemon_kill(d);
+	du_daemon_start(d, "--socket-mode", "0666", "--state-dir", f.state,
+			(const char *)NULL);
+	kept_keys = r->keys;
+	kept_n = r->kept;
+	du_run_as(OTHER, d, victim_kept, du_scale_ms(30000));
+	free(r);
+	fault_free(d, &f);
 }
 END_TEST
 
@@ -785,6 +1281,12 @@ static Suite *storage_suite(void)
 	tc = tcase_create("share");
 	du_tcase(tc);
 	tcase_add_test(tc, test_journal_share);
+	tcase_add_test(tc, test_fire_share);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("flood");
+	du_tcase(tc);
+	tcase_add_test(tc, test_fire_flood_share);
+	tcase_add_test(tc, test_fire_flood_full);
 	suite_add_tcase(s, tc);
 	return s;
 }
