@@ -860,35 +860,6 @@ START_TEST(test_journal_share)
 }
 END_TEST
 
-/* du_run_as(), the daemon's notifications taken meanwhile: a client that
- * waits longer than ten of them (50 s) would otherwise find the daemon
- * blocked in sd_notify. */
-static void run_as_draining(uid_t uid, const struct du_daemon *d,
-			    void (*fn)(const struct du_daemon *d), int timeout_ms)
-{
-	pid_t pid = fork();
-	int st;
-
-	ck_assert(pid >= 0);
-	if (pid == 0) {
-		du_become(uid);
-		fn(d);
-		_exit(0);
-	}
-	for (uint64_t t0 = du_now_ns(); waitpid(pid, &st, WNOHANG) == 0;) {
-		if (du_now_ns() - t0 > (uint64_t)timeout_ms * DU_MS) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
-			ck_abort_msg("the uid %ld client did not finish in %d ms", (long)uid,
-				     timeout_ms);
-		}
-		drain_notes(d);
-		du_sleep_ms(100);
-	}
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		      "the uid %ld client failed (see above)", (long)uid);
-}
-
 /* The next frame on c is an OVER_BUDGET Error for id (fires put aside). */
 static void expect_over_budget(struct du_conn *c, uint64_t id)
 {
@@ -961,7 +932,7 @@ START_TEST(test_fire_share)
 	du_daemon_start(d, "--socket-mode", "0666", "--state-dir", dir,
 			"--max-journal-per-uid", share,
 			"--snapshot-min-interval", interval, (const char *)NULL);
-	run_as_draining(NOBODY, d, nobody_fires_over_share, du_scale_ms(30000));
+	du_run_as(NOBODY, d, nobody_fires_over_share, du_scale_ms(30000));
 	du_daemon_free(d);
 }
 END_TEST

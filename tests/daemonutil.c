@@ -1972,6 +1972,10 @@ int du_wait_status(pid_t pid, int timeout_ms)
 			ck_abort_msg("child %ld did not exit within %d ms", (long)pid,
 				     timeout_ms);
 		}
+		/* A daemon sends a STATUS= every 5 s and blocks in sd_notify
+		 * once ten are unread: a child that waits on it longer (under
+		 * valgrind) would wait for ever. */
+		read_live_notes();
 		du_sleep_ms(1);
 	}
 }
