@@ -860,7 +860,9 @@ void bwd_member_ack_expired(struct bwd_member *m, uint64_t now_ns)
 		m->touch_heap[m->touched] = f;
 		k++;
 	}
-	b = m->touch_heap + m->touched;
+	/* No heap yet, nothing touched: no pointer to offset (NULL + 0 is
+	 * undefined). */
+	b = m->touch_heap ? m->touch_heap + m->touched : NULL;
 	if (k > 1)
 		qsort(b, k, sizeof(*b), by_delivery);
 	while (a || i < k) {
