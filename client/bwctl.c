@@ -386,12 +386,13 @@ static const char help_list[] =
 "List the pending timers of the named session (your uid's, or with\n"
 "--owner, root only, another uid's), soonest first: key, deadline as\n"
 "local wall-clock time, time left, period, payload size and lane.  The\n"
-"daemon sends at most 1,000 per reply; bwctl asks page by page up to\n"
-"--limit, and says on stderr when the session holds more.\n"
+"daemon sends at most 1,000 per reply, in no particular order; bwctl\n"
+"reads them all, shows the soonest --limit, and says on stderr when the\n"
+"session holds more.\n"
 "\n"
 "  --session NAME       the named session (1 to 64 of A-Z a-z 0-9 _ . : @ -)\n"
 "  --owner UID          root only: the session NAME of this uid\n"
-"  --limit N            list at most N timers (default 100)\n"
+"  --limit N            list the soonest N timers (default 100)\n"
 "  --json               one JSON object per timer and line: key,\n"
 "                       deadline_ns (CLOCK_MONOTONIC), deadline_unix_ns\n"
 "                       (wall clock), remaining_ns, period_ns, payload_bytes,\n"
@@ -639,6 +640,19 @@ static const char *unreachable_hint(char *buf, size_t len, const char **code)
 			 gr ? "here: " : "for the system service: ", group,
 			 group, pw ? pw->pw_name : "YOUR_USER");
 		*code = "NOT_PERMITTED";
+		return buf;
+	}
+	/* The packaged socket is systemd's (bitwheeld.socket listens there
+	 * and starts the service on the first connection): the daemon is
+	 * down because the socket unit is, and only root may start it. */
+	if (strcmp(socket_path, BWC_DEFAULT_SOCKET) == 0) {
+		snprintf(buf, len,
+			 "is the bitwheel service down?  %s 'systemctl start "
+			 "bitwheeld.socket' starts it (and 'systemctl enable "
+			 "bitwheeld.socket' at every boot); or point --socket "
+			 "or $%s at another daemon's socket.",
+			 geteuid() == 0 ? "As root," : "An administrator's",
+			 BWC_SOCKET_ENV);
 		return buf;
 	}
 	snprintf(buf, len,
@@ -3120,12 +3134,13 @@ static int cmd_list(int argc, char **argv)
 
 	if (rc != ST_OK)
 		return rc == ST_HELP ? ST_OK : rc;
-	/* Room for the first page, then, if the session holds more, for as
-	 * many as it said it holds: a large --limit costs what is there. */
-	while (rc == ST_OK && l.more && n < limit) {
+	/* The daemon lists in its hash table's order, not by deadline: the
+	 * soonest --limit are found among them all.  Room for a page, then,
+	 * while the session holds more, for as many as it said it holds: a session's timers are bounded by its uid's budget
+	 * (226,719 by default: some 25 MB here for a moment). */
+	while (rc == ST_OK && l.more) {
 		struct bwc_timer_entry *more;
 
-		max = max < limit ? max : limit;
 		if (!(more = realloc(e, (size_t)max * sizeof(*e)))) {
 			rc = complain(&(struct problem){ .status = ST_ERROR,
 							 .code = "OUT_OF_MEMORY" },
@@ -3147,13 +3162,11 @@ static int cmd_list(int argc, char **argv)
 		if (!json_mode)
 			printf("%-20s %-31s %12s %12s %8s %s\n", "KEY",
 			       "DEADLINE", "IN", "PERIOD", "PAYLOAD", "LANE");
-		for (size_t i = 0; i < n; i++)
+		for (size_t i = 0; i < n && i < limit; i++)
 			print_timer(&e[i], &l);
-		if (l.more)
-			warn("TRUNCATED", "session '%s' holds %llu timers; these "
-			     "are %zu of them (--limit %llu): not the soonest, "
-			     "the daemon's first", session,
-			     (unsigned long long)l.total, n,
+		if (n > limit)
+			warn("TRUNCATED", "session '%s' holds %zu timers; these "
+			     "are the soonest %llu (--limit)", session, n,
 			     (unsigned long long)limit);
 	}
 	free(e);

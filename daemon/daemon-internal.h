@@ -150,6 +150,7 @@ struct bwd_store_options {
 struct bwd_options {
 	const char *socket_path;
 	unsigned socket_mode;
+	gid_t socket_gid;          /* --socket-group; (gid_t)-1: unchanged  */
 	struct bw_dual_config wheel;
 	const char *preset_name;
 	struct bwd_limits limits;
@@ -1127,8 +1128,9 @@ struct bwd_server;
 
 /* ---- listen.c ----------------------------------------------------------- */
 
-/* The listening fd: systemd's if it passed one, else bound at path. */
-int bwd_listen_open(const char *path, unsigned mode, int *fd_out,
+/* The listening fd: systemd's if it passed one, else bound at path with
+ * mode and group gid ((gid_t)-1: the daemon's). */
+int bwd_listen_open(const char *path, unsigned mode, gid_t gid, int *fd_out,
 		    bool *activated);
 
 /* ---- process.c ---------------------------------------------------------- */

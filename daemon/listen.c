@@ -21,7 +21,11 @@
  *   - the socket is created with its final mode (umask set around bind),
  *     so it is never reachable with looser permissions, and no chmod by
  *     name follows (chmod follows symbolic links); a mode that came out
- *     otherwise (a default ACL on the directory) is refused.
+ *     otherwise (a default ACL on the directory) is refused;
+ *   - --socket-group gives it to a group between bind and listen, by name
+ *     in the directory already checked (nobody else may rename entries
+ *     there) and without following a link; nobody can connect before
+ *     listen(2), so the daemon's own group never had it open.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -178,7 +182,7 @@ static int clear_path(int dirfd, const char *name, const char *path,
 	return 0;
 }
 
-int bwd_listen_open(const char *path, unsigned mode, int *fd_out,
+int bwd_listen_open(const char *path, unsigned mode, gid_t gid, int *fd_out,
 		    bool *activated)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -189,6 +193,8 @@ int bwd_listen_open(const char *path, unsigned mode, int *fd_out,
 
 	r = activated_fd(fd_out);
 	*activated = r > 0;
+	if (r > 0 && gid != (gid_t)-1)
+		bwd_log(BWD_LOG_WARNING, "--socket-group does not apply to the socket systemd passed: its unit's SocketGroup= does");
 	if (r != 0)
 		return r < 0 ? r : 0;
 	if (strlen(path) >= sizeof(sa.sun_path)) {
@@ -240,6 +246,14 @@ int bwd_listen_open(const char *path, unsigned mode, int *fd_out,
 			path, (unsigned)(st.st_mode & 07777), mode, dir);
 		if (S_ISSOCK(st.st_mode))
 			unlinkat(dirfd, name, 0);
+		goto fail;
+	}
+	if (gid != (gid_t)-1 &&
+	    fchownat(dirfd, name, (uid_t)-1, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+		r = -errno;
+		bwd_log(BWD_LOG_ERR, "cannot give %s to --socket-group %u: %s (the daemon's user must be root or a member of the group)",
+			path, (unsigned)gid, strerror(errno));
+		unlinkat(dirfd, name, 0);
 		goto fail;
 	}
 	if (listen(fd, SOMAXCONN) < 0) {

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,8 @@ static void usage(FILE *f)
 "  -s, --socket PATH         listen here unless socket-activated\n"
 "                            (default $BITWHEEL_SOCKET or " DEFAULT_SOCKET ")\n"
 "  -m, --socket-mode MODE    octal mode of the socket it creates (0660)\n"
+"      --socket-group GROUP  the group of the socket it creates (name or\n"
+"                            number; default the daemon's own)\n"
 "  -p, --preset NAME         standard-balanced | fast-precise | standard-burst\n"
 "                            (default fast-precise)\n"
 "      --precision MODE      exact (default) | coarse\n"
@@ -171,6 +174,28 @@ static int parse_uint(const char *flag, const char *arg, uint64_t min,
 	return 0;
 }
 
+/* A group by name, or a number that names one. */
+static int parse_group(const char *arg, gid_t *out)
+{
+	struct group *gr = getgrnam(arg);
+	unsigned long v;
+	char *end;
+
+	if (gr == NULL && arg[0] >= '0' && arg[0] <= '9') {
+		errno = 0;
+		v = strtoul(arg, &end, 10);
+		if (!errno && !*end && v < UINT32_MAX)
+			gr = getgrgid((gid_t)v);
+	}
+	if (gr == NULL) {
+		fprintf(stderr, "bitwheeld: --socket-group: no group '%s' on this system\n",
+			arg);
+		return -1;
+	}
+	*out = gr->gr_gid;
+	return 0;
+}
+
 enum {
 	OPT_PRECISION = 256,
 	OPT_ONESHOT_RES, OPT_ONESHOT_CAP, OPT_ONESHOT_PROBES,
@@ -181,12 +206,13 @@ enum {
 	OPT_IGNORE_SNAPSHOT, OPT_SNAPSHOT_GROWTH, OPT_SNAPSHOT_MIN_INTERVAL,
 	OPT_CLIENTS_PER_UID, OPT_SESSIONS_PER_UID, OPT_TIMERS_PER_UID,
 	OPT_RATE_PER_UID, OPT_BYTES_PER_UID, OPT_MAX_MEMORY, OPT_JOURNAL_PER_UID,
-	OPT_BUDGETS,
+	OPT_BUDGETS, OPT_SOCKET_GROUP,
 };
 
 static const struct option longopts[] = {
 	{ "socket", required_argument, NULL, 's' },
 	{ "socket-mode", required_argument, NULL, 'm' },
+	{ "socket-group", required_argument, NULL, OPT_SOCKET_GROUP },
 	{ "preset", required_argument, NULL, 'p' },
 	{ "precision", required_argument, NULL, OPT_PRECISION },
 	{ "oneshot-resolution", required_argument, NULL, OPT_ONESHOT_RES },
@@ -439,6 +465,7 @@ static int parse(int argc, char **argv, struct bwd_options *o)
 	memset(o, 0, sizeof(*o));
 	o->socket_path = env && *env ? env : DEFAULT_SOCKET;
 	o->socket_mode = 0660;
+	o->socket_gid = (gid_t)-1;
 	o->limits = (struct bwd_limits){
 		.max_clients = 1024,
 		.max_frame = BWP_DEFAULT_MAX_FRAME,
@@ -476,6 +503,10 @@ static int parse(int argc, char **argv, struct bwd_options *o)
 			if (parse_uint("socket-mode", optarg, 0, 0777, 8, &v))
 				return -1;
 			o->socket_mode = (unsigned)v;
+			break;
+		case OPT_SOCKET_GROUP:
+			if (parse_group(optarg, &o->socket_gid))
+				return -1;
 			break;
 		case 'p':
 			if (find_preset(optarg, &preset))

@@ -476,8 +476,8 @@ static int server_open(struct bwd_server *srv)
 	struct timeval status = { STATUS_INTERVAL_S, 0 }, zero = { 0, 0 };
 	uint64_t wd_usec;
 
-	if (bwd_listen_open(opt->socket_path, opt->socket_mode, &srv->listen_fd,
-			    &srv->activated))
+	if (bwd_listen_open(opt->socket_path, opt->socket_mode, opt->socket_gid,
+			    &srv->listen_fd, &srv->activated))
 		return -EADDRNOTAVAIL;
 	evutil_make_socket_nonblocking(srv->listen_fd);
 	srv->listener = event_new(srv->base, srv->listen_fd, EV_READ | EV_PERSIST,

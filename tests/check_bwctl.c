@@ -79,7 +79,8 @@
  *   usage      exit 2 for usage errors (and with --json, a JSON one), and
  *              for durations the daemon would refuse, in its words; exit
  *              3 naming the socket when the daemon is unreachable (also
- *              as JSON), --help for bwctl and every command, -V.
+ *              as JSON; at the packaged socket, the hint names the
+ *              socket unit), --help for bwctl and every command, -V.
  *
  * bwctl's path comes from tests/local.mk (BW_TOP_BUILDDIR).  A small
  * strict JSON parser below checks the --json output.
@@ -99,10 +100,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bitwheel-client.h"
 #include "daemonutil.h"
 #include "testutil.h"
 
 #define RUN_MS DU_WAIT_MS
+#define BC(x) BITWHEEL__V1__ENVELOPE__BODY_##x
 #define EC(x) BITWHEEL__V1__ERROR_CODE__##x
 
 /*
@@ -1092,7 +1095,7 @@ START_TEST(test_sessions_list)
 		      strstr(line, " 30.000s "), "row: %s", line);
 	ck_assert(line_n(r.out, 2, line, sizeof(line)));
 	ck_assert_msg(strncmp(line, "7 ", 2) == 0 && strstr(line, " 2 oneshot") &&
-		      strstr(line, " 59m5"), "row: %s", line);
+		      strstr(line, " 59m"), "row: %s", line);
 	du_result_free(&r);
 	bwctl(&r, d->sock, "list", "--session", "intro-a", "--json", NULL);
 	ASSERT_EXIT(&r, 0, "list --json");
@@ -3238,6 +3241,70 @@ START_TEST(test_unreachable)
 }
 END_TEST
 
+/* More timers than a page, due in the reverse order of their keys (the
+ * daemon lists in its hash table's order): --limit shows the soonest. */
+START_TEST(test_list_soonest)
+{
+	enum { N = 1200, SHOWN = 3 };
+	struct du_daemon *d = du_daemon_new();
+	struct du_buf b = { 0 };
+	struct du_result r;
+	struct du_conn *c;
+	char line[1024], want[32];
+
+	du_daemon_start(d, NULL);
+	c = du_open_producer(d, "soon");
+	for (uint64_t k = 1; k <= N; k++) {
+		struct du_sched sc = { .key = k, .when = DU_DELAY,
+				       .when_ns = (2 * N - k) * DU_S };
+
+		du_pack_schedule(&b, k + 10, &sc);
+	}
+	du_send_buf(c, &b);
+	du_buf_free(&b);
+	for (uint64_t k = 1; k <= N; k++)
+		bwp_frame_free(du_expect_reply(c, k + 10, BC(SCHEDULE_REPLY)));
+
+	bwctl(&r, d->sock, "list", "--session", "soon", "--limit", "3", NULL);
+	ASSERT_EXIT(&r, 0, "list --limit 3");
+	ck_assert_int_eq(count_lines(r.out), 1 + SHOWN);
+	for (int i = 0; i < SHOWN; i++) {
+		snprintf(want, sizeof(want), "%d ", N - i);
+		ck_assert(line_n(r.out, 1 + i, line, sizeof(line)));
+		ck_assert_msg(strncmp(line, want, strlen(want)) == 0,
+			      "row %d should be key %d, due soonest but %d: %s", i + 1, N - i, i,
+			      line);
+	}
+	ck_assert_msg(strstr(r.err, "holds 1200 timers; these are the soonest 3") != NULL,
+		      "stderr: %s", r.err);
+	du_result_free(&r);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* Nothing at the packaged socket: the hint is the socket unit, not a
+ * bitwheeld started by hand (where the service runs, there is nothing to
+ * check). */
+START_TEST(test_unreachable_service)
+{
+	const char *argv[] = { DU_BWCTL_PATH, "stats", NULL };
+	struct du_result r;
+
+	if (access(BWC_DEFAULT_SOCKET, F_OK) == 0) {
+		printf("test_unreachable_service: skipped: %s exists here\n", BWC_DEFAULT_SOCKET);
+		return;
+	}
+	du_run(argv, clean_env, RUN_MS, &r);
+	ASSERT_EXIT(&r, 3, "stats at the packaged socket");
+	ck_assert_msg(strstr(r.err, BWC_DEFAULT_SOCKET) != NULL &&
+		      strstr(r.err, "'systemctl start bitwheeld.socket'") != NULL &&
+		      strstr(r.err, "bitwheeld --socket") == NULL,
+		      "the hint does not name the socket unit: %s", r.err);
+	du_result_free(&r);
+}
+END_TEST
+
 START_TEST(test_help)
 {
 	static const char *const cmds[] = { "schedule", "cancel", "watch", "stats", "policy",
@@ -3508,6 +3575,7 @@ static Suite *bwctl_suite(void)
 	tc = tcase_create("introspection");
 	du_tcase(tc);
 	tcase_add_test(tc, test_sessions_list);
+	tcase_add_test(tc, test_list_soonest);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("watch");
@@ -3564,6 +3632,7 @@ static Suite *bwctl_suite(void)
 	tcase_add_loop_test(tc, test_usage_errors, 0,
 			    (int)(sizeof(usage_cases) / sizeof(usage_cases[0])));
 	tcase_add_test(tc, test_unreachable);
+	tcase_add_test(tc, test_unreachable_service);
 	tcase_add_test(tc, test_durations);
 	tcase_add_test(tc, test_help);
 	suite_add_tcase(s, tc);

@@ -56,7 +56,8 @@
  *               backlog) refuses the daemon at once; a stale socket of
  *               another uid is left alone; a symbolic link at the path is
  *               refused and its target keeps its mode; the socket gets
- *               exactly --socket-mode whatever the umask.
+ *               exactly --socket-mode whatever the umask, and the group
+ *               --socket-group names.
  *
  * Timing: real clocks, bounds of "resolution + margin" (daemonutil.h:
  * 50 ms unless BW_TEST_MARGIN_MS says otherwise); nothing asserts speed.
@@ -4630,6 +4631,60 @@ START_TEST(test_socket_symlink_trap)
 }
 END_TEST
 
+/* --socket-group: the socket it creates belongs to the group, by name or
+ * number, with --socket-mode; an unknown group is a usage error; a group
+ * the daemon's user may not give files to (not root, not a member) stops
+ * it before it listens. */
+START_TEST(test_socket_group)
+{
+	struct group *gr = getgrnam("nogroup");
+	struct du_daemon *d = du_daemon_new();
+	const char *argv[] = { DU_DAEMON_PATH, "--socket", d->sock, "--socket-group",
+			       "no-such-group.bw", NULL };
+	char gid[16], *log;
+	struct stat st;
+
+	if (gr == NULL || gr->gr_gid == getegid()) {
+		du_daemon_free(d);
+		du_note("SKIP: test_socket_group needs a group 'nogroup' other than ours");
+		return;
+	}
+	snprintf(gid, sizeof(gid), "%u", (unsigned)gr->gr_gid);
+	du_daemon_spawn(d, argv);
+	ck_assert(du_daemon_wait_exit(d, DU_WAIT_MS));
+	log = du_daemon_log(d);
+	ck_assert_msg(WIFEXITED(d->status) && WEXITSTATUS(d->status) == 2 &&
+		      strstr(log, "--socket-group: no group 'no-such-group.bw'") != NULL,
+		      "status 0x%x; log: %s", (unsigned)d->status, log);
+	free(log);
+	ck_assert_msg(lstat(d->sock, &st) != 0, "a socket was left at %s", d->sock);
+
+	if (geteuid() != 0) {
+		argv[4] = gid;
+		du_daemon_spawn(d, argv);
+		ck_assert(du_daemon_wait_exit(d, DU_WAIT_MS));
+		log = du_daemon_log(d);
+		ck_assert_msg(WIFEXITED(d->status) && WEXITSTATUS(d->status) == 1 &&
+			      strstr(log, "cannot give") != NULL,
+			      "status 0x%x; log: %s", (unsigned)d->status, log);
+		free(log);
+		ck_assert_msg(lstat(d->sock, &st) != 0, "a socket was left at %s", d->sock);
+		du_daemon_free(d);
+		return;
+	}
+	for (int i = 0; i < 2; i++) {
+		du_daemon_start(d, "--socket-group", i ? gid : "nogroup", "--socket-mode", "0660",
+				(const char *)NULL);
+		ck_assert(lstat(d->sock, &st) == 0 && S_ISSOCK(st.st_mode));
+		ck_assert_msg(st.st_gid == gr->gr_gid && (st.st_mode & 07777) == 0660,
+			      "--socket-group %s gave group %u mode %o", i ? gid : "nogroup",
+			      (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777));
+		du_assert_exit(d, du_daemon_stop(d, SIGTERM, DU_WAIT_MS), 0);
+	}
+	du_daemon_free(d);
+}
+END_TEST
+
 static Suite *daemon_suite(void)
 {
 	Suite *s = suite_create("daemon");
@@ -4756,6 +4811,7 @@ static Suite *daemon_suite(void)
 	tcase_add_test(tc, test_live_listener);
 	tcase_add_test(tc, test_stale_socket_other_owner);
 	tcase_add_test(tc, test_socket_symlink_trap);
+	tcase_add_test(tc, test_socket_group);
 	suite_add_tcase(s, tc);
 	return s;
 }
