@@ -7,6 +7,7 @@ bench_bwbench_SOURCES = \
 	bench/bench.h \
 	bench/bwbench.c \
 	bench/scenario.c \
+	bench/trace.c \
 	bench/runner.c \
 	bench/timing.c \
 	bench/simclock.c \
