@@ -160,8 +160,11 @@ struct subject {
 	 * or after the deadline rounded up to tick_ns (0: the deadline
 	 * itself, as every peer); strict: at the first poll after the
 	 * deadline (libev: a timer due exactly at a poll waits for the next);
-	 * inexact: no such promise (a wheel in BW_COARSE, the null subject). */
+	 * inexact: no such promise (a wheel in BW_COARSE, the null subject).
+	 * A wheel may fire a timer it had to probe up to probe_ticks ticks
+	 * later, and may refuse (plain) when its slots are full. */
 	uint64_t tick_ns;
+	unsigned probe_ticks;
 	bool strict, inexact;
 	int (*open)(const struct subject *s, const struct subject_env *env,
 		    void **ctx);

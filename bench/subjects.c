@@ -25,26 +25,25 @@
 struct wheel_def {
 	const char *name;
 	struct bw_subject_param p;
-	unsigned tick_ms;      /* the resolution (the oneshot lane's, dual) */
 };
 
 static const struct wheel_def wheel_defs[] = {
-	{ "plain:balanced:exact", { BWS_PLAIN, BW_PRESET_BALANCED, 0, BW_EXACT }, 5 },
-	{ "plain:balanced:coarse", { BWS_PLAIN, BW_PRESET_BALANCED, 0, BW_COARSE }, 5 },
-	{ "plain:precise:exact", { BWS_PLAIN, BW_PRESET_PRECISE, 0, BW_EXACT }, 1 },
-	{ "plain:precise:coarse", { BWS_PLAIN, BW_PRESET_PRECISE, 0, BW_COARSE }, 1 },
-	{ "plain:precise64:exact", { BWS_PLAIN, BW_PRESET_PRECISE, 64, BW_EXACT }, 1 },
-	{ "plain:precise64:coarse", { BWS_PLAIN, BW_PRESET_PRECISE, 64, BW_COARSE }, 1 },
-	{ "failover:balanced:exact", { BWS_FAILOVER, BW_PRESET_BALANCED, 0, BW_EXACT }, 5 },
-	{ "failover:balanced:coarse", { BWS_FAILOVER, BW_PRESET_BALANCED, 0, BW_COARSE }, 5 },
-	{ "failover:precise:exact", { BWS_FAILOVER, BW_PRESET_PRECISE, 0, BW_EXACT }, 1 },
-	{ "failover:precise:coarse", { BWS_FAILOVER, BW_PRESET_PRECISE, 0, BW_COARSE }, 1 },
-	{ "failover:precise64:exact", { BWS_FAILOVER, BW_PRESET_PRECISE, 64, BW_EXACT }, 1 },
-	{ "failover:precise64:coarse", { BWS_FAILOVER, BW_PRESET_PRECISE, 64, BW_COARSE }, 1 },
-	{ "dual:fast-precise:exact", { BWS_DUAL, BW_DUAL_FAST_PRECISE, 0, BW_EXACT }, 1 },
-	{ "dual:fast-precise:coarse", { BWS_DUAL, BW_DUAL_FAST_PRECISE, 0, BW_COARSE }, 1 },
-	{ "dual:std-balanced:exact", { BWS_DUAL, BW_DUAL_STANDARD_BALANCED, 0, BW_EXACT }, 5 },
-	{ "dual:std-balanced:coarse", { BWS_DUAL, BW_DUAL_STANDARD_BALANCED, 0, BW_COARSE }, 5 },
+	{ "plain:balanced:exact", { BWS_PLAIN, BW_PRESET_BALANCED, 0, BW_EXACT } },
+	{ "plain:balanced:coarse", { BWS_PLAIN, BW_PRESET_BALANCED, 0, BW_COARSE } },
+	{ "plain:precise:exact", { BWS_PLAIN, BW_PRESET_PRECISE, 0, BW_EXACT } },
+	{ "plain:precise:coarse", { BWS_PLAIN, BW_PRESET_PRECISE, 0, BW_COARSE } },
+	{ "plain:precise64:exact", { BWS_PLAIN, BW_PRESET_PRECISE, 64, BW_EXACT } },
+	{ "plain:precise64:coarse", { BWS_PLAIN, BW_PRESET_PRECISE, 64, BW_COARSE } },
+	{ "failover:balanced:exact", { BWS_FAILOVER, BW_PRESET_BALANCED, 0, BW_EXACT } },
+	{ "failover:balanced:coarse", { BWS_FAILOVER, BW_PRESET_BALANCED, 0, BW_COARSE } },
+	{ "failover:precise:exact", { BWS_FAILOVER, BW_PRESET_PRECISE, 0, BW_EXACT } },
+	{ "failover:precise:coarse", { BWS_FAILOVER, BW_PRESET_PRECISE, 0, BW_COARSE } },
+	{ "failover:precise64:exact", { BWS_FAILOVER, BW_PRESET_PRECISE, 64, BW_EXACT } },
+	{ "failover:precise64:coarse", { BWS_FAILOVER, BW_PRESET_PRECISE, 64, BW_COARSE } },
+	{ "dual:fast-precise:exact", { BWS_DUAL, BW_DUAL_FAST_PRECISE, 0, BW_EXACT } },
+	{ "dual:fast-precise:coarse", { BWS_DUAL, BW_DUAL_FAST_PRECISE, 0, BW_COARSE } },
+	{ "dual:std-balanced:exact", { BWS_DUAL, BW_DUAL_STANDARD_BALANCED, 0, BW_EXACT } },
+	{ "dual:std-balanced:coarse", { BWS_DUAL, BW_DUAL_STANDARD_BALANCED, 0, BW_COARSE } },
 };
 
 #define NWHEELS (sizeof(wheel_defs) / sizeof(wheel_defs[0]))
@@ -84,6 +83,25 @@ static const struct missing_subject missing[] = {
 };
 
 static struct subject wheels[NWHEELS];
+
+/* What the trace scenario holds a wheel to: the preset's resolution (the
+ * oneshot lane's for dual) and probe displacement (bitwheel.h: BW_EXACT). */
+static void wheel_promise(struct subject *s, const struct bw_subject_param *p)
+{
+	struct bw_dual_config dc;
+	struct bw_config c;
+
+	if (p->kind == BWS_DUAL) {
+		bw_dual_config_preset(p->preset, &dc);
+		c = dc.oneshot;
+	} else {
+		bw_config_preset(p->preset, &c);
+	}
+	s->tick_ns = c.resolution_ms * NS_PER_MS;
+	s->probe_ticks = c.max_probes - 1;
+	s->inexact = p->precision == BW_COARSE;
+}
+
 static const struct subject *all[NWHEELS + NPEERS + 1];
 
 const struct subject *const *subjects_all(size_t *n)
@@ -96,8 +114,7 @@ const struct subject *const *subjects_all(size_t *n)
 							  : subject_bw_wheel;
 			wheels[i].name = d->name;
 			wheels[i].param = &d->p;
-			wheels[i].tick_ns = d->tick_ms * NS_PER_MS;
-			wheels[i].inexact = d->p.precision == BW_COARSE;
+			wheel_promise(&wheels[i], &d->p);
 			all[i] = &wheels[i];
 		}
 		for (size_t i = 0; i < NPEERS; i++)
