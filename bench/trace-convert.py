@@ -90,7 +90,10 @@ REALTIME_FLOOR_NS = 10**17      # ~3 years: no uptime gets there
 HZ_CHOICES = (100, 250, 300, 1000)
 LOOKAHEAD = 64                  # events searched for a cancel's expiry
 
-LINE = re.compile(r"^\s*(.*)-(\d+)\s+\[(\d+)\]\s+\S+\s+(\d+)\.(\d+):\s+(\w+):\s+(.*)$")
+# "comm-pid [cpu] flags sec.usec: event: fields", with "(tgid)" after the
+# pid when the record-tgid option is on
+LINE = re.compile(r"^\s*(.*)-(\d+)\s+(?:\(\s*[\d-]+\)\s+)?\[(\d+)\]\s+\S+\s+"
+                  r"(\d+)\.(\d+):\s+(\w+):\s+(.*)$")
 FIELD = re.compile(r"(\w+)=(\S*)")
 TIMEOUT = re.compile(r"\[timeout=(-?\d+)\]")
 
