@@ -152,7 +152,7 @@ int main(int argc, char **argv)
 	const char *scen_list = NULL, *subj_list = NULL, *out = NULL;
 	const char *trace_path = NULL;
 	size_t nnames = 0;
-	int status = 0;
+	int status = 0, disagree = 0;
 	const char *mode = "full", *headline[32];
 	char *headline_arg = NULL;
 	size_t nheadline = 0;
@@ -260,7 +260,8 @@ int main(int argc, char **argv)
 		nnames++;
 	if (scen_list && in_list(scen_list, "trace") && !trace_path) {
 		fprintf(stderr, "bwbench: the trace scenario needs --trace\n");
-		return 2;
+		status = 2;
+		goto out;
 	}
 	/* the generated scenarios, then the trace (scenario_names[nnames]
 	 * is NULL) */
@@ -275,7 +276,9 @@ int main(int argc, char **argv)
 		if (!s || (i < nnames ? scenario_build(name, &p, s)
 				      : trace_load(trace_path, s))) {
 			fprintf(stderr, "bwbench: cannot build %s\n", name);
-			return 1;
+			free(s);
+			status = 1;
+			goto out;
 		}
 		sc[nsc] = s;
 		/* rounds go round-robin over the subjects, so that a noisy
@@ -314,8 +317,8 @@ int main(int argc, char **argv)
 					sel[j]->name,
 					(unsigned long long)r->early, s->name);
 			if (s->events)
-				status |= check_trace(s, sel[j], round_res,
-						      rounds, nsel, j, r);
+				disagree |= check_trace(s, sel[j], round_res,
+							rounds, nsel, j, r);
 			if (count_only) {
 				printf("counts scenario=%s subject=%s "
 				       "insert=%zu cancel=%zu poll=%zu "
@@ -346,7 +349,8 @@ int main(int argc, char **argv)
 	if (!nsc) {
 		fprintf(stderr, "bwbench: no scenario matches '%s'\n",
 			scen_list);
-		return 2;
+		status = 2;
+		goto out;
 	}
 	if (!count_only) {
 		struct simclock_stats st;
@@ -369,15 +373,19 @@ int main(int argc, char **argv)
 		if (report_write(out, &m, sc, nsc, sel,
 				 nsel, res)) {
 			fprintf(stderr, "bwbench: cannot write the report\n");
-			return 1;
+			status = 1;
+			goto out;
 		}
 	}
+	if (disagree) {
+		fprintf(stderr, "bwbench: the trace replay FAILED: a subject "
+				"did not fire as it promises (above)\n");
+		status = 1;
+	}
+out:
 	for (size_t i = 0; i < nsc; i++)
 		free(sc[i]);
 	free(res);
 	free(round_res);
-	if (status)
-		fprintf(stderr, "bwbench: the trace replay FAILED: a subject "
-				"did not fire as it promises (above)\n");
 	return status;
 }
