@@ -439,7 +439,10 @@ def main():
         die("--hz must be one of %s" % ", ".join(map(str, HZ_CHOICES)))
     if not 1 <= args.horizon_s <= 10**6:
         die("--horizon-s must be 1..1000000")
-    convert(args)
+    try:
+        convert(args)
+    except (OSError, EOFError, lzma.LZMAError) as e:
+        die(str(e))
 
 
 if __name__ == "__main__":
