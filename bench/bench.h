@@ -72,6 +72,10 @@ struct scenario {
 	struct bucket_def bucket[MAX_BUCKETS];
 	size_t bucket_count[MAX_BUCKETS];
 	size_t kind_count[OP_NKINDS];   /* all ops of the measured phase    */
+	/* the trace scenario's (trace.c); 0 for the others */
+	uint64_t tick_ns;      /* its polls' period                         */
+	uint64_t events;       /* kernel trace events the stream stands for */
+	char summary_buf[320];
 };
 
 struct scenario_params {
@@ -84,6 +88,22 @@ extern const char *const scenario_names[];
 int scenario_build(const char *name, const struct scenario_params *p,
 		   struct scenario *out);
 void scenario_free(struct scenario *s);
+
+/* ---- the trace scenario (trace.c) -------------------------------------- */
+
+/* Read a bwstream file (bench/trace-convert.py) into a scenario: 0, or -1
+ * with the file, line and reason on standard error. */
+int trace_load(const char *path, struct scenario *out);
+
+/* What a subject that fires every timer at the first poll at or after its
+ * deadline rounded up to tick ns (strict: the first poll after it) must
+ * have done over the whole stream. */
+struct trace_expect {
+	uint64_t fired, idsum, late_sum;
+	uint32_t max_live;     /* most timers pending at once               */
+};
+int trace_expect(const struct scenario *sc, uint64_t tick, bool strict,
+		 struct trace_expect *out);
 
 /* ---- subjects (subject_*.c, subjects.c) -------------------------------- */
 
@@ -136,6 +156,16 @@ struct subject {
 	const char *lib_fn[OP_NKINDS]; /* library entry points (callgrind)  */
 	const char *(*version)(void);  /* the library's, at run time; or NULL */
 	const void *param;
+	/* When it fires (the trace scenario checks it): at the first poll at
+	 * or after the deadline rounded up to tick_ns (0: the deadline
+	 * itself, as every peer); strict: at the first poll after the
+	 * deadline (libev: a timer due exactly at a poll waits for the next);
+	 * inexact: no such promise (a wheel in BW_COARSE, the null subject).
+	 * A wheel may fire a timer it had to probe up to probe_ticks ticks
+	 * later, and may refuse (plain) when its slots are full. */
+	uint64_t tick_ns;
+	unsigned probe_ticks;
+	bool strict, inexact;
 	int (*open)(const struct subject *s, const struct subject_env *env,
 		    void **ctx);
 	void (*close)(void *ctx);
@@ -270,6 +300,9 @@ struct run_result {
 	struct summary bucket[MAX_BUCKETS];
 	uint64_t refused, refused_measured, cancel_missed;
 	uint64_t fired, idsum, early, pending_end;
+	uint64_t late_sum_ns;
+	bool check_failed;     /* trace: trace_check's verdict and why      */
+	char check[200];
 	double late_mean_ms, late_max_ms;
 	struct subject_counters ctr;
 	double seconds;        /* wall time of the whole run                */
@@ -282,6 +315,11 @@ struct run_options {
 
 void run_subject(const struct subject *s, const struct scenario *sc,
 		 const struct run_options *o, struct run_result *r);
+
+/* trace.c: whether a run of the trace scenario kept the subject's promise
+ * (struct subject's tick_ns): 0 or -1, and why in why[n] either way. */
+int trace_check(const struct scenario *sc, const struct subject *s,
+		const struct run_result *r, char *why, size_t n);
 
 /* The timed calls: one per operation, never inlined (callgrind names them). */
 int bench_op_insert(const struct subject *s, void *ctx, uint32_t id,

@@ -44,7 +44,10 @@ static void usage(FILE *f)
 		"report the median\n"
 		"                     of each metric (default 3, --quick 1)\n"
 		"  --scenario LIST    comma-separated: interleaved,trading,idle,"
-		"burst (default all)\n"
+		"burst,trace\n"
+		"                     (default all; trace only with --trace)\n"
+		"  --trace FILE       the trace scenario's stream "
+		"(bench/trace-convert.py)\n"
 		"  --subject LIST     comma-separated names or globs "
 		"(e.g. 'plain:*,libev'); default all\n"
 		"  --headline LIST    subjects of the design-document tables\n"
@@ -88,7 +91,31 @@ static void list_subjects(void)
 	printf("scenarios:");
 	for (size_t i = 0; scenario_names[i]; i++)
 		printf(" %s", scenario_names[i]);
-	printf("\n");
+	printf(" trace (--trace FILE)\n");
+}
+
+/*
+ * The trace scenario: every round of subject j must have kept its promise
+ * (trace_check); the verdict goes into the report's row r.  1 on failure.
+ */
+static int check_trace(const struct scenario *s, const struct subject *sub,
+		       const struct run_result *round_res, unsigned rounds,
+		       size_t nsel, size_t j, struct run_result *r)
+{
+	for (unsigned k = 0; k < rounds; k++) {
+		const struct run_result *o = &round_res[k * nsel + j];
+
+		r->check_failed = trace_check(s, sub, o, r->check,
+					      sizeof(r->check)) != 0;
+		if (r->check_failed) {
+			fprintf(stderr, "bwbench: trace: %s round %u: "
+					"DISAGREES: %s\n",
+				sub->name, k + 1, r->check);
+			return 1;
+		}
+	}
+	fprintf(stderr, "bwbench: trace: %s: %s\n", sub->name, r->check);
+	return 0;
 }
 
 static size_t split(char *list, const char **out, size_t max)
@@ -117,11 +144,15 @@ int main(int argc, char **argv)
 		{ "real-wait", no_argument, NULL, 'r' },
 		{ "count-only", no_argument, NULL, 'c' },
 		{ "list", no_argument, NULL, 'l' },
+		{ "trace", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct scenario_params p = { FULL_WARMUP, FULL_MEASURED, 1 };
 	const char *scen_list = NULL, *subj_list = NULL, *out = NULL;
+	const char *trace_path = NULL;
+	size_t nnames = 0;
+	int status = 0, disagree = 0;
 	const char *mode = "full", *headline[32];
 	char *headline_arg = NULL;
 	size_t nheadline = 0;
@@ -164,6 +195,7 @@ int main(int argc, char **argv)
 		case 'j': subj_list = optarg; break;
 		case 'H': headline_arg = optarg; break;
 		case 'o': out = optarg; break;
+		case 't': trace_path = optarg; break;
 		case 'r': real_wait = true; break;
 		case 'c': count_only = true; break;
 		case 'l': list_subjects(); return 0;
@@ -224,17 +256,29 @@ int main(int argc, char **argv)
 	round_res = calloc((size_t)rounds * nsel, sizeof(*round_res));
 	if (!res || !round_res)
 		return 1;
-	for (size_t i = 0; scenario_names[i]; i++) {
+	while (scenario_names[nnames])
+		nnames++;
+	if (scen_list && in_list(scen_list, "trace") && !trace_path) {
+		fprintf(stderr, "bwbench: the trace scenario needs --trace\n");
+		status = 2;
+		goto out;
+	}
+	/* the generated scenarios, then the trace (scenario_names[nnames]
+	 * is NULL) */
+	for (size_t i = 0; i <= nnames; i++) {
 		struct run_options ro = { !count_only, &timing };
+		const char *name = i < nnames ? scenario_names[i] : "trace";
 		struct scenario *s;
 
-		if (!in_list(scen_list, scenario_names[i]))
+		if (!in_list(scen_list, name) || (i == nnames && !trace_path))
 			continue;
 		s = calloc(1, sizeof(*s));
-		if (!s || scenario_build(scenario_names[i], &p, s)) {
-			fprintf(stderr, "bwbench: cannot build %s\n",
-				scenario_names[i]);
-			return 1;
+		if (!s || (i < nnames ? scenario_build(name, &p, s)
+				      : trace_load(trace_path, s))) {
+			fprintf(stderr, "bwbench: cannot build %s\n", name);
+			free(s);
+			status = 1;
+			goto out;
 		}
 		sc[nsc] = s;
 		/* rounds go round-robin over the subjects, so that a noisy
@@ -272,6 +316,9 @@ int main(int argc, char **argv)
 						"early in %s\n",
 					sel[j]->name,
 					(unsigned long long)r->early, s->name);
+			if (s->events)
+				disagree |= check_trace(s, sel[j], round_res,
+							rounds, nsel, j, r);
 			if (count_only) {
 				printf("counts scenario=%s subject=%s "
 				       "insert=%zu cancel=%zu poll=%zu "
@@ -282,6 +329,12 @@ int main(int argc, char **argv)
 				       s->kind_count[OP_POLL],
 				       (unsigned long long)r->refused,
 				       (unsigned long long)r->fired);
+				if (s->events)
+					printf(" events=%llu idsum=%llu "
+					       "late_sum_ns=%llu",
+					       (unsigned long long)s->events,
+					       (unsigned long long)r->idsum,
+					       (unsigned long long)r->late_sum_ns);
 				for (unsigned b = 0; b < s->nbuckets; b++)
 					if (s->bucket[b].gap_ms)
 						printf(" gap%u=%zu", b,
@@ -296,7 +349,8 @@ int main(int argc, char **argv)
 	if (!nsc) {
 		fprintf(stderr, "bwbench: no scenario matches '%s'\n",
 			scen_list);
-		return 2;
+		status = 2;
+		goto out;
 	}
 	if (!count_only) {
 		struct simclock_stats st;
@@ -319,12 +373,19 @@ int main(int argc, char **argv)
 		if (report_write(out, &m, sc, nsc, sel,
 				 nsel, res)) {
 			fprintf(stderr, "bwbench: cannot write the report\n");
-			return 1;
+			status = 1;
+			goto out;
 		}
 	}
+	if (disagree) {
+		fprintf(stderr, "bwbench: the trace replay FAILED: a subject "
+				"did not fire as it promises (above)\n");
+		status = 1;
+	}
+out:
 	for (size_t i = 0; i < nsc; i++)
 		free(sc[i]);
 	free(res);
 	free(round_res);
-	return 0;
+	return status;
 }

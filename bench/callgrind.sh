@@ -4,6 +4,7 @@
 # in the idle scenario.
 #
 #   bench/callgrind.sh [--quick] [--out DIR] [--subject LIST] [--scenario LIST]
+#                      [--trace STREAM]
 #
 # Each subject and scenario runs once under valgrind --tool=callgrind with
 # collection switched on only inside bench_measured_phase() (the same
@@ -17,7 +18,10 @@
 # counts are deterministic: same seed, same binary, same numbers.  The
 # idle scenario runs a fifth of the operations (its untimed re-arming
 # makes it slow under valgrind); its polls go through one wrapper per gap
-# (bench_op_poll_gap0..7), so each gap gets its own count.
+# (bench_op_poll_gap0..7), so each gap gets its own count.  --trace adds
+# the trace scenario on STREAM (bench/trace-convert.py; all of it is
+# measured): besides per op, instructions per kernel trace event (all
+# three wrappers' Ir over the events the stream stands for).
 #
 # Writes DIR/callgrind.md, DIR/callgrind.csv and, for the wheels in the
 # headline set, DIR/callgrind-profile-SUBJECT.txt (callgrind_annotate of
@@ -33,6 +37,7 @@ warmup=100000
 ops=1000000
 mode=full
 subjects=
+trace=
 scenarios="interleaved trading idle"
 profiled="plain:precise64:exact plain:precise64:coarse failover:precise64:exact dual:fast-precise:exact"
 
@@ -42,7 +47,8 @@ while [ $# -gt 0 ]; do
 	--out) out=$2; shift ;;
 	--subject) subjects=${2//,/ }; shift ;;
 	--scenario) scenarios=${2//,/ }; shift ;;
-	-h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+	--trace) trace=$2; shift ;;
+	-h | --help) sed -n '2,30p' "$0"; exit 0 ;;
 	*) echo "callgrind.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -51,6 +57,14 @@ done
 command -v valgrind >/dev/null || { echo "callgrind.sh: valgrind not found (install valgrind)" >&2; exit 1; }
 command -v callgrind_annotate >/dev/null || { echo "callgrind.sh: callgrind_annotate not found" >&2; exit 1; }
 [ -x "$bwbench" ] || { echo "callgrind.sh: $bwbench not built (run make)" >&2; exit 1; }
+if [ -n "$trace" ]; then
+	[ -r "$trace" ] || { echo "callgrind.sh: cannot read $trace" >&2; exit 1; }
+	[[ " $scenarios " == *" trace "* ]] || scenarios="$scenarios trace"
+	trace_args=(--trace "$trace")
+else
+	scenarios=${scenarios//trace/}
+	trace_args=()
+fi
 mkdir -p "$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -109,7 +123,7 @@ for scen in $scenarios; do
 		valgrind --tool=callgrind --callgrind-out-file="$f.out" \
 			--collect-atstart=no --toggle-collect=bench_measured_phase \
 			"$bwbench" --count-only --warmup "$warmup" --ops "$n_ops" \
-			--scenario "$scen" --subject "$subj" >"$f.counts" 2>"$f.log" ||
+			--scenario "$scen" --subject "$subj" "${trace_args[@]}" >"$f.counts" 2>"$f.log" ||
 			{ echo "callgrind.sh: $subj on $scen failed:" >&2; tail "$f.log" >&2; exit 1; }
 		callgrind_annotate --inclusive=yes --auto=no --threshold=100 "$f.out" >"$f.ann" 2>/dev/null
 		callgrind_annotate --tree=calling --inclusive=yes --auto=no --threshold=100 "$f.out" >"$f.tree" 2>/dev/null
@@ -126,9 +140,11 @@ for scen in $scenarios; do
 		fi
 		read -r -a fns <<<"$(libfns "$subj")"
 		i=0
+		ir_all=0
 		for op in insert cancel poll; do
 			n=$(sed -n "s/.* $op=\([0-9]*\).*/\1/p" <<<"$counts")
 			ir=$(incl "$f.ann" "bench_op_$op")
+			ir_all=$((ir_all + ir))
 			fn=${fns[$i]:-}
 			lib=
 			if [ -n "$fn" ] && [ "$n" -gt 0 ]; then
@@ -139,6 +155,11 @@ for scen in $scenarios; do
 			echo "$scen,$subj,$op,$n,$per,$fn,$lib" >>"$csv"
 			i=$((i + 1))
 		done
+		events=$(sed -n 's/.* events=\([0-9]*\).*/\1/p' <<<"$counts")
+		if [ -n "$events" ] && [ "$events" -gt 0 ]; then
+			per=$(awk -v a="$ir_all" -v b="$events" 'BEGIN { printf "%.1f", a / b }')
+			echo "$scen,$subj,event,$events,$per,," >>"$csv"
+		fi
 		refused=$(sed -n 's/.* refused=\([0-9]*\).*/\1/p' <<<"$counts")
 		echo "$scen,$subj,refused,$refused,,," >>"$csv"
 		printf '%-12s %-28s done\n' "$scen" "$subj" >&2
@@ -202,14 +223,18 @@ awk -F, -v mode="$mode" -v warmup="$warmup" -v ops="$ops" -v elapsed="$elapsed" 
 			s = scen[i]
 			if (s == "idle") continue
 			print "## " s "\n"
-			print "| subject | refused | insert per op | insert library | cancel per op | cancel library | poll per op | poll library |"
-			print "|---|---:|---:|---:|---:|---:|---:|---:|"
+			ev = s == "trace"
+			if (ev)
+				print "Per trace event: all three wrappers\x27 instructions over the kernel timer events the stream stands for.\n"
+			print "| subject | refused | insert per op | insert library | cancel per op | cancel library | poll per op | poll library |" (ev ? " per trace event |" : "")
+			print "|---|---:|---:|---:|---:|---:|---:|---:|" (ev ? "---:|" : "")
 			for (j = 1; j <= nj; j++) {
 				k = s SUBSEP subj[j]
 				if (!(k in refused)) continue
-				printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", subj[j], refused[k],
+				printf "| %s | %s | %s | %s | %s | %s | %s | %s |", subj[j], refused[k],
 					v(per[k, "insert"]), v(lib[k, "insert"]), v(per[k, "cancel"]), v(lib[k, "cancel"]),
 					v(per[k, "poll"]), v(lib[k, "poll"])
+				printf "%s\n", (ev ? " " v(per[k, "event"]) " |" : "")
 			}
 			print ""
 		}
@@ -238,6 +263,7 @@ awk -F, -v mode="$mode" -v warmup="$warmup" -v ops="$ops" -v elapsed="$elapsed" 
 		}
 		# targets: trading, library numbers (per op where a library number is missing)
 		s = "trading"
+		if (!(s in seen_s)) exit
 		split("insert cancel poll", opn, " ")
 		lim["insert"] = 45; lim["cancel"] = 25; lim["poll"] = 60
 		print "## Targets (instructions, trading)\n"

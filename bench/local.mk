@@ -7,6 +7,7 @@ bench_bwbench_SOURCES = \
 	bench/bench.h \
 	bench/bwbench.c \
 	bench/scenario.c \
+	bench/trace.c \
 	bench/runner.c \
 	bench/timing.c \
 	bench/simclock.c \
@@ -50,6 +51,15 @@ EXTRA_DIST += \
 	bench/callgrind.sh \
 	bench/plot.sh \
 	bench/plot-service.sh
+
+# The trace scenario's capture and converter, and the committed traces
+# (tests/check_trace.sh replays them).
+EXTRA_DIST += \
+	bench/trace-capture.sh \
+	bench/trace-convert.py \
+	bench/traces/build.trace.xz \
+	bench/traces/host.trace.xz \
+	bench/traces/redis.trace.xz
 
 # bench/bwload: the service benchmark (bench/run-service.sh): bitwheeld
 # through libbitwheel-client against a raw Unix-socket echo and, with

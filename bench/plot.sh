@@ -5,7 +5,8 @@
 #
 # Reads wheel.csv (default bench/results/wheel.csv) and writes into DIR
 # (default: the CSV's folder):
-#   wheel-interleaved.png, wheel-trading.png, wheel-burst.png
+#   wheel-interleaved.png, wheel-trading.png, wheel-burst.png,
+#   wheel-trace.png
 #       one panel per operation (insert, cancel, poll): p50 ... p99.99 and
 #       max per subject, nanoseconds on a log scale; wheels solid, peers
 #       dashed
@@ -138,11 +139,12 @@ unset multiplot
 EOF
 }
 
-for sc in interleaved trading burst; do
+for sc in interleaved trading burst trace; do
 	grep -q "^$sc," "$csv" || continue
 	case $sc in
 	interleaved) title="Interleaved insert" ;;
 	trading) title="Realistic trading simulation" ;;
+	trace) title="Kernel timer trace replay" ;;
 	*) title="Burst: 10,000 timers due in one tick" ;;
 	esac
 	{

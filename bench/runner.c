@@ -214,6 +214,7 @@ void run_subject(const struct subject *s, const struct scenario *sc,
 	r->fired = sink.fired;
 	r->idsum = sink.idsum;
 	r->early = sink.early;
+	r->late_sum_ns = sink.late_sum;
 	r->late_mean_ms = sink.fired ? (double)sink.late_sum /
 					       (double)sink.fired / NS_PER_MS
 				     : 0;

@@ -135,6 +135,7 @@ const struct subject subject_libev = {
 	.family = "libev",
 	.version = lev_version,
 	.structure = "4-ary heap",
+	.strict = true,
 	.lib_fn = { "ev_timer_start", "ev_timer_stop", "ev_run" },
 	.open = lev_open,
 	.close = lev_close,

@@ -83,6 +83,25 @@ static const struct missing_subject missing[] = {
 };
 
 static struct subject wheels[NWHEELS];
+
+/* What the trace scenario holds a wheel to: the preset's resolution (the
+ * oneshot lane's for dual) and probe displacement (bitwheel.h: BW_EXACT). */
+static void wheel_promise(struct subject *s, const struct bw_subject_param *p)
+{
+	struct bw_dual_config dc;
+	struct bw_config c;
+
+	if (p->kind == BWS_DUAL) {
+		bw_dual_config_preset(p->preset, &dc);
+		c = dc.oneshot;
+	} else {
+		bw_config_preset(p->preset, &c);
+	}
+	s->tick_ns = c.resolution_ms * NS_PER_MS;
+	s->probe_ticks = c.max_probes - 1;
+	s->inexact = p->precision == BW_COARSE;
+}
+
 static const struct subject *all[NWHEELS + NPEERS + 1];
 
 const struct subject *const *subjects_all(size_t *n)
@@ -95,6 +114,7 @@ const struct subject *const *subjects_all(size_t *n)
 							  : subject_bw_wheel;
 			wheels[i].name = d->name;
 			wheels[i].param = &d->p;
+			wheel_promise(&wheels[i], &d->p);
 			all[i] = &wheels[i];
 		}
 		for (size_t i = 0; i < NPEERS; i++)
@@ -159,6 +179,7 @@ const struct subject subject_null = {
 	.name = "null",
 	.family = "none",
 	.structure = "does nothing (harness floor)",
+	.inexact = true,
 	.lib_fn = { NULL, NULL, NULL },
 	.open = null_open,
 	.close = null_close,

@@ -258,3 +258,8 @@ EXTRA_DIST += tests/check_man.sh
 # bwctl's bash completion, driven in bash against bwctl's help texts.
 TESTS += tests/check_completion.sh
 EXTRA_DIST += tests/check_completion.sh
+
+# The trace replay's cross-peer agreement on the kernel timer traces in
+# bench/traces/ (bench/trace-convert.py, then bench/bwbench --trace).
+TESTS += tests/check_trace.sh
+EXTRA_DIST += tests/check_trace.sh
