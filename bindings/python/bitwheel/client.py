@@ -22,7 +22,7 @@ from __future__ import annotations
 import socket as _socket
 import time
 from collections import deque
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 from . import _core
 from ._core import (Backoff, Duration, Fire, Kicked, ReleaseBackoff,
@@ -518,7 +518,7 @@ class Client(_core.ClientBase):
         self._need_consumer()
         req = _core.release_req(fire, delay, backoff, self._max_release_ns)
         if self._stale(fire) or not self._opts.manual_ack:
-            return req.instead
+            return cast(Released, req.instead)
         released: Released = self._call(req)
         return released
 
@@ -544,7 +544,7 @@ class Client(_core.ClientBase):
         self._need_consumer()
         req = _core.touch_req(fire, timeout)
         if self._stale(fire) or not self._opts.manual_ack:
-            return req.instead
+            return cast(Touched, req.instead)
         touched: Touched = self._call(req)
         return touched
 
