@@ -35,7 +35,9 @@ session ended) or :class:`ReconnectFailed` (the give-up).
 
 Every daemon ``ErrorCode`` is an exception class (``DuplicateKeyError``,
 ``TooManyTimersError``, ... all :class:`ServerError`), generated from the
-proto's enum; :class:`ConnectionRefused`, :class:`ConnectionClosed`,
+proto's enum; :class:`ConnectionRefused` (:class:`NotPermitted`, a
+:class:`PermissionError` too, when the socket is closed to the caller: its
+message names the group to join), :class:`ConnectionClosed`,
 :class:`UntrustedDaemon`, :class:`Timeout` and those above are the client's
 own.  All are :class:`BitwheelError`.
 """
@@ -49,9 +51,9 @@ from ._core import (DAEMON_USER_ENV, DEFAULT_DAEMON_USER, DEFAULT_SOCKET,
                     ReleaseBackoff, Released, Scheduled, Touched,
                     check_peer, default_socket, now_ns)
 from ._errors import (BitwheelError, ConnectionClosed, ConnectionRefused,
-                      ProtocolError, ReconnectFailed, RoleError, ServerError,
-                      SessionLost, StaleFire, Timeout, UnknownOutcome,
-                      UntrustedDaemon)
+                      NotPermitted, ProtocolError, ReconnectFailed, RoleError,
+                      ServerError, SessionLost, StaleFire, Timeout,
+                      UnknownOutcome, UntrustedDaemon)
 from ._version import __version__
 from .aio import AsyncClient, AsyncFire
 from .client import Client
@@ -60,7 +62,7 @@ __all__ = [
     "AsyncClient", "AsyncFire", "Backoff", "BitwheelError", "Client",
     "ConnectionClosed", "ConnectionRefused", "DAEMON_USER_ENV",
     "DEFAULT_DAEMON_USER", "DEFAULT_SOCKET", "DEFAULT_TIMEOUT",
-    "DeadLetter", "Duration", "Fire", "Kicked", "Listing",
+    "DeadLetter", "Duration", "Fire", "Kicked", "Listing", "NotPermitted",
     "PROTOCOL_VERSION", "ProtocolError", "ReconnectFailed",
     "ReleaseBackoff", "Released", "RoleError", "SERVER_ERRORS",
     "SOCKET_ENV", "Scheduled", "ServerError", "SessionLost", "StaleFire",

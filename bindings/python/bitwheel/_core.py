@@ -31,6 +31,8 @@ reader keeps at most one partial frame (up to the daemon's
 from __future__ import annotations
 
 import datetime
+import errno
+import grp
 import os
 import pwd
 import random
@@ -42,9 +44,10 @@ from typing import TYPE_CHECKING, Any, Callable, NoReturn, TypeVar, Union
 
 from . import bitwheel_pb2 as pb
 from ._codes import SERVER_ERRORS
-from ._errors import (ConnectionClosed, ConnectionRefused, ProtocolError,
-                      ReconnectFailed, RoleError, ServerError, SessionLost,
-                      StaleFire, Timeout, UnknownOutcome, UntrustedDaemon)
+from ._errors import (ConnectionClosed, ConnectionRefused, NotPermitted,
+                      ProtocolError, ReconnectFailed, RoleError, ServerError,
+                      SessionLost, StaleFire, Timeout, UnknownOutcome,
+                      UntrustedDaemon)
 
 #: Where bitwheeld listens unless ``$BITWHEEL_SOCKET`` says otherwise.
 DEFAULT_SOCKET = "/run/bitwheel/bitwheeld.sock"
@@ -1096,6 +1099,37 @@ def _daemon_uids() -> tuple[str, int | None]:
         return name, pwd.getpwnam(name).pw_uid
     except KeyError:
         return name, None
+
+
+def connect_failed(path: str, err: OSError) -> ConnectionRefused:
+    """What a failed connect(2) to `path` raises: :class:`NotPermitted`
+    with the hint bwctl gives when it was for permission (the socket's
+    group, by name, when the socket can be looked at), else
+    :class:`ConnectionRefused` with errno's text."""
+    text = f"cannot connect to {path}: {err.strerror or err}"
+    if not isinstance(err, PermissionError):
+        return ConnectionRefused(text)
+    try:
+        gid = os.stat(path).st_gid
+    except OSError:
+        group, where = None, "for the system service: "
+    else:
+        try:
+            group = grp.getgrgid(gid).gr_name
+        except KeyError:
+            group = str(gid)
+        where = "here: "
+    try:
+        user = pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        user = "YOUR_USER"
+    name = group or "bitwheel"
+    return NotPermitted(
+        f"{text}; you (uid {os.geteuid()}) lack permission on {path}: "
+        f"connecting needs write permission on the socket, usually "
+        f"membership of its group ({where}{name}).  An administrator adds "
+        f"you with 'usermod -aG {name} {user}'; then log in again.",
+        err.errno or errno.EACCES, group)
 
 
 def check_peer(sock: Any, path: str) -> None:

@@ -160,8 +160,7 @@ class AsyncClient(_core.ClientBase):
             raise ConnectionRefused(f"cannot connect to {self.path}: timed "
                                     f"out after {limit} s") from e
         except OSError as e:
-            raise ConnectionRefused(f"cannot connect to {self.path}: "
-                                    f"{e.strerror or e}") from e
+            raise _core.connect_failed(self.path, e) from e
         try:
             _core.check_peer(transport.get_extra_info("socket"), self.path)
         except BaseException:

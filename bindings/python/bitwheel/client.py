@@ -70,6 +70,9 @@ class Client(_core.ClientBase):
 
     Raises:
         ConnectionRefused: nobody listens on the socket.
+        NotPermitted: a ConnectionRefused and a PermissionError: the
+            caller may not use the socket (its message names the group
+            to join).
         UntrustedDaemon: the listener is not the daemon (see
             :func:`bitwheel.check_peer`).
         ServerError: the daemon refused the Hello (e.g.
@@ -108,9 +111,7 @@ class Client(_core.ClientBase):
             try:
                 sock.connect(self.path)
             except OSError as e:
-                raise ConnectionRefused(
-                    f"cannot connect to {self.path}: "
-                    f"{e.strerror or e}") from e
+                raise _core.connect_failed(self.path, e) from e
             _core.check_peer(sock, self.path)
         except BaseException:
             sock.close()
