@@ -36,7 +36,8 @@ bw_py_tests = \
 	bindings/python/tests/test_interop.py \
 	bindings/python/tests/test_reconnect.py \
 	bindings/python/tests/test_failures.py \
-	bindings/python/tests/test_generated.py
+	bindings/python/tests/test_generated.py \
+	bindings/python/tests/test_packaging.py
 EXTRA_DIST += $(bw_py_modules) $(bw_py_tests) \
 	bindings/python/tests/conftest.py \
 	bindings/python/pyproject.toml \

@@ -2,11 +2,12 @@
 
 Every failure the package raises is a :class:`BitwheelError`.  The daemon's
 refusals are :class:`ServerError` subclasses, one per ``ErrorCode`` of
-``proto/bitwheel.proto``; those classes are generated from the enum at build
-time (``bitwheel/_codes.py``) and re-exported by ``bitwheel``.  The rest are
-the client's own: no connection (:class:`ConnectionRefused`, of which
-:class:`NotPermitted`; :class:`ConnectionClosed`), a listener that is not
-the daemon (:class:`UntrustedDaemon`), no answer in time (:class:`Timeout`), a daemon
+``proto/bitwheel.proto``; those classes are generated from the enum
+(``bitwheel/_codes.py``, by ``make python-generated``) and re-exported by
+``bitwheel``.  The rest are the client's own: no connection
+(:class:`ConnectionRefused`, of which :class:`NotPermitted`;
+:class:`ConnectionClosed`), a listener that is not the daemon
+(:class:`UntrustedDaemon`), no answer in time (:class:`Timeout`), a daemon
 that broke the protocol (:class:`ProtocolError`), misuse that the client
 catches before sending anything (:class:`StaleFire`, :class:`RoleError`),
 and what riding through a daemon restart cannot hide: a request whose
