@@ -27,8 +27,7 @@ from typing import Any, Iterator, cast
 from . import _core
 from ._core import (Backoff, Duration, Fire, Kicked, ReleaseBackoff,
                     Released, Scheduled, Touched)
-from ._errors import (BitwheelError, ConnectionClosed, ConnectionRefused,
-                      ProtocolError, Timeout)
+from ._errors import BitwheelError, ConnectionClosed, ProtocolError, Timeout
 
 
 class Client(_core.ClientBase):
