@@ -8,7 +8,9 @@ bw_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # (systemd brings systemd-analyze and systemd-socket-activate; clang and
 # libclang-rt-14-dev the libFuzzer targets of make fuzz; python3-* and
 # protobuf-compiler the Python package, bindings/python (pip builds it
-# with python3-setuptools and python3-wheel); debhelper, dh-python,
+# with python3-setuptools and python3-wheel; its test_packaging.py makes
+# the sdist and the wheel with python3-build and type-checks with mypy;
+# protoc checks its committed generated modules); debhelper, dh-python,
 # dpkg-dev, fakeroot and lintian the Debian package of build-aux/deb.sh;
 # mandoc the manual pages' lint, tests/check_man.sh; bash-completion the
 # directory (pkg-config) for bwctl's completion;
@@ -20,7 +22,7 @@ bw_packages=(
 	libevent-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev check
 	systemd clang libclang-rt-14-dev
 	python3 python3-protobuf python3-pytest python3-pip protobuf-compiler
-	python3-setuptools python3-wheel
+	python3-setuptools python3-wheel python3-build mypy
 	debhelper dh-python dpkg-dev fakeroot lintian mandoc bash-completion
 	prometheus prometheus-node-exporter curl
 )

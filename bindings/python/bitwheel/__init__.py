@@ -35,23 +35,25 @@ session ended) or :class:`ReconnectFailed` (the give-up).
 
 Every daemon ``ErrorCode`` is an exception class (``DuplicateKeyError``,
 ``TooManyTimersError``, ... all :class:`ServerError`), generated from the
-proto's enum; :class:`ConnectionRefused`, :class:`ConnectionClosed`,
+proto's enum; :class:`ConnectionRefused` (:class:`NotPermitted`, a
+:class:`PermissionError` too, when the socket is closed to the caller: its
+message names the group to join), :class:`ConnectionClosed`,
 :class:`UntrustedDaemon`, :class:`Timeout` and those above are the client's
 own.  All are :class:`BitwheelError`.
 """
 
+from . import _codes
 from ._codes import *  # noqa: F401,F403  (one class per ErrorCode)
 from ._codes import SERVER_ERRORS
-from ._codes import __all__ as _codes_all
 from ._core import (DAEMON_USER_ENV, DEFAULT_DAEMON_USER, DEFAULT_SOCKET,
                     DEFAULT_TIMEOUT, PROTOCOL_VERSION, SOCKET_ENV, Backoff,
                     DeadLetter, Duration, Fire, Kicked, Listing,
                     ReleaseBackoff, Released, Scheduled, Touched,
                     check_peer, default_socket, now_ns)
 from ._errors import (BitwheelError, ConnectionClosed, ConnectionRefused,
-                      ProtocolError, ReconnectFailed, RoleError, ServerError,
-                      SessionLost, StaleFire, Timeout, UnknownOutcome,
-                      UntrustedDaemon)
+                      NotPermitted, ProtocolError, ReconnectFailed, RoleError,
+                      ServerError, SessionLost, StaleFire, Timeout,
+                      UnknownOutcome, UntrustedDaemon)
 from ._version import __version__
 from .aio import AsyncClient, AsyncFire
 from .client import Client
@@ -60,10 +62,13 @@ __all__ = [
     "AsyncClient", "AsyncFire", "Backoff", "BitwheelError", "Client",
     "ConnectionClosed", "ConnectionRefused", "DAEMON_USER_ENV",
     "DEFAULT_DAEMON_USER", "DEFAULT_SOCKET", "DEFAULT_TIMEOUT",
-    "DeadLetter", "Duration", "Fire", "Kicked", "Listing",
+    "DeadLetter", "Duration", "Fire", "Kicked", "Listing", "NotPermitted",
     "PROTOCOL_VERSION", "ProtocolError", "ReconnectFailed",
     "ReleaseBackoff", "Released", "RoleError", "SERVER_ERRORS",
     "SOCKET_ENV", "Scheduled", "ServerError", "SessionLost", "StaleFire",
     "Timeout", "Touched", "UnknownOutcome", "UntrustedDaemon",
     "__version__", "check_peer", "default_socket", "now_ns",
-] + list(_codes_all)
+]
+# A form type checkers follow (mypy --strict takes a name as exported only
+# if __all__ lists it, and reads no other expression).
+__all__ += _codes.__all__

@@ -31,6 +31,8 @@ reader keeps at most one partial frame (up to the daemon's
 from __future__ import annotations
 
 import datetime
+import errno
+import grp
 import os
 import pwd
 import random
@@ -42,9 +44,10 @@ from typing import TYPE_CHECKING, Any, Callable, NoReturn, TypeVar, Union
 
 from . import bitwheel_pb2 as pb
 from ._codes import SERVER_ERRORS
-from ._errors import (ConnectionClosed, ConnectionRefused, ProtocolError,
-                      ReconnectFailed, RoleError, ServerError, SessionLost,
-                      StaleFire, Timeout, UnknownOutcome, UntrustedDaemon)
+from ._errors import (ConnectionClosed, ConnectionRefused, NotPermitted,
+                      ProtocolError, ReconnectFailed, RoleError, ServerError,
+                      SessionLost, StaleFire, Timeout, UnknownOutcome,
+                      UntrustedDaemon)
 
 #: Where bitwheeld listens unless ``$BITWHEEL_SOCKET`` says otherwise.
 DEFAULT_SOCKET = "/run/bitwheel/bitwheeld.sock"
@@ -176,7 +179,17 @@ class Options:
         return self.session is not None
 
 
-@dataclass(frozen=True)
+def _positive_seconds(obj: object, cls: str, **values: Duration) -> None:
+    """Set each of `values` on the frozen `obj` as float seconds, or
+    ValueError (TypeError) for one that is not a duration above 0."""
+    for name, value in values.items():
+        sec = seconds(value, name, 0)
+        if sec <= 0:
+            raise ValueError(f"{cls}.{name}: must be greater than 0")
+        object.__setattr__(obj, name, sec)
+
+
+@dataclass(frozen=True, init=False)
 class Backoff:
     """How a client attaches again to its named session after the daemon
     closed the connection (pass it as ``reconnect=``; ``reconnect=True``
@@ -199,21 +212,20 @@ class Backoff:
     so, for a minute.
     """
 
-    initial: Duration = 0.05
-    max_delay: Duration = 2.0
-    give_up: Duration = 60.0
+    #: Seconds, as floats (the arguments' durations converted).
+    initial: float
+    max_delay: float
+    give_up: float
 
-    def __post_init__(self) -> None:
-        for name in ("initial", "max_delay", "give_up"):
-            value = seconds(getattr(self, name), name, 0)
-            if value <= 0:
-                raise ValueError(f"Backoff.{name}: must be greater than 0")
-            object.__setattr__(self, name, value)
+    def __init__(self, initial: Duration = 0.05, max_delay: Duration = 2.0,
+                 give_up: Duration = 60.0) -> None:
+        _positive_seconds(self, "Backoff", initial=initial,
+                          max_delay=max_delay, give_up=give_up)
         if self.max_delay < self.initial:
             raise ValueError("Backoff.max_delay: less than initial")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ReleaseBackoff:
     """How long :meth:`Fire.release` with ``backoff=`` has a failed fire
     wait before it is handed out again, from how many times it has been
@@ -232,16 +244,12 @@ class ReleaseBackoff:
     failure (19 waits of 3,511 s together, jitter halving them at most).
     """
 
-    base: Duration = 1.0
-    cap: Duration = 300.0
+    #: Seconds, as floats (the arguments' durations converted).
+    base: float
+    cap: float
 
-    def __post_init__(self) -> None:
-        for name in ("base", "cap"):
-            value = seconds(getattr(self, name), name, 0)
-            if value <= 0:
-                raise ValueError(f"ReleaseBackoff.{name}: must be greater "
-                                 "than 0")
-            object.__setattr__(self, name, value)
+    def __init__(self, base: Duration = 1.0, cap: Duration = 300.0) -> None:
+        _positive_seconds(self, "ReleaseBackoff", base=base, cap=cap)
         if self.cap < self.base:
             raise ValueError("ReleaseBackoff.cap: less than base")
 
@@ -251,8 +259,8 @@ class ReleaseBackoff:
         (0, from a daemon that does not count, reads as 1); `rng` draws
         the jitter (default: the :mod:`random` module's)."""
         # 2.0 ** 1024 overflows; the cap is reached long before.
-        grown = float(self.base) * 2.0 ** min(max(deliveries, 1) - 1, 1000)
-        return min(float(self.cap), grown) * (rng or random).uniform(0.5, 1.0)
+        grown = self.base * 2.0 ** min(max(deliveries, 1) - 1, 1000)
+        return min(self.cap, grown) * (rng or random).uniform(0.5, 1.0)
 
 
 @dataclass
@@ -456,9 +464,9 @@ class ClientBase:
         assert o is not None and b is not None
         now = time.monotonic()
         if o.start is None:
-            o.start, o.delay = now, float(b.initial)
+            o.start, o.delay = now, b.initial
             o.next_at = now + o.delay * random.uniform(0.5, 1.0)
-        end = o.start + float(b.give_up)
+        end = o.start + b.give_up
         if now >= end:
             self._give_up(ReconnectFailed(
                 f"gave up reconnecting to {self.path} after "
@@ -467,7 +475,7 @@ class ClientBase:
                 f"{o.last}", o.attempts, now - o.start), o.last)
         at = min(o.next_at, end)
         return max(0.0, at - now), min(self._timeout,
-                                       max(end - at, float(b.initial)))
+                                       max(end - at, b.initial))
 
     def _dial_failed(self, err: BaseException) -> None:
         """An attempt failed with `err`: another comes, after twice the
@@ -481,7 +489,7 @@ class ClientBase:
             self._give_up(err, None)
         o.attempts += 1
         o.last = err
-        o.delay = min(o.delay * 2, float(b.max_delay))
+        o.delay = min(o.delay * 2, b.max_delay)
         o.next_at = time.monotonic() + o.delay * random.uniform(0.5, 1.0)
 
     def _give_up(self, err: BaseException,
@@ -694,7 +702,7 @@ class Pager:
             self._cursor = 0
             self.listing = Listing()
         env = pb.Envelope()
-        q = env.list_timers if self._session is not None else \
+        q: Any = env.list_timers if self._session is not None else \
             env.list_sessions
         q.SetInParent()
         if self._session is not None:
@@ -1091,6 +1099,37 @@ def _daemon_uids() -> tuple[str, int | None]:
         return name, pwd.getpwnam(name).pw_uid
     except KeyError:
         return name, None
+
+
+def connect_failed(path: str, err: OSError) -> ConnectionRefused:
+    """What a failed connect(2) to `path` raises: :class:`NotPermitted`
+    with the hint bwctl gives when it was for permission (the socket's
+    group, by name, when the socket can be looked at), else
+    :class:`ConnectionRefused` with errno's text."""
+    text = f"cannot connect to {path}: {err.strerror or err}"
+    if not isinstance(err, PermissionError):
+        return ConnectionRefused(text)
+    try:
+        gid = os.stat(path).st_gid
+    except OSError:
+        group, where = None, "for the system service: "
+    else:
+        try:
+            group = grp.getgrgid(gid).gr_name
+        except KeyError:
+            group = str(gid)
+        where = "here: "
+    try:
+        user = pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        user = "YOUR_USER"
+    name = group or "bitwheel"
+    return NotPermitted(
+        f"{text}; you (uid {os.geteuid()}) lack permission on {path}: "
+        f"connecting needs write permission on the socket, usually "
+        f"membership of its group ({where}{name}).  An administrator adds "
+        f"you with 'usermod -aG {name} {user}'; then log in again.",
+        err.errno or errno.EACCES, group)
 
 
 def check_peer(sock: Any, path: str) -> None:

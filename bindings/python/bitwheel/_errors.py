@@ -2,9 +2,10 @@
 
 Every failure the package raises is a :class:`BitwheelError`.  The daemon's
 refusals are :class:`ServerError` subclasses, one per ``ErrorCode`` of
-``proto/bitwheel.proto``; those classes are generated from the enum at build
-time (``bitwheel/_codes.py``) and re-exported by ``bitwheel``.  The rest are
-the client's own: no connection (:class:`ConnectionRefused`,
+``proto/bitwheel.proto``; those classes are generated from the enum
+(``bitwheel/_codes.py``, by ``make python-generated``) and re-exported by
+``bitwheel``.  The rest are the client's own: no connection
+(:class:`ConnectionRefused`, of which :class:`NotPermitted`;
 :class:`ConnectionClosed`), a listener that is not the daemon
 (:class:`UntrustedDaemon`), no answer in time (:class:`Timeout`), a daemon
 that broke the protocol (:class:`ProtocolError`), misuse that the client
@@ -25,6 +26,28 @@ class BitwheelError(Exception):
 class ConnectionRefused(BitwheelError, ConnectionError):
     """The socket could not be connected to: it is missing, nobody listens
     on it, or it is not accessible.  Nothing was sent."""
+
+
+class NotPermitted(ConnectionRefused, PermissionError):
+    """connect(2) was refused for permission (``errno`` EACCES or EPERM):
+    connecting needs write permission on the socket and search permission
+    on its directories, which the system service grants to the socket's
+    group.  The message names that group and the command that adds the
+    user to it, as bwctl's hint does.  A :class:`PermissionError` too.
+
+    Attributes:
+        group: the socket's group, by name (its gid when it has none);
+            None when the socket itself could not be looked at (a
+            directory on the way is closed to the caller).
+    """
+
+    def __init__(self, message: str, errno: int,
+                 group: str | None) -> None:
+        super().__init__(message)
+        # Set after the message so that str() stays the message (OSError
+        # formats "[Errno N] strerror" only when both are set).
+        self.errno = errno
+        self.group = group
 
 
 class ConnectionClosed(BitwheelError, ConnectionError):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import deque
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, cast
 
 from . import _core
 from ._core import (Backoff, Duration, Fire, Kicked, ReleaseBackoff,
@@ -160,8 +160,7 @@ class AsyncClient(_core.ClientBase):
             raise ConnectionRefused(f"cannot connect to {self.path}: timed "
                                     f"out after {limit} s") from e
         except OSError as e:
-            raise ConnectionRefused(f"cannot connect to {self.path}: "
-                                    f"{e.strerror or e}") from e
+            raise _core.connect_failed(self.path, e) from e
         try:
             _core.check_peer(transport.get_extra_info("socket"), self.path)
         except BaseException:
@@ -262,11 +261,13 @@ class AsyncClient(_core.ClientBase):
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None
+        gone = self._gone
+        assert gone is not None      # _lose() set it
         for i, (fut, _, req) in enumerate(pending.values()):
             if fut.done():
                 continue
             if not riding:
-                fut.set_exception(self._gone)
+                fut.set_exception(gone)
                 self._gone_raised = True
                 continue
             try:
@@ -278,9 +279,11 @@ class AsyncClient(_core.ClientBase):
                 fut.set_exception(e)
         if self._outage is None:
             held, self._held = self._held, []
+            gone = self._gone
+            assert gone is not None
             for fut, _ in held:
                 if not fut.done():
-                    fut.set_exception(self._gone)
+                    fut.set_exception(gone)
                     self._gone_raised = True
         self._wake()
         # Writes paused on this connection say nothing of the next one;
@@ -567,7 +570,7 @@ class AsyncClient(_core.ClientBase):
         self._need_consumer()
         req = _core.release_req(fire, delay, backoff, self._max_release_ns)
         if self._stale(fire) or not self._opts.manual_ack:
-            return req.instead
+            return cast(Released, req.instead)
         released: Released = await self._request(req)
         return released
 
@@ -578,7 +581,7 @@ class AsyncClient(_core.ClientBase):
         self._need_consumer()
         req = _core.touch_req(fire, timeout)
         if self._stale(fire) or not self._opts.manual_ack:
-            return req.instead
+            return cast(Touched, req.instead)
         touched: Touched = await self._request(req)
         return touched
 

@@ -22,13 +22,12 @@ from __future__ import annotations
 import socket as _socket
 import time
 from collections import deque
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 from . import _core
 from ._core import (Backoff, Duration, Fire, Kicked, ReleaseBackoff,
                     Released, Scheduled, Touched)
-from ._errors import (BitwheelError, ConnectionClosed, ConnectionRefused,
-                      ProtocolError, Timeout)
+from ._errors import BitwheelError, ConnectionClosed, ProtocolError, Timeout
 
 
 class Client(_core.ClientBase):
@@ -70,6 +69,9 @@ class Client(_core.ClientBase):
 
     Raises:
         ConnectionRefused: nobody listens on the socket.
+        NotPermitted: a ConnectionRefused and a PermissionError: the
+            caller may not use the socket (its message names the group
+            to join).
         UntrustedDaemon: the listener is not the daemon (see
             :func:`bitwheel.check_peer`).
         ServerError: the daemon refused the Hello (e.g.
@@ -108,9 +110,7 @@ class Client(_core.ClientBase):
             try:
                 sock.connect(self.path)
             except OSError as e:
-                raise ConnectionRefused(
-                    f"cannot connect to {self.path}: "
-                    f"{e.strerror or e}") from e
+                raise _core.connect_failed(self.path, e) from e
             _core.check_peer(sock, self.path)
         except BaseException:
             sock.close()
@@ -518,7 +518,7 @@ class Client(_core.ClientBase):
         self._need_consumer()
         req = _core.release_req(fire, delay, backoff, self._max_release_ns)
         if self._stale(fire) or not self._opts.manual_ack:
-            return req.instead
+            return cast(Released, req.instead)
         released: Released = self._call(req)
         return released
 
@@ -544,7 +544,7 @@ class Client(_core.ClientBase):
         self._need_consumer()
         req = _core.touch_req(fire, timeout)
         if self._stale(fire) or not self._opts.manual_ack:
-            return req.instead
+            return cast(Touched, req.instead)
         touched: Touched = self._call(req)
         return touched
 

@@ -5,6 +5,8 @@ the socket default and the check of who listens."""
 from __future__ import annotations
 
 import datetime
+import errno
+import grp
 import os
 import select
 import signal
@@ -15,7 +17,8 @@ import time
 import pytest
 
 import bitwheel
-from conftest import MARGIN_NS, NOBODY, WAIT, check_fire_time, need_root
+from conftest import (MARGIN_NS, NOBODY, WAIT, check_fire_time, need_root,
+                      run_python)
 
 
 def fire_now(c: bitwheel.Client, timeout: float = WAIT) -> bitwheel.Fire:
@@ -296,6 +299,55 @@ def test_refused_and_closed(daemon):
     with pytest.raises(bitwheel.ConnectionClosed):
         c.schedule(1, in_=1)
     c.close()   # twice is harmless
+
+
+NOT_PERMITTED = """
+import asyncio, errno, os, bitwheel
+path = os.environ["BW_SOCK"]
+for dial in (lambda: bitwheel.Client(path),
+             lambda: asyncio.run(bitwheel.AsyncClient(path).connect())):
+    try:
+        dial()
+    except bitwheel.NotPermitted as e:
+        assert isinstance(e, PermissionError), type(e).__mro__
+        assert isinstance(e, bitwheel.ConnectionRefused), type(e).__mro__
+        assert e.errno == errno.EACCES, e.errno
+        print(e.group, e, sep="|")
+    else:
+        print("connected")
+"""
+
+
+def test_not_permitted(daemon):
+    """A socket the caller may not use is a PermissionError whose message
+    names the socket's group, as bwctl's hint does; a directory closed to
+    the caller hides the socket's group, and the hint names the system
+    service's."""
+    need_root("runs a client as another uid")
+    # A group nobody is not in, other than root's: the hint must name the
+    # socket's group, not a fixed one.
+    group = next((g for g in grp.getgrall()
+                  if g.gr_gid not in (0, NOBODY)), None)
+    if group is None:
+        pytest.skip("no group but root's and nogroup to give the socket")
+    os.chown(daemon.sock, 0, group.gr_gid)   # mode 0660, the default
+    for dir_mode, want in ((0o755, group.gr_name), (0o700, None)):
+        os.chmod(daemon.dir, dir_mode)
+        r = run_python(NOT_PERMITTED, env={"BW_SOCK": daemon.sock},
+                       user=NOBODY)
+        lines = r.stdout.splitlines()
+        assert r.returncode == 0 and len(lines) == 2, r.stderr
+        name = want or "bitwheel"
+        for line in lines:
+            got, msg = line.split("|", 1)
+            assert got == str(want), line
+            assert f"usermod -aG {name} nobody" in msg, msg
+            assert daemon.sock in msg and os.strerror(errno.EACCES) in msg
+            assert ("here: " if want else "for the system service: ") \
+                + name in msg, msg
+    # Root may: the socket was what refused.
+    with bitwheel.Client(daemon.sock) as c:
+        assert c.stats().clients == 1
 
 
 def test_roles_and_arguments(daemon):
