@@ -156,6 +156,9 @@ make -C "$bw_build" -j2 distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror \
 # of 4 runs on a 2-core machine): the sanitizer run checks memory safety,
 # so its waits and margins scale by 4, as check-valgrind's scale by 20.
 export BW_TEST_SLOW=${BW_TEST_SLOW:-4}
+# pip, venv and mypy (test_packaging.py) checked the package above; here
+# they would only add 75 s.
+export BW_TEST_PACKAGING=0
 run_checks "$bw_san" --enable-werror --enable-sanitizers
 # Bounded libFuzzer run (tests/fuzz.mk) when configure found clang with
 # libFuzzer in the build-test configuration: 10 s a target, as CI's whole

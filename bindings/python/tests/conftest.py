@@ -14,6 +14,9 @@ Environment (make check sets the first two, bindings/python/local.mk):
   BW_TEST_SLOW       a factor for every wait and margin (default 1)
   BW_TEST_MARGIN_MS  how late past its lane's resolution a fire may be
                      (default 50, as in tests/daemonutil.h)
+  BW_TEST_PACKAGING  0: test_packaging skips (build-aux/test.sh's
+                     sanitizer run: pip, venv and mypy are the plain
+                     build's to check, and take 75 s)
 """
 
 from __future__ import annotations
