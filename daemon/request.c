@@ -451,6 +451,14 @@ static bool bytes_refused(struct bwd_request_ctx *ctx, const struct bwd_schedule
 	return true;
 }
 
+/* The shortest period a Schedule may ask: the finest lane's tick. */
+static uint64_t min_period_ns(const struct bwd_options *opt)
+{
+	uint64_t one = opt->wheel.oneshot.resolution_ms, per = opt->wheel.periodic.resolution_ms;
+
+	return (one < per ? one : per) * 1000000ull;
+}
+
 static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r,
 			struct bwd_reply *out)
 {
@@ -479,6 +487,15 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 	why = bwp_schedule_problem(now, is_delay, r->when_ns, r->has_period_ns, r->period_ns);
 	if (why != NULL) {
 		error(out, true, r->request_id, PROTOCOL_NAME(BAD_DEADLINE), false, "%s", why);
+		return;
+	}
+	/* A shorter period could not fire once a period: every poll would
+	 * find it due and skip.  The same floor for root, whom the periodic
+	 * rate budget spares. */
+	if (r->has_period_ns && r->period_ns < min_period_ns(opt)) {
+		error(out, true, r->request_id, PROTOCOL_NAME(BAD_DEADLINE), false,
+		      "period_ns %" PRIu64 " is shorter than the finest lane's tick, %" PRIu64 " ns",
+		      r->period_ns, min_period_ns(opt));
 		return;
 	}
 	s.deadline_ns = is_delay ? now + r->when_ns : r->when_ns;

@@ -2314,6 +2314,11 @@ START_TEST(test_schedule_fields)
 	s = (struct du_sched){ .key = 1, .when = DU_DELAY, .when_ns = UINT64_MAX };
 	du_send_schedule(c, 5, &s);
 	du_expect_error(c, true, 5, EC(BAD_DEADLINE));
+	/* Shorter than the finest lane's tick (1 ms), root or not. */
+	s = (struct du_sched){ .key = 1, .when = DU_DELAY, .when_ns = DU_MS,
+			       .periodic = true, .period_ns = DU_MS - 1 };
+	du_send_schedule(c, 55, &s);
+	du_expect_error(c, true, 55, EC(BAD_DEADLINE));
 	env.has_request_id = 1;
 	env.request_id = 6;
 	env.body_case = BC(CANCEL);
