@@ -249,7 +249,7 @@ install_test() {
 		/lib/systemd/system/bitwheel-metrics.timer \
 		/usr/lib/sysusers.d/bitwheel.conf /etc/default/bitwheeld \
 		/usr/share/bash-completion/completions/bwctl \
-		/usr/share/doc/bitwheel/PROTOCOL.md /usr/share/doc/bitwheel/README.md \
+		/usr/share/doc/bitwheeld/PROTOCOL.md.gz /usr/share/doc/bitwheeld/README.md.gz \
 		/usr/share/bitwheel/bitwheel.proto \
 		/usr/lib/python3/dist-packages/bitwheel/__init__.py \
 		/usr/lib/python3/dist-packages/bitwheel/bitwheel_pb2.py \
