@@ -99,6 +99,7 @@ for f in /usr/sbin/bitwheeld /usr/bin/bwctl /usr/lib/libbitwheel.so \
 	/lib/systemd/system/bitwheel-metrics.service \
 	/lib/systemd/system/bitwheel-metrics.timer \
 	/usr/share/doc/bitwheel/PROTOCOL.md /usr/share/doc/bitwheel/README.md \
+	/usr/share/doc/bitwheel/doc/install.md \
 	/usr/share/bitwheel/bitwheel.proto /usr/share/man/man8/bitwheeld.8 \
 	/usr/share/man/man1/bwctl.1 /etc/default/bitwheeld; do
 	[ -f "$f" ] || fail "$f is missing after make install"
