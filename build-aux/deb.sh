@@ -250,6 +250,7 @@ install_test() {
 		/usr/lib/sysusers.d/bitwheel.conf /etc/default/bitwheeld \
 		/usr/share/bash-completion/completions/bwctl \
 		/usr/share/doc/bitwheeld/PROTOCOL.md.gz /usr/share/doc/bitwheeld/README.md.gz \
+		/usr/share/doc/bitwheeld/doc/install.md.gz \
 		/usr/share/bitwheel/bitwheel.proto \
 		/usr/lib/python3/dist-packages/bitwheel/__init__.py \
 		/usr/lib/python3/dist-packages/bitwheel/bitwheel_pb2.py \

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# README's Install section, followed as written, on this machine (root
+# doc/install.md's Install section, followed as written, on this machine (root
 # only: it installs into /usr and /usr/local, then removes everything it
 # installed).  In a copy of the tree, after autoreconf -fi, the section's
 # build block runs verbatim (configure for /usr, make, make install); then
 # the checks: the files and the group that make install must leave, both
 # programs run, the units enable, a user added to the group can reach a
-# socket made as bitwheeld.socket makes it and one outside cannot; README's
+# socket made as bitwheeld.socket makes it and one outside cannot; doc/operating.md's
 # Monitoring section (monitoring-test.sh) on that install; and the
 # same make install into /usr/local, whose libraries only ldconfig puts
 # in ld.so's reach.  Exits non-zero on any failure.
@@ -83,13 +83,13 @@ bw_copy_tree "$bw_src"
 
 # The first sh block of the Install section.
 block=$(awk '/^## Install$/ { s = 1; next } /^## / { s = 0 }
-	s && /^```sh$/ { b = 1; next } b && /^```$/ { exit } b' "$bw_root/README.md")
-[ -n "$block" ] || fail "README.md has no sh block in its Install section"
-echo "== README, Install, as written (in a copy of the tree):"
+	s && /^```sh$/ { b = 1; next } b && /^```$/ { exit } b' "$bw_root/doc/install.md")
+[ -n "$block" ] || fail "doc/install.md has no sh block in its Install section"
+echo "== doc/install.md, Install, as written (in a copy of the tree):"
 echo "$block"
 bw_installed+=("")
 (cd "$bw_src" && bash -euo pipefail -c "$block") >"$bw_tmp/install.log" 2>&1 ||
-	{ tail -n 40 "$bw_tmp/install.log" >&2; fail "the README's build block failed"; }
+	{ tail -n 40 "$bw_tmp/install.log" >&2; fail "doc/install.md's build block failed"; }
 grep '^post-install' "$bw_tmp/install.log"
 
 for f in /usr/sbin/bitwheeld /usr/bin/bwctl /usr/lib/libbitwheel.so \
@@ -99,6 +99,7 @@ for f in /usr/sbin/bitwheeld /usr/bin/bwctl /usr/lib/libbitwheel.so \
 	/lib/systemd/system/bitwheel-metrics.service \
 	/lib/systemd/system/bitwheel-metrics.timer \
 	/usr/share/doc/bitwheel/PROTOCOL.md /usr/share/doc/bitwheel/README.md \
+	/usr/share/doc/bitwheel/doc/install.md \
 	/usr/share/bitwheel/bitwheel.proto /usr/share/man/man8/bitwheeld.8 \
 	/usr/share/man/man1/bwctl.1 /etc/default/bitwheeld; do
 	[ -f "$f" ] || fail "$f is missing after make install"
@@ -147,7 +148,7 @@ wait "$bw_daemon" 2>/dev/null || true
 bw_daemon=
 echo "group bitwheel: a member reaches the daemon, another user does not"
 
-# README's Monitoring section needs this install: it runs here.
+# doc/operating.md's Monitoring section needs this install: it runs here.
 echo "== build-aux/monitoring-test.sh"
 "$bw_root/build-aux/monitoring-test.sh" || fail "monitoring-test.sh failed"
 

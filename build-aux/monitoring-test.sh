@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# README's Monitoring section, followed as written, against the installed
+# doc/operating.md's Monitoring section, followed as written, against the installed
 # bitwheel (root only; install-test.sh runs it while its install into /usr
 # is in place): Debian's prometheus-node-exporter serves our series from
 # the file bitwheel-metrics.timer's service writes.
@@ -21,7 +21,7 @@
 #                                    unit's textfile directory
 # and an apt-get install line checks the packages are installed
 # (common.sh installs them).  A line of another kind fails the test, so
-# the README and this script cannot drift apart.  Then node_exporter's
+# the page and this script cannot drift apart.  Then node_exporter's
 # /metrics must hold bitwheel_build_info with the installed version, the
 # fires of the timers scheduled here (bitwheel_fires_total, and the
 # lateness histogram's _count equal to it), the daemon's labelled
@@ -163,9 +163,9 @@ timeout 10 bwctl schedule --key 100 --in 10ms --every 10ms --leeway 1s \
 echo "scheduled: $ONESHOT oneshot timers and $PERIODIC fires of a periodic one, all fired"
 
 block=$(awk '/^## Monitoring$/ { s = 1; next } /^## / { s = 0 }
-	s && /^```sh$/ { b = 1; next } b && /^```$/ { exit } b' "$bw_root/README.md")
-[ -n "$block" ] || fail "README.md has no sh block in its Monitoring section"
-echo "== README, Monitoring, as written:"
+	s && /^```sh$/ { b = 1; next } b && /^```$/ { exit } b' "$bw_root/doc/operating.md")
+[ -n "$block" ] || fail "doc/operating.md has no sh block in its Monitoring section"
+echo "== doc/operating.md, Monitoring, as written:"
 echo "$block"
 exporter=localhost:9100
 scrape=

@@ -256,6 +256,10 @@ EXTRA_DIST += tests/check_abi.sh
 TESTS += tests/check_man.sh
 EXTRA_DIST += tests/check_man.sh
 
+# Every relative link and #anchor of the Markdown documentation resolves.
+TESTS += tests/check_docs.sh
+EXTRA_DIST += tests/check_docs.sh tests/check_docs.py
+
 # bwctl's bash completion, driven in bash against bwctl's help texts.
 TESTS += tests/check_completion.sh
 EXTRA_DIST += tests/check_completion.sh

@@ -7,7 +7,7 @@ wheel, the sdist, the directory itself: `pip install ./bindings/python`).
 Each installed package is imported from its environment, with the build's
 stage off the path, and used against a real daemon; the first Python
 example of the top README.md runs from it, and every Python block of both
-READMEs must at least compile.  mypy --strict checks the package and a
+READMEs and of doc/*.md must at least compile.  mypy --strict checks the package and a
 user's script against the installed package.
 
 Offline and bounded: pip gets --no-index and --no-build-isolation, and the
@@ -197,10 +197,12 @@ PRELUDE = textwrap.dedent("""
 
 
 def test_readme_examples(venvs: dict[str, Any], daemon: Any) -> None:
-    blocks = {p: python_blocks(p) for p in (TOP / "README.md",
-                                            PY_SRC / "README.md")}
+    readmes = (TOP / "README.md", PY_SRC / "README.md")
+    pages = sorted((TOP / "doc").glob("*.md"))
+    assert pages, f"{TOP / 'doc'}: no pages"
+    blocks = {p: python_blocks(p) for p in (*readmes, *pages)}
     for path, found in blocks.items():
-        assert found, f"{path}: no ```python block"
+        assert found or path in pages, f"{path}: no ```python block"
         for i, code in enumerate(found):
             try:
                 ast.parse(code)
