@@ -1153,12 +1153,33 @@ int bwd_timer_arm(struct bwd_state *st, struct bwd_timer *t)
 	return err;
 }
 
+/* bwd_timer_rate_after and bwd_timer_bytes_added with the key's pending
+ * timer (old, or NULL) already found: a Schedule looks its key up once,
+ * the one lookup that walks the map (a missed cache line or two). */
+static uint64_t rate_after(const struct bwd_session *s,
+			   const struct bwd_timer *old,
+			   const struct bwd_schedule *req)
+{
+	return s->acct->periodic_mhz -
+		(old ? bwd_periodic_mhz(old->period_ns) : 0) +
+		bwd_periodic_mhz(req->period_ns);
+}
+
+static uint64_t bytes_added(const struct bwd_timer *old,
+			    const struct bwd_schedule *req)
+{
+	uint64_t cost = BWD_TIMER_COST(req->payload_len),
+		 was = old ? BWD_TIMER_COST(old->payload_len) : 0;
+
+	return cost > was ? cost - was : 0;
+}
+
 int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 		       bool *replaced)
 {
 	struct bwd_state *st = s->state;
 	struct bwd_timer *old = bwd_timer_find(s, req->key), *t;
-	uint64_t added = bwd_timer_bytes_added(s, req);
+	uint64_t added = bytes_added(old, req);
 	const struct bwd_budget *lim;
 	int err;
 
@@ -1176,7 +1197,7 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 	 * spared (binding). */
 	if ((lim = bwd_acct_binding(st, req->uid, s->acct->lim))) {
 		const struct bwd_uid *u = s->acct;
-		uint64_t rate = bwd_timer_rate_after(s, req);
+		uint64_t rate = rate_after(s, old, req);
 
 		if (!old && u->timers + u->fires >= lim->timers)
 			return BITWHEEL__V1__ERROR_CODE__TOO_MANY_TIMERS;
@@ -1222,21 +1243,13 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 uint64_t bwd_timer_rate_after(struct bwd_session *s,
 			      const struct bwd_schedule *req)
 {
-	const struct bwd_timer *old = bwd_timer_find(s, req->key);
-
-	return s->acct->periodic_mhz -
-		(old ? bwd_periodic_mhz(old->period_ns) : 0) +
-		bwd_periodic_mhz(req->period_ns);
+	return rate_after(s, bwd_timer_find(s, req->key), req);
 }
 
 uint64_t bwd_timer_bytes_added(struct bwd_session *s,
 			       const struct bwd_schedule *req)
 {
-	const struct bwd_timer *old = bwd_timer_find(s, req->key);
-	uint64_t cost = BWD_TIMER_COST(req->payload_len),
-		 was = old ? BWD_TIMER_COST(old->payload_len) : 0;
-
-	return cost > was ? cost - was : 0;
+	return bytes_added(bwd_timer_find(s, req->key), req);
 }
 
 int bwd_timer_cancel(struct bwd_session *s, uint64_t key, bool *pending)
