@@ -275,9 +275,9 @@ void bwd_hold_add(struct bwd_session *s, const struct bwd_timer *t,
 
 /* ---- fire queues ----------------------------------------------------------- */
 
-struct bwd_fire *bwd_fire_new(const struct bwd_fire *f)
+struct bwd_fire *bwd_fire_new(struct bwd_state *st, const struct bwd_fire *f)
 {
-	struct bwd_fire *q = malloc(sizeof(*q) + f->payload_len);
+	struct bwd_fire *q = bwd_block_get(st, BWD_BLOCK_FIRE, f->payload_len);
 
 	if (!q)
 		return NULL;
@@ -390,7 +390,7 @@ void bwd_fire_free(struct bwd_session *s, struct bwd_fire *f)
 	}
 	s->acct->fires--;
 	bwd_acct_charge(s->state, s->acct, -(int64_t)BWD_FIRE_COST(f->payload_len));
-	free(f);
+	bwd_block_put(s->state, BWD_BLOCK_FIRE, f, f->payload_len);
 }
 
 /* ---- fires in flight ------------------------------------------------------- */
