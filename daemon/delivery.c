@@ -896,14 +896,16 @@ bool bwd_state_has_work(const struct bwd_state *st)
  * not count it is not journaled: a crash may count it). */
 static void journal_sent(struct bwd_session *s, const struct bwd_fire *f)
 {
-	struct bwd_record r = {
+	struct bwd_record r;
+
+	if (!s->name)
+		return;
+	r = (struct bwd_record){
 		.type = BWD_REC_SENT, .flags = BWD_RECF_HISTORY, .sid = s->id,
 		.seq = f->seq, .fired_ns = f->first_ns,
 		.deliveries = f->deliveries,
 	};
-
-	if (s->name)
-		bwd_state_journal(s->state, s->acct, &r);
+	bwd_state_journal(s->state, s->acct, &r);
 }
 
 /* ---- redeliveries ---------------------------------------------------------- */

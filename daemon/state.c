@@ -290,10 +290,12 @@ void bwd_state_journal(struct bwd_state *st, struct bwd_uid *u,
 void bwd_state_journal_seq(struct bwd_session *s, enum bwd_rec_type type,
 			   uint64_t seq)
 {
-	struct bwd_record r = { .type = type, .sid = s->id, .seq = seq };
+	struct bwd_record r;
 
-	if (s->name)
-		bwd_state_journal(s->state, s->acct, &r);
+	if (!s->name)
+		return;
+	r = (struct bwd_record){ .type = type, .sid = s->id, .seq = seq };
+	bwd_state_journal(s->state, s->acct, &r);
 }
 
 void bwd_timer_free(struct bwd_state *st, struct bwd_timer *t)
@@ -397,15 +399,19 @@ struct bwd_fire bwd_timer_fire_of(const struct bwd_timer *t, uint64_t fired_ns,
 /* s owes the fire f from now on: numbered and journaled (named only). */
 static void journal_fire(struct bwd_session *s, struct bwd_fire *f)
 {
-	struct bwd_record r = {
+	struct bwd_record r;
+
+	/* The record is built only when it is written: an anonymous
+	 * session's fire would pay its 100-odd bytes of zeroing. */
+	if (!s->name)
+		return;
+	r = (struct bwd_record){
 		.type = BWD_REC_FIRE, .sid = s->id, .key = f->key,
+		.seq = s->next_seq++,
 		.deadline_ns = f->deadline_ns, .count = f->count,
 		.fired_ns = f->fired_ns, .flags = f->late ? BWD_RECF_LATE : 0,
 	};
-
-	if (!s->name)
-		return;
-	f->seq = r.seq = s->next_seq++;
+	f->seq = r.seq;
 	bwd_state_journal(s->state, s->acct, &r);
 }
 
@@ -435,10 +441,13 @@ static void due_add(struct bwd_session *s, struct bwd_due *d)
  * waits in the due list for bwd_state_fire() to make it. */
 static void oneshot_fired(struct bwd_timer *t, uint64_t now_ns)
 {
-	struct bwd_fire f = bwd_timer_fire_of(t, now_ns, 0);
+	t->seq = 0;
+	if (t->session->name) {
+		struct bwd_fire f = bwd_timer_fire_of(t, now_ns, 0);
 
-	journal_fire(t->session, &f);
-	t->seq = f.seq;
+		journal_fire(t->session, &f);
+		t->seq = f.seq;
+	}
 	t->fired_ns = now_ns;
 	t->fired = true;
 	due_add(t->session, &t->due);
