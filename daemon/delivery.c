@@ -898,7 +898,7 @@ static void journal_sent(struct bwd_session *s, const struct bwd_fire *f)
 {
 	struct bwd_record r;
 
-	if (!s->name)
+	if (!bwd_journaled(s))
 		return;
 	r = (struct bwd_record){
 		.type = BWD_REC_SENT, .flags = BWD_RECF_HISTORY, .sid = s->id,

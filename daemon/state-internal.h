@@ -109,6 +109,13 @@ struct bwd_state {
 	uint32_t nspare[2];
 };
 
+/* Whether s's changes go to a journal: a named session's, with one (an
+ * in-memory daemon has none), so that its records need be built. */
+static inline bool bwd_journaled(const struct bwd_session *s)
+{
+	return s->name && s->state->journal;
+}
+
 static inline uint64_t bwd_state_now(const struct bwd_state *st)
 {
 	return st->now(st->now_arg);

@@ -292,7 +292,7 @@ void bwd_state_journal_seq(struct bwd_session *s, enum bwd_rec_type type,
 {
 	struct bwd_record r;
 
-	if (!s->name)
+	if (!bwd_journaled(s))
 		return;
 	r = (struct bwd_record){ .type = type, .sid = s->id, .seq = seq };
 	bwd_state_journal(s->state, s->acct, &r);
@@ -401,17 +401,19 @@ static void journal_fire(struct bwd_session *s, struct bwd_fire *f)
 {
 	struct bwd_record r;
 
-	/* The record is built only when it is written: an anonymous
-	 * session's fire would pay its 100-odd bytes of zeroing. */
 	if (!s->name)
+		return;
+	f->seq = s->next_seq++;
+	/* The record is built only when it is written: without a journal
+	 * a fire would pay its 100-odd bytes of zeroing. */
+	if (!bwd_journaled(s))
 		return;
 	r = (struct bwd_record){
 		.type = BWD_REC_FIRE, .sid = s->id, .key = f->key,
-		.seq = s->next_seq++,
+		.seq = f->seq,
 		.deadline_ns = f->deadline_ns, .count = f->count,
 		.fired_ns = f->fired_ns, .flags = f->late ? BWD_RECF_LATE : 0,
 	};
-	f->seq = r.seq;
 	bwd_state_journal(s->state, s->acct, &r);
 }
 
