@@ -238,9 +238,9 @@ void bwd_hold_add(struct bwd_session *s, const struct bwd_timer *t,
 		  uint64_t now)
 {
 	struct bwd_state *st = s->state;
-	uint64_t leeway = bwd_leeway(&st->opt->wheel, t->leeway_ns, t->period_ns);
-	uint64_t bound = bwd_lane_late_ns(&st->opt->wheel.oneshot), end, at;
+	uint64_t leeway, bound, end, at;
 
+	/* Every fire asks: most sessions do not coalesce, and pay no more. */
 	if (!s->nconsumers || s->ncoalesce != s->nconsumers)
 		return;
 	/* Due before the session's last write, which its lane made it
@@ -252,6 +252,8 @@ void bwd_hold_add(struct bwd_session *s, const struct bwd_timer *t,
 	}
 	if (!s->held && (s->queue_head || s->due_head))
 		return;
+	leeway = bwd_leeway(&st->opt->wheel, t->leeway_ns, t->period_ns);
+	bound = bwd_lane_late_ns(&st->opt->wheel.oneshot);
 	end = t->deadline_ns > UINT64_MAX - leeway ? UINT64_MAX :
 		t->deadline_ns + leeway;
 	at = end > bound ? end - bound : 0;
