@@ -211,15 +211,18 @@ static bool named(const struct bwd_conn *c)
 /* Its uid holds all it may (its bytes budget, its share of max_memory)
  * while it has output unread: it takes no more until the client has read
  * all of it. */
-static bool at_cap(const struct bwd_conn *c)
+static bool at_cap(const struct bwd_conn *c, size_t output)
 {
-	return bwd_conn_output(c) && bwd_state_output_full(c->env->state, c->acct);
+	return output && bwd_state_output_full(c->env->state, c->acct);
 }
 
-/* Whether fires and requests pause for c's output. */
+/* Whether fires and requests pause for c's output.  Asked after every
+ * frame sent: the output's length is read once (three evbuffers). */
 static bool high_water(const struct bwd_conn *c)
 {
-	return bwd_conn_output(c) >= c->lim->max_output / 2 || at_cap(c);
+	size_t output = bwd_conn_output(c);
+
+	return output >= c->lim->max_output / 2 || at_cap(c, output);
 }
 
 /* Output has room again (below a quarter of the bound, and within the
@@ -227,7 +230,9 @@ static bool high_water(const struct bwd_conn *c)
  * callback of its own. */
 static bool low_water(const struct bwd_conn *c)
 {
-	return bwd_conn_output(c) < c->lim->max_output / 4 && !at_cap(c);
+	size_t output = bwd_conn_output(c);
+
+	return output < c->lim->max_output / 4 && !at_cap(c, output);
 }
 
 /* Output given to the client: an auto-ack member's fires up to here are

@@ -238,9 +238,9 @@ void bwd_hold_add(struct bwd_session *s, const struct bwd_timer *t,
 		  uint64_t now)
 {
 	struct bwd_state *st = s->state;
-	uint64_t leeway = bwd_leeway(&st->opt->wheel, t->leeway_ns, t->period_ns);
-	uint64_t bound = bwd_lane_late_ns(&st->opt->wheel.oneshot), end, at;
+	uint64_t leeway, bound, end, at;
 
+	/* Every fire asks: most sessions do not coalesce, and pay no more. */
 	if (!s->nconsumers || s->ncoalesce != s->nconsumers)
 		return;
 	/* Due before the session's last write, which its lane made it
@@ -252,6 +252,8 @@ void bwd_hold_add(struct bwd_session *s, const struct bwd_timer *t,
 	}
 	if (!s->held && (s->queue_head || s->due_head))
 		return;
+	leeway = bwd_leeway(&st->opt->wheel, t->leeway_ns, t->period_ns);
+	bound = bwd_lane_late_ns(&st->opt->wheel.oneshot);
 	end = t->deadline_ns > UINT64_MAX - leeway ? UINT64_MAX :
 		t->deadline_ns + leeway;
 	at = end > bound ? end - bound : 0;
@@ -275,9 +277,9 @@ void bwd_hold_add(struct bwd_session *s, const struct bwd_timer *t,
 
 /* ---- fire queues ----------------------------------------------------------- */
 
-struct bwd_fire *bwd_fire_new(const struct bwd_fire *f)
+struct bwd_fire *bwd_fire_new(struct bwd_state *st, const struct bwd_fire *f)
 {
-	struct bwd_fire *q = malloc(sizeof(*q) + f->payload_len);
+	struct bwd_fire *q = bwd_block_get(st, BWD_BLOCK_FIRE, f->payload_len);
 
 	if (!q)
 		return NULL;
@@ -390,7 +392,7 @@ void bwd_fire_free(struct bwd_session *s, struct bwd_fire *f)
 	}
 	s->acct->fires--;
 	bwd_acct_charge(s->state, s->acct, -(int64_t)BWD_FIRE_COST(f->payload_len));
-	free(f);
+	bwd_block_put(s->state, BWD_BLOCK_FIRE, f, f->payload_len);
 }
 
 /* ---- fires in flight ------------------------------------------------------- */
@@ -896,14 +898,16 @@ bool bwd_state_has_work(const struct bwd_state *st)
  * not count it is not journaled: a crash may count it). */
 static void journal_sent(struct bwd_session *s, const struct bwd_fire *f)
 {
-	struct bwd_record r = {
+	struct bwd_record r;
+
+	if (!bwd_journaled(s))
+		return;
+	r = (struct bwd_record){
 		.type = BWD_REC_SENT, .flags = BWD_RECF_HISTORY, .sid = s->id,
 		.seq = f->seq, .fired_ns = f->first_ns,
 		.deliveries = f->deliveries,
 	};
-
-	if (s->name)
-		bwd_state_journal(s->state, s->acct, &r);
+	bwd_state_journal(s->state, s->acct, &r);
 }
 
 /* ---- redeliveries ---------------------------------------------------------- */

@@ -246,7 +246,7 @@ static void restore_fire(struct bwd_session *s, const struct bwd_record *r,
 		f.first_ns = shifted(r->first_ns, shift);
 		f.ready_ns = r->ready_ns ? shifted(r->ready_ns, shift) : 0;
 	}
-	q = bwd_fire_new(&f);
+	q = bwd_fire_new(s->state, &f);
 	/* A dead letter's history that does not read back is left behind,
 	 * not the fire. */
 	if (q && (r->flags & BWD_RECF_DEAD) && !dead_of(r, shift, &q->dead))

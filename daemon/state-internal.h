@@ -63,6 +63,12 @@ struct bwd_uid {
 	(s)->acct->field += (uint64_t)(n);				\
 } while (0)
 
+/* Payload size classes of 8 bytes whose freed blocks state.c keeps:
+ * payloads of 0 to 8 * (BWD_SPARE_CLASSES - 1) bytes. */
+#define BWD_SPARE_CLASSES 9
+
+enum bwd_block { BWD_BLOCK_TIMER, BWD_BLOCK_FIRE };
+
 struct bwd_state {
 	struct bw_dual *wheel;     /* shared: what its slots take (wheels.c) */
 	struct bwd_uid *spilling;  /* uids with an overflow store            */
@@ -96,7 +102,19 @@ struct bwd_state {
 	uint64_t seed;
 	uint64_t (*now)(void *arg); /* the clock: bw_now_ns, or a test's     */
 	void *now_arg;
+	/* Freed timers' and fires' blocks kept for the next ones (state.c,
+	 * "Blocks"), by kind and payload size class, linked through their
+	 * first word; nspare: how many of each kind. */
+	void *spare[2][BWD_SPARE_CLASSES];
+	uint32_t nspare[2];
 };
+
+/* Whether s's changes go to a journal: a named session's, with one (an
+ * in-memory daemon has none), so that its records need be built. */
+static inline bool bwd_journaled(const struct bwd_session *s)
+{
+	return s->name && s->state->journal;
+}
 
 static inline uint64_t bwd_state_now(const struct bwd_state *st)
 {
@@ -175,6 +193,13 @@ void bwd_acct_journal(struct bwd_state *st, struct bwd_uid *u, uint64_t n);
 
 /* ---- state.c: sessions, timers, the wheel ------------------------------- */
 
+/* The memory of a timer (BWD_BLOCK_TIMER) or a fire (BWD_BLOCK_FIRE)
+ * with payload_len bytes after it: a kept one, or malloc's; NULL without
+ * memory.  bwd_block_put gives it back (kept, or freed). */
+void *bwd_block_get(struct bwd_state *st, enum bwd_block kind,
+		    size_t payload_len);
+void bwd_block_put(struct bwd_state *st, enum bwd_block kind, void *p,
+		   size_t payload_len);
 /* What a fire in flight adds to Stats' bytes. */
 size_t bwd_fire_bytes(const struct bwd_fire *f);
 /* Append a record of u's session (u NULL: the journal's own); journal_seq
@@ -233,8 +258,8 @@ void bwd_hold_let_go(struct bwd_session *s, uint64_t now);
 void bwd_dead_count(struct bwd_session *s, int n);
 /* A dead letter's history into a MOVE or QUEUED record. */
 void bwd_dead_record(const struct bwd_dead *d, struct bwd_record *r);
-/* A copy of f with its payload, in one allocation; NULL without memory. */
-struct bwd_fire *bwd_fire_new(const struct bwd_fire *f);
+/* A copy of f with its payload, in one block; NULL without memory. */
+struct bwd_fire *bwd_fire_new(struct bwd_state *st, const struct bwd_fire *f);
 /* A new fire counts (fire_count) and joins the queue (fire_link); both
  * at once: fire_enqueue.  count_queued: s's queued figures by n. */
 void bwd_fire_count(struct bwd_session *s, const struct bwd_fire *f);

@@ -25,7 +25,10 @@
  *     pass, the flight's list, map, heap and cursor agreeing throughout;
  *   - leeways (issue 15): every combination of period and leeway goes to
  *     the lane the rule says and fires never early, within max(leeway,
- *     the finest lane's bound); leeways read back from the state files.
+ *     the finest lane's bound); leeways read back from the state files;
+ *   - the blocks the state keeps for timers and fires (by payload size
+ *     class) give every payload back as it was, whatever size took the
+ *     block before.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -597,6 +600,91 @@ START_TEST(test_end_with_due)
 		bwd_state_conn_close(st, 1000);
 		bwd_state_free(st);
 	}
+}
+END_TEST
+
+/*
+ * Timers and fires live in blocks the state keeps once freed, by payload
+ * size class (state.c, "Blocks"): every payload, 0 to 80 bytes (past the
+ * largest class kept too), comes out of its fire as it went in, round
+ * after round of blocks freed and taken again by payloads of other sizes
+ * in their class, periodic fires (made in the callback) among them; and
+ * the uid's bytes go back to 0.
+ */
+static uint8_t payload_byte(uint64_t key, size_t i)
+{
+	return (uint8_t)(key * 31 + i * 7 + 1);
+}
+
+START_TEST(test_kept_blocks_payloads)
+{
+	struct bwd_state *st;
+	struct bwd_member *m;
+	struct bwd_uid_usage u;
+	struct bwd_fire *f;
+	uint8_t buf[81];
+	uint64_t key = 0;
+
+	options();
+	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+	ck_assert_int_eq(bwd_state_conn_open(st, 1000), 0);
+	m = consumer(st, "blocks");
+	for (int round = 0; round < 4; round++) {
+		uint64_t now = T0 + (uint64_t)(round + 1) * 10 * MS, first = key;
+		size_t got = 0, want = 0;
+		bool replaced;
+
+		for (size_t len = 0; len <= 80; len++, key++) {
+			/* Each round the lengths go the other way: a block goes
+			 * to a payload of another size in its class. */
+			size_t n = round % 2 ? 80 - len : len;
+			bool periodic = key % 5 == 0;
+			struct bwd_schedule req = {
+				.key = key, .deadline_ns = now - 5 * MS,
+				.period_ns = periodic ? 1000 * MS : 0,
+				.has_payload = n > 0, .payload = buf,
+				.payload_len = (uint32_t)n, .uid = 1000,
+				.leeway_ns = 0,
+			};
+
+			for (size_t i = 0; i < n; i++)
+				buf[i] = payload_byte(key, i);
+			ck_assert_int_eq(bwd_timer_schedule(m->session, &req, &replaced), 0);
+			want++;
+		}
+		poll_all(st, now);
+		while (bwd_state_fire(st))
+			;
+		while ((f = bwd_state_next_delivery(st, &m))) {
+			size_t n = round % 2 ? 80 - (f->key - first) : f->key - first;
+
+			ck_assert_uint_ge(f->key, first);
+			ck_assert_uint_eq(f->payload_len, n);
+			ck_assert(f->has_payload == (n > 0));
+			for (size_t i = 0; i < n; i++)
+				ck_assert_msg(f->payload[i] == payload_byte(f->key, i),
+					      "round %d key %" PRIu64 ": byte %zu of %zu",
+					      round, f->key, i, n);
+			got++;
+			f->wire_end = 0;
+			bwd_member_written(m, 1);
+		}
+		ck_assert_uint_eq(got, want);
+		/* The periodic ones stop here: their blocks are kept too. */
+		for (uint64_t k = first; k < key; k++) {
+			bool pending;
+
+			ck_assert_int_eq(bwd_timer_cancel(m->session, k, &pending), 0);
+			ck_assert(pending == (k % 5 == 0));
+		}
+	}
+	bwd_state_uid_usage(st, 1000, &u);
+	ck_assert_uint_eq(u.timers, 0);
+	ck_assert_uint_eq(u.queued, 0);
+	ck_assert_uint_eq(u.bytes, 0);
+	bwd_member_detach(m);
+	bwd_state_conn_close(st, 1000);
+	bwd_state_free(st);
 }
 END_TEST
 
@@ -1258,6 +1346,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_round_robin_env);
 	tcase_add_test(tc, test_cancel_between_fire_and_make);
 	tcase_add_test(tc, test_end_with_due);
+	tcase_add_test(tc, test_kept_blocks_payloads);
 	tcase_add_test(tc, test_single_acks_counted);
 	tcase_add_loop_test(tc, test_touched_deadlines, 0, 2);
 	tcase_add_test(tc, test_uids_take_turns);
