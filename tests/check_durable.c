@@ -12,6 +12,10 @@
  *             journal written during "another boot" moves deadlines by
  *             the wall clock; without --state-dir the log says nothing is
  *             kept; a second daemon on the same directory is refused.
+ *   sync      with every fdatasync slowed to 400 ms (tests/faultsync.c
+ *             preloaded), a named Schedule's reply and a fire leave only
+ *             once the sync of their record has finished (batch and
+ *             always); an anonymous session's reply does not wait.
  *   files     the torn tail (the journal cut at every byte of its last
  *             record), a corrupt snapshot (exit 1 naming it) and
  *             --ignore-snapshot.
@@ -576,6 +580,84 @@ START_TEST(test_state_dir_locked)
 	du_assert_serving(a);
 	du_daemon_free(b);
 	du_daemon_free(a);
+}
+END_TEST
+
+/* ---- sync ---------------------------------------------------------------- */
+
+/* Each fdatasync's time in the sync tests (tests/faultsync.c): scaled
+ * so that a slow daemon's anonymous reply still comes within it, but no
+ * more than 2 s, which valgrind's daemon takes a few ms of. */
+static uint64_t slow_sync_ns(void)
+{
+	int ms = du_scale_ms(400);
+
+	return (uint64_t)(ms < 2000 ? ms : 2000) * DU_MS;
+}
+
+/*
+ * A reply or fire of a named session leaves once the sync covering its
+ * record has finished, not when it starts: every fdatasync made to take
+ * 400 ms (tests/faultsync.c), the ScheduleReply comes 400 ms or more after
+ * the Schedule was sent, and a fire whose record was made while that sync
+ * ran waits for the next one, 400 ms or more after it fired.  Under
+ * --fsync=batch an anonymous session's Schedule sent after the named one
+ * is answered first (its reply waits for nothing); under always the loop
+ * itself waits for each sync.
+ */
+static void reply_after_sync(const char *policy)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c, *anon;
+	struct du_sched s;
+	uint64_t t0, rx_named, rx_anon = 0, rx_fire, slow = slow_sync_ns();
+	du_env *e;
+
+	du_fault_sync(d, 0, 0);
+	start_durable(d, policy);
+	c = du_open(d, "slow");
+	anon = du_open(d, NULL);
+	du_fault_sync(d, (unsigned)(slow / DU_MS), 0);
+	t0 = du_now_ns();
+	s = (struct du_sched){ .key = 1, .when = DU_DEADLINE, .when_ns = t0 + slow / 4 };
+	du_send_schedule(c, 2, &s);
+	s = (struct du_sched){ .key = 2, .when = DU_DELAY, .when_ns = 3600 * DU_S };
+	du_send_schedule(anon, 2, &s);
+	bwp_frame_free(du_expect_reply(anon, 2, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY));
+	rx_anon = anon->rx_ns;
+	bwp_frame_free(du_expect_reply(c, 2, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY));
+	rx_named = c->rx_ns;
+	e = du_expect_fire(c, DU_WAIT_MS, &rx_fire);
+	ck_assert_uint_eq(e->fired->key, 1);
+	du_note("%s, fdatasync %.0f ms: named reply %.1f ms after its Schedule, anonymous %.1f ms; fire %.1f ms after it fired",
+		policy, slow / 1e6, (rx_named - t0) / 1e6, (rx_anon - t0) / 1e6,
+		(rx_fire - e->fired->fired_at_ns) / 1e6);
+	ck_assert_msg(rx_named >= t0 + slow,
+		      "%s: the reply to a named Schedule came %.1f ms after it, before the %.0f ms fdatasync of its record could finish",
+		      policy, (rx_named - t0) / 1e6, slow / 1e6);
+	ck_assert_msg(rx_fire >= e->fired->fired_at_ns + slow,
+		      "%s: a fire came %.1f ms after it fired, before the %.0f ms fdatasync of its record could finish",
+		      policy, (rx_fire - e->fired->fired_at_ns) / 1e6, slow / 1e6);
+	if (!strcmp(policy, "--fsync=batch"))
+		ck_assert_msg(rx_anon < rx_named,
+			      "an anonymous session's reply waited for a named session's sync");
+	bwp_frame_free(e);
+	/* Stopping syncs the journal: at full speed. */
+	du_fault_sync(d, 0, 0);
+	du_conn_free(anon);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+
+START_TEST(test_reply_after_sync_batch)
+{
+	reply_after_sync("--fsync=batch");
+}
+END_TEST
+
+START_TEST(test_reply_after_sync_always)
+{
+	reply_after_sync("--fsync=always");
 }
 END_TEST
 
@@ -1450,6 +1532,12 @@ static Suite *durable_suite(void)
 	tc = tcase_create("introspection");
 	du_tcase(tc);
 	tcase_add_test(tc, test_restart_listed);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("sync");
+	du_tcase(tc);
+	tcase_add_test(tc, test_reply_after_sync_batch);
+	tcase_add_test(tc, test_reply_after_sync_always);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("files");
