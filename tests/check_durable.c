@@ -11,7 +11,9 @@
  *             and anonymous timers stay gone; queued fires survive; a
  *             journal written during "another boot" moves deadlines by
  *             the wall clock; without --state-dir the log says nothing is
- *             kept; a second daemon on the same directory is refused.
+ *             kept; a second daemon on the same directory is refused;
+ *             fires in flight to a consumer when a snapshot is written
+ *             come again after a restart from it, marked redelivered.
  *   sync      with every fdatasync slowed to 400 ms (tests/faultsync.c
  *             preloaded), a named Schedule's reply and a fire leave only
  *             once the sync of their record has finished (batch and
@@ -42,6 +44,7 @@
  * format rather than sharing its code.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -1007,6 +1010,143 @@ START_TEST(test_acks_survive_crash)
 }
 END_TEST
 
+#define NFLIGHT 10
+#define NFLIGHT_ACKED 3
+
+/* The generation a state file's header names (after its 8-byte magic);
+ * false when the file is not there (yet). */
+static bool file_generation(const struct du_daemon *d, const char *file,
+			    uint64_t *gen)
+{
+	char path[200];
+	uint8_t *buf;
+	size_t len;
+
+	state_path(d, file, path, sizeof(path));
+	if (access(path, F_OK) != 0)
+		return false;
+	buf = read_whole(path, &len);
+	ck_assert_uint_ge(len, FILE_HEADER);
+	*gen = le64(buf + 8);
+	free(buf);
+	return true;
+}
+
+/* The lowest and highest generation of the journals in d's state
+ * directory (UINT64_MAX and 0 without any). */
+static void journal_range(const struct du_daemon *d, uint64_t *lo, uint64_t *hi)
+{
+	char dir[160];
+	DIR *dp;
+	struct dirent *e;
+
+	state_path(d, NULL, dir, sizeof(dir));
+	dp = opendir(dir);
+	ck_assert_msg(dp != NULL, "%s: %s", dir, strerror(errno));
+	*lo = UINT64_MAX;
+	*hi = 0;
+	while ((e = readdir(dp)) != NULL) {
+		uint64_t g;
+
+		if (strncmp(e->d_name, "journal.", 8) != 0)
+			continue;
+		g = strtoull(e->d_name + 8, NULL, 16);
+		*lo = g < *lo ? g : *lo;
+		*hi = g > *hi ? g : *hi;
+	}
+	closedir(dp);
+}
+
+/*
+ * A snapshot holds the fires in flight: a consumer is sent 10 fires and
+ * acknowledges 3 (with request_id, so durably); a snapshot is then
+ * written while the other 7 are in flight to it (--snapshot-interval 1s),
+ * and the journals that held their records are removed by it.  After a
+ * SIGKILL and a restart from that snapshot, the 7 come again, marked
+ * redelivered, and none of the 3.
+ */
+START_TEST(test_snapshot_in_flight)
+{
+	struct du_daemon *d = du_daemon_new();
+	const struct du_hello_opts consumer = du_consumer_opts(NFLIGHT, 0);
+	struct du_conn *p, *c;
+	uint64_t key_of[NFLIGHT + 1], t0, lo, hi, top, snap = 0, id = 100;
+	bool acked[NFLIGHT] = { false }, seen[NFLIGHT] = { false };
+	char dir[160];
+	du_env *e;
+
+	state_path(d, NULL, dir, sizeof(dir));
+	du_daemon_start(d, "--state-dir", dir, "--snapshot-interval", "1s",
+			"--snapshot-min-interval", "0s", "-v", (const char *)NULL);
+	p = du_open_producer(d, "flight");
+	c = du_open_opts(d, "flight", &consumer);
+	t0 = du_now_ns();
+	for (uint64_t k = 0; k < NFLIGHT; k++)
+		schedule_at(p, 2 + k, k, t0 + 20 * DU_MS, 0);
+	for (uint64_t n = 1; n <= NFLIGHT; n++) {
+		du_env *f = du_expect_fire(c, DU_WAIT_MS, NULL);
+
+		ck_assert_uint_eq(f->fired->delivery, n);
+		key_of[n] = f->fired->key;
+		bwp_frame_free(f);
+	}
+	for (uint64_t n = 1; n <= NFLIGHT_ACKED; n++) {
+		ck_assert_uint_eq(du_ack(c, id++, n, false), 1);
+		acked[key_of[n]] = true;
+	}
+	/* Everything so far is in journal hi or before it; a change makes
+	 * the next snapshot due, and one of a later generation began after
+	 * all of the above. */
+	journal_range(d, &lo, &hi);
+	schedule_at(p, id++, 100, t0 + 3600 * DU_S, 0);
+	for (uint64_t end = du_now_ns() + (uint64_t)DU_WAIT_MS * DU_MS;;) {
+		if (file_generation(d, "snapshot", &snap) && snap > hi) {
+			/* Renamed into place first, the journals it holds
+			 * removed after. */
+			journal_range(d, &lo, &top);
+			if (lo >= snap)
+				break;
+		}
+		if (du_now_ns() >= end) {
+			char *log = du_daemon_log(d);
+
+			ck_abort_msg("no snapshot after journal %" PRIu64 " within %d ms (snapshot %" PRIu64 "); log: %s",
+				     hi, DU_WAIT_MS, snap, tail(log));
+		}
+		/* A loop turn, in which a due snapshot starts. */
+		bwp_frame_free(du_stats(p, id++));
+		du_sleep_ms(50);
+	}
+	du_note("snapshot before journal %" PRIu64 " written with %d fires in flight",
+		snap, NFLIGHT - NFLIGHT_ACKED);
+	du_daemon_kill(d);
+	du_conn_free(c);
+	du_conn_free(p);
+
+	du_daemon_start(d, "--state-dir", dir, (const char *)NULL);
+	c = du_connect(d->sock);
+	e = du_hello_opts(c, "flight", &consumer);
+	ck_assert_msg(e->hello_reply->queued == NFLIGHT - NFLIGHT_ACKED,
+		      "restarted from a snapshot written with %d fires in flight: %" PRIu64 " queued",
+		      NFLIGHT - NFLIGHT_ACKED, e->hello_reply->queued);
+	ck_assert_uint_eq(e->hello_reply->timers, 1);
+	bwp_frame_free(e);
+	for (int n = 0; n < NFLIGHT - NFLIGHT_ACKED; n++) {
+		du_env *f = du_expect_fire(c, DU_WAIT_MS, NULL);
+		uint64_t k = f->fired->key;
+
+		ck_assert_msg(k < NFLIGHT && !acked[k] && !seen[k],
+			      "key %" PRIu64 ": acknowledged, repeated or unknown", k);
+		ck_assert_msg(f->fired->redelivered, "key %" PRIu64 " had been in flight: it must come marked", k);
+		seen[k] = true;
+		bwp_frame_free(f);
+	}
+	du_expect_quiet(c, 100);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 /* ---- crash --------------------------------------------------------------- */
 
 #define SESSIONS 3
@@ -1523,6 +1663,7 @@ static Suite *durable_suite(void)
 	tcase_add_test(tc, test_restart_within_deadline);
 	tcase_add_test(tc, test_restart_keeps_queue);
 	tcase_add_test(tc, test_acks_survive_crash);
+	tcase_add_test(tc, test_snapshot_in_flight);
 	tcase_add_test(tc, test_restart_namespaces);
 	tcase_add_test(tc, test_restart_other_boot);
 	tcase_add_test(tc, test_no_state_dir_says_so);
