@@ -35,6 +35,15 @@
  *       (it precedes the file).  Prints both clients' round-trip
  *       percentiles during and outside the windows, and the windows.
  *
+ *   bwdurable synclat --state-dir DIR [--syncs N] [--bytes B]
+ *       The device's own cost of what --fsync=batch does per commit: N
+ *       times (default 1,000) append B bytes (default 200, a lone
+ *       Schedule's records and more) to a new file in DIR and
+ *       fdatasync(2) it, one after another, as the daemon's sync thread
+ *       does; prints the percentiles of each fdatasync's wall time and
+ *       the process's CPU time (user + system) per sync, then removes
+ *       the file.  The floor a lone request's round trip cannot beat.
+ *
  * Every loop is bounded in time; a child that overruns is killed.
  */
 #define _GNU_SOURCE
@@ -53,6 +62,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,7 +73,7 @@ struct opts {
 	const char *socket, *state_dir, *name;
 	int sessions, depth;
 	uint64_t timers, delay_ms, spread_ms, since, timeout_ms, duration_ms,
-		 rate, margin_ms;
+		 rate, margin_ms, syncs, bytes;
 	int64_t expect;
 	long pid;
 };
@@ -544,6 +554,57 @@ static int cmd_stall(const struct opts *o)
 	return ok == 2 && nw > 0 ? 0 : 1;
 }
 
+/* ---- synclat --------------------------------------------------------------------- */
+
+static uint64_t cpu_ns(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000u +
+	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000u;
+}
+
+static int cmd_synclat(const struct opts *o)
+{
+	char path[4096];
+	uint64_t *lat = calloc(o->syncs, sizeof(*lat)), c0, end;
+	uint8_t *buf = calloc(1, o->bytes);
+	int fd;
+
+	if (!lat || !buf)
+		die("synclat: out of memory");
+	snprintf(path, sizeof(path), "%s/synclat.%ld", o->state_dir, (long)getpid());
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+	if (fd < 0)
+		die("synclat: %s: %s", path, strerror(errno));
+	end = load_now_ns() + o->timeout_ms * MS;
+	c0 = cpu_ns();
+	for (uint64_t i = 0; i < o->syncs; i++) {
+		uint64_t t0;
+
+		if (write(fd, buf, o->bytes) != (ssize_t)o->bytes)
+			die("synclat: write %s: %s", path, strerror(errno));
+		t0 = load_now_ns();
+		if (fdatasync(fd) < 0)
+			die("synclat: fdatasync %s: %s", path, strerror(errno));
+		lat[i] = load_now_ns() - t0;
+		if (load_now_ns() > end)
+			die("synclat: %" PRIu64 " syncs took over %" PRIu64 " ms", i + 1,
+			    o->timeout_ms);
+	}
+	c0 = cpu_ns() - c0;
+	close(fd);
+	unlink(path);
+	qsort(lat, o->syncs, sizeof(*lat), cmp_u64);
+	printf("synclat: %" PRIu64 " fdatasyncs of %" PRIu64 "-byte appends: p50_us=%.1f p90_us=%.1f p99_us=%.1f cpu_us_per_sync=%.1f\n",
+	       o->syncs, o->bytes, q(lat, o->syncs, 0.5) / 1e3, q(lat, o->syncs, 0.9) / 1e3,
+	       q(lat, o->syncs, 0.99) / 1e3, (double)c0 / 1e3 / (double)o->syncs);
+	free(lat);
+	free(buf);
+	return 0;
+}
+
 /* ---- main ------------------------------------------------------------------------ */
 
 static void usage(FILE *f)
@@ -553,7 +614,8 @@ static void usage(FILE *f)
 	      "       bwdurable ready --socket S --since REALTIME_NS [--pid P] [--timeout-ms M]\n"
 	      "                       [--expect T]\n"
 	      "       bwdurable stall --socket S --state-dir DIR [--duration-ms D] [--rate R]\n"
-	      "                       [--depth K] [--name P] [--margin-ms M]\n", f);
+	      "                       [--depth K] [--name P] [--margin-ms M]\n"
+	      "       bwdurable synclat --state-dir DIR [--syncs N] [--bytes B]\n", f);
 }
 
 int main(int argc, char **argv)
@@ -574,13 +636,15 @@ int main(int argc, char **argv)
 		{ "duration-ms", required_argument, NULL, 'd' },
 		{ "rate", required_argument, NULL, 'r' },
 		{ "margin-ms", required_argument, NULL, 'm' },
+		{ "syncs", required_argument, NULL, 'y' },
+		{ "bytes", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = { .name = "bwdurable", .sessions = 16, .depth = 0,
 			  .timers = 1000000, .delay_ms = 3600000, .spread_ms = 3600000,
 			  .timeout_ms = 30000, .duration_ms = 10000, .rate = 20000,
-			  .margin_ms = 20, .expect = -1 };
+			  .margin_ms = 20, .expect = -1, .syncs = 1000, .bytes = 200 };
 	const char *cmd;
 	int ch;
 
@@ -611,9 +675,20 @@ int main(int argc, char **argv)
 		case 'd': o.duration_ms = num("duration-ms", optarg); break;
 		case 'r': o.rate = num("rate", optarg); break;
 		case 'm': o.margin_ms = num("margin-ms", optarg); break;
+		case 'y': o.syncs = num("syncs", optarg); break;
+		case 'b': o.bytes = num("bytes", optarg); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
+	}
+	if (!strcmp(cmd, "synclat")) {
+		if (!o.state_dir || optind < argc || !o.syncs || o.syncs > 10000000 ||
+		    !o.bytes || o.bytes > (64u << 20)) {
+			usage(stderr);
+			return 2;
+		}
+		setvbuf(stdout, NULL, _IOLBF, 0);
+		return cmd_synclat(&o);
 	}
 	if (!o.socket || optind < argc || o.sessions < 1 || o.sessions > 1024 ||
 	    strlen(o.name) > 40) {

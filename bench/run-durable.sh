@@ -10,7 +10,10 @@
 #      bwload phase (rtt, pipelined, deep, sustained), bwload against each
 #      in turn with named sessions (--session: only they are journaled),
 #      N rounds (default 3, --quick 1); the median of the rounds, with
-#      ratios to the in-memory daemon
+#      ratios to the in-memory daemon; and in each round, right after the
+#      rtt phase, the device's own fdatasync of small appends on the same
+#      file system (bwdurable synclat), against which batch's lone round
+#      trip is set
 #   2. recovery: a daemon with --state-dir (batch, --journal-max 1073741824 so the
 #      fill leaves journals only) filled with --timers pending timers
 #      (default 1,000,000; --quick 100,000) due in 1..2 h over 16 named
@@ -53,7 +56,7 @@ while [ $# -gt 0 ]; do
 	--timers) timers=$2; shift ;;
 	--part) parts=$2; shift ;;
 	--) shift; break ;;
-	-h | --help) sed -n '2,34p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,37p' "$0"; exit 0 ;;
 	*) echo "run-durable.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -141,6 +144,7 @@ if want throughput; then
 	done
 	raw=$tmp/raw.csv
 	: >"$raw"
+	: >"$tmp/synclat.txt"
 	for r in $(seq "$rounds"); do
 		for ph in rtt pipelined deep sustained; do
 			for c in "${configs[@]}"; do
@@ -153,6 +157,11 @@ if want throughput; then
 				[ -f "$d/service.csv" ] &&
 					sed -n 2p "$d/service.csv" | sed "s/^/$c,$r,/" >>"$raw"
 			done
+			if [ "$ph" = rtt ]; then
+				timeout 300 "$bwdurable" synclat --state-dir "$tmp" \
+					--syncs "$([ -n "$quick" ] && echo 300 || echo 1000)" |
+					tee -a "$tmp/synclat.txt" | sed "s/^/  [round $r] /" >&2
+			fi
 		done
 	done
 	for c in never batch always; do
@@ -219,6 +228,17 @@ if want throughput; then
 					met = r >= 0.5 ? "met" : "missed"
 					printf "Target: with --fsync=batch, pipelined throughput ≥ 0.5× the in-memory daemon at the same depth: **%.2f×** (%.0f vs %.0f requests/s) - **%s**.\n", r, v["batch"], v["memory"], met
 				}
+			}' "$out/durable.csv"
+		echo
+		# The device's fdatasync (the median of the rounds' p50s, with
+		# that round's CPU) against batch's lone round trip (rtt p50).
+		awk -F, -v sl="$(sed -n 's/.*p50_us=\([0-9.]*\).*cpu_us_per_sync=\([0-9.]*\).*/\1 \2/p' "$tmp/synclat.txt" | sort -n | awk '{ v[NR] = $0 } END { print v[int((NR + 1) / 2)] }')" '
+			NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+			$1 == "batch" && $3 == "rtt" { rtt = $(c["rtt_p50_ns"]) / 1e3 }
+			END {
+				split(sl, f, " ")
+				if (f[1] > 0 && rtt > 0)
+					printf "The device: `bwdurable synclat` (an fdatasync after each small append, on the same file system, as the sync thread does; in each round right after the rtt phase): p50 %.1f µs, %.1f µs of CPU per sync (the median round).  A lone request with --fsync=batch: rtt p50 %.1f µs, **%.2f×** the device'"'"'s fdatasync (target ≤ 1.2×).\n", f[1], f[2], rtt, rtt / f[1]
 			}' "$out/durable.csv"
 		echo
 		grep -h . "$tmp"/out-*/service.md | grep -E '^[a-z]+/bitwheel: ' | sort -u | sed 's/^/Error: /' || true

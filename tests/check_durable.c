@@ -11,7 +11,13 @@
  *             and anonymous timers stay gone; queued fires survive; a
  *             journal written during "another boot" moves deadlines by
  *             the wall clock; without --state-dir the log says nothing is
- *             kept; a second daemon on the same directory is refused.
+ *             kept; a second daemon on the same directory is refused;
+ *             fires in flight to a consumer when a snapshot is written
+ *             come again after a restart from it, marked redelivered.
+ *   sync      with every fdatasync slowed to 400 ms (tests/faultsync.c
+ *             preloaded), a named Schedule's reply and a fire leave only
+ *             once the sync of their record has finished (batch and
+ *             always); an anonymous session's reply does not wait.
  *   files     the torn tail (the journal cut at every byte of its last
  *             record), a corrupt snapshot (exit 1 naming it) and
  *             --ignore-snapshot.
@@ -38,6 +44,7 @@
  * format rather than sharing its code.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -579,6 +586,84 @@ START_TEST(test_state_dir_locked)
 }
 END_TEST
 
+/* ---- sync ---------------------------------------------------------------- */
+
+/* Each fdatasync's time in the sync tests (tests/faultsync.c): scaled
+ * so that a slow daemon's anonymous reply still comes within it, but no
+ * more than 2 s, which valgrind's daemon takes a few ms of. */
+static uint64_t slow_sync_ns(void)
+{
+	int ms = du_scale_ms(400);
+
+	return (uint64_t)(ms < 2000 ? ms : 2000) * DU_MS;
+}
+
+/*
+ * A reply or fire of a named session leaves once the sync covering its
+ * record has finished, not when it starts: every fdatasync made to take
+ * 400 ms (tests/faultsync.c), the ScheduleReply comes 400 ms or more after
+ * the Schedule was sent, and a fire whose record was made while that sync
+ * ran waits for the next one, 400 ms or more after it fired.  Under
+ * --fsync=batch an anonymous session's Schedule sent after the named one
+ * is answered first (its reply waits for nothing); under always the loop
+ * itself waits for each sync.
+ */
+static void reply_after_sync(const char *policy)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c, *anon;
+	struct du_sched s;
+	uint64_t t0, rx_named, rx_anon = 0, rx_fire, slow = slow_sync_ns();
+	du_env *e;
+
+	du_fault_sync(d, 0, 0);
+	start_durable(d, policy);
+	c = du_open(d, "slow");
+	anon = du_open(d, NULL);
+	du_fault_sync(d, (unsigned)(slow / DU_MS), 0);
+	t0 = du_now_ns();
+	s = (struct du_sched){ .key = 1, .when = DU_DEADLINE, .when_ns = t0 + slow / 4 };
+	du_send_schedule(c, 2, &s);
+	s = (struct du_sched){ .key = 2, .when = DU_DELAY, .when_ns = 3600 * DU_S };
+	du_send_schedule(anon, 2, &s);
+	bwp_frame_free(du_expect_reply(anon, 2, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY));
+	rx_anon = anon->rx_ns;
+	bwp_frame_free(du_expect_reply(c, 2, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY));
+	rx_named = c->rx_ns;
+	e = du_expect_fire(c, DU_WAIT_MS, &rx_fire);
+	ck_assert_uint_eq(e->fired->key, 1);
+	du_note("%s, fdatasync %.0f ms: named reply %.1f ms after its Schedule, anonymous %.1f ms; fire %.1f ms after it fired",
+		policy, slow / 1e6, (rx_named - t0) / 1e6, (rx_anon - t0) / 1e6,
+		(rx_fire - e->fired->fired_at_ns) / 1e6);
+	ck_assert_msg(rx_named >= t0 + slow,
+		      "%s: the reply to a named Schedule came %.1f ms after it, before the %.0f ms fdatasync of its record could finish",
+		      policy, (rx_named - t0) / 1e6, slow / 1e6);
+	ck_assert_msg(rx_fire >= e->fired->fired_at_ns + slow,
+		      "%s: a fire came %.1f ms after it fired, before the %.0f ms fdatasync of its record could finish",
+		      policy, (rx_fire - e->fired->fired_at_ns) / 1e6, slow / 1e6);
+	if (!strcmp(policy, "--fsync=batch"))
+		ck_assert_msg(rx_anon < rx_named,
+			      "an anonymous session's reply waited for a named session's sync");
+	bwp_frame_free(e);
+	/* Stopping syncs the journal: at full speed. */
+	du_fault_sync(d, 0, 0);
+	du_conn_free(anon);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+
+START_TEST(test_reply_after_sync_batch)
+{
+	reply_after_sync("--fsync=batch");
+}
+END_TEST
+
+START_TEST(test_reply_after_sync_always)
+{
+	reply_after_sync("--fsync=always");
+}
+END_TEST
+
 /* ---- files --------------------------------------------------------------- */
 
 /* Truncate the journal at every byte of its last record: recovery keeps
@@ -921,6 +1006,143 @@ START_TEST(test_acks_survive_crash)
 		/* Not acknowledged: the next round gets them again. */
 		du_conn_free(c);
 	}
+	du_daemon_free(d);
+}
+END_TEST
+
+#define NFLIGHT 10
+#define NFLIGHT_ACKED 3
+
+/* The generation a state file's header names (after its 8-byte magic);
+ * false when the file is not there (yet). */
+static bool file_generation(const struct du_daemon *d, const char *file,
+			    uint64_t *gen)
+{
+	char path[200];
+	uint8_t *buf;
+	size_t len;
+
+	state_path(d, file, path, sizeof(path));
+	if (access(path, F_OK) != 0)
+		return false;
+	buf = read_whole(path, &len);
+	ck_assert_uint_ge(len, FILE_HEADER);
+	*gen = le64(buf + 8);
+	free(buf);
+	return true;
+}
+
+/* The lowest and highest generation of the journals in d's state
+ * directory (UINT64_MAX and 0 without any). */
+static void journal_range(const struct du_daemon *d, uint64_t *lo, uint64_t *hi)
+{
+	char dir[160];
+	DIR *dp;
+	struct dirent *e;
+
+	state_path(d, NULL, dir, sizeof(dir));
+	dp = opendir(dir);
+	ck_assert_msg(dp != NULL, "%s: %s", dir, strerror(errno));
+	*lo = UINT64_MAX;
+	*hi = 0;
+	while ((e = readdir(dp)) != NULL) {
+		uint64_t g;
+
+		if (strncmp(e->d_name, "journal.", 8) != 0)
+			continue;
+		g = strtoull(e->d_name + 8, NULL, 16);
+		*lo = g < *lo ? g : *lo;
+		*hi = g > *hi ? g : *hi;
+	}
+	closedir(dp);
+}
+
+/*
+ * A snapshot holds the fires in flight: a consumer is sent 10 fires and
+ * acknowledges 3 (with request_id, so durably); a snapshot is then
+ * written while the other 7 are in flight to it (--snapshot-interval 1s),
+ * and the journals that held their records are removed by it.  After a
+ * SIGKILL and a restart from that snapshot, the 7 come again, marked
+ * redelivered, and none of the 3.
+ */
+START_TEST(test_snapshot_in_flight)
+{
+	struct du_daemon *d = du_daemon_new();
+	const struct du_hello_opts consumer = du_consumer_opts(NFLIGHT, 0);
+	struct du_conn *p, *c;
+	uint64_t key_of[NFLIGHT + 1], t0, lo, hi, top, snap = 0, id = 100;
+	bool acked[NFLIGHT] = { false }, seen[NFLIGHT] = { false };
+	char dir[160];
+	du_env *e;
+
+	state_path(d, NULL, dir, sizeof(dir));
+	du_daemon_start(d, "--state-dir", dir, "--snapshot-interval", "1s",
+			"--snapshot-min-interval", "0s", "-v", (const char *)NULL);
+	p = du_open_producer(d, "flight");
+	c = du_open_opts(d, "flight", &consumer);
+	t0 = du_now_ns();
+	for (uint64_t k = 0; k < NFLIGHT; k++)
+		schedule_at(p, 2 + k, k, t0 + 20 * DU_MS, 0);
+	for (uint64_t n = 1; n <= NFLIGHT; n++) {
+		du_env *f = du_expect_fire(c, DU_WAIT_MS, NULL);
+
+		ck_assert_uint_eq(f->fired->delivery, n);
+		key_of[n] = f->fired->key;
+		bwp_frame_free(f);
+	}
+	for (uint64_t n = 1; n <= NFLIGHT_ACKED; n++) {
+		ck_assert_uint_eq(du_ack(c, id++, n, false), 1);
+		acked[key_of[n]] = true;
+	}
+	/* Everything so far is in journal hi or before it; a change makes
+	 * the next snapshot due, and one of a later generation began after
+	 * all of the above. */
+	journal_range(d, &lo, &hi);
+	schedule_at(p, id++, 100, t0 + 3600 * DU_S, 0);
+	for (uint64_t end = du_now_ns() + (uint64_t)DU_WAIT_MS * DU_MS;;) {
+		if (file_generation(d, "snapshot", &snap) && snap > hi) {
+			/* Renamed into place first, the journals it holds
+			 * removed after. */
+			journal_range(d, &lo, &top);
+			if (lo >= snap)
+				break;
+		}
+		if (du_now_ns() >= end) {
+			char *log = du_daemon_log(d);
+
+			ck_abort_msg("no snapshot after journal %" PRIu64 " within %d ms (snapshot %" PRIu64 "); log: %s",
+				     hi, DU_WAIT_MS, snap, tail(log));
+		}
+		/* A loop turn, in which a due snapshot starts. */
+		bwp_frame_free(du_stats(p, id++));
+		du_sleep_ms(50);
+	}
+	du_note("snapshot before journal %" PRIu64 " written with %d fires in flight",
+		snap, NFLIGHT - NFLIGHT_ACKED);
+	du_daemon_kill(d);
+	du_conn_free(c);
+	du_conn_free(p);
+
+	du_daemon_start(d, "--state-dir", dir, (const char *)NULL);
+	c = du_connect(d->sock);
+	e = du_hello_opts(c, "flight", &consumer);
+	ck_assert_msg(e->hello_reply->queued == NFLIGHT - NFLIGHT_ACKED,
+		      "restarted from a snapshot written with %d fires in flight: %" PRIu64 " queued",
+		      NFLIGHT - NFLIGHT_ACKED, e->hello_reply->queued);
+	ck_assert_uint_eq(e->hello_reply->timers, 1);
+	bwp_frame_free(e);
+	for (int n = 0; n < NFLIGHT - NFLIGHT_ACKED; n++) {
+		du_env *f = du_expect_fire(c, DU_WAIT_MS, NULL);
+		uint64_t k = f->fired->key;
+
+		ck_assert_msg(k < NFLIGHT && !acked[k] && !seen[k],
+			      "key %" PRIu64 ": acknowledged, repeated or unknown", k);
+		ck_assert_msg(f->fired->redelivered, "key %" PRIu64 " had been in flight: it must come marked", k);
+		seen[k] = true;
+		bwp_frame_free(f);
+	}
+	du_expect_quiet(c, 100);
+	du_conn_free(c);
 	du_daemon_free(d);
 }
 END_TEST
@@ -1441,6 +1663,7 @@ static Suite *durable_suite(void)
 	tcase_add_test(tc, test_restart_within_deadline);
 	tcase_add_test(tc, test_restart_keeps_queue);
 	tcase_add_test(tc, test_acks_survive_crash);
+	tcase_add_test(tc, test_snapshot_in_flight);
 	tcase_add_test(tc, test_restart_namespaces);
 	tcase_add_test(tc, test_restart_other_boot);
 	tcase_add_test(tc, test_no_state_dir_says_so);
@@ -1450,6 +1673,12 @@ static Suite *durable_suite(void)
 	tc = tcase_create("introspection");
 	du_tcase(tc);
 	tcase_add_test(tc, test_restart_listed);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("sync");
+	du_tcase(tc);
+	tcase_add_test(tc, test_reply_after_sync_batch);
+	tcase_add_test(tc, test_reply_after_sync_always);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("files");

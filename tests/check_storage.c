@@ -1,6 +1,7 @@
 /*
  * check_storage.c - bitwheeld on a state directory that cannot be written:
- * a full file system or a file size limit, on real daemons.
+ * a full file system, a file size limit or a disk whose syncs fail, on
+ * real daemons.
  *
  * The fault: a small tmpfs mounted in a mount namespace of the test's own
  * (unshare(2); the mount goes with the test and its daemon, whatever
@@ -10,6 +11,10 @@
  * its journal's size and raised again to free it: a write then fails with
  * EFBIG, which the daemon must live through (it ignores SIGXFSZ).  The
  * "fsize" tests take that way on purpose, so that both are run.
+ * test_sync_eio makes every fdatasync(2) of the daemon fail with EIO, as
+ * a failing disk does after a write went into the page cache
+ * (tests/faultsync.c under the daemon, du_fault_sync): the writes
+ * succeed, the sync that would make them durable does not.
  *
  * The daemon's reserve (store.c) ends an outage on a full file system by
  * itself; the tests that need one to last empty the reserve first
@@ -17,9 +22,9 @@
  * was made.
  *
  * TCases:
- *   storage   a journal write that fails: the daemon does not exit; the
- *             reply to the Schedule it failed on is held, and 5 s into
- *             the outage dropped, the connection answered
+ *   storage   a journal write or sync that fails: the daemon does not
+ *             exit; the reply to the Schedule it failed on is held, and
+ *             5 s into the outage dropped, the connection answered
  *             STORAGE_UNAVAILABLE (no request_id) and closed; named
  *             Schedules, Cancels and the Hello of a new named session are
  *             refused with STORAGE_UNAVAILABLE, while a Hello that resumes
@@ -85,7 +90,7 @@
 #define FSIZE_LIMIT (64u << 10) /* below the journal's KEPT payloads      */
 #define FAR_NS (3600 * DU_S)   /* deadlines that do not come in a test   */
 
-enum fault_kind { FAULT_TMPFS, FAULT_FSIZE };
+enum fault_kind { FAULT_TMPFS, FAULT_FSIZE, FAULT_EIO };
 
 struct fault {
 	enum fault_kind kind;
@@ -128,8 +133,11 @@ static void fault_setup(struct du_daemon *d, struct fault *f, enum fault_kind wa
 {
 	if (want == FAULT_TMPFS && small_fs(d, f))
 		return;
-	f->kind = FAULT_FSIZE;
+	f->kind = want == FAULT_EIO ? FAULT_EIO : FAULT_FSIZE;
 	snprintf(f->state, sizeof(f->state), "%s/state", d->dir);
+	/* Preloaded from the start, failing only once fault_on says. */
+	if (f->kind == FAULT_EIO)
+		du_fault_sync(d, 0, 0);
 }
 
 static void set_fsize(pid_t pid, rlim_t soft)
@@ -151,6 +159,10 @@ static void fault_on(struct du_daemon *d, struct fault *f)
 
 	if (f->kind == FAULT_FSIZE) {
 		set_fsize(d->pid, FSIZE_LIMIT);
+		return;
+	}
+	if (f->kind == FAULT_EIO) {
+		du_fault_sync(d, 0, EIO);
 		return;
 	}
 	fd = open(f->filler, O_WRONLY | O_CREAT | O_APPEND, 0600);
@@ -188,6 +200,8 @@ static void fault_off(struct du_daemon *d, struct fault *f)
 {
 	if (f->kind == FAULT_FSIZE)
 		set_fsize(d->pid, RLIM_INFINITY);
+	else if (f->kind == FAULT_EIO)
+		du_fault_sync(d, 0, 0);
 	else
 		ck_assert_int_eq(unlink(f->filler), 0);
 }
@@ -404,6 +418,10 @@ static void refuses_then_recovers(enum fault_kind kind)
 	bwp_frame_free(du_fresh_stats(d));
 	ck_assert(!du_daemon_exited(d));
 	assert_log_count(d, DOWN_LINE, 1);
+	/* The one line names the call that failed, and why. */
+	assert_log_count(d, f.kind == FAULT_EIO ? "fdatasync: Input/output error" :
+			 f.kind == FAULT_FSIZE ? "write: File too large" :
+			 "write: No space left on device", 1);
 	/* Tries that fail (at 1 s and 3 s) leave the files as they were (a
 	 * try may be at work at a given moment, never for long). */
 	listing(f.state, before, sizeof(before));
@@ -473,6 +491,14 @@ END_TEST
 START_TEST(test_fsize)
 {
 	refuses_then_recovers(FAULT_FSIZE);
+}
+END_TEST
+
+/* The same with the journal's writes going through and its fdatasync
+ * failing (EIO): the sync's error is the write's. */
+START_TEST(test_sync_eio)
+{
+	refuses_then_recovers(FAULT_EIO);
 }
 END_TEST
 
@@ -1242,6 +1268,7 @@ static Suite *storage_suite(void)
 	du_tcase(tc);
 	tcase_add_test(tc, test_full_disk);
 	tcase_add_test(tc, test_fsize);
+	tcase_add_test(tc, test_sync_eio);
 	tcase_add_test(tc, test_start_full);
 	tcase_add_test(tc, test_down_consumer);
 	suite_add_tcase(s, tc);

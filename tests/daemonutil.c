@@ -614,6 +614,44 @@ static bool notes_have(const struct du_daemon *d, const char *what)
 	return false;
 }
 
+#define FAULT_SYNC_SO BW_TOP_BUILDDIR "/tests/.libs/faultsync.so"
+
+/* In the daemon's child before exec: the shim first in LD_PRELOAD, its
+ * control file, and ASan told not to insist on coming first.  A failure
+ * to set them shows as a shim that does nothing, which the tests that
+ * use it see. */
+static void preload_fault_sync(const struct du_daemon *d)
+{
+	const char *pre = getenv("LD_PRELOAD"), *asan = getenv("ASAN_OPTIONS");
+	char buf[1024], ctl[96];
+
+	snprintf(buf, sizeof(buf), "%s%s%s", FAULT_SYNC_SO, pre && *pre ? ":" : "",
+		 pre ? pre : "");
+	setenv("LD_PRELOAD", buf, 1);
+	snprintf(buf, sizeof(buf), "%s%sverify_asan_link_order=0", asan ? asan : "",
+		 asan && *asan ? ":" : "");
+	setenv("ASAN_OPTIONS", buf, 1);
+	snprintf(ctl, sizeof(ctl), "%s/fdatasync", d->dir);
+	setenv("BW_FAULT_FDATASYNC", ctl, 1);
+}
+
+void du_fault_sync(struct du_daemon *d, unsigned delay_ms, int err)
+{
+	char path[96], tmp[104];
+	FILE *f;
+
+	ck_assert_msg(access(FAULT_SYNC_SO, R_OK) == 0, "%s: %s (make check builds it)",
+		      FAULT_SYNC_SO, strerror(errno));
+	snprintf(path, sizeof(path), "%s/fdatasync", d->dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	ck_assert_msg(f != NULL, "%s: %s", tmp, strerror(errno));
+	fprintf(f, "%u %d\n", delay_ms, err);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_msg(rename(tmp, path) == 0, "rename %s: %s", tmp, strerror(errno));
+	d->fault_sync = true;
+}
+
 void du_daemon_spawn(struct du_daemon *d, const char *const *argv)
 {
 	const char *const *run;
@@ -655,6 +693,8 @@ void du_daemon_spawn(struct du_daemon *d, const char *const *argv)
 		unsetenv("WATCHDOG_USEC");
 		unsetenv("WATCHDOG_PID");
 		unsetenv("BITWHEEL_SOCKET");
+		if (d->fault_sync)
+			preload_fault_sync(d);
 		execvp(run[0], (char *const *)run);
 		dprintf(2, "daemonutil: exec %s: %s\n", run[0], strerror(errno));
 		_exit(127);

@@ -16,6 +16,9 @@
  *                to a log file, with NOTIFY_SOCKET pointing at a datagram
  *                socket of ours; it returns once READY=1 arrives there, so
  *                no test ever sleeps to wait for a daemon.
+ *   faults       du_fault_sync() puts an LD_PRELOAD shim (tests/faultsync.c)
+ *                under a daemon: its fdatasync(2) slow or failing, as the
+ *                test says while the daemon runs.
  *   connections  raw protocol connections: every frame is packed and
  *                parsed by proto/frame.h; du_conn_send_bytes() writes
  *                bytes as given (frames from du_buf_pack() in batches, or
@@ -126,6 +129,7 @@ struct du_daemon {
 	char log[96];          /* dir/daemon.log: stdout and stderr        */
 	char *notes;           /* every notification line received so far */
 	size_t notes_len;
+	bool fault_sync;       /* started with tests/faultsync.c preloaded */
 };
 
 /* A scratch directory, a notify socket, no process yet. */
@@ -152,6 +156,18 @@ bool du_daemon_wait_notify(struct du_daemon *d, const char *what,
 			   int timeout_ms);
 /* Whether the daemon has exited, reaping it if so. */
 bool du_daemon_exited(struct du_daemon *d);
+/*
+ * fdatasync(2) faults (tests/faultsync.c, an LD_PRELOAD shim): every
+ * fdatasync of d's daemon from now on waits delay_ms, then fails with err
+ * without syncing, or with err 0 syncs.  Called before a start, it also
+ * makes that start and every later one of d run with the shim preloaded
+ * (du_fault_sync(d, 0, 0): preloaded, no fault yet); called while the
+ * daemon runs, it takes effect at its next fdatasync.  The shim reads
+ * d->dir/fdatasync, which this replaces by a rename.  With a daemon built
+ * with ASan the shim comes before the sanitizer's runtime in the library
+ * list: ASAN_OPTIONS gets verify_asan_link_order=0 for it.
+ */
+void du_fault_sync(struct du_daemon *d, unsigned delay_ms, int err);
 /* Wait for the process to exit by itself; false on timeout. */
 bool du_daemon_wait_exit(struct du_daemon *d, int timeout_ms);
 /*

@@ -144,13 +144,20 @@ tests_check_durable_SOURCES = tests/check_durable.c $(bw_e2e_sources)
 tests_check_durable_CPPFLAGS = $(bw_e2e_cppflags)
 tests_check_durable_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_durable_LDADD = $(bw_e2e_ldadd)
-EXTRA_tests_check_durable_DEPENDENCIES = daemon/bitwheeld
+EXTRA_tests_check_durable_DEPENDENCIES = daemon/bitwheeld tests/faultsync.la
 
 tests_check_storage_SOURCES = tests/check_storage.c $(bw_e2e_sources)
 tests_check_storage_CPPFLAGS = $(bw_e2e_cppflags)
 tests_check_storage_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_storage_LDADD = $(bw_e2e_ldadd)
-EXTRA_tests_check_storage_DEPENDENCIES = daemon/bitwheeld
+EXTRA_tests_check_storage_DEPENDENCIES = daemon/bitwheeld tests/faultsync.la
+
+# tests/.libs/faultsync.so: fdatasync made slow or failing under a daemon
+# a test starts (tests/faultsync.c, du_fault_sync).  Built for make check
+# only; -rpath makes libtool build a shared module that is never installed.
+check_LTLIBRARIES = tests/faultsync.la
+tests_faultsync_la_SOURCES = tests/faultsync.c
+tests_faultsync_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 
 # libFuzzer targets: make fuzz, make fuzz-run (tests/fuzz.mk).
 include tests/fuzz.mk
