@@ -98,8 +98,9 @@ struct bw_wheel {
 	struct bw_config cfg;
 	struct bw_allocator alloc;
 	uint64_t tick_ns;
-	uint64_t tick_mul;     /* floor(2^(64 + tick_shift) / tick_ns)     */
-	unsigned tick_shift;   /* floor(log2(tick_ns - 1))                 */
+	uint64_t tick_mul;     /* ceil(2^(64 + tick_shift) / tick_ns)      */
+	unsigned tick_shift;   /* ceil(log2(tick_ns)) - 1                  */
+	uint64_t tick_of_max;  /* largest deadline bw_tick_of() multiplies */
 	uint64_t now;          /* current tick: every tick <= now is done
 				  (but a backlog's heap timers); an arm at
 				  a tick <= now joins the due list         */
@@ -199,38 +200,36 @@ static inline uint64_t bw_pow64(unsigned g)
 
 /*
  * Ticks from nanoseconds without a division, which would be the dearest
- * instruction of an insert.  tick_mul is 2^(64 + tick_shift) / tick_ns
- * rounded down, so the high half of n * tick_mul, shifted, falls short of
- * n / tick_ns by less than n / 2^64 < 1: it is the floor or one less, and
- * the remainder it leaves, in [0, 2 * tick_ns), says which.
+ * instruction of an insert: one multiply and one shift.  tick_mul is
+ * 2^(63 + s) / tick_ns rounded up, with 2^(s-1) < tick_ns <= 2^s, and
+ * tick_shift is s - 1.  For n < 2^63, n * tick_mul / 2^(63 + s) exceeds
+ * n / tick_ns by less than n / 2^(63 + s) < 1 / tick_ns, too little to
+ * reach the next integer: the high half of the product, shifted, is
+ * floor(n / tick_ns) exactly.  Larger n (deadlines 292 years on) divide.
  */
-static inline uint64_t bw_tick_quot(const struct bw_wheel *w, uint64_t n,
-				    uint64_t *rem)
+static inline uint64_t bw_tick_div(const struct bw_wheel *w, uint64_t n)
 {
 #ifdef __SIZEOF_INT128__
-	uint64_t q = (uint64_t)(((unsigned __int128)n * w->tick_mul) >> 64) >>
-		     w->tick_shift;
-#else
-	uint64_t q = n / w->tick_ns;
+	if (__builtin_expect(n < (1ull << 63), 1))
+		return (uint64_t)(((unsigned __int128)n * w->tick_mul) >> 64) >>
+		       w->tick_shift;
 #endif
-	*rem = n - q * w->tick_ns;
-	return q;
+	return n / w->tick_ns;
 }
 
 /* The tick a poll at n ns has reached: floor(n / tick_ns). */
 static inline uint64_t bw_tick_floor(const struct bw_wheel *w, uint64_t n)
 {
-	uint64_t r, q = bw_tick_quot(w, n, &r);
-
-	return q + (r >= w->tick_ns);
+	return bw_tick_div(w, n);
 }
 
-/* A deadline's tick, rounded up so that it never fires early. */
+/* A deadline's tick, rounded up so that it never fires early:
+ * floor((deadline + tick_ns - 1) / tick_ns), unless that sum wraps. */
 static inline uint64_t bw_tick_of(const struct bw_wheel *w, uint64_t deadline)
 {
-	uint64_t r, q = bw_tick_quot(w, deadline, &r);
-
-	return q + (r != 0) + (r > w->tick_ns);
+	if (__builtin_expect(deadline > w->tick_of_max, 0))
+		return deadline / w->tick_ns + (deadline % w->tick_ns != 0);
+	return bw_tick_div(w, deadline + w->tick_ns - 1);
 }
 
 /* The lowest gear able to hold a timer delta ticks ahead, delta >= 1,

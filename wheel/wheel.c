@@ -343,12 +343,13 @@ int bw_wheel_new(const struct bw_config *cfg, uint64_t now_ns,
 	w->alloc = a;
 	w->footprint = size;
 	w->tick_ns = (uint64_t)cfg->resolution_ms * 1000000u;
-	/* 2^tick_shift < tick_ns keeps tick_mul below 2^64. */
+	/* tick_ns >= 10^6, so tick_shift >= 19: tick_mul < 2^64 (above). */
 	w->tick_shift = 63u - (unsigned)__builtin_clzll(w->tick_ns - 1);
 #ifdef __SIZEOF_INT128__
-	w->tick_mul = (uint64_t)(((unsigned __int128)1 << (64 + w->tick_shift)) /
-				 w->tick_ns);
+	w->tick_mul = (uint64_t)((((unsigned __int128)1 << (64 + w->tick_shift)) +
+				  w->tick_ns - 1) / w->tick_ns);
 #endif
+	w->tick_of_max = (1ull << 63) - w->tick_ns;
 	w->now = now_ns / w->tick_ns;
 	w->last_now = now_ns;
 	w->range = bw_config_range_ticks(cfg);
