@@ -73,7 +73,6 @@ struct bw_pool {
 	uint32_t fresh;        /* base records threaded so far: the rest
 				  were never used and may be untouched memory */
 	uint32_t size;         /* one past the highest record index        */
-	uint32_t used;         /* records not on the free list             */
 	uint32_t free;         /* free list head                           */
 };
 
@@ -484,7 +483,6 @@ static inline int bw_pool_get(struct bw_wheel *w, uint32_t *idx)
 	}
 	*idx = p->free;
 	p->free = bw_rec_at(p, *idx)->next;
-	p->used++;
 	return 0;
 }
 
@@ -496,10 +494,8 @@ static inline void bw_pool_put(struct bw_wheel *w, uint32_t idx,
 
 	r->gen = r->gen + 1 == BW_GEN_LIMIT ? 1 : r->gen + 1;
 	r->loc = BW_LOC_FREE;
-	r->data = NULL;
 	r->next = p->free;
 	p->free = idx;
-	p->used--;
 }
 
 #endif /* BW_WHEEL_INTERNAL_H */
