@@ -426,9 +426,13 @@ static inline void bw_slot_remove(struct bw_wheel *w, unsigned id,
 	bw_list_unlink(&w->pool, &s->list, r);
 	if (--s->count < w->cfg.slot_cap)
 		w->full[k] &= ~bit;
+	/* Emptied, it may have held the cached next event: for a ring slot
+	 * that is the one whose position next's is (a later event at that
+	 * position, in a gear or the heap, only costs a recomputation);
+	 * a gear slot empties rarely, and always recomputes. */
 	if (s->count == 0) {
 		bw_occ_clear(w, id);
-		if (bw_slot_event(w, id) == w->next)
+		if (id > w->ring_mask || (w->next & w->ring_mask) == id)
 			w->dirty = true;
 	}
 }
