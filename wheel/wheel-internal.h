@@ -105,6 +105,8 @@ struct bw_wheel {
 				  a tick <= now joins the due list         */
 	uint64_t range;        /* plain wheel accepts deltas <= range ticks */
 	uint64_t ring_mask;    /* ring slots - 1: 4095, or 63 with one gear */
+	uint64_t ring_reach;   /* min(range, ring_mask): the furthest tick
+				  ahead that arm()'s inline case takes     */
 	uint64_t next;         /* cached min event tick over slots and heap */
 	uint64_t last_now;     /* now_ns of the last poll                  */
 	bool dirty;            /* next may be too early: recompute it      */

@@ -237,28 +237,32 @@ static void list_push(struct bw_wheel *w, enum bw_list_id l, uint32_t idx,
  * Arm record idx (r) for its deadline, at tick t: the due list when t has
  * been reached, else a slot, else (failover, spill) the heap; BW_ERANGE beyond
  * the range, BW_EFULL when a capped home slot and its probes are full.
- * One unsigned compare of t - now - 1 against the range sends both the
- * due and the out-of-range case off the common path.  Within the ring's
- * reach t's own slot takes it, in either mode; beyond, the gear comes from
- * the magnitude of t - now, and only a now not aligned to that gear's
- * slots can put t one slot too far ahead, into the next gear.  Inline into
- * insert and the re-arm in fire(): the rare paths are out of line.
+ * arm() inlines the common case, t within the ring's reach (and the range)
+ * and its slot below the cap, into insert; the rest is arm_far(), out of
+ * line, with t already known, which also takes fire()'s re-arms whole
+ * (keeping the poll loop small).  There one
+ * unsigned compare of t - now - 1 against the range sends both the due
+ * and the out-of-range case off the common path.  Within the ring's reach
+ * t's own slot takes it, in either mode; beyond, the gear comes from the
+ * magnitude of t - now, and only a now not aligned to that gear's slots
+ * can put t one slot too far ahead, into the next gear.
  */
-static inline __attribute__((always_inline)) int
-arm(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, bool spill)
+static __attribute__((noinline)) int
+arm_far(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, uint64_t t,
+	bool spill)
 {
-	uint64_t t = bw_tick_of(w, r->deadline), delta = t - w->now;
+	uint64_t delta = t - w->now;
 	uint64_t key = t, ev = t;
 	unsigned g = 0, id;
 	int err;
 
-	if (__builtin_expect(delta - 1 >= w->range, 0)) {
+	if (delta - 1 >= w->range) {
 		if (t > w->now)
 			return overflow(w, idx, BW_ERANGE, spill);
 		list_push(w, BW_DUE, idx, r);
 		return 0;
 	}
-	if (__builtin_expect(delta <= w->ring_mask, 1)) {
+	if (delta <= w->ring_mask) {
 		id = (unsigned)(t & w->ring_mask);
 	} else {
 		/* Exact mode's key is floor(t / 64^g), coarse mode's
@@ -273,12 +277,28 @@ arm(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, bool spill)
 		id = bw_slot_id(w, g, key);
 		ev = key << (6 * g);
 	}
-	if (__builtin_expect(bw_map_test(w->full, id), 0)) {
+	if (bw_map_test(w->full, id)) {
 		err = probe(w, g, key, idx, r);
 		return err ? overflow(w, idx, err, spill) : 0;
 	}
 	bw_slot_add(w, id, ev, idx, r);
 	return 0;
+}
+
+static inline __attribute__((always_inline)) int
+arm(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, bool spill)
+{
+	uint64_t t = bw_tick_of(w, r->deadline);
+	unsigned id = (unsigned)(t & w->ring_mask);
+
+	if (__builtin_expect(t - w->now - 1 < w->ring_reach, 1) &&
+	    __builtin_expect(w->slot[id].count < w->cfg.slot_cap, 1)) {
+		if (id >= BW_RING_MAX)
+			__builtin_unreachable(); /* a ring slot: summary word 0 */
+		bw_slot_add(w, id, t, idx, r);
+		return 0;
+	}
+	return arm_far(w, idx, r, t, spill);
 }
 
 /* Take record idx (r) out of wherever it is pending. */
@@ -354,6 +374,7 @@ int bw_wheel_new(const struct bw_config *cfg, uint64_t now_ns,
 	w->last_now = now_ns;
 	w->range = bw_config_range_ticks(cfg);
 	w->ring_mask = cfg->gears > 1 ? BW_RING_MAX - 1 : BW_SLOTS - 1;
+	w->ring_reach = w->range < w->ring_mask ? w->range : w->ring_mask;
 	w->next = UINT64_MAX;
 	for (unsigned l = 0; l < BW_NLISTS; l++)
 		w->list[l].head = w->list[l].tail = BW_NIL;
@@ -475,7 +496,7 @@ fire(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, uint64_t now_ns,
 		return;
 	}
 	r->deadline = again;
-	err = arm(w, idx, r, true);
+	err = arm_far(w, idx, r, bw_tick_of(w, again), true);
 	if (err) {
 		res->rearm_failed++;
 		drop(w, idx, r, err, cb);
