@@ -448,6 +448,28 @@ int bw_wheel_try_insert(struct bw_wheel *w, uint64_t deadline_ns, void *data,
 	return insert(w, deadline_ns, data, out, false);
 }
 
+/* Cancel pending record idx (r), wherever it is. */
+static inline __attribute__((always_inline)) int
+cancel(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, void **data_out)
+{
+	unlink_rec(w, idx, r);
+	if (data_out)
+		*data_out = r->data;
+	bw_pool_put(w, idx, r);
+	w->pending--;
+	w->ctr.cancelled++;
+	return 0;
+}
+
+static __attribute__((noinline)) int
+cancel_far(struct bw_wheel *w, uint32_t idx, struct bw_rec *r,
+	   void **data_out)
+{
+	return cancel(w, idx, r, data_out);
+}
+
+/* A timer in a ring slot, the common case, inline (a leaf); a gear slot,
+ * the heap or a list out of line. */
 int bw_wheel_cancel(struct bw_wheel *w, bw_handle h, void **data_out)
 {
 	struct bw_rec *r;
@@ -457,13 +479,11 @@ int bw_wheel_cancel(struct bw_wheel *w, bw_handle h, void **data_out)
 	r = lookup(w, h);
 	if (!r)
 		return BW_ENOTFOUND;
-	unlink_rec(w, (uint32_t)h, r);
-	if (data_out)
-		*data_out = r->data;
-	bw_pool_put(w, (uint32_t)h, r);
-	w->pending--;
-	w->ctr.cancelled++;
-	return 0;
+	if (__builtin_expect(r->loc > w->ring_mask, 0))
+		return cancel_far(w, (uint32_t)h, r, data_out);
+	if (r->loc >= BW_RING_MAX)
+		__builtin_unreachable(); /* a ring slot: summary word 0 */
+	return cancel(w, (uint32_t)h, r, data_out);
 }
 
 /* Give a record back to its owner through the drop callback. */
