@@ -37,9 +37,9 @@
  * now's word, a ctz and a ctz of the word found; a gear's next event is
  * one rotate by now's digit and one ctz; the first free slot in probe
  * order is a 64-bit window of the full map and one ctz.  The wheel caches
- * its next event; removing the timer that held it only marks the cache
- * dirty, so the minimum is recomputed after removals, once, usually from
- * the ring alone (gear.c).
+ * its next event; emptying a ring slot at next's position (or any gear
+ * slot) only marks the cache dirty, so the minimum is recomputed after
+ * removals, once, usually from the ring alone (gear.c).
  *
  * Precision modes.  They differ only in the gears; a ring slot holds
  * timers of its own tick (or displaced to it by probing, below) in both.
@@ -102,16 +102,18 @@
  * comes late (never early), the slots on time.  While there is a backlog
  * the next-event cache counts the slots alone, and next_deadline is now.
  *
- * Costs.  insert: a multiply by the tick's reciprocal (no division), a
- * compare against the ring's reach (a count-leading-zeros for the gear
- * beyond it), a few bit operations, one list push: O(1), about 110
- * instructions on x86-64 in the trading simulation (bench/callgrind.sh),
- * call included.  cancel: O(1), about 100 (O(log n) for an overflowed
- * timer).  poll: O(1) when no event is due - the cached next event lets it
+ * Costs.  insert: a multiply by the tick's reciprocal and a shift (no
+ * division), one compare against the ring's reach and one against the
+ * slot's cap, a few bit operations, one list push, all inline; the due
+ * list, the gears (a count-leading-zeros picks one), probing and refusals
+ * are one call further (arm_far): O(1), about 94 instructions on x86-64
+ * in the trading simulation (bench/callgrind.sh), call included.  cancel:
+ * O(1), about 85 for a ring slot's timer, inline; any other place is one
+ * call further (O(log n) for an overflowed timer).  poll: O(1) when no event is due - the cached next event lets it
  * jump any number of ticks, and the check is inline: a multiply and a few
  * compares - otherwise O(events + timers moved or fired), never O(elapsed
  * ticks).  In the trading simulation (every timer under 4096 ticks ahead)
- * a poll only fires: about 175 instructions a poll averaged over its 1 ms
+ * a poll only fires: about 180 instructions a poll averaged over its 1 ms
  * polls, fires included, in either mode, and its tail is the polls that
  * fire several timers, not a re-slot burst.  The overflow heap costs
  * O(log n) per insert, cancel and fire.  Memory: the ring's slots take
