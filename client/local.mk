@@ -59,3 +59,38 @@ bw_installcheck_files += $(bashcompletiondir)/bwctl
 else
 EXTRA_DIST += client/bash-completion/bwctl
 endif
+
+# The event-loop adapters: headers only, in the manner of hiredis', each
+# attaching a client to one loop (client/adapters/bitwheel-client-loop.h
+# says how); a program includes the one for its loop and links that loop
+# itself, so the library depends on none.  tests/check_adapters drives
+# each with a real loop (configure: BW_HAVE_LIBEV, BW_HAVE_LIBUV).
+include_HEADERS += client/adapters/bitwheel-client-loop.h \
+	client/adapters/bitwheel-client-libevent.h \
+	client/adapters/bitwheel-client-libev.h \
+	client/adapters/bitwheel-client-libuv.h
+bw_installcheck_files += $(includedir)/bitwheel-client-libevent.h \
+	$(includedir)/bitwheel-client-libev.h \
+	$(includedir)/bitwheel-client-libuv.h \
+	$(includedir)/bitwheel-client-loop.h
+
+check_PROGRAMS += tests/check_adapters
+TESTS += tests/check_adapters
+tests_check_adapters_SOURCES = tests/check_adapters.c tests/adapters.h \
+	tests/adapters_libevent.c $(bw_e2e_sources)
+tests_check_adapters_CPPFLAGS = $(bw_e2e_cppflags) \
+	-I$(top_srcdir)/client/adapters $(LIBEVENT_CFLAGS)
+tests_check_adapters_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_adapters_LDADD = client/libbitwheel-client.la $(bw_e2e_ldadd) \
+	$(LIBEVENT_LIBS)
+EXTRA_tests_check_adapters_DEPENDENCIES = daemon/bitwheeld
+if BW_HAVE_LIBEV
+tests_check_adapters_SOURCES += tests/adapters_libev.c
+tests_check_adapters_CPPFLAGS += -DBW_HAVE_LIBEV
+tests_check_adapters_LDADD += $(LIBEV_LIBS)
+endif
+if BW_HAVE_LIBUV
+tests_check_adapters_SOURCES += tests/adapters_libuv.c
+tests_check_adapters_CPPFLAGS += -DBW_HAVE_LIBUV $(LIBUV_CFLAGS)
+tests_check_adapters_LDADD += $(LIBUV_LIBS)
+endif
