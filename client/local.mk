@@ -94,3 +94,35 @@ tests_check_adapters_SOURCES += tests/adapters_libuv.c
 tests_check_adapters_CPPFLAGS += -DBW_HAVE_LIBUV $(LIBUV_CFLAGS)
 tests_check_adapters_LDADD += $(LIBUV_LIBS)
 endif
+
+# The examples: sources installed for a C developer to start from
+# ($(docdir)/examples; the Debian -dev package's examples directory), and
+# built by make check the way their comments say to build them (the
+# installed headers' directories only) for tests/check_examples, which
+# runs each against a real daemon.
+bwc_examples = client/examples/producer client/examples/consumer \
+	client/examples/libevent-consumer client/examples/worker
+check_PROGRAMS += $(bwc_examples)
+bwc_examples_cppflags = -I$(top_builddir)/client -I$(top_srcdir)/client \
+	-I$(top_srcdir)/client/adapters
+client_examples_producer_CPPFLAGS = $(bwc_examples_cppflags)
+client_examples_producer_LDADD = client/libbitwheel-client.la
+client_examples_consumer_CPPFLAGS = $(bwc_examples_cppflags)
+client_examples_consumer_LDADD = client/libbitwheel-client.la
+client_examples_libevent_consumer_CPPFLAGS = $(bwc_examples_cppflags) \
+	$(LIBEVENT_CFLAGS)
+client_examples_libevent_consumer_LDADD = client/libbitwheel-client.la \
+	$(LIBEVENT_LIBS)
+client_examples_worker_CPPFLAGS = $(bwc_examples_cppflags)
+client_examples_worker_LDADD = client/libbitwheel-client.la
+examplesdir = $(docdir)/examples
+dist_examples_DATA = client/examples/README $(bwc_examples:=.c)
+bw_installcheck_files += $(examplesdir)/README $(examplesdir)/worker.c
+
+check_PROGRAMS += tests/check_examples
+TESTS += tests/check_examples
+tests_check_examples_SOURCES = tests/check_examples.c $(bw_e2e_sources)
+tests_check_examples_CPPFLAGS = $(bw_e2e_cppflags)
+tests_check_examples_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_examples_LDADD = client/libbitwheel-client.la $(bw_e2e_ldadd)
+EXTRA_tests_check_examples_DEPENDENCIES = daemon/bitwheeld $(bwc_examples)
