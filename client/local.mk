@@ -126,3 +126,35 @@ tests_check_examples_CPPFLAGS = $(bw_e2e_cppflags)
 tests_check_examples_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_examples_LDADD = client/libbitwheel-client.la $(bw_e2e_ldadd)
 EXTRA_tests_check_examples_DEPENDENCIES = daemon/bitwheeld $(bwc_examples)
+
+# The client's manual pages in section 3: bitwheel-client(3), an overview,
+# and one page per group of functions, written from bitwheel-client.h and
+# the adapters' headers (no tool turns those comments into good pages).
+# Every other function a page's NAME section lists gets a symbolic link to
+# it (client/man/links.sh, which tests/check_man.sh also reads).
+bwc_man3 = client/man/bitwheel-client.3 client/man/bwc_new.3 \
+	client/man/bwc_connect.3 client/man/bwc_schedule.3 \
+	client/man/bwc_wait_fire.3 client/man/bwc_dispatch.3 \
+	client/man/bwc_release.3 client/man/bwc_stats.3 \
+	client/man/bwc_libevent_attach.3
+dist_man_MANS += $(bwc_man3)
+EXTRA_DIST += client/man/links.sh
+bw_installcheck_files += $(man3dir)/bitwheel-client.3 $(man3dir)/bwc_free.3 \
+	$(man3dir)/bwc_libuv_detach.3
+install-data-local: bwc-man-links-install
+uninstall-local: bwc-man-links-uninstall
+bwc-man-links-install:
+	@$(MKDIR_P) '$(DESTDIR)$(man3dir)'; \
+	pages=; for p in $(bwc_man3); do pages="$$pages $(srcdir)/$$p"; done; \
+	$(SHELL) $(srcdir)/client/man/links.sh $$pages | \
+	while read -r name page; do \
+	  rm -f "$(DESTDIR)$(man3dir)/$$name.3" && \
+	  ln -s "$$page.3" "$(DESTDIR)$(man3dir)/$$name.3" || exit 1; \
+	done
+bwc-man-links-uninstall:
+	@pages=; for p in $(bwc_man3); do pages="$$pages $(srcdir)/$$p"; done; \
+	$(SHELL) $(srcdir)/client/man/links.sh $$pages | \
+	while read -r name page; do \
+	  rm -f "$(DESTDIR)$(man3dir)/$$name.3"; \
+	done
+.PHONY: bwc-man-links-install bwc-man-links-uninstall
