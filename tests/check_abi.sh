@@ -5,7 +5,8 @@
 # client/libbitwheel-client.map) and exported by the built library under
 # that script's version, and nothing else is exported; then both public
 # headers, with their generated version headers, compile as C99 and C++
-# and their version macros agree with configure's version.  Run by make
+# and their version macros agree with configure's version; and so do the
+# client's event-loop adapters, as C and C++.  Run by make
 # check from the build directory ($srcdir from automake's harness).
 set -eu
 
@@ -89,5 +90,29 @@ if command -v "${CXX:-c++}" >/dev/null 2>&1; then
 else
 	echo "check_abi: no C++ compiler: the C++ check skipped"
 fi
+
+# The event-loop adapters (client/adapters/), header-only: each compiles
+# alone as C (gnu99: uv.h needs POSIX types) and C++, where its loop's
+# header is installed.
+for loop in libevent:event2/event.h libev:ev.h libuv:uv.h; do
+	name=${loop%%:*}
+	printf '#include <%s>\nint main(void) { return 0; }\n' "${loop#*:}" >"$tmp/has.c"
+	if ! ${CC:-cc} -c "$tmp/has.c" -o "$tmp/has.o" 2>/dev/null; then
+		echo "check_abi: ${loop#*:} not found: the $name adapter not compiled"
+		continue
+	fi
+	printf '#include "bitwheel-client-%s.h"\nint main(void) { return 0; }\n' "$name" >"$tmp/adapter.c"
+	cp "$tmp/adapter.c" "$tmp/adapter.cc"
+	# shellcheck disable=SC2086
+	${CC:-cc} -std=gnu99 -pedantic -Wall -Wextra -Werror $incs \
+		-I"$top_srcdir/client/adapters" -c "$tmp/adapter.c" -o "$tmp/adapter.o" ||
+		{ echo "check_abi: bitwheel-client-$name.h fails as C"; fail=1; }
+	if command -v "${CXX:-c++}" >/dev/null 2>&1; then
+		# shellcheck disable=SC2086
+		"${CXX:-c++}" -std=c++11 -Wall -Wextra -Werror $incs \
+			-I"$top_srcdir/client/adapters" -c "$tmp/adapter.cc" -o "$tmp/adapter.o" ||
+			{ echo "check_abi: bitwheel-client-$name.h fails as C++"; fail=1; }
+	fi
+done
 [ "$fail" -eq 0 ] && echo "check_abi: headers, scripts and libraries agree (version $version)"
 exit "$fail"
