@@ -38,6 +38,7 @@ struct bwc_libev {
 	ev_timer kick;         /* update()'s: one dispatch at the next turn */
 };
 
+/* Register the socket as the client has it now. */
 static inline void bwc_libev_watch_(struct bwc_libev *a)
 {
 	if (!bwc_loop_sync(&a->loop))
@@ -52,20 +53,24 @@ static inline void bwc_libev_watch_(struct bwc_libev *a)
 	ev_io_start(a->ev, &a->io);
 }
 
-static inline void bwc_libev_dispatch_(struct bwc_libev *a)
+/* Every entry into the adapter: a dispatch from the loop, or update. */
+static inline void bwc_libev_run_(struct bwc_libev *a, bool dispatch)
 {
-	if (!bwc_loop_dispatch(&a->loop)) {
-		free(a);                /* detached inside; watchers stopped */
-		return;
+	bwc_loop_enter(&a->loop);
+	if (!dispatch || bwc_loop_dispatch(&a->loop)) {
+		bwc_libev_watch_(a);
+		if (!dispatch)          /* a no-op when started already */
+			ev_timer_start(a->ev, &a->kick);
 	}
-	bwc_libev_watch_(a);
+	if (bwc_loop_leave(&a->loop))
+		free(a);                /* detached inside; watchers stopped */
 }
 
 static inline void bwc_libev_on_io_(struct ev_loop *ev, ev_io *w, int revents)
 {
 	(void)ev;
 	(void)revents;
-	bwc_libev_dispatch_((struct bwc_libev *)w->data);
+	bwc_libev_run_((struct bwc_libev *)w->data, true);
 }
 
 static inline void bwc_libev_on_kick_(struct ev_loop *ev, ev_timer *w,
@@ -73,7 +78,7 @@ static inline void bwc_libev_on_kick_(struct ev_loop *ev, ev_timer *w,
 {
 	(void)ev;
 	(void)revents;
-	bwc_libev_dispatch_((struct bwc_libev *)w->data);
+	bwc_libev_run_((struct bwc_libev *)w->data, true);
 }
 
 /*
@@ -83,8 +88,7 @@ static inline void bwc_libev_on_kick_(struct ev_loop *ev, ev_timer *w,
  */
 static inline void bwc_libev_update(struct bwc_libev *a)
 {
-	bwc_libev_watch_(a);
-	ev_timer_start(a->ev, &a->kick);    /* no-op when started already */
+	bwc_libev_run_(a, false);
 }
 
 /*
@@ -109,13 +113,14 @@ static inline int bwc_libev_attach(struct bwc_client *c, struct ev_loop *ev,
 	a->io.data = a;
 	ev_timer_init(&a->kick, bwc_libev_on_kick_, 0., 0.);
 	a->kick.data = a;
-	*out = a;
 	bwc_libev_update(a);        /* fires the Hello brought are queued */
+	*out = a;
 	return 0;
 }
 
-/* Stop the adapter's watchers and free it (at once, or after the
- * dispatch in progress when called from a callback).  NULL is a no-op. */
+/* Stop the adapter's watchers and free it (at once, or once the
+ * adapter's call in progress returns, when called from a callback).  NULL
+ * is a no-op. */
 static inline void bwc_libev_detach(struct bwc_libev *a)
 {
 	if (a == NULL)

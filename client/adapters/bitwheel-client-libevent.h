@@ -40,15 +40,20 @@ struct bwc_libevent {
 	struct event *kick;    /* update()'s: one dispatch at the next turn */
 };
 
+/* Register the socket as the client has it now. */
 static inline void bwc_libevent_watch_(struct bwc_libevent *a);
 
-static inline void bwc_libevent_dispatch_(struct bwc_libevent *a)
+/* Every entry into the adapter: a dispatch from the loop, or update. */
+static inline void bwc_libevent_run_(struct bwc_libevent *a, bool dispatch)
 {
-	if (!bwc_loop_dispatch(&a->loop)) {
-		free(a);                /* detached inside; events gone */
-		return;
+	bwc_loop_enter(&a->loop);
+	if (!dispatch || bwc_loop_dispatch(&a->loop)) {
+		bwc_libevent_watch_(a);
+		if (!dispatch && !a->loop.detached)
+			event_active(a->kick, EV_TIMEOUT, 1);
 	}
-	bwc_libevent_watch_(a);
+	if (bwc_loop_leave(&a->loop))
+		free(a);                /* detached inside; events gone */
 }
 
 static inline void bwc_libevent_on_io_(evutil_socket_t fd, short what,
@@ -56,10 +61,9 @@ static inline void bwc_libevent_on_io_(evutil_socket_t fd, short what,
 {
 	(void)fd;
 	(void)what;
-	bwc_libevent_dispatch_((struct bwc_libevent *)arg);
+	bwc_libevent_run_((struct bwc_libevent *)arg, true);
 }
 
-/* Register the socket as the client has it now. */
 static inline void bwc_libevent_watch_(struct bwc_libevent *a)
 {
 	short what;
@@ -81,8 +85,7 @@ static inline void bwc_libevent_watch_(struct bwc_libevent *a)
 			event_free(a->io);
 		a->io = NULL;
 		a->loop.fd = -1;
-		if (a->loop.on_error != NULL)
-			a->loop.on_error(a->loop.c, BWC_ENOMEM, a->loop.arg);
+		bwc_loop_report(&a->loop, BWC_ENOMEM);
 	}
 }
 
@@ -94,14 +97,7 @@ static inline void bwc_libevent_watch_(struct bwc_libevent *a)
  */
 static inline void bwc_libevent_update(struct bwc_libevent *a)
 {
-	bwc_libevent_watch_(a);
-	event_active(a->kick, EV_TIMEOUT, 1);
-}
-
-static inline void bwc_libevent_on_kick_(evutil_socket_t fd, short what,
-					 void *arg)
-{
-	bwc_libevent_on_io_(fd, what, arg);
+	bwc_libevent_run_(a, false);
 }
 
 /*
@@ -123,19 +119,19 @@ static inline int bwc_libevent_attach(struct bwc_client *c,
 		return BWC_ENOMEM;
 	bwc_loop_init(&a->loop, c, on_error, arg);
 	a->base = base;
-	a->kick = event_new(base, -1, 0, bwc_libevent_on_kick_, a);
+	a->kick = event_new(base, -1, 0, bwc_libevent_on_io_, a);
 	if (a->kick == NULL) {
 		free(a);
 		return BWC_ENOMEM;
 	}
-	*out = a;
 	bwc_libevent_update(a);     /* fires the Hello brought are queued */
+	*out = a;
 	return 0;
 }
 
 /* Remove the adapter's events from the base and free it (at once, or
- * after the dispatch in progress when called from a callback).  NULL is
- * a no-op. */
+ * once the adapter's call in progress returns, when called from a
+ * callback).  NULL is a no-op. */
 static inline void bwc_libevent_detach(struct bwc_libevent *a)
 {
 	if (a == NULL)

@@ -62,6 +62,7 @@ static inline void bwc_libuv_drop_poll_(struct bwc_libuv *a)
 }
 
 static inline void bwc_libuv_on_poll_(uv_poll_t *h, int status, int events);
+static inline void bwc_libuv_on_kick_(uv_timer_t *h);
 
 static inline void bwc_libuv_watch_(struct bwc_libuv *a)
 {
@@ -95,17 +96,21 @@ static inline void bwc_libuv_watch_(struct bwc_libuv *a)
 		/* Nothing watched; the next update retries. */
 		bwc_libuv_drop_poll_(a);
 		a->loop.fd = -1;
-		if (a->loop.on_error != NULL)
-			a->loop.on_error(a->loop.c, rc == UV_ENOMEM ?
-					 BWC_ENOMEM : BWC_EIO, a->loop.arg);
+		bwc_loop_report(&a->loop, rc == UV_ENOMEM ? BWC_ENOMEM : BWC_EIO);
 	}
 }
 
-static inline void bwc_libuv_dispatch_(struct bwc_libuv *a)
+/* Every entry into the adapter: a dispatch from the loop, or update.
+ * Detached inside, the adapter is freed by its handles' close. */
+static inline void bwc_libuv_run_(struct bwc_libuv *a, bool dispatch)
 {
-	/* Detached inside: its close callback frees the adapter. */
-	if (bwc_loop_dispatch(&a->loop))
+	bwc_loop_enter(&a->loop);
+	if (!dispatch || bwc_loop_dispatch(&a->loop)) {
 		bwc_libuv_watch_(a);
+		if (!dispatch && !a->loop.detached)
+			uv_timer_start(&a->kick, bwc_libuv_on_kick_, 0, 0);
+	}
+	(void)bwc_loop_leave(&a->loop);
 }
 
 static inline void bwc_libuv_on_poll_(uv_poll_t *h, int status, int events)
@@ -113,12 +118,12 @@ static inline void bwc_libuv_on_poll_(uv_poll_t *h, int status, int events)
 	/* status < 0 (the socket failed): bwc_dispatch finds out why. */
 	(void)status;
 	(void)events;
-	bwc_libuv_dispatch_((struct bwc_libuv *)h->data);
+	bwc_libuv_run_((struct bwc_libuv *)h->data, true);
 }
 
 static inline void bwc_libuv_on_kick_(uv_timer_t *h)
 {
-	bwc_libuv_dispatch_((struct bwc_libuv *)h->data);
+	bwc_libuv_run_((struct bwc_libuv *)h->data, true);
 }
 
 /*
@@ -128,8 +133,7 @@ static inline void bwc_libuv_on_kick_(uv_timer_t *h)
  */
 static inline void bwc_libuv_update(struct bwc_libuv *a)
 {
-	bwc_libuv_watch_(a);
-	uv_timer_start(&a->kick, bwc_libuv_on_kick_, 0, 0);
+	bwc_libuv_run_(a, false);
 }
 
 /*
@@ -152,8 +156,8 @@ static inline int bwc_libuv_attach(struct bwc_client *c, uv_loop_t *uv,
 	a->uv = uv;
 	uv_timer_init(uv, &a->kick);        /* cannot fail */
 	a->kick.data = a;
-	*out = a;
 	bwc_libuv_update(a);        /* fires the Hello brought are queued */
+	*out = a;
 	return 0;
 }
 

@@ -34,9 +34,9 @@
  * Costs per dispatch: the dispatch, one fstat(2), and a change to the
  * loop's registration only when the socket or the events changed.
  *
- * Detaching from inside a callback that the adapter's dispatch runs (the
- * fire handler, a reply callback, the error callback) is allowed: the
- * adapter frees itself once the dispatch returns.  Neither the adapter nor
+ * Detaching from inside a callback the adapter runs (the fire handler, a
+ * reply callback, the error callback) is allowed: the adapter frees
+ * itself once the call that ran it returns.  Neither the adapter nor
  * the loop owns the client: detach first, then bwc_free().
  */
 #ifndef BITWHEEL_CLIENT_LOOP_H
@@ -66,8 +66,9 @@ struct bwc_loop {
 	int fd;                /* the descriptor the loop watches; -1: none */
 	ino_t ino;             /* its socket's inode                        */
 	short events;          /* POLLIN / POLLOUT the loop watches for     */
-	bool dispatching;      /* inside bwc_loop_dispatch                  */
-	bool detached;         /* detach was called while dispatching       */
+	unsigned busy;         /* adapter calls in progress (nested ones
+				  from callbacks included)                  */
+	bool detached;         /* detach was called                         */
 };
 
 static inline void bwc_loop_init(struct bwc_loop *l, struct bwc_client *c,
@@ -79,7 +80,7 @@ static inline void bwc_loop_init(struct bwc_loop *l, struct bwc_client *c,
 	l->fd = -1;
 	l->ino = 0;
 	l->events = 0;
-	l->dispatching = false;
+	l->busy = 0;
 	l->detached = false;
 }
 
@@ -108,28 +109,48 @@ static inline bool bwc_loop_sync(struct bwc_loop *l)
 }
 
 /*
- * bwc_dispatch(), reporting a failure to the error callback.  false: the
- * adapter was detached inside (by a callback), and the caller frees it
- * and touches nothing more; true: it goes on (bwc_loop_sync next).
+ * Around each entry into the adapter (a loop callback, update), so that a
+ * detach from a callback inside does not free the adapter under it.
+ * bwc_loop_leave: true when the adapter was detached meanwhile and the
+ * caller frees it now.
+ */
+static inline void bwc_loop_enter(struct bwc_loop *l)
+{
+	l->busy++;
+}
+
+static inline bool bwc_loop_leave(struct bwc_loop *l)
+{
+	return --l->busy == 0 && l->detached;
+}
+
+/* A failure to the error callback, unless detached. */
+static inline void bwc_loop_report(struct bwc_loop *l, int err)
+{
+	if (l->on_error != NULL && !l->detached)
+		l->on_error(l->c, err, l->arg);
+}
+
+/*
+ * bwc_dispatch(), reporting a failure.  false: the adapter was detached
+ * inside (by a callback), and its caller touches nothing more but
+ * bwc_loop_leave; true: it goes on (bwc_loop_sync next).
  */
 static inline bool bwc_loop_dispatch(struct bwc_loop *l)
 {
-	int rc;
+	int rc = bwc_dispatch(l->c);
 
-	l->dispatching = true;
-	rc = bwc_dispatch(l->c);
-	if (rc != 0 && l->on_error != NULL && !l->detached)
-		l->on_error(l->c, rc, l->arg);
-	l->dispatching = false;
+	if (rc != 0)
+		bwc_loop_report(l, rc);
 	return !l->detached;
 }
 
-/* At detach: true when the adapter may be freed now; false while a
- * dispatch runs, which frees it when it returns. */
+/* At detach: true when the adapter may be freed now; false inside one of
+ * its calls, whose bwc_loop_leave says when. */
 static inline bool bwc_loop_detach(struct bwc_loop *l)
 {
 	l->detached = true;
-	return !l->dispatching;
+	return l->busy == 0;
 }
 
 #ifdef __cplusplus
