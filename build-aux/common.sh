@@ -14,16 +14,16 @@ bw_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # dpkg-dev, fakeroot and lintian the Debian package of build-aux/deb.sh;
 # mandoc the manual pages' lint, tests/check_man.sh; bash-completion the
 # directory (pkg-config) for bwctl's completion;
-# libev-dev and libuv1-dev the loops tests/check_adapters drives the
-# client's adapters with (libevent's is above; without them their TCases
-# are left out);
+# libev-dev, libuv1-dev and libglib2.0-dev the loops tests/check_adapters
+# drives the client's adapters with (libevent's is above; without them
+# their TCases are left out);
 # prometheus the promtool that check_bwctl's metrics test runs on bwctl
 # metrics' output; prometheus-node-exporter and curl the node_exporter that
 # monitoring-test.sh scrapes).
 bw_packages=(
 	build-essential autoconf automake libtool pkg-config
 	libevent-dev libprotobuf-c-dev protobuf-c-compiler libsystemd-dev check
-	libev-dev libuv1-dev
+	libev-dev libuv1-dev libglib2.0-dev
 	systemd clang libclang-rt-14-dev
 	python3 python3-protobuf python3-pytest python3-pip protobuf-compiler
 	python3-setuptools python3-wheel python3-build mypy

@@ -64,11 +64,13 @@ endif
 # attaching a client to one loop (client/adapters/bitwheel-client-loop.h
 # says how); a program includes the one for its loop and links that loop
 # itself, so the library depends on none.  tests/check_adapters drives
-# each with a real loop (configure: BW_HAVE_LIBEV, BW_HAVE_LIBUV).
+# each with a real loop (configure: BW_HAVE_LIBEV, BW_HAVE_LIBUV,
+# BW_HAVE_GLIB).
 include_HEADERS += client/adapters/bitwheel-client-loop.h \
 	client/adapters/bitwheel-client-libevent.h \
 	client/adapters/bitwheel-client-libev.h \
-	client/adapters/bitwheel-client-libuv.h
+	client/adapters/bitwheel-client-libuv.h \
+	client/adapters/bitwheel-client-glib.h
 bw_installcheck_files += $(includedir)/bitwheel-client-libevent.h \
 	$(includedir)/bitwheel-client-libev.h \
 	$(includedir)/bitwheel-client-libuv.h \
@@ -93,6 +95,11 @@ if BW_HAVE_LIBUV
 tests_check_adapters_SOURCES += tests/adapters_libuv.c
 tests_check_adapters_CPPFLAGS += -DBW_HAVE_LIBUV $(LIBUV_CFLAGS)
 tests_check_adapters_LDADD += $(LIBUV_LIBS)
+endif
+if BW_HAVE_GLIB
+tests_check_adapters_SOURCES += tests/adapters_glib.c
+tests_check_adapters_CPPFLAGS += -DBW_HAVE_GLIB $(GLIB_CFLAGS)
+tests_check_adapters_LDADD += $(GLIB_LIBS)
 endif
 
 # The examples: sources installed for a C developer to start from

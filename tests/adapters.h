@@ -1,7 +1,7 @@
 /*
  * adapters.h - one event loop and its adapter, as tests/check_adapters.c
  * drives them: each loop in a file of its own (tests/adapters_libevent.c,
- * adapters_libev.c, adapters_libuv.c), as libevent's and libev's headers
+ * adapters_libev.c, adapters_libuv.c, adapters_glib.c), as libevent's and libev's headers
  * both define EV_READ and cannot meet in one translation unit.
  */
 #ifndef BW_TESTS_ADAPTERS_H
@@ -23,6 +23,8 @@ struct loop_ops {
 		      void *arg, void **adapter);
 	void (*update)(void *adapter);
 	void (*detach)(void *adapter);
+	/* The adapter's struct bwc_loop. */
+	const struct bwc_loop *(*core)(void *adapter);
 };
 
 extern const struct loop_ops libevent_ops;
@@ -31,6 +33,9 @@ extern const struct loop_ops libev_ops;
 #endif
 #ifdef BW_HAVE_LIBUV
 extern const struct loop_ops libuv_ops;
+#endif
+#ifdef BW_HAVE_GLIB
+extern const struct loop_ops glib_ops;
 #endif
 
 #endif /* BW_TESTS_ADAPTERS_H */

@@ -79,8 +79,13 @@ static void lev_detach(void *a)
 	bwc_libev_detach(a);
 }
 
+static const struct bwc_loop *lev_core(void *a)
+{
+	return &((struct bwc_libev *)a)->loop;
+}
+
 const struct loop_ops libev_ops = {
 	"libev", lev_create, lev_destroy, lev_run, lev_stop,
-	lev_attach, lev_update, lev_detach,
+	lev_attach, lev_update, lev_detach, lev_core,
 };
 

@@ -81,8 +81,13 @@ static void le_detach(void *a)
 	bwc_libevent_detach(a);
 }
 
+static const struct bwc_loop *le_core(void *a)
+{
+	return &((struct bwc_libevent *)a)->loop;
+}
+
 const struct loop_ops libevent_ops = {
 	"libevent", le_create, le_destroy, le_run, le_stop,
-	le_attach, le_update, le_detach,
+	le_attach, le_update, le_detach, le_core,
 };
 

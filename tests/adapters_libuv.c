@@ -80,8 +80,13 @@ static void luv_detach(void *a)
 	bwc_libuv_detach(a);
 }
 
+static const struct bwc_loop *luv_core(void *a)
+{
+	return &((struct bwc_libuv *)a)->loop;
+}
+
 const struct loop_ops libuv_ops = {
 	"libuv", luv_create, luv_destroy, luv_run, luv_stop,
-	luv_attach, luv_update, luv_detach,
+	luv_attach, luv_update, luv_detach, luv_core,
 };
 

@@ -94,22 +94,25 @@ fi
 # The event-loop adapters (client/adapters/), header-only: each compiles
 # alone as C (gnu99: uv.h needs POSIX types) and C++, where its loop's
 # header is installed.
-for loop in libevent:event2/event.h libev:ev.h libuv:uv.h; do
+for loop in libevent:event2/event.h libev:ev.h libuv:uv.h glib:glib.h; do
 	name=${loop%%:*}
+	# GLib's header is in a directory of its own.
+	flags=$(pkg-config --cflags glib-2.0 2>/dev/null || :)
 	printf '#include <%s>\nint main(void) { return 0; }\n' "${loop#*:}" >"$tmp/has.c"
-	if ! ${CC:-cc} -c "$tmp/has.c" -o "$tmp/has.o" 2>/dev/null; then
+	# shellcheck disable=SC2086
+	if ! ${CC:-cc} $flags -c "$tmp/has.c" -o "$tmp/has.o" 2>/dev/null; then
 		echo "check_abi: ${loop#*:} not found: the $name adapter not compiled"
 		continue
 	fi
 	printf '#include "bitwheel-client-%s.h"\nint main(void) { return 0; }\n' "$name" >"$tmp/adapter.c"
 	cp "$tmp/adapter.c" "$tmp/adapter.cc"
 	# shellcheck disable=SC2086
-	${CC:-cc} -std=gnu99 -pedantic -Wall -Wextra -Werror $incs \
+	${CC:-cc} -std=gnu99 -pedantic -Wall -Wextra -Werror $incs $flags \
 		-I"$top_srcdir/client/adapters" -c "$tmp/adapter.c" -o "$tmp/adapter.o" ||
 		{ echo "check_abi: bitwheel-client-$name.h fails as C"; fail=1; }
 	if command -v "${CXX:-c++}" >/dev/null 2>&1; then
 		# shellcheck disable=SC2086
-		"${CXX:-c++}" -std=c++11 -Wall -Wextra -Werror $incs \
+		"${CXX:-c++}" -std=c++11 -Wall -Wextra -Werror $incs $flags \
 			-I"$top_srcdir/client/adapters" -c "$tmp/adapter.cc" -o "$tmp/adapter.o" ||
 			{ echo "check_abi: bitwheel-client-$name.h fails as C++"; fail=1; }
 	fi

@@ -1,12 +1,12 @@
 /*
  * check_adapters.c - the event-loop adapters (client/adapters/
- * bitwheel-client-libevent.h, -libev.h, -libuv.h) driving real loops
- * against real bitwheeld processes on temporary sockets.
+ * bitwheel-client-libevent.h, -libev.h, -libuv.h, -glib.h) driving real
+ * loops against real bitwheeld processes on temporary sockets.
  *
  * The same tests run on every loop, through struct loop_ops (tests/
  * adapters.h: a loop's create, run-with-deadline, stop, and its adapter's
- * attach, update, detach); a loop configure did not find (libev, libuv: BW_HAVE_LIBEV,
- * BW_HAVE_LIBUV) has no TCase, and says so.
+ * attach, update, detach); a loop configure did not find (libev, libuv, GLib:
+ * BW_HAVE_LIBEV, BW_HAVE_LIBUV, BW_HAVE_GLIB) has no TCase, and says so.
  *
  * TCases, one per loop:
  *   fires    timers sent with bwc_send_schedule from outside the loop's
@@ -46,12 +46,6 @@
 		ck_assert_msg(rc_ == 0, "%s: %s (%d): %s", #call,           \
 			      bwc_strerror(rc_), rc_, bwc_errmsg(c));       \
 	} while (0)
-
-/* Each adapter's struct starts with its struct bwc_loop. */
-static const struct bwc_loop *core_of(void *adapter)
-{
-	return (const struct bwc_loop *)adapter;
-}
 
 /* ---- what a test watches ------------------------------------------------ */
 
@@ -202,6 +196,9 @@ static const struct loop_ops *const loops[] = {
 #ifdef BW_HAVE_LIBUV
 	&libuv_ops,
 #endif
+#ifdef BW_HAVE_GLIB
+	&glib_ops,
+#endif
 };
 #define NLOOPS (sizeof(loops) / sizeof(loops[0]))
 
@@ -317,12 +314,12 @@ START_TEST(test_error)
 		      "%s: the daemon's stop: %d errors", ops->name, w.errors);
 	ck_assert_msg(w.last_error == BWC_ECLOSED || w.last_error == BWC_ESERVER,
 		      "%s: error %s", ops->name, bwc_strerror(w.last_error));
-	ck_assert_int_eq(core_of(w.adapter)->fd, -1);
+	ck_assert_int_eq(ops->core(w.adapter)->fd, -1);
 
 	start_with_state(d);
 	CK_BWC(w.c, bwc_reconnect(w.c));
 	ops->update(w.adapter);
-	ck_assert_int_eq(core_of(w.adapter)->fd, bwc_fd(w.c));
+	ck_assert_int_eq(ops->core(w.adapter)->fd, bwc_fd(w.c));
 	produce(d, "adapt-error", 3, 20 * DU_MS);
 	w.stop_key = 3;
 	watch_run(&w, 5000, "after bwc_reconnect");
@@ -343,6 +340,9 @@ static Suite *adapters_suite(void)
 #endif
 #ifndef BW_HAVE_LIBUV
 	du_note("libuv not found by configure: no libuv TCase");
+#endif
+#ifndef BW_HAVE_GLIB
+	du_note("GLib not found by configure: no glib TCase");
 #endif
 	for (size_t i = 0; i < NLOOPS; i++) {
 		tc = tcase_create(loops[i]->name);

@@ -35,9 +35,12 @@ trap 'rm -rf "$tmp"' EXIT
 {
 	sed -n 's/.*BWC_EXPORT [^(]*[ *]\(bwc_[a-z_0-9]*\)(.*/\1/p' \
 		"$srcdir/client/bitwheel-client.h"
-	# The adapters' functions: static inline, not ending in "_".
-	sed -n 's/^static inline [^(]*[ *]\(bwc_[a-z_0-9]*[a-z0-9]\)(.*/\1/p' \
-		"$srcdir"/client/adapters/bitwheel-client-lib*.h
+	# The adapters' functions: static inline, not ending in "_" (the
+	# shared part, bitwheel-client-loop.h, is the adapters' own).
+	for h in "$srcdir"/client/adapters/bitwheel-client-*.h; do
+		case $h in */bitwheel-client-loop.h) continue ;; esac
+		sed -n 's/^static inline [^(]*[ *]\(bwc_[a-z_0-9]*[a-z0-9]\)(.*/\1/p' "$h"
+	done
 } | sort -u >"$tmp/functions"
 # shellcheck disable=SC2086
 {

@@ -1,9 +1,9 @@
 /*
  * bitwheel-client-loop.h - what the event-loop adapters of
  * libbitwheel-client share (bitwheel-client-libevent.h, -libev.h,
- * -libuv.h): header-only, in the manner of hiredis' adapters, so that a
- * program links only the loop it already uses.  Include an adapter, not
- * this file.
+ * -libuv.h, -glib.h): header-only, in the manner of hiredis' adapters,
+ * so that a program links only the loop it already uses.  Include an
+ * adapter, not this file.
  *
  * An adapter attaches a struct bwc_client to a loop: it watches bwc_fd()
  * for the events bwc_poll_events() asks for (level-triggered), calls
