@@ -88,6 +88,9 @@ extern const char *const scenario_names[];
 int scenario_build(const char *name, const struct scenario_params *p,
 		   struct scenario *out);
 void scenario_free(struct scenario *s);
+/* Room for need elements of elem bytes at *p, doubling *cap: false when
+ * out of memory (*p is kept). */
+bool scenario_grow(void **p, size_t *cap, size_t need, size_t elem);
 
 /* ---- the trace scenario (trace.c) -------------------------------------- */
 

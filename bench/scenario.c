@@ -109,7 +109,7 @@ static bool rnd_chance(struct gen *g, double p)
 
 /* ---- growing arrays ----------------------------------------------------- */
 
-static bool grow(void **p, size_t *cap, size_t need, size_t elem)
+bool scenario_grow(void **p, size_t *cap, size_t need, size_t elem)
 {
 	size_t ncap = *cap ? *cap : 1024;
 	void *np;
@@ -132,7 +132,7 @@ static void heap_push(struct gen *g, uint64_t d, uint32_t id)
 {
 	size_t i;
 
-	if (!grow((void **)&g->heap, &g->cap_heap, g->nheap + 1,
+	if (!scenario_grow((void **)&g->heap, &g->cap_heap, g->nheap + 1,
 		  sizeof(*g->heap))) {
 		g->oom = true;
 		return;
@@ -204,7 +204,7 @@ static void emit(struct gen *g, enum op_kind kind, uint32_t id, uint64_t t,
 
 	if (done(g))
 		return;
-	if (!grow((void **)&sc->ops, &g->cap_ops, sc->nops + 1,
+	if (!scenario_grow((void **)&sc->ops, &g->cap_ops, sc->nops + 1,
 		  sizeof(*sc->ops))) {
 		g->oom = true;
 		return;
@@ -227,7 +227,7 @@ static uint32_t g_insert(struct gen *g, uint64_t deadline, unsigned bucket)
 
 	if (done(g))
 		return NOPOS;
-	if (!grow((void **)&sc->deadline, &g->cap_ids, id + 1,
+	if (!scenario_grow((void **)&sc->deadline, &g->cap_ids, id + 1,
 		  sizeof(*sc->deadline))) {
 		g->oom = true;
 		return NOPOS;

@@ -66,23 +66,6 @@ static int fail(const struct loader *l, const char *what)
 	return -1;
 }
 
-static bool grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	size_t ncap = *cap ? *cap : 4096;
-	void *np;
-
-	if (need <= *cap)
-		return true;
-	while (ncap < need)
-		ncap *= 2;
-	np = realloc(*p, ncap * elem);
-	if (!np)
-		return false;
-	*p = np;
-	*cap = ncap;
-	return true;
-}
-
 /* "WORD N" or "WORD N M": the numbers, all of them, or -1. */
 static int numbers(const char *s, uint64_t *v, int want)
 {
@@ -110,7 +93,7 @@ static int add_op(struct loader *l, enum op_kind k, uint32_t id, uint64_t t)
 	if (sc->nops >= TRACE_MAX_OPS)
 		return fail(l, "more operations than bwbench replays "
 			       "(50,000,000)");
-	if (!grow((void **)&sc->ops, &l->cap_ops, sc->nops + 1,
+	if (!scenario_grow((void **)&sc->ops, &l->cap_ops, sc->nops + 1,
 		  sizeof(*sc->ops)))
 		return fail(l, "out of memory");
 	sc->ops[sc->nops++] = (struct op){ .t = t, .id = id,
@@ -146,7 +129,7 @@ static int record(struct loader *l, const char *s)
 			return fail(l, "too many timers");
 		if (v[1] <= (l->polled ? l->last_poll : sc->start_ns))
 			return fail(l, "deadline not after the last poll");
-		if (!grow((void **)&sc->deadline, &l->cap_ids, (size_t)id + 1,
+		if (!scenario_grow((void **)&sc->deadline, &l->cap_ids, (size_t)id + 1,
 			  sizeof(*sc->deadline)))
 			return fail(l, "out of memory");
 		if (l->cap_ids > l->cap_cancelled) {
