@@ -41,7 +41,10 @@ uninstall() {
 		# shellcheck disable=SC2086
 		make -s -C "$bw_src" uninstall $how >/dev/null || true
 	done
-	for dir in /usr/share/doc/bitwheel /usr/share/bitwheel \
+	# make uninstall leaves directories; the docdir's own first.
+	for dir in /usr/share/doc/bitwheel/doc /usr/share/doc/bitwheel/examples \
+		/usr/share/doc/bitwheel /usr/share/bitwheel \
+		/usr/local/share/doc/bitwheel/doc /usr/local/share/doc/bitwheel/examples \
 		/usr/local/share/doc/bitwheel /usr/local/share/bitwheel \
 		/usr/local/lib/systemd/system /usr/local/lib/systemd \
 		/usr/local/lib/sysusers.d /usr/local/lib/pkgconfig \
