@@ -40,13 +40,6 @@
 #include "daemonutil.h"
 #include "testutil.h"
 
-#define CK_BWC(c, call)                                                     \
-	do {                                                                \
-		int rc_ = (call);                                           \
-		ck_assert_msg(rc_ == 0, "%s: %s (%d): %s", #call,           \
-			      bwc_strerror(rc_), rc_, bwc_errmsg(c));       \
-	} while (0)
-
 /* ---- what a test watches ------------------------------------------------ */
 
 #define MAX_KEYS 64

@@ -125,13 +125,6 @@ static struct bwc_client *new_client(void)
 	return c;
 }
 
-#define CK_BWC(c, call)                                                     \
-	do {                                                                \
-		int rc_ = (call);                                           \
-		ck_assert_msg(rc_ == 0, "%s: %s (%d): %s", #call,           \
-			      bwc_strerror(rc_), rc_, bwc_errmsg(c));       \
-	} while (0)
-
 static struct bwc_client *connect_to(const struct du_daemon *d, const char *session)
 {
 	struct bwc_client *c = new_client();

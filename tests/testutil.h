@@ -158,6 +158,15 @@ struct bw_wheel *tu_wheel_new(const struct bw_config *cfg, uint64_t now_ns);
 			 tu_why_ ? tu_why_ : "no reason");                  \
 	} while (0)
 
+/* A libbitwheel-client call that must return 0, or fail the test with
+ * its error and message (for suites that include bitwheel-client.h). */
+#define CK_BWC(c, call)                                                     \
+	do {                                                                \
+		int rc_ = (call);                                           \
+		ck_assert_msg(rc_ == 0, "%s: %s (%d): %s", #call,           \
+			      bwc_strerror(rc_), rc_, bwc_errmsg(c));       \
+	} while (0)
+
 /* Poll or fail the test; returns the poll result. */
 struct bw_poll_result tu_poll(struct bw_wheel *w, uint64_t now_ns,
 			      struct tu_rec *rec);
