@@ -26,15 +26,28 @@
  *   error    reconnecting off: the daemon stopping reaches the error
  *            callback, the adapter stops watching (-1), and after
  *            bwc_reconnect and update the loop receives fires again.
+ *   write    more requests sent from inside the fire handler than the
+ *            socket takes at once (its send buffer shrunk to a few KB,
+ *            1 KB payloads until the client holds 1 MiB unwritten,
+ *            BWC_EAGAIN): the client asks
+ *            for POLLOUT, the adapter watches for it once the handler
+ *            returns, and the loop writes the rest with no update called
+ *            before any reply came back (every fdatasync is slowed to a
+ *            second, tests/faultsync.c, and a named session's replies
+ *            wait for theirs: a loop that did not watch for POLLOUT
+ *            would write the rest only when the first replies woke it),
+ *            then stops watching for it; the daemon has them all.
  *
  * Every loop run has a deadline well inside the TCase's timeout.
  */
 #include <check.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "adapters.h"
 #include "daemonutil.h"
@@ -43,6 +56,8 @@
 /* ---- what a test watches ------------------------------------------------ */
 
 #define MAX_KEYS 64
+#define SENT_KEY 1000           /* the handler's own Schedules' first key   */
+#define SENT_PAYLOAD 1000       /* and each one's payload                   */
 
 struct watch {
 	const struct loop_ops *ops;
@@ -51,11 +66,25 @@ struct watch {
 	uint64_t want;          /* stop once this many distinct keys came   */
 	uint64_t stop_key;      /* ... or this key (UINT64_MAX: none)       */
 	bool detach_at_end;     /* detach from inside the handler           */
+	int sends;              /* Schedules the handler may send at stop_key:
+				   until the client holds 1 MiB unwritten  */
+	int sent;
+	int replies;            /* their replies, all successes             */
 	uint64_t seen[MAX_KEYS];/* fires per key                            */
 	uint64_t distinct, fires;
 	int errors, last_error;
 	char msg[200];          /* the first problem the handler found      */
 };
+
+static void on_reply(struct bwc_client *c, const struct bwc_reply *r, void *arg)
+{
+	struct watch *w = arg;
+
+	if (r->status != 0 && w->msg[0] == '\0')
+		snprintf(w->msg, sizeof(w->msg), "reply for key %" PRIu64 ": %s",
+			 r->key, bwc_errmsg(c));
+	w->replies++;
+}
 
 static void on_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
 {
@@ -78,6 +107,21 @@ static void on_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
 	if (bwc_send_ack(c, f, false) != 0 && w->msg[0] == '\0')
 		snprintf(w->msg, sizeof(w->msg), "send_ack: %s", bwc_errmsg(c));
 	if (w->distinct == w->want || f->key == w->stop_key) {
+		for (int i = 0; i < w->sends; i++) {
+			static const char big[SENT_PAYLOAD];
+			struct bwc_timer t = { .key = SENT_KEY + (uint64_t)i,
+					       .when_ns = 3600 * 1000 * DU_MS,
+					       .payload = big,
+					       .payload_len = sizeof(big) };
+			int rc = bwc_send_schedule(c, &t, on_reply, w);
+
+			if (rc == BWC_EAGAIN)
+				break;
+			if (rc != 0 && w->msg[0] == '\0')
+				snprintf(w->msg, sizeof(w->msg), "send_schedule: %s",
+					 bwc_errmsg(c));
+			w->sent++;
+		}
 		if (w->detach_at_end && w->adapter != NULL) {
 			w->ops->detach(w->adapter);
 			w->adapter = NULL;
@@ -323,6 +367,56 @@ START_TEST(test_error)
 }
 END_TEST
 
+START_TEST(test_write)
+{
+	const struct loop_ops *ops = loops[_i];
+	struct du_daemon *d = du_daemon_new();
+	struct watch w;
+	struct bwc_stats st;
+	int replies_then = -1, sndbuf = 4096;
+
+	du_fault_sync(d, 0, 0);
+	start_with_state(d);
+	watch_start(&w, ops, d, "adapt-write", true);
+	ck_assert(setsockopt(bwc_fd(w.c), SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			     sizeof(sndbuf)) == 0);
+	produce(d, "adapt-write", 1, 20 * DU_MS);
+	du_fault_sync(d, (unsigned)du_scale_ms(1000), 0);
+	w.stop_key = 1;
+	w.sends = 4000;
+	watch_run(&w, 8000, "the fire whose handler sends");
+	/* The dispatch wrote what the socket took; the rest waits. */
+	ck_assert_msg(w.sent < w.sends,
+		      "%s: the daemon read %d requests as fast as they came: nothing tested",
+		      ops->name, w.sent);
+	ck_assert_msg(bwc_poll_events(w.c) & POLLOUT,
+		      "%s: the socket took all %d requests at once: nothing tested",
+		      ops->name, w.sent);
+	ck_assert_msg(ops->core(w.adapter)->events & POLLOUT,
+		      "%s: the adapter does not watch for POLLOUT the client asks for",
+		      ops->name);
+	for (int i = 0, n = du_scale_ms(8000) / 20; i < n && w.replies < w.sent; i++) {
+		ops->run(w.loop, 20);
+		if (replies_then < 0 && !(bwc_poll_events(w.c) & POLLOUT)) {
+			replies_then = w.replies;
+			ck_assert_msg(!(ops->core(w.adapter)->events & POLLOUT),
+				      "%s: the adapter still watches for POLLOUT",
+				      ops->name);
+		}
+	}
+	ck_assert_msg(w.msg[0] == '\0', "%s: %s", ops->name, w.msg);
+	ck_assert_msg(replies_then == 0,
+		      "%s: the queued requests were written after %d replies had come (-1: never): not on POLLOUT",
+		      ops->name, replies_then);
+	ck_assert_int_eq(w.replies, w.sent);
+	du_fault_sync(d, 0, 0);
+	CK_BWC(w.c, bwc_stats(w.c, &st));
+	ck_assert_uint_eq(st.oneshot.pending + st.periodic.pending, (uint64_t)w.sent);
+	watch_end(&w);
+	du_daemon_free(d);
+}
+END_TEST
+
 static Suite *adapters_suite(void)
 {
 	Suite *s = suite_create("adapters");
@@ -344,6 +438,7 @@ static Suite *adapters_suite(void)
 		tcase_add_loop_test(tc, test_restart, (int)i, (int)i + 1);
 		tcase_add_loop_test(tc, test_update, (int)i, (int)i + 1);
 		tcase_add_loop_test(tc, test_error, (int)i, (int)i + 1);
+		tcase_add_loop_test(tc, test_write, (int)i, (int)i + 1);
 		suite_add_tcase(s, tc);
 	}
 	return s;
