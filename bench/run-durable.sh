@@ -13,7 +13,11 @@
 #      ratios to the in-memory daemon; and in each round, right after the
 #      rtt phase, the device's own fdatasync of small appends on the same
 #      file system (bwdurable synclat), against which batch's lone round
-#      trip is set
+#      trip is set; beside them, when redis-server and a bwload built with
+#      hiredis are there, the peer: redis-server without persistence,
+#      with appendfsync everysec and with always (its AOF, on the same
+#      file system), under bwload's redis-zset subject, each set against
+#      the redis-server without persistence
 #   2. recovery: a daemon with --state-dir (batch, --journal-max 1073741824 so the
 #      fill leaves journals only) filled with --timers pending timers
 #      (default 1,000,000; --quick 100,000) due in 1..2 h over 16 named
@@ -56,7 +60,7 @@ while [ $# -gt 0 ]; do
 	--timers) timers=$2; shift ;;
 	--part) parts=$2; shift ;;
 	--) shift; break ;;
-	-h | --help) sed -n '2,37p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,41p' "$0"; exit 0 ;;
 	*) echo "run-durable.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -78,6 +82,9 @@ make -C "$build" -j2 bench/bwload bench/bwdurable daemon/bitwheeld >/dev/null
 bwload=$build/bench/bwload
 bwdurable=$build/bench/bwdurable
 bitwheeld=$build/daemon/bitwheeld
+# shellcheck source=bench/servers.sh
+. "$here/servers.sh"
+bw_servers_who=run-durable.sh
 
 # ---- daemons -------------------------------------------------------------
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bwdurable.XXXXXX")
@@ -131,15 +138,30 @@ md=$out/durable.md
 
 # ---- 1. throughput --------------------------------------------------------
 configs=(memory never batch always)
+# The peer's three, as bwload names its subject's rows.
+declare -A redis_args=([redis-memory]="--appendonly no"
+	[redis-everysec]="--appendonly yes --appendfsync everysec"
+	[redis-always]="--appendonly yes --appendfsync always")
+if command -v redis-server >/dev/null && "$bwload" --list | grep '^redis-zset' | grep -vq 'not built'; then
+	configs+=(redis-memory redis-everysec redis-always)
+else
+	echo "run-durable.sh: no redis-server or no bwload with hiredis: no redis AOF peer (build-aux/common.sh's bench packages)" >&2
+fi
 if want throughput; then
 	echo "run-durable.sh: throughput: ${configs[*]}, $rounds round(s)" >&2
 	declare -A dpid
 	for c in "${configs[@]}"; do
-		if [ "$c" = memory ]; then
-			start "$c"
-		else
-			start "$c" --state-dir "$tmp/$c.state" --fsync "$c"
-		fi
+		case $c in
+		memory) start "$c" ;;
+		redis-*)
+			mkdir -p "$tmp/$c.state"
+			# shellcheck disable=SC2086 # the arguments split at blanks
+			bw_spawn_redis "$tmp/$c.sock" "$tmp/$c.state" ${redis_args[$c]} ||
+				{ echo "run-durable.sh: redis-server $c did not start" >&2; exit 1; }
+			pids+=("$redis_pid")
+			started=$redis_pid ;;
+		*) start "$c" --state-dir "$tmp/$c.state" --fsync "$c" ;;
+		esac
 		dpid[$c]=$started
 	done
 	raw=$tmp/raw.csv
@@ -150,9 +172,14 @@ if want throughput; then
 			for c in "${configs[@]}"; do
 				d=$tmp/out-$r-$ph-$c
 				mkdir -p "$d"
-				nice -n 0 timeout 300 "$bwload" $quick --subject bitwheel --phase "$ph" \
-					--session "bwl$r" --drain-ms 3000 --socket "$tmp/$c.sock" \
-					--daemon-pid "${dpid[$c]}" --out "$d" "$@" 2>&1 |
+				case $c in
+				redis-*) target=(--subject redis-zset --redis "$tmp/$c.sock"
+						 --redis-pid "${dpid[$c]}") ;;
+				*) target=(--subject bitwheel --session "bwl$r" --socket "$tmp/$c.sock"
+					   --daemon-pid "${dpid[$c]}") ;;
+				esac
+				nice -n 0 timeout 300 "$bwload" $quick --phase "$ph" "${target[@]}" \
+					--drain-ms 3000 --out "$d" "$@" 2>&1 |
 					sed "s/^/  [$c, round $r] /" >&2 || true
 				[ -f "$d/service.csv" ] &&
 					sed -n 2p "$d/service.csv" | sed "s/^/$c,$r,/" >>"$raw"
@@ -197,17 +224,18 @@ if want throughput; then
 	{
 		echo "## 1. Schedule throughput and fire lateness by --fsync"
 		echo
-		echo "bwload's bitwheel subject against four daemons started side by side by the script, one phase at a time, the four daemons in turn within each phase; each client opens its own **named session** (\`--session\`) as its consumer and acknowledges each batch of fires (one cumulative Ack, protocol 2), so the same requests and acks are journaled (never, batch, always) or not (memory: no --state-dir).  Default fast-precise daemon.  Phases as in the service benchmark: rtt 1×1; pipelined 4 clients × depth 64; deep 1 × 256; sustained 4 × 64 paced at 100,000 new timers/s (+10 % cancels).  Mix: 90 % oneshot schedules due in 1..50 ms, 10 % cancels.  Each cell is the median of $rounds round(s).  ×mem: requests/s relative to the in-memory daemon in the same phase.  Times in µs; late = fire received − deadline asked for."
+		echo "bwload's bitwheel subject against four daemons started side by side by the script, one phase at a time, the four daemons in turn within each phase; each client opens its own **named session** (\`--session\`) as its consumer and acknowledges each batch of fires (one cumulative Ack, protocol 2), so the same requests and acks are journaled (never, batch, always) or not (memory: no --state-dir).  Default fast-precise daemon.  Phases as in the service benchmark: rtt 1×1; pipelined 4 clients × depth 64; deep 1 × 256; sustained 4 × 64 paced at 100,000 new timers/s (+10 % cancels).  Mix: 90 % oneshot schedules due in 1..50 ms, 10 % cancels.  Each cell is the median of $rounds round(s).  ×mem: requests/s relative to the in-memory daemon in the same phase.  The peer (rows redis-*, when the run had it): redis-server on a Unix socket under bwload's redis-zset subject (ZADD/ZREM pipelined at the same depths, a consumer popping what is due with a Lua script), without persistence (redis-memory), and with its append-only file on the same file system synced every second (redis-everysec) or before each reply (redis-always, the guarantee --fsync=batch gives); their ×mem is relative to redis-memory, so each server's column says what its own durability costs it.  Times in µs; late = fire received − deadline asked for."
 		echo
 		echo "| phase | daemon | clients×depth | requests/s | ×mem | rtt p50 | rtt p99 | rtt p99.9 | late p50 | late p99 | late p99.9 | fired | early | errors | daemon CPU µs/req | RSS MiB | ok |"
 		echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 		awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-			{ rows[NR] = $0; if ($1 == "memory") mem[$3] = $(c["requests_per_s"]) }
+			{ rows[NR] = $0; if ($1 ~ /memory$/) mem[$1 ~ /^redis-/, $3] = $(c["requests_per_s"]) }
 			END {
 				for (r = 2; r <= NR; r++) {
 					split(rows[r], f, ",")
 					rps = f[c["requests_per_s"]]
-					ratio = mem[f[3]] > 0 ? sprintf("%.2f×", rps / mem[f[3]]) : "-"
+					base = mem[f[1] ~ /^redis-/, f[3]]
+					ratio = base > 0 ? sprintf("%.2f×", rps / base) : "-"
 					rtt = f[c["rtt_p50_ns"]] > 0
 					printf "| %s | %s | %s×%s | %.0f | %s |", f[3], f[1], f[5], f[6], rps, ratio
 					if (rtt) printf " %.1f | %.1f | %.1f |", f[c["rtt_p50_ns"]] / 1e3, f[c["rtt_p99_ns"]] / 1e3, f[c["rtt_p999_ns"]] / 1e3
@@ -228,6 +256,8 @@ if want throughput; then
 					met = r >= 0.5 ? "met" : "missed"
 					printf "Target: with --fsync=batch, pipelined throughput ≥ 0.5× the in-memory daemon at the same depth: **%.2f×** (%.0f vs %.0f requests/s) - **%s**.\n", r, v["batch"], v["memory"], met
 				}
+				if (v["redis-memory"] > 0 && v["redis-always"] > 0)
+					printf "\nThe peer, pipelined: redis-server with appendfsync always %.2f× its own in-memory throughput (%.0f vs %.0f requests/s), everysec %.2f×; bitwheeld with --fsync=batch %.2f× its own, always %.2f×.\n", v["redis-always"] / v["redis-memory"], v["redis-always"], v["redis-memory"], v["redis-everysec"] / v["redis-memory"], v["batch"] / v["memory"], v["always"] / v["memory"]
 			}' "$out/durable.csv"
 		echo
 		# The device's fdatasync (the median of the rounds' p50s, with

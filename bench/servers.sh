@@ -13,6 +13,8 @@
 #   bw_start_redis WHAT     redis-server on $bw_servers_tmp/redis.sock;
 #                           status 1 and a note naming WHAT (what the run
 #                           goes without) when it is missing or fails
+#   bw_spawn_redis SOCK DIR ARGS...
+#                           a redis-server of the caller's (no trap)
 #
 # bw_pid and redis_pid hold the two processes (the libtool wrapper execs
 # the daemon, so bw_pid is the daemon's own pid).
@@ -65,12 +67,21 @@ bw_start_redis() {
 		echo "$bw_servers_who: redis-server not installed: no $1 (install redis-server)" >&2
 		return 1
 	fi
-	redis-server --port 0 --unixsocket "$bw_servers_tmp/redis.sock" \
-		--unixsocketperm 700 --save '' --appendonly no --daemonize no \
-		--dir "$bw_servers_tmp" --logfile "$bw_servers_tmp/redis.log" &
-	redis_pid=$!
-	if ! bw_wait_socket "$bw_servers_tmp/redis.sock" "$redis_pid"; then
+	if ! bw_spawn_redis "$bw_servers_tmp/redis.sock" "$bw_servers_tmp" --appendonly no; then
 		echo "$bw_servers_who: redis-server did not start: no $1" >&2
 		return 1
 	fi
+}
+
+# bw_spawn_redis SOCK DIR ARGS...: redis-server on SOCK (no TCP, no RDB
+# snapshots), its files and DIR/redis.log in DIR, ARGS after (persistence:
+# --appendonly, --appendfsync); its pid in redis_pid; status 1 when it
+# does not come up.  bench/run-durable.sh starts its AOF peers with it.
+bw_spawn_redis() {
+	local sock=$1 dir=$2
+	shift 2
+	redis-server --port 0 --unixsocket "$sock" --unixsocketperm 700 --save '' \
+		--daemonize no --dir "$dir" --logfile "$dir/redis.log" "$@" &
+	redis_pid=$!
+	bw_wait_socket "$sock" "$redis_pid"
 }
