@@ -704,7 +704,8 @@ START_TEST(test_replace_loop)
 	snprintf(min, sizeof(min), "%us", MIN_INTERVAL_S);
 	du_daemon_start(d, "--state-dir", dir, "--max-payload", "8192",
 			"--journal-max", "65536", "--snapshot-growth", growth,
-			"--snapshot-min-interval", min, (const char *)NULL);
+			"--snapshot-min-interval", min, "--max-journal-per-uid", "64M",
+			(const char *)NULL);
 	big = du_open(d, "big");
 	for (unsigned i = 0; i < BIG_TIMERS; i++)
 		schedule_ok(big, 10 + i, i);
