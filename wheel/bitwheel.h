@@ -5,6 +5,11 @@
  * 64-bit nanoseconds (bw_now_ns() reads CLOCK_MONOTONIC for callers that
  * want it).  The wheel itself never reads a clock.
  *
+ * Two kinds of timer share every wheel, its poll and its callbacks: a
+ * handle timer, whose storage is the wheel's (bw_wheel_insert gives back
+ * a bw_handle), and an intrusive timer, a struct bw_timer the caller owns
+ * and embeds in its own objects (bw_timer_add: no handle, no lookup).
+ *
  * Three containers share one handle type and one callback shape:
  *   struct bw_wheel  a plain wheel (cfg.failover = false): bounded, never
  *                    allocates after creation, refuses what it cannot hold;
@@ -24,7 +29,7 @@
  * bitwheel-version.h, included below, name the release of this header.
  * Functions and enum values are added compatibly.  The structs a caller
  * allocates (bw_config, bw_callbacks, bw_poll_result, bw_counters,
- * bw_dual_config) have no reserved room: a field added to any of them,
+ * bw_dual_config, bw_timer) have no reserved room: a field added to any of them,
  * or one changed, is a new SONAME (libbitwheel.so.1), never an addition
  * within this one.  The wheels themselves are opaque and grow freely.
  */
@@ -64,6 +69,7 @@ enum bw_error {
 	BW_EPRECISION = -14,   /* cfg.precision not a enum bw_precision     */
 	BW_EPRESET = -15,      /* unknown preset                            */
 	BW_EINPOLL = -16,      /* call not allowed from inside a callback   */
+	BW_EPENDING = -17,     /* intrusive timer already pending           */
 };
 
 /* A static, human-readable description of an error code. */
@@ -290,7 +296,62 @@ BW_EXPORT size_t bw_wheel_footprint(const struct bw_wheel *w);
 BW_EXPORT uint64_t bw_wheel_range_ns(const struct bw_wheel *w);
 BW_EXPORT const struct bw_config *bw_wheel_config(const struct bw_wheel *w);
 
-/* Visitor for foreach/drain: handle, deadline and data of one timer. */
+/*
+ * Intrusive timers.  A struct bw_timer is the caller's: it lives inside
+ * the caller's own object, and the wheel links it into its slots as it
+ * is, so adding and cancelling one touch no record pool, no handle and no
+ * generation, and cancelling is an unlink.  Its fields are the wheel's:
+ * the caller never reads or writes them (they are public only so that the
+ * struct can be embedded; they change with the SONAME).  Size: 40 bytes
+ * on LP64.
+ *
+ * bw_timer_init() once before first use (or after memory reuse): the
+ * timer is then idle.  bw_timer_add() arms it with a deadline and data,
+ * exactly as bw_wheel_insert() would (same slots, same precision, same
+ * refusals, same poll); BW_EPENDING if it is pending already (cancel it
+ * first).  Its poll calls the same cb->fire with its data; as for a
+ * handle timer, a non-zero return re-arms it.  The timer is idle while
+ * its callback runs, so the callback may free it (returning 0), or add it
+ * again itself (its return value is then ignored).  bw_timer_cancel()
+ * unlinks a pending timer in O(1), BW_ENOTFOUND if it is idle (fired,
+ * cancelled, never added, or its callback is running).  A pending timer
+ * belongs to the wheel it was added to: only that wheel may cancel it,
+ * and its memory must outlive its pending time (free the wheel, or drain
+ * it, before the memory goes).  bw_wheel_free() leaves pending intrusive
+ * timers as they are; bw_wheel_drain() makes them idle.
+ */
+struct bw_timer {
+	/* Private to libbitwheel. */
+	struct bw_timer *next;
+	union {
+		struct bw_timer *prev;
+		struct {
+			uint32_t pos, arrival;
+		} heap;
+		uint32_t free_next;
+	} u;
+	uint64_t deadline;
+	void *data;
+	uint32_t gen;
+	uint16_t loc;
+	uint16_t unused;
+};
+
+/* Make t idle (never fails on a non-NULL t). */
+BW_EXPORT void bw_timer_init(struct bw_timer *t);
+/* Arm idle timer t at deadline_ns with data: bw_wheel_insert's rules. */
+BW_EXPORT int bw_timer_add(struct bw_wheel *w, struct bw_timer *t,
+			   uint64_t deadline_ns, void *data);
+/* bw_wheel_try_insert's rules: never the overflow heap. */
+BW_EXPORT int bw_timer_try_add(struct bw_wheel *w, struct bw_timer *t,
+			       uint64_t deadline_ns, void *data);
+/* Unlink pending timer t from w, O(1) (O(log n) in the overflow heap). */
+BW_EXPORT int bw_timer_cancel(struct bw_wheel *w, struct bw_timer *t);
+/* Whether t is pending (added, not yet fired or cancelled). */
+BW_EXPORT bool bw_timer_pending(const struct bw_timer *t);
+
+/* Visitor for foreach/drain: handle, deadline and data of one timer; the
+ * handle is 0 for an intrusive timer. */
 typedef void (*bw_visit_fn)(bw_handle h, uint64_t deadline_ns, void *data,
 			    void *ctx);
 /* Visit every pending timer, in no particular order; nothing changes. */

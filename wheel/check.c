@@ -22,8 +22,10 @@
  *     poll in progress are empty; the heap is ordered and
  *     every record knows its position, and holds no timer due at or
  *     before now unless the last poll stopped at its limit (a backlog);
- *   - free list plus pending records account for every record, and the
- *     pending count matches.
+ *   - free list plus pending records account for every record, each
+ *     handle timer found in a slot, list or the heap is its pool record,
+ *     and the pending count matches the timers held, handle records and
+ *     intrusive timers (gen 0) alike.
  */
 #include "wheel-internal.h"
 
@@ -34,39 +36,53 @@
 		return BW_ECORRUPT;       \
 	} while (0)
 
-static bool heap_before(const struct bw_pool *p, uint32_t a, uint32_t b)
+static bool heap_before(const struct bw_timer *a, const struct bw_timer *b)
 {
-	const struct bw_rec *ra = bw_rec_at(p, a), *rb = bw_rec_at(p, b);
+	return a->deadline < b->deadline ||
+	       (a->deadline == b->deadline &&
+		(int32_t)(a->u.heap.arrival - b->u.heap.arrival) < 0);
+}
 
-	return ra->deadline < rb->deadline ||
-	       (ra->deadline == rb->deadline && (int32_t)(ra->prev - rb->prev) < 0);
+/* A timer found in the wheel's structures: a handle record must be the
+ * pool's record at its index; *handles counts the records. */
+static int check_kind(const struct bw_wheel *w, const struct bw_timer *tm,
+		      size_t *handles, const char **why)
+{
+	const struct bw_rec *r = (const struct bw_rec *)tm;
+
+	if (!tm->gen)
+		return 0;
+	if (!bw_pool_valid(&w->pool, r->idx) ||
+	    bw_rec_at(&w->pool, r->idx) != r)
+		FAIL("a handle timer is not its pool record");
+	++*handles;
+	return 0;
 }
 
 /* Walk one list; *n gets its length, or the walk fails. */
 static int check_list(const struct bw_wheel *w, const struct bw_list *l,
-		      uint16_t loc, uint32_t limit, uint32_t *n,
-		      const char **why)
+		      uint16_t loc, size_t limit, uint32_t *n,
+		      size_t *handles, const char **why)
 {
-	const struct bw_pool *p = &w->pool;
-	uint32_t prev = BW_NIL;
+	const struct bw_timer *prev = NULL;
 
 	*n = 0;
-	for (uint32_t idx = l->head; idx != BW_NIL; idx = bw_rec_at(p, idx)->next) {
-		const struct bw_rec *r;
+	for (const struct bw_timer *tm = l->head; tm; tm = tm->next) {
+		int err;
 
-		if (!bw_pool_valid(p, idx))
-			FAIL("list link names no record");
-		r = bw_rec_at(p, idx);
-		if (r->loc != loc)
-			FAIL("record's loc disagrees with the list holding it");
-		if (r->prev != prev)
+		if (tm->loc != loc)
+			FAIL("timer's loc disagrees with the list holding it");
+		if (tm->u.prev != prev)
 			FAIL("list links are not symmetric");
 		if (++*n > limit)
 			FAIL("list longer than its bound");
-		prev = idx;
+		err = check_kind(w, tm, handles, why);
+		if (err)
+			return err;
+		prev = tm;
 	}
 	if (l->tail != prev)
-		FAIL("list tail is not its last record");
+		FAIL("list tail is not its last timer");
 	return 0;
 }
 
@@ -77,10 +93,10 @@ static unsigned slot_gear(const struct bw_wheel *w, unsigned id)
 }
 
 static int check_placement(const struct bw_wheel *w, unsigned id,
-			   uint32_t idx, const char **why)
+			   const struct bw_timer *tm, const char **why)
 {
 	unsigned g = slot_gear(w, id);
-	uint64_t t = bw_tick_of(w, bw_rec_at(&w->pool, idx)->deadline);
+	uint64_t t = bw_tick_of(w, tm->deadline);
 	uint64_t ev = bw_slot_event(w, id);
 	uint64_t reach = (uint64_t)w->cfg.max_probes * bw_pow64(g);
 
@@ -127,7 +143,7 @@ static int check_maps(const struct bw_wheel *w, const char **why)
  * scans that the next-event cache relies on must agree with it.
  */
 static int check_slots(const struct bw_wheel *w, uint64_t *min,
-		       size_t *slotted, const char **why)
+		       size_t *slotted, size_t *handles, const char **why)
 {
 	size_t nslots = bw_slot_count(&w->cfg);
 	uint64_t gmin[BW_MAX_GEARS];
@@ -137,10 +153,11 @@ static int check_slots(const struct bw_wheel *w, uint64_t *min,
 	for (unsigned id = 0; id < nslots; id++) {
 		const struct bw_slot *s = &w->slot[id];
 		unsigned g = slot_gear(w, id);
-		uint32_t n, idx = s->list.head;
+		const struct bw_timer *tm = s->list.head;
+		uint32_t n;
 		bool current;
-		int err = check_list(w, &s->list, (uint16_t)id, w->pool.size, &n,
-				     why);
+		int err = check_list(w, &s->list, (uint16_t)id, w->pending, &n,
+				     handles, why);
 
 		if (err)
 			return err;
@@ -160,10 +177,10 @@ static int check_slots(const struct bw_wheel *w, uint64_t *min,
 		if (current)
 			FAIL("the current slot holds timers");
 		for (uint32_t i = 0; i < n; i++) {
-			err = check_placement(w, id, idx, why);
+			err = check_placement(w, id, tm, why);
 			if (err)
 				return err;
-			idx = bw_rec_at(&w->pool, idx)->next;
+			tm = tm->next;
 		}
 		if (bw_slot_event(w, id) < gmin[g])
 			gmin[g] = bw_slot_event(w, id);
@@ -180,22 +197,26 @@ static int check_slots(const struct bw_wheel *w, uint64_t *min,
 	return check_maps(w, why);
 }
 
-static int check_heap(const struct bw_wheel *w, const char **why)
+static int check_heap(const struct bw_wheel *w, size_t *handles,
+		      const char **why)
 {
 	const struct bw_heap *h = &w->heap;
 
 	if (h->n && !w->cfg.failover)
 		FAIL("a plain wheel has overflowed timers");
 	for (uint32_t i = 0; i < h->n; i++) {
-		const struct bw_rec *r;
+		const struct bw_timer *tm = h->pos[i];
+		int err;
 
-		if (!bw_pool_valid(&w->pool, h->pos[i]))
-			FAIL("heap names no record");
-		r = bw_rec_at(&w->pool, h->pos[i]);
-		if (r->loc != BW_LOC_HEAP || r->next != i)
-			FAIL("heap record's loc or position is wrong");
-		if (i > 0 && heap_before(&w->pool, h->pos[i], h->pos[(i - 1) / 2]))
+		if (!tm)
+			FAIL("heap names no timer");
+		if (tm->loc != BW_LOC_HEAP || tm->u.heap.pos != i)
+			FAIL("heap timer's loc or position is wrong");
+		if (i > 0 && heap_before(tm, h->pos[(i - 1) / 2]))
 			FAIL("heap order broken");
+		err = check_kind(w, tm, handles, why);
+		if (err)
+			return err;
 	}
 	return 0;
 }
@@ -204,7 +225,7 @@ int bw_wheel_check(const struct bw_wheel *w, const char **why)
 {
 	const struct bw_pool *p;
 	uint64_t min = UINT64_MAX;
-	size_t slotted = 0, live = 0, nfree = 0;
+	size_t slotted = 0, handles = 0, live = 0, nfree = 0;
 	int err;
 
 	if (!w)
@@ -212,14 +233,14 @@ int bw_wheel_check(const struct bw_wheel *w, const char **why)
 	if (w->in_poll)
 		return BW_EINPOLL;
 	p = &w->pool;
-	err = check_slots(w, &min, &slotted, why);
+	err = check_slots(w, &min, &slotted, &handles, why);
 	if (err)
 		return err;
-	err = check_heap(w, why);
+	err = check_heap(w, &handles, why);
 	if (err)
 		return err;
 	if (w->heap.n) {
-		uint64_t ht = bw_tick_of(w, bw_rec_at(p, w->heap.pos[0])->deadline);
+		uint64_t ht = bw_tick_of(w, w->heap.pos[0]->deadline);
 
 		if (ht <= w->now && !w->backlog)
 			FAIL("overflow heap holds a timer already due");
@@ -228,20 +249,19 @@ int bw_wheel_check(const struct bw_wheel *w, const char **why)
 	}
 	if (!w->dirty && w->next != min)
 		FAIL("cached next event is wrong");
-	if (w->list[BW_RIPE].head != BW_NIL || w->list[BW_RIPE].tail != BW_NIL)
+	if (w->list[BW_RIPE].head || w->list[BW_RIPE].tail)
 		FAIL("a poll's ripe list outlived the poll");
 	{
-		uint32_t n, idx = w->list[BW_DUE].head;
+		const struct bw_timer *tm = w->list[BW_DUE].head;
+		uint32_t n;
 
-		err = check_list(w, &w->list[BW_DUE], BW_LOC_LIST + BW_DUE, p->size,
-				 &n, why);
+		err = check_list(w, &w->list[BW_DUE], BW_LOC_LIST + BW_DUE,
+				 w->pending, &n, &handles, why);
 		if (err)
 			return err;
-		for (uint32_t k = 0; k < n; k++) {
-			if (bw_tick_of(w, bw_rec_at(p, idx)->deadline) > w->now)
+		for (; tm; tm = tm->next)
+			if (bw_tick_of(w, tm->deadline) > w->now)
 				FAIL("due list holds a timer not yet due");
-			idx = bw_rec_at(p, idx)->next;
-		}
 		slotted += n;
 	}
 	for (uint32_t idx = 0; idx < p->size; idx++) {
@@ -250,21 +270,24 @@ int bw_wheel_check(const struct bw_wheel *w, const char **why)
 		if (!bw_pool_valid(p, idx))
 			continue;
 		r = bw_rec_at(p, idx);
-		if (r->gen == 0 || r->gen >= BW_GEN_LIMIT)
+		if (r->idx != idx)
+			FAIL("record's index is not its place in the pool");
+		if (r->t.gen == 0 || r->t.gen >= BW_GEN_LIMIT)
 			FAIL("record generation out of range");
-		if (r->loc == BW_LOC_FREE)
+		if (r->t.loc == BW_LOC_FREE)
 			nfree++;
-		else if (r->loc == BW_LOC_FIRING)
+		else if (r->t.loc == BW_LOC_FIRING)
 			FAIL("a record is marked firing outside a poll");
 		else
 			live++;
 	}
-	if (live != slotted + w->heap.n)
+	if (live != handles)
 		FAIL("a live record is in no slot, due list or heap");
-	if (live != w->pending)
-		FAIL("pending count disagrees with the records");
-	for (uint32_t idx = p->free; idx != BW_NIL; idx = bw_rec_at(p, idx)->next) {
-		if (!bw_pool_valid(p, idx) || bw_rec_at(p, idx)->loc != BW_LOC_FREE)
+	if (slotted + w->heap.n != w->pending)
+		FAIL("pending count disagrees with the timers held");
+	for (uint32_t idx = p->free; idx != BW_NIL;
+	     idx = bw_rec_at(p, idx)->t.u.free_next) {
+		if (!bw_pool_valid(p, idx) || bw_rec_at(p, idx)->t.loc != BW_LOC_FREE)
 			FAIL("free list names a live or missing record");
 		if (nfree-- == 0)
 			FAIL("free list longer than the free records");

@@ -21,6 +21,7 @@ const char *bw_strerror(int err)
 	case BW_EPRECISION: return "precision must be BW_EXACT or BW_COARSE";
 	case BW_EPRESET: return "unknown preset";
 	case BW_EINPOLL: return "not allowed from inside a poll callback";
+	case BW_EPENDING: return "timer already pending";
 	default: return "unknown error";
 	}
 }

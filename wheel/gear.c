@@ -24,7 +24,7 @@ uint64_t bw_next_event_scan(struct bw_wheel *w)
 	uint64_t next = UINT64_MAX, ev;
 
 	if (w->heap.n && !w->backlog)
-		next = bw_tick_of(w, bw_rec_at(&w->pool, w->heap.pos[0])->deadline);
+		next = bw_tick_of(w, w->heap.pos[0]->deadline);
 	ev = bw_ring_scan(w);
 	if (ev < next)
 		next = ev;

@@ -7,7 +7,7 @@
  * gets at creation (gears * 64 * slot_cap, a plain wheel's capacity) come
  * in one block whose chunk pointers point into it; only a failover wheel
  * grows, one chunk at a time, when it runs out.  Free records are a stack
- * threaded through rec.next: get and put are O(1), growth is O(BW_CHUNK).
+ * threaded through t.u.free_next by index: get and put are O(1), growth is O(BW_CHUNK).
  * The block is threaded onto the stack BW_CHUNK records at a time, as the
  * stack runs dry (fresh counts those threaded so far), so that a large
  * slot_cap reserves address space, not memory: a page is touched only
@@ -25,13 +25,9 @@ static void pool_thread(struct bw_pool *p, uint32_t first, uint32_t n)
 	for (uint32_t i = n; i-- > 0;) {
 		struct bw_rec *r = bw_rec_at(p, first + i);
 
-		r->gen = 1;
-		r->loc = BW_LOC_FREE;
-		r->data = NULL;
-		r->deadline = 0;
-		r->prev = BW_NIL;
-		r->unused = 0;
-		r->next = p->free;
+		r->t = (struct bw_timer){ .gen = 1, .loc = BW_LOC_FREE };
+		r->t.u.free_next = p->free;
+		r->idx = first + i;
 		p->free = first + i;
 	}
 }

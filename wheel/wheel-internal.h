@@ -26,7 +26,7 @@
 
 #include "bitwheel.h"
 
-#define BW_NIL UINT32_MAX
+#define BW_NIL UINT32_MAX           /* end of the free list (indices)   */
 #define BW_GEN_LIMIT (1u << 31)      /* generations run 1..2^31-1        */
 #define BW_CHUNK_SHIFT 12
 #define BW_CHUNK (1u << BW_CHUNK_SHIFT)
@@ -46,23 +46,30 @@ enum bw_list_id {
 	BW_NLISTS
 };
 
-/* rec.loc values besides a slot id (below 64 * BW_MAP_WORDS, so below
+/* timer.loc values besides a slot id (below 64 * BW_MAP_WORDS, so below
  * BW_LOC_LIST: "in a slot" is one compare).  Every pending place is below
- * BW_LOC_FIRING, so "pending" is one compare too. */
+ * BW_LOC_FIRING, so "pending" is one compare too.  An intrusive timer
+ * that is not pending is BW_LOC_IDLE (also while its callback runs: the
+ * callback may free it); a handle record is BW_LOC_FIRING then, and
+ * BW_LOC_FREE on the free list. */
 enum bw_loc {
 	BW_LOC_LIST = 0xfff0,  /* + enum bw_list_id                      */
-	BW_LOC_HEAP = 0xfffd,  /* overflow heap; rec.next is its position  */
-	BW_LOC_FIRING = 0xfffe,/* its callback runs now: not pending       */
+	BW_LOC_HEAP = 0xfffc,  /* overflow heap; u.heap is its place       */
+	BW_LOC_FIRING = 0xfffd,/* its callback runs now: not pending       */
+	BW_LOC_IDLE = 0xfffe,  /* intrusive, not pending                   */
 	BW_LOC_FREE = 0xffff,
 };
 
+/*
+ * A handle timer's record: the same struct bw_timer an intrusive timer
+ * is (so that every slot, list and the heap hold both kinds alike), its
+ * gen never 0, and its own index in the pool, for the free list and the
+ * handle.  An intrusive timer's gen is 0: that is how fire and visit tell
+ * the kinds apart.
+ */
 struct bw_rec {
-	uint64_t deadline;     /* ns, as the caller gave it                */
-	void *data;
-	uint32_t next, prev;   /* list links; heap: next = position, prev = arrival */
-	uint32_t gen;
-	uint16_t loc;
-	uint16_t unused;
+	struct bw_timer t;
+	uint32_t idx;
 };
 
 struct bw_pool {
@@ -73,13 +80,13 @@ struct bw_pool {
 	uint32_t fresh;        /* base records threaded so far: the rest
 				  were never used and may be untouched memory */
 	uint32_t size;         /* one past the highest record index        */
-	uint32_t free;         /* free list head                           */
+	uint32_t free;         /* free list head, linked by t.u.free_next  */
 };
 
-/* A list of records linked through rec.next/rec.prev, BW_NIL-ended:
- * head and tail are BW_NIL when it is empty. */
+/* A list of timers linked through next/u.prev, NULL-ended both ways:
+ * head and tail are NULL when it is empty. */
 struct bw_list {
-	uint32_t head, tail;
+	struct bw_timer *head, *tail;
 };
 
 struct bw_slot {
@@ -88,7 +95,7 @@ struct bw_slot {
 };
 
 struct bw_heap {
-	uint32_t *pos;         /* pos[i] = record index at heap position i */
+	struct bw_timer **pos; /* pos[i] = the timer at heap position i    */
 	uint32_t n, cap;
 	uint32_t arrivals;     /* orders equal deadlines first come, first fired */
 };
@@ -160,8 +167,8 @@ static inline bw_handle bw_handle_make(uint32_t idx, uint32_t gen)
 }
 
 /* overflow.c */
-int bw_heap_push(struct bw_wheel *w, uint32_t idx);
-void bw_heap_remove(struct bw_wheel *w, uint32_t idx);
+int bw_heap_push(struct bw_wheel *w, struct bw_timer *t);
+void bw_heap_remove(struct bw_wheel *w, struct bw_timer *t);
 void bw_heap_fini(struct bw_wheel *w);
 
 /* wheel.c */
@@ -286,45 +293,42 @@ static inline unsigned bw_slot_id(const struct bw_wheel *w, unsigned g,
 	return bw_gear_word(g) * BW_SLOTS + (unsigned)(key & (BW_SLOTS - 1));
 }
 
-static inline void bw_list_push(struct bw_pool *p, struct bw_list *l,
-				uint32_t idx, struct bw_rec *r)
+static inline void bw_list_push(struct bw_list *l, struct bw_timer *t)
 {
-	uint32_t tail = l->tail;
+	struct bw_timer *tail = l->tail;
 
-	r->next = BW_NIL;
-	r->prev = tail;
-	if (tail == BW_NIL)
-		l->head = idx;
+	t->next = NULL;
+	t->u.prev = tail;
+	if (!tail)
+		l->head = t;
 	else
-		bw_rec_at(p, tail)->next = idx;
-	l->tail = idx;
+		tail->next = t;
+	l->tail = t;
 }
 
-static inline void bw_list_unlink(struct bw_pool *p, struct bw_list *l,
-				  const struct bw_rec *r)
+static inline void bw_list_unlink(struct bw_list *l, const struct bw_timer *t)
 {
-	uint32_t next = r->next, prev = r->prev;
+	struct bw_timer *next = t->next, *prev = t->u.prev;
 
-	if (prev == BW_NIL)
+	if (!prev)
 		l->head = next;
 	else
-		bw_rec_at(p, prev)->next = next;
-	if (next == BW_NIL)
+		prev->next = next;
+	if (!next)
 		l->tail = prev;
 	else
-		bw_rec_at(p, next)->prev = prev;
+		next->u.prev = prev;
 }
 
-/* Move every record of from (not empty) to the tail of to; from is left
+/* Move every timer of from (not empty) to the tail of to; from is left
  * as it was, for the caller to reset. */
-static inline void bw_list_splice(struct bw_pool *p, struct bw_list *to,
-				  const struct bw_list *from)
+static inline void bw_list_splice(struct bw_list *to, const struct bw_list *from)
 {
-	if (to->tail == BW_NIL) {
+	if (!to->tail) {
 		to->head = from->head;
 	} else {
-		bw_rec_at(p, to->tail)->next = from->head;
-		bw_rec_at(p, from->head)->prev = to->tail;
+		to->tail->next = from->head;
+		from->head->u.prev = to->tail;
 	}
 	to->tail = from->tail;
 }
@@ -399,16 +403,16 @@ static inline void bw_occ_clear(struct bw_wheel *w, unsigned id)
 		w->sum[k / 64] &= ~(1ull << (k % 64));
 }
 
-/* Add record idx (r) to slot id, whose event tick is ev. */
+/* Add timer t to slot id, whose event tick is ev. */
 static inline void bw_slot_add(struct bw_wheel *w, unsigned id, uint64_t ev,
-			       uint32_t idx, struct bw_rec *r)
+			       struct bw_timer *t)
 {
 	struct bw_slot *s = &w->slot[id];
 	unsigned k = id / 64;
 	uint64_t bit = 1ull << (id % 64);
 
-	bw_list_push(&w->pool, &s->list, idx, r);
-	r->loc = (uint16_t)id;
+	bw_list_push(&s->list, t);
+	t->loc = (uint16_t)id;
 	w->occ[k] |= bit;
 	w->sum[k / 64] |= 1ull << (k % 64);
 	if (++s->count >= w->cfg.slot_cap)
@@ -417,15 +421,15 @@ static inline void bw_slot_add(struct bw_wheel *w, unsigned id, uint64_t ev,
 		w->next = ev;
 }
 
-/* Take record r out of slot id (its loc). */
+/* Take timer t out of slot id (its loc). */
 static inline void bw_slot_remove(struct bw_wheel *w, unsigned id,
-				  const struct bw_rec *r)
+				  const struct bw_timer *t)
 {
 	struct bw_slot *s = &w->slot[id];
 	unsigned k = id / 64;
 	uint64_t bit = 1ull << (id % 64);
 
-	bw_list_unlink(&w->pool, &s->list, r);
+	bw_list_unlink(&s->list, t);
 	if (--s->count < w->cfg.slot_cap)
 		w->full[k] &= ~bit;
 	/* Emptied, it may have held the cached next event: for a ring slot
@@ -457,7 +461,7 @@ static inline bool bw_poll_work(struct bw_wheel *w, uint64_t now_ns,
 		return false;
 	w->last_now = now_ns;
 	*target = bw_tick_floor(w, now_ns);
-	if (w->list[BW_DUE].head == BW_NIL && !w->backlog &&
+	if (!w->list[BW_DUE].head && !w->backlog &&
 	    *target < bw_next_event(w)) {
 		w->now = *target;
 		return false;
@@ -477,9 +481,10 @@ static inline bool bw_poll_collect(struct bw_wheel *w, uint64_t now_ns)
 }
 
 /* A free record, O(1); growing the pool is pool.c's business. */
-static inline int bw_pool_get(struct bw_wheel *w, uint32_t *idx)
+static inline int bw_pool_get(struct bw_wheel *w, struct bw_rec **out)
 {
 	struct bw_pool *p = &w->pool;
+	struct bw_rec *r;
 
 	if (__builtin_expect(p->free == BW_NIL, 0)) {
 		int err = bw_pool_grow(w);
@@ -487,21 +492,21 @@ static inline int bw_pool_get(struct bw_wheel *w, uint32_t *idx)
 		if (err)
 			return err;
 	}
-	*idx = p->free;
-	p->free = bw_rec_at(p, *idx)->next;
+	r = bw_rec_at(p, p->free);
+	p->free = r->t.u.free_next;
+	*out = r;
 	return 0;
 }
 
-/* Free record idx (r); its new generation kills every handle to it. */
-static inline void bw_pool_put(struct bw_wheel *w, uint32_t idx,
-			       struct bw_rec *r)
+/* Free record r; its new generation kills every handle to it. */
+static inline void bw_pool_put(struct bw_wheel *w, struct bw_rec *r)
 {
 	struct bw_pool *p = &w->pool;
 
-	r->gen = r->gen + 1 == BW_GEN_LIMIT ? 1 : r->gen + 1;
-	r->loc = BW_LOC_FREE;
-	r->next = p->free;
-	p->free = idx;
+	r->t.gen = r->t.gen + 1 == BW_GEN_LIMIT ? 1 : r->t.gen + 1;
+	r->t.loc = BW_LOC_FREE;
+	r->t.u.free_next = p->free;
+	p->free = r->idx;
 }
 
 #endif /* BW_WHEEL_INTERNAL_H */

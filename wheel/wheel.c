@@ -125,6 +125,10 @@
 
 #include "wheel-internal.h"
 
+/* bitwheel.h promises callers 40 bytes on LP64. */
+_Static_assert(sizeof(void *) != 8 || sizeof(struct bw_timer) == 40,
+	       "struct bw_timer is not the 40 bytes bitwheel.h documents");
+
 static void *mem_raw(const struct bw_allocator *a, void *p, size_t old_size,
 		     size_t new_size)
 {
@@ -185,8 +189,7 @@ static inline uint64_t map_window(const uint64_t *map, unsigned pos,
  * and ahead of now: a window of the full map and one ctz.
  */
 static __attribute__((cold, noinline)) int
-probe(struct bw_wheel *w, unsigned g, uint64_t key, uint32_t idx,
-      struct bw_rec *r)
+probe(struct bw_wheel *w, unsigned g, uint64_t key, struct bw_timer *tm)
 {
 	uint64_t ahead = key - (w->now >> (6 * g));
 	uint64_t mask = g ? BW_SLOTS - 1 : w->ring_mask;
@@ -211,32 +214,32 @@ probe(struct bw_wheel *w, unsigned g, uint64_t key, uint32_t idx,
 		key += j;
 	}
 	w->ctr.probed++;
-	bw_slot_add(w, bw_slot_id(w, g, key), key << (6 * g), idx, r);
+	bw_slot_add(w, bw_slot_id(w, g, key), key << (6 * g), tm);
 	return 0;
 }
 
 /* A timer no slot takes (err): a failover wheel's heap unless !spill
  * (bw_wheel_try_insert), or err. */
 static __attribute__((cold, noinline)) int
-overflow(struct bw_wheel *w, uint32_t idx, int err, bool spill)
+overflow(struct bw_wheel *w, struct bw_timer *tm, int err, bool spill)
 {
 	if (!spill || !w->cfg.failover)
 		return err;
-	err = bw_heap_push(w, idx);
+	err = bw_heap_push(w, tm);
 	if (!err)
 		w->ctr.overflowed++;
 	return err;
 }
 
-static void list_push(struct bw_wheel *w, enum bw_list_id l, uint32_t idx,
-		      struct bw_rec *r)
+static void list_push(struct bw_wheel *w, enum bw_list_id l,
+		      struct bw_timer *tm)
 {
-	bw_list_push(&w->pool, &w->list[l], idx, r);
-	r->loc = (uint16_t)(BW_LOC_LIST + l);
+	bw_list_push(&w->list[l], tm);
+	tm->loc = (uint16_t)(BW_LOC_LIST + l);
 }
 
 /*
- * Arm record idx (r) for its deadline, at tick t: the due list when t has
+ * Arm timer tm for its deadline, at tick t: the due list when t has
  * been reached, else a slot, else (failover, spill) the heap; BW_ERANGE beyond
  * the range, BW_EFULL when a capped home slot and its probes are full.
  * arm() inlines the common case, t within the ring's reach (and the range)
@@ -250,8 +253,7 @@ static void list_push(struct bw_wheel *w, enum bw_list_id l, uint32_t idx,
  * can put t one slot too far ahead, into the next gear.
  */
 static __attribute__((noinline)) int
-arm_far(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, uint64_t t,
-	bool spill)
+arm_far(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill)
 {
 	uint64_t delta = t - w->now;
 	uint64_t key = t, ev = t;
@@ -260,8 +262,8 @@ arm_far(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, uint64_t t,
 
 	if (delta - 1 >= w->range) {
 		if (t > w->now)
-			return overflow(w, idx, BW_ERANGE, spill);
-		list_push(w, BW_DUE, idx, r);
+			return overflow(w, tm, BW_ERANGE, spill);
+		list_push(w, BW_DUE, tm);
 		return 0;
 	}
 	if (delta <= w->ring_mask) {
@@ -280,41 +282,40 @@ arm_far(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, uint64_t t,
 		ev = key << (6 * g);
 	}
 	if (bw_map_test(w->full, id)) {
-		err = probe(w, g, key, idx, r);
-		return err ? overflow(w, idx, err, spill) : 0;
+		err = probe(w, g, key, tm);
+		return err ? overflow(w, tm, err, spill) : 0;
 	}
-	bw_slot_add(w, id, ev, idx, r);
+	bw_slot_add(w, id, ev, tm);
 	return 0;
 }
 
 static inline __attribute__((always_inline)) int
-arm(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, bool spill)
+arm(struct bw_wheel *w, struct bw_timer *tm, bool spill)
 {
-	uint64_t t = bw_tick_of(w, r->deadline);
+	uint64_t t = bw_tick_of(w, tm->deadline);
 	unsigned id = (unsigned)(t & w->ring_mask);
 
 	if (__builtin_expect(t - w->now - 1 < w->ring_reach, 1) &&
 	    __builtin_expect(w->slot[id].count < w->cfg.slot_cap, 1)) {
 		if (id >= BW_RING_MAX)
 			__builtin_unreachable(); /* a ring slot: summary word 0 */
-		bw_slot_add(w, id, t, idx, r);
+		bw_slot_add(w, id, t, tm);
 		return 0;
 	}
-	return arm_far(w, idx, r, t, spill);
+	return arm_far(w, tm, t, spill);
 }
 
-/* Take record idx (r) out of wherever it is pending. */
-static inline void unlink_rec(struct bw_wheel *w, uint32_t idx,
-			      const struct bw_rec *r)
+/* Take timer tm out of wherever it is pending. */
+static inline void unlink_timer(struct bw_wheel *w, const struct bw_timer *tm)
 {
-	uint16_t loc = r->loc;
+	uint16_t loc = tm->loc;
 
 	if (__builtin_expect(loc < BW_LOC_LIST, 1))
-		bw_slot_remove(w, loc, r);
+		bw_slot_remove(w, loc, tm);
 	else if (loc == BW_LOC_HEAP)
-		bw_heap_remove(w, idx);
+		bw_heap_remove(w, (struct bw_timer *)tm);
 	else
-		bw_list_unlink(&w->pool, &w->list[loc - BW_LOC_LIST], r);
+		bw_list_unlink(&w->list[loc - BW_LOC_LIST], tm);
 }
 
 /* Pending: in a slot, the heap, the due list or this poll's ripe list. */
@@ -335,7 +336,7 @@ static inline struct bw_rec *lookup(const struct bw_wheel *w, bw_handle h)
 		r = bw_rec_at(&w->pool, idx);
 	else
 		return NULL;
-	if (r->gen != h >> 32 || !is_pending(r->loc))
+	if (r->t.gen != h >> 32 || !is_pending(r->t.loc))
 		return NULL;
 	return r;
 }
@@ -379,9 +380,9 @@ int bw_wheel_new(const struct bw_config *cfg, uint64_t now_ns,
 	w->ring_reach = w->range < w->ring_mask ? w->range : w->ring_mask;
 	w->next = UINT64_MAX;
 	for (unsigned l = 0; l < BW_NLISTS; l++)
-		w->list[l].head = w->list[l].tail = BW_NIL;
+		w->list[l].head = w->list[l].tail = NULL;
 	for (size_t s = 0; s < nslots; s++)
-		w->slot[s].list.head = w->slot[s].list.tail = BW_NIL;
+		w->slot[s].list.head = w->slot[s].list.tail = NULL;
 	/* A plain wheel's capacity: 64 * slot_cap per gear, as the gears'
 	 * slots once were; the ring's 4096 slots may take more. */
 	err = bw_pool_init(w, cfg->gears * BW_SLOTS * cfg->slot_cap);
@@ -406,36 +407,52 @@ void bw_wheel_free(struct bw_wheel *w)
 	mem_raw(&a, w, w->footprint, 0);
 }
 
-/* Insert; with !spill, refuse what no slot takes even on a failover wheel. */
+/*
+ * Arm timer tm (a handle record or an intrusive timer) at deadline_ns
+ * with data, and count it; with !spill, refuse what no slot takes even on
+ * a failover wheel.
+ */
+static inline __attribute__((always_inline)) int
+place(struct bw_wheel *w, struct bw_timer *tm, uint64_t deadline_ns,
+      void *data, bool spill)
+{
+	int err;
+
+	tm->deadline = deadline_ns;
+	tm->data = data;
+	err = arm(w, tm, spill);
+	if (__builtin_expect(err, 0)) {
+		if (err != BW_ENOMEM)
+			w->ctr.refused++;
+		return err;
+	}
+	w->ctr.inserted++;
+	w->pending++;
+	return 0;
+}
+
 static inline __attribute__((always_inline)) int
 insert(struct bw_wheel *w, uint64_t deadline_ns, void *data, bw_handle *out,
        bool spill)
 {
 	struct bw_rec *r;
-	uint32_t idx;
 	int err;
 
 	if (!w || !out)
 		return BW_EINVAL;
-	err = bw_pool_get(w, &idx);
-	if (err)
-		goto fail;
-	r = bw_rec_at(&w->pool, idx);
-	r->deadline = deadline_ns;
-	r->data = data;
-	err = arm(w, idx, r, spill);
+	err = bw_pool_get(w, &r);
 	if (err) {
-		bw_pool_put(w, idx, r);
-		goto fail;
+		if (err != BW_ENOMEM)
+			w->ctr.refused++;
+		return err;
 	}
-	w->ctr.inserted++;
-	w->pending++;
-	*out = bw_handle_make(idx, r->gen);
+	err = place(w, &r->t, deadline_ns, data, spill);
+	if (err) {
+		bw_pool_put(w, r);
+		return err;
+	}
+	*out = bw_handle_make(r->idx, r->t.gen);
 	return 0;
-fail:
-	if (err != BW_ENOMEM)
-		w->ctr.refused++;
-	return err;
 }
 
 int bw_wheel_insert(struct bw_wheel *w, uint64_t deadline_ns, void *data,
@@ -450,28 +467,71 @@ int bw_wheel_try_insert(struct bw_wheel *w, uint64_t deadline_ns, void *data,
 	return insert(w, deadline_ns, data, out, false);
 }
 
-/* Cancel pending record idx (r), wherever it is. */
+/* An intrusive timer: the caller's struct is the record, gen 0. */
 static inline __attribute__((always_inline)) int
-cancel(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, void **data_out)
+timer_add(struct bw_wheel *w, struct bw_timer *t, uint64_t deadline_ns,
+	  void *data, bool spill)
 {
-	unlink_rec(w, idx, r);
-	if (data_out)
-		*data_out = r->data;
-	bw_pool_put(w, idx, r);
-	w->pending--;
-	w->ctr.cancelled++;
-	return 0;
+	if (!w || !t)
+		return BW_EINVAL;
+	if (__builtin_expect(t->loc != BW_LOC_IDLE, 0))
+		return is_pending(t->loc) ? BW_EPENDING : BW_EINVAL;
+	t->gen = 0;
+	return place(w, t, deadline_ns, data, spill);
 }
 
-static __attribute__((noinline)) int
-cancel_far(struct bw_wheel *w, uint32_t idx, struct bw_rec *r,
-	   void **data_out)
+void bw_timer_init(struct bw_timer *t)
 {
-	return cancel(w, idx, r, data_out);
+	if (t)
+		*t = (struct bw_timer){ .loc = BW_LOC_IDLE };
+}
+
+int bw_timer_add(struct bw_wheel *w, struct bw_timer *t, uint64_t deadline_ns,
+		 void *data)
+{
+	return timer_add(w, t, deadline_ns, data, true);
+}
+
+int bw_timer_try_add(struct bw_wheel *w, struct bw_timer *t,
+		     uint64_t deadline_ns, void *data)
+{
+	return timer_add(w, t, deadline_ns, data, false);
+}
+
+bool bw_timer_pending(const struct bw_timer *t)
+{
+	return t && is_pending(t->loc);
+}
+
+/* Take pending timer tm out, wherever it is, and count it cancelled. */
+static inline __attribute__((always_inline)) void
+cancel(struct bw_wheel *w, struct bw_timer *tm)
+{
+	unlink_timer(w, tm);
+	w->pending--;
+	w->ctr.cancelled++;
+}
+
+static __attribute__((noinline)) void
+cancel_far(struct bw_wheel *w, struct bw_timer *tm)
+{
+	cancel(w, tm);
 }
 
 /* A timer in a ring slot, the common case, inline (a leaf); a gear slot,
  * the heap or a list out of line. */
+static inline __attribute__((always_inline)) void
+cancel_any(struct bw_wheel *w, struct bw_timer *tm)
+{
+	if (__builtin_expect(tm->loc > w->ring_mask, 0)) {
+		cancel_far(w, tm);
+		return;
+	}
+	if (tm->loc >= BW_RING_MAX)
+		__builtin_unreachable(); /* a ring slot: summary word 0 */
+	cancel(w, tm);
+}
+
 int bw_wheel_cancel(struct bw_wheel *w, bw_handle h, void **data_out)
 {
 	struct bw_rec *r;
@@ -481,47 +541,78 @@ int bw_wheel_cancel(struct bw_wheel *w, bw_handle h, void **data_out)
 	r = lookup(w, h);
 	if (!r)
 		return BW_ENOTFOUND;
-	if (__builtin_expect(r->loc > w->ring_mask, 0))
-		return cancel_far(w, (uint32_t)h, r, data_out);
-	if (r->loc >= BW_RING_MAX)
-		__builtin_unreachable(); /* a ring slot: summary word 0 */
-	return cancel(w, (uint32_t)h, r, data_out);
+	cancel_any(w, &r->t);
+	if (data_out)
+		*data_out = r->t.data;
+	bw_pool_put(w, r);
+	return 0;
 }
 
-/* Give a record back to its owner through the drop callback. */
-static void drop(struct bw_wheel *w, uint32_t idx, struct bw_rec *r,
-		 int reason, const struct bw_callbacks *cb)
+int bw_timer_cancel(struct bw_wheel *w, struct bw_timer *t)
 {
-	void *data = r->data;
+	if (!w || !t)
+		return BW_EINVAL;
+	if (!is_pending(t->loc))
+		return BW_ENOTFOUND;
+	cancel_any(w, t);
+	t->loc = BW_LOC_IDLE;
+	return 0;
+}
+
+/* Done with timer tm for good: a handle record goes back to the pool, an
+ * intrusive timer is idle. */
+static inline void retire(struct bw_wheel *w, struct bw_timer *tm)
+{
+	if (tm->gen)
+		bw_pool_put(w, (struct bw_rec *)tm);
+	else
+		tm->loc = BW_LOC_IDLE;
+}
+
+/* Give a timer's data back to its owner through the drop callback. */
+static void drop(struct bw_wheel *w, struct bw_timer *tm, int reason,
+		 const struct bw_callbacks *cb)
+{
+	void *data = tm->data;
 
 	w->ctr.lost++;
-	bw_pool_put(w, idx, r);
+	retire(w, tm);
 	if (cb->drop)
 		cb->drop(data, reason, cb->ctx);
 }
 
+/*
+ * Fire tm.  A handle record is marked firing, so that its handle cannot
+ * cancel it while its callback decides its fate; an intrusive timer is
+ * idle from here on, so that its callback may free it (returning 0) or
+ * add it again itself (then the wheel leaves it be).
+ */
 static inline __attribute__((always_inline)) void
-fire(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, uint64_t now_ns,
+fire(struct bw_wheel *w, struct bw_timer *tm, uint64_t now_ns,
      const struct bw_callbacks *cb, struct bw_poll_result *res)
 {
 	uint64_t again;
 	int err;
 
-	r->loc = BW_LOC_FIRING;
+	tm->loc = tm->gen ? BW_LOC_FIRING : BW_LOC_IDLE;
 	w->pending--;
 	w->ctr.fired++;
 	res->fired++;
-	/* Records never move, so r outlives whatever the callback does. */
-	again = cb->fire(r->data, now_ns, cb->ctx);
+	/* Records never move, so a handle record outlives whatever the
+	 * callback does. */
+	again = cb->fire(tm->data, now_ns, cb->ctx);
 	if (!again) {
-		bw_pool_put(w, idx, r);
+		if (tm->gen)
+			bw_pool_put(w, (struct bw_rec *)tm);
 		return;
 	}
-	r->deadline = again;
-	err = arm_far(w, idx, r, bw_tick_of(w, again), true);
+	if (!tm->gen && tm->loc != BW_LOC_IDLE)
+		return;
+	tm->deadline = again;
+	err = arm_far(w, tm, bw_tick_of(w, again), true);
 	if (err) {
 		res->rearm_failed++;
-		drop(w, idx, r, err, cb);
+		drop(w, tm, err, cb);
 		return;
 	}
 	w->pending++;
@@ -531,7 +622,7 @@ fire(struct bw_wheel *w, uint32_t idx, struct bw_rec *r, uint64_t now_ns,
 /* Empty slot id, which comes due now, in its bitmaps and cache. */
 static inline void slot_clear(struct bw_wheel *w, unsigned id)
 {
-	w->slot[id] = (struct bw_slot){ { BW_NIL, BW_NIL }, 0 };
+	w->slot[id] = (struct bw_slot){ { NULL, NULL }, 0 };
 	bw_occ_clear(w, id);
 	w->full[id / 64] &= ~(1ull << (id % 64));
 	w->dirty = true;
@@ -544,15 +635,9 @@ static inline void slot_clear(struct bw_wheel *w, unsigned id)
  */
 static inline void ripen(struct bw_wheel *w, const struct bw_list *l)
 {
-	struct bw_pool *p = &w->pool;
-
-	for (uint32_t idx = l->head; idx != BW_NIL;) {
-		struct bw_rec *r = bw_rec_at(p, idx);
-
-		r->loc = BW_LOC_LIST + BW_RIPE;
-		idx = r->next;
-	}
-	bw_list_splice(p, &w->list[BW_RIPE], l);
+	for (struct bw_timer *tm = l->head; tm; tm = tm->next)
+		tm->loc = BW_LOC_LIST + BW_RIPE;
+	bw_list_splice(&w->list[BW_RIPE], l);
 }
 
 /*
@@ -566,17 +651,16 @@ static inline void ripen(struct bw_wheel *w, const struct bw_list *l)
  */
 static void reslot_slot(struct bw_wheel *w, unsigned id)
 {
-	uint32_t idx = w->slot[id].list.head;
+	struct bw_timer *tm = w->slot[id].list.head;
 
 	slot_clear(w, id);
-	while (idx != BW_NIL) {
-		struct bw_rec *r = bw_rec_at(&w->pool, idx);
-		uint32_t next = r->next;
-		uint64_t t = bw_tick_of(w, r->deadline), key = t;
+	while (tm) {
+		struct bw_timer *next = tm->next;
+		uint64_t t = bw_tick_of(w, tm->deadline), key = t;
 		unsigned g = 0, to;
 
 		if (t <= w->now) {
-			list_push(w, BW_RIPE, idx, r);
+			list_push(w, BW_RIPE, tm);
 		} else {
 			if (t - w->now > w->ring_mask) {
 				g = bw_gear_of(t - w->now);
@@ -585,10 +669,10 @@ static void reslot_slot(struct bw_wheel *w, unsigned id)
 			to = bw_slot_id(w, g, key);
 			if (bw_map_test(w->full, to))
 				w->ctr.overfilled++;
-			bw_slot_add(w, to, key << (6 * g), idx, r);
+			bw_slot_add(w, to, key << (6 * g), tm);
 			w->ctr.reslotted++;
 		}
-		idx = next;
+		tm = next;
 	}
 }
 
@@ -607,16 +691,15 @@ static void set_backlog(struct bw_wheel *w, bool on)
 static bool take_heap(struct bw_wheel *w, uint64_t ev, size_t *budget)
 {
 	while (w->heap.n) {
-		uint32_t idx = w->heap.pos[0];
-		struct bw_rec *r = bw_rec_at(&w->pool, idx);
+		struct bw_timer *tm = w->heap.pos[0];
 
-		if (bw_tick_of(w, r->deadline) > ev)
+		if (bw_tick_of(w, tm->deadline) > ev)
 			break;
 		if (*budget == 0)
 			return false;
 		--*budget;
-		bw_heap_remove(w, idx);
-		list_push(w, BW_RIPE, idx, r);
+		bw_heap_remove(w, tm);
+		list_push(w, BW_RIPE, tm);
 	}
 	return true;
 }
@@ -633,9 +716,9 @@ collect_due(struct bw_wheel *w, uint64_t target)
 	uint64_t ev;
 
 	w->in_poll = true;
-	if (due->head != BW_NIL) {
+	if (due->head) {
 		ripen(w, due);
-		due->head = due->tail = BW_NIL;
+		due->head = due->tail = NULL;
 	}
 	while ((ev = bw_next_event(w)) <= target) {
 		unsigned id = (unsigned)(ev & w->ring_mask);
@@ -677,13 +760,11 @@ fire_ripe(struct bw_wheel *w, uint64_t now_ns, const struct bw_callbacks *cb,
 	  struct bw_poll_result *res)
 {
 	struct bw_list *ripe = &w->list[BW_RIPE];
-	uint32_t idx;
+	struct bw_timer *tm;
 
-	while ((idx = ripe->head) != BW_NIL) {
-		struct bw_rec *r = bw_rec_at(&w->pool, idx);
-
-		bw_list_unlink(&w->pool, ripe, r);
-		fire(w, idx, r, now_ns, cb, res);
+	while ((tm = ripe->head)) {
+		bw_list_unlink(ripe, tm);
+		fire(w, tm, now_ns, cb, res);
 	}
 	w->in_poll = false;
 }
@@ -744,7 +825,7 @@ int bw_wheel_next_deadline(struct bw_wheel *w, uint64_t *out_ns)
 
 	if (!w || !out_ns)
 		return BW_EINVAL;
-	if (w->list[BW_DUE].head != BW_NIL || w->backlog)
+	if (w->list[BW_DUE].head || w->backlog)
 		t = w->now;
 	else
 		t = bw_next_event(w);
@@ -776,7 +857,7 @@ int bw_wheel_deadline(const struct bw_wheel *w, bw_handle h, uint64_t *out_ns)
 	r = lookup(w, h);
 	if (!r)
 		return BW_ENOTFOUND;
-	*out_ns = r->deadline;
+	*out_ns = r->t.deadline;
 	return 0;
 }
 
@@ -814,10 +895,31 @@ const struct bw_config *bw_wheel_config(const struct bw_wheel *w)
 	return w ? &w->cfg : NULL;
 }
 
-/* Every pending record, in index order; remove says whether to drain. */
-static int visit(struct bw_wheel *w, bw_visit_fn fn, void *ctx, bool remove)
+/* Each intrusive timer of list l; drain makes each idle before its visit
+ * (the visitor may free it). */
+static void visit_list(const struct bw_list *l, bw_visit_fn fn, void *ctx,
+		       bool drain)
+{
+	for (struct bw_timer *tm = l->head, *next; tm; tm = next) {
+		next = tm->next;
+		if (tm->gen)
+			continue;
+		if (drain)
+			tm->loc = BW_LOC_IDLE;
+		fn(0, tm->deadline, tm->data, ctx);
+	}
+}
+
+/*
+ * Every pending timer: the handle records in index order, then the
+ * intrusive timers slot by slot, list by list and in the heap.  A drain
+ * takes the records out one by one, so that what is left is intrusive
+ * timers alone, which it then takes out all at once.
+ */
+static int visit(struct bw_wheel *w, bw_visit_fn fn, void *ctx, bool drain)
 {
 	struct bw_pool *p = &w->pool;
+	size_t nslots = bw_slot_count(&w->cfg);
 
 	for (uint32_t idx = 0; idx < p->size; idx++) {
 		struct bw_rec *r;
@@ -825,15 +927,43 @@ static int visit(struct bw_wheel *w, bw_visit_fn fn, void *ctx, bool remove)
 		if (!bw_pool_valid(p, idx))
 			continue;
 		r = bw_rec_at(p, idx);
-		if (!is_pending(r->loc))
+		if (!is_pending(r->t.loc))
 			continue;
-		fn(bw_handle_make(idx, r->gen), r->deadline, r->data, ctx);
-		if (remove) {
-			unlink_rec(w, idx, r);
-			bw_pool_put(w, idx, r);
+		fn(bw_handle_make(idx, r->t.gen), r->t.deadline, r->t.data, ctx);
+		if (drain) {
+			unlink_timer(w, &r->t);
+			bw_pool_put(w, r);
 			w->pending--;
 		}
 	}
+	if (drain && !w->pending)
+		return 0;
+	for (size_t id = 0; id < nslots; id++)
+		visit_list(&w->slot[id].list, fn, ctx, drain);
+	for (unsigned l = 0; l < BW_NLISTS; l++)
+		visit_list(&w->list[l], fn, ctx, drain);
+	for (uint32_t i = 0; i < w->heap.n; i++) {
+		struct bw_timer *tm = w->heap.pos[i];
+
+		if (tm->gen)
+			continue;
+		if (drain)
+			tm->loc = BW_LOC_IDLE;
+		fn(0, tm->deadline, tm->data, ctx);
+	}
+	if (!drain)
+		return 0;
+	for (size_t id = 0; id < nslots; id++)
+		w->slot[id] = (struct bw_slot){ { NULL, NULL }, 0 };
+	for (unsigned l = 0; l < BW_NLISTS; l++)
+		w->list[l].head = w->list[l].tail = NULL;
+	memset(w->occ, 0, sizeof(w->occ));
+	memset(w->full, 0, sizeof(w->full));
+	memset(w->sum, 0, sizeof(w->sum));
+	w->heap.n = 0;
+	w->pending = 0;
+	w->backlog = false;
+	w->dirty = true;
 	return 0;
 }
 
