@@ -191,10 +191,13 @@ const struct missing_subject *subjects_missing(size_t *n);
 const struct subject *subject_find(const char *name);
 
 /*
- * subject_bitwheel.c: two templates, copied by subjects.c with a name and
+ * subject_bitwheel.c: three templates, copied by subjects.c with a name and
  * a struct bw_subject_param for each configuration.
  */
-enum bw_subject_kind { BWS_PLAIN, BWS_FAILOVER, BWS_DUAL };
+enum bw_subject_kind {
+	BWS_PLAIN, BWS_FAILOVER, BWS_DUAL,
+	BWS_INTR, BWS_INTR_FAILOVER, /* intrusive timers (subject_bw_timer) */
+};
 
 struct bw_subject_param {
 	enum bw_subject_kind kind;
@@ -203,7 +206,8 @@ struct bw_subject_param {
 	int precision;         /* enum bw_precision, both lanes for dual     */
 };
 
-extern const struct subject subject_bw_wheel, subject_bw_dual;
+extern const struct subject subject_bw_wheel, subject_bw_dual,
+	subject_bw_timer;
 
 /* The peers, each in its own file; and a subject that does nothing, for
  * the harness's own cost under callgrind. */

@@ -1,5 +1,6 @@
 /*
- * subject_bitwheel.c - libbitwheel's plain, failover and dual wheels.
+ * subject_bitwheel.c - libbitwheel's plain, failover and dual wheels, and
+ * the intrusive API on a plain or failover wheel.
  *
  * The timer's data pointer carries its id, and the handle goes into the
  * id's ref word; a refused insert leaves 0 there, which no live handle
@@ -15,6 +16,7 @@
 struct bws {
 	struct bw_wheel *w;
 	struct bw_dual *d;
+	struct bw_timer *timer;  /* intrusive: one per id, the caller's own */
 	uint64_t *ref;
 	struct bw_callbacks cb;
 };
@@ -67,12 +69,22 @@ static int wheel_open(const struct subject *s, const struct subject_env *env,
 	if (p->slot_cap)
 		cfg.slot_cap = p->slot_cap;
 	cfg.precision = (enum bw_precision)p->precision;
-	cfg.failover = p->kind == BWS_FAILOVER;
+	cfg.failover = p->kind == BWS_FAILOVER || p->kind == BWS_INTR_FAILOVER;
 	b = bws_new(env);
 	if (!b)
 		return BW_ENOMEM;
+	if (p->kind >= BWS_INTR) {
+		b->timer = calloc(env->nids, sizeof(*b->timer));
+		if (!b->timer) {
+			free(b);
+			return BW_ENOMEM;
+		}
+		for (uint32_t id = 0; id < env->nids; id++)
+			bw_timer_init(&b->timer[id]);
+	}
 	err = bw_wheel_new(&cfg, env->start_ns, &b->w);
 	if (err) {
+		free(b->timer);
 		free(b);
 		return err;
 	}
@@ -85,6 +97,7 @@ static void wheel_close(void *ctx)
 	struct bws *b = ctx;
 
 	bw_wheel_free(b->w);
+	free(b->timer);
 	free(b);
 }
 
@@ -127,6 +140,35 @@ const struct subject subject_bw_wheel = {
 	.close = wheel_close,
 	.insert = wheel_insert,
 	.cancel = wheel_cancel,
+	.poll = wheel_poll,
+	.counters = wheel_counters,
+};
+
+/* ---- intrusive: a struct bw_timer per id, no handle ---------------------- */
+
+static int timer_insert(void *ctx, uint32_t id, uint64_t deadline)
+{
+	struct bws *b = ctx;
+
+	return bw_timer_add(b->w, &b->timer[id], deadline,
+			    (void *)(uintptr_t)id);
+}
+
+static int timer_cancel(void *ctx, uint32_t id)
+{
+	struct bws *b = ctx;
+
+	return bw_timer_cancel(b->w, &b->timer[id]);
+}
+
+const struct subject subject_bw_timer = {
+	.family = "bitwheel",
+	.structure = "hierarchical timer wheel, intrusive timers",
+	.lib_fn = { "bw_timer_add", "bw_timer_cancel", "bw_wheel_poll" },
+	.open = wheel_open,
+	.close = wheel_close,
+	.insert = timer_insert,
+	.cancel = timer_cancel,
 	.poll = wheel_poll,
 	.counters = wheel_counters,
 };

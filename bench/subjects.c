@@ -10,6 +10,10 @@
  *   failover:...       the same three with the overflow store
  *   dual:fast-precise  the FastPrecise dual preset (oneshot 1 ms, cap 64)
  *   dual:std-balanced  the StandardBalanced dual preset (oneshot 5 ms, cap 16)
+ *   intr:precise64     plain:precise64 through the intrusive API
+ *                      (bw_timer_add/bw_timer_cancel on a struct bw_timer
+ *                      per id) instead of handles
+ *   intr-failover:...  the same on a failover wheel
  * Every timer in these scenarios is a oneshot, so a dual wheel's periodic
  * lane stays empty and costs only its share of each poll.
  *
@@ -44,6 +48,9 @@ static const struct wheel_def wheel_defs[] = {
 	{ "dual:fast-precise:coarse", { BWS_DUAL, BW_DUAL_FAST_PRECISE, 0, BW_COARSE } },
 	{ "dual:std-balanced:exact", { BWS_DUAL, BW_DUAL_STANDARD_BALANCED, 0, BW_EXACT } },
 	{ "dual:std-balanced:coarse", { BWS_DUAL, BW_DUAL_STANDARD_BALANCED, 0, BW_COARSE } },
+	{ "intr:precise64:exact", { BWS_INTR, BW_PRESET_PRECISE, 64, BW_EXACT } },
+	{ "intr:precise64:coarse", { BWS_INTR, BW_PRESET_PRECISE, 64, BW_COARSE } },
+	{ "intr-failover:precise64:exact", { BWS_INTR_FAILOVER, BW_PRESET_PRECISE, 64, BW_EXACT } },
 };
 
 #define NWHEELS (sizeof(wheel_defs) / sizeof(wheel_defs[0]))
@@ -111,7 +118,8 @@ const struct subject *const *subjects_all(size_t *n)
 			const struct wheel_def *d = &wheel_defs[i];
 
 			wheels[i] = d->p.kind == BWS_DUAL ? subject_bw_dual
-							  : subject_bw_wheel;
+				    : d->p.kind >= BWS_INTR ? subject_bw_timer
+							    : subject_bw_wheel;
 			wheels[i].name = d->name;
 			wheels[i].param = &d->p;
 			wheel_promise(&wheels[i], &d->p);
