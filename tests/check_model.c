@@ -20,6 +20,12 @@
  *     slot_cap * max_probes into the wheel;
  *   - a poll before next_deadline does nothing; next_deadline is no later
  *     than the earliest bound; poll results and counters add up;
+ *   - on a single wheel (not dual) about half the timers are intrusive
+ *     (struct bw_timer, bw_timer_add/bw_timer_cancel), mixed with handle
+ *     timers under the same rules; their structs are reused once fired,
+ *     cancelled, refused, dropped or drained (a fired one is released
+ *     from inside its own callback), and cancelling an idle one, adding a
+ *     pending one or cancelling one from its own callback is refused;
  *   - bw_*_check passes every few hundred operations and at the end;
  *     foreach and drain visit exactly the pending set;
  *   - with a poll limit (the failover exact cases "+limit"), a poll fires
@@ -65,7 +71,8 @@ struct mt {
 	uint64_t t;             /* ceil(deadline / lane tick)          */
 	uint64_t must_ns;       /* fired by the first poll at/after it */
 	uint64_t arm_cur;       /* the wheel's tick when armed         */
-	bw_handle h;
+	bw_handle h;            /* 0 for an intrusive timer            */
+	struct bw_timer *bt;    /* intrusive: its struct, else NULL    */
 	uint32_t arm_seq;       /* poll count when armed               */
 	uint32_t gen;           /* arming number, for lazy heap entries */
 	uint32_t live_idx;
@@ -124,6 +131,9 @@ struct model {
 	size_t ndefer, capdefer;
 	bw_handle dead[256];
 	unsigned ndead;
+	/* intrusive timers' structs: every one made, and the idle ones */
+	struct bw_timer **allbt, **idlebt;
+	size_t nallbt, capallbt, nidlebt, capidlebt;
 	size_t pending;
 	/* expected counters, summed over lanes */
 	uint64_t inserted, cancelled, fired, refused, dropped;
@@ -147,8 +157,10 @@ static struct bw_wheel *lane_wheel(struct model *m, unsigned lane)
 }
 
 static int m_insert(struct model *m, unsigned lane, uint64_t d, void *data,
-		    bw_handle *h)
+		    bw_handle *h, struct bw_timer *bt)
 {
+	if (bt)
+		return bw_timer_add(m->w, bt, d, data);
 	if (!m->d)
 		return bw_wheel_insert(m->w, d, data, h);
 	return lane == BW_LANE_PERIODIC ? bw_dual_insert_periodic(m->d, d, data, h)
@@ -300,7 +312,46 @@ static uint64_t heap_min(struct model *m)
 
 static void dead_push(struct model *m, bw_handle h)
 {
-	m->dead[m->ndead++ % 256] = h;
+	if (h)
+		m->dead[m->ndead++ % 256] = h;
+}
+
+/* An idle intrusive timer's struct: a reused one or a new one. */
+static struct bw_timer *bt_get(struct model *m)
+{
+	struct bw_timer *bt;
+	size_t cap;
+
+	if (m->nidlebt) {
+		size_t i = (size_t)tu_rng_below(&m->rng, m->nidlebt);
+
+		bt = m->idlebt[i];
+		m->idlebt[i] = m->idlebt[--m->nidlebt];
+		return bt;
+	}
+	bt = malloc(sizeof(*bt));
+	tu_check(bt != NULL, "model out of memory");
+	bw_timer_init(bt);
+	cap = m->capallbt;
+	m->allbt = grow(m->allbt, &cap, m->nallbt + 1, sizeof(*m->allbt));
+	m->capallbt = cap;
+	m->allbt[m->nallbt++] = bt;
+	return bt;
+}
+
+/* Timer s is done with its struct (if intrusive): idle, for reuse. */
+static void bt_put(struct model *m, uint32_t s)
+{
+	struct bw_timer *bt = m->tm[s].bt;
+	size_t cap = m->capidlebt;
+
+	if (!bt)
+		return;
+	MCHECK(m, !bw_timer_pending(bt), "timer %u done but still pending", s);
+	m->tm[s].bt = NULL;
+	m->idlebt = grow(m->idlebt, &cap, m->nidlebt + 1, sizeof(*m->idlebt));
+	m->capidlebt = cap;
+	m->idlebt[m->nidlebt++] = bt;
 }
 
 /* The wheel's tick in a lane: the last forward poll's, or creation's. */
@@ -442,7 +493,11 @@ static int do_insert(struct model *m, unsigned lane, uint64_t d,
 	t->rearms = tu_rng_chance(&m->rng, 150000)
 			    ? (uint8_t)(1 + tu_rng_below(&m->rng, 4))
 			    : 0;
-	rc = m_insert(m, lane, d, (void *)(uintptr_t)s, &h);
+	if (!m->d && tu_rng_chance(&m->rng, 500000)) {
+		t->bt = bt_get(m);
+		MCHECK(m, !bw_timer_pending(t->bt), "idle struct is pending");
+	}
+	rc = m_insert(m, lane, d, (void *)(uintptr_t)s, &h, t->bt);
 	if (ln->failover) {
 		MCHECK(m, rc == 0, "failover insert refused: %d", rc);
 	} else if (tt > cur && tt - cur > ln->R) {
@@ -459,6 +514,7 @@ static int do_insert(struct model *m, unsigned lane, uint64_t d,
 			       "BW_EFULL with only %zu pending", m->pending);
 	}
 	if (rc != 0) {
+		bt_put(m, s);
 		t->state = ST_REFUSED;
 		m->refused++;
 		if (rc == BW_EFULL)
@@ -469,7 +525,9 @@ static int do_insert(struct model *m, unsigned lane, uint64_t d,
 			*in_wheel = 0;
 		return rc;
 	}
-	MCHECK(m, h != 0, "handle 0");
+	MCHECK(m, t->bt ? h == 0 && bw_timer_pending(t->bt) : h != 0,
+	       "handle %#" PRIx64 " of a %s timer", h,
+	       t->bt ? "pending intrusive" : "handle");
 	if (m->d)
 		MCHECK(m, bw_dual_handle_lane(h) == (enum bw_lane)lane,
 		       "handle %#" PRIx64 " names the wrong lane", h);
@@ -497,11 +555,17 @@ static void do_cancel_live(struct model *m)
 	if (m->nlive == 0)
 		return;
 	s = m->live[tu_rng_below(&m->rng, m->nlive)];
-	rc = m_cancel(m, m->tm[s].h, &got);
+	if (m->tm[s].bt) {
+		rc = bw_timer_cancel(m->w, m->tm[s].bt);
+		got = (void *)(uintptr_t)s;
+	} else {
+		rc = m_cancel(m, m->tm[s].h, &got);
+	}
 	MCHECK(m, rc == 0, "cancel of pending timer %u (%s) failed: %d", s,
 	       st_name[m->tm[s].state], rc);
 	MCHECK(m, (uintptr_t)got == s, "cancel of %u returned data %p", s, got);
 	m->tm[s].state = ST_CANCELLED;
+	bt_put(m, s);
 	live_remove(m, s);
 	dead_push(m, m->tm[s].h);
 	m->cancelled++;
@@ -513,6 +577,13 @@ static void do_cancel_dead(struct model *m)
 	void *got = NULL;
 	int rc;
 
+	if (m->nidlebt && tu_rng_chance(&m->rng, 200000)) {
+		struct bw_timer *bt = m->idlebt[tu_rng_below(&m->rng, m->nidlebt)];
+
+		rc = bw_timer_cancel(m->w, bt);
+		MCHECK(m, rc == BW_ENOTFOUND, "cancel of an idle timer: %d", rc);
+		return;
+	}
 	if (m->ndead == 0 || tu_rng_chance(&m->rng, 300000)) {
 		h = tu_rng_next(&m->rng);
 		if (tu_rng_chance(&m->rng, 500000))
@@ -545,6 +616,12 @@ static void do_query(struct model *m)
 	if (m->nlive == 0)
 		return;
 	s = m->live[tu_rng_below(&m->rng, m->nlive)];
+	if (m->tm[s].bt) {
+		rc = bw_timer_add(m->w, m->tm[s].bt, m->tm[s].deadline, NULL);
+		MCHECK(m, rc == BW_EPENDING && bw_timer_pending(m->tm[s].bt),
+		       "adding pending intrusive timer %u: %d", s, rc);
+		return;
+	}
 	rc = m_deadline(m, m->tm[s].h, &dl);
 	MCHECK(m, rc == 0 && dl == m->tm[s].deadline,
 	       "deadline of %u: rc %d, %" PRIu64 " want %" PRIu64, s, rc, dl,
@@ -585,7 +662,8 @@ static uint64_t m_fire(void *data, uint64_t now, void *ctx)
 
 	u = (unsigned)tu_rng_below(&m->rng, 1000);
 	if (u < 10) {
-		int rc = m_cancel(m, t->h, NULL);
+		int rc = t->bt ? bw_timer_cancel(m->w, t->bt)
+			       : m_cancel(m, t->h, NULL);
 
 		MCHECK(m, rc == BW_ENOTFOUND, "cancelling the firing timer: %d",
 		       rc);
@@ -618,6 +696,7 @@ static uint64_t m_fire(void *data, uint64_t now, void *ctx)
 		return d;
 	}
 	dead_push(m, t->h);
+	bt_put(m, s); /* the struct may be reused before the wheel returns */
 	return 0;
 }
 
@@ -649,6 +728,7 @@ static void m_drop(void *data, int reason, void *ctx)
 		       m->lane[t->lane].R);
 	}
 	t->state = ST_DROPPED;
+	bt_put(m, s);
 	live_remove(m, s);
 	dead_push(m, t->h);
 	m->dropped++;
@@ -849,6 +929,7 @@ static void m_visit(bw_handle h, uint64_t d, void *data, void *ctx)
 	v->n++;
 	if (v->drain) {
 		m->tm[s].state = ST_DRAINED;
+		bt_put(m, s);
 		live_remove(m, s);
 		dead_push(m, h);
 	}
@@ -1084,6 +1165,10 @@ static void run_model(const struct mcase *mc, uint64_t seed, unsigned nops)
 		bw_dual_free(m->d);
 	else
 		bw_wheel_free(m->w);
+	for (size_t i = 0; i < m->nallbt; i++)
+		free(m->allbt[i]);
+	free(m->allbt);
+	free(m->idlebt);
 	free(m->tm);
 	free(m->live);
 	free(m->heap);
