@@ -2802,6 +2802,301 @@ START_TEST(test_footprint_tracks_allocator)
 }
 END_TEST
 
+/* ---- intrusive timers ---------------------------------------------------- */
+
+/*
+ * One intrusive timer through its whole life, exact mode, time injected:
+ * idle, added (a second add refused), not fired a nanosecond before its
+ * tick, fired once at it with its data, idle again (cancel refused), then
+ * re-added and cancelled; beside it a handle timer in the same slot fires
+ * as usual.  _i: 0 at tick starts, 1 mid-tick deadlines.
+ */
+START_TEST(test_timer_life)
+{
+	struct bw_config cfg = tu_cfg(4, 5, 16, 8, BW_EXACT, false);
+	struct bw_wheel *w = tu_wheel_new(&cfg, L0 * T5);
+	struct bw_timer t;
+	struct tu_rec rec;
+	struct bw_counters c;
+	uint64_t d = (L0 + 100) * T5 - (_i ? T5 / 2 : 0), nd;
+	int a, b;
+	bw_handle h;
+
+	tu_rec_init(&rec);
+	bw_timer_init(&t);
+	ck_assert(!bw_timer_pending(&t));
+	ck_assert_int_eq(bw_timer_cancel(w, &t), BW_ENOTFOUND);
+	ck_assert_int_eq(bw_timer_add(w, &t, d, &a), 0);
+	ck_assert(bw_timer_pending(&t));
+	ck_assert_int_eq(bw_timer_add(w, &t, d + T5, &a), BW_EPENDING);
+	ck_assert_int_eq(bw_wheel_insert(w, d, &b, &h), 0);
+	ck_assert_uint_eq(bw_wheel_pending(w), 2);
+	ck_assert_int_eq(bw_wheel_next_deadline(w, &nd), 0);
+	ck_assert_uint_eq(nd, (L0 + 100) * T5);
+	tu_assert_healthy(w);
+	tu_poll(w, (L0 + 100) * T5 - 1, &rec);
+	ck_assert_uint_eq(rec.nfired, 0);
+	tu_poll(w, (L0 + 100) * T5, &rec);
+	ck_assert_uint_eq(rec.nfired, 2);
+	ck_assert_uint_eq(tu_rec_fired_count(&rec, &a), 1);
+	ck_assert_uint_eq(tu_rec_fired_count(&rec, &b), 1);
+	ck_assert(!bw_timer_pending(&t));
+	ck_assert_int_eq(bw_timer_cancel(w, &t), BW_ENOTFOUND);
+	tu_assert_healthy(w);
+	/* A fired timer is idle: it takes a new deadline as it is. */
+	ck_assert_int_eq(bw_timer_add(w, &t, (L0 + 5000) * T5, &a), 0);
+	ck_assert_uint_eq(bw_wheel_pending(w), 1);
+	tu_assert_healthy(w);
+	ck_assert_int_eq(bw_timer_cancel(w, &t), 0);
+	ck_assert(!bw_timer_pending(&t));
+	ck_assert_int_eq(bw_timer_cancel(w, &t), BW_ENOTFOUND);
+	ck_assert_uint_eq(bw_wheel_pending(w), 0);
+	tu_poll(w, (L0 + 10000) * T5, &rec);
+	ck_assert_uint_eq(rec.nfired, 2);
+	bw_wheel_counters(w, &c);
+	ck_assert_uint_eq(c.inserted, 3);
+	ck_assert_uint_eq(c.cancelled, 1);
+	ck_assert_uint_eq(c.fired, 2);
+	tu_assert_healthy(w);
+	tu_rec_free(&rec);
+	bw_wheel_free(w);
+}
+END_TEST
+
+/*
+ * Intrusive timers in every place a timer can be - a ring slot, a gear
+ * slot (re-slotted on the way), the due list, the overflow heap - fire on
+ * their tick in exact mode (or by the documented bound in coarse mode)
+ * and cancel from each; try_add refuses what only the heap would take,
+ * leaving the timer idle; a plain wheel refuses beyond its range.
+ * _i: bit 0 coarse, bit 1 failover.
+ */
+START_TEST(test_timer_places)
+{
+	bool coarse = _i & 1, fo = _i & 2;
+	struct bw_config cfg = tu_cfg(4, 1, 2, 2, coarse ? BW_COARSE : BW_EXACT,
+				      fo);
+	uint64_t T = TU_MS, now0 = L0 * T;
+	struct bw_wheel *w = tu_wheel_new(&cfg, now0);
+	struct bw_timer t[8];
+	struct tu_rec rec;
+	int data[8];
+	uint64_t far = now0 + 300000 * T, last;
+	unsigned i;
+
+	tu_rec_init(&rec);
+	for (i = 0; i < 8; i++)
+		bw_timer_init(&t[i]);
+	ck_assert_int_eq(bw_timer_add(w, &t[0], now0 + 10 * T, &data[0]), 0);
+	ck_assert_int_eq(bw_timer_add(w, &t[1], far, &data[1]), 0);
+	ck_assert_int_eq(bw_timer_add(w, &t[2], now0 - T, &data[2]), 0);
+	/* Slot cap 2, 2 probes: the 5th at one deadline has no slot. */
+	for (i = 3; i < 7; i++)
+		ck_assert_int_eq(bw_timer_add(w, &t[i], now0 + 20 * T, &data[i]),
+				 0);
+	ck_assert_int_eq(bw_timer_try_add(w, &t[7], now0 + 20 * T, &data[7]),
+			 BW_EFULL);
+	ck_assert(!bw_timer_pending(&t[7]));
+	ck_assert_int_eq(bw_timer_add(w, &t[7], now0 + 20 * T, &data[7]),
+			 fo ? 0 : BW_EFULL);
+	ck_assert_uint_eq(bw_wheel_overflow_pending(w), fo ? 1 : 0);
+	tu_assert_healthy(w);
+	/* Cancel from the due list, a gear slot and the heap (or a probe). */
+	ck_assert_int_eq(bw_timer_cancel(w, &t[2]), 0);
+	ck_assert_int_eq(bw_timer_cancel(w, &t[6]), 0);
+	if (fo)
+		ck_assert_int_eq(bw_timer_cancel(w, &t[7]), 0);
+	ck_assert_uint_eq(bw_wheel_overflow_pending(w), 0);
+	tu_assert_healthy(w);
+	/* t[6]'s probe slot is free again: t[7] takes it. */
+	if (fo)
+		ck_assert_int_eq(bw_timer_add(w, &t[7], now0 + 20 * T, &data[7]),
+				 0);
+	tu_poll(w, now0 + 10 * T - 1, &rec);
+	ck_assert_uint_eq(rec.nfired, 0);
+	tu_poll(w, now0 + 10 * T, &rec);
+	ck_assert_uint_eq(rec.nfired, 1);
+	ck_assert_uint_eq(tu_rec_fired_count(&rec, &data[0]), 1);
+	tu_poll(w, now0 + 21 * T, &rec);
+	ck_assert_uint_eq(rec.nfired, fo ? 5 : 4);
+	tu_assert_healthy(w);
+	for (uint64_t now = now0 + 22 * T; now < far; now += 997 * T) {
+		tu_poll(w, now, &rec);
+		ck_assert_uint_eq(tu_rec_fired_count(&rec, &data[1]), 0);
+		tu_assert_healthy(w);
+	}
+	tu_poll(w, far, &rec);
+	ck_assert_uint_eq(tu_rec_fired_count(&rec, &data[1]), coarse ? 0 : 1);
+	last = far + (coarse ? 2 * 64 * 64 * 64 * T : 0);
+	tu_poll(w, last, &rec);
+	ck_assert_uint_eq(tu_rec_fired_count(&rec, &data[1]), 1);
+	ck_assert_uint_eq(bw_wheel_pending(w), 0);
+	for (i = 0; i < 8; i++)
+		ck_assert(!bw_timer_pending(&t[i]));
+	if (!fo) {
+		uint64_t beyond = last + T + bw_wheel_range_ns(w);
+
+		ck_assert_int_eq(bw_timer_add(w, &t[0], beyond, &data[0]),
+				 BW_ERANGE);
+		ck_assert(!bw_timer_pending(&t[0]));
+	}
+	tu_assert_healthy(w);
+	tu_rec_free(&rec);
+	bw_wheel_free(w);
+}
+END_TEST
+
+/* What callbacks do with their own intrusive timer: free it (returning
+ * 0; ASan and valgrind catch a wheel that touches it after), re-arm it by
+ * the return value, add it again themselves (the return value is then
+ * ignored), or try to cancel it (refused: it is idle while it runs). */
+struct self_timer {
+	struct bw_timer t;
+	struct bw_wheel *w;
+	int mode;               /* 0 free, 1 re-arm, 2 re-add, 3 cancel */
+	unsigned fired;
+	int rc;
+};
+
+static uint64_t self_fire(void *data, uint64_t now, void *ctx)
+{
+	struct self_timer *st = data;
+
+	(void)ctx;
+	st->fired++;
+	switch (st->mode) {
+	case 0:
+		free(st);
+		return 0;
+	case 1:
+		return st->fired < 3 ? now + T5 : 0;
+	case 2:
+		st->rc = bw_timer_add(st->w, &st->t, now + 10 * T5, st);
+		st->mode = 3;
+		return now + T5;
+	default:
+		st->rc = bw_timer_cancel(st->w, &st->t);
+		ck_assert(!bw_timer_pending(&st->t));
+		return 0;
+	}
+}
+
+START_TEST(test_timer_callbacks)
+{
+	struct bw_config cfg = tu_cfg(4, 5, 16, 8, BW_EXACT, false);
+	struct bw_wheel *w = tu_wheel_new(&cfg, L0 * T5);
+	struct bw_callbacks cb = { self_fire, NULL, NULL };
+	struct self_timer *st[4];
+	uint64_t now = L0 * T5;
+
+	for (int m = 0; m < 4; m++) {
+		st[m] = calloc(1, sizeof(*st[m]));
+		ck_assert_ptr_nonnull(st[m]);
+		bw_timer_init(&st[m]->t);
+		st[m]->w = w;
+		st[m]->mode = m;
+		ck_assert_int_eq(bw_timer_add(w, &st[m]->t, now + T5, st[m]), 0);
+	}
+	for (int k = 1; k <= 20; k++) {
+		ck_assert_int_eq(bw_wheel_poll(w, now + (uint64_t)k * T5, &cb, NULL),
+				 0);
+		tu_assert_healthy(w);
+	}
+	/* st[0] freed itself; st[1] fired three times, re-armed by its
+	 * return value; st[2] re-added itself 10 ticks on (its return value
+	 * ignored) and then, cancelling itself, was refused; st[3] too. */
+	ck_assert_uint_eq(st[1]->fired, 3);
+	ck_assert_uint_eq(st[2]->fired, 2);
+	ck_assert_int_eq(st[2]->rc, BW_ENOTFOUND);
+	ck_assert_uint_eq(st[3]->fired, 1);
+	ck_assert_int_eq(st[3]->rc, BW_ENOTFOUND);
+	ck_assert_uint_eq(bw_wheel_pending(w), 0);
+	for (int m = 1; m < 4; m++) {
+		ck_assert(!bw_timer_pending(&st[m]->t));
+		free(st[m]);
+	}
+	bw_wheel_free(w);
+}
+END_TEST
+
+/* foreach and drain see intrusive timers (handle 0) beside handle
+ * timers; drain leaves them idle and reusable. */
+struct seen {
+	size_t handles, intrusive;
+};
+
+static void count_visit(bw_handle h, uint64_t d, void *data, void *ctx)
+{
+	struct seen *sn = ctx;
+
+	(void)d;
+	(void)data;
+	if (h)
+		sn->handles++;
+	else
+		sn->intrusive++;
+}
+
+START_TEST(test_timer_drain)
+{
+	struct bw_config cfg = tu_cfg(4, 1, 1, 1, BW_EXACT, true);
+	struct bw_wheel *w = tu_wheel_new(&cfg, L0 * TU_MS);
+	struct bw_timer t[6];
+	struct seen sn = { 0, 0 };
+	bw_handle h[3];
+	int x;
+
+	for (int i = 0; i < 6; i++) {
+		bw_timer_init(&t[i]);
+		/* Three in the ring (one slot: two overflow), three far. */
+		ck_assert_int_eq(bw_timer_add(w, &t[i],
+					      (L0 + (i < 3 ? 50 : 90000)) * TU_MS,
+					      &x),
+				 0);
+	}
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(bw_wheel_insert(w, (L0 + 50) * TU_MS, &x, &h[i]),
+				 0);
+	ck_assert_uint_gt(bw_wheel_overflow_pending(w), 0);
+	tu_assert_healthy(w);
+	ck_assert_int_eq(bw_wheel_foreach(w, count_visit, &sn), 0);
+	ck_assert_uint_eq(sn.handles, 3);
+	ck_assert_uint_eq(sn.intrusive, 6);
+	sn = (struct seen){ 0, 0 };
+	ck_assert_int_eq(bw_wheel_drain(w, count_visit, &sn), 0);
+	ck_assert_uint_eq(sn.handles, 3);
+	ck_assert_uint_eq(sn.intrusive, 6);
+	ck_assert_uint_eq(bw_wheel_pending(w), 0);
+	ck_assert_uint_eq(bw_wheel_overflow_pending(w), 0);
+	tu_assert_healthy(w);
+	for (int i = 0; i < 6; i++) {
+		ck_assert(!bw_timer_pending(&t[i]));
+		ck_assert_int_eq(bw_timer_add(w, &t[i], (L0 + 60) * TU_MS, &x), 0);
+	}
+	tu_assert_healthy(w);
+	bw_wheel_free(w);
+}
+END_TEST
+
+START_TEST(test_timer_null_arguments)
+{
+	struct bw_config cfg = tu_cfg(4, 5, 16, 8, BW_EXACT, false);
+	struct bw_wheel *w = tu_wheel_new(&cfg, 0);
+	struct bw_timer t;
+
+	bw_timer_init(NULL);
+	bw_timer_init(&t);
+	ck_assert(!bw_timer_pending(NULL));
+	ck_assert_int_eq(bw_timer_add(NULL, &t, 1, NULL), BW_EINVAL);
+	ck_assert_int_eq(bw_timer_add(w, NULL, 1, NULL), BW_EINVAL);
+	ck_assert_int_eq(bw_timer_try_add(w, NULL, 1, NULL), BW_EINVAL);
+	ck_assert_int_eq(bw_timer_cancel(NULL, &t), BW_EINVAL);
+	ck_assert_int_eq(bw_timer_cancel(w, NULL), BW_EINVAL);
+	ck_assert_str_eq(bw_strerror(BW_EPENDING), "timer already pending");
+	bw_wheel_free(w);
+}
+END_TEST
+
 static Suite *wheel_suite(void)
 {
 	Suite *s = suite_create("wheel");
@@ -2879,6 +3174,15 @@ static Suite *wheel_suite(void)
 	tcase_add_loop_test(tc, test_try_insert_refuses, 0, 2);
 	tcase_add_test(tc, test_failover_enomem);
 	tcase_add_loop_test(tc, test_poll_limit, 0, 2);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("intrusive");
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, test_timer_life, 0, 2);
+	tcase_add_loop_test(tc, test_timer_places, 0, 4);
+	tcase_add_test(tc, test_timer_callbacks);
+	tcase_add_test(tc, test_timer_drain);
+	tcase_add_test(tc, test_timer_null_arguments);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("allocation");

@@ -591,10 +591,11 @@ static inline __attribute__((always_inline)) void
 fire(struct bw_wheel *w, struct bw_timer *tm, uint64_t now_ns,
      const struct bw_callbacks *cb, struct bw_poll_result *res)
 {
+	bool handle = tm->gen != 0; /* tm may be gone after the callback */
 	uint64_t again;
 	int err;
 
-	tm->loc = tm->gen ? BW_LOC_FIRING : BW_LOC_IDLE;
+	tm->loc = handle ? BW_LOC_FIRING : BW_LOC_IDLE;
 	w->pending--;
 	w->ctr.fired++;
 	res->fired++;
@@ -602,11 +603,11 @@ fire(struct bw_wheel *w, struct bw_timer *tm, uint64_t now_ns,
 	 * callback does. */
 	again = cb->fire(tm->data, now_ns, cb->ctx);
 	if (!again) {
-		if (tm->gen)
+		if (handle)
 			bw_pool_put(w, (struct bw_rec *)tm);
 		return;
 	}
-	if (!tm->gen && tm->loc != BW_LOC_IDLE)
+	if (!handle && tm->loc != BW_LOC_IDLE)
 		return;
 	tm->deadline = again;
 	err = arm_far(w, tm, bw_tick_of(w, again), true);
