@@ -6,7 +6,9 @@
  * slot_cap at most 8 unless asked, and sometimes fewer gears, a slot_cap
  * of 1-4 or fewer probes, to force probing, BW_EFULL and BW_ERANGE), or a
  * struct bw_dual from a dual preset.  The rest is a stream of operations: insert (deadline relative
- * to now, in the past, far beyond the range or near UINT64_MAX), cancel
+ * to now, in the past, far beyond the range or near UINT64_MAX; on a
+ * single wheel, by the lane bit, a handle timer or an intrusive struct
+ * bw_timer of the table's), cancel
  * (of a handle issued so far, live or dead, or of a bogus handle), poll
  * (forwards by a variable amount, or backwards) and queries.  Each timer
  * carries flags that make its callback re-arm it (several ways), insert
@@ -21,6 +23,9 @@
  *     documented reason) or still pending; bw_wheel_pending() matches the
  *     table, and at the end a drain visits exactly the pending ones with
  *     their handle, deadline and data;
+ *   - an intrusive timer is pending exactly while the table says so; the
+ *     queries re-add a fired, cancelled or dropped one (BW_EPENDING while
+ *     it is pending), and its cancel is that of a handle without the data;
  *   - cancel of a pending timer returns its data; cancel of a dead handle,
  *     of the running timer, or of a bogus handle returns BW_ENOTFOUND and
  *     changes nothing; insert errors are the documented ones (BW_ERANGE
@@ -58,6 +63,8 @@ enum tstate { T_PENDING = 1, T_FIRED, T_CANCELLED, T_DROPPED, T_DRAINED };
 #define F_LIMIT 0xc0u        /* re-arm limit: 1, 2, 4 or unlimited fires  */
 
 struct timer {
+	struct bw_timer bt;  /* intrusive timers' own (f.t never moves)   */
+	bool intr;
 	bw_handle h;
 	uint64_t deadline;
 	uint64_t period;
@@ -199,7 +206,14 @@ static void insert_op(void)
 		.flags = flags,
 	};
 	f.nt++; /* data_of(idx) must be valid for idx_of() during insert */
-	rc = do_insert(lane, dl, data_of(idx), &h);
+	if (f.kind != K_DUAL && lane) {
+		f.t[idx].intr = true;
+		bw_timer_init(&f.t[idx].bt);
+		rc = bw_timer_add(f.w, &f.t[idx].bt, dl, data_of(idx));
+		REQUIRE(bw_timer_pending(&f.t[idx].bt) == (rc == 0));
+	} else {
+		rc = do_insert(lane, dl, data_of(idx), &h);
+	}
 	if (rc != 0) {
 		f.nt--;
 		if (f.kind == K_PLAIN) {
@@ -214,11 +228,13 @@ static void insert_op(void)
 		}
 		return;
 	}
-	REQUIRE(h != 0);
 	f.t[idx].h = h;
 	f.t[idx].state = T_PENDING;
 	f.t[idx].armed_poll = f.in_poll ? f.poll_serial : 0;
 	f.pending++;
+	if (f.t[idx].intr)
+		return;
+	REQUIRE(h != 0);
 	REQUIRE(do_deadline(h, &got) == 0 && got == dl);
 	if (f.kind == K_DUAL)
 		REQUIRE(bw_dual_handle_lane(h) ==
@@ -230,9 +246,11 @@ static void cancel_idx(size_t k)
 {
 	struct timer *t = &f.t[k];
 	bool running = f.in_poll && k == f.firing;
-	void *data = NULL;
-	int rc = do_cancel(t->h, &data);
+	void *data = data_of(k);
+	int rc = t->intr ? bw_timer_cancel(f.w, &t->bt) : do_cancel(t->h, &data);
 
+	if (t->intr)
+		REQUIRE(!bw_timer_pending(&t->bt));
 	if (t->state == T_PENDING && !running) {
 		REQUIRE(rc == 0);
 		REQUIRE(data == data_of(k));
@@ -416,15 +434,47 @@ static void poll_op(void)
 	do_poll_op(target);
 }
 
-/* Read-only queries on an issued handle. */
+/* An intrusive timer k: a pending one refuses to be added again; an idle
+ * one (but the running one, whose callback's return decides) is added
+ * again, as if new, with a deadline from the input. */
+static void readd(size_t k)
+{
+	struct timer *t = &f.t[k];
+	uint64_t dl = read_deadline();
+	int rc = bw_timer_add(f.w, &t->bt, dl, data_of(k));
+
+	REQUIRE(bw_timer_pending(&t->bt) == (t->state == T_PENDING || rc == 0));
+	if (t->state == T_PENDING) {
+		REQUIRE(rc == BW_EPENDING);
+		return;
+	}
+	if (rc != 0) {
+		REQUIRE(f.kind == K_PLAIN ? rc == BW_EFULL || rc == BW_ERANGE
+					  : rc == BW_ENOMEM);
+		return;
+	}
+	t->deadline = dl;
+	t->fires = 0;
+	t->state = T_PENDING;
+	t->armed_poll = f.in_poll ? f.poll_serial : 0;
+	f.pending++;
+}
+
+/* Queries on an issued handle (an intrusive timer: a re-add). */
 static void query_op(void)
 {
 	uint64_t dl = 0, until = 0, nd = 0;
 	int rc;
 
 	if (f.nt) {
-		struct timer *t = &f.t[bytes_le(2) % f.nt];
+		size_t k = bytes_le(2) % f.nt;
+		struct timer *t = &f.t[k];
 
+		if (t->intr) {
+			if (!(f.in_poll && k == f.firing))
+				readd(k);
+			return;
+		}
 		rc = do_deadline(t->h, &dl);
 		if (t->state == T_PENDING)
 			REQUIRE(rc == 0 && dl == t->deadline);
