@@ -232,12 +232,19 @@ static inline uint64_t bw_tick_floor(const struct bw_wheel *w, uint64_t n)
 }
 
 /* A deadline's tick, rounded up so that it never fires early:
- * floor((deadline + tick_ns - 1) / tick_ns), unless that sum wraps. */
+ * floor((deadline + tick_ns - 1) / tick_ns), unless that sum wraps.  Up
+ * to tick_of_max the sum is below 2^63, so the multiply needs no second
+ * check. */
 static inline uint64_t bw_tick_of(const struct bw_wheel *w, uint64_t deadline)
 {
 	if (__builtin_expect(deadline > w->tick_of_max, 0))
 		return deadline / w->tick_ns + (deadline % w->tick_ns != 0);
+#ifdef __SIZEOF_INT128__
+	return (uint64_t)(((unsigned __int128)(deadline + w->tick_ns - 1) *
+			   w->tick_mul) >> 64) >> w->tick_shift;
+#else
 	return bw_tick_div(w, deadline + w->tick_ns - 1);
+#endif
 }
 
 /* The lowest gear able to hold a timer delta ticks ahead, delta >= 1,
@@ -430,7 +437,8 @@ static inline void bw_slot_remove(struct bw_wheel *w, unsigned id,
 	uint64_t bit = 1ull << (id % 64);
 
 	bw_list_unlink(&s->list, t);
-	if (--s->count < w->cfg.slot_cap)
+	/* The full bit is set from slot_cap on: only that step clears it. */
+	if (--s->count == w->cfg.slot_cap - 1)
 		w->full[k] &= ~bit;
 	/* Emptied, it may have held the cached next event: for a ring slot
 	 * that is the one whose position next's is (a later event at that

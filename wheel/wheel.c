@@ -181,7 +181,7 @@ static inline uint64_t map_window(const uint64_t *map, unsigned pos,
 
 /*
  * A timer whose home slot, key in gear g (g = 0: the ring, whose keys are
- * ticks), is full: the cold half of arm().  Exact mode, gear g >= 2: the
+ * ticks), is full: the cold half of place().  Exact mode, gear g >= 2: the
  * first slot not full of key - 1, key - 2, ... (max_probes in all, home
  * included), never the current slot, whose re-slot is past.  Any of them
  * puts the timer right: it is re-slotted at that slot's start, before its
@@ -242,7 +242,7 @@ static void list_push(struct bw_wheel *w, enum bw_list_id l,
  * Arm timer tm for its deadline, at tick t: the due list when t has
  * been reached, else a slot, else (failover, spill) the heap; BW_ERANGE beyond
  * the range, BW_EFULL when a capped home slot and its probes are full.
- * arm() inlines the common case, t within the ring's reach (and the range)
+ * place() inlines the common case, t within the ring's reach (and the range)
  * and its slot below the cap, into insert; the rest is arm_far(), out of
  * line, with t already known, which also takes fire()'s re-arms whole
  * (keeping the poll loop small).  There one
@@ -287,22 +287,6 @@ arm_far(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill)
 	}
 	bw_slot_add(w, id, ev, tm);
 	return 0;
-}
-
-static inline __attribute__((always_inline)) int
-arm(struct bw_wheel *w, struct bw_timer *tm, bool spill)
-{
-	uint64_t t = bw_tick_of(w, tm->deadline);
-	unsigned id = (unsigned)(t & w->ring_mask);
-
-	if (__builtin_expect(t - w->now - 1 < w->ring_reach, 1) &&
-	    __builtin_expect(w->slot[id].count < w->cfg.slot_cap, 1)) {
-		if (id >= BW_RING_MAX)
-			__builtin_unreachable(); /* a ring slot: summary word 0 */
-		bw_slot_add(w, id, t, tm);
-		return 0;
-	}
-	return arm_far(w, tm, t, spill);
 }
 
 /* Take timer tm out of wherever it is pending. */
@@ -407,21 +391,14 @@ void bw_wheel_free(struct bw_wheel *w)
 	mem_raw(&a, w, w->footprint, 0);
 }
 
-/*
- * Arm timer tm (a handle record or an intrusive timer) at deadline_ns
- * with data, and count it; with !spill, refuse what no slot takes even on
- * a failover wheel.
- */
-static inline __attribute__((always_inline)) int
-place(struct bw_wheel *w, struct bw_timer *tm, uint64_t deadline_ns,
-      void *data, bool spill)
+/* place()'s cold half: arm_far() and the counting, out of line, so that
+ * place() can end in a tail call and stay a leaf. */
+static __attribute__((noinline)) int
+place_far(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill)
 {
-	int err;
+	int err = arm_far(w, tm, t, spill);
 
-	tm->deadline = deadline_ns;
-	tm->data = data;
-	err = arm(w, tm, spill);
-	if (__builtin_expect(err, 0)) {
+	if (err) {
 		if (err != BW_ENOMEM)
 			w->ctr.refused++;
 		return err;
@@ -429,6 +406,33 @@ place(struct bw_wheel *w, struct bw_timer *tm, uint64_t deadline_ns,
 	w->ctr.inserted++;
 	w->pending++;
 	return 0;
+}
+
+/*
+ * Arm timer tm (a handle record or an intrusive timer) at deadline_ns
+ * with data, and count it; with !spill, refuse what no slot takes even on
+ * a failover wheel.  Inline, the common case: t within the ring's reach
+ * (and the range) and its slot below the cap; the rest is place_far().
+ */
+static inline __attribute__((always_inline)) int
+place(struct bw_wheel *w, struct bw_timer *tm, uint64_t deadline_ns,
+      void *data, bool spill)
+{
+	uint64_t t = bw_tick_of(w, deadline_ns);
+	unsigned id = (unsigned)(t & w->ring_mask);
+
+	tm->deadline = deadline_ns;
+	tm->data = data;
+	if (__builtin_expect(t - w->now - 1 < w->ring_reach, 1) &&
+	    __builtin_expect(w->slot[id].count < w->cfg.slot_cap, 1)) {
+		if (id >= BW_RING_MAX)
+			__builtin_unreachable(); /* a ring slot: summary word 0 */
+		bw_slot_add(w, id, t, tm);
+		w->ctr.inserted++;
+		w->pending++;
+		return 0;
+	}
+	return place_far(w, tm, t, spill);
 }
 
 static inline __attribute__((always_inline)) int
@@ -518,6 +522,15 @@ cancel_far(struct bw_wheel *w, struct bw_timer *tm)
 	cancel(w, tm);
 }
 
+/* bw_timer_cancel's out-of-line half, a tail call. */
+static __attribute__((noinline)) int
+timer_cancel_far(struct bw_wheel *w, struct bw_timer *t)
+{
+	cancel(w, t);
+	t->loc = BW_LOC_IDLE;
+	return 0;
+}
+
 /* A timer in a ring slot, the common case, inline (a leaf); a gear slot,
  * the heap or a list out of line. */
 static inline __attribute__((always_inline)) void
@@ -554,7 +567,11 @@ int bw_timer_cancel(struct bw_wheel *w, struct bw_timer *t)
 		return BW_EINVAL;
 	if (!is_pending(t->loc))
 		return BW_ENOTFOUND;
-	cancel_any(w, t);
+	if (__builtin_expect(t->loc > w->ring_mask, 0))
+		return timer_cancel_far(w, t);
+	if (t->loc >= BW_RING_MAX)
+		__builtin_unreachable(); /* a ring slot: summary word 0 */
+	cancel(w, t);
 	t->loc = BW_LOC_IDLE;
 	return 0;
 }
