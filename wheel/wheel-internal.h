@@ -2,24 +2,31 @@
  * wheel-internal.h - the data layout shared by libbitwheel's modules.
  *
  * A wheel is four parts (wheel.c explains how they work together):
- *   pool      every timer is a 32-byte record in a chunked array, named by
- *             its index; a handle is (generation << 32 | index).  Free
- *             records form a singly linked list through rec.next.
- *   slots     one wheel-wide array of slots (a list and a count each),
- *             named by a slot id, which a record's loc holds so that
- *             cancel needs no multiply: first the ring, one slot per tick
- *             (ids 0..ring_mask), then 64 slots for each gear g >= 2 (ids
- *             64 * bw_gear_word(g) + digit).  Two bitmaps over the ids,
- *             occupied and full, as 64-bit words (word id / 64: the ring's
- *             words first, then one word per gear), and a summary of the
- *             occupied words (bit k of sum[k / 64]: word k is not empty),
- *             so that the ring's next event is two ctz away.  One cached
- *             next-event tick for the whole wheel.
- *   due       two intrusive lists of timers whose tick has already been
- *             reached; the one not being fired takes new arrivals.
+ *   timers    every timer is a struct bw_timer (bitwheel.h; 40 bytes on
+ *             LP64): list links, deadline, data, gen and loc.  A handle
+ *             timer's is the head of a 48-byte pool record (struct
+ *             bw_rec: the timer plus its own index), gen 1..2^31-1; an
+ *             intrusive timer is the caller's struct, gen 0.  Every list
+ *             and the heap link timers by pointer, so both kinds share
+ *             them.
+ *   pool      the handle records in a chunked array, named by index; a
+ *             handle is (generation << 32 | index).  Free records form a
+ *             singly linked list of indices through t.u.free_next.
+ *   slots     one wheel-wide array of slots (head, tail and a count, 24
+ *             bytes), named by a slot id, which a timer's loc holds so
+ *             that cancel needs no multiply: first the ring, one slot per
+ *             tick (ids 0..ring_mask), then 64 slots for each gear g >= 2
+ *             (ids 64 * bw_gear_word(g) + digit).  Two bitmaps over the
+ *             ids, occupied and full, as 64-bit words (word id / 64: the
+ *             ring's words first, then one word per gear), and a summary
+ *             of the occupied words (bit k of sum[k / 64]: word k is not
+ *             empty), so that the ring's next event is two ctz away.  One
+ *             cached next-event tick for the whole wheel.
+ *   due       two lists of timers whose tick has already been reached;
+ *             the one not being fired takes new arrivals.
  *   heap      the failover wheel's overflow store, an indexed binary heap
- *             ordered by (deadline, arrival).
- * A record's loc says where it is, so cancel can unlink it in O(1).
+ *             of timer pointers ordered by (deadline, arrival).
+ * A timer's loc says where it is, so cancel can unlink it in O(1).
  */
 #ifndef BW_WHEEL_INTERNAL_H
 #define BW_WHEEL_INTERNAL_H

@@ -30,6 +30,17 @@
  * 64^(G-1) in coarse mode, which rounds up in the gears); a plain wheel
  * refuses anything further with BW_ERANGE.
  *
+ * Timers.  Every timer is a struct bw_timer, linked by pointer into a
+ * slot's list, the due or ripe list, or the heap.  A handle timer's is
+ * the head of a pool record (wheel-internal.h), found from its handle by
+ * index and generation; an intrusive timer's is the caller's own, which
+ * bw_timer_add/bw_timer_cancel take directly: no pool, no handle, no
+ * generation check, and cancel is an unlink.  gen tells them apart (0:
+ * intrusive) where it matters: fire (a record goes back to the pool, an
+ * intrusive timer is idle, and is made idle before its callback so that
+ * the callback may free it), and foreach/drain (records by index, then
+ * intrusive timers by walking the slots, lists and heap).
+ *
  * Bitmaps.  Every slot has an occupied and a full bit, 64 to a word: the
  * ring's 64 words, then one word per gear.  A summary word has a bit per
  * ring word that is not empty.  The ring's next event is a ctz of now's
@@ -104,12 +115,15 @@
  *
  * Costs.  insert: a multiply by the tick's reciprocal and a shift (no
  * division), one compare against the ring's reach and one against the
- * slot's cap, a few bit operations, one list push, all inline; the due
- * list, the gears (a count-leading-zeros picks one), probing and refusals
- * are one call further (arm_far): O(1), about 94 instructions on x86-64
- * in the trading simulation (bench/callgrind.sh), call included.  cancel:
- * O(1), about 85 for a ring slot's timer, inline; any other place is one
- * call further (O(log n) for an overflowed timer).  poll: O(1) when no event is due - the cached next event lets it
+ * slot's cap, a few bit operations, one list push, all inline and a leaf;
+ * the due list, the gears (a count-leading-zeros picks one), probing and
+ * refusals are one tail call further (place_far): O(1), in the trading
+ * simulation (bench/callgrind.sh --quick) about 87 instructions on x86-64
+ * through a handle (the pool's free list and the handle), 69 intrusive,
+ * call included.  cancel: O(1), about 78 for a ring slot's timer through
+ * a handle (lookup, generation check, free list), 49 intrusive, inline;
+ * any other place is one call further (O(log n) for an overflowed
+ * timer).  poll: O(1) when no event is due - the cached next event lets it
  * jump any number of ticks, and the check is inline: a multiply and a few
  * compares - otherwise O(events + timers moved or fired), never O(elapsed
  * ticks).  In the trading simulation (every timer under 4096 ticks ahead)
@@ -117,7 +131,8 @@
  * polls, fires included, in either mode, and its tail is the polls that
  * fire several timers, not a re-slot burst.  The overflow heap costs
  * O(log n) per insert, cancel and fire.  Memory: the ring's slots take
- * 4096 * 12 bytes (48 KiB) per wheel of two gears or more.
+ * 4096 * 24 bytes (96 KiB) per wheel of two gears or more, and each
+ * handle record 48 bytes; an intrusive timer is 40 bytes of the caller's.
  * Nothing on the plain wheel allocates after bw_wheel_new().
  */
 #include <stdlib.h>
