@@ -214,7 +214,9 @@ struct bw_wheel;
  */
 BW_EXPORT int bw_wheel_new(const struct bw_config *cfg, uint64_t now_ns,
 			   struct bw_wheel **out);
-/* Free the wheel.  Pending timers' data is not touched (see drain). */
+/* Free the wheel.  Pending timers' data is not touched (see drain); a
+ * pending intrusive timer is left as it was: bw_timer_init() it before
+ * it is added to another wheel. */
 BW_EXPORT void bw_wheel_free(struct bw_wheel *w);
 
 /*
@@ -318,7 +320,8 @@ BW_EXPORT const struct bw_config *bw_wheel_config(const struct bw_wheel *w);
  * belongs to the wheel it was added to: only that wheel may cancel it,
  * and its memory must outlive its pending time (free the wheel, or drain
  * it, before the memory goes).  bw_wheel_free() leaves pending intrusive
- * timers as they are; bw_wheel_drain() makes them idle.
+ * timers as they are (bw_timer_init() them before reuse);
+ * bw_wheel_drain() makes them idle.
  */
 struct bw_timer {
 	/* Private to libbitwheel. */
@@ -357,7 +360,8 @@ typedef void (*bw_visit_fn)(bw_handle h, uint64_t deadline_ns, void *data,
 /* Visit every pending timer, in no particular order; nothing changes. */
 BW_EXPORT int bw_wheel_foreach(const struct bw_wheel *w, bw_visit_fn fn,
 			       void *ctx);
-/* Visit and remove every pending timer (handles die); counters unchanged. */
+/* Visit and remove every pending timer (handles die, intrusive timers
+ * are idle, each before its visit); counters unchanged. */
 BW_EXPORT int bw_wheel_drain(struct bw_wheel *w, bw_visit_fn fn, void *ctx);
 
 /*
