@@ -119,7 +119,7 @@
  * the due list, the gears (a count-leading-zeros picks one), probing and
  * refusals are one tail call further (place_far): O(1), in the trading
  * simulation (bench/callgrind.sh --quick) about 87 instructions on x86-64
- * through a handle (the pool's free list and the handle), 69 intrusive,
+ * through a handle (the pool's free list and the handle), 68 intrusive,
  * call included.  cancel: O(1), about 78 for a ring slot's timer through
  * a handle (lookup, generation check, free list), 49 intrusive, inline;
  * any other place is one call further (O(log n) for an overflowed
@@ -305,14 +305,14 @@ arm_far(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill)
 }
 
 /* Take timer tm out of wherever it is pending. */
-static inline void unlink_timer(struct bw_wheel *w, const struct bw_timer *tm)
+static inline void unlink_timer(struct bw_wheel *w, struct bw_timer *tm)
 {
 	uint16_t loc = tm->loc;
 
 	if (__builtin_expect(loc < BW_LOC_LIST, 1))
 		bw_slot_remove(w, loc, tm);
 	else if (loc == BW_LOC_HEAP)
-		bw_heap_remove(w, (struct bw_timer *)tm);
+		bw_heap_remove(w, tm);
 	else
 		bw_list_unlink(&w->list[loc - BW_LOC_LIST], tm);
 }
@@ -493,9 +493,9 @@ timer_add(struct bw_wheel *w, struct bw_timer *t, uint64_t deadline_ns,
 {
 	if (!w || !t)
 		return BW_EINVAL;
+	/* Idle, so initialised: its gen is 0 (nothing else writes it). */
 	if (__builtin_expect(t->loc != BW_LOC_IDLE, 0))
 		return is_pending(t->loc) ? BW_EPENDING : BW_EINVAL;
-	t->gen = 0;
 	return place(w, t, deadline_ns, data, spill);
 }
 
