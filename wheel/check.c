@@ -156,7 +156,7 @@ static int check_slots(const struct bw_wheel *w, uint64_t *min,
 		const struct bw_timer *tm = s->list.head;
 		uint32_t n;
 		bool current;
-		int err = check_list(w, &s->list, (uint16_t)id, w->pending, &n,
+		int err = check_list(w, &s->list, (uint16_t)id, bw_pending(w), &n,
 				     handles, why);
 
 		if (err)
@@ -256,7 +256,7 @@ int bw_wheel_check(const struct bw_wheel *w, const char **why)
 		uint32_t n;
 
 		err = check_list(w, &w->list[BW_DUE], BW_LOC_LIST + BW_DUE,
-				 w->pending, &n, &handles, why);
+				 bw_pending(w), &n, &handles, why);
 		if (err)
 			return err;
 		for (; tm; tm = tm->next)
@@ -283,7 +283,7 @@ int bw_wheel_check(const struct bw_wheel *w, const char **why)
 	}
 	if (live != handles)
 		FAIL("a live record is in no slot, due list or heap");
-	if (slotted + w->heap.n != w->pending)
+	if (slotted + w->heap.n != bw_pending(w))
 		FAIL("pending count disagrees with the timers held");
 	for (uint32_t idx = p->free; idx != BW_NIL;
 	     idx = bw_rec_at(p, idx)->t.u.free_next) {

@@ -130,7 +130,8 @@ struct bw_wheel {
 	size_t poll_limit;     /* most heap timers a poll takes; 0: all    */
 	struct bw_list list[BW_NLISTS];
 	bool in_poll;
-	size_t pending;
+	uint64_t rearmed;      /* re-arms placed (pending, below)          */
+	uint64_t drained;      /* timers bw_wheel_drain took out           */
 	size_t footprint;
 	struct bw_counters ctr;
 	struct bw_pool pool;
@@ -141,6 +142,14 @@ struct bw_wheel {
 	uint64_t full[BW_MAP_WORDS]; /* ... holds >= slot_cap timers        */
 	struct bw_slot slot[];  /* bw_slot_count(cfg), by slot id           */
 };
+
+/* Timers pending: not a counter of its own, so that insert, cancel and
+ * fire each keep one count, not two. */
+static inline size_t bw_pending(const struct bw_wheel *w)
+{
+	return (size_t)(w->ctr.inserted + w->rearmed - w->ctr.cancelled -
+			w->ctr.fired - w->drained);
+}
 
 /* Memory, through the configured allocator, with footprint accounting. */
 void *bw_mem(struct bw_wheel *w, void *p, size_t old_size, size_t new_size);

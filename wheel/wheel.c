@@ -118,16 +118,16 @@
  * slot's cap, a few bit operations, one list push, all inline and a leaf;
  * the due list, the gears (a count-leading-zeros picks one), probing and
  * refusals are one tail call further (place_far): O(1), in the trading
- * simulation (bench/callgrind.sh --quick) about 87 instructions on x86-64
- * through a handle (the pool's free list and the handle), 68 intrusive,
- * call included.  cancel: O(1), about 78 for a ring slot's timer through
- * a handle (lookup, generation check, free list), 49 intrusive, inline;
+ * simulation (bench/callgrind.sh --quick) about 86 instructions on x86-64
+ * through a handle (the pool's free list and the handle), 67 intrusive,
+ * call included.  cancel: O(1), about 77 for a ring slot's timer through
+ * a handle (lookup, generation check, free list), 48 intrusive, inline;
  * any other place is one call further (O(log n) for an overflowed
  * timer).  poll: O(1) when no event is due - the cached next event lets it
  * jump any number of ticks, and the check is inline: a multiply and a few
  * compares - otherwise O(events + timers moved or fired), never O(elapsed
  * ticks).  In the trading simulation (every timer under 4096 ticks ahead)
- * a poll only fires: about 180 instructions a poll averaged over its 1 ms
+ * a poll only fires: about 177 instructions a poll averaged over its 1 ms
  * polls, fires included, in either mode, and its tail is the polls that
  * fire several timers, not a re-slot burst.  The overflow heap costs
  * O(log n) per insert, cancel and fire.  Memory: the ring's slots take
@@ -419,7 +419,6 @@ place_far(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill)
 		return err;
 	}
 	w->ctr.inserted++;
-	w->pending++;
 	return 0;
 }
 
@@ -444,7 +443,6 @@ place(struct bw_wheel *w, struct bw_timer *tm, uint64_t deadline_ns,
 			__builtin_unreachable(); /* a ring slot: summary word 0 */
 		bw_slot_add(w, id, t, tm);
 		w->ctr.inserted++;
-		w->pending++;
 		return 0;
 	}
 	return place_far(w, tm, t, spill);
@@ -527,7 +525,6 @@ static inline __attribute__((always_inline)) void
 cancel(struct bw_wheel *w, struct bw_timer *tm)
 {
 	unlink_timer(w, tm);
-	w->pending--;
 	w->ctr.cancelled++;
 }
 
@@ -628,7 +625,6 @@ fire(struct bw_wheel *w, struct bw_timer *tm, uint64_t now_ns,
 	int err;
 
 	tm->loc = handle ? BW_LOC_FIRING : BW_LOC_IDLE;
-	w->pending--;
 	w->ctr.fired++;
 	res->fired++;
 	/* Records never move, so a handle record outlives whatever the
@@ -648,7 +644,7 @@ fire(struct bw_wheel *w, struct bw_timer *tm, uint64_t now_ns,
 		drop(w, tm, err, cb);
 		return;
 	}
-	w->pending++;
+	w->rearmed++;
 	res->rearmed++;
 }
 
@@ -896,7 +892,7 @@ int bw_wheel_deadline(const struct bw_wheel *w, bw_handle h, uint64_t *out_ns)
 
 size_t bw_wheel_pending(const struct bw_wheel *w)
 {
-	return w ? w->pending : 0;
+	return w ? bw_pending(w) : 0;
 }
 
 size_t bw_wheel_overflow_pending(const struct bw_wheel *w)
@@ -966,10 +962,10 @@ static int visit(struct bw_wheel *w, bw_visit_fn fn, void *ctx, bool drain)
 		if (drain) {
 			unlink_timer(w, &r->t);
 			bw_pool_put(w, r);
-			w->pending--;
+			w->drained++;
 		}
 	}
-	if (drain && !w->pending)
+	if (drain && !bw_pending(w))
 		return 0;
 	for (size_t id = 0; id < nslots; id++)
 		visit_list(&w->slot[id].list, fn, ctx, drain);
@@ -994,7 +990,7 @@ static int visit(struct bw_wheel *w, bw_visit_fn fn, void *ctx, bool drain)
 	memset(w->full, 0, sizeof(w->full));
 	memset(w->sum, 0, sizeof(w->sum));
 	w->heap.n = 0;
-	w->pending = 0;
+	w->drained += bw_pending(w);
 	w->backlog = false;
 	w->dirty = true;
 	return 0;
