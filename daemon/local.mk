@@ -20,6 +20,8 @@ bwd_core_sources = \
 	daemon/conn.c \
 	daemon/request.c \
 	daemon/server.c \
+	daemon/tz.c \
+	daemon/calendar.c \
 	daemon/daemon-internal.h \
 	daemon/state-internal.h
 daemon_bitwheeld_SOURCES = daemon/bitwheeld.c $(bwd_core_sources)
@@ -27,4 +29,5 @@ daemon_bitwheeld_CPPFLAGS = $(AM_CPPFLAGS) $(bw_proto_cppflags) \
 	$(LIBEVENT_CFLAGS) $(LIBSYSTEMD_CFLAGS)
 daemon_bitwheeld_LDADD = wheel/libbitwheel.la proto/libbwproto.la \
 	$(PROTOBUF_C_LIBS) $(LIBEVENT_LIBS) $(LIBSYSTEMD_LIBS)
+noinst_HEADERS += daemon/calendar-internal.h
 dist_man8_MANS = daemon/bitwheeld.8
