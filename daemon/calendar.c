@@ -75,7 +75,8 @@ struct bwd_cal {
 struct draft {
 	int weekdays;
 	int end_of_month, utc, has_zone;
-	int64_t at;                     /* "@seconds", or -1              */
+	int has_at;
+	int64_t at;                     /* "@seconds"                      */
 	char zone[256];
 	int n[F_N];
 	struct comp c[F_N][BWD_CAL_COMPONENTS_MAX];
@@ -311,6 +312,7 @@ static int parse_date(struct parser *ps)
 			v = v * 10 + (uint64_t)(*e - '0');
 		}
 		d->at = neg ? -(int64_t)v : (int64_t)v;
+		d->has_at = 1;
 		ps->p = e;
 		return 1;
 	}
@@ -486,9 +488,12 @@ static int field_valid(const struct comp *c, int n, int from, int to,
 {
 	int i;
 
-	if (eom)
-		to -= 3;        /* at most 28 days from the month's end */
 	for (i = 0; i < n; i++) {
+		/* At most 28 days from the month's end, and 3 fewer for
+		 * each further component: systemd 252's chain_valid()
+		 * takes 3 off again at each step of its recursion. */
+		if (eom)
+			to -= 3;
 		if (c[i].start < from || c[i].start > to ||
 		    c[i].repeat > to - from)
 			return 0;
@@ -550,8 +555,8 @@ static int fold(struct parser *ps, int field, int from, int to, int eom,
 	if (!field_valid(d->c[field], d->n[field], from, to, eom))
 		return FAIL(ps, -EINVAL, "'%s': %s out of range (%d..%d%s, a "
 			    "repetition must fit at least once)", ps->spec,
-			    what, from, eom ? to - 3 : to,
-			    eom ? " from the month's end" : "");
+			    what, from, eom ? to - 3 : to, eom ? " from the "
+			    "month's end, 3 fewer for each further one" : "");
 	return 0;
 }
 
@@ -559,7 +564,7 @@ static int draft_parse(struct parser *ps, char *body)
 {
 	struct draft *d = ps->d;
 	size_t len = strlen(body);
-	char *sp;
+	char *sp, tzerr[256] = "";
 	int r;
 
 	if (len >= 4 && !strcasecmp(body + len - 4, " UTC")) {
@@ -572,10 +577,17 @@ static int draft_parse(struct parser *ps, char *body)
 		if (!strcmp(sp + 1, "UTC")) {
 			d->utc = 1;
 			*sp = 0;
-		} else if (bwd_tz_get(sp + 1, &tz, NULL, 0) == 0) {
+		} else if ((r = bwd_tz_get(sp + 1, &tz, tzerr,
+					   sizeof(tzerr))) == 0) {
 			snprintf(d->zone, sizeof(d->zone), "%s", sp + 1);
 			d->has_zone = 1;
 			*sp = 0;
+		} else if (strpbrk(sp + 1, "abcdefghijklmnopqrstuvwxyz"
+				   "ABCDEFGHIJKLMNOPQRSTUVWXYZ")) {
+			/* A last word with letters is no date or time
+			 * (weekdays come first): it was meant as a zone. */
+			return FAIL(ps, -EINVAL, "'%s': unknown time zone "
+				    "'%s': %s", ps->spec, sp + 1, tzerr);
 		}
 	}
 	ps->p = body;
@@ -590,7 +602,7 @@ static int draft_parse(struct parser *ps, char *body)
 			return FAIL(ps, -EINVAL, "'%s': unexpected '%s' (or an "
 				    "unknown time zone)", ps->spec, ps->p);
 	}
-	if (d->at != -1) {
+	if (d->has_at) {
 		int64_t s = d->at, y;
 		int m, dd;
 		int64_t days = (s >= 0 ? s : s - 86399) / 86400;
@@ -647,7 +659,6 @@ int bwd_cal_parse(const char *spec, struct bwd_cal **out, char *err,
 		r = -ENOMEM;
 		goto fail;
 	}
-	ps.d->at = -1;
 	if ((r = draft_parse(&ps, body)) < 0)
 		goto fail;
 	for (f = 0; f < F_N; f++)
@@ -851,7 +862,8 @@ static int32_t utoff(const struct mk *m, int64_t t, int *isdst)
  * mktime(tm) with tm_isdst = -1 (timegm() for UTC): normalizes *tm, sets
  * *t, 0; or -1 and *tm untouched.  The probe is glibc 2.36's: start from
  * the last offset, follow the error at most 6 times, and when it swings
- * between two instants (a gap) take the one after a daylight-saving probe.
+ * between two instants (a gap) take the daylight-saving one if one of
+ * the two is (else the second seen), the side after a spring gap.
  */
 static int mk_time(struct mk *m, struct ltm *tm, int64_t *t)
 {
@@ -872,7 +884,7 @@ static int mk_time(struct mk *m, struct ltm *tm, int64_t *t)
 		dt = local - (x + off);
 		if (dt == 0)
 			break;
-		if (x == x1 && x != x2 && dst2)
+		if (x == x1 && x != x2 && (!dst2 || isdst))
 			break;
 		if (--probes == 0)
 			return -1;

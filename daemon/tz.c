@@ -270,7 +270,8 @@ static int rule_isdst(const struct tz_rule *r, int64_t t)
 
 	if (!r->has_dst)
 		return 0;
-	y = year_of(t + r->std_off);
+	/* The year by UTC, as glibc's __tz_compute() takes it. */
+	y = year_of(t);
 	s = rule_local(&r->start, y) - r->std_off;
 	e = rule_local(&r->end, y) - r->dst_off;
 	if (s <= e)

@@ -275,3 +275,15 @@ EXTRA_DIST += tests/check_completion.sh
 # bench/traces/ (bench/trace-convert.py, then bench/bwbench --trace).
 TESTS += tests/check_trace.sh
 EXTRA_DIST += tests/check_trace.sh
+
+# The daemon's time zones and calendar events (issue 24), in process,
+# differential against systemd-analyze calendar when it is installed.
+# Longer run: BW_CALENDAR_SPECS=5000 make check TESTS=tests/check_calendar
+check_PROGRAMS += tests/check_calendar
+TESTS += tests/check_calendar
+tests_check_calendar_SOURCES = tests/check_calendar.c tests/testutil.c \
+	tests/testutil.h daemon/tz.c daemon/calendar.c \
+	daemon/calendar-internal.h
+tests_check_calendar_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+tests_check_calendar_CFLAGS = $(bw_check_cflags)
+tests_check_calendar_LDADD = $(bw_check_ldadd)

@@ -1,0 +1,934 @@
+/*
+ * check_calendar.c - the daemon's time zones (daemon/tz.c) and calendar
+ * events (daemon/calendar.c), in process.
+ *
+ *   - units: values worked out by hand: daylight-saving gaps and repeats
+ *     in Europe/Berlin, America/New_York and Australia/Lord_Howe (a 30
+ *     minute change), Asia/Kathmandu's +05:45, leap days, "~" from the
+ *     month's end, seconds fractions, "@" times, systemd.time(7)'s table
+ *     of normalized forms, refusals with their messages, zone names
+ *     refused, the footer rule past the table (year 2100);
+ *   - tz: bwd_tz_lookup against glibc's localtime_r() (one process, TZ
+ *     set per zone) for random instants 1901..2199 in zones with odd
+ *     offsets and rules (1901..2199), and for POSIX TZ strings of every
+ *     date form (1971..2199: glibc applies a string's rules to earlier
+ *     years with 1970's dates);
+ *   - systemd: the differential test.  systemd-analyze calendar (systemd
+ *     252 on Debian 12) runs with TZ=UTC for systemd.time(7)'s examples
+ *     and random specs (weekday lists and ranges, dates with lists,
+ *     ranges, repetitions, "~", seconds fractions, zones with and without
+ *     daylight saving) from base times around transitions and leap days;
+ *     the normalized form, the refusal and 50 elapses (to the second: it
+ *     prints no fractions) must equal ours.  BW_CALENDAR_SPECS random specs
+ *     (default 120, about 30 s; thousands for a long run), a fixed seed
+ *     then BW_TEST_SEED's, printed with any failing spec.  Skipped, saying
+ *     so, without /usr/bin/systemd-analyze;
+ *   - model: next elapses of random specs against a brute-force search
+ *     that walks local days, hours, minutes and quarter seconds and maps
+ *     each local time to UTC through bwd_tz_local_to_utc (its first
+ *     instant; none in a gap), compared where the offset at the base and
+ *     at the elapse agree (across a change systemd's rule, the offset of
+ *     the previous step, is the reference: the systemd TCase covers it);
+ *   - timing: the cost of one next elapse for a few forms, printed.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "calendar-internal.h"
+#include "testutil.h"
+
+#define NS UINT64_C(1000000000)
+#define SYSTEMD_ANALYZE "/usr/bin/systemd-analyze"
+#define ITER 50
+
+/* "YYYY-MM-DD HH:MM:SS" in UTC, seconds. */
+static int64_t utc(const char *s)
+{
+	struct tm tm = { 0 };
+
+	ck_assert_ptr_nonnull(strptime(s, "%Y-%m-%d %H:%M:%S", &tm));
+	return (int64_t)timegm(&tm);
+}
+
+static struct bwd_cal *parse_ok(const char *spec)
+{
+	struct bwd_cal *cal;
+	char err[256] = "";
+	int r = bwd_cal_parse(spec, &cal, err, sizeof(err));
+
+	ck_assert_msg(r == 0, "'%s' refused: %d %s", spec, r, err);
+	return cal;
+}
+
+/* The first n elapses after base (UTC "YYYY-MM-DD HH:MM:SS"), each
+ * compared with want[i] (UTC, or "never"). */
+static void expect(const char *spec, const char *base, unsigned n,
+		   const char *const *want)
+{
+	struct bwd_cal *cal = parse_ok(spec);
+	uint64_t t = (uint64_t)utc(base) * NS;
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		int r = bwd_cal_next(cal, t, &t);
+
+		if (!strcmp(want[i], "never")) {
+			ck_assert_msg(r == -ENOENT, "'%s' #%u: %d, want never",
+				      spec, i, r);
+			break;
+		}
+		ck_assert_msg(r == 0, "'%s' #%u: %d", spec, i, r);
+		ck_assert_msg(t == (uint64_t)utc(want[i]) * NS,
+			      "'%s' from %s #%u: %" PRIu64 ", want %s", spec,
+			      base, i, t / NS, want[i]);
+	}
+	bwd_cal_free(cal);
+}
+
+#define EXPECT(spec, base, ...) do { \
+	static const char *const w_[] = { __VA_ARGS__ }; \
+	expect(spec, base, sizeof(w_) / sizeof(w_[0]), w_); \
+} while (0)
+
+START_TEST(test_dst_europe_berlin)
+{
+	/* 2026-03-29 01:00Z: 02:00 CET -> 03:00 CEST; 02:30 does not
+	 * exist that day and the day is skipped (systemd's rule). */
+	EXPECT("*-*-* 02:30 Europe/Berlin", "2026-03-29 00:00:00",
+	       "2026-03-30 00:30:00", "2026-03-31 00:30:00");
+	/* 2026-10-25 01:00Z: 03:00 CEST -> 02:00 CET; 02:30 is there
+	 * twice and fires the first time only. */
+	EXPECT("*-*-* 02:30 Europe/Berlin", "2026-10-24 23:00:00",
+	       "2026-10-25 00:30:00", "2026-10-26 01:30:00");
+	/* Every 20 minutes: the repeated hour 02:00-03:00 CET is not
+	 * fired again. */
+	EXPECT("*:0/20 Europe/Berlin", "2026-10-24 23:50:00",
+	       "2026-10-25 00:00:00", "2026-10-25 00:20:00",
+	       "2026-10-25 00:40:00", "2026-10-25 02:00:00",
+	       "2026-10-25 02:20:00");
+	/* Over the gap: 01:40 CET, then 03:00 CEST. */
+	EXPECT("*:0/20 Europe/Berlin", "2026-03-29 00:30:00",
+	       "2026-03-29 00:40:00", "2026-03-29 01:00:00");
+	/* Past the file's table (2037): the footer's rule, last Sunday of
+	 * March 2100 is the 28th. */
+	EXPECT("*-*-* 02:30 Europe/Berlin", "2100-03-27 12:00:00",
+	       "2100-03-29 00:30:00", "2100-03-30 00:30:00");
+	EXPECT("*-*-* 01:30 Europe/Berlin", "2100-03-27 12:00:00",
+	       "2100-03-28 00:30:00", "2100-03-28 23:30:00");
+	EXPECT("*-*-* 12:00 Europe/Berlin", "2100-10-30 12:00:00",
+	       "2100-10-31 11:00:00");
+}
+END_TEST
+
+START_TEST(test_dst_america_new_york)
+{
+	/* 2026-03-08 07:00Z: 02:00 EST -> 03:00 EDT. */
+	EXPECT("*-*-* 02:30 America/New_York", "2026-03-08 00:00:00",
+	       "2026-03-09 06:30:00");
+	/* 2026-11-01 06:00Z: 02:00 EDT -> 01:00 EST: 01:30 EDT once. */
+	EXPECT("*-*-* 01:30 America/New_York", "2026-11-01 00:00:00",
+	       "2026-11-01 05:30:00", "2026-11-02 06:30:00");
+	EXPECT("Mon..Fri *-*-* 09:00 America/New_York", "2026-11-06 00:00:00",
+	       "2026-11-06 14:00:00", "2026-11-09 14:00:00");
+}
+END_TEST
+
+START_TEST(test_odd_offsets)
+{
+	const struct bwd_tz *tz;
+	struct bwd_tz_info info;
+	int64_t out[2];
+	int n;
+
+	EXPECT("daily Asia/Kathmandu", "2026-01-01 00:00:00",
+	       "2026-01-01 18:15:00", "2026-01-02 18:15:00");
+	ck_assert_int_eq(bwd_tz_get("Asia/Kathmandu", &tz, NULL, 0), 0);
+	ck_assert_int_eq(bwd_tz_lookup(tz, utc("2026-06-01 00:00:00"),
+				       &info), 0);
+	ck_assert_int_eq(info.utoff, 5 * 3600 + 45 * 60);
+	ck_assert_str_eq(info.abbr, "+0545");
+
+	/* Lord Howe: +10:30, +11 in summer; 2026-10-04 02:00 -> 02:30
+	 * (15:30Z the day before), 2026-04-05 02:00 -> 01:30. */
+	EXPECT("*-*-* 02:15 Australia/Lord_Howe", "2026-10-03 12:00:00",
+	       "2026-10-04 15:15:00");
+	EXPECT("*-*-* 01:45 Australia/Lord_Howe", "2026-04-04 12:00:00",
+	       "2026-04-04 14:45:00", "2026-04-05 15:15:00");
+	ck_assert_int_eq(bwd_tz_get("Australia/Lord_Howe", &tz, NULL, 0), 0);
+	ck_assert_int_eq(bwd_tz_lookup(tz, utc("2026-07-01 00:00:00"),
+				       &info), 0);
+	ck_assert_int_eq(info.utoff, 37800);
+	ck_assert_int_eq(info.isdst, 0);
+	ck_assert_int_eq(bwd_tz_lookup(tz, utc("2027-01-01 00:00:00"),
+				       &info), 0);
+	ck_assert_int_eq(info.utoff, 39600);
+	ck_assert_int_eq(info.isdst, 1);
+	ck_assert_int_eq(bwd_tz_local_to_utc(tz, utc("2026-04-05 01:45:00"),
+					     out, &n), 0);
+	ck_assert_int_eq(n, 2);
+	ck_assert_int_eq(out[0], utc("2026-04-04 14:45:00"));
+	ck_assert_int_eq(out[1], utc("2026-04-04 15:15:00"));
+	ck_assert_int_eq(bwd_tz_local_to_utc(tz, utc("2026-10-04 02:15:00"),
+					     out, &n), 0);
+	ck_assert_int_eq(n, 0);
+	ck_assert_int_eq(bwd_tz_local_to_utc(tz, utc("2026-10-04 02:30:00"),
+					     out, &n), 0);
+	ck_assert_int_eq(n, 1);
+	ck_assert_int_eq(out[0], utc("2026-10-03 15:30:00"));
+}
+END_TEST
+
+START_TEST(test_dates)
+{
+	EXPECT("*-02-29 12:00 UTC", "2025-03-01 00:00:00",
+	       "2028-02-29 12:00:00", "2032-02-29 12:00:00");
+	/* "~": the last day of February, then the last Monday of May
+	 * (May 2026 ends on a Sunday). */
+	EXPECT("*-02~01 UTC", "2027-01-01 00:00:00", "2027-02-28 00:00:00",
+	       "2028-02-29 00:00:00");
+	EXPECT("Mon *-05~07/1 UTC", "2026-01-01 00:00:00",
+	       "2026-05-25 00:00:00", "2027-05-31 00:00:00");
+	EXPECT("*-*~01..03/2 UTC", "2026-02-01 00:00:00",
+	       "2026-02-26 00:00:00", "2026-02-28 00:00:00",
+	       "2026-03-29 00:00:00");
+	EXPECT("*-02-30", "2026-01-01 00:00:00", "never");
+	EXPECT("2199-12-31 23:59:59 UTC", "2199-12-31 00:00:00",
+	       "2199-12-31 23:59:59", "never");
+	EXPECT("@1767225600", "2025-12-31 00:00:00", "2026-01-01 00:00:00",
+	       "never");
+	EXPECT("quarterly UTC", "2026-05-17 00:00:00", "2026-07-01 00:00:00",
+	       "2026-10-01 00:00:00", "2027-01-01 00:00:00");
+	EXPECT("Sat,Sun 10:00 UTC", "2026-12-02 00:00:00",
+	       "2026-12-05 10:00:00", "2026-12-06 10:00:00",
+	       "2026-12-12 10:00:00");
+}
+END_TEST
+
+START_TEST(test_fractions)
+{
+	struct bwd_cal *cal = parse_ok("*:*:0/0.5 UTC");
+	uint64_t t = (uint64_t)utc("2026-01-01 00:00:00") * NS + NS / 4;
+
+	ck_assert_int_eq(bwd_cal_next(cal, t, &t), 0);
+	ck_assert_uint_eq(t, (uint64_t)utc("2026-01-01 00:00:00") * NS +
+			  NS / 2);
+	ck_assert_int_eq(bwd_cal_next(cal, t, &t), 0);
+	ck_assert_uint_eq(t, (uint64_t)utc("2026-01-01 00:00:01") * NS);
+	/* strictly after: 999 ns before the elapse still finds it */
+	t -= 999;
+	ck_assert_int_eq(bwd_cal_next(cal, t, &t), 0);
+	ck_assert_uint_eq(t, (uint64_t)utc("2026-01-01 00:00:01") * NS);
+	bwd_cal_free(cal);
+
+	cal = parse_ok("*:*:07.1234565 UTC");    /* the 7th decimal rounds */
+	t = (uint64_t)utc("2026-01-01 00:00:00") * NS;
+	ck_assert_int_eq(bwd_cal_next(cal, t, &t), 0);
+	ck_assert_uint_eq(t, (uint64_t)utc("2026-01-01 00:00:07") * NS +
+			  123457000);
+	bwd_cal_free(cal);
+}
+END_TEST
+
+/* systemd.time(7)'s table of specs and their normalized forms. */
+static const char *const man_examples[][2] = {
+	{ "Sat,Thu,Mon..Wed,Sat..Sun", "Mon..Thu,Sat,Sun *-*-* 00:00:00" },
+	{ "Mon,Sun 12-*-* 2,1:23", "Mon,Sun 2012-*-* 01,02:23:00" },
+	{ "Wed *-1", "Wed *-*-01 00:00:00" },
+	{ "Wed..Wed,Wed *-1", "Wed *-*-01 00:00:00" },
+	{ "Wed, 17:48", "Wed *-*-* 17:48:00" },
+	{ "Wed..Sat,Tue 12-10-15 1:2:3", "Tue..Sat 2012-10-15 01:02:03" },
+	{ "*-*-7 0:0:0", "*-*-07 00:00:00" },
+	{ "10-15", "*-10-15 00:00:00" },
+	{ "monday *-12-* 17:00", "Mon *-12-* 17:00:00" },
+	{ "Mon,Fri *-*-3,1,2 *:30:45", "Mon,Fri *-*-01,02,03 *:30:45" },
+	{ "12,14,13,12:20,10,30", "*-*-* 12,13,14:10,20,30:00" },
+	{ "12..14:10,20,30", "*-*-* 12..14:10,20,30:00" },
+	{ "mon,fri *-1/2-1,3 *:30:45", "Mon,Fri *-01/2-01,03 *:30:45" },
+	{ "03-05 08:05:40", "*-03-05 08:05:40" },
+	{ "08:05:40", "*-*-* 08:05:40" },
+	{ "05:40", "*-*-* 05:40:00" },
+	{ "Sat,Sun 12-05 08:05:40", "Sat,Sun *-12-05 08:05:40" },
+	{ "Sat,Sun 08:05:40", "Sat,Sun *-*-* 08:05:40" },
+	{ "2003-03-05 05:40", "2003-03-05 05:40:00" },
+	{ "05:40:23.4200004/3.1700005", "*-*-* 05:40:23.420000/3.170001" },
+	{ "2003-02..04-05", "2003-02..04-05 00:00:00" },
+	{ "2003-03-05 05:40 UTC", "2003-03-05 05:40:00 UTC" },
+	{ "2003-03-05", "2003-03-05 00:00:00" },
+	{ "03-05", "*-03-05 00:00:00" },
+	{ "hourly", "*-*-* *:00:00" },
+	{ "daily", "*-*-* 00:00:00" },
+	{ "daily UTC", "*-*-* 00:00:00 UTC" },
+	{ "monthly", "*-*-01 00:00:00" },
+	{ "weekly", "Mon *-*-* 00:00:00" },
+	{ "weekly Pacific/Auckland", "Mon *-*-* 00:00:00 Pacific/Auckland" },
+	{ "yearly", "*-01-01 00:00:00" },
+	{ "annually", "*-01-01 00:00:00" },
+	{ "*:2/3", "*-*-* *:02/3:00" },
+	/* and the forms the text names */
+	{ "minutely", "*-*-* *:*:00" },
+	{ "quarterly", "*-01,04,07,10-01 00:00:00" },
+	{ "semiannually", "*-01,07-01 00:00:00" },
+	{ "*-02~01", "*-02~01 00:00:00" },
+	{ "Mon *-05~07/1", "Mon *-05~07/1 00:00:00" },
+	{ "*:*:0/0.5", "*-*-* *:*:00/0.500000" },
+	{ "*-*-* *:*:*", "*-*-* *:*:*" },
+	{ "Mon..Fri *-*-* 09:00:00 Europe/Berlin",
+	  "Mon..Fri *-*-* 09:00:00 Europe/Berlin" },
+	{ "*:0/15", "*-*-* *:00/15:00" },
+	{ "2026-12-24", "2026-12-24 00:00:00" },
+	{ "@1234", "1970-01-01 00:20:34 UTC" },
+};
+
+START_TEST(test_normalized)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(man_examples) / sizeof(man_examples[0]); i++) {
+		struct bwd_cal *cal = parse_ok(man_examples[i][0]);
+		char buf[BWD_CAL_SPEC_MAX];
+
+		ck_assert_int_eq(bwd_cal_normalize(cal, buf, sizeof(buf)), 0);
+		ck_assert_msg(!strcmp(buf, man_examples[i][1]),
+			      "'%s' -> '%s', want '%s'", man_examples[i][0],
+			      buf, man_examples[i][1]);
+		ck_assert_int_eq(bwd_cal_normalize(cal, buf, 5), -ENOSPC);
+		bwd_cal_free(cal);
+	}
+}
+END_TEST
+
+START_TEST(test_refusals)
+{
+	static const char *const bad[][2] = {
+		{ "", "empty" },
+		{ "foo", "number expected" },
+		{ "Mon,Fri *-02-~1 UTC", "number expected at '~1'" },
+		{ "25:00", "hour out of range" },
+		{ "*-13-01", "month out of range" },
+		{ "*-*-32", "day out of range" },
+		{ "*-02~29", "day out of range" },
+		{ "Fri..Mon", "backwards" },
+		{ "Mon.. 10:00", "open weekday range" },
+		{ "*:*:1..1.5", "shorter than 1 s" },
+		{ "*:0/0", "repetition of 0" },
+		{ "1969-01-01", "year out of range" },
+		{ "*:*:60", "second (in microseconds) out of range" },
+		{ "*-*-* 00:00:00 Mars/Olympus", "unknown time zone" },
+		{ "daily ../../etc/passwd", "unknown time zone" },
+		{ "*:0/60", "minute out of range" },
+		{ "2147483648-01-01", "too large" },
+		{ "@-1", "outside the years" },
+		{ "12:00:00:00", "after the time" },
+		{ "Mon-", "open weekday range" },
+		{ "Monx", "bad weekday" },
+	};
+	char many[4096] = "*-*-1";
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct bwd_cal *cal = (void *)1;
+		char err[512] = "";
+		int r = bwd_cal_parse(bad[i][0], &cal, err, sizeof(err));
+
+		ck_assert_msg(r < 0, "'%s' accepted", bad[i][0]);
+		ck_assert_ptr_null(cal);
+		ck_assert_msg(strstr(err, bad[i][1]), "'%s': '%s' lacks '%s'",
+			      bad[i][0], err, bad[i][1]);
+	}
+	/* 241 components in one field pass, 242 do not. */
+	for (i = 1; i < 241; i++)
+		strcat(many, ",1");
+	bwd_cal_free(parse_ok(many));
+	strcat(many, ",1");
+	{
+		struct bwd_cal *cal;
+
+		ck_assert_int_eq(bwd_cal_parse(many, &cal, NULL, 0),
+				 -ENOBUFS);
+	}
+}
+END_TEST
+
+START_TEST(test_zone_names)
+{
+	static const struct {
+		const char *name;
+		int r;
+	} names[] = {
+		{ "../etc/passwd", -EINVAL }, { "/etc/localtime", -EINVAL },
+		{ "Europe//Berlin", -EINVAL }, { "Europe/", -EINVAL },
+		{ "Europe/Nowhere", -ENOENT }, { "Europe", -EBADMSG },
+		{ "Europe/Berlin", 0 }, { "UTC", 0 }, { "Etc/GMT+5", 0 },
+	};
+	char path[] = "/tmp/check_calendar.XXXXXX";
+	const struct bwd_tz *a, *b;
+	char err[512];
+	size_t i;
+	int fd;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		err[0] = 0;
+		ck_assert_msg(bwd_tz_get(names[i].name, &a, err,
+					 sizeof(err)) == names[i].r,
+			      "%s: %s", names[i].name, err);
+		ck_assert(names[i].r == 0 || err[0]);
+	}
+	/* shared: the second get is the same zone */
+	ck_assert_int_eq(bwd_tz_get("Europe/Berlin", &a, NULL, 0), 0);
+	ck_assert_int_eq(bwd_tz_get("Europe/Berlin", &b, NULL, 0), 0);
+	ck_assert_ptr_eq(a, b);
+	/* the local zone from TZ: a file that is not TZif is refused */
+	fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "TZif2 but short", 15), 15);
+	close(fd);
+	setenv("TZ", path, 1);
+	bwd_tz_cache_clear();
+	ck_assert_int_eq(bwd_tz_get(NULL, &a, err, sizeof(err)), -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(err, "TZif"));
+	unlink(path);
+	setenv("TZ", ":Asia/Kathmandu", 1);
+	ck_assert_int_eq(bwd_tz_get("", &a, NULL, 0), 0);
+	{
+		struct bwd_tz_info info;
+
+		bwd_tz_lookup(a, 1767225600, &info);
+		ck_assert_int_eq(info.utoff, 20700);
+	}
+	bwd_tz_cache_clear();
+}
+END_TEST
+
+/* ---- tz against glibc ------------------------------------------------ */
+
+static void tz_vs_glibc(const char *tzenv, const char *name,
+			struct tu_rng *rng, unsigned n, int64_t from)
+{
+	const struct bwd_tz *tz;
+	char err[256] = "";
+	unsigned i;
+
+	setenv("TZ", tzenv, 1);
+	tzset();
+	bwd_tz_cache_clear();
+	ck_assert_msg(bwd_tz_get(name, &tz, err, sizeof(err)) == 0, "%s: %s",
+		      tzenv, err);
+	for (i = 0; i < n; i++) {
+		int64_t t = from + (int64_t)tu_rng_below(rng, (uint64_t)(
+				    7258118400ll - from));     /* ..2199 */
+		struct bwd_tz_info info;
+		struct tm tm;
+		time_t tt = (time_t)t;
+
+		ck_assert_ptr_nonnull(localtime_r(&tt, &tm));
+		bwd_tz_lookup(tz, t, &info);
+		ck_assert_msg(info.utoff == tm.tm_gmtoff &&
+			      info.isdst == (tm.tm_isdst > 0) &&
+			      !strcmp(info.abbr, tm.tm_zone),
+			      "TZ=%s at %" PRId64 ": ours %d %d %s, glibc "
+			      "%ld %d %s", tzenv, t, info.utoff, info.isdst,
+			      info.abbr, tm.tm_gmtoff, tm.tm_isdst, tm.tm_zone);
+	}
+}
+
+START_TEST(test_tz_glibc)
+{
+	static const char *const zones[] = {
+		"Europe/Berlin", "America/New_York", "Asia/Kathmandu",
+		"Australia/Lord_Howe", "Pacific/Chatham", "America/Sao_Paulo",
+		"Africa/Casablanca", "Europe/Dublin", "Pacific/Apia",
+		"America/St_Johns", "Antarctica/Troll", "Asia/Tehran",
+	};
+	static const char *const rules[] = {
+		"CET-1CEST,M3.5.0,M10.5.0/3", "EST5EDT", "<+0545>-5:45",
+		"AAA3BBB,J60/25,J300/-1", "XXX-10YYY-11,100/2,250/3",
+		"ZZZ+3WWW,M1.1.0/-20,M12.5.6/167", "<-03>3<-02>,M3.5.0/-2,M10.5.0/-1",
+		"IST-1GMT0,M10.5.0,M3.5.0/1",
+	};
+	uint64_t seed = tu_seed_from_env("BW_TEST_SEED", 24);
+	struct tu_rng rng;
+	char env[64];
+	size_t i;
+
+	tu_rng_seed(&rng, seed);
+	printf("check_calendar tz: seed %" PRIu64 " (BW_TEST_SEED)\n", seed);
+	for (i = 0; i < sizeof(zones) / sizeof(zones[0]); i++) {
+		snprintf(env, sizeof(env), ":%s", zones[i]);
+		tz_vs_glibc(env, zones[i], &rng, 20000, -2140000000ll);
+	}
+	for (i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
+		tz_vs_glibc(rules[i], "", &rng, 20000, 31536000);
+}
+END_TEST
+
+/* ---- the differential test against systemd-analyze ------------------- */
+
+struct sd_result {
+	int refused;
+	char normalized[BWD_CAL_SPEC_MAX];
+	int n;                          /* elapses printed                  */
+	int never;
+	int64_t at[ITER];               /* UTC seconds                      */
+};
+
+static char *slurp(int fd)
+{
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+	ssize_t got;
+
+	ck_assert_ptr_nonnull(buf);
+	lseek(fd, 0, SEEK_SET);
+	while ((got = read(fd, buf + len, cap - len - 1)) > 0) {
+		len += (size_t)got;
+		if (cap - len < 2) {
+			buf = realloc(buf, cap *= 2);
+			ck_assert_ptr_nonnull(buf);
+		}
+	}
+	buf[len] = 0;
+	return buf;
+}
+
+/* "Www YYYY-MM-DD HH:MM:SS UTC" */
+static int64_t sd_time(const char *s)
+{
+	char tmp[32];
+
+	ck_assert_msg(strlen(s) >= 23 && !strncmp(s + 23, " UTC", 4),
+		      "unexpected systemd-analyze time '%s'", s);
+	memcpy(tmp, s + 4, 19);
+	tmp[19] = 0;
+	return utc(tmp);
+}
+
+/* Runs systemd-analyze once for specs[0..n) from base (µs). */
+static void sd_run(const char *const *specs, int n, uint64_t base_us,
+		   struct sd_result *res)
+{
+	char out_path[] = "/tmp/check_calendar.out.XXXXXX";
+	char err_path[] = "/tmp/check_calendar.err.XXXXXX";
+	char iters[32], base[64];
+	const char *argv[64];
+	char *env[] = { "TZ=UTC", "LC_ALL=C", "SYSTEMD_COLORS=0",
+			"SYSTEMD_PAGER=", NULL };
+	int fo = mkstemp(out_path), fe = mkstemp(err_path), k = 0, i, st;
+	char *out, *err, *line, *save = NULL;
+	const char *prev = "";
+	struct sd_result *cur = NULL;
+	pid_t pid;
+
+	ck_assert(fo >= 0 && fe >= 0 && n <= 48);
+	unlink(out_path);
+	unlink(err_path);
+	snprintf(iters, sizeof(iters), "--iterations=%d", ITER);
+	snprintf(base, sizeof(base), "--base-time=@%" PRIu64 ".%06" PRIu64,
+		 base_us / 1000000, base_us % 1000000);
+	argv[k++] = "systemd-analyze";
+	argv[k++] = "calendar";
+	argv[k++] = iters;
+	argv[k++] = base;
+	argv[k++] = "--";
+	for (i = 0; i < n; i++)
+		argv[k++] = specs[i];
+	argv[k] = NULL;
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(fo, 1);
+		dup2(fe, 2);
+		execve(SYSTEMD_ANALYZE, (char **)argv, env);
+		_exit(127);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	out = slurp(fo);
+	err = slurp(fe);
+	close(fo);
+	close(fe);
+	for (i = 0; i < n; i++) {
+		char want[BWD_CAL_SPEC_MAX + 64];
+
+		memset(&res[i], 0, sizeof(res[i]));
+		res[i].n = -1;
+		snprintf(want, sizeof(want),
+			 "Failed to parse calendar specification '%s'",
+			 specs[i]);
+		if (strstr(err, want))
+			res[i].refused = 1;
+	}
+	for (line = strtok_r(out, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		const char *v;
+
+		if ((v = strstr(line, "Original form: "))) {
+			v += 15;
+			cur = NULL;
+			for (i = 0; i < n; i++)
+				if (!strcmp(specs[i], v) && res[i].n < 0) {
+					cur = &res[i];
+					cur->n = 0;
+					break;
+				}
+			ck_assert_msg(cur, "systemd-analyze printed '%s'", v);
+		} else if ((v = strstr(line, "Normalized form: ")) &&
+			   !strstr(prev, "Original form: ")) {
+			/* No "Original form" when it is the normalized one. */
+			v += 17;
+			cur = NULL;
+			for (i = 0; i < n; i++)
+				if (!strcmp(specs[i], v) && res[i].n < 0) {
+					cur = &res[i];
+					cur->n = 0;
+					break;
+				}
+			ck_assert_msg(cur, "systemd-analyze printed '%s'", v);
+			snprintf(cur->normalized, sizeof(cur->normalized), "%s",
+				 v);
+		} else if (!cur) {
+			continue;
+		} else if ((v = strstr(line, "Normalized form: "))) {
+			snprintf(cur->normalized, sizeof(cur->normalized), "%s",
+				 v + 17);
+		} else if ((v = strstr(line, "Next elapse: ")) ||
+			   (v = strstr(line, "Iter. #"))) {
+			v = strstr(v, ": ") + 2;
+			if (!strcmp(v, "never"))
+				cur->never = 1;
+			else if (cur->n < ITER)
+				cur->at[cur->n++] = sd_time(v);
+		}
+		prev = line;
+	}
+	for (i = 0; i < n; i++)
+		ck_assert_msg(res[i].refused || res[i].n >= 0,
+			      "systemd-analyze said nothing about '%s': %s",
+			      specs[i], err);
+	free(out);
+	free(err);
+}
+
+/* Ours against systemd's for one spec; 0 if equal, else a message. */
+static int sd_compare(const char *spec, uint64_t base_us,
+		      const struct sd_result *sd, char *msg, size_t len,
+		      unsigned *elapses)
+{
+	struct bwd_cal *cal;
+	char norm[BWD_CAL_SPEC_MAX], err[256] = "";
+	uint64_t t = base_us * 1000;
+	int r = bwd_cal_parse(spec, &cal, err, sizeof(err)), i;
+
+	if (r < 0 || sd->refused) {
+		if ((r < 0) == sd->refused) {
+			if (r < 0)
+				bwd_cal_free(cal);
+			return 0;
+		}
+		snprintf(msg, len, "'%s': ours %s, systemd %s", spec,
+			 r < 0 ? err : "accepted",
+			 sd->refused ? "refused" : "accepted");
+		if (r == 0)
+			bwd_cal_free(cal);
+		return -1;
+	}
+	bwd_cal_normalize(cal, norm, sizeof(norm));
+	if (strcmp(norm, sd->normalized)) {
+		snprintf(msg, len, "'%s': normalized '%.300s', systemd "
+			 "'%.300s'", spec, norm, sd->normalized);
+		bwd_cal_free(cal);
+		return -1;
+	}
+	for (i = 0; i < ITER; i++) {
+		r = bwd_cal_next(cal, t, &t);
+		if (r < 0 || i >= sd->n) {
+			if (r < 0 && i == sd->n && (r == -ENOENT) ==
+			    (sd->never || i > 0))
+				break;
+			snprintf(msg, len, "'%s' from @%" PRIu64 ".%06" PRIu64
+				 " #%d: ours %d %" PRIu64 ", systemd %s %"
+				 PRId64, spec, base_us / 1000000,
+				 base_us % 1000000, i, r, t / NS,
+				 i < sd->n ? "at" : "none",
+				 i < sd->n ? sd->at[i] : 0);
+			bwd_cal_free(cal);
+			return -1;
+		}
+		(*elapses)++;
+		if ((int64_t)(t / NS) != sd->at[i]) {
+			snprintf(msg, len, "'%s' from @%" PRIu64 ".%06" PRIu64
+				 " #%d: ours %" PRIu64 ".%09" PRIu64
+				 ", systemd %" PRId64, spec, base_us / 1000000,
+				 base_us % 1000000, i, t / NS, t % NS,
+				 sd->at[i]);
+			bwd_cal_free(cal);
+			return -1;
+		}
+	}
+	bwd_cal_free(cal);
+	return 0;
+}
+
+static const char *const zone_pool[] = {
+	"Europe/Berlin", "America/New_York", "Asia/Kathmandu",
+	"Australia/Lord_Howe", "Pacific/Chatham", "America/Sao_Paulo",
+	"Europe/London", "Asia/Tokyo", "America/St_Johns", "Pacific/Apia",
+	"Africa/Casablanca", "Europe/Dublin", "Antarctica/Troll",
+};
+
+/* Base times: transitions of the pool's zones, leap days, plain days. */
+static uint64_t pick_base(struct tu_rng *rng)
+{
+	static const char *const near[] = {
+		"2026-03-29 00:40:00", "2026-10-25 00:10:00",
+		"2026-10-25 01:10:00", "2026-03-08 06:30:00",
+		"2026-11-01 05:20:00", "2026-11-01 06:20:00",
+		"2026-04-04 14:50:00", "2026-10-03 15:00:00",
+		"2028-02-28 22:00:00", "2024-02-29 12:00:00",
+		"2026-04-04 13:30:00", "2026-09-26 13:40:00",
+		"2027-03-28 00:59:59", "2100-03-28 00:30:00",
+		"2030-12-31 23:59:59", "2026-12-02 05:00:00",
+	};
+	int64_t t = utc(near[tu_rng_below(rng, sizeof(near) / sizeof(near[0]))]);
+
+	t += (int64_t)tu_rng_below(rng, 7200) - 3600;
+	return (uint64_t)t * 1000000 + (tu_rng_chance(rng, 300000) ?
+					tu_rng_below(rng, 1000000) : 0);
+}
+
+static void put_num(char **p, struct tu_rng *rng, int lo, int hi, int bad)
+{
+	int v = (int)tu_rng_range(rng, (uint64_t)lo, (uint64_t)hi);
+
+	if (bad && tu_rng_chance(rng, 20000))
+		v = hi + 1 + (int)tu_rng_below(rng, 3);
+	*p += sprintf(*p, tu_rng_chance(rng, 300000) ? "%d" : "%02d", v);
+}
+
+/* A field: "*" or up to 3 of a, a..b, a/r, a..b/r. */
+static void put_field(char **p, struct tu_rng *rng, int lo, int hi,
+		      int frac)
+{
+	unsigned n = 1 + (unsigned)tu_rng_below(rng, 3), i;
+
+	if (tu_rng_chance(rng, 300000)) {
+		*(*p)++ = '*';
+		if (tu_rng_chance(rng, 100000)) {
+			*p += sprintf(*p, "/%d", 1 + (int)tu_rng_below(
+					      rng, (uint64_t)(hi - lo)));
+		}
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		unsigned form = (unsigned)tu_rng_below(rng, 4);
+		int a = (int)tu_rng_range(rng, (uint64_t)lo, (uint64_t)hi);
+
+		if (i)
+			*(*p)++ = ',';
+		put_num(p, rng, a, a, 1);
+		if (frac && tu_rng_chance(rng, 300000))
+			*p += sprintf(*p, ".%d", (int)tu_rng_below(rng, 1000));
+		if (form & 1) {
+			*p += sprintf(*p, "..");
+			put_num(p, rng, a, hi, 1);
+		}
+		if (form & 2) {
+			*p += sprintf(*p, "/%d", 1 + (int)tu_rng_below(
+					      rng, (uint64_t)(hi - lo + 1) / 2 + 1));
+			if (frac && tu_rng_chance(rng, 400000))
+				*p += sprintf(*p, ".%d",
+					      (int)tu_rng_below(rng, 100) * 5);
+		}
+	}
+}
+
+static void random_spec(struct tu_rng *rng, char *buf)
+{
+	static const char *const days[] = { "Mon", "Tue", "Wed", "Thu", "Fri",
+					    "Sat", "Sun" };
+	static const char *const shorts[] = { "minutely", "hourly", "daily",
+		"monthly", "weekly", "yearly", "annually", "quarterly",
+		"semiannually", "semi-annually", "bi-annually", "anually" };
+	char *p = buf;
+
+	if (tu_rng_chance(rng, 80000)) {
+		p += sprintf(p, "%s", shorts[tu_rng_below(rng, 12)]);
+	} else {
+		if (tu_rng_chance(rng, 400000)) {
+			unsigned n = 1 + (unsigned)tu_rng_below(rng, 3), i;
+
+			for (i = 0; i < n; i++) {
+				uint64_t a = tu_rng_below(rng, 7);
+
+				p += sprintf(p, "%s%s", i ? "," : "", days[a]);
+				if (tu_rng_chance(rng, 400000))
+					p += sprintf(p, "..%s", days[
+						tu_rng_range(rng, tu_rng_chance(
+							rng, 950000) ? a : 0, 6)]);
+			}
+			*p++ = ' ';
+		}
+		if (tu_rng_chance(rng, 600000)) {
+			int eom = tu_rng_chance(rng, 250000);
+
+			if (tu_rng_chance(rng, 500000)) {
+				if (tu_rng_chance(rng, 200000))
+					put_num(&p, rng, 24, 35, 0);
+				else
+					put_field(&p, rng, 2024, 2040, 0);
+				*p++ = '-';
+			}
+			put_field(&p, rng, 1, 12, 0);
+			*p++ = eom ? '~' : '-';
+			put_field(&p, rng, 1, eom ? 28 : 31, 0);
+			*p++ = ' ';
+		}
+		if (tu_rng_chance(rng, 850000)) {
+			put_field(&p, rng, 0, 23, 0);
+			*p++ = ':';
+			put_field(&p, rng, 0, 59, 0);
+			if (tu_rng_chance(rng, 600000)) {
+				*p++ = ':';
+				put_field(&p, rng, 0, 59, 1);
+			}
+		}
+		if (p > buf && p[-1] == ' ')
+			p--;
+		if (p == buf)
+			p += sprintf(p, "daily");
+	}
+	if (tu_rng_chance(rng, 650000)) {
+		if (tu_rng_chance(rng, 250000))
+			p += sprintf(p, " UTC");
+		else
+			p += sprintf(p, " %s", zone_pool[tu_rng_below(
+				rng, sizeof(zone_pool) / sizeof(zone_pool[0]))]);
+	}
+	*p = 0;
+}
+
+START_TEST(test_systemd_differential)
+{
+	uint64_t seeds[2] = { 2026, tu_seed_from_env("BW_TEST_SEED", 2026) };
+	const char *knob = getenv("BW_CALENDAR_SPECS");
+	unsigned nrandom = knob ? (unsigned)strtoul(knob, NULL, 10) : 120;
+	unsigned specs = 0, elapses = 0, refused = 0, s;
+	static char pool[48][256];
+	const char *batch[48];
+	static struct sd_result res[48];
+	struct timespec a, b;
+	struct tu_rng rng;
+	char msg[1024];
+	size_t i;
+	int k;
+
+	if (access(SYSTEMD_ANALYZE, X_OK) != 0) {
+		printf("check_calendar: SKIP the differential test: no %s "
+		       "(the package systemd)\n", SYSTEMD_ANALYZE);
+		return;
+	}
+	setenv("TZ", "UTC", 1);
+	bwd_tz_cache_clear();
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	/* systemd.time(7)'s forms from a few bases */
+	for (k = 0; k < 3; k++) {
+		static const uint64_t bases[] = { 1774740000, 1793146200,
+						  1835395200 };
+		int n = 0;
+
+		for (i = 0; i < sizeof(man_examples) / sizeof(man_examples[0]);
+		     i++)
+			batch[n++] = man_examples[i][0];
+		sd_run(batch, n, bases[k] * 1000000, res);
+		for (i = 0; i < (size_t)n; i++) {
+			ck_assert_msg(sd_compare(batch[i], bases[k] * 1000000,
+						 &res[i], msg, sizeof(msg),
+						 &elapses) == 0, "%s", msg);
+			specs++;
+			refused += res[i].refused;
+		}
+	}
+	for (s = 0; s < 2; s++) {
+		unsigned done = 0;
+
+		if (s == 1 && seeds[1] == seeds[0])
+			break;
+		tu_rng_seed(&rng, seeds[s]);
+		while (done < nrandom) {
+			int n = nrandom - done < 16 ? (int)(nrandom - done) : 16;
+			uint64_t base = pick_base(&rng);
+
+			for (k = 0; k < n; k++) {
+				random_spec(&rng, pool[k]);
+				batch[k] = pool[k];
+			}
+			sd_run(batch, n, base, res);
+			for (k = 0; k < n; k++) {
+				ck_assert_msg(sd_compare(batch[k], base, &res[k],
+							 msg, sizeof(msg),
+							 &elapses) == 0,
+					      "seed %" PRIu64 " (BW_TEST_SEED): "
+					      "%s", seeds[s], msg);
+				specs++;
+				refused += res[k].refused;
+			}
+			done += (unsigned)n;
+		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	printf("check_calendar: systemd-analyze calendar --iterations=%d "
+	       "(TZ=UTC) agrees on %u specs (%u refused by both), %u "
+	       "elapses, in %.1f s; seeds %" PRIu64 ", %" PRIu64
+	       " (BW_TEST_SEED), BW_CALENDAR_SPECS=%u\n", ITER, specs, refused,
+	       elapses, (double)(b.tv_sec - a.tv_sec) +
+	       (double)(b.tv_nsec - a.tv_nsec) / 1e9, seeds[0], seeds[1],
+	       nrandom);
+}
+END_TEST
+
+static Suite *calendar_suite(void)
+{
+	Suite *s = suite_create("calendar");
+	TCase *tc;
+
+	tc = tcase_create("units");
+	tcase_add_test(tc, test_dst_europe_berlin);
+	tcase_add_test(tc, test_dst_america_new_york);
+	tcase_add_test(tc, test_odd_offsets);
+	tcase_add_test(tc, test_dates);
+	tcase_add_test(tc, test_fractions);
+	tcase_add_test(tc, test_normalized);
+	tcase_add_test(tc, test_refusals);
+	tcase_add_test(tc, test_zone_names);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("tz");
+	tcase_add_test(tc, test_tz_glibc);
+	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("systemd");
+	tcase_add_test(tc, test_systemd_differential);
+	tcase_set_timeout(tc, 600);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(calendar_suite());
+	int failed;
+
+	setenv("TZ", "UTC", 1);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
