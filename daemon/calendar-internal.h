@@ -50,6 +50,9 @@ struct bwd_tz_info {
 int bwd_tz_lookup(const struct bwd_tz *tz, int64_t t,
 		  struct bwd_tz_info *out);
 
+/* The offset alone, O(log transitions) without copying the name. */
+int32_t bwd_tz_utoff(const struct bwd_tz *tz, int64_t t, int *isdst);
+
 /*
  * The UTC seconds whose local time is `local`, ascending: *n = 1
  * normally, 0 in a gap (spring forward), 2 when the clock repeats.

@@ -847,15 +847,11 @@ static void ltm_from(struct ltm *tm, int64_t local)
 
 static int32_t utoff(const struct mk *m, int64_t t, int *isdst)
 {
-	struct bwd_tz_info info;
-
 	if (m->utc) {
 		*isdst = 0;
 		return 0;
 	}
-	bwd_tz_lookup(m->tz, t, &info);
-	*isdst = info.isdst;
-	return info.utoff;
+	return bwd_tz_utoff(m->tz, t, isdst);
 }
 
 /*

@@ -568,38 +568,56 @@ const char *bwd_tz_name(const struct bwd_tz *tz)
 	return tz->name;
 }
 
-int bwd_tz_lookup(const struct bwd_tz *tz, int64_t t,
-		  struct bwd_tz_info *out)
+/* The type in force at t; past the table with a rule, *isdst says which
+ * of the rule's two and the result is NULL. */
+static const struct tz_type *type_at(const struct bwd_tz *tz, int64_t t,
+				     int *isdst)
 {
-	const struct tz_type *ty;
+	uint32_t lo = 0, hi;
 
 	if (tz->ntrans == 0 || t >= tz->trans[tz->ntrans - 1]) {
 		if (tz->has_rule) {
-			int dst = rule_isdst(&tz->rule, t);
-
-			out->utoff = dst ? tz->rule.dst_off : tz->rule.std_off;
-			out->isdst = dst;
-			snprintf(out->abbr, sizeof(out->abbr), "%s",
-				 dst ? tz->rule.dst_abbr : tz->rule.std_abbr);
-			return 0;
+			*isdst = rule_isdst(&tz->rule, t);
+			return NULL;
 		}
-		ty = &tz->types[tz->ntrans ? tz->idx[tz->ntrans - 1] : 0];
-	} else if (t < tz->trans[0]) {
-		/* RFC 8536 3.2: before the first transition, type 0. */
-		ty = &tz->types[0];
-	} else {
-		uint32_t lo = 0, hi = tz->ntrans - 1;
+		return &tz->types[tz->ntrans ? tz->idx[tz->ntrans - 1] : 0];
+	}
+	/* RFC 8536 3.2: before the first transition, type 0. */
+	if (t < tz->trans[0])
+		return &tz->types[0];
+	/* trans[lo] <= t < trans[hi] */
+	hi = tz->ntrans - 1;
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
 
-		/* trans[lo] <= t < trans[hi] */
-		while (hi - lo > 1) {
-			uint32_t mid = lo + (hi - lo) / 2;
+		if (tz->trans[mid] <= t)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return &tz->types[tz->idx[lo]];
+}
 
-			if (tz->trans[mid] <= t)
-				lo = mid;
-			else
-				hi = mid;
-		}
-		ty = &tz->types[tz->idx[lo]];
+int32_t bwd_tz_utoff(const struct bwd_tz *tz, int64_t t, int *isdst)
+{
+	const struct tz_type *ty = type_at(tz, t, isdst);
+
+	if (!ty)
+		return *isdst ? tz->rule.dst_off : tz->rule.std_off;
+	*isdst = ty->isdst;
+	return ty->utoff;
+}
+
+int bwd_tz_lookup(const struct bwd_tz *tz, int64_t t,
+		  struct bwd_tz_info *out)
+{
+	const struct tz_type *ty = type_at(tz, t, &out->isdst);
+
+	if (!ty) {
+		out->utoff = out->isdst ? tz->rule.dst_off : tz->rule.std_off;
+		memcpy(out->abbr, out->isdst ? tz->rule.dst_abbr :
+		       tz->rule.std_abbr, sizeof(out->abbr));
+		return 0;
 	}
 	out->utoff = ty->utoff;
 	out->isdst = ty->isdst;
@@ -617,13 +635,11 @@ int bwd_tz_local_to_utc(const struct bwd_tz *tz, int64_t local,
 	int i, k = 0;
 
 	for (i = 0; i < 3; i++) {
-		struct bwd_tz_info a, b;
-		int64_t t;
+		int dst;
+		int32_t off = bwd_tz_utoff(tz, probe[i], &dst);
+		int64_t t = local - off;
 
-		bwd_tz_lookup(tz, probe[i], &a);
-		t = local - a.utoff;
-		bwd_tz_lookup(tz, t, &b);
-		if (b.utoff != a.utoff || (k && out[k - 1] == t) ||
+		if (bwd_tz_utoff(tz, t, &dst) != off || (k && out[k - 1] == t) ||
 		    (k == 2 && out[0] == t))
 			continue;
 		if (k == 2)

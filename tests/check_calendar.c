@@ -893,6 +893,303 @@ START_TEST(test_systemd_differential)
 }
 END_TEST
 
+/* ---- the model: a brute-force search through local time ------------- */
+
+struct mcomp {
+	int start, stop, repeat;        /* stop -1, repeat 0: none */
+};
+
+struct mspec {
+	int weekdays;                   /* bit 0 Monday; 0 every day      */
+	int eom;
+	int n[6];                       /* 0: "*"                         */
+	struct mcomp c[6][3];           /* year, month, day, hour, min, q */
+	const char *zone;
+};
+
+/* v against one field; q (quarter seconds) for the seconds. */
+static int mmatch(const struct mspec *s, int f, int v, int mdays)
+{
+	int i;
+
+	if (s->n[f] == 0)
+		return f != 5 || v % 4 == 0;    /* "*" seconds: whole ones */
+	for (i = 0; i < s->n[f]; i++) {
+		struct mcomp c = s->c[f][i];
+
+		if (c.stop > c.start && c.repeat > 0)
+			c.stop -= (c.stop - c.start) % c.repeat;
+		if (f == 2 && s->eom) {
+			int lo, hi;
+
+			if (c.stop == c.start)
+				c.stop = -1;
+			if (c.stop < 0) {
+				lo = mdays - c.start + 1;
+				if (c.repeat ? v >= lo && (v - lo) % c.repeat == 0
+					     : v == lo)
+					return 1;
+				continue;
+			}
+			lo = mdays - c.stop + 1;
+			hi = mdays - c.start + 1;
+			if (v >= lo && v <= hi && (v - lo) % c.repeat == 0)
+				return 1;
+			continue;
+		}
+		if (c.repeat == 0 ? v == c.start
+				  : v >= c.start && (v - c.start) % c.repeat == 0 &&
+				    (c.stop < 0 || v <= c.stop))
+			return 1;
+	}
+	return 0;
+}
+
+static void mput(char **p, const struct mspec *s, int f)
+{
+	int i;
+
+	if (s->n[f] == 0) {
+		*(*p)++ = '*';
+		return;
+	}
+	for (i = 0; i < s->n[f]; i++) {
+		const struct mcomp *c = &s->c[f][i];
+		int v[3] = { c->start, c->stop, c->repeat }, k;
+
+		for (k = 0; k < 3; k++) {
+			if ((k == 1 && c->stop < 0) || (k == 2 && (!c->repeat ||
+			    (c->stop >= 0 && c->repeat == 1))))
+				continue;
+			*p += sprintf(*p, "%s", k == 0 ? (i ? "," : "") :
+				      k == 1 ? ".." : "/");
+			if (f == 5)
+				*p += sprintf(*p, "%d.%02d", v[k] / 4,
+					      v[k] % 4 * 25);
+			else
+				*p += sprintf(*p, "%02d", v[k]);
+		}
+	}
+}
+
+static void mrandom(struct tu_rng *rng, struct mspec *s, char *buf)
+{
+	static const char *const zones[] = { "UTC", "Asia/Kathmandu",
+		"Asia/Tokyo", "Europe/Berlin", "America/New_York",
+		"Australia/Lord_Howe" };
+	static const int lo[6] = { 2026, 1, 1, 0, 0, 0 };
+	static const int hi[6] = { 2030, 12, 28, 23, 59, 239 };
+	static const char *const days[] = { "Mon", "Tue", "Wed", "Thu", "Fri",
+					    "Sat", "Sun" };
+	char *p = buf;
+	int f, i;
+
+	memset(s, 0, sizeof(*s));
+	s->zone = zones[tu_rng_below(rng, 6)];
+	s->eom = tu_rng_chance(rng, 200000);
+	if (tu_rng_chance(rng, 300000))
+		s->weekdays = (int)tu_rng_range(rng, 1, 126);
+	for (f = 0; f < 6; f++) {
+		if ((f == 0 && !tu_rng_chance(rng, 200000)) ||
+		    tu_rng_chance(rng, 300000))
+			continue;
+		s->n[f] = 1 + (int)tu_rng_below(rng, 3);
+		for (i = 0; i < s->n[f]; i++) {
+			struct mcomp *c = &s->c[f][i];
+			int span = hi[f] - lo[f];
+
+			c->start = (int)tu_rng_range(rng, (uint64_t)lo[f],
+						     (uint64_t)hi[f]);
+			c->stop = -1;
+			if (tu_rng_chance(rng, 400000))
+				c->stop = (int)tu_rng_range(rng, (uint64_t)c->start,
+							    (uint64_t)hi[f]);
+			if (c->stop >= 0)
+				c->repeat = f == 5 ? 4 : 1;
+			if (tu_rng_chance(rng, 500000))
+				c->repeat = 1 + (int)tu_rng_below(
+					rng, (uint64_t)span / 3 + 1);
+		}
+	}
+	for (i = 0; i < 7; i++)
+		if (s->weekdays & (1 << i))
+			p += sprintf(p, "%s%s", p > buf ? "," : "", days[i]);
+	if (p > buf)
+		*p++ = ' ';
+	mput(&p, s, 0);
+	*p++ = '-';
+	mput(&p, s, 1);
+	*p++ = s->eom ? '~' : '-';
+	mput(&p, s, 2);
+	*p++ = ' ';
+	mput(&p, s, 3);
+	*p++ = ':';
+	mput(&p, s, 4);
+	*p++ = ':';
+	mput(&p, s, 5);
+	p += sprintf(p, " %s", s->zone);
+}
+
+#define MODEL_DAYS 1200
+
+/* The first local time the spec names whose first instant is after
+ * after_us: 0 and *out_us, or -ENOENT within MODEL_DAYS. */
+static int mnext(const struct mspec *s, const struct bwd_tz *tz,
+		 uint64_t after_us, uint64_t *out_us)
+{
+	struct bwd_tz_info info;
+	int64_t t0 = (int64_t)(after_us / 1000000), day0, d;
+
+	bwd_tz_lookup(tz, t0, &info);
+	day0 = (t0 + info.utoff) / 86400 - 1;
+	for (d = day0; d < day0 + MODEL_DAYS; d++) {
+		time_t noon = (time_t)(d * 86400 + 43200);
+		struct tm tm;
+		int mdays, h, m, q;
+
+		gmtime_r(&noon, &tm);
+		mdays = tm.tm_mon == 1 ? 28 + ((tm.tm_year % 4) == 0) :
+			(tm.tm_mon == 3 || tm.tm_mon == 5 || tm.tm_mon == 8 ||
+			 tm.tm_mon == 10) ? 30 : 31;
+		if (!mmatch(s, 0, tm.tm_year + 1900, 0) ||
+		    !mmatch(s, 1, tm.tm_mon + 1, 0) ||
+		    !mmatch(s, 2, tm.tm_mday, mdays) ||
+		    (s->weekdays && !(s->weekdays & (1 << ((tm.tm_wday + 6) % 7)))))
+			continue;
+		for (h = 0; h < 24; h++) {
+			if (!mmatch(s, 3, h, 0))
+				continue;
+			for (m = 0; m < 60; m++) {
+				int64_t utcs[2];
+				int n;
+
+				if (!mmatch(s, 4, m, 0))
+					continue;
+				bwd_tz_local_to_utc(tz, d * 86400 + h * 3600 +
+						    m * 60, utcs, &n);
+				if (n == 0)
+					continue;
+				for (q = 0; q < 240; q++) {
+					uint64_t us = (uint64_t)utcs[0] * 1000000 +
+						      (uint64_t)q * 250000;
+
+					if (us > after_us && mmatch(s, 5, q, 0)) {
+						*out_us = us;
+						return 0;
+					}
+				}
+			}
+		}
+	}
+	return -ENOENT;
+}
+
+START_TEST(test_model)
+{
+	uint64_t seeds[2] = { 424242, tu_seed_from_env("BW_TEST_SEED", 424242) };
+	unsigned compared = 0, refused = 0, skipped = 0, horizon = 0, s, i;
+	struct tu_rng rng;
+
+	for (s = 0; s < 2; s++) {
+		if (s == 1 && seeds[1] == seeds[0])
+			break;
+		tu_rng_seed(&rng, seeds[s]);
+		for (i = 0; i < 300; i++) {
+			struct mspec ms;
+			struct bwd_cal *cal;
+			char spec[512], err[256];
+			uint64_t after = (uint64_t)(utc("2026-01-01 00:00:00") +
+				(int64_t)tu_rng_below(&rng, 4 * 365 * 86400ull)) *
+				1000000 + tu_rng_below(&rng, 4) * 250000;
+			uint64_t ref = 0, ours = 0;
+			int64_t pair[2];
+			int rr, ro, n;
+			struct bwd_tz_info info;
+
+			mrandom(&rng, &ms, spec);
+			if (bwd_cal_parse(spec, &cal, err, sizeof(err)) < 0) {
+				refused++;
+				continue;
+			}
+			/* A base in a repeated hour: systemd's rule goes by the
+			 * offset there, the model by the first instant. */
+			bwd_tz_lookup(bwd_cal_zone(cal), (int64_t)(after / 1000000),
+				      &info);
+			bwd_tz_local_to_utc(bwd_cal_zone(cal),
+					    (int64_t)(after / 1000000) + info.utoff,
+					    pair, &n);
+			if (n == 2) {
+				skipped++;
+				bwd_cal_free(cal);
+				continue;
+			}
+			rr = mnext(&ms, bwd_cal_zone(cal), after, &ref);
+			ro = bwd_cal_next(cal, after * 1000, &ours);
+			if (rr == -ENOENT) {
+				ck_assert_msg(ro == -ENOENT || ours / 1000 >=
+					      after + (MODEL_DAYS - 2) * 86400ull *
+					      1000000, "seed %" PRIu64 " (BW_TEST_SEED) "
+					      "'%s' after %" PRIu64 " us: ours %d %"
+					      PRIu64 ", model none", seeds[s], spec,
+					      after, ro, ours / 1000);
+				horizon++;
+			} else {
+				ck_assert_msg(ro == 0 && ours / 1000 == ref,
+					      "seed %" PRIu64 " (BW_TEST_SEED) '%s' "
+					      "after %" PRIu64 " us: ours %d %"
+					      PRIu64 ", model %" PRIu64, seeds[s],
+					      spec, after, ro, ours / 1000, ref);
+				compared++;
+			}
+			bwd_cal_free(cal);
+		}
+	}
+	printf("check_calendar model: %u next elapses equal the brute-force "
+	       "search, %u agree there is none within %d days, %u bases in a "
+	       "repeated hour skipped, %u specs refused; seeds %" PRIu64
+	       ", %" PRIu64 " (BW_TEST_SEED)\n", compared, horizon,
+	       MODEL_DAYS, skipped, refused, seeds[0], seeds[1]);
+}
+END_TEST
+
+/* ---- the cost of a next elapse --------------------------------------- */
+
+START_TEST(test_timing)
+{
+	static const char *const forms[] = {
+		"*:0/15", "Mon..Fri *-*-* 09:00:00 Europe/Berlin", "*-02~01",
+		"*:*:0/0.5", "daily Asia/Kathmandu", "*-02-29 12:00 UTC",
+		"Sat,Sun 10:00 Australia/Lord_Howe", "quarterly",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		struct bwd_cal *cal = parse_ok(forms[i]);
+		uint64_t t = (uint64_t)utc("2026-01-01 00:00:00") * NS;
+		struct timespec a, b;
+		unsigned k, n = 2000;
+		double ns;
+
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		for (k = 0; k < n; k++) {
+			int r = bwd_cal_next(cal, t, &t);
+
+			/* past 2199: round again */
+			if (r == -ENOENT)
+				t = (uint64_t)utc("2026-01-01 00:00:00") * NS;
+			else
+				ck_assert_int_eq(r, 0);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		ns = ((double)(b.tv_sec - a.tv_sec) * 1e9 +
+		      (double)(b.tv_nsec - a.tv_nsec)) / n;
+		printf("check_calendar timing: %-40s %7.0f ns a next elapse "
+		       "(%u in a row)\n", forms[i], ns, n);
+		bwd_cal_free(cal);
+	}
+}
+END_TEST
+
 static Suite *calendar_suite(void)
 {
 	Suite *s = suite_create("calendar");
@@ -912,6 +1209,15 @@ static Suite *calendar_suite(void)
 	tc = tcase_create("tz");
 	tcase_add_test(tc, test_tz_glibc);
 	tcase_set_timeout(tc, 60);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("model");
+	tcase_add_test(tc, test_model);
+	tcase_set_timeout(tc, 120);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("timing");
+	tcase_add_test(tc, test_timing);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("systemd");
