@@ -857,14 +857,13 @@ static int32_t utoff(const struct mk *m, int64_t t, int *isdst)
 /*
  * mktime(tm) with tm_isdst = -1 (timegm() for UTC): normalizes *tm, sets
  * *t, 0; or -1 and *tm untouched.  The probe is glibc 2.36's: start from
- * the last offset, follow the error at most 6 times, and when it swings
- * between two instants (a gap) take the daylight-saving one if one of
- * the two is (else the second seen), the side after a spring gap.
+ * the last offset, follow the error at most 6 times; when it swings
+ * between two instants (a gap) the later one.
  */
 static int mk_time(struct mk *m, struct ltm *tm, int64_t *t)
 {
 	int64_t local = ltm_linear(tm), x, x1, x2;
-	int probes = 6, dst2 = 0, isdst;
+	int probes = 6, isdst;
 	int32_t off;
 
 	if (m->utc) {
@@ -880,14 +879,24 @@ static int mk_time(struct mk *m, struct ltm *tm, int64_t *t)
 		dt = local - (x + off);
 		if (dt == 0)
 			break;
-		if (x == x1 && x != x2 && (!dst2 || isdst))
+		if (x == x1 && x != x2) {
+			/* A gap: the later of the two, the time as far
+			 * after the gap as it is long.  glibc's own choice
+			 * (the daylight-saving side) is that for positive
+			 * daylight saving; systemd 252.39 (Debian) carries
+			 * the fix of systemd PR 36897 that makes it so for
+			 * negative daylight saving (Europe/Dublin) too. */
+			if (x < x2) {
+				x = x2;
+				off = utoff(m, x, &isdst);
+			}
 			break;
+		}
 		if (--probes == 0)
 			return -1;
 		x1 = x2;
 		x2 = x;
 		x += dt;
-		dst2 = isdst;
 	}
 	m->guess = local - x;
 	*t = x;
