@@ -14,16 +14,21 @@
  * The next elapse follows systemd's find_next() step for step: fields from
  * the year down, each set to the earliest value its list allows at or
  * after the current one, lower fields reset when a higher one moves, and
- * every step renormalized through the zone the way glibc's mktime() does
- * with tm_isdst = -1, whose probe for an offset starts from the offset of
- * its previous result.  That detail decides systemd's daylight-saving
- * behaviour, so it is reproduced (struct mk): a local time in a
- * spring-forward gap becomes the time as far after the gap (02:30 ->
- * 03:30, which no "02:30" spec then matches: that day is skipped); a local
- * time the autumn change repeats resolves to the occurrence with the
- * offset in force at the previous step, in practice the first one, so
- * "*:0/20" does not fire again in the repeated hour and "02:30" fires
- * once.  The search gives up, like systemd's, after year 2199
+ * every step renormalized through the zone the way glibc 2.36's mktime()
+ * does: with tm_isdst -1, except right after a step that normalized
+ * forward (its result's flag stays for one mktime(), as in systemd), and
+ * with the probe for an offset starting from the offset of the previous
+ * result.  That decides systemd's daylight-saving behaviour, so it is
+ * reproduced (struct mk, mk_time): a local time in a spring-forward gap
+ * becomes the time as far after the gap (02:30 -> 03:30, which no "02:30"
+ * spec then matches: that day is skipped), also for negative daylight
+ * saving (Europe/Dublin, as Debian's systemd 252.39 has it); a local time
+ * the autumn change repeats resolves to the occurrence with the offset in
+ * force at the previous step, in practice the first one, so "*:0/20" does
+ * not fire again in the repeated hour and "02:30" fires once; a gap that
+ * does not end on the hour (Pacific/Chatham's 02:45-03:45) can send the
+ * search back and forth, and then it gives up (-EDEADLK) as systemd's
+ * does.  The search gives up, like systemd's, after year 2199
  * (-ENOENT: "*-02-30") or 1000 rounds (-EDEADLK).  Not supported: a
  * suffix naming the local zone's abbreviation ("CET", "CEST"), which
  * systemd reads with the process's own TZ.
@@ -808,6 +813,7 @@ int bwd_cal_normalize(const struct bwd_cal *cal, char *buf, size_t len)
  * range until normalized; year is the full year. */
 struct ltm {
 	int year, mon, mday, hour, min, sec, wday;
+	int isdst;              /* tm_isdst: asked of mk_time, then its own */
 };
 
 /* glibc's mktime() on one zone, with its memory of the last offset. */
@@ -855,20 +861,24 @@ static int32_t utoff(const struct mk *m, int64_t t, int *isdst)
 }
 
 /*
- * mktime(tm) with tm_isdst = -1 (timegm() for UTC): normalizes *tm, sets
- * *t, 0; or -1 and *tm untouched.  The probe is glibc 2.36's: start from
- * the last offset, follow the error at most 6 times; when it swings
- * between two instants (a gap) the later one.
+ * mktime(tm) (timegm() for UTC): normalizes *tm, sets *t, 0; or -1 and *tm
+ * untouched.  glibc 2.36's algorithm: probe from the last offset, follow
+ * the error at most 6 times; when the probes swing between two instants
+ * (a gap), take the one whose daylight-saving flag differs from tm's (with
+ * tm_isdst -1 the later one, see below); when the match found has the
+ * wrong flag, look for that flag a week at a time either way and take
+ * that offset.
  */
 static int mk_time(struct mk *m, struct ltm *tm, int64_t *t)
 {
 	int64_t local = ltm_linear(tm), x, x1, x2;
-	int probes = 6, isdst;
+	int probes = 6, isdst, want = tm->isdst;
 	int32_t off;
 
 	if (m->utc) {
 		*t = local;
 		ltm_from(tm, local);
+		tm->isdst = 0;
 		return 0;
 	}
 	x = x1 = x2 = local - m->guess;
@@ -879,28 +889,49 @@ static int mk_time(struct mk *m, struct ltm *tm, int64_t *t)
 		dt = local - (x + off);
 		if (dt == 0)
 			break;
-		if (x == x1 && x != x2) {
-			/* A gap: the later of the two, the time as far
-			 * after the gap as it is long.  glibc's own choice
-			 * (the daylight-saving side) is that for positive
-			 * daylight saving; systemd 252.39 (Debian) carries
-			 * the fix of systemd PR 36897 that makes it so for
-			 * negative daylight saving (Europe/Dublin) too. */
+		if (x == x1 && x != x2 && want < 0) {
+			/* A gap: glibc takes the daylight-saving side,
+			 * the later one for positive daylight saving;
+			 * Debian's systemd 252.39, with the fix of systemd
+			 * PR 36897, ends up at the later one for negative
+			 * daylight saving (Europe/Dublin) too. */
 			if (x < x2) {
 				x = x2;
 				off = utoff(m, x, &isdst);
 			}
-			break;
+			goto found;
 		}
+		if (x == x1 && x != x2 && (want != 0) != isdst)
+			goto found;
 		if (--probes == 0)
 			return -1;
 		x1 = x2;
 		x2 = x;
 		x += dt;
 	}
+	if (want >= 0 && (want != 0) != isdst) {
+		int64_t delta;
+
+		for (delta = 601200; delta < 536454000 / 2 + 601200;
+		     delta += 601200)
+			for (int dir = -1; dir <= 1; dir += 2) {
+				int64_t ot = x + delta * dir;
+				int od;
+				int32_t oo = utoff(m, ot, &od);
+
+				if ((want != 0) == od) {
+					x = ot + (local - (ot + oo));
+					off = utoff(m, x, &isdst);
+					goto found;
+				}
+			}
+		return -1;
+	}
+found:
 	m->guess = local - x;
 	*t = x;
 	ltm_from(tm, x + off);
+	tm->isdst = isdst;
 	return 0;
 }
 
@@ -1019,6 +1050,7 @@ static int find_next(const struct bwd_cal *cal, struct mk *m,
 
 	for (round = 0; round < MAX_ROUNDS; round++) {
 		(void)mk_time(m, &c, &x);
+		c.isdst = -1;
 
 		r = match(cal, F_YEAR, m, &c, &c.year);
 		if (r > 0) {
@@ -1127,6 +1159,7 @@ int bwd_cal_next(const struct bwd_cal *cal, uint64_t after_ns,
 	off = utoff(&m, t, &isdst);
 	m.guess = off;
 	ltm_from(&tm, t + off);
+	tm.isdst = isdst;
 	r = find_next(cal, &m, &tm, &usec);
 	if (r < 0)
 		return r;
