@@ -21,10 +21,11 @@
  *     the local zone (specs without one) UTC or, in some batches, zones
  *     with daylight saving or odd offsets (its "(in UTC)" lines are read);
  *     the normalized form, the refusal and 50 elapses (to the second: it
- *     prints no fractions) must equal ours.  BW_CALENDAR_SPECS random specs
- *     (default 80: 10 to 40 s here, by the load; thousands for a long run), a fixed seed
- *     then BW_TEST_SEED's, printed with any failing spec.  Skipped, saying
- *     so, without /usr/bin/systemd-analyze;
+ *     prints no fractions) must equal ours; a spec systemd gives up on
+ *     (EDEADLK) ours must give up on too.  BW_CALENDAR_SPECS random specs
+ *     (default 80: 10 to 40 s here, by the load; thousands for a long
+ *     run), a fixed seed then BW_TEST_SEED's, printed with any failing
+ *     spec.  Skipped, saying so, without /usr/bin/systemd-analyze;
  *   - model: next elapses of random specs against a brute-force search
  *     that walks local days, hours, minutes and quarter seconds and maps
  *     each local time to UTC through bwd_tz_local_to_utc (its first
