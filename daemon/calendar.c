@@ -43,7 +43,8 @@
  *
  * Costs: parse O(length); next elapse a few rounds of the loop, each a
  * handful of zone lookups (binary search) and a scan of the components:
- * about a microsecond for common specs (see check_calendar's timing).
+ * 2.5 to 5.5 us of CPU for the forms check_calendar times (the timing
+ * TCase prints them).
  */
 #include <errno.h>
 #include <limits.h>
