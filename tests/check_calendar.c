@@ -7,7 +7,8 @@
  *     minute change), Asia/Kathmandu's +05:45, leap days, "~" from the
  *     month's end, seconds fractions, "@" times, systemd.time(7)'s table
  *     of normalized forms, refusals with their messages, zone names
- *     refused, the footer rule past the table (year 2100);
+ *     refused, the footer rule past the table (year 2100), hand-built
+ *     TZif files of versions 1 and 4;
  *   - tz: bwd_tz_lookup against glibc's localtime_r() (one process, TZ
  *     set per zone) for random instants 1901..2199 in zones with odd
  *     offsets and rules (1901..2199), and for POSIX TZ strings of every
@@ -412,6 +413,96 @@ START_TEST(test_zone_names)
 		bwd_tz_lookup(a, 1767225600, &info);
 		ck_assert_int_eq(info.utoff, 20700);
 	}
+	bwd_tz_cache_clear();
+}
+END_TEST
+
+/* Appends a TZif header and data block: one transition at t1 to type 1. */
+static size_t tzif_block(unsigned char *p, char version, int wide,
+			 int64_t t1)
+{
+	static const unsigned char types[] = { 0, 0, 0, 0, 0, 0,
+					       0, 0, 0x0e, 0x10, 1, 4 };
+	unsigned char *q = p;
+	uint32_t counts[6] = { 0, 0, 0, 1, 2, 8 };
+	int i, k;
+
+	memcpy(q, "TZif", 4);
+	q[4] = (unsigned char)version;
+	memset(q + 5, 0, 15);
+	q += 20;
+	for (i = 0; i < 6; i++)
+		for (k = 3; k >= 0; k--)
+			*q++ = (unsigned char)(counts[i] >> (8 * k));
+	for (k = wide ? 7 : 3; k >= 0; k--)
+		*q++ = (unsigned char)((uint64_t)t1 >> (8 * k));
+	*q++ = 1;
+	memcpy(q, types, sizeof(types));
+	q += sizeof(types);
+	memcpy(q, "AAA\0BBB\0", 8);
+	return (size_t)(q + 8 - p);
+}
+
+static const struct bwd_tz *tzif_file(const char *path, const void *buf,
+				      size_t len)
+{
+	const struct bwd_tz *tz;
+	char err[256] = "";
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, buf, len), (ssize_t)len);
+	close(fd);
+	setenv("TZ", path, 1);
+	bwd_tz_cache_clear();
+	ck_assert_msg(bwd_tz_get(NULL, &tz, err, sizeof(err)) == 0, "%s", err);
+	return tz;
+}
+
+START_TEST(test_tzif_versions)
+{
+	unsigned char buf[512];
+	char path[] = "/tmp/check_calendar.tzif.XXXXXX";
+	const struct bwd_tz *tz;
+	struct bwd_tz_info info;
+	size_t n;
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	/* version 1: 32-bit times, no footer; the last type stays */
+	n = tzif_block(buf, 0, 0, 1000000000);
+	tz = tzif_file(path, buf, n);
+	bwd_tz_lookup(tz, 999999999, &info);
+	ck_assert(info.utoff == 0 && !info.isdst && !strcmp(info.abbr, "AAA"));
+	bwd_tz_lookup(tz, 1000000000, &info);
+	ck_assert(info.utoff == 3600 && info.isdst && !strcmp(info.abbr, "BBB"));
+	bwd_tz_lookup(tz, 4000000000ll, &info);
+	ck_assert_int_eq(info.utoff, 3600);
+	/* version 4: the 64-bit block (its transition in 2100) and a
+	 * footer rule past it; the version-1 block's transition ignored */
+	n = tzif_block(buf, '4', 0, 1000000000);
+	n += tzif_block(buf + n, '4', 1, 4102444800ll);
+	memcpy(buf + n, "\nCCC-2DDD,M3.5.0,M10.5.0/3\n", 27);
+	n += 27;
+	tz = tzif_file(path, buf, n);
+	bwd_tz_lookup(tz, 1000000000, &info);
+	ck_assert_int_eq(info.utoff, 0);
+	bwd_tz_lookup(tz, utc("2100-07-01 00:00:00"), &info);
+	ck_assert(info.utoff == 3 * 3600 && info.isdst &&
+		  !strcmp(info.abbr, "DDD"));
+	bwd_tz_lookup(tz, utc("2100-12-01 00:00:00"), &info);
+	ck_assert(info.utoff == 2 * 3600 && !info.isdst &&
+		  !strcmp(info.abbr, "CCC"));
+	/* a footer without its closing newline is refused */
+	n--;
+	setenv("TZ", path, 1);
+	fd = open(path, O_WRONLY | O_TRUNC);
+	ck_assert_int_eq(write(fd, buf, n), (ssize_t)n);
+	close(fd);
+	bwd_tz_cache_clear();
+	ck_assert_int_eq(bwd_tz_get(NULL, &tz, NULL, 0), -EBADMSG);
+	unlink(path);
 	bwd_tz_cache_clear();
 }
 END_TEST
@@ -1247,6 +1338,7 @@ static Suite *calendar_suite(void)
 	tcase_add_test(tc, test_normalized);
 	tcase_add_test(tc, test_refusals);
 	tcase_add_test(tc, test_zone_names);
+	tcase_add_test(tc, test_tzif_versions);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("tz");
