@@ -704,6 +704,8 @@ void bwd_fired_of(const struct bwd_fire *f, Bitwheel__V1__Fired *fired,
 	fired->has_delivery = fired->has_deliveries = 1;
 	fired->delivery = bwd_fire_delivery(f);
 	fired->deliveries = f->deliveries;
+	fired->has_due_realtime_ns = f->wall_ns != 0;
+	fired->due_realtime_ns = f->wall_ns;
 	if (!f->dead)
 		return;
 	bitwheel__v1__dead_letter__init(dead);

@@ -342,6 +342,8 @@ struct bwd_fire {
 				      queue-wait histogram; BWD_LANE_NONE:
 				      read back at a restart, not counted   */
 	uint32_t payload_len;
+	uint64_t wall_ns;          /* a wall-clock timer's deadline (Fired.
+				      due_realtime_ns); 0: none            */
 	const uint8_t *payload;    /* the bytes that follow                  */
 };
 #define BWD_LANE_NONE 0xffu
@@ -368,7 +370,8 @@ struct bwd_timer {
 				      absent (bwd_leeway says what it is)   */
 	uint32_t payload_len;
 	bool has_payload;
-	bool late;                 /* restored past its deadline             */
+	bool late;                 /* restored past its deadline, or a wall-
+				      clock step passed it (clock.c)       */
 	/* A oneshot the wheel fired, in its session's due list: a fire
 	 * already (journaled, not found by its key), not yet made. */
 	bool fired : 1;
@@ -376,6 +379,11 @@ struct bwd_timer {
 	 * timer's size, which the budgets count, stays as it was. */
 	bool spilled : 1;
 	uint8_t lane;              /* enum bw_lane: the one bwd_lane_for picks */
+	/* A wall-clock timer (clock.c): its deadline, CLOCK_REALTIME ns
+	 * (UTC), and its link in the state's list of them while added; 0: a
+	 * monotonic timer, in no list. */
+	uint64_t wall_ns;
+	struct bwd_timer *wall_next, **wall_pprev;
 	uint8_t payload[];
 };
 
@@ -759,6 +767,7 @@ enum bw_lane bwd_lane_for(const struct bw_dual_config *w, uint64_t leeway_ns);
 struct bwd_schedule {
 	uint64_t key;
 	uint64_t deadline_ns;
+	uint64_t wall_ns;          /* a wall-clock timer's (clock.c); 0: none */
 	uint64_t period_ns;        /* 0: oneshot                             */
 	uint64_t leeway_ns;        /* BWD_LEEWAY_DEFAULT: absent             */
 	const uint8_t *payload;
@@ -875,6 +884,8 @@ enum bwd_rec_type {
 				  dl_first, last, why, dead, name (its
 				  origin's)                              */
 #define BWD_RECF_KICK 0x40u    /* MOVE: a kick, not a dead-lettering     */
+#define BWD_RECF_WALL 0x40u    /* TIMER/QUEUED: carries wall_ns (clock.c),
+				  after the other u64s                   */
 #define BWD_RECF_MARKED 0x80u  /* QUEUED: redelivered, though not SENT
 				  under this seq (moved since)           */
 
@@ -885,6 +896,7 @@ struct bwd_record {
 	uint32_t uid;
 	uint64_t sid, key, seq, deadline_ns, period_ns, count, fired_ns;
 	uint64_t leeway_ns;        /* TIMER with BWD_RECF_LEEWAY             */
+	uint64_t wall_ns;          /* TIMER/QUEUED with BWD_RECF_WALL        */
 	/* Fires that fail: MOVE, RELEASE, and QUEUED's history. */
 	uint64_t to, to_seq, deliveries, first_ns, ready_ns, dl_deliveries,
 		 dl_first_ns, last_ns, why, dead_ns;
@@ -1348,6 +1360,22 @@ size_t bwd_conn_output(const struct bwd_conn *c);
 void bwd_conn_run_deferred(struct bwd_env *env);
 /* The next connection in env->conns. */
 struct bwd_conn *bwd_conn_next(const struct bwd_conn *c);
+
+/* ---- clock.c: wall-clock timers and clock steps ------------------------- */
+
+/* Where a wall-clock deadline goes on CLOCK_MONOTONIC, the clocks read as
+ * mono_now and real_now: mono_now when it is past (fires at once). */
+uint64_t bwd_wall_place(uint64_t wall_ns, uint64_t mono_now, uint64_t real_now);
+/* The wall clock was stepped: every armed wall-clock timer placed again
+ * by the clocks' offset now, marked late when the step passed it. */
+void bwd_state_clock_step(struct bwd_state *st);
+/* The step detector: a CLOCK_REALTIME timerfd with TFD_TIMER_CANCEL_ON_SET
+ * in base's loop that calls on_step(arg) after every step.  0, or a
+ * negative errno (logged). */
+struct bwd_clock;
+int bwd_clock_open(struct event_base *base, void (*on_step)(void *arg),
+		   void *arg, struct bwd_clock **out);
+void bwd_clock_free(struct bwd_clock *c);
 
 /* ---- server.c ----------------------------------------------------------- */
 

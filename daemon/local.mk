@@ -8,6 +8,7 @@ bwd_core_sources = \
 	daemon/map.c \
 	daemon/state.c \
 	daemon/wheels.c \
+	daemon/clock.c \
 	daemon/delivery.c \
 	daemon/account.c \
 	daemon/restore.c \

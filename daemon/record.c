@@ -23,7 +23,9 @@
  *          BWD_RECF_LEEWAY, so that files written before leeways read
  *          back, and a timer without one is written as before; the same
  *          way a SENT's time and a QUEUED fire's history only with
- *          BWD_RECF_HISTORY, a dead letter's with BWD_RECF_DEAD) in the
+ *          BWD_RECF_HISTORY, a dead letter's with BWD_RECF_DEAD, a
+ *          wall-clock TIMER's or QUEUED fire's deadline with
+ *          BWD_RECF_WALL) in the
  *          order of enum field: u64s, a u32 uid, a name (1-byte length),
  *          a payload (4-byte length)
  *
@@ -44,7 +46,7 @@ static const char magic[2][8] = { "BWJOURN1", "BWSNAPS1" };
 enum field {
 	F_SID, F_KEY, F_SEQ, F_DEADLINE, F_PERIOD, F_COUNT, F_FIRED_AT,
 	F_LEEWAY, F_TO, F_TO_SEQ, F_DELIVERIES, F_FIRST, F_READY,
-	F_DL_DELIVERIES, F_DL_FIRST, F_LAST, F_WHY, F_DEAD,
+	F_DL_DELIVERIES, F_DL_FIRST, F_LAST, F_WHY, F_DEAD, F_WALL,
 	F_UID, F_NAME, F_PAYLOAD,
 };
 
@@ -78,6 +80,9 @@ static unsigned fields_of(unsigned type, unsigned flags)
 
 	if (type == BWD_REC_TIMER && (flags & BWD_RECF_LEEWAY))
 		m |= B(F_LEEWAY);
+	if ((type == BWD_REC_TIMER || type == BWD_REC_QUEUED) &&
+	    (flags & BWD_RECF_WALL))
+		m |= B(F_WALL);
 	if (type == BWD_REC_SENT && (flags & BWD_RECF_HISTORY))
 		m |= B(F_FIRED_AT) | B(F_DELIVERIES);
 	if (type == BWD_REC_QUEUED && (flags & BWD_RECF_HISTORY))
@@ -231,6 +236,7 @@ static uint64_t *u64_field(struct bwd_record *r, enum field f)
 	case F_LAST: return &r->last_ns;
 	case F_WHY: return &r->why;
 	case F_DEAD: return &r->dead_ns;
+	case F_WALL: return &r->wall_ns;
 	default: return &r->fired_ns;
 	}
 }
@@ -240,7 +246,7 @@ size_t bwd_record_size(const struct bwd_record *r)
 	unsigned m = fields_of(r->type, r->flags);
 	size_t n = BWD_RECORD_HEADER_SIZE + 2;
 
-	for (enum field f = F_SID; f <= F_DEAD; f++)
+	for (enum field f = F_SID; f <= F_WALL; f++)
 		if (m & B(f))
 			n += 8;
 	if (m & B(F_UID))
@@ -256,7 +262,8 @@ size_t bwd_record_bound(enum bwd_rec_type type)
 {
 	struct bwd_record r = {
 		.type = (uint8_t)type, .name_len = UINT8_MAX,
-		.flags = BWD_RECF_LEEWAY | BWD_RECF_HISTORY | BWD_RECF_DEAD,
+		.flags = BWD_RECF_LEEWAY | BWD_RECF_HISTORY | BWD_RECF_DEAD |
+			 BWD_RECF_WALL,
 	};
 
 	return bwd_record_size(&r);
@@ -269,7 +276,7 @@ size_t bwd_record_pack(const struct bwd_record *r, uint8_t *out)
 
 	*p++ = r->type;
 	*p++ = r->flags;
-	for (enum field f = F_SID; f <= F_DEAD; f++)
+	for (enum field f = F_SID; f <= F_WALL; f++)
 		if (m & B(f))
 			p = put64(p, *u64_field((struct bwd_record *)r, f));
 	if (m & B(F_UID))
@@ -304,7 +311,7 @@ static int parse_body(const uint8_t *p, size_t n, struct bwd_record *r)
 	r->flags = p[1];
 	p += 2;
 	m = fields_of(r->type, r->flags);
-	for (enum field f = F_SID; f <= F_DEAD; f++) {
+	for (enum field f = F_SID; f <= F_WALL; f++) {
 		if (!(m & B(f)))
 			continue;
 		if (end - p < 8)

@@ -476,13 +476,24 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 		return;
 	}
 	if (r->when_case != BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS &&
-	    r->when_case != BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS) {
+	    r->when_case != BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS &&
+	    r->when_case != BITWHEEL__V1__SCHEDULE__WHEN_REALTIME_NS) {
 		error(out, true, r->request_id, PROTOCOL_NAME(BAD_DEADLINE), false,
-		      "Schedule needs delay_ns or deadline_ns");
+		      "Schedule needs delay_ns, deadline_ns or realtime_ns");
 		return;
 	}
 	is_delay = r->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS;
-	now = is_delay ? now_of(ctx) : 0;
+	if (r->when_case == BITWHEEL__V1__SCHEDULE__WHEN_REALTIME_NS) {
+		/* 0 is the epoch: more likely an unset variable than 1970. */
+		if (r->when_ns == 0 || r->has_period_ns) {
+			error(out, true, r->request_id, PROTOCOL_NAME(BAD_DEADLINE), false,
+			      r->when_ns == 0 ? "realtime_ns must be > 0 (ns since the Unix epoch, UTC)" :
+			      "realtime_ns with period_ns: a wall-clock timer is a oneshot");
+			return;
+		}
+		s.wall_ns = r->when_ns;
+	}
+	now = is_delay || s.wall_ns ? now_of(ctx) : 0;
 	/* The bounds bwctl checks too, before it sends (duration.c). */
 	why = bwp_schedule_problem(now, is_delay, r->when_ns, r->has_period_ns, r->period_ns);
 	if (why != NULL) {
@@ -498,7 +509,9 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 		      r->period_ns, min_period_ns(opt));
 		return;
 	}
-	s.deadline_ns = is_delay ? now + r->when_ns : r->when_ns;
+	s.deadline_ns = is_delay ? now + r->when_ns :
+		s.wall_ns ? bwd_wall_place(s.wall_ns, now, bwd_realtime_ns()) :
+		r->when_ns;
 	if (r->has_payload && r->payload_len > opt->limits.max_payload) {
 		error(out, true, r->request_id, PROTOCOL_NAME(PAYLOAD_TOO_LARGE), false,
 		      "payload of %zu bytes is over the limit of %" PRIu32,
@@ -1178,6 +1191,8 @@ static void timer_info(const struct bwd_timer *t, Bitwheel__V1__TimerInfo *ti)
 	ti->has_lane = 1;
 	ti->lane = t->lane == BW_LANE_PERIODIC ? BITWHEEL__V1__LANE__LANE_PERIODIC :
 		BITWHEEL__V1__LANE__LANE_ONESHOT;
+	ti->has_deadline_realtime_ns = t->wall_ns != 0;
+	ti->deadline_realtime_ns = t->wall_ns;
 }
 
 /* A named session's pending timers, its owner's or root's to see:

@@ -88,8 +88,10 @@ static int dump_fire(const struct bwd_session *s, const struct bwd_fire *f,
 			 (f->sent ? BWD_RECF_SENT : 0) |
 			 (f->redelivered ? BWD_RECF_MARKED : 0) |
 			 (f->deliveries || ready ? BWD_RECF_HISTORY : 0) |
-			 (f->dead ? BWD_RECF_DEAD : 0),
+			 (f->dead ? BWD_RECF_DEAD : 0) |
+			 (f->wall_ns ? BWD_RECF_WALL : 0),
 		.payload = f->payload, .payload_len = f->payload_len,
+		.wall_ns = f->wall_ns,
 		.deliveries = f->deliveries, .first_ns = f->first_ns,
 		.ready_ns = ready,
 	};
@@ -153,10 +155,12 @@ static int dump_session(const struct bwd_session *s,
 				.type = BWD_REC_TIMER, .sid = s->id, .key = n->key,
 				.deadline_ns = t->deadline_ns, .period_ns = t->period_ns,
 				.count = t->count, .leeway_ns = t->leeway_ns,
+				.wall_ns = t->wall_ns,
 				.flags = (t->has_payload ? BWD_RECF_PAYLOAD : 0) |
 					 (t->late ? BWD_RECF_LATE : 0) |
 					 (t->leeway_ns != BWD_LEEWAY_DEFAULT ?
-					  BWD_RECF_LEEWAY : 0),
+					  BWD_RECF_LEEWAY : 0) |
+					 (t->wall_ns ? BWD_RECF_WALL : 0),
 				.payload = t->payload, .payload_len = t->payload_len,
 			};
 			err = emit(ctx, &r);
@@ -223,10 +227,11 @@ static int dead_of(const struct bwd_record *r, int64_t shift,
 	return 0;
 }
 
-/* Queue a restored fire at the tail: its seq is the newest so far. */
+/* Queue a restored fire at the tail: its seq is the newest so far.
+ * wall_ns: its wall-clock deadline (clock.c), or 0. */
 static void restore_fire(struct bwd_session *s, const struct bwd_record *r,
 			const uint8_t *payload, uint32_t payload_len,
-			bool has_payload, int64_t shift)
+			bool has_payload, uint64_t wall_ns, int64_t shift)
 {
 	struct bwd_fire f = {
 		.key = r->key, .seq = r->seq,
@@ -236,7 +241,7 @@ static void restore_fire(struct bwd_session *s, const struct bwd_record *r,
 		.redelivered = r->flags & (BWD_RECF_SENT | BWD_RECF_MARKED),
 		.lane = BWD_LANE_NONE,
 		.has_payload = has_payload, .payload = payload,
-		.payload_len = payload_len,
+		.payload_len = payload_len, .wall_ns = wall_ns,
 	};
 	struct bwd_fire *q;
 
@@ -347,7 +352,8 @@ static int apply_fired(struct bwd_session *s, const struct bwd_record *r,
 
 	if (!t)
 		return BWD_REC_ECORRUPT;
-	restore_fire(s, r, t->payload, t->payload_len, t->has_payload, shift);
+	restore_fire(s, r, t->payload, t->payload_len, t->has_payload,
+		     t->wall_ns, shift);
 	t->late = false;
 	t->count = r->count;
 	if (!bwd_timer_advance(t, shifted(r->fired_ns, shift)))
@@ -365,6 +371,7 @@ static int apply_timer(struct bwd_session *s, const struct bwd_record *r,
 		.has_payload = r->flags & BWD_RECF_PAYLOAD,
 		.leeway_ns = r->flags & BWD_RECF_LEEWAY ? r->leeway_ns :
 			BWD_LEEWAY_DEFAULT,
+		.wall_ns = r->flags & BWD_RECF_WALL ? r->wall_ns : 0,
 	};
 	struct bwd_timer *old = bwd_timer_find(s, r->key), *t;
 
@@ -428,7 +435,8 @@ int bwd_state_apply(struct bwd_state *st, const struct bwd_record *r,
 		return apply_fired(s, r, shift_ns);
 	case BWD_REC_QUEUED:
 		restore_fire(s, r, r->payload, r->payload_len,
-			     r->flags & BWD_RECF_PAYLOAD, shift_ns);
+			     r->flags & BWD_RECF_PAYLOAD,
+			     r->flags & BWD_RECF_WALL ? r->wall_ns : 0, shift_ns);
 		return 0;
 	case BWD_REC_SENT:
 		f = find_fire(s, r->seq, &prev);
@@ -505,8 +513,18 @@ int bwd_state_restore_finish(struct bwd_state *st, uint64_t now_ns,
 					struct bwd_timer *t = bwd_container_of(tn, struct bwd_timer, node);
 
 					tnext = tn->next;
-					if (t->deadline_ns < now_ns)
+					/* A wall-clock timer's deadline comes
+					 * from the wall clock now, whatever
+					 * boot or clock the journal saw. */
+					if (t->wall_ns) {
+						uint64_t real = bwd_realtime_ns();
+
+						t->deadline_ns = bwd_wall_place(t->wall_ns, now_ns, real);
+						if (t->wall_ns <= real)
+							t->late = true;
+					} else if (t->deadline_ns < now_ns) {
 						t->late = true;
+					}
 					if (bwd_timer_arm(st, t)) {
 						bwd_log(BWD_LOG_ERR, "session '%s': no memory to restore a timer",
 							s->name);

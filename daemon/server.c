@@ -40,6 +40,9 @@
  *              (saying so while the state directory cannot be written),
  *              WATCHDOG=1 at half the watchdog interval, STOPPING=1
  *   sigchld    a snapshot writer finished (store.c)
+ *   clock      the wall clock was stepped (clock.c): every wall-clock
+ *              timer is placed again, then the pump runs (the wheel's
+ *              next deadline may have moved either way)
  * The loop runs one turn at a time (EVLOOP_ONCE): after each, the store
  * writes what the turn journaled and starts its sync (in the journal's
  * thread); the output held for it goes out once the sync is done.
@@ -82,6 +85,7 @@ struct bwd_server {
 	int timer_fd;              /* the wheel's timerfd                    */
 	bool activated;
 	uint64_t armed_ns;         /* when timer_fd expires; MAX: disarmed   */
+	struct bwd_clock *clock;   /* hears of wall-clock steps (clock.c)    */
 	struct event *listener, *wheel, *status, *watchdog, *reaper;
 	struct event *sigterm, *sigint, *sighup;
 	/* The budgets SIGHUP read last; NULL: opt's are in force. */
@@ -174,6 +178,14 @@ static void on_wheel(evutil_socket_t fd, short what, void *arg)
 	 * stale: then the poll finds nothing and the re-arm repeats it). */
 	srv->armed_ns = UINT64_MAX;
 	bwd_state_poll(srv->state, bw_now_ns());
+	pump(srv);
+}
+
+static void on_step(void *arg)
+{
+	struct bwd_server *srv = arg;
+
+	bwd_state_clock_step(srv->state);
 	pump(srv);
 }
 
@@ -462,6 +474,10 @@ int bwd_server_new(const struct bwd_options *opt, struct bwd_server **out)
 	} else {
 		bwd_log(BWD_LOG_NOTICE, "no --state-dir: timers are kept in memory only and lost when bitwheeld stops");
 	}
+	/* After the restore: restored wall-clock timers are placed by then. */
+	err = bwd_clock_open(srv->base, on_step, srv, &srv->clock);
+	if (err)
+		goto fail;
 	*out = srv;
 	return 0;
 fail:
@@ -520,6 +536,7 @@ void bwd_server_free(struct bwd_server *srv)
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
+	bwd_clock_free(srv->clock);
 	bwd_store_free(srv->store);
 	bwd_state_free(srv->state);
 	if (srv->reread) {

@@ -87,6 +87,7 @@ struct bwd_state {
 	 * lists), each served from the head. */
 	struct bwd_ulist work;
 	struct bwd_slist firing;
+	struct bwd_timer *wall;    /* wall-clock timers (clock.c)            */
 	uint64_t next_id;
 	bool restoring;            /* timers are not in the wheel yet        */
 	const struct bwd_options *opt;
@@ -163,6 +164,16 @@ void bwd_wheels_poll(struct bwd_state *st, uint64_t now_ns, const struct bw_call
 int bwd_wheels_next_deadline(struct bwd_state *st, uint64_t *out_ns);
 /* Free u's store, whatever it holds (its uid is ending, or it is empty). */
 void bwd_wheels_drop(struct bwd_state *st, struct bwd_uid *u);
+
+/* ---- clock.c: wall-clock timers ----------------------------------------- */
+
+/* t joins (if a wall-clock timer) or leaves the state's list of them. */
+void bwd_wall_link(struct bwd_state *st, struct bwd_timer *t);
+void bwd_wall_unlink(struct bwd_timer *t);
+/* The wheel fired wall-clock timer t at now_ns: 0 when CLOCK_REALTIME
+ * reached its deadline (it fires), else the monotonic time to wait for
+ * it again (a step back not heard of yet). */
+uint64_t bwd_wall_due(struct bwd_timer *t, uint64_t now_ns);
 
 /* ---- account.c: per-uid accounts ----------------------------------------- */
 

@@ -302,6 +302,7 @@ void bwd_timer_free(struct bwd_state *st, struct bwd_timer *t)
 {
 	struct bwd_uid *u = t->session->acct;
 
+	bwd_wall_unlink(t);
 	bwd_map_remove(&t->session->timers, &t->node);
 	u->timers--;
 	u->periodic_mhz -= bwd_periodic_mhz(t->period_ns);
@@ -390,6 +391,7 @@ struct bwd_fire bwd_timer_fire_of(const struct bwd_timer *t, uint64_t fired_ns,
 		.count = count,
 		.late = t->late,
 		.lane = t->lane,
+		.wall_ns = t->wall_ns,
 		.has_payload = t->has_payload,
 		.payload_len = t->payload_len,
 		.payload = t->payload,
@@ -504,7 +506,14 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 
 	if (d->kind == BWD_DUE_TIMER) {
 		struct bwd_timer *t = bwd_container_of(d, struct bwd_timer, due);
+		uint64_t again;
 
+		/* Never early by the wall clock (clock.c). */
+		if (t->wall_ns && !t->session->ending &&
+		    (again = bwd_wall_due(t, now_ns))) {
+			t->deadline_ns = again;
+			return again;
+		}
 		LANE(t, fired, 1);
 		bwd_hist_since(&st->late[t->lane], t->deadline_ns, now_ns);
 		if (!t->session->ending)
@@ -1221,6 +1230,7 @@ struct bwd_timer *bwd_timer_new(struct bwd_session *s,
 		.deadline_ns = req->deadline_ns,
 		.period_ns = req->period_ns,
 		.leeway_ns = req->leeway_ns,
+		.wall_ns = req->wall_ns,
 		.payload_len = req->payload_len,
 		.has_payload = req->has_payload,
 		.lane = bwd_lane_for(&s->state->opt->wheel,
@@ -1235,6 +1245,7 @@ struct bwd_timer *bwd_timer_new(struct bwd_session *s,
 void bwd_timer_add(struct bwd_session *s, struct bwd_timer *t)
 {
 	bwd_map_insert(&s->timers, &t->node);
+	bwd_wall_link(s->state, t);
 	s->acct->timers++;
 	s->acct->periodic_mhz += bwd_periodic_mhz(t->period_ns);
 	bwd_acct_charge(s->state, s->acct, (int64_t)BWD_TIMER_COST(t->payload_len));
@@ -1329,9 +1340,10 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 		struct bwd_record r = {
 			.type = BWD_REC_TIMER, .sid = s->id, .key = req->key,
 			.deadline_ns = req->deadline_ns, .period_ns = req->period_ns,
-			.leeway_ns = req->leeway_ns,
+			.leeway_ns = req->leeway_ns, .wall_ns = req->wall_ns,
 			.flags = (req->has_payload ? BWD_RECF_PAYLOAD : 0) |
-				 (req->leeway_ns != BWD_LEEWAY_DEFAULT ? BWD_RECF_LEEWAY : 0),
+				 (req->leeway_ns != BWD_LEEWAY_DEFAULT ? BWD_RECF_LEEWAY : 0) |
+				 (req->wall_ns ? BWD_RECF_WALL : 0),
 			.payload = req->payload, .payload_len = req->payload_len,
 		};
 

@@ -192,8 +192,7 @@ static size_t fast_body_size(const Bitwheel__V1__Envelope *env)
 		if (!m || m->base.n_unknown_fields)
 			return SLOW;
 		return opt_u64_size(m->has_key, m->key) +
-		       (m->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS ||
-			m->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS
+		       (m->when_case != BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET
 			? 1 + varint_size(m->delay_ns) : 0) +
 		       opt_u64_size(m->has_period_ns, m->period_ns) +
 		       opt_bytes_size(m->has_payload, &m->payload) +
@@ -250,7 +249,8 @@ static size_t fast_body_size(const Bitwheel__V1__Envelope *env)
 		       opt_u64_size(m->has_fire_count, m->fire_count) +
 		       (m->has_late ? 2 : 0) + (m->has_redelivered ? 2 : 0) +
 		       opt_u64_size(m->has_delivery, m->delivery) +
-		       opt_u64_size(m->has_deliveries, m->deliveries);
+		       opt_u64_size(m->has_deliveries, m->deliveries) +
+		       opt_u64_size(m->has_due_realtime_ns, m->due_realtime_ns);
 	}
 	default:
 		return SLOW;
@@ -265,9 +265,9 @@ static uint8_t *fast_body_write(const Bitwheel__V1__Envelope *env, uint8_t *p)
 		const Bitwheel__V1__Schedule *m = env->schedule;
 
 		p = put_u64(p, 1, m->has_key, m->key);
-		if (m->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS ||
-		    m->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS)
-			/* delay_ns and deadline_ns share the union. */
+		if (m->when_case != BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET)
+			/* delay_ns, deadline_ns and realtime_ns share the
+			 * union, each a one-byte tag. */
 			p = put_u64(p, (unsigned)m->when_case, true, m->delay_ns);
 		p = put_u64(p, 4, m->has_period_ns, m->period_ns);
 		p = put_bytes(p, 5, m->has_payload, &m->payload);
@@ -303,7 +303,8 @@ static uint8_t *fast_body_write(const Bitwheel__V1__Envelope *env, uint8_t *p)
 		p = put_bool(p, 6, m->has_late, m->late);
 		p = put_bool(p, 7, m->has_redelivered, m->redelivered);
 		p = put_u64(p, 8, m->has_delivery, m->delivery);
-		return put_u64(p, 9, m->has_deliveries, m->deliveries);
+		p = put_u64(p, 9, m->has_deliveries, m->deliveries);
+		return put_u64(p, 11, m->has_due_realtime_ns, m->due_realtime_ns);
 	}
 	default:
 		return p; /* not reached: fast_body_size() said SLOW */
@@ -663,7 +664,8 @@ static bool fast_schedule(const uint8_t *p, const uint8_t *end,
 			break;
 		case TAG(2, WT_VARINT):
 		case TAG(3, WT_VARINT):
-			/* Both would leave the last one set: not plain. */
+		case TAG(8, WT_VARINT):
+			/* Two would leave the last one set: not plain. */
 			ONCE(seen, 2);
 			r->when_case = (Bitwheel__V1__Schedule__WhenCase)(p[-1] >> 3);
 			p = get_varint(p, end, &r->when_ns);
@@ -860,6 +862,11 @@ static bool fast_fired(const uint8_t *p, const uint8_t *end,
 			p = get_varint(p, end, &r->deliveries);
 			r->has_deliveries = true;
 			break;
+		case TAG(11, WT_VARINT):
+			ONCE(seen, 11);
+			p = get_varint(p, end, &r->due_realtime_ns);
+			r->has_due_realtime_ns = true;
+			break;
 		default:
 			return false;
 		}
@@ -1014,8 +1021,7 @@ bool bwp_request_from_envelope(const Bitwheel__V1__Envelope *env,
 		r->has_key = m->has_key;
 		r->key = m->key;
 		r->when_case = m->when_case;
-		if (m->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS ||
-		    m->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS)
+		if (m->when_case != BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET)
 			r->when_ns = m->delay_ns; /* the union's one value */
 		r->has_period_ns = m->has_period_ns;
 		r->period_ns = m->period_ns;
@@ -1091,6 +1097,8 @@ bool bwp_response_from_envelope(const Bitwheel__V1__Envelope *env,
 		r->delivery = m->delivery;
 		r->has_deliveries = m->has_deliveries;
 		r->deliveries = m->deliveries;
+		r->has_due_realtime_ns = m->has_due_realtime_ns;
+		r->due_realtime_ns = m->due_realtime_ns;
 		return true;
 	}
 	default:

@@ -172,7 +172,8 @@ struct bwp_request {
 	Bitwheel__V1__Schedule__WhenCase when_case;
 	uint64_t request_id;
 	uint64_t key;
-	uint64_t when_ns;          /* delay_ns or deadline_ns, per when_case */
+	uint64_t when_ns;          /* delay_ns, deadline_ns or realtime_ns,
+				      per when_case                        */
 	uint64_t period_ns;
 	uint64_t leeway_ns;
 	const uint8_t *payload;
@@ -219,7 +220,7 @@ bool bwp_request_from_envelope(const Bitwheel__V1__Envelope *env,
  * would decode (has_* as its has_* flags), but flat.  Each body uses its
  * own fields: ScheduleReply deadline_ns and replaced; CancelReply pending;
  * AckReply acked; Fired key, payload, deadline_ns, fired_at_ns,
- * fire_count, late, redelivered, delivery and deliveries (a Fired with a
+ * fire_count, late, redelivered, delivery, deliveries and due_realtime_ns (a Fired with a
  * dead_letter goes through protobuf-c); the others stay absent and zero.  payload is as in struct bwp_request.
  */
 struct bwp_response {
@@ -228,9 +229,11 @@ struct bwp_response {
 	bool has_delivery;
 	bool has_acked;
 	bool has_deliveries;
+	bool has_due_realtime_ns;
 	uint64_t delivery;
 	uint64_t acked;
 	uint64_t deliveries;
+	uint64_t due_realtime_ns;
 	bool has_request_id;
 	bool has_deadline_ns;
 	bool has_replaced;
