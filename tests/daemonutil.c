@@ -615,24 +615,87 @@ static bool notes_have(const struct du_daemon *d, const char *what)
 }
 
 #define FAULT_SYNC_SO BW_TOP_BUILDDIR "/tests/.libs/faultsync.so"
+#define FAKE_CLOCK_SO BW_TOP_BUILDDIR "/tests/.libs/fakeclock.so"
 
-/* In the daemon's child before exec: the shim first in LD_PRELOAD, its
- * control file, and ASan told not to insist on coming first.  A failure
- * to set them shows as a shim that does nothing, which the tests that
- * use it see. */
-static void preload_fault_sync(const struct du_daemon *d)
+/* In the daemon's child before exec: a shim first in LD_PRELOAD, and ASan
+ * told not to insist on coming first.  A failure to set them shows as a
+ * shim that does nothing, which the tests that use it see. */
+static void preload(const char *so)
 {
 	const char *pre = getenv("LD_PRELOAD"), *asan = getenv("ASAN_OPTIONS");
-	char buf[1024], ctl[96];
+	char buf[1024];
 
-	snprintf(buf, sizeof(buf), "%s%s%s", FAULT_SYNC_SO, pre && *pre ? ":" : "",
+	snprintf(buf, sizeof(buf), "%s%s%s", so, pre && *pre ? ":" : "",
 		 pre ? pre : "");
 	setenv("LD_PRELOAD", buf, 1);
-	snprintf(buf, sizeof(buf), "%s%sverify_asan_link_order=0", asan ? asan : "",
-		 asan && *asan ? ":" : "");
-	setenv("ASAN_OPTIONS", buf, 1);
+	if (!asan || !strstr(asan, "verify_asan_link_order=0")) {
+		snprintf(buf, sizeof(buf), "%s%sverify_asan_link_order=0",
+			 asan ? asan : "", asan && *asan ? ":" : "");
+		setenv("ASAN_OPTIONS", buf, 1);
+	}
+}
+
+/* The shims' control files, in d's directory. */
+static void preload_fault_sync(const struct du_daemon *d)
+{
+	char ctl[96];
+
+	preload(FAULT_SYNC_SO);
 	snprintf(ctl, sizeof(ctl), "%s/fdatasync", d->dir);
 	setenv("BW_FAULT_FDATASYNC", ctl, 1);
+}
+
+static void preload_fake_clock(const struct du_daemon *d)
+{
+	char ctl[96];
+
+	preload(FAKE_CLOCK_SO);
+	snprintf(ctl, sizeof(ctl), "%s/clock", d->dir);
+	setenv("BW_FAKECLOCK", ctl, 1);
+}
+
+void du_fake_clock(struct du_daemon *d)
+{
+	char path[112];
+	int fd;
+
+	ck_assert_msg(access(FAKE_CLOCK_SO, R_OK) == 0, "%s: %s (make check builds it)",
+		      FAKE_CLOCK_SO, strerror(errno));
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/clock%s", d->dir, i ? ".step" : "");
+		fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
+		close(fd);
+	}
+	du_clock_step(d, 0, false);
+	d->fake_clock = true;
+}
+
+void du_clock_step(struct du_daemon *d, int64_t offset_ns, bool tell)
+{
+	char path[112];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/clock", d->dir);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
+	ck_assert_int_eq(pwrite(fd, &offset_ns, sizeof(offset_ns), 0),
+			 (ssize_t)sizeof(offset_ns));
+	close(fd);
+	if (!tell)
+		return;
+	snprintf(path, sizeof(path), "%s/clock.step", d->dir);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
+	close(fd);
+}
+
+uint64_t du_realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 void du_fault_sync(struct du_daemon *d, unsigned delay_ms, int err)
@@ -695,6 +758,8 @@ void du_daemon_spawn(struct du_daemon *d, const char *const *argv)
 		unsetenv("BITWHEEL_SOCKET");
 		if (d->fault_sync)
 			preload_fault_sync(d);
+		if (d->fake_clock)
+			preload_fake_clock(d);
 		execvp(run[0], (char *const *)run);
 		dprintf(2, "daemonutil: exec %s: %s\n", run[0], strerror(errno));
 		_exit(127);
@@ -1132,6 +1197,9 @@ void du_pack_schedule(struct du_buf *b, uint64_t id, const struct du_sched *s)
 	} else if (s->when == DU_DEADLINE) {
 		sc.when_case = BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS;
 		sc.deadline_ns = s->when_ns;
+	} else if (s->when == DU_REALTIME) {
+		sc.when_case = BITWHEEL__V1__SCHEDULE__WHEN_REALTIME_NS;
+		sc.realtime_ns = s->when_ns;
 	}
 	sc.has_period_ns = s->periodic;
 	sc.period_ns = s->period_ns;

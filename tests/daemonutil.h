@@ -130,6 +130,7 @@ struct du_daemon {
 	char *notes;           /* every notification line received so far */
 	size_t notes_len;
 	bool fault_sync;       /* started with tests/faultsync.c preloaded */
+	bool fake_clock;       /* started with tests/fakeclock.c preloaded */
 };
 
 /* A scratch directory, a notify socket, no process yet. */
@@ -168,6 +169,19 @@ bool du_daemon_exited(struct du_daemon *d);
  * list: ASAN_OPTIONS gets verify_asan_link_order=0 for it.
  */
 void du_fault_sync(struct du_daemon *d, unsigned delay_ms, int err);
+/*
+ * A wall clock of d's own (tests/fakeclock.c, an LD_PRELOAD shim): called
+ * before a start, every later start of d runs with CLOCK_REALTIME offset
+ * by what du_clock_step sets (0 at first), and its CLOCK_REALTIME timerfds
+ * with TFD_TIMER_CANCEL_ON_SET report a step when du_clock_step tells.
+ * du_clock_step: the daemon's wall clock is the real one + offset_ns from
+ * now on; tell: its step detector hears of it (else a quiet step, which
+ * it finds out by itself or not at all).  du_realtime_ns: the test's own
+ * CLOCK_REALTIME (never offset).
+ */
+void du_fake_clock(struct du_daemon *d);
+void du_clock_step(struct du_daemon *d, int64_t offset_ns, bool tell);
+uint64_t du_realtime_ns(void);
 /* Wait for the process to exit by itself; false on timeout. */
 bool du_daemon_wait_exit(struct du_daemon *d, int timeout_ms);
 /*
@@ -241,7 +255,7 @@ void du_send_buf(struct du_conn *c, struct du_buf *b);
 void du_send_env(struct du_conn *c, const du_env *env);
 
 /* What a Schedule carries; zero-initialise and set what the test needs. */
-enum du_when { DU_DELAY, DU_DEADLINE, DU_NO_WHEN };
+enum du_when { DU_DELAY, DU_DEADLINE, DU_NO_WHEN, DU_REALTIME };
 struct du_sched {
 	uint64_t key;
 	bool no_key;           /* leave the key out                        */

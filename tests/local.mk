@@ -85,7 +85,7 @@ EXTRA_tests_check_systemd_DEPENDENCIES = systemd/bitwheeld.service \
 # out-of-tree build runs its own; the programs are built before the tests.
 bw_e2e_programs = tests/check_daemon tests/check_delivery tests/check_client \
 	tests/check_bwctl tests/check_durable tests/check_budget tests/check_storage \
-	tests/check_attack tests/check_failure
+	tests/check_attack tests/check_failure tests/check_clock
 check_PROGRAMS += $(bw_e2e_programs)
 TESTS += $(bw_e2e_programs)
 
@@ -140,6 +140,12 @@ tests_check_bwctl_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_bwctl_LDADD = $(bw_e2e_ldadd)
 EXTRA_tests_check_bwctl_DEPENDENCIES = daemon/bitwheeld client/bwctl
 
+tests_check_clock_SOURCES = tests/check_clock.c $(bw_e2e_sources)
+tests_check_clock_CPPFLAGS = $(bw_e2e_cppflags)
+tests_check_clock_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_clock_LDADD = $(bw_e2e_ldadd)
+EXTRA_tests_check_clock_DEPENDENCIES = daemon/bitwheeld tests/fakeclock.la
+
 tests_check_durable_SOURCES = tests/check_durable.c $(bw_e2e_sources)
 tests_check_durable_CPPFLAGS = $(bw_e2e_cppflags)
 tests_check_durable_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
@@ -155,9 +161,13 @@ EXTRA_tests_check_storage_DEPENDENCIES = daemon/bitwheeld tests/faultsync.la
 # tests/.libs/faultsync.so: fdatasync made slow or failing under a daemon
 # a test starts (tests/faultsync.c, du_fault_sync).  Built for make check
 # only; -rpath makes libtool build a shared module that is never installed.
-check_LTLIBRARIES = tests/faultsync.la
+check_LTLIBRARIES = tests/faultsync.la tests/fakeclock.la
 tests_faultsync_la_SOURCES = tests/faultsync.c
 tests_faultsync_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
+# tests/.libs/fakeclock.so: a CLOCK_REALTIME the test steps, under a
+# daemon a test starts (tests/fakeclock.c, du_fake_clock).
+tests_fakeclock_la_SOURCES = tests/fakeclock.c
+tests_fakeclock_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 
 # libFuzzer targets: make fuzz, make fuzz-run (tests/fuzz.mk).
 include tests/fuzz.mk
