@@ -759,6 +759,12 @@ struct bwc_timer {
 	size_t payload_len;
 	bool replace;          /* a pending key is replaced instead of
 				  failing with BWC_SERVER_DUPLICATE_KEY     */
+	uint64_t realtime_ns;  /* > 0: a wall-clock timer instead: it fires
+				  when CLOCK_REALTIME reaches this instant
+				  (ns since the epoch, UTC), whatever steps
+				  the clock takes meanwhile (PROTOCOL.md,
+				  "Clocks"); when_ns, absolute and
+				  period_ns must then be 0 (BWC_EINVAL)    */
 };
 
 /* The daemon's acceptance of a timer. */
@@ -1069,7 +1075,9 @@ struct bwc_timer_entry {
 	bool has_payload;      /* false: scheduled without a payload        */
 	bool late;             /* due while the daemon was not running      */
 	bool periodic_lane;    /* waits in the periodic lane (else oneshot) */
-	uint64_t reserved[8];  /* 0                                         */
+	uint64_t deadline_realtime_ns; /* a wall-clock timer: its instant
+				  (UTC ns); 0: a monotonic timer            */
+	uint64_t reserved[7];  /* 0                                         */
 };
 
 /* What a listing said besides its entries. */
@@ -1159,6 +1167,11 @@ struct bwc_fire {
 	struct bwc_dead_letter dead_letter; /* a fire another session
 				  dead-lettered (present): its history
 				  there                                     */
+	uint64_t due_realtime_ns; /* a wall-clock timer's fire: the instant
+				  it was due at (UTC ns), as scheduled; 0
+				  for a monotonic timer's.  late is then
+				  also set when a step of the wall clock
+				  passed it                                 */
 };
 
 /*

@@ -924,6 +924,7 @@ static void fire_push(struct bwc_client *c, const struct bwp_response *m,
 			.delivery = m->delivery,
 			.connection = c->conn_seq,
 			.deliveries = m->deliveries,
+			.due_realtime_ns = m->due_realtime_ns,
 		},
 		.has_payload = m->has_payload,
 		.dl_len = dl_bytes(dl),
@@ -2316,10 +2317,17 @@ static int build_schedule(struct bwc_client *c, const struct bwc_timer *t,
 			    "payload of %zu bytes over the daemon's limit of "
 			    "%zu", t->payload_len, c->max_payload);
 
+	if (t->realtime_ns > 0 && (t->absolute || t->when_ns || t->period_ns))
+		return fail(c, BWC_EINVAL,
+			    "realtime_ns with when_ns, absolute or period_ns: a wall-clock timer is a oneshot at one instant");
+
 	bitwheel__v1__schedule__init(s);
 	s->has_key = 1;
 	s->key = t->key;
-	if (t->absolute) {
+	if (t->realtime_ns > 0) {
+		s->when_case = BITWHEEL__V1__SCHEDULE__WHEN_REALTIME_NS;
+		s->realtime_ns = t->realtime_ns;
+	} else if (t->absolute) {
 		s->when_case = BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS;
 		s->deadline_ns = t->when_ns;
 	} else {
@@ -2760,6 +2768,7 @@ static void copy_timer(const Bitwheel__V1__TimerInfo *ti,
 	e->has_payload = ti->has_payload;
 	e->late = ti->late;
 	e->periodic_lane = ti->lane == BITWHEEL__V1__LANE__LANE_PERIODIC;
+	e->deadline_realtime_ns = ti->deadline_realtime_ns;
 }
 
 /* One page: ask from cursor (0: the start) for what room is left; take

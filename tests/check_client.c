@@ -325,6 +325,59 @@ START_TEST(test_schedule_fire)
 }
 END_TEST
 
+/* A wall-clock timer (PROTOCOL.md, "Clocks"): it fires at its instant of
+ * the host's CLOCK_REALTIME with that instant in due_realtime_ns, listed
+ * with it; a periodic or mixed one is refused before it is sent.
+ * check_clock steps a daemon's clock; here it runs undisturbed. */
+START_TEST(test_wall_clock)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c, *p;
+	struct bwc_timer t;
+	struct bwc_scheduled sc;
+	struct bwc_fire f;
+	struct bwc_timer_entry e[2];
+	struct bwc_listing l;
+	uint64_t wall;
+	size_t n;
+
+	du_daemon_start(d, NULL);
+	c = connect_to(d, NULL);
+	wall = du_realtime_ns() + 300 * DU_MS;
+	t = (struct bwc_timer){ .key = 1, .realtime_ns = wall };
+	CK_BWC(c, bwc_schedule(c, &t, &sc));
+	CK_BWC(c, bwc_wait_fire(c, 2 * (int64_t)DU_S, &f));
+	ck_assert_msg(du_realtime_ns() >= wall, "fired before its wall-clock instant");
+	ck_assert_uint_eq(f.key, 1);
+	ck_assert_uint_eq(f.due_realtime_ns, wall);
+	ck_assert_uint_eq(f.deadline_ns, sc.deadline_ns);
+	ck_assert(!f.late);
+	/* A monotonic timer's fire has none. */
+	t = (struct bwc_timer){ .key = 2, .when_ns = 10 * DU_MS };
+	CK_BWC(c, bwc_schedule(c, &t, NULL));
+	CK_BWC(c, bwc_wait_fire(c, 2 * (int64_t)DU_S, &f));
+	ck_assert_uint_eq(f.due_realtime_ns, 0);
+	t = (struct bwc_timer){ .key = 3, .realtime_ns = wall, .period_ns = DU_S };
+	ck_assert_int_eq(bwc_schedule(c, &t, NULL), BWC_EINVAL);
+	t = (struct bwc_timer){ .key = 3, .realtime_ns = wall, .absolute = true };
+	ck_assert_int_eq(bwc_schedule(c, &t, NULL), BWC_EINVAL);
+
+	p = connect_to(d, "e2e-wall");
+	t = (struct bwc_timer){ .key = 4, .realtime_ns = wall + 3600 * DU_S };
+	CK_BWC(p, bwc_schedule(p, &t, NULL));
+	t = (struct bwc_timer){ .key = 5, .when_ns = 3600 * DU_S };
+	CK_BWC(p, bwc_schedule(p, &t, NULL));
+	CK_BWC(p, bwc_list_timers(p, "e2e-wall", BWC_ANY_UID, e, 2, &n, &l));
+	ck_assert_uint_eq(n, 2);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_uint_eq(e[i].deadline_realtime_ns,
+				  e[i].key == 4 ? wall + 3600 * DU_S : 0);
+	bwc_free(p);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 START_TEST(test_wait_fire_timeout)
 {
 	struct du_daemon *d = du_daemon_new();
@@ -3642,6 +3695,7 @@ static Suite *client_suite(void)
 	du_tcase(tc);
 	tcase_add_test(tc, test_connect_info);
 	tcase_add_test(tc, test_schedule_fire);
+	tcase_add_test(tc, test_wall_clock);
 	tcase_add_test(tc, test_wait_fire_timeout);
 	tcase_add_test(tc, test_request_timeout);
 	tcase_add_test(tc, test_fires_during_blocking_call);
