@@ -143,7 +143,8 @@ BWC_DEFAULT_DAEMON_USER ")\n"
 "unreachable, 4 any other error, 5 the socket's listener is not trusted.\n";
 
 static const char help_schedule[] =
-"Usage: bwctl [--socket PATH] schedule --key K (--in DURATION | --at-monotonic NS)\n"
+"Usage: bwctl [--socket PATH] schedule --key K\n"
+"             (--in DURATION | --at TIME | --at-monotonic NS)\n"
 "             [--every DURATION] [--leeway DURATION]\n"
 "             [--session NAME [--owner UID]]\n"
 "             [--payload TEXT] [--replace] [--count N] [--json]\n"
@@ -158,6 +159,11 @@ static const char help_schedule[] =
 "\n"
 "  --key K              the timer's key, 0 to 2^64-1 (decimal, or hex with 0x)\n"
 "  --in DURATION        fire this long from now\n"
+"  --at TIME            fire when the wall clock reaches TIME, however it is\n"
+"                       stepped meanwhile (a oneshot): '@UNIX_SECONDS[.F]',\n"
+"                       ISO 8601 with an offset ('2026-12-24T18:00:00+01:00',\n"
+"                       '...Z'), or local time 'YYYY-MM-DD HH:MM[:SS]' with\n"
+"                       an optional IANA zone ('2026-12-24 18:00 Europe/Berlin')\n"
 "  --at-monotonic NS    fire at this CLOCK_MONOTONIC time, in nanoseconds\n"
 "  --every DURATION     periodic: fire again every DURATION (> 0)\n"
 "  --leeway DURATION    how late each fire may come, which picks the lane\n"
@@ -1078,6 +1084,190 @@ static void print_scheduled(const struct bwc_timer *t, const char *session,
 	jw_close(&j);
 }
 
+/* ---- wall-clock times (schedule --at) ---------------------------------- */
+
+/* n digits at *p into *v, *p moved past them. */
+static bool digits(const char **p, int n, int *v)
+{
+	*v = 0;
+	for (int i = 0; i < n; i++, (*p)++) {
+		if (**p < '0' || **p > '9')
+			return false;
+		*v = *v * 10 + (**p - '0');
+	}
+	return true;
+}
+
+/* Days in month m (1-12) of year y, proleptic Gregorian. */
+static int month_days(int y, int m)
+{
+	static const int d[12] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+
+	return m == 2 && leap ? 29 : d[m - 1];
+}
+
+/* "YYYY-MM-DD(T| )HH:MM[:SS[.FRACTION]]" at *p into tm and *frac_ns, *p
+ * moved past it; false, with *why, when it is not that. */
+static bool parse_datetime(const char **p, struct tm *tm, uint64_t *frac_ns,
+			   const char **why)
+{
+	int y, mo, d, h, mi, sec = 0;
+
+	*why = "expected YYYY-MM-DD HH:MM[:SS]";
+	*frac_ns = 0;
+	if (!digits(p, 4, &y) || *(*p)++ != '-' || !digits(p, 2, &mo) ||
+	    *(*p)++ != '-' || !digits(p, 2, &d) ||
+	    (**p != 'T' && **p != ' ') || !++*p || !digits(p, 2, &h) ||
+	    *(*p)++ != ':' || !digits(p, 2, &mi))
+		return false;
+	if (**p == ':') {
+		++*p;
+		if (!digits(p, 2, &sec))
+			return false;
+		if (**p == '.') {
+			uint64_t scale = 100000000u;
+
+			if (*++*p < '0' || **p > '9')
+				return false;
+			for (; **p >= '0' && **p <= '9'; ++*p, scale /= 10)
+				*frac_ns += (uint64_t)(**p - '0') * scale;
+		}
+	}
+	*why = "a field out of its range";
+	if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > month_days(y, mo) ||
+	    h > 23 || mi > 59 || sec > 59)
+		return false;
+	*tm = (struct tm){ .tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d,
+			   .tm_hour = h, .tm_min = mi, .tm_sec = sec, .tm_isdst = -1 };
+	return true;
+}
+
+/* A zone name of the tz database: refused unless its file is there (the C
+ * library would take an unknown name for UTC without a word). */
+static bool zone_known(const char *zone)
+{
+	const char *dir = getenv("TZDIR");
+	char path[512];
+
+	if (!*zone || zone[0] == '/' || strstr(zone, "..") ||
+	    strspn(zone, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/_+-") != strlen(zone))
+		return false;
+	snprintf(path, sizeof(path), "%s/%s", dir && *dir ? dir : "/usr/share/zoneinfo", zone);
+	return access(path, R_OK) == 0;
+}
+
+/* Local time tm in zone (NULL: the local zone) as Unix seconds: TZ set for
+ * the conversion (bwctl is one thread).  A time the zone skips (a
+ * daylight-saving gap) is refused; one it repeats is its first. */
+static bool local_seconds(struct tm *tm, const char *zone, int64_t *out,
+			  const char **why)
+{
+	const char *was = getenv("TZ");
+	char *saved = was ? strdup(was) : NULL;
+	struct tm want = *tm, back;
+	time_t t;
+	bool ok;
+
+	if (zone)
+		setenv("TZ", zone, 1);
+	tzset();
+	t = mktime(tm);
+	ok = t != (time_t)-1 && localtime_r(&t, &back) != NULL &&
+	     back.tm_hour == want.tm_hour && back.tm_min == want.tm_min &&
+	     back.tm_mday == want.tm_mday;
+	if (ok && back.tm_isdst > 0) {
+		/* A repeated hour: the earlier of its two instants. */
+		struct tm std = want;
+		time_t t2;
+
+		std.tm_isdst = 0;
+		t2 = mktime(&std);
+		if (t2 != (time_t)-1 && t2 < t && localtime_r(&t2, &back) &&
+		    back.tm_hour == want.tm_hour && back.tm_min == want.tm_min)
+			t = t2;
+	}
+	if (zone) {
+		if (saved)
+			setenv("TZ", saved, 1);
+		else
+			unsetenv("TZ");
+		tzset();
+	}
+	free(saved);
+	*why = "that local time does not exist there (a daylight-saving gap)";
+	*out = (int64_t)t;
+	return ok;
+}
+
+/*
+ * --at TIME as Unix nanoseconds: "@SECONDS[.FRACTION]"; ISO 8601 with an
+ * offset, "YYYY-MM-DDTHH:MM[:SS[.F]](Z|+HH:MM|-HH:MM|+HHMM)"; or local
+ * time "YYYY-MM-DD HH:MM[:SS[.F]]" with an optional IANA zone name after
+ * a space.  0, or false with *why.
+ */
+static bool parse_at(const char *text, uint64_t *out, const char **why)
+{
+	const char *p = text;
+	uint64_t frac = 0;
+	int64_t secs;
+	struct tm tm;
+
+	if (*p == '@') {
+		uint64_t scale = 100000000u, whole = 0;
+
+		*why = "expected @SECONDS[.FRACTION] since the Unix epoch";
+		if (*++p < '0' || *p > '9')
+			return false;
+		for (; *p >= '0' && *p <= '9'; p++) {
+			if (whole > (UINT64_MAX / 1000000000u - 9) / 10)
+				return false;
+			whole = whole * 10 + (uint64_t)(*p - '0');
+		}
+		if (*p == '.')
+			for (p++; *p >= '0' && *p <= '9'; p++, scale /= 10)
+				frac += (uint64_t)(*p - '0') * scale;
+		if (*p != '\0')
+			return false;
+		*out = whole * 1000000000u + frac;
+		*why = "the epoch itself (0) is refused";
+		return *out > 0;
+	}
+	if (!parse_datetime(&p, &tm, &frac, why))
+		return false;
+	if (*p == 'Z' || *p == 'z' || *p == '+' || *p == '-') {
+		int sign = *p == '-' ? -1 : 1, oh = 0, om = 0;
+
+		*why = "expected an offset Z, +HH:MM or -HH:MM";
+		if (*p++ != 'Z' && p[-1] != 'z') {
+			if (!digits(&p, 2, &oh) || (*p == ':' && !++p) ||
+			    !digits(&p, 2, &om) || oh > 23 || om > 59)
+				return false;
+		}
+		if (*p != '\0')
+			return false;
+		tm.tm_isdst = 0;
+		secs = (int64_t)timegm(&tm) - sign * (oh * 3600 + om * 60);
+	} else if (*p == '\0' || *p == ' ') {
+		const char *zone = *p == ' ' ? p + 1 : NULL;
+
+		if (zone && !zone_known(zone)) {
+			*why = "unknown time zone (an IANA name such as Europe/Berlin, from the tz database)";
+			return false;
+		}
+		if (!local_seconds(&tm, zone, &secs, why))
+			return false;
+	} else {
+		*why = "unexpected text after the time";
+		return false;
+	}
+	*why = "before the Unix epoch";
+	if (secs <= 0)
+		return false;
+	*out = (uint64_t)secs * 1000000000u + frac;
+	return true;
+}
+
 static int cmd_schedule(int argc, char **argv)
 {
 	static const char cmd[] = "schedule";
@@ -1085,6 +1275,7 @@ static int cmd_schedule(int argc, char **argv)
 		{ "key", required_argument, NULL, 'k' },
 		{ "in", required_argument, NULL, 'i' },
 		{ "at-monotonic", required_argument, NULL, 'a' },
+		{ "at", required_argument, NULL, 'A' },
 		{ "every", required_argument, NULL, 'e' },
 		{ "leeway", required_argument, NULL, 'l' },
 		{ "session", required_argument, NULL, 's' },
@@ -1105,7 +1296,7 @@ static int cmd_schedule(int argc, char **argv)
 	struct bwc_fire f;
 	const char *session = NULL, *every_text = NULL, *why;
 	bool have_key = false, have_in = false, have_at = false;
-	bool have_count = false;
+	bool have_count = false, have_wall = false;
 	uint64_t count = 1, i, leeway = BWC_LEEWAY_DEFAULT;
 	int o, rc;
 
@@ -1131,6 +1322,12 @@ static int cmd_schedule(int argc, char **argv)
 						   "'%s': nanoseconds of "
 						   "CLOCK_MONOTONIC", optarg);
 			have_at = true;
+			break;
+		case 'A':
+			if (!parse_at(optarg, &t.realtime_ns, &why))
+				return usage_error(cmd, "bad --at '%s': %s",
+						   optarg, why);
+			have_wall = true;
 			break;
 		case 'e':
 			if ((rc = parse_duration(cmd, "every", optarg,
@@ -1168,9 +1365,12 @@ static int cmd_schedule(int argc, char **argv)
 		return rc;
 	if (!have_key)
 		return usage_error(cmd, "--key is required");
-	if (have_in == have_at)
-		return usage_error(cmd, "give exactly one of --in and "
+	if (have_in + have_at + have_wall != 1)
+		return usage_error(cmd, "give exactly one of --in, --at and "
 				   "--at-monotonic");
+	if (have_wall && every_text != NULL)
+		return usage_error(cmd, "--at with --every: a wall-clock timer "
+				   "is a oneshot (PROTOCOL.md, \"Clocks\")");
 	if ((rc = owner_needs_session(cmd, session)) != ST_OK)
 		return rc;
 	if (have_count && session != NULL)
@@ -1183,8 +1383,9 @@ static int cmd_schedule(int argc, char **argv)
 	/* What the daemon would refuse (BAD_DEADLINE), refused here alike:
 	 * bwc_now_ns() is its clock.  The delay is checked against now; the
 	 * daemon's now comes later, so nothing passing here fails there. */
-	why = bwp_schedule_problem(bwc_now_ns(), have_in, t.when_ns,
-				   every_text != NULL, t.period_ns);
+	why = have_wall ? NULL :
+		bwp_schedule_problem(bwc_now_ns(), have_in, t.when_ns,
+				     every_text != NULL, t.period_ns);
 	if (why != NULL)
 		return usage_error(cmd, "the daemon would refuse this "
 				   "schedule: %s", why);
@@ -3088,7 +3289,10 @@ static void print_timer(const struct bwc_timer_entry *e,
 			const struct bwc_listing *l)
 {
 	uint64_t left = e->deadline_ns > l->now_ns ? e->deadline_ns - l->now_ns : 0;
-	uint64_t wall = l->realtime_ns + left -
+	/* A wall-clock timer's own instant; else the monotonic deadline
+	 * read on the wall clock of the listing's moment. */
+	uint64_t wall = e->deadline_realtime_ns ? e->deadline_realtime_ns :
+		l->realtime_ns + left -
 		(e->deadline_ns < l->now_ns ? l->now_ns - e->deadline_ns : 0);
 	char when[64], in[48], period[48] = "-", size[16] = "-";
 
@@ -3099,6 +3303,7 @@ static void print_timer(const struct bwc_timer_entry *e,
 		jw_u64(&j, "key", e->key);
 		jw_u64(&j, "deadline_ns", e->deadline_ns);
 		jw_u64(&j, "deadline_unix_ns", wall);
+		jw_str(&j, "clock", e->deadline_realtime_ns ? "realtime" : "monotonic");
 		jw_u64(&j, "remaining_ns", left);
 		jw_u64(&j, "period_ns", e->period_ns);
 		jw_u64(&j, "payload_bytes", e->payload_len);

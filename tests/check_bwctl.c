@@ -600,6 +600,95 @@ START_TEST(test_schedule_session)
 END_TEST
 
 /* Without --session bwctl waits for the fire and prints it. */
+/* UTC y-m-d h:mi:s as Unix seconds, by the test's own arithmetic (days
+ * from civil), not the C library's that bwctl uses. */
+static int64_t utc_seconds(int y, int m, int d, int h, int mi, int sec)
+{
+	int64_t era, yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = y - era * 400;
+	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return (era * 146097 + doe - 719468) * 86400 + h * 3600 + mi * 60 + sec;
+}
+
+/* schedule --at (PROTOCOL.md, "Clocks"): '@SECONDS' waited for without
+ * --session and printed once the wall clock is there; ISO 8601 with an
+ * offset and local time in a named zone (summer time) land on their UTC
+ * instants, as ListTimers and 'bwctl list --json' show; a time a zone
+ * skips, an unknown zone, the epoch, garbage and --every are refused with
+ * exit 2 and a reason. */
+START_TEST(test_schedule_at)
+{
+	struct du_daemon *d = du_daemon_new();
+	static const char *const bad[][2] = {
+		{ "2030-03-31 02:30 Europe/Berlin", "daylight-saving gap" },
+		{ "2030-01-01 00:00 No/Such_Zone", "unknown time zone" },
+		{ "@0", "epoch" },
+		{ "tomorrow", "expected" },
+		{ "2030-02-29 00:00", "range" },
+		{ "2030-01-01T00:00+25:00", "offset" },
+	};
+	uint64_t target, iso, berlin;
+	struct du_result r;
+	struct du_conn *c;
+	char at[32], want[80];
+	du_env *e;
+
+	du_daemon_start(d, NULL);
+	target = du_realtime_ns() / DU_S + 2;
+	snprintf(at, sizeof(at), "@%" PRIu64, target);
+	bwctl(&r, d->sock, "schedule", "--key", "1", "--at", at, NULL);
+	ASSERT_EXIT(&r, 0, "schedule --at @SECONDS");
+	ck_assert_msg(du_realtime_ns() >= target * DU_S, "bwctl returned before %s", at);
+	ck_assert_msg(strstr(r.out, "key=1") != NULL, "stdout: %s", r.out);
+	du_result_free(&r);
+
+	iso = (uint64_t)utc_seconds(2030, 1, 2, 2, 4, 5) * DU_S + 500 * DU_MS;
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-at", "--key", "2", "--at",
+	      "2030-01-02T03:04:05.5+01:00", NULL);
+	ASSERT_EXIT(&r, 0, "schedule --at ISO 8601");
+	du_result_free(&r);
+	berlin = (uint64_t)utc_seconds(2030, 7, 1, 10, 0, 0) * DU_S;
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-at", "--key", "3", "--at",
+	      "2030-07-01 12:00 Europe/Berlin", NULL);
+	ASSERT_EXIT(&r, 0, "schedule --at local time in a zone");
+	du_result_free(&r);
+	c = du_open(d, NULL);
+	e = du_list(c, 2, "e2e-at", 0, 0);
+	ck_assert_uint_eq(e->list_timers_reply->n_timers, 2);
+	for (size_t i = 0; i < 2; i++) {
+		const Bitwheel__V1__TimerInfo *ti = e->list_timers_reply->timers[i];
+
+		ck_assert(ti->has_deadline_realtime_ns);
+		ck_assert_uint_eq(ti->deadline_realtime_ns, ti->key == 2 ? iso : berlin);
+	}
+	bwp_frame_free(e);
+	du_conn_free(c);
+	bwctl(&r, d->sock, "list", "--session", "e2e-at", "--json", NULL);
+	ASSERT_EXIT(&r, 0, "list --json");
+	snprintf(want, sizeof(want), "\"deadline_unix_ns\":%" PRIu64 ",\"clock\":\"realtime\"", berlin);
+	ck_assert_msg(strstr(r.out, want) != NULL, "no %s in: %s", want, r.out);
+	du_result_free(&r);
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		bwctl(&r, d->sock, "schedule", "--key", "4", "--at", bad[i][0], NULL);
+		ASSERT_EXIT(&r, 2, bad[i][0]);
+		ck_assert_msg(strstr(r.err, bad[i][1]) != NULL, "%s: stderr: %s", bad[i][0], r.err);
+		du_result_free(&r);
+	}
+	bwctl(&r, d->sock, "schedule", "--key", "4", "--at", at, "--every", "1s", NULL);
+	ASSERT_EXIT(&r, 2, "--at with --every");
+	du_result_free(&r);
+	bwctl(&r, d->sock, "schedule", "--key", "4", "--at", at, "--in", "1s", NULL);
+	ASSERT_EXIT(&r, 2, "--at with --in");
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
 START_TEST(test_schedule_wait)
 {
 	struct du_daemon *d = du_daemon_new();
@@ -3552,6 +3641,7 @@ static Suite *bwctl_suite(void)
 	du_tcase(tc);
 	tcase_add_test(tc, test_schedule_session);
 	tcase_add_test(tc, test_schedule_wait);
+	tcase_add_test(tc, test_schedule_at);
 	tcase_add_test(tc, test_schedule_every);
 	tcase_add_test(tc, test_schedule_leeway);
 	tcase_add_test(tc, test_schedule_daemon_stops);
