@@ -594,7 +594,8 @@ def schedule_req(key: int, in_: Duration | None,
                  at_monotonic_ns: int | None, every: Duration | None,
                  payload: bytes | None, replace: bool,
                  max_payload: int | None,
-                 leeway: Duration | None = None) -> Req:
+                 leeway: Duration | None = None,
+                 at: datetime.datetime | None = None) -> Req:
     """A Schedule; ValueError/TypeError for arguments the protocol cannot
     carry, PayloadTooLargeError for a payload over the daemon's limit
     (nothing is sent in either case).  Safe to repeat with `replace`
@@ -603,10 +604,15 @@ def schedule_req(key: int, in_: Duration | None,
     env = pb.Envelope()
     s = env.schedule
     s.key = _u64(key, "key")
-    if (in_ is None) == (at_monotonic_ns is None):
-        raise ValueError("schedule: give exactly one of in_ and "
+    if [in_, at_monotonic_ns, at].count(None) != 2:
+        raise ValueError("schedule: give exactly one of in_, at and "
                          "at_monotonic_ns")
-    if in_ is not None:
+    if at is not None:
+        if every is not None:
+            raise ValueError("schedule: at with every: a wall-clock timer "
+                             "is a oneshot (PROTOCOL.md, \"Clocks\")")
+        s.realtime_ns = realtime_ns(at)
+    elif in_ is not None:
         s.delay_ns = duration_ns(in_, "in_")
     elif at_monotonic_ns is not None:
         s.deadline_ns = _u64(at_monotonic_ns, "at_monotonic_ns")
@@ -628,6 +634,27 @@ def schedule_req(key: int, in_: Duration | None,
     if leeway is not None:
         s.leeway_ns = duration_ns(leeway, "leeway")
     return Req(env, _scheduled, "schedule", key, safe=replace)
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def realtime_ns(at: datetime.datetime) -> int:
+    """An aware datetime as ns since the Unix epoch (CLOCK_REALTIME, UTC),
+    exactly (integer arithmetic); ValueError for a naive one, which names
+    no instant, or one not after the epoch."""
+    if not isinstance(at, datetime.datetime):
+        raise TypeError(f"at: a datetime, not {type(at).__name__}")
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise ValueError("at: an aware datetime (with tzinfo, e.g. "
+                         "ZoneInfo('Europe/Berlin') or timezone.utc); a "
+                         "naive one names no instant")
+    d = at - _EPOCH
+    ns = (d.days * 86400 + d.seconds) * 1_000_000_000 + \
+        d.microseconds * 1000
+    if ns <= 0:
+        raise ValueError("at: must be after the Unix epoch")
+    return _u64(ns, "at")
 
 
 def cancel_req(key: int) -> Req:
@@ -1003,6 +1030,10 @@ class Fire:
         dead_letter: a fire that another session dead-lettered (this
             client consumes its dead-letter session): its history there,
             else None.
+        due_realtime_ns: a wall-clock timer's fire (``schedule(at=...)``):
+            the instant it was due at, ns since the Unix epoch (UTC); None
+            for a monotonic timer.  ``late`` is then also set when a step
+            of the wall clock passed it (PROTOCOL.md, "Clocks").
     """
 
     key: int
@@ -1016,6 +1047,7 @@ class Fire:
     connection: int
     deliveries: int = 0
     dead_letter: "DeadLetter | None" = None
+    due_realtime_ns: int | None = None
     _client: Any = field(default=None, repr=False, compare=False)
 
     def ack(self, *, cumulative: bool = False, wait: bool = False) -> Any:
@@ -1034,6 +1066,15 @@ class Fire:
         """Ask for more time before this fire is taken back.  See
         :meth:`Client.touch`."""
         return self._client.touch(self, timeout)
+
+    @property
+    def due_at(self) -> datetime.datetime | None:
+        """``due_realtime_ns`` as an aware datetime in UTC (to the
+        microsecond), or None."""
+        if self.due_realtime_ns is None:
+            return None
+        return _EPOCH + datetime.timedelta(
+            microseconds=self.due_realtime_ns // 1000)
 
     @property
     def lateness_ns(self) -> int:
@@ -1078,7 +1119,9 @@ def make_fire(f: Any, connection: int, client: Any, cls: type[F]) -> F:
                           d.last_handed_ns, d.dead_lettered_ns, d.reason)
     return cls(f.key, f.payload, f.deadline_ns, f.fired_at_ns, f.fire_count,
                f.late, f.redelivered, f.delivery, connection,
-               f.deliveries, dead, client)
+               f.deliveries, dead,
+               f.due_realtime_ns if f.HasField("due_realtime_ns") else None,
+               client)
 
 
 @dataclass(frozen=True)

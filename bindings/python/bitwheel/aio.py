@@ -27,6 +27,7 @@ timer for the whole client scans for requests past the timeout.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
 from collections import deque
 from typing import Any, AsyncIterator, cast
@@ -477,7 +478,8 @@ class AsyncClient(_core.ClientBase):
                  every: Duration | None = None,
                  payload: bytes | None = None,
                  replace: bool = False,
-                 leeway: Duration | None = None) -> asyncio.Future[Scheduled]:
+                 leeway: Duration | None = None,
+                 at: datetime.datetime | None = None) -> asyncio.Future[Scheduled]:
         """Arm timer `key`; see :meth:`bitwheel.Client.schedule`.
 
         Returns a future to await (``await c.schedule(...)``): the request
@@ -488,7 +490,7 @@ class AsyncClient(_core.ClientBase):
         limit = self.hello.limits.max_payload_bytes if self.hello else None
         return self._submit(_core.schedule_req(
             key, in_, at_monotonic_ns, every, payload, replace, limit,
-            leeway))
+            leeway, at))
 
     def cancel(self, key: int) -> asyncio.Future[bool]:
         """Disarm timer `key`; see :meth:`bitwheel.Client.cancel`.  A future,

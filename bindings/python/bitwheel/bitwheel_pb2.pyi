@@ -145,11 +145,12 @@ class Error(_message.Message):
     def __init__(self, code: _Optional[_Union[ErrorCode, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Fired(_message.Message):
-    __slots__ = ["dead_letter", "deadline_ns", "deliveries", "delivery", "fire_count", "fired_at_ns", "key", "late", "payload", "redelivered"]
+    __slots__ = ["dead_letter", "deadline_ns", "deliveries", "delivery", "due_realtime_ns", "fire_count", "fired_at_ns", "key", "late", "payload", "redelivered"]
     DEADLINE_NS_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
     DELIVERIES_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_FIELD_NUMBER: _ClassVar[int]
+    DUE_REALTIME_NS_FIELD_NUMBER: _ClassVar[int]
     FIRED_AT_NS_FIELD_NUMBER: _ClassVar[int]
     FIRE_COUNT_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -160,13 +161,14 @@ class Fired(_message.Message):
     deadline_ns: int
     deliveries: int
     delivery: int
+    due_realtime_ns: int
     fire_count: int
     fired_at_ns: int
     key: int
     late: bool
     payload: bytes
     redelivered: bool
-    def __init__(self, key: _Optional[int] = ..., payload: _Optional[bytes] = ..., deadline_ns: _Optional[int] = ..., fired_at_ns: _Optional[int] = ..., fire_count: _Optional[int] = ..., late: bool = ..., redelivered: bool = ..., delivery: _Optional[int] = ..., deliveries: _Optional[int] = ..., dead_letter: _Optional[_Union[DeadLetter, _Mapping]] = ...) -> None: ...
+    def __init__(self, key: _Optional[int] = ..., payload: _Optional[bytes] = ..., deadline_ns: _Optional[int] = ..., fired_at_ns: _Optional[int] = ..., fire_count: _Optional[int] = ..., late: bool = ..., redelivered: bool = ..., delivery: _Optional[int] = ..., deliveries: _Optional[int] = ..., dead_letter: _Optional[_Union[DeadLetter, _Mapping]] = ..., due_realtime_ns: _Optional[int] = ...) -> None: ...
 
 class Hello(_message.Message):
     __slots__ = ["ack_timeout_ns", "auto_ack", "coalesce", "owner_uid", "protocol_version", "role", "session", "window"]
@@ -493,13 +495,14 @@ class ReleaseReply(_message.Message):
     def __init__(self, released: bool = ..., dead_lettered: bool = ..., deliveries: _Optional[int] = ..., ready_ns: _Optional[int] = ...) -> None: ...
 
 class Schedule(_message.Message):
-    __slots__ = ["deadline_ns", "delay_ns", "key", "leeway_ns", "payload", "period_ns", "replace"]
+    __slots__ = ["deadline_ns", "delay_ns", "key", "leeway_ns", "payload", "period_ns", "realtime_ns", "replace"]
     DEADLINE_NS_FIELD_NUMBER: _ClassVar[int]
     DELAY_NS_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     LEEWAY_NS_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     PERIOD_NS_FIELD_NUMBER: _ClassVar[int]
+    REALTIME_NS_FIELD_NUMBER: _ClassVar[int]
     REPLACE_FIELD_NUMBER: _ClassVar[int]
     deadline_ns: int
     delay_ns: int
@@ -507,8 +510,9 @@ class Schedule(_message.Message):
     leeway_ns: int
     payload: bytes
     period_ns: int
+    realtime_ns: int
     replace: bool
-    def __init__(self, key: _Optional[int] = ..., delay_ns: _Optional[int] = ..., deadline_ns: _Optional[int] = ..., period_ns: _Optional[int] = ..., payload: _Optional[bytes] = ..., replace: bool = ..., leeway_ns: _Optional[int] = ...) -> None: ...
+    def __init__(self, key: _Optional[int] = ..., delay_ns: _Optional[int] = ..., deadline_ns: _Optional[int] = ..., realtime_ns: _Optional[int] = ..., period_ns: _Optional[int] = ..., payload: _Optional[bytes] = ..., replace: bool = ..., leeway_ns: _Optional[int] = ...) -> None: ...
 
 class ScheduleReply(_message.Message):
     __slots__ = ["deadline_ns", "replaced"]
@@ -613,8 +617,9 @@ class StatsReply(_message.Message):
     def __init__(self, oneshot: _Optional[_Union[LaneStats, _Mapping]] = ..., periodic: _Optional[_Union[LaneStats, _Mapping]] = ..., clients: _Optional[int] = ..., sessions: _Optional[int] = ..., queued: _Optional[int] = ..., dropped: _Optional[int] = ..., uptime_ns: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., expired: _Optional[int] = ..., in_flight: _Optional[int] = ..., consumers: _Optional[int] = ..., acked: _Optional[int] = ..., redelivered: _Optional[int] = ..., uid_connections: _Optional[int] = ..., uid_sessions: _Optional[int] = ..., uid_timers: _Optional[int] = ..., uid_periodic_rate_mhz: _Optional[int] = ..., uid_bytes: _Optional[int] = ..., metrics: _Optional[_Union[Metrics, _Mapping]] = ...) -> None: ...
 
 class TimerInfo(_message.Message):
-    __slots__ = ["deadline_ns", "fire_count", "has_payload", "key", "lane", "late", "payload_bytes", "period_ns"]
+    __slots__ = ["deadline_ns", "deadline_realtime_ns", "fire_count", "has_payload", "key", "lane", "late", "payload_bytes", "period_ns"]
     DEADLINE_NS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_REALTIME_NS_FIELD_NUMBER: _ClassVar[int]
     FIRE_COUNT_FIELD_NUMBER: _ClassVar[int]
     HAS_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -623,6 +628,7 @@ class TimerInfo(_message.Message):
     PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
     PERIOD_NS_FIELD_NUMBER: _ClassVar[int]
     deadline_ns: int
+    deadline_realtime_ns: int
     fire_count: int
     has_payload: bool
     key: int
@@ -630,7 +636,7 @@ class TimerInfo(_message.Message):
     late: bool
     payload_bytes: int
     period_ns: int
-    def __init__(self, key: _Optional[int] = ..., deadline_ns: _Optional[int] = ..., period_ns: _Optional[int] = ..., payload_bytes: _Optional[int] = ..., has_payload: bool = ..., fire_count: _Optional[int] = ..., late: bool = ..., lane: _Optional[_Union[Lane, str]] = ...) -> None: ...
+    def __init__(self, key: _Optional[int] = ..., deadline_ns: _Optional[int] = ..., period_ns: _Optional[int] = ..., payload_bytes: _Optional[int] = ..., has_payload: bool = ..., fire_count: _Optional[int] = ..., late: bool = ..., lane: _Optional[_Union[Lane, str]] = ..., deadline_realtime_ns: _Optional[int] = ...) -> None: ...
 
 class Touch(_message.Message):
     __slots__ = ["delivery", "timeout_ns"]

@@ -19,6 +19,7 @@ once.
 
 from __future__ import annotations
 
+import datetime
 import socket as _socket
 import time
 from collections import deque
@@ -331,14 +332,20 @@ class Client(_core.ClientBase):
                  every: Duration | None = None,
                  payload: bytes | None = None,
                  replace: bool = False,
-                 leeway: Duration | None = None) -> Scheduled:
+                 leeway: Duration | None = None,
+                 at: datetime.datetime | None = None) -> Scheduled:
         """Arm timer `key` (any int from 0 to 2**64 - 1, unique among the
         session's pending timers).
 
         Args:
             in_: fire this long from now (seconds or a timedelta) ...
             at_monotonic_ns: ... or at this CLOCK_MONOTONIC time
-                (:func:`time.monotonic_ns`); a past time fires at once.
+                (:func:`time.monotonic_ns`); a past time fires at once ...
+            at: ... or when the wall clock reaches this aware datetime
+                (any tzinfo, e.g. ``ZoneInfo("Europe/Berlin")``; a naive
+                one is a ValueError), however the clock is stepped
+                meanwhile: a oneshot, not with `every` (PROTOCOL.md,
+                "Clocks").  Its fires carry ``due_realtime_ns``.
             every: periodic: re-armed this long after each deadline until
                 cancelled.
             payload: bytes handed back with every fire (at most the
@@ -359,11 +366,13 @@ class Client(_core.ClientBase):
 
             c.schedule(7, in_=1.5, payload=b"hi")
             c.schedule(8, in_=timedelta(minutes=1), every=60)
+            c.schedule(9, at=datetime(2026, 12, 24, 18, 0,
+                                      tzinfo=ZoneInfo("Europe/Berlin")))
         """
         limit = self.hello.limits.max_payload_bytes if self.hello else None
         result: Scheduled = self._call(_core.schedule_req(
             key, in_, at_monotonic_ns, every, payload, replace, limit,
-            leeway))
+            leeway, at))
         return result
 
     def cancel(self, key: int) -> bool:

@@ -57,6 +57,32 @@ def test_schedule_fires_never_early(daemon):
         assert sorted(fire_now(c).key for _ in range(2)) == [0, 2**64 - 1]
 
 
+def test_schedule_at_wall_clock(daemon):
+    """A wall-clock timer (PROTOCOL.md, "Clocks"): an aware datetime, of
+    any zone, fires once the wall clock is there, with its instant in
+    due_realtime_ns; naive datetimes and at with every are refused before
+    anything is sent.  check_clock (C) steps a daemon's clock."""
+    from zoneinfo import ZoneInfo
+    utc = datetime.timezone.utc
+    with bitwheel.Client(daemon.sock) as c:
+        at = datetime.datetime.now(utc) + datetime.timedelta(milliseconds=300)
+        want = bitwheel._core.realtime_ns(at)
+        assert want == round(at.timestamp() * 1e6) * 1000
+        c.schedule(1, at=at.astimezone(ZoneInfo("Asia/Kathmandu")))
+        f = fire_now(c)
+        assert time.time_ns() >= want, "fired before its wall-clock instant"
+        assert (f.key, f.due_realtime_ns, f.late) == (1, want, False)
+        assert f.due_at == at
+        c.schedule(2, in_=0.01)
+        assert fire_now(c).due_realtime_ns is None
+        with pytest.raises(ValueError, match="aware"):
+            c.schedule(3, at=datetime.datetime.now())
+        with pytest.raises(ValueError, match="oneshot"):
+            c.schedule(3, at=at, every=1)
+        with pytest.raises(ValueError, match="exactly one"):
+            c.schedule(3, at=at, in_=1)
+
+
 def test_cancel(daemon):
     with bitwheel.Client(daemon.sock) as c:
         res = c.hello.oneshot_resolution_ns
