@@ -17,14 +17,18 @@
  * comes due, the timer fires only if CLOCK_REALTIME has reached its
  * deadline, and is placed again otherwise (bwd_wall_due).
  *
- * Data: each wall-clock timer carries its deadline (wall_ns) and a link in
- * the state's doubly linked list of them (wall_next, wall_pprev: 24 bytes
- * in every timer), which it joins when added to its session and leaves
- * when freed.  The server owns the one timerfd (struct bwd_clock).
+ * Data: a wall-clock timer has a bit (wall) and its instant in the
+ * state's map of them, keyed by the timer's address (struct bwd_wall, 24
+ * bytes and malloc's header, uncharged to the budgets: bounded by the
+ * timers the uid may hold), which it joins when made and leaves when
+ * freed.  A fire of one keeps its instant in place of its count (a
+ * oneshot's is 0).  Monotonic timers and fires are not one byte larger.
+ * The server owns the one timerfd (struct bwd_clock).
  *
  * Costs: a step costs O(wall-clock timers) wheel cancels and inserts;
- * a wall-clock timer's fire one clock_gettime(CLOCK_REALTIME) (vDSO);
- * monotonic timers nothing beyond a zero test in the wheel's callback.
+ * a wall-clock timer's fire a map lookup and one clock_gettime(
+ * CLOCK_REALTIME) (vDSO); monotonic timers nothing beyond a bit test in
+ * the wheel's callback.
  * Periodic wall-clock timers are refused (request.c): a recurrence stated
  * in wall-clock time is the calendar's.
  */
@@ -49,59 +53,95 @@ uint64_t bwd_wall_place(uint64_t wall_ns, uint64_t mono_now, uint64_t real_now)
 	return mono_now + (wall_ns - real_now);
 }
 
-void bwd_wall_link(struct bwd_state *st, struct bwd_timer *t)
+/* A wall-clock timer's instant, in the state's map keyed by the timer's
+ * address. */
+struct bwd_wall {
+	struct bwd_map_node node;
+	uint64_t wall_ns;
+};
+
+static struct bwd_wall *wall_find(const struct bwd_state *st,
+				  const struct bwd_timer *t)
 {
-	if (!t->wall_ns)
-		return;
-	t->wall_next = st->wall;
-	t->wall_pprev = &st->wall;
-	if (st->wall)
-		st->wall->wall_pprev = &t->wall_next;
-	st->wall = t;
+	struct bwd_map_node *n = bwd_map_find(&st->wall, (uint64_t)(uintptr_t)t);
+
+	return n ? bwd_container_of(n, struct bwd_wall, node) : NULL;
 }
 
-void bwd_wall_unlink(struct bwd_timer *t)
+int bwd_wall_add(struct bwd_state *st, struct bwd_timer *t, uint64_t wall_ns)
 {
-	if (!t->wall_pprev)
-		return;
-	*t->wall_pprev = t->wall_next;
-	if (t->wall_next)
-		t->wall_next->wall_pprev = t->wall_pprev;
-	t->wall_pprev = NULL;
+	struct bwd_wall *w = malloc(sizeof(*w));
+
+	if (!w)
+		return -ENOMEM;
+	w->node.key = (uint64_t)(uintptr_t)t;
+	w->wall_ns = wall_ns;
+	bwd_map_insert(&st->wall, &w->node);
+	st->stats.bytes += sizeof(*w);
+	t->wall = true;
+	return 0;
 }
 
-uint64_t bwd_wall_due(struct bwd_timer *t, uint64_t now_ns)
+void bwd_wall_remove(struct bwd_state *st, struct bwd_timer *t)
 {
-	uint64_t real = bwd_realtime_ns();
+	struct bwd_wall *w;
 
-	if (real >= t->wall_ns)
+	if (!t->wall || !(w = wall_find(st, t)))
+		return;
+	bwd_map_remove(&st->wall, &w->node);
+	st->stats.bytes -= sizeof(*w);
+	t->wall = false;
+	free(w);
+}
+
+uint64_t bwd_wall_ns(const struct bwd_state *st, const struct bwd_timer *t)
+{
+	const struct bwd_wall *w = t->wall ? wall_find(st, t) : NULL;
+
+	return w ? w->wall_ns : 0;
+}
+
+uint64_t bwd_wall_due(struct bwd_state *st, struct bwd_timer *t,
+		      uint64_t now_ns)
+{
+	uint64_t real = bwd_realtime_ns(), wall = bwd_wall_ns(st, t);
+
+	if (real >= wall)
 		return 0;
 	/* Never 0 nor now: the wheel fires a re-arm at its next poll. */
-	return bwd_wall_place(t->wall_ns, now_ns, real) + 1;
+	return bwd_wall_place(wall, now_ns, real) + 1;
 }
 
 void bwd_state_clock_step(struct bwd_state *st)
 {
 	uint64_t mono = bwd_state_now(st), real = bwd_realtime_ns(), n = 0;
 
-	for (struct bwd_timer *t = st->wall, *next; t; t = next) {
-		next = t->wall_next;
-		/* Fired already, or not in the wheel yet (restoring: placed
-		 * at the restore's end). */
-		if (t->fired || st->restoring)
-			continue;
-		bwd_wheels_disarm(st, t);
-		if (t->wall_ns <= real)
-			t->late = true;
-		t->deadline_ns = bwd_wall_place(t->wall_ns, mono, real);
-		if (bwd_wheels_arm(st, t)) {
-			bwd_log(BWD_LOG_ERR, "no memory to place a wall-clock timer again: it is lost");
-			LANE(t, lost, 1);
-			LANE(t, pending, -1);
-			bwd_timer_free(st, t);
-			continue;
+	/* Not in the wheel yet while restoring: placed at the restore's
+	 * end. */
+	if (st->restoring)
+		return;
+	for (size_t b = 0; b <= st->wall.mask; b++) {
+		for (struct bwd_map_node *m = st->wall.bucket[b], *next; m; m = next) {
+			struct bwd_wall *w = bwd_container_of(m, struct bwd_wall, node);
+			struct bwd_timer *t = (struct bwd_timer *)(uintptr_t)m->key;
+
+			next = m->next;
+			/* Fired already: its fire is made. */
+			if (t->fired)
+				continue;
+			bwd_wheels_disarm(st, t);
+			if (w->wall_ns <= real)
+				t->late = true;
+			t->deadline_ns = bwd_wall_place(w->wall_ns, mono, real);
+			if (bwd_wheels_arm(st, t)) {
+				bwd_log(BWD_LOG_ERR, "no memory to place a wall-clock timer again: it is lost");
+				LANE(t, lost, 1);
+				LANE(t, pending, -1);
+				bwd_timer_free(st, t);
+				continue;
+			}
+			n++;
 		}
-		n++;
 	}
 	bwd_log(BWD_LOG_INFO, "the wall clock was set: %" PRIu64 " wall-clock timers placed again", n);
 }

@@ -695,8 +695,8 @@ void bwd_fired_of(const struct bwd_fire *f, Bitwheel__V1__Fired *fired,
 	fired->deadline_ns = f->deadline_ns;
 	fired->has_fired_at_ns = 1;
 	fired->fired_at_ns = f->fired_ns;
-	fired->has_fire_count = f->count != 0;
-	fired->fire_count = f->count;
+	fired->has_fire_count = !f->wall && f->count != 0;
+	fired->fire_count = f->wall ? 0 : f->count;
 	fired->has_late = f->late;
 	fired->late = f->late;
 	fired->has_redelivered = f->redelivered;
@@ -704,8 +704,8 @@ void bwd_fired_of(const struct bwd_fire *f, Bitwheel__V1__Fired *fired,
 	fired->has_delivery = fired->has_deliveries = 1;
 	fired->delivery = bwd_fire_delivery(f);
 	fired->deliveries = f->deliveries;
-	fired->has_due_realtime_ns = f->wall_ns != 0;
-	fired->due_realtime_ns = f->wall_ns;
+	fired->has_due_realtime_ns = f->wall;
+	fired->due_realtime_ns = f->wall ? f->wall_ns : 0;
 	if (!f->dead)
 		return;
 	bitwheel__v1__dead_letter__init(dead);

@@ -310,7 +310,10 @@ struct bwd_fire {
 	uint64_t key;
 	uint64_t deadline_ns;
 	uint64_t fired_ns;
-	uint64_t count;            /* periodic: fire number; 0 for oneshot   */
+	union {
+		uint64_t count;    /* periodic: fire number; 0 for oneshot   */
+		uint64_t wall_ns;  /* wall: its timer's instant, UTC ns      */
+	};
 	uint64_t seq;              /* the session's fire number (journal)    */
 	union {
 		bw_handle retry;   /* delayed: its timer                     */
@@ -341,9 +344,11 @@ struct bwd_fire {
 	uint8_t lane;              /* its timer's (enum bw_lane), for the
 				      queue-wait histogram; BWD_LANE_NONE:
 				      read back at a restart, not counted   */
+	/* A wall-clock timer's fire (a oneshot, whose count would be 0):
+	 * wall_ns holds its instant (Fired.due_realtime_ns) in count's
+	 * place, so that a fire stays no larger than its timer. */
+	bool wall;
 	uint32_t payload_len;
-	uint64_t wall_ns;          /* a wall-clock timer's deadline (Fired.
-				      due_realtime_ns); 0: none            */
 	const uint8_t *payload;    /* the bytes that follow                  */
 };
 #define BWD_LANE_NONE 0xffu
@@ -378,12 +383,10 @@ struct bwd_timer {
 	/* Armed in its owner's overflow store (wheels.c); a bit, so that the
 	 * timer's size, which the budgets count, stays as it was. */
 	bool spilled : 1;
+	/* A wall-clock timer: its instant is in the state's map of them
+	 * (clock.c), so that monotonic timers pay nothing for it. */
+	bool wall : 1;
 	uint8_t lane;              /* enum bw_lane: the one bwd_lane_for picks */
-	/* A wall-clock timer (clock.c): its deadline, CLOCK_REALTIME ns
-	 * (UTC), and its link in the state's list of them while added; 0: a
-	 * monotonic timer, in no list. */
-	uint64_t wall_ns;
-	struct bwd_timer *wall_next, **wall_pprev;
 	uint8_t payload[];
 };
 
@@ -1366,6 +1369,8 @@ struct bwd_conn *bwd_conn_next(const struct bwd_conn *c);
 /* Where a wall-clock deadline goes on CLOCK_MONOTONIC, the clocks read as
  * mono_now and real_now: mono_now when it is past (fires at once). */
 uint64_t bwd_wall_place(uint64_t wall_ns, uint64_t mono_now, uint64_t real_now);
+/* A wall-clock timer's instant (UTC ns); 0 for a monotonic timer. */
+uint64_t bwd_wall_ns(const struct bwd_state *st, const struct bwd_timer *t);
 /* The wall clock was stepped: every armed wall-clock timer placed again
  * by the clocks' offset now, marked late when the step passed it. */
 void bwd_state_clock_step(struct bwd_state *st);

@@ -1191,8 +1191,8 @@ static void timer_info(const struct bwd_timer *t, Bitwheel__V1__TimerInfo *ti)
 	ti->has_lane = 1;
 	ti->lane = t->lane == BW_LANE_PERIODIC ? BITWHEEL__V1__LANE__LANE_PERIODIC :
 		BITWHEEL__V1__LANE__LANE_ONESHOT;
-	ti->has_deadline_realtime_ns = t->wall_ns != 0;
-	ti->deadline_realtime_ns = t->wall_ns;
+	ti->has_deadline_realtime_ns = t->wall;
+	ti->deadline_realtime_ns = bwd_wall_ns(t->session->state, t);
 }
 
 /* A named session's pending timers, its owner's or root's to see:

@@ -82,16 +82,16 @@ static int dump_fire(const struct bwd_session *s, const struct bwd_fire *f,
 	struct bwd_record r = {
 		.type = BWD_REC_QUEUED, .sid = s->id, .key = f->key,
 		.seq = f->seq, .deadline_ns = f->deadline_ns,
-		.count = f->count, .fired_ns = f->fired_ns,
+		.count = f->wall ? 0 : f->count, .fired_ns = f->fired_ns,
 		.flags = (f->has_payload ? BWD_RECF_PAYLOAD : 0) |
 			 (f->late ? BWD_RECF_LATE : 0) |
 			 (f->sent ? BWD_RECF_SENT : 0) |
 			 (f->redelivered ? BWD_RECF_MARKED : 0) |
 			 (f->deliveries || ready ? BWD_RECF_HISTORY : 0) |
 			 (f->dead ? BWD_RECF_DEAD : 0) |
-			 (f->wall_ns ? BWD_RECF_WALL : 0),
+			 (f->wall ? BWD_RECF_WALL : 0),
 		.payload = f->payload, .payload_len = f->payload_len,
-		.wall_ns = f->wall_ns,
+		.wall_ns = f->wall ? f->wall_ns : 0,
 		.deliveries = f->deliveries, .first_ns = f->first_ns,
 		.ready_ns = ready,
 	};
@@ -155,12 +155,12 @@ static int dump_session(const struct bwd_session *s,
 				.type = BWD_REC_TIMER, .sid = s->id, .key = n->key,
 				.deadline_ns = t->deadline_ns, .period_ns = t->period_ns,
 				.count = t->count, .leeway_ns = t->leeway_ns,
-				.wall_ns = t->wall_ns,
+				.wall_ns = bwd_wall_ns(s->state, t),
 				.flags = (t->has_payload ? BWD_RECF_PAYLOAD : 0) |
 					 (t->late ? BWD_RECF_LATE : 0) |
 					 (t->leeway_ns != BWD_LEEWAY_DEFAULT ?
 					  BWD_RECF_LEEWAY : 0) |
-					 (t->wall_ns ? BWD_RECF_WALL : 0),
+					 (t->wall ? BWD_RECF_WALL : 0),
 				.payload = t->payload, .payload_len = t->payload_len,
 			};
 			err = emit(ctx, &r);
@@ -241,9 +241,12 @@ static void restore_fire(struct bwd_session *s, const struct bwd_record *r,
 		.redelivered = r->flags & (BWD_RECF_SENT | BWD_RECF_MARKED),
 		.lane = BWD_LANE_NONE,
 		.has_payload = has_payload, .payload = payload,
-		.payload_len = payload_len, .wall_ns = wall_ns,
+		.payload_len = payload_len, .wall = wall_ns != 0,
 	};
 	struct bwd_fire *q;
+
+	if (wall_ns)
+		f.wall_ns = wall_ns;
 
 	if (r->flags & BWD_RECF_HISTORY) {
 		f.deliveries = r->deliveries > UINT32_MAX ? UINT32_MAX :
@@ -353,7 +356,7 @@ static int apply_fired(struct bwd_session *s, const struct bwd_record *r,
 	if (!t)
 		return BWD_REC_ECORRUPT;
 	restore_fire(s, r, t->payload, t->payload_len, t->has_payload,
-		     t->wall_ns, shift);
+		     bwd_wall_ns(s->state, t), shift);
 	t->late = false;
 	t->count = r->count;
 	if (!bwd_timer_advance(t, shifted(r->fired_ns, shift)))
@@ -516,11 +519,12 @@ int bwd_state_restore_finish(struct bwd_state *st, uint64_t now_ns,
 					/* A wall-clock timer's deadline comes
 					 * from the wall clock now, whatever
 					 * boot or clock the journal saw. */
-					if (t->wall_ns) {
-						uint64_t real = bwd_realtime_ns();
+					if (t->wall) {
+						uint64_t real = bwd_realtime_ns(),
+							 wall = bwd_wall_ns(st, t);
 
-						t->deadline_ns = bwd_wall_place(t->wall_ns, now_ns, real);
-						if (t->wall_ns <= real)
+						t->deadline_ns = bwd_wall_place(wall, now_ns, real);
+						if (wall <= real)
 							t->late = true;
 					} else if (t->deadline_ns < now_ns) {
 						t->late = true;

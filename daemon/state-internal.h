@@ -87,7 +87,7 @@ struct bwd_state {
 	 * lists), each served from the head. */
 	struct bwd_ulist work;
 	struct bwd_slist firing;
-	struct bwd_timer *wall;    /* wall-clock timers (clock.c)            */
+	struct bwd_map wall;       /* wall-clock timers' instants (clock.c) */
 	uint64_t next_id;
 	bool restoring;            /* timers are not in the wheel yet        */
 	const struct bwd_options *opt;
@@ -167,13 +167,15 @@ void bwd_wheels_drop(struct bwd_state *st, struct bwd_uid *u);
 
 /* ---- clock.c: wall-clock timers ----------------------------------------- */
 
-/* t joins (if a wall-clock timer) or leaves the state's list of them. */
-void bwd_wall_link(struct bwd_state *st, struct bwd_timer *t);
-void bwd_wall_unlink(struct bwd_timer *t);
+/* t becomes a wall-clock timer of instant wall_ns (0 or -ENOMEM), or
+ * stops being one (nothing for a monotonic timer). */
+int bwd_wall_add(struct bwd_state *st, struct bwd_timer *t, uint64_t wall_ns);
+void bwd_wall_remove(struct bwd_state *st, struct bwd_timer *t);
 /* The wheel fired wall-clock timer t at now_ns: 0 when CLOCK_REALTIME
- * reached its deadline (it fires), else the monotonic time to wait for
+ * reached its instant (it fires), else the monotonic time to wait for
  * it again (a step back not heard of yet). */
-uint64_t bwd_wall_due(struct bwd_timer *t, uint64_t now_ns);
+uint64_t bwd_wall_due(struct bwd_state *st, struct bwd_timer *t,
+		      uint64_t now_ns);
 
 /* ---- account.c: per-uid accounts ----------------------------------------- */
 

@@ -302,7 +302,7 @@ void bwd_timer_free(struct bwd_state *st, struct bwd_timer *t)
 {
 	struct bwd_uid *u = t->session->acct;
 
-	bwd_wall_unlink(t);
+	bwd_wall_remove(st, t);
 	bwd_map_remove(&t->session->timers, &t->node);
 	u->timers--;
 	u->periodic_mhz -= bwd_periodic_mhz(t->period_ns);
@@ -383,7 +383,7 @@ static bool over_queue(const struct bwd_session *s, const struct bwd_timer *t)
 struct bwd_fire bwd_timer_fire_of(const struct bwd_timer *t, uint64_t fired_ns,
 				  uint64_t count)
 {
-	return (struct bwd_fire){
+	struct bwd_fire f = {
 		.due.kind = BWD_DUE_FIRE,
 		.key = t->node.key,
 		.deadline_ns = t->deadline_ns,
@@ -391,11 +391,15 @@ struct bwd_fire bwd_timer_fire_of(const struct bwd_timer *t, uint64_t fired_ns,
 		.count = count,
 		.late = t->late,
 		.lane = t->lane,
-		.wall_ns = t->wall_ns,
+		.wall = t->wall,
 		.has_payload = t->has_payload,
 		.payload_len = t->payload_len,
 		.payload = t->payload,
 	};
+
+	if (t->wall)
+		f.wall_ns = bwd_wall_ns(t->session->state, t);
+	return f;
 }
 
 /* s owes the fire f from now on: numbered and journaled (named only). */
@@ -413,7 +417,7 @@ static void journal_fire(struct bwd_session *s, struct bwd_fire *f)
 	r = (struct bwd_record){
 		.type = BWD_REC_FIRE, .sid = s->id, .key = f->key,
 		.seq = f->seq,
-		.deadline_ns = f->deadline_ns, .count = f->count,
+		.deadline_ns = f->deadline_ns, .count = f->wall ? 0 : f->count,
 		.fired_ns = f->fired_ns, .flags = f->late ? BWD_RECF_LATE : 0,
 	};
 	bwd_state_journal(s->state, s->acct, &r);
@@ -509,8 +513,8 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 		uint64_t again;
 
 		/* Never early by the wall clock (clock.c). */
-		if (t->wall_ns && !t->session->ending &&
-		    (again = bwd_wall_due(t, now_ns))) {
+		if (t->wall && !t->session->ending &&
+		    (again = bwd_wall_due(st, t, now_ns))) {
 			t->deadline_ns = again;
 			return again;
 		}
@@ -673,6 +677,8 @@ int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 		err = bwd_map_init(&st->by_id, st->seed);
 	if (!err)
 		err = bwd_map_init(&st->uids, st->seed);
+	if (!err)
+		err = bwd_map_init(&st->wall, st->seed);
 	if (err)
 		goto fail;
 	err = bw_dual_new(&opt->wheel, now_ns, &st->wheel);
@@ -710,6 +716,8 @@ void bwd_state_free(struct bwd_state *st)
 		bwd_map_fini(&st->sessions);
 	}
 	bwd_map_fini(&st->by_id);
+	/* Emptied with the sessions' timers. */
+	bwd_map_fini(&st->wall);
 	/* Only connections still counted are left. */
 	if (st->uids.bucket) {
 		for (size_t b = 0; b <= st->uids.mask; b++)
@@ -833,7 +841,7 @@ static void log_fires(const struct bwd_fire *f, const char *what)
 {
 	for (; f; f = f->next)
 		bwd_log(BWD_LOG_DEBUG, "  %s: key %" PRIu64 " deadline %" PRIu64 " count %" PRIu64,
-			what, f->key, f->deadline_ns, f->count);
+			what, f->key, f->deadline_ns, f->wall ? 0 : f->count);
 }
 
 /* Each pending timer's key and deadline, and each undelivered fire's:
@@ -1230,7 +1238,6 @@ struct bwd_timer *bwd_timer_new(struct bwd_session *s,
 		.deadline_ns = req->deadline_ns,
 		.period_ns = req->period_ns,
 		.leeway_ns = req->leeway_ns,
-		.wall_ns = req->wall_ns,
 		.payload_len = req->payload_len,
 		.has_payload = req->has_payload,
 		.lane = bwd_lane_for(&s->state->opt->wheel,
@@ -1239,13 +1246,16 @@ struct bwd_timer *bwd_timer_new(struct bwd_session *s,
 	};
 	if (req->payload_len)
 		memcpy(t->payload, req->payload, req->payload_len);
+	if (req->wall_ns && bwd_wall_add(s->state, t, req->wall_ns)) {
+		bwd_block_put(s->state, BWD_BLOCK_TIMER, t, req->payload_len);
+		return NULL;
+	}
 	return t;
 }
 
 void bwd_timer_add(struct bwd_session *s, struct bwd_timer *t)
 {
 	bwd_map_insert(&s->timers, &t->node);
-	bwd_wall_link(s->state, t);
 	s->acct->timers++;
 	s->acct->periodic_mhz += bwd_periodic_mhz(t->period_ns);
 	bwd_acct_charge(s->state, s->acct, (int64_t)BWD_TIMER_COST(t->payload_len));
@@ -1327,6 +1337,7 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
 	err = bwd_timer_arm(st, t);
 	if (err) {
+		bwd_wall_remove(st, t);
 		bwd_block_put(st, BWD_BLOCK_TIMER, t, t->payload_len);
 		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
 	}
