@@ -225,8 +225,10 @@
  *  - the rest (struct bwc_timer, which the caller zero-initialises, and
  *    struct bwc_scheduled, struct bwc_fire with its struct
  *    bwc_dead_letter, struct bwc_lane_stats): a field added or changed is
- *    a new SONAME.  (struct bwc_fire took deliveries and dead_letter, and
- *    struct bwc_session_entry grew, before SONAME 2 was released.)
+ *    a new SONAME once SONAME 2 is released (no release has shipped it
+ *    yet, see client/libbitwheel-client.map).  Before that, struct
+ *    bwc_fire took deliveries, dead_letter and due_realtime_ns, struct
+ *    bwc_timer realtime_ns, and struct bwc_session_entry grew.
  *
  * Costs: a client is one socket plus buffers that grow to what it has in
  * flight (at most one frame, 64 KiB by default, of unparsed input; up to
