@@ -60,6 +60,15 @@ int32_t bwd_tz_utoff(const struct bwd_tz *tz, int64_t t, int *isdst);
 int bwd_tz_local_to_utc(const struct bwd_tz *tz, int64_t local,
 			int64_t out[2], int *n);
 
+/* Days from 1970-01-01 to y-m-d (proleptic Gregorian, m 1..12), and
+ * back: H. Hinnant's algorithms, O(1). */
+int64_t bwd_tz_days_from_civil(int64_t y, int m, int d);
+void bwd_tz_civil_from_days(int64_t days, int64_t *y, int *m, int *d);
+/* printf into err (errlen bytes; nothing when err is NULL): how both
+ * modules fill their err arguments. */
+void bwd_tz_seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* ---- calendar.c: calendar events ----------------------------------- */
 
 struct bwd_cal;

@@ -88,20 +88,6 @@ struct draft {
 	struct comp c[F_N][BWD_CAL_COMPONENTS_MAX];
 };
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static int is_digit(char c)
 {
 	return c >= '0' && c <= '9';
@@ -118,7 +104,7 @@ struct parser {
 };
 
 #define FAIL(ps, code, ...) \
-	(seterr((ps)->err, (ps)->errlen, __VA_ARGS__), (code))
+	(bwd_tz_seterr((ps)->err, (ps)->errlen, __VA_ARGS__), (code))
 
 /* A whole number, or with usec seconds with up to six decimals (the
  * seventh rounds) in microseconds; INT_MAX at most. */
@@ -515,33 +501,6 @@ static int field_valid(const struct comp *c, int n, int from, int to,
 	return 1;
 }
 
-static void civil_from_days(int64_t z, int64_t *y, int *m, int *d)
-{
-	int64_t era, doe, yoe, doy, mp;
-
-	z += 719468;
-	era = (z >= 0 ? z : z - 146096) / 146097;
-	doe = z - era * 146097;
-	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-	mp = (5 * doy + 2) / 153;
-	*d = (int)(doy - (153 * mp + 2) / 5 + 1);
-	*m = (int)(mp < 10 ? mp + 3 : mp - 9);
-	*y = yoe + era * 400 + (*m <= 2);
-}
-
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-	int64_t era, yoe, doy, doe;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = y - era * 400;
-	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + doe - 719468;
-}
-
 static int fold(struct parser *ps, int field, int from, int to, int eom,
 		const char *what)
 {
@@ -614,7 +573,7 @@ static int draft_parse(struct parser *ps, char *body)
 		int64_t days = (s >= 0 ? s : s - 86399) / 86400;
 		int64_t sod = s - days * 86400;
 
-		civil_from_days(days, &y, &m, &dd);
+		bwd_tz_civil_from_days(days, &y, &m, &dd);
 		if (y < BWD_CAL_YEAR_MIN || y > BWD_CAL_YEAR_MAX)
 			return FAIL(ps, -EINVAL, "'%s': '@' outside the "
 				    "years %d..%d", ps->spec,
@@ -655,8 +614,8 @@ int bwd_cal_parse(const char *spec, struct bwd_cal **out, char *err,
 
 	*out = NULL;
 	if (strlen(spec) >= BWD_CAL_SPEC_MAX) {
-		seterr(err, errlen, "calendar spec longer than %d bytes",
-		       BWD_CAL_SPEC_MAX - 1);
+		bwd_tz_seterr(err, errlen, "calendar spec longer than %d bytes",
+			      BWD_CAL_SPEC_MAX - 1);
 		return -EINVAL;
 	}
 	ps.d = calloc(1, sizeof(*ps.d));
@@ -834,7 +793,7 @@ static int64_t ltm_linear(const struct ltm *tm)
 	int64_t y = tm->year + floor_div(tm->mon, 12);
 	int mon = (int)(tm->mon - floor_div(tm->mon, 12) * 12);
 
-	return (days_from_civil(y, mon + 1, 1) + tm->mday - 1) * 86400 +
+	return (bwd_tz_days_from_civil(y, mon + 1, 1) + tm->mday - 1) * 86400 +
 	       (int64_t)tm->hour * 3600 + (int64_t)tm->min * 60 + tm->sec;
 }
 
@@ -843,7 +802,7 @@ static void ltm_from(struct ltm *tm, int64_t local)
 	int64_t days = floor_div(local, 86400), sod = local - days * 86400;
 	int64_t y;
 
-	civil_from_days(days, &y, &tm->mon, &tm->mday);
+	bwd_tz_civil_from_days(days, &y, &tm->mon, &tm->mday);
 	tm->year = (int)y;
 	tm->mon--;
 	tm->hour = (int)(sod / 3600);

@@ -71,10 +71,7 @@ struct bwd_tz {
 static struct bwd_tz *cache;
 static unsigned cached;
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
+void bwd_tz_seterr(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -87,7 +84,7 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
 
 /* ---- civil dates (proleptic Gregorian, H. Hinnant's algorithms) ----- */
 
-static int64_t days_from_civil(int64_t y, int m, int d)
+int64_t bwd_tz_days_from_civil(int64_t y, int m, int d)
 {
 	int64_t era, yoe, doy, doe;
 
@@ -97,6 +94,21 @@ static int64_t days_from_civil(int64_t y, int m, int d)
 	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
 	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
 	return era * 146097 + doe - 719468;
+}
+
+void bwd_tz_civil_from_days(int64_t z, int64_t *y, int *m, int *d)
+{
+	int64_t era, doe, yoe, doy, mp;
+
+	z += 719468;
+	era = (z >= 0 ? z : z - 146096) / 146097;
+	doe = z - era * 146097;
+	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	mp = (5 * doy + 2) / 153;
+	*d = (int)(doy - (153 * mp + 2) / 5 + 1);
+	*m = (int)(mp < 10 ? mp + 3 : mp - 9);
+	*y = yoe + era * 400 + (*m <= 2);
 }
 
 static int is_leap(int64_t y)
@@ -245,15 +257,15 @@ static int64_t rule_local(const struct tz_date *d, int64_t y)
 	int64_t day;
 
 	if (d->kind == 'J')
-		day = days_from_civil(y, 1, 1) + d->d - 1 +
+		day = bwd_tz_days_from_civil(y, 1, 1) + d->d - 1 +
 		      (is_leap(y) && d->d >= 60);
 	else if (d->kind == 'n')
-		day = days_from_civil(y, 1, 1) + d->d;
+		day = bwd_tz_days_from_civil(y, 1, 1) + d->d;
 	else {
-		int64_t first = days_from_civil(y, d->m, 1);
+		int64_t first = bwd_tz_days_from_civil(y, d->m, 1);
 		/* 1970-01-01 was a Thursday (4). */
 		int wd = (int)(((first % 7) + 11) % 7);
-		int mdays = d->m == 12 ? 31 : (int)(days_from_civil(
+		int mdays = d->m == 12 ? 31 : (int)(bwd_tz_days_from_civil(
 				y, d->m + 1, 1) - first);
 
 		day = (d->d - wd + 7) % 7 + 7 * (d->w - 1);
@@ -408,14 +420,14 @@ static int tz_load_file(const char *path, struct bwd_tz *tz, char *err,
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		r = -errno;
-		seterr(err, errlen, "time zone file %s: %s", path,
-		       strerror(errno));
+		bwd_tz_seterr(err, errlen, "time zone file %s: %s", path,
+			      strerror(errno));
 		return r == -ENOTDIR ? -ENOENT : r;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    st.st_size > BWD_TZ_FILE_MAX) {
-		seterr(err, errlen, "time zone file %s: not a regular file "
-		       "of at most %d bytes", path, BWD_TZ_FILE_MAX);
+		bwd_tz_seterr(err, errlen, "time zone file %s: not a regular file "
+			      "of at most %d bytes", path, BWD_TZ_FILE_MAX);
 		r = -EBADMSG;
 		goto fail;
 	}
@@ -429,8 +441,8 @@ static int tz_load_file(const char *path, struct bwd_tz *tz, char *err,
 		len += (size_t)got;
 	r = tzif_parse(buf, len, tz);
 	if (r == -EBADMSG)
-		seterr(err, errlen, "time zone file %s: not a valid TZif "
-		       "file (RFC 8536)", path);
+		bwd_tz_seterr(err, errlen, "time zone file %s: not a valid TZif "
+			      "file (RFC 8536)", path);
 fail:
 	free(buf);
 	close(fd);
@@ -477,9 +489,9 @@ static int tz_load(const char *name, struct bwd_tz *tz, char *err,
 	}
 	if (*name) {
 		if (!name_ok(name)) {
-			seterr(err, errlen, "time zone name '%s': not an IANA "
-			       "name (letters, digits, -_+/, relative, no "
-			       "empty or dot parts)", name);
+			bwd_tz_seterr(err, errlen, "time zone name '%s': not an IANA "
+				      "name (letters, digits, -_+/, relative, no "
+				      "empty or dot parts)", name);
 			return -EINVAL;
 		}
 		snprintf(path, sizeof(path), "%s/%s", BWD_TZ_DIR, name);
@@ -508,8 +520,8 @@ static int tz_load(const char *name, struct bwd_tz *tz, char *err,
 		tz->has_rule = 1;
 		return 0;
 	}
-	seterr(err, errlen, "TZ='%s': neither a zone of %s nor a POSIX TZ "
-	       "string", tzenv, BWD_TZ_DIR);
+	bwd_tz_seterr(err, errlen, "TZ='%s': neither a zone of %s nor a POSIX TZ "
+		      "string", tzenv, BWD_TZ_DIR);
 	return -EINVAL;
 }
 
@@ -527,12 +539,12 @@ int bwd_tz_get(const char *name, const struct bwd_tz **out, char *err,
 			return 0;
 		}
 	if (strlen(name) >= sizeof(tz->name)) {
-		seterr(err, errlen, "time zone name too long");
+		bwd_tz_seterr(err, errlen, "time zone name too long");
 		return -EINVAL;
 	}
 	if (cached >= BWD_TZ_CACHE_MAX) {
-		seterr(err, errlen, "more than %d time zones in use",
-		       BWD_TZ_CACHE_MAX);
+		bwd_tz_seterr(err, errlen, "more than %d time zones in use",
+			      BWD_TZ_CACHE_MAX);
 		return -ENOSPC;
 	}
 	tz = calloc(1, sizeof(*tz));
