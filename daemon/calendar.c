@@ -277,6 +277,19 @@ static int parse_weekdays(struct parser *ps)
 
 /* 1 for "@seconds" (nothing may follow), else 0; see systemd's
  * parse_date(): two parts are month-day, three year-month-day. */
+
+/* The separator before a date's next part: '-', or '~' (counted from the
+ * month's end). */
+static int date_sep(struct parser *ps)
+{
+	if (*ps->p == '~')
+		ps->d->end_of_month = 1;
+	else if (*ps->p != '-')
+		return FAIL(ps, -EINVAL, "'%s': '-' expected at '%s'",
+			    ps->spec, ps->p);
+	ps->p++;
+	return 0;
+}
 static int parse_date(struct parser *ps)
 {
 	struct draft *d = ps->d;
@@ -316,12 +329,8 @@ static int parse_date(struct parser *ps)
 		ps->p = start;
 		return 0;
 	}
-	if (*ps->p == '~')
-		d->end_of_month = 1;
-	else if (*ps->p != '-')
-		return FAIL(ps, -EINVAL, "'%s': '-' expected at '%s'",
-			    ps->spec, ps->p);
-	ps->p++;
+	if ((r = date_sep(ps)) < 0)
+		return r;
 	if ((r = parse_chain(ps, F_MONTH, 0)) < 0)
 		return r;
 	if (!*ps->p || *ps->p == ' ') {
@@ -339,12 +348,8 @@ static int parse_date(struct parser *ps)
 	if (d->end_of_month)
 		return FAIL(ps, -EINVAL, "'%s': '~' must come between month "
 			    "and day", ps->spec);
-	if (*ps->p == '~')
-		d->end_of_month = 1;
-	else if (*ps->p != '-')
-		return FAIL(ps, -EINVAL, "'%s': '-' expected at '%s'",
-			    ps->spec, ps->p);
-	ps->p++;
+	if ((r = date_sep(ps)) < 0)
+		return r;
 	if ((r = parse_chain(ps, F_DAY, 0)) < 0)
 		return r;
 	if (*ps->p && *ps->p != ' ')
