@@ -275,9 +275,6 @@ static int parse_weekdays(struct parser *ps)
 	}
 }
 
-/* 1 for "@seconds" (nothing may follow), else 0; see systemd's
- * parse_date(): two parts are month-day, three year-month-day. */
-
 /* The separator before a date's next part: '-', or '~' (counted from the
  * month's end). */
 static int date_sep(struct parser *ps)
@@ -290,6 +287,9 @@ static int date_sep(struct parser *ps)
 	ps->p++;
 	return 0;
 }
+
+/* 1 for "@seconds" (nothing may follow), else 0; see systemd's
+ * parse_date(): two parts are month-day, three year-month-day. */
 static int parse_date(struct parser *ps)
 {
 	struct draft *d = ps->d;
