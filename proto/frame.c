@@ -264,15 +264,19 @@ static uint8_t *fast_body_write(const Bitwheel__V1__Envelope *env, uint8_t *p)
 	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE: {
 		const Bitwheel__V1__Schedule *m = env->schedule;
 
+		/* delay_ns, deadline_ns and realtime_ns share the union,
+		 * each a one-byte tag; in field order, as protobuf-c writes
+		 * them, realtime_ns (8) comes after leeway_ns (7). */
+		bool realtime = m->when_case == BITWHEEL__V1__SCHEDULE__WHEN_REALTIME_NS;
+
 		p = put_u64(p, 1, m->has_key, m->key);
-		if (m->when_case != BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET)
-			/* delay_ns, deadline_ns and realtime_ns share the
-			 * union, each a one-byte tag. */
+		if (m->when_case != BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET && !realtime)
 			p = put_u64(p, (unsigned)m->when_case, true, m->delay_ns);
 		p = put_u64(p, 4, m->has_period_ns, m->period_ns);
 		p = put_bytes(p, 5, m->has_payload, &m->payload);
 		p = put_bool(p, 6, m->has_replace, m->replace);
-		return put_u64(p, 7, m->has_leeway_ns, m->leeway_ns);
+		p = put_u64(p, 7, m->has_leeway_ns, m->leeway_ns);
+		return put_u64(p, 8, realtime, m->delay_ns);
 	}
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
 		return put_u64(p, 1, env->cancel->has_key, env->cancel->key);

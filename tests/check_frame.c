@@ -1650,6 +1650,7 @@ static void rnd_fast_envelope(struct sample *s)
 		BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET,
 		BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS,
 		BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS,
+		BITWHEEL__V1__SCHEDULE__WHEN_REALTIME_NS,
 	};
 
 	sample_init(s);
@@ -1660,7 +1661,7 @@ static void rnd_fast_envelope(struct sample *s)
 	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE:
 		s->schedule.has_key = rnd_flag();
 		s->schedule.key = rnd_u64();
-		s->schedule.when_case = whens[rnd() % 3];
+		s->schedule.when_case = whens[rnd() % (sizeof(whens) / sizeof(whens[0]))];
 		s->schedule.delay_ns = rnd_u64();
 		s->schedule.has_period_ns = rnd_flag();
 		s->schedule.period_ns = rnd_u64();
@@ -1731,6 +1732,10 @@ static void rnd_fast_envelope(struct sample *s)
 		s->fired.redelivered = rnd_flag();
 		s->fired.has_delivery = rnd_flag();
 		s->fired.delivery = rnd_u64();
+		s->fired.has_deliveries = rnd_flag();
+		s->fired.deliveries = rnd_u64();
+		s->fired.has_due_realtime_ns = rnd_flag();
+		s->fired.due_realtime_ns = rnd_u64();
 		s->env.fired = &s->fired;
 		break;
 	}
@@ -1791,6 +1796,8 @@ static void same_request(const struct bwp_request *r,
 		ck_assert_uint_eq(r->when_ns, e->schedule->delay_ns);
 	if (e->schedule->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS)
 		ck_assert_uint_eq(r->when_ns, e->schedule->deadline_ns);
+	if (e->schedule->when_case == BITWHEEL__V1__SCHEDULE__WHEN_REALTIME_NS)
+		ck_assert_uint_eq(r->when_ns, e->schedule->realtime_ns);
 	ck_assert_int_eq(r->has_period_ns, !!e->schedule->has_period_ns);
 	if (e->schedule->has_period_ns)
 		ck_assert_uint_eq(r->period_ns, e->schedule->period_ns);
@@ -1876,6 +1883,12 @@ static void same_response(const struct bwp_response *r,
 	ck_assert_int_eq(r->has_delivery, !!f->has_delivery);
 	if (f->has_delivery)
 		ck_assert_uint_eq(r->delivery, f->delivery);
+	ck_assert_int_eq(r->has_deliveries, !!f->has_deliveries);
+	if (f->has_deliveries)
+		ck_assert_uint_eq(r->deliveries, f->deliveries);
+	ck_assert_int_eq(r->has_due_realtime_ns, !!f->has_due_realtime_ns);
+	if (f->has_due_realtime_ns)
+		ck_assert_uint_eq(r->due_realtime_ns, f->due_realtime_ns);
 	ck_assert(!r->has_replaced && !r->has_pending && !r->has_acked);
 }
 
