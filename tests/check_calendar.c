@@ -614,6 +614,20 @@ static int64_t sd_time(const char *s)
 	return utc(tmp);
 }
 
+/* The result of the first spec named v that systemd-analyze has not
+ * printed yet (the same spec may be asked twice). */
+static struct sd_result *sd_claim(const char *const *specs, int n,
+				  struct sd_result *res, const char *v)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(specs[i], v) && res[i].n < 0) {
+			res[i].n = 0;
+			return &res[i];
+		}
+	ck_abort_msg("systemd-analyze printed '%s'", v);
+	return NULL;
+}
+
 /* Runs systemd-analyze once for specs[0..n) from base (µs). */
 static void sd_run(const char *const *specs, int n, uint64_t base_us,
 		   const char *tz, struct sd_result *res)
@@ -680,27 +694,12 @@ static void sd_run(const char *const *specs, int n, uint64_t base_us,
 		const char *v;
 
 		if ((v = strstr(line, "Original form: "))) {
-			v += 15;
-			cur = NULL;
-			for (i = 0; i < n; i++)
-				if (!strcmp(specs[i], v) && res[i].n < 0) {
-					cur = &res[i];
-					cur->n = 0;
-					break;
-				}
-			ck_assert_msg(cur, "systemd-analyze printed '%s'", v);
+			cur = sd_claim(specs, n, res, v + 15);
 		} else if ((v = strstr(line, "Normalized form: ")) &&
 			   !strstr(prev, "Original form: ")) {
 			/* No "Original form" when it is the normalized one. */
 			v += 17;
-			cur = NULL;
-			for (i = 0; i < n; i++)
-				if (!strcmp(specs[i], v) && res[i].n < 0) {
-					cur = &res[i];
-					cur->n = 0;
-					break;
-				}
-			ck_assert_msg(cur, "systemd-analyze printed '%s'", v);
+			cur = sd_claim(specs, n, res, v);
 			snprintf(cur->normalized, sizeof(cur->normalized), "%s",
 				 v);
 		} else if (!cur) {
