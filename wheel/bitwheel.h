@@ -323,11 +323,14 @@ BW_EXPORT const struct bw_config *bw_wheel_config(const struct bw_wheel *w);
  * timers as they are (bw_timer_init() them before reuse);
  * bw_wheel_drain() makes them idle.
  */
+struct bw_link {
+	struct bw_link *next, *prev;
+};
+
 struct bw_timer {
 	/* Private to libbitwheel. */
-	struct bw_timer *next;
 	union {
-		struct bw_timer *prev;
+		struct bw_link link;
 		struct {
 			uint32_t pos, arrival;
 		} heap;

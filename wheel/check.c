@@ -4,10 +4,11 @@
  * between operations (never from inside a poll callback).
  *
  * What holds between operations:
- *   - each slot's list is well linked both ways and ends at its tail, has
- *     count records, all with loc naming that slot (a count may pass
- *     slot_cap: re-slots are not capped); the occupied and full bits agree
- *     with the count; no bitmap bit names a slot the wheel does not have,
+ *   - each slot's list is well linked both ways, round from its sentinel
+ *     back to it, all its timers with loc naming that slot, and its spare
+ *     room is slot_cap - 1 less their number (negative past slot_cap:
+ *     re-slots are not capped); the occupied and full bits agree with the
+ *     number; no bitmap bit names a slot the wheel does not have,
  *     and the summary names exactly the occupied words; the slot at now's
  *     position, in the ring and in each gear, is empty;
  *   - each timer sits where its mode puts it: in the ring (either mode),
@@ -59,30 +60,40 @@ static int check_kind(const struct bw_wheel *w, const struct bw_timer *tm,
 	return 0;
 }
 
-/* Walk one list; *n gets its length, or the walk fails. */
-static int check_list(const struct bw_wheel *w, const struct bw_list *l,
-		      uint16_t loc, size_t limit, uint32_t *n,
+/* What a timer of the list at loc must satisfy besides its links. */
+typedef int (*check_fn)(const struct bw_wheel *w, uint16_t loc,
+			const struct bw_timer *tm, const char **why);
+
+/* Walk one list, round from its sentinel l, checking each timer with
+ * each; *n gets its length, or the walk fails. */
+static int check_list(const struct bw_wheel *w, const struct bw_link *l,
+		      uint16_t loc, check_fn each, uint32_t *n,
 		      size_t *handles, const char **why)
 {
-	const struct bw_timer *prev = NULL;
+	const struct bw_link *prev = l;
 
 	*n = 0;
-	for (const struct bw_timer *tm = l->head; tm; tm = tm->next) {
+	for (const struct bw_link *ln = l->next; ln != l; ln = ln->next) {
+		const struct bw_timer *tm = bw_timer_of(ln);
 		int err;
 
+		if (!ln)
+			FAIL("list link is NULL");
 		if (tm->loc != loc)
 			FAIL("timer's loc disagrees with the list holding it");
-		if (tm->u.prev != prev)
+		if (ln->prev != prev)
 			FAIL("list links are not symmetric");
-		if (++*n > limit)
-			FAIL("list longer than its bound");
+		if (++*n > bw_pending(w))
+			FAIL("list longer than the timers pending");
 		err = check_kind(w, tm, handles, why);
+		if (!err)
+			err = each(w, loc, tm, why);
 		if (err)
 			return err;
-		prev = tm;
+		prev = ln;
 	}
-	if (l->tail != prev)
-		FAIL("list tail is not its last timer");
+	if (l->prev != prev)
+		FAIL("list's sentinel does not link back to its last timer");
 	return 0;
 }
 
@@ -92,7 +103,7 @@ static unsigned slot_gear(const struct bw_wheel *w, unsigned id)
 	return id <= w->ring_mask ? 0 : id / BW_SLOTS + 2 - BW_RING_WORDS;
 }
 
-static int check_placement(const struct bw_wheel *w, unsigned id,
+static int check_placement(const struct bw_wheel *w, uint16_t id,
 			   const struct bw_timer *tm, const char **why)
 {
 	unsigned g = slot_gear(w, id);
@@ -106,6 +117,15 @@ static int check_placement(const struct bw_wheel *w, unsigned id,
 	} else if (ev < t || ev - t >= reach) {
 		FAIL("timer before its slot or beyond its probe range");
 	}
+	return 0;
+}
+
+static int check_due(const struct bw_wheel *w, uint16_t loc,
+		     const struct bw_timer *tm, const char **why)
+{
+	(void)loc;
+	if (bw_tick_of(w, tm->deadline) > w->now)
+		FAIL("due list holds a timer not yet due");
 	return 0;
 }
 
@@ -153,16 +173,15 @@ static int check_slots(const struct bw_wheel *w, uint64_t *min,
 	for (unsigned id = 0; id < nslots; id++) {
 		const struct bw_slot *s = &w->slot[id];
 		unsigned g = slot_gear(w, id);
-		const struct bw_timer *tm = s->list.head;
 		uint32_t n;
 		bool current;
-		int err = check_list(w, &s->list, (uint16_t)id, bw_pending(w), &n,
-				     handles, why);
+		int err = check_list(w, &s->list, (uint16_t)id, check_placement,
+				     &n, handles, why);
 
 		if (err)
 			return err;
-		if (n != s->count)
-			FAIL("slot count disagrees with its list");
+		if ((int64_t)w->cfg.slot_cap - 1 - n != s->spare)
+			FAIL("slot's spare room disagrees with its list");
 		if (bw_map_test(w->occ, id) != (n > 0))
 			FAIL("occupied bit disagrees with slot contents");
 		if (bw_map_test(w->full, id) != (n >= w->cfg.slot_cap))
@@ -176,12 +195,6 @@ static int check_slots(const struct bw_wheel *w, uint64_t *min,
 				  ((w->now >> (6 * g)) & (BW_SLOTS - 1));
 		if (current)
 			FAIL("the current slot holds timers");
-		for (uint32_t i = 0; i < n; i++) {
-			err = check_placement(w, id, tm, why);
-			if (err)
-				return err;
-			tm = tm->next;
-		}
 		if (bw_slot_event(w, id) < gmin[g])
 			gmin[g] = bw_slot_event(w, id);
 		*slotted += n;
@@ -249,19 +262,18 @@ int bw_wheel_check(const struct bw_wheel *w, const char **why)
 	}
 	if (!w->dirty && w->next != min)
 		FAIL("cached next event is wrong");
-	if (w->list[BW_RIPE].head || w->list[BW_RIPE].tail)
+	if (w->next_slot != (w->next & w->ring_mask))
+		FAIL("cached next event's ring slot is wrong");
+	if (!bw_list_empty(&w->list[BW_RIPE]) ||
+	    w->list[BW_RIPE].prev != &w->list[BW_RIPE])
 		FAIL("a poll's ripe list outlived the poll");
 	{
-		const struct bw_timer *tm = w->list[BW_DUE].head;
 		uint32_t n;
 
 		err = check_list(w, &w->list[BW_DUE], BW_LOC_LIST + BW_DUE,
-				 bw_pending(w), &n, &handles, why);
+				 check_due, &n, &handles, why);
 		if (err)
 			return err;
-		for (; tm; tm = tm->next)
-			if (bw_tick_of(w, tm->deadline) > w->now)
-				FAIL("due list holds a timer not yet due");
 		slotted += n;
 	}
 	for (uint32_t idx = 0; idx < p->size; idx++) {

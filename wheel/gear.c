@@ -38,6 +38,6 @@ uint64_t bw_next_event_scan(struct bw_wheel *w)
 			next = ev;
 	}
 	w->dirty = false;
-	w->next = next;
+	bw_set_next(w, next);
 	return next;
 }

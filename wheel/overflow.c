@@ -76,7 +76,7 @@ int bw_heap_push(struct bw_wheel *w, struct bw_timer *t)
 	heap_up(w, h->n++, t);
 	tick = bw_tick_of(w, t->deadline);
 	if (tick < w->next && !w->backlog)
-		w->next = tick;
+		bw_set_next(w, tick);
 	return 0;
 }
 

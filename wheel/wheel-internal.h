@@ -3,7 +3,8 @@
  *
  * A wheel is four parts (wheel.c explains how they work together):
  *   timers    every timer is a struct bw_timer (bitwheel.h; 40 bytes on
- *             LP64): list links, deadline, data, gen and loc.  A handle
+ *             LP64): a list link (or its heap position, or a free
+ *             record's free list index), deadline, data, gen and loc.  A handle
  *             timer's is the head of a 48-byte pool record (struct
  *             bw_rec: the timer plus its own index), gen 1..2^31-1; an
  *             intrusive timer is the caller's struct, gen 0.  Every list
@@ -12,8 +13,9 @@
  *   pool      the handle records in a chunked array, named by index; a
  *             handle is (generation << 32 | index).  Free records form a
  *             singly linked list of indices through t.u.free_next.
- *   slots     one wheel-wide array of slots (head, tail and a count, 24
- *             bytes), named by a slot id, which a timer's loc holds so
+ *   slots     one wheel-wide array of slots (a list's sentinel link and
+ *             the room left below slot_cap, 24 bytes), named by a slot
+ *             id, which a timer's loc holds so
  *             that cancel needs no multiply: first the ring, one slot per
  *             tick (ids 0..ring_mask), then 64 slots for each gear g >= 2
  *             (ids 64 * bw_gear_word(g) + digit).  Two bitmaps over the
@@ -22,8 +24,9 @@
  *             of the occupied words (bit k of sum[k / 64]: word k is not
  *             empty), so that the ring's next event is two ctz away.  One
  *             cached next-event tick for the whole wheel.
- *   due       two lists of timers whose tick has already been reached;
- *             the one not being fired takes new arrivals.
+ *   due       two lists of timers whose tick has already been reached
+ *             (sentinel links in the wheel); the one not being fired
+ *             takes new arrivals.
  *   heap      the failover wheel's overflow store, an indexed binary heap
  *             of timer pointers ordered by (deadline, arrival).
  * A timer's loc says where it is, so cancel can unlink it in O(1).
@@ -90,15 +93,16 @@ struct bw_pool {
 	uint32_t free;         /* free list head, linked by t.u.free_next  */
 };
 
-/* A list of timers linked through next/u.prev, NULL-ended both ways:
- * head and tail are NULL when it is empty. */
-struct bw_list {
-	struct bw_timer *head, *tail;
-};
-
+/*
+ * A list is circular through its sentinel, a struct bw_link of the
+ * wheel's (a slot's or one of the wheel's lists), and each timer's
+ * u.link: empty, the sentinel links to itself.
+ */
 struct bw_slot {
-	struct bw_list list;
-	uint32_t count;        /* may pass slot_cap after a re-slot        */
+	struct bw_link list;   /* the sentinel                             */
+	int32_t spare;         /* slot_cap - 1 - timers held: negative once
+				  the slot is full (a re-slot may take it
+				  past slot_cap)                           */
 };
 
 struct bw_heap {
@@ -122,13 +126,15 @@ struct bw_wheel {
 	uint64_t ring_reach;   /* min(range, ring_mask): the furthest tick
 				  ahead that arm()'s inline case takes     */
 	uint64_t next;         /* cached min event tick over slots and heap */
+	uint32_t next_slot;    /* next & ring_mask: the ring slot whose
+				  emptying makes next stale (bw_set_next) */
 	uint64_t last_now;     /* now_ns of the last poll                  */
 	bool dirty;            /* next may be too early: recompute it      */
 	bool backlog;          /* a poll met poll_limit: the heap holds
 				  timers due at or before now, and next
 				  counts the slots alone                   */
 	size_t poll_limit;     /* most heap timers a poll takes; 0: all    */
-	struct bw_list list[BW_NLISTS];
+	struct bw_link list[BW_NLISTS]; /* sentinels, by enum bw_list_id  */
 	bool in_poll;
 	uint64_t rearmed;      /* re-arms placed (pending, below)          */
 	uint64_t drained;      /* timers bw_wheel_drain took out           */
@@ -274,15 +280,16 @@ static inline unsigned bw_gear_of(uint64_t delta)
 /*
  * Slots, inline because every insert, cancel and fire goes through them.
  *
- * A slot is a list plus a count.  Lists are doubly linked through
- * rec.next/rec.prev and end in BW_NIL both ways, with a tail beside the
- * head: push-at-tail touches one neighbour (a circular list would read the
- * head's record for the tail, then write both), unlink is O(1), a whole
- * list moves to another's tail in O(1), and a slot fires in arrival order.
- * Every change to a slot keeps the bitmaps (occupied with its summary,
- * full) and the wheel's cached next-event tick in step; emptying the slot
- * that held the cached minimum only marks the cache dirty (the next
- * bw_next_event() recomputes it, once).
+ * A slot is a list plus its spare room.  Lists are doubly linked and
+ * circular through a sentinel, so that no operation branches on an end:
+ * push-at-tail writes the sentinel and the old tail, unlink writes the
+ * two neighbours and needs neither the list nor its slot, and tells for
+ * free whether it emptied the list (the neighbours it joined are one, the
+ * sentinel); a whole list moves to another's tail in O(1), and a slot
+ * fires in arrival order.  Every change to a slot keeps the bitmaps
+ * (occupied with its summary, full) and the wheel's cached next-event
+ * tick in step; emptying the slot that held the cached minimum only marks
+ * the cache dirty (the next bw_next_event() recomputes it, once).
  *
  * The slot at now's position - in the ring and in every gear - is always
  * empty between polls, so an occupied slot's distance ahead is
@@ -316,44 +323,55 @@ static inline unsigned bw_slot_id(const struct bw_wheel *w, unsigned g,
 	return bw_gear_word(g) * BW_SLOTS + (unsigned)(key & (BW_SLOTS - 1));
 }
 
-static inline void bw_list_push(struct bw_list *l, struct bw_timer *t)
+/* The timer whose u.link l is (never a sentinel): u is the timer's first
+ * member, and link the union's.  Like container_of, it keeps no const. */
+static inline struct bw_timer *bw_timer_of(const struct bw_link *l)
 {
-	struct bw_timer *tail = l->tail;
-
-	t->next = NULL;
-	t->u.prev = tail;
-	if (!tail)
-		l->head = t;
-	else
-		tail->next = t;
-	l->tail = t;
+	return (struct bw_timer *)(uintptr_t)l;
 }
 
-static inline void bw_list_unlink(struct bw_list *l, const struct bw_timer *t)
+static inline void bw_list_init(struct bw_link *l)
 {
-	struct bw_timer *next = t->next, *prev = t->u.prev;
+	l->next = l->prev = l;
+}
 
-	if (!prev)
-		l->head = next;
-	else
-		prev->next = next;
-	if (!next)
-		l->tail = prev;
-	else
-		next->u.prev = prev;
+static inline bool bw_list_empty(const struct bw_link *l)
+{
+	return l->next == l;
+}
+
+static inline void bw_list_push(struct bw_link *l, struct bw_timer *t)
+{
+	struct bw_link *tail = l->prev, *n = &t->u.link;
+
+	/* In this order, so that GCC's SLP vectorizer does not pair n's two
+	 * stores through an SSE register (three more instructions). */
+	n->next = l;
+	tail->next = n;
+	n->prev = tail;
+	l->prev = n;
+}
+
+/* Take t out of its list; true when that emptied the list. */
+static inline bool bw_list_unlink(const struct bw_timer *t)
+{
+	struct bw_link *next = t->u.link.next, *prev = t->u.link.prev;
+
+	prev->next = next;
+	next->prev = prev;
+	return next == prev;
 }
 
 /* Move every timer of from (not empty) to the tail of to; from is left
  * as it was, for the caller to reset. */
-static inline void bw_list_splice(struct bw_list *to, const struct bw_list *from)
+static inline void bw_list_splice(struct bw_link *to, const struct bw_link *from)
 {
-	if (!to->tail) {
-		to->head = from->head;
-	} else {
-		to->tail->next = from->head;
-		from->head->u.prev = to->tail;
-	}
-	to->tail = from->tail;
+	struct bw_link *first = from->next, *last = from->prev, *tail = to->prev;
+
+	tail->next = first;
+	first->prev = tail;
+	last->next = to;
+	to->prev = last;
 }
 
 /* The event tick of occupied slot id (above). */
@@ -422,8 +440,15 @@ static inline void bw_occ_clear(struct bw_wheel *w, unsigned id)
 {
 	unsigned k = id / 64;
 
-	if (!(w->occ[k] &= ~(1ull << (id % 64))))
-		w->sum[k / 64] &= ~(1ull << (k % 64));
+	if (!(w->occ[k] &= rotl64(~1ull, id % 64)))
+		w->sum[k / 64] &= rotl64(~1ull, k % 64);
+}
+
+/* Set the next-event cache to ev. */
+static inline void bw_set_next(struct bw_wheel *w, uint64_t ev)
+{
+	w->next = ev;
+	w->next_slot = (uint32_t)(ev & w->ring_mask);
 }
 
 /* Add timer t to slot id, whose event tick is ev. */
@@ -431,17 +456,19 @@ static inline void bw_slot_add(struct bw_wheel *w, unsigned id, uint64_t ev,
 			       struct bw_timer *t)
 {
 	struct bw_slot *s = &w->slot[id];
-	unsigned k = id / 64;
-	uint64_t bit = 1ull << (id % 64);
+	uint64_t *occ = &w->occ[id / 64];
+	int32_t spare = --s->spare;
 
 	bw_list_push(&s->list, t);
 	t->loc = (uint16_t)id;
-	w->occ[k] |= bit;
-	w->sum[k / 64] |= 1ull << (k % 64);
-	if (++s->count >= w->cfg.slot_cap)
-		w->full[k] |= bit;
+	/* The summary bit only changes with the word's first slot. */
+	if (!*occ)
+		w->sum[id / 4096] |= 1ull << (id / 64 % 64);
+	*occ |= 1ull << (id % 64);
+	if (spare < 0)
+		w->full[id / 64] |= 1ull << (id % 64);
 	if (ev < w->next)
-		w->next = ev;
+		bw_set_next(w, ev);
 }
 
 /* Take timer t out of slot id (its loc). */
@@ -449,20 +476,18 @@ static inline void bw_slot_remove(struct bw_wheel *w, unsigned id,
 				  const struct bw_timer *t)
 {
 	struct bw_slot *s = &w->slot[id];
-	unsigned k = id / 64;
-	uint64_t bit = 1ull << (id % 64);
+	bool emptied = bw_list_unlink(t);
 
-	bw_list_unlink(&s->list, t);
 	/* The full bit is set from slot_cap on: only that step clears it. */
-	if (--s->count == w->cfg.slot_cap - 1)
-		w->full[k] &= ~bit;
+	if (++s->spare == 0)
+		w->full[id / 64] &= ~(1ull << (id % 64));
 	/* Emptied, it may have held the cached next event: for a ring slot
 	 * that is the one whose position next's is (a later event at that
 	 * position, in a gear or the heap, only costs a recomputation);
 	 * a gear slot empties rarely, and always recomputes. */
-	if (s->count == 0) {
+	if (emptied) {
 		bw_occ_clear(w, id);
-		if (id > w->ring_mask || (w->next & w->ring_mask) == id)
+		if (id > w->ring_mask || w->next_slot == id)
 			w->dirty = true;
 	}
 }
@@ -485,7 +510,7 @@ static inline bool bw_poll_work(struct bw_wheel *w, uint64_t now_ns,
 		return false;
 	w->last_now = now_ns;
 	*target = bw_tick_floor(w, now_ns);
-	if (!w->list[BW_DUE].head && !w->backlog &&
+	if (bw_list_empty(&w->list[BW_DUE]) && !w->backlog &&
 	    *target < bw_next_event(w)) {
 		w->now = *target;
 		return false;

@@ -246,6 +246,24 @@ overflow(struct bw_wheel *w, struct bw_timer *tm, int err, bool spill)
 	return err;
 }
 
+/* Slot id empty: its sentinel linked to itself, its room slot_cap. */
+static inline void slot_reset(struct bw_wheel *w, unsigned id)
+{
+	bw_list_init(&w->slot[id].list);
+	w->slot[id].spare = (int32_t)w->cfg.slot_cap - 1;
+}
+
+/* Every slot and list empty (their bitmaps are the caller's). */
+static void reset_lists(struct bw_wheel *w)
+{
+	size_t nslots = bw_slot_count(&w->cfg);
+
+	for (size_t id = 0; id < nslots; id++)
+		slot_reset(w, (unsigned)id);
+	for (unsigned l = 0; l < BW_NLISTS; l++)
+		bw_list_init(&w->list[l]);
+}
+
 static void list_push(struct bw_wheel *w, enum bw_list_id l,
 		      struct bw_timer *tm)
 {
@@ -314,7 +332,7 @@ static inline void unlink_timer(struct bw_wheel *w, struct bw_timer *tm)
 	else if (loc == BW_LOC_HEAP)
 		bw_heap_remove(w, tm);
 	else
-		bw_list_unlink(&w->list[loc - BW_LOC_LIST], tm);
+		bw_list_unlink(tm);
 }
 
 /* Pending: in a slot, the heap, the due list or this poll's ripe list. */
@@ -377,11 +395,8 @@ int bw_wheel_new(const struct bw_config *cfg, uint64_t now_ns,
 	w->range = bw_config_range_ticks(cfg);
 	w->ring_mask = cfg->gears > 1 ? BW_RING_MAX - 1 : BW_SLOTS - 1;
 	w->ring_reach = w->range < w->ring_mask ? w->range : w->ring_mask;
-	w->next = UINT64_MAX;
-	for (unsigned l = 0; l < BW_NLISTS; l++)
-		w->list[l].head = w->list[l].tail = NULL;
-	for (size_t s = 0; s < nslots; s++)
-		w->slot[s].list.head = w->slot[s].list.tail = NULL;
+	bw_set_next(w, UINT64_MAX);
+	reset_lists(w);
 	/* A plain wheel's capacity: 64 * slot_cap per gear, as the gears'
 	 * slots once were; the ring's 4096 slots may take more. */
 	err = bw_pool_init(w, cfg->gears * BW_SLOTS * cfg->slot_cap);
@@ -432,13 +447,16 @@ static inline __attribute__((always_inline)) int
 place(struct bw_wheel *w, struct bw_timer *tm, uint64_t deadline_ns,
       void *data, bool spill)
 {
-	uint64_t t = bw_tick_of(w, deadline_ns);
-	unsigned id = (unsigned)(t & w->ring_mask);
+	uint64_t t;
+	unsigned id;
 
+	/* First, so that the arguments need not outlive the multiply. */
 	tm->deadline = deadline_ns;
 	tm->data = data;
+	t = bw_tick_of(w, deadline_ns);
+	id = (unsigned)(t & w->ring_mask);
 	if (__builtin_expect(t - w->now - 1 < w->ring_reach, 1) &&
-	    __builtin_expect(w->slot[id].count < w->cfg.slot_cap, 1)) {
+	    __builtin_expect(w->slot[id].spare >= 0, 1)) {
 		if (id >= BW_RING_MAX)
 			__builtin_unreachable(); /* a ring slot: summary word 0 */
 		bw_slot_add(w, id, t, tm);
@@ -585,6 +603,8 @@ int bw_timer_cancel(struct bw_wheel *w, struct bw_timer *t)
 			return BW_ENOTFOUND;
 		return timer_cancel_far(w, t);
 	}
+	if (t->loc > w->ring_mask)
+		__builtin_unreachable(); /* a one-gear wheel's ids are 0..63 */
 	cancel(w, t);
 	t->loc = BW_LOC_IDLE;
 	return 0;
@@ -653,7 +673,7 @@ fire(struct bw_wheel *w, struct bw_timer *tm, uint64_t now_ns,
 /* Empty slot id, which comes due now, in its bitmaps and cache. */
 static inline void slot_clear(struct bw_wheel *w, unsigned id)
 {
-	w->slot[id] = (struct bw_slot){ { NULL, NULL }, 0 };
+	slot_reset(w, id);
 	bw_occ_clear(w, id);
 	w->full[id / 64] &= ~(1ull << (id % 64));
 	w->dirty = true;
@@ -664,10 +684,10 @@ static inline void slot_clear(struct bw_wheel *w, unsigned id)
  * relabelling each record so that a callback can still cancel it; l is
  * left for the caller to reset.
  */
-static inline void ripen(struct bw_wheel *w, const struct bw_list *l)
+static inline void ripen(struct bw_wheel *w, const struct bw_link *l)
 {
-	for (struct bw_timer *tm = l->head; tm; tm = tm->next)
-		tm->loc = BW_LOC_LIST + BW_RIPE;
+	for (struct bw_link *n = l->next; n != l; n = n->next)
+		bw_timer_of(n)->loc = BW_LOC_LIST + BW_RIPE;
 	bw_list_splice(&w->list[BW_RIPE], l);
 }
 
@@ -682,14 +702,18 @@ static inline void ripen(struct bw_wheel *w, const struct bw_list *l)
  */
 static void reslot_slot(struct bw_wheel *w, unsigned id)
 {
-	struct bw_timer *tm = w->slot[id].list.head;
+	struct bw_link *end = &w->slot[id].list, *n = end->next;
 
+	/* The last timer still links to the sentinel, which is all the walk
+	 * needs of it; no re-slot comes back to this slot (a finer gear or
+	 * the ring). */
 	slot_clear(w, id);
-	while (tm) {
-		struct bw_timer *next = tm->next;
+	while (n != end) {
+		struct bw_timer *tm = bw_timer_of(n);
 		uint64_t t = bw_tick_of(w, tm->deadline), key = t;
 		unsigned g = 0, to;
 
+		n = n->next;
 		if (t <= w->now) {
 			list_push(w, BW_RIPE, tm);
 		} else {
@@ -703,7 +727,6 @@ static void reslot_slot(struct bw_wheel *w, unsigned id)
 			bw_slot_add(w, to, key << (6 * g), tm);
 			w->ctr.reslotted++;
 		}
-		tm = next;
 	}
 }
 
@@ -741,15 +764,15 @@ static bool take_heap(struct bw_wheel *w, uint64_t ev, size_t *budget)
 static inline __attribute__((always_inline)) void
 collect_due(struct bw_wheel *w, uint64_t target)
 {
-	struct bw_list *due = &w->list[BW_DUE];
+	struct bw_link *due = &w->list[BW_DUE];
 	bool exact = w->cfg.precision == BW_EXACT;
 	size_t budget = w->poll_limit ? w->poll_limit : SIZE_MAX;
 	uint64_t ev;
 
 	w->in_poll = true;
-	if (due->head) {
+	if (!bw_list_empty(due)) {
 		ripen(w, due);
-		due->head = due->tail = NULL;
+		bw_list_init(due);
 	}
 	while ((ev = bw_next_event(w)) <= target) {
 		unsigned id = (unsigned)(ev & w->ring_mask);
@@ -790,11 +813,12 @@ static inline __attribute__((always_inline)) void
 fire_ripe(struct bw_wheel *w, uint64_t now_ns, const struct bw_callbacks *cb,
 	  struct bw_poll_result *res)
 {
-	struct bw_list *ripe = &w->list[BW_RIPE];
-	struct bw_timer *tm;
+	struct bw_link *ripe = &w->list[BW_RIPE];
 
-	while ((tm = ripe->head)) {
-		bw_list_unlink(ripe, tm);
+	while (!bw_list_empty(ripe)) {
+		struct bw_timer *tm = bw_timer_of(ripe->next);
+
+		bw_list_unlink(tm);
 		fire(w, tm, now_ns, cb, res);
 	}
 	w->in_poll = false;
@@ -856,7 +880,7 @@ int bw_wheel_next_deadline(struct bw_wheel *w, uint64_t *out_ns)
 
 	if (!w || !out_ns)
 		return BW_EINVAL;
-	if (w->list[BW_DUE].head || w->backlog)
+	if (!bw_list_empty(&w->list[BW_DUE]) || w->backlog)
 		t = w->now;
 	else
 		t = bw_next_event(w);
@@ -928,11 +952,13 @@ const struct bw_config *bw_wheel_config(const struct bw_wheel *w)
 
 /* Each intrusive timer of list l; drain makes each idle before its visit
  * (the visitor may free it). */
-static void visit_list(const struct bw_list *l, bw_visit_fn fn, void *ctx,
+static void visit_list(struct bw_link *l, bw_visit_fn fn, void *ctx,
 		       bool drain)
 {
-	for (struct bw_timer *tm = l->head, *next; tm; tm = next) {
-		next = tm->next;
+	for (struct bw_link *n = l->next, *next; n != l; n = next) {
+		struct bw_timer *tm = bw_timer_of(n);
+
+		next = n->next;
 		if (tm->gen)
 			continue;
 		if (drain)
@@ -984,10 +1010,7 @@ static int visit(struct bw_wheel *w, bw_visit_fn fn, void *ctx, bool drain)
 	}
 	if (!drain)
 		return 0;
-	for (size_t id = 0; id < nslots; id++)
-		w->slot[id] = (struct bw_slot){ { NULL, NULL }, 0 };
-	for (unsigned l = 0; l < BW_NLISTS; l++)
-		w->list[l].head = w->list[l].tail = NULL;
+	reset_lists(w);
 	memset(w->occ, 0, sizeof(w->occ));
 	memset(w->full, 0, sizeof(w->full));
 	memset(w->sum, 0, sizeof(w->sum));
