@@ -339,8 +339,7 @@ struct bw_timer {
 	uint64_t deadline;
 	void *data;
 	uint32_t gen;
-	uint16_t loc;
-	uint16_t unused;
+	uint32_t loc;
 };
 
 /* Make t idle (never fails on a non-NULL t). */

@@ -61,13 +61,13 @@ static int check_kind(const struct bw_wheel *w, const struct bw_timer *tm,
 }
 
 /* What a timer of the list at loc must satisfy besides its links. */
-typedef int (*check_fn)(const struct bw_wheel *w, uint16_t loc,
+typedef int (*check_fn)(const struct bw_wheel *w, uint32_t loc,
 			const struct bw_timer *tm, const char **why);
 
 /* Walk one list, round from its sentinel l, checking each timer with
  * each; *n gets its length, or the walk fails. */
 static int check_list(const struct bw_wheel *w, const struct bw_link *l,
-		      uint16_t loc, check_fn each, uint32_t *n,
+		      uint32_t loc, check_fn each, uint32_t *n,
 		      size_t *handles, const char **why)
 {
 	const struct bw_link *prev = l;
@@ -103,7 +103,7 @@ static unsigned slot_gear(const struct bw_wheel *w, unsigned id)
 	return id <= w->ring_mask ? 0 : id / BW_SLOTS + 2 - BW_RING_WORDS;
 }
 
-static int check_placement(const struct bw_wheel *w, uint16_t id,
+static int check_placement(const struct bw_wheel *w, uint32_t id,
 			   const struct bw_timer *tm, const char **why)
 {
 	unsigned g = slot_gear(w, id);
@@ -120,7 +120,7 @@ static int check_placement(const struct bw_wheel *w, uint16_t id,
 	return 0;
 }
 
-static int check_due(const struct bw_wheel *w, uint16_t loc,
+static int check_due(const struct bw_wheel *w, uint32_t loc,
 		     const struct bw_timer *tm, const char **why)
 {
 	(void)loc;
@@ -171,16 +171,15 @@ static int check_slots(const struct bw_wheel *w, uint64_t *min,
 	for (unsigned g = 0; g < BW_MAX_GEARS; g++)
 		gmin[g] = UINT64_MAX;
 	for (unsigned id = 0; id < nslots; id++) {
-		const struct bw_slot *s = &w->slot[id];
 		unsigned g = slot_gear(w, id);
 		uint32_t n;
 		bool current;
-		int err = check_list(w, &s->list, (uint16_t)id, check_placement,
+		int err = check_list(w, &w->slot[id], id, check_placement,
 				     &n, handles, why);
 
 		if (err)
 			return err;
-		if ((int64_t)w->cfg.slot_cap - 1 - n != s->spare)
+		if ((int64_t)w->cfg.slot_cap - 1 - n != w->spare[id])
 			FAIL("slot's spare room disagrees with its list");
 		if (bw_map_test(w->occ, id) != (n > 0))
 			FAIL("occupied bit disagrees with slot contents");

@@ -95,15 +95,9 @@ struct bw_pool {
 
 /*
  * A list is circular through its sentinel, a struct bw_link of the
- * wheel's (a slot's or one of the wheel's lists), and each timer's
- * u.link: empty, the sentinel links to itself.
+ * wheel's (a slot or one of the wheel's lists), and each timer's u.link:
+ * empty, the sentinel links to itself.
  */
-struct bw_slot {
-	struct bw_link list;   /* the sentinel                             */
-	int32_t spare;         /* slot_cap - 1 - timers held: negative once
-				  the slot is full (a re-slot may take it
-				  past slot_cap)                           */
-};
 
 struct bw_heap {
 	struct bw_timer **pos; /* pos[i] = the timer at heap position i    */
@@ -112,6 +106,10 @@ struct bw_heap {
 };
 
 struct bw_wheel {
+	int32_t spare[64 * BW_MAP_WORDS]; /* by slot id: slot_cap - 1 -
+					     timers held, negative once the
+					     slot is full (a re-slot may
+					     take it past slot_cap)       */
 	struct bw_config cfg;
 	struct bw_allocator alloc;
 	uint64_t tick_ns;
@@ -146,7 +144,7 @@ struct bw_wheel {
 	uint64_t occ[BW_MAP_WORDS];  /* bit id % 64 of word id / 64: slot id
 					holds a timer                      */
 	uint64_t full[BW_MAP_WORDS]; /* ... holds >= slot_cap timers        */
-	struct bw_slot slot[];  /* bw_slot_count(cfg), by slot id           */
+	struct bw_link slot[];  /* sentinels, bw_slot_count(cfg), by slot id */
 };
 
 /* Timers pending: not a counter of its own, so that insert, cancel and
@@ -444,6 +442,15 @@ static inline void bw_occ_clear(struct bw_wheel *w, unsigned id)
 		w->sum[k / 64] &= rotl64(~1ull, k % 64);
 }
 
+/* p, as the compiler cannot see through: GCC folds a slot's address into
+ * each use's addressing mode and so computes it twice where it is both
+ * stored and dereferenced (three instructions more per insert). */
+static inline struct bw_link *bw_opaque(struct bw_link *p)
+{
+	__asm__("" : "+r"(p));
+	return p;
+}
+
 /* Set the next-event cache to ev. */
 static inline void bw_set_next(struct bw_wheel *w, uint64_t ev)
 {
@@ -455,12 +462,12 @@ static inline void bw_set_next(struct bw_wheel *w, uint64_t ev)
 static inline void bw_slot_add(struct bw_wheel *w, unsigned id, uint64_t ev,
 			       struct bw_timer *t)
 {
-	struct bw_slot *s = &w->slot[id];
 	uint64_t *occ = &w->occ[id / 64];
-	int32_t spare = --s->spare;
+	int32_t spare = --w->spare[id];
+	struct bw_link *l = bw_opaque(&w->slot[id]);
 
-	bw_list_push(&s->list, t);
-	t->loc = (uint16_t)id;
+	bw_list_push(l, t);
+	t->loc = id;
 	/* The summary bit only changes with the word's first slot. */
 	if (!*occ)
 		w->sum[id / 4096] |= 1ull << (id / 64 % 64);
@@ -475,11 +482,10 @@ static inline void bw_slot_add(struct bw_wheel *w, unsigned id, uint64_t ev,
 static inline void bw_slot_remove(struct bw_wheel *w, unsigned id,
 				  const struct bw_timer *t)
 {
-	struct bw_slot *s = &w->slot[id];
 	bool emptied = bw_list_unlink(t);
 
 	/* The full bit is set from slot_cap on: only that step clears it. */
-	if (++s->spare == 0)
+	if (++w->spare[id] == 0)
 		w->full[id / 64] &= ~(1ull << (id % 64));
 	/* Emptied, it may have held the cached next event: for a ring slot
 	 * that is the one whose position next's is (a later event at that

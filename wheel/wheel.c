@@ -249,8 +249,8 @@ overflow(struct bw_wheel *w, struct bw_timer *tm, int err, bool spill)
 /* Slot id empty: its sentinel linked to itself, its room slot_cap. */
 static inline void slot_reset(struct bw_wheel *w, unsigned id)
 {
-	bw_list_init(&w->slot[id].list);
-	w->slot[id].spare = (int32_t)w->cfg.slot_cap - 1;
+	bw_list_init(&w->slot[id]);
+	w->spare[id] = (int32_t)w->cfg.slot_cap - 1;
 }
 
 /* Every slot and list empty (their bitmaps are the caller's). */
@@ -268,7 +268,7 @@ static void list_push(struct bw_wheel *w, enum bw_list_id l,
 		      struct bw_timer *tm)
 {
 	bw_list_push(&w->list[l], tm);
-	tm->loc = (uint16_t)(BW_LOC_LIST + l);
+	tm->loc = BW_LOC_LIST + l;
 }
 
 /*
@@ -325,7 +325,7 @@ arm_far(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill)
 /* Take timer tm out of wherever it is pending. */
 static inline void unlink_timer(struct bw_wheel *w, struct bw_timer *tm)
 {
-	uint16_t loc = tm->loc;
+	uint32_t loc = tm->loc;
 
 	if (__builtin_expect(loc < BW_LOC_LIST, 1))
 		bw_slot_remove(w, loc, tm);
@@ -336,7 +336,7 @@ static inline void unlink_timer(struct bw_wheel *w, struct bw_timer *tm)
 }
 
 /* Pending: in a slot, the heap, the due list or this poll's ripe list. */
-static inline bool is_pending(uint16_t loc)
+static inline bool is_pending(uint32_t loc)
 {
 	return loc < BW_LOC_FIRING;
 }
@@ -374,7 +374,7 @@ int bw_wheel_new(const struct bw_config *cfg, uint64_t now_ns,
 	if (cfg->alloc)
 		a = *cfg->alloc;
 	nslots = bw_slot_count(cfg);
-	size = sizeof(*w) + nslots * sizeof(struct bw_slot);
+	size = sizeof(*w) + nslots * sizeof(struct bw_link);
 	w = mem_raw(&a, NULL, 0, size);
 	if (!w)
 		return BW_ENOMEM;
@@ -456,7 +456,7 @@ place(struct bw_wheel *w, struct bw_timer *tm, uint64_t deadline_ns,
 	t = bw_tick_of(w, deadline_ns);
 	id = (unsigned)(t & w->ring_mask);
 	if (__builtin_expect(t - w->now - 1 < w->ring_reach, 1) &&
-	    __builtin_expect(w->slot[id].spare >= 0, 1)) {
+	    __builtin_expect(w->spare[id] >= 0, 1)) {
 		if (id >= BW_RING_MAX)
 			__builtin_unreachable(); /* a ring slot: summary word 0 */
 		bw_slot_add(w, id, t, tm);
@@ -702,7 +702,7 @@ static inline void ripen(struct bw_wheel *w, const struct bw_link *l)
  */
 static void reslot_slot(struct bw_wheel *w, unsigned id)
 {
-	struct bw_link *end = &w->slot[id].list, *n = end->next;
+	struct bw_link *end = &w->slot[id], *n = end->next;
 
 	/* The last timer still links to the sentinel, which is all the walk
 	 * needs of it; no re-slot comes back to this slot (a finer gear or
@@ -779,10 +779,12 @@ collect_due(struct bw_wheel *w, uint64_t target)
 
 		w->now = ev;
 		/* Only gears whose slots start at ev can be due: gear g's slots
-		 * start at multiples of 64^g.  The coarsest go first: a timer
-		 * there was armed further ahead, so most likely earlier, than
-		 * the ring slot's timers of the same tick. */
-		for (unsigned g = gears_at(w, ev); g > 1; g--) {
+		 * start at multiples of 64^g (no gear's, most ticks: one test).
+		 * The coarsest go first: a timer there was armed further ahead,
+		 * so most likely earlier, than the ring slot's timers of the
+		 * same tick. */
+		for (unsigned g = ev % bw_pow64(2) ? 0 : gears_at(w, ev); g > 1;
+		     g--) {
 			unsigned gid = bw_slot_id(w, g, ev >> (6 * g));
 
 			if (!bw_map_test(w->occ, gid))
@@ -790,16 +792,16 @@ collect_due(struct bw_wheel *w, uint64_t target)
 			if (exact) {
 				reslot_slot(w, gid);
 			} else {
-				ripen(w, &w->slot[gid].list);
+				ripen(w, &w->slot[gid]);
 				slot_clear(w, gid);
 			}
 		}
 		/* Every timer of a ring slot is due: the list moves whole. */
 		if (bw_map_test(w->occ, id)) {
-			ripen(w, &w->slot[id].list);
+			ripen(w, &w->slot[id]);
 			slot_clear(w, id);
 		}
-		if (!w->backlog && !take_heap(w, ev, &budget))
+		if (!w->backlog && w->heap.n && !take_heap(w, ev, &budget))
 			set_backlog(w, true);
 	}
 	/* Callbacks arm relative to the poll's tick, and whatever they arm
@@ -996,7 +998,7 @@ static int visit(struct bw_wheel *w, bw_visit_fn fn, void *ctx, bool drain)
 	if (drain && !bw_pending(w))
 		return 0;
 	for (size_t id = 0; id < nslots; id++)
-		visit_list(&w->slot[id].list, fn, ctx, drain);
+		visit_list(&w->slot[id], fn, ctx, drain);
 	for (unsigned l = 0; l < BW_NLISTS; l++)
 		visit_list(&w->list[l], fn, ctx, drain);
 	for (uint32_t i = 0; i < w->heap.n; i++) {
