@@ -200,10 +200,12 @@ static inline uint64_t map_window(const uint64_t *map, unsigned pos,
  * first slot not full of key - 1, key - 2, ... (max_probes in all, home
  * included), never the current slot, whose re-slot is past.  Any of them
  * puts the timer right: it is re-slotted at that slot's start, before its
- * tick.  Otherwise the first slot not full after key, within max_probes
- * and ahead of now: a window of the full map and one ctz.
+ * tick.  The gear's free slots rotated by key put key - j at bit 64 - j,
+ * so the top lim bits are the candidates and a clz finds the first.
+ * Otherwise the first slot not full after key, within max_probes and
+ * ahead of now: a window of the full map and one ctz.
  */
-static __attribute__((cold, noinline)) int
+static inline int
 probe(struct bw_wheel *w, unsigned g, uint64_t key, struct bw_timer *tm)
 {
 	uint64_t ahead = key - (w->now >> (6 * g));
@@ -213,13 +215,12 @@ probe(struct bw_wheel *w, unsigned g, uint64_t key, struct bw_timer *tm)
 	uint64_t avail;
 
 	if (g && w->cfg.precision == BW_EXACT) {
+		/* lim < 64: max_probes <= 64 and ahead <= 63. */
 		lim = min_u(lim, (unsigned)ahead - 1);
-		for (j = 1; j <= lim; j++)
-			if (!(*map >> ((key - j) & mask) & 1))
-				break;
-		if (j > lim)
+		avail = rotr64(~*map, (unsigned)key) & ~(~0ull >> lim);
+		if (!avail)
 			return BW_EFULL;
-		key -= j;
+		key -= (unsigned)__builtin_clzll(avail) + 1;
 	} else {
 		avail = ~map_window(map, (unsigned)(key & mask),
 				    (unsigned)(mask / 64));
@@ -235,7 +236,7 @@ probe(struct bw_wheel *w, unsigned g, uint64_t key, struct bw_timer *tm)
 
 /* A timer no slot takes (err): a failover wheel's heap unless !spill
  * (bw_wheel_try_insert), or err. */
-static __attribute__((cold, noinline)) int
+static inline int
 overflow(struct bw_wheel *w, struct bw_timer *tm, int err, bool spill)
 {
 	if (!spill || !w->cfg.failover)
@@ -276,22 +277,21 @@ static void list_push(struct bw_wheel *w, enum bw_list_id l,
  * been reached, else a slot, else (failover, spill) the heap; BW_ERANGE beyond
  * the range, BW_EFULL when a capped home slot and its probes are full.
  * place() inlines the common case, t within the ring's reach (and the range)
- * and its slot below the cap, into insert; the rest is arm_far(), out of
- * line, with t already known, which also takes fire()'s re-arms whole
- * (keeping the poll loop small).  There one
+ * and its slot below the cap, into insert; the rest is this, out of line
+ * in place_far(), with t already known, and in arm_far(), which takes
+ * fire()'s re-arms whole (keeping the poll loop small).  There one
  * unsigned compare of t - now - 1 against the range sends both the due
  * and the out-of-range case off the common path.  Within the ring's reach
  * t's own slot takes it, in either mode; beyond, the gear comes from the
  * magnitude of t - now, and only a now not aligned to that gear's slots
  * can put t one slot too far ahead, into the next gear.
  */
-static __attribute__((noinline)) int
-arm_far(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill)
+static inline __attribute__((always_inline)) int
+arm(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill)
 {
 	uint64_t delta = t - w->now;
 	uint64_t key = t, ev = t;
 	unsigned g = 0, id;
-	int err;
 
 	if (delta - 1 >= w->range) {
 		if (t > w->now)
@@ -315,11 +315,18 @@ arm_far(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill)
 		ev = key << (6 * g);
 	}
 	if (bw_map_test(w->full, id)) {
-		err = probe(w, g, key, tm);
+		int err = probe(w, g, key, tm);
+
 		return err ? overflow(w, tm, err, spill) : 0;
 	}
 	bw_slot_add(w, id, ev, tm);
 	return 0;
+}
+
+static __attribute__((noinline)) int
+arm_far(struct bw_wheel *w, struct bw_timer *tm, uint64_t t)
+{
+	return arm(w, tm, t, true);
 }
 
 /* Take timer tm out of wherever it is pending. */
@@ -421,12 +428,12 @@ void bw_wheel_free(struct bw_wheel *w)
 	mem_raw(&a, w, w->footprint, 0);
 }
 
-/* place()'s cold half: arm_far() and the counting, out of line, so that
+/* place()'s cold half: arm() and the counting, out of line, so that
  * place() can end in a tail call and stay a leaf. */
 static __attribute__((noinline)) int
 place_far(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill)
 {
-	int err = arm_far(w, tm, t, spill);
+	int err = arm(w, tm, t, spill);
 
 	if (err) {
 		if (err != BW_ENOMEM)
@@ -660,7 +667,7 @@ fire(struct bw_wheel *w, struct bw_timer *tm, uint64_t now_ns,
 	if (!handle && tm->loc != BW_LOC_IDLE)
 		return;
 	tm->deadline = again;
-	err = arm_far(w, tm, bw_tick_of(w, again), true);
+	err = arm_far(w, tm, bw_tick_of(w, again));
 	if (err) {
 		res->rearm_failed++;
 		drop(w, tm, err, cb);
