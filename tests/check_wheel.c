@@ -3097,6 +3097,104 @@ START_TEST(test_timer_null_arguments)
 }
 END_TEST
 
+/*
+ * What a cancel gives back, through either API: the next deadline moves
+ * on when the slot holding it empties (and stays when another timer
+ * there remains), and a slot that was full takes a timer at home again
+ * (no probe) once one of its timers is cancelled.  _i: bit 0 intrusive,
+ * bit 1 a one-gear wheel (a 64-slot ring).
+ */
+struct cancel_env {
+	struct bw_wheel *w;
+	bool intr;
+	struct bw_timer t[8];
+	bw_handle h[8];
+	int data[8];
+};
+
+static int cancel_env_add(struct cancel_env *e, unsigned i, uint64_t d)
+{
+	if (e->intr)
+		return bw_timer_add(e->w, &e->t[i], d, &e->data[i]);
+	return bw_wheel_insert(e->w, d, &e->data[i], &e->h[i]);
+}
+
+static int cancel_env_cancel(struct cancel_env *e, unsigned i)
+{
+	if (e->intr)
+		return bw_timer_cancel(e->w, &e->t[i]);
+	return bw_wheel_cancel(e->w, e->h[i], NULL);
+}
+
+static uint64_t next_of(struct bw_wheel *w)
+{
+	uint64_t nd = 0;
+
+	ck_assert_int_eq(bw_wheel_next_deadline(w, &nd), 0);
+	return nd;
+}
+
+START_TEST(test_cancel_gives_back)
+{
+	struct bw_config cfg = tu_cfg(_i & 2 ? 1 : 4, 1, 2, 2, BW_EXACT, false);
+	uint64_t T = TU_MS, now0 = L0 * T;
+	struct cancel_env e = { .w = tu_wheel_new(&cfg, now0), .intr = _i & 1 };
+	struct bw_counters c0, c1;
+	struct tu_rec rec;
+
+	tu_rec_init(&rec);
+	for (unsigned i = 0; i < 8; i++)
+		bw_timer_init(&e.t[i]);
+	ck_assert_int_eq(cancel_env_add(&e, 0, now0 + 10 * T), 0);
+	ck_assert_int_eq(cancel_env_add(&e, 1, now0 + 20 * T), 0);
+	ck_assert_int_eq(cancel_env_add(&e, 2, now0 + 20 * T), 0);
+	ck_assert_int_eq(cancel_env_add(&e, 3, now0 + 30 * T), 0);
+	ck_assert_uint_eq(next_of(e.w), now0 + 10 * T);
+	ck_assert_int_eq(cancel_env_cancel(&e, 0), 0);
+	tu_assert_healthy(e.w);
+	ck_assert_uint_eq(next_of(e.w), now0 + 20 * T);
+	ck_assert_int_eq(cancel_env_cancel(&e, 1), 0);
+	tu_assert_healthy(e.w);
+	ck_assert_uint_eq(next_of(e.w), now0 + 20 * T);
+	ck_assert_int_eq(cancel_env_cancel(&e, 2), 0);
+	tu_assert_healthy(e.w);
+	ck_assert_uint_eq(next_of(e.w), now0 + 30 * T);
+	ck_assert_int_eq(cancel_env_add(&e, 0, now0 + 5 * T), 0);
+	ck_assert_uint_eq(next_of(e.w), now0 + 5 * T);
+	ck_assert_int_eq(cancel_env_cancel(&e, 0), 0);
+	ck_assert_uint_eq(next_of(e.w), now0 + 30 * T);
+	tu_assert_healthy(e.w);
+
+	/* Slot cap 2: the third at +40 is probed to +41. */
+	ck_assert_int_eq(cancel_env_add(&e, 4, now0 + 40 * T), 0);
+	ck_assert_int_eq(cancel_env_add(&e, 5, now0 + 40 * T), 0);
+	bw_wheel_counters(e.w, &c0);
+	ck_assert_int_eq(cancel_env_add(&e, 6, now0 + 40 * T), 0);
+	bw_wheel_counters(e.w, &c1);
+	ck_assert_uint_eq(c1.probed, c0.probed + 1);
+	tu_assert_healthy(e.w);
+	/* One cancelled, the slot takes the next at home. */
+	ck_assert_int_eq(cancel_env_cancel(&e, 4), 0);
+	tu_assert_healthy(e.w);
+	ck_assert_int_eq(cancel_env_add(&e, 7, now0 + 40 * T), 0);
+	bw_wheel_counters(e.w, &c0);
+	ck_assert_uint_eq(c0.probed, c1.probed);
+	tu_assert_healthy(e.w);
+	tu_poll(e.w, now0 + 40 * T, &rec);
+	ck_assert_uint_eq(rec.nfired, 3);
+	ck_assert_uint_eq(tu_rec_fired_count(&rec, &e.data[3]), 1);
+	ck_assert_uint_eq(tu_rec_fired_count(&rec, &e.data[5]), 1);
+	ck_assert_uint_eq(tu_rec_fired_count(&rec, &e.data[7]), 1);
+	tu_poll(e.w, now0 + 41 * T, &rec);
+	ck_assert_uint_eq(rec.nfired, 4);
+	ck_assert_uint_eq(tu_rec_fired_count(&rec, &e.data[6]), 1);
+	ck_assert_uint_eq(bw_wheel_pending(e.w), 0);
+	tu_assert_healthy(e.w);
+	tu_rec_free(&rec);
+	bw_wheel_free(e.w);
+}
+END_TEST
+
 static Suite *wheel_suite(void)
 {
 	Suite *s = suite_create("wheel");
@@ -3183,6 +3281,7 @@ static Suite *wheel_suite(void)
 	tcase_add_test(tc, test_timer_callbacks);
 	tcase_add_test(tc, test_timer_drain);
 	tcase_add_test(tc, test_timer_null_arguments);
+	tcase_add_loop_test(tc, test_cancel_gives_back, 0, 4);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("allocation");
