@@ -298,6 +298,11 @@ BW_EXPORT size_t bw_wheel_footprint(const struct bw_wheel *w);
 BW_EXPORT uint64_t bw_wheel_range_ns(const struct bw_wheel *w);
 BW_EXPORT const struct bw_config *bw_wheel_config(const struct bw_wheel *w);
 
+/* Private to libbitwheel: a link of its circular lists. */
+struct bw_link {
+	struct bw_link *next, *prev;
+};
+
 /*
  * Intrusive timers.  A struct bw_timer is the caller's: it lives inside
  * the caller's own object, and the wheel links it into its slots as it
@@ -323,10 +328,6 @@ BW_EXPORT const struct bw_config *bw_wheel_config(const struct bw_wheel *w);
  * timers as they are (bw_timer_init() them before reuse);
  * bw_wheel_drain() makes them idle.
  */
-struct bw_link {
-	struct bw_link *next, *prev;
-};
-
 struct bw_timer {
 	/* Private to libbitwheel. */
 	union {

@@ -4,8 +4,8 @@
  * A wheel is four parts (wheel.c explains how they work together):
  *   timers    every timer is a struct bw_timer (bitwheel.h; 40 bytes on
  *             LP64): a list link (or its heap position, or a free
- *             record's free list index), deadline, data, gen and loc.  A handle
- *             timer's is the head of a 48-byte pool record (struct
+ *             record's free list index), deadline, data, gen and loc.  A
+ *             handle timer's is the head of a 48-byte pool record (struct
  *             bw_rec: the timer plus its own index), gen 1..2^31-1; an
  *             intrusive timer is the caller's struct, gen 0.  Every list
  *             and the heap link timers by pointer, so both kinds share
@@ -13,17 +13,19 @@
  *   pool      the handle records in a chunked array, named by index; a
  *             handle is (generation << 32 | index).  Free records form a
  *             singly linked list of indices through t.u.free_next.
- *   slots     one wheel-wide array of slots (a list's sentinel link and
- *             the room left below slot_cap, 24 bytes), named by a slot
- *             id, which a timer's loc holds so
- *             that cancel needs no multiply: first the ring, one slot per
- *             tick (ids 0..ring_mask), then 64 slots for each gear g >= 2
- *             (ids 64 * bw_gear_word(g) + digit).  Two bitmaps over the
- *             ids, occupied and full, as 64-bit words (word id / 64: the
+ *   slots     named by a slot id, which a timer's loc holds: first the
+ *             ring, one slot per tick (ids 0..ring_mask), then 64 slots
+ *             for each gear g >= 2 (ids 64 * bw_gear_word(g) + digit).
+ *             Each is its list's sentinel link (16 bytes, in one
+ *             wheel-wide array at the wheel's end) and its room below
+ *             slot_cap (spare[], 4 bytes, an array of every id a wheel
+ *             can have, in the wheel).  Two bitmaps over the ids,
+ *             occupied and full, as 64-bit words (word id / 64: the
  *             ring's words first, then one word per gear), and a summary
  *             of the occupied words (bit k of sum[k / 64]: word k is not
  *             empty), so that the ring's next event is two ctz away.  One
- *             cached next-event tick for the whole wheel.
+ *             cached next-event tick for the whole wheel, and its ring
+ *             slot.
  *   due       two lists of timers whose tick has already been reached
  *             (sentinel links in the wheel); the one not being fired
  *             takes new arrivals.

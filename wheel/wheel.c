@@ -31,7 +31,13 @@
  * refuses anything further with BW_ERANGE.
  *
  * Timers.  Every timer is a struct bw_timer, linked by pointer into a
- * slot's list, the due or ripe list, or the heap.  A handle timer's is
+ * slot's list, the due or ripe list, or the heap.  The lists are circular
+ * through a sentinel, a 16-byte struct bw_link of the wheel's per slot
+ * and list, so that unlinking a timer touches its two neighbours and
+ * nothing else, and tells by itself whether the list is now empty (its
+ * two neighbours are one, the sentinel): cancel needs neither the slot's
+ * head nor a count to know.  A slot's room below slot_cap is a number of
+ * its own, in an array by slot id beside the sentinels.  A handle timer's is
  * the head of a pool record (wheel-internal.h), found from its handle by
  * index and generation; an intrusive timer's is the caller's own, which
  * bw_timer_add/bw_timer_cancel take directly: no pool, no handle, no
@@ -47,10 +53,13 @@
  * word masked to the slots after now, or else a rotate of the summary by
  * now's word, a ctz and a ctz of the word found; a gear's next event is
  * one rotate by now's digit and one ctz; the first free slot in probe
- * order is a 64-bit window of the full map and one ctz.  The wheel caches
- * its next event; emptying a ring slot at next's position (or any gear
- * slot) only marks the cache dirty, so the minimum is recomputed after
- * removals, once, usually from the ring alone (gear.c).
+ * order is a 64-bit window of the full map and one ctz (exact mode's
+ * backward probe in a gear: a rotate of the gear's word and one clz).
+ * The summary bit is set only by a word's first slot.  The wheel caches
+ * its next event, and next's ring slot beside it; emptying that slot (or
+ * any gear slot) only marks the cache dirty, one compare, so the minimum
+ * is recomputed after removals, once, usually from the ring alone
+ * (gear.c).
  *
  * Precision modes.  They differ only in the gears; a ring slot holds
  * timers of its own tick (or displaced to it by probing, below) in both.
@@ -114,26 +123,30 @@
  * the next-event cache counts the slots alone, and next_deadline is now.
  *
  * Costs.  insert: a multiply by the tick's reciprocal and a shift (no
- * division), one compare against the ring's reach and one against the
- * slot's cap, a few bit operations, one list push, all inline and a leaf;
- * the due list, the gears (a count-leading-zeros picks one), probing and
- * refusals are one tail call further (place_far): O(1), in the trading
- * simulation (bench/callgrind.sh --quick) about 86 instructions on x86-64
- * through a handle (the pool's free list and the handle), 67 intrusive,
- * call included.  cancel: O(1), about 77 for a ring slot's timer through
- * a handle (lookup, generation check, free list), 45 intrusive, inline;
- * any other place is one call further (O(log n) for an overflowed
- * timer).  poll: O(1) when no event is due - the cached next event lets it
- * jump any number of ticks, and the check is inline: a multiply and a few
- * compares - otherwise O(events + timers moved or fired), never O(elapsed
- * ticks).  In the trading simulation (every timer under 4096 ticks ahead)
- * a poll only fires: about 177 instructions a poll averaged over its 1 ms
- * polls, fires included, in either mode, and its tail is the polls that
- * fire several timers, not a re-slot burst.  The overflow heap costs
- * O(log n) per insert, cancel and fire.  Memory: the ring's slots take
- * 4096 * 24 bytes (96 KiB) per wheel of two gears or more, and each
- * handle record 48 bytes; an intrusive timer is 40 bytes of the caller's.
- * Nothing on the plain wheel allocates after bw_wheel_new().
+ * division), one compare against the ring's reach and one of the slot's
+ * room, a few bit operations, one branch-free list push, all inline and a
+ * leaf; the due list, the gears (a count-leading-zeros picks one),
+ * probing and refusals are one tail call further (place_far): O(1), in
+ * the trading simulation (bench/callgrind.sh --quick) about 78
+ * instructions on x86-64 through a handle (the pool's free list and the
+ * handle), 56 intrusive, call included.  cancel: O(1), about 59 for a
+ * ring slot's timer through a handle (lookup, generation check, free
+ * list), 26 intrusive, inline: an unlink, the room back, and for a slot
+ * it empties the occupied bit and one compare against next's slot; any
+ * other place is one call further (O(log n) for an overflowed timer).
+ * poll: O(1) when no event is due - the cached next event lets it jump
+ * any number of ticks, and the check is inline: a multiply and a few
+ * compares - otherwise O(events + timers moved or fired), never
+ * O(elapsed ticks).  In the trading simulation (every timer under 4096
+ * ticks ahead) a poll only fires: about 159-167 instructions a poll
+ * averaged over its 1 ms polls, fires included, in either mode, and its
+ * tail is the polls that fire several timers, not a re-slot burst.  The
+ * overflow heap costs O(log n) per insert, cancel and fire.  Memory: the
+ * ring's sentinels take 4096 * 16 bytes (64 KiB) per wheel of two gears
+ * or more, the room array 4 bytes for each of the 4480 slot ids a wheel
+ * can have (17.5 KiB, whatever its gears), and each handle record 48
+ * bytes; an intrusive timer is 40 bytes of the caller's.  Nothing on the
+ * plain wheel allocates after bw_wheel_new().
  */
 #include <stdlib.h>
 #include <string.h>
