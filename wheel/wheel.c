@@ -216,12 +216,13 @@ static inline uint64_t map_window(const uint64_t *map, unsigned pos,
  * tick.  The gear's free slots rotated by key put key - j at bit 64 - j,
  * so the top lim bits are the candidates and a clz finds the first.
  * Otherwise the first slot not full after key, within max_probes and
- * ahead of now: a window of the full map and one ctz.
+ * ahead of now: a window of the full map and one ctz.  *keyp gets the
+ * slot found, or BW_EFULL comes back.
  */
 static inline int
-probe(struct bw_wheel *w, unsigned g, uint64_t key, struct bw_timer *tm)
+probe(const struct bw_wheel *w, unsigned g, uint64_t *keyp)
 {
-	uint64_t ahead = key - (w->now >> (6 * g));
+	uint64_t key = *keyp, ahead = key - (w->now >> (6 * g));
 	uint64_t mask = g ? BW_SLOTS - 1 : w->ring_mask;
 	const uint64_t *map = g ? &w->full[bw_gear_word(g)] : w->full;
 	unsigned lim = w->cfg.max_probes - 1, j;
@@ -242,8 +243,7 @@ probe(struct bw_wheel *w, unsigned g, uint64_t key, struct bw_timer *tm)
 			return BW_EFULL;
 		key += j;
 	}
-	w->ctr.probed++;
-	bw_slot_add(w, bw_slot_id(w, g, key), key << (6 * g), tm);
+	*keyp = key;
 	return 0;
 }
 
@@ -328,9 +328,13 @@ arm(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill)
 		ev = key << (6 * g);
 	}
 	if (bw_map_test(w->full, id)) {
-		int err = probe(w, g, key, tm);
+		int err = probe(w, g, &key);
 
-		return err ? overflow(w, tm, err, spill) : 0;
+		if (err)
+			return overflow(w, tm, err, spill);
+		w->ctr.probed++;
+		id = bw_slot_id(w, g, key);
+		ev = key << (6 * g);
 	}
 	bw_slot_add(w, id, ev, tm);
 	return 0;
