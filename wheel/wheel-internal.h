@@ -537,24 +537,6 @@ static inline bool bw_poll_collect(struct bw_wheel *w, uint64_t now_ns)
 	return true;
 }
 
-/* A free record, O(1); growing the pool is pool.c's business. */
-static inline int bw_pool_get(struct bw_wheel *w, struct bw_rec **out)
-{
-	struct bw_pool *p = &w->pool;
-	struct bw_rec *r;
-
-	if (__builtin_expect(p->free == BW_NIL, 0)) {
-		int err = bw_pool_grow(w);
-
-		if (err)
-			return err;
-	}
-	r = bw_rec_at(p, p->free);
-	p->free = r->t.u.free_next;
-	*out = r;
-	return 0;
-}
-
 /* Free record r; its new generation kills every handle to it. */
 static inline void bw_pool_put(struct bw_wheel *w, struct bw_rec *r)
 {

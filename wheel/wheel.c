@@ -445,31 +445,61 @@ void bw_wheel_free(struct bw_wheel *w)
 	mem_raw(&a, w, w->footprint, 0);
 }
 
-/* place()'s cold half: arm() and the counting, out of line, so that
- * place() can end in a tail call and stay a leaf. */
-static __attribute__((noinline)) int
-place_far(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill)
+/* A handle record's handle, for *out (NULL: an intrusive timer). */
+static inline void put_handle(const struct bw_timer *tm, bw_handle *out)
+{
+	if (out)
+		*out = bw_handle_make(((const struct bw_rec *)tm)->idx, tm->gen);
+}
+
+/* place()'s cold half: arm(), the counting and the handle (or the record
+ * back to the pool), out of line (below), so that place() can end in a
+ * tail call and stay a leaf. */
+static inline __attribute__((always_inline)) int
+place_rest(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill,
+	   bw_handle *out)
 {
 	int err = arm(w, tm, t, spill);
 
 	if (err) {
 		if (err != BW_ENOMEM)
 			w->ctr.refused++;
+		if (out)
+			bw_pool_put(w, (struct bw_rec *)tm);
 		return err;
 	}
 	w->ctr.inserted++;
+	put_handle(tm, out);
 	return 0;
 }
 
+/* place_rest() for handle records and, without the handle's tests, for
+ * intrusive timers. */
+static __attribute__((noinline)) int
+place_far(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill,
+	  bw_handle *out)
+{
+	return place_rest(w, tm, t, spill, out);
+}
+
+static __attribute__((noinline)) int
+place_far_timer(struct bw_wheel *w, struct bw_timer *tm, uint64_t t,
+		bool spill)
+{
+	return place_rest(w, tm, t, spill, NULL);
+}
+
 /*
- * Arm timer tm (a handle record or an intrusive timer) at deadline_ns
- * with data, and count it; with !spill, refuse what no slot takes even on
- * a failover wheel.  Inline, the common case: t within the ring's reach
- * (and the range) and its slot below the cap; the rest is place_far().
+ * Arm timer tm (a handle record, whose handle goes to *out, or an
+ * intrusive timer, out NULL) at deadline_ns with data, and count it; with
+ * !spill, refuse what no slot takes even on a failover wheel (a record
+ * goes back to the pool).  Inline, the common case: t within the ring's
+ * reach (and the range) and its slot below the cap; the rest is
+ * place_far().
  */
 static inline __attribute__((always_inline)) int
 place(struct bw_wheel *w, struct bw_timer *tm, uint64_t deadline_ns,
-      void *data, bool spill)
+      void *data, bool spill, bw_handle *out)
 {
 	uint64_t t;
 	unsigned id;
@@ -485,33 +515,50 @@ place(struct bw_wheel *w, struct bw_timer *tm, uint64_t deadline_ns,
 			__builtin_unreachable(); /* a ring slot: summary word 0 */
 		bw_slot_add(w, id, t, tm);
 		w->ctr.inserted++;
+		put_handle(tm, out);
 		return 0;
 	}
-	return place_far(w, tm, t, spill);
+	if (!out)
+		return place_far_timer(w, tm, t, spill);
+	return place_far(w, tm, t, spill, out);
 }
 
+static int insert_grow(struct bw_wheel *w, uint64_t deadline_ns, void *data,
+		       bw_handle *out, bool spill);
+
+/* A free record, O(1), then place(); growing the pool is insert_grow()'s,
+ * a tail call, so that insert stays a leaf. */
 static inline __attribute__((always_inline)) int
 insert(struct bw_wheel *w, uint64_t deadline_ns, void *data, bw_handle *out,
        bool spill)
 {
+	struct bw_pool *p;
 	struct bw_rec *r;
-	int err;
 
 	if (!w || !out)
 		return BW_EINVAL;
-	err = bw_pool_get(w, &r);
+	p = &w->pool;
+	if (__builtin_expect(p->free == BW_NIL, 0))
+		return insert_grow(w, deadline_ns, data, out, spill);
+	r = bw_rec_at(p, p->free);
+	p->free = r->t.u.free_next;
+	return place(w, &r->t, deadline_ns, data, spill, out);
+}
+
+/* No free record: more (pool.c: a failover wheel's pool grows, a plain
+ * wheel's is BW_EFULL), then the insert. */
+static __attribute__((noinline)) int
+insert_grow(struct bw_wheel *w, uint64_t deadline_ns, void *data,
+	    bw_handle *out, bool spill)
+{
+	int err = bw_pool_grow(w);
+
 	if (err) {
 		if (err != BW_ENOMEM)
 			w->ctr.refused++;
 		return err;
 	}
-	err = place(w, &r->t, deadline_ns, data, spill);
-	if (err) {
-		bw_pool_put(w, r);
-		return err;
-	}
-	*out = bw_handle_make(r->idx, r->t.gen);
-	return 0;
+	return insert(w, deadline_ns, data, out, spill);
 }
 
 int bw_wheel_insert(struct bw_wheel *w, uint64_t deadline_ns, void *data,
@@ -536,7 +583,7 @@ timer_add(struct bw_wheel *w, struct bw_timer *t, uint64_t deadline_ns,
 	/* Idle, so initialised: its gen is 0 (nothing else writes it). */
 	if (__builtin_expect(t->loc != BW_LOC_IDLE, 0))
 		return is_pending(t->loc) ? BW_EPENDING : BW_EINVAL;
-	return place(w, t, deadline_ns, data, spill);
+	return place(w, t, deadline_ns, data, spill, NULL);
 }
 
 void bw_timer_init(struct bw_timer *t)
@@ -570,33 +617,31 @@ cancel(struct bw_wheel *w, struct bw_timer *tm)
 	w->ctr.cancelled++;
 }
 
-static __attribute__((noinline)) void
-cancel_far(struct bw_wheel *w, struct bw_timer *tm)
+/* Done with timer tm for good: a handle record goes back to the pool, an
+ * intrusive timer is idle. */
+static inline void retire(struct bw_wheel *w, struct bw_timer *tm)
 {
-	cancel(w, tm);
+	if (tm->gen)
+		bw_pool_put(w, (struct bw_rec *)tm);
+	else
+		tm->loc = BW_LOC_IDLE;
 }
 
-/* bw_timer_cancel's out-of-line half, a tail call. */
+/*
+ * Both cancels' out-of-line half, a tail call of theirs: pending timer tm
+ * anywhere but a ring slot (a gear slot, the heap, a list) out and
+ * retired, its data to *data_out unless that is NULL.  The inline halves
+ * take a ring slot's timer: ring slot ids are below BW_RING_MAX on every
+ * wheel (a one-gear wheel's are 0..63), every other place is above.
+ */
 static __attribute__((noinline)) int
-timer_cancel_far(struct bw_wheel *w, struct bw_timer *t)
+cancel_far(struct bw_wheel *w, struct bw_timer *tm, void **data_out)
 {
-	cancel(w, t);
-	t->loc = BW_LOC_IDLE;
-	return 0;
-}
-
-/* A timer in a ring slot, the common case, inline (a leaf); a gear slot,
- * the heap or a list out of line. */
-static inline __attribute__((always_inline)) void
-cancel_any(struct bw_wheel *w, struct bw_timer *tm)
-{
-	if (__builtin_expect(tm->loc > w->ring_mask, 0)) {
-		cancel_far(w, tm);
-		return;
-	}
-	if (tm->loc >= BW_RING_MAX)
-		__builtin_unreachable(); /* a ring slot: summary word 0 */
 	cancel(w, tm);
+	if (data_out)
+		*data_out = tm->data;
+	retire(w, tm);
+	return 0;
 }
 
 int bw_wheel_cancel(struct bw_wheel *w, bw_handle h, void **data_out)
@@ -608,7 +653,11 @@ int bw_wheel_cancel(struct bw_wheel *w, bw_handle h, void **data_out)
 	r = lookup(w, h);
 	if (!r)
 		return BW_ENOTFOUND;
-	cancel_any(w, &r->t);
+	if (__builtin_expect(r->t.loc >= BW_RING_MAX, 0))
+		return cancel_far(w, &r->t, data_out);
+	if (r->t.loc > w->ring_mask)
+		__builtin_unreachable(); /* a one-gear wheel's ids are 0..63 */
+	cancel(w, &r->t);
 	if (data_out)
 		*data_out = r->t.data;
 	bw_pool_put(w, r);
@@ -619,29 +668,18 @@ int bw_timer_cancel(struct bw_wheel *w, struct bw_timer *t)
 {
 	if (!w || !t)
 		return BW_EINVAL;
-	/* One compare for the common case, a ring slot: ring slot ids are
-	 * below BW_RING_MAX on every wheel (a one-gear wheel's are 0..63),
-	 * every other place, pending or not, is above. */
+	/* One compare for the common case, a ring slot (above); every
+	 * other place, pending or not, is above BW_RING_MAX. */
 	if (__builtin_expect(t->loc >= BW_RING_MAX, 0)) {
 		if (!is_pending(t->loc))
 			return BW_ENOTFOUND;
-		return timer_cancel_far(w, t);
+		return cancel_far(w, t, NULL);
 	}
 	if (t->loc > w->ring_mask)
 		__builtin_unreachable(); /* a one-gear wheel's ids are 0..63 */
 	cancel(w, t);
 	t->loc = BW_LOC_IDLE;
 	return 0;
-}
-
-/* Done with timer tm for good: a handle record goes back to the pool, an
- * intrusive timer is idle. */
-static inline void retire(struct bw_wheel *w, struct bw_timer *tm)
-{
-	if (tm->gen)
-		bw_pool_put(w, (struct bw_rec *)tm);
-	else
-		tm->loc = BW_LOC_IDLE;
 }
 
 /* Give a timer's data back to its owner through the drop callback. */
