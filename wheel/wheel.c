@@ -628,19 +628,28 @@ static inline void retire(struct bw_wheel *w, struct bw_timer *tm)
 }
 
 /*
- * Both cancels' out-of-line half, a tail call of theirs: pending timer tm
- * anywhere but a ring slot (a gear slot, the heap, a list) out and
- * retired, its data to *data_out unless that is NULL.  The inline halves
- * take a ring slot's timer: ring slot ids are below BW_RING_MAX on every
- * wheel (a one-gear wheel's are 0..63), every other place is above.
+ * The cancels' out-of-line halves, tail calls of theirs: a pending timer
+ * anywhere but a ring slot (a gear slot, the heap, a list) out, and a
+ * handle record back to the pool (its data to *data_out unless that is
+ * NULL), an intrusive timer idle.  The inline halves take a ring slot's
+ * timer: ring slot ids are below BW_RING_MAX on every wheel (a one-gear
+ * wheel's are 0..63), every other place is above.
  */
 static __attribute__((noinline)) int
-cancel_far(struct bw_wheel *w, struct bw_timer *tm, void **data_out)
+cancel_far(struct bw_wheel *w, struct bw_rec *r, void **data_out)
 {
-	cancel(w, tm);
+	cancel(w, &r->t);
 	if (data_out)
-		*data_out = tm->data;
-	retire(w, tm);
+		*data_out = r->t.data;
+	bw_pool_put(w, r);
+	return 0;
+}
+
+static __attribute__((noinline)) int
+timer_cancel_far(struct bw_wheel *w, struct bw_timer *t)
+{
+	cancel(w, t);
+	t->loc = BW_LOC_IDLE;
 	return 0;
 }
 
@@ -654,7 +663,7 @@ int bw_wheel_cancel(struct bw_wheel *w, bw_handle h, void **data_out)
 	if (!r)
 		return BW_ENOTFOUND;
 	if (__builtin_expect(r->t.loc >= BW_RING_MAX, 0))
-		return cancel_far(w, &r->t, data_out);
+		return cancel_far(w, r, data_out);
 	if (r->t.loc > w->ring_mask)
 		__builtin_unreachable(); /* a one-gear wheel's ids are 0..63 */
 	cancel(w, &r->t);
@@ -673,7 +682,7 @@ int bw_timer_cancel(struct bw_wheel *w, struct bw_timer *t)
 	if (__builtin_expect(t->loc >= BW_RING_MAX, 0)) {
 		if (!is_pending(t->loc))
 			return BW_ENOTFOUND;
-		return cancel_far(w, t, NULL);
+		return timer_cancel_far(w, t);
 	}
 	if (t->loc > w->ring_mask)
 		__builtin_unreachable(); /* a one-gear wheel's ids are 0..63 */
