@@ -127,9 +127,9 @@
  * room, a few bit operations, one branch-free list push, all inline and a
  * leaf; the due list, the gears (a count-leading-zeros picks one),
  * probing and refusals are one tail call further (place_far): O(1), in
- * the trading simulation (bench/callgrind.sh --quick) about 78
+ * the trading simulation (bench/callgrind.sh --quick) about 71
  * instructions on x86-64 through a handle (the pool's free list and the
- * handle), 56 intrusive, call included.  cancel: O(1), about 59 for a
+ * handle), 56 intrusive, call included.  cancel: O(1), about 52 for a
  * ring slot's timer through a handle (lookup, generation check, free
  * list), 26 intrusive, inline: an unlink, the room back, and for a slot
  * it empties the occupied bit and one compare against next's slot; any
