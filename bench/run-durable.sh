@@ -2,7 +2,8 @@
 # run-durable.sh - what --state-dir costs, in one command.
 #
 #   bench/run-durable.sh [--quick] [--out DIR] [--build DIR] [--rounds N]
-#                        [--timers N] [--part LIST] [-- BWLOAD_OPTIONS...]
+#                        [--timers N] [--part LIST] [--before DIR]
+#                        [-- BWLOAD_OPTIONS...]
 #
 #   1. throughput: four bitwheelds side by side - in memory (no
 #      --state-dir), --fsync=never, batch and always (each on a temporary
@@ -37,7 +38,10 @@
 # (part 1, bench/plot-service.sh); DIR: bench/results, or
 # bench/results/quick with --quick.  --build DIR: an already configured
 # build tree to use (default: the source tree if configured, else
-# bench/build).  Every daemon it started is stopped however it ends; each
+# bench/build).  --before DIR: another build tree (a version before a
+# change, its daemon/bitwheeld built), whose daemon joins part 1 as
+# never-before, batch-before and always-before: before and after in the
+# same run.  Every daemon it started is stopped however it ends; each
 # step runs under `timeout`.
 set -euo pipefail
 
@@ -49,6 +53,7 @@ build=
 rounds=
 timers=
 parts=throughput,recovery,stall
+before=
 expect=
 
 while [ $# -gt 0 ]; do
@@ -59,8 +64,9 @@ while [ $# -gt 0 ]; do
 	--rounds) rounds=$2; shift ;;
 	--timers) timers=$2; shift ;;
 	--part) parts=$2; shift ;;
+	--before) before=$2; shift ;;
 	--) shift; break ;;
-	-h | --help) sed -n '2,41p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,46p' "$0"; exit 0 ;;
 	*) echo "run-durable.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -82,6 +88,11 @@ make -C "$build" -j2 bench/bwload bench/bwdurable daemon/bitwheeld >/dev/null
 bwload=$build/bench/bwload
 bwdurable=$build/bench/bwdurable
 bitwheeld=$build/daemon/bitwheeld
+if [ -n "$before" ]; then
+	before=$(cd "$before" && pwd)
+	[ -x "$before/daemon/bitwheeld" ] ||
+		{ echo "run-durable.sh: --before $before: no daemon/bitwheeld there" >&2; exit 2; }
+fi
 # shellcheck source=bench/servers.sh
 . "$here/servers.sh"
 bw_servers_who=run-durable.sh
@@ -103,14 +114,15 @@ stop_all() {
 trap stop_all EXIT
 trap 'exit 130' INT TERM
 
-# start NAME ARGS...: bitwheeld on $tmp/NAME.sock, log $tmp/NAME.log
-# (appended), pid in $started, wall time to the first answered Stats in
-# $ready_line.
+# start NAME ARGS...: bitwheeld (--before's for NAME *-before) on
+# $tmp/NAME.sock, log $tmp/NAME.log (appended), pid in $started, wall time
+# to the first answered Stats in $ready_line.
 start() {
-	local name=$1 t0
+	local name=$1 t0 bin=$bitwheeld
 	shift
+	case $name in *-before) bin=$before/daemon/bitwheeld ;; esac
 	t0=$(date +%s%N)
-	"$bitwheeld" --socket "$tmp/$name.sock" "$@" >>"$tmp/$name.log" 2>&1 &
+	"$bin" --socket "$tmp/$name.sock" "$@" >>"$tmp/$name.log" 2>&1 &
 	started=$!
 	pids+=("$started")
 	if ! ready_line=$(timeout 120 "$bwdurable" ready --socket "$tmp/$name.sock" \
@@ -132,12 +144,14 @@ md=$out/durable.md
 	echo
 	echo "Host: $host.  State directories on $fs, the filesystem of \$TMPDIR ($(dirname "$tmp")).  $(date -u '+%Y-%m-%d %H:%M UTC')."
 	echo
-	echo "Command: \`bench/run-durable.sh${quick:+ --quick} --rounds $rounds --timers $timers${*:+ -- $*}\`"
+	echo "Command: \`bench/run-durable.sh${quick:+ --quick} --rounds $rounds --timers $timers${before:+ --before DIR}${*:+ -- $*}\`"
+	[ -z "$before" ] || printf '\nRows *-before: the daemon of the build tree %s (--before), run side by side with this one.\n' "$before"
 	echo
 } >"$md"
 
 # ---- 1. throughput --------------------------------------------------------
 configs=(memory never batch always)
+[ -z "$before" ] || configs+=(never-before batch-before always-before)
 # The peer's three, as bwload names its subject's rows.
 declare -A redis_args=([redis-memory]="--appendonly no"
 	[redis-everysec]="--appendonly yes --appendfsync everysec"
@@ -160,7 +174,7 @@ if want throughput; then
 				{ echo "run-durable.sh: redis-server $c did not start" >&2; exit 1; }
 			pids+=("$redis_pid")
 			started=$redis_pid ;;
-		*) start "$c" --state-dir "$tmp/$c.state" --fsync "$c" ;;
+		*) start "$c" --state-dir "$tmp/$c.state" --fsync "${c%-before}" ;;
 		esac
 		dpid[$c]=$started
 	done

@@ -10,9 +10,11 @@
  * written so far, while the loop goes on serving; when it is done it says
  * so on an eventfd (bwd_journal_event_fd), the loop reads what is durable
  * (bwd_journal_synced), and the next commit starts the next sync for all
- * that was written meanwhile.  --fsync=always syncs each record as it is
- * appended, in the loop; --fsync=never only writes, which survives a
- * crash of the daemon but not of the machine.
+ * that was written meanwhile.  --fsync=always runs that one fdatasync in
+ * the loop itself at the end of the turn, which waits for it: no thread
+ * hand-off for a lone request, but nothing else is served meanwhile.
+ * --fsync=never only writes, which survives a crash of the daemon but not
+ * of the machine.
  *
  * Replies wait for this: while bwd_journal_pending() is true, connections
  * of named sessions hold their output (conn.c) until a sync covering it
@@ -26,8 +28,9 @@
  * snapshot and a new journal can be written (store.c).
  *
  * Costs: append is a copy into the buffer (amortised O(record)); commit
- * is one write per loop turn; the loop never waits for the disk under
- * batch, and there is at most one fdatasync in flight.
+ * is one write per loop turn, and under always one fdatasync too; the
+ * loop never waits for the disk under batch, and there is at most one
+ * fdatasync in flight.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -334,7 +337,8 @@ static int fail(struct bwd_journal *j, int err, const char *what)
 	return err;
 }
 
-int bwd_journal_append(struct bwd_journal *j, const struct bwd_record *r)
+int bwd_journal_append(struct bwd_journal *j, const struct bwd_record *r,
+		       size_t *bytes)
 {
 	size_t n = bwd_record_size(r);
 
@@ -353,7 +357,8 @@ int bwd_journal_append(struct bwd_journal *j, const struct bwd_record *r)
 		j->cap = cap;
 	}
 	j->len += bwd_record_pack(r, j->buf + j->len);
-	return j->fsync == BWD_FSYNC_ALWAYS ? bwd_journal_sync(j) : 0;
+	*bytes = n;
+	return 0;
 }
 
 int bwd_journal_write(struct bwd_journal *j)

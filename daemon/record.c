@@ -51,6 +51,8 @@ enum field {
 };
 
 #define B(f) (1u << (f))
+/* The u64s, which come first in enum field. */
+#define U64_FIELDS (B(F_UID) - 1)
 
 static const unsigned field_mask[BWD_REC_TYPES] = {
 	[BWD_REC_SESSION] = B(F_SID) | B(F_SEQ) | B(F_UID) | B(F_NAME),
@@ -244,11 +246,9 @@ static uint64_t *u64_field(struct bwd_record *r, enum field f)
 size_t bwd_record_size(const struct bwd_record *r)
 {
 	unsigned m = fields_of(r->type, r->flags);
-	size_t n = BWD_RECORD_HEADER_SIZE + 2;
+	size_t n = BWD_RECORD_HEADER_SIZE + 2 +
+		   8 * (size_t)__builtin_popcount(m & U64_FIELDS);
 
-	for (enum field f = F_SID; f <= F_WALL; f++)
-		if (m & B(f))
-			n += 8;
 	if (m & B(F_UID))
 		n += 4;
 	if (m & B(F_NAME))
@@ -276,9 +276,11 @@ size_t bwd_record_pack(const struct bwd_record *r, uint8_t *out)
 
 	*p++ = r->type;
 	*p++ = r->flags;
-	for (enum field f = F_SID; f <= F_WALL; f++)
-		if (m & B(f))
-			p = put64(p, *u64_field((struct bwd_record *)r, f));
+	/* The fields it carries only, in their order: a record has a few
+	 * of the many. */
+	for (unsigned b = m & U64_FIELDS; b; b &= b - 1)
+		p = put64(p, *u64_field((struct bwd_record *)r,
+					(enum field)__builtin_ctz(b)));
 	if (m & B(F_UID))
 		p = put32(p, r->uid);
 	if (m & B(F_NAME)) {
