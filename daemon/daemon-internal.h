@@ -934,6 +934,13 @@ int bwd_file_header_parse(const uint8_t *buf, size_t len,
 size_t bwd_record_size(const struct bwd_record *r);
 /* The largest record of a type, its payload aside. */
 size_t bwd_record_bound(enum bwd_rec_type type);
+/* Room enough to pack r, without counting its fields: as many u64s as a
+ * field mask has bits, the uid, the name and the payload. */
+static inline size_t bwd_record_room(const struct bwd_record *r)
+{
+	return BWD_RECORD_HEADER_SIZE + 2 + 32 * 8 + 4 + 1 + r->name_len + 4 +
+	       (size_t)r->payload_len;
+}
 /* Pack r into out (bwd_record_size bytes); returns that size. */
 size_t bwd_record_pack(const struct bwd_record *r, uint8_t *out);
 /* The record at buf: 0 and *used, or BWD_REC_ETORN / BWD_REC_ECORRUPT.

@@ -340,7 +340,7 @@ static int fail(struct bwd_journal *j, int err, const char *what)
 int bwd_journal_append(struct bwd_journal *j, const struct bwd_record *r,
 		       size_t *bytes)
 {
-	size_t n = bwd_record_size(r);
+	size_t n = bwd_record_room(r);
 
 	if (j->failed)
 		return -EIO;
@@ -356,7 +356,8 @@ int bwd_journal_append(struct bwd_journal *j, const struct bwd_record *r,
 		j->buf = p;
 		j->cap = cap;
 	}
-	j->len += bwd_record_pack(r, j->buf + j->len);
+	n = bwd_record_pack(r, j->buf + j->len);
+	j->len += n;
 	*bytes = n;
 	return 0;
 }

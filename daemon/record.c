@@ -36,6 +36,7 @@
  * Costs: packing and parsing are linear in the record's size; the CRC runs
  * on the CPU's crc32 instruction when it has one (8 bytes a step).
  */
+#include <endian.h>
 #include <errno.h>
 #include <string.h>
 
@@ -151,33 +152,36 @@ uint32_t bwd_crc32c(const void *data, size_t len)
 
 /* ---- little-endian fields -------------------------------------------------- */
 
+/* One unaligned move each on a little-endian CPU (GCC does not merge the
+ * byte loop: it was some 50 instructions a field). */
 static uint8_t *put64(uint8_t *p, uint64_t v)
 {
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+	v = htole64(v);
+	memcpy(p, &v, 8);
 	return p + 8;
 }
 
 static uint8_t *put32(uint8_t *p, uint32_t v)
 {
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+	v = htole32(v);
+	memcpy(p, &v, 4);
 	return p + 4;
 }
 
 static uint64_t get64(const uint8_t *p)
 {
-	uint64_t v = 0;
+	uint64_t v;
 
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
+	memcpy(&v, p, 8);
+	return le64toh(v);
 }
 
 static uint32_t get32(const uint8_t *p)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return le32toh(v);
 }
 
 /* ---- file header -------------------------------------------------------------- */
