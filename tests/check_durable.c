@@ -163,6 +163,13 @@ static size_t record_offsets(const uint8_t *buf, size_t len, size_t *off,
 	while (at < len) {
 		uint32_t body = le32(buf + at);
 
+		/* The room allocated ahead, zeros to the end: no records. */
+		if (body == 0) {
+			for (size_t i = at; i < len; i++)
+				ck_assert_msg(!buf[i], "byte %zu of the room after the records is not 0", i);
+			break;
+		}
+
 		ck_assert_uint_le(at + RECORD_HEADER + body, len);
 		ck_assert_uint_eq(le32(buf + at + 4), crc32c(buf + at + RECORD_HEADER, body));
 		ck_assert_uint_lt(n, max);
@@ -727,13 +734,14 @@ END_TEST
 /* ---- files --------------------------------------------------------------- */
 
 /* Truncate the journal at every byte of its last record: recovery keeps
- * the records before it, names the offset, and serves. */
+ * the records before it, names the offset, and serves.  Before that, the
+ * journal as the kill left it, zeros of its room after the records. */
 START_TEST(test_torn_tail)
 {
 	struct du_daemon *d = du_daemon_new();
 	struct du_conn *c;
 	char path[200];
-	size_t len, off[64], n;
+	size_t len, end, off[64], n;
 	uint8_t *journal;
 	uint64_t far = du_now_ns() + 3600 * DU_S;
 
@@ -748,6 +756,23 @@ START_TEST(test_torn_tail)
 	/* SESSION, then TIMER 1..5 */
 	n = record_offsets(journal, len, off, 64);
 	ck_assert_uint_eq(n, 6);
+	/* As the kill left it, with the room allocated after the records
+	 * (journal.c): the end, not a torn record. */
+	end = off[n - 1] + RECORD_HEADER + le32(journal + off[n - 1]);
+	du_note("journal: %zu bytes of records, %zu of room after them", end, len - end);
+	start_durable(d, NULL);
+	c = du_connect(d->sock);
+	ck_assert_uint_eq(hello_timers(c, "t", NULL, NULL), 5);
+	{
+		char *log = du_daemon_log(d);
+
+		ck_assert_msg(!strstr(log, "torn") && !strstr(log, "corrupt"),
+			      "the room after the records read as a record: %s", tail(log));
+		free(log);
+	}
+	du_conn_free(c);
+	du_daemon_kill(d);
+	len = end;
 	for (size_t cut = off[n - 1]; cut <= len; cut++) {
 		char *log, want[96];
 		size_t seen;
