@@ -144,7 +144,7 @@ md=$out/durable.md
 	echo
 	echo "Host: $host.  State directories on $fs, the filesystem of \$TMPDIR ($(dirname "$tmp")).  $(date -u '+%Y-%m-%d %H:%M UTC')."
 	echo
-	echo "Command: \`bench/run-durable.sh${quick:+ --quick} --rounds $rounds --timers $timers${before:+ --before DIR}${*:+ -- $*}\`"
+	echo "Command: \`bench/run-durable.sh${quick:+ --quick} --rounds $rounds --timers $timers$([ "$parts" = throughput,recovery,stall ] || echo " --part $parts")${before:+ --before DIR}${*:+ -- $*}\`"
 	[ -z "$before" ] || printf '\nRows *-before: the daemon of the build tree %s (--before), run side by side with this one.\n' "$before"
 	echo
 } >"$md"
