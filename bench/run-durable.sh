@@ -2,7 +2,8 @@
 # run-durable.sh - what --state-dir costs, in one command.
 #
 #   bench/run-durable.sh [--quick] [--out DIR] [--build DIR] [--rounds N]
-#                        [--timers N] [--part LIST] [-- BWLOAD_OPTIONS...]
+#                        [--timers N] [--part LIST] [--before DIR]
+#                        [-- BWLOAD_OPTIONS...]
 #
 #   1. throughput: four bitwheelds side by side - in memory (no
 #      --state-dir), --fsync=never, batch and always (each on a temporary
@@ -37,7 +38,10 @@
 # (part 1, bench/plot-service.sh); DIR: bench/results, or
 # bench/results/quick with --quick.  --build DIR: an already configured
 # build tree to use (default: the source tree if configured, else
-# bench/build).  Every daemon it started is stopped however it ends; each
+# bench/build).  --before DIR: another build tree (a version before a
+# change, its daemon/bitwheeld built), whose daemon joins part 1 as
+# never-before, batch-before and always-before: before and after in the
+# same run.  Every daemon it started is stopped however it ends; each
 # step runs under `timeout`.
 set -euo pipefail
 
@@ -49,6 +53,7 @@ build=
 rounds=
 timers=
 parts=throughput,recovery,stall
+before=
 expect=
 
 while [ $# -gt 0 ]; do
@@ -59,8 +64,9 @@ while [ $# -gt 0 ]; do
 	--rounds) rounds=$2; shift ;;
 	--timers) timers=$2; shift ;;
 	--part) parts=$2; shift ;;
+	--before) before=$2; shift ;;
 	--) shift; break ;;
-	-h | --help) sed -n '2,41p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,46p' "$0"; exit 0 ;;
 	*) echo "run-durable.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -82,6 +88,11 @@ make -C "$build" -j2 bench/bwload bench/bwdurable daemon/bitwheeld >/dev/null
 bwload=$build/bench/bwload
 bwdurable=$build/bench/bwdurable
 bitwheeld=$build/daemon/bitwheeld
+if [ -n "$before" ]; then
+	before=$(cd "$before" && pwd)
+	[ -x "$before/daemon/bitwheeld" ] ||
+		{ echo "run-durable.sh: --before $before: no daemon/bitwheeld there" >&2; exit 2; }
+fi
 # shellcheck source=bench/servers.sh
 . "$here/servers.sh"
 bw_servers_who=run-durable.sh
@@ -103,14 +114,15 @@ stop_all() {
 trap stop_all EXIT
 trap 'exit 130' INT TERM
 
-# start NAME ARGS...: bitwheeld on $tmp/NAME.sock, log $tmp/NAME.log
-# (appended), pid in $started, wall time to the first answered Stats in
-# $ready_line.
+# start NAME ARGS...: bitwheeld (--before's for NAME *-before) on
+# $tmp/NAME.sock, log $tmp/NAME.log (appended), pid in $started, wall time
+# to the first answered Stats in $ready_line.
 start() {
-	local name=$1 t0
+	local name=$1 t0 bin=$bitwheeld
 	shift
+	case $name in *-before) bin=$before/daemon/bitwheeld ;; esac
 	t0=$(date +%s%N)
-	"$bitwheeld" --socket "$tmp/$name.sock" "$@" >>"$tmp/$name.log" 2>&1 &
+	"$bin" --socket "$tmp/$name.sock" "$@" >>"$tmp/$name.log" 2>&1 &
 	started=$!
 	pids+=("$started")
 	if ! ready_line=$(timeout 120 "$bwdurable" ready --socket "$tmp/$name.sock" \
@@ -132,12 +144,14 @@ md=$out/durable.md
 	echo
 	echo "Host: $host.  State directories on $fs, the filesystem of \$TMPDIR ($(dirname "$tmp")).  $(date -u '+%Y-%m-%d %H:%M UTC')."
 	echo
-	echo "Command: \`bench/run-durable.sh${quick:+ --quick} --rounds $rounds --timers $timers${*:+ -- $*}\`"
+	echo "Command: \`bench/run-durable.sh${quick:+ --quick} --rounds $rounds --timers $timers$([ "$parts" = throughput,recovery,stall ] || echo " --part $parts")${before:+ --before DIR}${*:+ -- $*}\`"
+	[ -z "$before" ] || printf '\nRows *-before: the daemon of the build tree %s (--before), run side by side with this one.\n' "$before"
 	echo
 } >"$md"
 
 # ---- 1. throughput --------------------------------------------------------
 configs=(memory never batch always)
+[ -z "$before" ] || configs+=(never-before batch-before always-before)
 # The peer's three, as bwload names its subject's rows.
 declare -A redis_args=([redis-memory]="--appendonly no"
 	[redis-everysec]="--appendonly yes --appendfsync everysec"
@@ -160,7 +174,7 @@ if want throughput; then
 				{ echo "run-durable.sh: redis-server $c did not start" >&2; exit 1; }
 			pids+=("$redis_pid")
 			started=$redis_pid ;;
-		*) start "$c" --state-dir "$tmp/$c.state" --fsync "$c" ;;
+		*) start "$c" --state-dir "$tmp/$c.state" --fsync "${c%-before}" ;;
 		esac
 		dpid[$c]=$started
 	done
@@ -261,14 +275,21 @@ if want throughput; then
 			}' "$out/durable.csv"
 		echo
 		# The device's fdatasync (the median of the rounds' p50s, with
-		# that round's CPU) against batch's lone round trip (rtt p50).
-		awk -F, -v sl="$(sed -n 's/.*p50_us=\([0-9.]*\).*cpu_us_per_sync=\([0-9.]*\).*/\1 \2/p' "$tmp/synclat.txt" | sort -n | awk '{ v[NR] = $0 } END { print v[int((NR + 1) / 2)] }')" '
+		# that round's CPU; appends, and writes into allocated room as
+		# the journal makes them) against batch's and always' lone
+		# round trip (rtt p50).
+		synclat() {
+			sed -n "s/.*$1: p50_us=\([0-9.]*\).*cpu_us_per_sync=\([0-9.]*\).*/\1 \2/p" "$tmp/synclat.txt" |
+				sort -n | awk '{ v[NR] = $0 } END { print v[int((NR + 1) / 2)] }'
+		}
+		awk -F, -v sl="$(synclat appends)" -v sr="$(synclat 'writes into room')" '
 			NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-			$1 == "batch" && $3 == "rtt" { rtt = $(c["rtt_p50_ns"]) / 1e3 }
+			$3 == "rtt" { rtt[$1] = $(c["rtt_p50_ns"]) / 1e3 }
 			END {
 				split(sl, f, " ")
-				if (f[1] > 0 && rtt > 0)
-					printf "The device: `bwdurable synclat` (an fdatasync after each small append, on the same file system, as the sync thread does; in each round right after the rtt phase): p50 %.1f µs, %.1f µs of CPU per sync (the median round).  A lone request with --fsync=batch: rtt p50 %.1f µs, **%.2f×** the device'"'"'s fdatasync (target ≤ 1.2×).\n", f[1], f[2], rtt, rtt / f[1]
+				split(sr, g, " ")
+				if (f[1] > 0 && g[1] > 0 && rtt["batch"] > 0)
+					printf "The device: `bwdurable synclat` (an fdatasync after each small write, on the same file system, as the sync thread does; in each round right after the rtt phase): appending, p50 %.1f µs and %.1f µs of CPU per sync; writing into room allocated ahead, as the journal does while its file system has room, p50 %.1f µs and %.1f µs of CPU (the median round).  A lone request with --fsync=batch: rtt p50 %.1f µs, **%.2f×** the device'"'"'s fdatasync into room, %.2f× an append'"'"'s (target ≤ 1.2×); with always %.1f µs.\n", f[1], f[2], g[1], g[2], rtt["batch"], rtt["batch"] / g[1], rtt["batch"] / f[1], rtt["always"]
 			}' "$out/durable.csv"
 		echo
 		grep -h . "$tmp"/out-*/service.md | grep -E '^[a-z]+/bitwheel: ' | sort -u | sed 's/^/Error: /' || true

@@ -934,6 +934,13 @@ int bwd_file_header_parse(const uint8_t *buf, size_t len,
 size_t bwd_record_size(const struct bwd_record *r);
 /* The largest record of a type, its payload aside. */
 size_t bwd_record_bound(enum bwd_rec_type type);
+/* Room enough to pack r, without counting its fields: as many u64s as a
+ * field mask has bits, the uid, the name and the payload. */
+static inline size_t bwd_record_room(const struct bwd_record *r)
+{
+	return BWD_RECORD_HEADER_SIZE + 2 + 32 * 8 + 4 + 1 + r->name_len + 4 +
+	       (size_t)r->payload_len;
+}
 /* Pack r into out (bwd_record_size bytes); returns that size. */
 size_t bwd_record_pack(const struct bwd_record *r, uint8_t *out);
 /* The record at buf: 0 and *used, or BWD_REC_ETORN / BWD_REC_ECORRUPT.
@@ -1015,18 +1022,20 @@ struct bwd_sync_stats {
 int bwd_journal_open(int dirfd, uint64_t generation, enum bwd_fsync policy,
 		     struct bwd_journal **out);
 void bwd_journal_close(struct bwd_journal *j);
-/* Add a record to the next commit (with --fsync=always: sync it now).
- * 0 or -errno; after a failure the journal stays failed. */
-int bwd_journal_append(struct bwd_journal *j, const struct bwd_record *r);
+/* Add a record to the next commit; *bytes: its size.  0 or -errno; after
+ * a failure the journal stays failed. */
+int bwd_journal_append(struct bwd_journal *j, const struct bwd_record *r,
+		       size_t *bytes);
 /* write(2) what was appended, without waiting for the disk. */
 int bwd_journal_write(struct bwd_journal *j);
 /* Write what was appended and make it durable now, in the caller. */
 int bwd_journal_sync(struct bwd_journal *j);
 /*
- * The end of a loop turn: write what was appended; with --fsync=batch
- * start the sync thread on it unless a sync is in flight (*started: one
- * began, covering everything written so far), otherwise make it durable
- * now.  0 or -errno.
+ * The end of a loop turn: write what was appended (one write); with
+ * --fsync=batch start the sync thread on it unless a sync is in flight
+ * (*started: one began, covering everything written so far), otherwise
+ * make it durable now (always: one fdatasync for the whole turn).
+ * 0 or -errno.
  */
 int bwd_journal_commit(struct bwd_journal *j, bool *started);
 /* batch: the eventfd that becomes readable when a sync is done (-1

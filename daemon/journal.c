@@ -10,14 +10,27 @@
  * written so far, while the loop goes on serving; when it is done it says
  * so on an eventfd (bwd_journal_event_fd), the loop reads what is durable
  * (bwd_journal_synced), and the next commit starts the next sync for all
- * that was written meanwhile.  --fsync=always syncs each record as it is
- * appended, in the loop; --fsync=never only writes, which survives a
- * crash of the daemon but not of the machine.
+ * that was written meanwhile.  --fsync=always runs that one fdatasync in
+ * the loop itself at the end of the turn, which waits for it: no thread
+ * hand-off for a lone request, but nothing else is served meanwhile.
+ * --fsync=never only writes, which survives a crash of the daemon but not
+ * of the machine.
  *
  * Replies wait for this: while bwd_journal_pending() is true, connections
  * of named sessions hold their output (conn.c) until a sync covering it
  * is done, so no acknowledgement leaves before its record is as durable
  * as --fsync promises.
+ *
+ * Room ahead: the file is extended PREALLOC_STEP at a time (fallocate(2))
+ * before the records reach its end, while the file system has
+ * PREALLOC_FREE to spare, and the records are written into it at their
+ * offset.  An fdatasync of bytes that do not change the file's size need
+ * not write the inode as well: on ext4 that took a sync from some 200 to
+ * 130 us and from 55 to 30 us of CPU (doc/performance.md).  The file then
+ * ends in zeros, the room not yet written, where a reader stops as at its
+ * end (store.c); a journal closed in good order is cut to its records.
+ * Without the room (no fallocate, little space) the writes extend the
+ * file as before.
  *
  * A write or sync that fails leaves the journal failed for good
  * (bwd_journal_error says why): it takes no more records, and what it held
@@ -26,8 +39,9 @@
  * snapshot and a new journal can be written (store.c).
  *
  * Costs: append is a copy into the buffer (amortised O(record)); commit
- * is one write per loop turn; the loop never waits for the disk under
- * batch, and there is at most one fdatasync in flight.
+ * is one write per loop turn, and under always one fdatasync too; the
+ * loop never waits for the disk under batch, and there is at most one
+ * fdatasync in flight.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -38,10 +52,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "daemon-internal.h"
+
+/* Room ahead (see the top): allocated this much at a time, and only while
+ * the file system has this much free besides. */
+#define PREALLOC_STEP (1u << 20)
+#define PREALLOC_FREE (64ull << 20)
 
 struct bwd_journal {
 	int fd;
@@ -52,7 +72,9 @@ struct bwd_journal {
 	bool failed;
 	int err;                   /* why it failed, -errno                  */
 	const char *what;          /* the call that did                      */
-	uint64_t size;             /* bytes in the file (written)            */
+	uint64_t size;             /* bytes of records in the file (written) */
+	uint64_t room;             /* the file's size: records, then zeros   */
+	bool prealloc;             /* room ahead may still be allocated      */
 	uint64_t durable;          /* bytes known to be on disk (loop's copy) */
 	bool syncing;              /* a sync is asked for and not yet seen   */
 	/* The sync thread (batch only); mu guards want, synced, sync_err
@@ -136,10 +158,11 @@ void bwd_journal_name(uint64_t generation, char out[32])
 	snprintf(out, 32, "journal.%016" PRIx64, generation);
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
+/* n bytes at offset off of the file. */
+static int write_at(int fd, const uint8_t *p, size_t n, uint64_t off)
 {
 	while (n) {
-		ssize_t w = write(fd, p, n);
+		ssize_t w = pwrite(fd, p, n, (off_t)off);
 
 		if (w < 0) {
 			if (errno == EINTR)
@@ -148,8 +171,28 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 		}
 		p += w;
 		n -= (size_t)w;
+		off += (uint64_t)w;
 	}
 	return 0;
+}
+
+/* Room for what is to be written, when the file system has it to spare;
+ * once it has not (or cannot), the writes extend the file. */
+static void prealloc(struct bwd_journal *j)
+{
+	uint64_t end = j->size + j->len, to;
+	struct statvfs sv;
+
+	if (!j->prealloc || end <= j->room)
+		return;
+	to = (end / PREALLOC_STEP + 1) * PREALLOC_STEP;
+	if (fstatvfs(j->fd, &sv) < 0 ||
+	    (uint64_t)sv.f_bavail * sv.f_frsize < PREALLOC_FREE + (to - j->room) ||
+	    fallocate(j->fd, 0, (off_t)j->room, (off_t)(to - j->room)) < 0) {
+		j->prealloc = false;
+		return;
+	}
+	j->room = to;
 }
 
 /* The sync thread: fdatasync up to `want` whenever asked, say when done. */
@@ -249,14 +292,14 @@ int bwd_journal_open(int dirfd, uint64_t generation, enum bwd_fsync policy,
 	h.mono_ns = bw_now_ns();
 	h.real_ns = bwd_realtime_ns();
 	bwd_journal_name(generation, name);
-	j->fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND |
-		       O_CLOEXEC, 0600);
+	j->fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		       0600);
 	if (j->fd < 0) {
 		err = -errno;
 		goto fail;
 	}
 	bwd_file_header_pack(&h, hdr);
-	err = write_all(j->fd, hdr, sizeof(hdr));
+	err = write_at(j->fd, hdr, sizeof(hdr), 0);
 	if (err)
 		goto fail;
 	/* The file and its name both survive a crash before the first
@@ -265,7 +308,8 @@ int bwd_journal_open(int dirfd, uint64_t generation, enum bwd_fsync policy,
 		err = -errno;
 		goto fail;
 	}
-	j->size = j->durable = j->want = j->synced = sizeof(hdr);
+	j->size = j->room = j->durable = j->want = j->synced = sizeof(hdr);
+	j->prealloc = true;
 	err = start_thread(j);
 	if (err)
 		goto fail;
@@ -287,8 +331,10 @@ void bwd_journal_close(struct bwd_journal *j)
 	if (!j)
 		return;
 	stop_thread(j);
-	if (!j->failed)
-		bwd_journal_sync(j);
+	/* The room's zeros would only be read past. */
+	if (!j->failed && !bwd_journal_sync(j) && j->room > j->size &&
+	    ftruncate(j->fd, (off_t)j->size) < 0)
+		bwd_log(BWD_LOG_DEBUG, "journal: cutting its room: %s", strerror(errno));
 	if (j->efd >= 0)
 		close(j->efd);
 	close(j->fd);
@@ -334,9 +380,10 @@ static int fail(struct bwd_journal *j, int err, const char *what)
 	return err;
 }
 
-int bwd_journal_append(struct bwd_journal *j, const struct bwd_record *r)
+int bwd_journal_append(struct bwd_journal *j, const struct bwd_record *r,
+		       size_t *bytes)
 {
-	size_t n = bwd_record_size(r);
+	size_t n = bwd_record_room(r);
 
 	if (j->failed)
 		return -EIO;
@@ -352,8 +399,10 @@ int bwd_journal_append(struct bwd_journal *j, const struct bwd_record *r)
 		j->buf = p;
 		j->cap = cap;
 	}
-	j->len += bwd_record_pack(r, j->buf + j->len);
-	return j->fsync == BWD_FSYNC_ALWAYS ? bwd_journal_sync(j) : 0;
+	n = bwd_record_pack(r, j->buf + j->len);
+	j->len += n;
+	*bytes = n;
+	return 0;
 }
 
 int bwd_journal_write(struct bwd_journal *j)
@@ -364,7 +413,8 @@ int bwd_journal_write(struct bwd_journal *j)
 		return -EIO;
 	if (!j->len)
 		return 0;
-	err = write_all(j->fd, j->buf, j->len);
+	prealloc(j);
+	err = write_at(j->fd, j->buf, j->len, j->size);
 	if (err)
 		return fail(j, err, "write");
 	j->size += j->len;

@@ -36,6 +36,7 @@
  * Costs: packing and parsing are linear in the record's size; the CRC runs
  * on the CPU's crc32 instruction when it has one (8 bytes a step).
  */
+#include <endian.h>
 #include <errno.h>
 #include <string.h>
 
@@ -51,6 +52,8 @@ enum field {
 };
 
 #define B(f) (1u << (f))
+/* The u64s, which come first in enum field. */
+#define U64_FIELDS (B(F_UID) - 1)
 
 static const unsigned field_mask[BWD_REC_TYPES] = {
 	[BWD_REC_SESSION] = B(F_SID) | B(F_SEQ) | B(F_UID) | B(F_NAME),
@@ -149,33 +152,36 @@ uint32_t bwd_crc32c(const void *data, size_t len)
 
 /* ---- little-endian fields -------------------------------------------------- */
 
+/* One unaligned move each on a little-endian CPU (GCC does not merge the
+ * byte loop: it was some 50 instructions a field). */
 static uint8_t *put64(uint8_t *p, uint64_t v)
 {
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+	v = htole64(v);
+	memcpy(p, &v, 8);
 	return p + 8;
 }
 
 static uint8_t *put32(uint8_t *p, uint32_t v)
 {
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+	v = htole32(v);
+	memcpy(p, &v, 4);
 	return p + 4;
 }
 
 static uint64_t get64(const uint8_t *p)
 {
-	uint64_t v = 0;
+	uint64_t v;
 
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
+	memcpy(&v, p, 8);
+	return le64toh(v);
 }
 
 static uint32_t get32(const uint8_t *p)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return le32toh(v);
 }
 
 /* ---- file header -------------------------------------------------------------- */
@@ -244,11 +250,9 @@ static uint64_t *u64_field(struct bwd_record *r, enum field f)
 size_t bwd_record_size(const struct bwd_record *r)
 {
 	unsigned m = fields_of(r->type, r->flags);
-	size_t n = BWD_RECORD_HEADER_SIZE + 2;
+	size_t n = BWD_RECORD_HEADER_SIZE + 2 +
+		   8 * (size_t)__builtin_popcount(m & U64_FIELDS);
 
-	for (enum field f = F_SID; f <= F_WALL; f++)
-		if (m & B(f))
-			n += 8;
 	if (m & B(F_UID))
 		n += 4;
 	if (m & B(F_NAME))
@@ -276,9 +280,11 @@ size_t bwd_record_pack(const struct bwd_record *r, uint8_t *out)
 
 	*p++ = r->type;
 	*p++ = r->flags;
-	for (enum field f = F_SID; f <= F_WALL; f++)
-		if (m & B(f))
-			p = put64(p, *u64_field((struct bwd_record *)r, f));
+	/* The fields it carries only, in their order: a record has a few
+	 * of the many. */
+	for (unsigned b = m & U64_FIELDS; b; b &= b - 1)
+		p = put64(p, *u64_field((struct bwd_record *)r,
+					(enum field)__builtin_ctz(b)));
 	if (m & B(F_UID))
 		p = put32(p, r->uid);
 	if (m & B(F_NAME)) {

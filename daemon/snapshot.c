@@ -68,7 +68,7 @@ static int flush(struct writer *w)
 static int emit(void *ctx, const struct bwd_record *r)
 {
 	struct writer *w = ctx;
-	size_t n = bwd_record_size(r);
+	size_t n = bwd_record_room(r);
 	int err;
 
 	if (SNAPSHOT_BUF - w->len < n && (err = flush(w)))

@@ -283,8 +283,10 @@ size_t bwd_fire_bytes(const struct bwd_fire *f)
 void bwd_state_journal(struct bwd_state *st, struct bwd_uid *u,
 		       const struct bwd_record *r)
 {
-	if (st->journal && bwd_journal_append(st->journal, r) == 0 && u)
-		bwd_acct_journal(st, u, bwd_record_size(r));
+	size_t n;
+
+	if (st->journal && bwd_journal_append(st->journal, r, &n) == 0 && u)
+		bwd_acct_journal(st, u, n);
 }
 
 void bwd_state_journal_seq(struct bwd_session *s, enum bwd_rec_type type,

@@ -30,7 +30,8 @@
  * Start-up (bwd_store_open): lock, read the snapshot (a bad one stops the
  * daemon, naming the file, unless --ignore-snapshot), replay each journal
  * of its generation or later in order, each up to its first torn or
- * corrupt record (logged with its offset; everything before it is kept),
+ * corrupt record (logged with its offset; everything before it is kept)
+ * or to the zeros of its room allocated ahead (journal.c), the end,
  * arm the timers, then open the next generation's journal and, when
  * anything was replayed, write a fresh snapshot at once; when the journal
  * cannot be created, start down (below), the files as they were.  Times in a file
@@ -314,6 +315,11 @@ static int64_t clock_shift(const struct bwd_file_header *h)
 			 (h->mono_ns - h->real_ns));
 }
 
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	return n == 0 || (!p[0] && !memcmp(p, p + 1, n - 1));
+}
+
 int bwd_store_replay(struct bwd_state *st, const uint8_t *buf, size_t len,
 		     const char *name, enum bwd_file_kind kind,
 		     struct bwd_replay *out)
@@ -337,6 +343,10 @@ int bwd_store_replay(struct bwd_state *st, const uint8_t *buf, size_t len,
 	while (off < len) {
 		struct bwd_record r;
 
+		/* A journal's room allocated ahead and not yet written
+		 * (journal.c): its end.  A record's first byte is rarely 0. */
+		if (kind == BWD_FILE_JOURNAL && !buf[off] && all_zero(buf + off, len - off))
+			break;
 		err = bwd_record_parse(buf + off, len - off, &r, &used);
 		if (err) {
 			out->stopped_at = off;

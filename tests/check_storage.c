@@ -97,6 +97,7 @@ struct fault {
 	char fs[96];               /* the tmpfs (the state directory's parent) */
 	char state[128];           /* --state-dir                            */
 	char filler[128];
+	const char *fsync;         /* --fsync=POLICY; NULL: the default      */
 };
 
 /* ---- the fault ------------------------------------------------------------ */
@@ -131,6 +132,7 @@ static bool small_fs(struct du_daemon *d, struct fault *f)
 
 static void fault_setup(struct du_daemon *d, struct fault *f, enum fault_kind want)
 {
+	f->fsync = NULL;
 	if (want == FAULT_TMPFS && small_fs(d, f))
 		return;
 	f->kind = want == FAULT_EIO ? FAULT_EIO : FAULT_FSIZE;
@@ -226,7 +228,7 @@ static void fault_free(struct du_daemon *d, struct fault *f)
 static void start(struct du_daemon *d, const struct fault *f)
 {
 	du_daemon_start(d, "--state-dir", f->state, "--max-payload", "8192", "-v",
-			(const char *)NULL);
+			f->fsync, (const char *)NULL);
 }
 
 /* ---- waiting ---------------------------------------------------------------- */
@@ -372,7 +374,7 @@ static void listing(const char *dir, char *out, size_t len)
 }
 
 
-static void refuses_then_recovers(enum fault_kind kind)
+static void refuses_then_recovers(enum fault_kind kind, const char *fsync)
 {
 	struct du_daemon *d = du_daemon_new();
 	struct fault f;
@@ -383,6 +385,7 @@ static void refuses_then_recovers(enum fault_kind kind)
 	int rc;
 
 	fault_setup(d, &f, kind);
+	f.fsync = fsync;
 	start(d, &f);
 	held = du_connect(d->sock);
 	ck_assert_uint_eq(hello_timers(held), 0);
@@ -484,21 +487,28 @@ static void refuses_then_recovers(enum fault_kind kind)
 
 START_TEST(test_full_disk)
 {
-	refuses_then_recovers(FAULT_TMPFS);
+	refuses_then_recovers(FAULT_TMPFS, NULL);
 }
 END_TEST
 
 START_TEST(test_fsize)
 {
-	refuses_then_recovers(FAULT_FSIZE);
+	refuses_then_recovers(FAULT_FSIZE, NULL);
 }
 END_TEST
 
 /* The same with the journal's writes going through and its fdatasync
- * failing (EIO): the sync's error is the write's. */
+ * failing (EIO): the sync's error is the write's, whether the sync
+ * thread (batch) or the loop (always) ran it. */
 START_TEST(test_sync_eio)
 {
-	refuses_then_recovers(FAULT_EIO);
+	refuses_then_recovers(FAULT_EIO, NULL);
+}
+END_TEST
+
+START_TEST(test_sync_eio_always)
+{
+	refuses_then_recovers(FAULT_EIO, "--fsync=always");
 }
 END_TEST
 
@@ -1270,6 +1280,7 @@ static Suite *storage_suite(void)
 	tcase_add_test(tc, test_full_disk);
 	tcase_add_test(tc, test_fsize);
 	tcase_add_test(tc, test_sync_eio);
+	tcase_add_test(tc, test_sync_eio_always);
 	tcase_add_test(tc, test_start_full);
 	tcase_add_test(tc, test_down_consumer);
 	suite_add_tcase(s, tc);
