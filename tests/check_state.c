@@ -699,6 +699,7 @@ START_TEST(test_list_entry_bounds)
 	Bitwheel__V1__SessionInfo si = BITWHEEL__V1__SESSION_INFO__INIT, *sp = &si;
 	Bitwheel__V1__Policy pol = BITWHEEL__V1__POLICY__INIT;
 	Bitwheel__V1__TimerInfo ti = BITWHEEL__V1__TIMER_INFO__INIT, *tp = &ti;
+	char spec[BWD_CAL_TIMER_SPEC_MAX + 1];
 	Bitwheel__V1__ListSessionsReply sr = BITWHEEL__V1__LIST_SESSIONS_REPLY__INIT;
 	Bitwheel__V1__ListTimersReply tr = BITWHEEL__V1__LIST_TIMERS_REPLY__INIT;
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
@@ -764,6 +765,19 @@ START_TEST(test_list_entry_bounds)
 	tr.timers = &tp;
 	ck_assert_uint_le(bitwheel__v1__envelope__get_packed_size(&env),
 			  BWD_TIMERS_REPLY_MAX + BWD_TIMER_ENTRY_MAX);
+	/* A calendar timer's (a oneshot's period, a wall-clock deadline):
+	 * what BWD_CAL_ENTRY_EXTRA adds for its listed spec. */
+	memset(spec, 'x', sizeof(spec) - 1);
+	spec[sizeof(spec) - 1] = '\0';
+	ti.period_ns = 0;
+	ti.has_deadline_realtime_ns = 1;
+	ti.deadline_realtime_ns = UINT64_MAX;
+	ti.calendar = spec;
+	ti.has_jitter_ns = ti.has_jitter_fixed = ti.has_misfire_grace_ns = 1;
+	ti.jitter_ns = ti.misfire_grace_ns = UINT64_MAX;
+	ti.jitter_fixed = 1;
+	ck_assert_uint_le(bitwheel__v1__timer_info__get_packed_size(&ti) + 3,
+			  BWD_TIMER_ENTRY_MAX + BWD_CAL_ENTRY_EXTRA(sizeof(spec) - 1));
 }
 END_TEST
 
