@@ -968,8 +968,9 @@ struct bwd_file_header {
 
 #define BWD_FILE_HEADER_SIZE 64
 #define BWD_RECORD_HEADER_SIZE 8
-/* A body's bound: the largest payload the options allow, and the rest. */
-#define BWD_RECORD_MAX ((16u << 20) + 256u)
+/* A body's bound: the largest payload the options allow, and the rest
+ * (a calendar TIMER's: 11 u64s and a 255-byte spec, 350 bytes). */
+#define BWD_RECORD_MAX ((16u << 20) + 512u)
 /* Parse results besides 0. */
 #define BWD_REC_ETORN 1        /* the bytes end inside it               */
 #define BWD_REC_ECORRUPT 2     /* a checksum or layout that does not hold */

@@ -1132,6 +1132,144 @@ START_TEST(test_leeway_durable)
 END_TEST
 
 /*
+ * Calendar timers' state (daemon/clock.c): what a calendar costs is
+ * charged to its owner and given back, its spec, jitter, seed, base and
+ * grace read back from a journal and from a snapshot as they were, and
+ * its record's fields parse back.
+ */
+START_TEST(test_calendar_durable)
+{
+	static const char *const specs[] = { "daily UTC", "Mon..Fri 09:00 Europe/Berlin",
+					     "*:0/15" };
+	char dir[] = "/tmp/check_state.XXXXXX", name[32], why[160];
+	struct bwd_calendar c[3];
+	struct bwd_state *st;
+	struct bwd_member *m;
+	struct bwd_journal *j;
+	struct bwd_uid_usage before, live;
+	int dirfd, fd;
+
+	seed = 0;
+	options_with(lane_configs[1]);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	dirfd = open(dir, O_DIRECTORY | O_RDONLY);
+	ck_assert_int_ge(dirfd, 0);
+	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+	ck_assert_int_eq(bwd_journal_open(dirfd, 1, BWD_FSYNC_NEVER, &j), 0);
+	bwd_state_set_journal(st, j);
+	m = consumer(st, "cal");
+	bwd_state_uid_usage(st, 1000, &before);
+	for (int k = 0; k < 3; k++) {
+		struct bwd_schedule req = { .key = (uint64_t)k, .uid = 1000,
+					    .leeway_ns = BWD_LEEWAY_DEFAULT,
+					    .cal = &c[k] };
+		bool r;
+
+		c[k] = (struct bwd_calendar){
+			.spec = specs[k], .base_ns = 1796000000ull * 1000000000,
+			.jitter_ns = k * 60000 * MS, .seed = 0x1234u + (unsigned)k,
+			.fixed = k == 1, .has_grace = k == 2, .grace_ns = 5 * MS,
+		};
+		ck_assert_int_eq(bwd_cal_check(&c[k], &req.wall_ns, why, sizeof(why)), 0);
+		ck_assert_uint_gt(c[k].cost, strlen(specs[k]));
+		req.deadline_ns = T0 + 1000 * MS;
+		ck_assert_int_eq(bwd_timer_schedule(m->session, &req, &r), 0);
+		bwd_state_uid_usage(st, 1000, &live);
+		ck_assert_uint_eq(live.bytes - before.bytes,
+				  c[k].cost + BWD_TIMER_COST(0));
+		before = live;
+	}
+	ck_assert_int_eq(bwd_journal_write(j), 0);
+	for (int kind = 0; kind < 2; kind++) {
+		struct bwd_state *back;
+		struct bwd_state_stats got;
+		struct bwd_replay rep;
+		struct bwd_session *s;
+		const struct bwd_timer *ts[3];
+		struct bwd_uid_usage u;
+		uint8_t *buf;
+		uint64_t pos;
+		size_t len, n;
+
+		if (kind == BWD_FILE_JOURNAL) {
+			bwd_journal_name(1, name);
+			fd = openat(dirfd, name, O_RDONLY);
+		} else {
+			fd = memfd_create("check_state", MFD_CLOEXEC);
+			ck_assert_int_ge(fd, 0);
+			ck_assert_int_eq(bwd_snapshot_write(st, fd, 1), 0);
+		}
+		ck_assert_int_ge(fd, 0);
+		buf = slurp(fd, &len);
+		close(fd);
+		ck_assert_int_eq(bwd_state_new(&opt, T0, &back), 0);
+		ck_assert_int_eq(bwd_store_replay(back, buf, len, "check",
+						  (enum bwd_file_kind)kind, &rep), 0);
+		ck_assert_uint_eq(rep.contradictions, 0);
+		ck_assert_int_eq(bwd_state_restore_finish(back, T0, &got), 0);
+		ck_assert_uint_eq(got.timers, 3);
+		bwd_state_uid_usage(back, 1000, &u);
+		ck_assert_uint_eq(u.bytes, live.bytes);
+		s = bwd_state_session(back, 1000, "cal");
+		ck_assert_ptr_nonnull(s);
+		pos = 0;
+		ck_assert(bwd_session_list_timers(s, &pos, ts, 3, SIZE_MAX, &n));
+		ck_assert_uint_eq(n, 3);
+		for (size_t i = 0; i < n; i++) {
+			const struct bwd_timer *t = ts[i];
+			uint64_t k = t->node.key;
+			struct bwd_calendar g;
+
+			ck_assert_uint_lt(k, 3);
+			ck_assert_ptr_nonnull(bwd_cal_info(back, t, &g));
+			ck_assert_str_eq(g.spec, specs[k]);
+			ck_assert_uint_eq(g.jitter_ns, c[k].jitter_ns);
+			ck_assert_uint_eq(g.seed, c[k].seed);
+			/* Its elapses since passed: the one with a grace
+			 * of 5 ms skipped to the restore's wall clock. */
+			if (c[k].has_grace)
+				ck_assert_uint_gt(g.base_ns, c[k].base_ns);
+			else
+				ck_assert_uint_eq(g.base_ns, c[k].base_ns);
+			ck_assert_int_eq(g.fixed, c[k].fixed);
+			ck_assert_int_eq(g.has_grace, c[k].has_grace);
+			ck_assert_uint_eq(g.grace_ns, c[k].has_grace ? c[k].grace_ns : 0);
+		}
+		bwd_state_free(back);
+		free(buf);
+	}
+	/* Cancelled, they give back every byte. */
+	for (int k = 0; k < 3; k++) {
+		bool pending;
+
+		ck_assert_int_eq(bwd_timer_cancel(m->session, (uint64_t)k, &pending), 0);
+		ck_assert(pending);
+	}
+	bwd_state_uid_usage(st, 1000, &live);
+	ck_assert_uint_eq(live.bytes, before.bytes - 3 * BWD_TIMER_COST(0) -
+			  c[0].cost - c[1].cost - c[2].cost);
+	/* A FIRE record's elapse and base parse back. */
+	{
+		uint8_t a[512];
+		struct bwd_record r = { .type = BWD_REC_FIRE, .sid = 1, .key = 2,
+					.flags = BWD_RECF_CAL, .wall_ns = 11,
+					.base_ns = 12 },
+			got;
+		size_t used, n = bwd_record_pack(&r, a);
+
+		ck_assert_int_eq(bwd_record_parse(a, n, &got, &used), 0);
+		ck_assert_uint_eq(got.wall_ns, 11);
+		ck_assert_uint_eq(got.base_ns, 12);
+	}
+	bwd_state_free(st);
+	bwd_journal_close(j);
+	ck_assert_int_eq(unlinkat(dirfd, name, 0), 0);
+	close(dirfd);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/*
  * Coalescing, on an injected clock: a consumer that asked for it, and
  * timers of every kind (leeways 0, 10 ms, 1 s, absent; oneshot and
  * periodic) at random deadlines.  Each pump (a poll, the fires made,
@@ -1375,6 +1513,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, test_leeway_lanes_fixed, 0, (int)NCONFIGS);
 	tcase_add_loop_test(tc, test_leeway_lanes_env, 0, (int)NCONFIGS);
 	tcase_add_test(tc, test_leeway_durable);
+	tcase_add_test(tc, test_calendar_durable);
 	tcase_add_loop_test(tc, test_coalesce_windows, 0, 2);
 	tcase_add_test(tc, test_coalesce_one_batch);
 	suite_add_tcase(s, tc);
