@@ -274,11 +274,13 @@ static const char help_watch[] =
 "                       random part of up to half\n"
 "  --json               JSON lines: key, payload, deadline_ns, fired_ns,\n"
 "                       late_us, deliveries, and fire_count/restored/\n"
-"                       redelivered/dead_letter when set\n"
+"                       redelivered/due_unix_ns/dead_letter when set\n"
 "\n"
 "Human lines read: fired key=7 payload=\"hi\" deadline=NS late=0.84ms\n"
 "deliveries=1, with ' redelivered' before deliveries= for a fire that may\n"
-"have been printed before, and a dead letter's history after it:\n"
+"have been printed before, due=\"TIME\" after it for a wall-clock or\n"
+"calendar timer's fire (the local time it was due at), and a dead\n"
+"letter's history after that:\n"
 "dead_letter_of=NAME dead_deliveries=N first_handed=NS last_handed=NS\n"
 "dead_lettered=NS reason=ACK_TIMEOUT.\n"
 "\n"
@@ -906,6 +908,24 @@ static int session_arg(const char *cmd, int argc, char **argv,
 
 /* One fire's line, into stdout's buffer: the caller flushes (and checks)
  * before it acknowledges anything. */
+/* A deadline as local wall-clock time: "2026-12-01 07:30:01.250 UTC". */
+static const char *fmt_wall(uint64_t unix_ns, char *buf, size_t len)
+{
+	time_t t = (time_t)(unix_ns / 1000000000u);
+	char sec[40];
+	struct tm tm;
+
+	if (localtime_r(&t, &tm) == NULL ||
+	    strftime(sec, sizeof(sec), "%Y-%m-%d %H:%M:%S", &tm) == 0) {
+		snprintf(buf, len, "%llu", (unsigned long long)unix_ns);
+		return buf;
+	}
+	snprintf(buf, len, "%s.%03u", sec, (unsigned)(unix_ns / 1000000u % 1000u));
+	if (strftime(sec, sizeof(sec), " %Z", &tm) > 0)
+		snprintf(buf + strlen(buf), len - strlen(buf), "%s", sec);
+	return buf;
+}
+
 static void print_fire(const struct bwc_fire *f)
 {
 	/* fired_ns >= deadline_ns by the protocol; don't trust it blindly. */
@@ -929,6 +949,8 @@ static void print_fire(const struct bwc_fire *f)
 			jw_bool(&j, "redelivered", true);
 		if (f->deliveries > 0)
 			jw_u64(&j, "deliveries", f->deliveries);
+		if (f->due_realtime_ns > 0)
+			jw_u64(&j, "due_unix_ns", f->due_realtime_ns);
 		if (f->dead_letter.present) {
 			const struct bwc_dead_letter *d = &f->dead_letter;
 
@@ -960,6 +982,13 @@ static void print_fire(const struct bwc_fire *f)
 		if (f->deliveries > 0)
 			printf(" deliveries=%llu",
 			       (unsigned long long)f->deliveries);
+		/* A wall-clock or calendar timer's: the time it was due at. */
+		if (f->due_realtime_ns > 0) {
+			char when[64];
+
+			printf(" due=\"%s\"", fmt_wall(f->due_realtime_ns, when,
+							sizeof(when)));
+		}
 		/* A dead letter: where it failed, how often, and how long
 		 * ago (all CLOCK_MONOTONIC, as deadline=). */
 		if (f->dead_letter.present) {
@@ -3317,24 +3346,6 @@ static int cmp_deadline(const void *a, const void *b)
 	if (x->deadline_ns != y->deadline_ns)
 		return x->deadline_ns < y->deadline_ns ? -1 : 1;
 	return x->key < y->key ? -1 : x->key > y->key;
-}
-
-/* A deadline as local wall-clock time: "2026-12-01 07:30:01.250 UTC". */
-static const char *fmt_wall(uint64_t unix_ns, char *buf, size_t len)
-{
-	time_t t = (time_t)(unix_ns / 1000000000u);
-	char sec[40];
-	struct tm tm;
-
-	if (localtime_r(&t, &tm) == NULL ||
-	    strftime(sec, sizeof(sec), "%Y-%m-%d %H:%M:%S", &tm) == 0) {
-		snprintf(buf, len, "%llu", (unsigned long long)unix_ns);
-		return buf;
-	}
-	snprintf(buf, len, "%s.%03u", sec, (unsigned)(unix_ns / 1000000u % 1000u));
-	if (strftime(sec, sizeof(sec), " %Z", &tm) > 0)
-		snprintf(buf + strlen(buf), len - strlen(buf), "%s", sec);
-	return buf;
 }
 
 static void print_timer(const struct bwc_timer_entry *e,
