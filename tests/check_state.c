@@ -251,11 +251,11 @@ static uint8_t *slurp(int fd, size_t *len)
 	return buf;
 }
 
-/* Read a state file back into a new state: what it restored. */
-static struct bwd_state_stats read_back(int fd, enum bwd_file_kind kind)
+/* A state file read back into a new state; *got: what it restored. */
+static struct bwd_state *state_back(int fd, enum bwd_file_kind kind,
+				    struct bwd_state_stats *got)
 {
 	struct bwd_state *st;
-	struct bwd_state_stats got;
 	struct bwd_replay rep;
 	size_t len;
 	uint8_t *buf = slurp(fd, &len);
@@ -263,10 +263,38 @@ static struct bwd_state_stats read_back(int fd, enum bwd_file_kind kind)
 	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
 	ck_assert_int_eq(bwd_store_replay(st, buf, len, "check", kind, &rep), 0);
 	ck_assert_uint_eq(rep.contradictions, 0);
-	ck_assert_int_eq(bwd_state_restore_finish(st, T0, &got), 0);
-	bwd_state_free(st);
+	ck_assert_int_eq(bwd_state_restore_finish(st, T0, got), 0);
 	free(buf);
+	return st;
+}
+
+/* Read a state file back into a new state: what it restored. */
+static struct bwd_state_stats read_back(int fd, enum bwd_file_kind kind)
+{
+	struct bwd_state_stats got;
+
+	bwd_state_free(state_back(fd, kind, &got));
 	return got;
+}
+
+/* st's journal (generation 1, in dirfd), or a snapshot of st: a file to
+ * read back. */
+static int state_file(const struct bwd_state *st, int dirfd,
+		      enum bwd_file_kind kind)
+{
+	char name[32];
+	int fd;
+
+	if (kind == BWD_FILE_JOURNAL) {
+		bwd_journal_name(1, name);
+		fd = openat(dirfd, name, O_RDONLY);
+	} else {
+		fd = memfd_create("check_state", MFD_CLOEXEC);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(bwd_snapshot_write(st, fd, 1), 0);
+	}
+	ck_assert_int_ge(fd, 0);
+	return fd;
 }
 
 #define NBURST 3000
@@ -312,9 +340,7 @@ START_TEST(test_cancel_between_fire_and_make)
 	ck_assert(!replaced);
 
 	/* A snapshot now: the fired ones are fires owed, 7 and 9 timers. */
-	fd = memfd_create("check_state", MFD_CLOEXEC);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(bwd_snapshot_write(st, fd, 1), 0);
+	fd = state_file(st, dirfd, BWD_FILE_SNAPSHOT);
 	rs = read_back(fd, BWD_FILE_SNAPSHOT);
 	close(fd);
 	ck_assert_uint_eq(rs.queued, NBURST);
@@ -330,9 +356,7 @@ START_TEST(test_cancel_between_fire_and_make)
 	ck_assert_uint_eq(gs.queued, NBURST);
 	ck_assert_uint_eq(gs.timers, 2);
 	ck_assert_int_eq(bwd_journal_write(j), 0);
-	bwd_journal_name(1, name);
-	fd = openat(dirfd, name, O_RDONLY);
-	ck_assert_int_ge(fd, 0);
+	fd = state_file(st, dirfd, BWD_FILE_JOURNAL);
 	rs = read_back(fd, BWD_FILE_JOURNAL);
 	close(fd);
 	ck_assert_uint_eq(rs.queued, NBURST);
@@ -353,6 +377,7 @@ START_TEST(test_cancel_between_fire_and_make)
 	free(sn.key_seen[0]);
 	bwd_state_free(st);
 	bwd_journal_close(j);
+	bwd_journal_name(1, name);
 	ck_assert_int_eq(unlinkat(dirfd, name, 0), 0);
 	close(dirfd);
 	ck_assert_int_eq(rmdir(dir), 0);
@@ -1070,33 +1095,16 @@ START_TEST(test_leeway_durable)
 	for (int kind = 0; kind < 2; kind++) {
 		struct bwd_state *back;
 		struct bwd_state_stats got;
-		struct bwd_replay rep;
 		struct bwd_uid_usage u;
-		uint8_t *buf;
-		size_t len;
 
-		if (kind == BWD_FILE_JOURNAL) {
-			bwd_journal_name(1, name);
-			fd = openat(dirfd, name, O_RDONLY);
-		} else {
-			fd = memfd_create("check_state", MFD_CLOEXEC);
-			ck_assert_int_ge(fd, 0);
-			ck_assert_int_eq(bwd_snapshot_write(st, fd, 1), 0);
-		}
-		ck_assert_int_ge(fd, 0);
-		buf = slurp(fd, &len);
+		fd = state_file(st, dirfd, (enum bwd_file_kind)kind);
+		back = state_back(fd, (enum bwd_file_kind)kind, &got);
 		close(fd);
-		ck_assert_int_eq(bwd_state_new(&opt, T0, &back), 0);
-		ck_assert_int_eq(bwd_store_replay(back, buf, len, "check",
-						  (enum bwd_file_kind)kind, &rep), 0);
-		ck_assert_uint_eq(rep.contradictions, 0);
-		ck_assert_int_eq(bwd_state_restore_finish(back, T0, &got), 0);
 		ck_assert_uint_eq(got.timers, key);
 		bwd_state_uid_usage(back, 1000, &u);
 		for (int lane = 0; lane < 2; lane++)
 			ck_assert_uint_eq(u.lane[lane].pending, live.lane[lane].pending);
 		bwd_state_free(back);
-		free(buf);
 	}
 
 	/* The record of a timer without a leeway is the old one, byte for
@@ -1125,6 +1133,7 @@ START_TEST(test_leeway_durable)
 	}
 	bwd_state_free(st);
 	bwd_journal_close(j);
+	bwd_journal_name(1, name);
 	ck_assert_int_eq(unlinkat(dirfd, name, 0), 0);
 	close(dirfd);
 	ck_assert_int_eq(rmdir(dir), 0);
@@ -1183,30 +1192,15 @@ START_TEST(test_calendar_durable)
 	for (int kind = 0; kind < 2; kind++) {
 		struct bwd_state *back;
 		struct bwd_state_stats got;
-		struct bwd_replay rep;
 		struct bwd_session *s;
 		const struct bwd_timer *ts[3];
 		struct bwd_uid_usage u;
-		uint8_t *buf;
 		uint64_t pos;
-		size_t len, n;
+		size_t n;
 
-		if (kind == BWD_FILE_JOURNAL) {
-			bwd_journal_name(1, name);
-			fd = openat(dirfd, name, O_RDONLY);
-		} else {
-			fd = memfd_create("check_state", MFD_CLOEXEC);
-			ck_assert_int_ge(fd, 0);
-			ck_assert_int_eq(bwd_snapshot_write(st, fd, 1), 0);
-		}
-		ck_assert_int_ge(fd, 0);
-		buf = slurp(fd, &len);
+		fd = state_file(st, dirfd, (enum bwd_file_kind)kind);
+		back = state_back(fd, (enum bwd_file_kind)kind, &got);
 		close(fd);
-		ck_assert_int_eq(bwd_state_new(&opt, T0, &back), 0);
-		ck_assert_int_eq(bwd_store_replay(back, buf, len, "check",
-						  (enum bwd_file_kind)kind, &rep), 0);
-		ck_assert_uint_eq(rep.contradictions, 0);
-		ck_assert_int_eq(bwd_state_restore_finish(back, T0, &got), 0);
 		ck_assert_uint_eq(got.timers, 3);
 		bwd_state_uid_usage(back, 1000, &u);
 		ck_assert_uint_eq(u.bytes, live.bytes);
@@ -1236,7 +1230,6 @@ START_TEST(test_calendar_durable)
 			ck_assert_uint_eq(g.grace_ns, c[k].has_grace ? c[k].grace_ns : 0);
 		}
 		bwd_state_free(back);
-		free(buf);
 	}
 	/* Cancelled, they give back every byte. */
 	for (int k = 0; k < 3; k++) {
@@ -1263,6 +1256,7 @@ START_TEST(test_calendar_durable)
 	}
 	bwd_state_free(st);
 	bwd_journal_close(j);
+	bwd_journal_name(1, name);
 	ck_assert_int_eq(unlinkat(dirfd, name, 0), 0);
 	close(dirfd);
 	ck_assert_int_eq(rmdir(dir), 0);
