@@ -277,6 +277,36 @@ static struct bwd_state_stats read_back(int fd, enum bwd_file_kind kind)
 	return got;
 }
 
+/* A new state journaling to generation 1 of a new directory (dir, a
+ * mkdtemp template; *dirfd open on it), and its end: all of it freed and
+ * removed. */
+static struct bwd_state *journaled(char *dir, int *dirfd,
+				   struct bwd_journal **j)
+{
+	struct bwd_state *st;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	*dirfd = open(dir, O_DIRECTORY | O_RDONLY);
+	ck_assert_int_ge(*dirfd, 0);
+	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+	ck_assert_int_eq(bwd_journal_open(*dirfd, 1, BWD_FSYNC_NEVER, j), 0);
+	bwd_state_set_journal(st, *j);
+	return st;
+}
+
+static void journaled_end(struct bwd_state *st, struct bwd_journal *j,
+			  const char *dir, int dirfd)
+{
+	char name[32];
+
+	bwd_state_free(st);
+	bwd_journal_close(j);
+	bwd_journal_name(1, name);
+	ck_assert_int_eq(unlinkat(dirfd, name, 0), 0);
+	close(dirfd);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+
 /* st's journal (generation 1, in dirfd), or a snapshot of st: a file to
  * read back. */
 static int state_file(const struct bwd_state *st, int dirfd,
@@ -308,7 +338,7 @@ static int state_file(const struct bwd_state *st, int dirfd,
  */
 START_TEST(test_cancel_between_fire_and_make)
 {
-	char dir[] = "/tmp/check_state.XXXXXX", name[32];
+	char dir[] = "/tmp/check_state.XXXXXX";
 	struct bwd_state *st;
 	struct bwd_member *m;
 	struct bwd_journal *j;
@@ -320,12 +350,7 @@ START_TEST(test_cancel_between_fire_and_make)
 
 	seed = 0;
 	options();
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	dirfd = open(dir, O_DIRECTORY | O_RDONLY);
-	ck_assert_int_ge(dirfd, 0);
-	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
-	ck_assert_int_eq(bwd_journal_open(dirfd, 1, BWD_FSYNC_NEVER, &j), 0);
-	bwd_state_set_journal(st, j);
+	st = journaled(dir, &dirfd, &j);
 	m = consumer(st, "burst");
 	for (uint64_t k = 0; k < NBURST; k++)
 		schedule(m, k, T0 + 2 * MS, false, NULL);
@@ -375,12 +400,7 @@ START_TEST(test_cancel_between_fire_and_make)
 	ck_assert(pending);
 
 	free(sn.key_seen[0]);
-	bwd_state_free(st);
-	bwd_journal_close(j);
-	bwd_journal_name(1, name);
-	ck_assert_int_eq(unlinkat(dirfd, name, 0), 0);
-	close(dirfd);
-	ck_assert_int_eq(rmdir(dir), 0);
+	journaled_end(st, j, dir, dirfd);
 }
 END_TEST
 
@@ -1058,7 +1078,7 @@ START_TEST(test_leeway_durable)
 {
 	static const uint64_t leeways[] = { 0, 10 * MS, 1000 * MS, NO_LEEWAY };
 	static const uint64_t periods[] = { 0, 250 * MS, 3600000 * MS };
-	char dir[] = "/tmp/check_state.XXXXXX", name[32];
+	char dir[] = "/tmp/check_state.XXXXXX";
 	struct bwd_state *st;
 	struct bwd_member *m;
 	struct bwd_journal *j;
@@ -1068,12 +1088,7 @@ START_TEST(test_leeway_durable)
 
 	seed = 0;
 	options_with(lane_configs[1]);
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	dirfd = open(dir, O_DIRECTORY | O_RDONLY);
-	ck_assert_int_ge(dirfd, 0);
-	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
-	ck_assert_int_eq(bwd_journal_open(dirfd, 1, BWD_FSYNC_NEVER, &j), 0);
-	bwd_state_set_journal(st, j);
+	st = journaled(dir, &dirfd, &j);
 	m = consumer(st, "durable");
 	for (size_t p = 0; p < 3; p++) {
 		for (size_t l = 0; l < 4; l++) {
@@ -1131,12 +1146,7 @@ START_TEST(test_leeway_durable)
 		a[BWD_RECORD_HEADER_SIZE + 1] = BWD_RECF_LEEWAY;
 		ck_assert_int_ne(bwd_record_parse(a, na, &got, &used), 0);
 	}
-	bwd_state_free(st);
-	bwd_journal_close(j);
-	bwd_journal_name(1, name);
-	ck_assert_int_eq(unlinkat(dirfd, name, 0), 0);
-	close(dirfd);
-	ck_assert_int_eq(rmdir(dir), 0);
+	journaled_end(st, j, dir, dirfd);
 }
 END_TEST
 
@@ -1150,7 +1160,7 @@ START_TEST(test_calendar_durable)
 {
 	static const char *const specs[] = { "daily UTC", "Mon..Fri 09:00 Europe/Berlin",
 					     "*:0/15" };
-	char dir[] = "/tmp/check_state.XXXXXX", name[32], why[160];
+	char dir[] = "/tmp/check_state.XXXXXX", why[160];
 	struct bwd_calendar c[3];
 	struct bwd_state *st;
 	struct bwd_member *m;
@@ -1160,12 +1170,7 @@ START_TEST(test_calendar_durable)
 
 	seed = 0;
 	options_with(lane_configs[1]);
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	dirfd = open(dir, O_DIRECTORY | O_RDONLY);
-	ck_assert_int_ge(dirfd, 0);
-	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
-	ck_assert_int_eq(bwd_journal_open(dirfd, 1, BWD_FSYNC_NEVER, &j), 0);
-	bwd_state_set_journal(st, j);
+	st = journaled(dir, &dirfd, &j);
 	m = consumer(st, "cal");
 	bwd_state_uid_usage(st, 1000, &before);
 	for (int k = 0; k < 3; k++) {
@@ -1254,12 +1259,7 @@ START_TEST(test_calendar_durable)
 		ck_assert_uint_eq(got.wall_ns, 11);
 		ck_assert_uint_eq(got.base_ns, 12);
 	}
-	bwd_state_free(st);
-	bwd_journal_close(j);
-	bwd_journal_name(1, name);
-	ck_assert_int_eq(unlinkat(dirfd, name, 0), 0);
-	close(dirfd);
-	ck_assert_int_eq(rmdir(dir), 0);
+	journaled_end(st, j, dir, dirfd);
 }
 END_TEST
 
