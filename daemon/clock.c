@@ -82,6 +82,7 @@ struct bwd_calt {
 	uint64_t elapse_ns;        /* the one waited for; UINT64_MAX: none   */
 	uint64_t jitter_ns, seed, grace_ns;
 	uint64_t cost;             /* charged to its owner's bytes           */
+	uint64_t interval_ns;      /* struct bwd_calendar's                  */
 	bool fixed, has_grace;
 	const char *listed;        /* normalized, or spec when that is long  */
 	char spec[];               /* as given; then the normalized form     */
@@ -168,6 +169,7 @@ static int calt_new(const struct bwd_calendar *c, struct bwd_calt **out,
 		.cal = cal, .base_ns = c->base_ns, .jitter_ns = c->jitter_ns,
 		.seed = c->seed, .grace_ns = c->grace_ns, .fixed = c->fixed,
 		.has_grace = c->has_grace, .cost = cal_cost(cal, len, nlen),
+		.interval_ns = c->interval_ns,
 	};
 	memcpy(t->spec, c->spec, len + 1);
 	memcpy(t->spec + len + 1, norm, nlen);
@@ -190,14 +192,18 @@ int bwd_cal_check(struct bwd_calendar *c, uint64_t *wall_ns, char *err,
 {
 	struct bwd_wall w = { .cal = NULL };
 	int r = calt_new(c, &w.cal, err, errlen);
+	uint64_t next;
 
 	if (r)
 		return r;
 	c->cost = w.cal->cost;
+	c->interval_ns = 0;
 	r = 0;
 	if (!cal_place(&w)) {
 		bwd_tz_seterr(err, errlen, "calendar spec '%s' elapses no more", c->spec);
 		r = -ENOENT;
+	} else if (!bwd_cal_next(w.cal->cal, w.cal->elapse_ns, &next)) {
+		c->interval_ns = next - w.cal->elapse_ns;
 	}
 	*wall_ns = w.wall_ns;
 	calt_free(w.cal);
@@ -305,6 +311,7 @@ const char *bwd_cal_info(const struct bwd_state *st, const struct bwd_timer *t,
 	*out = (struct bwd_calendar){
 		.spec = c->spec, .base_ns = c->base_ns, .jitter_ns = c->jitter_ns,
 		.seed = c->seed, .grace_ns = c->grace_ns, .cost = c->cost,
+		.interval_ns = c->interval_ns,
 		.fixed = c->fixed, .has_grace = c->has_grace,
 	};
 	return c->listed;

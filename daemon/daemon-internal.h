@@ -799,6 +799,9 @@ struct bwd_calendar {
 	uint64_t seed;             /* the jitter's                           */
 	uint64_t grace_ns;         /* with has_grace: misfire_grace_ns       */
 	uint64_t cost;             /* bwd_cal_check's: what it is charged   */
+	uint64_t interval_ns;      /* bwd_cal_check's: its first two elapses'
+				      distance (0: one elapse), its rate in
+				      the periodic budget as a period's     */
 	bool fixed, has_grace;
 };
 

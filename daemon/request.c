@@ -452,6 +452,14 @@ static bool bytes_refused(struct bwd_request_ctx *ctx, const struct bwd_schedule
 	return true;
 }
 
+/* The shortest period a Schedule may ask: the finest lane's tick. */
+static uint64_t min_period_ns(const struct bwd_options *opt)
+{
+	uint64_t one = opt->wheel.oneshot.resolution_ms, per = opt->wheel.periodic.resolution_ms;
+
+	return (one < per ? one : per) * 1000000ull;
+}
+
 /*
  * A Schedule's calendar into c, and its first elapse's instant (jitter
  * added) into *wall_ns: false when it is refused (out says why).
@@ -489,16 +497,16 @@ static bool calendar_of(struct bwd_request_ctx *ctx, const struct bwp_request *r
 		      false, "calendar: %s", err == -ENOMEM ? "no memory" : why);
 		return false;
 	}
+	/* As a period's floor: closer elapses could not each fire. */
+	if (c->interval_ns && c->interval_ns < min_period_ns(ctx->env->opt)) {
+		error(out, true, r->request_id, PROTOCOL_NAME(BAD_CALENDAR), false,
+		      "calendar: '%s' elapses %" PRIu64 " ns apart, closer than the finest lane's tick, %" PRIu64 " ns",
+		      c->spec, c->interval_ns, min_period_ns(ctx->env->opt));
+		return false;
+	}
 	return true;
 }
 
-/* The shortest period a Schedule may ask: the finest lane's tick. */
-static uint64_t min_period_ns(const struct bwd_options *opt)
-{
-	uint64_t one = opt->wheel.oneshot.resolution_ms, per = opt->wheel.periodic.resolution_ms;
-
-	return (one < per ? one : per) * 1000000ull;
-}
 
 static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r,
 			struct bwd_reply *out)

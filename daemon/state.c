@@ -298,14 +298,30 @@ void bwd_state_journal_seq(struct bwd_session *s, enum bwd_rec_type type,
 	bwd_state_journal(s->state, s->acct, &r);
 }
 
+/* What t (or req) adds to its owner's periodic rate: a calendar timer's
+ * as if periodic with its first two elapses' distance. */
+static uint64_t timer_mhz(const struct bwd_timer *t)
+{
+	struct bwd_calendar c;
+
+	if (t->cal && bwd_cal_info(t->session->state, t, &c))
+		return bwd_periodic_mhz(c.interval_ns);
+	return bwd_periodic_mhz(t->period_ns);
+}
+
+static uint64_t req_mhz(const struct bwd_schedule *req)
+{
+	return bwd_periodic_mhz(req->cal ? req->cal->interval_ns : req->period_ns);
+}
+
 void bwd_timer_free(struct bwd_state *st, struct bwd_timer *t)
 {
 	struct bwd_uid *u = t->session->acct;
 
+	u->periodic_mhz -= timer_mhz(t);
 	bwd_wall_remove(st, t);
 	bwd_map_remove(&t->session->timers, &t->node);
 	u->timers--;
-	u->periodic_mhz -= bwd_periodic_mhz(t->period_ns);
 	bwd_acct_charge(st, u, -(int64_t)BWD_TIMER_COST(t->payload_len));
 	st->stats.timers--;
 	st->stats.bytes -= timer_bytes(t);
@@ -1268,7 +1284,7 @@ void bwd_timer_add(struct bwd_session *s, struct bwd_timer *t)
 {
 	bwd_map_insert(&s->timers, &t->node);
 	s->acct->timers++;
-	s->acct->periodic_mhz += bwd_periodic_mhz(t->period_ns);
+	s->acct->periodic_mhz += timer_mhz(t);
 	bwd_acct_charge(s->state, s->acct, (int64_t)BWD_TIMER_COST(t->payload_len));
 	s->state->stats.timers++;
 	s->state->stats.bytes += timer_bytes(t);
@@ -1292,9 +1308,8 @@ static uint64_t rate_after(const struct bwd_session *s,
 			   const struct bwd_timer *old,
 			   const struct bwd_schedule *req)
 {
-	return s->acct->periodic_mhz -
-		(old ? bwd_periodic_mhz(old->period_ns) : 0) +
-		bwd_periodic_mhz(req->period_ns);
+	return s->acct->periodic_mhz - (old ? timer_mhz(old) : 0) +
+		req_mhz(req);
 }
 
 static uint64_t bytes_added(const struct bwd_timer *old,

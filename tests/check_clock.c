@@ -641,6 +641,7 @@ START_TEST(test_cal_bad_input)
 	static const char *const bad[] = {
 		"*-*-* 25:00", "daily Mars/Olympus_Mons", "Fri..Mon", "",
 		"*-02-30",                      /* elapses never */
+		"*:*:0/0.0001",                 /* closer than the tick */
 	};
 	char lng[300];
 	uint64_t id = 2;

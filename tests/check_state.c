@@ -1151,8 +1151,8 @@ START_TEST(test_leeway_durable)
 END_TEST
 
 /*
- * Calendar timers' state (daemon/clock.c): what a calendar costs is
- * charged to its owner and given back, its spec, jitter, seed, base and
+ * Calendar timers' state (daemon/clock.c): what a calendar costs, bytes
+ * and periodic rate, is charged to its owner and given back, its spec, jitter, seed, base and
  * grace read back from a journal and from a snapshot as they were, and
  * its record's fields parse back.
  */
@@ -1191,6 +1191,10 @@ START_TEST(test_calendar_durable)
 		bwd_state_uid_usage(st, 1000, &live);
 		ck_assert_uint_eq(live.bytes - before.bytes,
 				  c[k].cost + BWD_TIMER_COST(0));
+		/* Its rate: its first two elapses' distance as a period. */
+		ck_assert_uint_gt(c[k].interval_ns, 0);
+		ck_assert_uint_eq(live.periodic_mhz - before.periodic_mhz,
+				  bwd_periodic_mhz(c[k].interval_ns));
 		before = live;
 	}
 	ck_assert_int_eq(bwd_journal_write(j), 0);
@@ -1209,6 +1213,7 @@ START_TEST(test_calendar_durable)
 		ck_assert_uint_eq(got.timers, 3);
 		bwd_state_uid_usage(back, 1000, &u);
 		ck_assert_uint_eq(u.bytes, live.bytes);
+		ck_assert_uint_eq(u.periodic_mhz, live.periodic_mhz);
 		s = bwd_state_session(back, 1000, "cal");
 		ck_assert_ptr_nonnull(s);
 		pos = 0;
@@ -1246,6 +1251,7 @@ START_TEST(test_calendar_durable)
 	bwd_state_uid_usage(st, 1000, &live);
 	ck_assert_uint_eq(live.bytes, before.bytes - 3 * BWD_TIMER_COST(0) -
 			  c[0].cost - c[1].cost - c[2].cost);
+	ck_assert_uint_eq(live.periodic_mhz, 0);
 	/* A FIRE record's elapse and base parse back. */
 	{
 		uint8_t a[512];
