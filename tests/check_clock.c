@@ -31,6 +31,9 @@
  *            forward past several elapses is one late fire, then the
  *            next on schedule; a step back makes none early (and the
  *            elapses after the clock come again, as systemd's do);
+ *            across Europe/Berlin's daylight-saving changes a daily
+ *            "02:30" skips the night that has none and does not repeat
+ *            in the night that has two;
  *            jitter stays within its bound, differs between keys, and
  *            the fixed kind stays the same across a restart and a
  *            re-schedule; elapses missed while the daemon was down
@@ -419,6 +422,79 @@ START_TEST(test_cal_step_back)
 }
 END_TEST
 
+/* The listed instants of keys 1..n: elapse + jitter. */
+static void listed_walls(struct du_conn *c, uint64_t id, const char *session,
+			 uint64_t *wall, int n)
+{
+	du_env *l = du_list(c, id, session, 0, 0);
+
+	for (int k = 1; k <= n; k++)
+		wall[k - 1] = listed_wall(l, (uint64_t)k);
+	bwp_frame_free(l);
+}
+
+/* UTC ns of y-m-d h:mi. */
+static uint64_t utc_ns(int y, int m, int d, int h, int mi)
+{
+	return (uint64_t)((bwd_tz_days_from_civil(y, m, d) * 86400 + h * 3600 +
+			   mi * 60)) * DU_S;
+}
+
+/* The next elapse the daemon lists for key 1 of session "dst". */
+static uint64_t listed_next(struct du_conn *c, uint64_t id)
+{
+	uint64_t wall;
+
+	listed_walls(c, id, "dst", &wall, 1);
+	return wall;
+}
+
+/* Daylight saving in Europe/Berlin, 2027, a daily "02:30": the clock
+ * stepped to the spring-forward night (02:00 CET becomes 03:00 CEST on
+ * March 28) gives one late fire for what it skipped, and then no 02:30
+ * that night: the next is March 29 (00:30 UTC).  Stepped to a second
+ * before 02:30 CEST on October 31 (the night 03:00 CEST becomes 02:00
+ * CET), it fires on it, and not again at the repeated 02:30 CET: the
+ * next is November 1, 02:30 CET (01:30 UTC).  Each as bwd_cal_next says,
+ * which check_calendar holds to systemd's. */
+START_TEST(test_cal_dst)
+{
+	static const char spec[] = "*-*-* 02:30 Europe/Berlin";
+	struct du_daemon *d = start_fake(NULL);
+	struct du_conn *c = du_open(d, "dst");
+	uint64_t first, oct = utc_ns(2027, 10, 31, 0, 30);
+	int64_t off;
+	du_env *f;
+
+	first = cal_next(spec, fake_now(0));
+	schedule_cal(c, 2, 1, spec, NULL);
+	off = (int64_t)(utc_ns(2027, 3, 28, 0, 59) + 58 * DU_S) -
+		(int64_t)du_realtime_ns();
+	du_clock_step(d, off, true);
+	f = expect_key(c, 1, NULL);
+	ck_assert(f->fired->late);
+	check_cal_fire(f, first, off);
+	bwp_frame_free(f);
+	ck_assert_uint_eq(listed_next(c, 3), utc_ns(2027, 3, 29, 0, 30));
+	ck_assert_uint_eq(listed_next(c, 4), cal_next(spec, fake_now(off)));
+	/* October: the late fire for March 29, then 02:30 CEST on time. */
+	off = (int64_t)(oct - DU_S) - (int64_t)du_realtime_ns();
+	du_clock_step(d, off, true);
+	f = expect_key(c, 1, NULL);
+	ck_assert(f->fired->late);
+	check_cal_fire(f, utc_ns(2027, 3, 29, 0, 30), off);
+	bwp_frame_free(f);
+	f = expect_key(c, 1, NULL);
+	ck_assert(!f->fired->late);
+	check_cal_fire(f, oct, off);
+	bwp_frame_free(f);
+	ck_assert_uint_eq(listed_next(c, 5), utc_ns(2027, 11, 1, 1, 30));
+	ck_assert_uint_eq(cal_next(spec, oct), utc_ns(2027, 11, 1, 1, 30));
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 /* Fires every 2 s with up to 1.5 s of jitter: never before the elapse,
  * never past it by more than the jitter (and the margin). */
 START_TEST(test_cal_jitter_fires)
@@ -448,17 +524,6 @@ START_TEST(test_cal_jitter_fires)
 	du_daemon_free(d);
 }
 END_TEST
-
-/* The listed instants of keys 1..n: elapse + jitter. */
-static void listed_walls(struct du_conn *c, uint64_t id, const char *session,
-			 uint64_t *wall, int n)
-{
-	du_env *l = du_list(c, id, session, 0, 0);
-
-	for (int k = 1; k <= n; k++)
-		wall[k - 1] = listed_wall(l, (uint64_t)k);
-	bwp_frame_free(l);
-}
 
 #define JKEYS 6
 START_TEST(test_cal_jitter_fixed)
@@ -713,6 +778,7 @@ static Suite *clock_suite(void)
 	tcase_add_test(tc, test_cal_repeats);
 	tcase_add_test(tc, test_cal_step_forward);
 	tcase_add_test(tc, test_cal_step_back);
+	tcase_add_test(tc, test_cal_dst);
 	tcase_add_test(tc, test_cal_jitter_fires);
 	tcase_add_test(tc, test_cal_jitter_fixed);
 	tcase_add_test(tc, test_cal_catch_up_sigterm);
