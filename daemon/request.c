@@ -507,7 +507,6 @@ static bool calendar_of(struct bwd_request_ctx *ctx, const struct bwp_request *r
 	return true;
 }
 
-
 static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r,
 			struct bwd_reply *out)
 {
