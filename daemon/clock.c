@@ -57,10 +57,10 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/timerfd.h>
-#include <time.h>
 #include <sys/random.h>
+#include <sys/timerfd.h>
 #include <systemd/sd-id128.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "calendar-internal.h"
