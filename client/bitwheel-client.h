@@ -228,7 +228,10 @@
  *    a new SONAME once SONAME 2 is released (no release has shipped it
  *    yet, see client/libbitwheel-client.map).  Before that, struct
  *    bwc_fire took deliveries, dead_letter and due_realtime_ns, struct
- *    bwc_timer realtime_ns, and struct bwc_session_entry grew.
+ *    bwc_timer realtime_ns, calendar, jitter_ns, jitter_fixed,
+ *    has_misfire_grace and misfire_grace_ns, and struct
+ *    bwc_session_entry and struct bwc_timer_entry (calendar, jitter,
+ *    grace) grew.
  *
  * Costs: a client is one socket plus buffers that grow to what it has in
  * flight (at most one frame, 64 KiB by default, of unparsed input; up to
@@ -379,6 +382,9 @@ enum bwc_server_code {
 					     default); the fire keeps its
 					     deadline: acknowledge or
 					     release it                     */
+	BWC_SERVER_BAD_CALENDAR = 22,     /* a timer's calendar the daemon
+					     refuses (its syntax, an unknown
+					     time zone: the message says)   */
 };
 
 /* A static description of a bwc_error code. */
@@ -767,7 +773,28 @@ struct bwc_timer {
 				  the clock takes meanwhile (PROTOCOL.md,
 				  "Clocks"); when_ns, absolute and
 				  period_ns must then be 0 (BWC_EINVAL)    */
+	/* Non-NULL: a calendar timer instead (PROTOCOL.md, "Calendar
+	 * timers"): it fires at every elapse of this systemd.time(7)
+	 * calendar event ("Mon..Fri 09:00", "*:0/15", "daily UTC"), at most
+	 * BWC_CALENDAR_MAX bytes, times in the trailing zone if one is named,
+	 * else the daemon's local zone; when_ns, absolute, period_ns and
+	 * realtime_ns must then be 0 (BWC_EINVAL).  The rest are a
+	 * calendar timer's alone (else BWC_EINVAL): */
+	const char *calendar;
+	uint64_t jitter_ns;    /* > 0: a random delay in [0, jitter_ns] added
+				  to each elapse (RandomizedDelaySec=)    */
+	bool jitter_fixed;     /* the delay is the same for every elapse,
+				  per host, session and key
+				  (FixedRandomDelay=)                      */
+	bool has_misfire_grace; /* an elapse missed while the daemon was
+				  down fires at start only if missed by at
+				  most misfire_grace_ns (false: always,
+				  once, late)                               */
+	uint64_t misfire_grace_ns;
 };
+
+/* The longest calendar spec a timer may have (PROTOCOL.md). */
+#define BWC_CALENDAR_MAX 255
 
 /* The daemon's acceptance of a timer. */
 struct bwc_scheduled {
@@ -1078,7 +1105,15 @@ struct bwc_timer_entry {
 	bool late;             /* due while the daemon was not running      */
 	bool periodic_lane;    /* waits in the periodic lane (else oneshot) */
 	uint64_t deadline_realtime_ns; /* a wall-clock timer: its instant
-				  (UTC ns); 0: a monotonic timer            */
+				  (UTC ns; a calendar timer's next elapse
+				  with its jitter); 0: a monotonic timer    */
+	/* A calendar timer: its spec normalized ("" for another), jitter and
+	 * misfire grace, as struct bwc_timer has them. */
+	char calendar[BWC_CALENDAR_MAX + 1];
+	uint64_t jitter_ns;
+	bool jitter_fixed;
+	bool has_misfire_grace;
+	uint64_t misfire_grace_ns;
 	uint64_t reserved[7];  /* 0                                         */
 };
 

@@ -144,7 +144,9 @@ BWC_DEFAULT_DAEMON_USER ")\n"
 
 static const char help_schedule[] =
 "Usage: bwctl [--socket PATH] schedule --key K\n"
-"             (--in DURATION | --at TIME | --at-monotonic NS)\n"
+"             (--in DURATION | --at TIME | --at-monotonic NS |\n"
+"              --calendar SPEC [--jitter DURATION] [--jitter-fixed]\n"
+"              [--misfire-grace DURATION])\n"
 "             [--every DURATION] [--leeway DURATION]\n"
 "             [--session NAME [--owner UID]]\n"
 "             [--payload TEXT] [--replace] [--count N] [--json]\n"
@@ -165,6 +167,18 @@ static const char help_schedule[] =
 "                       '...Z'), or local time 'YYYY-MM-DD HH:MM[:SS]' with\n"
 "                       an optional IANA zone ('2026-12-24 18:00 Europe/Berlin')\n"
 "  --at-monotonic NS    fire at this CLOCK_MONOTONIC time, in nanoseconds\n"
+"  --calendar SPEC      fire at every elapse of a systemd.time(7) calendar\n"
+"                       event ('Mon..Fri 09:00', '*:0/15', 'daily', 'Sat 10:00\n"
+"                       Europe/Berlin'), in the zone named last or the\n"
+"                       daemon's local zone; recurring, not with --every\n"
+"  --jitter DURATION    calendar: a random delay up to DURATION added to each\n"
+"                       elapse, drawn afresh for each\n"
+"  --jitter-fixed       calendar: the delay is the same for every elapse (per\n"
+"                       host, session and key)\n"
+"  --misfire-grace DURATION\n"
+"                       calendar: an elapse missed while the daemon was down\n"
+"                       fires at its start only if missed by at most DURATION\n"
+"                       (default: always, once, marked late)\n"
 "  --every DURATION     periodic: fire again every DURATION (> 0)\n"
 "  --leeway DURATION    how late each fire may come, which picks the lane\n"
 "                       (default: 0 oneshot, the period / 64 periodic)\n"
@@ -175,9 +189,10 @@ static const char help_schedule[] =
 "  --payload TEXT       bytes handed back with every fire\n"
 "  --replace            replace a pending timer with the same key\n"
 "  --count N            without --session: fires to wait for (default 1;\n"
-"                       more than 1 needs --every)\n"
+"                       more than 1 needs --every or --calendar)\n"
 "  --json               JSON: {\"key\":K,\"session\":NAME,\"deadline_ns\":NS,\n"
-"                       \"replaced\":false} (and \"period_ns\"), or fires as\n"
+"                       \"replaced\":false} (and \"period_ns\" or\n"
+"                       \"calendar\"), or fires as\n"
 "                       'bwctl watch --json' prints them\n"
 "\n"
 "Prints 'scheduled key=K deadline=NS' (--session) or one line per fire, as\n"
@@ -259,11 +274,13 @@ static const char help_watch[] =
 "                       random part of up to half\n"
 "  --json               JSON lines: key, payload, deadline_ns, fired_ns,\n"
 "                       late_us, deliveries, and fire_count/restored/\n"
-"                       redelivered/dead_letter when set\n"
+"                       redelivered/due_unix_ns/dead_letter when set\n"
 "\n"
 "Human lines read: fired key=7 payload=\"hi\" deadline=NS late=0.84ms\n"
 "deliveries=1, with ' redelivered' before deliveries= for a fire that may\n"
-"have been printed before, and a dead letter's history after it:\n"
+"have been printed before, due=\"TIME\" after it for a wall-clock or\n"
+"calendar timer's fire (the local time it was due at), and a dead\n"
+"letter's history after that:\n"
 "dead_letter_of=NAME dead_deliveries=N first_handed=NS last_handed=NS\n"
 "dead_lettered=NS reason=ACK_TIMEOUT.\n"
 "\n"
@@ -391,7 +408,10 @@ static const char help_list[] =
 "\n"
 "List the pending timers of the named session (your uid's, or with\n"
 "--owner, root only, another uid's), soonest first: key, deadline as\n"
-"local wall-clock time, time left, period, payload size and lane.  The\n"
+"local wall-clock time (a calendar timer's next elapse, its jitter\n"
+"added), time left, period ('calendar' for a calendar timer), payload\n"
+"size and lane, then a calendar timer's spec, normalized, and its jitter\n"
+"and misfire grace.  The\n"
 "daemon sends at most 1,000 per reply, in no particular order; bwctl\n"
 "reads them all, shows the soonest --limit, and says on stderr when the\n"
 "session holds more.\n"
@@ -402,7 +422,9 @@ static const char help_list[] =
 "  --json               one JSON object per timer and line: key,\n"
 "                       deadline_ns (CLOCK_MONOTONIC), deadline_unix_ns\n"
 "                       (wall clock), remaining_ns, period_ns, payload_bytes,\n"
-"                       has_payload, lane, and fire_count/late when set\n"
+"                       has_payload, lane, and fire_count/late when set;\n"
+"                       a calendar timer's calendar, jitter_ns,\n"
+"                       jitter_fixed and misfire_grace_ns\n"
 "\n"
 "Exit status: 0 ok, 1 no such session (UNKNOWN_SESSION), 2 usage,\n"
 "3 unreachable, 4 other error (e.g. PERMISSION_DENIED), 5 the socket's\n"
@@ -886,6 +908,24 @@ static int session_arg(const char *cmd, int argc, char **argv,
 
 /* One fire's line, into stdout's buffer: the caller flushes (and checks)
  * before it acknowledges anything. */
+/* A deadline as local wall-clock time: "2026-12-01 07:30:01.250 UTC". */
+static const char *fmt_wall(uint64_t unix_ns, char *buf, size_t len)
+{
+	time_t t = (time_t)(unix_ns / 1000000000u);
+	char sec[40];
+	struct tm tm;
+
+	if (localtime_r(&t, &tm) == NULL ||
+	    strftime(sec, sizeof(sec), "%Y-%m-%d %H:%M:%S", &tm) == 0) {
+		snprintf(buf, len, "%llu", (unsigned long long)unix_ns);
+		return buf;
+	}
+	snprintf(buf, len, "%s.%03u", sec, (unsigned)(unix_ns / 1000000u % 1000u));
+	if (strftime(sec, sizeof(sec), " %Z", &tm) > 0)
+		snprintf(buf + strlen(buf), len - strlen(buf), "%s", sec);
+	return buf;
+}
+
 static void print_fire(const struct bwc_fire *f)
 {
 	/* fired_ns >= deadline_ns by the protocol; don't trust it blindly. */
@@ -909,6 +949,8 @@ static void print_fire(const struct bwc_fire *f)
 			jw_bool(&j, "redelivered", true);
 		if (f->deliveries > 0)
 			jw_u64(&j, "deliveries", f->deliveries);
+		if (f->due_realtime_ns > 0)
+			jw_u64(&j, "due_unix_ns", f->due_realtime_ns);
 		if (f->dead_letter.present) {
 			const struct bwc_dead_letter *d = &f->dead_letter;
 
@@ -940,6 +982,13 @@ static void print_fire(const struct bwc_fire *f)
 		if (f->deliveries > 0)
 			printf(" deliveries=%llu",
 			       (unsigned long long)f->deliveries);
+		/* A wall-clock or calendar timer's: the time it was due at. */
+		if (f->due_realtime_ns > 0) {
+			char when[64];
+
+			printf(" due=\"%s\"", fmt_wall(f->due_realtime_ns, when,
+							sizeof(when)));
+		}
 		/* A dead letter: where it failed, how often, and how long
 		 * ago (all CLOCK_MONOTONIC, as deadline=). */
 		if (f->dead_letter.present) {
@@ -1080,6 +1129,8 @@ static void print_scheduled(const struct bwc_timer *t, const char *session,
 	jw_u64(&j, "deadline_ns", s->deadline_ns);
 	if (t->period_ns > 0)
 		jw_u64(&j, "period_ns", t->period_ns);
+	if (t->calendar != NULL)
+		jw_str(&j, "calendar", t->calendar);
 	jw_bool(&j, "replaced", s->replaced);
 	jw_close(&j);
 }
@@ -1276,6 +1327,10 @@ static int cmd_schedule(int argc, char **argv)
 		{ "in", required_argument, NULL, 'i' },
 		{ "at-monotonic", required_argument, NULL, 'a' },
 		{ "at", required_argument, NULL, 'A' },
+		{ "calendar", required_argument, NULL, 'C' },
+		{ "jitter", required_argument, NULL, 'J' },
+		{ "jitter-fixed", no_argument, NULL, 'F' },
+		{ "misfire-grace", required_argument, NULL, 'G' },
 		{ "every", required_argument, NULL, 'e' },
 		{ "leeway", required_argument, NULL, 'l' },
 		{ "session", required_argument, NULL, 's' },
@@ -1296,7 +1351,7 @@ static int cmd_schedule(int argc, char **argv)
 	struct bwc_fire f;
 	const char *session = NULL, *every_text = NULL, *why;
 	bool have_key = false, have_in = false, have_at = false;
-	bool have_count = false, have_wall = false;
+	bool have_count = false, have_wall = false, have_cal_opt = false;
 	uint64_t count = 1, i, leeway = BWC_LEEWAY_DEFAULT;
 	int o, rc;
 
@@ -1328,6 +1383,26 @@ static int cmd_schedule(int argc, char **argv)
 				return usage_error(cmd, "bad --at '%s': %s",
 						   optarg, why);
 			have_wall = true;
+			break;
+		case 'C':
+			t.calendar = optarg;
+			break;
+		case 'J':
+			if ((rc = parse_duration(cmd, "jitter", optarg,
+						 &t.jitter_ns)) != ST_OK)
+				return rc;
+			have_cal_opt = true;
+			break;
+		case 'F':
+			t.jitter_fixed = true;
+			have_cal_opt = true;
+			break;
+		case 'G':
+			if ((rc = parse_duration(cmd, "misfire-grace", optarg,
+						 &t.misfire_grace_ns)) != ST_OK)
+				return rc;
+			t.has_misfire_grace = true;
+			have_cal_opt = true;
 			break;
 		case 'e':
 			if ((rc = parse_duration(cmd, "every", optarg,
@@ -1365,25 +1440,31 @@ static int cmd_schedule(int argc, char **argv)
 		return rc;
 	if (!have_key)
 		return usage_error(cmd, "--key is required");
-	if (have_in + have_at + have_wall != 1)
-		return usage_error(cmd, "give exactly one of --in, --at and "
-				   "--at-monotonic");
+	if (have_in + have_at + have_wall + (t.calendar != NULL) != 1)
+		return usage_error(cmd, "give exactly one of --in, --at, "
+				   "--at-monotonic and --calendar");
 	if (have_wall && every_text != NULL)
 		return usage_error(cmd, "--at with --every: a wall-clock timer "
 				   "is a oneshot (PROTOCOL.md, \"Clocks\")");
+	if (t.calendar != NULL && every_text != NULL)
+		return usage_error(cmd, "--calendar with --every: a calendar "
+				   "timer recurs by its spec");
+	if (have_cal_opt && t.calendar == NULL)
+		return usage_error(cmd, "--jitter, --jitter-fixed and "
+				   "--misfire-grace need --calendar");
 	if ((rc = owner_needs_session(cmd, session)) != ST_OK)
 		return rc;
 	if (have_count && session != NULL)
 		return usage_error(cmd, "--count is for waiting without "
 				   "--session; with one, use 'bwctl watch "
 				   "--count'");
-	if (count > 1 && every_text == NULL)
-		return usage_error(cmd, "--count above 1 needs --every: a "
-				   "oneshot timer fires once");
+	if (count > 1 && every_text == NULL && t.calendar == NULL)
+		return usage_error(cmd, "--count above 1 needs --every or "
+				   "--calendar: a oneshot timer fires once");
 	/* What the daemon would refuse (BAD_DEADLINE), refused here alike:
 	 * bwc_now_ns() is its clock.  The delay is checked against now; the
 	 * daemon's now comes later, so nothing passing here fails there. */
-	why = have_wall ? NULL :
+	why = have_wall || t.calendar != NULL ? NULL :
 		bwp_schedule_problem(bwc_now_ns(), have_in, t.when_ns,
 				     every_text != NULL, t.period_ns);
 	if (why != NULL)
@@ -3267,24 +3348,6 @@ static int cmp_deadline(const void *a, const void *b)
 	return x->key < y->key ? -1 : x->key > y->key;
 }
 
-/* A deadline as local wall-clock time: "2026-12-01 07:30:01.250 UTC". */
-static const char *fmt_wall(uint64_t unix_ns, char *buf, size_t len)
-{
-	time_t t = (time_t)(unix_ns / 1000000000u);
-	char sec[40];
-	struct tm tm;
-
-	if (localtime_r(&t, &tm) == NULL ||
-	    strftime(sec, sizeof(sec), "%Y-%m-%d %H:%M:%S", &tm) == 0) {
-		snprintf(buf, len, "%llu", (unsigned long long)unix_ns);
-		return buf;
-	}
-	snprintf(buf, len, "%s.%03u", sec, (unsigned)(unix_ns / 1000000u % 1000u));
-	if (strftime(sec, sizeof(sec), " %Z", &tm) > 0)
-		snprintf(buf + strlen(buf), len - strlen(buf), "%s", sec);
-	return buf;
-}
-
 static void print_timer(const struct bwc_timer_entry *e,
 			const struct bwc_listing *l)
 {
@@ -3309,21 +3372,40 @@ static void print_timer(const struct bwc_timer_entry *e,
 		jw_u64(&j, "payload_bytes", e->payload_len);
 		jw_bool(&j, "has_payload", e->has_payload);
 		jw_str(&j, "lane", e->periodic_lane ? "periodic" : "oneshot");
-		if (e->period_ns > 0)
+		if (e->period_ns > 0 || e->calendar[0])
 			jw_u64(&j, "fire_count", e->fire_count);
 		if (e->late)
 			jw_bool(&j, "late", true);
+		if (e->calendar[0]) {
+			jw_str(&j, "calendar", e->calendar);
+			jw_u64(&j, "jitter_ns", e->jitter_ns);
+			jw_bool(&j, "jitter_fixed", e->jitter_fixed);
+			if (e->has_misfire_grace)
+				jw_u64(&j, "misfire_grace_ns", e->misfire_grace_ns);
+		}
 		jw_close(&j);
 		return;
 	}
 	if (e->period_ns > 0)
 		fmt_duration(e->period_ns, period, sizeof(period));
+	if (e->calendar[0])
+		snprintf(period, sizeof(period), "calendar");
 	if (e->has_payload)
 		snprintf(size, sizeof(size), "%u", e->payload_len);
-	printf("%-20llu %-31s %12s %12s %8s %s\n",
+	printf("%-20llu %-31s %12s %12s %8s %s",
 	       (unsigned long long)e->key, fmt_wall(wall, when, sizeof(when)),
 	       left ? fmt_duration(left, in, sizeof(in)) : "due", period, size,
 	       e->periodic_lane ? "periodic" : "oneshot");
+	if (e->calendar[0]) {
+		printf("  %s", e->calendar);
+		if (e->jitter_ns)
+			printf(" jitter=%s%s", fmt_duration(e->jitter_ns, in, sizeof(in)),
+			       e->jitter_fixed ? " fixed" : "");
+		if (e->has_misfire_grace)
+			printf(" misfire-grace=%s",
+			       fmt_duration(e->misfire_grace_ns, in, sizeof(in)));
+	}
+	putchar('\n');
 }
 
 static int cmd_list(int argc, char **argv)

@@ -170,6 +170,9 @@ _Static_assert((int)BWC_SERVER_UNKNOWN_SESSION ==
 _Static_assert((int)BWC_SERVER_HOLD_LIMIT ==
 		       (int)BITWHEEL__V1__ERROR_CODE__HOLD_LIMIT,
 	       "server code mismatch");
+_Static_assert((int)BWC_SERVER_BAD_CALENDAR ==
+		       (int)BITWHEEL__V1__ERROR_CODE__BAD_CALENDAR,
+	       "server code mismatch");
 /* The take-back reasons are the protocol's TakeBack numbers. */
 _Static_assert((int)BWC_TAKE_BACK_DISCONNECTED ==
 		       (int)BITWHEEL__V1__TAKE_BACK__DISCONNECTED &&
@@ -442,6 +445,7 @@ const char *bwc_server_error_name(int code)
 		"BAD_DEADLINE", "PAYLOAD_TOO_LARGE", "TOO_MANY_TIMERS",
 		"NO_MEMORY", "SHUTTING_DOWN", "INTERNAL", "OVER_BUDGET",
 		"STORAGE_UNAVAILABLE", "UNKNOWN_SESSION", "HOLD_LIMIT",
+		"BAD_CALENDAR",
 	};
 
 	if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]))
@@ -2320,11 +2324,28 @@ static int build_schedule(struct bwc_client *c, const struct bwc_timer *t,
 	if (t->realtime_ns > 0 && (t->absolute || t->when_ns || t->period_ns))
 		return fail(c, BWC_EINVAL,
 			    "realtime_ns with when_ns, absolute or period_ns: a wall-clock timer is a oneshot at one instant");
+	if (t->calendar != NULL &&
+	    (t->absolute || t->when_ns || t->period_ns || t->realtime_ns))
+		return fail(c, BWC_EINVAL,
+			    "calendar with when_ns, absolute, period_ns or realtime_ns: a calendar timer recurs by its spec");
+	if (t->calendar == NULL &&
+	    (t->jitter_ns || t->jitter_fixed || t->has_misfire_grace))
+		return fail(c, BWC_EINVAL,
+			    "jitter_ns, jitter_fixed and misfire_grace_ns are a calendar timer's");
 
 	bitwheel__v1__schedule__init(s);
 	s->has_key = 1;
 	s->key = t->key;
-	if (t->realtime_ns > 0) {
+	if (t->calendar != NULL) {
+		/* protobuf-c's string is non-const, but packing only reads. */
+		s->when_case = BITWHEEL__V1__SCHEDULE__WHEN_CALENDAR;
+		s->calendar = (char *)t->calendar;
+		s->has_jitter_ns = t->jitter_ns > 0;
+		s->jitter_ns = t->jitter_ns;
+		s->has_jitter_fixed = s->jitter_fixed = t->jitter_fixed;
+		s->has_misfire_grace_ns = t->has_misfire_grace;
+		s->misfire_grace_ns = t->misfire_grace_ns;
+	} else if (t->realtime_ns > 0) {
 		s->when_case = BITWHEEL__V1__SCHEDULE__WHEN_REALTIME_NS;
 		s->realtime_ns = t->realtime_ns;
 	} else if (t->absolute) {
@@ -2712,7 +2733,7 @@ int bwc_stats(struct bwc_client *c, struct bwc_stats *out)
 #if defined(__x86_64__) || defined(__aarch64__)
 _Static_assert(sizeof(struct bwc_session_entry) == 344,
 	       "struct bwc_session_entry changed size: take a reserved slot");
-_Static_assert(sizeof(struct bwc_timer_entry) == 104,
+_Static_assert(sizeof(struct bwc_timer_entry) == 384,
 	       "struct bwc_timer_entry changed size: take a reserved slot");
 _Static_assert(sizeof(struct bwc_listing) == 104,
 	       "struct bwc_listing changed size: take a reserved slot");
@@ -2769,6 +2790,14 @@ static void copy_timer(const Bitwheel__V1__TimerInfo *ti,
 	e->late = ti->late;
 	e->periodic_lane = ti->lane == BITWHEEL__V1__LANE__LANE_PERIODIC;
 	e->deadline_realtime_ns = ti->deadline_realtime_ns;
+	if (ti->calendar) {
+		/* The daemon lists at most BWC_CALENDAR_MAX bytes. */
+		snprintf(e->calendar, sizeof(e->calendar), "%s", ti->calendar);
+		e->jitter_ns = ti->jitter_ns;
+		e->jitter_fixed = ti->jitter_fixed;
+		e->has_misfire_grace = ti->has_misfire_grace_ns;
+		e->misfire_grace_ns = ti->misfire_grace_ns;
+	}
 }
 
 /* One page: ask from cursor (0: the start) for what room is left; take

@@ -89,6 +89,8 @@ struct bwd_cal;
 int bwd_cal_parse(const char *spec, struct bwd_cal **out, char *err,
 		  size_t errlen);
 void bwd_cal_free(struct bwd_cal *cal);
+/* The bytes a parsed spec takes (its one block). */
+size_t bwd_cal_bytes(const struct bwd_cal *cal);
 /* systemd 252's "Normalized form"; -ENOSPC if len is too small. */
 int bwd_cal_normalize(const struct bwd_cal *cal, char *buf, size_t len);
 /* The zone the spec's times are in. */

@@ -663,6 +663,15 @@ fail:
 	return r;
 }
 
+size_t bwd_cal_bytes(const struct bwd_cal *cal)
+{
+	size_t n = 0;
+
+	for (int f = 0; f < F_N; f++)
+		n += cal->n[f];
+	return sizeof(*cal) + n * sizeof(cal->comps[0]);
+}
+
 void bwd_cal_free(struct bwd_cal *cal)
 {
 	free(cal);

@@ -1,7 +1,8 @@
 /*
  * clock.c - wall-clock timers: deadlines on CLOCK_REALTIME (Schedule's
- * realtime_ns) kept on the monotonic wheel, and the clock steps that move
- * them (PROTOCOL.md, "Clocks").
+ * realtime_ns) and calendar timers (Schedule's calendar) kept on the
+ * monotonic wheel, and the clock steps that move them (PROTOCOL.md,
+ * "Clocks" and "Calendar timers").
  *
  * The wheel counts CLOCK_MONOTONIC, which no one steps.  A wall-clock
  * timer is placed on it by the offset between the clocks when it is
@@ -17,18 +18,36 @@
  * comes due, the timer fires only if CLOCK_REALTIME has reached its
  * deadline, and is placed again otherwise (bwd_wall_due).
  *
+ * Calendar timers.  A calendar timer is a wall-clock timer whose instant
+ * is its next elapse (calendar.c, systemd's rules) plus its jitter, and
+ * which the wheel's callback re-arms like a periodic one.  Like systemd's
+ * timer units it keeps a base, the wall-clock time it last fired at (at
+ * first its Schedule's): the next elapse is the first after it.  So a
+ * fire moves the base to the wall clock of that moment, and elapses a
+ * forward step skipped coalesce into that one late fire; a step back
+ * below the base brings the base down to the wall clock (systemd's
+ * timer_time_change), and elapses in between come again.  The jitter
+ * of an elapse is bwd_mix(seed ^ elapse) (fresh per elapse) or
+ * bwd_mix(seed) (fixed) modulo jitter_ns + 1: no state but the seed,
+ * which the journal keeps, so a restart draws the same.
+ *
  * Data: a wall-clock timer has a bit (wall) and its instant in the
- * state's map of them, keyed by the timer's address (struct bwd_wall, 24
+ * state's map of them, keyed by the timer's address (struct bwd_wall, 32
  * bytes and malloc's header, uncharged to the budgets: bounded by the
  * timers the uid may hold), which it joins when made and leaves when
- * freed.  A fire of one keeps its instant in place of its count (a
- * oneshot's is 0).  Monotonic timers and fires are not one byte larger.
- * The server owns the one timerfd (struct bwd_clock).
+ * freed.  A calendar timer has a second bit (cal) and its struct bwd_calt
+ * from that entry: the parsed spec, the spec as given and normalized, the
+ * base, elapse, jitter and grace, charged to its owner's bytes (cost).
+ * A fire of one keeps its instant (a calendar timer's: its elapse) in
+ * place of its count (a oneshot's is 0).  Monotonic timers and fires are
+ * not one byte larger.  The server owns the one timerfd (struct
+ * bwd_clock).
  *
- * Costs: a step costs O(wall-clock timers) wheel cancels and inserts;
- * a wall-clock timer's fire a map lookup and one clock_gettime(
- * CLOCK_REALTIME) (vDSO); monotonic timers nothing beyond a bit test in
- * the wheel's callback.
+ * Costs: a step costs O(wall-clock timers) wheel cancels and inserts,
+ * and a next-elapse search for each calendar timer; a wall-clock timer's
+ * fire a map lookup and one clock_gettime(CLOCK_REALTIME) (vDSO), a
+ * calendar timer's a next-elapse search too (calendar.c says its cost);
+ * monotonic timers nothing beyond a bit test in the wheel's callback.
  * Periodic wall-clock timers are refused (request.c): a recurrence stated
  * in wall-clock time is the calendar's.
  */
@@ -38,10 +57,13 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/timerfd.h>
+#include <systemd/sd-id128.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "calendar-internal.h"
 #include "state-internal.h"
 
 uint64_t bwd_wall_place(uint64_t wall_ns, uint64_t mono_now, uint64_t real_now)
@@ -53,11 +75,25 @@ uint64_t bwd_wall_place(uint64_t wall_ns, uint64_t mono_now, uint64_t real_now)
 	return mono_now + (wall_ns - real_now);
 }
 
+/* A calendar timer's own. */
+struct bwd_calt {
+	struct bwd_cal *cal;
+	uint64_t base_ns;          /* the next elapse is the first after it  */
+	uint64_t elapse_ns;        /* the one waited for; UINT64_MAX: none   */
+	uint64_t jitter_ns, seed, grace_ns;
+	uint64_t cost;             /* charged to its owner's bytes           */
+	uint64_t interval_ns;      /* struct bwd_calendar's                  */
+	bool fixed, has_grace;
+	const char *listed;        /* normalized, or spec when that is long  */
+	char spec[];               /* as given; then the normalized form     */
+};
+
 /* A wall-clock timer's instant, in the state's map keyed by the timer's
- * address. */
+ * address; a calendar timer's calendar. */
 struct bwd_wall {
 	struct bwd_map_node node;
 	uint64_t wall_ns;
+	struct bwd_calt *cal;
 };
 
 static struct bwd_wall *wall_find(const struct bwd_state *st,
@@ -68,14 +104,165 @@ static struct bwd_wall *wall_find(const struct bwd_state *st,
 	return n ? bwd_container_of(n, struct bwd_wall, node) : NULL;
 }
 
-int bwd_wall_add(struct bwd_state *st, struct bwd_timer *t, uint64_t wall_ns)
+/* What a calendar of this parse and spec is charged: its block, the
+ * parsed spec, and their allocator headers. */
+static uint64_t cal_cost(const struct bwd_cal *cal, size_t spec_len,
+			 size_t norm_len)
+{
+	return sizeof(struct bwd_calt) + spec_len + norm_len + 2 +
+		bwd_cal_bytes(cal) + 2 * 16;
+}
+
+/* The jitter of elapse e. */
+static uint64_t cal_jitter(const struct bwd_calt *c, uint64_t e)
+{
+	if (!c->jitter_ns)
+		return 0;
+	return bwd_mix(c->fixed ? 0 : e, c->seed) % (c->jitter_ns + 1);
+}
+
+/* w's calendar's next elapse after its base, and w's instant: that and
+ * its jitter.  false when it has none (both UINT64_MAX). */
+static bool cal_place(struct bwd_wall *w)
+{
+	struct bwd_calt *c = w->cal;
+	uint64_t e, j;
+
+	if (bwd_cal_next(c->cal, c->base_ns, &e)) {
+		c->elapse_ns = w->wall_ns = UINT64_MAX;
+		return false;
+	}
+	j = cal_jitter(c, e);
+	c->elapse_ns = e;
+	w->wall_ns = e > UINT64_MAX - j ? UINT64_MAX : e + j;
+	return true;
+}
+
+/* The calendar of c->spec, parsed and normalized into a new block (the
+ * base and jitter from c): 0, -EINVAL, -ENOMEM. */
+static int calt_new(const struct bwd_calendar *c, struct bwd_calt **out,
+		    char *err, size_t errlen)
+{
+	char norm[BWD_CAL_TIMER_SPEC_MAX + 1];
+	size_t len = strlen(c->spec), nlen;
+	struct bwd_cal *cal;
+	struct bwd_calt *t;
+	int r;
+
+	*out = NULL;
+	if (len > BWD_CAL_TIMER_SPEC_MAX) {
+		bwd_tz_seterr(err, errlen, "calendar spec of %zu bytes, longer than %u",
+			      len, BWD_CAL_TIMER_SPEC_MAX);
+		return -EINVAL;
+	}
+	r = bwd_cal_parse(c->spec, &cal, err, errlen);
+	if (r)
+		return r == -ENOMEM ? r : -EINVAL;
+	/* A normalized form too long to list is listed as given. */
+	nlen = bwd_cal_normalize(cal, norm, sizeof(norm)) ? 0 : strlen(norm);
+	t = malloc(sizeof(*t) + len + nlen + 2);
+	if (!t) {
+		bwd_cal_free(cal);
+		return -ENOMEM;
+	}
+	*t = (struct bwd_calt){
+		.cal = cal, .base_ns = c->base_ns, .jitter_ns = c->jitter_ns,
+		.seed = c->seed, .grace_ns = c->grace_ns, .fixed = c->fixed,
+		.has_grace = c->has_grace, .cost = cal_cost(cal, len, nlen),
+		.interval_ns = c->interval_ns,
+	};
+	memcpy(t->spec, c->spec, len + 1);
+	memcpy(t->spec + len + 1, norm, nlen);
+	t->spec[len + 1 + nlen] = '\0';
+	t->listed = nlen ? t->spec + len + 1 : t->spec;
+	*out = t;
+	return 0;
+}
+
+static void calt_free(struct bwd_calt *c)
+{
+	if (c) {
+		bwd_cal_free(c->cal);
+		free(c);
+	}
+}
+
+int bwd_cal_check(struct bwd_calendar *c, uint64_t *wall_ns, char *err,
+		  size_t errlen)
+{
+	struct bwd_wall w = { .cal = NULL };
+	int r = calt_new(c, &w.cal, err, errlen);
+	uint64_t next;
+
+	if (r)
+		return r;
+	c->cost = w.cal->cost;
+	c->interval_ns = 0;
+	r = 0;
+	if (!cal_place(&w)) {
+		bwd_tz_seterr(err, errlen, "calendar spec '%s' elapses no more", c->spec);
+		r = -ENOENT;
+	} else if (!bwd_cal_next(w.cal->cal, w.cal->elapse_ns, &next)) {
+		c->interval_ns = next - w.cal->elapse_ns;
+	}
+	*wall_ns = w.wall_ns;
+	calt_free(w.cal);
+	return r;
+}
+
+/* The host's part of a fixed jitter: systemd's FixedRandomDelay= mixes in
+ * the machine id so that hosts with the same timers spread apart. */
+static uint64_t host_key(void)
+{
+	static const sd_id128_t app = SD_ID128_MAKE(6b,69,9e,1c,5d,c2,4e,3f,
+						    a1,0b,77,d4,c8,39,52,e0);
+	static uint64_t key;
+	static bool known;
+	sd_id128_t id;
+
+	if (!known) {
+		known = true;
+		if (sd_id128_get_machine_app_specific(app, &id) == 0)
+			key = id.qwords[0] ^ id.qwords[1];
+	}
+	return key;
+}
+
+uint64_t bwd_cal_seed(const struct bwd_session *s, uint64_t key, bool fixed)
+{
+	uint64_t seed;
+
+	if (fixed)
+		return bwd_mix(key, host_key() ^ (s->name ?
+			bwd_name_hash(s->owner, s->name) : bwd_mix(s->id, s->owner)));
+	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
+		seed = bwd_mix(key, s->state->seed ^ bwd_realtime_ns());
+	return seed;
+}
+
+int bwd_wall_add(struct bwd_state *st, struct bwd_timer *t, uint64_t wall_ns,
+		 const struct bwd_calendar *cal)
 {
 	struct bwd_wall *w = malloc(sizeof(*w));
+	int r;
 
 	if (!w)
 		return -ENOMEM;
-	w->node.key = (uint64_t)(uintptr_t)t;
 	w->wall_ns = wall_ns;
+	w->cal = NULL;
+	if (cal) {
+		r = calt_new(cal, &w->cal, NULL, 0);
+		if (r) {
+			free(w);
+			return r;
+		}
+		/* None left: UINT64_MAX, which a restore's end frees. */
+		cal_place(w);
+		bwd_acct_charge(st, t->session->acct, (int64_t)w->cal->cost);
+		st->stats.bytes += w->cal->cost;
+		t->cal = true;
+	}
+	w->node.key = (uint64_t)(uintptr_t)t;
 	bwd_map_insert(&st->wall, &w->node);
 	st->stats.bytes += sizeof(*w);
 	t->wall = true;
@@ -90,7 +277,12 @@ void bwd_wall_remove(struct bwd_state *st, struct bwd_timer *t)
 		return;
 	bwd_map_remove(&st->wall, &w->node);
 	st->stats.bytes -= sizeof(*w);
-	t->wall = false;
+	if (w->cal) {
+		bwd_acct_charge(st, t->session->acct, -(int64_t)w->cal->cost);
+		st->stats.bytes -= w->cal->cost;
+		calt_free(w->cal);
+	}
+	t->wall = t->cal = false;
 	free(w);
 }
 
@@ -99,6 +291,42 @@ uint64_t bwd_wall_ns(const struct bwd_state *st, const struct bwd_timer *t)
 	const struct bwd_wall *w = t->wall ? wall_find(st, t) : NULL;
 
 	return w ? w->wall_ns : 0;
+}
+
+uint64_t bwd_wall_elapse(const struct bwd_state *st, const struct bwd_timer *t)
+{
+	const struct bwd_wall *w = t->wall ? wall_find(st, t) : NULL;
+
+	return !w ? 0 : w->cal ? w->cal->elapse_ns : w->wall_ns;
+}
+
+const char *bwd_cal_info(const struct bwd_state *st, const struct bwd_timer *t,
+			 struct bwd_calendar *out)
+{
+	const struct bwd_wall *w = t->cal ? wall_find(st, t) : NULL;
+	const struct bwd_calt *c = w ? w->cal : NULL;
+
+	if (!c)
+		return NULL;
+	*out = (struct bwd_calendar){
+		.spec = c->spec, .base_ns = c->base_ns, .jitter_ns = c->jitter_ns,
+		.seed = c->seed, .grace_ns = c->grace_ns, .cost = c->cost,
+		.interval_ns = c->interval_ns,
+		.fixed = c->fixed, .has_grace = c->has_grace,
+	};
+	return c->listed;
+}
+
+void bwd_cal_record(const struct bwd_calendar *c, struct bwd_record *r)
+{
+	r->flags |= BWD_RECF_CAL | (c->fixed ? BWD_RECF_CAL_FIXED : 0) |
+		(c->has_grace ? BWD_RECF_CAL_GRACE : 0);
+	r->name = c->spec;
+	r->name_len = (uint8_t)strlen(c->spec);
+	r->jitter_ns = c->jitter_ns;
+	r->seed = c->seed;
+	r->base_ns = c->base_ns;
+	r->grace_ns = c->grace_ns;
 }
 
 uint64_t bwd_wall_due(struct bwd_state *st, struct bwd_timer *t,
@@ -110,6 +338,52 @@ uint64_t bwd_wall_due(struct bwd_state *st, struct bwd_timer *t,
 		return 0;
 	/* Never 0 nor now: the wheel fires a re-arm at its next poll. */
 	return bwd_wall_place(wall, now_ns, real) + 1;
+}
+
+uint64_t bwd_cal_advance(struct bwd_state *st, struct bwd_timer *t,
+			 uint64_t now_ns)
+{
+	struct bwd_wall *w = wall_find(st, t);
+	uint64_t real = bwd_realtime_ns();
+
+	if (!w || !w->cal)
+		return 0;
+	/* Fired at real (never before its elapse): the elapses up to it
+	 * are this fire's, however many a step skipped. */
+	w->cal->base_ns = real > w->cal->elapse_ns ? real : w->cal->elapse_ns;
+	if (!cal_place(w))
+		return 0;
+	/* After now: the elapse is after real. */
+	t->deadline_ns = bwd_wall_place(w->wall_ns, now_ns, real);
+	return t->deadline_ns;
+}
+
+void bwd_cal_replayed(struct bwd_state *st, struct bwd_timer *t,
+		      uint64_t elapse_ns, uint64_t base_ns)
+{
+	struct bwd_wall *w = wall_find(st, t);
+
+	if (!w || !w->cal)
+		return;
+	w->cal->base_ns = base_ns > elapse_ns ? base_ns : elapse_ns;
+	cal_place(w);
+}
+
+bool bwd_cal_restore(struct bwd_state *st, struct bwd_timer *t, uint64_t real)
+{
+	struct bwd_wall *w = wall_find(st, t);
+	struct bwd_calt *c = w ? w->cal : NULL;
+
+	if (!c || !cal_place(w))
+		return false;
+	/* Missed while the daemon was down: once, late, unless by more
+	 * than the grace (then the next elapse after now). */
+	if (w->wall_ns <= real && c->has_grace &&
+	    real - w->wall_ns > c->grace_ns) {
+		c->base_ns = real;
+		return cal_place(w);
+	}
+	return true;
 }
 
 void bwd_state_clock_step(struct bwd_state *st)
@@ -130,6 +404,18 @@ void bwd_state_clock_step(struct bwd_state *st)
 			if (t->fired)
 				continue;
 			bwd_wheels_disarm(st, t);
+			/* A calendar timer's base never ahead of the clock
+			 * (systemd's timer_time_change): after a step back,
+			 * the elapses after the clock come again. */
+			if (w->cal) {
+				if (w->cal->base_ns > real)
+					w->cal->base_ns = real;
+				if (!cal_place(w)) {
+					LANE(t, pending, -1);
+					bwd_timer_free(st, t);
+					continue;
+				}
+			}
 			if (w->wall_ns <= real)
 				t->late = true;
 			t->deadline_ns = bwd_wall_place(w->wall_ns, mono, real);

@@ -239,6 +239,18 @@ struct bwd_map {
 	uint64_t seed;
 };
 
+/* splitmix64's finalizer of x ^ seed: the maps' hash, the jitter's draw. */
+static inline uint64_t bwd_mix(uint64_t x, uint64_t seed)
+{
+	x ^= seed;
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
 int bwd_map_init(struct bwd_map *m, uint64_t seed);
 void bwd_map_fini(struct bwd_map *m);
 /* The first node with this key; bwd_map_next() walks the rest. */
@@ -386,6 +398,9 @@ struct bwd_timer {
 	/* A wall-clock timer: its instant is in the state's map of them
 	 * (clock.c), so that monotonic timers pay nothing for it. */
 	bool wall : 1;
+	/* A calendar timer (a wall-clock one too): its spec and next
+	 * elapse hang off its entry in that map (clock.c). */
+	bool cal : 1;
 	uint8_t lane;              /* enum bw_lane: the one bwd_lane_for picks */
 	uint8_t payload[];
 };
@@ -767,10 +782,34 @@ uint64_t bwd_leeway(const struct bw_dual_config *w, uint64_t asked,
 /* The lane a timer with this leeway goes to. */
 enum bw_lane bwd_lane_for(const struct bw_dual_config *w, uint64_t leeway_ns);
 
+/*
+ * A calendar timer as a Schedule or a TIMER record gives it (clock.c,
+ * PROTOCOL.md "Calendar timers"): its spec as given, and what picks its
+ * next elapse and the jitter added to it.
+ */
+#define BWD_CAL_TIMER_SPEC_MAX 255u    /* a spec's bytes: a record's name */
+/* The largest jitter_ns a Schedule may ask: a month. */
+#define BWD_CAL_JITTER_MAX (31ull * 86400 * 1000000000)
+struct bwd_calendar {
+	const char *spec;          /* NUL-terminated, <= BWD_CAL_TIMER_SPEC_MAX */
+	uint64_t base_ns;          /* its last fire's wall-clock time (or the
+				      Schedule's): the next elapse is the
+				      first after it                         */
+	uint64_t jitter_ns;        /* 0: none                                */
+	uint64_t seed;             /* the jitter's                           */
+	uint64_t grace_ns;         /* with has_grace: misfire_grace_ns       */
+	uint64_t cost;             /* bwd_cal_check's: what it is charged   */
+	uint64_t interval_ns;      /* bwd_cal_check's: its first two elapses'
+				      distance (0: one elapse), its rate in
+				      the periodic budget as a period's     */
+	bool fixed, has_grace;
+};
+
 struct bwd_schedule {
 	uint64_t key;
 	uint64_t deadline_ns;
 	uint64_t wall_ns;          /* a wall-clock timer's (clock.c); 0: none */
+	const struct bwd_calendar *cal; /* a calendar timer's; NULL: none    */
 	uint64_t period_ns;        /* 0: oneshot                             */
 	uint64_t leeway_ns;        /* BWD_LEEWAY_DEFAULT: absent             */
 	const uint8_t *payload;
@@ -808,7 +847,9 @@ int bwd_timer_cancel(struct bwd_session *s, uint64_t key, bool *pending);
  * position *pos on (0: the start), at most max of them into out (*n) and
  * at most BWD_LIST_WORK map nodes and buckets looked at.  True when the
  * listing is complete; false when *pos is where the next page starts.
- * Sessions: every live one (anonymous too, not those ending), or with
+ * Timers: at most `bytes` of entries too, BWD_TIMER_ENTRY_MAX each and
+ * a calendar timer's BWD_CAL_ENTRY_EXTRA more (the first whatever it
+ * takes).  Sessions: every live one (anonymous too, not those ending), or with
  * !any only owner's, from the owner's own map: what it costs, and what a
  * page says, does not depend on other uids' sessions.
  */
@@ -817,7 +858,8 @@ bool bwd_state_list_sessions(const struct bwd_state *st, bool any, uid_t owner,
 			     uint64_t *pos, const struct bwd_session **out,
 			     size_t max, size_t *n);
 bool bwd_session_list_timers(const struct bwd_session *s, uint64_t *pos,
-			     const struct bwd_timer **out, size_t max, size_t *n);
+			     const struct bwd_timer **out, size_t max,
+			     size_t bytes, size_t *n);
 /* The named session (owner, name); NULL when there is none. */
 struct bwd_session *bwd_state_session(struct bwd_state *st, uid_t owner,
 				      const char *name);
@@ -891,6 +933,12 @@ enum bwd_rec_type {
 				  after the other u64s                   */
 #define BWD_RECF_MARKED 0x80u  /* QUEUED: redelivered, though not SENT
 				  under this seq (moved since)           */
+#define BWD_RECF_CAL 0x10u     /* TIMER: a calendar timer: its spec (name),
+				  jitter, seed and base; FIRE: a calendar
+				  timer's fire: wall_ns (the elapse) and
+				  base (the wall clock it fired at)     */
+#define BWD_RECF_CAL_FIXED 0x20u /* TIMER with CAL: jitter_fixed         */
+#define BWD_RECF_CAL_GRACE 0x80u /* TIMER with CAL: carries grace_ns     */
 
 struct bwd_record {
 	uint8_t type;
@@ -899,7 +947,11 @@ struct bwd_record {
 	uint32_t uid;
 	uint64_t sid, key, seq, deadline_ns, period_ns, count, fired_ns;
 	uint64_t leeway_ns;        /* TIMER with BWD_RECF_LEEWAY             */
-	uint64_t wall_ns;          /* TIMER/QUEUED with BWD_RECF_WALL        */
+	uint64_t wall_ns;          /* TIMER/QUEUED with BWD_RECF_WALL, FIRE
+				      with BWD_RECF_CAL                    */
+	/* TIMER with BWD_RECF_CAL (grace_ns with BWD_RECF_CAL_GRACE);
+	 * base_ns FIRE's with it too. */
+	uint64_t jitter_ns, seed, base_ns, grace_ns;
 	/* Fires that fail: MOVE, RELEASE, and QUEUED's history. */
 	uint64_t to, to_seq, deliveries, first_ns, ready_ns, dl_deliveries,
 		 dl_first_ns, last_ns, why, dead_ns;
@@ -919,8 +971,9 @@ struct bwd_file_header {
 
 #define BWD_FILE_HEADER_SIZE 64
 #define BWD_RECORD_HEADER_SIZE 8
-/* A body's bound: the largest payload the options allow, and the rest. */
-#define BWD_RECORD_MAX ((16u << 20) + 256u)
+/* A body's bound: the largest payload the options allow, and the rest
+ * (a calendar TIMER's: 11 u64s and a 255-byte spec, 350 bytes). */
+#define BWD_RECORD_MAX ((16u << 20) + 512u)
 /* Parse results besides 0. */
 #define BWD_REC_ETORN 1        /* the bytes end inside it               */
 #define BWD_REC_ECORRUPT 2     /* a checksum or layout that does not hold */
@@ -1293,6 +1346,11 @@ struct bwd_request_ctx {
 #define BWD_SESSIONS_REPLY_MAX 32u
 #define BWD_TIMER_ENTRY_MAX 64u
 #define BWD_TIMERS_REPLY_MAX 80u
+/* What a calendar timer's entry adds, its listed spec len bytes long:
+ * calendar, jitter_ns, jitter_fixed, misfire_grace_ns, and a byte more of
+ * the entry's length prefix.  A page of timers holds at most max_frame
+ * of them (bwd_session_list_timers' bytes), and always one. */
+#define BWD_CAL_ENTRY_EXTRA(len) ((len) + 28u)
 
 /* A reply in caller storage: env, whose body points into the rest. */
 struct bwd_reply {
@@ -1390,6 +1448,23 @@ struct bwd_clock;
 int bwd_clock_open(struct event_base *base, void (*on_step)(void *arg),
 		   void *arg, struct bwd_clock **out);
 void bwd_clock_free(struct bwd_clock *c);
+/*
+ * Calendar timers (clock.c).  bwd_cal_check: a Schedule's calendar c
+ * (spec, base_ns, jitter, seed, grace) parsed and its first elapse after
+ * base_ns found: *wall_ns its instant (jitter added), c->cost the bytes
+ * the timer's calendar will be charged; 0, -EINVAL (err says what is
+ * wrong), -ENOENT (no elapse after base_ns: err says so), -ENOMEM.
+ * bwd_cal_seed: the jitter's seed of key in s: fixed, a function of the
+ * host (its machine id), s's owner and name (anonymous: its number) and
+ * the key; else a random one.  bwd_cal_info: t's calendar into out (NULL
+ * for a timer without one), and the form a listing shows (normalized,
+ * or as given when that is longer than BWD_CAL_TIMER_SPEC_MAX).
+ */
+int bwd_cal_check(struct bwd_calendar *c, uint64_t *wall_ns, char *err,
+		  size_t errlen);
+uint64_t bwd_cal_seed(const struct bwd_session *s, uint64_t key, bool fixed);
+const char *bwd_cal_info(const struct bwd_state *st, const struct bwd_timer *t,
+			 struct bwd_calendar *out);
 
 /* ---- server.c ----------------------------------------------------------- */
 

@@ -31,17 +31,6 @@
 
 #define INITIAL_BUCKETS 8
 
-static inline uint64_t mix(uint64_t x, uint64_t seed)
-{
-	x ^= seed;
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
-}
-
 int bwd_map_init(struct bwd_map *m, uint64_t seed)
 {
 	m->bucket = calloc(INITIAL_BUCKETS, sizeof(*m->bucket));
@@ -69,7 +58,7 @@ struct bwd_map_node *bwd_map_next(struct bwd_map_node *n, uint64_t key)
 
 struct bwd_map_node *bwd_map_find(const struct bwd_map *m, uint64_t key)
 {
-	return bwd_map_next(m->bucket[mix(key, m->seed) & m->mask], key);
+	return bwd_map_next(m->bucket[bwd_mix(key, m->seed) & m->mask], key);
 }
 
 static void grow(struct bwd_map *m)
@@ -84,7 +73,7 @@ static void grow(struct bwd_map *m)
 		struct bwd_map_node *n = m->bucket[i], *next;
 
 		for (; n; n = next) {
-			size_t b = mix(n->key, m->seed) & nmask;
+			size_t b = bwd_mix(n->key, m->seed) & nmask;
 
 			next = n->next;
 			n->next = nb[b];
@@ -102,7 +91,7 @@ void bwd_map_insert(struct bwd_map *m, struct bwd_map_node *n)
 
 	if (m->count > m->mask)
 		grow(m);
-	b = mix(n->key, m->seed) & m->mask;
+	b = bwd_mix(n->key, m->seed) & m->mask;
 	n->next = m->bucket[b];
 	m->bucket[b] = n;
 	m->count++;
@@ -110,7 +99,7 @@ void bwd_map_insert(struct bwd_map *m, struct bwd_map_node *n)
 
 void bwd_map_remove(struct bwd_map *m, struct bwd_map_node *n)
 {
-	struct bwd_map_node **p = &m->bucket[mix(n->key, m->seed) & m->mask];
+	struct bwd_map_node **p = &m->bucket[bwd_mix(n->key, m->seed) & m->mask];
 
 	while (*p != n)
 		p = &(*p)->next;
@@ -146,7 +135,7 @@ bool bwd_map_scan(const struct bwd_map *m, uint64_t *pos, size_t work,
 		 * the whole chain, whatever the work left, so that a chain
 		 * longer than the bound still moves on. */
 		for (work--; n; n = n->next, work -= work > 0) {
-			uint64_t q = reverse64(mix(n->key, m->seed));
+			uint64_t q = reverse64(bwd_mix(n->key, m->seed));
 			size_t i = k;
 
 			if (q < p)

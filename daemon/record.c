@@ -25,7 +25,9 @@
  *          way a SENT's time and a QUEUED fire's history only with
  *          BWD_RECF_HISTORY, a dead letter's with BWD_RECF_DEAD, a
  *          wall-clock TIMER's or QUEUED fire's deadline with
- *          BWD_RECF_WALL) in the
+ *          BWD_RECF_WALL, a calendar TIMER's spec (in the name), jitter,
+ *          seed, base and grace, and a calendar FIRE's elapse and base,
+ *          with BWD_RECF_CAL) in the
  *          order of enum field: u64s, a u32 uid, a name (1-byte length),
  *          a payload (4-byte length)
  *
@@ -48,6 +50,7 @@ enum field {
 	F_SID, F_KEY, F_SEQ, F_DEADLINE, F_PERIOD, F_COUNT, F_FIRED_AT,
 	F_LEEWAY, F_TO, F_TO_SEQ, F_DELIVERIES, F_FIRST, F_READY,
 	F_DL_DELIVERIES, F_DL_FIRST, F_LAST, F_WHY, F_DEAD, F_WALL,
+	F_JITTER, F_SEED, F_BASE, F_GRACE,
 	F_UID, F_NAME, F_PAYLOAD,
 };
 
@@ -86,6 +89,11 @@ static unsigned fields_of(unsigned type, unsigned flags)
 	if ((type == BWD_REC_TIMER || type == BWD_REC_QUEUED) &&
 	    (flags & BWD_RECF_WALL))
 		m |= B(F_WALL);
+	if (type == BWD_REC_TIMER && (flags & BWD_RECF_CAL))
+		m |= B(F_JITTER) | B(F_SEED) | B(F_BASE) | B(F_NAME) |
+			(flags & BWD_RECF_CAL_GRACE ? B(F_GRACE) : 0);
+	if (type == BWD_REC_FIRE && (flags & BWD_RECF_CAL))
+		m |= B(F_WALL) | B(F_BASE);
 	if (type == BWD_REC_SENT && (flags & BWD_RECF_HISTORY))
 		m |= B(F_FIRED_AT) | B(F_DELIVERIES);
 	if (type == BWD_REC_QUEUED && (flags & BWD_RECF_HISTORY))
@@ -243,6 +251,10 @@ static uint64_t *u64_field(struct bwd_record *r, enum field f)
 	case F_WHY: return &r->why;
 	case F_DEAD: return &r->dead_ns;
 	case F_WALL: return &r->wall_ns;
+	case F_JITTER: return &r->jitter_ns;
+	case F_SEED: return &r->seed;
+	case F_BASE: return &r->base_ns;
+	case F_GRACE: return &r->grace_ns;
 	default: return &r->fired_ns;
 	}
 }
@@ -267,7 +279,7 @@ size_t bwd_record_bound(enum bwd_rec_type type)
 	struct bwd_record r = {
 		.type = (uint8_t)type, .name_len = UINT8_MAX,
 		.flags = BWD_RECF_LEEWAY | BWD_RECF_HISTORY | BWD_RECF_DEAD |
-			 BWD_RECF_WALL,
+			 BWD_RECF_WALL | BWD_RECF_CAL | BWD_RECF_CAL_GRACE,
 	};
 
 	return bwd_record_size(&r);
@@ -317,7 +329,7 @@ static int parse_body(const uint8_t *p, size_t n, struct bwd_record *r)
 	r->flags = p[1];
 	p += 2;
 	m = fields_of(r->type, r->flags);
-	for (enum field f = F_SID; f <= F_WALL; f++) {
+	for (enum field f = F_SID; f <= F_GRACE; f++) {
 		if (!(m & B(f)))
 			continue;
 		if (end - p < 8)

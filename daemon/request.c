@@ -20,6 +20,7 @@
  * (conn.c) packs and sends what it is given.  Payloads and keys are logged
  * only at debug level.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -459,12 +460,60 @@ static uint64_t min_period_ns(const struct bwd_options *opt)
 	return (one < per ? one : per) * 1000000ull;
 }
 
+/*
+ * A Schedule's calendar into c, and its first elapse's instant (jitter
+ * added) into *wall_ns: false when it is refused (out says why).
+ */
+static bool calendar_of(struct bwd_request_ctx *ctx, const struct bwp_request *r,
+			struct bwd_calendar *c, uint64_t *wall_ns,
+			struct bwd_reply *out)
+{
+	char why[192];
+	int err;
+
+	if (r->has_period_ns) {
+		error(out, true, r->request_id, PROTOCOL_NAME(BAD_DEADLINE), false,
+		      "calendar with period_ns: a calendar timer recurs by its spec");
+		return false;
+	}
+	if (r->has_jitter_ns && r->jitter_ns > BWD_CAL_JITTER_MAX) {
+		error(out, true, r->request_id, PROTOCOL_NAME(BAD_REQUEST), false,
+		      "jitter_ns %" PRIu64 " is over the limit of %llu (31 days)",
+		      r->jitter_ns, BWD_CAL_JITTER_MAX);
+		return false;
+	}
+	*c = (struct bwd_calendar){
+		.spec = r->calendar, .base_ns = bwd_realtime_ns(),
+		.jitter_ns = r->has_jitter_ns ? r->jitter_ns : 0,
+		.fixed = r->has_jitter_fixed && r->jitter_fixed,
+		.has_grace = r->has_misfire_grace_ns,
+		.grace_ns = r->misfire_grace_ns,
+	};
+	c->seed = bwd_cal_seed(ctx->member->session, r->key, c->fixed);
+	err = bwd_cal_check(c, wall_ns, why, sizeof(why));
+	if (err) {
+		error(out, true, r->request_id,
+		      err == -ENOMEM ? PROTOCOL_NAME(NO_MEMORY) : PROTOCOL_NAME(BAD_CALENDAR),
+		      false, "calendar: %s", err == -ENOMEM ? "no memory" : why);
+		return false;
+	}
+	/* As a period's floor: closer elapses could not each fire. */
+	if (c->interval_ns && c->interval_ns < min_period_ns(ctx->env->opt)) {
+		error(out, true, r->request_id, PROTOCOL_NAME(BAD_CALENDAR), false,
+		      "calendar: '%s' elapses %" PRIu64 " ns apart, closer than the finest lane's tick, %" PRIu64 " ns",
+		      c->spec, c->interval_ns, min_period_ns(ctx->env->opt));
+		return false;
+	}
+	return true;
+}
+
 static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r,
 			struct bwd_reply *out)
 {
 	const struct bwd_options *opt = ctx->env->opt;
 	Bitwheel__V1__ScheduleReply *sr = &out->body.schedule;
 	struct bwd_schedule s = { 0 };
+	struct bwd_calendar cal;
 	const char *why;
 	bool replaced, is_delay;
 	uint64_t now;
@@ -477,9 +526,20 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 	}
 	if (r->when_case != BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS &&
 	    r->when_case != BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS &&
-	    r->when_case != BITWHEEL__V1__SCHEDULE__WHEN_REALTIME_NS) {
+	    r->when_case != BITWHEEL__V1__SCHEDULE__WHEN_REALTIME_NS &&
+	    r->when_case != BITWHEEL__V1__SCHEDULE__WHEN_CALENDAR) {
 		error(out, true, r->request_id, PROTOCOL_NAME(BAD_DEADLINE), false,
-		      "Schedule needs delay_ns, deadline_ns or realtime_ns");
+		      "Schedule needs delay_ns, deadline_ns, realtime_ns or calendar");
+		return;
+	}
+	if (r->when_case == BITWHEEL__V1__SCHEDULE__WHEN_CALENDAR) {
+		if (!calendar_of(ctx, r, &cal, &s.wall_ns, out))
+			return;
+		s.cal = &cal;
+	} else if (r->has_jitter_ns || r->has_jitter_fixed ||
+		   r->has_misfire_grace_ns) {
+		error(out, true, r->request_id, PROTOCOL_NAME(BAD_REQUEST), false,
+		      "jitter_ns, jitter_fixed and misfire_grace_ns are a calendar timer's");
 		return;
 	}
 	is_delay = r->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS;
@@ -495,7 +555,8 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 	}
 	now = is_delay || s.wall_ns ? now_of(ctx) : 0;
 	/* The bounds bwctl checks too, before it sends (duration.c). */
-	why = bwp_schedule_problem(now, is_delay, r->when_ns, r->has_period_ns, r->period_ns);
+	why = s.cal ? NULL :
+		bwp_schedule_problem(now, is_delay, r->when_ns, r->has_period_ns, r->period_ns);
 	if (why != NULL) {
 		error(out, true, r->request_id, PROTOCOL_NAME(BAD_DEADLINE), false, "%s", why);
 		return;
@@ -1176,6 +1237,8 @@ static void do_list_sessions(struct bwd_request_ctx *ctx, const Envelope *req,
 
 static void timer_info(const struct bwd_timer *t, Bitwheel__V1__TimerInfo *ti)
 {
+	struct bwd_calendar c;
+
 	bitwheel__v1__timer_info__init(ti);
 	ti->has_key = ti->has_deadline_ns = ti->has_period_ns = 1;
 	ti->key = t->node.key;
@@ -1193,6 +1256,15 @@ static void timer_info(const struct bwd_timer *t, Bitwheel__V1__TimerInfo *ti)
 		BITWHEEL__V1__LANE__LANE_ONESHOT;
 	ti->has_deadline_realtime_ns = t->wall;
 	ti->deadline_realtime_ns = bwd_wall_ns(t->session->state, t);
+	/* Listed while the timer is: the reply is packed in this turn. */
+	if (!(ti->calendar = (char *)bwd_cal_info(t->session->state, t, &c)))
+		return;
+	ti->has_fire_count = 1;
+	ti->has_jitter_ns = ti->has_jitter_fixed = c.jitter_ns != 0;
+	ti->jitter_ns = c.jitter_ns;
+	ti->jitter_fixed = c.fixed;
+	ti->has_misfire_grace_ns = c.has_grace;
+	ti->misfire_grace_ns = c.grace_ns;
 }
 
 /* A named session's pending timers, its owner's or root's to see:
@@ -1233,7 +1305,9 @@ static void do_list_timers(struct bwd_request_ctx *ctx, const Envelope *req,
 		return;
 	info = (Bitwheel__V1__TimerInfo *)(page + max);
 	ptr = (Bitwheel__V1__TimerInfo **)(info + max);
-	done = bwd_session_list_timers(s, &ctx->list->pos, page, max, &n);
+	done = bwd_session_list_timers(s, &ctx->list->pos, page, max,
+				       ctx->env->opt->limits.max_frame - BWD_TIMERS_REPLY_MAX,
+				       &n);
 	bitwheel__v1__list_timers_reply__init(r);
 	for (size_t i = 0; i < n; i++) {
 		timer_info(page[i], &info[i]);

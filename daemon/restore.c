@@ -16,6 +16,7 @@
  * whose Release delay is not over.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,6 +149,7 @@ static int dump_session(const struct bwd_session *s,
 	for (size_t b = 0; !err && b <= s->timers.mask; b++) {
 		for (struct bwd_map_node *n = s->timers.bucket[b]; n && !err; n = n->next) {
 			const struct bwd_timer *t = bwd_container_of(n, struct bwd_timer, node);
+			struct bwd_calendar c;
 
 			if (t->fired)
 				continue;
@@ -163,6 +165,8 @@ static int dump_session(const struct bwd_session *s,
 					 (t->wall ? BWD_RECF_WALL : 0),
 				.payload = t->payload, .payload_len = t->payload_len,
 			};
+			if (bwd_cal_info(s->state, t, &c))
+				bwd_cal_record(&c, &r);
 			err = emit(ctx, &r);
 		}
 	}
@@ -352,14 +356,19 @@ static int apply_fired(struct bwd_session *s, const struct bwd_record *r,
 		       int64_t shift)
 {
 	struct bwd_timer *t = bwd_timer_find(s, r->key);
+	bool cal = r->flags & BWD_RECF_CAL;
 
-	if (!t)
+	if (!t || cal != t->cal)
 		return BWD_REC_ECORRUPT;
 	restore_fire(s, r, t->payload, t->payload_len, t->has_payload,
-		     bwd_wall_ns(s->state, t), shift);
+		     cal ? r->wall_ns : bwd_wall_ns(s->state, t), shift);
 	t->late = false;
-	t->count = r->count;
-	if (!bwd_timer_advance(t, shifted(r->fired_ns, shift)))
+	/* A calendar timer's count is not journaled (its fires carry their
+	 * elapse in its place): counted here. */
+	t->count = cal ? t->count + 1 : r->count;
+	if (cal)
+		bwd_cal_replayed(s->state, t, r->wall_ns, r->base_ns);
+	else if (!bwd_timer_advance(t, shifted(r->fired_ns, shift)))
 		bwd_timer_free(s->state, t);
 	return 0;
 }
@@ -377,7 +386,36 @@ static int apply_timer(struct bwd_session *s, const struct bwd_record *r,
 		.wall_ns = r->flags & BWD_RECF_WALL ? r->wall_ns : 0,
 	};
 	struct bwd_timer *old = bwd_timer_find(s, r->key), *t;
+	char spec[BWD_CAL_TIMER_SPEC_MAX + 1], why[128];
+	struct bwd_calendar c;
+	uint64_t wall;
 
+	if (r->flags & BWD_RECF_CAL) {
+		memcpy(spec, r->name, r->name_len);
+		spec[r->name_len] = '\0';
+		c = (struct bwd_calendar){
+			.spec = spec, .base_ns = r->base_ns,
+			.jitter_ns = r->jitter_ns, .seed = r->seed,
+			.grace_ns = r->grace_ns,
+			.fixed = r->flags & BWD_RECF_CAL_FIXED,
+			.has_grace = r->flags & BWD_RECF_CAL_GRACE,
+		};
+		/* A zone gone from the tz database since, say: the timer
+		 * is left behind, the rest of the state read on.  One with
+		 * no elapse left is freed at the restore's end. */
+		switch (bwd_cal_check(&c, &wall, why, sizeof(why))) {
+		case 0:
+		case -ENOENT:
+			break;
+		case -ENOMEM:
+			return -ENOMEM;
+		default:
+			bwd_log(BWD_LOG_ERR, "session '%s': calendar timer %" PRIu64 " not restored: %s",
+				s->name, r->key, why);
+			return BWD_REC_ECORRUPT;
+		}
+		req.cal = &c;
+	}
 	t = bwd_timer_new(s, &req);
 	if (!t)
 		return -ENOMEM;
@@ -516,6 +554,12 @@ int bwd_state_restore_finish(struct bwd_state *st, uint64_t now_ns,
 					struct bwd_timer *t = bwd_container_of(tn, struct bwd_timer, node);
 
 					tnext = tn->next;
+					if (t->cal && !bwd_cal_restore(st, t, bwd_realtime_ns())) {
+						bwd_log(BWD_LOG_INFO, "session '%s': calendar timer %" PRIu64 " elapses no more",
+							s->name, tn->key);
+						bwd_timer_free(st, t);
+						continue;
+					}
 					/* A wall-clock timer's deadline comes
 					 * from the wall clock now, whatever
 					 * boot or clock the journal saw. */

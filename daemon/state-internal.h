@@ -167,15 +167,43 @@ void bwd_wheels_drop(struct bwd_state *st, struct bwd_uid *u);
 
 /* ---- clock.c: wall-clock timers ----------------------------------------- */
 
-/* t becomes a wall-clock timer of instant wall_ns (0 or -ENOMEM), or
- * stops being one (nothing for a monotonic timer). */
-int bwd_wall_add(struct bwd_state *st, struct bwd_timer *t, uint64_t wall_ns);
+/* t becomes a wall-clock timer of instant wall_ns, or with cal a
+ * calendar timer, whose instant is its next elapse after cal->base_ns and
+ * its jitter, and whose calendar is charged to its owner (0, -ENOMEM, or
+ * -EINVAL for a spec that does not parse: a record's); or stops being
+ * one (nothing for a monotonic timer). */
+int bwd_wall_add(struct bwd_state *st, struct bwd_timer *t, uint64_t wall_ns,
+		 const struct bwd_calendar *cal);
 void bwd_wall_remove(struct bwd_state *st, struct bwd_timer *t);
 /* The wheel fired wall-clock timer t at now_ns: 0 when CLOCK_REALTIME
  * reached its instant (it fires), else the monotonic time to wait for
  * it again (a step back not heard of yet). */
 uint64_t bwd_wall_due(struct bwd_state *st, struct bwd_timer *t,
 		      uint64_t now_ns);
+/* The instant a fire of t is due at (Fired.due_realtime_ns): a calendar
+ * timer's elapse, without its jitter; another's instant. */
+uint64_t bwd_wall_elapse(const struct bwd_state *st, const struct bwd_timer *t);
+/* Calendar timer t fired: its base becomes the wall clock (or the elapse,
+ * if later), its instant the next elapse after it, and its deadline that
+ * placed on the wheel from now_ns: returned; 0 when it has no more. */
+uint64_t bwd_cal_advance(struct bwd_state *st, struct bwd_timer *t,
+			 uint64_t now_ns);
+/* A TIMER record carries calendar c: its flags, spec, jitter, seed,
+ * base and grace. */
+void bwd_cal_record(const struct bwd_calendar *c, struct bwd_record *r);
+/* A calendar timer's fire replayed from the journal: its base and elapse
+ * as that FIRE record says. */
+void bwd_cal_replayed(struct bwd_state *st, struct bwd_timer *t,
+		      uint64_t elapse_ns, uint64_t base_ns);
+/* Restored calendar timer t at the restore's end, the wall clock at
+ * real: its next elapse after its base; when that passed, it fires at
+ * once, late, or (missed by more than its grace) waits for the next
+ * elapse after real.  false: it has no elapse left (free it). */
+bool bwd_cal_restore(struct bwd_state *st, struct bwd_timer *t, uint64_t real);
+
+/* The hash of a session's (owner, name): its place in the sessions' map,
+ * a fixed jitter's seed. */
+uint64_t bwd_name_hash(uid_t owner, const char *name);
 
 /* ---- account.c: per-uid accounts ----------------------------------------- */
 

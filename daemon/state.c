@@ -133,7 +133,7 @@
 #define POLL_CHUNK 8192
 #define REAP_CLOCK_EVERY 64
 
-static uint64_t name_hash(uid_t owner, const char *name)
+uint64_t bwd_name_hash(uid_t owner, const char *name)
 {
 	uint64_t h = (0xcbf29ce484222325ull ^ (uint64_t)owner) * 0x100000001b3ull;
 
@@ -300,14 +300,30 @@ void bwd_state_journal_seq(struct bwd_session *s, enum bwd_rec_type type,
 	bwd_state_journal(s->state, s->acct, &r);
 }
 
+/* What t (or req) adds to its owner's periodic rate: a calendar timer's
+ * as if periodic with its first two elapses' distance. */
+static uint64_t timer_mhz(const struct bwd_timer *t)
+{
+	struct bwd_calendar c;
+
+	if (t->cal && bwd_cal_info(t->session->state, t, &c))
+		return bwd_periodic_mhz(c.interval_ns);
+	return bwd_periodic_mhz(t->period_ns);
+}
+
+static uint64_t req_mhz(const struct bwd_schedule *req)
+{
+	return bwd_periodic_mhz(req->cal ? req->cal->interval_ns : req->period_ns);
+}
+
 void bwd_timer_free(struct bwd_state *st, struct bwd_timer *t)
 {
 	struct bwd_uid *u = t->session->acct;
 
+	u->periodic_mhz -= timer_mhz(t);
 	bwd_wall_remove(st, t);
 	bwd_map_remove(&t->session->timers, &t->node);
 	u->timers--;
-	u->periodic_mhz -= bwd_periodic_mhz(t->period_ns);
 	bwd_acct_charge(st, u, -(int64_t)BWD_TIMER_COST(t->payload_len));
 	st->stats.timers--;
 	st->stats.bytes -= timer_bytes(t);
@@ -359,6 +375,8 @@ uint64_t bwd_timer_advance(struct bwd_timer *t, uint64_t fired_ns)
 {
 	uint64_t next = 0;
 
+	if (t->cal)
+		return bwd_cal_advance(t->session->state, t, fired_ns);
 	if (t->period_ns)
 		next = next_period(t->deadline_ns, t->period_ns, fired_ns);
 	if (next)
@@ -400,12 +418,13 @@ struct bwd_fire bwd_timer_fire_of(const struct bwd_timer *t, uint64_t fired_ns,
 	};
 
 	if (t->wall)
-		f.wall_ns = bwd_wall_ns(t->session->state, t);
+		f.wall_ns = bwd_wall_elapse(t->session->state, t);
 	return f;
 }
 
-/* s owes the fire f from now on: numbered and journaled (named only). */
-static void journal_fire(struct bwd_session *s, struct bwd_fire *f)
+/* s owes the fire f (of a calendar timer: cal) from now on: numbered and
+ * journaled (named only). */
+static void journal_fire(struct bwd_session *s, struct bwd_fire *f, bool cal)
 {
 	struct bwd_record r;
 
@@ -422,6 +441,13 @@ static void journal_fire(struct bwd_session *s, struct bwd_fire *f)
 		.deadline_ns = f->deadline_ns, .count = f->wall ? 0 : f->count,
 		.fired_ns = f->fired_ns, .flags = f->late ? BWD_RECF_LATE : 0,
 	};
+	/* Its elapse, and the wall clock it came at: the next elapse is
+	 * the first after both (clock.c). */
+	if (cal) {
+		r.flags |= BWD_RECF_CAL;
+		r.wall_ns = f->wall_ns;
+		r.base_ns = bwd_realtime_ns();
+	}
 	bwd_state_journal(s->state, s->acct, &r);
 }
 
@@ -455,7 +481,7 @@ static void oneshot_fired(struct bwd_timer *t, uint64_t now_ns)
 	if (t->session->name) {
 		struct bwd_fire f = bwd_timer_fire_of(t, now_ns, 0);
 
-		journal_fire(t->session, &f);
+		journal_fire(t->session, &f, false);
 		t->seq = f.seq;
 	}
 	t->fired_ns = now_ns;
@@ -487,7 +513,7 @@ static uint64_t periodic_fired(struct bwd_state *st, struct bwd_timer *t,
 		s->dropped++;
 		COUNT(s, dropped, 1);
 	} else if ((f = bwd_fire_new(st, &tmpl))) {
-		journal_fire(s, f);
+		journal_fire(s, f, t->cal);
 		if (s->due_head) {
 			bwd_fire_count(s, f);
 			due_add(s, &f->due);
@@ -524,7 +550,7 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 		bwd_hist_since(&st->late[t->lane], t->deadline_ns, now_ns);
 		if (!t->session->ending)
 			bwd_hold_add(t->session, t, now_ns);
-		if (t->period_ns && !t->session->ending)
+		if ((t->period_ns || t->cal) && !t->session->ending)
 			return periodic_fired(st, t, now_ns);
 		LANE(t, pending, -1);
 		if (t->session->ending)
@@ -768,7 +794,7 @@ const struct bwd_hist *bwd_state_lateness(const struct bwd_state *st,
 struct bwd_session *bwd_session_find(struct bwd_state *st, uid_t owner,
 				     const char *name)
 {
-	uint64_t h = name_hash(owner, name);
+	uint64_t h = bwd_name_hash(owner, name);
 
 	for (struct bwd_map_node *n = bwd_map_find(&st->sessions, h); n;
 	     n = bwd_map_next(n->next, h)) {
@@ -814,7 +840,7 @@ int bwd_session_new(struct bwd_state *st, const char *name, uid_t uid,
 		s->name = strdup(name);
 		if (!s->name)
 			goto fail;
-		s->node.key = name_hash(uid, name);
+		s->node.key = bwd_name_hash(uid, name);
 		bwd_map_insert(&st->sessions, &s->node);
 		st->stats.bytes += strlen(name) + 1;
 		s->acct->named++;
@@ -1248,7 +1274,8 @@ struct bwd_timer *bwd_timer_new(struct bwd_session *s,
 	};
 	if (req->payload_len)
 		memcpy(t->payload, req->payload, req->payload_len);
-	if (req->wall_ns && bwd_wall_add(s->state, t, req->wall_ns)) {
+	if ((req->wall_ns || req->cal) &&
+	    bwd_wall_add(s->state, t, req->wall_ns, req->cal)) {
 		bwd_block_put(s->state, BWD_BLOCK_TIMER, t, req->payload_len);
 		return NULL;
 	}
@@ -1259,7 +1286,7 @@ void bwd_timer_add(struct bwd_session *s, struct bwd_timer *t)
 {
 	bwd_map_insert(&s->timers, &t->node);
 	s->acct->timers++;
-	s->acct->periodic_mhz += bwd_periodic_mhz(t->period_ns);
+	s->acct->periodic_mhz += timer_mhz(t);
 	bwd_acct_charge(s->state, s->acct, (int64_t)BWD_TIMER_COST(t->payload_len));
 	s->state->stats.timers++;
 	s->state->stats.bytes += timer_bytes(t);
@@ -1283,16 +1310,18 @@ static uint64_t rate_after(const struct bwd_session *s,
 			   const struct bwd_timer *old,
 			   const struct bwd_schedule *req)
 {
-	return s->acct->periodic_mhz -
-		(old ? bwd_periodic_mhz(old->period_ns) : 0) +
-		bwd_periodic_mhz(req->period_ns);
+	return s->acct->periodic_mhz - (old ? timer_mhz(old) : 0) +
+		req_mhz(req);
 }
 
 static uint64_t bytes_added(const struct bwd_timer *old,
 			    const struct bwd_schedule *req)
 {
-	uint64_t cost = BWD_TIMER_COST(req->payload_len),
-		 was = old ? BWD_TIMER_COST(old->payload_len) : 0;
+	struct bwd_calendar c;
+	uint64_t cost = BWD_TIMER_COST(req->payload_len) +
+			(req->cal ? req->cal->cost : 0),
+		 was = !old ? 0 : BWD_TIMER_COST(old->payload_len) +
+			(bwd_cal_info(old->session->state, old, &c) ? c.cost : 0);
 
 	return cost > was ? cost - was : 0;
 }
@@ -1360,6 +1389,8 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 			.payload = req->payload, .payload_len = req->payload_len,
 		};
 
+		if (req->cal)
+			bwd_cal_record(req->cal, &r);
 		bwd_state_journal(st, s->acct, &r);
 	}
 	return 0;
@@ -1407,6 +1438,7 @@ struct list_page {
 	const struct bwd_session **sessions;
 	const struct bwd_timer **timers;
 	size_t max, n;
+	size_t bytes;              /* timers: the entries' bound left        */
 	size_t node_off;           /* sessions: the node the map links       */
 	const struct bwd_session *s; /* timers: theirs                       */
 };
@@ -1428,11 +1460,17 @@ static bool add_timer(void *arg, struct bwd_map_node *n)
 {
 	struct list_page *pg = arg;
 	const struct bwd_timer *t = bwd_timer_find((struct bwd_session *)pg->s, n->key);
+	struct bwd_calendar c;
+	const char *listed;
+	size_t cost = BWD_TIMER_ENTRY_MAX;
 
 	if (!t)
 		return true;
-	if (pg->n == pg->max)
+	if (t->cal && (listed = bwd_cal_info(pg->s->state, t, &c)))
+		cost += BWD_CAL_ENTRY_EXTRA(strlen(listed));
+	if (pg->n == pg->max || (pg->n && cost > pg->bytes))
 		return false;
+	pg->bytes = cost > pg->bytes ? 0 : pg->bytes - cost;
 	pg->timers[pg->n++] = t;
 	return true;
 }
@@ -1461,9 +1499,11 @@ bool bwd_state_list_sessions(const struct bwd_state *st, bool any, uid_t owner,
 }
 
 bool bwd_session_list_timers(const struct bwd_session *s, uint64_t *pos,
-			     const struct bwd_timer **out, size_t max, size_t *n)
+			     const struct bwd_timer **out, size_t max,
+			     size_t bytes, size_t *n)
 {
-	struct list_page pg = { .timers = out, .max = max, .s = s };
+	struct list_page pg = { .timers = out, .max = max, .s = s,
+				.bytes = bytes };
 	bool done = bwd_map_scan(&s->timers, pos, BWD_LIST_WORK, add_timer, &pg);
 
 	*n = pg.n;

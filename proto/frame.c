@@ -189,7 +189,12 @@ static size_t fast_body_size(const Bitwheel__V1__Envelope *env)
 	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE: {
 		const Bitwheel__V1__Schedule *m = env->schedule;
 
-		if (!m || m->base.n_unknown_fields)
+		/* A calendar timer's fields are rare: protobuf-c writes
+		 * them (calendar shares the union with the integers). */
+		if (!m || m->base.n_unknown_fields ||
+		    m->when_case == BITWHEEL__V1__SCHEDULE__WHEN_CALENDAR ||
+		    m->has_jitter_ns || m->has_jitter_fixed ||
+		    m->has_misfire_grace_ns)
 			return SLOW;
 		return opt_u64_size(m->has_key, m->key) +
 		       (m->when_case != BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET
@@ -1025,8 +1030,16 @@ bool bwp_request_from_envelope(const Bitwheel__V1__Envelope *env,
 		r->has_key = m->has_key;
 		r->key = m->key;
 		r->when_case = m->when_case;
-		if (m->when_case != BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET)
+		if (m->when_case == BITWHEEL__V1__SCHEDULE__WHEN_CALENDAR)
+			r->calendar = m->calendar;
+		else if (m->when_case != BITWHEEL__V1__SCHEDULE__WHEN__NOT_SET)
 			r->when_ns = m->delay_ns; /* the union's one value */
+		r->has_jitter_ns = m->has_jitter_ns;
+		r->jitter_ns = m->jitter_ns;
+		r->has_jitter_fixed = m->has_jitter_fixed;
+		r->jitter_fixed = m->jitter_fixed;
+		r->has_misfire_grace_ns = m->has_misfire_grace_ns;
+		r->misfire_grace_ns = m->misfire_grace_ns;
 		r->has_period_ns = m->has_period_ns;
 		r->period_ns = m->period_ns;
 		r->has_payload = m->has_payload;

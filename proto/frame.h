@@ -149,7 +149,8 @@ void bwp_frame_free(Bitwheel__V1__Envelope *env);
 
 /*
  * A Schedule, Cancel or Ack request, field for field what protobuf-c would
- * decode (has_* as its has_* flags; when_case as Schedule's), but flat.
+ * decode (a Schedule with a calendar, jitter or misfire grace comes
+ * through protobuf-c and bwp_request_from_envelope alone) (has_* as its has_* flags; when_case as Schedule's), but flat.
  * payload points into the frame it was read from (or into the envelope it
  * was copied from), and is NULL when payload_len is 0, as protobuf-c
  * leaves it.  Cancel uses has_key and key only; Ack has_delivery,
@@ -178,6 +179,15 @@ struct bwp_request {
 	uint64_t leeway_ns;
 	const uint8_t *payload;
 	size_t payload_len;
+	/* A calendar timer's (when_case _CALENDAR: calendar, pointing into
+	 * the envelope; when_ns 0), which only protobuf-c reads. */
+	const char *calendar;
+	bool has_jitter_ns;
+	bool has_jitter_fixed;
+	bool jitter_fixed;
+	bool has_misfire_grace_ns;
+	uint64_t jitter_ns;
+	uint64_t misfire_grace_ns;
 };
 
 /*

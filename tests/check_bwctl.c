@@ -689,6 +689,62 @@ START_TEST(test_schedule_at)
 }
 END_TEST
 
+/* schedule --calendar (PROTOCOL.md, "Calendar timers"): without
+ * --session, '*:*:0/1 UTC' fires every second for --count fires, each
+ * on a whole second of the wall clock; with --session, list shows the
+ * spec normalized, 'calendar' as its period, the jitter and the grace,
+ * and --json the same fields; a spec the daemon refuses is exit 4 with
+ * its reason; --jitter without --calendar, and --calendar with --every
+ * or --in, exit 2. */
+START_TEST(test_schedule_calendar)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_result r;
+
+	du_daemon_start(d, NULL);
+	bwctl(&r, d->sock, "schedule", "--key", "1", "--calendar", "*:*:0/1 UTC",
+	      "--count", "2", "--json", NULL);
+	ASSERT_EXIT(&r, 0, "schedule --calendar --count 2");
+	ck_assert_msg(strstr(r.out, "\"key\":1") != NULL &&
+		      strchr(strchr(r.out, '\n') + 1, '\n') != NULL, "stdout: %s", r.out);
+	ck_assert_msg(strstr(r.out, "000000000}") != NULL, "no whole-second due in: %s", r.out);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-cal", "--key", "2",
+	      "--calendar", "Mon..Fri 09:00 Europe/Berlin", "--jitter", "5m",
+	      "--jitter-fixed", "--misfire-grace", "1h", NULL);
+	ASSERT_EXIT(&r, 0, "schedule --calendar --session");
+	du_result_free(&r);
+	bwctl(&r, d->sock, "list", "--session", "e2e-cal", NULL);
+	ASSERT_EXIT(&r, 0, "list");
+	ck_assert_msg(strstr(r.out, "calendar") != NULL &&
+		      strstr(r.out, "Mon..Fri *-*-* 09:00:00 Europe/Berlin jitter=5m") != NULL &&
+		      strstr(r.out, "fixed misfire-grace=1h") != NULL, "stdout: %s", r.out);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "list", "--session", "e2e-cal", "--json", NULL);
+	ASSERT_EXIT(&r, 0, "list --json");
+	ck_assert_msg(strstr(r.out, "\"calendar\":\"Mon..Fri *-*-* 09:00:00 Europe/Berlin\","
+			      "\"jitter_ns\":300000000000,\"jitter_fixed\":true,"
+			      "\"misfire_grace_ns\":3600000000000") != NULL, "stdout: %s", r.out);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-cal", "--key", "3",
+	      "--calendar", "Mon..Fry 09:00", NULL);
+	ASSERT_EXIT(&r, 4, "a bad spec");
+	ck_assert_msg(strstr(r.err, "BAD_CALENDAR") != NULL && strstr(r.err, "Fry") != NULL,
+		      "stderr: %s", r.err);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "schedule", "--key", "3", "--in", "1s", "--jitter", "1s", NULL);
+	ASSERT_EXIT(&r, 2, "--jitter without --calendar");
+	du_result_free(&r);
+	bwctl(&r, d->sock, "schedule", "--key", "3", "--calendar", "daily", "--every", "1s", NULL);
+	ASSERT_EXIT(&r, 2, "--calendar with --every");
+	du_result_free(&r);
+	bwctl(&r, d->sock, "schedule", "--key", "3", "--calendar", "daily", "--in", "1s", NULL);
+	ASSERT_EXIT(&r, 2, "--calendar with --in");
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
 START_TEST(test_schedule_wait)
 {
 	struct du_daemon *d = du_daemon_new();
@@ -3642,6 +3698,7 @@ static Suite *bwctl_suite(void)
 	tcase_add_test(tc, test_schedule_session);
 	tcase_add_test(tc, test_schedule_wait);
 	tcase_add_test(tc, test_schedule_at);
+	tcase_add_test(tc, test_schedule_calendar);
 	tcase_add_test(tc, test_schedule_every);
 	tcase_add_test(tc, test_schedule_leeway);
 	tcase_add_test(tc, test_schedule_daemon_stops);

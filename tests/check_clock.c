@@ -24,6 +24,22 @@
  *            at its wall time (not at the monotonic time the journal
  *            saw); ListTimers shows their wall-clock deadlines.
  *   input    realtime_ns 0, and realtime_ns with period_ns: BAD_DEADLINE.
+ *   calendar calendar timers (Schedule.calendar): a "*:*:0/2 UTC" timer
+ *            fires again and again, each fire's due_realtime_ns the
+ *            elapse daemon/calendar.c's bwd_cal_next gives after the
+ *            one before, never before it by the wall clock; a step
+ *            forward past several elapses is one late fire, then the
+ *            next on schedule; a step back makes none early (and the
+ *            elapses after the clock come again, as systemd's do);
+ *            across Europe/Berlin's daylight-saving changes a daily
+ *            "02:30" skips the night that has none and does not repeat
+ *            in the night that has two;
+ *            jitter stays within its bound, differs between keys, and
+ *            the fixed kind stays the same across a restart and a
+ *            re-schedule; elapses missed while the daemon was down
+ *            fire once at start, late, or are skipped past a
+ *            misfire_grace_ns, whether read back from a snapshot or a
+ *            journal; refusals: BAD_CALENDAR, BAD_REQUEST, BAD_DEADLINE.
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -31,6 +47,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "calendar-internal.h"
 #include "daemonutil.h"
 #include "testutil.h"
 
@@ -273,6 +290,466 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* ---- calendar timers ------------------------------------------------------ */
+
+/* The elapse of spec after after_ns, as the daemon computes it. */
+static uint64_t cal_next(const char *spec, uint64_t after_ns)
+{
+	struct bwd_cal *cal;
+	uint64_t next;
+	char err[160];
+
+	ck_assert_msg(bwd_cal_parse(spec, &cal, err, sizeof(err)) == 0, "%s: %s", spec, err);
+	ck_assert_int_eq(bwd_cal_next(cal, after_ns, &next), 0);
+	bwd_cal_free(cal);
+	return next;
+}
+
+static void schedule_cal(struct du_conn *c, uint64_t id, uint64_t key,
+			 const char *spec, const struct du_sched *extra)
+{
+	struct du_sched s = extra ? *extra : (struct du_sched){ 0 };
+
+	s.key = key;
+	s.when = DU_CALENDAR;
+	s.calendar = spec;
+	bwp_frame_free(du_schedule(c, id, &s));
+}
+
+/* A calendar fire's checks: its due time, no count, and the daemon's wall
+ * clock (off_ns) past due + jitter bound... at least past due. */
+static void check_cal_fire(const du_env *f, uint64_t due, int64_t off_ns)
+{
+	check_wall_fire(f, due, off_ns);
+	ck_assert(!f->fired->has_fire_count);
+}
+
+/* The daemon's wall clock stepped (told) to ahead_ns before elapse due:
+ * key 1 fires for it, unmarked, when the wall clock reaches it and not
+ * before; the clock's offset after the step. */
+static int64_t step_to_before(struct du_daemon *d, struct du_conn *c,
+			      uint64_t due, uint64_t ahead_ns)
+{
+	int64_t off = (int64_t)(due - ahead_ns) - (int64_t)du_realtime_ns();
+	uint64_t told = du_now_ns(), rx;
+	du_env *f;
+
+	du_clock_step(d, off, true);
+	f = expect_key(c, 1, &rx);
+	ck_assert(!f->fired->late);
+	check_cal_fire(f, due, off);
+	ck_assert_uint_ge(rx - told, ahead_ns - 100 * DU_MS);
+	bwp_frame_free(f);
+	return off;
+}
+
+START_TEST(test_cal_repeats)
+{
+	static const char spec[] = "*:*:0/2 UTC";
+	struct du_daemon *d = start_fake(NULL);
+	struct du_conn *c = du_open(d, NULL);
+	uint64_t before, after, due, rx;
+	du_env *f;
+
+	before = fake_now(0);
+	schedule_cal(c, 2, 7, spec, NULL);
+	after = fake_now(0);
+	due = cal_next(spec, before);
+	/* An elapse between the two reads: the daemon's may be either. */
+	for (int i = 0; i < 4; i++) {
+		f = expect_key_in(c, 7, DU_WAIT_MS + 2000, &rx);
+		if (i == 0 && due <= after && f->fired->due_realtime_ns != due)
+			due = cal_next(spec, due);
+		check_cal_fire(f, due, 0);
+		ck_assert(!f->fired->late);
+		bwp_frame_free(f);
+		due = cal_next(spec, due);
+	}
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_cal_step_forward)
+{
+	static const char spec[] = "*:0/10 UTC";      /* every 10 minutes */
+	struct du_daemon *d = start_fake(NULL);
+	struct du_conn *c = du_open(d, NULL);
+	int64_t off = 35 * 60 * (int64_t)DU_S;
+	uint64_t first, next, rx, told;
+	du_env *f;
+
+	first = cal_next(spec, fake_now(0));
+	schedule_cal(c, 2, 1, spec, NULL);
+	du_expect_quiet(c, 200);
+	/* 35 minutes on: three or four elapses passed, one late fire. */
+	told = du_now_ns();
+	du_clock_step(d, off, true);
+	f = expect_key(c, 1, &rx);
+	ck_assert(f->fired->late);
+	check_cal_fire(f, first, off);
+	ck_assert_uint_lt(rx - told, du_margin_ns() + 100 * DU_MS);
+	bwp_frame_free(f);
+	du_expect_quiet(c, 500);
+	/* Then the next elapse after the clock, on time: step to a second
+	 * before it. */
+	next = cal_next(spec, fake_now(off));
+	step_to_before(d, c, next, DU_S);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_cal_step_back)
+{
+	static const char spec[] = "hourly UTC";
+	struct du_daemon *d = start_fake(NULL);
+	struct du_conn *c = du_open(d, NULL);
+	uint64_t hour;
+	int64_t off;
+
+	hour = cal_next(spec, fake_now(0));
+	schedule_cal(c, 2, 1, spec, NULL);
+	/* To 1.5 s before the hour: it fires on it, not before. */
+	off = step_to_before(d, c, hour, 1500 * DU_MS);
+	/* An hour back: nothing early; the hour comes again, as systemd's
+	 * timers do after a step back. */
+	du_clock_step(d, off - 3600 * (int64_t)DU_S, true);
+	du_expect_quiet(c, 2500);
+	step_to_before(d, c, hour, 1500 * DU_MS);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* The listed instants of keys 1..n: elapse + jitter. */
+static void listed_walls(struct du_conn *c, uint64_t id, const char *session,
+			 uint64_t *wall, int n)
+{
+	du_env *l = du_list(c, id, session, 0, 0);
+
+	for (int k = 1; k <= n; k++)
+		wall[k - 1] = listed_wall(l, (uint64_t)k);
+	bwp_frame_free(l);
+}
+
+/* UTC ns of y-m-d h:mi. */
+static uint64_t utc_ns(int y, int m, int d, int h, int mi)
+{
+	return (uint64_t)((bwd_tz_days_from_civil(y, m, d) * 86400 + h * 3600 +
+			   mi * 60)) * DU_S;
+}
+
+/* The next elapse the daemon lists for key 1 of session "dst". */
+static uint64_t listed_next(struct du_conn *c, uint64_t id)
+{
+	uint64_t wall;
+
+	listed_walls(c, id, "dst", &wall, 1);
+	return wall;
+}
+
+/* Daylight saving in Europe/Berlin, 2027, a daily "02:30": the clock
+ * stepped to the spring-forward night (02:00 CET becomes 03:00 CEST on
+ * March 28) gives one late fire for what it skipped, and then no 02:30
+ * that night: the next is March 29 (00:30 UTC).  Stepped to a second
+ * before 02:30 CEST on October 31 (the night 03:00 CEST becomes 02:00
+ * CET), it fires on it, and not again at the repeated 02:30 CET: the
+ * next is November 1, 02:30 CET (01:30 UTC).  Each as bwd_cal_next says,
+ * which check_calendar holds to systemd's. */
+START_TEST(test_cal_dst)
+{
+	static const char spec[] = "*-*-* 02:30 Europe/Berlin";
+	struct du_daemon *d = start_fake(NULL);
+	struct du_conn *c = du_open(d, "dst");
+	uint64_t first, oct = utc_ns(2027, 10, 31, 0, 30);
+	int64_t off;
+	du_env *f;
+
+	first = cal_next(spec, fake_now(0));
+	schedule_cal(c, 2, 1, spec, NULL);
+	off = (int64_t)(utc_ns(2027, 3, 28, 0, 59) + 58 * DU_S) -
+		(int64_t)du_realtime_ns();
+	du_clock_step(d, off, true);
+	f = expect_key(c, 1, NULL);
+	ck_assert(f->fired->late);
+	check_cal_fire(f, first, off);
+	bwp_frame_free(f);
+	ck_assert_uint_eq(listed_next(c, 3), utc_ns(2027, 3, 29, 0, 30));
+	ck_assert_uint_eq(listed_next(c, 4), cal_next(spec, fake_now(off)));
+	/* October: the late fire for March 29, then 02:30 CEST on time. */
+	off = (int64_t)(oct - DU_S) - (int64_t)du_realtime_ns();
+	du_clock_step(d, off, true);
+	f = expect_key(c, 1, NULL);
+	ck_assert(f->fired->late);
+	check_cal_fire(f, utc_ns(2027, 3, 29, 0, 30), off);
+	bwp_frame_free(f);
+	f = expect_key(c, 1, NULL);
+	ck_assert(!f->fired->late);
+	check_cal_fire(f, oct, off);
+	bwp_frame_free(f);
+	ck_assert_uint_eq(listed_next(c, 5), utc_ns(2027, 11, 1, 1, 30));
+	ck_assert_uint_eq(cal_next(spec, oct), utc_ns(2027, 11, 1, 1, 30));
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* Fires every 2 s with up to 1.5 s of jitter: never before the elapse,
+ * never past it by more than the jitter (and the margin). */
+START_TEST(test_cal_jitter_fires)
+{
+	static const char spec[] = "*:*:0/2 UTC";
+	struct du_daemon *d = start_fake(NULL);
+	struct du_conn *c = du_open(d, NULL);
+	struct du_sched x = { .jitter = true, .jitter_ns = 1500 * DU_MS };
+	uint64_t prev = 0;
+
+	schedule_cal(c, 2, 1, spec, &x);
+	for (int i = 0; i < 4; i++) {
+		uint64_t at, due;
+		du_env *f = expect_key_in(c, 1, DU_WAIT_MS + 4000, NULL);
+
+		at = fake_now(0);
+		due = f->fired->due_realtime_ns;
+		check_cal_fire(f, due, 0);
+		ck_assert_uint_eq(due, cal_next(spec, due - 1));
+		ck_assert_uint_gt(due, prev);
+		du_note("fire %d: %.3f s after its elapse", i, (double)(at - due) / 1e9);
+		ck_assert_uint_le(at - due, 1500 * DU_MS + du_margin_ns());
+		prev = due;
+		bwp_frame_free(f);
+	}
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+#define JKEYS 6
+START_TEST(test_cal_jitter_fixed)
+{
+	static const char spec[] = "daily UTC";
+	struct du_daemon *d = du_daemon_new();
+	struct du_sched fresh = { .jitter = true, .jitter_ns = 3600 * DU_S },
+			fixed = fresh;
+	uint64_t day, before[2 * JKEYS], after[2 * JKEYS];
+	struct du_conn *c;
+	char dir[160];
+	du_env *l;
+	bool differ = false;
+
+	fixed.jitter_fixed = true;
+	snprintf(dir, sizeof(dir), "%s/state", d->dir);
+	du_fake_clock(d);
+	du_daemon_start(d, "--state-dir", dir, (const char *)NULL);
+	c = du_open_producer(d, "j");
+	day = cal_next(spec, fake_now(0));
+	for (int k = 1; k <= JKEYS; k++) {
+		schedule_cal(c, (uint64_t)k + 1, (uint64_t)k, spec, &fresh);
+		schedule_cal(c, (uint64_t)k + 100, (uint64_t)(k + JKEYS), spec, &fixed);
+	}
+	listed_walls(c, 200, "j", before, 2 * JKEYS);
+	for (int i = 0; i < 2 * JKEYS; i++) {
+		ck_assert_uint_ge(before[i], day);
+		ck_assert_uint_le(before[i], day + 3600 * DU_S);
+		differ |= i % JKEYS && before[i] != before[i - 1];
+	}
+	ck_assert_msg(differ, "every key drew the same jitter");
+	/* The listing shows the spec normalized, and the jitter. */
+	l = du_list(c, 201, "j", 0, 0);
+	for (size_t i = 0; i < l->list_timers_reply->n_timers; i++) {
+		const Bitwheel__V1__TimerInfo *ti = l->list_timers_reply->timers[i];
+
+		ck_assert_str_eq(ti->calendar, "*-*-* 00:00:00 UTC");
+		ck_assert(ti->has_jitter_ns);
+		ck_assert_uint_eq(ti->jitter_ns, 3600 * DU_S);
+		ck_assert(ti->jitter_fixed == (ti->key > JKEYS));
+		ck_assert(!ti->has_misfire_grace_ns);
+	}
+	bwp_frame_free(l);
+	du_conn_free(c);
+	du_daemon_stop(d, SIGTERM, DU_WAIT_MS);
+	du_daemon_start(d, "--state-dir", dir, (const char *)NULL);
+	c = du_open_producer(d, "j");
+	listed_walls(c, 2, "j", after, 2 * JKEYS);
+	for (int i = 0; i < 2 * JKEYS; i++)
+		ck_assert_uint_eq(after[i], before[i]);
+	/* Re-scheduled (replace): the fixed ones draw the same. */
+	fixed.replace = true;
+	for (int k = 1; k <= JKEYS; k++)
+		schedule_cal(c, (uint64_t)k + 10, (uint64_t)(k + JKEYS), spec, &fixed);
+	listed_walls(c, 300, "j", after, 2 * JKEYS);
+	for (int i = JKEYS; i < 2 * JKEYS; i++)
+		ck_assert_uint_eq(after[i], before[i]);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* Hourly timers, the daemon down (sig) while the wall clock moves on
+ * three hours: key 1 (no grace) fires once, late, for the first hour it
+ * missed; key 2 (a minute's grace) is skipped to the next hour; key 3 (a
+ * day's grace) fires late like key 1. */
+static void cal_catch_up(int sig)
+{
+	static const char spec[] = "hourly UTC";
+	struct du_daemon *d = du_daemon_new();
+	int64_t off = 3 * 3600 * (int64_t)DU_S;
+	struct du_sched minute = { .grace = true, .grace_ns = 60 * DU_S },
+			day = { .grace = true, .grace_ns = 86400 * DU_S };
+	uint64_t missed, next, walls[3];
+	bool seen[4] = { false };
+	struct du_conn *c;
+	char dir[160];
+
+	snprintf(dir, sizeof(dir), "%s/state", d->dir);
+	du_fake_clock(d);
+	du_daemon_start(d, "--state-dir", dir, (const char *)NULL);
+	c = du_open_producer(d, "h");
+	missed = cal_next(spec, fake_now(0));
+	schedule_cal(c, 2, 1, spec, NULL);
+	schedule_cal(c, 3, 2, spec, &minute);
+	schedule_cal(c, 4, 3, spec, &day);
+	du_conn_free(c);
+	du_daemon_stop(d, sig, DU_WAIT_MS);
+	du_clock_step(d, off, false);
+	du_daemon_start(d, "--state-dir", dir, (const char *)NULL);
+	next = cal_next(spec, fake_now(off));
+	c = du_open(d, "h");
+	for (int i = 0; i < 2; i++) {
+		du_env *f = du_expect_fire(c, DU_WAIT_MS, NULL);
+		uint64_t k = f->fired->key;
+
+		ck_assert_msg(k == 1 || k == 3, "key %" PRIu64 " fired", k);
+		ck_assert(!seen[k]);
+		seen[k] = true;
+		ck_assert(f->fired->late);
+		check_cal_fire(f, missed, off);
+		bwp_frame_free(f);
+	}
+	/* One fire for the three hours missed; the next hour for all. */
+	du_expect_quiet(c, 500);
+	listed_walls(c, 2, "h", walls, 3);
+	for (int i = 0; i < 3; i++)
+		ck_assert_uint_eq(walls[i], next);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+
+START_TEST(test_cal_catch_up_sigterm)
+{
+	cal_catch_up(SIGTERM);
+}
+END_TEST
+
+START_TEST(test_cal_catch_up_sigkill)
+{
+	cal_catch_up(SIGKILL);
+}
+END_TEST
+
+/* Fires journaled, then the daemon killed and the wall clock an hour on:
+ * the next elapse comes from the last fire's (its FIRE record), once,
+ * late, then they go on every 2 s. */
+START_TEST(test_cal_journal_fires)
+{
+	static const char spec[] = "*:*:0/2 UTC";
+	struct du_daemon *d = du_daemon_new();
+	int64_t off = 3600 * (int64_t)DU_S;
+	uint64_t last = 0;
+	struct du_conn *c;
+	char dir[160];
+	du_env *f;
+
+	snprintf(dir, sizeof(dir), "%s/state", d->dir);
+	du_fake_clock(d);
+	du_daemon_start(d, "--state-dir", dir, (const char *)NULL);
+	c = du_open(d, "r");
+	schedule_cal(c, 2, 1, spec, NULL);
+	for (int i = 0; i < 2; i++) {
+		f = expect_key_in(c, 1, DU_WAIT_MS + 2000, NULL);
+		last = f->fired->due_realtime_ns;
+		bwp_frame_free(f);
+	}
+	du_conn_free(c);
+	du_daemon_stop(d, SIGKILL, DU_WAIT_MS);
+	du_clock_step(d, off, false);
+	du_daemon_start(d, "--state-dir", dir, (const char *)NULL);
+	c = du_open(d, "r");
+	/* A fire made just before the kill may come again, redelivered. */
+	do {
+		f = expect_key(c, 1, NULL);
+		if (f->fired->redelivered)
+			bwp_frame_free(f);
+	} while (f->fired->redelivered);
+	ck_assert(f->fired->late);
+	ck_assert_uint_gt(f->fired->due_realtime_ns, last);
+	ck_assert_uint_le(f->fired->due_realtime_ns, last + 4 * DU_S);
+	check_cal_fire(f, f->fired->due_realtime_ns, off);
+	last = f->fired->due_realtime_ns;
+	bwp_frame_free(f);
+	f = expect_key_in(c, 1, DU_WAIT_MS + 2000, NULL);
+	ck_assert(!f->fired->late);
+	ck_assert_uint_gt(f->fired->due_realtime_ns, last + 3000 * DU_S);
+	check_cal_fire(f, cal_next(spec, f->fired->due_realtime_ns - 1), off);
+	bwp_frame_free(f);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+START_TEST(test_cal_bad_input)
+{
+	struct du_daemon *d = start_fake(NULL);
+	struct du_conn *c = du_open(d, NULL);
+	struct du_sched s = { .key = 1, .when = DU_CALENDAR };
+	static const char *const bad[] = {
+		"*-*-* 25:00", "daily Mars/Olympus_Mons", "Fri..Mon", "",
+		"*-02-30",                      /* elapses never */
+		"*:*:0/0.0001",                 /* closer than the tick */
+	};
+	char lng[300];
+	uint64_t id = 2;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		s.calendar = bad[i];
+		du_send_schedule(c, id, &s);
+		du_expect_error(c, true, id++, BITWHEEL__V1__ERROR_CODE__BAD_CALENDAR);
+	}
+	memset(lng, ' ', sizeof(lng) - 1);
+	memcpy(lng, "daily", 5);
+	lng[sizeof(lng) - 1] = '\0';
+	s.calendar = lng;
+	du_send_schedule(c, id, &s);
+	du_expect_error(c, true, id++, BITWHEEL__V1__ERROR_CODE__BAD_CALENDAR);
+	/* With period_ns; jitter past a month. */
+	s.calendar = "daily";
+	s.periodic = true;
+	s.period_ns = DU_S;
+	du_send_schedule(c, id, &s);
+	du_expect_error(c, true, id++, BITWHEEL__V1__ERROR_CODE__BAD_DEADLINE);
+	s.periodic = false;
+	s.jitter = true;
+	s.jitter_ns = 32 * 86400 * DU_S;
+	du_send_schedule(c, id, &s);
+	du_expect_error(c, true, id++, BITWHEEL__V1__ERROR_CODE__BAD_REQUEST);
+	/* A calendar timer's fields without a calendar. */
+	s = (struct du_sched){ .key = 1, .when = DU_DELAY, .when_ns = DU_S,
+			       .grace = true, .grace_ns = DU_S };
+	du_send_schedule(c, id, &s);
+	du_expect_error(c, true, id++, BITWHEEL__V1__ERROR_CODE__BAD_REQUEST);
+	s = (struct du_sched){ .key = 1, .when = DU_DELAY, .when_ns = DU_S,
+			       .jitter_fixed = true };
+	du_send_schedule(c, id, &s);
+	du_expect_error(c, true, id++, BITWHEEL__V1__ERROR_CODE__BAD_REQUEST);
+	/* None left a timer behind, nor closed the connection. */
+	schedule_cal(c, id, 1, "*:*:0/1 UTC", NULL);
+	bwp_frame_free(expect_key_in(c, 1, DU_WAIT_MS + 1000, NULL));
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 static Suite *clock_suite(void)
 {
 	Suite *s = suite_create("clock");
@@ -294,6 +771,20 @@ static Suite *clock_suite(void)
 	tc = tcase_create("input");
 	du_tcase(tc);
 	tcase_add_test(tc, test_bad_input);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("calendar");
+	du_tcase(tc);
+	tcase_add_test(tc, test_cal_repeats);
+	tcase_add_test(tc, test_cal_step_forward);
+	tcase_add_test(tc, test_cal_step_back);
+	tcase_add_test(tc, test_cal_dst);
+	tcase_add_test(tc, test_cal_jitter_fires);
+	tcase_add_test(tc, test_cal_jitter_fixed);
+	tcase_add_test(tc, test_cal_catch_up_sigterm);
+	tcase_add_test(tc, test_cal_catch_up_sigkill);
+	tcase_add_test(tc, test_cal_journal_fires);
+	tcase_add_test(tc, test_cal_bad_input);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -251,11 +251,11 @@ static uint8_t *slurp(int fd, size_t *len)
 	return buf;
 }
 
-/* Read a state file back into a new state: what it restored. */
-static struct bwd_state_stats read_back(int fd, enum bwd_file_kind kind)
+/* A state file read back into a new state; *got: what it restored. */
+static struct bwd_state *state_back(int fd, enum bwd_file_kind kind,
+				    struct bwd_state_stats *got)
 {
 	struct bwd_state *st;
-	struct bwd_state_stats got;
 	struct bwd_replay rep;
 	size_t len;
 	uint8_t *buf = slurp(fd, &len);
@@ -263,10 +263,68 @@ static struct bwd_state_stats read_back(int fd, enum bwd_file_kind kind)
 	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
 	ck_assert_int_eq(bwd_store_replay(st, buf, len, "check", kind, &rep), 0);
 	ck_assert_uint_eq(rep.contradictions, 0);
-	ck_assert_int_eq(bwd_state_restore_finish(st, T0, &got), 0);
-	bwd_state_free(st);
+	ck_assert_int_eq(bwd_state_restore_finish(st, T0, got), 0);
 	free(buf);
+	return st;
+}
+
+/* Read a state file back into a new state: what it restored. */
+static struct bwd_state_stats read_back(int fd, enum bwd_file_kind kind)
+{
+	struct bwd_state_stats got;
+
+	bwd_state_free(state_back(fd, kind, &got));
 	return got;
+}
+
+/* A new state journaling to generation 1 of a new directory (dir, a
+ * mkdtemp template; *dirfd open on it), and its end: all of it freed and
+ * removed. */
+static struct bwd_state *journaled(char *dir, int *dirfd,
+				   struct bwd_journal **j)
+{
+	struct bwd_state *st;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	*dirfd = open(dir, O_DIRECTORY | O_RDONLY);
+	ck_assert_int_ge(*dirfd, 0);
+	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+	ck_assert_int_eq(bwd_journal_open(*dirfd, 1, BWD_FSYNC_NEVER, j), 0);
+	bwd_state_set_journal(st, *j);
+	return st;
+}
+
+static void journaled_end(struct bwd_state *st, struct bwd_journal *j,
+			  const char *dir, int dirfd)
+{
+	char name[32];
+
+	bwd_state_free(st);
+	bwd_journal_close(j);
+	bwd_journal_name(1, name);
+	ck_assert_int_eq(unlinkat(dirfd, name, 0), 0);
+	close(dirfd);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+
+/* st's journal (generation 1, in dirfd), or a snapshot of st: a file to
+ * read back. */
+static int state_file(const struct bwd_state *st, int dirfd,
+		      enum bwd_file_kind kind)
+{
+	char name[32];
+	int fd;
+
+	if (kind == BWD_FILE_JOURNAL) {
+		bwd_journal_name(1, name);
+		fd = openat(dirfd, name, O_RDONLY);
+	} else {
+		fd = memfd_create("check_state", MFD_CLOEXEC);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(bwd_snapshot_write(st, fd, 1), 0);
+	}
+	ck_assert_int_ge(fd, 0);
+	return fd;
 }
 
 #define NBURST 3000
@@ -280,7 +338,7 @@ static struct bwd_state_stats read_back(int fd, enum bwd_file_kind kind)
  */
 START_TEST(test_cancel_between_fire_and_make)
 {
-	char dir[] = "/tmp/check_state.XXXXXX", name[32];
+	char dir[] = "/tmp/check_state.XXXXXX";
 	struct bwd_state *st;
 	struct bwd_member *m;
 	struct bwd_journal *j;
@@ -292,12 +350,7 @@ START_TEST(test_cancel_between_fire_and_make)
 
 	seed = 0;
 	options();
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	dirfd = open(dir, O_DIRECTORY | O_RDONLY);
-	ck_assert_int_ge(dirfd, 0);
-	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
-	ck_assert_int_eq(bwd_journal_open(dirfd, 1, BWD_FSYNC_NEVER, &j), 0);
-	bwd_state_set_journal(st, j);
+	st = journaled(dir, &dirfd, &j);
 	m = consumer(st, "burst");
 	for (uint64_t k = 0; k < NBURST; k++)
 		schedule(m, k, T0 + 2 * MS, false, NULL);
@@ -312,9 +365,7 @@ START_TEST(test_cancel_between_fire_and_make)
 	ck_assert(!replaced);
 
 	/* A snapshot now: the fired ones are fires owed, 7 and 9 timers. */
-	fd = memfd_create("check_state", MFD_CLOEXEC);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(bwd_snapshot_write(st, fd, 1), 0);
+	fd = state_file(st, dirfd, BWD_FILE_SNAPSHOT);
 	rs = read_back(fd, BWD_FILE_SNAPSHOT);
 	close(fd);
 	ck_assert_uint_eq(rs.queued, NBURST);
@@ -330,9 +381,7 @@ START_TEST(test_cancel_between_fire_and_make)
 	ck_assert_uint_eq(gs.queued, NBURST);
 	ck_assert_uint_eq(gs.timers, 2);
 	ck_assert_int_eq(bwd_journal_write(j), 0);
-	bwd_journal_name(1, name);
-	fd = openat(dirfd, name, O_RDONLY);
-	ck_assert_int_ge(fd, 0);
+	fd = state_file(st, dirfd, BWD_FILE_JOURNAL);
 	rs = read_back(fd, BWD_FILE_JOURNAL);
 	close(fd);
 	ck_assert_uint_eq(rs.queued, NBURST);
@@ -351,11 +400,7 @@ START_TEST(test_cancel_between_fire_and_make)
 	ck_assert(pending);
 
 	free(sn.key_seen[0]);
-	bwd_state_free(st);
-	bwd_journal_close(j);
-	ck_assert_int_eq(unlinkat(dirfd, name, 0), 0);
-	close(dirfd);
-	ck_assert_int_eq(rmdir(dir), 0);
+	journaled_end(st, j, dir, dirfd);
 }
 END_TEST
 
@@ -699,6 +744,7 @@ START_TEST(test_list_entry_bounds)
 	Bitwheel__V1__SessionInfo si = BITWHEEL__V1__SESSION_INFO__INIT, *sp = &si;
 	Bitwheel__V1__Policy pol = BITWHEEL__V1__POLICY__INIT;
 	Bitwheel__V1__TimerInfo ti = BITWHEEL__V1__TIMER_INFO__INIT, *tp = &ti;
+	char spec[BWD_CAL_TIMER_SPEC_MAX + 1];
 	Bitwheel__V1__ListSessionsReply sr = BITWHEEL__V1__LIST_SESSIONS_REPLY__INIT;
 	Bitwheel__V1__ListTimersReply tr = BITWHEEL__V1__LIST_TIMERS_REPLY__INIT;
 	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
@@ -764,6 +810,19 @@ START_TEST(test_list_entry_bounds)
 	tr.timers = &tp;
 	ck_assert_uint_le(bitwheel__v1__envelope__get_packed_size(&env),
 			  BWD_TIMERS_REPLY_MAX + BWD_TIMER_ENTRY_MAX);
+	/* A calendar timer's (a oneshot's period, a wall-clock deadline):
+	 * what BWD_CAL_ENTRY_EXTRA adds for its listed spec. */
+	memset(spec, 'x', sizeof(spec) - 1);
+	spec[sizeof(spec) - 1] = '\0';
+	ti.period_ns = 0;
+	ti.has_deadline_realtime_ns = 1;
+	ti.deadline_realtime_ns = UINT64_MAX;
+	ti.calendar = spec;
+	ti.has_jitter_ns = ti.has_jitter_fixed = ti.has_misfire_grace_ns = 1;
+	ti.jitter_ns = ti.misfire_grace_ns = UINT64_MAX;
+	ti.jitter_fixed = 1;
+	ck_assert_uint_le(bitwheel__v1__timer_info__get_packed_size(&ti) + 3,
+			  BWD_TIMER_ENTRY_MAX + BWD_CAL_ENTRY_EXTRA(sizeof(spec) - 1));
 }
 END_TEST
 
@@ -1019,7 +1078,7 @@ START_TEST(test_leeway_durable)
 {
 	static const uint64_t leeways[] = { 0, 10 * MS, 1000 * MS, NO_LEEWAY };
 	static const uint64_t periods[] = { 0, 250 * MS, 3600000 * MS };
-	char dir[] = "/tmp/check_state.XXXXXX", name[32];
+	char dir[] = "/tmp/check_state.XXXXXX";
 	struct bwd_state *st;
 	struct bwd_member *m;
 	struct bwd_journal *j;
@@ -1029,12 +1088,7 @@ START_TEST(test_leeway_durable)
 
 	seed = 0;
 	options_with(lane_configs[1]);
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	dirfd = open(dir, O_DIRECTORY | O_RDONLY);
-	ck_assert_int_ge(dirfd, 0);
-	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
-	ck_assert_int_eq(bwd_journal_open(dirfd, 1, BWD_FSYNC_NEVER, &j), 0);
-	bwd_state_set_journal(st, j);
+	st = journaled(dir, &dirfd, &j);
 	m = consumer(st, "durable");
 	for (size_t p = 0; p < 3; p++) {
 		for (size_t l = 0; l < 4; l++) {
@@ -1056,33 +1110,16 @@ START_TEST(test_leeway_durable)
 	for (int kind = 0; kind < 2; kind++) {
 		struct bwd_state *back;
 		struct bwd_state_stats got;
-		struct bwd_replay rep;
 		struct bwd_uid_usage u;
-		uint8_t *buf;
-		size_t len;
 
-		if (kind == BWD_FILE_JOURNAL) {
-			bwd_journal_name(1, name);
-			fd = openat(dirfd, name, O_RDONLY);
-		} else {
-			fd = memfd_create("check_state", MFD_CLOEXEC);
-			ck_assert_int_ge(fd, 0);
-			ck_assert_int_eq(bwd_snapshot_write(st, fd, 1), 0);
-		}
-		ck_assert_int_ge(fd, 0);
-		buf = slurp(fd, &len);
+		fd = state_file(st, dirfd, (enum bwd_file_kind)kind);
+		back = state_back(fd, (enum bwd_file_kind)kind, &got);
 		close(fd);
-		ck_assert_int_eq(bwd_state_new(&opt, T0, &back), 0);
-		ck_assert_int_eq(bwd_store_replay(back, buf, len, "check",
-						  (enum bwd_file_kind)kind, &rep), 0);
-		ck_assert_uint_eq(rep.contradictions, 0);
-		ck_assert_int_eq(bwd_state_restore_finish(back, T0, &got), 0);
 		ck_assert_uint_eq(got.timers, key);
 		bwd_state_uid_usage(back, 1000, &u);
 		for (int lane = 0; lane < 2; lane++)
 			ck_assert_uint_eq(u.lane[lane].pending, live.lane[lane].pending);
 		bwd_state_free(back);
-		free(buf);
 	}
 
 	/* The record of a timer without a leeway is the old one, byte for
@@ -1109,11 +1146,126 @@ START_TEST(test_leeway_durable)
 		a[BWD_RECORD_HEADER_SIZE + 1] = BWD_RECF_LEEWAY;
 		ck_assert_int_ne(bwd_record_parse(a, na, &got, &used), 0);
 	}
-	bwd_state_free(st);
-	bwd_journal_close(j);
-	ck_assert_int_eq(unlinkat(dirfd, name, 0), 0);
-	close(dirfd);
-	ck_assert_int_eq(rmdir(dir), 0);
+	journaled_end(st, j, dir, dirfd);
+}
+END_TEST
+
+/*
+ * Calendar timers' state (daemon/clock.c): what a calendar costs, bytes
+ * and periodic rate, is charged to its owner and given back, its spec, jitter, seed, base and
+ * grace read back from a journal and from a snapshot as they were, and
+ * its record's fields parse back.
+ */
+START_TEST(test_calendar_durable)
+{
+	static const char *const specs[] = { "daily UTC", "Mon..Fri 09:00 Europe/Berlin",
+					     "*:0/15" };
+	char dir[] = "/tmp/check_state.XXXXXX", why[160];
+	struct bwd_calendar c[3];
+	struct bwd_state *st;
+	struct bwd_member *m;
+	struct bwd_journal *j;
+	struct bwd_uid_usage before, live;
+	int dirfd, fd;
+
+	seed = 0;
+	options_with(lane_configs[1]);
+	st = journaled(dir, &dirfd, &j);
+	m = consumer(st, "cal");
+	bwd_state_uid_usage(st, 1000, &before);
+	for (int k = 0; k < 3; k++) {
+		struct bwd_schedule req = { .key = (uint64_t)k, .uid = 1000,
+					    .leeway_ns = BWD_LEEWAY_DEFAULT,
+					    .cal = &c[k] };
+		bool r;
+
+		c[k] = (struct bwd_calendar){
+			.spec = specs[k], .base_ns = 1796000000ull * 1000000000,
+			.jitter_ns = k * 60000 * MS, .seed = 0x1234u + (unsigned)k,
+			.fixed = k == 1, .has_grace = k == 2, .grace_ns = 5 * MS,
+		};
+		ck_assert_int_eq(bwd_cal_check(&c[k], &req.wall_ns, why, sizeof(why)), 0);
+		ck_assert_uint_gt(c[k].cost, strlen(specs[k]));
+		req.deadline_ns = T0 + 1000 * MS;
+		ck_assert_int_eq(bwd_timer_schedule(m->session, &req, &r), 0);
+		bwd_state_uid_usage(st, 1000, &live);
+		ck_assert_uint_eq(live.bytes - before.bytes,
+				  c[k].cost + BWD_TIMER_COST(0));
+		/* Its rate: its first two elapses' distance as a period. */
+		ck_assert_uint_gt(c[k].interval_ns, 0);
+		ck_assert_uint_eq(live.periodic_mhz - before.periodic_mhz,
+				  bwd_periodic_mhz(c[k].interval_ns));
+		before = live;
+	}
+	ck_assert_int_eq(bwd_journal_write(j), 0);
+	for (int kind = 0; kind < 2; kind++) {
+		struct bwd_state *back;
+		struct bwd_state_stats got;
+		struct bwd_session *s;
+		const struct bwd_timer *ts[3];
+		struct bwd_uid_usage u;
+		uint64_t pos;
+		size_t n;
+
+		fd = state_file(st, dirfd, (enum bwd_file_kind)kind);
+		back = state_back(fd, (enum bwd_file_kind)kind, &got);
+		close(fd);
+		ck_assert_uint_eq(got.timers, 3);
+		bwd_state_uid_usage(back, 1000, &u);
+		ck_assert_uint_eq(u.bytes, live.bytes);
+		ck_assert_uint_eq(u.periodic_mhz, live.periodic_mhz);
+		s = bwd_state_session(back, 1000, "cal");
+		ck_assert_ptr_nonnull(s);
+		pos = 0;
+		ck_assert(bwd_session_list_timers(s, &pos, ts, 3, SIZE_MAX, &n));
+		ck_assert_uint_eq(n, 3);
+		for (size_t i = 0; i < n; i++) {
+			const struct bwd_timer *t = ts[i];
+			uint64_t k = t->node.key;
+			struct bwd_calendar g;
+
+			ck_assert_uint_lt(k, 3);
+			ck_assert_ptr_nonnull(bwd_cal_info(back, t, &g));
+			ck_assert_str_eq(g.spec, specs[k]);
+			ck_assert_uint_eq(g.jitter_ns, c[k].jitter_ns);
+			ck_assert_uint_eq(g.seed, c[k].seed);
+			/* Its elapses since passed: the one with a grace
+			 * of 5 ms skipped to the restore's wall clock. */
+			if (c[k].has_grace)
+				ck_assert_uint_gt(g.base_ns, c[k].base_ns);
+			else
+				ck_assert_uint_eq(g.base_ns, c[k].base_ns);
+			ck_assert_int_eq(g.fixed, c[k].fixed);
+			ck_assert_int_eq(g.has_grace, c[k].has_grace);
+			ck_assert_uint_eq(g.grace_ns, c[k].has_grace ? c[k].grace_ns : 0);
+		}
+		bwd_state_free(back);
+	}
+	/* Cancelled, they give back every byte. */
+	for (int k = 0; k < 3; k++) {
+		bool pending;
+
+		ck_assert_int_eq(bwd_timer_cancel(m->session, (uint64_t)k, &pending), 0);
+		ck_assert(pending);
+	}
+	bwd_state_uid_usage(st, 1000, &live);
+	ck_assert_uint_eq(live.bytes, before.bytes - 3 * BWD_TIMER_COST(0) -
+			  c[0].cost - c[1].cost - c[2].cost);
+	ck_assert_uint_eq(live.periodic_mhz, 0);
+	/* A FIRE record's elapse and base parse back. */
+	{
+		uint8_t a[512];
+		struct bwd_record r = { .type = BWD_REC_FIRE, .sid = 1, .key = 2,
+					.flags = BWD_RECF_CAL, .wall_ns = 11,
+					.base_ns = 12 },
+			got;
+		size_t used, n = bwd_record_pack(&r, a);
+
+		ck_assert_int_eq(bwd_record_parse(a, n, &got, &used), 0);
+		ck_assert_uint_eq(got.wall_ns, 11);
+		ck_assert_uint_eq(got.base_ns, 12);
+	}
+	journaled_end(st, j, dir, dirfd);
 }
 END_TEST
 
@@ -1361,6 +1513,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, test_leeway_lanes_fixed, 0, (int)NCONFIGS);
 	tcase_add_loop_test(tc, test_leeway_lanes_env, 0, (int)NCONFIGS);
 	tcase_add_test(tc, test_leeway_durable);
+	tcase_add_test(tc, test_calendar_durable);
 	tcase_add_loop_test(tc, test_coalesce_windows, 0, 2);
 	tcase_add_test(tc, test_coalesce_one_batch);
 	suite_add_tcase(s, tc);

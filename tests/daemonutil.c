@@ -1200,7 +1200,15 @@ void du_pack_schedule(struct du_buf *b, uint64_t id, const struct du_sched *s)
 	} else if (s->when == DU_REALTIME) {
 		sc.when_case = BITWHEEL__V1__SCHEDULE__WHEN_REALTIME_NS;
 		sc.realtime_ns = s->when_ns;
+	} else if (s->when == DU_CALENDAR) {
+		sc.when_case = BITWHEEL__V1__SCHEDULE__WHEN_CALENDAR;
+		sc.calendar = (char *)s->calendar;
 	}
+	sc.has_jitter_ns = s->jitter;
+	sc.jitter_ns = s->jitter_ns;
+	sc.has_jitter_fixed = sc.jitter_fixed = s->jitter_fixed;
+	sc.has_misfire_grace_ns = s->grace;
+	sc.misfire_grace_ns = s->grace_ns;
 	sc.has_period_ns = s->periodic;
 	sc.period_ns = s->period_ns;
 	if (s->payload != NULL) {

@@ -255,7 +255,7 @@ void du_send_buf(struct du_conn *c, struct du_buf *b);
 void du_send_env(struct du_conn *c, const du_env *env);
 
 /* What a Schedule carries; zero-initialise and set what the test needs. */
-enum du_when { DU_DELAY, DU_DEADLINE, DU_NO_WHEN, DU_REALTIME };
+enum du_when { DU_DELAY, DU_DEADLINE, DU_NO_WHEN, DU_REALTIME, DU_CALENDAR };
 struct du_sched {
 	uint64_t key;
 	bool no_key;           /* leave the key out                        */
@@ -268,6 +268,12 @@ struct du_sched {
 	bool replace;
 	bool leeway;           /* leeway_ns present                        */
 	uint64_t leeway_ns;
+	const char *calendar;  /* DU_CALENDAR's spec                       */
+	bool jitter;           /* jitter_ns present                        */
+	uint64_t jitter_ns;
+	bool jitter_fixed;     /* jitter_fixed present and true            */
+	bool grace;            /* misfire_grace_ns present                 */
+	uint64_t grace_ns;
 };
 
 /*

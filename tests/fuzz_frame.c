@@ -220,6 +220,19 @@ static void same_request(const struct bwp_request *r,
 		r->when_ns == sc->delay_ns);
 	REQUIRE(sc->when_case != BITWHEEL__V1__SCHEDULE__WHEN_DEADLINE_NS ||
 		r->when_ns == sc->deadline_ns);
+	REQUIRE(sc->when_case != BITWHEEL__V1__SCHEDULE__WHEN_REALTIME_NS ||
+		r->when_ns == sc->realtime_ns);
+	/* A calendar timer's fields, which protobuf-c alone reads. */
+	REQUIRE(sc->when_case == BITWHEEL__V1__SCHEDULE__WHEN_CALENDAR ?
+		r->calendar == sc->calendar && r->when_ns == 0 :
+		r->calendar == NULL);
+	REQUIRE(r->has_jitter_ns == !!sc->has_jitter_ns);
+	REQUIRE(!sc->has_jitter_ns || r->jitter_ns == sc->jitter_ns);
+	REQUIRE(r->has_jitter_fixed == !!sc->has_jitter_fixed);
+	REQUIRE(!sc->has_jitter_fixed || r->jitter_fixed == !!sc->jitter_fixed);
+	REQUIRE(r->has_misfire_grace_ns == !!sc->has_misfire_grace_ns);
+	REQUIRE(!sc->has_misfire_grace_ns ||
+		r->misfire_grace_ns == sc->misfire_grace_ns);
 	REQUIRE(r->has_period_ns == !!sc->has_period_ns);
 	REQUIRE(!sc->has_period_ns || r->period_ns == sc->period_ns);
 	REQUIRE(r->has_payload == !!sc->has_payload);

@@ -140,8 +140,9 @@ tests_check_bwctl_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_bwctl_LDADD = $(bw_e2e_ldadd)
 EXTRA_tests_check_bwctl_DEPENDENCIES = daemon/bitwheeld client/bwctl
 
-tests_check_clock_SOURCES = tests/check_clock.c $(bw_e2e_sources)
-tests_check_clock_CPPFLAGS = $(bw_e2e_cppflags)
+tests_check_clock_SOURCES = tests/check_clock.c $(bw_e2e_sources) \
+	daemon/tz.c daemon/calendar.c daemon/calendar-internal.h
+tests_check_clock_CPPFLAGS = $(bw_e2e_cppflags) -I$(top_srcdir)/daemon
 tests_check_clock_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_clock_LDADD = $(bw_e2e_ldadd)
 EXTRA_tests_check_clock_DEPENDENCIES = daemon/bitwheeld tests/fakeclock.la

@@ -595,7 +595,11 @@ def schedule_req(key: int, in_: Duration | None,
                  payload: bytes | None, replace: bool,
                  max_payload: int | None,
                  leeway: Duration | None = None,
-                 at: datetime.datetime | None = None) -> Req:
+                 at: datetime.datetime | None = None,
+                 calendar: str | None = None,
+                 jitter: Duration | None = None,
+                 jitter_fixed: bool = False,
+                 misfire_grace: Duration | None = None) -> Req:
     """A Schedule; ValueError/TypeError for arguments the protocol cannot
     carry, PayloadTooLargeError for a payload over the daemon's limit
     (nothing is sent in either case).  Safe to repeat with `replace`
@@ -604,10 +608,28 @@ def schedule_req(key: int, in_: Duration | None,
     env = pb.Envelope()
     s = env.schedule
     s.key = _u64(key, "key")
-    if [in_, at_monotonic_ns, at].count(None) != 2:
-        raise ValueError("schedule: give exactly one of in_, at and "
-                         "at_monotonic_ns")
-    if at is not None:
+    if [in_, at_monotonic_ns, at, calendar].count(None) != 3:
+        raise ValueError("schedule: give exactly one of in_, at, "
+                         "at_monotonic_ns and calendar")
+    if calendar is None and (jitter is not None or jitter_fixed or
+                             misfire_grace is not None):
+        raise ValueError("schedule: jitter, jitter_fixed and misfire_grace "
+                         "are a calendar timer's")
+    if calendar is not None:
+        if not isinstance(calendar, str):
+            raise TypeError("calendar: a str, not "
+                            f"{type(calendar).__name__}")
+        if every is not None:
+            raise ValueError("schedule: calendar with every: a calendar "
+                             "timer recurs by its spec")
+        s.calendar = calendar
+        if jitter is not None:
+            s.jitter_ns = duration_ns(jitter, "jitter")
+        if jitter_fixed:
+            s.jitter_fixed = True
+        if misfire_grace is not None:
+            s.misfire_grace_ns = duration_ns(misfire_grace, "misfire_grace")
+    elif at is not None:
         if every is not None:
             raise ValueError("schedule: at with every: a wall-clock timer "
                              "is a oneshot (PROTOCOL.md, \"Clocks\")")

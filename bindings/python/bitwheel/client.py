@@ -333,7 +333,11 @@ class Client(_core.ClientBase):
                  payload: bytes | None = None,
                  replace: bool = False,
                  leeway: Duration | None = None,
-                 at: datetime.datetime | None = None) -> Scheduled:
+                 at: datetime.datetime | None = None,
+                 calendar: str | None = None,
+                 jitter: Duration | None = None,
+                 jitter_fixed: bool = False,
+                 misfire_grace: Duration | None = None) -> Scheduled:
         """Arm timer `key` (any int from 0 to 2**64 - 1, unique among the
         session's pending timers).
 
@@ -346,6 +350,20 @@ class Client(_core.ClientBase):
                 one is a ValueError), however the clock is stepped
                 meanwhile: a oneshot, not with `every` (PROTOCOL.md,
                 "Clocks").  Its fires carry ``due_realtime_ns``.
+            calendar: ... or at every elapse of this systemd.time(7)
+                calendar event (``"Mon..Fri 09:00"``, ``"*:0/15"``,
+                ``"daily Europe/Berlin"``; the daemon's local zone unless
+                one is named last), until cancelled (PROTOCOL.md,
+                "Calendar timers"); a spec the daemon refuses is a
+                :class:`BadCalendarError`.  Its fires carry
+                ``due_realtime_ns``, the elapse.
+            jitter: calendar timers: a random delay up to this added to
+                each elapse (systemd's RandomizedDelaySec=) ...
+            jitter_fixed: ... the same for every elapse, per host, session
+                and key (FixedRandomDelay=).
+            misfire_grace: calendar timers: an elapse missed while the
+                daemon was down fires at its start only if missed by at
+                most this; None: always, once, late.
             every: periodic: re-armed this long after each deadline until
                 cancelled.
             payload: bytes handed back with every fire (at most the
@@ -368,11 +386,13 @@ class Client(_core.ClientBase):
             c.schedule(8, in_=timedelta(minutes=1), every=60)
             c.schedule(9, at=datetime(2026, 12, 24, 18, 0,
                                       tzinfo=ZoneInfo("Europe/Berlin")))
+            c.schedule(10, calendar="Mon..Fri 09:00 Europe/Berlin",
+                       jitter=300, jitter_fixed=True)
         """
         limit = self.hello.limits.max_payload_bytes if self.hello else None
         result: Scheduled = self._call(_core.schedule_req(
             key, in_, at_monotonic_ns, every, payload, replace, limit,
-            leeway, at))
+            leeway, at, calendar, jitter, jitter_fixed, misfire_grace))
         return result
 
     def cancel(self, key: int) -> bool:

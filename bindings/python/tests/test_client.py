@@ -83,6 +83,35 @@ def test_schedule_at_wall_clock(daemon):
             c.schedule(3, at=at, in_=1)
 
 
+def test_schedule_calendar(daemon):
+    """A calendar timer (PROTOCOL.md, "Calendar timers"): fires at each
+    elapse, due_realtime_ns on the spec's whole seconds; listed with its
+    spec normalized and its jitter; a spec the daemon refuses is
+    BadCalendarError; a calendar timer's options without a calendar, and
+    calendar with every, are refused before anything is sent.  check_clock
+    (C) steps a daemon's clock under them."""
+    with bitwheel.Client(daemon.sock) as c:
+        c.schedule(1, calendar="*:*:0/1 UTC")
+        got = [fire_now(c, 3.0), fire_now(c, 3.0)]
+        for f in got:
+            assert f.key == 1 and f.due_realtime_ns % 10**9 == 0
+        assert got[1].due_realtime_ns == got[0].due_realtime_ns + 10**9
+        assert c.cancel(1) is True
+        with pytest.raises(bitwheel.BadCalendarError, match="Fry"):
+            c.schedule(2, calendar="Mon..Fry 09:00")
+        with pytest.raises(ValueError, match="calendar timer's"):
+            c.schedule(2, in_=1, jitter=1)
+        with pytest.raises(ValueError, match="recurs"):
+            c.schedule(2, calendar="daily", every=1)
+    with bitwheel.Client(daemon.sock, session="cal") as c:
+        c.schedule(3, calendar="Mon..Fri 09:00 Europe/Berlin", jitter=300,
+                   jitter_fixed=True, misfire_grace=3600)
+        (t,) = c.list_timers("cal").entries
+        assert t.calendar == "Mon..Fri *-*-* 09:00:00 Europe/Berlin"
+        assert (t.jitter_ns, t.jitter_fixed) == (300 * 10**9, True)
+        assert t.misfire_grace_ns == 3600 * 10**9
+
+
 def test_cancel(daemon):
     with bitwheel.Client(daemon.sock) as c:
         res = c.hello.oneshot_resolution_ns
