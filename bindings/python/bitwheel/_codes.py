@@ -175,6 +175,15 @@ class HoldLimitError(ServerError):
     code_name = "HOLD_LIMIT"
 
 
+class BadCalendarError(ServerError):
+    """BAD_CALENDAR (22): A Schedule's calendar (or a Calendar request's
+    spec) the daemon refuses: its syntax, an unknown time zone; the
+    message says which."""
+
+    code_value = 22
+    code_name = "BAD_CALENDAR"
+
+
 #: ErrorCode number -> its exception class.
 SERVER_ERRORS: dict[int, type[ServerError]] = {
     0: UnspecifiedError,
@@ -199,6 +208,7 @@ SERVER_ERRORS: dict[int, type[ServerError]] = {
     19: StorageUnavailableError,
     20: UnknownSessionError,
     21: HoldLimitError,
+    22: BadCalendarError,
 }
 
 __all__ = [
@@ -224,5 +234,6 @@ __all__ = [
     "StorageUnavailableError",
     "UnknownSessionError",
     "HoldLimitError",
+    "BadCalendarError",
     "SERVER_ERRORS",
 ]
