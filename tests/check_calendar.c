@@ -33,7 +33,8 @@
  *     instant; none in a gap), compared where the offset at the base and
  *     at the elapse agree (across a change systemd's rule, the offset of
  *     the previous step, is the reference: the systemd TCase covers it);
- *   - timing: the cost of one next elapse for a few forms, printed.
+ * What a next elapse costs is bench/bwcal's (bench/README.md, "Calendar
+ * events"), beside systemd's own.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -1119,45 +1120,6 @@ START_TEST(test_model)
 }
 END_TEST
 
-/* ---- the cost of a next elapse --------------------------------------- */
-
-START_TEST(test_timing)
-{
-	static const char *const forms[] = {
-		"*:0/15", "Mon..Fri *-*-* 09:00:00 Europe/Berlin", "*-02~01",
-		"*:*:0/0.5", "daily Asia/Kathmandu", "*-02-29 12:00 UTC",
-		"Sat,Sun 10:00 Australia/Lord_Howe", "quarterly",
-	};
-	size_t i;
-
-	for (i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
-		struct bwd_cal *cal = parse_ok(forms[i]);
-		uint64_t t = (uint64_t)sdc_utc("2026-01-01 00:00:00") * NS;
-		struct timespec a, b;
-		unsigned k, n = 2000;
-		double ns;
-
-		/* CPU time: the machine is shared */
-		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-		for (k = 0; k < n; k++) {
-			int r = bwd_cal_next(cal, t, &t);
-
-			/* past 2199: round again */
-			if (r == -ENOENT)
-				t = (uint64_t)sdc_utc("2026-01-01 00:00:00") * NS;
-			else
-				ck_assert_int_eq(r, 0);
-		}
-		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-		ns = ((double)(b.tv_sec - a.tv_sec) * 1e9 +
-		      (double)(b.tv_nsec - a.tv_nsec)) / n;
-		printf("check_calendar timing: %-40s %7.0f ns CPU a next "
-		       "elapse (%u in a row)\n", forms[i], ns, n);
-		bwd_cal_free(cal);
-	}
-}
-END_TEST
-
 static Suite *calendar_suite(void)
 {
 	Suite *s = suite_create("calendar");
@@ -1183,10 +1145,6 @@ static Suite *calendar_suite(void)
 	tc = tcase_create("model");
 	tcase_add_test(tc, test_model);
 	tcase_set_timeout(tc, 120);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("timing");
-	tcase_add_test(tc, test_timing);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("systemd");
