@@ -1286,7 +1286,7 @@ struct bwd_request_ctx {
 #define BWD_TIMERS_REPLY_MAX 80u
 /* Calendar: the elapses one request may ask for, and what its reply
  * takes packed besides the normalized form and 10 bytes an elapse (zone
- * name, base, gave_up, tags and lengths; tests/check_daemon checks it). */
+ * name, base, gave_up, tags and lengths; tests/check_state checks it). */
 #define BWD_CAL_ITERATIONS_MAX 1000u
 #define BWD_CALENDAR_REPLY_MAX 256u
 
