@@ -1278,7 +1278,10 @@ static void do_calendar(struct bwd_request_ctx *ctx, const Envelope *req,
 		bwd_realtime_ns();
 	size_t fit, room;
 	struct bwd_cal *cal;
-	char err[sizeof(out->message) - 16];
+	/* calendar.c quotes the spec first: room for it and the reason. */
+	char err[2 * BWD_CAL_SPEC_MAX + 256];
+	const char *why = err;
+	size_t len;
 	char *block;
 	int rc;
 
@@ -1295,9 +1298,17 @@ static void do_calendar(struct bwd_request_ctx *ctx, const Envelope *req,
 	}
 	rc = bwd_cal_parse(q->spec, &cal, err, sizeof(err));
 	if (rc < 0) {
+		/* A long spec would push the reason out of the message:
+		 * the client knows what it sent. */
+		len = strlen(q->spec);
+		if (strlen(err) + 16 > sizeof(out->message) && err[0] == '\'' &&
+		    strncmp(err + 1, q->spec, len) == 0 &&
+		    strncmp(err + 1 + len, "': ", 3) == 0)
+			why = err + len + 4;
 		error(out, true, req->request_id,
 		      rc == -ENOMEM ? PROTOCOL_NAME(NO_MEMORY) :
-		      PROTOCOL_NAME(BAD_CALENDAR), false, "calendar %s", err);
+		      PROTOCOL_NAME(BAD_CALENDAR), false, "calendar %s%s",
+		      why == err ? "" : "spec: ", why);
 		return;
 	}
 	room = BWD_CAL_SPEC_MAX + n * sizeof(uint64_t);

@@ -3938,8 +3938,8 @@ START_TEST(test_calendar_limits)
 	ck_assert(!e->calendar_reply->gave_up);
 	bwp_frame_free(e);
 	/* A 4095-byte spec is read and answered (refused here: 1300
-	 * components in its seconds field; the message, which quotes the
-	 * spec, is cut), 4096 bytes are over the limit,
+	 * components in its seconds field: the message leaves the spec out
+	 * to say so), 4096 bytes are over the limit,
 	 * and neither closes the connection (as any other request of their
 	 * size would under the default payload limit). */
 	while (strlen(spec) < 4095 - 3)
@@ -3951,7 +3951,8 @@ START_TEST(test_calendar_limits)
 	d = du_daemon_new();
 	du_daemon_start(d, NULL);
 	c = du_open_producer(d, "e2e-cal");
-	assert_error(raw_calendar(c, 6, spec, 200), EC(BAD_CALENDAR), "calendar");
+	assert_error(raw_calendar(c, 6, spec, 200), EC(BAD_CALENDAR),
+		     "calendar spec: more than 241 components");
 	strcat(spec, "0");
 	assert_error(raw_calendar(c, 7, spec, 1), EC(BAD_CALENDAR), "longer than 4095 bytes");
 	e = raw_calendar(c, 8, "hourly", 200);
