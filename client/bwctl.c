@@ -1,6 +1,7 @@
 /*
  * bwctl.c - the command line of bitwheeld: schedule, cancel, watch, stats,
- * metrics, and who holds what: sessions, list.
+ * metrics, who holds what (sessions, list), and how the daemon reads a
+ * calendar event (calendar).
  *
  * Each command is one connection: connect (anonymous, or attached to the
  * named session given), one or two requests through libbitwheel-client's
@@ -33,6 +34,10 @@
  * sessions and list read the daemon's listings (PROTOCOL.md, ListSessions,
  * ListTimers) through an anonymous connection: root sees every uid's,
  * anyone else its own; the library pages, one round trip per page.
+ * calendar asks Calendar once per spec on an anonymous connection and
+ * lays the answer out as systemd-analyze calendar does (its labels, its
+ * timestamps in the local zone and in UTC, systemd's words for "From
+ * now"), or prints the UTC ns with --json.
  *
  * Cost: one connection and one or two round trips per command; watch and
  * waiting schedules then block in the library until a fire or the

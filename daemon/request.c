@@ -16,7 +16,9 @@
  * bwd_reply_free() frees once conn.c has packed it; where the listing
  * stopped stays with the connection (struct bwd_list_cursor), the client
  * gets a token for it.  A non-root caller sees only its own uid's, and is
- * refused another's before anything is looked up.  Nothing here writes bytes: the connection
+ * refused another's before anything is looked up.  Calendar (a calendar
+ * event's next elapses, by calendar.c) is read-only too, and its reply's
+ * elapses live in such a block.  Nothing here writes bytes: the connection
  * (conn.c) packs and sends what it is given.  Payloads and keys are logged
  * only at debug level.
  */
