@@ -139,3 +139,13 @@ bench_bwturns_la_LIBADD = -ldl
 
 # bench/run-python.sh: the Python client beside redis-py (bench/pybench.py).
 EXTRA_DIST += bench/run-python.sh bench/pybench.py bench/burst.py
+
+# bench/bwcal: what a calendar event's next elapse costs (issue 24), the
+# daemon's calendar code built in, beside systemd's own (dlopen()ed from
+# libsystemd-shared when it is there).
+noinst_PROGRAMS += bench/bwcal
+bench_bwcal_SOURCES = bench/bwcal.c daemon/tz.c daemon/calendar.c \
+	daemon/calendar-internal.h
+bench_bwcal_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
+bench_bwcal_LDFLAGS = -no-install
+bench_bwcal_LDADD = -ldl

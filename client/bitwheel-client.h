@@ -220,8 +220,8 @@
  *    struct bwc_limits and struct bwc_policy, struct bwc_stats, struct
  *    bwc_metrics, struct bwc_histogram, struct bwc_process, struct
  *    bwc_released, and the listings' entries);
- *  - handed out by the library by pointer only (struct bwc_reply): grows
- *    at its tail;
+ *  - handed out by the library by pointer only (struct bwc_reply, struct
+ *    bwc_calendar): grows at its tail;
  *  - the rest (struct bwc_timer, which the caller zero-initialises, and
  *    struct bwc_scheduled, struct bwc_fire with its struct
  *    bwc_dead_letter, struct bwc_lane_stats): a field added or changed is
@@ -382,9 +382,10 @@ enum bwc_server_code {
 					     default); the fire keeps its
 					     deadline: acknowledge or
 					     release it                     */
-	BWC_SERVER_BAD_CALENDAR = 22,     /* a timer's calendar the daemon
+	BWC_SERVER_BAD_CALENDAR = 22,     /* a calendar spec the daemon
 					     refuses (its syntax, an unknown
-					     time zone: the message says)   */
+					     time zone): the message says
+					     which                          */
 };
 
 /* A static description of a bwc_error code. */
@@ -1142,6 +1143,46 @@ BWC_EXPORT int bwc_list_timers(struct bwc_client *c, const char *session,
 			       int64_t owner_uid, struct bwc_timer_entry *out,
 			       size_t max, size_t *n,
 			       struct bwc_listing *listing);
+
+/* ---- calendar events ---------------------------------------------------- */
+
+/*
+ * The next elapses of a systemd.time(7) calendar event, as the daemon
+ * computes them for calendar timers (PROTOCOL.md, "Calendar"): what
+ * systemd-analyze calendar prints.  Blocking and read-only, on a
+ * connection of any role (anonymous included).  iterations: the elapses
+ * wanted, 0 for 1, at most BWC_CALENDAR_ITERATIONS_MAX; base_realtime_ns:
+ * the first elapse is the first strictly after this instant (UTC ns since
+ * the epoch), 0 for the daemon's wall clock now.  A spec without a zone
+ * is in the daemon's local zone.  On 0, *out is the answer, one block the
+ * caller frees with bwc_calendar_free().  Errors as bwc_schedule, and:
+ *   BWC_EINVAL   spec or out NULL, iterations over the limit
+ *   BWC_ESERVER  BAD_CALENDAR (the spec is refused: its syntax, an unknown
+ *                zone; the message says which), BAD_REQUEST (more elapses
+ *                than the daemon's frames hold), UNKNOWN_MESSAGE (a daemon
+ *                that predates it: it closes the connection)
+ *
+ * The library allocates struct bwc_calendar: it grows at its tail (the
+ * ABI rules above).
+ */
+#define BWC_CALENDAR_ITERATIONS_MAX 1000
+
+struct bwc_calendar {
+	char *normalized;      /* the spec in systemd's normalized form      */
+	char *zone;            /* the zone it names ("UTC", "Europe/Berlin");
+				  "": none, the daemon's local zone         */
+	uint64_t base_realtime_ns; /* the instant the elapses follow        */
+	uint64_t *elapses_realtime_ns; /* UTC ns, ascending                 */
+	size_t n_elapses;      /* fewer than asked: the spec has no more
+				  (before 2200), or the search gave up      */
+	bool gave_up;          /* the daemon's search gave up (systemd's
+				  bound of 1000 rounds), as systemd's does  */
+};
+
+BWC_EXPORT int bwc_calendar(struct bwc_client *c, const char *spec,
+			    uint32_t iterations, uint64_t base_realtime_ns,
+			    struct bwc_calendar **out);
+BWC_EXPORT void bwc_calendar_free(struct bwc_calendar *cal);
 
 /* ---- fires -------------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
 /*
  * bwctl.c - the command line of bitwheeld: schedule, cancel, watch, stats,
- * metrics, and who holds what: sessions, list.
+ * metrics, who holds what (sessions, list), and how the daemon reads a
+ * calendar event (calendar).
  *
  * Each command is one connection: connect (anonymous, or attached to the
  * named session given), one or two requests through libbitwheel-client's
@@ -33,6 +34,10 @@
  * sessions and list read the daemon's listings (PROTOCOL.md, ListSessions,
  * ListTimers) through an anonymous connection: root sees every uid's,
  * anyone else its own; the library pages, one round trip per page.
+ * calendar asks Calendar once per spec on an anonymous connection and
+ * lays the answer out as systemd-analyze calendar does (its labels, its
+ * timestamps in the local zone and in UTC, systemd's words for "From
+ * now"), or prints the UTC ns with --json.
  *
  * Cost: one connection and one or two round trips per command; watch and
  * waiting schedules then block in the library until a fire or the
@@ -115,6 +120,8 @@ static const char help_main[] =
 "  policy     show or set a session's delivery limit and dead-letter\n"
 "             session\n"
 "  kick       move a session's dead letters back to it\n"
+"  calendar   show the next elapses of a calendar event, as the daemon\n"
+"             computes them (like systemd-analyze calendar)\n"
 "\n"
 "Options:\n"
 "  --socket PATH  the daemon's socket (default: $" BWC_SOCKET_ENV ",\n"
@@ -130,7 +137,7 @@ BWC_DEFAULT_DAEMON_USER ")\n"
 "                 (session names are per uid; default: your own); for\n"
 "                 sessions, whose to list\n"
 "  --json         output as JSON (schedule, cancel, watch, stats,\n"
-"                 sessions, list, policy, kick), and\n"
+"                 sessions, list, policy, kick, calendar), and\n"
 "                 any error as one JSON object on stderr:\n"
 "                 {\"error\":{\"code\":...,\"exit\":N,\"message\":...}}\n"
 "  -h, --help     show this help; 'bwctl COMMAND --help' for a command\n"
@@ -430,6 +437,31 @@ static const char help_list[] =
 "3 unreachable, 4 other error (e.g. PERMISSION_DENIED), 5 the socket's\n"
 "listener is not trusted.\n";
 
+static const char help_calendar[] =
+"Usage: bwctl [--socket PATH] calendar SPEC... [--iterations N]\n"
+"             [--base-time TIME] [--json]\n"
+"\n"
+"Show how the daemon reads each systemd.time(7) calendar event SPEC\n"
+"('Mon..Fri 09:00 Europe/Berlin', '*:0/15', 'daily', '*-02~01'): its\n"
+"normalized form and its next elapses, as 'systemd-analyze calendar'\n"
+"prints them.  A SPEC without a time zone is in the daemon's local zone;\n"
+"the times are shown in yours (and in UTC when yours is not UTC).\n"
+"\n"
+"  --iterations N       the elapses to show, 1 to 1000 (default 1); fewer\n"
+"                       when the spec has no more\n"
+"  --base-time TIME     the elapses after TIME rather than now: as\n"
+"                       'schedule --at' takes it ('@UNIX_SECONDS[.F]',\n"
+"                       ISO 8601 with an offset, or 'YYYY-MM-DD HH:MM[:SS]'\n"
+"                       with an optional IANA zone)\n"
+"  --json               one JSON object per SPEC and line: {\"spec\":SPEC,\n"
+"                       \"normalized\":FORM,\"zone\":ZONE,\"base_realtime_ns\":NS,\n"
+"                       \"elapses_realtime_ns\":[NS,...]} (UTC ns; zone \"\"\n"
+"                       when the spec names none)\n"
+"\n"
+"Exit status: 0 ok, 2 usage, 3 unreachable, 4 the daemon refused a SPEC\n"
+"(BAD_CALENDAR, with its reason) or gave up searching for its next\n"
+"elapse, or other error, 5 the socket's listener is not trusted.\n";
+
 /* ---- JSON ------------------------------------------------------------- */
 
 /*
@@ -525,6 +557,16 @@ static void jw_bytes(struct jw *j, const char *key, const void *data,
 static void jw_str(struct jw *j, const char *key, const char *s)
 {
 	jw_bytes(j, key, s, s != NULL ? strlen(s) : 0);
+}
+
+/* Unsigned numbers as an array. */
+static void jw_u64s(struct jw *j, const char *key, const uint64_t *v, size_t n)
+{
+	jw_key(j, key);
+	putc('[', j->out);
+	for (size_t i = 0; i < n; i++)
+		fprintf(j->out, "%s%llu", i ? "," : "", (unsigned long long)v[i]);
+	putc(']', j->out);
 }
 
 /* A nested object as the value of key, until jw_end(). */
@@ -3477,6 +3519,177 @@ static int cmd_metrics(int argc, char **argv)
 	return ST_OK;
 }
 
+/* ---- calendar ------------------------------------------------------------ */
+
+/* t (UTC ns) as systemd prints a timestamp, "Thu 2026-12-03 09:00:00 CET",
+ * in the local zone, or in UTC. */
+static const char *fmt_timestamp(uint64_t t, bool utc, char *buf, size_t len)
+{
+	time_t s = (time_t)(t / 1000000000u);
+	struct tm tm;
+
+	if ((utc ? gmtime_r(&s, &tm) : localtime_r(&s, &tm)) == NULL ||
+	    strftime(buf, len, utc ? "%a %Y-%m-%d %H:%M:%S UTC" :
+		     "%a %Y-%m-%d %H:%M:%S %Z", &tm) == 0)
+		snprintf(buf, len, "@%llu", (unsigned long long)(t / 1000000000u));
+	return buf;
+}
+
+/* How far t (UTC ns) is from now, in systemd's words: "1 day 21h left",
+ * "4min 4s ago" (format_timestamp_relative(), systemd 252). */
+static const char *fmt_relative(uint64_t t, uint64_t now, char *buf, size_t len)
+{
+	const unsigned long long S = 1000000000ull, MIN = 60 * S, H = 60 * MIN,
+		D = 24 * H, W = 7 * D, MON = 2629800 * S, Y = 31557600 * S;
+	unsigned long long d = now > t ? now - t : t - now;
+	const char *sfx = now > t ? " ago" : " left";
+
+	if (d >= Y)
+		snprintf(buf, len, "%llu %s %llu %s%s", d / Y, d / Y == 1 ? "year" : "years",
+			 d % Y / MON, d % Y / MON == 1 ? "month" : "months", sfx);
+	else if (d >= MON)
+		snprintf(buf, len, "%llu %s %llu %s%s", d / MON, d / MON == 1 ? "month" : "months",
+			 d % MON / D, d % MON / D == 1 ? "day" : "days", sfx);
+	else if (d >= W)
+		snprintf(buf, len, "%llu %s %llu %s%s", d / W, d / W == 1 ? "week" : "weeks",
+			 d % W / D, d % W / D == 1 ? "day" : "days", sfx);
+	else if (d >= 2 * D)
+		snprintf(buf, len, "%llu days%s", d / D, sfx);
+	else if (d >= 25 * H)
+		snprintf(buf, len, "1 day %lluh%s", (d - D) / H, sfx);
+	else if (d >= 6 * H)
+		snprintf(buf, len, "%lluh%s", d / H, sfx);
+	else if (d >= H)
+		snprintf(buf, len, "%lluh %llumin%s", d / H, d % H / MIN, sfx);
+	else if (d >= 5 * MIN)
+		snprintf(buf, len, "%llumin%s", d / MIN, sfx);
+	else if (d >= MIN)
+		snprintf(buf, len, "%llumin %llus%s", d / MIN, d % MIN / S, sfx);
+	else if (d >= S)
+		snprintf(buf, len, "%llus%s", d / S, sfx);
+	else if (d >= 1000000)
+		snprintf(buf, len, "%llums%s", d / 1000000, sfx);
+	else if (d >= 1000)
+		snprintf(buf, len, "%lluus%s", d / 1000, sfx);
+	else
+		snprintf(buf, len, "now");
+	return buf;
+}
+
+/* One spec's answer, as systemd-analyze calendar lays it out. */
+static void print_calendar(const char *spec, const struct bwc_calendar *cal,
+			   bool first)
+{
+	char label[32], when[64], rel[64];
+	struct timespec ts;
+	uint64_t now;
+	bool local_utc;
+
+	if (json_mode) {
+		struct jw j;
+
+		jw_open(&j, stdout);
+		jw_str(&j, "spec", spec);
+		jw_str(&j, "normalized", cal->normalized);
+		jw_str(&j, "zone", cal->zone);
+		jw_u64(&j, "base_realtime_ns", cal->base_realtime_ns);
+		jw_u64s(&j, "elapses_realtime_ns", cal->elapses_realtime_ns,
+			cal->n_elapses);
+		if (cal->gave_up)
+			jw_bool(&j, "gave_up", true);
+		jw_close(&j);
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	tzset();
+	local_utc = timezone == 0 && daylight == 0;
+	if (!first)
+		putchar('\n');
+	if (strcmp(spec, cal->normalized) != 0)
+		printf("  Original form: %s\n", spec);
+	printf("Normalized form: %s\n", cal->normalized);
+	if (cal->n_elapses == 0 && !cal->gave_up)
+		printf("    Next elapse: never\n");
+	for (size_t i = 0; i < cal->n_elapses; i++) {
+		uint64_t t = cal->elapses_realtime_ns[i];
+
+		if (i == 0)
+			snprintf(label, sizeof(label), "Next elapse");
+		else
+			snprintf(label, sizeof(label), "Iter. #%zu", i + 1);
+		printf("%15s: %s\n", label, fmt_timestamp(t, false, when, sizeof(when)));
+		if (!local_utc)
+			printf("       (in UTC): %s\n", fmt_timestamp(t, true, when, sizeof(when)));
+		printf("       From now: %s\n", fmt_relative(t, now, rel, sizeof(rel)));
+	}
+}
+
+static int cmd_calendar(int argc, char **argv)
+{
+	static const char cmd[] = "calendar";
+	static const struct option opts[] = {
+		{ "iterations", required_argument, NULL, 'n' },
+		{ "base-time", required_argument, NULL, 'b' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "socket", required_argument, NULL, 'S' },
+		{ "daemon-user", required_argument, NULL, 'D' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t iterations = 1, base = 0;
+	struct bwc_calendar *cal;
+	struct bwc_client *c;
+	const char *why;
+	int o, rc = ST_OK;
+
+	optind = 0;
+	while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'n':
+			if (!parse_u64(optarg, &iterations) || iterations == 0 ||
+			    iterations > BWC_CALENDAR_ITERATIONS_MAX)
+				return usage_error(cmd, "bad --iterations '%s': 1 "
+						   "to %d", optarg,
+						   BWC_CALENDAR_ITERATIONS_MAX);
+			break;
+		case 'b':
+			if (!parse_at(optarg, &base, &why))
+				return usage_error(cmd, "bad --base-time '%s': %s",
+						   optarg, why);
+			break;
+		default:
+			if ((rc = common_option(cmd, help_calendar, argv, o)) != ST_OK)
+				return rc == ST_HELP ? ST_OK : rc;
+		}
+	}
+	if (optind >= argc)
+		return usage_error(cmd, "a calendar event SPEC is required "
+				   "(e.g. 'Mon..Fri 09:00')");
+	if ((rc = open_client(&(struct conn_opts){ .role = BWC_ROLE_DEFAULT },
+			      &c)) != ST_OK)
+		return rc;
+	for (int i = optind; i < argc && rc == ST_OK; i++) {
+		const char *spec = argv[i];
+
+		if ((rc = bwc_calendar(c, spec, (uint32_t)iterations, base,
+				       &cal)) != 0) {
+			rc = report(c, rc);
+			break;
+		}
+		print_calendar(spec, cal, i == optind);
+		if (cal->gave_up)
+			rc = complain(&(struct problem){ .status = ST_ERROR,
+							 .code = "GAVE_UP" },
+				      "the search for elapse #%zu of '%s' gave "
+				      "up, as systemd's does (its bound of "
+				      "1000 rounds)", cal->n_elapses + 1, spec);
+		bwc_calendar_free(cal);
+	}
+	bwc_free(c);
+	return rc;
+}
+
 /* ---- main --------------------------------------------------------------- */
 
 static const struct {
@@ -3493,6 +3706,7 @@ static const struct {
 	{ "list", cmd_list, help_list },
 	{ "policy", cmd_policy, help_policy },
 	{ "kick", cmd_kick, help_kick },
+	{ "calendar", cmd_calendar, help_calendar },
 };
 
 int main(int argc, char **argv)

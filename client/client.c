@@ -805,6 +805,8 @@ static const char *body_name(Bitwheel__V1__Envelope__BodyCase bc)
 	case BITWHEEL__V1__ENVELOPE__BODY_SET_POLICY_REPLY:
 		return "set_policy_reply";
 	case BITWHEEL__V1__ENVELOPE__BODY_KICK_REPLY: return "kick_reply";
+	case BITWHEEL__V1__ENVELOPE__BODY_CALENDAR: return "calendar";
+	case BITWHEEL__V1__ENVELOPE__BODY_CALENDAR_REPLY: return "calendar_reply";
 	default: return "unknown";
 	}
 }
@@ -990,6 +992,7 @@ static int take_frame(struct bwc_client *c, const struct bwp_response *m,
 	case BITWHEEL__V1__ENVELOPE__BODY_TOUCH_REPLY:
 	case BITWHEEL__V1__ENVELOPE__BODY_SET_POLICY_REPLY:
 	case BITWHEEL__V1__ENVELOPE__BODY_KICK_REPLY:
+	case BITWHEEL__V1__ENVELOPE__BODY_CALENDAR_REPLY:
 		if (!m->has_request_id) {
 			conn_fail(c, BWC_EPROTO,
 				  "protocol error: %s without a request_id",
@@ -2943,6 +2946,87 @@ int bwc_list_timers(struct bwc_client *c, const char *session,
 		return fail(c, BWC_EINVAL, "listing: '%s' is not a session name",
 			    session ? session : "(null)");
 	return list_all(c, &l, n, listing);
+}
+
+/* ---- calendar events ---------------------------------------------------- */
+
+int bwc_calendar(struct bwc_client *c, const char *spec, uint32_t iterations,
+		 uint64_t base_realtime_ns, struct bwc_calendar **out)
+{
+	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
+	Bitwheel__V1__Calendar q = BITWHEEL__V1__CALENDAR__INIT;
+	/* Blocking only: no callback sees its kind.  Read-only: asking
+	 * again on a new connection is harmless. */
+	struct request req = {
+		.kind = 0, .repeat = REPEAT_ALWAYS,
+		.reply_case = BITWHEEL__V1__ENVELOPE__BODY_CALENDAR_REPLY,
+	};
+	const Bitwheel__V1__CalendarReply *r;
+	struct bwc_calendar *cal;
+	const char *norm, *zone;
+	struct answer ans;
+	size_t n, nlen, zlen;
+	int rc;
+
+	if (c == NULL)
+		return BWC_EINVAL;
+	if (spec == NULL || out == NULL)
+		return fail(c, BWC_EINVAL, "calendar: spec or output NULL");
+	*out = NULL;
+	if (iterations > BWC_CALENDAR_ITERATIONS_MAX)
+		return fail(c, BWC_EINVAL, "calendar: %" PRIu32 " iterations, "
+			    "over the limit of %d", iterations,
+			    BWC_CALENDAR_ITERATIONS_MAX);
+	if (c->fd < 0 && !reconnecting(c))
+		return not_connected(c);
+	q.spec = (char *)spec;
+	q.has_iterations = iterations != 0;
+	q.iterations = iterations;
+	q.has_base_realtime_ns = base_realtime_ns != 0;
+	q.base_realtime_ns = base_realtime_ns;
+	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_CALENDAR;
+	env.calendar = &q;
+	rc = call(c, &env, &req, &ans);
+	if (rc != 0)
+		return rc;
+	r = ans.env->calendar_reply;
+	n = r->n_elapses_realtime_ns;
+	norm = r->normalized ? r->normalized : "";
+	zone = r->zone ? r->zone : "";
+	nlen = strlen(norm);
+	zlen = strlen(zone);
+	if (n > (iterations ? iterations : 1)) {
+		bwp_frame_free(ans.env);
+		return fail(c, BWC_EPROTO, "protocol error: %zu elapses in a "
+			    "calendar reply, %" PRIu32 " asked", n,
+			    iterations ? iterations : 1);
+	}
+	/* One block: the caller frees it with bwc_calendar_free(). */
+	cal = malloc(sizeof(*cal) + n * sizeof(uint64_t) + nlen + zlen + 2);
+	if (cal == NULL) {
+		bwp_frame_free(ans.env);
+		return fail(c, BWC_ENOMEM, "out of memory for a calendar reply");
+	}
+	memset(cal, 0, sizeof(*cal));
+	cal->elapses_realtime_ns = (uint64_t *)(cal + 1);
+	if (n > 0)
+		memcpy(cal->elapses_realtime_ns, r->elapses_realtime_ns,
+		       n * sizeof(uint64_t));
+	cal->n_elapses = n;
+	cal->normalized = (char *)(cal->elapses_realtime_ns + n);
+	memcpy(cal->normalized, norm, nlen + 1);
+	cal->zone = cal->normalized + nlen + 1;
+	memcpy(cal->zone, zone, zlen + 1);
+	cal->base_realtime_ns = r->base_realtime_ns;
+	cal->gave_up = r->gave_up;
+	bwp_frame_free(ans.env);
+	*out = cal;
+	return 0;
+}
+
+void bwc_calendar_free(struct bwc_calendar *cal)
+{
+	free(cal);
 }
 
 /* ---- non-blocking requests ------------------------------------------ */

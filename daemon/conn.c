@@ -109,6 +109,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "calendar-internal.h"
 #include "daemon-internal.h"
 
 struct bwd_conn {
@@ -835,9 +836,11 @@ static void handle_input(struct bwd_conn *c, bool reserved)
 		.env = c->env, .member = c->member, .owner = c,
 		.list = &c->list, .uid = c->uid, .pid = c->pid,
 	};
-	/* Only a Schedule may need a payload's length; the others are small
-	 * unless padded with fields nobody reads, which cost to decode. */
-	size_t slow = c->lim->max_payload + BWP_PAYLOAD_OVERHEAD;
+	/* Only a Schedule may need a payload's length, and a calendar spec's
+	 * (Calendar); the others are small unless padded with fields nobody
+	 * reads, which cost to decode. */
+	size_t slow = c->lim->max_payload + BWP_PAYLOAD_OVERHEAD +
+		BWD_CAL_SPEC_MAX;
 	struct bwd_reply reply;
 	/* p[off, n): what is left of the input's first chunk; the frames
 	 * before off are handled but drained only once, at the end. */

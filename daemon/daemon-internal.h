@@ -1246,7 +1246,7 @@ struct bwd_conn;
  * (bwd_state_lateness, bwd_state_queue_wait, bwd_state_ack_latency), journal
  * syncs and snapshots the store's (struct bwd_storage).
  */
-#define BWD_REQUEST_KINDS 22           /* Envelope body field numbers  */
+#define BWD_REQUEST_KINDS 27           /* Envelope body field numbers  */
 #define BWD_ERROR_CODES 32             /* ErrorCode values             */
 /* Why a connection ended: the first reason the daemon had, else the
  * client's (it closed, or its socket broke). */
@@ -1351,6 +1351,11 @@ struct bwd_request_ctx {
  * the entry's length prefix.  A page of timers holds at most max_frame
  * of them (bwd_session_list_timers' bytes), and always one. */
 #define BWD_CAL_ENTRY_EXTRA(len) ((len) + 28u)
+/* Calendar: the elapses one request may ask for, and what its reply
+ * takes packed besides the normalized form and 10 bytes an elapse (zone
+ * name, base, gave_up, tags and lengths; tests/check_state checks it). */
+#define BWD_CAL_ITERATIONS_MAX 1000u
+#define BWD_CALENDAR_REPLY_MAX 256u
 
 /* A reply in caller storage: env, whose body points into the rest. */
 struct bwd_reply {
@@ -1368,6 +1373,7 @@ struct bwd_reply {
 		Bitwheel__V1__TouchReply touch;
 		Bitwheel__V1__SetPolicyReply set_policy;
 		Bitwheel__V1__KickReply kick;
+		Bitwheel__V1__CalendarReply calendar;
 	} body;
 	Bitwheel__V1__Limits limits;
 	Bitwheel__V1__LaneStats lanes[2];

@@ -16,7 +16,9 @@
  * bwd_reply_free() frees once conn.c has packed it; where the listing
  * stopped stays with the connection (struct bwd_list_cursor), the client
  * gets a token for it.  A non-root caller sees only its own uid's, and is
- * refused another's before anything is looked up.  Nothing here writes bytes: the connection
+ * refused another's before anything is looked up.  Calendar (a calendar
+ * event's next elapses, by calendar.c) is read-only too, and its reply's
+ * elapses live in such a block.  Nothing here writes bytes: the connection
  * (conn.c) packs and sends what it is given.  Payloads and keys are logged
  * only at debug level.
  */
@@ -27,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calendar-internal.h"
 #include "daemon-internal.h"
 #include "duration.h"
 
@@ -1330,6 +1333,101 @@ static void do_list_timers(struct bwd_request_ctx *ctx, const Envelope *req,
 	r->cursor = list_end(ctx, done, out);
 }
 
+/* ---- Calendar ------------------------------------------------------------ */
+
+/*
+ * The next elapses of a calendar event, as systemd-analyze calendar
+ * prints them (PROTOCOL.md, "Calendar"): read-only, any connection.
+ * O(iterations) bwd_cal_next() calls, each bounded by systemd's 1000
+ * rounds, so a reply costs at most milliseconds (bench/bwcal); the
+ * reply is heavy, as a listing's page.  The normalized form and the
+ * elapses live in one block that out->heap keeps until it is packed.
+ */
+static void do_calendar(struct bwd_request_ctx *ctx, const Envelope *req,
+			struct bwd_reply *out)
+{
+	const Bitwheel__V1__Calendar *q = req->calendar;
+	Bitwheel__V1__CalendarReply *r = &out->body.calendar;
+	uint32_t n = q->iterations ? q->iterations : 1;
+	uint64_t t = q->has_base_realtime_ns ? q->base_realtime_ns :
+		bwd_realtime_ns();
+	size_t fit, room;
+	struct bwd_cal *cal;
+	/* calendar.c quotes the spec first: room for it and the reason. */
+	char err[2 * BWD_CAL_SPEC_MAX + 256];
+	const char *why = err;
+	size_t len;
+	char *block;
+	int rc;
+
+	if (!q->spec) {
+		error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), false,
+		      "Calendar needs a spec");
+		return;
+	}
+	if (n > BWD_CAL_ITERATIONS_MAX) {
+		error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), false,
+		      "Calendar iterations %" PRIu32 " is over the limit of %u",
+		      n, BWD_CAL_ITERATIONS_MAX);
+		return;
+	}
+	rc = bwd_cal_parse(q->spec, &cal, err, sizeof(err));
+	if (rc < 0) {
+		/* A long spec would push the reason out of the message:
+		 * the client knows what it sent. */
+		len = strlen(q->spec);
+		if (strlen(err) + 16 > sizeof(out->message) && err[0] == '\'' &&
+		    strncmp(err + 1, q->spec, len) == 0 &&
+		    strncmp(err + 1 + len, "': ", 3) == 0)
+			why = err + len + 4;
+		error(out, true, req->request_id,
+		      rc == -ENOMEM ? PROTOCOL_NAME(NO_MEMORY) :
+		      PROTOCOL_NAME(BAD_CALENDAR), false, "calendar %s%s",
+		      why == err ? "" : "spec: ", why);
+		return;
+	}
+	room = BWD_CAL_SPEC_MAX + n * sizeof(uint64_t);
+	if (!(block = malloc(room))) {
+		bwd_cal_free(cal);
+		error(out, true, req->request_id, PROTOCOL_NAME(NO_MEMORY), false,
+		      "out of memory for %" PRIu32 " elapses", n);
+		return;
+	}
+	bitwheel__v1__calendar_reply__init(r);
+	r->normalized = block + n * sizeof(uint64_t);
+	r->elapses_realtime_ns = (uint64_t *)(void *)block;
+	bwd_cal_normalize(cal, r->normalized, BWD_CAL_SPEC_MAX);
+	/* What fits max_frame: the envelope around the elapses takes
+	 * BWD_CALENDAR_REPLY_MAX and the normalized form, each elapse 10
+	 * bytes at most. */
+	fit = strlen(r->normalized) + BWD_CALENDAR_REPLY_MAX;
+	fit = fit < ctx->env->opt->limits.max_frame ?
+		(ctx->env->opt->limits.max_frame - fit) / 10 : 0;
+	if (n > fit) {
+		free(block);
+		bwd_cal_free(cal);
+		error(out, true, req->request_id, PROTOCOL_NAME(BAD_REQUEST), false,
+		      "Calendar iterations %" PRIu32 ": only %zu elapses of this spec fit the daemon's max frame of %" PRIu32 " bytes",
+		      n, fit, ctx->env->opt->limits.max_frame);
+		return;
+	}
+	r->has_base_realtime_ns = 1;
+	r->base_realtime_ns = t;
+	if (*bwd_tz_name(bwd_cal_zone(cal)))
+		r->zone = (char *)bwd_tz_name(bwd_cal_zone(cal));
+	while (r->n_elapses_realtime_ns < n &&
+	       (rc = bwd_cal_next(cal, t, &t)) == 0)
+		r->elapses_realtime_ns[r->n_elapses_realtime_ns++] = t;
+	r->has_gave_up = rc == -EDEADLK;
+	r->gave_up = rc == -EDEADLK;
+	bwd_cal_free(cal);
+	reply_init(out, true, req->request_id,
+		   BITWHEEL__V1__ENVELOPE__BODY_CALENDAR_REPLY);
+	out->env.calendar_reply = r;
+	out->heap = block;
+	out->heavy = true;
+}
+
 /* The rules every request meets before its own; false when it failed. */
 static bool admissible(struct bwd_request_ctx *ctx, bool has_id, uint64_t id,
 		       Bitwheel__V1__Envelope__BodyCase body, struct bwd_reply *out)
@@ -1351,6 +1449,7 @@ static bool admissible(struct bwd_request_ctx *ctx, bool has_id, uint64_t id,
 	case BITWHEEL__V1__ENVELOPE__BODY_TOUCH:
 	case BITWHEEL__V1__ENVELOPE__BODY_SET_POLICY:
 	case BITWHEEL__V1__ENVELOPE__BODY_KICK:
+	case BITWHEEL__V1__ENVELOPE__BODY_CALENDAR:
 		break;
 	default:
 		error(out, has_id, id, PROTOCOL_NAME(UNKNOWN_MESSAGE), true,
@@ -1403,6 +1502,8 @@ void bwd_request_handle(struct bwd_request_ctx *ctx, const Envelope *req,
 		do_set_policy(ctx, req, out);
 	else if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_KICK)
 		do_kick(ctx, req, out);
+	else if (req->body_case == BITWHEEL__V1__ENVELOPE__BODY_CALENDAR)
+		do_calendar(ctx, req, out);
 	else if (bwp_request_from_envelope(req, &r))
 		bwd_request_handle_fast(ctx, &r, out);
 	else

@@ -33,7 +33,8 @@
  *     instant; none in a gap), compared where the offset at the base and
  *     at the elapse agree (across a change systemd's rule, the offset of
  *     the previous step, is the reference: the systemd TCase covers it);
- *   - timing: the cost of one next elapse for a few forms, printed.
+ * What a next elapse costs is bench/bwcal's (bench/README.md, "Calendar
+ * events"), beside systemd's own.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -48,20 +49,11 @@
 #include <unistd.h>
 
 #include "calendar-internal.h"
+#include "sdcal.h"
 #include "testutil.h"
 
 #define NS UINT64_C(1000000000)
-#define SYSTEMD_ANALYZE "/usr/bin/systemd-analyze"
 #define ITER 50
-
-/* "YYYY-MM-DD HH:MM:SS" in UTC, seconds. */
-static int64_t utc(const char *s)
-{
-	struct tm tm = { 0 };
-
-	ck_assert_ptr_nonnull(strptime(s, "%Y-%m-%d %H:%M:%S", &tm));
-	return (int64_t)timegm(&tm);
-}
 
 static struct bwd_cal *parse_ok(const char *spec)
 {
@@ -79,7 +71,7 @@ static void expect(const char *spec, const char *base, unsigned n,
 		   const char *const *want)
 {
 	struct bwd_cal *cal = parse_ok(spec);
-	uint64_t t = (uint64_t)utc(base) * NS;
+	uint64_t t = (uint64_t)sdc_utc(base) * NS;
 	unsigned i;
 
 	for (i = 0; i < n; i++) {
@@ -91,7 +83,7 @@ static void expect(const char *spec, const char *base, unsigned n,
 			break;
 		}
 		ck_assert_msg(r == 0, "'%s' #%u: %d", spec, i, r);
-		ck_assert_msg(t == (uint64_t)utc(want[i]) * NS,
+		ck_assert_msg(t == (uint64_t)sdc_utc(want[i]) * NS,
 			      "'%s' from %s #%u: %" PRIu64 ", want %s", spec,
 			      base, i, t / NS, want[i]);
 	}
@@ -161,7 +153,7 @@ START_TEST(test_odd_offsets)
 	EXPECT("daily Asia/Kathmandu", "2026-01-01 00:00:00",
 	       "2026-01-01 18:15:00", "2026-01-02 18:15:00");
 	ck_assert_int_eq(bwd_tz_get("Asia/Kathmandu", &tz, NULL, 0), 0);
-	ck_assert_int_eq(bwd_tz_lookup(tz, utc("2026-06-01 00:00:00"),
+	ck_assert_int_eq(bwd_tz_lookup(tz, sdc_utc("2026-06-01 00:00:00"),
 				       &info), 0);
 	ck_assert_int_eq(info.utoff, 5 * 3600 + 45 * 60);
 	ck_assert_str_eq(info.abbr, "+0545");
@@ -173,26 +165,26 @@ START_TEST(test_odd_offsets)
 	EXPECT("*-*-* 01:45 Australia/Lord_Howe", "2026-04-04 12:00:00",
 	       "2026-04-04 14:45:00", "2026-04-05 15:15:00");
 	ck_assert_int_eq(bwd_tz_get("Australia/Lord_Howe", &tz, NULL, 0), 0);
-	ck_assert_int_eq(bwd_tz_lookup(tz, utc("2026-07-01 00:00:00"),
+	ck_assert_int_eq(bwd_tz_lookup(tz, sdc_utc("2026-07-01 00:00:00"),
 				       &info), 0);
 	ck_assert_int_eq(info.utoff, 37800);
 	ck_assert_int_eq(info.isdst, 0);
-	ck_assert_int_eq(bwd_tz_lookup(tz, utc("2027-01-01 00:00:00"),
+	ck_assert_int_eq(bwd_tz_lookup(tz, sdc_utc("2027-01-01 00:00:00"),
 				       &info), 0);
 	ck_assert_int_eq(info.utoff, 39600);
 	ck_assert_int_eq(info.isdst, 1);
-	ck_assert_int_eq(bwd_tz_local_to_utc(tz, utc("2026-04-05 01:45:00"),
+	ck_assert_int_eq(bwd_tz_local_to_utc(tz, sdc_utc("2026-04-05 01:45:00"),
 					     out, &n), 0);
 	ck_assert_int_eq(n, 2);
-	ck_assert_int_eq(out[0], utc("2026-04-04 14:45:00"));
-	ck_assert_int_eq(out[1], utc("2026-04-04 15:15:00"));
-	ck_assert_int_eq(bwd_tz_local_to_utc(tz, utc("2026-10-04 02:15:00"),
+	ck_assert_int_eq(out[0], sdc_utc("2026-04-04 14:45:00"));
+	ck_assert_int_eq(out[1], sdc_utc("2026-04-04 15:15:00"));
+	ck_assert_int_eq(bwd_tz_local_to_utc(tz, sdc_utc("2026-10-04 02:15:00"),
 					     out, &n), 0);
 	ck_assert_int_eq(n, 0);
-	ck_assert_int_eq(bwd_tz_local_to_utc(tz, utc("2026-10-04 02:30:00"),
+	ck_assert_int_eq(bwd_tz_local_to_utc(tz, sdc_utc("2026-10-04 02:30:00"),
 					     out, &n), 0);
 	ck_assert_int_eq(n, 1);
-	ck_assert_int_eq(out[0], utc("2026-10-03 15:30:00"));
+	ck_assert_int_eq(out[0], sdc_utc("2026-10-03 15:30:00"));
 }
 END_TEST
 
@@ -225,23 +217,23 @@ END_TEST
 START_TEST(test_fractions)
 {
 	struct bwd_cal *cal = parse_ok("*:*:0/0.5 UTC");
-	uint64_t t = (uint64_t)utc("2026-01-01 00:00:00") * NS + NS / 4;
+	uint64_t t = (uint64_t)sdc_utc("2026-01-01 00:00:00") * NS + NS / 4;
 
 	ck_assert_int_eq(bwd_cal_next(cal, t, &t), 0);
-	ck_assert_uint_eq(t, (uint64_t)utc("2026-01-01 00:00:00") * NS +
+	ck_assert_uint_eq(t, (uint64_t)sdc_utc("2026-01-01 00:00:00") * NS +
 			  NS / 2);
 	ck_assert_int_eq(bwd_cal_next(cal, t, &t), 0);
-	ck_assert_uint_eq(t, (uint64_t)utc("2026-01-01 00:00:01") * NS);
+	ck_assert_uint_eq(t, (uint64_t)sdc_utc("2026-01-01 00:00:01") * NS);
 	/* strictly after: 999 ns before the elapse still finds it */
 	t -= 999;
 	ck_assert_int_eq(bwd_cal_next(cal, t, &t), 0);
-	ck_assert_uint_eq(t, (uint64_t)utc("2026-01-01 00:00:01") * NS);
+	ck_assert_uint_eq(t, (uint64_t)sdc_utc("2026-01-01 00:00:01") * NS);
 	bwd_cal_free(cal);
 
 	cal = parse_ok("*:*:07.1234565 UTC");    /* the 7th decimal rounds */
-	t = (uint64_t)utc("2026-01-01 00:00:00") * NS;
+	t = (uint64_t)sdc_utc("2026-01-01 00:00:00") * NS;
 	ck_assert_int_eq(bwd_cal_next(cal, t, &t), 0);
-	ck_assert_uint_eq(t, (uint64_t)utc("2026-01-01 00:00:07") * NS +
+	ck_assert_uint_eq(t, (uint64_t)sdc_utc("2026-01-01 00:00:07") * NS +
 			  123457000);
 	bwd_cal_free(cal);
 }
@@ -488,10 +480,10 @@ START_TEST(test_tzif_versions)
 	tz = tzif_file(path, buf, n);
 	bwd_tz_lookup(tz, 1000000000, &info);
 	ck_assert_int_eq(info.utoff, 0);
-	bwd_tz_lookup(tz, utc("2100-07-01 00:00:00"), &info);
+	bwd_tz_lookup(tz, sdc_utc("2100-07-01 00:00:00"), &info);
 	ck_assert(info.utoff == 3 * 3600 && info.isdst &&
 		  !strcmp(info.abbr, "DDD"));
-	bwd_tz_lookup(tz, utc("2100-12-01 00:00:00"), &info);
+	bwd_tz_lookup(tz, sdc_utc("2100-12-01 00:00:00"), &info);
 	ck_assert(info.utoff == 2 * 3600 && !info.isdst &&
 		  !strcmp(info.abbr, "CCC"));
 	/* a footer without its closing newline is refused */
@@ -571,165 +563,9 @@ END_TEST
 
 /* ---- the differential test against systemd-analyze ------------------- */
 
-struct sd_result {
-	int refused;
-	int gave_up;                    /* "Failed to determine next elapse" */
-	char normalized[BWD_CAL_SPEC_MAX];
-	int n;                          /* elapses printed                  */
-	int never;
-	int64_t at[ITER];               /* UTC seconds                      */
-};
-
-static char *slurp(int fd)
-{
-	size_t cap = 1 << 16, len = 0;
-	char *buf = malloc(cap);
-	ssize_t got;
-
-	ck_assert_ptr_nonnull(buf);
-	lseek(fd, 0, SEEK_SET);
-	while ((got = read(fd, buf + len, cap - len - 1)) > 0) {
-		len += (size_t)got;
-		if (cap - len < 2) {
-			buf = realloc(buf, cap *= 2);
-			ck_assert_ptr_nonnull(buf);
-		}
-	}
-	buf[len] = 0;
-	return buf;
-}
-
-/* "Www YYYY-MM-DD HH:MM:SS UTC"; INT64_MIN for another zone (its "(in
- * UTC)" line follows). */
-static int64_t sd_time(const char *s)
-{
-	char tmp[32];
-
-	ck_assert_msg(strlen(s) >= 24, "unexpected systemd-analyze time '%s'",
-		      s);
-	if (strcmp(s + 23, " UTC"))
-		return INT64_MIN;
-	memcpy(tmp, s + 4, 19);
-	tmp[19] = 0;
-	return utc(tmp);
-}
-
-/* The result of the first spec named v that systemd-analyze has not
- * printed yet (the same spec may be asked twice). */
-static struct sd_result *sd_claim(const char *const *specs, int n,
-				  struct sd_result *res, const char *v)
-{
-	for (int i = 0; i < n; i++)
-		if (!strcmp(specs[i], v) && res[i].n < 0) {
-			res[i].n = 0;
-			return &res[i];
-		}
-	ck_abort_msg("systemd-analyze printed '%s'", v);
-	return NULL;
-}
-
-/* Runs systemd-analyze once for specs[0..n) from base (µs). */
-static void sd_run(const char *const *specs, int n, uint64_t base_us,
-		   const char *tz, struct sd_result *res)
-{
-	char out_path[] = "/tmp/check_calendar.out.XXXXXX";
-	char err_path[] = "/tmp/check_calendar.err.XXXXXX";
-	char iters[32], base[64];
-	const char *argv[64];
-	char tzvar[128];
-	char *env[] = { tzvar, "LC_ALL=C", "SYSTEMD_COLORS=0",
-			"SYSTEMD_PAGER=", NULL };
-	int fo = mkstemp(out_path), fe = mkstemp(err_path), k = 0, i, st;
-	char *out, *err, *line, *save = NULL;
-	const char *prev = "";
-	struct sd_result *cur = NULL;
-	pid_t pid;
-
-	ck_assert(fo >= 0 && fe >= 0 && n <= 48);
-	snprintf(tzvar, sizeof(tzvar), "TZ=%s", tz);
-	unlink(out_path);
-	unlink(err_path);
-	snprintf(iters, sizeof(iters), "--iterations=%d", ITER);
-	snprintf(base, sizeof(base), "--base-time=@%" PRIu64 ".%06" PRIu64,
-		 base_us / 1000000, base_us % 1000000);
-	argv[k++] = "systemd-analyze";
-	argv[k++] = "calendar";
-	argv[k++] = iters;
-	argv[k++] = base;
-	argv[k++] = "--";
-	for (i = 0; i < n; i++)
-		argv[k++] = specs[i];
-	argv[k] = NULL;
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		dup2(fo, 1);
-		dup2(fe, 2);
-		execve(SYSTEMD_ANALYZE, (char **)argv, env);
-		_exit(127);
-	}
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	out = slurp(fo);
-	err = slurp(fe);
-	close(fo);
-	close(fe);
-	for (i = 0; i < n; i++) {
-		char want[BWD_CAL_SPEC_MAX + 64];
-
-		memset(&res[i], 0, sizeof(res[i]));
-		res[i].n = -1;
-		snprintf(want, sizeof(want),
-			 "Failed to parse calendar specification '%s'",
-			 specs[i]);
-		if (strstr(err, want))
-			res[i].refused = 1;
-		snprintf(want, sizeof(want),
-			 "Failed to determine next elapse for '%s'", specs[i]);
-		/* it prints nothing else about the spec then */
-		if (strstr(err, want))
-			res[i].gave_up = 1;
-	}
-	for (line = strtok_r(out, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		const char *v;
-
-		if ((v = strstr(line, "Original form: "))) {
-			cur = sd_claim(specs, n, res, v + 15);
-		} else if ((v = strstr(line, "Normalized form: ")) &&
-			   !strstr(prev, "Original form: ")) {
-			/* No "Original form" when it is the normalized one. */
-			v += 17;
-			cur = sd_claim(specs, n, res, v);
-			snprintf(cur->normalized, sizeof(cur->normalized), "%s",
-				 v);
-		} else if (!cur) {
-			continue;
-		} else if ((v = strstr(line, "Normalized form: "))) {
-			snprintf(cur->normalized, sizeof(cur->normalized), "%s",
-				 v + 17);
-		} else if ((v = strstr(line, "Next elapse: ")) ||
-			   (v = strstr(line, "Iter. #"))) {
-			v = strstr(v, ": ") + 2;
-			if (!strcmp(v, "never"))
-				cur->never = 1;
-			else if (cur->n < ITER)
-				cur->at[cur->n++] = sd_time(v);
-		} else if ((v = strstr(line, "(in UTC): ")) && cur->n > 0) {
-			cur->at[cur->n - 1] = sd_time(v + 10);
-		}
-		prev = line;
-	}
-	for (i = 0; i < n; i++)
-		ck_assert_msg(res[i].refused || res[i].gave_up || res[i].n >= 0,
-			      "systemd-analyze said nothing about '%s': %s",
-			      specs[i], err);
-	free(out);
-	free(err);
-}
-
 /* Ours against systemd's for one spec; 0 if equal, else a message. */
 static int sd_compare(const char *spec, uint64_t base_us,
-		      const struct sd_result *sd, char *msg, size_t len,
+		      const struct sdc_result *sd, char *msg, size_t len,
 		      unsigned *elapses)
 {
 	struct bwd_cal *cal;
@@ -821,7 +657,7 @@ static uint64_t pick_base(struct tu_rng *rng)
 		"2027-03-28 00:59:59", "2100-03-28 00:30:00",
 		"2030-12-31 23:59:59", "2026-12-02 05:00:00",
 	};
-	int64_t t = utc(near[tu_rng_below(rng, sizeof(near) / sizeof(near[0]))]);
+	int64_t t = sdc_utc(near[tu_rng_below(rng, sizeof(near) / sizeof(near[0]))]);
 
 	t += (int64_t)tu_rng_below(rng, 7200) - 3600;
 	return (uint64_t)t * 1000000 + (tu_rng_chance(rng, 300000) ?
@@ -947,7 +783,7 @@ START_TEST(test_systemd_differential)
 	unsigned specs = 0, elapses = 0, refused = 0, s;
 	static char pool[48][256];
 	const char *batch[48];
-	static struct sd_result res[48];
+	static struct sdc_result res[48];
 	struct timespec a, b;
 	struct tu_rng rng;
 	char msg[1024];
@@ -957,9 +793,9 @@ START_TEST(test_systemd_differential)
 	static const char *const locals[] = { "UTC", "UTC", "Europe/Berlin",
 		"America/New_York", "Australia/Lord_Howe", "Asia/Kathmandu" };
 
-	if (access(SYSTEMD_ANALYZE, X_OK) != 0) {
+	if (!sdc_available()) {
 		printf("check_calendar: SKIP the differential test: no %s "
-		       "(the package systemd)\n", SYSTEMD_ANALYZE);
+		       "(the package systemd)\n", SDC_ANALYZE);
 		return;
 	}
 	setenv("TZ", "UTC", 1);
@@ -974,7 +810,7 @@ START_TEST(test_systemd_differential)
 		for (i = 0; i < sizeof(man_examples) / sizeof(man_examples[0]);
 		     i++)
 			batch[n++] = man_examples[i][0];
-		sd_run(batch, n, bases[k] * 1000000, "UTC", res);
+		sdc_run(batch, n, ITER, bases[k] * 1000000, "UTC", res);
 		for (i = 0; i < (size_t)n; i++) {
 			ck_assert_msg(sd_compare(batch[i], bases[k] * 1000000,
 						 &res[i], msg, sizeof(msg),
@@ -1001,7 +837,7 @@ START_TEST(test_systemd_differential)
 				random_spec(&rng, pool[k]);
 				batch[k] = pool[k];
 			}
-			sd_run(batch, n, base, local, res);
+			sdc_run(batch, n, ITER, base, local, res);
 			for (k = 0; k < n; k++) {
 				ck_assert_msg(sd_compare(batch[k], base, &res[k],
 							 msg, sizeof(msg),
@@ -1230,7 +1066,7 @@ START_TEST(test_model)
 			struct mspec ms;
 			struct bwd_cal *cal;
 			char spec[512], err[256];
-			uint64_t after = (uint64_t)(utc("2026-01-01 00:00:00") +
+			uint64_t after = (uint64_t)(sdc_utc("2026-01-01 00:00:00") +
 				(int64_t)tu_rng_below(&rng, 4 * 365 * 86400ull)) *
 				1000000 + tu_rng_below(&rng, 4) * 250000;
 			uint64_t ref = 0, ours = 0;
@@ -1284,45 +1120,6 @@ START_TEST(test_model)
 }
 END_TEST
 
-/* ---- the cost of a next elapse --------------------------------------- */
-
-START_TEST(test_timing)
-{
-	static const char *const forms[] = {
-		"*:0/15", "Mon..Fri *-*-* 09:00:00 Europe/Berlin", "*-02~01",
-		"*:*:0/0.5", "daily Asia/Kathmandu", "*-02-29 12:00 UTC",
-		"Sat,Sun 10:00 Australia/Lord_Howe", "quarterly",
-	};
-	size_t i;
-
-	for (i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
-		struct bwd_cal *cal = parse_ok(forms[i]);
-		uint64_t t = (uint64_t)utc("2026-01-01 00:00:00") * NS;
-		struct timespec a, b;
-		unsigned k, n = 2000;
-		double ns;
-
-		/* CPU time: the machine is shared */
-		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-		for (k = 0; k < n; k++) {
-			int r = bwd_cal_next(cal, t, &t);
-
-			/* past 2199: round again */
-			if (r == -ENOENT)
-				t = (uint64_t)utc("2026-01-01 00:00:00") * NS;
-			else
-				ck_assert_int_eq(r, 0);
-		}
-		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-		ns = ((double)(b.tv_sec - a.tv_sec) * 1e9 +
-		      (double)(b.tv_nsec - a.tv_nsec)) / n;
-		printf("check_calendar timing: %-40s %7.0f ns CPU a next "
-		       "elapse (%u in a row)\n", forms[i], ns, n);
-		bwd_cal_free(cal);
-	}
-}
-END_TEST
-
 static Suite *calendar_suite(void)
 {
 	Suite *s = suite_create("calendar");
@@ -1348,10 +1145,6 @@ static Suite *calendar_suite(void)
 	tc = tcase_create("model");
 	tcase_add_test(tc, test_model);
 	tcase_set_timeout(tc, 120);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("timing");
-	tcase_add_test(tc, test_timing);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("systemd");

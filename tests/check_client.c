@@ -72,6 +72,11 @@
  *                with deliveries from 0 again; touches keeping a slow
  *                fire past four ack timeouts, HOLD_LIMIT past
  *                max_hold_ns, BWC_ESTALE and BWC_EROLE as for bwc_ack.
+ *   introspection  bwc_list_sessions and bwc_list_timers (see their
+ *                tests); bwc_calendar: a spec's elapses across a
+ *                daylight-saving gap, none, from now, 1,000 of them, its
+ *                refusal (BAD_CALENDAR) and arguments refused before
+ *                sending.
  *   fallback     a stand-in daemon's replies and fires in encodings the
  *                client's fast decoder leaves to protobuf-c.
  *   sigpipe      with SIGPIPE at its default disposition, writing to a
@@ -2602,6 +2607,68 @@ static int cmp_key(const void *a, const void *b)
 }
 
 /*
+ * bwc_calendar: a spec's normalized form, zone and elapses from a base
+ * (hand-checked: the Berlin spring-forward day skips 02:30), "never" as
+ * none, the base echoed; the daemon's now without one; BAD_CALENDAR with
+ * its reason and the connection still usable; BWC_EINVAL before sending.
+ */
+START_TEST(test_calendar)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_calendar *cal = NULL;
+	struct bwc_client *c;
+	uint64_t before;
+
+	du_daemon_start(d, NULL);
+	c = connect_to(d, NULL);
+	/* 2026-03-28 12:00 UTC */
+	CK_BWC(c, bwc_calendar(c, "*-*-* 02:30 Europe/Berlin", 3,
+			       UINT64_C(1774699200) * DU_S, &cal));
+	ck_assert_str_eq(cal->normalized, "*-*-* 02:30:00 Europe/Berlin");
+	ck_assert_str_eq(cal->zone, "Europe/Berlin");
+	ck_assert_uint_eq(cal->base_realtime_ns, UINT64_C(1774699200) * DU_S);
+	ck_assert_uint_eq(cal->n_elapses, 3);
+	ck_assert(!cal->gave_up);
+	/* not 03-29 (no 02:30 that day), 03-30 00:30Z, 03-31, 04-01 */
+	ck_assert_uint_eq(cal->elapses_realtime_ns[0], UINT64_C(1774830600) * DU_S);
+	ck_assert_uint_eq(cal->elapses_realtime_ns[1], UINT64_C(1774917000) * DU_S);
+	ck_assert_uint_eq(cal->elapses_realtime_ns[2], UINT64_C(1775003400) * DU_S);
+	bwc_calendar_free(cal);
+	CK_BWC(c, bwc_calendar(c, "*-02-30", 5, 0, &cal));
+	ck_assert_uint_eq(cal->n_elapses, 0);
+	ck_assert_str_eq(cal->zone, "");
+	bwc_calendar_free(cal);
+	before = (uint64_t)time(NULL) * DU_S;
+	CK_BWC(c, bwc_calendar(c, "minutely", 0, 0, &cal));
+	ck_assert_uint_eq(cal->n_elapses, 1);
+	ck_assert_uint_ge(cal->base_realtime_ns, before);
+	ck_assert_uint_gt(cal->elapses_realtime_ns[0], cal->base_realtime_ns);
+	ck_assert_uint_le(cal->elapses_realtime_ns[0], cal->base_realtime_ns + 60 * DU_S);
+	bwc_calendar_free(cal);
+	cal = (void *)1;
+	ck_assert_int_eq(bwc_calendar(c, "Mon..Fri 09:00 Mars/Olympus", 1, 0, &cal),
+			 BWC_ESERVER);
+	ck_assert_ptr_null(cal);
+	ck_assert_int_eq(bwc_server_error(c), BWC_SERVER_BAD_CALENDAR);
+	ck_assert_str_eq(bwc_server_error_name(BWC_SERVER_BAD_CALENDAR), "BAD_CALENDAR");
+	ck_assert_msg(strstr(bwc_errmsg(c), "unknown time zone") != NULL, "%s",
+		      bwc_errmsg(c));
+	ck_assert_int_eq(bwc_calendar(c, "daily", BWC_CALENDAR_ITERATIONS_MAX + 1, 0, &cal),
+			 BWC_EINVAL);
+	ck_assert_int_eq(bwc_calendar(c, NULL, 1, 0, &cal), BWC_EINVAL);
+	ck_assert_int_eq(bwc_calendar(c, "daily", 1, 0, NULL), BWC_EINVAL);
+	CK_BWC(c, bwc_calendar(c, "daily", BWC_CALENDAR_ITERATIONS_MAX, 0, &cal));
+	ck_assert_uint_eq(cal->n_elapses, BWC_CALENDAR_ITERATIONS_MAX);
+	for (size_t i = 1; i < cal->n_elapses; i++)
+		ck_assert_uint_eq(cal->elapses_realtime_ns[i] - cal->elapses_realtime_ns[i - 1],
+				  86400 * DU_S);
+	bwc_calendar_free(cal);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
  * ListTimers pages through 2,500 timers (several replies) and returns
  * each exactly once with its key, deadline, period, payload size and lane;
  * a smaller array stops at it with more; root lists another uid's session
@@ -3737,6 +3804,7 @@ static Suite *client_suite(void)
 	du_tcase(tc);
 	tcase_add_test(tc, test_list_sessions);
 	tcase_add_test(tc, test_list_timers);
+	tcase_add_test(tc, test_calendar);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("peer");

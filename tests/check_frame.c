@@ -807,7 +807,7 @@ START_TEST(test_body_members_are_messages)
 			      d->fields[i].name);
 		members++;
 	}
-	ck_assert_uint_eq(members, 24);
+	ck_assert_uint_eq(members, 26);
 }
 END_TEST
 

@@ -734,9 +734,41 @@ START_TEST(test_kept_blocks_payloads)
 END_TEST
 
 /*
+ * A CalendarReply at its widest (the longest zone name bwd_tz_get()
+ * takes, the longest normalized form, 1,000 elapses of 10 bytes) packs
+ * within BWD_CALENDAR_REPLY_MAX + the form + 10 bytes an elapse, which
+ * request.c counts on to keep it inside max_frame.
+ */
+static void calendar_reply_bound(Bitwheel__V1__Envelope *env)
+{
+	Bitwheel__V1__CalendarReply cr = BITWHEEL__V1__CALENDAR_REPLY__INIT;
+	static uint64_t elapses[BWD_CAL_ITERATIONS_MAX];
+	static char zone[200], norm[4096];
+
+	memset(zone, 'Z', sizeof(zone) - 1);
+	memset(norm, '*', sizeof(norm) - 1);
+	for (size_t i = 0; i < BWD_CAL_ITERATIONS_MAX; i++)
+		elapses[i] = UINT64_MAX;
+	env->body_case = BITWHEEL__V1__ENVELOPE__BODY_CALENDAR_REPLY;
+	env->calendar_reply = &cr;
+	cr.zone = zone;
+	cr.normalized = norm + sizeof(norm) - 1;
+	cr.has_base_realtime_ns = cr.has_gave_up = cr.gave_up = 1;
+	cr.base_realtime_ns = UINT64_MAX;
+	ck_assert_uint_le(bitwheel__v1__envelope__get_packed_size(env),
+			  BWD_CALENDAR_REPLY_MAX);
+	cr.normalized = norm;
+	cr.n_elapses_realtime_ns = BWD_CAL_ITERATIONS_MAX;
+	cr.elapses_realtime_ns = elapses;
+	ck_assert_uint_le(bitwheel__v1__envelope__get_packed_size(env),
+			  BWD_CALENDAR_REPLY_MAX + strlen(norm) +
+			  10 * BWD_CAL_ITERATIONS_MAX);
+}
+
+/*
  * The listing bounds (daemon-internal.h) hold: an entry with every field
  * at its widest, and a reply around it, pack within what request.c
- * counts on to keep a page inside max_frame.
+ * counts on to keep a page inside max_frame; and the Calendar reply's.
  */
 START_TEST(test_list_entry_bounds)
 {
@@ -823,6 +855,7 @@ START_TEST(test_list_entry_bounds)
 	ti.jitter_fixed = 1;
 	ck_assert_uint_le(bitwheel__v1__timer_info__get_packed_size(&ti) + 3,
 			  BWD_TIMER_ENTRY_MAX + BWD_CAL_ENTRY_EXTRA(sizeof(spec) - 1));
+	calendar_reply_bound(&env);
 }
 END_TEST
 

@@ -134,7 +134,8 @@ tests_check_client_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_client_LDADD = client/libbitwheel-client.la $(bw_e2e_ldadd)
 EXTRA_tests_check_client_DEPENDENCIES = daemon/bitwheeld
 
-tests_check_bwctl_SOURCES = tests/check_bwctl.c $(bw_e2e_sources)
+tests_check_bwctl_SOURCES = tests/check_bwctl.c tests/sdcal.c tests/sdcal.h \
+	$(bw_e2e_sources)
 tests_check_bwctl_CPPFLAGS = $(bw_e2e_cppflags)
 tests_check_bwctl_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_bwctl_LDADD = $(bw_e2e_ldadd)
@@ -293,6 +294,7 @@ EXTRA_DIST += tests/check_trace.sh
 check_PROGRAMS += tests/check_calendar
 TESTS += tests/check_calendar
 tests_check_calendar_SOURCES = tests/check_calendar.c tests/testutil.c \
+	tests/sdcal.c tests/sdcal.h \
 	tests/testutil.h daemon/tz.c daemon/calendar.c \
 	daemon/calendar-internal.h
 tests_check_calendar_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon

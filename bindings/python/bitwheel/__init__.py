@@ -27,6 +27,10 @@ session's ``max_deliveries`` times without an ack (``set_policy``) goes
 to its dead-letter session, ``NAME.dead``, where ``fire.dead_letter``
 tells its history, and ``kick()`` brings it back.
 
+``calendar("Mon..Fri 09:00 Europe/Berlin", iterations=3)`` asks the daemon
+how it reads a systemd.time(7) calendar event: its normalized form and its
+next elapses, as ``systemd-analyze calendar`` shows them.
+
 Both clients ride through a daemon restart by themselves (``reconnect=True``
 by default, or a :class:`Backoff`): a named session is attached again and
 the calls go on; what cannot be hidden raises :class:`UnknownOutcome` (a
@@ -45,8 +49,9 @@ own.  All are :class:`BitwheelError`.
 from . import _codes
 from ._codes import *  # noqa: F401,F403  (one class per ErrorCode)
 from ._codes import SERVER_ERRORS
-from ._core import (DAEMON_USER_ENV, DEFAULT_DAEMON_USER, DEFAULT_SOCKET,
-                    DEFAULT_TIMEOUT, PROTOCOL_VERSION, SOCKET_ENV, Backoff,
+from ._core import (CALENDAR_ITERATIONS_MAX, DAEMON_USER_ENV,
+                    DEFAULT_DAEMON_USER, DEFAULT_SOCKET, DEFAULT_TIMEOUT,
+                    PROTOCOL_VERSION, SOCKET_ENV, Backoff, CalendarEvents,
                     DeadLetter, Duration, Fire, Kicked, Listing,
                     ReleaseBackoff, Released, Scheduled, Touched,
                     check_peer, default_socket, now_ns)
@@ -59,7 +64,8 @@ from .aio import AsyncClient, AsyncFire
 from .client import Client
 
 __all__ = [
-    "AsyncClient", "AsyncFire", "Backoff", "BitwheelError", "Client",
+    "AsyncClient", "AsyncFire", "Backoff", "BitwheelError",
+    "CALENDAR_ITERATIONS_MAX", "CalendarEvents", "Client",
     "ConnectionClosed", "ConnectionRefused", "DAEMON_USER_ENV",
     "DEFAULT_DAEMON_USER", "DEFAULT_SOCKET", "DEFAULT_TIMEOUT",
     "DeadLetter", "Duration", "Fire", "Kicked", "Listing", "NotPermitted",

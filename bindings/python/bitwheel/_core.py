@@ -661,22 +661,30 @@ def schedule_req(key: int, in_: Duration | None,
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
-def realtime_ns(at: datetime.datetime) -> int:
+def realtime_ns(at: datetime.datetime, what: str = "at") -> int:
     """An aware datetime as ns since the Unix epoch (CLOCK_REALTIME, UTC),
     exactly (integer arithmetic); ValueError for a naive one, which names
-    no instant, or one not after the epoch."""
+    no instant, or one not after the epoch.  `what` names the argument in
+    the errors."""
     if not isinstance(at, datetime.datetime):
-        raise TypeError(f"at: a datetime, not {type(at).__name__}")
+        raise TypeError(f"{what}: a datetime, not {type(at).__name__}")
     if at.tzinfo is None or at.utcoffset() is None:
-        raise ValueError("at: an aware datetime (with tzinfo, e.g. "
+        raise ValueError(f"{what}: an aware datetime (with tzinfo, e.g. "
                          "ZoneInfo('Europe/Berlin') or timezone.utc); a "
                          "naive one names no instant")
     d = at - _EPOCH
     ns = (d.days * 86400 + d.seconds) * 1_000_000_000 + \
         d.microseconds * 1000
     if ns <= 0:
-        raise ValueError("at: must be after the Unix epoch")
-    return _u64(ns, "at")
+        raise ValueError(f"{what}: must be after the Unix epoch")
+    return _u64(ns, what)
+
+
+def utc_datetime(ns: int) -> datetime.datetime:
+    """UTC ns since the epoch as an aware datetime (UTC), to the
+    microsecond (a datetime's resolution; calendar elapses have no
+    finer)."""
+    return _EPOCH + datetime.timedelta(microseconds=ns // 1000)
 
 
 def cancel_req(key: int) -> Req:
@@ -689,6 +697,64 @@ def stats_req() -> Req:
     env = pb.Envelope()
     env.stats.SetInParent()
     return Req(env, _body("stats_reply"), "stats")
+
+
+#: The most elapses one :meth:`Client.calendar` asks for (the daemon's
+#: limit, PROTOCOL.md "Calendar").
+CALENDAR_ITERATIONS_MAX = 1000
+
+
+@dataclass(frozen=True)
+class CalendarEvents:
+    """How the daemon reads a calendar event (:meth:`Client.calendar`),
+    as ``systemd-analyze calendar`` shows it."""
+
+    #: The spec in systemd's normalized form, e.g.
+    #: ``"Mon..Fri *-*-* 09:00:00 Europe/Berlin"``.
+    normalized: str
+    #: The next elapses, aware datetimes in UTC, ascending (turn them into
+    #: the spec's zone with ``.astimezone(ZoneInfo(zone))``).  Fewer than
+    #: asked when the spec has no more before 2200, or the search gave up.
+    elapses: list[datetime.datetime]
+    #: The same as UTC ns since the epoch, exactly as the daemon sent them.
+    elapses_ns: list[int]
+    #: The zone the spec names (``"UTC"``, ``"Europe/Berlin"``); None: it
+    #: names none, and its times are in the daemon's local zone.
+    zone: str | None
+    #: The instant the elapses follow: the one asked, or the daemon's now.
+    base: datetime.datetime
+    #: The daemon's search for the next elapse gave up (systemd's bound of
+    #: 1000 rounds), as systemd's does.
+    gave_up: bool
+
+
+def _calendar_events(env: Any) -> CalendarEvents:
+    r = reply_body(env, "calendar_reply")
+    ns = list(r.elapses_realtime_ns)
+    return CalendarEvents(r.normalized, [utc_datetime(t) for t in ns], ns,
+                          r.zone if r.HasField("zone") else None,
+                          utc_datetime(r.base_realtime_ns), bool(r.gave_up))
+
+
+def calendar_req(spec: str, iterations: int,
+                 base: datetime.datetime | None) -> Req:
+    """A Calendar; TypeError/ValueError (nothing sent) for a spec that is
+    not a string, iterations outside 1 to CALENDAR_ITERATIONS_MAX, or a
+    base that is not an aware datetime after the epoch.  Read-only, so
+    safe to repeat."""
+    if not isinstance(spec, str):
+        raise TypeError(f"spec: a str, not {type(spec).__name__}")
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or \
+            not 1 <= iterations <= CALENDAR_ITERATIONS_MAX:
+        raise ValueError(f"iterations: {iterations!r} is outside 1 to "
+                         f"{CALENDAR_ITERATIONS_MAX}")
+    env = pb.Envelope()
+    q = env.calendar
+    q.spec = spec
+    q.iterations = iterations
+    if base is not None:
+        q.base_realtime_ns = realtime_ns(base, "base")
+    return Req(env, _calendar_events, "calendar")
 
 
 def page_req(pager: "Pager") -> Req:

@@ -524,6 +524,14 @@ class AsyncClient(_core.ClientBase):
             pass
         return pager.listing
 
+    async def calendar(self, spec: str, iterations: int = 1,
+                       base: datetime.datetime | None = None
+                       ) -> _core.CalendarEvents:
+        """How the daemon reads a calendar event; see
+        :meth:`bitwheel.Client.calendar`."""
+        return cast(_core.CalendarEvents, await self._request(
+            _core.calendar_req(spec, iterations, base)))
+
     # ---- fires -------------------------------------------------------------
 
     async def next_fire(self, timeout: Duration | None = None

@@ -55,6 +55,30 @@ class AckReply(_message.Message):
     acked: int
     def __init__(self, acked: _Optional[int] = ...) -> None: ...
 
+class Calendar(_message.Message):
+    __slots__ = ["base_realtime_ns", "iterations", "spec"]
+    BASE_REALTIME_NS_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    base_realtime_ns: int
+    iterations: int
+    spec: str
+    def __init__(self, spec: _Optional[str] = ..., iterations: _Optional[int] = ..., base_realtime_ns: _Optional[int] = ...) -> None: ...
+
+class CalendarReply(_message.Message):
+    __slots__ = ["base_realtime_ns", "elapses_realtime_ns", "gave_up", "normalized", "zone"]
+    BASE_REALTIME_NS_FIELD_NUMBER: _ClassVar[int]
+    ELAPSES_REALTIME_NS_FIELD_NUMBER: _ClassVar[int]
+    GAVE_UP_FIELD_NUMBER: _ClassVar[int]
+    NORMALIZED_FIELD_NUMBER: _ClassVar[int]
+    ZONE_FIELD_NUMBER: _ClassVar[int]
+    base_realtime_ns: int
+    elapses_realtime_ns: _containers.RepeatedScalarFieldContainer[int]
+    gave_up: bool
+    normalized: str
+    zone: str
+    def __init__(self, normalized: _Optional[str] = ..., elapses_realtime_ns: _Optional[_Iterable[int]] = ..., zone: _Optional[str] = ..., base_realtime_ns: _Optional[int] = ..., gave_up: bool = ...) -> None: ...
+
 class Cancel(_message.Message):
     __slots__ = ["key"]
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -84,9 +108,11 @@ class DeadLetter(_message.Message):
     def __init__(self, session: _Optional[bytes] = ..., deliveries: _Optional[int] = ..., first_handed_ns: _Optional[int] = ..., last_handed_ns: _Optional[int] = ..., dead_lettered_ns: _Optional[int] = ..., reason: _Optional[_Union[TakeBack, str]] = ...) -> None: ...
 
 class Envelope(_message.Message):
-    __slots__ = ["ack", "ack_reply", "cancel", "cancel_reply", "error", "fired", "hello", "hello_reply", "kick", "kick_reply", "list_sessions", "list_sessions_reply", "list_timers", "list_timers_reply", "release", "release_reply", "request_id", "schedule", "schedule_reply", "set_policy", "set_policy_reply", "stats", "stats_reply", "touch", "touch_reply"]
+    __slots__ = ["ack", "ack_reply", "calendar", "calendar_reply", "cancel", "cancel_reply", "error", "fired", "hello", "hello_reply", "kick", "kick_reply", "list_sessions", "list_sessions_reply", "list_timers", "list_timers_reply", "release", "release_reply", "request_id", "schedule", "schedule_reply", "set_policy", "set_policy_reply", "stats", "stats_reply", "touch", "touch_reply"]
     ACK_FIELD_NUMBER: _ClassVar[int]
     ACK_REPLY_FIELD_NUMBER: _ClassVar[int]
+    CALENDAR_FIELD_NUMBER: _ClassVar[int]
+    CALENDAR_REPLY_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     CANCEL_REPLY_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +138,8 @@ class Envelope(_message.Message):
     TOUCH_REPLY_FIELD_NUMBER: _ClassVar[int]
     ack: Ack
     ack_reply: AckReply
+    calendar: Calendar
+    calendar_reply: CalendarReply
     cancel: Cancel
     cancel_reply: CancelReply
     error: Error
@@ -135,7 +163,7 @@ class Envelope(_message.Message):
     stats_reply: StatsReply
     touch: Touch
     touch_reply: TouchReply
-    def __init__(self, request_id: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., schedule: _Optional[_Union[Schedule, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., stats: _Optional[_Union[Stats, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., release: _Optional[_Union[Release, _Mapping]] = ..., touch: _Optional[_Union[Touch, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., hello_reply: _Optional[_Union[HelloReply, _Mapping]] = ..., schedule_reply: _Optional[_Union[ScheduleReply, _Mapping]] = ..., cancel_reply: _Optional[_Union[CancelReply, _Mapping]] = ..., stats_reply: _Optional[_Union[StatsReply, _Mapping]] = ..., ack_reply: _Optional[_Union[AckReply, _Mapping]] = ..., fired: _Optional[_Union[Fired, _Mapping]] = ..., list_sessions: _Optional[_Union[ListSessions, _Mapping]] = ..., list_timers: _Optional[_Union[ListTimers, _Mapping]] = ..., list_sessions_reply: _Optional[_Union[ListSessionsReply, _Mapping]] = ..., list_timers_reply: _Optional[_Union[ListTimersReply, _Mapping]] = ..., set_policy: _Optional[_Union[SetPolicy, _Mapping]] = ..., kick: _Optional[_Union[Kick, _Mapping]] = ..., release_reply: _Optional[_Union[ReleaseReply, _Mapping]] = ..., touch_reply: _Optional[_Union[TouchReply, _Mapping]] = ..., set_policy_reply: _Optional[_Union[SetPolicyReply, _Mapping]] = ..., kick_reply: _Optional[_Union[KickReply, _Mapping]] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[int] = ..., hello: _Optional[_Union[Hello, _Mapping]] = ..., schedule: _Optional[_Union[Schedule, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., stats: _Optional[_Union[Stats, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., release: _Optional[_Union[Release, _Mapping]] = ..., touch: _Optional[_Union[Touch, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., hello_reply: _Optional[_Union[HelloReply, _Mapping]] = ..., schedule_reply: _Optional[_Union[ScheduleReply, _Mapping]] = ..., cancel_reply: _Optional[_Union[CancelReply, _Mapping]] = ..., stats_reply: _Optional[_Union[StatsReply, _Mapping]] = ..., ack_reply: _Optional[_Union[AckReply, _Mapping]] = ..., fired: _Optional[_Union[Fired, _Mapping]] = ..., list_sessions: _Optional[_Union[ListSessions, _Mapping]] = ..., list_timers: _Optional[_Union[ListTimers, _Mapping]] = ..., list_sessions_reply: _Optional[_Union[ListSessionsReply, _Mapping]] = ..., list_timers_reply: _Optional[_Union[ListTimersReply, _Mapping]] = ..., set_policy: _Optional[_Union[SetPolicy, _Mapping]] = ..., kick: _Optional[_Union[Kick, _Mapping]] = ..., release_reply: _Optional[_Union[ReleaseReply, _Mapping]] = ..., touch_reply: _Optional[_Union[TouchReply, _Mapping]] = ..., set_policy_reply: _Optional[_Union[SetPolicyReply, _Mapping]] = ..., kick_reply: _Optional[_Union[KickReply, _Mapping]] = ..., calendar: _Optional[_Union[Calendar, _Mapping]] = ..., calendar_reply: _Optional[_Union[CalendarReply, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ["code", "message"]

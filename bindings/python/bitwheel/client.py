@@ -438,6 +438,21 @@ class Client(_core.ClientBase):
             pass
         return pager.listing
 
+    def calendar(self, spec: str, iterations: int = 1,
+                 base: datetime.datetime | None = None
+                 ) -> _core.CalendarEvents:
+        """How the daemon reads the systemd.time(7) calendar event `spec`
+        ("Mon..Fri 09:00 Europe/Berlin", "*:0/15", "daily"), as
+        ``systemd-analyze calendar`` shows it: a :class:`CalendarEvents`
+        with its normalized form and its next `iterations` elapses (1 to
+        1000) after `base` (an aware datetime; None: the daemon's now),
+        as aware UTC datetimes.  A spec without a zone is in the
+        daemon's local zone.  :class:`BadCalendarError` when the daemon
+        refuses the spec (its message says why); ValueError or TypeError,
+        with nothing sent, for arguments outside those bounds."""
+        return cast(_core.CalendarEvents,
+                    self._call(_core.calendar_req(spec, iterations, base)))
+
     # ---- fires -------------------------------------------------------------
 
     def next_fire(self, timeout: Duration | None = None) -> Fire | None:

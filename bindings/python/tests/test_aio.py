@@ -7,6 +7,7 @@ timeout."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import signal
 import time
 
@@ -59,6 +60,19 @@ def test_listings(daemon):
             assert len(t.entries) == 20 and t.more and t.total == 30
             s = await c.list_sessions()
             assert [x.timers for x in s.entries if x.name == b"alisted"] == [30]
+    run(go())
+
+
+def test_calendar(daemon):
+    async def go():
+        async with bitwheel.AsyncClient(daemon.sock) as c:
+            a, b = await asyncio.gather(c.calendar("hourly UTC", 3),
+                                        c.calendar("*:0/15 UTC", 2))
+            assert a.normalized == "*-*-* *:00:00 UTC" and a.zone == "UTC"
+            assert [t.minute for t in a.elapses] == [0, 0, 0]
+            assert b.elapses[1] - b.elapses[0] == datetime.timedelta(minutes=15)
+            with pytest.raises(bitwheel.BadCalendarError):
+                await c.calendar("25:00")
     run(go())
 
 

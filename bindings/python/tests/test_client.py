@@ -112,6 +112,51 @@ def test_schedule_calendar(daemon):
         assert t.misfire_grace_ns == 3600 * 10**9
 
 
+def test_calendar(daemon):
+    """Client.calendar (PROTOCOL.md, "Calendar"): a spec's normalized form,
+    zone and elapses as aware UTC datetimes, across Berlin's spring-forward
+    day (no 02:30 on 2026-03-29); none for "*-02-30"; from the daemon's now
+    without a base; BadCalendarError with the daemon's reason, and
+    arguments refused before anything is sent.  check_bwctl compares the
+    daemon's answers with systemd-analyze's."""
+    from zoneinfo import ZoneInfo
+    utc = datetime.timezone.utc
+    berlin = ZoneInfo("Europe/Berlin")
+    base = datetime.datetime(2026, 3, 28, 13, 0, tzinfo=berlin)
+    with bitwheel.Client(daemon.sock) as c:
+        ev = c.calendar("*-*-* 02:30 Europe/Berlin", 3, base=base)
+        assert isinstance(ev, bitwheel.CalendarEvents)
+        assert ev.normalized == "*-*-* 02:30:00 Europe/Berlin"
+        assert ev.zone == "Europe/Berlin" and not ev.gave_up
+        assert ev.base == base
+        assert [t.astimezone(berlin).strftime("%m-%d %H:%M %Z")
+                for t in ev.elapses] == ["03-30 02:30 CEST", "03-31 02:30 CEST",
+                                         "04-01 02:30 CEST"]
+        assert all(t.tzinfo is utc for t in ev.elapses)
+        assert ev.elapses_ns == [bitwheel._core.realtime_ns(t)
+                                 for t in ev.elapses]
+        assert c.calendar("*-02-30", 5).elapses == []
+        before = datetime.datetime.now(utc)
+        ev = c.calendar("minutely")
+        assert ev.zone is None and len(ev.elapses) == 1
+        assert before - datetime.timedelta(seconds=1) <= ev.base
+        assert ev.base < ev.elapses[0] <= ev.base + datetime.timedelta(minutes=1)
+        assert ev.elapses[0].second == 0 and ev.elapses[0].microsecond == 0
+        with pytest.raises(bitwheel.BadCalendarError) as e:
+            c.calendar("Mon..Fri 09:00 Mars/Olympus")
+        assert e.value.code == 22 and "unknown time zone" in e.value.message
+        assert len(c.calendar("*:*:0/0.25", 1000).elapses) == 1000
+        with pytest.raises(ValueError, match="iterations"):
+            c.calendar("daily", 1001)
+        with pytest.raises(ValueError, match="iterations"):
+            c.calendar("daily", 0)
+        with pytest.raises(TypeError, match="spec"):
+            c.calendar(b"daily")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="base: an aware"):
+            c.calendar("daily", base=datetime.datetime(2026, 1, 1))
+        assert c.stats().clients == 1
+
+
 def test_cancel(daemon):
     with bitwheel.Client(daemon.sock) as c:
         res = c.hello.oneshot_resolution_ns
