@@ -29,7 +29,11 @@
  *             fire as it reads it, the daemon SIGKILLed at a random moment
  *             of each: every acknowledged, uncancelled timer is handled
  *             exactly once (per period for periodic ones) but for repeats
- *             marked redelivered, and no cancelled one fires.
+ *             marked redelivered, and no cancelled one fires; wall-clock
+ *             oneshots (Schedule.realtime_ns) alike, never before their
+ *             instant by the wall clock, and calendar timers (every
+ *             second) fire each elapse at most once unmarked, in order,
+ *             never before it.
  *   paths     the state directory is trusted only as sshd's StrictModes
  *             would: another uid's directory, a group- or world-writable
  *             one, a symbolic link named lock (its target never created),
@@ -1240,9 +1244,16 @@ END_TEST
 
 enum tstate { T_SENT, T_ACKED, T_REFUSED, T_CANCEL_SENT, T_CANCELLED };
 
+/* The kinds a crash round schedules: oneshot and periodic on
+ * CLOCK_MONOTONIC, a oneshot at a wall-clock instant, a calendar timer. */
+enum tkind { K_MONO, K_WALL, K_CAL };
+
 struct ctimer {
 	uint64_t key, deadline, period, cancel_rx;
+	uint64_t sent;             /* K_CAL: when its Schedule left          */
+	uint64_t last_due;         /* K_CAL: the last unmarked elapse fired   */
 	enum tstate st;
+	enum tkind kind;
 	unsigned fires, marked;    /* copies received, of them redelivered */
 	uint64_t last_count;
 	bool cancel_pending;
@@ -1259,8 +1270,12 @@ struct crash {
 	/* the last delivery received on each session's connection, and the
 	 * last acknowledged: everything received is acknowledged at once */
 	uint64_t delivered[SESSIONS], acked[SESSIONS];
-	uint64_t fires, redelivered, late;
+	uint64_t fires, redelivered, late, cal_fires;
 	uint64_t worst;            /* unmarked fires' latest, in the daemon  */
+	/* CLOCK_REALTIME - CLOCK_MONOTONIC: the host's clock is not stepped
+	 * during a test, so a fire's arrival reads on the wall clock too. */
+	int64_t real_off;
+	size_t cals[SESSIONS];     /* calendar timers scheduled              */
 	/* periodic counts seen, per timer: a small bitmap of counts */
 	uint64_t *counts[SESSIONS];
 };
@@ -1271,6 +1286,8 @@ struct crash {
  * checked), however slow the daemon (valgrind) comes back. */
 #define CRASH_QUEUE "--max-queued=1000000"
 #define COUNTS 64
+/* Calendar timers per session: each fires every second to the end. */
+#define CAL_TIMERS 3
 
 static struct ctimer *by_key(struct crash *x, int s, uint64_t key)
 {
@@ -1299,6 +1316,13 @@ static void on_frame(struct crash *x, int s, du_env *e, uint64_t rx)
 			      f->key, (double)(f->fired_at_ns - t->cancel_rx) / 1e6);
 		ck_assert_uint_ge(f->fired_at_ns, f->deadline_ns);
 		ck_assert_uint_ge(rx, f->deadline_ns);
+		if (t->kind != K_MONO) {
+			uint64_t rx_real = (uint64_t)((int64_t)rx + x->real_off);
+
+			ck_assert_msg(f->has_due_realtime_ns && rx_real >= f->due_realtime_ns,
+				      "key %" PRIu64 " arrived %.3f ms before its wall-clock instant",
+				      f->key, ((double)f->due_realtime_ns - (double)rx_real) / 1e6);
+		}
 		x->fires++;
 		x->redelivered += f->redelivered;
 		x->late += f->late;
@@ -1314,6 +1338,22 @@ static void on_frame(struct crash *x, int s, du_env *e, uint64_t rx)
 				      (double)late / 1e6);
 			if (late > x->worst)
 				x->worst = late;
+		}
+		if (t->kind == K_CAL) {
+			/* "*:*:0/1": whole seconds, each at most once unmarked,
+			 * in order; missed ones (downtime) coalesce, so gaps
+			 * are allowed. */
+			ck_assert_uint_eq(f->due_realtime_ns % 1000000000u, 0);
+			x->cal_fires++;
+			if (!f->redelivered) {
+				ck_assert_msg(f->due_realtime_ns > t->last_due,
+					      "calendar key %" PRIu64 ": elapse %" PRIu64
+					      " after %" PRIu64 ", unmarked", f->key,
+					      f->due_realtime_ns, t->last_due);
+				t->last_due = f->due_realtime_ns;
+			}
+			t->fires++;
+			return;
 		}
 		if (!t->period) {
 			t->fires++;
@@ -1410,7 +1450,18 @@ static void send_batch(struct crash *x, uint64_t now)
 
 			*t = (struct ctimer){ .key = x->n[s], .st = T_SENT };
 			sc.when_ns = t->deadline = now + tu_rng_range(&x->rng, 20, 1200) * DU_MS;
-			if (tu_rng_chance(&x->rng, 50000)) {
+			if (x->cals[s] < CAL_TIMERS && tu_rng_chance(&x->rng, 2000)) {
+				t->kind = K_CAL;
+				t->sent = now;
+				sc.when = DU_CALENDAR;
+				sc.calendar = "*:*:0/1";
+				sc.leeway = true;  /* the oneshots' lane and bound */
+				x->cals[s]++;
+			} else if (tu_rng_chance(&x->rng, 100000)) {
+				t->kind = K_WALL;
+				sc.when = DU_REALTIME;
+				sc.when_ns = (uint64_t)((int64_t)t->deadline + x->real_off);
+			} else if (tu_rng_chance(&x->rng, 50000)) {
 				sc.periodic = true;
 				sc.period_ns = t->period = tu_rng_range(&x->rng, 2, 4) * 100 * DU_MS;
 			}
@@ -1432,14 +1483,16 @@ static void send_batch(struct crash *x, uint64_t now)
 	}
 }
 
-/* Periodic timers that are still armed get cancelled at the end. */
+/* Periodic and calendar timers that are still armed get cancelled at the
+ * end. */
 static void cancel_periodic(struct crash *x)
 {
 	for (int s = 0; s < SESSIONS; s++) {
 		for (size_t k = 0; k < x->n[s]; k++) {
 			struct ctimer *t = &x->t[s][k];
 
-			if (t->period && (t->st == T_ACKED || t->st == T_SENT)) {
+			if ((t->period || t->kind == K_CAL) &&
+			    (t->st == T_ACKED || t->st == T_SENT)) {
 				t->st = T_CANCEL_SENT;
 				du_send_cancel(x->c[s], CANCEL_BIT | k, k);
 			}
@@ -1455,7 +1508,7 @@ static size_t unfired(const struct crash *x)
 	for (int s = 0; s < SESSIONS; s++)
 		for (size_t k = 0; k < x->n[s]; k++)
 			n += x->t[s][k].st == T_ACKED && !x->t[s][k].period &&
-			     !x->t[s][k].fires;
+			     x->t[s][k].kind != K_CAL && !x->t[s][k].fires;
 	return n;
 }
 
@@ -1466,6 +1519,7 @@ START_TEST(test_crash_rounds)
 
 	ck_assert_ptr_nonnull(x);
 	tu_rng_seed(&x->rng, seed);
+	x->real_off = (int64_t)du_realtime_ns() - (int64_t)du_now_ns();
 	for (int s = 0; s < SESSIONS; s++) {
 		x->counts[s] = calloc(MAX_TIMERS, sizeof(uint64_t));
 		ck_assert_ptr_nonnull(x->counts[s]);
@@ -1507,7 +1561,15 @@ START_TEST(test_crash_rounds)
 		for (size_t k = 0; k < x->n[s]; k++) {
 			struct ctimer *t = &x->t[s][k];
 
-			if (t->st == T_ACKED && !t->period) {
+			if (t->kind == K_CAL) {
+				/* Pending for two seconds or more: an elapse
+				 * came, on time or caught up after a restart. */
+				ck_assert_msg(t->st != T_CANCELLED || !t->cancel_pending ||
+					      t->fires >= 1 ||
+					      t->cancel_rx < t->sent + (uint64_t)du_scale_ms(2000) * DU_MS,
+					      "session %d calendar key %zu: pending %.0f ms, never fired",
+					      s, k, (double)(t->cancel_rx - t->sent) / 1e6);
+			} else if (t->st == T_ACKED && !t->period) {
 				acked++;
 				ck_assert_msg(t->fires >= 1, "session %d key %zu: acknowledged, never fired (deadline %" PRIu64 ")",
 					      s, k, t->deadline);
@@ -1534,9 +1596,9 @@ START_TEST(test_crash_rounds)
 			}
 		}
 	}
-	du_note("%d rounds of SIGKILL: %" PRIu64 " acknowledged oneshot timers all fired, none twice unmarked; %" PRIu64 " cancelled never fired, %" PRIu64 " unanswered at a kill; %" PRIu64 " fires (%" PRIu64 " late, %" PRIu64 " marked redelivered), the latest unmarked %.2f ms after its deadline",
+	du_note("%d rounds of SIGKILL: %" PRIu64 " acknowledged oneshot timers all fired, none twice unmarked; %" PRIu64 " cancelled never fired, %" PRIu64 " unanswered at a kill; %" PRIu64 " fires (%" PRIu64 " late, %" PRIu64 " marked redelivered, %" PRIu64 " of calendar timers), the latest unmarked %.2f ms after its deadline",
 		ROUNDS, acked, cancelled, unknown, x->fires, x->late, x->redelivered,
-		(double)x->worst / 1e6);
+		x->cal_fires, (double)x->worst / 1e6);
 	ck_assert_uint_gt(acked, 100);
 	for (int s = 0; s < SESSIONS; s++) {
 		du_conn_free(x->c[s]);
