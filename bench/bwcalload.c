@@ -117,28 +117,33 @@ static uint64_t outstanding, replies, errors;
 static char first_error[200];
 static char cur_kind;      /* what schedule_all sends: 'c', 'r', 'd' */
 
+static void vsay(const char *fmt, va_list ap)
+{
+	fprintf(stderr, "bwcalload: ");
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+/* A failed check: said, counted, and the run goes on. */
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void fail(const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	fprintf(stderr, "bwcalload: ");
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	vsay(fmt, ap);
 	va_end(ap);
 	failures++;
 }
 
+/* The run cannot go on (exit status 2). */
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	fprintf(stderr, "bwcalload: ");
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	vsay(fmt, ap);
 	va_end(ap);
 	exit(2);
 }
