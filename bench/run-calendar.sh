@@ -59,10 +59,11 @@ make -C "$build" -j2 bench/bwcalload daemon/bitwheeld tests/fakeclock.la >/dev/n
 
 report=$out/calendar.md
 status=0
+version=$(git -C "$root" describe --always --dirty 2>/dev/null || echo '?')
 {
 	echo "# Calendar timers across a DST change (bench/run-calendar.sh${quick:+ --quick})"
 	echo
-	echo "\`$command\` on $(hostname), $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, bitwheel $(git -C "$root" describe --always --dirty 2>/dev/null || echo '?')."
+	echo "\`$command\` on $(hostname), $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores (load average $(cut -d' ' -f1-3 /proc/loadavg)), bitwheel $version."
 	echo "Each section: \`bwcalload --daemon daemon/bitwheeld --shim tests/.libs/fakeclock.so --at INSTANT $*\`."
 	echo
 } >"$report"
