@@ -26,8 +26,9 @@
  *   3. window: until --after seconds past --at, fires taken and
  *      acknowledged: the daemon's CPU per fire (its next-elapse search
  *      included), each fire's lateness by the faked wall clock against
- *      due_realtime_ns (without and with jitter apart), and the daemon's
- *      own (Fired.fired_ns - deadline_ns);
+ *      due_realtime_ns (the burst due at --at, the other elapses and the
+ *      jittered timers apart), and the daemon's own (Fired.fired_ns -
+ *      deadline_ns);
  *   4. steps: the faked clock stepped forward about an hour and told
  *      (every wall-clock timer re-placed; the skipped elapses coalesce
  *      into one late fire per timer), then back about an hour (re-placed,
