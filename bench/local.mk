@@ -149,3 +149,15 @@ bench_bwcal_SOURCES = bench/bwcal.c daemon/tz.c daemon/calendar.c \
 bench_bwcal_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 bench_bwcal_LDFLAGS = -no-install
 bench_bwcal_LDADD = -ldl
+
+# bench/bwcalload: the daemon's CPU and memory with 100,000 calendar timers
+# across a DST change (issue 24; bench/run-calendar.sh starts it with
+# tests/.libs/fakeclock.so, results/calendar.md).  It checks each fire
+# against the daemon's calendar code, built in as in bwcal.
+noinst_PROGRAMS += bench/bwcalload
+bench_bwcalload_SOURCES = bench/bwcalload.c bench/bwload.h bench/load_stats.c \
+	daemon/tz.c daemon/calendar.c daemon/calendar-internal.h
+bench_bwcalload_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/client -I$(top_srcdir)/daemon
+bench_bwcalload_LDFLAGS = -no-install
+bench_bwcalload_LDADD = client/libbitwheel-client.la
+EXTRA_DIST += bench/run-calendar.sh
