@@ -1410,7 +1410,8 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 		*replaced = true;
 	}
 	bwd_timer_add(s, t);
-	if (s->name) {
+	/* Built only when written (journal_fire says why). */
+	if (bwd_journaled(s)) {
 		struct bwd_record r = {
 			.type = BWD_REC_TIMER, .sid = s->id, .key = req->key,
 			.deadline_ns = req->deadline_ns, .period_ns = req->period_ns,
@@ -1448,7 +1449,7 @@ int bwd_timer_cancel(struct bwd_session *s, uint64_t key, bool *pending)
 	if (!t)
 		return 0;
 	timer_cancel(s->state, t);
-	if (s->name) {
+	if (bwd_journaled(s)) {
 		struct bwd_record r = { .type = BWD_REC_CANCEL, .sid = s->id,
 					.key = key };
 
