@@ -86,8 +86,10 @@
  * fire is paid in two parts, the wheel's callback (a list link and,
  * named with a journal, a record: the wheel's own cost of a timer in its
  * overflow store dominates in a burst) and its making in
- * bwd_state_fire() (a kept block, a copy, a map removal and the timer's
- * block kept: some 280 instructions, "Blocks" below); a
+ * bwd_state_fire() (a kept block filled from the timer in place, a map
+ * removal, the timer's block kept and the fire queued: some 300
+ * instructions under bwload's deliver1, callgrind, "Blocks" below; no
+ * record is built for a session without a journal); a
  * lookup of a key with fired timers waiting walks past them; taking back
  * a member's fires is O(its flight); ending a session is
  * O(its timers + its fires), spread over loop turns TEARDOWN_CHUNK timers
