@@ -86,8 +86,10 @@
  * fire is paid in two parts, the wheel's callback (a list link and,
  * named with a journal, a record: the wheel's own cost of a timer in its
  * overflow store dominates in a burst) and its making in
- * bwd_state_fire() (a kept block, a copy, a map removal and the timer's
- * block kept: some 280 instructions, "Blocks" below); a
+ * bwd_state_fire() (a kept block filled from the timer in place, a map
+ * removal, the timer's block kept and the fire queued: some 300
+ * instructions under bwload's deliver1, callgrind, "Blocks" below; no
+ * record is built for a session without a journal); a
  * lookup of a key with fired timers waiting walks past them; taking back
  * a member's fires is O(its flight); ending a session is
  * O(its timers + its fires), spread over loop turns TEARDOWN_CHUNK timers
@@ -399,11 +401,13 @@ static bool over_queue(const struct bwd_session *s, const struct bwd_timer *t)
 	       s->acct->bytes + cost > bwd_acct_cap(s->state, s->acct, lim);
 }
 
-/* What t's fire carries, fired at fired_ns as its count-th. */
-struct bwd_fire bwd_timer_fire_of(const struct bwd_timer *t, uint64_t fired_ns,
-				  uint64_t count)
+/* What t's fire carries, fired at fired_ns as its count-th, written in
+ * f (restrict: the compiler builds it in place, not in a copy). */
+static void fire_fill(struct bwd_fire *restrict f,
+		      const struct bwd_timer *restrict t, uint64_t fired_ns,
+		      uint64_t count)
 {
-	struct bwd_fire f = {
+	*f = (struct bwd_fire){
 		.due.kind = BWD_DUE_FIRE,
 		.key = t->node.key,
 		.deadline_ns = t->deadline_ns,
@@ -416,9 +420,34 @@ struct bwd_fire bwd_timer_fire_of(const struct bwd_timer *t, uint64_t fired_ns,
 		.payload_len = t->payload_len,
 		.payload = t->payload,
 	};
-
 	if (t->wall)
-		f.wall_ns = bwd_wall_elapse(t->session->state, t);
+		f->wall_ns = bwd_wall_elapse(t->session->state, t);
+}
+
+struct bwd_fire bwd_timer_fire_of(const struct bwd_timer *t, uint64_t fired_ns,
+				  uint64_t count)
+{
+	struct bwd_fire f;
+
+	fire_fill(&f, t, fired_ns, count);
+	return f;
+}
+
+/* t's fire in a block of its own, its payload copied (bwd_fire_new's
+ * result without a template in between: a fire is made as often as a
+ * request is served); NULL without memory. */
+static struct bwd_fire *fire_make(struct bwd_state *st,
+				  const struct bwd_timer *t, uint64_t fired_ns,
+				  uint64_t count)
+{
+	struct bwd_fire *f = bwd_block_get(st, BWD_BLOCK_FIRE, t->payload_len);
+
+	if (!f)
+		return NULL;
+	fire_fill(f, t, fired_ns, count);
+	f->payload = (const uint8_t *)(f + 1);
+	if (t->payload_len)
+		memcpy(f + 1, t->payload, t->payload_len);
 	return f;
 }
 
@@ -477,16 +506,21 @@ static void due_add(struct bwd_session *s, struct bwd_due *d)
  * waits in the due list for bwd_state_fire() to make it. */
 static void oneshot_fired(struct bwd_timer *t, uint64_t now_ns)
 {
+	struct bwd_session *s = t->session;
+
 	t->seq = 0;
-	if (t->session->name) {
+	if (bwd_journaled(s)) {
 		struct bwd_fire f = bwd_timer_fire_of(t, now_ns, 0);
 
-		journal_fire(t->session, &f, false);
+		journal_fire(s, &f, false);
 		t->seq = f.seq;
+	} else if (s->name) {
+		/* Numbered as journal_fire does, with no record to build. */
+		t->seq = s->next_seq++;
 	}
 	t->fired_ns = now_ns;
 	t->fired = true;
-	due_add(t->session, &t->due);
+	due_add(s, &t->due);
 }
 
 /*
@@ -500,10 +534,9 @@ static uint64_t periodic_fired(struct bwd_state *st, struct bwd_timer *t,
 			       uint64_t now_ns)
 {
 	struct bwd_session *s = t->session;
-	struct bwd_fire tmpl = bwd_timer_fire_of(t, now_ns, ++t->count), *f;
-	uint64_t next;
+	uint64_t count = ++t->count, next;
+	struct bwd_fire *f;
 
-	t->late = false;
 	/* Past its owner's journal share, what it cannot record is not
 	 * owed either (account.c); while the storage is down, nothing is
 	 * recorded, and one fire waiting is owed enough (store.c). */
@@ -512,7 +545,7 @@ static uint64_t periodic_fired(struct bwd_state *st, struct bwd_timer *t,
 			 (st->storage_down && s->queue_head)))) {
 		s->dropped++;
 		COUNT(s, dropped, 1);
-	} else if ((f = bwd_fire_new(st, &tmpl))) {
+	} else if ((f = fire_make(st, t, now_ns, count))) {
 		journal_fire(s, f, t->cal);
 		if (s->due_head) {
 			bwd_fire_count(s, f);
@@ -523,6 +556,8 @@ static uint64_t periodic_fired(struct bwd_state *st, struct bwd_timer *t,
 	} else {
 		fire_lost(s);
 	}
+	/* The fire (made above) carried it; the next ones are on time. */
+	t->late = false;
 	next = bwd_timer_advance(t, now_ns);
 	if (!next) {
 		LANE(t, pending, -1);
@@ -590,7 +625,7 @@ static void due_make(struct bwd_session *s)
 {
 	struct bwd_due *d = s->due_head;
 	struct bwd_timer *t;
-	struct bwd_fire tmpl, *f;
+	struct bwd_fire *f;
 
 	s->due_head = d->next;
 	if (!s->due_head)
@@ -600,9 +635,8 @@ static void due_make(struct bwd_session *s)
 		return;
 	}
 	t = bwd_container_of(d, struct bwd_timer, due);
-	tmpl = bwd_timer_fire_of(t, t->fired_ns, 0);
-	tmpl.seq = t->seq;
-	if ((f = bwd_fire_new(s->state, &tmpl))) {
+	if ((f = fire_make(s->state, t, t->fired_ns, 0))) {
+		f->seq = t->seq;
 		bwd_fire_enqueue(s, f);
 	} else {
 		/* Journaled as owed: journaled as dropped too. */
@@ -1378,7 +1412,8 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 		*replaced = true;
 	}
 	bwd_timer_add(s, t);
-	if (s->name) {
+	/* Built only when written (journal_fire says why). */
+	if (bwd_journaled(s)) {
 		struct bwd_record r = {
 			.type = BWD_REC_TIMER, .sid = s->id, .key = req->key,
 			.deadline_ns = req->deadline_ns, .period_ns = req->period_ns,
@@ -1416,7 +1451,7 @@ int bwd_timer_cancel(struct bwd_session *s, uint64_t key, bool *pending)
 	if (!t)
 		return 0;
 	timer_cancel(s->state, t);
-	if (s->name) {
+	if (bwd_journaled(s)) {
 		struct bwd_record r = { .type = BWD_REC_CANCEL, .sid = s->id,
 					.key = key };
 
