@@ -203,7 +203,7 @@ static size_t fast_body_size(const Bitwheel__V1__Envelope *env)
 		       opt_bytes_size(m->has_payload, &m->payload) +
 		       (m->has_replace ? 2 : 0) +
 		       opt_u64_size(m->has_leeway_ns, m->leeway_ns) +
-		       opt_u64_size(m->has_clock, (uint64_t)(int64_t)m->clock);
+		       opt_u64_size(m->has_clock, (uint64_t)(int64_t)(int32_t)m->clock);
 	}
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL: {
 		const Bitwheel__V1__Cancel *m = env->cancel;
@@ -283,9 +283,9 @@ static uint8_t *fast_body_write(const Bitwheel__V1__Envelope *env, uint8_t *p)
 		p = put_bool(p, 6, m->has_replace, m->replace);
 		p = put_u64(p, 7, m->has_leeway_ns, m->leeway_ns);
 		p = put_u64(p, 8, realtime, m->delay_ns);
-		/* An enum is an int32: a negative one is ten bytes, as
-		 * protobuf-c writes it. */
-		return put_u64(p, 13, m->has_clock, (uint64_t)(int64_t)m->clock);
+		/* protobuf-c writes an enum as an int32: a negative one
+		 * (no value of ours) is ten bytes. */
+		return put_u64(p, 13, m->has_clock, (uint64_t)(int64_t)(int32_t)m->clock);
 	}
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
 		return put_u64(p, 1, env->cancel->has_key, env->cancel->key);

@@ -2000,7 +2000,7 @@ static enum taken fast_for(const Bitwheel__V1__Envelope *e)
 		return m->when_case == BITWHEEL__V1__SCHEDULE__WHEN_CALENDAR ||
 			m->has_jitter_ns || m->has_jitter_fixed ||
 			m->has_misfire_grace_ns ||
-			(m->has_clock && (m->clock < 0 || m->clock > 1)) ?
+			(m->has_clock && ((int)m->clock < 0 || (int)m->clock > 1)) ?
 			SLOW : FAST_REQUEST;
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
 	case BITWHEEL__V1__ENVELOPE__BODY_ACK:
