@@ -559,6 +559,16 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 		return;
 	}
 	s.boot = r->has_clock && r->clock == BITWHEEL__V1__CLOCK__CLOCK_BOOTTIME;
+	if (r->when_case == BITWHEEL__V1__SCHEDULE__WHEN_REALTIME_NS) {
+		/* 0 is the epoch: more likely an unset variable than 1970. */
+		if (r->when_ns == 0 || r->has_period_ns) {
+			error(out, true, r->request_id, PROTOCOL_NAME(BAD_DEADLINE), false,
+			      r->when_ns == 0 ? "realtime_ns must be > 0 (ns since the Unix epoch, UTC)" :
+			      "realtime_ns with period_ns: a wall-clock timer is a oneshot");
+			return;
+		}
+		s.wall_ns = r->when_ns;
+	}
 	now = is_delay || s.wall_ns || s.boot ? now_of(ctx) : 0;
 	/* The bounds bwctl checks too, before it sends (duration.c). */
 	why = s.cal ? NULL :
