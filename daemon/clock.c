@@ -79,6 +79,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
+#include <sys/inotify.h>
 #include <sys/random.h>
 #include <sys/timerfd.h>
 #include <systemd/sd-id128.h>
@@ -524,6 +526,53 @@ void bwd_state_clock_step(struct bwd_state *st, bool boot)
 			"the wall clock was set: %" PRIu64 " wall-clock timers placed again", n);
 }
 
+void bwd_state_zones_changed(struct bwd_state *st)
+{
+	char why[160];
+	uint64_t n = 0;
+
+	if (st->restoring)
+		return;
+	/* The old zones go: every calendar's pointer to one dangles until
+	 * its spec is parsed again below, and nothing reads it between. */
+	bwd_tz_cache_clear();
+	for (size_t b = 0; b <= st->wall.mask; b++) {
+		for (struct bwd_map_node *m = st->wall.bucket[b], *next; m; m = next) {
+			struct bwd_wall *w = bwd_container_of(m, struct bwd_wall, node);
+			struct bwd_timer *t = (struct bwd_timer *)(uintptr_t)m->key;
+			struct bwd_calt *c = w->cal;
+			struct bwd_cal *cal;
+			uint64_t cost;
+			size_t len;
+
+			next = m->next;
+			if (!c)
+				continue;
+			if (bwd_cal_parse(c->spec, &cal, why, sizeof(why))) {
+				/* Its zone gone from the database, say. */
+				bwd_log(BWD_LOG_ERR, "calendar timer %" PRIu64 " ('%s') dropped: %s",
+					m->key, c->spec, why);
+				bwd_wheels_disarm(st, t);
+				LANE(t, lost, 1);
+				LANE(t, pending, -1);
+				bwd_timer_free(st, t);
+				continue;
+			}
+			len = strlen(c->spec);
+			cost = cal_cost(cal, len, c->listed == c->spec ? 0 : strlen(c->listed));
+			bwd_acct_charge(st, t->session->acct, (int64_t)(cost - c->cost));
+			st->stats.bytes += cost - c->cost;
+			c->cost = cost;
+			bwd_cal_free(c->cal);
+			c->cal = cal;
+			n++;
+		}
+	}
+	bwd_log(BWD_LOG_NOTICE, "the time zones changed: %" PRIu64 " calendar timers read again", n);
+	/* Their next elapses, placed again. */
+	bwd_state_clock_step(st, false);
+}
+
 void bwd_state_clock_attach(struct bwd_state *st, struct bwd_clock *c)
 {
 	st->clock = c;
@@ -536,9 +585,13 @@ void bwd_state_clock_attach(struct bwd_state *st, struct bwd_clock *c)
 
 struct bwd_clock {
 	int fd, boot_fd;           /* CLOCK_REALTIME's, CLOCK_BOOTTIME's     */
-	struct event *ev, *boot_ev;
-	void (*on_step)(void *arg, bool boot);
+	int zone_fd;               /* the zone watcher's inotify; -1: none   */
+	int local_wd;              /* its watch of the local zone's directory */
+	struct event *ev, *boot_ev, *zone_ev, *settle;
+	void (*on_step)(void *arg, enum bwd_clock_event what);
 	void *arg;
+	char local[256];           /* the local zone file's name in it       */
+	bool etc;                  /* that directory is /etc (timezone too)  */
 };
 
 /* The resume detector at boot_ns (absolute CLOCK_BOOTTIME; UINT64_MAX:
@@ -568,7 +621,7 @@ static void on_boot(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (read(fd, &expirations, sizeof(expirations)) < 0)
 		return;
-	c->on_step(c->arg, true);
+	c->on_step(c->arg, BWD_CLOCK_RESUME);
 }
 
 /* Armed at the end of time: it never expires, it is only cancelled. */
@@ -593,19 +646,135 @@ static void on_clock(evutil_socket_t fd, short what, void *arg)
 	if (clock_arm(c->fd))
 		bwd_log(BWD_LOG_ERR, "timerfd_settime(CLOCK_REALTIME): %s; clock steps go unnoticed until a wall-clock timer's slot comes due",
 			strerror(errno));
-	c->on_step(c->arg, false);
+	c->on_step(c->arg, BWD_CLOCK_STEP);
+}
+
+/* ---- the zone watcher ----------------------------------------------------- */
+
+/* A package upgrade rewrites hundreds of zone files: the calendars are
+ * read again once it has been quiet this long. */
+#define ZONE_SETTLE_MS 1000
+/* The most directories of the tz database watched (Debian's has ~70). */
+#define ZONE_DIRS_MAX 1024
+
+#define ZONE_EVENTS (IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | \
+		     IN_CREATE | IN_DELETE)
+
+static int walk_fd, walk_dirs;
+
+static int watch_dir(const char *path, const struct stat *sb, int type,
+		     struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	if (type != FTW_D)
+		return 0;
+	if (++walk_dirs > ZONE_DIRS_MAX) {
+		bwd_log(BWD_LOG_WARNING, "%s: more than %d directories; the rest are not watched for changes",
+			BWD_TZ_DIR, ZONE_DIRS_MAX);
+		return 1;
+	}
+	if (inotify_add_watch(walk_fd, path, ZONE_EVENTS | IN_ONLYDIR) < 0)
+		bwd_log(BWD_LOG_WARNING, "inotify_add_watch(%s): %s; its zones' changes are seen on SIGHUP",
+			path, strerror(errno));
+	return 0;
+}
+
+/* The local zone's file: TZ when it names one by an absolute path, else
+ * /etc/localtime (tz.c's order); split into c's directory watch and
+ * name.  A TZ of a zone name or a POSIX rule changes with the database
+ * or never. */
+static void watch_local(struct bwd_clock *c)
+{
+	const char *tz = getenv("TZ"), *slash;
+	char dir[4096];
+
+	if (tz && *tz == ':')
+		tz++;
+	if (tz && *tz != '/')
+		return;
+	if (!tz)
+		tz = "/etc/localtime";
+	slash = strrchr(tz, '/');
+	if ((size_t)(slash - tz) >= sizeof(dir) || strlen(slash + 1) >= sizeof(c->local))
+		return;
+	memcpy(dir, tz, (size_t)(slash - tz));
+	dir[slash - tz] = '\0';
+	if (!*dir)
+		strcpy(dir, "/");
+	strcpy(c->local, slash + 1);
+	c->etc = !strcmp(dir, "/etc");
+	c->local_wd = inotify_add_watch(c->zone_fd, dir, ZONE_EVENTS | IN_ONLYDIR);
+	if (c->local_wd < 0)
+		bwd_log(BWD_LOG_WARNING, "inotify_add_watch(%s): %s; a change of the local zone is seen on SIGHUP",
+			dir, strerror(errno));
+}
+
+static void on_zone(evutil_socket_t fd, short what, void *arg)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	struct timeval settle = { ZONE_SETTLE_MS / 1000, ZONE_SETTLE_MS % 1000 * 1000 };
+	struct bwd_clock *c = arg;
+	bool changed = false;
+	ssize_t n;
+
+	(void)what;
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const void *)p;
+
+			p += sizeof(*ev) + ev->len;
+			/* The local zone's directory holds other files. */
+			if (ev->wd != c->local_wd || (ev->len &&
+			    (!strcmp(ev->name, c->local) ||
+			     (c->etc && !strcmp(ev->name, "timezone")))))
+				changed = true;
+		}
+	}
+	if (changed)
+		event_add(c->settle, &settle);
+}
+
+static void on_settled(evutil_socket_t fd, short what, void *arg)
+{
+	struct bwd_clock *c = arg;
+
+	(void)fd;
+	(void)what;
+	c->on_step(c->arg, BWD_CLOCK_ZONES);
+}
+
+/* The watcher of /etc/localtime (or TZ's file), /etc/timezone and the tz
+ * database; without inotify (or its watches), zones change on SIGHUP
+ * only: logged, not fatal. */
+static void zone_open(struct bwd_clock *c, struct event_base *base)
+{
+	c->zone_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (c->zone_fd < 0) {
+		bwd_log(BWD_LOG_WARNING, "inotify_init1: %s; time zone changes are seen on SIGHUP only",
+			strerror(errno));
+		return;
+	}
+	watch_local(c);
+	walk_fd = c->zone_fd;
+	walk_dirs = 0;
+	nftw(BWD_TZ_DIR, watch_dir, 16, FTW_PHYS);
+	c->zone_ev = event_new(base, c->zone_fd, EV_READ | EV_PERSIST, on_zone, c);
+	c->settle = evtimer_new(base, on_settled, c);
+	if (!c->zone_ev || !c->settle || event_add(c->zone_ev, NULL))
+		bwd_log(BWD_LOG_WARNING, "no memory to watch time zones; their changes are seen on SIGHUP only");
 }
 
 int bwd_clock_open(struct event_base *base,
-		   void (*on_step)(void *arg, bool boot), void *arg,
-		   struct bwd_clock **out)
+		   void (*on_step)(void *arg, enum bwd_clock_event what),
+		   void *arg, struct bwd_clock **out)
 {
 	struct bwd_clock *c = calloc(1, sizeof(*c));
 	int err = -ENOMEM;
 
 	if (!c)
 		return -ENOMEM;
-	c->boot_fd = -1;
+	c->boot_fd = c->zone_fd = c->local_wd = -1;
 	c->on_step = on_step;
 	c->arg = arg;
 	c->fd = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -632,6 +801,7 @@ int bwd_clock_open(struct event_base *base,
 	c->boot_ev = event_new(base, c->boot_fd, EV_READ | EV_PERSIST, on_boot, c);
 	if (!c->boot_ev || event_add(c->boot_ev, NULL))
 		goto fail;
+	zone_open(c, base);
 	*out = c;
 	return 0;
 fail:
@@ -647,9 +817,15 @@ void bwd_clock_free(struct bwd_clock *c)
 		event_free(c->ev);
 	if (c->boot_ev)
 		event_free(c->boot_ev);
+	if (c->zone_ev)
+		event_free(c->zone_ev);
+	if (c->settle)
+		event_free(c->settle);
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->boot_fd >= 0)
 		close(c->boot_fd);
+	if (c->zone_fd >= 0)
+		close(c->zone_fd);
 	free(c);
 }

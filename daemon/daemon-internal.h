@@ -1459,14 +1459,23 @@ uint64_t bwd_boottime_ns(void);
  * boottime one only when the offset moved.  Then the boottime timerfd
  * is armed at the next boottime deadline. */
 void bwd_state_clock_step(struct bwd_state *st, bool boot);
-/* The step and resume detectors: a CLOCK_REALTIME timerfd with
- * TFD_TIMER_CANCEL_ON_SET and a CLOCK_BOOTTIME one in base's loop that
- * call on_step(arg, false) after every step, on_step(arg, true) when the
- * boottime one expires.  0, or a negative errno (logged). */
+/* The time zones changed (the local one, or the tz database): the zone
+ * cache is dropped, every calendar timer's spec parsed again (one whose
+ * zone is gone is dropped, logged and counted lost; not journaled, so a
+ * restart drops it again) and its next elapse placed. */
+void bwd_state_zones_changed(struct bwd_state *st);
+/* The step, resume and zone detectors in base's loop: a CLOCK_REALTIME
+ * timerfd with TFD_TIMER_CANCEL_ON_SET (BWD_CLOCK_STEP after every
+ * step), a CLOCK_BOOTTIME one (BWD_CLOCK_RESUME when it expires), and an
+ * inotify of the local zone's file (TZ's, else /etc/localtime),
+ * /etc/timezone and every directory of the tz database (BWD_CLOCK_ZONES
+ * once they have been quiet for a second; without inotify, logged, only
+ * SIGHUP tells).  0, or a negative errno (logged). */
+enum bwd_clock_event { BWD_CLOCK_STEP, BWD_CLOCK_RESUME, BWD_CLOCK_ZONES };
 struct bwd_clock;
 int bwd_clock_open(struct event_base *base,
-		   void (*on_step)(void *arg, bool boot), void *arg,
-		   struct bwd_clock **out);
+		   void (*on_step)(void *arg, enum bwd_clock_event what),
+		   void *arg, struct bwd_clock **out);
 /* st arms c's boottime timerfd from now on (NULL: no more). */
 void bwd_state_clock_attach(struct bwd_state *st, struct bwd_clock *c);
 void bwd_clock_free(struct bwd_clock *c);

@@ -44,7 +44,8 @@
  *              timer is placed again, then the pump runs (the wheel's
  *              next deadline may have moved either way); the same for
  *              boottime timers when the CLOCK_BOOTTIME timerfd expires
- *              and the host was suspended meanwhile
+ *              and the host was suspended meanwhile, and for calendar
+ *              timers when the time zones changed (and on SIGHUP)
  * The loop runs one turn at a time (EVLOOP_ONCE): after each, the store
  * writes what the turn journaled and starts its sync (in the journal's
  * thread); the output held for it goes out once the sync is done.
@@ -183,11 +184,14 @@ static void on_wheel(evutil_socket_t fd, short what, void *arg)
 	pump(srv);
 }
 
-static void on_step(void *arg, bool boot)
+static void on_step(void *arg, enum bwd_clock_event what)
 {
 	struct bwd_server *srv = arg;
 
-	bwd_state_clock_step(srv->state, boot);
+	if (what == BWD_CLOCK_ZONES)
+		bwd_state_zones_changed(srv->state);
+	else
+		bwd_state_clock_step(srv->state, what == BWD_CLOCK_RESUME);
 	pump(srv);
 }
 
@@ -392,6 +396,9 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 
 	(void)sig;
 	(void)what;
+	/* A zone change inotify did not see (or cannot: no inotify). */
+	bwd_state_zones_changed(srv->state);
+	pump(srv);
 	if (!path) {
 		bwd_log(BWD_LOG_NOTICE, "SIGHUP: no --budgets file to read again; nothing changes");
 		return;

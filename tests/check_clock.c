@@ -51,10 +51,16 @@
  *            while the daemon is down (SIGTERM, SIGKILL) fires the one
  *            it passed at the start; ListTimers says the clock; clock
  *            with realtime_ns or calendar is BAD_REQUEST.
+ *   zones    the local zone (TZ naming a file of the test's) replaced
+ *            under a daemon: a local-time calendar timer's next elapse
+ *            moves to the new zone's midnight (inotify); SIGHUP reads
+ *            the zones again too.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -981,6 +987,101 @@ START_TEST(test_suspend_bad_input)
 }
 END_TEST
 
+/* ---- time zone changes ---------------------------------------------------- */
+
+#define DAY_NS (86400 * DU_S)
+
+/* The tz database's zone as the file at path, replaced at once (a
+ * rename, as dpkg and timedatectl do). */
+static void put_zone(const char *path, const char *zone)
+{
+	char src[160], tmp[200], buf[8192];
+	FILE *in, *out;
+	size_t n;
+
+	snprintf(src, sizeof(src), "%s/%s", BWD_TZ_DIR, zone);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	in = fopen(src, "rb");
+	ck_assert_msg(in != NULL, "%s: %s", src, strerror(errno));
+	out = fopen(tmp, "wb");
+	ck_assert_msg(out != NULL, "%s: %s", tmp, strerror(errno));
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+	fclose(in);
+	ck_assert_int_eq(fclose(out), 0);
+	ck_assert_msg(rename(tmp, path) == 0, "rename %s: %s", tmp, strerror(errno));
+}
+
+/* Key 1's wall-clock deadline in session z, once it is `mod` past a
+ * UTC midnight (waiting at most DU_WAIT_MS); returned either way. */
+static uint64_t wait_listed_mod(struct du_conn *c, uint64_t *id, uint64_t mod)
+{
+	uint64_t until = du_now_ns() + (uint64_t)DU_WAIT_MS * DU_MS, w;
+	du_env *l;
+
+	for (;;) {
+		l = du_list(c, (*id)++, "z", 0, 0);
+		w = listed_wall(l, 1);
+		bwp_frame_free(l);
+		if (w % DAY_NS == mod || du_now_ns() > until)
+			return w;
+		du_sleep_ms(50);
+	}
+}
+
+/* How many times the log says `what`. */
+static int log_count(const struct du_daemon *d, const char *what)
+{
+	char *log = du_daemon_log(d), *p = log;
+	int n = 0;
+
+	while ((p = strstr(p, what))) {
+		n++;
+		p += strlen(what);
+	}
+	free(log);
+	return n;
+}
+
+/* The local zone (TZ naming a file of the test's) changes under a
+ * daemon with a local-time calendar timer: its next elapse moves to the
+ * new zone's midnight, seen by inotify; then SIGHUP reads the zones
+ * again too. */
+START_TEST(test_zone_change)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_sched s = { .key = 1, .when = DU_CALENDAR,
+			      .calendar = "*-*-* 00:00:00" };
+	const char *said = "the time zones changed: 1 calendar timers read again";
+	uint64_t id = 3, w, until;
+	struct du_conn *c;
+	char zone[160];
+
+	snprintf(zone, sizeof(zone), "%s/zone", d->dir);
+	put_zone(zone, "UTC");
+	ck_assert_int_eq(setenv("TZ", zone, 1), 0);
+	du_daemon_start(d, (const char *)NULL);
+	c = du_open_producer(d, "z");
+	schedule_at(c, 2, &s);
+	ck_assert_uint_eq(wait_listed_mod(c, &id, 0) % DAY_NS, 0);
+	/* Tokyo's midnight is 15:00 UTC (UTC+9, no daylight saving). */
+	put_zone(zone, "Asia/Tokyo");
+	w = wait_listed_mod(c, &id, 15 * 3600 * DU_S);
+	ck_assert_msg(w % DAY_NS == 15 * 3600 * DU_S,
+		      "the next elapse %.3f h past a UTC midnight, not 15 h",
+		      (double)(w % DAY_NS) / 3600e9);
+	ck_assert_int_eq(log_count(d, said), 1);
+	ck_assert(kill(d->pid, SIGHUP) == 0);
+	until = du_now_ns() + (uint64_t)DU_WAIT_MS * DU_MS;
+	while (log_count(d, said) < 2 && du_now_ns() < until)
+		du_sleep_ms(20);
+	ck_assert_int_eq(log_count(d, said), 2);
+	ck_assert_uint_eq(wait_listed_mod(c, &id, 15 * 3600 * DU_S), w);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 static Suite *clock_suite(void)
 {
 	Suite *s = suite_create("clock");
@@ -1026,6 +1127,11 @@ static Suite *clock_suite(void)
 	tcase_add_test(tc, test_suspend_restart_sigterm);
 	tcase_add_test(tc, test_suspend_restart_sigkill);
 	tcase_add_test(tc, test_suspend_bad_input);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("zones");
+	du_tcase(tc);
+	tcase_add_test(tc, test_zone_change);
 	suite_add_tcase(s, tc);
 	return s;
 }
