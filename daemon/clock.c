@@ -49,6 +49,14 @@
  * boottime deadline by its period (bwd_boot_advance); periods a suspend
  * passed are skipped, as a monotonic timer's late periods are.
  *
+ * Zone changes.  The zones a calendar's spec names are loaded once
+ * (tz.c's cache).  When the local zone's file (TZ's, else
+ * /etc/localtime), /etc/timezone or the tz database changes, an inotify
+ * of their directories says so; a second after the last such event the
+ * cache is dropped, every calendar timer's spec parsed again and its
+ * next elapse placed again (bwd_state_zones_changed), as after a step.
+ * SIGHUP does the same at once, for a change inotify could not see.
+ *
  * Data: a wall-clock timer has a bit (wall) and its instant in the
  * state's map of them, keyed by the timer's address (struct bwd_wall, 32
  * bytes and malloc's header, uncharged to the budgets: bounded by the
@@ -64,7 +72,7 @@
  * Costs: a step costs O(wall-clock timers) wheel cancels and inserts, a
  * resume O(boottime timers), and every expiry of the boottime timerfd
  * (once per boottime deadline at most) a walk of the map to find the
- * next one,
+ * next one, a zone change O(calendar timers) parses,
  * and a next-elapse search for each calendar timer; a wall-clock timer's
  * fire a map lookup and one clock_gettime(CLOCK_REALTIME) (vDSO), a
  * calendar timer's a next-elapse search too (calendar.c says its cost);
