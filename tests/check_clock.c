@@ -118,6 +118,20 @@ static void check_wall_fire(const du_env *f, uint64_t wall_ns, int64_t off_ns)
 		      f->fired->key, (double)(wall_ns - at) / 1e9);
 }
 
+/* The next fire, a monotonic timer's (key, due at due_ns), which a step
+ * or a suspend must not have moved: on its own time, unmarked. */
+static void expect_mono(struct du_conn *c, uint64_t key, uint64_t due_ns)
+{
+	uint64_t rx;
+	du_env *f = expect_key(c, key, &rx);
+
+	ck_assert(!f->fired->late);
+	ck_assert(!f->fired->has_due_realtime_ns);
+	ck_assert_uint_eq(f->fired->deadline_ns, due_ns);
+	du_check_fire_time(f->fired, rx, 2 * DU_MS);
+	bwp_frame_free(f);
+}
+
 START_TEST(test_step_forward)
 {
 	struct du_daemon *d = start_fake(NULL);
@@ -144,12 +158,7 @@ START_TEST(test_step_forward)
 	ck_assert_uint_lt(rx - stepped, du_margin_ns() + 100 * DU_MS);
 	bwp_frame_free(f);
 	/* The monotonic one fires on its own time, unmarked. */
-	f = expect_key(c, 2, &rx);
-	ck_assert(!f->fired->late);
-	ck_assert(!f->fired->has_due_realtime_ns);
-	ck_assert_uint_eq(f->fired->deadline_ns, mono.when_ns);
-	du_check_fire_time(f->fired, rx, 2 * DU_MS);
-	bwp_frame_free(f);
+	expect_mono(c, 2, mono.when_ns);
 	/* Key 3 is still an hour away. */
 	du_expect_quiet(c, 300);
 	du_conn_free(c);
@@ -213,17 +222,24 @@ START_TEST(test_quiet_step_back)
 }
 END_TEST
 
-/* The wall-clock deadline of key in a ListTimersReply, or 0. */
-static uint64_t listed_wall(const du_env *e, uint64_t key)
+/* key's TimerInfo in a ListTimersReply. */
+static const Bitwheel__V1__TimerInfo *listed(const du_env *e, uint64_t key)
 {
 	const Bitwheel__V1__ListTimersReply *r = e->list_timers_reply;
 
 	for (size_t i = 0; i < r->n_timers; i++)
 		if (r->timers[i]->key == key)
-			return r->timers[i]->has_deadline_realtime_ns ?
-				r->timers[i]->deadline_realtime_ns : 0;
+			return r->timers[i];
 	ck_abort_msg("key %" PRIu64 " not listed", key);
-	return 0;
+	return NULL;
+}
+
+/* The wall-clock deadline of key in a ListTimersReply, or 0. */
+static uint64_t listed_wall(const du_env *e, uint64_t key)
+{
+	const Bitwheel__V1__TimerInfo *ti = listed(e, key);
+
+	return ti->has_deadline_realtime_ns ? ti->deadline_realtime_ns : 0;
 }
 
 static void restart_by_wall(int sig)
@@ -823,11 +839,7 @@ START_TEST(test_suspend)
 	ck_assert_uint_lt(rx - resumed, du_margin_ns() + 100 * DU_MS);
 	bwp_frame_free(f);
 	/* The monotonic one fires on its own time, unmarked. */
-	f = expect_key(c, 2, &rx);
-	ck_assert(!f->fired->late);
-	ck_assert_uint_eq(f->fired->deadline_ns, mono_due);
-	du_check_fire_time(f->fired, rx, 2 * DU_MS);
-	bwp_frame_free(f);
+	expect_mono(c, 2, mono_due);
 	/* Key 3 is still 40 s away. */
 	du_expect_quiet(c, 300);
 	du_conn_free(c);
@@ -888,18 +900,6 @@ START_TEST(test_suspend_never_early)
 	du_daemon_free(d);
 }
 END_TEST
-
-/* key's TimerInfo in a ListTimersReply. */
-static const Bitwheel__V1__TimerInfo *listed(const du_env *e, uint64_t key)
-{
-	const Bitwheel__V1__ListTimersReply *r = e->list_timers_reply;
-
-	for (size_t i = 0; i < r->n_timers; i++)
-		if (r->timers[i]->key == key)
-			return r->timers[i];
-	ck_abort_msg("key %" PRIu64 " not listed", key);
-	return NULL;
-}
 
 /* With --state-dir, a suspend while the daemon is down: the boottime
  * timer it passed fires at once at the start, late; a later one and a
