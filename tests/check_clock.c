@@ -783,6 +783,20 @@ START_TEST(test_cal_bad_input)
 }
 END_TEST
 
+/* How many times the log says `what`. */
+static int log_count(const struct du_daemon *d, const char *what)
+{
+	char *log = du_daemon_log(d), *p = log;
+	int n = 0;
+
+	while ((p = strstr(p, what))) {
+		n++;
+		p += strlen(what);
+	}
+	free(log);
+	return n;
+}
+
 /* ---- boottime timers ------------------------------------------------------ */
 
 /* The daemon's CLOCK_BOOTTIME while the offset is off_ns. */
@@ -828,13 +842,17 @@ START_TEST(test_suspend)
 	ck_assert_uint_ge(due, fake_boot(0) + 9 * DU_S);
 	schedule_at(c, 3, &far);
 	mono_due = schedule_at(c, 4, &mono);
+	/* The boottime timerfd expiring with no suspend moves nothing. */
+	du_clock_suspend(d, 0, true);
 	du_expect_quiet(c, 200);
+	ck_assert_int_eq(log_count(d, "the host was suspended"), 0);
 	/* A 20 s suspend: the boottime clock jumps, the monotonic one not. */
 	resumed = du_now_ns();
 	du_clock_suspend(d, off, true);
 	f = expect_key(c, 1, &rx);
 	ck_assert(f->fired->late);
 	check_boot_fire(f, due, off);
+	ck_assert_int_eq(log_count(d, "the host was suspended: 2 boottime timers placed again"), 1);
 	du_note("fired %.1f ms after the resume", (double)(rx - resumed) / 1e6);
 	ck_assert_uint_lt(rx - resumed, du_margin_ns() + 100 * DU_MS);
 	bwp_frame_free(f);
@@ -1027,20 +1045,6 @@ static uint64_t wait_listed_mod(struct du_conn *c, uint64_t *id, uint64_t mod)
 			return w;
 		du_sleep_ms(50);
 	}
-}
-
-/* How many times the log says `what`. */
-static int log_count(const struct du_daemon *d, const char *what)
-{
-	char *log = du_daemon_log(d), *p = log;
-	int n = 0;
-
-	while ((p = strstr(p, what))) {
-		n++;
-		p += strlen(what);
-	}
-	free(log);
-	return n;
 }
 
 /* The local zone (TZ naming a file of the test's) changes under a
