@@ -229,9 +229,9 @@
  *    yet, see client/libbitwheel-client.map).  Before that, struct
  *    bwc_fire took deliveries, dead_letter and due_realtime_ns, struct
  *    bwc_timer realtime_ns, calendar, jitter_ns, jitter_fixed,
- *    has_misfire_grace and misfire_grace_ns, and struct
+ *    has_misfire_grace, misfire_grace_ns and clock, and struct
  *    bwc_session_entry and struct bwc_timer_entry (calendar, jitter,
- *    grace) grew.
+ *    grace, clock) grew.
  *
  * Costs: a client is one socket plus buffers that grow to what it has in
  * flight (at most one frame, 64 KiB by default, of unparsed input; up to
@@ -752,6 +752,12 @@ BWC_EXPORT int bwc_get_session_info(const struct bwc_client *c,
 /* ---- requests --------------------------------------------------------- */
 
 /* A timer to arm.  Zero-initialise it and set what you need. */
+/* A timer's clock (struct bwc_timer, struct bwc_timer_entry). */
+enum bwc_clock {
+	BWC_CLOCK_MONOTONIC = 0,
+	BWC_CLOCK_BOOTTIME = 1,
+};
+
 struct bwc_timer {
 	uint64_t key;          /* unique among the session's pending timers */
 	bool absolute;         /* false: when_ns is a delay from when the
@@ -792,6 +798,12 @@ struct bwc_timer {
 				  most misfire_grace_ns (false: always,
 				  once, late)                               */
 	uint64_t misfire_grace_ns;
+	/* The clock when_ns counts on (a delay) or is a point on
+	 * (absolute), period_ns too: BWC_CLOCK_MONOTONIC (0, the default)
+	 * stops while the host is suspended, BWC_CLOCK_BOOTTIME counts the
+	 * suspend (a timer it passed fires at the resume, late).  Not with
+	 * realtime_ns or calendar (BWC_EINVAL).  PROTOCOL.md, "Clocks". */
+	enum bwc_clock clock;
 };
 
 /* The longest calendar spec a timer may have (PROTOCOL.md). */
@@ -1115,7 +1127,10 @@ struct bwc_timer_entry {
 	bool jitter_fixed;
 	bool has_misfire_grace;
 	uint64_t misfire_grace_ns;
-	uint64_t reserved[7];  /* 0                                         */
+	enum bwc_clock clock;  /* its clock (a reserved slot's first half);
+				  a wall-clock timer's: BWC_CLOCK_MONOTONIC,
+				  its deadline_ns being where it waits    */
+	uint64_t reserved[6];  /* 0                                         */
 };
 
 /* What a listing said besides its entries. */

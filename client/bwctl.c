@@ -155,6 +155,7 @@ static const char help_schedule[] =
 "              --calendar SPEC [--jitter DURATION] [--jitter-fixed]\n"
 "              [--misfire-grace DURATION])\n"
 "             [--every DURATION] [--leeway DURATION]\n"
+"             [--clock monotonic|boottime]\n"
 "             [--session NAME [--owner UID]]\n"
 "             [--payload TEXT] [--replace] [--count N] [--json]\n"
 "\n"
@@ -189,6 +190,11 @@ static const char help_schedule[] =
 "  --every DURATION     periodic: fire again every DURATION (> 0)\n"
 "  --leeway DURATION    how late each fire may come, which picks the lane\n"
 "                       (default: 0 oneshot, the period / 64 periodic)\n"
+"  --clock CLOCK        what --in, --at-monotonic and --every count on:\n"
+"                       monotonic (the default) stops while the host is\n"
+"                       suspended, boottime counts the suspend (a timer due\n"
+"                       during it fires at the resume); not with --at or\n"
+"                       --calendar\n"
 "  --session NAME       the named session (1 to 64 of A-Z a-z 0-9 _ . : @ -),\n"
 "                       your uid's unless --owner says whose\n"
 "  --owner UID          root only: the session NAME of this uid (a number or\n"
@@ -429,7 +435,8 @@ static const char help_list[] =
 "  --json               one JSON object per timer and line: key,\n"
 "                       deadline_ns (CLOCK_MONOTONIC), deadline_unix_ns\n"
 "                       (wall clock), remaining_ns, period_ns, payload_bytes,\n"
-"                       has_payload, lane, and fire_count/late when set;\n"
+"                       has_payload, lane, clock (monotonic, boottime or\n"
+"                       realtime), and fire_count/late when set;\n"
 "                       a calendar timer's calendar, jitter_ns,\n"
 "                       jitter_fixed and misfire_grace_ns\n"
 "\n"
@@ -1375,6 +1382,7 @@ static int cmd_schedule(int argc, char **argv)
 		{ "misfire-grace", required_argument, NULL, 'G' },
 		{ "every", required_argument, NULL, 'e' },
 		{ "leeway", required_argument, NULL, 'l' },
+		{ "clock", required_argument, NULL, 'L' },
 		{ "session", required_argument, NULL, 's' },
 		{ "payload", required_argument, NULL, 'p' },
 		{ "replace", no_argument, NULL, 'r' },
@@ -1457,6 +1465,13 @@ static int cmd_schedule(int argc, char **argv)
 						 &leeway)) != ST_OK)
 				return rc;
 			break;
+		case 'L':
+			if (strcmp(optarg, "monotonic") && strcmp(optarg, "boottime"))
+				return usage_error(cmd, "bad --clock '%s': "
+						   "monotonic or boottime", optarg);
+			t.clock = optarg[0] == 'b' ? BWC_CLOCK_BOOTTIME :
+				BWC_CLOCK_MONOTONIC;
+			break;
 		case 's':
 			session = optarg;
 			break;
@@ -1491,6 +1506,9 @@ static int cmd_schedule(int argc, char **argv)
 	if (t.calendar != NULL && every_text != NULL)
 		return usage_error(cmd, "--calendar with --every: a calendar "
 				   "timer recurs by its spec");
+	if (t.clock == BWC_CLOCK_BOOTTIME && (have_wall || t.calendar != NULL))
+		return usage_error(cmd, "--clock boottime with --at or "
+				   "--calendar: those count on the wall clock");
 	if (have_cal_opt && t.calendar == NULL)
 		return usage_error(cmd, "--jitter, --jitter-fixed and "
 				   "--misfire-grace need --calendar");
@@ -3408,7 +3426,8 @@ static void print_timer(const struct bwc_timer_entry *e,
 		jw_u64(&j, "key", e->key);
 		jw_u64(&j, "deadline_ns", e->deadline_ns);
 		jw_u64(&j, "deadline_unix_ns", wall);
-		jw_str(&j, "clock", e->deadline_realtime_ns ? "realtime" : "monotonic");
+		jw_str(&j, "clock", e->deadline_realtime_ns ? "realtime" :
+		       e->clock == BWC_CLOCK_BOOTTIME ? "boottime" : "monotonic");
 		jw_u64(&j, "remaining_ns", left);
 		jw_u64(&j, "period_ns", e->period_ns);
 		jw_u64(&j, "payload_bytes", e->payload_len);
@@ -3438,6 +3457,8 @@ static void print_timer(const struct bwc_timer_entry *e,
 	       (unsigned long long)e->key, fmt_wall(wall, when, sizeof(when)),
 	       left ? fmt_duration(left, in, sizeof(in)) : "due", period, size,
 	       e->periodic_lane ? "periodic" : "oneshot");
+	if (e->clock == BWC_CLOCK_BOOTTIME)
+		printf("  clock=boottime");
 	if (e->calendar[0]) {
 		printf("  %s", e->calendar);
 		if (e->jitter_ns)

@@ -2331,6 +2331,11 @@ static int build_schedule(struct bwc_client *c, const struct bwc_timer *t,
 	    (t->absolute || t->when_ns || t->period_ns || t->realtime_ns))
 		return fail(c, BWC_EINVAL,
 			    "calendar with when_ns, absolute, period_ns or realtime_ns: a calendar timer recurs by its spec");
+	if (t->clock != BWC_CLOCK_MONOTONIC &&
+	    (t->clock != BWC_CLOCK_BOOTTIME || t->realtime_ns || t->calendar))
+		return fail(c, BWC_EINVAL, t->clock != BWC_CLOCK_BOOTTIME ?
+			    "clock is neither BWC_CLOCK_MONOTONIC nor BWC_CLOCK_BOOTTIME" :
+			    "clock with realtime_ns or calendar: those count on the wall clock");
 	if (t->calendar == NULL &&
 	    (t->jitter_ns || t->jitter_fixed || t->has_misfire_grace))
 		return fail(c, BWC_EINVAL,
@@ -2362,6 +2367,9 @@ static int build_schedule(struct bwc_client *c, const struct bwc_timer *t,
 		s->has_period_ns = 1;
 		s->period_ns = t->period_ns;
 	}
+	/* Absent for the default, so that an older daemon reads it too. */
+	s->has_clock = t->clock == BWC_CLOCK_BOOTTIME;
+	s->clock = BITWHEEL__V1__CLOCK__CLOCK_BOOTTIME;
 	if (t->payload != NULL) {
 		s->has_payload = 1;
 		/* protobuf-c's data is non-const, but packing only reads. */
@@ -2793,6 +2801,8 @@ static void copy_timer(const Bitwheel__V1__TimerInfo *ti,
 	e->late = ti->late;
 	e->periodic_lane = ti->lane == BITWHEEL__V1__LANE__LANE_PERIODIC;
 	e->deadline_realtime_ns = ti->deadline_realtime_ns;
+	e->clock = ti->has_clock && ti->clock == BITWHEEL__V1__CLOCK__CLOCK_BOOTTIME ?
+		BWC_CLOCK_BOOTTIME : BWC_CLOCK_MONOTONIC;
 	if (ti->calendar) {
 		/* The daemon lists at most BWC_CALENDAR_MAX bytes. */
 		snprintf(e->calendar, sizeof(e->calendar), "%s", ti->calendar);

@@ -31,6 +31,32 @@
  * bwd_mix(seed) (fixed) modulo jitter_ns + 1: no state but the seed,
  * which the journal keeps, so a restart draws the same.
  *
+ * Boottime timers.  A timer of Schedule.clock CLOCK_BOOTTIME counts the
+ * time the host spends suspended, which CLOCK_MONOTONIC, the wheel's,
+ * does not.  It is kept the way a wall-clock timer is: its deadline on
+ * CLOCK_BOOTTIME in the same map (a third bit, boot, says which clock),
+ * placed on the wheel at deadline - (boot_now - mono_now).  That offset
+ * only grows, at a suspend, and the kernel tells no one of a resume; but
+ * a CLOCK_BOOTTIME timerfd (absolute) counts the suspend, so one armed at
+ * the earliest boottime deadline to come expires at the resume if the
+ * suspend passed it, and on time otherwise.  When it expires the offset
+ * is read: moved by more than BOOT_SLACK_NS (two clock reads are never
+ * quite the same), every boottime timer is placed again, as after a wall
+ * clock step (one the suspend passed fires at once, marked late); the
+ * timerfd is then armed at the next deadline after the clock.  A timer's
+ * slot coming due checks CLOCK_BOOTTIME too (bwd_wall_due), so a resume
+ * not heard of yet cannot make one early.  A periodic one steps its
+ * boottime deadline by its period (bwd_boot_advance); periods a suspend
+ * passed are skipped, as a monotonic timer's late periods are.
+ *
+ * Zone changes.  The zones a calendar's spec names are loaded once
+ * (tz.c's cache).  When the local zone's file (TZ's, else
+ * /etc/localtime), /etc/timezone or the tz database changes, an inotify
+ * of their directories says so; a second after the last such event the
+ * cache is dropped, every calendar timer's spec parsed again and its
+ * next elapse placed again (bwd_state_zones_changed), as after a step.
+ * SIGHUP does the same at once, for a change inotify could not see.
+ *
  * Data: a wall-clock timer has a bit (wall) and its instant in the
  * state's map of them, keyed by the timer's address (struct bwd_wall, 32
  * bytes and malloc's header, uncharged to the budgets: bounded by the
@@ -43,11 +69,15 @@
  * not one byte larger.  The server owns the one timerfd (struct
  * bwd_clock).
  *
- * Costs: a step costs O(wall-clock timers) wheel cancels and inserts,
+ * Costs: a step costs O(wall-clock timers) wheel cancels and inserts, a
+ * resume O(boottime timers), and every expiry of the boottime timerfd
+ * (once per boottime deadline at most) a walk of the map to find the
+ * next one, a zone change O(calendar timers) parses,
  * and a next-elapse search for each calendar timer; a wall-clock timer's
  * fire a map lookup and one clock_gettime(CLOCK_REALTIME) (vDSO), a
  * calendar timer's a next-elapse search too (calendar.c says its cost);
- * monotonic timers nothing beyond a bit test in the wheel's callback.
+ * monotonic timers nothing beyond a bit test in the wheel's callback
+ * (the boottime bit is the wall bit's companion: no byte more).
  * Periodic wall-clock timers are refused (request.c): a recurrence stated
  * in wall-clock time is the calendar's.
  */
@@ -57,6 +87,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
+#include <sys/inotify.h>
 #include <sys/random.h>
 #include <sys/timerfd.h>
 #include <systemd/sd-id128.h>
@@ -73,6 +105,37 @@ uint64_t bwd_wall_place(uint64_t wall_ns, uint64_t mono_now, uint64_t real_now)
 	if (wall_ns - real_now > UINT64_MAX - mono_now)
 		return UINT64_MAX;
 	return mono_now + (wall_ns - real_now);
+}
+
+uint64_t bwd_boottime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The clock t's instant is on now. */
+static uint64_t clock_of(const struct bwd_timer *t)
+{
+	return t->boot ? bwd_boottime_ns() : bwd_realtime_ns();
+}
+
+/* Two reads of the clocks' offset closer than this are the same: a
+ * suspend is seconds at least, and the slot check keeps a timer from
+ * being early by what this misses. */
+#define BOOT_SLACK_NS 1000000u
+
+static void clock_boot_arm(struct bwd_clock *c, uint64_t boot_ns);
+
+/* The resume detector at boot_ns, when that is earlier than where it is. */
+static void boot_note(struct bwd_state *st, uint64_t boot_ns)
+{
+	if (boot_ns >= st->boot_next)
+		return;
+	st->boot_next = boot_ns;
+	if (st->clock)
+		clock_boot_arm(st->clock, boot_ns);
 }
 
 /* A calendar timer's own. */
@@ -266,6 +329,8 @@ int bwd_wall_add(struct bwd_state *st, struct bwd_timer *t, uint64_t wall_ns,
 	bwd_map_insert(&st->wall, &w->node);
 	st->stats.bytes += sizeof(*w);
 	t->wall = true;
+	if (t->boot)
+		boot_note(st, wall_ns);
 	return 0;
 }
 
@@ -282,7 +347,7 @@ void bwd_wall_remove(struct bwd_state *st, struct bwd_timer *t)
 		st->stats.bytes -= w->cal->cost;
 		calt_free(w->cal);
 	}
-	t->wall = t->cal = false;
+	t->wall = t->cal = t->boot = false;
 	free(w);
 }
 
@@ -332,7 +397,7 @@ void bwd_cal_record(const struct bwd_calendar *c, struct bwd_record *r)
 uint64_t bwd_wall_due(struct bwd_state *st, struct bwd_timer *t,
 		      uint64_t now_ns)
 {
-	uint64_t real = bwd_realtime_ns(), wall = bwd_wall_ns(st, t);
+	uint64_t real = clock_of(t), wall = bwd_wall_ns(st, t);
 
 	if (real >= wall)
 		return 0;
@@ -355,6 +420,22 @@ uint64_t bwd_cal_advance(struct bwd_state *st, struct bwd_timer *t,
 		return 0;
 	/* After now: the elapse is after real. */
 	t->deadline_ns = bwd_wall_place(w->wall_ns, now_ns, real);
+	return t->deadline_ns;
+}
+
+uint64_t bwd_boot_advance(struct bwd_state *st, struct bwd_timer *t,
+			  uint64_t now_ns)
+{
+	struct bwd_wall *w = wall_find(st, t);
+	uint64_t boot = bwd_boottime_ns(), next,
+		 off = boot - bwd_state_now(st);
+
+	/* now_ns on CLOCK_BOOTTIME (a replayed fire's is in the past). */
+	if (!w || !(next = bwd_next_period(w->wall_ns, t->period_ns, now_ns + off)))
+		return 0;
+	w->wall_ns = next;
+	boot_note(st, next);
+	t->deadline_ns = bwd_wall_place(next, now_ns, boot);
 	return t->deadline_ns;
 }
 
@@ -386,14 +467,24 @@ bool bwd_cal_restore(struct bwd_state *st, struct bwd_timer *t, uint64_t real)
 	return true;
 }
 
-void bwd_state_clock_step(struct bwd_state *st)
+void bwd_state_clock_step(struct bwd_state *st, bool boot)
 {
-	uint64_t mono = bwd_state_now(st), real = bwd_realtime_ns(), n = 0;
+	uint64_t mono = bwd_state_now(st), n = 0, soonest = UINT64_MAX,
+		 real = boot ? bwd_boottime_ns() : bwd_realtime_ns();
+	bool moved = !boot;
 
 	/* Not in the wheel yet while restoring: placed at the restore's
 	 * end. */
 	if (st->restoring)
 		return;
+	if (boot) {
+		/* Modulo 2^64: the shim's clock may go back (tests). */
+		uint64_t off = real - mono;
+
+		moved = off - st->boot_off + BOOT_SLACK_NS > 2 * BOOT_SLACK_NS;
+		if (moved)
+			st->boot_off = off;
+	}
 	for (size_t b = 0; b <= st->wall.mask; b++) {
 		for (struct bwd_map_node *m = st->wall.bucket[b], *next; m; m = next) {
 			struct bwd_wall *w = bwd_container_of(m, struct bwd_wall, node);
@@ -401,7 +492,11 @@ void bwd_state_clock_step(struct bwd_state *st)
 
 			next = m->next;
 			/* Fired already: its fire is made. */
-			if (t->fired)
+			if (t->fired || t->boot != boot)
+				continue;
+			if (boot && w->wall_ns > real && w->wall_ns < soonest)
+				soonest = w->wall_ns;
+			if (!moved)
 				continue;
 			bwd_wheels_disarm(st, t);
 			/* A calendar timer's base never ahead of the clock
@@ -420,7 +515,8 @@ void bwd_state_clock_step(struct bwd_state *st)
 				t->late = true;
 			t->deadline_ns = bwd_wall_place(w->wall_ns, mono, real);
 			if (bwd_wheels_arm(st, t)) {
-				bwd_log(BWD_LOG_ERR, "no memory to place a wall-clock timer again: it is lost");
+				bwd_log(BWD_LOG_ERR, "no memory to place a %s timer again: it is lost",
+					boot ? "boottime" : "wall-clock");
 				LANE(t, lost, 1);
 				LANE(t, pending, -1);
 				bwd_timer_free(st, t);
@@ -429,17 +525,112 @@ void bwd_state_clock_step(struct bwd_state *st)
 			n++;
 		}
 	}
-	bwd_log(BWD_LOG_INFO, "the wall clock was set: %" PRIu64 " wall-clock timers placed again", n);
+	if (boot) {
+		st->boot_next = UINT64_MAX;
+		boot_note(st, soonest);
+	}
+	if (moved)
+		bwd_log(BWD_LOG_INFO, boot ? "the host was suspended: %" PRIu64 " boottime timers placed again" :
+			"the wall clock was set: %" PRIu64 " wall-clock timers placed again", n);
+}
+
+void bwd_state_zones_changed(struct bwd_state *st)
+{
+	char why[160];
+	uint64_t n = 0;
+
+	if (st->restoring)
+		return;
+	/* The old zones go: every calendar's pointer to one dangles until
+	 * its spec is parsed again below, and nothing reads it between. */
+	bwd_tz_cache_clear();
+	for (size_t b = 0; b <= st->wall.mask; b++) {
+		for (struct bwd_map_node *m = st->wall.bucket[b], *next; m; m = next) {
+			struct bwd_wall *w = bwd_container_of(m, struct bwd_wall, node);
+			struct bwd_timer *t = (struct bwd_timer *)(uintptr_t)m->key;
+			struct bwd_calt *c = w->cal;
+			struct bwd_cal *cal;
+			uint64_t cost;
+			size_t len;
+
+			next = m->next;
+			if (!c)
+				continue;
+			if (bwd_cal_parse(c->spec, &cal, why, sizeof(why))) {
+				/* Its zone gone from the database, say. */
+				bwd_log(BWD_LOG_ERR, "calendar timer %" PRIu64 " ('%s') dropped: %s",
+					m->key, c->spec, why);
+				bwd_wheels_disarm(st, t);
+				LANE(t, lost, 1);
+				LANE(t, pending, -1);
+				bwd_timer_free(st, t);
+				continue;
+			}
+			len = strlen(c->spec);
+			cost = cal_cost(cal, len, c->listed == c->spec ? 0 : strlen(c->listed));
+			bwd_acct_charge(st, t->session->acct, (int64_t)(cost - c->cost));
+			st->stats.bytes += cost - c->cost;
+			c->cost = cost;
+			bwd_cal_free(c->cal);
+			c->cal = cal;
+			n++;
+		}
+	}
+	bwd_log(BWD_LOG_NOTICE, "the time zones changed: %" PRIu64 " calendar timers read again", n);
+	/* Their next elapses, placed again. */
+	bwd_state_clock_step(st, false);
+}
+
+void bwd_state_clock_attach(struct bwd_state *st, struct bwd_clock *c)
+{
+	st->clock = c;
+	st->boot_next = UINT64_MAX;
+	if (c)
+		bwd_state_clock_step(st, true);
 }
 
 /* ---- the step detector --------------------------------------------------- */
 
 struct bwd_clock {
-	int fd;
-	struct event *ev;
-	void (*on_step)(void *arg);
+	int fd, boot_fd;           /* CLOCK_REALTIME's, CLOCK_BOOTTIME's     */
+	int zone_fd;               /* the zone watcher's inotify; -1: none   */
+	int local_wd;              /* its watch of the local zone's directory */
+	struct event *ev, *boot_ev, *zone_ev, *settle;
+	void (*on_step)(void *arg, enum bwd_clock_event what);
 	void *arg;
+	char local[256];           /* the local zone file's name in it       */
+	bool etc;                  /* that directory is /etc (timezone too)  */
 };
+
+/* The resume detector at boot_ns (absolute CLOCK_BOOTTIME; UINT64_MAX:
+ * disarmed).  A failure leaves resumes to the slots' checks: logged. */
+static void clock_boot_arm(struct bwd_clock *c, uint64_t boot_ns)
+{
+	struct itimerspec its = { .it_value = {
+		.tv_sec = (time_t)(boot_ns / 1000000000u),
+		.tv_nsec = (long)(boot_ns % 1000000000u),
+	} };
+
+	if (boot_ns == UINT64_MAX)
+		its.it_value = (struct timespec){ 0 };
+	/* 0 would disarm it: a deadline at 0 is past, so 1 ns does. */
+	else if (boot_ns == 0)
+		its.it_value.tv_nsec = 1;
+	if (timerfd_settime(c->boot_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
+		bwd_log(BWD_LOG_ERR, "timerfd_settime(CLOCK_BOOTTIME): %s; a resume is heard of when a boottime timer's slot comes due",
+			strerror(errno));
+}
+
+static void on_boot(evutil_socket_t fd, short what, void *arg)
+{
+	struct bwd_clock *c = arg;
+	uint64_t expirations;
+
+	(void)what;
+	if (read(fd, &expirations, sizeof(expirations)) < 0)
+		return;
+	c->on_step(c->arg, BWD_CLOCK_RESUME);
+}
 
 /* Armed at the end of time: it never expires, it is only cancelled. */
 static int clock_arm(int fd)
@@ -463,10 +654,127 @@ static void on_clock(evutil_socket_t fd, short what, void *arg)
 	if (clock_arm(c->fd))
 		bwd_log(BWD_LOG_ERR, "timerfd_settime(CLOCK_REALTIME): %s; clock steps go unnoticed until a wall-clock timer's slot comes due",
 			strerror(errno));
-	c->on_step(c->arg);
+	c->on_step(c->arg, BWD_CLOCK_STEP);
 }
 
-int bwd_clock_open(struct event_base *base, void (*on_step)(void *arg),
+/* ---- the zone watcher ----------------------------------------------------- */
+
+/* A package upgrade rewrites hundreds of zone files: the calendars are
+ * read again once it has been quiet this long. */
+#define ZONE_SETTLE_MS 1000
+/* The most directories of the tz database watched (Debian's has ~70). */
+#define ZONE_DIRS_MAX 1024
+
+#define ZONE_EVENTS (IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | \
+		     IN_CREATE | IN_DELETE)
+
+static int walk_fd, walk_dirs;
+
+static int watch_dir(const char *path, const struct stat *sb, int type,
+		     struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	if (type != FTW_D)
+		return 0;
+	if (++walk_dirs > ZONE_DIRS_MAX) {
+		bwd_log(BWD_LOG_WARNING, "%s: more than %d directories; the rest are not watched for changes",
+			BWD_TZ_DIR, ZONE_DIRS_MAX);
+		return 1;
+	}
+	if (inotify_add_watch(walk_fd, path, ZONE_EVENTS | IN_ONLYDIR) < 0)
+		bwd_log(BWD_LOG_WARNING, "inotify_add_watch(%s): %s; its zones' changes are seen on SIGHUP",
+			path, strerror(errno));
+	return 0;
+}
+
+/* The local zone's file: TZ when it names one by an absolute path, else
+ * /etc/localtime (tz.c's order); split into c's directory watch and
+ * name.  A TZ of a zone name or a POSIX rule changes with the database
+ * or never. */
+static void watch_local(struct bwd_clock *c)
+{
+	const char *tz = getenv("TZ"), *slash;
+	char dir[4096];
+
+	if (tz && *tz == ':')
+		tz++;
+	if (tz && *tz != '/')
+		return;
+	if (!tz)
+		tz = "/etc/localtime";
+	slash = strrchr(tz, '/');
+	if ((size_t)(slash - tz) >= sizeof(dir) || strlen(slash + 1) >= sizeof(c->local))
+		return;
+	memcpy(dir, tz, (size_t)(slash - tz));
+	dir[slash - tz] = '\0';
+	if (!*dir)
+		strcpy(dir, "/");
+	strcpy(c->local, slash + 1);
+	c->etc = !strcmp(dir, "/etc");
+	c->local_wd = inotify_add_watch(c->zone_fd, dir, ZONE_EVENTS | IN_ONLYDIR);
+	if (c->local_wd < 0)
+		bwd_log(BWD_LOG_WARNING, "inotify_add_watch(%s): %s; a change of the local zone is seen on SIGHUP",
+			dir, strerror(errno));
+}
+
+static void on_zone(evutil_socket_t fd, short what, void *arg)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	struct timeval settle = { ZONE_SETTLE_MS / 1000, ZONE_SETTLE_MS % 1000 * 1000 };
+	struct bwd_clock *c = arg;
+	bool changed = false;
+	ssize_t n;
+
+	(void)what;
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const void *)p;
+
+			p += sizeof(*ev) + ev->len;
+			/* The local zone's directory holds other files. */
+			if (ev->wd != c->local_wd || (ev->len &&
+			    (!strcmp(ev->name, c->local) ||
+			     (c->etc && !strcmp(ev->name, "timezone")))))
+				changed = true;
+		}
+	}
+	if (changed)
+		event_add(c->settle, &settle);
+}
+
+static void on_settled(evutil_socket_t fd, short what, void *arg)
+{
+	struct bwd_clock *c = arg;
+
+	(void)fd;
+	(void)what;
+	c->on_step(c->arg, BWD_CLOCK_ZONES);
+}
+
+/* The watcher of /etc/localtime (or TZ's file), /etc/timezone and the tz
+ * database; without inotify (or its watches), zones change on SIGHUP
+ * only: logged, not fatal. */
+static void zone_open(struct bwd_clock *c, struct event_base *base)
+{
+	c->zone_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (c->zone_fd < 0) {
+		bwd_log(BWD_LOG_WARNING, "inotify_init1: %s; time zone changes are seen on SIGHUP only",
+			strerror(errno));
+		return;
+	}
+	watch_local(c);
+	walk_fd = c->zone_fd;
+	walk_dirs = 0;
+	nftw(BWD_TZ_DIR, watch_dir, 16, FTW_PHYS);
+	c->zone_ev = event_new(base, c->zone_fd, EV_READ | EV_PERSIST, on_zone, c);
+	c->settle = evtimer_new(base, on_settled, c);
+	if (!c->zone_ev || !c->settle || event_add(c->zone_ev, NULL))
+		bwd_log(BWD_LOG_WARNING, "no memory to watch time zones; their changes are seen on SIGHUP only");
+}
+
+int bwd_clock_open(struct event_base *base,
+		   void (*on_step)(void *arg, enum bwd_clock_event what),
 		   void *arg, struct bwd_clock **out)
 {
 	struct bwd_clock *c = calloc(1, sizeof(*c));
@@ -474,6 +782,7 @@ int bwd_clock_open(struct event_base *base, void (*on_step)(void *arg),
 
 	if (!c)
 		return -ENOMEM;
+	c->boot_fd = c->zone_fd = c->local_wd = -1;
 	c->on_step = on_step;
 	c->arg = arg;
 	c->fd = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -487,10 +796,20 @@ int bwd_clock_open(struct event_base *base, void (*on_step)(void *arg),
 		bwd_log(BWD_LOG_ERR, "timerfd_settime(CLOCK_REALTIME): %s", strerror(-err));
 		goto fail;
 	}
+	c->boot_fd = timerfd_create(CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (c->boot_fd < 0) {
+		err = -errno;
+		bwd_log(BWD_LOG_ERR, "timerfd_create(CLOCK_BOOTTIME): %s", strerror(errno));
+		goto fail;
+	}
 	err = -ENOMEM;
 	c->ev = event_new(base, c->fd, EV_READ | EV_PERSIST, on_clock, c);
 	if (!c->ev || event_add(c->ev, NULL))
 		goto fail;
+	c->boot_ev = event_new(base, c->boot_fd, EV_READ | EV_PERSIST, on_boot, c);
+	if (!c->boot_ev || event_add(c->boot_ev, NULL))
+		goto fail;
+	zone_open(c, base);
 	*out = c;
 	return 0;
 fail:
@@ -504,7 +823,17 @@ void bwd_clock_free(struct bwd_clock *c)
 		return;
 	if (c->ev)
 		event_free(c->ev);
+	if (c->boot_ev)
+		event_free(c->boot_ev);
+	if (c->zone_ev)
+		event_free(c->zone_ev);
+	if (c->settle)
+		event_free(c->settle);
 	if (c->fd >= 0)
 		close(c->fd);
+	if (c->boot_fd >= 0)
+		close(c->boot_fd);
+	if (c->zone_fd >= 0)
+		close(c->zone_fd);
 	free(c);
 }

@@ -401,6 +401,9 @@ struct bwd_timer {
 	/* A calendar timer (a wall-clock one too): its spec and next
 	 * elapse hang off its entry in that map (clock.c). */
 	bool cal : 1;
+	/* A CLOCK_BOOTTIME timer (wall set too): its instant in that map is
+	 * its deadline on CLOCK_BOOTTIME (clock.c). */
+	bool boot : 1;
 	uint8_t lane;              /* enum bw_lane: the one bwd_lane_for picks */
 	uint8_t payload[];
 };
@@ -808,7 +811,8 @@ struct bwd_calendar {
 struct bwd_schedule {
 	uint64_t key;
 	uint64_t deadline_ns;
-	uint64_t wall_ns;          /* a wall-clock timer's (clock.c); 0: none */
+	uint64_t wall_ns;          /* a wall-clock timer's (clock.c); 0: none;
+				      with boot its CLOCK_BOOTTIME deadline */
 	const struct bwd_calendar *cal; /* a calendar timer's; NULL: none    */
 	uint64_t period_ns;        /* 0: oneshot                             */
 	uint64_t leeway_ns;        /* BWD_LEEWAY_DEFAULT: absent             */
@@ -816,6 +820,7 @@ struct bwd_schedule {
 	uint32_t payload_len;
 	bool has_payload;
 	bool replace;
+	bool boot;                 /* Schedule.clock CLOCK_BOOTTIME          */
 	uid_t uid;                 /* the caller's: 0 is exempt from budgets */
 };
 
@@ -933,6 +938,8 @@ enum bwd_rec_type {
 				  after the other u64s                   */
 #define BWD_RECF_MARKED 0x80u  /* QUEUED: redelivered, though not SENT
 				  under this seq (moved since)           */
+#define BWD_RECF_BOOT 0x04u    /* TIMER with WALL: wall_ns is a deadline
+				  on CLOCK_BOOTTIME (clock.c)           */
 #define BWD_RECF_CAL 0x10u     /* TIMER: a calendar timer: its spec (name),
 				  jitter, seed and base; FIRE: a calendar
 				  timer's fire: wall_ns (the elapse) and
@@ -1444,15 +1451,33 @@ struct bwd_conn *bwd_conn_next(const struct bwd_conn *c);
 uint64_t bwd_wall_place(uint64_t wall_ns, uint64_t mono_now, uint64_t real_now);
 /* A wall-clock timer's instant (UTC ns); 0 for a monotonic timer. */
 uint64_t bwd_wall_ns(const struct bwd_state *st, const struct bwd_timer *t);
-/* The wall clock was stepped: every armed wall-clock timer placed again
- * by the clocks' offset now, marked late when the step passed it. */
-void bwd_state_clock_step(struct bwd_state *st);
-/* The step detector: a CLOCK_REALTIME timerfd with TFD_TIMER_CANCEL_ON_SET
- * in base's loop that calls on_step(arg) after every step.  0, or a
- * negative errno (logged). */
+/* CLOCK_BOOTTIME in ns. */
+uint64_t bwd_boottime_ns(void);
+/* The wall clock was stepped (boot: the boottime timerfd expired, maybe
+ * at a resume): every armed wall-clock (boottime) timer placed again by
+ * the clocks' offset now, marked late when the step passed it; a
+ * boottime one only when the offset moved.  Then the boottime timerfd
+ * is armed at the next boottime deadline. */
+void bwd_state_clock_step(struct bwd_state *st, bool boot);
+/* The time zones changed (the local one, or the tz database): the zone
+ * cache is dropped, every calendar timer's spec parsed again (one whose
+ * zone is gone is dropped, logged and counted lost; not journaled, so a
+ * restart drops it again) and its next elapse placed. */
+void bwd_state_zones_changed(struct bwd_state *st);
+/* The step, resume and zone detectors in base's loop: a CLOCK_REALTIME
+ * timerfd with TFD_TIMER_CANCEL_ON_SET (BWD_CLOCK_STEP after every
+ * step), a CLOCK_BOOTTIME one (BWD_CLOCK_RESUME when it expires), and an
+ * inotify of the local zone's file (TZ's, else /etc/localtime),
+ * /etc/timezone and every directory of the tz database (BWD_CLOCK_ZONES
+ * once they have been quiet for a second; without inotify, logged, only
+ * SIGHUP tells).  0, or a negative errno (logged). */
+enum bwd_clock_event { BWD_CLOCK_STEP, BWD_CLOCK_RESUME, BWD_CLOCK_ZONES };
 struct bwd_clock;
-int bwd_clock_open(struct event_base *base, void (*on_step)(void *arg),
+int bwd_clock_open(struct event_base *base,
+		   void (*on_step)(void *arg, enum bwd_clock_event what),
 		   void *arg, struct bwd_clock **out);
+/* st arms c's boottime timerfd from now on (NULL: no more). */
+void bwd_state_clock_attach(struct bwd_state *st, struct bwd_clock *c);
 void bwd_clock_free(struct bwd_clock *c);
 /*
  * Calendar timers (clock.c).  bwd_cal_check: a Schedule's calendar c

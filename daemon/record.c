@@ -25,7 +25,8 @@
  *          way a SENT's time and a QUEUED fire's history only with
  *          BWD_RECF_HISTORY, a dead letter's with BWD_RECF_DEAD, a
  *          wall-clock TIMER's or QUEUED fire's deadline with
- *          BWD_RECF_WALL, a calendar TIMER's spec (in the name), jitter,
+ *          BWD_RECF_WALL (with BWD_RECF_BOOT a TIMER's CLOCK_BOOTTIME
+ *          deadline: the same field), a calendar TIMER's spec (in the name), jitter,
  *          seed, base and grace, and a calendar FIRE's elapse and base,
  *          with BWD_RECF_CAL) in the
  *          order of enum field: u64s, a u32 uid, a name (1-byte length),

@@ -546,6 +546,19 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 		return;
 	}
 	is_delay = r->when_case == BITWHEEL__V1__SCHEDULE__WHEN_DELAY_NS;
+	/* A wall-clock instant has its own clock. */
+	if (r->has_clock && (s.cal || r->when_case == BITWHEEL__V1__SCHEDULE__WHEN_REALTIME_NS)) {
+		error(out, true, r->request_id, PROTOCOL_NAME(BAD_REQUEST), false,
+		      "clock is delay_ns' or deadline_ns': realtime_ns and calendar count on the wall clock");
+		return;
+	}
+	if (r->has_clock && r->clock != BITWHEEL__V1__CLOCK__CLOCK_MONOTONIC &&
+	    r->clock != BITWHEEL__V1__CLOCK__CLOCK_BOOTTIME) {
+		error(out, true, r->request_id, PROTOCOL_NAME(BAD_REQUEST), false,
+		      "clock %d is neither CLOCK_MONOTONIC (0) nor CLOCK_BOOTTIME (1)", (int)r->clock);
+		return;
+	}
+	s.boot = r->has_clock && r->clock == BITWHEEL__V1__CLOCK__CLOCK_BOOTTIME;
 	if (r->when_case == BITWHEEL__V1__SCHEDULE__WHEN_REALTIME_NS) {
 		/* 0 is the epoch: more likely an unset variable than 1970. */
 		if (r->when_ns == 0 || r->has_period_ns) {
@@ -556,7 +569,7 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 		}
 		s.wall_ns = r->when_ns;
 	}
-	now = is_delay || s.wall_ns ? now_of(ctx) : 0;
+	now = is_delay || s.wall_ns || s.boot ? now_of(ctx) : 0;
 	/* The bounds bwctl checks too, before it sends (duration.c). */
 	why = s.cal ? NULL :
 		bwp_schedule_problem(now, is_delay, r->when_ns, r->has_period_ns, r->period_ns);
@@ -573,9 +586,21 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 		      r->period_ns, min_period_ns(opt));
 		return;
 	}
-	s.deadline_ns = is_delay ? now + r->when_ns :
-		s.wall_ns ? bwd_wall_place(s.wall_ns, now, bwd_realtime_ns()) :
-		r->when_ns;
+	if (s.boot) {
+		/* Its deadline on CLOCK_BOOTTIME (never 0: none), placed on
+		 * the wheel by the clocks' offset now (clock.c). */
+		uint64_t boot = bwd_boottime_ns();
+
+		s.wall_ns = !is_delay ? r->when_ns :
+			r->when_ns > UINT64_MAX - boot ? UINT64_MAX : boot + r->when_ns;
+		if (!s.wall_ns)
+			s.wall_ns = 1;
+		s.deadline_ns = bwd_wall_place(s.wall_ns, now, boot);
+	} else {
+		s.deadline_ns = is_delay ? now + r->when_ns :
+			s.wall_ns ? bwd_wall_place(s.wall_ns, now, bwd_realtime_ns()) :
+			r->when_ns;
+	}
 	if (r->has_payload && r->payload_len > opt->limits.max_payload) {
 		error(out, true, r->request_id, PROTOCOL_NAME(PAYLOAD_TOO_LARGE), false,
 		      "payload of %zu bytes is over the limit of %" PRIu32,
@@ -646,7 +671,8 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 	}
 	bitwheel__v1__schedule_reply__init(sr);
 	sr->has_deadline_ns = sr->has_replaced = 1;
-	sr->deadline_ns = s.deadline_ns;
+	/* A boottime timer's on its own clock, as Schedule's. */
+	sr->deadline_ns = s.boot ? s.wall_ns : s.deadline_ns;
 	sr->replaced = replaced;
 	reply_init(out, true, r->request_id, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY);
 	out->env.schedule_reply = sr;
@@ -1257,8 +1283,12 @@ static void timer_info(const struct bwd_timer *t, Bitwheel__V1__TimerInfo *ti)
 	ti->has_lane = 1;
 	ti->lane = t->lane == BW_LANE_PERIODIC ? BITWHEEL__V1__LANE__LANE_PERIODIC :
 		BITWHEEL__V1__LANE__LANE_ONESHOT;
-	ti->has_deadline_realtime_ns = t->wall;
-	ti->deadline_realtime_ns = bwd_wall_ns(t->session->state, t);
+	ti->has_deadline_realtime_ns = t->wall && !t->boot;
+	ti->deadline_realtime_ns = ti->has_deadline_realtime_ns ?
+		bwd_wall_ns(t->session->state, t) : 0;
+	ti->has_clock = t->boot;
+	ti->clock = t->boot ? BITWHEEL__V1__CLOCK__CLOCK_BOOTTIME :
+		BITWHEEL__V1__CLOCK__CLOCK_MONOTONIC;
 	/* Listed while the timer is: the reply is packed in this turn. */
 	if (!(ti->calendar = (char *)bwd_cal_info(t->session->state, t, &c)))
 		return;

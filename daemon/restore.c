@@ -162,7 +162,8 @@ static int dump_session(const struct bwd_session *s,
 					 (t->late ? BWD_RECF_LATE : 0) |
 					 (t->leeway_ns != BWD_LEEWAY_DEFAULT ?
 					  BWD_RECF_LEEWAY : 0) |
-					 (t->wall ? BWD_RECF_WALL : 0),
+					 (t->wall ? BWD_RECF_WALL : 0) |
+					 (t->boot ? BWD_RECF_BOOT : 0),
 				.payload = t->payload, .payload_len = t->payload_len,
 			};
 			if (bwd_cal_info(s->state, t, &c))
@@ -361,7 +362,7 @@ static int apply_fired(struct bwd_session *s, const struct bwd_record *r,
 	if (!t || cal != t->cal)
 		return BWD_REC_ECORRUPT;
 	restore_fire(s, r, t->payload, t->payload_len, t->has_payload,
-		     cal ? r->wall_ns : bwd_wall_ns(s->state, t), shift);
+		     cal ? r->wall_ns : t->boot ? 0 : bwd_wall_ns(s->state, t), shift);
 	t->late = false;
 	/* A calendar timer's count is not journaled (its fires carry their
 	 * elapse in its place): counted here. */
@@ -384,12 +385,23 @@ static int apply_timer(struct bwd_session *s, const struct bwd_record *r,
 		.leeway_ns = r->flags & BWD_RECF_LEEWAY ? r->leeway_ns :
 			BWD_LEEWAY_DEFAULT,
 		.wall_ns = r->flags & BWD_RECF_WALL ? r->wall_ns : 0,
+		.boot = (r->flags & (BWD_RECF_WALL | BWD_RECF_BOOT)) ==
+			(BWD_RECF_WALL | BWD_RECF_BOOT),
 	};
 	struct bwd_timer *old = bwd_timer_find(s, r->key), *t;
 	char spec[BWD_CAL_TIMER_SPEC_MAX + 1], why[128];
 	struct bwd_calendar c;
 	uint64_t wall;
 
+	/* A boottime deadline from another boot (shift is not 0) means
+	 * nothing now: it crosses the reboot as a monotonic one does, by
+	 * the wall clock (store.c), from where it was placed. */
+	if (req.boot && shift) {
+		uint64_t mono = bw_now_ns(), boot = bwd_boottime_ns();
+
+		req.wall_ns = req.deadline_ns > UINT64_MAX - (boot - mono) ?
+			UINT64_MAX : req.deadline_ns + (boot - mono);
+	}
 	if (r->flags & BWD_RECF_CAL) {
 		memcpy(spec, r->name, r->name_len);
 		spec[r->name_len] = '\0';
@@ -562,9 +574,11 @@ int bwd_state_restore_finish(struct bwd_state *st, uint64_t now_ns,
 					}
 					/* A wall-clock timer's deadline comes
 					 * from the wall clock now, whatever
-					 * boot or clock the journal saw. */
+					 * boot or clock the journal saw; a
+					 * boottime one's from CLOCK_BOOTTIME. */
 					if (t->wall) {
-						uint64_t real = bwd_realtime_ns(),
+						uint64_t real = t->boot ? bwd_boottime_ns() :
+							bwd_realtime_ns(),
 							 wall = bwd_wall_ns(st, t);
 
 						t->deadline_ns = bwd_wall_place(wall, now_ns, real);

@@ -42,7 +42,10 @@
  *   sigchld    a snapshot writer finished (store.c)
  *   clock      the wall clock was stepped (clock.c): every wall-clock
  *              timer is placed again, then the pump runs (the wheel's
- *              next deadline may have moved either way)
+ *              next deadline may have moved either way); the same for
+ *              boottime timers when the CLOCK_BOOTTIME timerfd expires
+ *              and the host was suspended meanwhile, and for calendar
+ *              timers when the time zones changed (and on SIGHUP)
  * The loop runs one turn at a time (EVLOOP_ONCE): after each, the store
  * writes what the turn journaled and starts its sync (in the journal's
  * thread); the output held for it goes out once the sync is done.
@@ -181,11 +184,14 @@ static void on_wheel(evutil_socket_t fd, short what, void *arg)
 	pump(srv);
 }
 
-static void on_step(void *arg)
+static void on_step(void *arg, enum bwd_clock_event what)
 {
 	struct bwd_server *srv = arg;
 
-	bwd_state_clock_step(srv->state);
+	if (what == BWD_CLOCK_ZONES)
+		bwd_state_zones_changed(srv->state);
+	else
+		bwd_state_clock_step(srv->state, what == BWD_CLOCK_RESUME);
 	pump(srv);
 }
 
@@ -390,6 +396,9 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 
 	(void)sig;
 	(void)what;
+	/* A zone change inotify did not see (or cannot: no inotify). */
+	bwd_state_zones_changed(srv->state);
+	pump(srv);
 	if (!path) {
 		bwd_log(BWD_LOG_NOTICE, "SIGHUP: no --budgets file to read again; nothing changes");
 		return;
@@ -478,6 +487,7 @@ int bwd_server_new(const struct bwd_options *opt, struct bwd_server **out)
 	err = bwd_clock_open(srv->base, on_step, srv, &srv->clock);
 	if (err)
 		goto fail;
+	bwd_state_clock_attach(srv->state, srv->clock);
 	*out = srv;
 	return 0;
 fail:
@@ -536,6 +546,8 @@ void bwd_server_free(struct bwd_server *srv)
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
+	if (srv->state)
+		bwd_state_clock_attach(srv->state, NULL);
 	bwd_clock_free(srv->clock);
 	bwd_store_free(srv->store);
 	bwd_state_free(srv->state);

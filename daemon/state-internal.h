@@ -88,6 +88,11 @@ struct bwd_state {
 	struct bwd_ulist work;
 	struct bwd_slist firing;
 	struct bwd_map wall;       /* wall-clock timers' instants (clock.c) */
+	/* Boottime timers (clock.c): CLOCK_BOOTTIME - CLOCK_MONOTONIC when
+	 * they were placed, where the resume detector is armed (UINT64_MAX:
+	 * nowhere), and the detector (NULL: none yet). */
+	uint64_t boot_off, boot_next;
+	struct bwd_clock *clock;
 	uint64_t next_id;
 	bool restoring;            /* timers are not in the wheel yet        */
 	const struct bwd_options *opt;
@@ -183,6 +188,13 @@ uint64_t bwd_wall_due(struct bwd_state *st, struct bwd_timer *t,
 /* The instant a fire of t is due at (Fired.due_realtime_ns): a calendar
  * timer's elapse, without its jitter; another's instant. */
 uint64_t bwd_wall_elapse(const struct bwd_state *st, const struct bwd_timer *t);
+/* Periodic boottime timer t fired at now_ns: its boottime deadline the
+ * next of its period after CLOCK_BOOTTIME, placed on the wheel: returned
+ * (0: none fits in 64 bits). */
+uint64_t bwd_boot_advance(struct bwd_state *st, struct bwd_timer *t,
+			  uint64_t now_ns);
+/* The next deadline of d, d + p, d + 2p, ... after now; 0 if none fits. */
+uint64_t bwd_next_period(uint64_t deadline, uint64_t period, uint64_t now);
 /* Calendar timer t fired: its base becomes the wall clock (or the elapse,
  * if later), its instant the next elapse after it, and its deadline that
  * placed on the wheel from now_ns: returned; 0 when it has no more. */

@@ -362,8 +362,7 @@ void bwd_state_own_disarm(struct bwd_state *st, bw_handle h, bool *armed)
 
 /* ---- the wheel's callbacks ----------------------------------------------- */
 
-/* The next deadline of d, d + p, d + 2p, ... after now; 0 if none fits. */
-static uint64_t next_period(uint64_t deadline, uint64_t period, uint64_t now)
+uint64_t bwd_next_period(uint64_t deadline, uint64_t period, uint64_t now)
 {
 	uint64_t k = now >= deadline ? (now - deadline) / period + 1 : 1;
 
@@ -379,8 +378,10 @@ uint64_t bwd_timer_advance(struct bwd_timer *t, uint64_t fired_ns)
 
 	if (t->cal)
 		return bwd_cal_advance(t->session->state, t, fired_ns);
+	if (t->boot && t->period_ns)
+		return bwd_boot_advance(t->session->state, t, fired_ns);
 	if (t->period_ns)
-		next = next_period(t->deadline_ns, t->period_ns, fired_ns);
+		next = bwd_next_period(t->deadline_ns, t->period_ns, fired_ns);
 	if (next)
 		t->deadline_ns = next;
 	return next;
@@ -415,12 +416,12 @@ static void fire_fill(struct bwd_fire *restrict f,
 		.count = count,
 		.late = t->late,
 		.lane = t->lane,
-		.wall = t->wall,
+		.wall = t->wall && !t->boot,
 		.has_payload = t->has_payload,
 		.payload_len = t->payload_len,
 		.payload = t->payload,
 	};
-	if (t->wall)
+	if (f->wall)
 		f->wall_ns = bwd_wall_elapse(t->session->state, t);
 }
 
@@ -741,6 +742,8 @@ int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 		err = bwd_map_init(&st->uids, st->seed);
 	if (!err)
 		err = bwd_map_init(&st->wall, st->seed);
+	st->boot_off = bwd_boottime_ns() - bwd_state_now(st);
+	st->boot_next = UINT64_MAX;
 	if (err)
 		goto fail;
 	err = bw_dual_new(&opt->wheel, now_ns, &st->wheel);
@@ -1302,6 +1305,7 @@ struct bwd_timer *bwd_timer_new(struct bwd_session *s,
 		.leeway_ns = req->leeway_ns,
 		.payload_len = req->payload_len,
 		.has_payload = req->has_payload,
+		.boot = req->boot,
 		.lane = bwd_lane_for(&s->state->opt->wheel,
 				     bwd_leeway(&s->state->opt->wheel,
 						req->leeway_ns, req->period_ns)),
@@ -1420,7 +1424,8 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 			.leeway_ns = req->leeway_ns, .wall_ns = req->wall_ns,
 			.flags = (req->has_payload ? BWD_RECF_PAYLOAD : 0) |
 				 (req->leeway_ns != BWD_LEEWAY_DEFAULT ? BWD_RECF_LEEWAY : 0) |
-				 (req->wall_ns ? BWD_RECF_WALL : 0),
+				 (req->wall_ns ? BWD_RECF_WALL : 0) |
+				 (req->boot ? BWD_RECF_BOOT : 0),
 			.payload = req->payload, .payload_len = req->payload_len,
 		};
 

@@ -212,7 +212,8 @@ static size_t fast_body_size(const Bitwheel__V1__Envelope *env)
 		       opt_u64_size(m->has_period_ns, m->period_ns) +
 		       opt_bytes_size(m->has_payload, &m->payload) +
 		       (m->has_replace ? 2 : 0) +
-		       opt_u64_size(m->has_leeway_ns, m->leeway_ns);
+		       opt_u64_size(m->has_leeway_ns, m->leeway_ns) +
+		       opt_u64_size(m->has_clock, (uint64_t)(int64_t)(int32_t)m->clock);
 	}
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL: {
 		const Bitwheel__V1__Cancel *m = env->cancel;
@@ -291,7 +292,10 @@ static uint8_t *fast_body_write(const Bitwheel__V1__Envelope *env, uint8_t *p)
 		p = put_bytes(p, 5, m->has_payload, &m->payload);
 		p = put_bool(p, 6, m->has_replace, m->replace);
 		p = put_u64(p, 7, m->has_leeway_ns, m->leeway_ns);
-		return put_u64(p, 8, realtime, m->delay_ns);
+		p = put_u64(p, 8, realtime, m->delay_ns);
+		/* protobuf-c writes an enum as an int32: a negative one
+		 * (no value of ours) is ten bytes. */
+		return put_u64(p, 13, m->has_clock, (uint64_t)(int64_t)(int32_t)m->clock);
 	}
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
 		return put_u64(p, 1, env->cancel->has_key, env->cancel->key);
@@ -713,6 +717,18 @@ static bool fast_schedule(const uint8_t *p, const uint8_t *end,
 			p = get_varint(p, end, &r->leeway_ns);
 			r->has_leeway_ns = true;
 			break;
+		case TAG(13, WT_VARINT): {
+			uint64_t v = 0;
+
+			ONCE(seen, 13);
+			p = get_varint(p, end, &v);
+			/* Another value: protobuf-c's to read or refuse. */
+			if (p && v > BITWHEEL__V1__CLOCK__CLOCK_BOOTTIME)
+				return false;
+			r->has_clock = true;
+			r->clock = (Bitwheel__V1__Clock)v;
+			break;
+		}
 		default:
 			return false;
 		}
@@ -1059,6 +1075,8 @@ bool bwp_request_from_envelope(const Bitwheel__V1__Envelope *env,
 		r->replace = m->replace;
 		r->has_leeway_ns = m->has_leeway_ns;
 		r->leeway_ns = m->leeway_ns;
+		r->has_clock = m->has_clock;
+		r->clock = m->clock;
 		return true;
 	}
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:

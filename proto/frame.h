@@ -188,6 +188,10 @@ struct bwp_request {
 	bool has_misfire_grace_ns;
 	uint64_t jitter_ns;
 	uint64_t misfire_grace_ns;
+	/* Schedule.clock: the fast path's too (CLOCK_MONOTONIC or
+	 * CLOCK_BOOTTIME; another value is protobuf-c's to read). */
+	bool has_clock;
+	Bitwheel__V1__Clock clock;
 };
 
 /*

@@ -7,7 +7,8 @@
  *   schedule   --session prints the deadline and exits 0; without a
  *              session it waits and prints the fire; --every with --count;
  *              --at-monotonic, --replace, hex keys; --leeway picks the
- *              lane; DUPLICATE_KEY exits 4;
+ *              lane; DUPLICATE_KEY exits 4; --clock boottime (its
+ *              deadline on CLOCK_BOOTTIME, clock=boottime in list);
  *              a daemon stopping under a waiting bwctl exits 4.
  *   cancel     exit 0 when the timer was pending, 1 when not.
  *   watch      --json lines parse (key, payload byte for byte, deadline_ns,
@@ -745,6 +746,57 @@ START_TEST(test_schedule_calendar)
 	du_result_free(&r);
 	bwctl(&r, d->sock, "schedule", "--key", "3", "--calendar", "daily", "--in", "1s", NULL);
 	ASSERT_EXIT(&r, 2, "--calendar with --in");
+	du_result_free(&r);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* schedule --clock (PROTOCOL.md, "Clocks"): boottime fires, and with
+ * --session prints its deadline on CLOCK_BOOTTIME; list shows
+ * clock=boottime, --json "clock":"boottime"; an unknown clock, and
+ * boottime with --at or --calendar, exit 2. */
+START_TEST(test_schedule_clock)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_result r;
+	unsigned long long dl;
+	uint64_t before, after;
+	const char *p;
+
+	du_daemon_start(d, NULL);
+	bwctl(&r, d->sock, "schedule", "--key", "1", "--in", "100ms", "--clock",
+	      "boottime", NULL);
+	ASSERT_EXIT(&r, 0, "schedule --clock boottime");
+	ck_assert_msg(strstr(r.out, "fired key=1") != NULL, "stdout: %s", r.out);
+	du_result_free(&r);
+	before = du_boottime_ns();
+	bwctl(&r, d->sock, "schedule", "--session", "e2e-boot", "--key", "2",
+	      "--in", "1h", "--clock", "boottime", NULL);
+	after = du_boottime_ns();
+	ASSERT_EXIT(&r, 0, "schedule --clock boottime --session");
+	p = strstr(r.out, "deadline=");
+	ck_assert_msg(p && sscanf(p, "deadline=%llu", &dl) == 1, "stdout: %s", r.out);
+	ck_assert_uint_ge(dl, before + 3600 * DU_S);
+	ck_assert_uint_le(dl, after + 3600 * DU_S);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "list", "--session", "e2e-boot", NULL);
+	ASSERT_EXIT(&r, 0, "list");
+	ck_assert_msg(strstr(r.out, "clock=boottime") != NULL, "stdout: %s", r.out);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "list", "--session", "e2e-boot", "--json", NULL);
+	ASSERT_EXIT(&r, 0, "list --json");
+	ck_assert_msg(strstr(r.out, "\"clock\":\"boottime\"") != NULL, "stdout: %s", r.out);
+	du_result_free(&r);
+	bwctl(&r, d->sock, "schedule", "--key", "3", "--in", "1s", "--clock", "realtime", NULL);
+	ASSERT_EXIT(&r, 2, "--clock realtime");
+	du_result_free(&r);
+	bwctl(&r, d->sock, "schedule", "--key", "3", "--calendar", "daily", "--clock",
+	      "boottime", NULL);
+	ASSERT_EXIT(&r, 2, "--calendar with --clock boottime");
+	du_result_free(&r);
+	bwctl(&r, d->sock, "schedule", "--key", "3", "--at", "@2000000000", "--clock",
+	      "boottime", NULL);
+	ASSERT_EXIT(&r, 2, "--at with --clock boottime");
 	du_result_free(&r);
 	du_daemon_free(d);
 }
@@ -4031,6 +4083,7 @@ static Suite *bwctl_suite(void)
 	tcase_add_test(tc, test_schedule_wait);
 	tcase_add_test(tc, test_schedule_at);
 	tcase_add_test(tc, test_schedule_calendar);
+	tcase_add_test(tc, test_schedule_clock);
 	tcase_add_test(tc, test_schedule_every);
 	tcase_add_test(tc, test_schedule_leeway);
 	tcase_add_test(tc, test_schedule_daemon_stops);

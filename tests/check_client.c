@@ -5,7 +5,8 @@
  *
  * TCases:
  *   blocking     connect and the session info it reports, schedule (delay,
- *                absolute, periodic, payloads), cancel, stats, wait_fire
+ *                absolute, periodic, payloads, wall-clock, boottime),
+ *                cancel, stats, wait_fire
  *                and its timeout; a request's timeout against a stopped
  *                daemon, and the late reply being discarded; fires that
  *                arrive during a blocking call are kept, in order; how
@@ -377,6 +378,57 @@ START_TEST(test_wall_clock)
 	for (size_t i = 0; i < n; i++)
 		ck_assert_uint_eq(e[i].deadline_realtime_ns,
 				  e[i].key == 4 ? wall + 3600 * DU_S : 0);
+	bwc_free(p);
+	bwc_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A boottime timer (struct bwc_timer.clock, PROTOCOL.md, "Clocks"): its
+ * deadline on CLOCK_BOOTTIME, never early by that clock, listed with its
+ * clock; an unknown clock, and one with realtime_ns or calendar, are
+ * refused before they are sent.  check_clock suspends a daemon. */
+START_TEST(test_boottime)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct bwc_client *c, *p;
+	struct bwc_timer t;
+	struct bwc_scheduled sc;
+	struct bwc_fire f;
+	struct bwc_timer_entry e[2];
+	struct bwc_listing l;
+	uint64_t before;
+	size_t n;
+
+	du_daemon_start(d, NULL);
+	c = connect_to(d, NULL);
+	before = du_boottime_ns();
+	t = (struct bwc_timer){ .key = 1, .when_ns = 50 * DU_MS, .clock = BWC_CLOCK_BOOTTIME };
+	CK_BWC(c, bwc_schedule(c, &t, &sc));
+	ck_assert_uint_ge(sc.deadline_ns, before + 50 * DU_MS);
+	ck_assert_uint_le(sc.deadline_ns, du_boottime_ns() + 50 * DU_MS);
+	CK_BWC(c, bwc_wait_fire(c, 2 * (int64_t)DU_S, &f));
+	ck_assert_uint_eq(f.key, 1);
+	ck_assert_msg(du_boottime_ns() >= sc.deadline_ns, "fired before its CLOCK_BOOTTIME deadline");
+	ck_assert_uint_eq(f.due_realtime_ns, 0);
+	t = (struct bwc_timer){ .key = 2, .when_ns = DU_S, .clock = (enum bwc_clock)7 };
+	ck_assert_int_eq(bwc_schedule(c, &t, NULL), BWC_EINVAL);
+	t = (struct bwc_timer){ .key = 2, .realtime_ns = du_realtime_ns() + DU_S,
+				.clock = BWC_CLOCK_BOOTTIME };
+	ck_assert_int_eq(bwc_schedule(c, &t, NULL), BWC_EINVAL);
+	t = (struct bwc_timer){ .key = 2, .calendar = "daily", .clock = BWC_CLOCK_BOOTTIME };
+	ck_assert_int_eq(bwc_schedule(c, &t, NULL), BWC_EINVAL);
+
+	p = connect_to(d, "e2e-boot");
+	t = (struct bwc_timer){ .key = 4, .when_ns = 3600 * DU_S, .clock = BWC_CLOCK_BOOTTIME };
+	CK_BWC(p, bwc_schedule(p, &t, NULL));
+	t = (struct bwc_timer){ .key = 5, .when_ns = 3600 * DU_S };
+	CK_BWC(p, bwc_schedule(p, &t, NULL));
+	CK_BWC(p, bwc_list_timers(p, "e2e-boot", BWC_ANY_UID, e, 2, &n, &l));
+	ck_assert_uint_eq(n, 2);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_int_eq(e[i].clock, e[i].key == 4 ? BWC_CLOCK_BOOTTIME :
+				 BWC_CLOCK_MONOTONIC);
 	bwc_free(p);
 	bwc_free(c);
 	du_daemon_free(d);
@@ -3763,6 +3815,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_connect_info);
 	tcase_add_test(tc, test_schedule_fire);
 	tcase_add_test(tc, test_wall_clock);
+	tcase_add_test(tc, test_boottime);
 	tcase_add_test(tc, test_wait_fire_timeout);
 	tcase_add_test(tc, test_request_timeout);
 	tcase_add_test(tc, test_fires_during_blocking_call);

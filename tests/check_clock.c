@@ -40,10 +40,27 @@
  *            fire once at start, late, or are skipped past a
  *            misfire_grace_ns, whether read back from a snapshot or a
  *            journal; refusals: BAD_CALENDAR, BAD_REQUEST, BAD_DEADLINE.
+ *   suspend  boottime timers (Schedule.clock CLOCK_BOOTTIME) on a daemon
+ *            whose CLOCK_BOOTTIME the shim moves ahead (a suspend:
+ *            du_clock_suspend) and whose boottime timerfd it expires: a
+ *            timer due 10 s on fires at once after a 20 s suspend,
+ *            late, a monotonic one beside it on its own time, a later
+ *            boottime one stays pending; a periodic one fires once late
+ *            and then keeps its phase; a boottime clock gone back
+ *            unheard of makes none early; with --state-dir, a suspend
+ *            while the daemon is down (SIGTERM, SIGKILL) fires the one
+ *            it passed at the start; ListTimers says the clock; clock
+ *            with realtime_ns or calendar is BAD_REQUEST.
+ *   zones    the local zone (TZ naming a file of the test's) replaced
+ *            under a daemon: a local-time calendar timer's next elapse
+ *            moves to the new zone's midnight (inotify); SIGHUP reads
+ *            the zones again too.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -101,6 +118,20 @@ static void check_wall_fire(const du_env *f, uint64_t wall_ns, int64_t off_ns)
 		      f->fired->key, (double)(wall_ns - at) / 1e9);
 }
 
+/* The next fire, a monotonic timer's (key, due at due_ns), which a step
+ * or a suspend must not have moved: on its own time, unmarked. */
+static void expect_mono(struct du_conn *c, uint64_t key, uint64_t due_ns)
+{
+	uint64_t rx;
+	du_env *f = expect_key(c, key, &rx);
+
+	ck_assert(!f->fired->late);
+	ck_assert(!f->fired->has_due_realtime_ns);
+	ck_assert_uint_eq(f->fired->deadline_ns, due_ns);
+	du_check_fire_time(f->fired, rx, 2 * DU_MS);
+	bwp_frame_free(f);
+}
+
 START_TEST(test_step_forward)
 {
 	struct du_daemon *d = start_fake(NULL);
@@ -127,12 +158,7 @@ START_TEST(test_step_forward)
 	ck_assert_uint_lt(rx - stepped, du_margin_ns() + 100 * DU_MS);
 	bwp_frame_free(f);
 	/* The monotonic one fires on its own time, unmarked. */
-	f = expect_key(c, 2, &rx);
-	ck_assert(!f->fired->late);
-	ck_assert(!f->fired->has_due_realtime_ns);
-	ck_assert_uint_eq(f->fired->deadline_ns, mono.when_ns);
-	du_check_fire_time(f->fired, rx, 2 * DU_MS);
-	bwp_frame_free(f);
+	expect_mono(c, 2, mono.when_ns);
 	/* Key 3 is still an hour away. */
 	du_expect_quiet(c, 300);
 	du_conn_free(c);
@@ -196,17 +222,24 @@ START_TEST(test_quiet_step_back)
 }
 END_TEST
 
-/* The wall-clock deadline of key in a ListTimersReply, or 0. */
-static uint64_t listed_wall(const du_env *e, uint64_t key)
+/* key's TimerInfo in a ListTimersReply. */
+static const Bitwheel__V1__TimerInfo *listed(const du_env *e, uint64_t key)
 {
 	const Bitwheel__V1__ListTimersReply *r = e->list_timers_reply;
 
 	for (size_t i = 0; i < r->n_timers; i++)
 		if (r->timers[i]->key == key)
-			return r->timers[i]->has_deadline_realtime_ns ?
-				r->timers[i]->deadline_realtime_ns : 0;
+			return r->timers[i];
 	ck_abort_msg("key %" PRIu64 " not listed", key);
-	return 0;
+	return NULL;
+}
+
+/* The wall-clock deadline of key in a ListTimersReply, or 0. */
+static uint64_t listed_wall(const du_env *e, uint64_t key)
+{
+	const Bitwheel__V1__TimerInfo *ti = listed(e, key);
+
+	return ti->has_deadline_realtime_ns ? ti->deadline_realtime_ns : 0;
 }
 
 static void restart_by_wall(int sig)
@@ -750,6 +783,309 @@ START_TEST(test_cal_bad_input)
 }
 END_TEST
 
+/* How many times the log says `what`. */
+static int log_count(const struct du_daemon *d, const char *what)
+{
+	char *log = du_daemon_log(d), *p = log;
+	int n = 0;
+
+	while ((p = strstr(p, what))) {
+		n++;
+		p += strlen(what);
+	}
+	free(log);
+	return n;
+}
+
+/* ---- boottime timers ------------------------------------------------------ */
+
+/* The daemon's CLOCK_BOOTTIME while the offset is off_ns. */
+static uint64_t fake_boot(int64_t off_ns)
+{
+	return (uint64_t)((int64_t)du_boottime_ns() + off_ns);
+}
+
+/* A boottime timer's first fire, due at boot_ns on the daemon's
+ * CLOCK_BOOTTIME (off_ns): never before it by that clock. */
+static void check_boot_fire(const du_env *f, uint64_t boot_ns, int64_t off_ns)
+{
+	uint64_t at = fake_boot(off_ns);
+
+	ck_assert(!f->fired->has_due_realtime_ns);
+	ck_assert_msg(at >= boot_ns, "key %" PRIu64 " fired %.3f s early by CLOCK_BOOTTIME",
+		      f->fired->key, (double)(boot_ns - at) / 1e9);
+}
+
+/* Schedule s; its deadline as the reply says (a boottime one's on
+ * CLOCK_BOOTTIME). */
+static uint64_t schedule_at(struct du_conn *c, uint64_t id, const struct du_sched *s)
+{
+	du_env *r = du_schedule(c, id, s);
+	uint64_t due = r->schedule_reply->deadline_ns;
+
+	bwp_frame_free(r);
+	return due;
+}
+
+START_TEST(test_suspend)
+{
+	struct du_daemon *d = start_fake(NULL);
+	struct du_conn *c = du_open(d, NULL);
+	struct du_sched boot = { .key = 1, .when = DU_DELAY, .when_ns = 10 * DU_S, .boot = true },
+		far = { .key = 3, .when = DU_DELAY, .when_ns = 60 * DU_S, .boot = true },
+		mono = { .key = 2, .when = DU_DELAY, .when_ns = 1500 * DU_MS };
+	int64_t off = 20 * (int64_t)DU_S;
+	uint64_t due, mono_due, rx, resumed;
+	du_env *f;
+
+	due = schedule_at(c, 2, &boot);
+	ck_assert_uint_ge(due, fake_boot(0) + 9 * DU_S);
+	schedule_at(c, 3, &far);
+	mono_due = schedule_at(c, 4, &mono);
+	/* The boottime timerfd expiring with no suspend moves nothing. */
+	du_clock_suspend(d, 0, true);
+	du_expect_quiet(c, 200);
+	ck_assert_int_eq(log_count(d, "the host was suspended"), 0);
+	/* A 20 s suspend: the boottime clock jumps, the monotonic one not. */
+	resumed = du_now_ns();
+	du_clock_suspend(d, off, true);
+	f = expect_key(c, 1, &rx);
+	ck_assert(f->fired->late);
+	check_boot_fire(f, due, off);
+	ck_assert_int_eq(log_count(d, "the host was suspended: 2 boottime timers placed again"), 1);
+	du_note("fired %.1f ms after the resume", (double)(rx - resumed) / 1e6);
+	ck_assert_uint_lt(rx - resumed, du_margin_ns() + 100 * DU_MS);
+	bwp_frame_free(f);
+	/* The monotonic one fires on its own time, unmarked. */
+	expect_mono(c, 2, mono_due);
+	/* Key 3 is still 40 s away. */
+	du_expect_quiet(c, 300);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A periodic boottime timer: the periods a suspend passed are one late
+ * fire, then it keeps its period's phase on CLOCK_BOOTTIME. */
+START_TEST(test_suspend_periodic)
+{
+	struct du_daemon *d = start_fake(NULL);
+	struct du_conn *c = du_open(d, NULL);
+	struct du_sched p = { .key = 1, .when = DU_DELAY, .when_ns = 1 * DU_S,
+			      .periodic = true, .period_ns = 1 * DU_S, .boot = true };
+	int64_t off = 20 * (int64_t)DU_S + 500 * (int64_t)DU_MS;
+	uint64_t due, rx;
+	du_env *f;
+
+	due = schedule_at(c, 2, &p);
+	f = expect_key(c, 1, &rx);
+	ck_assert(!f->fired->late);
+	check_boot_fire(f, due, 0);
+	bwp_frame_free(f);
+	du_clock_suspend(d, off, true);
+	f = expect_key(c, 1, &rx);
+	ck_assert(f->fired->late);
+	bwp_frame_free(f);
+	/* Then the next of due + k s after the resume, on time. */
+	f = expect_key(c, 1, &rx);
+	ck_assert(!f->fired->late);
+	check_boot_fire(f, due + 21 * DU_S, off);
+	bwp_frame_free(f);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* A boottime clock that goes back, unheard of (no host's does; the shim
+ * can): the timer waits for CLOCK_BOOTTIME, the check at its slot. */
+START_TEST(test_suspend_never_early)
+{
+	struct du_daemon *d = start_fake(NULL);
+	struct du_conn *c = du_open(d, NULL);
+	struct du_sched boot = { .key = 1, .when = DU_DELAY, .when_ns = 1 * DU_S, .boot = true };
+	int64_t off = -2 * (int64_t)DU_S;
+	uint64_t due, rx, start = du_now_ns();
+	du_env *f;
+
+	due = schedule_at(c, 2, &boot);
+	du_clock_suspend(d, off, false);
+	f = expect_key_in(c, 1, DU_WAIT_MS + 3000, &rx);
+	check_boot_fire(f, due, off);
+	du_note("fired %.2f s after the schedule", (double)(rx - start) / 1e9);
+	ck_assert_uint_ge(rx - start, 3 * DU_S - 50 * DU_MS);
+	bwp_frame_free(f);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* With --state-dir, a suspend while the daemon is down: the boottime
+ * timer it passed fires at once at the start, late; a later one and a
+ * monotonic one keep waiting; ListTimers says which clock. */
+static void suspend_restart(int sig)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_sched boot = { .key = 1, .when = DU_DELAY, .when_ns = 10 * DU_S, .boot = true },
+		far = { .key = 2, .when = DU_DELAY, .when_ns = 60 * DU_S, .boot = true },
+		mono = { .key = 3, .when = DU_DELAY, .when_ns = 60 * DU_S };
+	int64_t off = 20 * (int64_t)DU_S;
+	char dir[160];
+	struct du_conn *c;
+	uint64_t due, mono_due, rx, up;
+	du_env *f, *l;
+
+	snprintf(dir, sizeof(dir), "%s/state", d->dir);
+	du_fake_clock(d);
+	du_daemon_start(d, "--state-dir", dir, (const char *)NULL);
+	c = du_open_producer(d, "b");
+	due = schedule_at(c, 2, &boot);
+	schedule_at(c, 3, &far);
+	mono_due = schedule_at(c, 4, &mono);
+	l = du_list(c, 5, "b", 0, 0);
+	ck_assert(listed(l, 1)->has_clock);
+	ck_assert_int_eq(listed(l, 1)->clock, BITWHEEL__V1__CLOCK__CLOCK_BOOTTIME);
+	ck_assert(!listed(l, 1)->has_deadline_realtime_ns);
+	ck_assert(!listed(l, 3)->has_clock);
+	bwp_frame_free(l);
+	du_conn_free(c);
+	du_daemon_stop(d, sig, DU_WAIT_MS);
+	du_clock_suspend(d, off, false);
+	du_daemon_start(d, "--state-dir", dir, (const char *)NULL);
+	up = du_now_ns();
+	c = du_open_consumer(d, "b", 16, 0);
+	f = expect_key(c, 1, &rx);
+	ck_assert(f->fired->late);
+	check_boot_fire(f, due, off);
+	ck_assert_uint_lt(rx - up, du_margin_ns() + 500 * DU_MS);
+	bwp_frame_free(f);
+	du_expect_quiet(c, 300);
+	l = du_list(c, 6, "b", 0, 0);
+	ck_assert_int_eq(listed(l, 2)->clock, BITWHEEL__V1__CLOCK__CLOCK_BOOTTIME);
+	/* 60 s from the schedule by CLOCK_BOOTTIME, 20 s of it suspended. */
+	ck_assert_uint_lt(listed(l, 2)->deadline_ns, du_now_ns() + 41 * DU_S);
+	/* The monotonic one has not moved. */
+	ck_assert_uint_eq(listed(l, 3)->deadline_ns, mono_due);
+	bwp_frame_free(l);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+
+START_TEST(test_suspend_restart_sigterm)
+{
+	suspend_restart(SIGTERM);
+}
+END_TEST
+
+START_TEST(test_suspend_restart_sigkill)
+{
+	suspend_restart(SIGKILL);
+}
+END_TEST
+
+START_TEST(test_suspend_bad_input)
+{
+	struct du_daemon *d = start_fake(NULL);
+	struct du_conn *c = du_open(d, NULL);
+	struct du_sched s = { .key = 1, .when = DU_REALTIME,
+			      .when_ns = fake_now(0) + DU_S, .boot = true };
+
+	du_send_schedule(c, 2, &s);
+	du_expect_error(c, true, 2, BITWHEEL__V1__ERROR_CODE__BAD_REQUEST);
+	s.when = DU_CALENDAR;
+	s.calendar = "*:*:0/2 UTC";
+	du_send_schedule(c, 3, &s);
+	du_expect_error(c, true, 3, BITWHEEL__V1__ERROR_CODE__BAD_REQUEST);
+	/* Neither left a timer behind, nor closed the connection. */
+	s.when = DU_DEADLINE;
+	s.when_ns = 0;
+	schedule_at(c, 4, &s);
+	bwp_frame_free(expect_key(c, 1, NULL));
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
+/* ---- time zone changes ---------------------------------------------------- */
+
+#define DAY_NS (86400 * DU_S)
+
+/* The tz database's zone as the file at path, replaced at once (a
+ * rename, as dpkg and timedatectl do). */
+static void put_zone(const char *path, const char *zone)
+{
+	char src[160], tmp[200], buf[8192];
+	FILE *in, *out;
+	size_t n;
+
+	snprintf(src, sizeof(src), "%s/%s", BWD_TZ_DIR, zone);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	in = fopen(src, "rb");
+	ck_assert_msg(in != NULL, "%s: %s", src, strerror(errno));
+	out = fopen(tmp, "wb");
+	ck_assert_msg(out != NULL, "%s: %s", tmp, strerror(errno));
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+	fclose(in);
+	ck_assert_int_eq(fclose(out), 0);
+	ck_assert_msg(rename(tmp, path) == 0, "rename %s: %s", tmp, strerror(errno));
+}
+
+/* Key 1's wall-clock deadline in session z, once it is `mod` past a
+ * UTC midnight (waiting at most DU_WAIT_MS); returned either way. */
+static uint64_t wait_listed_mod(struct du_conn *c, uint64_t *id, uint64_t mod)
+{
+	uint64_t until = du_now_ns() + (uint64_t)DU_WAIT_MS * DU_MS, w;
+	du_env *l;
+
+	for (;;) {
+		l = du_list(c, (*id)++, "z", 0, 0);
+		w = listed_wall(l, 1);
+		bwp_frame_free(l);
+		if (w % DAY_NS == mod || du_now_ns() > until)
+			return w;
+		du_sleep_ms(50);
+	}
+}
+
+/* The local zone (TZ naming a file of the test's) changes under a
+ * daemon with a local-time calendar timer: its next elapse moves to the
+ * new zone's midnight, seen by inotify; then SIGHUP reads the zones
+ * again too. */
+START_TEST(test_zone_change)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_sched s = { .key = 1, .when = DU_CALENDAR,
+			      .calendar = "*-*-* 00:00:00" };
+	const char *said = "the time zones changed: 1 calendar timers read again";
+	uint64_t id = 3, w, until;
+	struct du_conn *c;
+	char zone[160];
+
+	snprintf(zone, sizeof(zone), "%s/zone", d->dir);
+	put_zone(zone, "UTC");
+	ck_assert_int_eq(setenv("TZ", zone, 1), 0);
+	du_daemon_start(d, (const char *)NULL);
+	c = du_open_producer(d, "z");
+	schedule_at(c, 2, &s);
+	ck_assert_uint_eq(wait_listed_mod(c, &id, 0) % DAY_NS, 0);
+	/* Tokyo's midnight is 15:00 UTC (UTC+9, no daylight saving). */
+	put_zone(zone, "Asia/Tokyo");
+	w = wait_listed_mod(c, &id, 15 * 3600 * DU_S);
+	ck_assert_msg(w % DAY_NS == 15 * 3600 * DU_S,
+		      "the next elapse %.3f h past a UTC midnight, not 15 h",
+		      (double)(w % DAY_NS) / 3600e9);
+	ck_assert_int_eq(log_count(d, said), 1);
+	ck_assert(kill(d->pid, SIGHUP) == 0);
+	until = du_now_ns() + (uint64_t)DU_WAIT_MS * DU_MS;
+	while (log_count(d, said) < 2 && du_now_ns() < until)
+		du_sleep_ms(20);
+	ck_assert_int_eq(log_count(d, said), 2);
+	ck_assert_uint_eq(wait_listed_mod(c, &id, 15 * 3600 * DU_S), w);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 static Suite *clock_suite(void)
 {
 	Suite *s = suite_create("clock");
@@ -785,6 +1121,21 @@ static Suite *clock_suite(void)
 	tcase_add_test(tc, test_cal_catch_up_sigkill);
 	tcase_add_test(tc, test_cal_journal_fires);
 	tcase_add_test(tc, test_cal_bad_input);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("suspend");
+	du_tcase(tc);
+	tcase_add_test(tc, test_suspend);
+	tcase_add_test(tc, test_suspend_periodic);
+	tcase_add_test(tc, test_suspend_never_early);
+	tcase_add_test(tc, test_suspend_restart_sigterm);
+	tcase_add_test(tc, test_suspend_restart_sigkill);
+	tcase_add_test(tc, test_suspend_bad_input);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("zones");
+	du_tcase(tc);
+	tcase_add_test(tc, test_zone_change);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -10,8 +10,9 @@
  *             one that missed periods fires once and resumes, cancelled
  *             and anonymous timers stay gone; queued fires survive; a
  *             journal written during "another boot" moves deadlines by
- *             the wall clock; without --state-dir the log says nothing is
- *             kept; a second daemon on the same directory is refused;
+ *             the wall clock (a boottime timer's too); without
+ *             --state-dir the log says nothing is kept; a second daemon
+ *             on the same directory is refused;
  *             fires in flight to a consumer when a snapshot is written
  *             come again after a restart from it, marked redelivered.
  *   sync      with every fdatasync slowed to 400 ms (tests/faultsync.c
@@ -511,7 +512,9 @@ START_TEST(test_restart_keeps_queue)
 }
 END_TEST
 
-/* A journal from another boot: deadlines move by the wall clock. */
+/* A journal from another boot: deadlines move by the wall clock; a
+ * boottime timer's (whose CLOCK_BOOTTIME deadline means nothing in
+ * another boot) the same, from where it was placed. */
 START_TEST(test_restart_other_boot)
 {
 	struct du_daemon *d = du_daemon_new();
@@ -519,7 +522,8 @@ START_TEST(test_restart_other_boot)
 	char path[200];
 	uint8_t *buf;
 	size_t len;
-	uint64_t deadline, rx, shift = 1500 * DU_MS;
+	uint64_t deadline, boot_placed, rx, shift = 1500 * DU_MS;
+	struct du_sched boot = { .key = 2, .when = DU_DEADLINE, .boot = true };
 	du_env *f;
 
 	if (skip_timing("test_restart_other_boot"))
@@ -527,6 +531,9 @@ START_TEST(test_restart_other_boot)
 	start_durable(d, NULL);
 	c = du_open(d, "b");
 	deadline = schedule_at(c, 2, 1, du_now_ns() + 500 * DU_MS, 0);
+	boot_placed = du_now_ns() + 1500 * DU_MS;
+	boot.when_ns = boot_placed + (du_boottime_ns() - du_now_ns());
+	bwp_frame_free(du_schedule(c, 3, &boot));
 	du_conn_free(c);
 	du_daemon_kill(d);
 	/* Another boot_id, and a monotonic clock that read 1.5 s less at
@@ -545,7 +552,7 @@ START_TEST(test_restart_other_boot)
 	free(buf);
 	start_durable(d, NULL);
 	c = du_connect(d->sock);
-	ck_assert_uint_eq(hello_timers(c, "b", NULL, NULL), 1);
+	ck_assert_uint_eq(hello_timers(c, "b", NULL, NULL), 2);
 	f = expect_key(c, 1, DU_WAIT_MS, &rx);
 	ck_assert(!f->fired->late);
 	/* Converted through the wall clock, which moves a little on its own
@@ -555,6 +562,11 @@ START_TEST(test_restart_other_boot)
 	ck_assert_uint_ge(rx + 20 * DU_MS, deadline + shift);
 	du_note("deadline moved by %.3f ms (expected %.3f)",
 		(double)(f->fired->deadline_ns - deadline) / 1e6, (double)shift / 1e6);
+	bwp_frame_free(f);
+	f = expect_key(c, 2, DU_WAIT_MS, &rx);
+	ck_assert(!f->fired->late);
+	ck_assert_uint_ge(f->fired->deadline_ns + 20 * DU_MS, boot_placed + shift);
+	ck_assert_uint_le(f->fired->deadline_ns, boot_placed + shift + 20 * DU_MS);
 	bwp_frame_free(f);
 	du_conn_free(c);
 	du_daemon_free(d);

@@ -1682,6 +1682,11 @@ static void rnd_fast_envelope(struct sample *s)
 		s->schedule.jitter_fixed = rnd_flag();
 		s->schedule.has_misfire_grace_ns = rnd() % 4 == 0;
 		s->schedule.misfire_grace_ns = rnd_u64();
+		/* Both clocks, and now and then one this daemon does not
+		 * know (protobuf-c's to read), negative ones included. */
+		s->schedule.has_clock = rnd_flag();
+		s->schedule.clock = (Bitwheel__V1__Clock)(rnd() % 8 ? (int)(rnd() % 2) :
+			rnd_flag() ? 2 : -1);
 		s->env.schedule = &s->schedule;
 		break;
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
@@ -1825,6 +1830,9 @@ static void same_request(const struct bwp_request *r,
 	ck_assert_int_eq(r->has_misfire_grace_ns, !!e->schedule->has_misfire_grace_ns);
 	if (e->schedule->has_misfire_grace_ns)
 		ck_assert_uint_eq(r->misfire_grace_ns, e->schedule->misfire_grace_ns);
+	ck_assert_int_eq(r->has_clock, !!e->schedule->has_clock);
+	if (e->schedule->has_clock)
+		ck_assert_int_eq(r->clock, e->schedule->clock);
 	ck_assert_int_eq(r->has_period_ns, !!e->schedule->has_period_ns);
 	if (e->schedule->has_period_ns)
 		ck_assert_uint_eq(r->period_ns, e->schedule->period_ns);
@@ -1991,7 +1999,9 @@ static enum taken fast_for(const Bitwheel__V1__Envelope *e)
 		/* A calendar timer's fields are protobuf-c's to read. */
 		return m->when_case == BITWHEEL__V1__SCHEDULE__WHEN_CALENDAR ||
 			m->has_jitter_ns || m->has_jitter_fixed ||
-			m->has_misfire_grace_ns ? SLOW : FAST_REQUEST;
+			m->has_misfire_grace_ns ||
+			(m->has_clock && ((int)m->clock < 0 || (int)m->clock > 1)) ?
+			SLOW : FAST_REQUEST;
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL:
 	case BITWHEEL__V1__ENVELOPE__BODY_ACK:
 		return FAST_REQUEST;

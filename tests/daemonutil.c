@@ -661,17 +661,23 @@ void du_fake_clock(struct du_daemon *d)
 
 	ck_assert_msg(access(FAKE_CLOCK_SO, R_OK) == 0, "%s: %s (make check builds it)",
 		      FAKE_CLOCK_SO, strerror(errno));
-	for (int i = 0; i < 2; i++) {
-		snprintf(path, sizeof(path), "%s/clock%s", d->dir, i ? ".step" : "");
+	static const char *const files[] = { "", ".step", ".resume" };
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/clock%s", d->dir, files[i]);
 		fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 		ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
 		close(fd);
 	}
 	du_clock_step(d, 0, false);
+	du_clock_suspend(d, 0, false);
 	d->fake_clock = true;
 }
 
-void du_clock_step(struct du_daemon *d, int64_t offset_ns, bool tell)
+/* Write offset_ns at byte at of d's clock file; tell: then close the
+ * notice file suffix names after opening it for writing. */
+static void clock_write(struct du_daemon *d, off_t at, int64_t offset_ns,
+			bool tell, const char *suffix)
 {
 	char path[112];
 	int fd;
@@ -679,15 +685,33 @@ void du_clock_step(struct du_daemon *d, int64_t offset_ns, bool tell)
 	snprintf(path, sizeof(path), "%s/clock", d->dir);
 	fd = open(path, O_WRONLY | O_CLOEXEC);
 	ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
-	ck_assert_int_eq(pwrite(fd, &offset_ns, sizeof(offset_ns), 0),
+	ck_assert_int_eq(pwrite(fd, &offset_ns, sizeof(offset_ns), at),
 			 (ssize_t)sizeof(offset_ns));
 	close(fd);
 	if (!tell)
 		return;
-	snprintf(path, sizeof(path), "%s/clock.step", d->dir);
+	snprintf(path, sizeof(path), "%s/clock%s", d->dir, suffix);
 	fd = open(path, O_WRONLY | O_CLOEXEC);
 	ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
 	close(fd);
+}
+
+void du_clock_suspend(struct du_daemon *d, int64_t offset_ns, bool tell)
+{
+	clock_write(d, sizeof(int64_t), offset_ns, tell, ".resume");
+}
+
+void du_clock_step(struct du_daemon *d, int64_t offset_ns, bool tell)
+{
+	clock_write(d, 0, offset_ns, tell, ".step");
+}
+
+uint64_t du_boottime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 uint64_t du_realtime_ns(void)
@@ -1209,6 +1233,8 @@ void du_pack_schedule(struct du_buf *b, uint64_t id, const struct du_sched *s)
 	sc.has_jitter_fixed = sc.jitter_fixed = s->jitter_fixed;
 	sc.has_misfire_grace_ns = s->grace;
 	sc.misfire_grace_ns = s->grace_ns;
+	sc.has_clock = s->boot;
+	sc.clock = BITWHEEL__V1__CLOCK__CLOCK_BOOTTIME;
 	sc.has_period_ns = s->periodic;
 	sc.period_ns = s->period_ns;
 	if (s->payload != NULL) {

@@ -182,6 +182,14 @@ void du_fault_sync(struct du_daemon *d, unsigned delay_ms, int err);
 void du_fake_clock(struct du_daemon *d);
 void du_clock_step(struct du_daemon *d, int64_t offset_ns, bool tell);
 uint64_t du_realtime_ns(void);
+/*
+ * The same for CLOCK_BOOTTIME, a suspend as d sees it: its CLOCK_BOOTTIME
+ * is the real one + offset_ns from now on, its CLOCK_MONOTONIC the real
+ * one; tell: its CLOCK_BOOTTIME timerfd expires, as at a resume.
+ * du_boottime_ns: the test's own CLOCK_BOOTTIME (never offset).
+ */
+void du_clock_suspend(struct du_daemon *d, int64_t offset_ns, bool tell);
+uint64_t du_boottime_ns(void);
 /* Wait for the process to exit by itself; false on timeout. */
 bool du_daemon_wait_exit(struct du_daemon *d, int timeout_ms);
 /*
@@ -274,6 +282,7 @@ struct du_sched {
 	bool jitter_fixed;     /* jitter_fixed present and true            */
 	bool grace;            /* misfire_grace_ns present                 */
 	uint64_t grace_ns;
+	bool boot;             /* clock CLOCK_BOOTTIME                     */
 };
 
 /*

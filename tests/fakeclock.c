@@ -21,6 +21,20 @@
  * a step by opening that file for writing and closing it: deterministic,
  * and through the daemon's own event loop as a real step would come.
  *
+ * Suspend: the file's next 8 bytes, when it has them, are an offset
+ * every CLOCK_BOOTTIME read adds (clock_gettime of CLOCK_BOOTTIME), and
+ * CLOCK_MONOTONIC is left alone: raising it is a suspend of that length
+ * as the daemon sees it.  The kernel's notice of a resume is a
+ * CLOCK_BOOTTIME timerfd that expires (the daemon arms one at its next
+ * boottime deadline, which a suspend may pass).  Here timerfd_create of
+ * CLOCK_BOOTTIME returns an inotify descriptor watching BW_FAKECLOCK +
+ * ".resume" the same way: timerfd_settime does nothing, and read() hands
+ * out one expiration (8 bytes) when the test opened that file for
+ * writing and closed it, EAGAIN otherwise.  So the stand-in expires only
+ * when a test says so, never at a deadline by itself: the daemon's
+ * wheel and its check at a timer's slot are what fire boottime timers
+ * on time between resumes.
+ *
  * Costs: other clocks and descriptors go straight to the system call (no
  * dlsym, so no libdl); the offset is one load from the mapping.  Without
  * BW_FAKECLOCK the shim is the real calls (by system call, not the vDSO).
@@ -29,11 +43,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/timerfd.h>
@@ -42,7 +59,9 @@
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static const volatile int64_t *offset;  /* the mapped file; NULL: none  */
-static int step_fd = -1;                /* the inotify standing in       */
+static bool has_boot;                   /* it has CLOCK_BOOTTIME's too   */
+static int step_fd = -1;                /* the inotifies standing in     */
+static int resume_fd = -1;
 
 static void init(void)
 {
@@ -50,9 +69,14 @@ static void init(void)
 	int saved = errno, fd;
 	void *p;
 
+	struct stat sb;
+
 	if (!path || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		goto out;
-	p = mmap(NULL, sizeof(int64_t), PROT_READ, MAP_SHARED, fd, 0);
+	/* Mapped no further than the file goes: past it is SIGBUS. */
+	has_boot = fstat(fd, &sb) == 0 && sb.st_size >= 2 * (off_t)sizeof(int64_t);
+	p = mmap(NULL, (has_boot ? 2 : 1) * sizeof(int64_t), PROT_READ,
+		 MAP_SHARED, fd, 0);
 	close(fd);
 	if (p != MAP_FAILED)
 		offset = p;
@@ -60,10 +84,15 @@ out:
 	errno = saved;
 }
 
-static int64_t off(void)
+/* clk's offset: CLOCK_REALTIME's or CLOCK_BOOTTIME's. */
+static int64_t off(clockid_t clk)
 {
 	pthread_once(&once, init);
-	return offset ? *offset : 0;
+	if (!offset)
+		return 0;
+	if (clk == CLOCK_BOOTTIME)
+		return has_boot ? offset[1] : 0;
+	return offset[0];
 }
 
 int clock_gettime(clockid_t clk, struct timespec *ts)
@@ -72,9 +101,10 @@ int clock_gettime(clockid_t clk, struct timespec *ts)
 
 	if (syscall(SYS_clock_gettime, clk, ts) < 0)
 		return -1;
-	if (clk != CLOCK_REALTIME && clk != CLOCK_REALTIME_COARSE)
+	if (clk != CLOCK_REALTIME && clk != CLOCK_REALTIME_COARSE &&
+	    clk != CLOCK_BOOTTIME)
 		return 0;
-	o = off();
+	o = off(clk);
 	ns = (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec + o;
 	ts->tv_sec = (time_t)(ns / 1000000000);
 	ts->tv_nsec = (long)(ns % 1000000000);
@@ -109,9 +139,10 @@ int timerfd_create(int clk, int flags)
 	char step[512];
 	int fd;
 
-	if (clk != CLOCK_REALTIME || !path)
+	if ((clk != CLOCK_REALTIME && clk != CLOCK_BOOTTIME) || !path)
 		return (int)syscall(SYS_timerfd_create, clk, flags);
-	snprintf(step, sizeof(step), "%s.step", path);
+	snprintf(step, sizeof(step), "%s%s", path,
+		 clk == CLOCK_BOOTTIME ? ".resume" : ".step");
 	fd = inotify_init1((flags & TFD_NONBLOCK ? IN_NONBLOCK : 0) |
 			   (flags & TFD_CLOEXEC ? IN_CLOEXEC : 0));
 	if (fd < 0)
@@ -120,14 +151,14 @@ int timerfd_create(int clk, int flags)
 		close(fd);
 		return -1;
 	}
-	step_fd = fd;
+	*(clk == CLOCK_BOOTTIME ? &resume_fd : &step_fd) = fd;
 	return fd;
 }
 
 int timerfd_settime(int fd, int flags, const struct itimerspec *new_value,
 		    struct itimerspec *old_value)
 {
-	if (fd >= 0 && fd == step_fd)
+	if (fd >= 0 && (fd == step_fd || fd == resume_fd))
 		return 0;
 	return (int)syscall(SYS_timerfd_settime, fd, flags, new_value, old_value);
 }
@@ -137,9 +168,15 @@ ssize_t read(int fd, void *buf, size_t count)
 	char ev[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 	ssize_t n;
 
-	if (fd < 0 || fd != step_fd)
+	uint64_t one = 1;
+
+	if (fd < 0 || (fd != step_fd && fd != resume_fd))
 		return syscall(SYS_read, fd, buf, count);
 	n = syscall(SYS_read, fd, ev, sizeof(ev));
+	if (n > 0 && fd == resume_fd && count >= sizeof(one)) {
+		memcpy(buf, &one, sizeof(one));
+		return sizeof(one);
+	}
 	if (n > 0)
 		errno = ECANCELED;
 	return -1;

@@ -233,6 +233,8 @@ static void same_request(const struct bwp_request *r,
 	REQUIRE(r->has_misfire_grace_ns == !!sc->has_misfire_grace_ns);
 	REQUIRE(!sc->has_misfire_grace_ns ||
 		r->misfire_grace_ns == sc->misfire_grace_ns);
+	REQUIRE(r->has_clock == !!sc->has_clock);
+	REQUIRE(!sc->has_clock || r->clock == sc->clock);
 	REQUIRE(r->has_period_ns == !!sc->has_period_ns);
 	REQUIRE(!sc->has_period_ns || r->period_ns == sc->period_ns);
 	REQUIRE(r->has_payload == !!sc->has_payload);

@@ -590,6 +590,10 @@ def hello_req(o: Options) -> Req:
     return Req(env, _body("hello_reply"), "hello")
 
 
+# Schedule.clock's names (PROTOCOL.md, "Clocks").
+_CLOCKS = ("monotonic", "boottime")
+
+
 def schedule_req(key: int, in_: Duration | None,
                  at_monotonic_ns: int | None, every: Duration | None,
                  payload: bytes | None, replace: bool,
@@ -599,7 +603,8 @@ def schedule_req(key: int, in_: Duration | None,
                  calendar: str | None = None,
                  jitter: Duration | None = None,
                  jitter_fixed: bool = False,
-                 misfire_grace: Duration | None = None) -> Req:
+                 misfire_grace: Duration | None = None,
+                 clock: str | None = None) -> Req:
     """A Schedule; ValueError/TypeError for arguments the protocol cannot
     carry, PayloadTooLargeError for a payload over the daemon's limit
     (nothing is sent in either case).  Safe to repeat with `replace`
@@ -615,6 +620,15 @@ def schedule_req(key: int, in_: Duration | None,
                              misfire_grace is not None):
         raise ValueError("schedule: jitter, jitter_fixed and misfire_grace "
                          "are a calendar timer's")
+    if clock is not None:
+        if clock not in _CLOCKS:
+            raise ValueError(f"clock: 'monotonic' or 'boottime', not {clock!r}")
+        if calendar is not None or at is not None:
+            raise ValueError("schedule: clock with at or calendar: those "
+                             "count on the wall clock")
+        # Absent for the default, so that an older daemon reads it too.
+        if clock == "boottime":
+            s.clock = pb.CLOCK_BOOTTIME
     if calendar is not None:
         if not isinstance(calendar, str):
             raise TypeError("calendar: a str, not "

@@ -483,7 +483,8 @@ class AsyncClient(_core.ClientBase):
                  calendar: str | None = None,
                  jitter: Duration | None = None,
                  jitter_fixed: bool = False,
-                 misfire_grace: Duration | None = None) -> asyncio.Future[Scheduled]:
+                 misfire_grace: Duration | None = None,
+                 clock: str | None = None) -> asyncio.Future[Scheduled]:
         """Arm timer `key`; see :meth:`bitwheel.Client.schedule`.
 
         Returns a future to await (``await c.schedule(...)``): the request
@@ -494,7 +495,8 @@ class AsyncClient(_core.ClientBase):
         limit = self.hello.limits.max_payload_bytes if self.hello else None
         return self._submit(_core.schedule_req(
             key, in_, at_monotonic_ns, every, payload, replace, limit,
-            leeway, at, calendar, jitter, jitter_fixed, misfire_grace))
+            leeway, at, calendar, jitter, jitter_fixed, misfire_grace,
+            clock))
 
     def cancel(self, key: int) -> asyncio.Future[bool]:
         """Disarm timer `key`; see :meth:`bitwheel.Client.cancel`.  A future,

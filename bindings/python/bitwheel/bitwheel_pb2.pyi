@@ -11,6 +11,8 @@ BAD_DEADLINE: ErrorCode
 BAD_FRAME: ErrorCode
 BAD_REQUEST: ErrorCode
 BAD_VERSION: ErrorCode
+CLOCK_BOOTTIME: Clock
+CLOCK_MONOTONIC: Clock
 CONSUMER: Role
 DESCRIPTOR: _descriptor.FileDescriptor
 DISCONNECTED: TakeBack
@@ -524,8 +526,9 @@ class ReleaseReply(_message.Message):
     def __init__(self, released: bool = ..., dead_lettered: bool = ..., deliveries: _Optional[int] = ..., ready_ns: _Optional[int] = ...) -> None: ...
 
 class Schedule(_message.Message):
-    __slots__ = ["calendar", "deadline_ns", "delay_ns", "jitter_fixed", "jitter_ns", "key", "leeway_ns", "misfire_grace_ns", "payload", "period_ns", "realtime_ns", "replace"]
+    __slots__ = ["calendar", "clock", "deadline_ns", "delay_ns", "jitter_fixed", "jitter_ns", "key", "leeway_ns", "misfire_grace_ns", "payload", "period_ns", "realtime_ns", "replace"]
     CALENDAR_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_NS_FIELD_NUMBER: _ClassVar[int]
     DELAY_NS_FIELD_NUMBER: _ClassVar[int]
     JITTER_FIXED_FIELD_NUMBER: _ClassVar[int]
@@ -538,6 +541,7 @@ class Schedule(_message.Message):
     REALTIME_NS_FIELD_NUMBER: _ClassVar[int]
     REPLACE_FIELD_NUMBER: _ClassVar[int]
     calendar: str
+    clock: Clock
     deadline_ns: int
     delay_ns: int
     jitter_fixed: bool
@@ -549,7 +553,7 @@ class Schedule(_message.Message):
     period_ns: int
     realtime_ns: int
     replace: bool
-    def __init__(self, key: _Optional[int] = ..., delay_ns: _Optional[int] = ..., deadline_ns: _Optional[int] = ..., realtime_ns: _Optional[int] = ..., calendar: _Optional[str] = ..., period_ns: _Optional[int] = ..., payload: _Optional[bytes] = ..., replace: bool = ..., leeway_ns: _Optional[int] = ..., jitter_ns: _Optional[int] = ..., jitter_fixed: bool = ..., misfire_grace_ns: _Optional[int] = ...) -> None: ...
+    def __init__(self, key: _Optional[int] = ..., delay_ns: _Optional[int] = ..., deadline_ns: _Optional[int] = ..., realtime_ns: _Optional[int] = ..., calendar: _Optional[str] = ..., period_ns: _Optional[int] = ..., payload: _Optional[bytes] = ..., replace: bool = ..., leeway_ns: _Optional[int] = ..., jitter_ns: _Optional[int] = ..., jitter_fixed: bool = ..., misfire_grace_ns: _Optional[int] = ..., clock: _Optional[_Union[Clock, str]] = ...) -> None: ...
 
 class ScheduleReply(_message.Message):
     __slots__ = ["deadline_ns", "replaced"]
@@ -654,8 +658,9 @@ class StatsReply(_message.Message):
     def __init__(self, oneshot: _Optional[_Union[LaneStats, _Mapping]] = ..., periodic: _Optional[_Union[LaneStats, _Mapping]] = ..., clients: _Optional[int] = ..., sessions: _Optional[int] = ..., queued: _Optional[int] = ..., dropped: _Optional[int] = ..., uptime_ns: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., expired: _Optional[int] = ..., in_flight: _Optional[int] = ..., consumers: _Optional[int] = ..., acked: _Optional[int] = ..., redelivered: _Optional[int] = ..., uid_connections: _Optional[int] = ..., uid_sessions: _Optional[int] = ..., uid_timers: _Optional[int] = ..., uid_periodic_rate_mhz: _Optional[int] = ..., uid_bytes: _Optional[int] = ..., metrics: _Optional[_Union[Metrics, _Mapping]] = ...) -> None: ...
 
 class TimerInfo(_message.Message):
-    __slots__ = ["calendar", "deadline_ns", "deadline_realtime_ns", "fire_count", "has_payload", "jitter_fixed", "jitter_ns", "key", "lane", "late", "misfire_grace_ns", "payload_bytes", "period_ns"]
+    __slots__ = ["calendar", "clock", "deadline_ns", "deadline_realtime_ns", "fire_count", "has_payload", "jitter_fixed", "jitter_ns", "key", "lane", "late", "misfire_grace_ns", "payload_bytes", "period_ns"]
     CALENDAR_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_NS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_REALTIME_NS_FIELD_NUMBER: _ClassVar[int]
     FIRE_COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -669,6 +674,7 @@ class TimerInfo(_message.Message):
     PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
     PERIOD_NS_FIELD_NUMBER: _ClassVar[int]
     calendar: str
+    clock: Clock
     deadline_ns: int
     deadline_realtime_ns: int
     fire_count: int
@@ -681,7 +687,7 @@ class TimerInfo(_message.Message):
     misfire_grace_ns: int
     payload_bytes: int
     period_ns: int
-    def __init__(self, key: _Optional[int] = ..., deadline_ns: _Optional[int] = ..., period_ns: _Optional[int] = ..., payload_bytes: _Optional[int] = ..., has_payload: bool = ..., fire_count: _Optional[int] = ..., late: bool = ..., lane: _Optional[_Union[Lane, str]] = ..., deadline_realtime_ns: _Optional[int] = ..., calendar: _Optional[str] = ..., jitter_ns: _Optional[int] = ..., jitter_fixed: bool = ..., misfire_grace_ns: _Optional[int] = ...) -> None: ...
+    def __init__(self, key: _Optional[int] = ..., deadline_ns: _Optional[int] = ..., period_ns: _Optional[int] = ..., payload_bytes: _Optional[int] = ..., has_payload: bool = ..., fire_count: _Optional[int] = ..., late: bool = ..., lane: _Optional[_Union[Lane, str]] = ..., deadline_realtime_ns: _Optional[int] = ..., calendar: _Optional[str] = ..., jitter_ns: _Optional[int] = ..., jitter_fixed: bool = ..., misfire_grace_ns: _Optional[int] = ..., clock: _Optional[_Union[Clock, str]] = ...) -> None: ...
 
 class Touch(_message.Message):
     __slots__ = ["delivery", "timeout_ns"]
@@ -709,6 +715,9 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class TakeBack(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class Clock(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class Lane(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -337,7 +337,8 @@ class Client(_core.ClientBase):
                  calendar: str | None = None,
                  jitter: Duration | None = None,
                  jitter_fixed: bool = False,
-                 misfire_grace: Duration | None = None) -> Scheduled:
+                 misfire_grace: Duration | None = None,
+                 clock: str | None = None) -> Scheduled:
         """Arm timer `key` (any int from 0 to 2**64 - 1, unique among the
         session's pending timers).
 
@@ -366,6 +367,15 @@ class Client(_core.ClientBase):
                 most this; None: always, once, late.
             every: periodic: re-armed this long after each deadline until
                 cancelled.
+            clock: what `in_`, `at_monotonic_ns` and `every` count on:
+                ``"monotonic"`` (None: the default; stops while the host
+                is suspended, as a process's own progress does) or
+                ``"boottime"`` (counts the suspend, for a lease or TTL a
+                peer measures on its own clock: a timer a suspend passed
+                fires at the resume, late; `at_monotonic_ns` is then a
+                CLOCK_BOOTTIME time, :func:`time.clock_gettime_ns` of
+                ``time.CLOCK_BOOTTIME``).  Not with `at` or `calendar`
+                (PROTOCOL.md, "Clocks").
             payload: bytes handed back with every fire (at most the
                 daemon's ``limits.max_payload_bytes``).
             replace: replace a pending timer of the key instead of failing
@@ -388,11 +398,13 @@ class Client(_core.ClientBase):
                                       tzinfo=ZoneInfo("Europe/Berlin")))
             c.schedule(10, calendar="Mon..Fri 09:00 Europe/Berlin",
                        jitter=300, jitter_fixed=True)
+            c.schedule(11, in_=1800, clock="boottime")
         """
         limit = self.hello.limits.max_payload_bytes if self.hello else None
         result: Scheduled = self._call(_core.schedule_req(
             key, in_, at_monotonic_ns, every, payload, replace, limit,
-            leeway, at, calendar, jitter, jitter_fixed, misfire_grace))
+            leeway, at, calendar, jitter, jitter_fixed, misfire_grace,
+            clock))
         return result
 
     def cancel(self, key: int) -> bool:

@@ -112,6 +112,35 @@ def test_schedule_calendar(daemon):
         assert t.misfire_grace_ns == 3600 * 10**9
 
 
+def test_schedule_clock(daemon):
+    """clock="boottime" (PROTOCOL.md, "Clocks"): the reply's deadline is
+    on CLOCK_BOOTTIME, the timer fires and is listed with its clock; a
+    monotonic one is listed without; an unknown clock, and clock with at
+    or calendar, are refused before anything is sent.  check_clock (C)
+    suspends a daemon under such timers."""
+    with bitwheel.Client(daemon.sock) as c:
+        before = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+        s = c.schedule(1, in_=0.05, clock="boottime")
+        assert before + 50 * 10**6 <= s.deadline_ns
+        assert s.deadline_ns <= time.clock_gettime_ns(time.CLOCK_BOOTTIME) + 50 * 10**6
+        f = fire_now(c, 3.0)
+        assert f.key == 1 and f.due_realtime_ns is None
+        assert time.clock_gettime_ns(time.CLOCK_BOOTTIME) >= s.deadline_ns
+        with pytest.raises(ValueError, match="monotonic"):
+            c.schedule(2, in_=1, clock="realtime")
+        with pytest.raises(ValueError, match="wall clock"):
+            c.schedule(2, calendar="daily", clock="boottime")
+        with pytest.raises(ValueError, match="wall clock"):
+            c.schedule(2, at=datetime.datetime.now(datetime.timezone.utc),
+                       clock="monotonic")
+    with bitwheel.Client(daemon.sock, session="boot") as c:
+        c.schedule(3, in_=3600, clock="boottime")
+        c.schedule(4, in_=3600, clock="monotonic")
+        t = {e.key: e for e in c.list_timers("boot").entries}
+        assert t[3].HasField("clock") and t[3].clock == bitwheel.bitwheel_pb2.CLOCK_BOOTTIME
+        assert not t[4].HasField("clock")
+
+
 def test_calendar(daemon):
     """Client.calendar (PROTOCOL.md, "Calendar"): a spec's normalized form,
     zone and elapses as aware UTC datetimes, across Berlin's spring-forward
