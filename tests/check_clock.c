@@ -710,11 +710,8 @@ START_TEST(test_cal_journal_fires)
 	du_daemon_start(d, "--state-dir", dir, (const char *)NULL);
 	c = du_open(d, "r");
 	/* A fire made just before the kill may come again, redelivered. */
-	do {
-		f = expect_key(c, 1, NULL);
-		if (f->fired->redelivered)
-			bwp_frame_free(f);
-	} while (f->fired->redelivered);
+	while ((f = expect_key(c, 1, NULL))->fired->redelivered)
+		bwp_frame_free(f);
 	ck_assert(f->fired->late);
 	ck_assert_uint_gt(f->fired->due_realtime_ns, last);
 	ck_assert_uint_le(f->fired->due_realtime_ns, last + 4 * DU_S);
