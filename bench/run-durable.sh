@@ -156,7 +156,7 @@ configs=(memory never batch always)
 declare -A redis_args=([redis-memory]="--appendonly no"
 	[redis-everysec]="--appendonly yes --appendfsync everysec"
 	[redis-always]="--appendonly yes --appendfsync always")
-if command -v redis-server >/dev/null && "$bwload" --list | grep '^redis-zset' | grep -vq 'not built'; then
+if command -v redis-server >/dev/null && "$bwload" --list | grep '^redis-zset' | grep -v 'not built' >/dev/null; then
 	configs+=(redis-memory redis-everysec redis-always)
 else
 	echo "run-durable.sh: no redis-server or no bwload with hiredis: no redis AOF peer (build-aux/common.sh's bench packages)" >&2

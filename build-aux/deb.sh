@@ -275,10 +275,10 @@ install_test() {
 	# the service only through it.
 	[ -L /etc/systemd/system/sockets.target.wants/bitwheeld.socket ] ||
 		fail "bitwheeld.socket is not enabled"
-	if find /etc/systemd/system -name bitwheeld.service | grep -q .; then
+	if find /etc/systemd/system -name bitwheeld.service | grep . >/dev/null; then
 		fail "bitwheeld.service is enabled on its own"
 	fi
-	if find /etc/systemd/system -name 'bitwheel-metrics.*' | grep -q .; then
+	if find /etc/systemd/system -name 'bitwheel-metrics.*' | grep . >/dev/null; then
 		fail "the metrics timer is enabled: it must be off by default"
 	fi
 	echo "units: bitwheeld.socket enabled, bitwheeld.service and bitwheel-metrics.timer not"

@@ -174,7 +174,9 @@ grep -q '^post-install: ldconfig: done' "$bw_tmp/local.log" ||
 /usr/local/sbin/bitwheeld --version ||
 	fail "/usr/local/sbin/bitwheeld does not start after make install"
 /usr/local/bin/bwctl --version
-ldd /usr/local/bin/bwctl | grep -q '=> /usr/local/lib/libbitwheel-client\.so' ||
+# grep reads all of ldd's output: with -q it would stop at the match and
+# ldd, killed by SIGPIPE, would fail the pipeline under pipefail.
+ldd /usr/local/bin/bwctl | grep '=> /usr/local/lib/libbitwheel-client\.so' >/dev/null ||
 	fail "/usr/local/bin/bwctl does not use /usr/local/lib's library"
 for f in /usr/local/lib/systemd/system/bitwheeld.socket /usr/local/lib/sysusers.d/bitwheel.conf; do
 	[ -f "$f" ] || fail "$f is missing after make install"
