@@ -4161,6 +4161,9 @@ static Suite *bwctl_suite(void)
 
 	tc = tcase_create("calendar");
 	du_tcase(tc);
+	/* test_calendar_systemd starts some 350 processes (bwctl and
+	 * systemd-analyze): on a loaded machine that alone took 65 s. */
+	tcase_set_timeout(tc, 3.0 * DU_TCASE_TIMEOUT_S * du_slow());
 	tcase_add_test(tc, test_calendar_systemd);
 	tcase_add_test(tc, test_calendar_text);
 	tcase_add_test(tc, test_calendar_limits);
