@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test command: a fresh -Werror build, the Check suites, a quick run of
-# the wheel benchmark, distcheck, then the Check suites again built with
-# AddressSanitizer and UBSan.  Exits non-zero on any failure.
+# The test command: a fresh -Werror build, the Check suites, the end-to-end
+# suites under valgrind, quick runs of the benchmarks and the soak,
+# distcheck, the Check suites again built with AddressSanitizer and UBSan,
+# and a bounded fuzz run.  Exits non-zero on any failure.
 set -euo pipefail
 
 # shellcheck source=build-aux/common.sh
@@ -72,21 +73,29 @@ show_check_results() {
 	echo "checks: $passed passed, $failed failed"
 }
 
-# make check in a fresh build with these configure flags; on a failure,
-# show the results and end the script.
-run_checks() {
-	local dir=$1 status=0
+# A fresh build with these configure flags.
+build_tree() {
+	local dir=$1
 	shift
 	rm -rf "$dir"
-	stage "build ($(basename "$dir"))"
 	bw_configure "$dir" "$@"
 	make -C "$dir" -j2
+}
+
+# make check in a built tree; on a failure, show the results and end the
+# script.
+check_tree() {
+	local dir=$1 status=0
 	stage "make check ($(basename "$dir"))"
 	make -C "$dir" -j2 check || status=$?
 	if [ "$status" -ne 0 ]; then
 		show_check_results "$dir"
 		exit "$status"
 	fi
+}
+
+fuzz_available() {
+	[ "$(make -s --no-print-directory -C "$bw_build" fuzz-available)" = yes ]
 }
 
 # bench/bwload --quick against a bitwheeld of its own on a temporary
@@ -118,7 +127,22 @@ bw_bench_install_missing
 bw_bootstrap
 # From scratch, as in CI's fresh clone: objects built earlier under other
 # CFLAGS are not recompiled when flags change, and could hide a warning.
-run_checks "$bw_build" --enable-werror
+stage "build ($(basename "$bw_build"))"
+build_tree "$bw_build" --enable-werror
+check_tree "$bw_build"
+# The sanitizer build and the fuzz targets (clang, from the sources alone:
+# tests/fuzz.mk) compile in the background, niced, while check-valgrind's
+# suites sit in their scaled waits: that stage keeps some 1.5 of CI's 2
+# cores busy, and the two builds took 3 minutes of CI's time on their own.
+bw_bg_log=$bw_root/build-background.log
+(
+	build_tree "$bw_san" --enable-werror --enable-sanitizers
+	if fuzz_available; then
+		make -C "$bw_build" fuzz
+	fi
+) >"$bw_bg_log" 2>&1 &
+bw_bg=$!
+renice -n 10 -p "$bw_bg" >/dev/null 2>&1 || true
 # The end-to-end suites again with every daemon under valgrind memcheck
 # (tests/local.mk): no invalid access, nothing definitely lost.
 if command -v valgrind >/dev/null; then
@@ -130,6 +154,13 @@ if command -v valgrind >/dev/null; then
 else
 	stage "check-valgrind: skipped: valgrind is not installed"
 fi
+stage "background: the sanitizer build and the fuzz targets"
+if ! wait "$bw_bg"; then
+	tail -n 60 "$bw_bg_log"
+	echo "test.sh: the background build failed (log: $bw_bg_log)" >&2
+	exit 1
+fi
+echo "built: $(basename "$bw_san")$(fuzz_available && echo ", the fuzz targets")"
 stage "bench/bwbench --quick"
 "$bw_build/bench/bwbench" --quick --out "$bw_build/bench-quick" >/dev/null
 echo "bench/bwbench --quick: ok ($bw_build/bench-quick/wheel.md)"
@@ -162,13 +193,13 @@ export BW_TEST_SLOW=${BW_TEST_SLOW:-4}
 # pip, venv and mypy (test_packaging.py) checked the package above; here
 # they would only add 75 s.
 export BW_TEST_PACKAGING=0
-run_checks "$bw_san" --enable-werror --enable-sanitizers
+check_tree "$bw_san"
 # Bounded libFuzzer run (tests/fuzz.mk) when configure found clang with
 # libFuzzer in the build-test configuration: 10 s a target, as CI's whole
 # run (.ci/run, with the install test and the package built with tests)
 # took some 50 minutes with issue 22's suites and 20 s; longer runs are
 # `make fuzz-run FUZZ_SECONDS=N` by hand.
-if [ "$(make -s --no-print-directory -C "$bw_build" fuzz-available)" = yes ]; then
+if fuzz_available; then
 	stage "fuzz: make fuzz-run FUZZ_SECONDS=10 ($(basename "$bw_build"))"
 	make -C "$bw_build" fuzz-run FUZZ_SECONDS=10
 else
