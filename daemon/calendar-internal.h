@@ -18,15 +18,20 @@
 
 struct bwd_tz;
 
-/* Where IANA names are looked up. */
+/* Where IANA names are looked up, unless TZDIR names another directory
+ * (glibc's variable, honoured as glibc does). */
 #define BWD_TZ_DIR "/usr/share/zoneinfo"
 /* Zones the cache holds at most (the IANA database has about 600). */
 #define BWD_TZ_CACHE_MAX 1024
 /* The largest TZif file read. */
 #define BWD_TZ_FILE_MAX (1 << 20)
 
+/* The tz database's directory: TZDIR when it is an absolute path, else
+ * BWD_TZ_DIR. */
+const char *bwd_tz_dir(void);
+
 /*
- * The zone named `name`: "UTC", an IANA name under BWD_TZ_DIR, or NULL or
+ * The zone named `name`: "UTC", an IANA name under bwd_tz_dir(), or NULL or
  * "" for the local zone (TZ if set, else /etc/localtime, else UTC).
  * Loaded once, then shared from the cache until bwd_tz_cache_clear().
  * -EINVAL for a malformed name (absolute, "..", characters outside

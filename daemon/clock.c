@@ -55,6 +55,8 @@
  * of their directories says so; a second after the last such event the
  * cache is dropped, every calendar timer's spec parsed again and its
  * next elapse placed again (bwd_state_zones_changed), as after a step.
+ * A directory new to the database (TZDIR's, else /usr/share/zoneinfo) is
+ * watched from then on.
  * SIGHUP does the same at once, for a change inotify could not see.
  *
  * Data: a wall-clock timer has a bit (wall) and its instant in the
@@ -595,6 +597,7 @@ struct bwd_clock {
 	int fd, boot_fd;           /* CLOCK_REALTIME's, CLOCK_BOOTTIME's     */
 	int zone_fd;               /* the zone watcher's inotify; -1: none   */
 	int local_wd;              /* its watch of the local zone's directory */
+	bool rewalk;               /* a directory appeared in the tz database */
 	struct event *ev, *boot_ev, *zone_ev, *settle;
 	void (*on_step)(void *arg, enum bwd_clock_event what);
 	void *arg;
@@ -679,7 +682,7 @@ static int watch_dir(const char *path, const struct stat *sb, int type,
 		return 0;
 	if (++walk_dirs > ZONE_DIRS_MAX) {
 		bwd_log(BWD_LOG_WARNING, "%s: more than %d directories; the rest are not watched for changes",
-			BWD_TZ_DIR, ZONE_DIRS_MAX);
+			bwd_tz_dir(), ZONE_DIRS_MAX);
 		return 1;
 	}
 	if (inotify_add_watch(walk_fd, path, ZONE_EVENTS | IN_ONLYDIR) < 0)
@@ -718,6 +721,16 @@ static void watch_local(struct bwd_clock *c)
 			dir, strerror(errno));
 }
 
+/* Every directory of the tz database, watched.  Watching one already
+ * watched is a no-op, so a walk again after a directory appeared (an
+ * upgrade that renames a whole region into place) adds just the new. */
+static void watch_db(struct bwd_clock *c)
+{
+	walk_fd = c->zone_fd;
+	walk_dirs = 0;
+	nftw(bwd_tz_dir(), watch_dir, 16, FTW_PHYS);
+}
+
 static void on_zone(evutil_socket_t fd, short what, void *arg)
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -732,6 +745,10 @@ static void on_zone(evutil_socket_t fd, short what, void *arg)
 			const struct inotify_event *ev = (const void *)p;
 
 			p += sizeof(*ev) + ev->len;
+			/* A lost event may have been such a directory. */
+			if ((ev->mask & IN_ISDIR && ev->mask & (IN_CREATE | IN_MOVED_TO)) ||
+			    ev->mask & IN_Q_OVERFLOW)
+				c->rewalk = true;
 			/* The local zone's directory holds other files. */
 			if (ev->wd != c->local_wd || (ev->len &&
 			    (!strcmp(ev->name, c->local) ||
@@ -749,6 +766,10 @@ static void on_settled(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (c->rewalk) {
+		c->rewalk = false;
+		watch_db(c);
+	}
 	c->on_step(c->arg, BWD_CLOCK_ZONES);
 }
 
@@ -764,9 +785,7 @@ static void zone_open(struct bwd_clock *c, struct event_base *base)
 		return;
 	}
 	watch_local(c);
-	walk_fd = c->zone_fd;
-	walk_dirs = 0;
-	nftw(BWD_TZ_DIR, watch_dir, 16, FTW_PHYS);
+	watch_db(c);
 	c->zone_ev = event_new(base, c->zone_fd, EV_READ | EV_PERSIST, on_zone, c);
 	c->settle = evtimer_new(base, on_settled, c);
 	if (!c->zone_ev || !c->settle || event_add(c->zone_ev, NULL))

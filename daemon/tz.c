@@ -477,6 +477,13 @@ static void tz_free(struct bwd_tz *tz)
 	free(tz);
 }
 
+const char *bwd_tz_dir(void)
+{
+	const char *dir = getenv("TZDIR");
+
+	return dir && *dir == '/' ? dir : BWD_TZ_DIR;
+}
+
 static int tz_load(const char *name, struct bwd_tz *tz, char *err,
 		   size_t errlen)
 {
@@ -494,7 +501,7 @@ static int tz_load(const char *name, struct bwd_tz *tz, char *err,
 				      "empty or dot parts)", name);
 			return -EINVAL;
 		}
-		snprintf(path, sizeof(path), "%s/%s", BWD_TZ_DIR, name);
+		snprintf(path, sizeof(path), "%s/%s", bwd_tz_dir(), name);
 		return tz_load_file(path, tz, err, errlen);
 	}
 	tzenv = getenv("TZ");
@@ -511,7 +518,7 @@ static int tz_load(const char *name, struct bwd_tz *tz, char *err,
 	if (*tzenv == '/')
 		return tz_load_file(tzenv, tz, err, errlen);
 	if (name_ok(tzenv)) {
-		snprintf(path, sizeof(path), "%s/%s", BWD_TZ_DIR, tzenv);
+		snprintf(path, sizeof(path), "%s/%s", bwd_tz_dir(), tzenv);
 		if (tz_load_file(path, tz, NULL, 0) == 0)
 			return 0;
 	}
@@ -521,7 +528,7 @@ static int tz_load(const char *name, struct bwd_tz *tz, char *err,
 		return 0;
 	}
 	bwd_tz_seterr(err, errlen, "TZ='%s': neither a zone of %s nor a POSIX TZ "
-		      "string", tzenv, BWD_TZ_DIR);
+		      "string", tzenv, bwd_tz_dir());
 	return -EINVAL;
 }
 

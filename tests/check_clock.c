@@ -54,7 +54,9 @@
  *   zones    the local zone (TZ naming a file of the test's) replaced
  *            under a daemon: a local-time calendar timer's next elapse
  *            moves to the new zone's midnight (inotify); SIGHUP reads
- *            the zones again too.
+ *            the zones again too; a region of the tz database (TZDIR)
+ *            renamed into place as a new directory, then a zone in it
+ *            changed: both seen.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -63,6 +65,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "calendar-internal.h"
 #include "daemonutil.h"
@@ -1083,6 +1086,52 @@ START_TEST(test_zone_change)
 }
 END_TEST
 
+/* A region of the tz database (TZDIR, the test's) replaced by a new
+ * directory renamed into place, as an upgrade may do: the rename is
+ * seen, and so is a later change of a zone in the new directory, which
+ * the daemon must have started to watch. */
+START_TEST(test_zone_new_dir)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_sched s = { .key = 1, .when = DU_CALENDAR,
+			      .calendar = "*-*-* 00:00:00 Test/Zone" };
+	const uint64_t tokyo = 15 * 3600 * DU_S, kolkata = 18 * 3600 * DU_S + 1800 * DU_S;
+	char db[160], dir[200], fresh[200], old[200], zone[240];
+	uint64_t id = 3, w;
+	struct du_conn *c;
+
+	snprintf(db, sizeof(db), "%s/tzdb", d->dir);
+	snprintf(dir, sizeof(dir), "%s/Test", db);
+	snprintf(fresh, sizeof(fresh), "%s/Test.new", db);
+	snprintf(old, sizeof(old), "%s/Test.old", db);
+	ck_assert(mkdir(db, 0755) == 0 && mkdir(dir, 0755) == 0);
+	snprintf(zone, sizeof(zone), "%s/Zone", dir);
+	put_zone(zone, "UTC");
+	ck_assert_int_eq(setenv("TZDIR", db, 1), 0);
+	ck_assert_int_eq(setenv("TZ", "UTC", 1), 0);
+	du_daemon_start(d, (const char *)NULL);
+	c = du_open_producer(d, "z");
+	schedule_at(c, 2, &s);
+	ck_assert_uint_eq(wait_listed_mod(c, &id, 0) % DAY_NS, 0);
+	ck_assert(mkdir(fresh, 0755) == 0);
+	snprintf(zone, sizeof(zone), "%s/Zone", fresh);
+	put_zone(zone, "Asia/Tokyo");
+	ck_assert(rename(dir, old) == 0 && rename(fresh, dir) == 0);
+	w = wait_listed_mod(c, &id, tokyo);
+	ck_assert_msg(w % DAY_NS == tokyo, "after the rename: the next elapse %.3f h past "
+		      "a UTC midnight, not 15 h", (double)(w % DAY_NS) / 3600e9);
+	/* India's midnight is 18:30 UTC (UTC+5:30, no daylight saving). */
+	snprintf(zone, sizeof(zone), "%s/Zone", dir);
+	put_zone(zone, "Asia/Kolkata");
+	w = wait_listed_mod(c, &id, kolkata);
+	ck_assert_msg(w % DAY_NS == kolkata, "a zone of the new directory changed: the next "
+		      "elapse %.3f h past a UTC midnight, not 18.5 h",
+		      (double)(w % DAY_NS) / 3600e9);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 static Suite *clock_suite(void)
 {
 	Suite *s = suite_create("clock");
@@ -1133,6 +1182,7 @@ static Suite *clock_suite(void)
 	tc = tcase_create("zones");
 	du_tcase(tc);
 	tcase_add_test(tc, test_zone_change);
+	tcase_add_test(tc, test_zone_new_dir);
 	suite_add_tcase(s, tc);
 	return s;
 }
