@@ -67,7 +67,9 @@
  * A fire of one keeps its instant (a calendar timer's: its elapse) in
  * place of its count (a oneshot's is 0).  Monotonic timers and fires are
  * not one byte larger.  The server owns the one timerfd (struct
- * bwd_clock).
+ * bwd_clock).  CLOCK_REALTIME and CLOCK_BOOTTIME are read through the
+ * state (bwd_state_real, bwd_state_boot): the host's, or the clocks of
+ * the delivery simulation (tests/sim.c), which steps and suspends them.
  *
  * Costs: a step costs O(wall-clock timers) wheel cancels and inserts, a
  * resume O(boottime timers), and every expiry of the boottime timerfd
@@ -116,9 +118,9 @@ uint64_t bwd_boottime_ns(void)
 }
 
 /* The clock t's instant is on now. */
-static uint64_t clock_of(const struct bwd_timer *t)
+static uint64_t clock_of(const struct bwd_state *st, const struct bwd_timer *t)
 {
-	return t->boot ? bwd_boottime_ns() : bwd_realtime_ns();
+	return t->boot ? bwd_state_boot(st) : bwd_state_real(st);
 }
 
 /* Two reads of the clocks' offset closer than this are the same: a
@@ -397,7 +399,7 @@ void bwd_cal_record(const struct bwd_calendar *c, struct bwd_record *r)
 uint64_t bwd_wall_due(struct bwd_state *st, struct bwd_timer *t,
 		      uint64_t now_ns)
 {
-	uint64_t real = clock_of(t), wall = bwd_wall_ns(st, t);
+	uint64_t real = clock_of(st, t), wall = bwd_wall_ns(st, t);
 
 	if (real >= wall)
 		return 0;
@@ -409,7 +411,7 @@ uint64_t bwd_cal_advance(struct bwd_state *st, struct bwd_timer *t,
 			 uint64_t now_ns)
 {
 	struct bwd_wall *w = wall_find(st, t);
-	uint64_t real = bwd_realtime_ns();
+	uint64_t real = bwd_state_real(st);
 
 	if (!w || !w->cal)
 		return 0;
@@ -427,7 +429,7 @@ uint64_t bwd_boot_advance(struct bwd_state *st, struct bwd_timer *t,
 			  uint64_t now_ns)
 {
 	struct bwd_wall *w = wall_find(st, t);
-	uint64_t boot = bwd_boottime_ns(), next,
+	uint64_t boot = bwd_state_boot(st), next,
 		 off = boot - bwd_state_now(st);
 
 	/* now_ns on CLOCK_BOOTTIME (a replayed fire's is in the past). */
@@ -470,7 +472,7 @@ bool bwd_cal_restore(struct bwd_state *st, struct bwd_timer *t, uint64_t real)
 void bwd_state_clock_step(struct bwd_state *st, bool boot)
 {
 	uint64_t mono = bwd_state_now(st), n = 0, soonest = UINT64_MAX,
-		 real = boot ? bwd_boottime_ns() : bwd_realtime_ns();
+		 real = boot ? bwd_state_boot(st) : bwd_state_real(st);
 	bool moved = !boot;
 
 	/* Not in the wheel yet while restoring: placed at the restore's
