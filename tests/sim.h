@@ -39,6 +39,12 @@ struct sim_stats {
 	 * their queue's tail, dead-lettered, kicked back; policies set. */
 	uint64_t released, released_delayed, touched, hold_limited, to_tail;
 	uint64_t dead_lettered, kicked, policies;
+	/* Other clocks (daemon/clock.c): wall-clock, calendar and boottime
+	 * timers fired, fires handed out marked late; the wall clock's
+	 * steps (of them, back), suspends, and the daemon's notices of them
+	 * (its CLOCK_REALTIME and CLOCK_BOOTTIME timerfds). */
+	uint64_t wall_fired, cal_fired, boot_fired, late_fires;
+	uint64_t wall_steps, wall_steps_back, suspends, step_notices, boot_notices;
 };
 
 /* A simulation whose configuration (limits, wheel preset, clock jitter)
