@@ -102,11 +102,13 @@ START_TEST(test_seed_env)
 		ck_assert_msg(!msg, "%s", msg);
 		done += n;
 		if (e)
-			printf("sim: seed %" PRIu64 ": %" PRIu64 " steps, %" PRIu64 " fires handed out, %" PRIu64 " redelivered (%" PRIu64 " to the tail), %" PRIu64 " released (%" PRIu64 " delayed), %" PRIu64 " touched (%" PRIu64 " HOLD_LIMIT), %" PRIu64 " dead-lettered, %" PRIu64 " kicked back, %" PRIu64 " policies\n",
+			printf("sim: seed %" PRIu64 ": %" PRIu64 " steps, %" PRIu64 " fires handed out, %" PRIu64 " redelivered (%" PRIu64 " to the tail), %" PRIu64 " released (%" PRIu64 " delayed), %" PRIu64 " touched (%" PRIu64 " HOLD_LIMIT), %" PRIu64 " dead-lettered, %" PRIu64 " kicked back, %" PRIu64 " policies; %" PRIu64 " wall-clock, %" PRIu64 " calendar and %" PRIu64 " boottime fires, %" PRIu64 " handed out late; %" PRIu64 " steps (%" PRIu64 " back), %" PRIu64 " suspends\n",
 			       seed, n, st.handed_out, st.redelivered, st.to_tail,
 			       st.released, st.released_delayed, st.touched,
 			       st.hold_limited, st.dead_lettered, st.kicked,
-			       st.policies);
+			       st.policies, st.wall_fired, st.cal_fired, st.boot_fired,
+			       st.late_fires, st.wall_steps, st.wall_steps_back,
+			       st.suspends);
 		seed++;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &b);
@@ -153,7 +155,9 @@ START_TEST(test_finds_old_pump_stall)
 }
 END_TEST
 
-/* The fixed seeds between them take every edge of fires that fail. */
+/* The fixed seeds between them take every edge of fires that fail, and
+ * of the other clocks: each kind of timer fires, some late, after steps
+ * both ways and suspends. */
 START_TEST(test_covers_failures)
 {
 	struct sim_stats sum = { 0 };
@@ -171,6 +175,13 @@ START_TEST(test_covers_failures)
 		sum.dead_lettered += st.dead_lettered;
 		sum.kicked += st.kicked;
 		sum.policies += st.policies;
+		sum.wall_fired += st.wall_fired;
+		sum.cal_fired += st.cal_fired;
+		sum.boot_fired += st.boot_fired;
+		sum.late_fires += st.late_fires;
+		sum.wall_steps += st.wall_steps;
+		sum.wall_steps_back += st.wall_steps_back;
+		sum.suspends += st.suspends;
 	}
 	ck_assert_msg(sum.released > sum.released_delayed && sum.released_delayed &&
 		      sum.touched && sum.hold_limited && sum.to_tail &&
@@ -178,6 +189,12 @@ START_TEST(test_covers_failures)
 		      "the fixed seeds miss an edge: %" PRIu64 " released (%" PRIu64 " delayed), %" PRIu64 " touched (%" PRIu64 " HOLD_LIMIT), %" PRIu64 " to the tail, %" PRIu64 " dead-lettered, %" PRIu64 " kicked, %" PRIu64 " policies",
 		      sum.released, sum.released_delayed, sum.touched, sum.hold_limited,
 		      sum.to_tail, sum.dead_lettered, sum.kicked, sum.policies);
+	ck_assert_msg(sum.wall_fired && sum.cal_fired && sum.boot_fired && sum.late_fires &&
+		      sum.wall_steps > sum.wall_steps_back && sum.wall_steps_back &&
+		      sum.suspends,
+		      "the fixed seeds miss an edge of the clocks: %" PRIu64 " wall-clock, %" PRIu64 " calendar, %" PRIu64 " boottime fires, %" PRIu64 " late; %" PRIu64 " steps (%" PRIu64 " back), %" PRIu64 " suspends",
+		      sum.wall_fired, sum.cal_fired, sum.boot_fired, sum.late_fires,
+		      sum.wall_steps, sum.wall_steps_back, sum.suspends);
 }
 END_TEST
 

@@ -308,8 +308,9 @@ struct sim {
 	uint64_t now, jitter;
 	/* The wall clock and CLOCK_BOOTTIME: now plus these (a step moves
 	 * the first, a suspend both); the boottime offset the daemon last
-	 * placed boottime timers by; a step it has not heard of yet. */
-	uint64_t real_off, boot_off, told_off;
+	 * placed boottime timers by; a step it has not heard of yet, and
+	 * when it will (a quiet step: later). */
+	uint64_t real_off, boot_off, told_off, notice_at;
 	bool step_pending;
 	struct bwd_cal *cal[NSPECS];
 	uint64_t tids;
@@ -650,11 +651,11 @@ static struct mfire *owed_fire(struct msess *ms, const struct mtimer *t)
 	return last;
 }
 
-/* The daemon placed t's owed fire again at now (a step or resume it
- * heard of): its lane's bound counts from now. */
-static void rebase(struct sim *s, struct msess *ms, struct mfire *f)
+/* The daemon places t's owed fire again at from (a step or resume it
+ * heard of): its lane's bound counts from then. */
+static void rebase(struct sim *s, struct msess *ms, struct mfire *f, uint64_t from)
 {
-	f->base = max64(f->base, s->now);
+	f->base = max64(f->base, from);
 	f->allow = max64(f->allow, add_sat(add_sat(f->base, ms->coalescing ?
 		max64(f->leeway, f->bound) : f->bound), s->jitter));
 }
@@ -685,7 +686,8 @@ static void owe(struct sim *s)
 				if (!t->owed && clock_now(s, t->clk) >= t->at) {
 					t->owed_count = t->clk == C_BOOT ? 0 :
 						t->clk == C_CAL ? t->elapse : t->at;
-					fire_add(s, si, t, t->owed_count, mono_of(s, t));
+					/* + 1: where bwd_wall_due places it. */
+					fire_add(s, si, t, t->owed_count, mono_of(s, t) + 1);
 					t->owed = true;
 				}
 				continue;
@@ -1560,8 +1562,11 @@ static void observe(struct sim *s)
 }
 
 /* Every timer of clock k (C_WALL: wall-clock and calendar ones) is placed
- * again by the daemon from now: the lane's bound counts from here. */
-static void clock_moved(struct sim *s, enum clk k)
+ * again by the daemon at from (when it hears of the move): the lane's
+ * bound counts from then.  Until then a step back makes the fires owed
+ * before its instant owed no more: their slots may come due, and the
+ * daemon checks the clock there (bwd_wall_due). */
+static void clock_moved(struct sim *s, enum clk k, uint64_t from)
 {
 	for (int si = 0; si < MAX_SESS; si++) {
 		struct msess *ms = &s->s[si];
@@ -1572,9 +1577,11 @@ static void clock_moved(struct sim *s, enum clk k)
 
 			if (k == C_BOOT ? t->clk != C_BOOT : t->clk != C_WALL && t->clk != C_CAL)
 				continue;
-			t->since = max64(t->since, s->now);
-			if (t->owed && (f = owed_fire(ms, t)))
-				rebase(s, ms, f);
+			t->since = max64(t->since, from);
+			if (t->owed && clock_now(s, t->clk) < t->at)
+				unowe(s, ms, t);
+			else if (t->owed && (f = owed_fire(ms, t)))
+				rebase(s, ms, f, from);
 		}
 	}
 }
@@ -1596,7 +1603,7 @@ static void notice_step(struct sim *s)
 	bwd_state_clock_step(s->st, false);
 	s->want_pump = true;
 	s->stats.step_notices++;
-	clock_moved(s, C_WALL);
+	clock_moved(s, C_WALL, s->now);
 	for (int si = 0; si < MAX_SESS && !s->failed; si++) {
 		struct msess *ms = &s->s[si];
 
@@ -1638,7 +1645,7 @@ static void notice_boot(struct sim *s)
 	if (!moved)
 		return;
 	s->told_off = s->boot_off;
-	clock_moved(s, C_BOOT);
+	clock_moved(s, C_BOOT, s->now);
 	for (int si = 0; si < MAX_SESS; si++) {
 		struct msess *ms = &s->s[si];
 
@@ -1724,9 +1731,16 @@ static void turn_end(struct sim *s)
 
 /* A turn the loop takes with no event: the wheel's timerfd, the reaper,
  * or (the rule of issue 20) work left. */
+/* The CLOCK_REALTIME timerfd was cancelled by a step, and the daemon
+ * reads it at this turn (a quiet step's, once its time came). */
+static bool step_due(const struct sim *s)
+{
+	return s->step_pending && s->notice_at <= s->now;
+}
+
 static bool turn_pending(struct sim *s)
 {
-	return wheel_due(s) || s->reaper || s->step_pending || boot_due(s) ||
+	return wheel_due(s) || s->reaper || step_due(s) || boot_due(s) ||
 		(!s->p.old_pump && bwd_state_has_work(s->st));
 }
 
@@ -1738,7 +1752,7 @@ static void server_turn(struct sim *s)
 	unsigned n;
 
 	turn_begin(s);
-	ready[0] = s->step_pending;
+	ready[0] = step_due(s);
 	ready[1] = boot_due(s);
 	ready[2] = wheel_due(s);
 	n = rnd(s, ready[0] + ready[1] + ready[2]);
@@ -2486,8 +2500,9 @@ static void leaving(struct sim *s, struct sconn *c)
 		conn_kill(s, c);
 }
 
-/* When the loop wakes next: the wheel's deadline, or where the boottime
- * timerfd expires on CLOCK_MONOTONIC; false: neither is armed. */
+/* When the loop wakes next: the wheel's deadline, where the boottime
+ * timerfd expires on CLOCK_MONOTONIC, or a quiet step's notice; false:
+ * none is armed. */
 static bool next_wake(struct sim *s, uint64_t *next)
 {
 	bool armed = bwd_state_next_deadline(s->st, next) == 0;
@@ -2496,6 +2511,10 @@ static bool next_wake(struct sim *s, uint64_t *next)
 	if (b != UINT64_MAX) {
 		b = b > s->boot_off ? b - s->boot_off : 0;
 		*next = armed ? min64(*next, b) : b;
+		armed = true;
+	}
+	if (s->step_pending) {
+		*next = armed ? min64(*next, s->notice_at) : s->notice_at;
 		armed = true;
 	}
 	return armed;
@@ -2538,10 +2557,20 @@ static uint64_t clock_jump(struct sim *s)
 		    rnd(s, 7200000 * MS));
 }
 
-/* The wall clock is stepped, forward or back (settimeofday, NTP): the
- * daemon hears of it from its CLOCK_REALTIME timerfd at a later turn of
- * this instant, its wheel's polls may come first (bwd_wall_due keeps
- * them from firing early). */
+/* The daemon hears of a move of the wall clock from its CLOCK_REALTIME
+ * timerfd at a later turn of this instant, or (a quiet step: as if the
+ * timerfd's re-arm had failed, clock.c) up to 2 s later; its wheel's
+ * polls may come first, which bwd_wall_due keeps from firing early. */
+static void wall_moved(struct sim *s)
+{
+	uint64_t at = chance(s, 25) ? s->now + 1 + rnd(s, 2000 * MS) : s->now;
+
+	s->notice_at = s->step_pending ? min64(s->notice_at, at) : at;
+	s->step_pending = true;
+	clock_moved(s, C_WALL, s->notice_at);
+}
+
+/* The wall clock is stepped, forward or back (settimeofday, NTP). */
 static void ev_clock_step(struct sim *s)
 {
 	bool back = chance(s, 50);
@@ -2550,8 +2579,7 @@ static void ev_clock_step(struct sim *s)
 	s->real_off = back ? s->real_off - d : s->real_off + d;
 	TRACE(s, "the wall clock steps %s %.3f ms to %.6f s", back ? "back" : "forward",
 	      (double)d / 1e6, wall_s(clock_now(s, C_WALL)));
-	s->step_pending = true;
-	clock_moved(s, C_WALL);
+	wall_moved(s);
 	s->stats.wall_steps++;
 	s->stats.wall_steps_back += back;
 }
@@ -2567,9 +2595,8 @@ static void ev_suspend(struct sim *s)
 	s->boot_off += d;
 	s->real_off += d;
 	TRACE(s, "suspended for %.3f ms", (double)d / 1e6);
-	s->step_pending = true;
-	clock_moved(s, C_WALL);
-	clock_moved(s, C_BOOT);
+	wall_moved(s);
+	clock_moved(s, C_BOOT, s->now);
 	s->stats.suspends++;
 }
 
