@@ -2,9 +2,10 @@
  * check_sim.c - the deterministic simulation of delivery (tests/sim.c,
  * issues 20 and 21): the daemon's real delivery code driven by random
  * events against a reference model, checked after every step: hand-outs,
- * acks and take-backs, and fires that fail (deliveries and the blame
+ * acks and take-backs, fires that fail (deliveries and the blame
  * rule, dead letters, the queue's front and tail, Release now or delayed,
- * Touch and HOLD_LIMIT, SetPolicy, Kick).
+ * Touch and HOLD_LIMIT, SetPolicy, Kick), and wall-clock, calendar and
+ * boottime timers across steps of the wall clock and suspends.
  *
  * TCases:
  *   seeds     fixed seeds, each a run of STEPS steps then settled (every
@@ -19,7 +20,9 @@
  *             fixed seeds cover every edge of fires that fail (releases
  *             now and delayed, touches and HOLD_LIMIT, take-backs to the
  *             tail, dead letters, kicks, policies), so that the model
- *             cannot silently stop exercising one.
+ *             cannot silently stop exercising one; and every edge of
+ *             the other clocks (each kind fires, some late; steps forward
+ *             and back; suspends).
  * A failure names the seed, the step, the simulated time and the broken
  * invariant; rerun it with BW_SIM_SEED=<seed>.
  *

@@ -1,13 +1,19 @@
 /*
  * sim.c - the deterministic simulation of delivery (sim.h, issues 20 and
- * 21).
+ * 21) and of the timers on other clocks (clock.c).
  *
  * What is real and what is simulated.  The daemon's state (state.c,
  * delivery.c, account.c: the wheel, sessions, timers, queues, consumers,
  * windows, ready and work lists, acks, ack timeouts, coalescing holds,
- * redelivery pacing) is the real code, on a clock the simulation sets
- * (bwd_state_set_clock).  Around it the harness
- * plays the two layers above it as the daemon has them:
+ * redelivery pacing; clock.c and calendar.c: wall-clock, calendar and
+ * boottime timers, steps and resumes) is the real code, on clocks the
+ * simulation sets: CLOCK_MONOTONIC (bwd_state_set_clock), and
+ * CLOCK_REALTIME and CLOCK_BOOTTIME (bwd_state_set_wall_clocks), which
+ * start at WALL0 and 5 s ahead and move with it, but for steps of the
+ * wall clock forward and back (a few ms, a few s, now and then hours)
+ * and suspends (both move ahead of CLOCK_MONOTONIC, by 0.1 s to hours).
+ * Around it the harness plays the two layers above it as the daemon has
+ * them:
  *   - the server (server.c): a loop turn is one event, then the pump
  *     (bwd_state_fire, bwd_state_next_delivery at most BWD_DELIVER_CHUNK
  *     times, bwd_state_reap) when the server runs it: when an event
@@ -19,7 +25,16 @@
  *     as before issue 20.
  *     The clock moves only between turns; the wheel's timerfd wakes the
  *     loop at bwd_state_next_deadline, up to `jitter` late (the step
- *     granularity), and due work is done before the clock moves on;
+ *     granularity), and due work is done before the clock moves on.
+ *     clock.c's two detectors are descriptors of the loop too, ready in
+ *     any order with the wheel's: the CLOCK_REALTIME timerfd, cancelled
+ *     by a step or a resume, whose reading calls bwd_state_clock_step
+ *     (st, false) as server.c's on_step does, at a turn of the same
+ *     instant, or for a quarter of the steps (quiet: as if its re-arm
+ *     had failed) up to 2 s later; and the CLOCK_BOOTTIME timerfd,
+ *     armed where the state says (st->boot_next), expiring once the
+ *     simulated CLOCK_BOOTTIME reaches it (at once after a suspend that
+ *     passed it), which calls bwd_state_clock_step(st, true);
  *   - each connection (conn.c): unread output counted in bytes (a fire's
  *     frame as conn.c packs it, replies by size), room off at half of
  *     --max-output and back below a quarter, reading paused the same way,
@@ -30,6 +45,12 @@
  *     read (single, cumulative, late, bogus: a bogus ack closes the
  *     connection once its output drained, as request.c and conn.c do),
  *     and leaves killed (fires cut off mid-frame), or after reading all.
+ *     Its Schedules are one in five on another clock, as request.c
+ *     makes them: a wall-clock oneshot (realtime_ns) or a boottime one
+ *     (clock CLOCK_BOOTTIME), from 50 ms past to 3 s ahead, or a
+ *     calendar timer of a UTC spec (every second, every 5 s, at three
+ *     seconds a minute, every 2 min, hourly, or once), a jitter bound
+ *     of 0 to 2 s, fixed or not, with a misfire grace or not.
  *     Its requests include the ones for fires that fail (issue 21):
  *     Release (now, or after up to 400 ms), Touch (its ack timeout
  *     again, 5 to 400 ms, or 13 h: past the hold limit), SetPolicy (a
@@ -40,7 +61,18 @@
  *
  * The model (struct msess, struct mfire, struct mtimer) knows what was
  * scheduled and when, so it knows which fires are owed: a oneshot's at its
- * deadline, a periodic timer's at each of d, d + p, ...  It follows every
+ * deadline, a periodic timer's at each of d, d + p, ...; a wall-clock
+ * oneshot's once the simulated wall clock reached its instant, a
+ * boottime one's once CLOCK_BOOTTIME reached its deadline, a calendar
+ * timer's once the wall clock reached its next elapse plus the jitter the
+ * state drew.  Their lane's bound counts from where that instant is on
+ * CLOCK_MONOTONIC by the clocks' offset, or from when the daemon heard
+ * of the step or resume that moved it (it places them again then).  The
+ * next elapse is bwd_cal_next's after the timer's base (calendar.c is
+ * checked against systemd elsewhere): at first the wall clock of the
+ * Schedule, then that of each fire (never before its elapse: elapses a
+ * step passed coalesce into one late fire), lowered to the wall clock
+ * by a step back below it (PROTOCOL.md, "Calendar timers").  It follows every
  * fire from owed to handed out (to whom, with which delivery number, its
  * frame's end) to done (an ack, or an auto-ack drain) or taken back (the
  * member left, its ack deadline passed, or a Release), and checks the
@@ -70,6 +102,18 @@
  *     delivery number; an ack completes exactly what the model says; a timer the
  *     state calls pending (Cancel, replace, a duplicate key) is one the
  *     model has not seen fire past its lane's bound;
+ *   other clocks: after every poll the model looks which of its timers on
+ *     other clocks the state fired (bwd_timer_find finds it no more, or
+ *     a calendar timer's elapse moved on): never one before its clock
+ *     reached its instant (the clocks do not move within a poll), so
+ *     never before a wall-clock instant or elapse, nor a boottime
+ *     deadline, whatever step the daemon has not heard of yet; each
+ *     fire once, carrying its instant (its elapse) and Fired.late set
+ *     exactly when a step or resume the daemon heard of had passed it;
+ *     a calendar timer's next elapse, after each fire and each step, is
+ *     the model's, and its jitter within its bound (a fixed one the
+ *     same for every elapse); a timer the state no longer holds is one
+ *     it fired;
  *   fires that fail, at each take-back: the state's count is the blame
  *     rule's; a fire at its limit is dead-lettered (to the model's
  *     dead-letter session, with the history of its origin, deliveries,
@@ -114,8 +158,15 @@
  * the taken-back, tail or delayed ones), a step is O(the timers and
  * consumers it looks at; a take-back to the tail, a release or a kick
  * O(its session's fires)), a quiet check O(all fires; a session that
- * piled up more than 512 is looked at whole every 64th check); some
- * 40,000 steps a second of CPU (60,000 before fires that fail).
+ * piled up more than 512 is looked at whole every 64th check), a poll
+ * and a clock's move O(timers on other clocks) lookups (a calendar's
+ * next-elapse search each); some 40,000 steps a second of CPU (60,000
+ * before fires that fail).
+ *
+ * Determinism: the state's map of wall-clock timers is keyed by their
+ * addresses, which differ from run to run; clock.c arms those a step
+ * places again in the order of their deadlines, sessions and keys, so
+ * that their fires' order, and the run, does not depend on them.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -1486,10 +1537,12 @@ static bool cal_sync(struct sim *s, int si, size_t i, const struct bwd_timer *st
 		return true;
 	}
 	j = bwd_wall_ns(s->st, st_t) - e;
-	if (j > t->jmax || (t->fixed && t->jfix_known && j != t->jfix))
-		viol(s, "%s: calendar key %" PRIu64 ": a jitter of %.3f ms (bound %.3f ms%s %.3f ms)",
-		     what, t->key, (double)j / 1e6, (double)t->jmax / 1e6,
-		     t->fixed ? ", fixed, before" : "", (double)t->jfix / 1e6);
+	if (j > t->jmax)
+		viol(s, "%s: calendar key %" PRIu64 ": a jitter of %.3f ms, past its bound of %.3f ms",
+		     what, t->key, (double)j / 1e6, (double)t->jmax / 1e6);
+	else if (t->fixed && t->jfix_known && j != t->jfix)
+		viol(s, "%s: calendar key %" PRIu64 ": a fixed jitter of %.3f ms, before %.3f ms",
+		     what, t->key, (double)j / 1e6, (double)t->jfix / 1e6);
 	t->jfix = j;
 	t->jfix_known = true;
 	t->elapse = e;

@@ -1,7 +1,9 @@
 /*
- * sim.h - a deterministic simulation of bitwheeld's delivery (issue 20)
- * and of fires that fail (issue 21): the daemon's real state
- * (daemon/state.c, delivery.c) on an injected clock, driven by random
+ * sim.h - a deterministic simulation of bitwheeld's delivery (issue 20),
+ * of fires that fail (issue 21) and of timers on other clocks than
+ * CLOCK_MONOTONIC (wall-clock, calendar and boottime ones, with steps of
+ * the wall clock and suspends): the daemon's real state (daemon/state.c,
+ * delivery.c, clock.c) on injected clocks, driven by random
  * events through simulated connections, and checked after every step
  * against a reference model (tests/sim.c says what it checks).
  *
