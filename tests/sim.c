@@ -234,6 +234,7 @@ struct mfire {
 	enum clk clk;
 	uint64_t tid;              /* its timer's (struct mtimer)            */
 	bool late;                 /* what Fired.late must say               */
+	bool unmade;               /* owed, not fired by the state yet       */
 	bool optional;             /* its timer went around its fire: the
 				      state may never have made it          */
 	bool handed;               /* handed out before                      */
@@ -288,7 +289,8 @@ struct mtimer {
 	 * spec (specs[]), base and next elapse on the wall clock, the bound
 	 * of its jitter, and the fixed one's value once seen. */
 	enum clk clk;
-	uint64_t id, at, owed_count; /* owed: its fire's count (instant)     */
+	uint64_t id, at;
+	struct mfire *owed_f;      /* owed: its fire, not made yet           */
 	bool late;
 	unsigned spec;
 	uint64_t cbase, elapse, jmax, jfix;
@@ -689,17 +691,11 @@ static uint64_t mono_of(const struct sim *s, const struct mtimer *t)
 	return t->at > off ? t->at - off : 0;
 }
 
-/* The fire the model owes for t (on another clock), not made yet: the
- * last of its count (a calendar timer's earlier fires may wait too, one
- * of the same elapse among them when a step back brought it again). */
+/* The fire the model owes for t (on another clock), not made yet. */
 static struct mfire *owed_fire(struct msess *ms, const struct mtimer *t)
 {
-	struct mfire *last = NULL;
-
-	for (struct mfire *f = ms->bykey[t->key % KEYS].head; f; f = f->w_next)
-		if (f->tid == t->id && f->count == t->owed_count && !f->handed)
-			last = f;
-	return last;
+	(void)ms;
+	return t->owed ? t->owed_f : NULL;
 }
 
 /* The daemon places t's owed fire again at from (a step or resume it
@@ -735,10 +731,11 @@ static void owe(struct sim *s)
 			 * when the state fired it (observe). */
 			if (t->clk != C_MONO) {
 				if (!t->owed && clock_now(s, t->clk) >= t->at) {
-					t->owed_count = t->clk == C_BOOT ? 0 :
-						t->clk == C_CAL ? t->elapse : t->at;
 					/* + 1: where bwd_wall_due places it. */
-					fire_add(s, si, t, t->owed_count, mono_of(s, t) + 1);
+					t->owed_f = fire_add(s, si, t, t->clk == C_BOOT ? 0 :
+							     t->clk == C_CAL ? t->elapse : t->at,
+							     mono_of(s, t) + 1);
+					t->owed_f->unmade = true;
 					t->owed = true;
 				}
 				continue;
@@ -792,8 +789,10 @@ static void unfired(struct sim *s, int si, struct mtimer *t, bool drop,
 		else if (f && s->now > made_by(s, f))
 			viol(s, "%s: %s key %" PRIu64 " still pending %.3f ms past its bound",
 			     what, clk_names[t->clk], t->key, (double)(s->now - made_by(s, f)) / 1e6);
-		else if (f && drop)
+		else if (f && drop) {
 			fire_remove(s, ms, f);
+			t->owed_f = NULL;
+		}
 		return;
 	}
 	if (t->period) {
@@ -1285,12 +1284,13 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 	 * fire whose late flag is the state's, if one is. */
 	for (struct mfire *g = ms->bykey[f->key % KEYS].head; g && (!mf || mf->late != f->late);
 	     g = g->w_next)
-		if (!g->handed && g->key == f->key && g->payload_len == f->payload_len &&
-		    fire_is(g, f, false) && (!mf || g->late == f->late))
+		if (!g->handed && !g->unmade && g->key == f->key &&
+		    g->payload_len == f->payload_len && fire_is(g, f, false) &&
+		    (!mf || g->late == f->late))
 			mf = g;
 	for (struct mfire *g = ms->bykey[f->key % KEYS].head; g && !mf; g = g->w_next)
-		if (!g->handed && g->key == f->key && g->payload_len == f->payload_len &&
-		    fire_is(g, f, true))
+		if (!g->handed && !g->unmade && g->key == f->key &&
+		    g->payload_len == f->payload_len && fire_is(g, f, true))
 			mf = g;
 	if (!mf) {
 		viol(s, "conn %d was handed key %" PRIu64 " count %" PRIu64 " deadline %.3f ms, a fire its session does not owe now (early, twice, or done already)",
@@ -1558,6 +1558,7 @@ static void unowe(struct sim *s, struct msess *ms, struct mtimer *t)
 	if (f)
 		fire_remove(s, ms, f);
 	t->owed = false;
+	t->owed_f = NULL;
 }
 
 /*
@@ -1594,6 +1595,8 @@ static void observe(struct sim *s)
 				return;
 			}
 			f->late = t->late;
+			f->unmade = false;
+			t->owed_f = NULL;
 			TRACE(s, "fired: session %d %s key %" PRIu64 " at %.6f s (instant %.6f s)%s",
 			      si, clk_names[t->clk], t->key, wall_s(now), wall_s(t->at),
 			      t->late ? ", late" : "");
