@@ -699,9 +699,19 @@ static struct mfire *owed_fire(struct msess *ms, const struct mtimer *t)
 }
 
 /* The daemon places t's owed fire again at from (a step or resume it
- * heard of): its lane's bound counts from then. */
+ * heard of): its lane's bound counts from then, and it comes due then
+ * (its deadline_ns), so that a write of a coalescing session before
+ * is not one it belonged with. */
 static void rebase(struct sim *s, struct msess *ms, struct mfire *f, uint64_t from)
 {
+	f->first_go = UINT64_MAX;
+	if (!f->un_pprev) {
+		f->un_next = ms->unmarked;
+		if (f->un_next)
+			f->un_next->un_pprev = &f->un_next;
+		f->un_pprev = &ms->unmarked;
+		ms->unmarked = f;
+	}
 	f->base = max64(f->base, from);
 	f->allow = max64(f->allow, add_sat(add_sat(f->base, ms->coalescing ?
 		max64(f->leeway, f->bound) : f->bound), s->jitter));
