@@ -69,12 +69,17 @@
  * A fire of one keeps its instant (a calendar timer's: its elapse) in
  * place of its count (a oneshot's is 0).  Monotonic timers and fires are
  * not one byte larger.  The server owns the one timerfd (struct
- * bwd_clock).
+ * bwd_clock).  CLOCK_REALTIME and CLOCK_BOOTTIME are read through the
+ * state (bwd_state_real, bwd_state_boot): the host's, or the clocks of
+ * the delivery simulation (tests/sim.c), which steps and suspends them.
  *
- * Costs: a step costs O(wall-clock timers) wheel cancels and inserts, a
- * resume O(boottime timers), and every expiry of the boottime timerfd
- * (once per boottime deadline at most) a walk of the map to find the
- * next one, a zone change O(calendar timers) parses,
+ * Costs: a step costs O(w log w) for w wall-clock timers: wheel cancels
+ * and inserts, in the order of their new deadlines, then session and key
+ * (a sort, so that those it passed fire in that order and not in the
+ * map's, whose keys are addresses), a resume the same for the boottime
+ * timers, and every expiry of the boottime timerfd (once per boottime
+ * deadline at most) a walk of the map to find the next one, a zone
+ * change O(calendar timers) parses,
  * and a next-elapse search for each calendar timer; a wall-clock timer's
  * fire a map lookup and one clock_gettime(CLOCK_REALTIME) (vDSO), a
  * calendar timer's a next-elapse search too (calendar.c says its cost);
@@ -118,9 +123,9 @@ uint64_t bwd_boottime_ns(void)
 }
 
 /* The clock t's instant is on now. */
-static uint64_t clock_of(const struct bwd_timer *t)
+static uint64_t clock_of(const struct bwd_state *st, const struct bwd_timer *t)
 {
-	return t->boot ? bwd_boottime_ns() : bwd_realtime_ns();
+	return t->boot ? bwd_state_boot(st) : bwd_state_real(st);
 }
 
 /* Two reads of the clocks' offset closer than this are the same: a
@@ -399,7 +404,7 @@ void bwd_cal_record(const struct bwd_calendar *c, struct bwd_record *r)
 uint64_t bwd_wall_due(struct bwd_state *st, struct bwd_timer *t,
 		      uint64_t now_ns)
 {
-	uint64_t real = clock_of(t), wall = bwd_wall_ns(st, t);
+	uint64_t real = clock_of(st, t), wall = bwd_wall_ns(st, t);
 
 	if (real >= wall)
 		return 0;
@@ -411,7 +416,7 @@ uint64_t bwd_cal_advance(struct bwd_state *st, struct bwd_timer *t,
 			 uint64_t now_ns)
 {
 	struct bwd_wall *w = wall_find(st, t);
-	uint64_t real = bwd_realtime_ns();
+	uint64_t real = bwd_state_real(st);
 
 	if (!w || !w->cal)
 		return 0;
@@ -429,7 +434,7 @@ uint64_t bwd_boot_advance(struct bwd_state *st, struct bwd_timer *t,
 			  uint64_t now_ns)
 {
 	struct bwd_wall *w = wall_find(st, t);
-	uint64_t boot = bwd_boottime_ns(), next,
+	uint64_t boot = bwd_state_boot(st), next,
 		 off = boot - bwd_state_now(st);
 
 	/* now_ns on CLOCK_BOOTTIME (a replayed fire's is in the past). */
@@ -469,11 +474,41 @@ bool bwd_cal_restore(struct bwd_state *st, struct bwd_timer *t, uint64_t real)
 	return true;
 }
 
+/* t, placed again, armed; false when that failed (it is lost). */
+static bool rearm(struct bwd_state *st, struct bwd_timer *t)
+{
+	if (!bwd_wheels_arm(st, t))
+		return true;
+	bwd_log(BWD_LOG_ERR, "no memory to place a %s timer again: it is lost",
+		t->boot ? "boottime" : "wall-clock");
+	LANE(t, lost, 1);
+	LANE(t, pending, -1);
+	bwd_timer_free(st, t);
+	return false;
+}
+
+/* The order timers placed again are armed in: by their new deadline,
+ * then session and key, so that those a step passed (all due now) fire
+ * in that order, not in the map's (its keys are addresses). */
+static int rearm_cmp(const void *a, const void *b)
+{
+	const struct bwd_timer *x = *(struct bwd_timer *const *)a,
+			       *y = *(struct bwd_timer *const *)b;
+
+	if (x->deadline_ns != y->deadline_ns)
+		return x->deadline_ns < y->deadline_ns ? -1 : 1;
+	if (x->session->id != y->session->id)
+		return x->session->id < y->session->id ? -1 : 1;
+	return x->node.key < y->node.key ? -1 : x->node.key > y->node.key;
+}
+
 void bwd_state_clock_step(struct bwd_state *st, bool boot)
 {
 	uint64_t mono = bwd_state_now(st), n = 0, soonest = UINT64_MAX,
-		 real = boot ? bwd_boottime_ns() : bwd_realtime_ns();
+		 real = boot ? bwd_state_boot(st) : bwd_state_real(st);
 	bool moved = !boot;
+	struct bwd_timer **v = NULL;
+	size_t nv = 0;
 
 	/* Not in the wheel yet while restoring: placed at the restore's
 	 * end. */
@@ -487,6 +522,9 @@ void bwd_state_clock_step(struct bwd_state *st, bool boot)
 		if (moved)
 			st->boot_off = off;
 	}
+	/* Without memory for the order, the map's. */
+	if (moved && st->wall.count)
+		v = malloc(st->wall.count * sizeof(*v));
 	for (size_t b = 0; b <= st->wall.mask; b++) {
 		for (struct bwd_map_node *m = st->wall.bucket[b], *next; m; m = next) {
 			struct bwd_wall *w = bwd_container_of(m, struct bwd_wall, node);
@@ -516,17 +554,17 @@ void bwd_state_clock_step(struct bwd_state *st, bool boot)
 			if (w->wall_ns <= real)
 				t->late = true;
 			t->deadline_ns = bwd_wall_place(w->wall_ns, mono, real);
-			if (bwd_wheels_arm(st, t)) {
-				bwd_log(BWD_LOG_ERR, "no memory to place a %s timer again: it is lost",
-					boot ? "boottime" : "wall-clock");
-				LANE(t, lost, 1);
-				LANE(t, pending, -1);
-				bwd_timer_free(st, t);
-				continue;
-			}
-			n++;
+			if (v)
+				v[nv++] = t;
+			else
+				n += rearm(st, t);
 		}
 	}
+	if (nv)
+		qsort(v, nv, sizeof(*v), rearm_cmp);
+	for (size_t i = 0; i < nv; i++)
+		n += rearm(st, v[i]);
+	free(v);
 	if (boot) {
 		st->boot_next = UINT64_MAX;
 		boot_note(st, soonest);

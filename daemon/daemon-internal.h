@@ -548,6 +548,12 @@ void bwd_state_free(struct bwd_state *st);
  * bw_now_ns by default (now NULL); a simulation's (tests/sim.c). */
 void bwd_state_set_clock(struct bwd_state *st, uint64_t (*now)(void *arg),
 			 void *arg);
+/* CLOCK_REALTIME and CLOCK_BOOTTIME as clock.c reads them (wall-clock,
+ * calendar and boottime timers): the host's by default (NULL); a
+ * simulation's (tests/sim.c), set before any such timer, after
+ * bwd_state_set_clock. */
+void bwd_state_set_wall_clocks(struct bwd_state *st, uint64_t (*real)(void *arg),
+			       uint64_t (*boot)(void *arg), void *arg);
 /* Fire every due timer: a client's oneshot into its session's due list
  * (journaled, at the wheel's pace), a periodic one into its session's
  * queue (or due list, behind the oneshots); the server then makes fires

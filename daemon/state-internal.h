@@ -108,6 +108,10 @@ struct bwd_state {
 	uint64_t seed;
 	uint64_t (*now)(void *arg); /* the clock: bw_now_ns, or a test's     */
 	void *now_arg;
+	/* CLOCK_REALTIME and CLOCK_BOOTTIME as clock.c reads them: the
+	 * host's, or a simulation's (bwd_state_set_wall_clocks). */
+	uint64_t (*real)(void *arg), (*boot)(void *arg);
+	void *wall_arg;
 	/* Freed timers' and fires' blocks kept for the next ones (state.c,
 	 * "Blocks"), by kind and payload size class, linked through their
 	 * first word; nspare: how many of each kind. */
@@ -125,6 +129,16 @@ static inline bool bwd_journaled(const struct bwd_session *s)
 static inline uint64_t bwd_state_now(const struct bwd_state *st)
 {
 	return st->now(st->now_arg);
+}
+
+static inline uint64_t bwd_state_real(const struct bwd_state *st)
+{
+	return st->real(st->wall_arg);
+}
+
+static inline uint64_t bwd_state_boot(const struct bwd_state *st)
+{
+	return st->boot(st->wall_arg);
 }
 
 static inline struct bwd_slink *bwd_slink_at(struct bwd_session *s, size_t off)

@@ -476,7 +476,7 @@ static void journal_fire(struct bwd_session *s, struct bwd_fire *f, bool cal)
 	if (cal) {
 		r.flags |= BWD_RECF_CAL;
 		r.wall_ns = f->wall_ns;
-		r.base_ns = bwd_realtime_ns();
+		r.base_ns = bwd_state_real(s->state);
 	}
 	bwd_state_journal(s->state, s->acct, &r);
 }
@@ -718,6 +718,28 @@ void bwd_state_set_clock(struct bwd_state *st, uint64_t (*now)(void *arg),
 	st->now_arg = arg;
 }
 
+static uint64_t host_real(void *arg)
+{
+	(void)arg;
+	return bwd_realtime_ns();
+}
+
+static uint64_t host_boot(void *arg)
+{
+	(void)arg;
+	return bwd_boottime_ns();
+}
+
+void bwd_state_set_wall_clocks(struct bwd_state *st, uint64_t (*real)(void *arg),
+			       uint64_t (*boot)(void *arg), void *arg)
+{
+	st->real = real ? real : host_real;
+	st->boot = boot ? boot : host_boot;
+	st->wall_arg = arg;
+	/* The offset boottime timers were placed by: none are yet. */
+	st->boot_off = bwd_state_boot(st) - bwd_state_now(st);
+}
+
 int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 		  struct bwd_state **out)
 {
@@ -729,6 +751,8 @@ int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 	st->opt = opt;
 	st->budgets = &opt->budgets;
 	st->now = real_clock;
+	st->real = host_real;
+	st->boot = host_boot;
 	st->work.tail = &st->work.head;
 	st->firing.tail = &st->firing.head;
 	st->polled_ns = now_ns;
@@ -742,7 +766,7 @@ int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 		err = bwd_map_init(&st->uids, st->seed);
 	if (!err)
 		err = bwd_map_init(&st->wall, st->seed);
-	st->boot_off = bwd_boottime_ns() - bwd_state_now(st);
+	st->boot_off = bwd_state_boot(st) - bwd_state_now(st);
 	st->boot_next = UINT64_MAX;
 	if (err)
 		goto fail;

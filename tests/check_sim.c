@@ -2,9 +2,10 @@
  * check_sim.c - the deterministic simulation of delivery (tests/sim.c,
  * issues 20 and 21): the daemon's real delivery code driven by random
  * events against a reference model, checked after every step: hand-outs,
- * acks and take-backs, and fires that fail (deliveries and the blame
+ * acks and take-backs, fires that fail (deliveries and the blame
  * rule, dead letters, the queue's front and tail, Release now or delayed,
- * Touch and HOLD_LIMIT, SetPolicy, Kick).
+ * Touch and HOLD_LIMIT, SetPolicy, Kick), and wall-clock, calendar and
+ * boottime timers across steps of the wall clock and suspends.
  *
  * TCases:
  *   seeds     fixed seeds, each a run of STEPS steps then settled (every
@@ -19,7 +20,9 @@
  *             fixed seeds cover every edge of fires that fail (releases
  *             now and delayed, touches and HOLD_LIMIT, take-backs to the
  *             tail, dead letters, kicks, policies), so that the model
- *             cannot silently stop exercising one.
+ *             cannot silently stop exercising one; and every edge of
+ *             the other clocks (each kind fires, some late; steps forward
+ *             and back; suspends).
  * A failure names the seed, the step, the simulated time and the broken
  * invariant; rerun it with BW_SIM_SEED=<seed>.
  *
@@ -102,11 +105,13 @@ START_TEST(test_seed_env)
 		ck_assert_msg(!msg, "%s", msg);
 		done += n;
 		if (e)
-			printf("sim: seed %" PRIu64 ": %" PRIu64 " steps, %" PRIu64 " fires handed out, %" PRIu64 " redelivered (%" PRIu64 " to the tail), %" PRIu64 " released (%" PRIu64 " delayed), %" PRIu64 " touched (%" PRIu64 " HOLD_LIMIT), %" PRIu64 " dead-lettered, %" PRIu64 " kicked back, %" PRIu64 " policies\n",
+			printf("sim: seed %" PRIu64 ": %" PRIu64 " steps, %" PRIu64 " fires handed out, %" PRIu64 " redelivered (%" PRIu64 " to the tail), %" PRIu64 " released (%" PRIu64 " delayed), %" PRIu64 " touched (%" PRIu64 " HOLD_LIMIT), %" PRIu64 " dead-lettered, %" PRIu64 " kicked back, %" PRIu64 " policies; %" PRIu64 " wall-clock, %" PRIu64 " calendar and %" PRIu64 " boottime fires, %" PRIu64 " handed out late; %" PRIu64 " steps (%" PRIu64 " back), %" PRIu64 " suspends\n",
 			       seed, n, st.handed_out, st.redelivered, st.to_tail,
 			       st.released, st.released_delayed, st.touched,
 			       st.hold_limited, st.dead_lettered, st.kicked,
-			       st.policies);
+			       st.policies, st.wall_fired, st.cal_fired, st.boot_fired,
+			       st.late_fires, st.wall_steps, st.wall_steps_back,
+			       st.suspends);
 		seed++;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &b);
@@ -153,7 +158,9 @@ START_TEST(test_finds_old_pump_stall)
 }
 END_TEST
 
-/* The fixed seeds between them take every edge of fires that fail. */
+/* The fixed seeds between them take every edge of fires that fail, and
+ * of the other clocks: each kind of timer fires, some late, after steps
+ * both ways and suspends. */
 START_TEST(test_covers_failures)
 {
 	struct sim_stats sum = { 0 };
@@ -171,6 +178,13 @@ START_TEST(test_covers_failures)
 		sum.dead_lettered += st.dead_lettered;
 		sum.kicked += st.kicked;
 		sum.policies += st.policies;
+		sum.wall_fired += st.wall_fired;
+		sum.cal_fired += st.cal_fired;
+		sum.boot_fired += st.boot_fired;
+		sum.late_fires += st.late_fires;
+		sum.wall_steps += st.wall_steps;
+		sum.wall_steps_back += st.wall_steps_back;
+		sum.suspends += st.suspends;
 	}
 	ck_assert_msg(sum.released > sum.released_delayed && sum.released_delayed &&
 		      sum.touched && sum.hold_limited && sum.to_tail &&
@@ -178,6 +192,12 @@ START_TEST(test_covers_failures)
 		      "the fixed seeds miss an edge: %" PRIu64 " released (%" PRIu64 " delayed), %" PRIu64 " touched (%" PRIu64 " HOLD_LIMIT), %" PRIu64 " to the tail, %" PRIu64 " dead-lettered, %" PRIu64 " kicked, %" PRIu64 " policies",
 		      sum.released, sum.released_delayed, sum.touched, sum.hold_limited,
 		      sum.to_tail, sum.dead_lettered, sum.kicked, sum.policies);
+	ck_assert_msg(sum.wall_fired && sum.cal_fired && sum.boot_fired && sum.late_fires &&
+		      sum.wall_steps > sum.wall_steps_back && sum.wall_steps_back &&
+		      sum.suspends,
+		      "the fixed seeds miss an edge of the clocks: %" PRIu64 " wall-clock, %" PRIu64 " calendar, %" PRIu64 " boottime fires, %" PRIu64 " late; %" PRIu64 " steps (%" PRIu64 " back), %" PRIu64 " suspends",
+		      sum.wall_fired, sum.cal_fired, sum.boot_fired, sum.late_fires,
+		      sum.wall_steps, sum.wall_steps_back, sum.suspends);
 }
 END_TEST
 

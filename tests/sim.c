@@ -1,13 +1,19 @@
 /*
  * sim.c - the deterministic simulation of delivery (sim.h, issues 20 and
- * 21).
+ * 21) and of the timers on other clocks (clock.c).
  *
  * What is real and what is simulated.  The daemon's state (state.c,
  * delivery.c, account.c: the wheel, sessions, timers, queues, consumers,
  * windows, ready and work lists, acks, ack timeouts, coalescing holds,
- * redelivery pacing) is the real code, on a clock the simulation sets
- * (bwd_state_set_clock).  Around it the harness
- * plays the two layers above it as the daemon has them:
+ * redelivery pacing; clock.c and calendar.c: wall-clock, calendar and
+ * boottime timers, steps and resumes) is the real code, on clocks the
+ * simulation sets: CLOCK_MONOTONIC (bwd_state_set_clock), and
+ * CLOCK_REALTIME and CLOCK_BOOTTIME (bwd_state_set_wall_clocks), which
+ * start at WALL0 and 5 s ahead and move with it, but for steps of the
+ * wall clock forward and back (a few ms, a few s, now and then hours)
+ * and suspends (both move ahead of CLOCK_MONOTONIC, by 0.1 s to hours).
+ * Around it the harness plays the two layers above it as the daemon has
+ * them:
  *   - the server (server.c): a loop turn is one event, then the pump
  *     (bwd_state_fire, bwd_state_next_delivery at most BWD_DELIVER_CHUNK
  *     times, bwd_state_reap) when the server runs it: when an event
@@ -19,7 +25,16 @@
  *     as before issue 20.
  *     The clock moves only between turns; the wheel's timerfd wakes the
  *     loop at bwd_state_next_deadline, up to `jitter` late (the step
- *     granularity), and due work is done before the clock moves on;
+ *     granularity), and due work is done before the clock moves on.
+ *     clock.c's two detectors are descriptors of the loop too, ready in
+ *     any order with the wheel's: the CLOCK_REALTIME timerfd, cancelled
+ *     by a step or a resume, whose reading calls bwd_state_clock_step
+ *     (st, false) as server.c's on_step does, at a turn of the same
+ *     instant, or for a quarter of the steps (quiet: as if its re-arm
+ *     had failed) up to 2 s later; and the CLOCK_BOOTTIME timerfd,
+ *     armed where the state says (st->boot_next), expiring once the
+ *     simulated CLOCK_BOOTTIME reaches it (at once after a suspend that
+ *     passed it), which calls bwd_state_clock_step(st, true);
  *   - each connection (conn.c): unread output counted in bytes (a fire's
  *     frame as conn.c packs it, replies by size), room off at half of
  *     --max-output and back below a quarter, reading paused the same way,
@@ -30,6 +45,12 @@
  *     read (single, cumulative, late, bogus: a bogus ack closes the
  *     connection once its output drained, as request.c and conn.c do),
  *     and leaves killed (fires cut off mid-frame), or after reading all.
+ *     Its Schedules are one in five on another clock, as request.c
+ *     makes them: a wall-clock oneshot (realtime_ns) or a boottime one
+ *     (clock CLOCK_BOOTTIME), from 50 ms past to 3 s ahead, or a
+ *     calendar timer of a UTC spec (every second, every 5 s, at three
+ *     seconds a minute, every 2 min, hourly, or once), a jitter bound
+ *     of 0 to 2 s, fixed or not, with a misfire grace or not.
  *     Its requests include the ones for fires that fail (issue 21):
  *     Release (now, or after up to 400 ms), Touch (its ack timeout
  *     again, 5 to 400 ms, or 13 h: past the hold limit), SetPolicy (a
@@ -40,7 +61,18 @@
  *
  * The model (struct msess, struct mfire, struct mtimer) knows what was
  * scheduled and when, so it knows which fires are owed: a oneshot's at its
- * deadline, a periodic timer's at each of d, d + p, ...  It follows every
+ * deadline, a periodic timer's at each of d, d + p, ...; a wall-clock
+ * oneshot's once the simulated wall clock reached its instant, a
+ * boottime one's once CLOCK_BOOTTIME reached its deadline, a calendar
+ * timer's once the wall clock reached its next elapse plus the jitter the
+ * state drew.  Their lane's bound counts from where that instant is on
+ * CLOCK_MONOTONIC by the clocks' offset, or from when the daemon heard
+ * of the step or resume that moved it (it places them again then).  The
+ * next elapse is bwd_cal_next's after the timer's base (calendar.c is
+ * checked against systemd elsewhere): at first the wall clock of the
+ * Schedule, then that of each fire (never before its elapse: elapses a
+ * step passed coalesce into one late fire), lowered to the wall clock
+ * by a step back below it (PROTOCOL.md, "Calendar timers").  It follows every
  * fire from owed to handed out (to whom, with which delivery number, its
  * frame's end) to done (an ack, or an auto-ack drain) or taken back (the
  * member left, its ack deadline passed, or a Release), and checks the
@@ -70,6 +102,18 @@
  *     delivery number; an ack completes exactly what the model says; a timer the
  *     state calls pending (Cancel, replace, a duplicate key) is one the
  *     model has not seen fire past its lane's bound;
+ *   other clocks: after every poll the model looks which of its timers on
+ *     other clocks the state fired (bwd_timer_find finds it no more, or
+ *     a calendar timer's elapse moved on): never one before its clock
+ *     reached its instant (the clocks do not move within a poll), so
+ *     never before a wall-clock instant or elapse, nor a boottime
+ *     deadline, whatever step the daemon has not heard of yet; each
+ *     fire once, carrying its instant (its elapse) and Fired.late set
+ *     exactly when a step or resume the daemon heard of had passed it;
+ *     a calendar timer's next elapse, after each fire and each step, is
+ *     the model's, and its jitter within its bound (a fixed one the
+ *     same for every elapse); a timer the state no longer holds is one
+ *     it fired;
  *   fires that fail, at each take-back: the state's count is the blame
  *     rule's; a fire at its limit is dead-lettered (to the model's
  *     dead-letter session, with the history of its origin, deliveries,
@@ -114,8 +158,15 @@
  * the taken-back, tail or delayed ones), a step is O(the timers and
  * consumers it looks at; a take-back to the tail, a release or a kick
  * O(its session's fires)), a quiet check O(all fires; a session that
- * piled up more than 512 is looked at whole every 64th check); some
- * 40,000 steps a second of CPU (60,000 before fires that fail).
+ * piled up more than 512 is looked at whole every 64th check), a poll
+ * and a clock's move O(timers on other clocks) lookups (a calendar's
+ * next-elapse search each); some 40,000 steps a second of CPU (60,000
+ * before fires that fail).
+ *
+ * Determinism: the state's map of wall-clock timers is keyed by their
+ * addresses, which differ from run to run; clock.c arms those a step
+ * places again in the order of their deadlines, sessions and keys, so
+ * that their fires' order, and the run, does not depend on them.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -125,7 +176,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon-internal.h"
+#include "calendar-internal.h"
+#include "state-internal.h"
 #include "sim.h"
 
 #define MS 1000000ull
@@ -153,14 +205,36 @@
 #define TOUCH_REPLY 16u
 #define POLICY_REPLY 30u
 #define KICK_REPLY 12u
+/* The wall clock at the start, 2024-05-01 12:00:00 UTC, and how far
+ * CLOCK_BOOTTIME is ahead of CLOCK_MONOTONIC then (an earlier suspend). */
+#define WALL0 (1714564800ull * 1000000000u)
+#define BOOT_OFF0 (5000 * MS)
+/* clock.c's: a move of the clocks' offset smaller than this is none. */
+#define BOOT_SLACK (1 * MS)
 
 enum fstate { F_WAIT, F_FLIGHT };
+
+/* The clock a timer waits on: monotonic (delay_ns, deadline_ns), the
+ * wall clock (realtime_ns; calendar), CLOCK_BOOTTIME (Schedule.clock). */
+enum clk { C_MONO, C_WALL, C_CAL, C_BOOT };
+
+/* Calendar timers' specs (the model parses them too, for bwd_cal_next):
+ * UTC only, so that no zone file of the host is read; the last has one
+ * elapse, a minute after WALL0 (again after a step back below it). */
+static const char *const specs[] = { "*:*:0/1 UTC", "*:*:0/5 UTC",
+				     "*:*:3,17,44 UTC", "*:0/2 UTC", "hourly UTC",
+				     "2024-05-01 12:01:00 UTC" };
+#define NSPECS (sizeof(specs) / sizeof(specs[0]))
 
 /* A fire the model says its session owes. */
 struct mfire {
 	uint64_t key, count, deadline, base, leeway, bound;
 	uint32_t payload_len;
 	enum fstate st;
+	enum clk clk;
+	uint64_t tid;              /* its timer's (struct mtimer)            */
+	bool late;                 /* what Fired.late must say               */
+	bool unmade;               /* owed, not fired by the state yet       */
 	bool optional;             /* its timer went around its fire: the
 				      state may never have made it          */
 	bool handed;               /* handed out before                      */
@@ -207,6 +281,20 @@ struct mtimer {
 	uint32_t payload_len;
 	uint64_t count;
 	bool owed;
+	/* Timers on other clocks (clock.c): the clock, the instant on it (a
+	 * calendar timer's: its elapse and the jitter the state drew), and
+	 * whether a step or resume the daemon heard of passed it (its fire
+	 * says late).  The model knows exactly which of them the state
+	 * holds: it looks after every poll (observe).  A calendar timer's
+	 * spec (specs[]), base and next elapse on the wall clock, the bound
+	 * of its jitter, and the fixed one's value once seen. */
+	enum clk clk;
+	uint64_t id, at;
+	struct mfire *owed_f;      /* owed: its fire, not made yet           */
+	bool late;
+	unsigned spec;
+	uint64_t cbase, elapse, jmax, jfix;
+	bool fixed, jfix_known;
 };
 
 struct msess {
@@ -225,6 +313,7 @@ struct msess {
 	struct wlist taill, delayl;
 	struct mtimer *t;
 	size_t nt, ct;
+	size_t nclk;               /* of t, on other clocks than monotonic   */
 	struct mfire **f;
 	size_t nf, cf;
 	size_t nwait, nback;       /* fires waiting; of them, taken back     */
@@ -270,6 +359,14 @@ struct sim {
 	bool opt_parsed;
 	struct bwd_state *st;
 	uint64_t now, jitter;
+	/* The wall clock and CLOCK_BOOTTIME: now plus these (a step moves
+	 * the first, a suspend both); the boottime offset the daemon last
+	 * placed boottime timers by; a step it has not heard of yet, and
+	 * when it will (a quiet step: later). */
+	uint64_t real_off, boot_off, told_off, notice_at;
+	bool step_pending;
+	struct bwd_cal *cal[NSPECS];
+	uint64_t tids;
 	uint64_t max_output;
 	uint64_t bound[2];
 	enum bw_lane fine, coarse;
@@ -357,6 +454,31 @@ static uint64_t sim_clock(void *arg)
 {
 	return ((struct sim *)arg)->now;
 }
+
+/* The clock k's timers wait on, now (C_WALL and C_CAL: the wall clock). */
+static uint64_t clock_now(const struct sim *s, enum clk k)
+{
+	return s->now + (k == C_BOOT ? s->boot_off : k == C_MONO ? 0 : s->real_off);
+}
+
+static uint64_t sim_real(void *arg)
+{
+	return clock_now(arg, C_WALL);
+}
+
+static uint64_t sim_boot(void *arg)
+{
+	return clock_now(arg, C_BOOT);
+}
+
+/* A wall-clock instant, as seconds from WALL0 (traces and messages). */
+static double wall_s(uint64_t ns)
+{
+	return (double)(int64_t)(ns - WALL0) / 1e9;
+}
+
+static const char *const clk_names[] = { "monotonic", "wall-clock", "calendar",
+					 "boottime" };
 
 static uint64_t output(const struct sconn *c)
 {
@@ -500,6 +622,8 @@ static struct mfire *fire_add(struct sim *s, int si, const struct mtimer *t,
 	f->bound = t->bound;
 	f->payload_len = t->payload_len;
 	f->st = F_WAIT;
+	f->clk = t->clk;
+	f->tid = t->id;
 	f->conn = -1;
 	f->first_go = UINT64_MAX;
 	f->un_next = ms->unmarked;
@@ -553,7 +677,44 @@ static void flight_done(struct sim *s, struct sconn *c, size_t j)
 
 static void timer_remove(struct msess *ms, size_t i)
 {
+	ms->nclk -= ms->t[i].clk != C_MONO;
 	ms->t[i] = ms->t[--ms->nt];
+}
+
+/* Where t's instant is on CLOCK_MONOTONIC by the clocks' offset now. */
+static uint64_t mono_of(const struct sim *s, const struct mtimer *t)
+{
+	uint64_t off = clock_now(s, t->clk) - s->now;
+
+	if (t->clk == C_MONO)
+		return t->deadline;
+	return t->at > off ? t->at - off : 0;
+}
+
+/* The fire the model owes for t (on another clock), not made yet. */
+static struct mfire *owed_fire(struct msess *ms, const struct mtimer *t)
+{
+	(void)ms;
+	return t->owed ? t->owed_f : NULL;
+}
+
+/* The daemon places t's owed fire again at from (a step or resume it
+ * heard of): its lane's bound counts from then, and it comes due then
+ * (its deadline_ns), so that a write of a coalescing session before
+ * is not one it belonged with. */
+static void rebase(struct sim *s, struct msess *ms, struct mfire *f, uint64_t from)
+{
+	f->first_go = UINT64_MAX;
+	if (!f->un_pprev) {
+		f->un_next = ms->unmarked;
+		if (f->un_next)
+			f->un_next->un_pprev = &f->un_next;
+		f->un_pprev = &ms->unmarked;
+		ms->unmarked = f;
+	}
+	f->base = max64(f->base, from);
+	f->allow = max64(f->allow, add_sat(add_sat(f->base, ms->coalescing ?
+		max64(f->leeway, f->bound) : f->bound), s->jitter));
 }
 
 static struct mtimer *timer_find(struct msess *ms, uint64_t key)
@@ -576,6 +737,19 @@ static void owe(struct sim *s)
 		for (size_t i = 0; i < ms->nt; i++) {
 			struct mtimer *t = &ms->t[i];
 
+			/* Once its clock reached its instant; the timer goes
+			 * when the state fired it (observe). */
+			if (t->clk != C_MONO) {
+				if (!t->owed && clock_now(s, t->clk) >= t->at) {
+					/* + 1: where bwd_wall_due places it. */
+					t->owed_f = fire_add(s, si, t, t->clk == C_BOOT ? 0 :
+							     t->clk == C_CAL ? t->elapse : t->at,
+							     mono_of(s, t) + 1);
+					t->owed_f->unmade = true;
+					t->owed = true;
+				}
+				continue;
+			}
 			if (t->period) {
 				while (t->deadline <= s->now) {
 					fire_add(s, si, t, ++t->count, t->deadline);
@@ -616,6 +790,21 @@ static void unfired(struct sim *s, int si, struct mtimer *t, bool drop,
 	struct msess *ms = &s->s[si];
 	uint64_t by = add_sat(add_sat(max64(t->deadline, t->since), t->bound), s->jitter);
 
+	if (t->clk != C_MONO) {
+		struct mfire *f = t->owed ? owed_fire(ms, t) : NULL;
+
+		if (t->owed && !f)
+			viol(s, "%s: %s key %" PRIu64 " pending, its fire owed and not found",
+			     what, clk_names[t->clk], t->key);
+		else if (f && s->now > made_by(s, f))
+			viol(s, "%s: %s key %" PRIu64 " still pending %.3f ms past its bound",
+			     what, clk_names[t->clk], t->key, (double)(s->now - made_by(s, f)) / 1e6);
+		else if (f && drop) {
+			fire_remove(s, ms, f);
+			t->owed_f = NULL;
+		}
+		return;
+	}
 	if (t->period) {
 		/* The fires of its last bound may or may not have been made. */
 		for (size_t i = 0; drop && i < ms->nf; i++) {
@@ -649,7 +838,11 @@ static void unfired(struct sim *s, int si, struct mtimer *t, bool drop,
 static void gone(struct sim *s, struct msess *ms, struct mtimer *t,
 		 const char *what)
 {
-	if (t->period)
+	if (t->clk != C_MONO)
+		viol(s, "%s: %s key %" PRIu64 " not pending, which the state has not fired (its clock %.3f ms before its instant)",
+		     what, clk_names[t->clk], t->key,
+		     (double)(int64_t)(t->at - clock_now(s, t->clk)) / 1e6);
+	else if (t->period)
 		viol(s, "%s: periodic key %" PRIu64 " not pending", what, t->key);
 	else if (!t->owed)
 		viol(s, "%s: key %" PRIu64 " not pending %.3f ms before its deadline",
@@ -1055,6 +1248,20 @@ static struct sconn *owner_conn(struct sim *s, const struct bwd_member *m)
 	return NULL;
 }
 
+/* Whether the state's fire f is the model's g: a monotonic one by its
+ * deadline and count, a wall-clock or calendar one by its instant (its
+ * elapse) in count's place; boot: a boottime one, by its key only (its
+ * deadline is where the state placed it, which steps move), matched after
+ * the others. */
+static bool fire_is(const struct mfire *g, const struct bwd_fire *f, bool boot)
+{
+	if (boot)
+		return g->clk == C_BOOT && !f->wall && !f->count;
+	if (g->clk == C_MONO)
+		return !f->wall && g->count == f->count && g->deadline == f->deadline_ns;
+	return g->clk != C_BOOT && f->wall && g->count == f->count;
+}
+
 static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 {
 	struct sconn *c = owner_conn(s, m);
@@ -1083,9 +1290,17 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 	for (struct mfire *g = ms->delayl.head; g && !mf; g = g->w_next)
 		if (g->ptr == f)
 			mf = g;
+	/* A calendar elapse a step back brought again is owed twice: the
+	 * fire whose late flag is the state's, if one is. */
+	for (struct mfire *g = ms->bykey[f->key % KEYS].head; g && (!mf || mf->late != f->late);
+	     g = g->w_next)
+		if (!g->handed && !g->unmade && g->key == f->key &&
+		    g->payload_len == f->payload_len && fire_is(g, f, false) &&
+		    (!mf || g->late == f->late))
+			mf = g;
 	for (struct mfire *g = ms->bykey[f->key % KEYS].head; g && !mf; g = g->w_next)
-		if (!g->handed && g->key == f->key && g->count == f->count &&
-		    g->deadline == f->deadline_ns && g->payload_len == f->payload_len)
+		if (!g->handed && !g->unmade && g->key == f->key &&
+		    g->payload_len == f->payload_len && fire_is(g, f, true))
 			mf = g;
 	if (!mf) {
 		viol(s, "conn %d was handed key %" PRIu64 " count %" PRIu64 " deadline %.3f ms, a fire its session does not owe now (early, twice, or done already)",
@@ -1128,6 +1343,10 @@ static void hand_out(struct sim *s, struct bwd_fire *f, struct bwd_member *m)
 			viol(s, "%" PRIu64 " redeliveries of uid %d in %.3f ms: past its pace of %" PRIu64 " mHz",
 			     *n, ms->named ? UID : ANON_UID, (double)(s->now - T0) / 1e6, mhz);
 	}
+	if (f->late != mf->late)
+		viol(s, "%s key %" PRIu64 " handed out with late=%d, the model says %d",
+		     clk_names[mf->clk], f->key, f->late, mf->late);
+	s->stats.late_fires += f->late;
 	if (f->redelivered != mf->redeliv)
 		viol(s, "key %" PRIu64 " handed out with redelivered=%d, the model says %d (its frame %s written whole)",
 		     f->key, f->redelivered, mf->redeliv, mf->redeliv ? "was" : "was never");
@@ -1297,6 +1516,219 @@ static void reconcile_linger(struct sim *s, int si, bool late)
 	}
 }
 
+/* ---- the other clocks (clock.c) -------------------------------------------- */
+
+/*
+ * Calendar timer i of session si waits for the first elapse after its
+ * base (bwd_cal_next, which tests/check_calendar.c checks against
+ * systemd): the state's timer (st_t) must wait for it too, plus a jitter
+ * within its bound (a fixed one the same every time).  None left: the
+ * state must have dropped it, and the model drops it (false).
+ */
+static bool cal_sync(struct sim *s, int si, size_t i, const struct bwd_timer *st_t,
+		     const char *what)
+{
+	struct msess *ms = &s->s[si];
+	struct mtimer *t = &ms->t[i];
+	uint64_t e, j;
+
+	if (bwd_cal_next(s->cal[t->spec], t->cbase, &e)) {
+		if (st_t)
+			viol(s, "%s: calendar key %" PRIu64 " ('%s') has no elapse after its base %.6f s; the state waits for %.6f s",
+			     what, t->key, specs[t->spec], wall_s(t->cbase),
+			     wall_s(bwd_wall_elapse(s->st, st_t)));
+		timer_remove(ms, i);
+		return false;
+	}
+	if (!st_t || bwd_wall_elapse(s->st, st_t) != e) {
+		viol(s, "%s: calendar key %" PRIu64 " ('%s', base %.6f s) waits for %.6f s; calendar.c's next elapse is %.6f s",
+		     what, t->key, specs[t->spec], wall_s(t->cbase),
+		     st_t ? wall_s(bwd_wall_elapse(s->st, st_t)) : -1.0, wall_s(e));
+		return true;
+	}
+	j = bwd_wall_ns(s->st, st_t) - e;
+	if (j > t->jmax)
+		viol(s, "%s: calendar key %" PRIu64 ": a jitter of %.3f ms, past its bound of %.3f ms",
+		     what, t->key, (double)j / 1e6, (double)t->jmax / 1e6);
+	else if (t->fixed && t->jfix_known && j != t->jfix)
+		viol(s, "%s: calendar key %" PRIu64 ": a fixed jitter of %.3f ms, before %.3f ms",
+		     what, t->key, (double)j / 1e6, (double)t->jfix / 1e6);
+	t->jfix = j;
+	t->jfix_known = true;
+	t->elapse = e;
+	t->at = e + j;
+	return true;
+}
+
+/* t's fire, owed, is not (a step back moved its instant away). */
+static void unowe(struct sim *s, struct msess *ms, struct mtimer *t)
+{
+	struct mfire *f = owed_fire(ms, t);
+
+	if (f)
+		fire_remove(s, ms, f);
+	t->owed = false;
+	t->owed_f = NULL;
+}
+
+/*
+ * After a poll: the timers on other clocks the state fired (bwd_timer_find
+ * no longer finds them, or a calendar timer's elapse moved on), each
+ * never before its clock reached its instant, its fire marked late as the
+ * model says; a calendar timer's base becomes the wall clock of the fire
+ * (never before its elapse), and its next elapse the first after that
+ * (elapses a step passed coalesce into the one fire).  The clocks do not
+ * move within a poll, so the model knows them at the fire.
+ */
+static void observe(struct sim *s)
+{
+	for (int si = 0; si < MAX_SESS && !s->failed; si++) {
+		struct msess *ms = &s->s[si];
+
+		for (size_t i = 0; ms->live && ms->nclk && i < ms->nt && !s->failed; i++) {
+			struct mtimer *t = &ms->t[i];
+			const struct bwd_timer *st_t;
+			struct mfire *f;
+			uint64_t now;
+
+			if (t->clk == C_MONO)
+				continue;
+			st_t = bwd_timer_find(ms->ptr, t->key);
+			if (st_t && (t->clk != C_CAL || bwd_wall_elapse(s->st, st_t) == t->elapse))
+				continue;
+			now = clock_now(s, t->clk);
+			f = t->owed ? owed_fire(ms, t) : NULL;
+			if (now < t->at || !f) {
+				viol(s, "%s key %" PRIu64 " fired %.3f ms before its instant (%.6f s) by its clock%s",
+				     clk_names[t->clk], t->key, (double)(t->at - now) / 1e6,
+				     wall_s(t->at), now < t->at ? "" : " (and the model owes no fire)");
+				return;
+			}
+			f->late = t->late;
+			f->unmade = false;
+			t->owed_f = NULL;
+			TRACE(s, "fired: session %d %s key %" PRIu64 " at %.6f s (instant %.6f s)%s",
+			      si, clk_names[t->clk], t->key, wall_s(now), wall_s(t->at),
+			      t->late ? ", late" : "");
+			if (t->clk == C_WALL)
+				s->stats.wall_fired++;
+			else if (t->clk == C_BOOT)
+				s->stats.boot_fired++;
+			if (t->clk != C_CAL) {
+				timer_remove(ms, i--);
+				continue;
+			}
+			s->stats.cal_fired++;
+			t->cbase = max64(now, t->elapse);
+			t->late = t->owed = false;
+			if (!cal_sync(s, si, i, st_t, "a calendar fire"))
+				i--;
+		}
+	}
+}
+
+/* Every timer of clock k (C_WALL: wall-clock and calendar ones) is placed
+ * again by the daemon at from (when it hears of the move): the lane's
+ * bound counts from then.  Until then a step back makes the fires owed
+ * before its instant owed no more: their slots may come due, and the
+ * daemon checks the clock there (bwd_wall_due). */
+static void clock_moved(struct sim *s, enum clk k, uint64_t from)
+{
+	for (int si = 0; si < MAX_SESS; si++) {
+		struct msess *ms = &s->s[si];
+
+		for (size_t i = 0; ms->live && ms->nclk && i < ms->nt; i++) {
+			struct mtimer *t = &ms->t[i];
+			struct mfire *f;
+
+			if (k == C_BOOT ? t->clk != C_BOOT : t->clk != C_WALL && t->clk != C_CAL)
+				continue;
+			t->since = max64(t->since, from);
+			if (t->owed && clock_now(s, t->clk) < t->at)
+				unowe(s, ms, t);
+			else if (t->owed && (f = owed_fire(ms, t)))
+				rebase(s, ms, f, from);
+		}
+	}
+}
+
+/*
+ * The CLOCK_REALTIME timerfd said the wall clock was stepped (the server's
+ * on_step): every wall-clock and calendar timer placed again.  A calendar
+ * timer's base comes down to the wall clock when that went back below it
+ * (PROTOCOL.md, "Calendar timers"); a fire owed whose instant the clock
+ * went back before is owed no more; one the clock has reached or passed
+ * will say late.
+ */
+static void notice_step(struct sim *s)
+{
+	uint64_t real = clock_now(s, C_WALL);
+
+	TRACE(s, "the wall clock was set: %.6f s", wall_s(real));
+	s->step_pending = false;
+	bwd_state_clock_step(s->st, false);
+	s->want_pump = true;
+	s->stats.step_notices++;
+	clock_moved(s, C_WALL, s->now);
+	for (int si = 0; si < MAX_SESS && !s->failed; si++) {
+		struct msess *ms = &s->s[si];
+
+		for (size_t i = 0; ms->live && ms->nclk && i < ms->nt; i++) {
+			struct mtimer *t = &ms->t[i];
+			uint64_t was = t->at;
+
+			if (t->clk == C_CAL) {
+				if (t->cbase > real)
+					t->cbase = real;
+				if (!cal_sync(s, si, i, bwd_timer_find(ms->ptr, t->key), "a step")) {
+					i--;
+					continue;
+				}
+			} else if (t->clk != C_WALL) {
+				continue;
+			}
+			if (t->owed && (t->at != was || real < t->at))
+				unowe(s, ms, t);
+			if (t->at <= real)
+				t->late = true;
+		}
+	}
+}
+
+/* The CLOCK_BOOTTIME timerfd expired (at a resume, or on time): when the
+ * clocks' offset moved, every boottime timer placed again, one the
+ * suspend passed to say late. */
+static void notice_boot(struct sim *s)
+{
+	uint64_t boot = clock_now(s, C_BOOT);
+	bool moved = s->boot_off - s->told_off > BOOT_SLACK;
+
+	TRACE(s, "the boottime timerfd expired at %.3f ms boottime%s",
+	      (double)boot / 1e6, moved ? ": after a suspend" : "");
+	bwd_state_clock_step(s->st, true);
+	s->want_pump = true;
+	s->stats.boot_notices++;
+	if (!moved)
+		return;
+	s->told_off = s->boot_off;
+	clock_moved(s, C_BOOT, s->now);
+	for (int si = 0; si < MAX_SESS; si++) {
+		struct msess *ms = &s->s[si];
+
+		for (size_t i = 0; ms->live && ms->nclk && i < ms->nt; i++)
+			if (ms->t[i].clk == C_BOOT && ms->t[i].at <= boot)
+				ms->t[i].late = true;
+	}
+}
+
+/* The boottime timerfd: armed where the state says (st->boot_next: the
+ * server's bwd_clock would arm the real one there), expired once
+ * CLOCK_BOOTTIME reaches it. */
+static bool boot_due(const struct sim *s)
+{
+	return s->st->boot_next <= clock_now(s, C_BOOT);
+}
+
 static void poll_wheel(struct sim *s)
 {
 	TRACE(s, "poll");
@@ -1308,6 +1740,8 @@ static void poll_wheel(struct sim *s)
 			reconcile_flight(s, &s->c[i]);
 	for (int si = 0; si < MAX_SESS; si++)
 		reconcile_linger(s, si, true);
+	/* After the sessions the poll expired went. */
+	observe(s);
 }
 
 static bool wheel_due(struct sim *s)
@@ -1363,16 +1797,42 @@ static void turn_end(struct sim *s)
 
 /* A turn the loop takes with no event: the wheel's timerfd, the reaper,
  * or (the rule of issue 20) work left. */
-static bool turn_pending(struct sim *s)
+/* The CLOCK_REALTIME timerfd was cancelled by a step, and the daemon
+ * reads it at this turn (a quiet step's, once its time came). */
+static bool step_due(const struct sim *s)
 {
-	return wheel_due(s) || s->reaper || (!s->p.old_pump && bwd_state_has_work(s->st));
+	return s->step_pending && s->notice_at <= s->now;
 }
 
+static bool turn_pending(struct sim *s)
+{
+	return wheel_due(s) || s->reaper || step_due(s) || boot_due(s) ||
+		(!s->p.old_pump && bwd_state_has_work(s->st));
+}
+
+/* A loop turn: one of the descriptors ready (the wheel's timerfd, the
+ * step detector, the boottime timerfd), in any order. */
 static void server_turn(struct sim *s)
 {
+	bool ready[3];
+	unsigned n;
+
 	turn_begin(s);
-	if (wheel_due(s))
-		poll_wheel(s);
+	ready[0] = step_due(s);
+	ready[1] = boot_due(s);
+	ready[2] = wheel_due(s);
+	n = rnd(s, ready[0] + ready[1] + ready[2]);
+	for (unsigned i = 0; i < 3; i++) {
+		if (!ready[i] || n--)
+			continue;
+		if (i == 0)
+			notice_step(s);
+		else if (i == 1)
+			notice_boot(s);
+		else
+			poll_wheel(s);
+		break;
+	}
 	if (s->reaper) {
 		s->reaper = false;
 		s->want_pump = true;
@@ -1490,6 +1950,7 @@ static void ev_schedule(struct sim *s, bool replace)
 	struct sconn *c = pick_client(s);
 	struct msess *ms;
 	struct bwd_schedule req = { .replace = replace };
+	struct bwd_calendar cal;
 	struct mtimer *old, t = { 0 };
 	bool replaced;
 	int err;
@@ -1499,7 +1960,59 @@ static void ev_schedule(struct sim *s, bool replace)
 	ms = &s->s[c->sess];
 	req.uid = ms->named ? UID : ANON_UID;
 	req.key = rnd(s, KEYS);
-	if (chance(s, 25)) {
+	t.clk = chance(s, 20) ? (enum clk)(C_WALL + rnd(s, 3)) : C_MONO;
+	if (t.clk == C_CAL) {
+		static const uint64_t jitters[] = { 0, 5 * MS, 300 * MS, 2000 * MS };
+		char why[192];
+
+		/* As request.c makes it, but the jitter's seed from the
+		 * choices (the fixed kind's is the host's and the key's). */
+		req.leeway_ns = pick_leeway(s, 0);
+		t.leeway = leeway_of(s, req.leeway_ns, 0);
+		t.bound = bound_of(s, t.leeway);
+		t.spec = (unsigned)rnd(s, NSPECS);
+		t.cbase = clock_now(s, C_WALL);
+		t.jmax = rnd(s, jitters[rnd(s, 4)] + 1);
+		t.fixed = chance(s, 30);
+		cal = (struct bwd_calendar){
+			.spec = specs[t.spec], .base_ns = t.cbase, .jitter_ns = t.jmax,
+			.fixed = t.fixed, .has_grace = chance(s, 30),
+			.seed = rnd(s, UINT64_MAX),
+		};
+		cal.grace_ns = cal.has_grace ? rnd(s, 1000 * MS) : 0;
+		err = bwd_cal_check(&cal, &req.wall_ns, why, sizeof(why));
+		if (err) {
+			/* The one-elapse spec, once the wall clock passed it. */
+			if (err != -ENOENT)
+				viol(s, "calendar '%s' refused: %s", specs[t.spec], why);
+			reply(s, c, ERROR_REPLY);
+			return;
+		}
+		req.cal = &cal;
+		req.deadline_ns = bwd_wall_place(req.wall_ns, s->now, t.cbase);
+	} else if (t.clk != C_MONO) {
+		uint64_t now = clock_now(s, t.clk);
+
+		req.leeway_ns = pick_leeway(s, 0);
+		t.leeway = leeway_of(s, req.leeway_ns, 0);
+		t.bound = bound_of(s, t.leeway);
+		switch (rnd(s, 4)) {
+		case 0:
+			t.at = now - rnd(s, 50 * MS);
+			break;
+		case 1:
+			t.at = now + rnd(s, 5 * MS);
+			break;
+		case 2:
+			t.at = now + rnd(s, 300 * MS);
+			break;
+		default:
+			t.at = now + rnd(s, 3000 * MS);
+		}
+		req.wall_ns = t.at;
+		req.boot = t.clk == C_BOOT;
+		req.deadline_ns = bwd_wall_place(t.at, s->now, now);
+	} else if (chance(s, 25)) {
 		static const uint64_t periods[] = { 2, 7, 20, 100, 250, 1000 };
 
 		req.period_ns = periods[rnd(s, 6)] * MS + rnd(s, MS);
@@ -1547,8 +2060,10 @@ static void ev_schedule(struct sim *s, bool replace)
 	req.payload = s->payload;
 	err = bwd_timer_schedule(ms->ptr, &req, &replaced);
 	s->want_pump = true;
-	TRACE(s, "conn %d schedules key %" PRIu64 " deadline %.3f period %.3f leeway %.3f payload %" PRIu32 "%s: %d%s",
-	      conn_index(s, c), req.key, (double)((int64_t)(req.deadline_ns - T0)) / 1e6,
+	TRACE(s, "conn %d schedules %s key %" PRIu64 " deadline %.3f (instant %.6f s%s%s) period %.3f leeway %.3f payload %" PRIu32 "%s: %d%s",
+	      conn_index(s, c), clk_names[t.clk], req.key,
+	      (double)((int64_t)(req.deadline_ns - T0)) / 1e6, wall_s(req.wall_ns),
+	      req.cal ? ", " : "", req.cal ? req.cal->spec : "",
 	      (double)req.period_ns / 1e6,
 	      req.leeway_ns == BWD_LEEWAY_DEFAULT ? -1.0 : (double)req.leeway_ns / 1e6,
 	      req.payload_len, replace ? " replace" : "", err, replaced ? " replaced" : "");
@@ -1578,9 +2093,13 @@ static void ev_schedule(struct sim *s, bool replace)
 	t.since = s->now;
 	t.period = req.period_ns;
 	t.payload_len = req.payload_len;
+	t.id = ++s->tids;
 	GROW(ms->t, ms->nt, ms->ct);
 	ms->t[ms->nt++] = t;
+	ms->nclk += t.clk != C_MONO;
 	s->stats.scheduled++;
+	if (t.clk == C_CAL)
+		cal_sync(s, c->sess, ms->nt - 1, bwd_timer_find(ms->ptr, t.key), "Schedule");
 	reply(s, c, SCHEDULE_REPLY);
 }
 
@@ -2047,6 +2566,26 @@ static void leaving(struct sim *s, struct sconn *c)
 		conn_kill(s, c);
 }
 
+/* When the loop wakes next: the wheel's deadline, where the boottime
+ * timerfd expires on CLOCK_MONOTONIC, or a quiet step's notice; false:
+ * none is armed. */
+static bool next_wake(struct sim *s, uint64_t *next)
+{
+	bool armed = bwd_state_next_deadline(s->st, next) == 0;
+	uint64_t b = s->st->boot_next;
+
+	if (b != UINT64_MAX) {
+		b = b > s->boot_off ? b - s->boot_off : 0;
+		*next = armed ? min64(*next, b) : b;
+		armed = true;
+	}
+	if (s->step_pending) {
+		*next = armed ? min64(*next, s->notice_at) : s->notice_at;
+		armed = true;
+	}
+	return armed;
+}
+
 /* The clock moves on by dt, the loop waking at each deadline on the way
  * (up to the jitter late) and doing all it has to. */
 static void ev_advance(struct sim *s, uint64_t dt)
@@ -2058,7 +2597,7 @@ static void ev_advance(struct sim *s, uint64_t dt)
 	if (s->failed)
 		return;
 	check_quiet(s);
-	while (!s->failed && bwd_state_next_deadline(s->st, &next) == 0 && next <= target) {
+	while (!s->failed && next_wake(s, &next) && next <= target) {
 		uint64_t wake = min64(add_sat(next, rnd(s, s->jitter + 1)), target);
 
 		if (++n > IDLE_TURNS) {
@@ -2074,6 +2613,59 @@ static void ev_advance(struct sim *s, uint64_t dt)
 		s->now = target;
 }
 
+/* How far a step or a suspend moves a clock: mostly less than the
+ * simulation's advances, now and then hours (past calendar elapses). */
+static uint64_t clock_jump(struct sim *s)
+{
+	unsigned k = (unsigned)rnd(s, 100);
+
+	return 1 + (k < 45 ? rnd(s, 50 * MS) : k < 92 ? rnd(s, 5000 * MS) :
+		    rnd(s, 7200000 * MS));
+}
+
+/* The daemon hears of a move of the wall clock from its CLOCK_REALTIME
+ * timerfd at a later turn of this instant, or (a quiet step: as if the
+ * timerfd's re-arm had failed, clock.c) up to 2 s later; its wheel's
+ * polls may come first, which bwd_wall_due keeps from firing early. */
+static void wall_moved(struct sim *s)
+{
+	uint64_t at = chance(s, 25) ? s->now + 1 + rnd(s, 2000 * MS) : s->now;
+
+	s->notice_at = s->step_pending ? min64(s->notice_at, at) : at;
+	s->step_pending = true;
+	clock_moved(s, C_WALL, s->notice_at);
+}
+
+/* The wall clock is stepped, forward or back (settimeofday, NTP). */
+static void ev_clock_step(struct sim *s)
+{
+	bool back = chance(s, 50);
+	uint64_t d = clock_jump(s);
+
+	s->real_off = back ? s->real_off - d : s->real_off + d;
+	TRACE(s, "the wall clock steps %s %.3f ms to %.6f s", back ? "back" : "forward",
+	      (double)d / 1e6, wall_s(clock_now(s, C_WALL)));
+	wall_moved(s);
+	s->stats.wall_steps++;
+	s->stats.wall_steps_back += back;
+}
+
+/* The host was suspended for a while and resumed: CLOCK_BOOTTIME and the
+ * wall clock moved on, CLOCK_MONOTONIC did not.  The kernel tells of the
+ * wall clock's jump as of a step (timerfd_resume), and the boottime
+ * timerfd expires if the suspend passed it. */
+static void ev_suspend(struct sim *s)
+{
+	uint64_t d = 100 * MS + clock_jump(s);
+
+	s->boot_off += d;
+	s->real_off += d;
+	TRACE(s, "suspended for %.3f ms", (double)d / 1e6);
+	wall_moved(s);
+	clock_moved(s, C_BOOT, s->now);
+	s->stats.suspends++;
+}
+
 int sim_step(struct sim *s)
 {
 	struct sconn *c;
@@ -2086,7 +2678,7 @@ int sim_step(struct sim *s)
 		server_turn(s);
 		return s->failed ? -1 : 0;
 	}
-	r = (unsigned)rnd(s, 1000);
+	r = (unsigned)rnd(s, 1030);
 	if (r < 200) {
 		unsigned k = (unsigned)rnd(s, 100);
 
@@ -2119,6 +2711,10 @@ int sim_step(struct sim *s)
 		ev_attach(s);
 	} else if (r < 895) {
 		ev_detach(s);
+	} else if (r >= 1020) {
+		ev_suspend(s);
+	} else if (r >= 1000) {
+		ev_clock_step(s);
 	} else {
 		for (int i = 0; i < MAX_CONNS; i++)
 			leaving(s, &s->c[i]);
@@ -2214,11 +2810,20 @@ int sim_new(const struct sim_params *p, struct sim **out)
 	for (size_t i = 0; i < sizeof(s->payload); i++)
 		s->payload[i] = (uint8_t)i;
 	s->now = T0;
+	s->real_off = WALL0 - T0;
+	s->boot_off = s->told_off = BOOT_OFF0;
+	for (size_t i = 0; i < NSPECS; i++) {
+		if (bwd_cal_parse(specs[i], &s->cal[i], NULL, 0)) {
+			err = -EINVAL;
+			goto fail;
+		}
+	}
 	/* Members leaving and sessions expiring are logged: thousands. */
 	bwd_log_set_level(BWD_LOG_ERR - 1);
 	if (bwd_state_new(&s->opt, s->now, &s->st))
 		goto fail;
 	bwd_state_set_clock(s->st, sim_clock, s);
+	bwd_state_set_wall_clocks(s->st, sim_real, sim_boot, s);
 	*out = s;
 	return 0;
 fail:
@@ -2243,6 +2848,8 @@ void sim_free(struct sim *s)
 		if (s->s[si].live)
 			session_drop(s, si);
 	bwd_state_free(s->st);
+	for (size_t i = 0; i < NSPECS; i++)
+		bwd_cal_free(s->cal[i]);
 	if (s->opt_parsed)
 		bwd_options_free(&s->opt);
 	free(s);

@@ -1,7 +1,9 @@
 /*
- * sim.h - a deterministic simulation of bitwheeld's delivery (issue 20)
- * and of fires that fail (issue 21): the daemon's real state
- * (daemon/state.c, delivery.c) on an injected clock, driven by random
+ * sim.h - a deterministic simulation of bitwheeld's delivery (issue 20),
+ * of fires that fail (issue 21) and of timers on other clocks than
+ * CLOCK_MONOTONIC (wall-clock, calendar and boottime ones, with steps of
+ * the wall clock and suspends): the daemon's real state (daemon/state.c,
+ * delivery.c, clock.c) on injected clocks, driven by random
  * events through simulated connections, and checked after every step
  * against a reference model (tests/sim.c says what it checks).
  *
@@ -39,6 +41,12 @@ struct sim_stats {
 	 * their queue's tail, dead-lettered, kicked back; policies set. */
 	uint64_t released, released_delayed, touched, hold_limited, to_tail;
 	uint64_t dead_lettered, kicked, policies;
+	/* Other clocks (daemon/clock.c): wall-clock, calendar and boottime
+	 * timers fired, fires handed out marked late; the wall clock's
+	 * steps (of them, back), suspends, and the daemon's notices of them
+	 * (its CLOCK_REALTIME and CLOCK_BOOTTIME timerfds). */
+	uint64_t wall_fired, cal_fired, boot_fired, late_fires;
+	uint64_t wall_steps, wall_steps_back, suspends, step_notices, boot_notices;
 };
 
 /* A simulation whose configuration (limits, wheel preset, clock jitter)
