@@ -40,8 +40,10 @@
  *
  * Running: the server calls bwd_store_commit() at the end of every loop
  * turn (group commit): what the turn journaled is written, and a sync of
- * it starts in the journal's thread; when the sync is done (its eventfd,
- * on_synced) the server releases the output that waited for it.  A snapshot
+ * it starts in one of the journal's threads; the output held meanwhile is
+ * marked with its position (journals one after another: pos_base), and
+ * when a sync is done (its eventfd, on_synced) the server releases the
+ * output whose position it reached.  A snapshot
  * starts at a commit (snapshot_due) when the journal has changes and
  * --snapshot-min-interval has passed since the last one began, and then
  * either --snapshot-interval has passed too or the journal has grown past
