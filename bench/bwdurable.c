@@ -27,13 +27,20 @@
  *       back-to-back Stats round trips; a churn client (named session P)
  *       doing paced Schedule + Cancel of far timers at R requests/s
  *       (default 20,000) with up to K in flight (default 16), which grows
- *       the journal so that a small --journal-max starts snapshots; and a
- *       watcher that looks for DIR/snapshot.tmp.<pid> every 0.5 ms: from the
- *       writer's first file to the rename is a snapshot window.  A round
- *       trip is "during" a snapshot if [send, reply] meets a window
- *       widened by M ms (default 20) before it, which takes in the fork
- *       (it precedes the file).  Prints both clients' round-trip
- *       percentiles during and outside the windows, and the windows.
+ *       the journal so that a small --journal-max starts snapshots.  The
+ *       snapshot windows are the daemon's own word, read off the probe's
+ *       Stats replies: when `snapshots` has grown between two replies,
+ *       one was installed after the daemon answered the first (not
+ *       before that Stats was sent) and before the second was read, and
+ *       it had begun (the fork) snapshot_ns_last before it was installed;
+ *       the window runs from the first Stats' send less snapshot_ns_last
+ *       to the second's reply, so that it holds the real one, one round
+ *       trip wider at most.  A round trip is "during" a snapshot if
+ *       [send, reply] meets a window widened by M ms (default 0) before
+ *       it.  Prints both clients' round-trip percentiles during and
+ *       outside the windows, and the windows.  Those counters are root's
+ *       alone (Stats' metrics): run it as root.  DIR must be the daemon's
+ *       --state-dir (checked to be a directory).
  *
  *   bwdurable synclat --state-dir DIR [--syncs N] [--bytes B]
  *       The device's own cost of what --fsync=batch does per commit: N
@@ -53,7 +60,7 @@
 #include "bwload.h"
 
 #include <bitwheel-client.h>
-#include <dirent.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -278,14 +285,17 @@ struct sample {
 	uint64_t sent, rtt;
 };
 
+/* A snapshot, fork to installed, as the probe's Stats told it (above). */
+struct window {
+	uint64_t start, end;
+};
+
 struct samples {
 	uint64_t n, errors;
 	char error[200];
+	int nw;                /* the probe's: snapshot windows seen        */
+	struct window w[MAX_WINDOWS];
 	struct sample s[];
-};
-
-struct window {
-	uint64_t start, end;   /* first and last time snapshot.tmp.* was seen */
 };
 
 static struct samples *shared_samples(void)
@@ -304,11 +314,15 @@ static void record(struct samples *s, uint64_t sent, uint64_t now)
 		s->s[s->n++] = (struct sample){ sent, now - sent };
 }
 
-/* Back-to-back Stats on an anonymous session until end. */
+/* Back-to-back Stats on an anonymous session until end; each snapshot
+ * installed meanwhile is a window (see the top). */
 static int probe(const struct opts *o, uint64_t start, uint64_t end, struct samples *out)
 {
 	struct bwc_client *c;
 	struct bwc_stats st;
+	struct bwc_metrics m;
+	uint64_t snapshots = 0, prev_sent = 0;
+	bool first = true;
 
 	if (bwc_new(&c) != 0 || (bwc_set_timeout(c, 30000000000LL), bwc_connect(c, o->socket, NULL)) != 0) {
 		snprintf(out->error, sizeof out->error, "probe: connect: %s", c ? bwc_errmsg(c) : "ENOMEM");
@@ -318,13 +332,25 @@ static int probe(const struct opts *o, uint64_t start, uint64_t end, struct samp
 	for (uint64_t now = load_now_ns(); now < end; ) {
 		uint64_t t = now;
 
-		if (bwc_stats(c, &st) != 0) {
+		if (bwc_metrics(c, &st, &m) != 0) {
 			snprintf(out->error, sizeof out->error, "probe: stats: %s", bwc_errmsg(c));
 			out->errors++;
 			break;
 		}
 		now = load_now_ns();
 		record(out, t, now);
+		if (!m.present) {
+			snprintf(out->error, sizeof out->error,
+				 "probe: the daemon's Stats carry no metrics (root's alone): no snapshot can be seen");
+			out->errors++;
+			break;
+		}
+		if (!first && m.snapshots > snapshots && out->nw < MAX_WINDOWS)
+			out->w[out->nw++] = (struct window){
+				prev_sent - m.snapshot_ns_last, now };
+		first = false;
+		snapshots = m.snapshots;
+		prev_sent = t;
 	}
 	bwc_free(c);
 	return out->errors ? 1 : 0;
@@ -466,39 +492,17 @@ static void report(const char *who, const struct samples *s, const struct window
 }
 
 
-/* Whether a snapshot writer's file (snapshot.tmp.<pid>) is in dirfd. */
-static bool snapshot_writing(int dirfd)
-{
-	int fd = dup(dirfd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *e;
-	bool there = false;
-
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return false;
-	}
-	rewinddir(d);
-	while (!there && (e = readdir(d)))
-		there = strncmp(e->d_name, "snapshot.tmp", 12) == 0;
-	closedir(d);
-	return there;
-}
-
 static int cmd_stall(const struct opts *o)
 {
 	struct samples *ps = shared_samples(), *cs = shared_samples();
-	struct window w[MAX_WINDOWS];
-	int nw = 0, dirfd, ok = 0;
-	bool in = false;
+	int ok = 0;
 	uint64_t t0 = load_now_ns(), start = t0 + 200 * MS, end = start + o->duration_ms * MS;
 	uint64_t margin = o->margin_ms * MS;
+	struct stat sb;
 	pid_t pid[2];
 
-	dirfd = open(o->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd < 0)
-		die("%s: %s", o->state_dir, strerror(errno));
+	if (stat(o->state_dir, &sb) < 0 || !S_ISDIR(sb.st_mode))
+		die("%s: not a directory", o->state_dir);
 	fflush(NULL);
 	for (int i = 0; i < 2; i++) {
 		pid[i] = fork();
@@ -509,52 +513,32 @@ static int cmd_stall(const struct opts *o)
 			_exit(i == 0 ? probe(o, start, end, ps) : churn(o, start, end, cs));
 		}
 	}
-	/* The watcher: snapshot.tmp.<pid> exists from the writer's start to
-	 * the rename. */
-	load_sleep_until(start);
-	for (uint64_t now = load_now_ns(); now < end; now = load_now_ns()) {
-		bool there = snapshot_writing(dirfd);
-
-		if (there && !in && nw < MAX_WINDOWS) {
-			w[nw++] = (struct window){ now, now };
-			in = true;
-		} else if (there && in) {
-			w[nw - 1].end = now;
-		} else if (!there && in) {
-			w[nw - 1].end = now;
-			in = false;
-		}
-		load_sleep_until(now + 500000);
-	}
-	if (in)
-		w[nw - 1].end = end;
 	for (int i = 0; i < 2; i++) {
 		int st;
 
 		if (waitpid(pid[i], &st, 0) == pid[i] && WIFEXITED(st) && WEXITSTATUS(st) == 0)
 			ok++;
 	}
-	close(dirfd);
-	printf("stall: %.1f s, %d snapshot windows (snapshot.tmp seen, ms from the start: length):",
-	       (double)(end - start) / 1e9, nw);
-	for (int i = 0; i < nw; i++)
-		printf(" %.0f: %.0f ms;", (double)(w[i].start - start) / 1e6,
-		       (double)(w[i].end - w[i].start) / 1e6);
+	printf("stall: %.1f s, %d snapshot windows (fork to installed by the daemon's Stats, ms from the start: length):",
+	       (double)(end - start) / 1e9, ps->nw);
+	for (int i = 0; i < ps->nw; i++)
+		printf(" %.0f: %.1f ms;", ((double)ps->w[i].start - (double)start) / 1e6,
+		       (double)(ps->w[i].end - ps->w[i].start) / 1e6);
 	printf("\nstall: a round trip counts as during a snapshot if it meets a window "
-	       "widened by %" PRIu64 " ms before its start (the fork precedes the file)\n",
+	       "(one probe round trip wider than the snapshot at most) widened by %" PRIu64 " ms before its start\n",
 	       o->margin_ms);
 	printf("stall: probe %" PRIu64 " Stats round trips; churn %" PRIu64
 	       " Schedule/Cancel at %" PRIu64 "/s paced, depth %d, named session %s-churn\n\n",
 	       ps->n, cs->n, o->rate, o->depth, o->name);
 	printf("| client | when | round trips | p50 µs | p99 µs | p99.9 µs | p99.99 µs | max µs |\n"
 	       "|---|---|---:|---:|---:|---:|---:|---:|\n");
-	report("probe: Stats, anonymous, depth 1", ps, w, nw, margin);
-	report("churn: Schedule/Cancel, named", cs, w, nw, margin);
+	report("probe: Stats, anonymous, depth 1", ps, ps->w, ps->nw, margin);
+	report("churn: Schedule/Cancel, named", cs, ps->w, ps->nw, margin);
 	if (ps->error[0])
 		fprintf(stderr, "bwdurable: %s\n", ps->error);
 	if (cs->error[0])
 		fprintf(stderr, "bwdurable: %s\n", cs->error);
-	return ok == 2 && nw > 0 ? 0 : 1;
+	return ok == 2 && ps->nw > 0 ? 0 : 1;
 }
 
 /* ---- synclat --------------------------------------------------------------------- */
@@ -657,7 +641,7 @@ int main(int argc, char **argv)
 	struct opts o = { .name = "bwdurable", .sessions = 16, .depth = 0,
 			  .timers = 1000000, .delay_ms = 3600000, .spread_ms = 3600000,
 			  .timeout_ms = 30000, .duration_ms = 10000, .rate = 20000,
-			  .margin_ms = 20, .expect = -1, .syncs = 1000, .bytes = 200 };
+			  .margin_ms = 0, .expect = -1, .syncs = 1000, .bytes = 200 };
 	const char *cmd;
 	int ch;
 

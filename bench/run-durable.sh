@@ -30,7 +30,8 @@
 #      (--quick 3 s) a probe doing back-to-back Stats round trips and a
 #      named session churning Schedule/Cancel at 20,000/s, which starts a
 #      snapshot every few seconds: round trips during and outside the
-#      snapshots, the fork times and write times from the daemon's log
+#      snapshots (told by the daemon's Stats), the fork times and write
+#      times from the daemon's log
 #
 # --part LIST: any of throughput,recovery,stall (stall needs recovery's
 # daemon and runs after it).  Writes DIR/durable.md, durable.csv (part 1),
@@ -404,7 +405,7 @@ if want stall; then
 	{
 		echo "## 3. The loop's stall while a snapshot of $timers timers is taken"
 		echo
-		echo "The recovered daemon restarted as \`bitwheeld ${recargs[*]} --journal-max 2000000\` (holding $timers timers; VmRSS $(mib "$srss") MiB at the end), then \`bwdurable stall --duration-ms $stall_ms --rate 20000 --depth 16\`: a probe client (anonymous session) doing back-to-back Stats round trips, and a named session doing paced Schedule/Cancel pairs of 1 h timers at 20,000 requests/s (up to 16 in flight), whose journal records start a snapshot every time the journal passes 2,000,000 bytes.  A snapshot window runs from the first sight of snapshot.tmp.<pid> to its rename (polled every 0.5 ms); a round trip is *during* a snapshot if it overlaps a window widened by 20 ms before its start, which takes in the fork."
+		echo "The recovered daemon restarted as \`bitwheeld ${recargs[*]} --journal-max 2000000\` (holding $timers timers; VmRSS $(mib "$srss") MiB at the end), then \`bwdurable stall --duration-ms $stall_ms --rate 20000 --depth 16\`: a probe client (anonymous session) doing back-to-back Stats round trips, and a named session doing paced Schedule/Cancel pairs of 1 h timers at 20,000 requests/s (up to 16 in flight), whose journal records start a snapshot every time the journal passes 2,000,000 bytes.  A snapshot window runs from its fork to its install as the daemon tells them in the probe's Stats replies (\`snapshots\` grown between two replies: the window runs from the first one's send less \`snapshot_ns_last\`, fork to installed, to the second one's reply, at most one probe round trip wider than the snapshot); a round trip is *during* a snapshot if it overlaps a window."
 		echo
 		echo "- fork times of these snapshots (\"snapshot: writer forked in X ms\", -v): ${forks:-none} ms"
 		echo "- write times (\"snapshot before journal generation N written in X ms\", fork to installed): ${writes:-none} ms"

@@ -77,10 +77,12 @@
  *
  * With a journal, a named session's connection holds its output while
  * the journal has records that are not yet durable: frames go to a side
- * buffer (held).  When a sync of the journal begins, what is held is
- * covered by it (bwd_conn_cover: held moves to covered); when that sync is
- * done, covered goes to the output (bwd_conn_release), while frames held
- * meanwhile wait for the next sync.  So an acknowledgement or a fire never
+ * buffer (held).  When a sync in flight covers all that is written, what
+ * is held is covered by it (bwd_conn_cover: held moves to covered, marked
+ * with the journal's position, store.c); when the journal is durable up
+ * to a mark, the bytes before it go to the output (bwd_conn_release),
+ * while those covered by a later sync (BWD_SYNCS_IN_FLIGHT marks) or held
+ * meanwhile wait for theirs.  So an acknowledgement or a fire never
  * leaves before its record, and the loop never waits for the disk.  Held
  * and covered bytes count against the output bound like any others.  When
  * the journal fails, what is held stays held until the store has written
@@ -130,7 +132,12 @@ struct bwd_conn {
 	struct bwd_uid *acct;      /* its uid's counts (state.c)             */
 	pid_t pid;
 	struct evbuffer *held;     /* frames waiting for the journal's sync  */
-	struct evbuffer *covered;  /* held ones the sync in flight covers    */
+	struct evbuffer *covered;  /* held ones syncs in flight cover, ...   */
+	struct {
+		size_t len;        /* ... so many bytes each, in order, ...  */
+		uint64_t upto;     /* ... waiting for this journal position  */
+	} mark[BWD_SYNCS_IN_FLIGHT];
+	unsigned marks;
 	struct bwd_conn *held_next, **held_pprev; /* NULL pprev: not held    */
 	uint64_t committed;        /* bytes ever put in the output buffer    */
 	uint64_t drained;          /* bytes ever taken out by writes         */
@@ -347,26 +354,50 @@ static struct evbuffer *sink(struct bwd_conn *c)
 	return c->held;
 }
 
-void bwd_conn_cover(struct bwd_conn **head)
+void bwd_conn_cover(struct bwd_conn **head, uint64_t upto)
 {
 	for (struct bwd_conn *c = *head, *next; c; c = next) {
+		size_t n;
+
 		next = c->held_next;
 		/* While held, the stage only ever fills for the held buffer. */
-		if (flush_stage(c) == 0)
-			evbuffer_add_buffer(c->covered, c->held);
+		if (flush_stage(c) || !(n = evbuffer_get_length(c->held)))
+			continue;
+		evbuffer_add_buffer(c->covered, c->held);
+		/* A mark per sync in flight; past them (covers left from
+		 * before an outage), the last mark waits for the later
+		 * position too, which is later, never early. */
+		if (c->marks && (c->mark[c->marks - 1].upto == upto ||
+				 c->marks == BWD_SYNCS_IN_FLIGHT)) {
+			c->mark[c->marks - 1].len += n;
+			c->mark[c->marks - 1].upto = upto;
+		} else {
+			c->mark[c->marks].len = n;
+			c->mark[c->marks++].upto = upto;
+		}
 	}
 }
 
-void bwd_conn_release(struct bwd_conn **head)
+void bwd_conn_release(struct bwd_conn **head, uint64_t upto)
 {
 	for (struct bwd_conn *c = *head, *next; c; c = next) {
-		int fd = direct_fd(c);
+		size_t n = 0;
+		unsigned k = 0;
+		int fd;
 
 		next = c->held_next;
-		if (fd >= 0 && evbuffer_get_length(c->covered))
-			sent_direct(c, evbuffer_write(c->covered, fd));
-		evbuffer_add_buffer(bufferevent_get_output(c->bev), c->covered);
-		if (!evbuffer_get_length(c->held) && !c->staged)
+		while (k < c->marks && c->mark[k].upto <= upto)
+			n += c->mark[k++].len;
+		c->marks -= k;
+		memmove(c->mark, c->mark + k, c->marks * sizeof(c->mark[0]));
+		if (n && (fd = direct_fd(c)) >= 0) {
+			ssize_t w = evbuffer_write_atmost(c->covered, fd, (ssize_t)n);
+
+			sent_direct(c, w);
+			n -= w > 0 ? (size_t)w : 0;
+		}
+		evbuffer_remove_buffer(c->covered, bufferevent_get_output(c->bev), n);
+		if (!c->marks && !evbuffer_get_length(c->held) && !c->staged)
 			unhold(c);
 	}
 }
@@ -461,6 +492,7 @@ void bwd_conn_drop_held(struct bwd_conn **head, const char *msg)
 		}
 		evbuffer_drain(c->held, evbuffer_get_length(c->held));
 		evbuffer_drain(c->covered, evbuffer_get_length(c->covered));
+		c->marks = 0;
 		/* Gone as if written, but first out of the session: no
 		 * auto_ack may count a fire that never went. */
 		unhold(c);

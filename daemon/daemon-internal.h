@@ -1096,18 +1096,22 @@ int bwd_journal_append(struct bwd_journal *j, const struct bwd_record *r,
 int bwd_journal_write(struct bwd_journal *j);
 /* Write what was appended and make it durable now, in the caller. */
 int bwd_journal_sync(struct bwd_journal *j);
+/* --fsync=batch: fdatasyncs that may run at once (journal.c). */
+#define BWD_SYNCS_IN_FLIGHT 2
 /*
  * The end of a loop turn: write what was appended (one write); with
- * --fsync=batch start the sync thread on it unless a sync is in flight
- * (*started: one began, covering everything written so far), otherwise
- * make it durable now (always: one fdatasync for the whole turn).
- * 0 or -errno.
+ * --fsync=batch start a sync thread on it unless BWD_SYNCS_IN_FLIGHT are
+ * (*covered: a sync in flight, begun now or before, covers everything
+ * written so far), otherwise make it durable now (always: one fdatasync
+ * for the whole turn).  0 or -errno.
  */
-int bwd_journal_commit(struct bwd_journal *j, bool *started);
+int bwd_journal_commit(struct bwd_journal *j, bool *covered);
 /* batch: the eventfd that becomes readable when a sync is done (-1
  * otherwise); then bwd_journal_synced() takes its result.  0 or -errno. */
 int bwd_journal_event_fd(const struct bwd_journal *j);
 int bwd_journal_synced(struct bwd_journal *j);
+/* Bytes of the file known to be durable (what bwd_journal_synced took). */
+uint64_t bwd_journal_durable(const struct bwd_journal *j);
 /* Add the journal's syncs to *s from now on (NULL: stop). */
 void bwd_journal_count_syncs(struct bwd_journal *j, struct bwd_sync_stats *s);
 /* Whether some appended record is not yet durable (acks must wait). */
@@ -1174,25 +1178,29 @@ struct bwd_storage {
  * Open the state directory (created if missing, locked against a second
  * daemon), recover what it holds into st, and start a new journal (when
  * that cannot be written, start with pub->down, retrying in the
- * background).  durable(arg) is called from the loop whenever a sync
- * that bwd_store_commit() started is done while the storage is up.  Errors
- * are logged; -errno.
+ * background).  durable(arg, upto) is called from the loop whenever a
+ * sync that bwd_store_commit() started is done while the storage is up:
+ * output marked with a position up to upto may go.  Errors are logged;
+ * -errno.
  */
 int bwd_store_open(const struct bwd_store_options *opt, struct bwd_state *st,
-		   struct event_base *base, void (*durable)(void *arg), void *arg,
+		   struct event_base *base, void (*durable)(void *arg, uint64_t upto),
+		   void *arg,
 		   struct bwd_storage *pub, struct bwd_store **out);
 void bwd_store_free(struct bwd_store *s);
 
 /* What a commit did for the output held so far. */
 enum bwd_commit {
-	BWD_COMMIT_WAIT,           /* a sync in flight: it waits for the next */
-	BWD_COMMIT_SYNCING,        /* a sync began that covers it            */
+	BWD_COMMIT_WAIT,           /* syncs in flight: it waits for the next */
+	BWD_COMMIT_SYNCING,        /* a sync in flight covers it             */
 	BWD_COMMIT_DURABLE,        /* already durable: it may go             */
 };
 /* The end of a loop turn: write what the turn appended and see to its
  * sync; may start a snapshot.  A journal that cannot be written or synced
- * takes the storage down (logged once): then WAIT, until it is back. */
-enum bwd_commit bwd_store_commit(struct bwd_store *s);
+ * takes the storage down (logged once): then WAIT, until it is back.
+ * *upto: the position of all written so far, across journals, which the
+ * output held until now waits for (durable() says when it is reached). */
+enum bwd_commit bwd_store_commit(struct bwd_store *s, uint64_t *upto);
 
 /* What replaying one file found. */
 struct bwd_replay {
@@ -1433,11 +1441,11 @@ void bwd_fired_of(const struct bwd_fire *f, Bitwheel__V1__Fired *fired,
 /* Write a fire that is now in flight to the connection's member. */
 void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f);
 /* A sync of the journal began: what the connections in the list (head:
- * env->held) hold waits for that sync. */
-void bwd_conn_cover(struct bwd_conn **head);
-/* That sync is done: what it covered goes out; a connection leaves the
- * list once it holds nothing more. */
-void bwd_conn_release(struct bwd_conn **head);
+ * env->held) hold waits for the journal's position upto (store.c). */
+void bwd_conn_cover(struct bwd_conn **head, uint64_t upto);
+/* The journal is durable up to upto: what waited for no more goes out; a
+ * connection leaves the list once it holds nothing more. */
+void bwd_conn_release(struct bwd_conn **head, uint64_t upto);
 /* The storage stayed down past BWD_HELD_DOWN_NS: what the connections in
  * the list hold is dropped, unsent, and each ends with a connection-level
  * STORAGE_UNAVAILABLE (msg); their fires in flight go back to the queue. */

@@ -6,20 +6,32 @@
  * file header, then records.  Records go into a memory buffer as the loop
  * turn makes them; bwd_journal_commit() writes the buffer with one
  * write(2) at the end of the turn.  With --fsync=batch (group commit) a
- * thread of the journal's own then runs one fdatasync(2) for everything
- * written so far, while the loop goes on serving; when it is done it says
- * so on an eventfd (bwd_journal_event_fd), the loop reads what is durable
- * (bwd_journal_synced), and the next commit starts the next sync for all
- * that was written meanwhile.  --fsync=always runs that one fdatasync in
- * the loop itself at the end of the turn, which waits for it: no thread
- * hand-off for a lone request, but nothing else is served meanwhile.
- * --fsync=never only writes, which survives a crash of the daemon but not
- * of the machine.
- *
+ * sync thread of the journal's own then runs one fdatasync(2) for
+ * everything written so far, while the loop goes on serving; when it is
+ * done it says so on an eventfd (bwd_journal_event_fd) and the loop reads
+ * what is durable (bwd_journal_synced).  There are BWD_SYNCS_IN_FLIGHT
+ * such threads: records written while a sync runs start the next sync at
+ * once on another thread, so that a request waits for the sync that
+ * covers it, not also for the rest of one that began before it.  The
+ * kernel overlaps them (the later sync waits for the earlier's pages
+ * only, and the block layer merges their cache flushes).  Each thread
+ * syncs through an open file description of its own: an error of
+ * writeback is reported once per description (errseq), and on a shared
+ * one whichever sync looked first would take it from the other, which
+ * could then claim bytes it had not made durable.  Results are taken in
+ * the order the syncs began, whatever order they finish in: a later
+ * sync's success says nothing of an earlier one's bytes if that one
+ * failed, so a failure stops what is durable at the last sync before it.
+ * --fsync=always runs one fdatasync in the loop itself at the end of the
+ * turn, which waits for it: no thread hand-off for a lone request, but
+ * nothing else is served meanwhile.  --fsync=never only writes, which
+ * survives a crash of the daemon but not of the machine.
+
  * Replies wait for this: while bwd_journal_pending() is true, connections
- * of named sessions hold their output (conn.c) until a sync covering it
- * is done, so no acknowledgement leaves before its record is as durable
- * as --fsync promises.
+ * of named sessions hold their output (conn.c), each part marked with the
+ * journal's size when a sync began, until bwd_journal_durable() reaches
+ * it, so no acknowledgement leaves before its record is as durable as
+ * --fsync promises.
  *
  * Room ahead: the file is extended PREALLOC_STEP at a time (fallocate(2))
  * before the records reach its end, while the file system has
@@ -40,8 +52,9 @@
  *
  * Costs: append is a copy into the buffer (amortised O(record)); commit
  * is one write per loop turn, and under always one fdatasync too; the
- * loop never waits for the disk under batch, and there is at most one
- * fdatasync in flight.
+ * loop never waits for the disk under batch, and there are at most
+ * BWD_SYNCS_IN_FLIGHT fdatasyncs in flight, each covering more than the
+ * one before it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -76,19 +89,28 @@ struct bwd_journal {
 	uint64_t room;             /* the file's size: records, then zeros   */
 	bool prealloc;             /* room ahead may still be allocated      */
 	uint64_t durable;          /* bytes known to be on disk (loop's copy) */
-	bool syncing;              /* a sync is asked for and not yet seen   */
-	/* The sync thread (batch only); mu guards want, synced, sync_err
-	 * and stop. */
+	uint64_t asked;            /* the newest sync began for this much    */
+	/* The sync threads (batch only); mu guards stop and the slots'
+	 * go, done, err and ns. */
 	bool threaded;
-	pthread_t thread;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	uint64_t want;             /* sync the file up to here               */
-	uint64_t synced;           /* done up to here                        */
-	int sync_err;
 	bool stop;
-	int efd;                   /* the thread's "done" to the loop        */
-	uint64_t sync_ns;          /* the thread's last sync's time (mu)     */
+	int efd;                   /* the threads' "done" to the loop        */
+	uint64_t seq;              /* syncs begun                            */
+	struct sync_slot {
+		struct bwd_journal *j;
+		pthread_t thread;
+		pthread_cond_t cv;
+		int fd;            /* its own open file description (top)    */
+		bool started;      /* the thread runs                         */
+		bool busy;         /* loop: began, result not yet taken       */
+		uint64_t seq;      /* loop: which sync, in order begun        */
+		uint64_t upto;     /* loop: the file's size when it began     */
+		bool go;           /* a sync to run                           */
+		bool done;
+		int err;
+		uint64_t ns;       /* how long it took                        */
+	} slot[BWD_SYNCS_IN_FLIGHT];
 	struct bwd_sync_stats *stats; /* where syncs are counted, or NULL   */
 };
 
@@ -195,45 +217,66 @@ static void prealloc(struct bwd_journal *j)
 	j->room = to;
 }
 
-/* The sync thread: fdatasync up to `want` whenever asked, say when done. */
+/* A sync thread: one fdatasync whenever its slot is given one, then say
+ * so.  A failure is the loop's to act on (bwd_journal_synced). */
 static void *sync_main(void *arg)
 {
-	struct bwd_journal *j = arg;
+	struct sync_slot *t = arg;
+	struct bwd_journal *j = t->j;
 	uint64_t one = 1;
 
 	pthread_mutex_lock(&j->mu);
 	for (;;) {
-		uint64_t target, t0;
+		uint64_t t0;
 		int err = 0;
 
-		while (!j->stop && j->want == j->synced)
-			pthread_cond_wait(&j->cv, &j->mu);
+		while (!j->stop && !t->go)
+			pthread_cond_wait(&t->cv, &j->mu);
 		if (j->stop)
 			break;
-		target = j->want;
 		pthread_mutex_unlock(&j->mu);
 		t0 = bw_now_ns();
-		if (fdatasync(j->fd) < 0)
+		if (fdatasync(t->fd) < 0)
 			err = -errno;
 		t0 = bw_now_ns() - t0;
 		pthread_mutex_lock(&j->mu);
-		if (err) {
-			j->sync_err = err;
-		} else {
-			j->synced = target;
-			j->sync_ns = t0;
-		}
+		t->go = false;
+		t->done = true;
+		t->err = err;
+		t->ns = t0;
 		/* The loop drains the counter; a full one cannot happen. */
-		if (write(j->efd, &one, sizeof(one)) < 0)
-			j->sync_err = j->sync_err ? j->sync_err : -errno;
-		if (err)
-			break;
+		if (write(j->efd, &one, sizeof(one)) < 0 && !t->err)
+			t->err = -errno;
 	}
 	pthread_mutex_unlock(&j->mu);
 	return NULL;
 }
 
-static int start_thread(struct bwd_journal *j)
+static void stop_threads(struct bwd_journal *j)
+{
+	if (!j->threaded)
+		return;
+	pthread_mutex_lock(&j->mu);
+	j->stop = true;
+	for (unsigned i = 0; i < BWD_SYNCS_IN_FLIGHT; i++)
+		pthread_cond_signal(&j->slot[i].cv);
+	pthread_mutex_unlock(&j->mu);
+	for (unsigned i = 0; i < BWD_SYNCS_IN_FLIGHT; i++) {
+		struct sync_slot *t = &j->slot[i];
+
+		if (t->started)
+			pthread_join(t->thread, NULL);
+		pthread_cond_destroy(&t->cv);
+		if (t->fd >= 0)
+			close(t->fd);
+	}
+	pthread_mutex_destroy(&j->mu);
+	j->threaded = false;
+}
+
+/* The threads, each with a description of the file opened by its name
+ * (a dup would share the description). */
+static int start_threads(struct bwd_journal *j, int dirfd, const char *name)
 {
 	int err;
 
@@ -244,31 +287,32 @@ static int start_thread(struct bwd_journal *j)
 		return -errno;
 	if ((err = pthread_mutex_init(&j->mu, NULL)))
 		return -err;
-	if ((err = pthread_cond_init(&j->cv, NULL))) {
-		pthread_mutex_destroy(&j->mu);
-		return -err;
-	}
-	if ((err = pthread_create(&j->thread, NULL, sync_main, j))) {
-		pthread_cond_destroy(&j->cv);
-		pthread_mutex_destroy(&j->mu);
-		return -err;
+	for (unsigned i = 0; i < BWD_SYNCS_IN_FLIGHT; i++) {
+		j->slot[i].j = j;
+		j->slot[i].fd = -1;
+		if ((err = pthread_cond_init(&j->slot[i].cv, NULL))) {
+			while (i--)
+				pthread_cond_destroy(&j->slot[i].cv);
+			pthread_mutex_destroy(&j->mu);
+			return -err;
+		}
 	}
 	j->threaded = true;
-	return 0;
-}
+	for (unsigned i = 0; i < BWD_SYNCS_IN_FLIGHT; i++) {
+		struct sync_slot *t = &j->slot[i];
 
-static void stop_thread(struct bwd_journal *j)
-{
-	if (!j->threaded)
-		return;
-	pthread_mutex_lock(&j->mu);
-	j->stop = true;
-	pthread_cond_signal(&j->cv);
-	pthread_mutex_unlock(&j->mu);
-	pthread_join(j->thread, NULL);
-	pthread_cond_destroy(&j->cv);
-	pthread_mutex_destroy(&j->mu);
-	j->threaded = false;
+		t->fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (t->fd < 0) {
+			err = errno;
+			break;
+		}
+		if ((err = pthread_create(&t->thread, NULL, sync_main, t)))
+			break;
+		t->started = true;
+	}
+	if (err)
+		stop_threads(j);
+	return -err;
 }
 
 int bwd_journal_open(int dirfd, uint64_t generation, enum bwd_fsync policy,
@@ -308,9 +352,9 @@ int bwd_journal_open(int dirfd, uint64_t generation, enum bwd_fsync policy,
 		err = -errno;
 		goto fail;
 	}
-	j->size = j->room = j->durable = j->want = j->synced = sizeof(hdr);
+	j->size = j->room = j->durable = j->asked = sizeof(hdr);
 	j->prealloc = true;
-	err = start_thread(j);
+	err = start_threads(j, dirfd, name);
 	if (err)
 		goto fail;
 	*out = j;
@@ -330,7 +374,7 @@ void bwd_journal_close(struct bwd_journal *j)
 {
 	if (!j)
 		return;
-	stop_thread(j);
+	stop_threads(j);
 	/* The room's zeros would only be read past. */
 	if (!j->failed && !bwd_journal_sync(j) && j->room > j->size &&
 	    ftruncate(j->fd, (off_t)j->size) < 0)
@@ -442,41 +486,76 @@ int bwd_journal_sync(struct bwd_journal *j)
 	return 0;
 }
 
-int bwd_journal_commit(struct bwd_journal *j, bool *started)
+int bwd_journal_commit(struct bwd_journal *j, bool *covered)
 {
+	struct sync_slot *t = NULL;
 	int err;
 
-	*started = false;
+	*covered = false;
 	if (!j->threaded)
 		return bwd_journal_sync(j);
 	err = bwd_journal_write(j);
-	if (err || j->syncing || j->durable == j->size)
+	if (err || j->durable == j->size)
 		return err;
+	/* The newest sync in flight began after all was written. */
+	if (j->asked == j->size) {
+		*covered = true;
+		return 0;
+	}
+	for (unsigned i = 0; i < BWD_SYNCS_IN_FLIGHT && !t; i++)
+		if (!j->slot[i].busy)
+			t = &j->slot[i];
+	/* All in flight: the first to finish lets the next begin. */
+	if (!t)
+		return 0;
+	t->busy = true;
+	t->seq = ++j->seq;
+	t->upto = j->asked = j->size;
 	pthread_mutex_lock(&j->mu);
-	j->want = j->size;
-	pthread_cond_signal(&j->cv);
+	t->go = true;
+	pthread_cond_signal(&t->cv);
 	pthread_mutex_unlock(&j->mu);
-	j->syncing = *started = true;
+	*covered = true;
 	return 0;
+}
+
+/* The slot of the oldest sync in flight, NULL if none is. */
+static struct sync_slot *oldest(struct bwd_journal *j)
+{
+	struct sync_slot *o = NULL;
+
+	for (unsigned i = 0; i < BWD_SYNCS_IN_FLIGHT; i++)
+		if (j->slot[i].busy && (!o || j->slot[i].seq < o->seq))
+			o = &j->slot[i];
+	return o;
 }
 
 int bwd_journal_synced(struct bwd_journal *j)
 {
+	struct sync_slot *t;
 	uint64_t n;
-	int err;
+	int err = 0;
 
 	if (read(j->efd, &n, sizeof(n)) < 0 && errno != EAGAIN)
 		return fail(j, -errno, "eventfd");
+	/* What a failed journal held stays held, whatever syncs after. */
+	if (j->failed)
+		return j->err;
 	pthread_mutex_lock(&j->mu);
-	err = j->sync_err;
-	if (j->synced == j->want)
-		j->syncing = false;
-	j->durable = j->synced;
-	/* At most one sync ends per wakeup: the next waits for this. */
-	if (j->sync_ns) {
-		count_sync(j, j->sync_ns);
-		j->sync_ns = 0;
+	/* In the order begun (see the top). */
+	while (!err && (t = oldest(j)) && t->done) {
+		t->done = t->busy = false;
+		err = t->err;
+		if (!err) {
+			j->durable = t->upto;
+			count_sync(j, t->ns);
+		}
 	}
 	pthread_mutex_unlock(&j->mu);
 	return err ? fail(j, err, "fdatasync") : 0;
+}
+
+uint64_t bwd_journal_durable(const struct bwd_journal *j)
+{
+	return j->durable;
 }

@@ -431,11 +431,11 @@ int bwd_server_attach(struct bwd_server *srv, struct bufferevent *bev,
 }
 
 /* A sync of the journal is done: the output it covered may go. */
-static void on_durable(void *arg)
+static void on_durable(void *arg, uint64_t upto)
 {
 	struct bwd_server *srv = arg;
 
-	bwd_conn_release(&srv->env.held);
+	bwd_conn_release(&srv->env.held, upto);
 	event_active(srv->env.pump, 0, 0);
 }
 
@@ -574,12 +574,13 @@ static int serve(struct bwd_server *srv)
 		int rc = event_base_loop(srv->base, EVLOOP_ONCE);
 
 		if (srv->store) {
-			enum bwd_commit done = bwd_store_commit(srv->store);
+			uint64_t upto;
+			enum bwd_commit done = bwd_store_commit(srv->store, &upto);
 
 			if (done != BWD_COMMIT_WAIT)
-				bwd_conn_cover(&srv->env.held);
+				bwd_conn_cover(&srv->env.held, upto);
 			if (done == BWD_COMMIT_DURABLE)
-				bwd_conn_release(&srv->env.held);
+				bwd_conn_release(&srv->env.held, upto);
 			/* Seen at the store's retries at the latest. */
 			if (srv->env.storage.down && srv->env.held &&
 			    bw_now_ns() - srv->env.storage.down_ns > BWD_HELD_DOWN_NS)

@@ -40,8 +40,10 @@
  *
  * Running: the server calls bwd_store_commit() at the end of every loop
  * turn (group commit): what the turn journaled is written, and a sync of
- * it starts in the journal's thread; when the sync is done (its eventfd,
- * on_synced) the server releases the output that waited for it.  A snapshot
+ * it starts in one of the journal's threads; the output held meanwhile is
+ * marked with its position (journals one after another: pos_base), and
+ * when a sync is done (its eventfd, on_synced) the server releases the
+ * output whose position it reached.  A snapshot
  * starts at a commit (snapshot_due) when the journal has changes and
  * --snapshot-min-interval has passed since the last one began, and then
  * either --snapshot-interval has passed too or the journal has grown past
@@ -120,8 +122,12 @@ struct bwd_store {
 	struct bwd_state *state;
 	struct event_base *base;
 	struct event *synced;      /* the journal's "a sync is done"         */
-	void (*durable)(void *arg);
+	void (*durable)(void *arg, uint64_t upto);
 	void *arg;
+	/* Positions in all journals one after another (bwd_store_commit):
+	 * the journals closed so far, each counted with one byte more, so
+	 * that a position in the current one is past every earlier one. */
+	uint64_t pos_base;
 	struct bwd_storage *pub;   /* the server's copy of what follows      */
 	bool flushed;              /* a rotation made everything durable     */
 	int dirfd, lockfd;
@@ -578,8 +584,10 @@ static int use_journal(struct bwd_store *s, struct bwd_journal *j)
 	if (s->synced)
 		event_free(s->synced);
 	s->synced = NULL;
-	if (s->journal)
+	if (s->journal) {
 		s->closed_bytes += bwd_journal_size(s->journal);
+		s->pos_base += bwd_journal_size(s->journal) + 1;
+	}
 	bwd_journal_close(s->journal);
 	s->journal = s->pub->journal = j;
 	bwd_journal_count_syncs(j, &s->pub->syncs);
@@ -916,33 +924,34 @@ static void on_child(evutil_socket_t sig, short what, void *arg)
 static void on_synced(evutil_socket_t fd, short what, void *arg)
 {
 	struct bwd_store *s = arg;
+	int err = bwd_journal_synced(s->journal);
 
 	(void)fd;
 	(void)what;
-	if (bwd_journal_synced(s->journal)) {
-		journal_failed(s);
-		return;
-	}
-	/* While down, what is held waits for the snapshot, not for syncs. */
+	/* While down, what is held waits for the snapshot, not for syncs;
+	 * a failed sync still lets go what the syncs before it made
+	 * durable. */
 	if (!s->pub->down)
-		s->durable(s->arg);
+		s->durable(s->arg, s->pos_base + bwd_journal_durable(s->journal));
+	if (err)
+		journal_failed(s);
 }
 
-enum bwd_commit bwd_store_commit(struct bwd_store *s)
+enum bwd_commit bwd_store_commit(struct bwd_store *s, uint64_t *upto)
 {
 	enum bwd_commit done = BWD_COMMIT_WAIT;
-	bool started = false;
+	bool covered = false;
 	uint64_t now = bw_now_ns();
 
 	/* The reserve grows before the journal it must answer for. */
 	if (!s->pub->down)
 		reserve_check(s, now);
 	if (s->journal && !bwd_journal_error(s->journal, NULL) &&
-	    bwd_journal_commit(s->journal, &started))
+	    bwd_journal_commit(s->journal, &covered))
 		journal_failed(s);
 	if (s->pub->down)
 		return BWD_COMMIT_WAIT;
-	if (started)
+	if (covered)
 		done = BWD_COMMIT_SYNCING;
 	else if (!bwd_journal_pending(s->journal))
 		done = BWD_COMMIT_DURABLE;
@@ -954,6 +963,8 @@ enum bwd_commit bwd_store_commit(struct bwd_store *s)
 		else if (s->flushed)
 			done = BWD_COMMIT_DURABLE;
 	}
+	/* All written by now: the position the held output waits for. */
+	*upto = s->pos_base + (s->journal ? bwd_journal_size(s->journal) : 0);
 	return s->pub->down ? BWD_COMMIT_WAIT : done;
 }
 
@@ -1046,7 +1057,8 @@ static int open_dir(struct bwd_store *s)
 }
 
 int bwd_store_open(const struct bwd_store_options *opt, struct bwd_state *st,
-		   struct event_base *base, void (*durable)(void *arg), void *arg,
+		   struct event_base *base, void (*durable)(void *arg, uint64_t upto),
+		   void *arg,
 		   struct bwd_storage *pub, struct bwd_store **out)
 {
 	struct bwd_store *s = calloc(1, sizeof(*s));

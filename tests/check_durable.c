@@ -18,7 +18,11 @@
  *   sync      with every fdatasync slowed to 400 ms (tests/faultsync.c
  *             preloaded), a named Schedule's reply and a fire leave only
  *             once the sync of their record has finished (batch and
- *             always); an anonymous session's reply does not wait.
+ *             always); an anonymous session's reply does not wait.  With
+ *             syncs of random length overlapping (batch: two in flight),
+ *             no reply comes before a sync that began after its request
+ *             returned (the shim's log); a failure of either of two
+ *             syncs in flight fails exactly what it covers.
  *   files     the torn tail (the journal cut at every byte of its last
  *             record), a corrupt snapshot (exit 1 naming it) and
  *             --ignore-snapshot.
@@ -53,6 +57,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -744,6 +749,175 @@ END_TEST
 START_TEST(test_sync_per_turn_always)
 {
 	sync_per_turn("--fsync=always");
+}
+END_TEST
+
+/* Whether some sync of the log began after t and returned, having synced,
+ * by rx: one that may have made durable what was sent at t. */
+static bool synced_between(const struct du_sync_call *log, size_t n,
+			   uint64_t t, uint64_t rx)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!log[i].err && log[i].begin_ns >= t && log[i].end_ns <= rx)
+			return true;
+	return false;
+}
+
+/*
+ * Two syncs in flight (--fsync=batch): named Schedules sent every 15 ms,
+ * in turn on two connections, while each fdatasync takes a time drawn
+ * from 5..150 ms (the shim's plan, seeded), so that syncs overlap and a
+ * later one often returns first.  Every reply comes after a sync that
+ * began after its Schedule was sent had returned (the shim's log): no
+ * reply is let go by a sync that began before its record was written,
+ * or before its own sync is done, whichever sync finishes first; and
+ * the syncs did overlap.
+ */
+START_TEST(test_sync_overlap)
+{
+	enum { N = 40, STEPS = 64 };
+	struct du_daemon *d = du_daemon_new();
+	struct du_conn *c[2];
+	struct du_sync_step plan[STEPS];
+	struct du_sync_call *log;
+	struct tu_rng rng;
+	uint64_t sent[N + 1] = { 0 }, rx[N + 1] = { 0 }, next, end;
+	uint64_t gap = (uint64_t)du_scale_ms(15) * DU_MS;
+	unsigned got = 0, n_sent = 0;
+	bool overlap = false;
+	size_t n;
+
+	tu_rng_seed(&rng, test_seed());
+	for (unsigned i = 0; i < STEPS; i++)
+		plan[i] = (struct du_sync_step){ (unsigned)tu_rng_range(&rng, 5, 150), 0 };
+	plan[STEPS - 1].delay_ms = 0;
+	du_fault_sync(d, 0, 0);
+	start_durable(d, "--fsync=batch");
+	c[0] = du_open(d, "overlap-a");
+	c[1] = du_open(d, "overlap-b");
+	du_fault_sync_plan(d, plan, STEPS);
+	next = du_now_ns();
+	end = next + (uint64_t)DU_WAIT_MS * DU_MS + N * gap;
+	while (got < N) {
+		struct pollfd p[2] = { { c[0]->fd, POLLIN, 0 }, { c[1]->fd, POLLIN, 0 } };
+		uint64_t now = du_now_ns();
+
+		ck_assert_msg(now < end, "%u of %d replies after %.0f ms", got, N,
+			      (now - (end - (uint64_t)DU_WAIT_MS * DU_MS - N * gap)) / 1e6);
+		if (n_sent < N && now >= next) {
+			struct du_sched s = { .key = n_sent + 1, .when = DU_DELAY,
+					      .when_ns = 3600 * DU_S };
+
+			n_sent++;
+			sent[n_sent] = du_now_ns();
+			du_send_schedule(c[n_sent % 2], n_sent, &s);
+			next += gap;
+			continue;
+		}
+		poll(p, 2, n_sent < N ? (int)((next - now) / DU_MS) + 1 : 100);
+		for (unsigned k = 0; k < 2; k++) {
+			char what[256];
+			du_env *e;
+
+			while (du_recv(c[k], 0, &e) == DU_FRAME) {
+				ck_assert_msg(e->body_case == BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY &&
+					      e->request_id >= 1 && e->request_id <= n_sent &&
+					      !rx[e->request_id],
+					      "unexpected %s", du_describe(e, what, sizeof(what)));
+				rx[e->request_id] = c[k]->rx_ns;
+				got++;
+				bwp_frame_free(e);
+			}
+		}
+	}
+	n = du_fault_sync_log(d, &log);
+	for (unsigned i = 1; i <= N; i++)
+		ck_assert_msg(synced_between(log, n, sent[i], rx[i]),
+			      "the reply to Schedule %u came %.1f ms after it, before any sync that began after it had returned (%zu syncs logged)",
+			      i, (rx[i] - sent[i]) / 1e6, n);
+	for (size_t i = 0; i < n && !overlap; i++)
+		for (size_t j = 0; j < n && !overlap; j++)
+			overlap = i != j && log[i].begin_ns < log[j].begin_ns &&
+				  log[j].begin_ns < log[i].end_ns;
+	du_note("%d named Schedules every %.0f ms, syncs of 5..150 ms: %zu syncs, replies after %.1f..%.1f ms",
+		N, gap / 1e6, n, (rx[1] - sent[1]) / 1e6, (rx[N] - sent[N]) / 1e6);
+	ck_assert_msg(overlap, "no two of %zu syncs were in flight at once", n);
+	free(log);
+	du_fault_sync(d, 0, 0);
+	du_conn_free(c[1]);
+	du_conn_free(c[0]);
+	du_daemon_free(d);
+}
+END_TEST
+
+/*
+ * A failure in either of two syncs in flight fails exactly what it
+ * covers.  A named Schedule on one connection starts sync 1 (300 ms), one
+ * on another 100 ms later sync 2 (50 ms: it returns first); every sync
+ * after them fails, so that the storage stays down.  When sync 1 fails,
+ * sync 2's success does not count (an earlier failure leaves what it
+ * covered unknown): neither reply comes, and both connections end with
+ * STORAGE_UNAVAILABLE once the outage has lasted BWD_HELD_DOWN_NS.  When
+ * sync 2 fails, sync 1's success, though it returns later, still lets
+ * the first reply go, after it returned; the second connection ends.
+ */
+static void sync_error_in_flight(bool first_fails)
+{
+	struct du_daemon *d = du_daemon_new();
+	struct du_sync_step plan[3] = {
+		{ (unsigned)du_scale_ms(300), first_fails ? EIO : 0 },
+		{ (unsigned)du_scale_ms(50), first_fails ? 0 : EIO },
+		{ 0, EIO },
+	};
+	struct du_sched s = { .key = 1, .when = DU_DELAY, .when_ns = 3600 * DU_S };
+	struct du_sync_call *log;
+	struct du_conn *a, *b;
+	uint64_t t0;
+	size_t n;
+
+	du_fault_sync(d, 0, 0);
+	start_durable(d, "--fsync=batch");
+	a = du_open(d, "first");
+	b = du_open(d, "second");
+	du_fault_sync_plan(d, plan, 3);
+	t0 = du_now_ns();
+	du_send_schedule(a, 2, &s);
+	du_sleep_ms(du_scale_ms(100));
+	s.key = 2;
+	du_send_schedule(b, 2, &s);
+	if (first_fails) {
+		du_expect_error(a, false, 0, BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE);
+	} else {
+		bwp_frame_free(du_expect_reply(a, 2, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY));
+		n = du_fault_sync_log(d, &log);
+		ck_assert_uint_ge(n, 2);
+		/* Sorted by return: sync 2 (failed) first, then sync 1. */
+		ck_assert_int_eq(log[0].err, EIO);
+		ck_assert_int_eq(log[1].err, 0);
+		ck_assert_msg(a->rx_ns >= log[1].end_ns,
+			      "the reply came %.1f ms before the sync that covered it returned",
+			      (log[1].end_ns - a->rx_ns) / 1e6);
+		du_note("sync 2 failed at %.1f ms, sync 1 returned at %.1f ms, its reply at %.1f ms",
+			(log[0].end_ns - t0) / 1e6, (log[1].end_ns - t0) / 1e6,
+			(a->rx_ns - t0) / 1e6);
+		free(log);
+	}
+	du_expect_error(b, false, 0, BITWHEEL__V1__ERROR_CODE__STORAGE_UNAVAILABLE);
+	du_fault_sync(d, 0, 0);
+	du_conn_free(b);
+	du_conn_free(a);
+	du_daemon_free(d);
+}
+
+START_TEST(test_sync_error_first_of_two)
+{
+	sync_error_in_flight(true);
+}
+END_TEST
+
+START_TEST(test_sync_error_second_of_two)
+{
+	sync_error_in_flight(false);
 }
 END_TEST
 
@@ -1840,6 +2014,9 @@ static Suite *durable_suite(void)
 	tcase_add_test(tc, test_reply_after_sync_always);
 	tcase_add_test(tc, test_sync_per_turn_batch);
 	tcase_add_test(tc, test_sync_per_turn_always);
+	tcase_add_test(tc, test_sync_overlap);
+	tcase_add_test(tc, test_sync_error_first_of_two);
+	tcase_add_test(tc, test_sync_error_second_of_two);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("files");

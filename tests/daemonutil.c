@@ -643,6 +643,8 @@ static void preload_fault_sync(const struct du_daemon *d)
 	preload(FAULT_SYNC_SO);
 	snprintf(ctl, sizeof(ctl), "%s/fdatasync", d->dir);
 	setenv("BW_FAULT_FDATASYNC", ctl, 1);
+	snprintf(ctl, sizeof(ctl), "%s/fdatasync.log", d->dir);
+	setenv("BW_FAULT_FDATASYNC_LOG", ctl, 1);
 }
 
 static void preload_fake_clock(const struct du_daemon *d)
@@ -722,9 +724,10 @@ uint64_t du_realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void du_fault_sync(struct du_daemon *d, unsigned delay_ms, int err)
+void du_fault_sync_plan(struct du_daemon *d, const struct du_sync_step *plan,
+			size_t n)
 {
-	char path[96], tmp[104];
+	char path[112], tmp[120];
 	FILE *f;
 
 	ck_assert_msg(access(FAULT_SYNC_SO, R_OK) == 0, "%s: %s (make check builds it)",
@@ -733,10 +736,45 @@ void du_fault_sync(struct du_daemon *d, unsigned delay_ms, int err)
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	f = fopen(tmp, "w");
 	ck_assert_msg(f != NULL, "%s: %s", tmp, strerror(errno));
-	fprintf(f, "%u %d\n", delay_ms, err);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%u %d\n", plan[i].delay_ms, plan[i].err);
 	ck_assert_int_eq(fclose(f), 0);
 	ck_assert_msg(rename(tmp, path) == 0, "rename %s: %s", tmp, strerror(errno));
+	/* The log starts with the plan. */
+	snprintf(path, sizeof(path), "%s/fdatasync.log", d->dir);
+	ck_assert_msg(unlink(path) == 0 || errno == ENOENT, "%s: %s", path, strerror(errno));
 	d->fault_sync = true;
+}
+
+void du_fault_sync(struct du_daemon *d, unsigned delay_ms, int err)
+{
+	struct du_sync_step one = { delay_ms, err };
+
+	du_fault_sync_plan(d, &one, 1);
+}
+
+size_t du_fault_sync_log(struct du_daemon *d, struct du_sync_call **out)
+{
+	struct du_sync_call c, *v = NULL;
+	size_t n = 0, cap = 0;
+	char path[112];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/fdatasync.log", d->dir);
+	f = fopen(path, "r");
+	while (f && fscanf(f, "%" SCNu64 " %" SCNu64 " %d", &c.begin_ns, &c.end_ns,
+			   &c.err) == 3) {
+		if (n == cap) {
+			cap = cap ? 2 * cap : 64;
+			v = realloc(v, cap * sizeof(*v));
+			ck_assert_ptr_nonnull(v);
+		}
+		v[n++] = c;
+	}
+	if (f)
+		fclose(f);
+	*out = v;
+	return n;
 }
 
 void du_daemon_spawn(struct du_daemon *d, const char *const *argv)

@@ -169,6 +169,23 @@ bool du_daemon_exited(struct du_daemon *d);
  * list: ASAN_OPTIONS gets verify_asan_link_order=0 for it.
  */
 void du_fault_sync(struct du_daemon *d, unsigned delay_ms, int err);
+/* A plan instead (the shim's control file): the next fdatasync to begin
+ * takes plan[0], the one after plan[1], ..., every one past the end
+ * plan[n - 1]. */
+struct du_sync_step {
+	unsigned delay_ms;
+	int err;
+};
+void du_fault_sync_plan(struct du_daemon *d, const struct du_sync_step *plan,
+			size_t n);
+/* Every fdatasync the shim saw d's daemons make since the last plan (or
+ * du_fault_sync) was set (d->dir/fdatasync.log): when each began and returned (du_now_ns's clock) and its errno (0: it
+ * synced), in the order they returned; *out to free().  Their count. */
+struct du_sync_call {
+	uint64_t begin_ns, end_ns;
+	int err;
+};
+size_t du_fault_sync_log(struct du_daemon *d, struct du_sync_call **out);
 /*
  * A wall clock of d's own (tests/fakeclock.c, an LD_PRELOAD shim): called
  * before a start, every later start of d runs with CLOCK_REALTIME offset
