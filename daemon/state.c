@@ -1310,6 +1310,7 @@ struct bwd_timer *bwd_timer_new(struct bwd_session *s,
 				     bwd_leeway(&s->state->opt->wheel,
 						req->leeway_ns, req->period_ns)),
 	};
+	bw_timer_init(&t->wt);
 	if (req->payload_len)
 		memcpy(t->payload, req->payload, req->payload_len);
 	if ((req->wall_ns || req->cal) &&
