@@ -81,12 +81,12 @@ struct bwd_limits {
 
 /*
  * What one timer or fire is charged against the bytes budgets: its struct
- * and payload, and for a timer its wheel record (32 bytes), its share of
- * the map's buckets (up to 16) and the allocator's header (16); for a fire
- * the allocator's header.  A oneshot fire costs less than its timer, so a
- * fire taking its timer's place never adds.
+ * (a timer's holds its wheel link, struct bw_timer) and payload, and for
+ * a timer its share of the map's buckets (up to 16) and the allocator's
+ * header (16); for a fire the allocator's header.  A oneshot fire costs
+ * no more than its timer, so a fire taking its timer's place never adds.
  */
-#define BWD_TIMER_EXTRA 64u
+#define BWD_TIMER_EXTRA 32u
 #define BWD_FIRE_EXTRA 16u
 #define BWD_TIMER_COST(payload_len) \
 	((uint64_t)sizeof(struct bwd_timer) + (payload_len) + BWD_TIMER_EXTRA)
@@ -375,9 +375,13 @@ struct bwd_timer {
 	struct bwd_due due;        /* BWD_DUE_TIMER: the wheel's data        */
 	struct bwd_map_node node;  /* keyed by the client's key              */
 	struct bwd_session *session;
+	/* Armed: in the wheel, through its own link (bw_dual_timer_add in
+	 * its lane), so that arming and cancelling touch no record pool
+	 * and no handle.  Fired (a oneshot the wheel let go, which is
+	 * never armed again): when. */
 	union {
-		bw_handle handle;  /* armed in the wheel                     */
-		uint64_t fired_ns; /* fired: when the wheel fired it         */
+		struct bw_timer wt;
+		uint64_t fired_ns;
 	};
 	uint64_t deadline_ns;      /* the deadline it waits for now          */
 	uint64_t period_ns;        /* 0: oneshot                             */

@@ -24,7 +24,8 @@
  * user's listing never crosses other users' sessions; a session leaves
  * both when it starts to end.  Each session
  * maps its clients' keys to struct bwd_timer, which carries the payload
- * inline and the wheel handle it was scheduled under.  A timer that comes
+ * inline and its own link in the wheel (an intrusive struct bw_timer:
+ * no wheel record, no handle; wheels.c).  A timer that comes
  * due becomes a struct bwd_fire (a copy of what it must carry) at the tail
  * of its session's queue, in two steps for a oneshot (below, "Firing");
  * from there the pump moves it to one consumer's
@@ -1334,6 +1335,7 @@ struct bwd_timer *bwd_timer_new(struct bwd_session *s,
 				     bwd_leeway(&s->state->opt->wheel,
 						req->leeway_ns, req->period_ns)),
 	};
+	bw_timer_init(&t->wt);
 	if (req->payload_len)
 		memcpy(t->payload, req->payload, req->payload_len);
 	if ((req->wall_ns || req->cal) &&

@@ -20,9 +20,12 @@
  *
  * Layout.  struct bwd_uid's spill is its store, NULL until a slot first
  * refuses one of its timers; a uid with one is in the state's spilling
- * list.  A timer's spilled flag says which wheel its handle is of.  A
- * store stays while it has timers, and a poll that finds it empty frees
- * it (not a cancel: a client that schedules and cancels into full slots
+ * list.  A client's timer is intrusive (its struct bw_timer is inside
+ * struct bwd_timer: no wheel record, no handle): its spilled flag says
+ * which wheel it is armed in, its lane which of that wheel's two.  The
+ * state's own timers and delayed fires are handle timers.  A store stays
+ * while it has timers, and a poll that finds it empty frees it (not a
+ * cancel: a client that schedules and cancels into full slots
  * must not make and free 120 KiB a request), as does its uid's end.  It
  * starts at the wheels' clock (polled_ns), so that it agrees with the
  * shared wheel on what is due.  Its footprint (120 KiB with the default
@@ -113,7 +116,7 @@ int bwd_wheels_arm(struct bwd_state *st, struct bwd_timer *t)
 {
 	enum bw_lane lane = t->lane;
 	struct bw_dual *d;
-	int err = bw_dual_try_insert(st->wheel, lane, t->deadline_ns, &t->due, &t->handle);
+	int err = bw_dual_timer_try_add(st->wheel, lane, &t->wt, t->deadline_ns, &t->due);
 
 	t->spilled = false;
 	if (err != BW_EFULL && err != BW_ERANGE)
@@ -121,16 +124,15 @@ int bwd_wheels_arm(struct bwd_state *st, struct bwd_timer *t)
 	d = spill_get(st, t->session->acct);
 	if (!d)
 		return BW_ENOMEM;
-	err = lane == BW_LANE_PERIODIC ?
-		bw_dual_insert_periodic(d, t->deadline_ns, &t->due, &t->handle) :
-		bw_dual_insert_oneshot(d, t->deadline_ns, &t->due, &t->handle);
+	err = bw_dual_timer_add(d, lane, &t->wt, t->deadline_ns, &t->due);
 	t->spilled = !err;
 	return err;
 }
 
 void bwd_wheels_disarm(struct bwd_state *st, struct bwd_timer *t)
 {
-	bw_dual_cancel(t->spilled ? t->session->acct->spill : st->wheel, t->handle, NULL);
+	bw_dual_timer_cancel(t->spilled ? t->session->acct->spill : st->wheel,
+			     t->lane, &t->wt);
 }
 
 void bwd_wheels_poll(struct bwd_state *st, uint64_t now_ns, const struct bw_callbacks *cb)

@@ -3,8 +3,9 @@
  * failover whatever the config says), handles that name their lane,
  * one poll firing both lanes, next deadline as the minimum of the lanes,
  * cancel across lanes, periodic re-arms on the periodic lane, foreach and
- * drain over both lanes, and the callback rules (no nested poll, nothing
- * armed by a callback fires in the same dual poll, whichever lane).
+ * drain over both lanes, the callback rules (no nested poll, nothing
+ * armed by a callback fires in the same dual poll, whichever lane), and
+ * intrusive timers in either lane beside handle timers.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -566,6 +567,167 @@ START_TEST(test_dual_time_backwards)
 }
 END_TEST
 
+/* An intrusive timer of the randomized test, or a handle timer's stand-in. */
+struct itimer {
+	struct bw_timer t;
+	bw_handle h;               /* 0: intrusive                          */
+	uint64_t deadline;
+	enum bw_lane lane;
+	bool cancelled;
+	unsigned fires;
+	uint64_t fired_at;
+};
+
+static uint64_t itimer_fire(struct tu_rec *rec, void *data, uint64_t now)
+{
+	struct itimer *it = data;
+
+	(void)rec;
+	it->fires++;
+	it->fired_at = now;
+	return 0;
+}
+
+/*
+ * Intrusive timers in both lanes, mixed with handle timers, some of them
+ * cancelled (by their lane), polled in random steps: every timer left
+ * fires once, never early, in one poll or another; a cancelled one never;
+ * a second cancel, or one after the fire, is BW_ENOTFOUND; the lanes stay
+ * consistent (bw_dual_check after every poll).  Seeds: a fixed one and
+ * BW_TEST_SEED.
+ */
+START_TEST(test_dual_intrusive_random)
+{
+	uint64_t seed = _i ? tu_seed_from_env("BW_TEST_SEED", 99) : 23;
+	enum { N = 3000 };
+	struct bw_dual *d = dual_new(BW_DUAL_STANDARD_BALANCED, START);
+	struct itimer *it = calloc(N, sizeof(*it));
+	struct tu_rec rec;
+	struct tu_rng rng;
+	uint64_t now = START;
+
+	ck_assert_ptr_nonnull(it);
+	tu_rec_init(&rec);
+	rec.on_fire = itimer_fire;
+	tu_rng_seed(&rng, seed);
+	for (int i = 0; i < N; i++) {
+		struct itimer *x = &it[i];
+		int rc;
+
+		x->lane = tu_rng_below(&rng, 2) ? BW_LANE_PERIODIC : BW_LANE_ONESHOT;
+		x->deadline = now + tu_rng_range(&rng, 0, 20000) * MS;
+		bw_timer_init(&x->t);
+		if (tu_rng_below(&rng, 4) == 0)
+			rc = bw_dual_try_insert(d, x->lane, x->deadline, x, &x->h);
+		else
+			rc = bw_dual_timer_add(d, x->lane, &x->t, x->deadline, x);
+		tu_check(rc == 0, "seed %" PRIu64 ": add %d: %d", seed, i, rc);
+		if (!x->h)
+			tu_check(bw_dual_timer_add(d, x->lane, &x->t, x->deadline, x) ==
+				 BW_EPENDING, "seed %" PRIu64 ": added twice", seed);
+		/* Cancel an earlier one now and then. */
+		if (tu_rng_below(&rng, 3) == 0) {
+			struct itimer *y = &it[tu_rng_below(&rng, (uint64_t)i + 1)];
+			int want = y->cancelled || y->fires ? BW_ENOTFOUND : 0;
+
+			rc = y->h ? bw_dual_cancel(d, y->h, NULL) :
+				    bw_dual_timer_cancel(d, y->lane, &y->t);
+			tu_check(rc == want, "seed %" PRIu64 ": cancel %d, want %d",
+				 seed, rc, want);
+			y->cancelled |= !y->fires;
+		}
+		if (tu_rng_below(&rng, 50) == 0) {
+			now += tu_rng_range(&rng, 1, 500) * MS;
+			dpoll(d, now, &rec);
+		}
+	}
+	dpoll(d, now + 30000 * MS, &rec);
+	ck_assert_uint_eq(bw_dual_pending(d), 0);
+	for (int i = 0; i < N; i++) {
+		struct itimer *x = &it[i];
+
+		tu_check(x->fires == !x->cancelled,
+			 "seed %" PRIu64 ": timer %d (lane %d, %s) fired %u times, cancelled %d",
+			 seed, i, x->lane, x->h ? "handle" : "intrusive", x->fires,
+			 x->cancelled);
+		tu_check(!x->fires || x->fired_at >= x->deadline,
+			 "seed %" PRIu64 ": timer %d early", seed, i);
+		if (!x->h)
+			tu_check(bw_dual_timer_cancel(d, x->lane, &x->t) == BW_ENOTFOUND &&
+				 !bw_timer_pending(&x->t),
+				 "seed %" PRIu64 ": timer %d still pending", seed, i);
+	}
+	tu_rec_free(&rec);
+	bw_dual_free(d);
+	free(it);
+}
+END_TEST
+
+/*
+ * One slot a timer (a uid's overflow store in bitwheeld): a second
+ * intrusive timer due at the same tick is refused by try_add, stays idle,
+ * and goes to the lane's heap with add; an intrusive periodic timer
+ * re-arms from its callback's return; foreach and drain report intrusive
+ * timers with handle 0 in either lane (no lane bit), and drain leaves them
+ * idle; bad arguments are BW_EINVAL.
+ */
+START_TEST(test_dual_intrusive_lanes)
+{
+	struct bw_dual_config dc;
+	struct bw_dual *d = NULL;
+	struct bw_timer a, b, p, q;
+	struct beat beat = { .period = 100 * MS, .max = 5 };
+	struct tu_rec rec;
+	struct vlog v = { 0 };
+	int xa, xb, xq;
+
+	ck_assert_int_eq(bw_dual_config_preset(BW_DUAL_STANDARD_BALANCED, &dc), 0);
+	dc.oneshot.slot_cap = dc.periodic.slot_cap = 1;
+	dc.oneshot.max_probes = dc.periodic.max_probes = 1;
+	ck_assert_int_eq(bw_dual_new(&dc, START, &d), 0);
+	tu_rec_init(&rec);
+	bw_timer_init(&a);
+	bw_timer_init(&b);
+	bw_timer_init(&p);
+	bw_timer_init(&q);
+	ck_assert_int_eq(bw_dual_timer_try_add(d, BW_LANE_ONESHOT, &a, START + 50 * MS, &xa), 0);
+	ck_assert_int_eq(bw_dual_timer_try_add(d, BW_LANE_ONESHOT, &b, START + 50 * MS, &xb),
+			 BW_EFULL);
+	ck_assert(!bw_timer_pending(&b));
+	ck_assert_int_eq(bw_dual_timer_cancel(d, BW_LANE_ONESHOT, &b), BW_ENOTFOUND);
+	ck_assert_int_eq(bw_dual_timer_add(d, BW_LANE_ONESHOT, &b, START + 50 * MS, &xb), 0);
+	ck_assert_uint_eq(bw_wheel_overflow_pending(bw_dual_lane(d, BW_LANE_ONESHOT)), 1);
+	ck_assert_int_eq(bw_dual_timer_add(d, BW_LANE_PERIODIC, &q, START + 70 * MS, &xq), 0);
+	ck_assert_int_eq(bw_dual_foreach(d, vlog_visit, &v), 0);
+	ck_assert_uint_eq(v.n, 3);
+	for (size_t j = 0; j < v.n; j++)
+		ck_assert_uint_eq(v.h[j], 0);
+	ck_assert_int_eq(bw_dual_timer_add(NULL, BW_LANE_ONESHOT, &p, START, &beat), BW_EINVAL);
+	ck_assert_int_eq(bw_dual_timer_add(d, (enum bw_lane)2, &p, START, &beat), BW_EINVAL);
+	ck_assert_int_eq(bw_dual_timer_try_add(d, (enum bw_lane)2, &p, START, &beat), BW_EINVAL);
+	ck_assert_int_eq(bw_dual_timer_cancel(d, (enum bw_lane)2, &a), BW_EINVAL);
+	ck_assert_int_eq(bw_dual_timer_cancel(NULL, BW_LANE_ONESHOT, &a), BW_EINVAL);
+	memset(&v, 0, sizeof(v));
+	ck_assert_int_eq(bw_dual_drain(d, vlog_visit, &v), 0);
+	ck_assert_uint_eq(v.n, 3);
+	for (size_t j = 0; j < v.n; j++)
+		ck_assert_uint_eq(v.h[j], 0);
+	ck_assert(!bw_timer_pending(&a) && !bw_timer_pending(&b) && !bw_timer_pending(&q));
+	ck_assert_uint_eq(bw_dual_pending(d), 0);
+
+	rec.on_fire = beat_fire;
+	ck_assert_int_eq(bw_dual_timer_add(d, BW_LANE_PERIODIC, &p, START + 100 * MS,
+					   &beat), 0);
+	for (uint64_t t = START; t <= START + 1000 * MS; t += 10 * MS)
+		dpoll(d, t, &rec);
+	ck_assert_uint_eq(beat.fires, 5);
+	ck_assert_uint_ge(beat.last, START + 500 * MS);
+	ck_assert(!bw_timer_pending(&p));
+	tu_rec_free(&rec);
+	bw_dual_free(d);
+}
+END_TEST
+
 START_TEST(test_dual_null_arguments)
 {
 	struct bw_dual *d = dual_new(BW_DUAL_STANDARD_BALANCED, START);
@@ -609,6 +771,8 @@ static Suite *dual_suite(void)
 	tcase_add_test(tc, test_dual_foreach_drain);
 	tcase_add_test(tc, test_dual_time_backwards);
 	tcase_add_test(tc, test_dual_null_arguments);
+	tcase_add_loop_test(tc, test_dual_intrusive_random, 0, 2);
+	tcase_add_test(tc, test_dual_intrusive_lanes);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("callbacks");

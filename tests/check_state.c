@@ -1521,6 +1521,64 @@ START_TEST(test_burst_own_lane)
 }
 END_TEST
 
+/*
+ * Cancels find each timer in its own lane's wheel, and in its uid's
+ * overflow store when its slots were full: timers in both lanes (a
+ * leeway of 0 and one of 10 s), due from 1 ms to a minute ahead (ring
+ * slots, gear slots), some periodic, and a burst at one instant that
+ * spills, all cancelled; then both lanes hold nothing, every wheel passes
+ * its self-check, and a poll past them all fires nothing.
+ */
+START_TEST(test_cancel_both_lanes)
+{
+	enum { N = 4000, B = 20000 };
+	struct bwd_wheel_figures fig[2];
+	struct bwd_member *m, *to;
+	struct bwd_state *st;
+	struct tu_rng rng;
+	const char *why = "";
+	bool r, pending;
+
+	options();
+	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+	m = consumer(st, "lanes");
+	tu_rng_seed(&rng, 2311);
+	for (uint64_t k = 0; k < N + B; k++) {
+		struct bwd_schedule req = {
+			.key = k, .uid = 1000,
+			/* B at one instant: the burst that spills. */
+			.deadline_ns = k >= N ? T0 + 500 * MS :
+				T0 + tu_rng_range(&rng, 1, 60000) * MS,
+			.leeway_ns = k % 2 ? 10000 * MS : 0,
+			.period_ns = k % 97 == 0 ? 250 * MS : 0,
+		};
+
+		ck_assert_int_eq(bwd_timer_schedule(m->session, &req, &r), 0);
+	}
+	for (unsigned l = 0; l < 2; l++) {
+		bwd_wheels_lane(st, (enum bw_lane)l, &fig[l]);
+		ck_assert_uint_gt(fig[l].pending, 0);
+	}
+	ck_assert_uint_gt(fig[0].overflow + fig[1].overflow, 0);
+	ck_assert_int_eq(bwd_wheels_check(st, &why), 0);
+	for (uint64_t k = 0; k < N + B; k++) {
+		ck_assert_int_eq(bwd_timer_cancel(m->session, k, &pending), 0);
+		ck_assert(pending);
+	}
+	for (unsigned l = 0; l < 2; l++) {
+		bwd_wheels_lane(st, (enum bw_lane)l, &fig[l]);
+		ck_assert_msg(fig[l].pending == 0, "lane %u: %" PRIu64 " pending after every cancel",
+			      l, (uint64_t)fig[l].pending);
+	}
+	ck_assert_msg(bwd_wheels_check(st, &why) == 0, "after the cancels: %s", why);
+	poll_all(st, T0 + 120000 * MS);
+	while (bwd_state_fire(st))
+		;
+	ck_assert_ptr_null(bwd_state_next_delivery(st, &to));
+	bwd_state_free(st);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("state");
@@ -1536,6 +1594,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, test_touched_deadlines, 0, 2);
 	tcase_add_test(tc, test_uids_take_turns);
 	tcase_add_test(tc, test_burst_own_lane);
+	tcase_add_test(tc, test_cancel_both_lanes);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("introspection");
 	tcase_add_test(tc, test_list_entry_bounds);

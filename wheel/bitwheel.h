@@ -416,6 +416,22 @@ BW_EXPORT int bw_dual_try_insert(struct bw_dual *d, enum bw_lane lane,
 				 uint64_t deadline_ns, void *data,
 				 bw_handle *out);
 BW_EXPORT int bw_dual_cancel(struct bw_dual *d, bw_handle h, void **data_out);
+/*
+ * Intrusive timers in a lane: bw_timer_add(), bw_timer_try_add() and
+ * bw_timer_cancel() on that lane's wheel.  A pending timer belongs to the
+ * lane it was added to: cancel it with that lane (the timer does not
+ * record it; another lane's wheel would unlink it from lists not its
+ * own).  Its fire, re-arm and drop go through bw_dual_poll as a handle
+ * timer's do.
+ */
+BW_EXPORT int bw_dual_timer_add(struct bw_dual *d, enum bw_lane lane,
+				struct bw_timer *t, uint64_t deadline_ns,
+				void *data);
+BW_EXPORT int bw_dual_timer_try_add(struct bw_dual *d, enum bw_lane lane,
+				    struct bw_timer *t, uint64_t deadline_ns,
+				    void *data);
+BW_EXPORT int bw_dual_timer_cancel(struct bw_dual *d, enum bw_lane lane,
+				   struct bw_timer *t);
 /* Polls both lanes; res adds up both. */
 BW_EXPORT int bw_dual_poll(struct bw_dual *d, uint64_t now_ns,
 			   const struct bw_callbacks *cb,
@@ -432,7 +448,8 @@ BW_EXPORT enum bw_lane bw_dual_handle_lane(bw_handle h);
 BW_EXPORT struct bw_wheel *bw_dual_lane(struct bw_dual *d, enum bw_lane lane);
 BW_EXPORT size_t bw_dual_pending(const struct bw_dual *d);
 BW_EXPORT size_t bw_dual_footprint(const struct bw_dual *d);
-/* Foreach/drain over both lanes; handles are dual handles. */
+/* Foreach/drain over both lanes; handles are dual handles (0 for an
+ * intrusive timer). */
 BW_EXPORT int bw_dual_foreach(const struct bw_dual *d, bw_visit_fn fn,
 			      void *ctx);
 BW_EXPORT int bw_dual_drain(struct bw_dual *d, bw_visit_fn fn, void *ctx);

@@ -3,9 +3,13 @@
  * oneshot lane, each with its own resolution and capacity.
  *
  * A lane's handles never use bit 63 (generations are 31 bits), so a dual
- * handle is the lane's handle with bit 63 set for the periodic lane.  Every
- * operation costs what it costs on the lane it touches; poll and next
- * deadline look at both.
+ * handle is the lane's handle with bit 63 set for the periodic lane.  An
+ * intrusive timer (struct bw_timer, the caller's) carries no handle: the
+ * caller names its lane when it adds and when it cancels it, and the
+ * timer's own fields say where in that lane's wheel it is.  Every
+ * operation costs what it costs on the lane it touches (an intrusive add
+ * or cancel is the lane's bw_timer_add/bw_timer_cancel plus a bounds test
+ * and a call); poll and next deadline look at both.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +91,30 @@ int bw_dual_try_insert(struct bw_dual *d, enum bw_lane lane,
 		       uint64_t deadline_ns, void *data, bw_handle *out)
 {
 	return insert_lane(d, lane, deadline_ns, data, out, false);
+}
+
+int bw_dual_timer_add(struct bw_dual *d, enum bw_lane lane,
+		      struct bw_timer *t, uint64_t deadline_ns, void *data)
+{
+	if (!d || (unsigned)lane > BW_LANE_PERIODIC)
+		return BW_EINVAL;
+	return bw_timer_add(d->lane[lane], t, deadline_ns, data);
+}
+
+int bw_dual_timer_try_add(struct bw_dual *d, enum bw_lane lane,
+			  struct bw_timer *t, uint64_t deadline_ns, void *data)
+{
+	if (!d || (unsigned)lane > BW_LANE_PERIODIC)
+		return BW_EINVAL;
+	return bw_timer_try_add(d->lane[lane], t, deadline_ns, data);
+}
+
+int bw_dual_timer_cancel(struct bw_dual *d, enum bw_lane lane,
+			 struct bw_timer *t)
+{
+	if (!d || (unsigned)lane > BW_LANE_PERIODIC)
+		return BW_EINVAL;
+	return bw_timer_cancel(d->lane[lane], t);
 }
 
 enum bw_lane bw_dual_handle_lane(bw_handle h)
@@ -180,7 +208,8 @@ size_t bw_dual_footprint(const struct bw_dual *d)
 		 : 0;
 }
 
-/* Forwards a lane's visit with the lane bit added to the handle. */
+/* Forwards a lane's visit with the lane bit added to the handle (an
+ * intrusive timer's stays 0: it has none). */
 struct lane_visit {
 	bw_visit_fn fn;
 	void *ctx;
@@ -192,7 +221,7 @@ static void visit_lane(bw_handle h, uint64_t deadline_ns, void *data,
 {
 	struct lane_visit *v = ctx;
 
-	v->fn(h | v->bit, deadline_ns, data, v->ctx);
+	v->fn(h ? h | v->bit : 0, deadline_ns, data, v->ctx);
 }
 
 static int each_lane(struct bw_dual *d, bw_visit_fn fn, void *ctx,
