@@ -29,7 +29,8 @@
  *   write    more requests sent from inside the fire handler than the
  *            socket takes at once (its send buffer shrunk to a few KB,
  *            1 KB payloads until the client holds 1 MiB unwritten,
- *            BWC_EAGAIN): the client asks
+ *            BWC_EAGAIN, the daemon stopped meanwhile so that the
+ *            socket backs up however fast it reads): the client asks
  *            for POLLOUT, the adapter watches for it once the handler
  *            returns, and the loop writes the rest with no update called
  *            before any reply came back (every fdatasync is slowed to a
@@ -69,6 +70,8 @@ struct watch {
 	int sends;              /* Schedules the handler may send at stop_key:
 				   until the client holds 1 MiB unwritten  */
 	int sent;
+	pid_t hold_pid;         /* stopped while the handler sends, so that
+				   the socket backs up however fast it reads */
 	int replies;            /* their replies, all successes             */
 	uint64_t seen[MAX_KEYS];/* fires per key                            */
 	uint64_t distinct, fires;
@@ -107,6 +110,8 @@ static void on_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
 	if (bwc_send_ack(c, f, false) != 0 && w->msg[0] == '\0')
 		snprintf(w->msg, sizeof(w->msg), "send_ack: %s", bwc_errmsg(c));
 	if (w->distinct == w->want || f->key == w->stop_key) {
+		if (w->hold_pid)
+			ck_assert(kill(w->hold_pid, SIGSTOP) == 0);
 		for (int i = 0; i < w->sends; i++) {
 			static const char big[SENT_PAYLOAD];
 			struct bwc_timer t = { .key = SENT_KEY + (uint64_t)i,
@@ -122,6 +127,8 @@ static void on_fire(struct bwc_client *c, const struct bwc_fire *f, void *arg)
 					 bwc_errmsg(c));
 			w->sent++;
 		}
+		if (w->hold_pid)
+			ck_assert(kill(w->hold_pid, SIGCONT) == 0);
 		if (w->detach_at_end && w->adapter != NULL) {
 			w->ops->detach(w->adapter);
 			w->adapter = NULL;
@@ -384,6 +391,7 @@ START_TEST(test_write)
 	du_fault_sync(d, (unsigned)du_scale_ms(1000), 0);
 	w.stop_key = 1;
 	w.sends = 4000;
+	w.hold_pid = d->pid;
 	watch_run(&w, 8000, "the fire whose handler sends");
 	/* The dispatch wrote what the socket took; the rest waits. */
 	ck_assert_msg(w.sent < w.sends,
