@@ -766,7 +766,8 @@ static bool synced_between(const struct du_sync_call *log, size_t n,
 /*
  * Two syncs in flight (--fsync=batch): named Schedules sent every 15 ms,
  * in turn on two connections, while each fdatasync takes a time drawn
- * from 5..150 ms (the shim's plan, seeded), so that syncs overlap and a
+ * from 5..150 ms (the shim's plan, seeded; both scaled by BW_TEST_SLOW,
+ * or under valgrind the gap outlasts every sync), so that syncs overlap and a
  * later one often returns first.  Every reply comes after a sync that
  * began after its Schedule was sent had returned (the shim's log): no
  * reply is let go by a sync that began before its record was written,
@@ -789,7 +790,7 @@ START_TEST(test_sync_overlap)
 
 	tu_rng_seed(&rng, test_seed());
 	for (unsigned i = 0; i < STEPS; i++)
-		plan[i] = (struct du_sync_step){ (unsigned)tu_rng_range(&rng, 5, 150), 0 };
+		plan[i] = (struct du_sync_step){ (unsigned)du_scale_ms((int)tu_rng_range(&rng, 5, 150)), 0 };
 	plan[STEPS - 1].delay_ms = 0;
 	du_fault_sync(d, 0, 0);
 	start_durable(d, "--fsync=batch");
