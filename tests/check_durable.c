@@ -924,6 +924,17 @@ END_TEST
 
 /* ---- files --------------------------------------------------------------- */
 
+/* Where test_torn_tail cuts after cut, in a last record from first to
+ * len: at every byte; under the wrapper (valgrind), whose daemons take
+ * seconds to start, at every byte of the header and the last two of the
+ * body only, the same paths through recovery. */
+static size_t next_cut(size_t cut, size_t first, size_t len)
+{
+	if (!du_wrapped() || cut < first + RECORD_HEADER || cut + 2 >= len)
+		return cut + 1;
+	return len - 1;
+}
+
 /* Truncate the journal at every byte of its last record: recovery keeps
  * the records before it, names the offset, and serves.  Before that, the
  * journal as the kill left it, zeros of its room after the records. */
@@ -933,6 +944,7 @@ START_TEST(test_torn_tail)
 	struct du_conn *c;
 	char path[200];
 	size_t len, end, off[64], n;
+	unsigned cuts = 0;
 	uint8_t *journal;
 	uint64_t far = du_now_ns() + 3600 * DU_S;
 
@@ -964,11 +976,12 @@ START_TEST(test_torn_tail)
 	du_conn_free(c);
 	du_daemon_kill(d);
 	len = end;
-	for (size_t cut = off[n - 1]; cut <= len; cut++) {
+	for (size_t cut = off[n - 1]; cut <= len; cut = next_cut(cut, off[n - 1], len)) {
 		char *log, want[96];
 		size_t seen;
 		bool resumed;
 
+		cuts++;
 		clear_state(d);
 		write_whole(path, journal, cut);
 		log = du_daemon_log(d);
@@ -997,8 +1010,8 @@ START_TEST(test_torn_tail)
 		du_conn_free(c);
 		du_daemon_kill(d);
 	}
-	du_note("journal of %zu bytes cut at each of the %zu offsets of its last record",
-		len, len - off[n - 1] + 1);
+	du_note("journal of %zu bytes cut at %u of the %zu offsets of its last record",
+		len, cuts, len - off[n - 1] + 1);
 	free(journal);
 	du_daemon_free(d);
 }

@@ -123,10 +123,58 @@ bool du_skip_if_wrapped(const char *test, const char *why)
 }
 
 /*
- * argv with the wrapper's words put in front of DU_DAEMON_PATH, in a
- * malloc'd vector (whose strings point into *words, also malloc'd); argv
- * itself when there is no wrapper or no daemon in it.  Runs before fork:
- * the child only execs.
+ * A program of the build tree (bitwheeld, bwctl, the examples) is a
+ * libtool wrapper script that puts the build's library directories on
+ * LD_LIBRARY_PATH and execs dir/.libs/name.  The script costs some 0.1 s
+ * of CPU a run and libtool --mode=execute under valgrind 0.5 s, over a
+ * thousand runs a suite; so the suites run the binary itself, as the
+ * script would: built_path() names it and the child puts
+ * DU_BUILT_LIBS first on LD_LIBRARY_PATH (built_env()).  A build without
+ * shared libraries has no .libs binary: the program is run as it is.
+ */
+#define DU_BUILT_LIBS BW_TOP_BUILDDIR "/wheel/.libs:" BW_TOP_BUILDDIR "/client/.libs"
+
+static const char *built_path(const char *path)
+{
+	static struct { const char *path; char *binary; } seen[16];
+	static size_t nseen;
+	const char *top = BW_TOP_BUILDDIR "/", *base = strrchr(path, '/');
+	char *binary;
+
+	if (strncmp(path, top, strlen(top)) != 0)
+		return path;
+	for (size_t i = 0; i < nseen; i++)
+		if (strcmp(seen[i].path, path) == 0)
+			return seen[i].binary;
+	ck_assert_msg(asprintf(&binary, "%.*s/.libs%s", (int)(base - path), path, base) > 0,
+		      "asprintf: %s", strerror(errno));
+	if (access(binary, X_OK) != 0) {
+		free(binary);
+		return path;
+	}
+	ck_assert_msg(nseen < sizeof(seen) / sizeof(seen[0]), "more built programs than %zu",
+		      sizeof(seen) / sizeof(seen[0]));
+	seen[nseen].path = path;
+	seen[nseen].binary = binary;
+	return seen[nseen++].binary;
+}
+
+/* In the child, before exec: the build's libraries first. */
+static void built_env(void)
+{
+	const char *old = getenv("LD_LIBRARY_PATH");
+	char buf[PATH_MAX * 2];
+
+	snprintf(buf, sizeof(buf), "%s%s%s", DU_BUILT_LIBS, old && *old ? ":" : "",
+		 old ? old : "");
+	setenv("LD_LIBRARY_PATH", buf, 1);
+}
+
+/*
+ * argv to exec, in a malloc'd vector (whose strings point into argv, *words
+ * or built_path()'s names): each program of the build tree as built_path()
+ * names it, and the wrapper's words put in front of DU_DAEMON_PATH.  Runs
+ * before fork: the child only execs.
  */
 static const char *const *wrap_argv(const char *const *argv, char **words)
 {
@@ -135,35 +183,31 @@ static const char *const *wrap_argv(const char *const *argv, char **words)
 	char *save = NULL;
 
 	*words = NULL;
-	if (wrapper() == NULL)
-		return argv;
 	for (n = 0; argv[n] != NULL; n++)
 		if (at == SIZE_MAX && strcmp(argv[n], DU_DAEMON_PATH) == 0)
 			at = n;
-	if (at == SIZE_MAX)
-		return argv;
-	*words = strdup(wrapper());
-	ck_assert_ptr_nonnull(*words);
-	/* A word and its separator take two characters at least. */
-	nw = strlen(*words) / 2 + 1;
+	if (wrapper() != NULL && at != SIZE_MAX) {
+		*words = strdup(wrapper());
+		ck_assert_ptr_nonnull(*words);
+		/* A word and its separator take two characters at least. */
+		nw = strlen(*words) / 2 + 1;
+	}
 	v = calloc(n + nw + 1, sizeof(*v));
 	ck_assert_ptr_nonnull(v);
 	for (size_t i = 0; i < n; i++) {
-		if (i == at)
+		if (i == at && *words != NULL)
 			for (char *w = strtok_r(*words, " \t", &save); w != NULL;
 			     w = strtok_r(NULL, " \t", &save))
 				v[k++] = w;
-		v[k++] = argv[i];
+		v[k++] = built_path(argv[i]);
 	}
 	v[k] = NULL;
 	return v;
 }
 
-static void wrap_free(const char *const *wrapped, const char *const *argv,
-		      char *words)
+static void wrap_free(const char *const *wrapped, char *words)
 {
-	if (wrapped != argv)
-		free((void *)wrapped);
+	free((void *)wrapped);
 	free(words);
 }
 
@@ -822,11 +866,12 @@ void du_daemon_spawn(struct du_daemon *d, const char *const *argv)
 			preload_fault_sync(d);
 		if (d->fake_clock)
 			preload_fake_clock(d);
+		built_env();
 		execvp(run[0], (char *const *)run);
 		dprintf(2, "daemonutil: exec %s: %s\n", run[0], strerror(errno));
 		_exit(127);
 	}
-	wrap_free(run, argv, words);
+	wrap_free(run, words);
 	/* Both sides set the group, so it is in place whichever runs first. */
 	setpgid(pid, pid);
 	close(logfd);
@@ -1882,11 +1927,12 @@ void du_proc_start(struct du_proc *p, const char *const *argv,
 				setenv(name, eq + 1, 1);
 			}
 		}
+		built_env();
 		execvp(run[0], (char *const *)run);
 		dprintf(2, "daemonutil: exec %s: %s\n", run[0], strerror(errno));
 		_exit(127);
 	}
-	wrap_free(run, argv, words);
+	wrap_free(run, words);
 	close(outp[1]);
 	close(errp[1]);
 	close(nullfd);

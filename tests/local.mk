@@ -175,10 +175,10 @@ tests_fakeclock_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 include tests/fuzz.mk
 
 # make check-valgrind: the end-to-end suites again, every bitwheeld they
-# start under valgrind memcheck (BW_TEST_DAEMON_WRAPPER, tests/daemonutil.h)
-# through libtool --mode=execute, so that valgrind runs the daemon and not
-# its libtool wrapper script (which would exec the daemon out of valgrind's
-# reach); every wait and margin scaled by BW_VALGRIND_SLOW.  Tests stop
+# start under valgrind memcheck (BW_TEST_DAEMON_WRAPPER, tests/daemonutil.h;
+# the suites run the daemon's .libs binary, not its libtool wrapper script,
+# which would exec the daemon out of valgrind's reach); every wait and
+# margin scaled by BW_VALGRIND_SLOW.  Tests stop
 # their daemons with SIGTERM under the wrapper, so valgrind writes a leak
 # summary.  It fails when a suite fails (a daemon exiting 99, valgrind's
 # --error-exitcode, fails its test), or when any daemon's log shows an
@@ -220,7 +220,7 @@ $(bw_valgrind_runs): valgrind-run-%: tests/% daemon/bitwheeld client/bwctl valgr
 	@dir=$(bw_valgrind_dir); name=$*; \
 	echo "check-valgrind: tests/$$name started (output: $$dir/$$name.out)"; \
 	BW_TEST_SLOW=$(BW_VALGRIND_SLOW) \
-	BW_TEST_DAEMON_WRAPPER="$(SHELL) $(abs_top_builddir)/libtool --mode=execute $(VALGRIND) $(bw_valgrind_opts) --log-file=$(abs_builddir)/$$dir/$$name.%p.log" \
+	BW_TEST_DAEMON_WRAPPER="$(VALGRIND) $(bw_valgrind_opts) --log-file=$(abs_builddir)/$$dir/$$name.%p.log" \
 	./tests/$$name >$$dir/$$name.out 2>&1; echo $$? >$$dir/$$name.rc; \
 	echo "check-valgrind: tests/$$name done (exit `cat $$dir/$$name.rc`)"
 
