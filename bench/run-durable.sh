@@ -332,7 +332,7 @@ if want throughput; then
 					for (j = 1; j <= nk; j++) {
 						split(order[j], p, SUBSEP)
 						printf "| %s | %s | %d | %.1f | %s | %.0f |\n", p[1], p[2], med(order[j], 1),
-							med(order[j], 2), med(order[j], 3) > 0 ? sprintf("%.1f", med(order[j], 3)) : "-",
+							med(order[j], 2), (med(order[j], 3) > 0 ? sprintf("%.1f", med(order[j], 3)) : "-"),
 							med(order[j], 4)
 					}
 				}' "$tmp/syncs.csv" | sort -t'|' -k2,2 -s
