@@ -1123,8 +1123,9 @@ int bwd_journal_commit(struct bwd_journal *j, bool *covered, uint64_t *wait_ns);
 /* Whether `waiting` records written while a sync of `in_flight` records
  * that began age_ns ago runs should gather (wait) before a sync of their
  * own, when syncs lately take some est_ns (journal.c): true, and *wait_ns
- * how much longer at most, while they are fewer than it covers and it
- * has run less than est_ns. */
+ * how much longer at most, while it covers BWD_SYNC_GATHER_MIN or more,
+ * they are fewer than it covers and it has run less than est_ns. */
+#define BWD_SYNC_GATHER_MIN 16
 bool bwd_sync_gather(uint64_t age_ns, uint64_t est_ns, uint64_t waiting,
 		     uint64_t in_flight, uint64_t *wait_ns);
 /* batch: the eventfd that becomes readable when a sync is done (-1

@@ -18,11 +18,13 @@
  * CPU of its own (tens of us: writeback, the device's doorbell, the
  * wake-ups), so a second sync of the few records that came in right
  * after the first began would double that cost for little: while a sync
- * is in flight, the records written since gather (bwd_sync_gather) until
- * they are as many as it covers, or it has run as long as syncs lately
- * take (est_ns, a moving average: it is late, and they need not wait for
- * the rest of it), or it is done; whichever comes first starts theirs.
- * A lone request finds no sync in flight and starts its own at once.
+ * covering BWD_SYNC_GATHER_MIN records or more is in flight (a load
+ * under which the CPU counts), the records written since gather
+ * (bwd_sync_gather) until they are as many as it covers, or it has run
+ * as long as syncs lately take (est_ns, a moving average: it is late, and
+ * they need not wait for the rest of it), or it is done; whichever comes
+ * first starts theirs.  A lone request finds no sync in flight, or one of
+ * a few records (a fire's, an ack's), and starts its own at once.
  * Each sync's records are counted (bwd_sync_stats.records) as well as
  * its time, so that Stats tells how many records a sync covers.  Each thread
  * syncs through an open file description of its own: an error of
@@ -521,7 +523,8 @@ bool bwd_sync_gather(uint64_t age_ns, uint64_t est_ns, uint64_t waiting,
 		     uint64_t in_flight, uint64_t *wait_ns)
 {
 	*wait_ns = 0;
-	if (waiting >= in_flight || age_ns >= est_ns)
+	if (in_flight < BWD_SYNC_GATHER_MIN || waiting >= in_flight ||
+	    age_ns >= est_ns)
 		return false;
 	*wait_ns = est_ns - age_ns;
 	return true;

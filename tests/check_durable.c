@@ -927,8 +927,9 @@ END_TEST
  * written just after a big sync began wait before a sync of their own,
  * and not for all of it.  Eight syncs of T (100 ms, scaled) teach the
  * daemon what a sync takes (a moving average: some 0.66 T by then); then
- * 16 named Schedules in one write start sync A, made to take 4 T, and one
- * on another connection T/10 later is no more than a sixteenth of A: its
+ * 32 named Schedules in one write start sync A, made to take 4 T (a load:
+ * BWD_SYNC_GATHER_MIN records or more), and one on another connection
+ * T/10 later is a thirty-second of A: its
  * sync begins once A has run about as long as syncs take (0.66 T, checked
  * at over T/3 after A began), not at once (a sync of one record, then
  * another...), and before A is done (A is late, and the lone record need
@@ -937,7 +938,7 @@ END_TEST
  */
 START_TEST(test_sync_gather)
 {
-	enum { TRAIN = 8, N = 16 };
+	enum { TRAIN = 8, N = 32 };
 	struct du_daemon *d = du_daemon_new();
 	struct du_sync_step plan[TRAIN + 2];
 	struct du_sync_call *log, *a = NULL, *b = NULL;

@@ -1583,10 +1583,11 @@ END_TEST
 
 /*
  * The journal's gathering (daemon/journal.c, bwd_sync_gather): records
- * written while a sync is in flight wait for a sync of their own only
- * while they are fewer than it covers and it has run less than syncs
- * lately take; the wait is what is left of that time.  No estimate yet
- * (no sync done): no wait.
+ * written while a sync of BWD_SYNC_GATHER_MIN records or more is in
+ * flight wait for a sync of their own only while they are fewer than it
+ * covers and it has run less than syncs lately take; the wait is what is
+ * left of that time.  No estimate yet (no sync done), or a sync of fewer
+ * records in flight: no wait.
  */
 START_TEST(test_sync_gather)
 {
@@ -1608,6 +1609,11 @@ START_TEST(test_sync_gather)
 	/* The first syncs, with nothing to go by. */
 	ck_assert(!bwd_sync_gather(0, 0, 1, 100, &w));
 	ck_assert_uint_eq(w, 0);
+	/* A light load: a sync of a few records (a request, a fire, an
+	 * ack) does not hold up the next request's. */
+	ck_assert(!bwd_sync_gather(10000, 150000, 1, BWD_SYNC_GATHER_MIN - 1, &w));
+	ck_assert_uint_eq(w, 0);
+	ck_assert(bwd_sync_gather(10000, 150000, 1, BWD_SYNC_GATHER_MIN, &w));
 }
 END_TEST
 
