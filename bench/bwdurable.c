@@ -54,6 +54,13 @@
  *       while its file system has room: a line each ("appends", "into
  *       room").  The floor a lone request's round trip cannot beat.
  *
+ *   bwdurable syncs --socket S
+ *       One line of the daemon's journal counters, for a phase's before
+ *       and after (run-durable.sh): syncs=N (fdatasyncs done), sync_ns=T
+ *       (their time), records=R (journal records the syncs made durable)
+ *       and requests=Q (Schedule, Cancel and Ack requests read, each of
+ *       which a named session journals).  Root's alone (Stats' metrics).
+ *
  * Every loop is bounded in time; a child that overruns is killed.
  */
 #define _GNU_SOURCE
@@ -602,6 +609,30 @@ static int cmd_synclat(const struct opts *o)
 	return 0;
 }
 
+/* ---- syncs ------------------------------------------------------------------------ */
+
+static int cmd_syncs(const struct opts *o)
+{
+	struct bwc_client *c;
+	struct bwc_metrics m;
+	struct bwc_histogram h[BWC_HISTOGRAMS];
+
+	if (bwc_new(&c) != 0)
+		die("out of memory");
+	bwc_set_timeout(c, (int64_t)o->timeout_ms * (int64_t)MS);
+	if (bwc_connect(c, o->socket, NULL) != 0 ||
+	    bwc_metrics_histograms(c, NULL, &m, h, BWC_HISTOGRAMS) != 0)
+		die("syncs: %s", bwc_errmsg(c));
+	if (!m.present)
+		die("syncs: no metrics from the daemon (they are root's)");
+	printf("syncs=%" PRIu64 " sync_ns=%" PRIu64 " records=%" PRIu64 " requests=%" PRIu64 "\n",
+	       m.journal_syncs, m.journal_sync_ns_total,
+	       h[BWC_HISTOGRAM_JOURNAL_SYNC_RECORDS].sum_ns,
+	       m.requests[3] + m.requests[4] + m.requests[12]);
+	bwc_free(c);
+	return 0;
+}
+
 /* ---- main ------------------------------------------------------------------------ */
 
 static void usage(FILE *f)
@@ -612,7 +643,8 @@ static void usage(FILE *f)
 	      "                       [--expect T]\n"
 	      "       bwdurable stall --socket S --state-dir DIR [--duration-ms D] [--rate R]\n"
 	      "                       [--depth K] [--name P] [--margin-ms M]\n"
-	      "       bwdurable synclat --state-dir DIR [--syncs N] [--bytes B]\n", f);
+	      "       bwdurable synclat --state-dir DIR [--syncs N] [--bytes B]\n"
+	      "       bwdurable syncs --socket S\n", f);
 }
 
 int main(int argc, char **argv)
@@ -701,6 +733,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "ready"))
 		return cmd_ready(&o);
+	if (!strcmp(cmd, "syncs"))
+		return cmd_syncs(&o);
 	if (!strcmp(cmd, "stall")) {
 		if (!o.depth)
 			o.depth = 16;

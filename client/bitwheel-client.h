@@ -1000,6 +1000,10 @@ enum bwc_histogram_id {
 	 * a duration: le_ns holds hand-out counts, and sum_ns reads 0 (the
 	 * daemon sends no sum). */
 	BWC_HISTOGRAM_DELIVERIES,
+	/* Journal syncs by the records each made durable.  Not a duration
+	 * either: le_ns holds record counts, and sum_ns the records of all
+	 * the syncs. */
+	BWC_HISTOGRAM_JOURNAL_SYNC_RECORDS,
 	BWC_HISTOGRAMS               /* how many this header knows          */
 };
 #define BWC_HISTOGRAM_BOUNDS 24

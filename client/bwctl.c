@@ -2597,6 +2597,7 @@ static void print_storage(const struct scrape *x)
 {
 	const struct bwc_metrics *m = &x->m;
 	const struct bwc_histogram *sync = &x->h[BWC_HISTOGRAM_JOURNAL_SYNC];
+	const struct bwc_histogram *recs = &x->h[BWC_HISTOGRAM_JOURNAL_SYNC_RECORDS];
 
 	one("storage_down", "gauge",
 	    "1 while the state directory cannot be written.", m->storage_down);
@@ -2604,6 +2605,15 @@ static void print_storage(const struct scrape *x)
 		family("journal_sync_seconds", "histogram",
 		       "Time each journal sync (fdatasync) took.");
 		print_histogram(sync, "journal_sync_seconds", NULL);
+	}
+	if (recs->bounds) {
+		family("journal_sync_records", "histogram",
+		       "Journal syncs by the records each made durable; no _sum "
+		       "(journal_records_total).");
+		histogram("journal_sync_records", NULL, recs->bounds, recs->le_ns,
+			  recs->bucket, recs->count, NO_SUM);
+		one("journal_records_total", "counter",
+		    "Journal records made durable by syncs.", recs->sum_ns);
 	}
 	one_seconds("journal_sync_last_seconds", "gauge",
 		    "The last journal sync's time.", m->journal_sync_ns_last);

@@ -2570,6 +2570,10 @@ static void copy_histograms(const Bitwheel__V1__Metrics *m,
 	copy_histogram(h, n, BWC_HISTOGRAM_DELIVERIES, m->deliveries_le,
 		       m->n_deliveries_le, m->deliveries_bucket,
 		       m->n_deliveries_bucket, 0);
+	copy_histogram(h, n, BWC_HISTOGRAM_JOURNAL_SYNC_RECORDS,
+		       m->journal_sync_records_le, m->n_journal_sync_records_le,
+		       m->journal_sync_records_bucket,
+		       m->n_journal_sync_records_bucket, m->journal_records);
 }
 
 static void copy_process(const Bitwheel__V1__Metrics *m, struct bwc_process *p)

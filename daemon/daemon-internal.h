@@ -1079,12 +1079,20 @@ static inline void bwd_hist_since(struct bwd_hist *h, uint64_t from_ns,
 		1000000, 2500000, 5000000, 10000000, 25000000, 50000000,      \
 		100000000, 250000000, 500000000, 1000000000 }
 
+/* The records a journal sync made durable (journal.c): 1 to 32768. */
+#define BWD_SYNC_RECORDS_BOUNDS 16
+#define BWD_SYNC_RECORDS_LE { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, \
+		2048, 4096, 8192, 16384, 32768 }
+
 /* Journal syncs (fdatasync) from the daemon's start, over every journal
  * generation: journal.c adds each as the loop learns it is done. */
 struct bwd_sync_stats {
 	uint64_t count;
 	uint64_t last_ns, max_ns;
 	struct bwd_hist hist;      /* by BWD_SYNC_LE_NS; sum_ns: the total */
+	/* By BWD_SYNC_RECORDS_LE, the records each made durable; sum_ns:
+	 * all of them (a count, not a time). */
+	struct bwd_hist records;
 };
 
 /* Create journal.<generation> in the directory dirfd, header written and
@@ -1105,11 +1113,21 @@ int bwd_journal_sync(struct bwd_journal *j);
 /*
  * The end of a loop turn: write what was appended (one write); with
  * --fsync=batch start a sync thread on it unless BWD_SYNCS_IN_FLIGHT are
- * (*covered: a sync in flight, begun now or before, covers everything
- * written so far), otherwise make it durable now (always: one fdatasync
- * for the whole turn).  0 or -errno.
+ * or the records are gathering while one is (*covered: a sync in flight,
+ * begun now or before, covers everything written so far; *wait_ns, not
+ * 0: commit again that much later at the latest, when the gathering
+ * ends), otherwise make it durable now (always: one fdatasync for the
+ * whole turn).  0 or -errno.
  */
-int bwd_journal_commit(struct bwd_journal *j, bool *covered);
+int bwd_journal_commit(struct bwd_journal *j, bool *covered, uint64_t *wait_ns);
+/* Whether `waiting` records written while a sync of `in_flight` records
+ * that began age_ns ago runs should gather (wait) before a sync of their
+ * own, when syncs lately take some est_ns (journal.c): true, and *wait_ns
+ * how much longer at most, while it covers BWD_SYNC_GATHER_MIN or more,
+ * they are fewer than it covers and it has run less than est_ns. */
+#define BWD_SYNC_GATHER_MIN 16
+bool bwd_sync_gather(uint64_t age_ns, uint64_t est_ns, uint64_t waiting,
+		     uint64_t in_flight, uint64_t *wait_ns);
 /* batch: the eventfd that becomes readable when a sync is done (-1
  * otherwise); then bwd_journal_synced() takes its result.  0 or -errno. */
 int bwd_journal_event_fd(const struct bwd_journal *j);
@@ -1409,6 +1427,7 @@ struct bwd_reply {
 	uint64_t late_le[BWD_LATENESS_BOUNDS];
 	uint64_t deliveries_le[BWD_DELIVERIES_BOUNDS];
 	uint64_t sync_le[BWD_SYNC_BOUNDS];
+	uint64_t sync_records_le[BWD_SYNC_RECORDS_BOUNDS];
 	char message[256];
 	bool none;                     /* nothing to send (an Ack without id) */
 	bool close;                    /* close once it is written           */

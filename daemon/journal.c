@@ -10,11 +10,23 @@
  * everything written so far, while the loop goes on serving; when it is
  * done it says so on an eventfd (bwd_journal_event_fd) and the loop reads
  * what is durable (bwd_journal_synced).  There are BWD_SYNCS_IN_FLIGHT
- * such threads: records written while a sync runs start the next sync at
- * once on another thread, so that a request waits for the sync that
- * covers it, not also for the rest of one that began before it.  The
- * kernel overlaps them (the later sync waits for the earlier's pages
- * only, and the block layer merges their cache flushes).  Each thread
+ * such threads: records written while a sync runs may start the next sync
+ * on another thread, so that a request waits for the sync that covers
+ * it, not also for the rest of one that began before it.  The kernel
+ * overlaps them (the later sync waits for the earlier's pages only, and
+ * the block layer merges their cache flushes).  But each fdatasync costs
+ * CPU of its own (tens of us: writeback, the device's doorbell, the
+ * wake-ups), so a second sync of the few records that came in right
+ * after the first began would double that cost for little: while a sync
+ * covering BWD_SYNC_GATHER_MIN records or more is in flight (a load
+ * under which the CPU counts), the records written since gather
+ * (bwd_sync_gather) until they are as many as it covers, or it has run
+ * as long as syncs lately take (est_ns, a moving average: it is late, and
+ * they need not wait for the rest of it), or it is done; whichever comes
+ * first starts theirs.  A lone request finds no sync in flight, or one of
+ * a few records (a fire's, an ack's), and starts its own at once.
+ * Each sync's records are counted (bwd_sync_stats.records) as well as
+ * its time, so that Stats tells how many records a sync covers.  Each thread
  * syncs through an open file description of its own: an error of
  * writeback is reported once per description (errseq), and on a shared
  * one whichever sync looked first would take it from the other, which
@@ -54,7 +66,8 @@
  * is one write per loop turn, and under always one fdatasync too; the
  * loop never waits for the disk under batch, and there are at most
  * BWD_SYNCS_IN_FLIGHT fdatasyncs in flight, each covering more than the
- * one before it.
+ * one before it; a commit that gathers asks the store for a timer (its
+ * *wait_ns) to commit again when the gathering ends.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -90,6 +103,11 @@ struct bwd_journal {
 	bool prealloc;             /* room ahead may still be allocated      */
 	uint64_t durable;          /* bytes known to be on disk (loop's copy) */
 	uint64_t asked;            /* the newest sync began for this much    */
+	uint64_t recs;             /* records written (in size)              */
+	uint64_t buf_recs;         /* records in buf                         */
+	uint64_t durable_recs;     /* records in durable                     */
+	uint64_t asked_recs;       /* records in asked                       */
+	uint64_t est_ns;           /* syncs' recent time, for gathering      */
 	/* The sync threads (batch only); mu guards stop and the slots'
 	 * go, done, err and ns. */
 	bool threaded;
@@ -106,6 +124,9 @@ struct bwd_journal {
 		bool busy;         /* loop: began, result not yet taken       */
 		uint64_t seq;      /* loop: which sync, in order begun        */
 		uint64_t upto;     /* loop: the file's size when it began     */
+		uint64_t recs;     /* loop: the records written by then       */
+		uint64_t from_recs; /* loop: ... and by the sync before it    */
+		uint64_t began_ns; /* loop: when                              */
 		bool go;           /* a sync to run                           */
 		bool done;
 		int err;
@@ -114,15 +135,22 @@ struct bwd_journal {
 	struct bwd_sync_stats *stats; /* where syncs are counted, or NULL   */
 };
 
-static void count_sync(struct bwd_journal *j, uint64_t ns)
+/* A sync that made durable the records up to recs, in ns. */
+static void count_sync(struct bwd_journal *j, uint64_t ns, uint64_t recs)
 {
 	static const uint64_t le[BWD_SYNC_BOUNDS] = BWD_SYNC_LE_NS;
+	static const uint64_t rle[BWD_SYNC_RECORDS_BOUNDS] = BWD_SYNC_RECORDS_LE;
 	struct bwd_sync_stats *s = j->stats;
 
+	/* A moving average over some 8 syncs: what the next will take. */
+	j->est_ns = j->est_ns ? j->est_ns - j->est_ns / 8 + ns / 8 : ns;
+	recs = recs > j->durable_recs ? recs - j->durable_recs : 0;
+	j->durable_recs += recs;
 	if (!s)
 		return;
 	s->count++;
 	bwd_hist_add(&s->hist, le, BWD_SYNC_BOUNDS, ns);
+	bwd_hist_add(&s->records, rle, BWD_SYNC_RECORDS_BOUNDS, recs);
 	s->last_ns = ns;
 	if (ns > s->max_ns)
 		s->max_ns = ns;
@@ -445,6 +473,7 @@ int bwd_journal_append(struct bwd_journal *j, const struct bwd_record *r,
 	}
 	n = bwd_record_pack(r, j->buf + j->len);
 	j->len += n;
+	j->buf_recs++;
 	*bytes = n;
 	return 0;
 }
@@ -463,9 +492,13 @@ int bwd_journal_write(struct bwd_journal *j)
 		return fail(j, err, "write");
 	j->size += j->len;
 	j->len = 0;
+	j->recs += j->buf_recs;
+	j->buf_recs = 0;
 	/* A crash of the daemon alone keeps what the kernel has. */
-	if (j->fsync == BWD_FSYNC_NEVER)
+	if (j->fsync == BWD_FSYNC_NEVER) {
 		j->durable = j->size;
+		j->durable_recs = j->recs;
+	}
 	return 0;
 }
 
@@ -480,18 +513,31 @@ int bwd_journal_sync(struct bwd_journal *j)
 
 		if (fdatasync(j->fd) < 0)
 			return fail(j, -errno, "fdatasync");
-		count_sync(j, bw_now_ns() - t0);
+		count_sync(j, bw_now_ns() - t0, j->recs);
 		j->durable = j->size;
 	}
 	return 0;
 }
 
-int bwd_journal_commit(struct bwd_journal *j, bool *covered)
+bool bwd_sync_gather(uint64_t age_ns, uint64_t est_ns, uint64_t waiting,
+		     uint64_t in_flight, uint64_t *wait_ns)
 {
-	struct sync_slot *t = NULL;
+	*wait_ns = 0;
+	if (in_flight < BWD_SYNC_GATHER_MIN || waiting >= in_flight ||
+	    age_ns >= est_ns)
+		return false;
+	*wait_ns = est_ns - age_ns;
+	return true;
+}
+
+int bwd_journal_commit(struct bwd_journal *j, bool *covered, uint64_t *wait_ns)
+{
+	struct sync_slot *t = NULL, *newest = NULL;
+	uint64_t now;
 	int err;
 
 	*covered = false;
+	*wait_ns = 0;
 	if (!j->threaded)
 		return bwd_journal_sync(j);
 	err = bwd_journal_write(j);
@@ -502,14 +548,28 @@ int bwd_journal_commit(struct bwd_journal *j, bool *covered)
 		*covered = true;
 		return 0;
 	}
-	for (unsigned i = 0; i < BWD_SYNCS_IN_FLIGHT && !t; i++)
-		if (!j->slot[i].busy)
-			t = &j->slot[i];
+	for (unsigned i = 0; i < BWD_SYNCS_IN_FLIGHT; i++) {
+		struct sync_slot *u = &j->slot[i];
+
+		if (!u->busy)
+			t = u;
+		else if (!newest || u->seq > newest->seq)
+			newest = u;
+	}
 	/* All in flight: the first to finish lets the next begin. */
 	if (!t)
 		return 0;
+	now = bw_now_ns();
+	/* One in flight: the records gather for a while (see the top). */
+	if (newest && bwd_sync_gather(now - newest->began_ns, j->est_ns,
+				      j->recs - j->asked_recs,
+				      newest->recs - newest->from_recs, wait_ns))
+		return 0;
 	t->busy = true;
 	t->seq = ++j->seq;
+	t->began_ns = now;
+	t->from_recs = j->asked_recs;
+	t->recs = j->asked_recs = j->recs;
 	t->upto = j->asked = j->size;
 	pthread_mutex_lock(&j->mu);
 	t->go = true;
@@ -548,7 +608,7 @@ int bwd_journal_synced(struct bwd_journal *j)
 		err = t->err;
 		if (!err) {
 			j->durable = t->upto;
-			count_sync(j, t->ns);
+			count_sync(j, t->ns, t->recs);
 		}
 	}
 	pthread_mutex_unlock(&j->mu);

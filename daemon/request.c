@@ -946,6 +946,7 @@ static void fill_metrics(struct bwd_env *env, struct bwd_reply *out)
 {
 	static const uint64_t late_le[BWD_LATENESS_BOUNDS] = BWD_LATENESS_LE_NS;
 	static const uint64_t sync_le[BWD_SYNC_BOUNDS] = BWD_SYNC_LE_NS;
+	static const uint64_t sync_records_le[BWD_SYNC_RECORDS_BOUNDS] = BWD_SYNC_RECORDS_LE;
 	const struct bwd_hist *one = bwd_state_lateness(env->state, BW_LANE_ONESHOT);
 	const struct bwd_hist *per = bwd_state_lateness(env->state, BW_LANE_PERIODIC);
 	const struct bwd_hist *wait1 = bwd_state_queue_wait(env->state, BW_LANE_ONESHOT);
@@ -1029,6 +1030,13 @@ static void fill_metrics(struct bwd_env *env, struct bwd_reply *out)
 	mr->journal_sync_le_ns = out->sync_le;
 	mr->n_journal_sync_bucket = BWD_SYNC_BOUNDS + 1;
 	mr->journal_sync_bucket = (uint64_t *)st->syncs.hist.bucket;
+	memcpy(out->sync_records_le, sync_records_le, sizeof(sync_records_le));
+	mr->n_journal_sync_records_le = BWD_SYNC_RECORDS_BOUNDS;
+	mr->journal_sync_records_le = out->sync_records_le;
+	mr->n_journal_sync_records_bucket = BWD_SYNC_RECORDS_BOUNDS + 1;
+	mr->journal_sync_records_bucket = (uint64_t *)st->syncs.records.bucket;
+	mr->has_journal_records = 1;
+	mr->journal_records = st->syncs.records.sum_ns;
 	mr->has_snapshots = 1;
 	mr->snapshots = st->snapshots;
 	mr->has_snapshot_age_ns = st->snapshots != 0;

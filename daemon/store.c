@@ -40,7 +40,10 @@
  *
  * Running: the server calls bwd_store_commit() at the end of every loop
  * turn (group commit): what the turn journaled is written, and a sync of
- * it starts in one of the journal's threads; the output held meanwhile is
+ * it starts in one of the journal's threads, or once the records have
+ * gathered while another is in flight (journal.c: then the gather timer
+ * makes a loop turn to commit them at the latest when the gathering
+ * ends); the output held meanwhile is
  * marked with its position (journals one after another: pos_base), and
  * when a sync is done (its eventfd, on_synced) the server releases the
  * output whose position it reached.  A snapshot
@@ -122,6 +125,7 @@ struct bwd_store {
 	struct bwd_state *state;
 	struct event_base *base;
 	struct event *synced;      /* the journal's "a sync is done"         */
+	struct event *gather;      /* the end of a gathering (commit)        */
 	void (*durable)(void *arg, uint64_t upto);
 	void *arg;
 	/* Positions in all journals one after another (bwd_store_commit):
@@ -921,6 +925,15 @@ static void on_child(evutil_socket_t sig, short what, void *arg)
 	}
 }
 
+/* The records waiting for a sync have gathered long enough (journal.c):
+ * the loop turn this ends commits them. */
+static void on_gather(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+}
+
 static void on_synced(evutil_socket_t fd, short what, void *arg)
 {
 	struct bwd_store *s = arg;
@@ -941,14 +954,20 @@ enum bwd_commit bwd_store_commit(struct bwd_store *s, uint64_t *upto)
 {
 	enum bwd_commit done = BWD_COMMIT_WAIT;
 	bool covered = false;
-	uint64_t now = bw_now_ns();
+	uint64_t now = bw_now_ns(), wait_ns = 0;
 
 	/* The reserve grows before the journal it must answer for. */
 	if (!s->pub->down)
 		reserve_check(s, now);
 	if (s->journal && !bwd_journal_error(s->journal, NULL) &&
-	    bwd_journal_commit(s->journal, &covered))
+	    bwd_journal_commit(s->journal, &covered, &wait_ns))
 		journal_failed(s);
+	if (wait_ns && !evtimer_pending(s->gather, NULL)) {
+		struct timeval tv = { (time_t)(wait_ns / 1000000000u),
+				      (suseconds_t)(wait_ns % 1000000000u / 1000u + 1) };
+
+		evtimer_add(s->gather, &tv);
+	}
 	if (s->pub->down)
 		return BWD_COMMIT_WAIT;
 	if (covered)
@@ -1085,7 +1104,8 @@ int bwd_store_open(const struct bwd_store_options *opt, struct bwd_state *st,
 		goto fail;
 	s->sigchld = evsignal_new(base, SIGCHLD, on_child, s);
 	s->retry = evtimer_new(base, on_retry, s);
-	if (!s->sigchld || !s->retry || event_add(s->sigchld, NULL)) {
+	s->gather = evtimer_new(base, on_gather, s);
+	if (!s->sigchld || !s->retry || !s->gather || event_add(s->sigchld, NULL)) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -1141,6 +1161,8 @@ void bwd_store_free(struct bwd_store *s)
 		event_free(s->sigchld);
 	if (s->retry)
 		event_free(s->retry);
+	if (s->gather)
+		event_free(s->gather);
 	if (s->pub)
 		use_journal(s, NULL);
 	if (s->lockfd >= 0)

@@ -922,6 +922,97 @@ START_TEST(test_sync_error_second_of_two)
 }
 END_TEST
 
+/*
+ * Group commit gathers (--fsync=batch, daemon/journal.c): a few records
+ * written just after a big sync began wait before a sync of their own,
+ * and not for all of it.  Eight syncs of T (100 ms, scaled) teach the
+ * daemon what a sync takes (a moving average: some 0.66 T by then); then
+ * 32 named Schedules in one write start sync A, made to take 4 T (a load:
+ * BWD_SYNC_GATHER_MIN records or more), and one on another connection
+ * T/10 later is a thirty-second of A: its
+ * sync begins once A has run about as long as syncs take (0.66 T, checked
+ * at over T/3 after A began), not at once (a sync of one record, then
+ * another...), and before A is done (A is late, and the lone record need
+ * not wait for the rest of it); its reply comes after its own sync
+ * returned.
+ */
+START_TEST(test_sync_gather)
+{
+	enum { TRAIN = 8, N = 32 };
+	struct du_daemon *d = du_daemon_new();
+	struct du_sync_step plan[TRAIN + 2];
+	struct du_sync_call *log, *a = NULL, *b = NULL;
+	struct du_buf buf = { 0 };
+	struct du_conn *c, *lone;
+	unsigned t_ms = (unsigned)du_scale_ms(100);
+	uint64_t t = (uint64_t)t_ms * DU_MS, t0, sent_lone, key = 0;
+	size_t n;
+
+	for (unsigned i = 0; i < TRAIN; i++)
+		plan[i] = (struct du_sync_step){ t_ms, 0 };
+	plan[TRAIN] = (struct du_sync_step){ 4 * t_ms, 0 };
+	plan[TRAIN + 1] = (struct du_sync_step){ 0, 0 };
+	du_fault_sync(d, 0, 0);
+	start_durable(d, "--fsync=batch");
+	c = du_open(d, "gather-a");
+	lone = du_open(d, "gather-b");
+	du_fault_sync_plan(d, plan, TRAIN + 2);
+	for (unsigned i = 0; i < TRAIN; i++) {
+		struct du_sched s = { .key = ++key, .when = DU_DELAY, .when_ns = 3600 * DU_S };
+
+		du_send_schedule(c, key, &s);
+		bwp_frame_free(du_expect_reply(c, key, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY));
+	}
+	for (unsigned i = 0; i < N; i++) {
+		struct du_sched s = { .key = ++key, .when = DU_DELAY, .when_ns = 3600 * DU_S };
+
+		du_pack_schedule(&buf, key, &s);
+	}
+	t0 = du_now_ns();
+	du_send_buf(c, &buf);
+	du_sleep_ms(t_ms / 10);
+	{
+		struct du_sched s = { .key = ++key, .when = DU_DELAY, .when_ns = 3600 * DU_S };
+
+		sent_lone = du_now_ns();
+		du_send_schedule(lone, key, &s);
+	}
+	bwp_frame_free(du_expect_reply(lone, key, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY));
+	for (unsigned i = 0; i < N; i++)
+		bwp_frame_free(du_expect_reply(c, key - N + i,
+					       BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY));
+	n = du_fault_sync_log(d, &log);
+	/* A: the first sync to begin after the burst; B: the next. */
+	for (size_t i = 0; i < n; i++)
+		if (log[i].begin_ns >= t0 && (!a || log[i].begin_ns < a->begin_ns))
+			a = &log[i];
+	ck_assert_ptr_nonnull(a);
+	for (size_t i = 0; i < n; i++)
+		if (log[i].begin_ns > a->begin_ns && (!b || log[i].begin_ns < b->begin_ns))
+			b = &log[i];
+	ck_assert_ptr_nonnull(b);
+	du_note("syncs of %u ms, then one of %u ms: the lone record's sync began %.1f ms after it (the lone Schedule %.1f ms after it), A returned after %.1f ms, the lone reply after %.1f ms",
+		t_ms, 4 * t_ms, (b->begin_ns - a->begin_ns) / 1e6,
+		(sent_lone - a->begin_ns) / 1e6, (a->end_ns - a->begin_ns) / 1e6,
+		(lone->rx_ns - a->begin_ns) / 1e6);
+	ck_assert_msg(b->begin_ns >= a->begin_ns + t / 3,
+		      "a sync of one record began %.1f ms after a sync of %d in flight, which syncs of %u ms had taught to gather for",
+		      (b->begin_ns - a->begin_ns) / 1e6, N, t_ms);
+	ck_assert_msg(b->begin_ns < a->end_ns,
+		      "the lone record's sync began only once the late sync of %d was done (%.1f ms)",
+		      N, (a->end_ns - a->begin_ns) / 1e6);
+	ck_assert_msg(lone->rx_ns >= b->end_ns,
+		      "the lone reply came %.1f ms before its sync returned",
+		      (b->end_ns - lone->rx_ns) / 1e6);
+	free(log);
+	du_buf_free(&buf);
+	du_fault_sync(d, 0, 0);
+	du_conn_free(lone);
+	du_conn_free(c);
+	du_daemon_free(d);
+}
+END_TEST
+
 /* ---- files --------------------------------------------------------------- */
 
 /* Where test_torn_tail cuts after cut, in a last record from first to
@@ -2031,6 +2122,7 @@ static Suite *durable_suite(void)
 	tcase_add_test(tc, test_sync_overlap);
 	tcase_add_test(tc, test_sync_error_first_of_two);
 	tcase_add_test(tc, test_sync_error_second_of_two);
+	tcase_add_test(tc, test_sync_gather);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("files");

@@ -1579,6 +1579,96 @@ START_TEST(test_cancel_both_lanes)
 }
 END_TEST
 
+/* ---- group commit ------------------------------------------------------------ */
+
+/*
+ * The journal's gathering (daemon/journal.c, bwd_sync_gather): records
+ * written while a sync of BWD_SYNC_GATHER_MIN records or more is in
+ * flight wait for a sync of their own only while they are fewer than it
+ * covers and it has run less than syncs lately take; the wait is what is
+ * left of that time.  No estimate yet (no sync done), or a sync of fewer
+ * records in flight: no wait.
+ */
+START_TEST(test_sync_gather)
+{
+	uint64_t w;
+
+	/* A few records right after a big sync began: they gather. */
+	ck_assert(bwd_sync_gather(10000, 150000, 3, 100, &w));
+	ck_assert_uint_eq(w, 140000);
+	ck_assert(bwd_sync_gather(0, 150000, 99, 100, &w));
+	ck_assert_uint_eq(w, 150000);
+	/* As many as it covers, or more: a sync of their own at once. */
+	ck_assert(!bwd_sync_gather(10000, 150000, 100, 100, &w));
+	ck_assert_uint_eq(w, 0);
+	ck_assert(!bwd_sync_gather(10000, 150000, 1000, 100, &w));
+	/* It has run as long as syncs take: it is late, they go. */
+	ck_assert(!bwd_sync_gather(150000, 150000, 1, 100, &w));
+	ck_assert_uint_eq(w, 0);
+	ck_assert(!bwd_sync_gather(10000000, 150000, 1, 100, &w));
+	/* The first syncs, with nothing to go by. */
+	ck_assert(!bwd_sync_gather(0, 0, 1, 100, &w));
+	ck_assert_uint_eq(w, 0);
+	/* A light load: a sync of a few records (a request, a fire, an
+	 * ack) does not hold up the next request's. */
+	ck_assert(!bwd_sync_gather(10000, 150000, 1, BWD_SYNC_GATHER_MIN - 1, &w));
+	ck_assert_uint_eq(w, 0);
+	ck_assert(bwd_sync_gather(10000, 150000, 1, BWD_SYNC_GATHER_MIN, &w));
+}
+END_TEST
+
+/*
+ * Each sync counts the records it made durable (Stats' journal records
+ * histogram): under --fsync=always one sync per commit, of exactly the
+ * records appended since the last; a commit with nothing new syncs
+ * nothing and counts nothing.
+ */
+START_TEST(test_sync_records_counted)
+{
+	static const unsigned batches[] = { 1, 3, 0, 40, 2 };
+	char dir[] = "/tmp/check_state.XXXXXX", name[32];
+	struct bwd_sync_stats ss = { 0 };
+	struct bwd_journal *j;
+	uint64_t total = 0, syncs = 0, key = 0;
+	int dirfd;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	dirfd = open(dir, O_DIRECTORY | O_RDONLY);
+	ck_assert_int_ge(dirfd, 0);
+	ck_assert_int_eq(bwd_journal_open(dirfd, 1, BWD_FSYNC_ALWAYS, &j), 0);
+	bwd_journal_count_syncs(j, &ss);
+	for (size_t b = 0; b < sizeof(batches) / sizeof(batches[0]); b++) {
+		uint64_t wait_ns;
+		bool covered;
+
+		for (unsigned i = 0; i < batches[b]; i++) {
+			struct bwd_record r = { .type = BWD_REC_CANCEL, .sid = 1,
+						.key = ++key };
+			size_t n;
+
+			ck_assert_int_eq(bwd_journal_append(j, &r, &n), 0);
+		}
+		ck_assert_int_eq(bwd_journal_commit(j, &covered, &wait_ns), 0);
+		ck_assert(!covered);
+		ck_assert_uint_eq(wait_ns, 0);
+		total += batches[b];
+		syncs += batches[b] != 0;
+		ck_assert_uint_eq(ss.count, syncs);
+		ck_assert_uint_eq(ss.records.sum_ns, total);
+	}
+	/* 1 in le 1, 2 and 3 in le 2 and le 4, 40 in le 64. */
+	ck_assert_uint_eq(ss.records.bucket[0], 1);
+	ck_assert_uint_eq(ss.records.bucket[1], 1);
+	ck_assert_uint_eq(ss.records.bucket[2], 1);
+	ck_assert_uint_eq(ss.records.bucket[6], 1);
+	bwd_journal_close(j);
+	bwd_journal_name(1, name);
+	ck_assert_int_eq(unlinkat(dirfd, name, 0), 0);
+	close(dirfd);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("state");
@@ -1608,6 +1698,10 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_calendar_durable);
 	tcase_add_loop_test(tc, test_coalesce_windows, 0, 2);
 	tcase_add_test(tc, test_coalesce_one_batch);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("group commit");
+	tcase_add_test(tc, test_sync_gather);
+	tcase_add_test(tc, test_sync_records_counted);
 	suite_add_tcase(s, tc);
 	return s;
 }

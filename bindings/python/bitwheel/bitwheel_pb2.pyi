@@ -396,7 +396,7 @@ class ListTimersReply(_message.Message):
     def __init__(self, timers: _Optional[_Iterable[_Union[TimerInfo, _Mapping]]] = ..., more: bool = ..., cursor: _Optional[int] = ..., total: _Optional[int] = ..., owner_uid: _Optional[int] = ..., now_ns: _Optional[int] = ..., realtime_ns: _Optional[int] = ...) -> None: ...
 
 class Metrics(_message.Message):
-    __slots__ = ["accepted", "ack_latency_bucket", "ack_latency_sum_ns", "dead_lettered", "deliveries_bucket", "deliveries_le", "disconnects_closed", "disconnects_error", "disconnects_no_memory", "errors", "fire_writes", "fires_coalesced", "fires_delivered", "journal_sync_bucket", "journal_sync_le_ns", "journal_sync_ns_last", "journal_sync_ns_max", "journal_sync_ns_total", "journal_syncs", "kicked", "lateness_bucket", "lateness_le_ns", "lateness_sum_ns", "periodic_lateness_bucket", "periodic_lateness_sum_ns", "periodic_queue_wait_bucket", "periodic_queue_wait_sum_ns", "process_cpu_ns", "process_max_fds", "process_open_fds", "process_resident_bytes", "process_start_time_ns", "process_virtual_bytes", "queue_wait_bucket", "queue_wait_sum_ns", "refused_max_clients", "refused_memory", "refused_uid_budget", "released", "requests", "slow_consumer_disconnects", "snapshot_age_ns", "snapshot_ns_last", "snapshot_ns_total", "snapshots", "storage", "storage_down", "touched"]
+    __slots__ = ["accepted", "ack_latency_bucket", "ack_latency_sum_ns", "dead_lettered", "deliveries_bucket", "deliveries_le", "disconnects_closed", "disconnects_error", "disconnects_no_memory", "errors", "fire_writes", "fires_coalesced", "fires_delivered", "journal_records", "journal_sync_bucket", "journal_sync_le_ns", "journal_sync_ns_last", "journal_sync_ns_max", "journal_sync_ns_total", "journal_sync_records_bucket", "journal_sync_records_le", "journal_syncs", "kicked", "lateness_bucket", "lateness_le_ns", "lateness_sum_ns", "periodic_lateness_bucket", "periodic_lateness_sum_ns", "periodic_queue_wait_bucket", "periodic_queue_wait_sum_ns", "process_cpu_ns", "process_max_fds", "process_open_fds", "process_resident_bytes", "process_start_time_ns", "process_virtual_bytes", "queue_wait_bucket", "queue_wait_sum_ns", "refused_max_clients", "refused_memory", "refused_uid_budget", "released", "requests", "slow_consumer_disconnects", "snapshot_age_ns", "snapshot_ns_last", "snapshot_ns_total", "snapshots", "storage", "storage_down", "touched"]
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     ACK_LATENCY_BUCKET_FIELD_NUMBER: _ClassVar[int]
     ACK_LATENCY_SUM_NS_FIELD_NUMBER: _ClassVar[int]
@@ -410,12 +410,15 @@ class Metrics(_message.Message):
     FIRES_COALESCED_FIELD_NUMBER: _ClassVar[int]
     FIRES_DELIVERED_FIELD_NUMBER: _ClassVar[int]
     FIRE_WRITES_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_RECORDS_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_SYNCS_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_SYNC_BUCKET_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_SYNC_LE_NS_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_SYNC_NS_LAST_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_SYNC_NS_MAX_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_SYNC_NS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_SYNC_RECORDS_BUCKET_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_SYNC_RECORDS_LE_FIELD_NUMBER: _ClassVar[int]
     KICKED_FIELD_NUMBER: _ClassVar[int]
     LATENESS_BUCKET_FIELD_NUMBER: _ClassVar[int]
     LATENESS_LE_NS_FIELD_NUMBER: _ClassVar[int]
@@ -458,11 +461,14 @@ class Metrics(_message.Message):
     fire_writes: int
     fires_coalesced: int
     fires_delivered: int
+    journal_records: int
     journal_sync_bucket: _containers.RepeatedScalarFieldContainer[int]
     journal_sync_le_ns: _containers.RepeatedScalarFieldContainer[int]
     journal_sync_ns_last: int
     journal_sync_ns_max: int
     journal_sync_ns_total: int
+    journal_sync_records_bucket: _containers.RepeatedScalarFieldContainer[int]
+    journal_sync_records_le: _containers.RepeatedScalarFieldContainer[int]
     journal_syncs: int
     kicked: int
     lateness_bucket: _containers.RepeatedScalarFieldContainer[int]
@@ -493,7 +499,7 @@ class Metrics(_message.Message):
     storage: bool
     storage_down: bool
     touched: int
-    def __init__(self, lateness_le_ns: _Optional[_Iterable[int]] = ..., lateness_bucket: _Optional[_Iterable[int]] = ..., lateness_sum_ns: _Optional[int] = ..., requests: _Optional[_Iterable[int]] = ..., errors: _Optional[_Iterable[int]] = ..., accepted: _Optional[int] = ..., refused_max_clients: _Optional[int] = ..., refused_uid_budget: _Optional[int] = ..., refused_memory: _Optional[int] = ..., slow_consumer_disconnects: _Optional[int] = ..., journal_syncs: _Optional[int] = ..., journal_sync_ns_total: _Optional[int] = ..., journal_sync_ns_last: _Optional[int] = ..., journal_sync_ns_max: _Optional[int] = ..., snapshots: _Optional[int] = ..., snapshot_age_ns: _Optional[int] = ..., storage: bool = ..., storage_down: bool = ..., periodic_lateness_bucket: _Optional[_Iterable[int]] = ..., periodic_lateness_sum_ns: _Optional[int] = ..., journal_sync_le_ns: _Optional[_Iterable[int]] = ..., journal_sync_bucket: _Optional[_Iterable[int]] = ..., snapshot_ns_last: _Optional[int] = ..., snapshot_ns_total: _Optional[int] = ..., fires_delivered: _Optional[int] = ..., disconnects_closed: _Optional[int] = ..., disconnects_error: _Optional[int] = ..., disconnects_no_memory: _Optional[int] = ..., fire_writes: _Optional[int] = ..., fires_coalesced: _Optional[int] = ..., queue_wait_bucket: _Optional[_Iterable[int]] = ..., queue_wait_sum_ns: _Optional[int] = ..., periodic_queue_wait_bucket: _Optional[_Iterable[int]] = ..., periodic_queue_wait_sum_ns: _Optional[int] = ..., ack_latency_bucket: _Optional[_Iterable[int]] = ..., ack_latency_sum_ns: _Optional[int] = ..., process_resident_bytes: _Optional[int] = ..., process_virtual_bytes: _Optional[int] = ..., process_open_fds: _Optional[int] = ..., process_max_fds: _Optional[int] = ..., process_cpu_ns: _Optional[int] = ..., process_start_time_ns: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., released: _Optional[int] = ..., touched: _Optional[int] = ..., kicked: _Optional[int] = ..., deliveries_le: _Optional[_Iterable[int]] = ..., deliveries_bucket: _Optional[_Iterable[int]] = ...) -> None: ...
+    def __init__(self, lateness_le_ns: _Optional[_Iterable[int]] = ..., lateness_bucket: _Optional[_Iterable[int]] = ..., lateness_sum_ns: _Optional[int] = ..., requests: _Optional[_Iterable[int]] = ..., errors: _Optional[_Iterable[int]] = ..., accepted: _Optional[int] = ..., refused_max_clients: _Optional[int] = ..., refused_uid_budget: _Optional[int] = ..., refused_memory: _Optional[int] = ..., slow_consumer_disconnects: _Optional[int] = ..., journal_syncs: _Optional[int] = ..., journal_sync_ns_total: _Optional[int] = ..., journal_sync_ns_last: _Optional[int] = ..., journal_sync_ns_max: _Optional[int] = ..., snapshots: _Optional[int] = ..., snapshot_age_ns: _Optional[int] = ..., storage: bool = ..., storage_down: bool = ..., periodic_lateness_bucket: _Optional[_Iterable[int]] = ..., periodic_lateness_sum_ns: _Optional[int] = ..., journal_sync_le_ns: _Optional[_Iterable[int]] = ..., journal_sync_bucket: _Optional[_Iterable[int]] = ..., snapshot_ns_last: _Optional[int] = ..., snapshot_ns_total: _Optional[int] = ..., fires_delivered: _Optional[int] = ..., disconnects_closed: _Optional[int] = ..., disconnects_error: _Optional[int] = ..., disconnects_no_memory: _Optional[int] = ..., fire_writes: _Optional[int] = ..., fires_coalesced: _Optional[int] = ..., queue_wait_bucket: _Optional[_Iterable[int]] = ..., queue_wait_sum_ns: _Optional[int] = ..., periodic_queue_wait_bucket: _Optional[_Iterable[int]] = ..., periodic_queue_wait_sum_ns: _Optional[int] = ..., ack_latency_bucket: _Optional[_Iterable[int]] = ..., ack_latency_sum_ns: _Optional[int] = ..., process_resident_bytes: _Optional[int] = ..., process_virtual_bytes: _Optional[int] = ..., process_open_fds: _Optional[int] = ..., process_max_fds: _Optional[int] = ..., process_cpu_ns: _Optional[int] = ..., process_start_time_ns: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., released: _Optional[int] = ..., touched: _Optional[int] = ..., kicked: _Optional[int] = ..., deliveries_le: _Optional[_Iterable[int]] = ..., deliveries_bucket: _Optional[_Iterable[int]] = ..., journal_sync_records_le: _Optional[_Iterable[int]] = ..., journal_sync_records_bucket: _Optional[_Iterable[int]] = ..., journal_records: _Optional[int] = ...) -> None: ...
 
 class Policy(_message.Message):
     __slots__ = ["dead_letter", "explicit", "max_deliveries"]
