@@ -1635,7 +1635,7 @@ START_TEST(test_socket_activation)
 {
 	struct du_daemon *d = du_daemon_new();
 	char notify_env[160], ignored[128];
-	const char *argv[10];
+	const char *argv[12];
 	struct du_conn *c, *c2;
 	struct du_sched s = { .key = 3, .when = DU_DELAY, .when_ns = 20 * DU_MS };
 	struct stat st;
@@ -1649,13 +1649,16 @@ START_TEST(test_socket_activation)
 	argv[0] = "systemd-socket-activate";
 	argv[1] = "-l";
 	argv[2] = d->sock;
-	/* It passes on only the environment it is told to. */
+	/* It passes on only the environment it is told to: the build's
+	 * libraries too (daemonutil.c runs the daemon's .libs binary). */
 	argv[3] = "-E";
 	argv[4] = notify_env;
-	argv[5] = DU_DAEMON_PATH;
-	argv[6] = "--socket";
-	argv[7] = ignored;
-	argv[8] = NULL;
+	argv[5] = "-E";
+	argv[6] = "LD_LIBRARY_PATH";
+	argv[7] = DU_DAEMON_PATH;
+	argv[8] = "--socket";
+	argv[9] = ignored;
+	argv[10] = NULL;
 	du_daemon_spawn(d, argv);
 	wait_for_path(d->sock);
 
