@@ -307,21 +307,19 @@ static size_t response_body_size(const struct bwp_response *r, size_t *dead)
 	}
 }
 
-/* Write the response's body fields: response_body_size() said it can. */
-static void response_body_write(const struct bwp_response *r, size_t dead,
-				uint8_t *p)
+/* Write the response's body fields (response_body_size() said it can, and
+ * dead is the dead letter's size) and return their end. */
+static uint8_t *response_body_write(const struct bwp_response *r, size_t dead,
+				    uint8_t *p)
 {
 	switch (r->body_case) {
 	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY:
 		p = put_u64(p, 1, r->has_deadline_ns, r->deadline_ns);
-		put_bool(p, 2, r->has_replaced, r->replaced);
-		return;
+		return put_bool(p, 2, r->has_replaced, r->replaced);
 	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
-		put_bool(p, 1, r->has_pending, r->pending);
-		return;
+		return put_bool(p, 1, r->has_pending, r->pending);
 	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY:
-		put_u64(p, 1, r->has_acked, r->acked);
-		return;
+		return put_u64(p, 1, r->has_acked, r->acked);
 	default: {
 		ProtobufCBinaryData payload = {
 			.len = r->payload_len, .data = (uint8_t *)r->payload,
@@ -341,8 +339,7 @@ static void response_body_write(const struct bwp_response *r, size_t dead,
 			p = put_varint(p, dead);
 			p += bitwheel__v1__dead_letter__pack(r->dead_letter, p);
 		}
-		put_u64(p, 11, r->has_due_realtime_ns, r->due_realtime_ns);
-		return;
+		return put_u64(p, 11, r->has_due_realtime_ns, r->due_realtime_ns);
 	}
 	}
 }
@@ -466,13 +463,53 @@ int bwp_frame_pack(const Bitwheel__V1__Envelope *env, size_t max_frame,
 	return BWP_OK;
 }
 
+/*
+ * A response whose body message cannot reach 128 bytes has a one-byte
+ * length, known before it is written, so it is written in one pass
+ * without sizing it first: every field at its longest (eleven bytes with
+ * its tag; a Fired's nine add up to 81) and a payload under 28 bytes with
+ * its two bytes of tag and length.  Its frame, the envelope's request_id
+ * and the body's tag and length included, is at most this many bytes; the
+ * exact size comes from where the writing ended.
+ */
+#define ONE_PASS_PAYLOAD 28u
+#define ONE_PASS_FRAME (BWP_HEADER_SIZE + 11u + 2u + 127u)
+
+static bool one_of_four(Bitwheel__V1__Envelope__BodyCase body)
+{
+	switch (body) {
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY:
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY:
+	case BITWHEEL__V1__ENVELOPE__BODY_FIRED:
+		return true;
+	default:
+		return false;
+	}
+}
+
 int bwp_frame_pack_response(const struct bwp_response *r, size_t max_frame,
 			    uint8_t *buf, size_t cap, size_t *out_len)
 {
 	size_t sub, body, total, dead = 0;
+	uint8_t *p, *end;
 
 	if (r == NULL || out_len == NULL || (buf == NULL && cap > 0))
 		return BWP_EINVAL;
+	if (one_of_four(r->body_case) &&
+	    !r->dead_letter && r->payload_len < ONE_PASS_PAYLOAD &&
+	    cap >= ONE_PASS_FRAME &&
+	    body_limit(max_frame) >= ONE_PASS_FRAME - BWP_HEADER_SIZE) {
+		p = put_u64(buf + BWP_HEADER_SIZE, 1, r->has_request_id,
+			    r->request_id);
+		*p = TAG((unsigned)r->body_case, WT_LEN);
+		end = response_body_write(r, 0, p + 2);
+		p[1] = (uint8_t)(end - (p + 2));
+		body = (size_t)(end - buf) - BWP_HEADER_SIZE;
+		put_header(buf, body);
+		*out_len = body + BWP_HEADER_SIZE;
+		return BWP_OK;
+	}
 	sub = response_body_size(r, &dead);
 	if (sub == SLOW)
 		return BWP_ENOBODY;
