@@ -821,9 +821,10 @@ static Bitwheel__V1__ErrorCode frame_error_code(int err)
  * turn's budget.  The turn's count and clock restart when libevent's
  * cached time (taken once a turn) moved.
  */
-static bool turn_allows(struct bwd_conn *c, unsigned done, bool reserved)
+/* A new turn of the loop starts the count over.  The loop's cached time
+ * tells one: it changes only between turns, so asked once per batch. */
+static void turn_begin(struct bwd_env *env)
 {
-	struct bwd_env *env = c->env;
 	struct timeval tv;
 
 	if (event_base_gettimeofday_cached(env->base, &tv) == 0 &&
@@ -832,6 +833,14 @@ static bool turn_allows(struct bwd_conn *c, unsigned done, bool reserved)
 		env->turn_frames = 0;
 		env->turn_start_ns = bw_now_ns();
 	}
+}
+
+/* Whether the turn has room for one more frame of c, done of its own
+ * handled in it: turn_begin() was asked in this turn. */
+static bool turn_left(const struct bwd_conn *c, unsigned done, bool reserved)
+{
+	const struct bwd_env *env = c->env;
+
 	if (done >= CONN_TURN_FRAMES)
 		return false;
 	if (reserved)
@@ -840,6 +849,12 @@ static bool turn_allows(struct bwd_conn *c, unsigned done, bool reserved)
 		return false;
 	return env->turn_frames % TURN_CLOCK_EVERY != 0 || env->turn_frames == 0 ||
 	       bw_now_ns() - env->turn_start_ns < BWD_TURN_NS;
+}
+
+static bool turn_allows(struct bwd_conn *c, unsigned done, bool reserved)
+{
+	turn_begin(c->env);
+	return turn_left(c, done, reserved);
 }
 
 /* Frames are waiting beyond the turn's budget: stop reading (the input
@@ -897,13 +912,14 @@ static void handle_input(struct bwd_conn *c, bool reserved)
 	unsigned done = 0;
 	char msg[96];
 
+	turn_begin(c->env);
 	while (!c->closing && !c->dead) {
 		Bitwheel__V1__Envelope *env;
 		struct bwp_request req;
 		size_t len;
 		int err;
 
-		if (!turn_allows(c, done, reserved)) {
+		if (!turn_left(c, done, reserved)) {
 			if (evbuffer_get_length(in) > off)
 				defer_input(c, done == 0);
 			break;
