@@ -31,7 +31,10 @@
  *                          (Schedule, Cancel, Ack, ScheduleReply,
  *                          CancelReply, AckReply, Fired, with no unknown
  *                          fields) are written by frame.c itself, byte for
- *                          byte what protobuf-c would write.
+ *                          byte what protobuf-c would write; a small
+ *                          response (a body under 128 bytes) into a
+ *                          buffer with room for the largest such frame in
+ *                          one walk, its size taken from where it ended.
  *   bwp_frame_parse        O(1) until the whole frame is in the buffer: it
  *                          reads the 4-byte header and no further, so a
  *                          caller may retry after every read without
