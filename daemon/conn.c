@@ -170,11 +170,15 @@ struct bwd_conn {
  * worth of fires; a frame larger than this bypasses the stage. */
 #define STAGE_CAP 16384u
 
+/* What the stage, the output buffer, held and covered hold together:
+ * every byte is counted into committed as it is staged or added and into
+ * drained as a write or a drop takes it (written(), drop_held; the output
+ * buffer's drain callback runs inside the write, not deferred), so the
+ * difference is their length without asking three evbuffers, as is asked
+ * after every frame. */
 size_t bwd_conn_output(const struct bwd_conn *c)
 {
-	return evbuffer_get_length(bufferevent_get_output(c->bev)) +
-	       (c->held ? evbuffer_get_length(c->held) : 0) +
-	       (c->covered ? evbuffer_get_length(c->covered) : 0) + c->staged;
+	return (size_t)(c->committed - c->drained);
 }
 
 static void kill_conn(struct bwd_conn *c);
@@ -225,7 +229,7 @@ static bool at_cap(const struct bwd_conn *c, size_t output)
 }
 
 /* Whether fires and requests pause for c's output.  Asked after every
- * frame sent: the output's length is read once (three evbuffers). */
+ * frame sent. */
 static bool high_water(const struct bwd_conn *c)
 {
 	size_t output = bwd_conn_output(c);
@@ -601,9 +605,21 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 		flush_stage(c);
 }
 
+/* A frame is an envelope (env) or one of the hot responses (resp, when
+ * not NULL: no protobuf-c message filled for it). */
+static int pack(const struct bwd_conn *c, const Bitwheel__V1__Envelope *env,
+		const struct bwp_response *resp, uint8_t *buf, size_t cap,
+		size_t *len)
+{
+	if (resp)
+		return bwp_frame_pack_response(resp, c->lim->max_frame, buf, cap, len);
+	return bwp_frame_pack(env, c->lim->max_frame, buf, cap, len);
+}
+
 /* A frame too big for the stage goes straight into out, after the stage. */
 static int send_direct(struct bwd_conn *c, struct evbuffer *out,
-		       const Bitwheel__V1__Envelope *env, size_t size)
+		       const Bitwheel__V1__Envelope *env,
+		       const struct bwp_response *resp, size_t size)
 {
 	struct evbuffer_iovec v;
 	size_t len;
@@ -612,7 +628,7 @@ static int send_direct(struct bwd_conn *c, struct evbuffer *out,
 	if (flush_stage(c) ||
 	    evbuffer_reserve_space(out, (ev_ssize_t)size, &v, 1) != 1)
 		return -ENOMEM;
-	err = bwp_frame_pack(env, c->lim->max_frame, v.iov_base, v.iov_len, &len);
+	err = pack(c, env, resp, v.iov_base, v.iov_len, &len);
 	if (err) {
 		bwd_log(BWD_LOG_ERR, "cannot pack a frame: %s", bwp_strerror(err));
 		return -EINVAL;
@@ -624,8 +640,10 @@ static int send_direct(struct bwd_conn *c, struct evbuffer *out,
 	return 0;
 }
 
-/* Write one envelope; 0, or -ENOBUFS when the output bound is hit. */
-static int send_env(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
+/* Write one frame (pack()'s env or resp); 0, or -ENOBUFS when the output
+ * bound is hit. */
+static int send_env(struct bwd_conn *c, const Bitwheel__V1__Envelope *env,
+		    const struct bwp_response *resp)
 {
 	size_t room = c->stage ? STAGE_CAP - c->staged : 0, len;
 	struct evbuffer *out;
@@ -639,8 +657,7 @@ static int send_env(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
 		room = STAGE_CAP;
 	/* Packed at the stage's end but not counted until it is accepted:
 	 * one sizing serves the bound, the room and the write. */
-	err = bwp_frame_pack(env, c->lim->max_frame,
-			     room ? c->stage + c->staged : NULL, room, &len);
+	err = pack(c, env, resp, room ? c->stage + c->staged : NULL, room, &len);
 	if (err && err != BWP_ENOSPC) {
 		bwd_log(BWD_LOG_ERR, "cannot pack a frame: %s", bwp_strerror(err));
 		return -EINVAL;
@@ -652,10 +669,10 @@ static int send_env(struct bwd_conn *c, const Bitwheel__V1__Envelope *env)
 		return -ENOMEM;
 	if (err == BWP_ENOSPC) {
 		if (len > STAGE_CAP || !c->stage)
-			return send_direct(c, out, env, len);
+			return send_direct(c, out, env, resp, len);
 		if (flush_stage(c))
 			return -ENOMEM;
-		bwp_frame_pack(env, c->lim->max_frame, c->stage, STAGE_CAP, &len);
+		pack(c, env, resp, c->stage, STAGE_CAP, &len);
 	} else if (c->staged && out != c->stage_to) {
 		/* The journal began to hold output: what was staged before
 		 * goes to the output, this frame to the held buffer. */
@@ -679,7 +696,7 @@ static void send_reply(struct bwd_conn *c, const struct bwd_reply *r)
 {
 	if (r->none)
 		return;
-	if (r->env.body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR) {
+	if (!r->fast && r->env.body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR) {
 		/* Request errors may name keys: debug only.  Fatal ones never do. */
 		if (r->close)
 			bwd_log_client(BWD_LOGK_CLOSE, c->uid, BWD_LOG_INFO,
@@ -688,10 +705,9 @@ static void send_reply(struct bwd_conn *c, const struct bwd_reply *r)
 		else
 			bwd_log(BWD_LOG_DEBUG, "client pid %ld request %" PRIu64 ": %s",
 				(long)c->pid, r->env.request_id, r->message);
-	}
-	if (r->env.body_case == BITWHEEL__V1__ENVELOPE__BODY_ERROR)
 		bwd_metrics_error(&c->env->metrics, (unsigned)r->body.error.code);
-	if (send_env(c, &r->env)) {
+	}
+	if (r->fast ? send_env(c, NULL, &r->resp) : send_env(c, &r->env, NULL)) {
 		/* A reply that does not fit means the client is not reading. */
 		end_for(c, BWD_DISC_SLOW);
 		bwd_log_client(BWD_LOGK_SLOW, c->uid, BWD_LOG_WARNING,
@@ -715,30 +731,33 @@ void bwd_conn_fail(struct bwd_conn *c, Bitwheel__V1__ErrorCode code,
 	send_reply(c, &r);
 }
 
-void bwd_fired_of(const struct bwd_fire *f, Bitwheel__V1__Fired *fired,
+void bwd_fired_of(const struct bwd_fire *f, struct bwp_response *r,
 		  Bitwheel__V1__DeadLetter *dead)
 {
-	bitwheel__v1__fired__init(fired);
-	fired->has_key = 1;
-	fired->key = f->key;
-	fired->has_payload = f->has_payload;
-	fired->payload.len = f->payload_len;
-	fired->payload.data = (uint8_t *)f->payload;
-	fired->has_deadline_ns = 1;
-	fired->deadline_ns = f->deadline_ns;
-	fired->has_fired_at_ns = 1;
-	fired->fired_at_ns = f->fired_ns;
-	fired->has_fire_count = !f->wall && f->count != 0;
-	fired->fire_count = f->wall ? 0 : f->count;
-	fired->has_late = f->late;
-	fired->late = f->late;
-	fired->has_redelivered = f->redelivered;
-	fired->redelivered = f->redelivered;
-	fired->has_delivery = fired->has_deliveries = 1;
-	fired->delivery = bwd_fire_delivery(f);
-	fired->deliveries = f->deliveries;
-	fired->has_due_realtime_ns = f->wall;
-	fired->due_realtime_ns = f->wall ? f->wall_ns : 0;
+	*r = (struct bwp_response){
+		.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED,
+		.has_key = true,
+		.key = f->key,
+		.has_payload = f->has_payload,
+		.payload_len = f->payload_len,
+		.payload = f->payload,
+		.has_deadline_ns = true,
+		.deadline_ns = f->deadline_ns,
+		.has_fired_at_ns = true,
+		.fired_at_ns = f->fired_ns,
+		.has_fire_count = !f->wall && f->count != 0,
+		.fire_count = f->wall ? 0 : f->count,
+		.has_late = f->late,
+		.late = f->late,
+		.has_redelivered = f->redelivered,
+		.redelivered = f->redelivered,
+		.has_delivery = true,
+		.delivery = bwd_fire_delivery(f),
+		.has_deliveries = true,
+		.deliveries = f->deliveries,
+		.has_due_realtime_ns = f->wall,
+		.due_realtime_ns = f->wall ? f->wall_ns : 0,
+	};
 	if (!f->dead)
 		return;
 	bitwheel__v1__dead_letter__init(dead);
@@ -753,19 +772,16 @@ void bwd_fired_of(const struct bwd_fire *f, Bitwheel__V1__Fired *fired,
 	dead->last_handed_ns = f->dead->last_ns;
 	dead->dead_lettered_ns = f->dead->dead_ns;
 	dead->reason = (Bitwheel__V1__TakeBack)f->dead->why;
-	fired->dead_letter = dead;
+	r->dead_letter = dead;
 }
 
 void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f)
 {
-	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
-	Bitwheel__V1__Fired fired;
+	struct bwp_response fired;
 	Bitwheel__V1__DeadLetter dead;
 
 	bwd_fired_of(f, &fired, &dead);
-	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED;
-	env.fired = &fired;
-	if (send_env(c, &env)) {
+	if (send_env(c, NULL, &fired)) {
 		end_for(c, BWD_DISC_SLOW);
 		bwd_log_client(BWD_LOGK_SLOW, c->uid, BWD_LOG_WARNING,
 			       "client pid %ld uid %ld: a fire does not fit its output (%zu bytes unread); disconnecting",
@@ -805,9 +821,10 @@ static Bitwheel__V1__ErrorCode frame_error_code(int err)
  * turn's budget.  The turn's count and clock restart when libevent's
  * cached time (taken once a turn) moved.
  */
-static bool turn_allows(struct bwd_conn *c, unsigned done, bool reserved)
+/* A new turn of the loop starts the count over.  The loop's cached time
+ * tells one: it changes only between turns, so asked once per batch. */
+static void turn_begin(struct bwd_env *env)
 {
-	struct bwd_env *env = c->env;
 	struct timeval tv;
 
 	if (event_base_gettimeofday_cached(env->base, &tv) == 0 &&
@@ -816,6 +833,14 @@ static bool turn_allows(struct bwd_conn *c, unsigned done, bool reserved)
 		env->turn_frames = 0;
 		env->turn_start_ns = bw_now_ns();
 	}
+}
+
+/* Whether the turn has room for one more frame of c, done of its own
+ * handled in it: turn_begin() was asked in this turn. */
+static bool turn_left(const struct bwd_conn *c, unsigned done, bool reserved)
+{
+	const struct bwd_env *env = c->env;
+
 	if (done >= CONN_TURN_FRAMES)
 		return false;
 	if (reserved)
@@ -824,6 +849,12 @@ static bool turn_allows(struct bwd_conn *c, unsigned done, bool reserved)
 		return false;
 	return env->turn_frames % TURN_CLOCK_EVERY != 0 || env->turn_frames == 0 ||
 	       bw_now_ns() - env->turn_start_ns < BWD_TURN_NS;
+}
+
+static bool turn_allows(struct bwd_conn *c, unsigned done, bool reserved)
+{
+	turn_begin(c->env);
+	return turn_left(c, done, reserved);
 }
 
 /* Frames are waiting beyond the turn's budget: stop reading (the input
@@ -881,13 +912,14 @@ static void handle_input(struct bwd_conn *c, bool reserved)
 	unsigned done = 0;
 	char msg[96];
 
+	turn_begin(c->env);
 	while (!c->closing && !c->dead) {
 		Bitwheel__V1__Envelope *env;
 		struct bwp_request req;
 		size_t len;
 		int err;
 
-		if (!turn_allows(c, done, reserved)) {
+		if (!turn_left(c, done, reserved)) {
 			if (evbuffer_get_length(in) > off)
 				defer_input(c, done == 0);
 			break;

@@ -1429,6 +1429,10 @@ struct bwd_reply {
 	uint64_t sync_le[BWD_SYNC_BOUNDS];
 	uint64_t sync_records_le[BWD_SYNC_RECORDS_BOUNDS];
 	char message[256];
+	/* fast: the reply is resp (a hot reply, no protobuf-c message
+	 * filled), not env. */
+	bool fast;
+	struct bwp_response resp;
 	bool none;                     /* nothing to send (an Ack without id) */
 	bool close;                    /* close once it is written           */
 	bool heavy;                    /* a listing's page: O(its entries)   */
@@ -1458,8 +1462,9 @@ void bwd_conn_close(struct bwd_conn *c, bool flush);
 /* Send a connection-level error and close once it is written. */
 void bwd_conn_fail(struct bwd_conn *c, Bitwheel__V1__ErrorCode code,
 		   const char *msg);
-/* The Fired message of f (dead: room for a dead letter's history). */
-void bwd_fired_of(const struct bwd_fire *f, Bitwheel__V1__Fired *fired,
+/* The Fired frame's fields of f, for bwp_frame_pack_response (dead: room
+ * for a dead letter's history, which r then points to). */
+void bwd_fired_of(const struct bwd_fire *f, struct bwp_response *r,
 		  Bitwheel__V1__DeadLetter *dead);
 /* Write a fire that is now in flight to the connection's member. */
 void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f);

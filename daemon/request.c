@@ -45,8 +45,22 @@ static void reply_init(struct bwd_reply *out, bool has_id, uint64_t id,
 	out->env.has_request_id = has_id;
 	out->env.request_id = id;
 	out->env.body_case = body;
+	out->none = out->close = out->heavy = out->fast = false;
+	out->heap = NULL;
+}
+
+/* A hot reply (ScheduleReply, CancelReply, AckReply) to the request with
+ * this id: its fields go in out->resp, which conn.c packs as it is. */
+static struct bwp_response *fast_reply(struct bwd_reply *out, uint64_t id,
+				       Bitwheel__V1__Envelope__BodyCase body)
+{
+	out->resp = (struct bwp_response){
+		.body_case = body, .has_request_id = true, .request_id = id,
+	};
+	out->fast = true;
 	out->none = out->close = out->heavy = false;
 	out->heap = NULL;
+	return &out->resp;
 }
 
 void bwd_reply_free(struct bwd_reply *r)
@@ -514,7 +528,7 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 			struct bwd_reply *out)
 {
 	const struct bwd_options *opt = ctx->env->opt;
-	Bitwheel__V1__ScheduleReply *sr = &out->body.schedule;
+	struct bwp_response *sr;
 	struct bwd_schedule s = { 0 };
 	struct bwd_calendar cal;
 	const char *why;
@@ -669,19 +683,17 @@ static void do_schedule(struct bwd_request_ctx *ctx, const struct bwp_request *r
 		      s.key, state_error_text(err));
 		return;
 	}
-	bitwheel__v1__schedule_reply__init(sr);
-	sr->has_deadline_ns = sr->has_replaced = 1;
+	sr = fast_reply(out, r->request_id, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY);
+	sr->has_deadline_ns = sr->has_replaced = true;
 	/* A boottime timer's on its own clock, as Schedule's. */
 	sr->deadline_ns = s.boot ? s.wall_ns : s.deadline_ns;
 	sr->replaced = replaced;
-	reply_init(out, true, r->request_id, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY);
-	out->env.schedule_reply = sr;
 }
 
 static void do_cancel(struct bwd_request_ctx *ctx, const struct bwp_request *r,
 		      struct bwd_reply *out)
 {
-	Bitwheel__V1__CancelReply *cr = &out->body.cancel;
+	struct bwp_response *cr;
 	bool pending;
 
 	if (!r->has_key) {
@@ -692,17 +704,15 @@ static void do_cancel(struct bwd_request_ctx *ctx, const struct bwp_request *r,
 	if (storage_refuses(ctx, true, r->request_id, out))
 		return;
 	bwd_timer_cancel(ctx->member->session, r->key, &pending);
-	bitwheel__v1__cancel_reply__init(cr);
-	cr->has_pending = 1;
+	cr = fast_reply(out, r->request_id, BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY);
+	cr->has_pending = true;
 	cr->pending = pending;
-	reply_init(out, true, r->request_id, BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY);
-	out->env.cancel_reply = cr;
 }
 
 static void do_ack(struct bwd_request_ctx *ctx, const struct bwp_request *r,
 		   struct bwd_reply *out)
 {
-	Bitwheel__V1__AckReply *ar = &out->body.ack;
+	struct bwp_response *ar;
 	uint64_t acked;
 
 	/* An Ack without request_id asks for no word that it is durable:
@@ -725,11 +735,9 @@ static void do_ack(struct bwd_request_ctx *ctx, const struct bwp_request *r,
 		out->none = true;
 		return;
 	}
-	bitwheel__v1__ack_reply__init(ar);
-	ar->has_acked = 1;
+	ar = fast_reply(out, r->request_id, BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY);
+	ar->has_acked = true;
 	ar->acked = acked;
-	reply_init(out, true, r->request_id, BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY);
-	out->env.ack_reply = ar;
 }
 
 /* ---- fires that fail --------------------------------------------------------- */

@@ -18,6 +18,10 @@
  *             byte 0 or 1, lengths and integers as minimal varints.  An
  *             envelope or body carrying unknown fields (a re-packed
  *             received message), or any other body, goes to protobuf-c.
+ *             The four responses are written from a struct bwp_response
+ *             (bwp_frame_pack_response: the daemon fills one for its
+ *             hot replies and every fire, no protobuf-c message), and
+ *             an envelope carrying one is read into one and written so.
  *
  *   reading   bwp_frame_parse_request() reads an Envelope whose body is a
  *             Schedule, Cancel or Ack (the daemon's hot frames) into a
@@ -230,44 +234,6 @@ static size_t fast_body_size(const Bitwheel__V1__Envelope *env)
 		return opt_u64_size(m->has_delivery, m->delivery) +
 		       (m->has_cumulative ? 2 : 0);
 	}
-	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY: {
-		const Bitwheel__V1__ScheduleReply *m = env->schedule_reply;
-
-		if (!m || m->base.n_unknown_fields)
-			return SLOW;
-		return opt_u64_size(m->has_deadline_ns, m->deadline_ns) +
-		       (m->has_replaced ? 2 : 0);
-	}
-	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY: {
-		const Bitwheel__V1__CancelReply *m = env->cancel_reply;
-
-		if (!m || m->base.n_unknown_fields)
-			return SLOW;
-		return m->has_pending ? 2 : 0;
-	}
-	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY: {
-		const Bitwheel__V1__AckReply *m = env->ack_reply;
-
-		if (!m || m->base.n_unknown_fields)
-			return SLOW;
-		return opt_u64_size(m->has_acked, m->acked);
-	}
-	case BITWHEEL__V1__ENVELOPE__BODY_FIRED: {
-		const Bitwheel__V1__Fired *m = env->fired;
-
-		/* A dead letter's history is rare: protobuf-c writes it. */
-		if (!m || m->base.n_unknown_fields || m->dead_letter)
-			return SLOW;
-		return opt_u64_size(m->has_key, m->key) +
-		       opt_bytes_size(m->has_payload, &m->payload) +
-		       opt_u64_size(m->has_deadline_ns, m->deadline_ns) +
-		       opt_u64_size(m->has_fired_at_ns, m->fired_at_ns) +
-		       opt_u64_size(m->has_fire_count, m->fire_count) +
-		       (m->has_late ? 2 : 0) + (m->has_redelivered ? 2 : 0) +
-		       opt_u64_size(m->has_delivery, m->delivery) +
-		       opt_u64_size(m->has_deliveries, m->deliveries) +
-		       opt_u64_size(m->has_due_realtime_ns, m->due_realtime_ns);
-	}
 	default:
 		return SLOW;
 	}
@@ -303,35 +269,108 @@ static uint8_t *fast_body_write(const Bitwheel__V1__Envelope *env, uint8_t *p)
 		p = put_u64(p, 1, env->ack->has_delivery, env->ack->delivery);
 		return put_bool(p, 2, env->ack->has_cumulative,
 				env->ack->cumulative);
-	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY: {
-		const Bitwheel__V1__ScheduleReply *m = env->schedule_reply;
-
-		p = put_u64(p, 1, m->has_deadline_ns, m->deadline_ns);
-		return put_bool(p, 2, m->has_replaced, m->replaced);
-	}
-	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
-		return put_bool(p, 1, env->cancel_reply->has_pending,
-				env->cancel_reply->pending);
-	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY:
-		return put_u64(p, 1, env->ack_reply->has_acked,
-			       env->ack_reply->acked);
-	case BITWHEEL__V1__ENVELOPE__BODY_FIRED: {
-		const Bitwheel__V1__Fired *m = env->fired;
-
-		p = put_u64(p, 1, m->has_key, m->key);
-		p = put_bytes(p, 2, m->has_payload, &m->payload);
-		p = put_u64(p, 3, m->has_deadline_ns, m->deadline_ns);
-		p = put_u64(p, 4, m->has_fired_at_ns, m->fired_at_ns);
-		p = put_u64(p, 5, m->has_fire_count, m->fire_count);
-		p = put_bool(p, 6, m->has_late, m->late);
-		p = put_bool(p, 7, m->has_redelivered, m->redelivered);
-		p = put_u64(p, 8, m->has_delivery, m->delivery);
-		p = put_u64(p, 9, m->has_deliveries, m->deliveries);
-		return put_u64(p, 11, m->has_due_realtime_ns, m->due_realtime_ns);
-	}
 	default:
 		return p; /* not reached: fast_body_size() said SLOW */
 	}
+}
+
+/* A response's body message: its own size (without its tag and length),
+ * or SLOW for a body that is none of the four. */
+static size_t response_body_size(const struct bwp_response *r, size_t *dead)
+{
+	switch (r->body_case) {
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY:
+		return opt_u64_size(r->has_deadline_ns, r->deadline_ns) +
+		       (r->has_replaced ? 2 : 0);
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
+		return r->has_pending ? 2 : 0;
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY:
+		return opt_u64_size(r->has_acked, r->acked);
+	case BITWHEEL__V1__ENVELOPE__BODY_FIRED:
+		/* A dead letter's history is rare: protobuf-c packs it,
+		 * inside the frame written here. */
+		*dead = r->dead_letter ?
+			bitwheel__v1__dead_letter__get_packed_size(r->dead_letter) : 0;
+		return opt_u64_size(r->has_key, r->key) +
+		       (r->has_payload ? 1 + varint_size(r->payload_len) +
+					 r->payload_len : 0) +
+		       opt_u64_size(r->has_deadline_ns, r->deadline_ns) +
+		       opt_u64_size(r->has_fired_at_ns, r->fired_at_ns) +
+		       opt_u64_size(r->has_fire_count, r->fire_count) +
+		       (r->has_late ? 2 : 0) + (r->has_redelivered ? 2 : 0) +
+		       opt_u64_size(r->has_delivery, r->delivery) +
+		       opt_u64_size(r->has_deliveries, r->deliveries) +
+		       (r->dead_letter ? 1 + varint_size(*dead) + *dead : 0) +
+		       opt_u64_size(r->has_due_realtime_ns, r->due_realtime_ns);
+	default:
+		return SLOW;
+	}
+}
+
+/* Write the response's body fields (response_body_size() said it can, and
+ * dead is the dead letter's size) and return their end. */
+static uint8_t *response_body_write(const struct bwp_response *r, size_t dead,
+				    uint8_t *p)
+{
+	switch (r->body_case) {
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY:
+		p = put_u64(p, 1, r->has_deadline_ns, r->deadline_ns);
+		return put_bool(p, 2, r->has_replaced, r->replaced);
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
+		return put_bool(p, 1, r->has_pending, r->pending);
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY:
+		return put_u64(p, 1, r->has_acked, r->acked);
+	default: {
+		ProtobufCBinaryData payload = {
+			.len = r->payload_len, .data = (uint8_t *)r->payload,
+		};
+
+		p = put_u64(p, 1, r->has_key, r->key);
+		p = put_bytes(p, 2, r->has_payload, &payload);
+		p = put_u64(p, 3, r->has_deadline_ns, r->deadline_ns);
+		p = put_u64(p, 4, r->has_fired_at_ns, r->fired_at_ns);
+		p = put_u64(p, 5, r->has_fire_count, r->fire_count);
+		p = put_bool(p, 6, r->has_late, r->late);
+		p = put_bool(p, 7, r->has_redelivered, r->redelivered);
+		p = put_u64(p, 8, r->has_delivery, r->delivery);
+		p = put_u64(p, 9, r->has_deliveries, r->deliveries);
+		if (r->dead_letter) {
+			*p++ = TAG(10, WT_LEN);
+			p = put_varint(p, dead);
+			p += bitwheel__v1__dead_letter__pack(r->dead_letter, p);
+		}
+		return put_u64(p, 11, r->has_due_realtime_ns, r->due_realtime_ns);
+	}
+	}
+}
+
+/* An envelope of request_id and a body of sub bytes: its size. */
+static size_t envelope_size(bool has_id, uint64_t id, size_t sub)
+{
+	return opt_u64_size(has_id, id) + 1 + varint_size(sub) + sub;
+}
+
+static void put_header(uint8_t *buf, size_t body)
+{
+	buf[0] = (uint8_t)(body >> 24);
+	buf[1] = (uint8_t)(body >> 16);
+	buf[2] = (uint8_t)(body >> 8);
+	buf[3] = (uint8_t)body;
+}
+
+/* The header of a frame whose envelope is body bytes, and the envelope up
+ * to its body message's first byte, which it returns. */
+static uint8_t *put_envelope(uint8_t *buf, size_t body,
+			     bool has_id, uint64_t id, unsigned body_case,
+			     size_t sub)
+{
+	uint8_t *p = buf + BWP_HEADER_SIZE;
+
+	put_header(buf, body);
+	p = put_u64(p, 1, has_id, id);
+	/* Every body member is a message: length-delimited. */
+	*p++ = TAG(body_case, WT_LEN);
+	return put_varint(p, sub);
 }
 
 /* The envelope's packed size and its body's, or SLOW. */
@@ -342,24 +381,48 @@ static size_t fast_size(const Bitwheel__V1__Envelope *env, size_t *sub)
 	*sub = fast_body_size(env);
 	if (*sub == SLOW)
 		return SLOW;
-	return opt_u64_size(env->has_request_id, env->request_id) + 1 +
-	       varint_size(*sub) + *sub;
+	return envelope_size(env->has_request_id, env->request_id, *sub);
 }
 
-static void fast_write(const Bitwheel__V1__Envelope *env, size_t sub,
-		       uint8_t *p)
+/* One of the four responses, with no unknown fields anywhere but in a
+ * dead letter: bwp_frame_pack_response() writes it. */
+static bool plain_response(const Bitwheel__V1__Envelope *env,
+			   struct bwp_response *r)
 {
-	p = put_u64(p, 1, env->has_request_id, env->request_id);
-	/* Every body member is a message: length-delimited. */
-	*p++ = TAG((unsigned)env->body_case, WT_LEN);
-	p = put_varint(p, sub);
-	fast_body_write(env, p);
+	const void *m;
+
+	switch (env->body_case) {
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY:
+		m = env->schedule_reply;
+		break;
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
+		m = env->cancel_reply;
+		break;
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY:
+		m = env->ack_reply;
+		break;
+	case BITWHEEL__V1__ENVELOPE__BODY_FIRED:
+		m = env->fired;
+		break;
+	default:
+		return false;
+	}
+	/* A NULL member is no body: bwp_frame_pack's BWP_ENOBODY. */
+	if (m == NULL || ((const ProtobufCMessage *)m)->n_unknown_fields ||
+	    env->base.n_unknown_fields)
+		return false;
+	return bwp_response_from_envelope(env, r);
 }
 
 size_t bwp_frame_packed_size(const Bitwheel__V1__Envelope *env)
 {
-	size_t sub, body = fast_size(env, &sub);
+	struct bwp_response r;
+	size_t sub, body, len;
 
+	if (plain_response(env, &r) &&
+	    bwp_frame_pack_response(&r, SIZE_MAX, NULL, 0, &len) == BWP_ENOSPC)
+		return len;
+	body = fast_size(env, &sub);
 	if (body == SLOW)
 		body = bitwheel__v1__envelope__get_packed_size(env);
 	return add_sat(BWP_HEADER_SIZE, body);
@@ -368,10 +431,13 @@ size_t bwp_frame_packed_size(const Bitwheel__V1__Envelope *env)
 int bwp_frame_pack(const Bitwheel__V1__Envelope *env, size_t max_frame,
 		   uint8_t *buf, size_t cap, size_t *out_len)
 {
+	struct bwp_response r;
 	size_t body, total, sub = SLOW;
 
 	if (env == NULL || out_len == NULL || (buf == NULL && cap > 0))
 		return BWP_EINVAL;
+	if (plain_response(env, &r))
+		return bwp_frame_pack_response(&r, max_frame, buf, cap, out_len);
 	/* A fast body is one whose member pointer is set: present. */
 	body = fast_size(env, &sub);
 	if (body == SLOW) {
@@ -385,15 +451,79 @@ int bwp_frame_pack(const Bitwheel__V1__Envelope *env, size_t max_frame,
 		return BWP_ETOOBIG;
 	if (total > cap)
 		return BWP_ENOSPC;
-
-	buf[0] = (uint8_t)(body >> 24);
-	buf[1] = (uint8_t)(body >> 16);
-	buf[2] = (uint8_t)(body >> 8);
-	buf[3] = (uint8_t)body;
 	if (sub != SLOW)
-		fast_write(env, sub, buf + BWP_HEADER_SIZE);
-	else
+		fast_body_write(env, put_envelope(buf, body,
+						  env->has_request_id,
+						  env->request_id,
+						  (unsigned)env->body_case, sub));
+	else {
+		put_header(buf, body);
 		bitwheel__v1__envelope__pack(env, buf + BWP_HEADER_SIZE);
+	}
+	return BWP_OK;
+}
+
+/*
+ * A response whose body message cannot reach 128 bytes has a one-byte
+ * length, known before it is written, so it is written in one pass
+ * without sizing it first: every field at its longest (eleven bytes with
+ * its tag; a Fired's nine add up to 81) and a payload under 28 bytes with
+ * its two bytes of tag and length.  Its frame, the envelope's request_id
+ * and the body's tag and length included, is at most this many bytes; the
+ * exact size comes from where the writing ended.
+ */
+#define ONE_PASS_PAYLOAD 28u
+#define ONE_PASS_FRAME (BWP_HEADER_SIZE + 11u + 2u + 127u)
+
+static bool one_of_four(Bitwheel__V1__Envelope__BodyCase body)
+{
+	switch (body) {
+	case BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY:
+	case BITWHEEL__V1__ENVELOPE__BODY_CANCEL_REPLY:
+	case BITWHEEL__V1__ENVELOPE__BODY_ACK_REPLY:
+	case BITWHEEL__V1__ENVELOPE__BODY_FIRED:
+		return true;
+	default:
+		return false;
+	}
+}
+
+int bwp_frame_pack_response(const struct bwp_response *r, size_t max_frame,
+			    uint8_t *buf, size_t cap, size_t *out_len)
+{
+	size_t sub, body, total, dead = 0;
+	uint8_t *p, *end;
+
+	if (r == NULL || out_len == NULL || (buf == NULL && cap > 0))
+		return BWP_EINVAL;
+	if (one_of_four(r->body_case) &&
+	    !r->dead_letter && r->payload_len < ONE_PASS_PAYLOAD &&
+	    cap >= ONE_PASS_FRAME &&
+	    body_limit(max_frame) >= ONE_PASS_FRAME - BWP_HEADER_SIZE) {
+		p = put_u64(buf + BWP_HEADER_SIZE, 1, r->has_request_id,
+			    r->request_id);
+		*p = TAG((unsigned)r->body_case, WT_LEN);
+		end = response_body_write(r, 0, p + 2);
+		p[1] = (uint8_t)(end - (p + 2));
+		body = (size_t)(end - buf) - BWP_HEADER_SIZE;
+		put_header(buf, body);
+		*out_len = body + BWP_HEADER_SIZE;
+		return BWP_OK;
+	}
+	sub = response_body_size(r, &dead);
+	if (sub == SLOW)
+		return BWP_ENOBODY;
+	body = envelope_size(r->has_request_id, r->request_id, sub);
+	total = add_sat(BWP_HEADER_SIZE, body);
+	*out_len = total;
+	if (body > body_limit(max_frame))
+		return BWP_ETOOBIG;
+	if (total > cap)
+		return BWP_ENOSPC;
+	response_body_write(r, dead,
+			    put_envelope(buf, body, r->has_request_id,
+					 r->request_id, (unsigned)r->body_case,
+					 sub));
 	return BWP_OK;
 }
 
@@ -1144,6 +1274,7 @@ bool bwp_response_from_envelope(const Bitwheel__V1__Envelope *env,
 		r->deliveries = m->deliveries;
 		r->has_due_realtime_ns = m->has_due_realtime_ns;
 		r->due_realtime_ns = m->due_realtime_ns;
+		r->dead_letter = m->dead_letter;
 		return true;
 	}
 	default:

@@ -31,7 +31,10 @@
  *                          (Schedule, Cancel, Ack, ScheduleReply,
  *                          CancelReply, AckReply, Fired, with no unknown
  *                          fields) are written by frame.c itself, byte for
- *                          byte what protobuf-c would write.
+ *                          byte what protobuf-c would write; a small
+ *                          response (a body under 128 bytes) into a
+ *                          buffer with room for the largest such frame in
+ *                          one walk, its size taken from where it ended.
  *   bwp_frame_parse        O(1) until the whole frame is in the buffer: it
  *                          reads the 4-byte header and no further, so a
  *                          caller may retry after every read without
@@ -269,6 +272,9 @@ struct bwp_response {
 	uint64_t fire_count;
 	const uint8_t *payload;
 	size_t payload_len;
+	/* Fired.dead_letter: bwp_response_from_envelope's and the packer's;
+	 * the fast reader leaves such a frame to protobuf-c (NULL). */
+	const Bitwheel__V1__DeadLetter *dead_letter;
 };
 
 /*
@@ -288,6 +294,18 @@ int bwp_frame_parse_response(const uint8_t *buf, size_t len,
  */
 bool bwp_response_from_envelope(const Bitwheel__V1__Envelope *env,
 				struct bwp_response *resp);
+
+/*
+ * bwp_frame_pack() for a response in a struct bwp_response (the daemon's
+ * hot replies and its fires, without a protobuf-c message to fill): the
+ * bytes bwp_frame_pack() writes for the envelope that
+ * bwp_response_from_envelope() reads resp from, with its contract;
+ * BWP_ENOBODY for a body_case that is none of the four.  Sizing and
+ * writing each take a few branches a field; a dead letter is protobuf-c's
+ * to size and write.
+ */
+int bwp_frame_pack_response(const struct bwp_response *resp, size_t max_frame,
+			    uint8_t *buf, size_t cap, size_t *out_len);
 
 /*
  * Start a reply to req in caller storage: env is initialised and, when req

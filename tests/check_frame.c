@@ -2040,6 +2040,66 @@ START_TEST(test_fast_pack_is_protobuf_c)
 }
 END_TEST
 
+/* A response packed from its struct bwp_response (the daemon's replies
+ * and fires) is protobuf-c's frame of the envelope, in a buffer of its
+ * exact size (sized, then written) and in one with room past it (a small
+ * one written in one pass); a Fired's dead letter included. */
+START_TEST(test_pack_response_is_protobuf_c)
+{
+	struct sample s;
+	Bitwheel__V1__DeadLetter dead = BITWHEEL__V1__DEAD_LETTER__INIT;
+	struct bwp_response r;
+	size_t len, ref_len, got;
+	uint8_t *buf, *ref;
+	int n = 0;
+
+	for (int i = 0; i < rounds(20000); i++) {
+		rnd_fast_envelope(&s);
+		if (!bwp_response_from_envelope(&s.env, &r))
+			continue;
+		if (s.env.body_case == BITWHEEL__V1__ENVELOPE__BODY_FIRED &&
+		    rnd() % 4 == 0) {
+			rnd_session(&dead.has_session, &dead.session);
+			dead.has_deliveries = rnd_flag();
+			dead.deliveries = (uint32_t)rnd_u64();
+			dead.has_dead_lettered_ns = rnd_flag();
+			dead.dead_lettered_ns = rnd_u64();
+			s.fired.dead_letter = &dead;
+			ck_assert(bwp_response_from_envelope(&s.env, &r));
+			ck_assert_ptr_eq(r.dead_letter, &dead);
+		}
+		n++;
+		ref = reference_frame(&s.env, &ref_len);
+		ck_assert_int_eq(bwp_frame_pack_response(&r, SIZE_MAX, NULL, 0, &len),
+				 BWP_ENOSPC);
+		ck_assert_msg(len == ref_len, "iteration %d: size %zu, protobuf-c %zu",
+			      i, len, ref_len);
+		ck_assert_uint_eq(bwp_frame_packed_size(&s.env), ref_len);
+		for (size_t extra = 0; extra <= 256; extra += 256) {
+			buf = malloc(len + extra);
+			ck_assert_ptr_nonnull(buf);
+			ck_assert_int_eq(bwp_frame_pack_response(&r, SIZE_MAX, buf,
+								 len + extra, &got),
+					 BWP_OK);
+			ck_assert_uint_eq(got, len);
+			ck_assert_msg(memcmp(buf, ref, len) == 0,
+				      "iteration %d (%zu bytes spare): bytes differ",
+				      i, extra);
+			free(buf);
+		}
+		/* The bound on the body, as bwp_frame_pack's. */
+		ck_assert_int_eq(bwp_frame_pack_response(&r, len - BWP_HEADER_SIZE - 1,
+							 NULL, 0, &got),
+				 BWP_ETOOBIG);
+		free(ref);
+	}
+	ck_assert_int_gt(n, 0);
+	r.body_case = BITWHEEL__V1__ENVELOPE__BODY_HELLO;
+	ck_assert_int_eq(bwp_frame_pack_response(&r, SIZE_MAX, NULL, 0, &got),
+			 BWP_ENOBODY);
+}
+END_TEST
+
 /* Every body both directions read fast, as protobuf-c writes it, and
  * every field of every body (a Hello's too) read back. */
 START_TEST(test_fast_parse_is_protobuf_c)
@@ -2550,6 +2610,7 @@ static Suite *frame_suite(void)
 	tc = tcase_create("fast");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_fast_pack_is_protobuf_c);
+	tcase_add_test(tc, test_pack_response_is_protobuf_c);
 	tcase_add_test(tc, test_fast_parse_is_protobuf_c);
 	tcase_add_test(tc, test_fast_parse_mutations);
 	tcase_add_loop_test(tc, test_fast_parse_fallback, 0, N_ODD);

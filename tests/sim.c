@@ -1124,14 +1124,14 @@ static void reply(struct sim *s, struct sconn *c, uint64_t len)
 /* The bytes of f's frame, packed as bwd_conn_deliver() packs it. */
 static size_t fired_len(const struct bwd_fire *f)
 {
-	Bitwheel__V1__Envelope env = BITWHEEL__V1__ENVELOPE__INIT;
-	Bitwheel__V1__Fired fired;
+	struct bwp_response fired;
 	Bitwheel__V1__DeadLetter dead;
+	size_t len = 0;
 
 	bwd_fired_of(f, &fired, &dead);
-	env.body_case = BITWHEEL__V1__ENVELOPE__BODY_FIRED;
-	env.fired = &fired;
-	return bwp_frame_packed_size(&env);
+	/* Nowhere to write: it says how many bytes it needs. */
+	bwp_frame_pack_response(&fired, SIZE_MAX, NULL, 0, &len);
+	return len;
 }
 
 /* The member is gone (killed, or closed once drained): conn.c's leave(). */
