@@ -125,6 +125,12 @@ struct bw_wheel {
 	uint64_t ring_mask;    /* ring slots - 1: 4095, or 63 with one gear */
 	uint64_t ring_reach;   /* min(range, ring_mask): the furthest tick
 				  ahead that arm()'s inline case takes     */
+	uint64_t rf_lo, rf_n;  /* refusal window: ticks rf_lo .. rf_lo +
+				  rf_n - 1, when beyond the ring, are
+				  refused (BW_EFULL) as long as gear 2's
+				  full word is rf_full and now >> 12 is
+				  rf_base; rf_n 0: none (wheel.c, Capacity) */
+	uint64_t rf_full, rf_base;
 	uint64_t next;         /* cached min event tick over slots and heap */
 	uint32_t next_slot;    /* next & ring_mask: the ring slot whose
 				  emptying makes next stale (bw_set_next) */

@@ -452,6 +452,46 @@ static inline void put_handle(const struct bw_timer *tm, bw_handle *out)
 		*out = bw_handle_make(((const struct bw_rec *)tm)->idx, tm->gen);
 }
 
+/*
+ * The refusal window (Capacity, above): after arm() refused tick t in
+ * gear 2 of a plain exact wheel, the run of full gear-2 slots around t's
+ * (offsets from now's slot, bit j of f) gives every slot that arm()
+ * would refuse as well, while that word and now's gear-2 slot stay as
+ * they are: each of them full, and so is every probe candidate, the
+ * max_probes - 1 slots below it or all those down to now's next slot.
+ * Offset 63 stays out, so that a 3-gear wheel's window is in its range.
+ */
+static __attribute__((noinline)) void
+refuse_learn(struct bw_wheel *w, uint64_t t)
+{
+	uint64_t base = w->now >> 12, j = (t >> 12) - base, f, below;
+	unsigned lo, hi, start;
+
+	if (w->cfg.failover || w->cfg.precision != BW_EXACT ||
+	    w->cfg.gears < 3 || t - w->now <= w->ring_mask || j > 62)
+		return;
+	f = rotr64(w->full[bw_gear_word(2)], (unsigned)base);
+	hi = (unsigned)j + (unsigned)__builtin_ctzll(~(f >> j)) - 1;
+	hi = min_u(hi, 62);
+	below = (~f & ((1ull << j) - 1)) | 1;
+	lo = 64 - (unsigned)__builtin_clzll(below);
+	start = lo == 1 ? 1 : lo + w->cfg.max_probes - 1;
+	if (start > j)
+		return;
+	w->rf_lo = (base + start) << 12;
+	w->rf_n = (uint64_t)(hi + 1 - start) << 12;
+	w->rf_base = base;
+	w->rf_full = w->full[bw_gear_word(2)];
+}
+
+/* Whether tick t is in the refusal window, which still holds. */
+static inline bool refuse_fast(const struct bw_wheel *w, uint64_t t)
+{
+	return t - w->rf_lo < w->rf_n && t - w->now > w->ring_mask &&
+	       w->now >> 12 == w->rf_base &&
+	       w->full[bw_gear_word(2)] == w->rf_full;
+}
+
 /* place()'s cold half: arm(), the counting and the handle (or the record
  * back to the pool), out of line (below), so that place() can end in a
  * tail call and stay a leaf. */
@@ -464,6 +504,8 @@ place_rest(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill,
 	if (err) {
 		if (err != BW_ENOMEM)
 			w->ctr.refused++;
+		if (err == BW_EFULL)
+			refuse_learn(w, t);
 		if (out)
 			bw_pool_put(w, (struct bw_rec *)tm);
 		return err;
@@ -474,19 +516,43 @@ place_rest(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill,
 }
 
 /* place_rest() for handle records and, without the handle's tests, for
- * intrusive timers. */
+ * intrusive timers; a tick in the refusal window is refused before
+ * either saves a register. */
+static __attribute__((noinline)) int
+place_slow(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill,
+	   bw_handle *out)
+{
+	return place_rest(w, tm, t, spill, out);
+}
+
+static __attribute__((noinline)) int
+place_slow_timer(struct bw_wheel *w, struct bw_timer *tm, uint64_t t,
+		 bool spill)
+{
+	return place_rest(w, tm, t, spill, NULL);
+}
+
 static __attribute__((noinline)) int
 place_far(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill,
 	  bw_handle *out)
 {
-	return place_rest(w, tm, t, spill, out);
+	if (refuse_fast(w, t)) {
+		w->ctr.refused++;
+		bw_pool_put(w, (struct bw_rec *)tm);
+		return BW_EFULL;
+	}
+	return place_slow(w, tm, t, spill, out);
 }
 
 static __attribute__((noinline)) int
 place_far_timer(struct bw_wheel *w, struct bw_timer *tm, uint64_t t,
 		bool spill)
 {
-	return place_rest(w, tm, t, spill, NULL);
+	if (refuse_fast(w, t)) {
+		w->ctr.refused++;
+		return BW_EFULL;
+	}
+	return place_slow_timer(w, tm, t, spill);
 }
 
 /*
