@@ -237,7 +237,7 @@ static int check_heap(const struct bw_wheel *w, size_t *handles,
 
 /* The refusal window, while it holds (wheel.c: refuse_fast), covers only
  * whole gear-2 slots 1..62 ahead that are full, as is each one's every
- * probe candidate; only a plain exact wheel with a gear 2 has one. */
+ * probe candidate; only an exact wheel with a gear 2 has one. */
 static int check_refusal(const struct bw_wheel *w, const char **why)
 {
 	unsigned word = bw_gear_word(2);
@@ -245,8 +245,8 @@ static int check_refusal(const struct bw_wheel *w, const char **why)
 
 	if (!w->rf_n)
 		return 0;
-	if (w->cfg.failover || w->cfg.precision != BW_EXACT || w->cfg.gears < 3)
-		FAIL("a refusal window on a wheel that refuses otherwise");
+	if (w->cfg.precision != BW_EXACT || w->cfg.gears < 3)
+		FAIL("a refusal window on a wheel without exact gear 2");
 	if (base != w->rf_base || w->full[word] != w->rf_full)
 		return 0;
 	if ((w->rf_lo | w->rf_n) & 4095)

@@ -25,7 +25,8 @@
  *             of the occupied words (bit k of sum[k / 64]: word k is not
  *             empty), so that the ring's next event is two ctz away.  One
  *             cached next-event tick for the whole wheel, and its ring
- *             slot.
+ *             slot; one refusal window (ticks a plain exact wheel's gear
+ *             2 refuses while its full word and now's gear-2 slot hold).
  *   due       two lists of timers whose tick has already been reached
  *             (sentinel links in the wheel); the one not being fired
  *             takes new arrivals.
