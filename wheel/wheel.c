@@ -275,8 +275,7 @@ refuse_learn(struct bw_wheel *w, uint64_t t)
 	uint64_t base = w->now >> 12, j = (t >> 12) - base, f, below;
 	unsigned lo, hi, start;
 
-	if (w->cfg.precision != BW_EXACT || w->cfg.gears < 3 ||
-	    t - w->now <= w->ring_mask || j > 62)
+	if (w->cfg.gears < 3 || t - w->now <= w->ring_mask || j > 62)
 		return;
 	f = rotr64(w->full[bw_gear_word(2)], (unsigned)base);
 	hi = (unsigned)j + (unsigned)__builtin_ctzll(~(f >> j)) - 1;
@@ -385,7 +384,7 @@ arm(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill)
 		int err = probe(w, g, &key);
 
 		if (err) {
-			if (g == 2)
+			if (g == 2 && w->cfg.precision == BW_EXACT)
 				refuse_learn(w, t);
 			return overflow(w, tm, err, spill);
 		}
