@@ -98,15 +98,16 @@
  *
  * The refusal window.  Far deadlines that outnumber gear 2's capped slots
  * (10,000 timers up to 10 s ahead at 1 ms: most of them beyond the ring)
- * make refusal the common far insert, so a plain exact wheel remembers
- * what its last gear-2 refusal proved: the run of full slots around the
- * refused one, less the slots whose probes reach below the run, is a
- * range of ticks (rf_lo, rf_n) that arm() would refuse too, for as long
- * as gear 2's full word and now's gear-2 slot are what they were
- * (rf_full, rf_base).  Refusal is a function of those two alone, so no
- * cancel, poll or re-slot has to invalidate anything: an insert beyond
- * the ring in the window is refused in a few compares, before any
- * register is saved (place_far), and any other goes on to arm().
+ * make refusal (or, failover, the heap) the common far insert, so an
+ * exact wheel remembers what its last gear-2 refusal proved: the run of
+ * full slots around the refused one, less the slots whose probes reach
+ * below the run, is a range of ticks (rf_lo, rf_n) for which arm() would
+ * find no slot either, for as long as gear 2's full word and now's
+ * gear-2 slot are what they were (rf_full, rf_base).  That is a function
+ * of those two alone, so no cancel, poll or re-slot has to invalidate
+ * anything: an insert beyond the ring in the window is refused, or goes
+ * to the heap, in a few compares, before any register is saved
+ * (place_far), and any other goes on to arm().  Coarse mode has none.
  *
  * Re-slots are never refused and never probe: a timer moving down goes
  * straight to its home slot, over capacity if need be (counted as
