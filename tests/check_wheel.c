@@ -365,6 +365,38 @@ START_TEST(test_coarse_hotspot)
 }
 END_TEST
 
+/*
+ * A refused far insert teaches the wheel which gear-2 slots refuse (the
+ * refusal window), but only those: a slot whose probe still finds room
+ * below it takes its timer, and a cancel that makes room is seen at once.
+ * Cap 1, 2 probes: slots 5 and 6 ahead full, so 6 refuses, 5 probes to 4.
+ */
+START_TEST(test_refusal_window)
+{
+	struct bw_config cfg = tu_cfg(3, 5, 1, 2, BW_EXACT, false);
+	struct bw_wheel *w = tu_wheel_new(&cfg, L0 * T5);
+	uint64_t base = L0 >> 12;
+	bw_handle h5, h6, h;
+
+#define SLOT_TICK(j, off) (((base + (j)) << 12) + (off))
+	ck_assert_int_eq(bw_wheel_insert(w, SLOT_TICK(5, 10) * T5, NULL, &h5), 0);
+	ck_assert_int_eq(bw_wheel_insert(w, SLOT_TICK(6, 10) * T5, NULL, &h6), 0);
+	ck_assert_int_eq(bw_wheel_insert(w, SLOT_TICK(6, 20) * T5, NULL, &h), BW_EFULL);
+	ck_assert_int_eq(bw_wheel_insert(w, SLOT_TICK(6, 30) * T5, NULL, &h), BW_EFULL);
+	ck_assert_int_eq(bw_wheel_insert(w, SLOT_TICK(5, 20) * T5, NULL, &h), 0);
+	tu_assert_healthy(w);
+	ck_assert_int_eq(bw_wheel_insert(w, SLOT_TICK(5, 30) * T5, NULL, &h), BW_EFULL);
+	ck_assert_int_eq(bw_wheel_insert(w, SLOT_TICK(6, 40) * T5, NULL, &h), BW_EFULL);
+	ck_assert_int_eq(bw_wheel_cancel(w, h6, NULL), 0);
+	ck_assert_int_eq(bw_wheel_insert(w, SLOT_TICK(6, 50) * T5, NULL, &h), 0);
+	ck_assert_int_eq(bw_wheel_insert(w, SLOT_TICK(6, 60) * T5, NULL, &h), BW_EFULL);
+#undef SLOT_TICK
+	ck_assert_uint_eq(bw_wheel_pending(w), 3);
+	tu_assert_healthy(w);
+	bw_wheel_free(w);
+}
+END_TEST
+
 /* ---- handles ---------------------------------------------------------- */
 
 START_TEST(test_cancel_returns_data)
@@ -3206,6 +3238,7 @@ static Suite *wheel_suite(void)
 	tcase_add_test(tc, test_probe_chain);
 	tcase_add_test(tc, test_efull_leaves_no_trace);
 	tcase_add_loop_test(tc, test_coarse_hotspot, 0, 4);
+	tcase_add_test(tc, test_refusal_window);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("handles");

@@ -26,7 +26,9 @@
  *   - free list plus pending records account for every record, each
  *     handle timer found in a slot, list or the heap is its pool record,
  *     and the pending count matches the timers held, handle records and
- *     intrusive timers (gen 0) alike.
+ *     intrusive timers (gen 0) alike;
+ *   - the refusal window, while it holds, names only gear-2 slots whose
+ *     every probe candidate is full.
  */
 #include "wheel-internal.h"
 
@@ -233,6 +235,34 @@ static int check_heap(const struct bw_wheel *w, size_t *handles,
 	return 0;
 }
 
+/* The refusal window, while it holds (wheel.c: refuse_fast), covers only
+ * whole gear-2 slots 1..62 ahead that are full, as is each one's every
+ * probe candidate; only an exact wheel with a gear 2 has one. */
+static int check_refusal(const struct bw_wheel *w, const char **why)
+{
+	unsigned word = bw_gear_word(2);
+	uint64_t base = w->now >> 12, first = w->rf_lo >> 12;
+
+	if (!w->rf_n)
+		return 0;
+	if (w->cfg.precision != BW_EXACT || w->cfg.gears < 3)
+		FAIL("a refusal window on a wheel without exact gear 2");
+	if (base != w->rf_base || w->full[word] != w->rf_full)
+		return 0;
+	if ((w->rf_lo | w->rf_n) & 4095)
+		FAIL("refusal window is not whole gear-2 slots");
+	for (uint64_t k = first; k < first + (w->rf_n >> 12); k++) {
+		uint64_t j = k - base, probes = w->cfg.max_probes;
+
+		if (j < 1 || j > 62)
+			FAIL("refusal window outside gear 2's slots ahead");
+		for (uint64_t i = 0; i < probes && i < j; i++)
+			if (!bw_map_test(w->full, word * 64 + (unsigned)((k - i) & 63)))
+				FAIL("refusal window names a slot that takes a timer");
+	}
+	return 0;
+}
+
 int bw_wheel_check(const struct bw_wheel *w, const char **why)
 {
 	const struct bw_pool *p;
@@ -249,6 +279,9 @@ int bw_wheel_check(const struct bw_wheel *w, const char **why)
 	if (err)
 		return err;
 	err = check_heap(w, &handles, why);
+	if (err)
+		return err;
+	err = check_refusal(w, why);
 	if (err)
 		return err;
 	if (w->heap.n) {

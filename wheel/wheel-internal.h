@@ -25,7 +25,9 @@
  *             of the occupied words (bit k of sum[k / 64]: word k is not
  *             empty), so that the ring's next event is two ctz away.  One
  *             cached next-event tick for the whole wheel, and its ring
- *             slot.
+ *             slot; one refusal window (ticks for which an exact wheel's
+ *             gear 2 has no slot while its full word and now's gear-2
+ *             slot hold).
  *   due       two lists of timers whose tick has already been reached
  *             (sentinel links in the wheel); the one not being fired
  *             takes new arrivals.
@@ -125,6 +127,13 @@ struct bw_wheel {
 	uint64_t ring_mask;    /* ring slots - 1: 4095, or 63 with one gear */
 	uint64_t ring_reach;   /* min(range, ring_mask): the furthest tick
 				  ahead that arm()'s inline case takes     */
+	uint64_t rf_lo, rf_n;  /* refusal window: ticks rf_lo .. rf_lo +
+				  rf_n - 1, when beyond the ring, find
+				  no slot (BW_EFULL or the heap) while
+				  gear 2's full word is rf_full and
+				  now >> 12 is rf_base; rf_n 0: none
+				  (wheel.c, the refusal window)          */
+	uint64_t rf_full, rf_base;
 	uint64_t next;         /* cached min event tick over slots and heap */
 	uint32_t next_slot;    /* next & ring_mask: the ring slot whose
 				  emptying makes next stale (bw_set_next) */

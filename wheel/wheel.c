@@ -96,6 +96,19 @@
  * creation: the ring's 4096 slots can hold more, and a plain wheel whose
  * records are all pending refuses the insert with BW_EFULL too.
  *
+ * The refusal window.  Far deadlines that outnumber gear 2's capped slots
+ * (10,000 timers up to 10 s ahead at 1 ms: most of them beyond the ring)
+ * make refusal (or, failover, the heap) the common far insert, so an
+ * exact wheel remembers what its last gear-2 refusal proved: the run of
+ * full slots around the refused one, less the slots whose probes reach
+ * below the run, is a range of ticks (rf_lo, rf_n) for which arm() would
+ * find no slot either, for as long as gear 2's full word and now's
+ * gear-2 slot are what they were (rf_full, rf_base).  That is a function
+ * of those two alone, so no cancel, poll or re-slot has to invalidate
+ * anything: an insert beyond the ring in the window is refused, or goes
+ * to the heap, in a few compares, before any register is saved
+ * (place_far), and any other goes on to arm().  Coarse mode has none.
+ *
  * Re-slots are never refused and never probe: a timer moving down goes
  * straight to its home slot, over capacity if need be (counted as
  * overfilled).  The wheel accepted it once, so refusing it now would lose
@@ -126,7 +139,8 @@
  * division), one compare against the ring's reach and one of the slot's
  * room, a few bit operations, one branch-free list push, all inline and a
  * leaf; the due list, the gears (a count-leading-zeros picks one),
- * probing and refusals are one tail call further (place_far): O(1), in
+ * probing and refusals are one tail call further (place_far; a refusal
+ * in the window above about 19 instructions there, 50 in all): O(1), in
  * the trading simulation (bench/callgrind.sh --quick) about 71
  * instructions on x86-64 through a handle (the pool's free list and the
  * handle), 56 intrusive, call included.  cancel: O(1), about 52 for a
@@ -247,6 +261,46 @@ probe(const struct bw_wheel *w, unsigned g, uint64_t *keyp)
 	return 0;
 }
 
+/*
+ * The refusal window (above): after arm() found no gear-2 slot for tick
+ * t on an exact wheel, the run of full gear-2 slots around t's
+ * (offsets from now's slot, bit j of f) gives every slot that arm()
+ * would find none for as well, while that word and now's gear-2 slot stay as
+ * they are: each of them full, and so is every probe candidate, the
+ * max_probes - 1 slots below it or all those down to now's next slot.
+ * Offset 63 stays out, so that a 3-gear wheel's window is in its range.
+ */
+static __attribute__((noinline)) void
+refuse_learn(struct bw_wheel *w, uint64_t t)
+{
+	uint64_t base = w->now >> 12, j = (t >> 12) - base, f, below;
+	unsigned lo, hi, start;
+
+	if (w->cfg.gears < 3 || t - w->now <= w->ring_mask || j > 62)
+		return;
+	f = rotr64(w->full[bw_gear_word(2)], (unsigned)base);
+	hi = (unsigned)j + (unsigned)__builtin_ctzll(~(f >> j)) - 1;
+	hi = min_u(hi, 62);
+	below = (~f & ((1ull << j) - 1)) | 1;
+	lo = 64 - (unsigned)__builtin_clzll(below);
+	start = lo == 1 ? 1 : lo + w->cfg.max_probes - 1;
+	if (start > j)
+		return;
+	w->rf_lo = (base + start) << 12;
+	w->rf_n = (uint64_t)(hi + 1 - start) << 12;
+	w->rf_base = base;
+	w->rf_full = w->full[bw_gear_word(2)];
+}
+
+/* Whether tick t is in the refusal window, which still holds: no slot
+ * takes it. */
+static inline bool refuse_fast(const struct bw_wheel *w, uint64_t t)
+{
+	return t - w->rf_lo < w->rf_n && t - w->now > w->ring_mask &&
+	       w->now >> 12 == w->rf_base &&
+	       w->full[bw_gear_word(2)] == w->rf_full;
+}
+
 /* A timer no slot takes (err): a failover wheel's heap unless !spill
  * (bw_wheel_try_insert), or err. */
 static inline int
@@ -330,8 +384,11 @@ arm(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill)
 	if (bw_map_test(w->full, id)) {
 		int err = probe(w, g, &key);
 
-		if (err)
+		if (err) {
+			if (g == 2 && w->cfg.precision == BW_EXACT)
+				refuse_learn(w, t);
 			return overflow(w, tm, err, spill);
+		}
 		w->ctr.probed++;
 		id = bw_slot_id(w, g, key);
 		ev = key << (6 * g);
@@ -476,17 +533,83 @@ place_rest(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill,
 /* place_rest() for handle records and, without the handle's tests, for
  * intrusive timers. */
 static __attribute__((noinline)) int
-place_far(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill,
-	  bw_handle *out)
+place_slow(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill,
+	   bw_handle *out)
 {
 	return place_rest(w, tm, t, spill, out);
 }
 
 static __attribute__((noinline)) int
-place_far_timer(struct bw_wheel *w, struct bw_timer *tm, uint64_t t,
-		bool spill)
+place_slow_timer(struct bw_wheel *w, struct bw_timer *tm, uint64_t t,
+		 bool spill)
 {
 	return place_rest(w, tm, t, spill, NULL);
+}
+
+/* A timer in the refusal window on a failover wheel: the heap, as
+ * arm() would have found after its probes. */
+static __attribute__((noinline)) int
+place_heap(struct bw_wheel *w, struct bw_timer *tm, bw_handle *out)
+{
+	int err = overflow(w, tm, BW_EFULL, true);
+
+	if (err) {
+		if (err != BW_ENOMEM)
+			w->ctr.refused++;
+		if (out)
+			bw_pool_put(w, (struct bw_rec *)tm);
+		return err;
+	}
+	w->ctr.inserted++;
+	put_handle(tm, out);
+	return 0;
+}
+
+/* place()'s out-of-line half, spill constant (below): a tick in the
+ * refusal window goes to the heap or is refused before any register is
+ * saved, any other to place_rest(). */
+static inline __attribute__((always_inline)) int
+place_far_at(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill,
+	     bw_handle *out)
+{
+	if (refuse_fast(w, t)) {
+		if (spill && w->cfg.failover)
+			return place_heap(w, tm, out);
+		w->ctr.refused++;
+		/* No handle named the record yet and its free_next is as it
+		 * was: back on top of the free list, generation unchanged. */
+		if (out)
+			w->pool.free = ((struct bw_rec *)tm)->idx;
+		return BW_EFULL;
+	}
+	if (!out)
+		return place_slow_timer(w, tm, t, spill);
+	return place_slow(w, tm, t, spill, out);
+}
+
+static __attribute__((noinline)) int
+place_far(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bw_handle *out)
+{
+	return place_far_at(w, tm, t, true, out);
+}
+
+static __attribute__((noinline)) int
+place_far_try(struct bw_wheel *w, struct bw_timer *tm, uint64_t t,
+	      bw_handle *out)
+{
+	return place_far_at(w, tm, t, false, out);
+}
+
+static __attribute__((noinline)) int
+place_far_timer(struct bw_wheel *w, struct bw_timer *tm, uint64_t t)
+{
+	return place_far_at(w, tm, t, true, NULL);
+}
+
+static __attribute__((noinline)) int
+place_far_timer_try(struct bw_wheel *w, struct bw_timer *tm, uint64_t t)
+{
+	return place_far_at(w, tm, t, false, NULL);
 }
 
 /*
@@ -519,8 +642,9 @@ place(struct bw_wheel *w, struct bw_timer *tm, uint64_t deadline_ns,
 		return 0;
 	}
 	if (!out)
-		return place_far_timer(w, tm, t, spill);
-	return place_far(w, tm, t, spill, out);
+		return spill ? place_far_timer(w, tm, t)
+			     : place_far_timer_try(w, tm, t);
+	return spill ? place_far(w, tm, t, out) : place_far_try(w, tm, t, out);
 }
 
 static int insert_grow(struct bw_wheel *w, uint64_t deadline_ns, void *data,
