@@ -509,15 +509,11 @@ static inline void put_handle(const struct bw_timer *tm, bw_handle *out)
 		*out = bw_handle_make(((const struct bw_rec *)tm)->idx, tm->gen);
 }
 
-/* place()'s cold half: arm(), the counting and the handle (or the record
- * back to the pool), out of line (below), so that place() can end in a
- * tail call and stay a leaf. */
+/* After a placement that returned err: the counting and the handle (or
+ * the record back to the pool). */
 static inline __attribute__((always_inline)) int
-place_rest(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill,
-	   bw_handle *out)
+settle(struct bw_wheel *w, struct bw_timer *tm, int err, bw_handle *out)
 {
-	int err = arm(w, tm, t, spill);
-
 	if (err) {
 		if (err != BW_ENOMEM)
 			w->ctr.refused++;
@@ -528,6 +524,15 @@ place_rest(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill,
 	w->ctr.inserted++;
 	put_handle(tm, out);
 	return 0;
+}
+
+/* place()'s cold half: arm() and settle(), out of line (below), so that
+ * place() can end in a tail call and stay a leaf. */
+static inline __attribute__((always_inline)) int
+place_rest(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill,
+	   bw_handle *out)
+{
+	return settle(w, tm, arm(w, tm, t, spill), out);
 }
 
 /* place_rest() for handle records and, without the handle's tests, for
@@ -551,18 +556,7 @@ place_slow_timer(struct bw_wheel *w, struct bw_timer *tm, uint64_t t,
 static __attribute__((noinline)) int
 place_heap(struct bw_wheel *w, struct bw_timer *tm, bw_handle *out)
 {
-	int err = overflow(w, tm, BW_EFULL, true);
-
-	if (err) {
-		if (err != BW_ENOMEM)
-			w->ctr.refused++;
-		if (out)
-			bw_pool_put(w, (struct bw_rec *)tm);
-		return err;
-	}
-	w->ctr.inserted++;
-	put_handle(tm, out);
-	return 0;
+	return settle(w, tm, overflow(w, tm, BW_EFULL, true), out);
 }
 
 /* place()'s out-of-line half, spill constant (below): a tick in the
