@@ -136,7 +136,7 @@ bool du_skip_if_wrapped(const char *test, const char *why)
 
 static const char *built_path(const char *path)
 {
-	static struct { const char *path; char *binary; } seen[16];
+	static struct { char *path, *binary; } seen[16];
 	static size_t nseen;
 	const char *top = BW_TOP_BUILDDIR "/", *base = strrchr(path, '/');
 	char *binary;
@@ -154,7 +154,9 @@ static const char *built_path(const char *path)
 	}
 	ck_assert_msg(nseen < sizeof(seen) / sizeof(seen[0]), "more built programs than %zu",
 		      sizeof(seen) / sizeof(seen[0]));
-	seen[nseen].path = path;
+	/* path may be a caller's buffer, written again for the next run. */
+	seen[nseen].path = strdup(path);
+	ck_assert_ptr_nonnull(seen[nseen].path);
 	seen[nseen].binary = binary;
 	return seen[nseen++].binary;
 }
