@@ -938,54 +938,75 @@ END_TEST
  */
 START_TEST(test_sync_gather)
 {
-	enum { TRAIN = 8, N = 32 };
-	struct du_daemon *d = du_daemon_new();
+	enum { TRAIN = 8, N = 32, TRIES = 3 };
+	struct du_daemon *d;
 	struct du_sync_step plan[TRAIN + 2];
-	struct du_sync_call *log, *a = NULL, *b = NULL;
+	struct du_sync_call *log = NULL, *a = NULL, *b = NULL;
 	struct du_buf buf = { 0 };
 	struct du_conn *c, *lone;
-	unsigned t_ms = (unsigned)du_scale_ms(100);
+	unsigned t_ms = (unsigned)du_scale_ms(100), tries = 0, split;
 	uint64_t t = (uint64_t)t_ms * DU_MS, t0, sent_lone, key = 0;
 	size_t n;
 
+	/* Valgrind's daemon takes more than a turn (BWD_TURN_NS) over the
+	 * burst, which then never makes one sync. */
+	if (du_skip_if_wrapped("test_sync_gather", "the burst spans several turns"))
+		return;
 	for (unsigned i = 0; i < TRAIN; i++)
 		plan[i] = (struct du_sync_step){ t_ms, 0 };
 	plan[TRAIN] = (struct du_sync_step){ 4 * t_ms, 0 };
 	plan[TRAIN + 1] = (struct du_sync_step){ 0, 0 };
+	d = du_daemon_new();
 	du_fault_sync(d, 0, 0);
 	start_durable(d, "--fsync=batch");
 	c = du_open(d, "gather-a");
 	lone = du_open(d, "gather-b");
-	du_fault_sync_plan(d, plan, TRAIN + 2);
-	for (unsigned i = 0; i < TRAIN; i++) {
-		struct du_sched s = { .key = ++key, .when = DU_DELAY, .when_ns = 3600 * DU_S };
+	/* The burst must be read in one turn to make one sync; a preempted
+	 * turn splits it, and the round is run again, a bounded number of
+	 * times. */
+	do {
+		ck_assert_msg(tries++ < TRIES, "the burst of %d made more than one sync in each of %d rounds",
+			      N, TRIES);
+		free(log);
+		a = b = NULL;
+		du_buf_free(&buf);
+		du_fault_sync_plan(d, plan, TRAIN + 2);
+		for (unsigned i = 0; i < TRAIN; i++) {
+			struct du_sched s = { .key = ++key, .when = DU_DELAY, .when_ns = 3600 * DU_S };
 
-		du_send_schedule(c, key, &s);
-		bwp_frame_free(du_expect_reply(c, key, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY));
-	}
-	for (unsigned i = 0; i < N; i++) {
-		struct du_sched s = { .key = ++key, .when = DU_DELAY, .when_ns = 3600 * DU_S };
+			du_send_schedule(c, key, &s);
+			bwp_frame_free(du_expect_reply(c, key, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY));
+		}
+		for (unsigned i = 0; i < N; i++) {
+			struct du_sched s = { .key = ++key, .when = DU_DELAY, .when_ns = 3600 * DU_S };
 
-		du_pack_schedule(&buf, key, &s);
-	}
-	t0 = du_now_ns();
-	du_send_buf(c, &buf);
-	du_sleep_ms(t_ms / 10);
-	{
-		struct du_sched s = { .key = ++key, .when = DU_DELAY, .when_ns = 3600 * DU_S };
+			du_pack_schedule(&buf, key, &s);
+		}
+		t0 = du_now_ns();
+		du_send_buf(c, &buf);
+		du_sleep_ms(t_ms / 10);
+		{
+			struct du_sched s = { .key = ++key, .when = DU_DELAY, .when_ns = 3600 * DU_S };
 
-		sent_lone = du_now_ns();
-		du_send_schedule(lone, key, &s);
-	}
-	bwp_frame_free(du_expect_reply(lone, key, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY));
-	for (unsigned i = 0; i < N; i++)
-		bwp_frame_free(du_expect_reply(c, key - N + i,
-					       BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY));
-	n = du_fault_sync_log(d, &log);
-	/* A: the first sync to begin after the burst; B: the next. */
-	for (size_t i = 0; i < n; i++)
-		if (log[i].begin_ns >= t0 && (!a || log[i].begin_ns < a->begin_ns))
-			a = &log[i];
+			sent_lone = du_now_ns();
+			du_send_schedule(lone, key, &s);
+		}
+		bwp_frame_free(du_expect_reply(lone, key, BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY));
+		for (unsigned i = 0; i < N; i++)
+			bwp_frame_free(du_expect_reply(c, key - N + i,
+						       BITWHEEL__V1__ENVELOPE__BODY_SCHEDULE_REPLY));
+		n = du_fault_sync_log(d, &log);
+		/* A: the first sync to begin after the burst; B: the next. */
+		split = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (log[i].begin_ns >= t0 && log[i].begin_ns < sent_lone)
+				split++;
+			if (log[i].begin_ns >= t0 && (!a || log[i].begin_ns < a->begin_ns))
+				a = &log[i];
+		}
+		if (split > 1)
+			du_note("test_sync_gather: round %u: the burst made %u syncs: again", tries, split);
+	} while (split > 1);
 	ck_assert_ptr_nonnull(a);
 	for (size_t i = 0; i < n; i++)
 		if (log[i].begin_ns > a->begin_ns && (!b || log[i].begin_ns < b->begin_ns))
