@@ -189,12 +189,11 @@ include tests/fuzz.mk
 # Each suite is a target of its own (valgrind-run-check_X, its status in
 # tests/valgrind/check_X.rc), so make -jN runs N at once: the suites
 # spend much of their time in scaled waits and the storage suite's real
-# retry back-off (all of them need some 18 minutes of CPU, and two at a
-# time took 15 minutes of wall time on CI's 2 cores; build-aux/test.sh
-# runs three).  The longest
-# come first in the list, which is the order make starts them in (minutes
-# each on CI's 2 cores: storage 5.3, failure 4.7, bwctl 4.1, delivery 3.2,
-# daemon 2.5, durable and client 2.1, attack 1.4, budget 0.9).  Logs:
+# retry back-off (two at a time took 15 minutes of wall time on CI's 2
+# cores; build-aux/test.sh runs three: 9 minutes).  The longest come first
+# in the list, which is the order make starts them in (minutes each on
+# CI's 2 cores: storage 5.4, failure 4.0, bwctl 3.2, delivery 3.3, daemon
+# 2.2, durable 2.0, client 1.8, attack 2.1, budget 1.0).  Logs:
 # tests/valgrind/.  Paths must not contain blanks.
 VALGRIND = valgrind
 BW_VALGRIND_SLOW = 20
