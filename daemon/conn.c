@@ -132,12 +132,8 @@ struct bwd_conn {
 	struct bwd_uid *acct;      /* its uid's counts (state.c)             */
 	pid_t pid;
 	struct evbuffer *held;     /* frames waiting for the journal's sync  */
-	struct evbuffer *covered;  /* held ones syncs in flight cover, ...   */
-	struct {
-		size_t len;        /* ... so many bytes each, in order, ...  */
-		uint64_t upto;     /* ... waiting for this journal position  */
-	} mark[BWD_SYNCS_IN_FLIGHT];
-	unsigned marks;
+	struct evbuffer *covered;  /* held ones syncs in flight cover        */
+	struct bwd_marks marks;    /* ... and what of it waits for which     */
 	struct bwd_conn *held_next, **held_pprev; /* NULL pprev: not held    */
 	uint64_t committed;        /* bytes ever put in the output buffer    */
 	uint64_t drained;          /* bytes ever taken out by writes         */
@@ -358,6 +354,33 @@ static struct evbuffer *sink(struct bwd_conn *c)
 	return c->held;
 }
 
+void bwd_marks_cover(struct bwd_marks *m, size_t n, uint64_t upto)
+{
+	/* A mark per sync in flight; past them (covers left from before an
+	 * outage), the last mark waits for the later position too, which is
+	 * later, never early. */
+	if (m->n && (m->mark[m->n - 1].upto == upto ||
+		     m->n == BWD_SYNCS_IN_FLIGHT)) {
+		m->mark[m->n - 1].len += n;
+		m->mark[m->n - 1].upto = upto;
+	} else {
+		m->mark[m->n].len = n;
+		m->mark[m->n++].upto = upto;
+	}
+}
+
+size_t bwd_marks_release(struct bwd_marks *m, uint64_t upto)
+{
+	size_t n = 0;
+	unsigned k = 0;
+
+	while (k < m->n && m->mark[k].upto <= upto)
+		n += m->mark[k++].len;
+	m->n -= k;
+	memmove(m->mark, m->mark + k, m->n * sizeof(m->mark[0]));
+	return n;
+}
+
 void bwd_conn_cover(struct bwd_conn **head, uint64_t upto)
 {
 	for (struct bwd_conn *c = *head, *next; c; c = next) {
@@ -368,32 +391,17 @@ void bwd_conn_cover(struct bwd_conn **head, uint64_t upto)
 		if (flush_stage(c) || !(n = evbuffer_get_length(c->held)))
 			continue;
 		evbuffer_add_buffer(c->covered, c->held);
-		/* A mark per sync in flight; past them (covers left from
-		 * before an outage), the last mark waits for the later
-		 * position too, which is later, never early. */
-		if (c->marks && (c->mark[c->marks - 1].upto == upto ||
-				 c->marks == BWD_SYNCS_IN_FLIGHT)) {
-			c->mark[c->marks - 1].len += n;
-			c->mark[c->marks - 1].upto = upto;
-		} else {
-			c->mark[c->marks].len = n;
-			c->mark[c->marks++].upto = upto;
-		}
+		bwd_marks_cover(&c->marks, n, upto);
 	}
 }
 
 void bwd_conn_release(struct bwd_conn **head, uint64_t upto)
 {
 	for (struct bwd_conn *c = *head, *next; c; c = next) {
-		size_t n = 0;
-		unsigned k = 0;
+		size_t n = bwd_marks_release(&c->marks, upto);
 		int fd;
 
 		next = c->held_next;
-		while (k < c->marks && c->mark[k].upto <= upto)
-			n += c->mark[k++].len;
-		c->marks -= k;
-		memmove(c->mark, c->mark + k, c->marks * sizeof(c->mark[0]));
 		if (n && (fd = direct_fd(c)) >= 0) {
 			ssize_t w = evbuffer_write_atmost(c->covered, fd, (ssize_t)n);
 
@@ -401,7 +409,7 @@ void bwd_conn_release(struct bwd_conn **head, uint64_t upto)
 			n -= w > 0 ? (size_t)w : 0;
 		}
 		evbuffer_remove_buffer(c->covered, bufferevent_get_output(c->bev), n);
-		if (!c->marks && !evbuffer_get_length(c->held) && !c->staged)
+		if (!c->marks.n && !evbuffer_get_length(c->held) && !c->staged)
 			unhold(c);
 	}
 }
@@ -496,7 +504,7 @@ void bwd_conn_drop_held(struct bwd_conn **head, const char *msg)
 		}
 		evbuffer_drain(c->held, evbuffer_get_length(c->held));
 		evbuffer_drain(c->covered, evbuffer_get_length(c->covered));
-		c->marks = 0;
+		c->marks.n = 0;
 		/* Gone as if written, but first out of the session: no
 		 * auto_ack may count a fire that never went. */
 		unhold(c);

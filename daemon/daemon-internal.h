@@ -1144,6 +1144,27 @@ int bwd_journal_error(const struct bwd_journal *j, const char **what);
 uint64_t bwd_journal_generation(const struct bwd_journal *j);
 /* Bytes in the file. */
 uint64_t bwd_journal_size(const struct bwd_journal *j);
+/*
+ * Tests only (tests/check_state.c's group commit simulation): a journal
+ * whose clock is now(arg) and whose syncs the test runs.  --fsync=batch
+ * starts no threads: begin(arg, slot) says that slot was given a sync of
+ * the file as written (bwd_journal_size) when it is called, and the test
+ * reports it done when and as it chooses with bwd_journal_sim_done (err:
+ * 0 or -errno; ns: how long it took), in any order; the eventfd and
+ * bwd_journal_synced() then work as with the threads.  A sync in the loop
+ * (--fsync=always, a rotation's, close's) is sync(arg): 0 or -errno.
+ * Creating the file (its header, its name) still syncs for real.
+ */
+struct bwd_journal_sim {
+	uint64_t (*now)(void *arg);
+	void (*begin)(void *arg, unsigned slot);
+	int (*sync)(void *arg);
+	void *arg;
+};
+int bwd_journal_open_sim(int dirfd, uint64_t generation, enum bwd_fsync policy,
+			 const struct bwd_journal_sim *sim, struct bwd_journal **out);
+void bwd_journal_sim_done(struct bwd_journal *j, unsigned slot, int err,
+			  uint64_t ns);
 
 /* ---- snapshot.c --------------------------------------------------------- */
 
@@ -1468,6 +1489,19 @@ void bwd_fired_of(const struct bwd_fire *f, struct bwp_response *r,
 		  Bitwheel__V1__DeadLetter *dead);
 /* Write a fire that is now in flight to the connection's member. */
 void bwd_conn_deliver(struct bwd_conn *c, struct bwd_fire *f);
+/* A held connection's covered output (conn.c): so many bytes each, in
+ * order, waiting for a journal position, at most one per sync in flight.
+ * Cover adds n bytes that wait for upto; release says how many bytes from
+ * the front no longer wait once the journal is durable up to upto. */
+struct bwd_marks {
+	struct {
+		size_t len;
+		uint64_t upto;
+	} mark[BWD_SYNCS_IN_FLIGHT];
+	unsigned n;
+};
+void bwd_marks_cover(struct bwd_marks *m, size_t n, uint64_t upto);
+size_t bwd_marks_release(struct bwd_marks *m, uint64_t upto);
 /* A sync of the journal began: what the connections in the list (head:
  * env->held) hold waits for the journal's position upto (store.c). */
 void bwd_conn_cover(struct bwd_conn **head, uint64_t upto);

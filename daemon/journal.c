@@ -62,6 +62,14 @@
  * cannot be known.  The store then goes on without it until a new
  * snapshot and a new journal can be written (store.c).
  *
+ * A test can take the place of the threads and the clock (a seam for
+ * tests/check_state.c's simulation of group commit, daemon-internal.h:
+ * bwd_journal_open_sim): its executor is told of each sync as it begins
+ * and says when and how it ended, through the same slots, eventfd and
+ * bwd_journal_synced as the threads.  The daemon's journals have none
+ * (sim NULL): a branch at a commit and at a sync in the loop, nothing
+ * more.
+ *
  * Costs: append is a copy into the buffer (amortised O(record)); commit
  * is one write per loop turn, and under always one fdatasync too; the
  * loop never waits for the disk under batch, and there are at most
@@ -133,7 +141,21 @@ struct bwd_journal {
 		uint64_t ns;       /* how long it took                        */
 	} slot[BWD_SYNCS_IN_FLIGHT];
 	struct bwd_sync_stats *stats; /* where syncs are counted, or NULL   */
+	const struct bwd_journal_sim *sim; /* a test's executor, or NULL     */
 };
+
+/* The clock and a sync in the loop: the host's, or a test's (the top). */
+static uint64_t now_ns(const struct bwd_journal *j)
+{
+	return j->sim ? j->sim->now(j->sim->arg) : bw_now_ns();
+}
+
+static int datasync(struct bwd_journal *j)
+{
+	if (j->sim)
+		return j->sim->sync(j->sim->arg);
+	return fdatasync(j->fd) < 0 ? -errno : 0;
+}
 
 /* A sync that made durable the records up to recs, in ns. */
 static void count_sync(struct bwd_journal *j, uint64_t ns, uint64_t recs)
@@ -245,13 +267,34 @@ static void prealloc(struct bwd_journal *j)
 	j->room = to;
 }
 
+/* Slot t's sync is done (j->mu held): tell the loop. */
+static void sync_done(struct sync_slot *t, int err, uint64_t ns)
+{
+	uint64_t one = 1;
+
+	t->go = false;
+	t->done = true;
+	t->err = err;
+	t->ns = ns;
+	/* The loop drains the counter; a full one cannot happen. */
+	if (write(t->j->efd, &one, sizeof(one)) < 0 && !t->err)
+		t->err = -errno;
+}
+
+void bwd_journal_sim_done(struct bwd_journal *j, unsigned slot, int err,
+			  uint64_t ns)
+{
+	pthread_mutex_lock(&j->mu);
+	sync_done(&j->slot[slot], err, ns);
+	pthread_mutex_unlock(&j->mu);
+}
+
 /* A sync thread: one fdatasync whenever its slot is given one, then say
  * so.  A failure is the loop's to act on (bwd_journal_synced). */
 static void *sync_main(void *arg)
 {
 	struct sync_slot *t = arg;
 	struct bwd_journal *j = t->j;
-	uint64_t one = 1;
 
 	pthread_mutex_lock(&j->mu);
 	for (;;) {
@@ -268,13 +311,7 @@ static void *sync_main(void *arg)
 			err = -errno;
 		t0 = bw_now_ns() - t0;
 		pthread_mutex_lock(&j->mu);
-		t->go = false;
-		t->done = true;
-		t->err = err;
-		t->ns = t0;
-		/* The loop drains the counter; a full one cannot happen. */
-		if (write(j->efd, &one, sizeof(one)) < 0 && !t->err)
-			t->err = -errno;
+		sync_done(t, err, t0);
 	}
 	pthread_mutex_unlock(&j->mu);
 	return NULL;
@@ -326,7 +363,8 @@ static int start_threads(struct bwd_journal *j, int dirfd, const char *name)
 		}
 	}
 	j->threaded = true;
-	for (unsigned i = 0; i < BWD_SYNCS_IN_FLIGHT; i++) {
+	/* A test's executor runs the syncs (the top). */
+	for (unsigned i = 0; i < BWD_SYNCS_IN_FLIGHT && !j->sim; i++) {
 		struct sync_slot *t = &j->slot[i];
 
 		t->fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -343,8 +381,8 @@ static int start_threads(struct bwd_journal *j, int dirfd, const char *name)
 	return -err;
 }
 
-int bwd_journal_open(int dirfd, uint64_t generation, enum bwd_fsync policy,
-		     struct bwd_journal **out)
+int bwd_journal_open_sim(int dirfd, uint64_t generation, enum bwd_fsync policy,
+			 const struct bwd_journal_sim *sim, struct bwd_journal **out)
 {
 	struct bwd_journal *j = calloc(1, sizeof(*j));
 	struct bwd_file_header h = { .kind = BWD_FILE_JOURNAL,
@@ -358,6 +396,7 @@ int bwd_journal_open(int dirfd, uint64_t generation, enum bwd_fsync policy,
 	j->fd = j->efd = -1;
 	j->generation = generation;
 	j->fsync = policy;
+	j->sim = sim;
 	err = bwd_boot_id(h.boot_id);
 	if (err)
 		goto fail;
@@ -396,6 +435,12 @@ fail:
 		close(j->efd);
 	free(j);
 	return err;
+}
+
+int bwd_journal_open(int dirfd, uint64_t generation, enum bwd_fsync policy,
+		     struct bwd_journal **out)
+{
+	return bwd_journal_open_sim(dirfd, generation, policy, NULL, out);
 }
 
 void bwd_journal_close(struct bwd_journal *j)
@@ -509,11 +554,11 @@ int bwd_journal_sync(struct bwd_journal *j)
 	if (err)
 		return err;
 	if (j->durable < j->size) {
-		uint64_t t0 = bw_now_ns();
+		uint64_t t0 = now_ns(j);
 
-		if (fdatasync(j->fd) < 0)
-			return fail(j, -errno, "fdatasync");
-		count_sync(j, bw_now_ns() - t0, j->recs);
+		if ((err = datasync(j)))
+			return fail(j, err, "fdatasync");
+		count_sync(j, now_ns(j) - t0, j->recs);
 		j->durable = j->size;
 	}
 	return 0;
@@ -559,7 +604,7 @@ int bwd_journal_commit(struct bwd_journal *j, bool *covered, uint64_t *wait_ns)
 	/* All in flight: the first to finish lets the next begin. */
 	if (!t)
 		return 0;
-	now = bw_now_ns();
+	now = now_ns(j);
 	/* One in flight: the records gather for a while (see the top). */
 	if (newest && bwd_sync_gather(now - newest->began_ns, j->est_ns,
 				      j->recs - j->asked_recs,
@@ -575,6 +620,8 @@ int bwd_journal_commit(struct bwd_journal *j, bool *covered, uint64_t *wait_ns)
 	t->go = true;
 	pthread_cond_signal(&t->cv);
 	pthread_mutex_unlock(&j->mu);
+	if (j->sim)
+		j->sim->begin(j->sim->arg, (unsigned)(t - j->slot));
 	*covered = true;
 	return 0;
 }
