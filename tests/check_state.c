@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include <check.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -1669,6 +1670,583 @@ START_TEST(test_sync_records_counted)
 }
 END_TEST
 
+/* ---- group commit, simulated --------------------------------------------- */
+
+/*
+ * The journal's group commit (daemon/journal.c) on a simulated executor
+ * and clock (bwd_journal_open_sim), driven as the server and the store
+ * drive it (server.c serve(), store.c bwd_store_commit, on_synced,
+ * snapshot_begin, the outage's retries), with the connections' marks of
+ * conn.c (bwd_marks_cover/release) holding each request's output.  Random
+ * turns: requests on a few connections append records and make output
+ * marked at their position; each turn ends with a commit; syncs take
+ * random times and finish in any order, now and then with EIO or ENOSPC;
+ * the gather timer; journal generations (a snapshot's rotation, whose
+ * sync in the loop may fail too, and after an error the outage's
+ * recovery journal, its snapshot, and the drop of what was held past
+ * BWD_HELD_DOWN_NS).  A model says what is durable: a sync's position
+ * once it and every sync begun before it in its journal returned
+ * success (a failure stops it there), a journal's end once a rotation's
+ * sync of it returned success, everything before a recovery journal once
+ * its snapshot is installed.  Checked at every step:
+ *   (a) no output leaves before its position is durable in the model;
+ *   (b) every output leaves within JS_LIVE_NS while the storage is up
+ *       (from when it was made, or came back up): no stall;
+ *   (c) nothing leaves while the storage is down, nor ever once dropped;
+ *   (d) records written while no sync of BWD_SYNC_GATHER_MIN or more is
+ *       in flight, with a slot free, start a sync at that commit;
+ * and that the journal's durable never goes back nor passes the model's,
+ * at most BWD_SYNCS_IN_FLIGHT syncs run, each covering more than the one
+ * before it, the marks release whole outputs, and the records the syncs
+ * count (Stats) are those the model made durable.  A few fixed seeds,
+ * then BW_TEST_SEED's; the seed is in every failure's message.
+ */
+#define JS_CONNS 3
+#define JS_STEPS 3000
+#define JS_OUTS (JS_STEPS * 4)
+#define JS_SYNC_MIN_NS (20 * 1000ull)
+#define JS_SYNC_MAX_NS (2 * MS)
+#define JS_LIVE_NS (10 * JS_SYNC_MAX_NS)
+#define JS_SEC 1000000000ull
+
+enum js_state { JS_HELD, JS_OUT, JS_DROPPED };
+
+struct js_out {
+	uint64_t pos;              /* the position it waits for            */
+	uint64_t made_ns;
+	size_t bytes;
+	bool claims;               /* made while up: it says durable        */
+	enum js_state state;
+};
+
+/* A sync the executor runs, and the model's view of it. */
+struct js_sync {
+	bool running;              /* begun, not yet reported              */
+	bool done, ok;
+	int err;
+	uint64_t began_ns, end_ns;
+	uint64_t upto;             /* global position at its begin         */
+	uint64_t recs;             /* the journal's records by then        */
+	uint64_t gathered;         /* records it covers past the last one  */
+};
+
+struct js {
+	struct tu_rng rng;
+	uint64_t seed, now;
+	int dirfd;
+	struct bwd_journal_sim ops;
+	struct bwd_journal *j;     /* NULL: none (a dropped recovery)      */
+	uint64_t gen, pos_base;    /* gen: the next journal's generation    */
+	struct bwd_sync_stats stats;
+	/* The model of the current journal: its syncs in the order begun,
+	 * those not yet taken from head on (at most BWD_SYNCS_IN_FLIGHT). */
+	struct js_sync sync[BWD_SYNCS_IN_FLIGHT];
+	unsigned slot_of[BWD_SYNCS_IN_FLIGHT]; /* queue: slots, begin order */
+	unsigned nq;
+	bool broken;               /* a sync of it failed                  */
+	uint64_t recs, asked_recs, last_upto, durable_recs, done_recs;
+	uint64_t began;            /* syncs begun in the commit under way  */
+	uint64_t durable;          /* the model's, global                  */
+	uint64_t jdurable;         /* the journal's last bwd_journal_durable */
+	uint64_t gather_at;        /* the gather timer, 0: not armed       */
+	/* The store's outage. */
+	bool down, recovery, child, child_ok;
+	uint64_t down_ns, up_ns, retry_ns, retry_at, child_at;
+	/* Connections: their marks, bytes held and covered, outputs in order. */
+	struct js_conn {
+		struct bwd_marks marks;
+		bool holding;
+		size_t held, covered;
+		unsigned q[JS_OUTS];
+		unsigned head, tail;
+	} conn[JS_CONNS];
+	struct js_out out[JS_OUTS];
+	unsigned nout;
+	uint64_t stat_syncs, stat_errors, stat_rotations, stat_downs, stat_drops,
+		 stat_gathers;
+};
+
+#define JS_ASSERT(x, cond, fmt, ...) \
+	ck_assert_msg(cond, "seed %" PRIu64 " at %" PRIu64 " ns: " fmt, \
+		      (x)->seed, (x)->now, ##__VA_ARGS__)
+
+static uint64_t js_now(void *arg)
+{
+	return ((struct js *)arg)->now;
+}
+
+static uint64_t js_size(const struct js *x)
+{
+	return x->pos_base + (x->j ? bwd_journal_size(x->j) : 0);
+}
+
+static void js_begin(void *arg, unsigned slot)
+{
+	struct js *x = arg;
+	struct js_sync *s = &x->sync[slot];
+
+	JS_ASSERT(x, slot < BWD_SYNCS_IN_FLIGHT && !s->running && !s->done &&
+		  x->nq < BWD_SYNCS_IN_FLIGHT, "a sync begun in slot %u, in use", slot);
+	memset(s, 0, sizeof(*s));
+	s->running = true;
+	s->began_ns = x->now;
+	s->end_ns = x->now + tu_rng_range(&x->rng, JS_SYNC_MIN_NS, JS_SYNC_MAX_NS);
+	s->upto = js_size(x);
+	JS_ASSERT(x, s->upto > x->last_upto, "a sync that covers nothing new");
+	x->last_upto = s->upto;
+	s->recs = x->recs;
+	s->gathered = x->recs - x->asked_recs;
+	x->asked_recs = x->recs;
+	if (tu_rng_chance(&x->rng, 3000))
+		s->err = tu_rng_chance(&x->rng, 500000) ? -EIO : -ENOSPC;
+	x->slot_of[x->nq++] = slot;
+	x->began++;
+	x->stat_syncs++;
+}
+
+/* A sync in the loop: it fails as a sync in flight will (the error is
+ * the file's: errseq), or now and then of its own. */
+static int js_loop_sync(void *arg)
+{
+	struct js *x = arg;
+
+	for (unsigned i = 0; i < BWD_SYNCS_IN_FLIGHT; i++)
+		if (x->sync[i].running && x->sync[i].err)
+			return x->sync[i].err;
+	return tu_rng_chance(&x->rng, 20000) ? -EIO : 0;
+}
+
+/* The model: what the syncs taken in order made durable. */
+static void js_take(struct js *x)
+{
+	while (x->nq && !x->broken) {
+		struct js_sync *s = &x->sync[x->slot_of[0]];
+
+		if (!s->done)
+			break;
+		if (!s->ok) {
+			x->broken = true;
+			break;
+		}
+		if (s->upto > x->durable)
+			x->durable = s->upto;
+		x->durable_recs += s->recs - x->done_recs;
+		x->done_recs = s->recs;
+		s->done = false;
+		memmove(x->slot_of, x->slot_of + 1, --x->nq * sizeof(x->slot_of[0]));
+	}
+}
+
+/* What a connection's marks let go: whole outputs, in order. */
+static void js_release(struct js *x, uint64_t upto)
+{
+	JS_ASSERT(x, !x->down, "output released while the storage is down");
+	for (unsigned c = 0; c < JS_CONNS; c++) {
+		struct js_conn *k = &x->conn[c];
+		size_t n = bwd_marks_release(&k->marks, upto);
+
+		JS_ASSERT(x, n <= k->covered, "conn %u: %zu released of %zu covered",
+			  c, n, k->covered);
+		k->covered -= n;
+		while (n) {
+			struct js_out *o;
+
+			JS_ASSERT(x, k->head != k->tail, "conn %u: released past its output", c);
+			o = &x->out[k->q[k->head++]];
+			JS_ASSERT(x, o->bytes <= n, "conn %u: an output released in part", c);
+			n -= o->bytes;
+			JS_ASSERT(x, !o->claims || o->pos <= x->durable,
+				  "conn %u: output at %" PRIu64 " released, durable %" PRIu64,
+				  c, o->pos, x->durable);
+			o->state = JS_OUT;
+		}
+		if (!k->marks.n && !k->held)
+			k->holding = false;
+	}
+}
+
+static void js_cover(struct js *x, uint64_t upto)
+{
+	for (unsigned c = 0; c < JS_CONNS; c++) {
+		struct js_conn *k = &x->conn[c];
+
+		if (!k->holding || !k->held)
+			continue;
+		bwd_marks_cover(&k->marks, k->held, upto);
+		k->covered += k->held;
+		k->held = 0;
+	}
+}
+
+/* A request's reply (conn.c sink): held while the connection holds or
+ * the journal owes a sync, else out at once. */
+static void js_output(struct js *x, unsigned c, bool claims)
+{
+	struct js_conn *k = &x->conn[c];
+	struct js_out *o;
+
+	ck_assert_uint_lt(x->nout, JS_OUTS);
+	o = &x->out[x->nout];
+	o->pos = js_size(x);
+	o->made_ns = x->now;
+	o->bytes = 1 + tu_rng_below(&x->rng, 100);
+	o->claims = claims;
+	if (!k->holding && (!x->j || x->down || !bwd_journal_pending(x->j))) {
+		JS_ASSERT(x, !claims || o->pos <= x->durable,
+			  "output at %" PRIu64 " sent at once, durable %" PRIu64,
+			  o->pos, x->durable);
+		o->state = JS_OUT;
+		x->nout++;
+		return;
+	}
+	k->holding = true;
+	k->held += o->bytes;
+	o->state = JS_HELD;
+	k->q[k->tail++] = x->nout++;
+}
+
+static void js_go_down(struct js *x)
+{
+	if (x->down)
+		return;
+	x->down = true;
+	x->down_ns = x->now;
+	x->retry_ns = JS_SEC;
+	x->stat_downs++;
+	if (!x->child) {
+		x->retry_at = x->now + x->retry_ns;
+		x->retry_ns = x->retry_ns * 2 > 10 * JS_SEC ? 10 * JS_SEC : x->retry_ns * 2;
+	}
+}
+
+static void js_arm_retry(struct js *x)
+{
+	x->retry_at = x->now + x->retry_ns;
+	x->retry_ns = x->retry_ns * 2 > 10 * JS_SEC ? 10 * JS_SEC : x->retry_ns * 2;
+}
+
+/* The current journal goes (store.c use_journal): its syncs in flight
+ * are the closed journal's, whose results nobody takes. */
+static void js_use(struct js *x, struct bwd_journal *next)
+{
+	char name[32];
+
+	if (x->j) {
+		x->pos_base += bwd_journal_size(x->j) + 1;
+		bwd_journal_name(bwd_journal_generation(x->j), name);
+		bwd_journal_close(x->j);
+		unlinkat(x->dirfd, name, 0);
+	}
+	x->j = next;
+	memset(x->sync, 0, sizeof(x->sync));
+	x->nq = 0;
+	x->broken = false;
+	x->recs = x->asked_recs = x->done_recs = 0;
+	x->last_upto = 0;
+	x->jdurable = 0;
+	x->gather_at = 0;
+	if (next)
+		bwd_journal_count_syncs(next, &x->stats);
+}
+
+/* store.c snapshot_begin: the next journal, the old one synced in the
+ * loop first; a snapshot writer runs meanwhile.  Whether everything
+ * before the new journal is durable (flushed). */
+static bool js_rotate(struct js *x)
+{
+	struct bwd_journal *next;
+	bool flushed;
+
+	ck_assert_int_eq(bwd_journal_open_sim(x->dirfd, x->gen++, BWD_FSYNC_BATCH,
+					      &x->ops, &next), 0);
+	x->stat_rotations++;
+	if (x->j && !bwd_journal_error(x->j, NULL)) {
+		if (bwd_journal_sync(x->j)) {
+			js_go_down(x);
+		} else {
+			x->durable = js_size(x);
+			x->durable_recs += x->recs - x->done_recs;
+		}
+	}
+	flushed = !x->down;
+	x->recovery = x->down;
+	js_use(x, next);
+	/* Its header was synced as it was made. */
+	if (flushed)
+		x->durable = js_size(x);
+	x->child = true;
+	x->child_at = x->now + tu_rng_range(&x->rng, 50 * MS, 500 * MS);
+	x->child_ok = !tu_rng_chance(&x->rng, 200000);
+	return flushed;
+}
+
+/* store.c on_child. */
+static void js_child(struct js *x)
+{
+	x->child = false;
+	if (x->child_ok) {
+		if (!x->down)
+			return;
+		if (x->recovery && x->j && !bwd_journal_error(x->j, NULL)) {
+			/* The snapshot holds all before its journal. */
+			x->recovery = false;
+			x->down = false;
+			x->up_ns = x->now;
+			if (x->pos_base + BWD_FILE_HEADER_SIZE > x->durable)
+				x->durable = x->pos_base + BWD_FILE_HEADER_SIZE;
+			return;
+		}
+		x->recovery = false;
+		js_arm_retry(x);
+		return;
+	}
+	if (x->down) {
+		if (x->recovery) {
+			x->recovery = false;
+			js_use(x, NULL);
+		}
+		js_arm_retry(x);
+	}
+}
+
+/* store.c on_synced. */
+static void js_synced(struct js *x)
+{
+	int err = bwd_journal_synced(x->j);
+	uint64_t d = bwd_journal_durable(x->j);
+
+	js_take(x);
+	JS_ASSERT(x, d >= x->jdurable, "durable went back from %" PRIu64 " to %" PRIu64,
+		  x->jdurable, d);
+	x->jdurable = d;
+	JS_ASSERT(x, x->pos_base + d <= x->durable || d <= BWD_FILE_HEADER_SIZE,
+		  "the journal says %" PRIu64 " is durable, the model %" PRIu64,
+		  x->pos_base + d, x->durable);
+	JS_ASSERT(x, !err == !x->broken, "a sync's error %s", err ? "made up" : "swallowed");
+	if (!x->down)
+		js_release(x, x->pos_base + d);
+	if (err)
+		js_go_down(x);
+}
+
+/* Whether the journal must begin a sync at this commit (d). */
+static bool js_must_begin(const struct js *x)
+{
+	if (!x->j || bwd_journal_error(x->j, NULL) || x->nq == BWD_SYNCS_IN_FLIGHT ||
+	    js_size(x) == x->last_upto ||
+	    bwd_journal_durable(x->j) == bwd_journal_size(x->j))
+		return false;
+	return !x->nq || x->sync[x->slot_of[x->nq - 1]].gathered < BWD_SYNC_GATHER_MIN;
+}
+
+/* The end of a turn: store.c bwd_store_commit, then server.c serve(). */
+static void js_commit(struct js *x)
+{
+	enum bwd_commit done = BWD_COMMIT_WAIT;
+	bool covered = false, must;
+	uint64_t wait_ns = 0, upto;
+
+	if (x->j && !bwd_journal_error(x->j, NULL)) {
+		must = js_must_begin(x);
+		x->began = 0;
+		if (bwd_journal_commit(x->j, &covered, &wait_ns))
+			js_go_down(x);
+		JS_ASSERT(x, !must || x->began, "records held back with no large sync in flight");
+		JS_ASSERT(x, !covered || x->last_upto == js_size(x),
+			  "covered, but no sync in flight covers all written");
+		if (wait_ns) {
+			x->stat_gathers++;
+			if (!x->gather_at)
+				x->gather_at = x->now + wait_ns + 1000;
+		}
+	}
+	if (!x->down) {
+		if (covered)
+			done = BWD_COMMIT_SYNCING;
+		else if (x->j && !bwd_journal_pending(x->j))
+			done = BWD_COMMIT_DURABLE;
+		if (!x->child && tu_rng_chance(&x->rng, 3000) && js_rotate(x))
+			done = BWD_COMMIT_DURABLE;
+	}
+	upto = js_size(x);
+	if (x->down)
+		done = BWD_COMMIT_WAIT;
+	if (done != BWD_COMMIT_WAIT)
+		js_cover(x, upto);
+	if (done == BWD_COMMIT_DURABLE)
+		js_release(x, upto);
+	if (x->down && x->now - x->down_ns > BWD_HELD_DOWN_NS) {
+		/* conn.c bwd_conn_drop_held: the connection ends. */
+		for (unsigned c = 0; c < JS_CONNS; c++) {
+			struct js_conn *k = &x->conn[c];
+
+			if (!k->holding)
+				continue;
+			while (k->head != k->tail)
+				x->out[k->q[k->head++]].state = JS_DROPPED;
+			memset(&k->marks, 0, sizeof(k->marks));
+			k->held = k->covered = 0;
+			k->holding = false;
+			x->stat_drops++;
+		}
+	}
+}
+
+/* A turn of requests: each appends records (none that claim durability
+ * while down, when only fires and acks are journaled) and replies. */
+static void js_requests(struct js *x, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		unsigned c = (unsigned)tu_rng_below(&x->rng, JS_CONNS);
+		unsigned recs = (unsigned)tu_rng_below(&x->rng, 4);
+
+		if (tu_rng_chance(&x->rng, 20000))
+			recs = (unsigned)tu_rng_range(&x->rng, BWD_SYNC_GATHER_MIN,
+						      4 * BWD_SYNC_GATHER_MIN);
+		for (unsigned r = 0; r < recs && x->j && !bwd_journal_error(x->j, NULL); r++) {
+			struct bwd_record rec = { .type = BWD_REC_CANCEL, .sid = c + 1,
+						  .key = x->nout };
+			size_t bytes;
+
+			ck_assert_int_eq(bwd_journal_append(x->j, &rec, &bytes), 0);
+			x->recs++;
+		}
+		js_output(x, c, !x->down);
+	}
+}
+
+/* The earliest thing due: a sync's end, the gather timer, the store's. */
+static uint64_t js_next_event(const struct js *x)
+{
+	uint64_t t = UINT64_MAX;
+
+	for (unsigned i = 0; i < BWD_SYNCS_IN_FLIGHT; i++)
+		if (x->sync[i].running && x->sync[i].end_ns < t)
+			t = x->sync[i].end_ns;
+	if (x->gather_at && x->gather_at < t)
+		t = x->gather_at;
+	if (x->child && x->child_at < t)
+		t = x->child_at;
+	if (x->down && x->retry_at && x->retry_at < t)
+		t = x->retry_at;
+	if (x->down && x->down_ns + BWD_HELD_DOWN_NS + 1 < t)
+		t = x->down_ns + BWD_HELD_DOWN_NS + 1;
+	return t;
+}
+
+static void js_step(struct js *x, bool quiet)
+{
+	uint64_t next = js_next_event(x);
+	bool ended = false;
+
+	/* Time: a little, or to the next event. */
+	if (quiet || tu_rng_chance(&x->rng, 300000))
+		x->now = next != UINT64_MAX ? next : x->now + 100 * 1000;
+	else
+		x->now += tu_rng_below(&x->rng, 200 * 1000);
+	/* Syncs that ended, in the order they end, not begun. */
+	for (;;) {
+		struct js_sync *first = NULL;
+		unsigned slot = 0;
+
+		for (unsigned i = 0; i < BWD_SYNCS_IN_FLIGHT; i++)
+			if (x->sync[i].running && x->sync[i].end_ns <= x->now &&
+			    (!first || x->sync[i].end_ns < first->end_ns))
+				first = &x->sync[slot = i];
+		if (!first)
+			break;
+		first->running = false;
+		first->done = true;
+		first->ok = !first->err;
+		x->stat_errors += !first->ok;
+		bwd_journal_sim_done(x->j, slot, first->err, first->end_ns - first->began_ns);
+		ended = true;
+	}
+	if (ended)
+		js_synced(x);
+	if (x->gather_at && x->gather_at <= x->now)
+		x->gather_at = 0;
+	if (x->child && x->child_at <= x->now)
+		js_child(x);
+	if (x->down && !x->child && x->retry_at && x->retry_at <= x->now) {
+		x->retry_at = 0;
+		js_rotate(x);
+	}
+	if (!quiet)
+		js_requests(x, (unsigned)tu_rng_below(&x->rng, 4));
+	js_commit(x);
+	/* (b): nothing waits long while the storage is up. */
+	for (unsigned c = 0; c < JS_CONNS && !x->down; c++) {
+		struct js_conn *k = &x->conn[c];
+
+		if (k->head != k->tail) {
+			const struct js_out *o = &x->out[k->q[k->head]];
+			uint64_t from = o->made_ns > x->up_ns ? o->made_ns : x->up_ns;
+
+			JS_ASSERT(x, x->now - from <= JS_LIVE_NS,
+				  "conn %u: output at %" PRIu64 " held %" PRIu64
+				  " ns (durable %" PRIu64 ", written %" PRIu64 ")",
+				  c, o->pos, x->now - from, x->durable, js_size(x));
+		}
+	}
+}
+
+static void run_journal_sim(uint64_t seed)
+{
+	char dir[] = "/tmp/check_state.XXXXXX";
+	struct js *x = calloc(1, sizeof(*x));
+	struct bwd_journal *first;
+
+	ck_assert_ptr_nonnull(x);
+	x->seed = seed;
+	tu_rng_seed(&x->rng, seed);
+	x->now = T0;
+	x->ops = (struct bwd_journal_sim){ js_now, js_begin, js_loop_sync, x };
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	x->dirfd = open(dir, O_DIRECTORY | O_RDONLY);
+	ck_assert_int_ge(x->dirfd, 0);
+	x->gen = 1;
+	ck_assert_int_eq(bwd_journal_open_sim(x->dirfd, x->gen++, BWD_FSYNC_BATCH,
+					      &x->ops, &first), 0);
+	js_use(x, first);
+	x->durable = js_size(x);
+	for (unsigned i = 0; i < JS_STEPS; i++) {
+		js_step(x, false);
+		/* Now and then a quiet spell: everything must go out. */
+		if (i % 500 == 499) {
+			for (unsigned q = 0; q < 64 && !x->down; q++)
+				js_step(x, true);
+			for (unsigned c = 0; c < JS_CONNS && !x->down; c++)
+				JS_ASSERT(x, x->conn[c].head == x->conn[c].tail,
+					  "conn %u: output left after a quiet spell", c);
+		}
+	}
+	/* The records the syncs counted are those the model made durable. */
+	JS_ASSERT(x, x->stats.records.sum_ns == x->durable_recs,
+		  "%" PRIu64 " records counted durable, the model %" PRIu64,
+		  x->stats.records.sum_ns, x->durable_recs);
+	fprintf(stderr, "journal sim seed %" PRIu64 ": %u outputs, %" PRIu64 " syncs, %"
+		PRIu64 " failed, %" PRIu64 " gathers, %" PRIu64 " rotations, %" PRIu64
+		" outages, %" PRIu64 " drops\n", seed, x->nout, x->stat_syncs,
+		x->stat_errors, x->stat_gathers, x->stat_rotations, x->stat_downs,
+		x->stat_drops);
+	js_use(x, NULL);
+	close(x->dirfd);
+	ck_assert_int_eq(rmdir(dir), 0);
+	free(x);
+}
+
+START_TEST(test_journal_sim)
+{
+	static const uint64_t seeds[] = { 1, 2, 3, 0x5eed };
+
+	if (_i < (int)(sizeof(seeds) / sizeof(seeds[0])))
+		run_journal_sim(seeds[_i]);
+	else
+		run_journal_sim(tu_seed_from_env("BW_TEST_SEED", 0x6c0117));
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("state");
@@ -1702,6 +2280,8 @@ static Suite *suite(void)
 	tc = tcase_create("group commit");
 	tcase_add_test(tc, test_sync_gather);
 	tcase_add_test(tc, test_sync_records_counted);
+	tcase_add_loop_test(tc, test_journal_sim, 0, 5);
+	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	return s;
 }
