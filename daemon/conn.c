@@ -79,7 +79,9 @@
  * the journal has records that are not yet durable: frames go to a side
  * buffer (held).  When a sync in flight covers all that is written, what
  * is held is covered by it (bwd_conn_cover: held moves to covered, marked
- * with the journal's position, store.c); when the journal is durable up
+ * with the journal's position, store.c; the marks are bwd_marks_cover and
+ * bwd_marks_release, which tests/check_state.c's simulation of group
+ * commit drives too); when the journal is durable up
  * to a mark, the bytes before it go to the output (bwd_conn_release),
  * while those covered by a later sync (BWD_SYNCS_IN_FLIGHT marks) or held
  * meanwhile wait for theirs.  So an acknowledgement or a fire never

@@ -28,7 +28,11 @@
  *     the finest lane's bound); leeways read back from the state files;
  *   - the blocks the state keeps for timers and fires (by payload size
  *     class) give every payload back as it was, whatever size took the
- *     block before.
+ *     block before;
+ *   - group commit (daemon/journal.c) on a simulated sync executor and
+ *     clock, against a model of what is durable: no reply early, none
+ *     while the storage is down, none stalled, no lone record gathered
+ *     (test_journal_sim, whose comment says how).
  */
 #define _GNU_SOURCE
 #include <check.h>
