@@ -263,31 +263,50 @@ probe(const struct bw_wheel *w, unsigned g, uint64_t *keyp)
 
 /*
  * The refusal window (above): after arm() found no gear-2 slot for tick
- * t on an exact wheel, the run of full gear-2 slots around t's
- * (offsets from now's slot, bit j of f) gives every slot that arm()
- * would find none for as well, while that word and now's gear-2 slot stay as
- * they are: each of them full, and so is every probe candidate, the
- * max_probes - 1 slots below it or all those down to now's next slot.
- * Offset 63 stays out, so that a 3-gear wheel's window is in its range.
+ * t, the run of full gear-2 slots around t's home slot (offsets from
+ * now's slot, bit j of f; the run is lo..hi) gives every home slot that
+ * arm() would find none for as well, while that word and now's gear-2
+ * slot stay as they are: each of them full, and so is every probe
+ * candidate.  Exact mode probes backward, the max_probes - 1 slots below
+ * or all those down to now's next slot: lo + max_probes - 1 .. hi, or
+ * 1 .. hi when the run reaches down to offset 1.  Coarse mode probes
+ * forward, the max_probes - 1 slots above or all those up to offset 63:
+ * lo .. hi - (max_probes - 1), or lo .. 62 when the run reaches 63.
+ * t's own slot is among them (it was refused).  Offset 63 stays out, so
+ * that a 3-gear wheel's window is in its range.  The ticks are a home
+ * slot's: exact mode's slot k holds k * 4096 .. k * 4096 + 4095, coarse
+ * mode's (k - 1) * 4096 + 1 .. k * 4096 (it rounds up).  Of coarse
+ * offset 1, only its last tick can be beyond the ring's reach from a now
+ * in slot base; the others stay out, because some are at or before now,
+ * where refuse_fast()'s ring test (t - now, wrapped) would pass too and
+ * send a due timer to the heap, the clock back to it and the ring's
+ * later timers out a lap early.  So the window always starts after
+ * slot base ends: after now, for as long as it holds.
  */
 static __attribute__((noinline)) void
 refuse_learn(struct bw_wheel *w, uint64_t t)
 {
-	uint64_t base = w->now >> 12, j = (t >> 12) - base, f, below;
-	unsigned lo, hi, start;
+	uint64_t up = w->cfg.precision == BW_COARSE, base = w->now >> 12;
+	uint64_t j = ((t - up) >> 12) + up - base, f, below, first, end;
+	unsigned lo, hi, lim = w->cfg.max_probes - 1;
 
 	if (w->cfg.gears < 3 || t - w->now <= w->ring_mask || j > 62)
 		return;
 	f = rotr64(w->full[bw_gear_word(2)], (unsigned)base);
 	hi = (unsigned)j + (unsigned)__builtin_ctzll(~(f >> j)) - 1;
-	hi = min_u(hi, 62);
 	below = (~f & ((1ull << j) - 1)) | 1;
 	lo = 64 - (unsigned)__builtin_clzll(below);
-	start = lo == 1 ? 1 : lo + w->cfg.max_probes - 1;
-	if (start > j)
-		return;
-	w->rf_lo = (base + start) << 12;
-	w->rf_n = (uint64_t)(hi + 1 - start) << 12;
+	if (up) {
+		hi = hi == 63 ? 62 : hi - lim;
+		first = lo == 1 ? (base + 1) << 12 : ((base + lo - 1) << 12) + 1;
+		end = ((base + hi) << 12) + 1;
+	} else {
+		hi = min_u(hi, 62);
+		first = (base + (lo == 1 ? 1 : lo + lim)) << 12;
+		end = (base + hi + 1) << 12;
+	}
+	w->rf_lo = first;
+	w->rf_n = end - first;
 	w->rf_base = base;
 	w->rf_full = w->full[bw_gear_word(2)];
 }
@@ -385,7 +404,7 @@ arm(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill)
 		int err = probe(w, g, &key);
 
 		if (err) {
-			if (g == 2 && w->cfg.precision == BW_EXACT)
+			if (g == 2)
 				refuse_learn(w, t);
 			return overflow(w, tm, err, spill);
 		}
