@@ -25,7 +25,7 @@
  *             of the occupied words (bit k of sum[k / 64]: word k is not
  *             empty), so that the ring's next event is two ctz away.  One
  *             cached next-event tick for the whole wheel, and its ring
- *             slot; one refusal window (ticks for which an exact wheel's
+ *             slot; one refusal window (ticks for which the wheel's
  *             gear 2 has no slot while its full word and now's gear-2
  *             slot hold).
  *   due       two lists of timers whose tick has already been reached

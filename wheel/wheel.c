@@ -98,16 +98,20 @@
  *
  * The refusal window.  Far deadlines that outnumber gear 2's capped slots
  * (10,000 timers up to 10 s ahead at 1 ms: most of them beyond the ring)
- * make refusal (or, failover, the heap) the common far insert, so an
- * exact wheel remembers what its last gear-2 refusal proved: the run of
- * full slots around the refused one, less the slots whose probes reach
- * below the run, is a range of ticks (rf_lo, rf_n) for which arm() would
- * find no slot either, for as long as gear 2's full word and now's
- * gear-2 slot are what they were (rf_full, rf_base).  That is a function
- * of those two alone, so no cancel, poll or re-slot has to invalidate
- * anything: an insert beyond the ring in the window is refused, or goes
- * to the heap, in a few compares, before any register is saved
- * (place_far), and any other goes on to arm().  Coarse mode has none.
+ * make refusal (or, failover, the heap) the common far insert, so a
+ * wheel remembers what its last gear-2 refusal proved: the run of full
+ * slots around the refused one, less the slots whose probes reach past
+ * the run (below it in exact mode, above it in coarse mode), is a range
+ * of ticks (rf_lo, rf_n) for which arm() would find no slot either, for
+ * as long as gear 2's full word and now's gear-2 slot are what they were
+ * (rf_full, rf_base).  That is a function of those two alone, so no
+ * cancel, poll or re-slot has to invalidate anything: an insert beyond
+ * the ring in the window is refused, or goes to the heap, in a few
+ * compares, before any register is saved (place_far), and any other goes
+ * on to arm().  The ticks are those of the slots' home ticks in the
+ * wheel's mode (coarse mode rounds up: slot k holds (k - 1) * 4096 + 1 ..
+ * k * 4096), and the window starts after now's gear-2 slot ends, so no
+ * tick at or before now is ever in it (refuse_learn).
  *
  * Re-slots are never refused and never probe: a timer moving down goes
  * straight to its home slot, over capacity if need be (counted as
@@ -140,7 +144,8 @@
  * room, a few bit operations, one branch-free list push, all inline and a
  * leaf; the due list, the gears (a count-leading-zeros picks one),
  * probing and refusals are one tail call further (place_far; a refusal
- * in the window above about 19 instructions there, 50 in all): O(1), in
+ * in the window above about 19 instructions there, 50 in all, in either
+ * mode): O(1), in
  * the trading simulation (bench/callgrind.sh --quick) about 71
  * instructions on x86-64 through a handle (the pool's free list and the
  * handle), 56 intrusive, call included.  cancel: O(1), about 52 for a
