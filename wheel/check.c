@@ -339,9 +339,10 @@ int bw_wheel_check(const struct bw_wheel *w, const char **why)
 		FAIL("a live record is in no slot, due list or heap");
 	if (slotted + w->heap.n != bw_pending(w))
 		FAIL("pending count disagrees with the timers held");
-	for (uint32_t idx = p->free; idx != BW_NIL;
-	     idx = bw_rec_at(p, idx)->t.u.free_next) {
-		if (!bw_pool_valid(p, idx) || bw_rec_at(p, idx)->t.loc != BW_LOC_FREE)
+	for (const struct bw_rec *r = p->free; r;
+	     r = (const struct bw_rec *)r->t.u.link.next) {
+		if (!bw_pool_valid(p, r->idx) || bw_rec_at(p, r->idx) != r ||
+		    r->t.loc != BW_LOC_FREE)
 			FAIL("free list names a live or missing record");
 		if (nfree-- == 0)
 			FAIL("free list longer than the free records");

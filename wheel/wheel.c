@@ -446,8 +446,10 @@ static inline bool is_pending(uint32_t loc)
 	return loc < BW_LOC_FIRING;
 }
 
-/* The pending record a handle names, or NULL. */
-static inline struct bw_rec *lookup(const struct bw_wheel *w, bw_handle h)
+/* The record a handle names, pending or not, or NULL (a stale
+ * generation, or no such record). */
+static inline struct bw_rec *lookup_any(const struct bw_wheel *w,
+					bw_handle h)
 {
 	uint32_t idx = (uint32_t)h;
 	struct bw_rec *r;
@@ -458,9 +460,15 @@ static inline struct bw_rec *lookup(const struct bw_wheel *w, bw_handle h)
 		r = bw_rec_at(&w->pool, idx);
 	else
 		return NULL;
-	if (r->t.gen != h >> 32 || !is_pending(r->t.loc))
-		return NULL;
-	return r;
+	return r->t.gen == h >> 32 ? r : NULL;
+}
+
+/* The pending record a handle names, or NULL. */
+static inline struct bw_rec *lookup(const struct bw_wheel *w, bw_handle h)
+{
+	struct bw_rec *r = lookup_any(w, h);
+
+	return r && is_pending(r->t.loc) ? r : NULL;
 }
 
 int bw_wheel_new(const struct bw_config *cfg, uint64_t now_ns,
@@ -594,10 +602,10 @@ place_far_at(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill,
 		if (spill && w->cfg.failover)
 			return place_heap(w, tm, out);
 		w->ctr.refused++;
-		/* No handle named the record yet and its free_next is as it
-		 * was: back on top of the free list, generation unchanged. */
+		/* No handle named the record yet and its link is as it was
+		 * (the free list's): back on top, generation unchanged. */
 		if (out)
-			w->pool.free = ((struct bw_rec *)tm)->idx;
+			w->pool.free = (struct bw_rec *)tm;
 		return BW_EFULL;
 	}
 	if (!out)
@@ -680,10 +688,10 @@ insert(struct bw_wheel *w, uint64_t deadline_ns, void *data, bw_handle *out,
 	if (!w || !out)
 		return BW_EINVAL;
 	p = &w->pool;
-	if (__builtin_expect(p->free == BW_NIL, 0))
+	r = p->free;
+	if (__builtin_expect(!r, 0))
 		return insert_grow(w, deadline_ns, data, out, spill);
-	r = bw_rec_at(p, p->free);
-	p->free = r->t.u.free_next;
+	p->free = (struct bw_rec *)r->t.u.link.next;
 	return place(w, &r->t, deadline_ns, data, spill, out);
 }
 
@@ -775,11 +783,14 @@ static inline void retire(struct bw_wheel *w, struct bw_timer *tm)
  * handle record back to the pool (its data to *data_out unless that is
  * NULL), an intrusive timer idle.  The inline halves take a ring slot's
  * timer: ring slot ids are below BW_RING_MAX on every wheel (a one-gear
- * wheel's are 0..63), every other place is above.
+ * wheel's are 0..63), every other place, pending or not, is above, so
+ * the handle's half tells whether its record is pending here.
  */
 static __attribute__((noinline)) int
 cancel_far(struct bw_wheel *w, struct bw_rec *r, void **data_out)
 {
+	if (!is_pending(r->t.loc))
+		return BW_ENOTFOUND;
 	cancel(w, &r->t);
 	if (data_out)
 		*data_out = r->t.data;
@@ -801,7 +812,7 @@ int bw_wheel_cancel(struct bw_wheel *w, bw_handle h, void **data_out)
 
 	if (!w)
 		return BW_EINVAL;
-	r = lookup(w, h);
+	r = lookup_any(w, h);
 	if (!r)
 		return BW_ENOTFOUND;
 	if (__builtin_expect(r->t.loc >= BW_RING_MAX, 0))
