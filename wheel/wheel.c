@@ -146,11 +146,11 @@
  * probing and refusals are one tail call further (place_far; a refusal
  * in the window above about 19 instructions there, 50 in all, in either
  * mode): O(1), in
- * the trading simulation (bench/callgrind.sh --quick) about 71
- * instructions on x86-64 through a handle (the pool's free list and the
- * handle), 56 intrusive, call included.  cancel: O(1), about 52 for a
- * ring slot's timer through a handle (lookup, generation check, free
- * list), 26 intrusive, inline: an unlink, the room back, and for a slot
+ * the trading simulation (bench/callgrind.sh --quick) about 66
+ * instructions on x86-64 through a handle (the pool's free list, linked
+ * by pointer, and the handle), 56 intrusive, call included.  cancel:
+ * O(1), about 49 for a ring slot's timer through a handle (lookup,
+ * generation check, free list), 26 intrusive, inline: an unlink, the room back, and for a slot
  * it empties the occupied bit and one compare against next's slot; any
  * other place is one call further (O(log n) for an overflowed timer).
  * poll: O(1) when no event is due - the cached next event lets it jump
