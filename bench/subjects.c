@@ -51,6 +51,7 @@ static const struct wheel_def wheel_defs[] = {
 	{ "intr:precise64:exact", { BWS_INTR, BW_PRESET_PRECISE, 64, BW_EXACT } },
 	{ "intr:precise64:coarse", { BWS_INTR, BW_PRESET_PRECISE, 64, BW_COARSE } },
 	{ "intr-failover:precise64:exact", { BWS_INTR_FAILOVER, BW_PRESET_PRECISE, 64, BW_EXACT } },
+	{ "intr-failover:precise64:coarse", { BWS_INTR_FAILOVER, BW_PRESET_PRECISE, 64, BW_COARSE } },
 };
 
 #define NWHEELS (sizeof(wheel_defs) / sizeof(wheel_defs[0]))

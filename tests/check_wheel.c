@@ -397,6 +397,85 @@ START_TEST(test_refusal_window)
 }
 END_TEST
 
+/* Insert a timer at tick, which the wheel must refuse (a failover
+ * wheel: put in its heap) or take into a slot; its handle back. */
+static bw_handle insert_expect(struct bw_wheel *w, uint64_t tick,
+			       bool refused)
+{
+	size_t heaped = bw_wheel_overflow_pending(w);
+	bw_handle h = 0;
+	int rc = bw_wheel_insert(w, tick * T5, NULL, &h);
+
+	if (bw_wheel_config(w)->failover) {
+		ck_assert_msg(rc == 0, "tick %" PRIu64 ": %d", tick, rc);
+		ck_assert_msg(bw_wheel_overflow_pending(w) == heaped + refused,
+			      "tick %" PRIu64 " %s the heap", tick,
+			      refused ? "did not go to" : "went to");
+	} else {
+		ck_assert_msg(rc == (refused ? BW_EFULL : 0),
+			      "tick %" PRIu64 ": %d, want %s", tick, rc,
+			      refused ? "BW_EFULL" : "0");
+	}
+	return h;
+}
+
+/*
+ * The same in coarse mode, which rounds a far deadline up to its gear-2
+ * slot's end (home slot k ahead holds ticks (k - 1) * 4096 + 1 .. k *
+ * 4096 past now's slot) and probes forward.  Cap 1, 2 probes: with slots
+ * 5, 6, 7 ahead full, 5 and 6 refuse and 7 probes to 8 (then 7 refuses
+ * too, and 4 takes its own); with 1, 2, 3
+ * full, 1 and 2 refuse, and a tick at or before now (which slot 1's
+ * home ticks include) is due, never refused nor heaped.  Plain and
+ * failover.
+ */
+START_TEST(test_refusal_window_coarse)
+{
+	struct bw_config cfg = tu_cfg(3, 5, 1, 2, BW_COARSE, _i == 1);
+	struct bw_wheel *w = tu_wheel_new(&cfg, L0 * T5);
+	uint64_t base = L0 >> 12;
+	struct tu_rec rec;
+	bw_handle h6;
+
+#define HOME_TICK(k, off) (((base + (k) - 1) << 12) + (off))
+	tu_rec_init(&rec);
+	insert_expect(w, HOME_TICK(1, 4096), false);
+	insert_expect(w, HOME_TICK(2, 10), false);
+	insert_expect(w, HOME_TICK(3, 10), false);
+	insert_expect(w, HOME_TICK(5, 10), false);
+	h6 = insert_expect(w, HOME_TICK(6, 10), false);
+	insert_expect(w, HOME_TICK(7, 10), false);
+	insert_expect(w, HOME_TICK(6, 20), true);
+	tu_assert_healthy(w);
+	insert_expect(w, HOME_TICK(5, 1), true);
+	insert_expect(w, HOME_TICK(6, 4096), true);
+	insert_expect(w, HOME_TICK(7, 1), false);
+	tu_assert_healthy(w);
+	insert_expect(w, HOME_TICK(6, 30), true);
+	insert_expect(w, HOME_TICK(7, 4096), true);
+	insert_expect(w, HOME_TICK(4, 4096), false);
+	if (!cfg.failover) {
+		ck_assert_int_eq(bw_wheel_cancel(w, h6, NULL), 0);
+		insert_expect(w, HOME_TICK(6, 40), false);
+	}
+	tu_assert_healthy(w);
+
+	tu_poll(w, (L0 + 100) * T5, &rec);
+	ck_assert_uint_eq(rec.nfired, 0);
+	insert_expect(w, HOME_TICK(2, 200), true);
+	insert_expect(w, HOME_TICK(1, 4096), false); /* now in the ring */
+	insert_expect(w, L0 + 50, false);
+	insert_expect(w, L0 + 100, false);
+	tu_assert_healthy(w);
+	tu_poll(w, (L0 + 101) * T5, &rec);
+	ck_assert_uint_eq(rec.nfired, 2);
+	tu_assert_healthy(w);
+#undef HOME_TICK
+	tu_rec_free(&rec);
+	bw_wheel_free(w);
+}
+END_TEST
+
 /* ---- handles ---------------------------------------------------------- */
 
 START_TEST(test_cancel_returns_data)
@@ -3239,6 +3318,7 @@ static Suite *wheel_suite(void)
 	tcase_add_test(tc, test_efull_leaves_no_trace);
 	tcase_add_loop_test(tc, test_coarse_hotspot, 0, 4);
 	tcase_add_test(tc, test_refusal_window);
+	tcase_add_loop_test(tc, test_refusal_window_coarse, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("handles");

@@ -335,7 +335,6 @@ struct bw_timer {
 		struct {
 			uint32_t pos, arrival;
 		} heap;
-		uint32_t free_next;
 	} u;
 	uint64_t deadline;
 	void *data;

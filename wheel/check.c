@@ -27,8 +27,9 @@
  *     handle timer found in a slot, list or the heap is its pool record,
  *     and the pending count matches the timers held, handle records and
  *     intrusive timers (gen 0) alike;
- *   - the refusal window, while it holds, names only gear-2 slots whose
- *     every probe candidate is full.
+ *   - the refusal window starts after now's gear-2 slot and, while it
+ *     holds, names only ticks whose gear-2 home slot (in the wheel's
+ *     mode) and its every probe candidate are full.
  */
 #include "wheel-internal.h"
 
@@ -235,29 +236,38 @@ static int check_heap(const struct bw_wheel *w, size_t *handles,
 	return 0;
 }
 
-/* The refusal window, while it holds (wheel.c: refuse_fast), covers only
- * whole gear-2 slots 1..62 ahead that are full, as is each one's every
- * probe candidate; only an exact wheel with a gear 2 has one. */
+/*
+ * The refusal window, while it holds (wheel.c: refuse_fast), starts after
+ * now's gear-2 slot ends (so after now) and covers only ticks whose home
+ * slot, as arm() finds it in the wheel's mode, is gear-2 slot 1..62
+ * ahead and full, as is each of its probe candidates: exact mode's
+ * max_probes - 1 slots below (not below offset 1), coarse mode's above
+ * (not above offset 63).  The ticks' home slots are those of its first
+ * and last tick and all between.  Only a wheel with a gear 2 has one.
+ */
 static int check_refusal(const struct bw_wheel *w, const char **why)
 {
 	unsigned word = bw_gear_word(2);
-	uint64_t base = w->now >> 12, first = w->rf_lo >> 12;
+	uint64_t up = w->cfg.precision == BW_COARSE, base = w->now >> 12;
+	uint64_t last = w->rf_lo + w->rf_n - 1;
 
 	if (!w->rf_n)
 		return 0;
-	if (w->cfg.precision != BW_EXACT || w->cfg.gears < 3)
-		FAIL("a refusal window on a wheel without exact gear 2");
+	if (w->cfg.gears < 3)
+		FAIL("a refusal window on a wheel without gear 2");
+	if (w->rf_lo < (w->rf_base + 1) << 12 || last < w->rf_lo)
+		FAIL("refusal window starts before now's gear-2 slot ends");
 	if (base != w->rf_base || w->full[word] != w->rf_full)
 		return 0;
-	if ((w->rf_lo | w->rf_n) & 4095)
-		FAIL("refusal window is not whole gear-2 slots");
-	for (uint64_t k = first; k < first + (w->rf_n >> 12); k++) {
+	for (uint64_t k = ((w->rf_lo - up) >> 12) + up;
+	     k <= ((last - up) >> 12) + up; k++) {
 		uint64_t j = k - base, probes = w->cfg.max_probes;
 
 		if (j < 1 || j > 62)
 			FAIL("refusal window outside gear 2's slots ahead");
-		for (uint64_t i = 0; i < probes && i < j; i++)
-			if (!bw_map_test(w->full, word * 64 + (unsigned)((k - i) & 63)))
+		for (uint64_t i = 0; i < probes && (up ? j + i < 64 : i < j); i++)
+			if (!bw_map_test(w->full,
+					 word * 64 + (unsigned)((up ? k + i : k - i) & 63)))
 				FAIL("refusal window names a slot that takes a timer");
 	}
 	return 0;
@@ -329,9 +339,10 @@ int bw_wheel_check(const struct bw_wheel *w, const char **why)
 		FAIL("a live record is in no slot, due list or heap");
 	if (slotted + w->heap.n != bw_pending(w))
 		FAIL("pending count disagrees with the timers held");
-	for (uint32_t idx = p->free; idx != BW_NIL;
-	     idx = bw_rec_at(p, idx)->t.u.free_next) {
-		if (!bw_pool_valid(p, idx) || bw_rec_at(p, idx)->t.loc != BW_LOC_FREE)
+	for (const struct bw_rec *r = p->free; r;
+	     r = (const struct bw_rec *)r->t.u.link.next) {
+		if (!bw_pool_valid(p, r->idx) || bw_rec_at(p, r->idx) != r ||
+		    r->t.loc != BW_LOC_FREE)
 			FAIL("free list names a live or missing record");
 		if (nfree-- == 0)
 			FAIL("free list longer than the free records");

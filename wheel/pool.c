@@ -7,7 +7,7 @@
  * gets at creation (gears * 64 * slot_cap, a plain wheel's capacity) come
  * in one block whose chunk pointers point into it; only a failover wheel
  * grows, one chunk at a time, when it runs out.  Free records are a stack
- * threaded through t.u.free_next by index: get and put are O(1), growth is O(BW_CHUNK).
+ * threaded through t.u.link.next by pointer: get and put are O(1), growth is O(BW_CHUNK).
  * The block is threaded onto the stack BW_CHUNK records at a time, as the
  * stack runs dry (fresh counts those threaded so far), so that a large
  * slot_cap reserves address space, not memory: a page is touched only
@@ -26,9 +26,9 @@ static void pool_thread(struct bw_pool *p, uint32_t first, uint32_t n)
 		struct bw_rec *r = bw_rec_at(p, first + i);
 
 		r->t = (struct bw_timer){ .gen = 1, .loc = BW_LOC_FREE };
-		r->t.u.free_next = p->free;
+		r->t.u.link.next = (struct bw_link *)p->free;
 		r->idx = first + i;
-		p->free = first + i;
+		p->free = r;
 	}
 }
 
@@ -38,7 +38,6 @@ int bw_pool_init(struct bw_wheel *w, uint32_t nrecords)
 	uint32_t nbase = (nrecords + BW_CHUNK - 1) / BW_CHUNK;
 
 	memset(p, 0, sizeof(*p));
-	p->free = BW_NIL;
 	p->base = bw_mem(w, NULL, 0, (size_t)nrecords * sizeof(*p->base));
 	if (!p->base)
 		goto fail;

@@ -3,8 +3,9 @@
  *
  * A wheel is four parts (wheel.c explains how they work together):
  *   timers    every timer is a struct bw_timer (bitwheel.h; 40 bytes on
- *             LP64): a list link (or its heap position, or a free
- *             record's free list index), deadline, data, gen and loc.  A
+ *             LP64): a list link (or its heap position; a free
+ *             record's link.next is the free list's), deadline, data,
+ *             gen and loc.  A
  *             handle timer's is the head of a 48-byte pool record (struct
  *             bw_rec: the timer plus its own index), gen 1..2^31-1; an
  *             intrusive timer is the caller's struct, gen 0.  Every list
@@ -12,7 +13,8 @@
  *             them.
  *   pool      the handle records in a chunked array, named by index; a
  *             handle is (generation << 32 | index).  Free records form a
- *             singly linked list of indices through t.u.free_next.
+ *             singly linked list through t.u.link.next, by pointer, so
+ *             that taking one needs no index arithmetic.
  *   slots     named by a slot id, which a timer's loc holds: first the
  *             ring, one slot per tick (ids 0..ring_mask), then 64 slots
  *             for each gear g >= 2 (ids 64 * bw_gear_word(g) + digit).
@@ -25,7 +27,7 @@
  *             of the occupied words (bit k of sum[k / 64]: word k is not
  *             empty), so that the ring's next event is two ctz away.  One
  *             cached next-event tick for the whole wheel, and its ring
- *             slot; one refusal window (ticks for which an exact wheel's
+ *             slot; one refusal window (ticks for which the wheel's
  *             gear 2 has no slot while its full word and now's gear-2
  *             slot hold).
  *   due       two lists of timers whose tick has already been reached
@@ -40,11 +42,10 @@
 
 #include "bitwheel.h"
 
-#define BW_NIL UINT32_MAX           /* end of the free list (indices)   */
 #define BW_GEN_LIMIT (1u << 31)      /* generations run 1..2^31-1        */
 #define BW_CHUNK_SHIFT 12
 #define BW_CHUNK (1u << BW_CHUNK_SHIFT)
-#define BW_MAX_RECORDS (BW_NIL - 1)
+#define BW_MAX_RECORDS (UINT32_MAX - 1)
 
 /* The ring: 64 * 64 one-tick slots (gears 0 and 1 of a classic wheel),
  * or 64 on a one-gear wheel; its bitmaps take BW_RING_WORDS words at
@@ -94,7 +95,8 @@ struct bw_pool {
 	uint32_t fresh;        /* base records threaded so far: the rest
 				  were never used and may be untouched memory */
 	uint32_t size;         /* one past the highest record index        */
-	uint32_t free;         /* free list head, linked by t.u.free_next  */
+	struct bw_rec *free;   /* free list head, linked by t.u.link.next
+				  (NULL: none)                             */
 };
 
 /*
@@ -553,8 +555,8 @@ static inline void bw_pool_put(struct bw_wheel *w, struct bw_rec *r)
 
 	r->t.gen = r->t.gen + 1 == BW_GEN_LIMIT ? 1 : r->t.gen + 1;
 	r->t.loc = BW_LOC_FREE;
-	r->t.u.free_next = p->free;
-	p->free = r->idx;
+	r->t.u.link.next = (struct bw_link *)p->free;
+	p->free = r;
 }
 
 #endif /* BW_WHEEL_INTERNAL_H */

@@ -98,16 +98,20 @@
  *
  * The refusal window.  Far deadlines that outnumber gear 2's capped slots
  * (10,000 timers up to 10 s ahead at 1 ms: most of them beyond the ring)
- * make refusal (or, failover, the heap) the common far insert, so an
- * exact wheel remembers what its last gear-2 refusal proved: the run of
- * full slots around the refused one, less the slots whose probes reach
- * below the run, is a range of ticks (rf_lo, rf_n) for which arm() would
- * find no slot either, for as long as gear 2's full word and now's
- * gear-2 slot are what they were (rf_full, rf_base).  That is a function
- * of those two alone, so no cancel, poll or re-slot has to invalidate
- * anything: an insert beyond the ring in the window is refused, or goes
- * to the heap, in a few compares, before any register is saved
- * (place_far), and any other goes on to arm().  Coarse mode has none.
+ * make refusal (or, failover, the heap) the common far insert, so a
+ * wheel remembers what its last gear-2 refusal proved: the run of full
+ * slots around the refused one, less the slots whose probes reach past
+ * the run (below it in exact mode, above it in coarse mode), is a range
+ * of ticks (rf_lo, rf_n) for which arm() would find no slot either, for
+ * as long as gear 2's full word and now's gear-2 slot are what they were
+ * (rf_full, rf_base).  That is a function of those two alone, so no
+ * cancel, poll or re-slot has to invalidate anything: an insert beyond
+ * the ring in the window is refused, or goes to the heap, in a few
+ * compares, before any register is saved (place_far), and any other goes
+ * on to arm().  The ticks are those of the slots' home ticks in the
+ * wheel's mode (coarse mode rounds up: slot k holds (k - 1) * 4096 + 1 ..
+ * k * 4096), and the window starts after now's gear-2 slot ends, so no
+ * tick at or before now is ever in it (refuse_learn).
  *
  * Re-slots are never refused and never probe: a timer moving down goes
  * straight to its home slot, over capacity if need be (counted as
@@ -140,12 +144,13 @@
  * room, a few bit operations, one branch-free list push, all inline and a
  * leaf; the due list, the gears (a count-leading-zeros picks one),
  * probing and refusals are one tail call further (place_far; a refusal
- * in the window above about 19 instructions there, 50 in all): O(1), in
- * the trading simulation (bench/callgrind.sh --quick) about 71
- * instructions on x86-64 through a handle (the pool's free list and the
- * handle), 56 intrusive, call included.  cancel: O(1), about 52 for a
- * ring slot's timer through a handle (lookup, generation check, free
- * list), 26 intrusive, inline: an unlink, the room back, and for a slot
+ * in the window above about 19 instructions there, 50 in all, in either
+ * mode): O(1), in
+ * the trading simulation (bench/callgrind.sh --quick) about 66
+ * instructions on x86-64 through a handle (the pool's free list, linked
+ * by pointer, and the handle), 56 intrusive, call included.  cancel:
+ * O(1), about 49 for a ring slot's timer through a handle (lookup,
+ * generation check, free list), 26 intrusive, inline: an unlink, the room back, and for a slot
  * it empties the occupied bit and one compare against next's slot; any
  * other place is one call further (O(log n) for an overflowed timer).
  * poll: O(1) when no event is due - the cached next event lets it jump
@@ -263,31 +268,50 @@ probe(const struct bw_wheel *w, unsigned g, uint64_t *keyp)
 
 /*
  * The refusal window (above): after arm() found no gear-2 slot for tick
- * t on an exact wheel, the run of full gear-2 slots around t's
- * (offsets from now's slot, bit j of f) gives every slot that arm()
- * would find none for as well, while that word and now's gear-2 slot stay as
- * they are: each of them full, and so is every probe candidate, the
- * max_probes - 1 slots below it or all those down to now's next slot.
- * Offset 63 stays out, so that a 3-gear wheel's window is in its range.
+ * t, the run of full gear-2 slots around t's home slot (offsets from
+ * now's slot, bit j of f; the run is lo..hi) gives every home slot that
+ * arm() would find none for as well, while that word and now's gear-2
+ * slot stay as they are: each of them full, and so is every probe
+ * candidate.  Exact mode probes backward, the max_probes - 1 slots below
+ * or all those down to now's next slot: lo + max_probes - 1 .. hi, or
+ * 1 .. hi when the run reaches down to offset 1.  Coarse mode probes
+ * forward, the max_probes - 1 slots above or all those up to offset 63:
+ * lo .. hi - (max_probes - 1), or lo .. 62 when the run reaches 63.
+ * t's own slot is among them (it was refused).  Offset 63 stays out, so
+ * that a 3-gear wheel's window is in its range.  The ticks are a home
+ * slot's: exact mode's slot k holds k * 4096 .. k * 4096 + 4095, coarse
+ * mode's (k - 1) * 4096 + 1 .. k * 4096 (it rounds up).  Of coarse
+ * offset 1, only its last tick can be beyond the ring's reach from a now
+ * in slot base; the others stay out, because some are at or before now,
+ * where refuse_fast()'s ring test (t - now, wrapped) would pass too and
+ * send a due timer to the heap, the clock back to it and the ring's
+ * later timers out a lap early.  So the window always starts after
+ * slot base ends: after now, for as long as it holds.
  */
 static __attribute__((noinline)) void
 refuse_learn(struct bw_wheel *w, uint64_t t)
 {
-	uint64_t base = w->now >> 12, j = (t >> 12) - base, f, below;
-	unsigned lo, hi, start;
+	uint64_t up = w->cfg.precision == BW_COARSE, base = w->now >> 12;
+	uint64_t j = ((t - up) >> 12) + up - base, f, below, first, end;
+	unsigned lo, hi, lim = w->cfg.max_probes - 1;
 
 	if (w->cfg.gears < 3 || t - w->now <= w->ring_mask || j > 62)
 		return;
 	f = rotr64(w->full[bw_gear_word(2)], (unsigned)base);
 	hi = (unsigned)j + (unsigned)__builtin_ctzll(~(f >> j)) - 1;
-	hi = min_u(hi, 62);
 	below = (~f & ((1ull << j) - 1)) | 1;
 	lo = 64 - (unsigned)__builtin_clzll(below);
-	start = lo == 1 ? 1 : lo + w->cfg.max_probes - 1;
-	if (start > j)
-		return;
-	w->rf_lo = (base + start) << 12;
-	w->rf_n = (uint64_t)(hi + 1 - start) << 12;
+	if (up) {
+		hi = hi == 63 ? 62 : hi - lim;
+		first = lo == 1 ? (base + 1) << 12 : ((base + lo - 1) << 12) + 1;
+		end = ((base + hi) << 12) + 1;
+	} else {
+		hi = min_u(hi, 62);
+		first = (base + (lo == 1 ? 1 : lo + lim)) << 12;
+		end = (base + hi + 1) << 12;
+	}
+	w->rf_lo = first;
+	w->rf_n = end - first;
 	w->rf_base = base;
 	w->rf_full = w->full[bw_gear_word(2)];
 }
@@ -385,7 +409,7 @@ arm(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill)
 		int err = probe(w, g, &key);
 
 		if (err) {
-			if (g == 2 && w->cfg.precision == BW_EXACT)
+			if (g == 2)
 				refuse_learn(w, t);
 			return overflow(w, tm, err, spill);
 		}
@@ -422,8 +446,10 @@ static inline bool is_pending(uint32_t loc)
 	return loc < BW_LOC_FIRING;
 }
 
-/* The pending record a handle names, or NULL. */
-static inline struct bw_rec *lookup(const struct bw_wheel *w, bw_handle h)
+/* The record a handle names, pending or not, or NULL (a stale
+ * generation, or no such record). */
+static inline struct bw_rec *lookup_any(const struct bw_wheel *w,
+					bw_handle h)
 {
 	uint32_t idx = (uint32_t)h;
 	struct bw_rec *r;
@@ -434,9 +460,15 @@ static inline struct bw_rec *lookup(const struct bw_wheel *w, bw_handle h)
 		r = bw_rec_at(&w->pool, idx);
 	else
 		return NULL;
-	if (r->t.gen != h >> 32 || !is_pending(r->t.loc))
-		return NULL;
-	return r;
+	return r->t.gen == h >> 32 ? r : NULL;
+}
+
+/* The pending record a handle names, or NULL. */
+static inline struct bw_rec *lookup(const struct bw_wheel *w, bw_handle h)
+{
+	struct bw_rec *r = lookup_any(w, h);
+
+	return r && is_pending(r->t.loc) ? r : NULL;
 }
 
 int bw_wheel_new(const struct bw_config *cfg, uint64_t now_ns,
@@ -570,10 +602,10 @@ place_far_at(struct bw_wheel *w, struct bw_timer *tm, uint64_t t, bool spill,
 		if (spill && w->cfg.failover)
 			return place_heap(w, tm, out);
 		w->ctr.refused++;
-		/* No handle named the record yet and its free_next is as it
-		 * was: back on top of the free list, generation unchanged. */
+		/* No handle named the record yet and its link is as it was
+		 * (the free list's): back on top, generation unchanged. */
 		if (out)
-			w->pool.free = ((struct bw_rec *)tm)->idx;
+			w->pool.free = (struct bw_rec *)tm;
 		return BW_EFULL;
 	}
 	if (!out)
@@ -656,10 +688,10 @@ insert(struct bw_wheel *w, uint64_t deadline_ns, void *data, bw_handle *out,
 	if (!w || !out)
 		return BW_EINVAL;
 	p = &w->pool;
-	if (__builtin_expect(p->free == BW_NIL, 0))
+	r = p->free;
+	if (__builtin_expect(!r, 0))
 		return insert_grow(w, deadline_ns, data, out, spill);
-	r = bw_rec_at(p, p->free);
-	p->free = r->t.u.free_next;
+	p->free = (struct bw_rec *)r->t.u.link.next;
 	return place(w, &r->t, deadline_ns, data, spill, out);
 }
 
@@ -751,11 +783,14 @@ static inline void retire(struct bw_wheel *w, struct bw_timer *tm)
  * handle record back to the pool (its data to *data_out unless that is
  * NULL), an intrusive timer idle.  The inline halves take a ring slot's
  * timer: ring slot ids are below BW_RING_MAX on every wheel (a one-gear
- * wheel's are 0..63), every other place is above.
+ * wheel's are 0..63), every other place, pending or not, is above, so
+ * the handle's half tells whether its record is pending here.
  */
 static __attribute__((noinline)) int
 cancel_far(struct bw_wheel *w, struct bw_rec *r, void **data_out)
 {
+	if (!is_pending(r->t.loc))
+		return BW_ENOTFOUND;
 	cancel(w, &r->t);
 	if (data_out)
 		*data_out = r->t.data;
@@ -777,7 +812,7 @@ int bw_wheel_cancel(struct bw_wheel *w, bw_handle h, void **data_out)
 
 	if (!w)
 		return BW_EINVAL;
-	r = lookup(w, h);
+	r = lookup_any(w, h);
 	if (!r)
 		return BW_ENOTFOUND;
 	if (__builtin_expect(r->t.loc >= BW_RING_MAX, 0))
