@@ -74,6 +74,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,7 @@ struct bwd_journal {
 		pthread_cond_t cv;
 		int fd;            /* its own open file description (top)    */
 		bool started;      /* the thread runs                         */
+		int cpu;           /* loop: the CPU it is bound to, or -1     */
 		bool busy;         /* loop: began, result not yet taken       */
 		uint64_t seq;      /* loop: which sync, in order begun        */
 		uint64_t upto;     /* loop: the file's size when it began     */
@@ -318,6 +320,7 @@ static int start_threads(struct bwd_journal *j, int dirfd, const char *name)
 	for (unsigned i = 0; i < BWD_SYNCS_IN_FLIGHT; i++) {
 		j->slot[i].j = j;
 		j->slot[i].fd = -1;
+		j->slot[i].cpu = -1;
 		if ((err = pthread_cond_init(&j->slot[i].cv, NULL))) {
 			while (i--)
 				pthread_cond_destroy(&j->slot[i].cv);
@@ -530,6 +533,22 @@ bool bwd_sync_gather(uint64_t age_ns, uint64_t est_ns, uint64_t waiting,
 	return true;
 }
 
+/* The thread goes where the loop runs (see the top). */
+static void follow_loop(struct sync_slot *t)
+{
+	int cpu = sched_getcpu();
+	cpu_set_t set;
+
+	if (cpu < 0 || cpu == t->cpu)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	/* Where it cannot (a cpuset without that CPU), it syncs from
+	 * wherever it is: slower by a wake-up, no less correct. */
+	if (!pthread_setaffinity_np(t->thread, sizeof(set), &set))
+		t->cpu = cpu;
+}
+
 int bwd_journal_commit(struct bwd_journal *j, bool *covered, uint64_t *wait_ns)
 {
 	struct sync_slot *t = NULL, *newest = NULL;
@@ -571,6 +590,7 @@ int bwd_journal_commit(struct bwd_journal *j, bool *covered, uint64_t *wait_ns)
 	t->from_recs = j->asked_recs;
 	t->recs = j->asked_recs = j->recs;
 	t->upto = j->asked = j->size;
+	follow_loop(t);
 	pthread_mutex_lock(&j->mu);
 	t->go = true;
 	pthread_cond_signal(&t->cv);
