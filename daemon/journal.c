@@ -26,7 +26,24 @@
  * first starts theirs.  A lone request finds no sync in flight, or one of
  * a few records (a fire's, an ack's), and starts its own at once.
  * Each sync's records are counted (bwd_sync_stats.records) as well as
- * its time, so that Stats tells how many records a sync covers.  Each thread
+ * its time, so that Stats tells how many records a sync covers.
+ * A sync thread is bound to the CPU the loop began its sync on
+ * (follow_loop: sched_getcpu, and a pthread_setaffinity_np only when the
+ * loop has moved), so that the wake-ups of a hand-off (loop to thread,
+ * thread to loop through the eventfd) are switches on one CPU, not
+ * wake-ups of another, idle one.  Measured on a 2-vCPU VM
+ * (doc/performance.md): the lone round trip under batch at some 50 us
+ * over always's, nearly all of it in those switches (the eventfd's
+ * write to the loop's first instruction ~30 us p50 either way; the
+ * extra context switches, not the IPIs, are what cost there); bound, the
+ * daemon's CPU per lone request -12..-47 % and the round trip's p99
+ * -32..-68 % on a shared disk, its p50 from +5 % to -32 %.  Tried and
+ * not taken: a 50 us spin in the thread after each sync (the two CPUs'
+ * time went to the spin: p50 +50 % on tmpfs); Linux AIO's
+ * IOCB_CMD_FDSYNC completing on the eventfd, no thread of ours (on tmpfs
+ * 43 against 65 us, on the disk no better, and the kernel's worker runs
+ * the sync where tests/faultsync.c cannot slow or fail it: the shipped
+ * path would go untested under faults).  Each thread
  * syncs through an open file description of its own: an error of
  * writeback is reported once per description (errseq), and on a shared
  * one whichever sync looked first would take it from the other, which
@@ -75,13 +92,15 @@
  * loop never waits for the disk under batch, and there are at most
  * BWD_SYNCS_IN_FLIGHT fdatasyncs in flight, each covering more than the
  * one before it; a commit that gathers asks the store for a timer (its
- * *wait_ns) to commit again when the gathering ends.
+ * *wait_ns) to commit again when the gathering ends; a sync begun costs
+ * a sched_getcpu (vDSO), and an affinity call when the loop has moved.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +148,7 @@ struct bwd_journal {
 		pthread_cond_t cv;
 		int fd;            /* its own open file description (top)    */
 		bool started;      /* the thread runs                         */
+		int cpu;           /* loop: the CPU it is bound to, or -1     */
 		bool busy;         /* loop: began, result not yet taken       */
 		uint64_t seq;      /* loop: which sync, in order begun        */
 		uint64_t upto;     /* loop: the file's size when it began     */
@@ -355,6 +375,7 @@ static int start_threads(struct bwd_journal *j, int dirfd, const char *name)
 	for (unsigned i = 0; i < BWD_SYNCS_IN_FLIGHT; i++) {
 		j->slot[i].j = j;
 		j->slot[i].fd = -1;
+		j->slot[i].cpu = -1;
 		if ((err = pthread_cond_init(&j->slot[i].cv, NULL))) {
 			while (i--)
 				pthread_cond_destroy(&j->slot[i].cv);
@@ -575,6 +596,22 @@ bool bwd_sync_gather(uint64_t age_ns, uint64_t est_ns, uint64_t waiting,
 	return true;
 }
 
+/* The thread goes where the loop runs (see the top). */
+static void follow_loop(struct sync_slot *t)
+{
+	int cpu = sched_getcpu();
+	cpu_set_t set;
+
+	if (cpu < 0 || cpu == t->cpu)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	/* Where it cannot (a cpuset without that CPU), it syncs from
+	 * wherever it is: slower by a wake-up, no less correct. */
+	if (!pthread_setaffinity_np(t->thread, sizeof(set), &set))
+		t->cpu = cpu;
+}
+
 int bwd_journal_commit(struct bwd_journal *j, bool *covered, uint64_t *wait_ns)
 {
 	struct sync_slot *t = NULL, *newest = NULL;
@@ -616,6 +653,7 @@ int bwd_journal_commit(struct bwd_journal *j, bool *covered, uint64_t *wait_ns)
 	t->from_recs = j->asked_recs;
 	t->recs = j->asked_recs = j->recs;
 	t->upto = j->asked = j->size;
+	follow_loop(t);
 	pthread_mutex_lock(&j->mu);
 	t->go = true;
 	pthread_cond_signal(&t->cv);
