@@ -653,14 +653,16 @@ int bwd_journal_commit(struct bwd_journal *j, bool *covered, uint64_t *wait_ns)
 	t->from_recs = j->asked_recs;
 	t->recs = j->asked_recs = j->recs;
 	t->upto = j->asked = j->size;
+	*covered = true;
+	if (j->sim) {
+		j->sim->begin(j->sim->arg, (unsigned)(t - j->slot));
+		return 0;
+	}
 	follow_loop(t);
 	pthread_mutex_lock(&j->mu);
 	t->go = true;
 	pthread_cond_signal(&t->cv);
 	pthread_mutex_unlock(&j->mu);
-	if (j->sim)
-		j->sim->begin(j->sim->arg, (unsigned)(t - j->slot));
-	*covered = true;
 	return 0;
 }
 
