@@ -49,10 +49,13 @@
  *       fdatasync(2) it, one after another, as the daemon's sync thread
  *       does; prints the percentiles of each fdatasync's wall time and
  *       the process's CPU time (user + system) per sync, then removes
- *       the file.  Then the same writes into room allocated ahead
- *       (fallocate(2), written at their offsets), as the journal does
- *       while its file system has room: a line each ("appends", "into
- *       room").  The floor a lone request's round trip cannot beat.
+ *       the file.  Then the same writes into room allocated ahead with
+ *       fallocate(2), its extents unwritten (as the journal did until
+ *       2026-12), and into room written with zeros and synced first (as
+ *       the journal does while its file system has room): a line each
+ *       ("appends", "writes into fallocated room", "writes into zeroed
+ *       room").  The last is the floor a lone request's round trip
+ *       cannot beat.
  *
  *   bwdurable syncs --socket S
  *       One line of the daemon's journal counters, for a phase's before
@@ -559,22 +562,45 @@ static uint64_t cpu_ns(void)
 	       ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000u;
 }
 
-/* One series: appends, or (room) writes into space allocated first. */
-static void synclat_series(const struct opts *o, bool room)
+/* How a synclat series finds the file ahead of its writes. */
+enum synclat_room { ROOM_NONE, ROOM_FALLOCATED, ROOM_ZEROED };
+
+static const char *const synclat_name[] = {
+	[ROOM_NONE] = "appends",
+	[ROOM_FALLOCATED] = "writes into fallocated room",
+	[ROOM_ZEROED] = "writes into zeroed room",
+};
+
+/* The room a series writes into, made and synced before it is timed. */
+static int synclat_prepare(int fd, enum synclat_room room, uint64_t len, const uint8_t *zeros)
+{
+	if (room == ROOM_FALLOCATED && fallocate(fd, 0, 0, (off_t)len) < 0)
+		return -1;
+	for (uint64_t at = 0; room == ROOM_ZEROED && at < len;) {
+		ssize_t w = pwrite(fd, zeros, len - at, (off_t)at);
+
+		if (w <= 0)
+			return -1;
+		at += (uint64_t)w;
+	}
+	return room == ROOM_NONE ? 0 : fdatasync(fd);
+}
+
+static void synclat_series(const struct opts *o, enum synclat_room room)
 {
 	char path[4096];
 	uint64_t *lat = calloc(o->syncs, sizeof(*lat)), c0, end;
-	uint8_t *buf = calloc(1, o->bytes);
+	uint8_t *buf = calloc(1, o->bytes), *zeros = calloc(o->syncs, o->bytes);
 	int fd;
 
-	if (!lat || !buf)
+	if (!lat || !buf || !zeros)
 		die("synclat: out of memory");
 	snprintf(path, sizeof(path), "%s/synclat.%ld", o->state_dir, (long)getpid());
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		die("synclat: %s: %s", path, strerror(errno));
-	if (room && (fallocate(fd, 0, 0, (off_t)(o->syncs * o->bytes)) < 0 || fdatasync(fd) < 0))
-		die("synclat: fallocate %s: %s", path, strerror(errno));
+	if (synclat_prepare(fd, room, o->syncs * o->bytes, zeros) < 0)
+		die("synclat: room for %s in %s: %s", synclat_name[room], path, strerror(errno));
 	end = load_now_ns() + o->timeout_ms * MS;
 	c0 = cpu_ns();
 	for (uint64_t i = 0; i < o->syncs; i++) {
@@ -595,17 +621,19 @@ static void synclat_series(const struct opts *o, bool room)
 	unlink(path);
 	qsort(lat, o->syncs, sizeof(*lat), cmp_u64);
 	printf("synclat: %" PRIu64 " fdatasyncs of %" PRIu64 "-byte %s: p50_us=%.1f p90_us=%.1f p99_us=%.1f cpu_us_per_sync=%.1f\n",
-	       o->syncs, o->bytes, room ? "writes into room" : "appends",
+	       o->syncs, o->bytes, synclat_name[room],
 	       q(lat, o->syncs, 0.5) / 1e3, q(lat, o->syncs, 0.9) / 1e3,
 	       q(lat, o->syncs, 0.99) / 1e3, (double)c0 / 1e3 / (double)o->syncs);
 	free(lat);
 	free(buf);
+	free(zeros);
 }
 
 static int cmd_synclat(const struct opts *o)
 {
-	synclat_series(o, false);
-	synclat_series(o, true);
+	synclat_series(o, ROOM_NONE);
+	synclat_series(o, ROOM_FALLOCATED);
+	synclat_series(o, ROOM_ZEROED);
 	return 0;
 }
 

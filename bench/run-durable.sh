@@ -12,9 +12,9 @@
 #      in turn with named sessions (--session: only they are journaled),
 #      N rounds (default 3, --quick 1); the median of the rounds, with
 #      ratios to the in-memory daemon; and in each round, right after the
-#      rtt phase, the device's own fdatasync of small appends on the same
-#      file system (bwdurable synclat), against which batch's lone round
-#      trip is set; beside them, when redis-server and a bwload built with
+#      rtt phase, the device's own fdatasync of small writes on the same
+#      file system (bwdurable synclat: appended, into fallocated room and
+#      into zeroed room), against which batch's lone round trip is set; beside them, when redis-server and a bwload built with
 #      hiredis are there, the peer: redis-server without persistence,
 #      with appendfsync everysec and with always (its AOF, on the same
 #      file system), under bwload's redis-zset subject, each set against
@@ -288,21 +288,23 @@ if want throughput; then
 			}' "$out/durable.csv"
 		echo
 		# The device's fdatasync (the median of the rounds' p50s, with
-		# that round's CPU; appends, and writes into allocated room as
-		# the journal makes them) against batch's and always' lone
-		# round trip (rtt p50).
+		# that round's CPU; appends, writes into fallocated room, and
+		# into zeroed room as the journal makes it) against batch's and
+		# always' lone round trip (rtt p50).
 		synclat() {
 			sed -n "s/.*$1: p50_us=\([0-9.]*\).*cpu_us_per_sync=\([0-9.]*\).*/\1 \2/p" "$tmp/synclat.txt" |
 				sort -n | awk '{ v[NR] = $0 } END { print v[int((NR + 1) / 2)] }'
 		}
-		awk -F, -v sl="$(synclat appends)" -v sr="$(synclat 'writes into room')" '
+		awk -F, -v sl="$(synclat appends)" -v sf="$(synclat 'writes into fallocated room')" \
+			-v sz="$(synclat 'writes into zeroed room')" '
 			NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
 			$3 == "rtt" { rtt[$1] = $(c["rtt_p50_ns"]) / 1e3 }
 			END {
 				split(sl, f, " ")
-				split(sr, g, " ")
-				if (f[1] > 0 && g[1] > 0 && rtt["batch"] > 0)
-					printf "The device: `bwdurable synclat` (an fdatasync after each small write, on the same file system, as the sync thread does; in each round right after the rtt phase): appending, p50 %.1f µs and %.1f µs of CPU per sync; writing into room allocated ahead, as the journal does while its file system has room, p50 %.1f µs and %.1f µs of CPU (the median round).  A lone request with --fsync=batch: rtt p50 %.1f µs, **%.2f×** the device'"'"'s fdatasync into room, %.2f× an append'"'"'s (target ≤ 1.2×); with always %.1f µs.\n", f[1], f[2], g[1], g[2], rtt["batch"], rtt["batch"] / g[1], rtt["batch"] / f[1], rtt["always"]
+				split(sf, a, " ")
+				split(sz, g, " ")
+				if (f[1] > 0 && a[1] > 0 && g[1] > 0 && rtt["batch"] > 0)
+					printf "The device: `bwdurable synclat` (an fdatasync after each small write, on the same file system, as the sync thread does; in each round right after the rtt phase): appending, p50 %.1f µs and %.1f µs of CPU per sync; into fallocated room, p50 %.1f µs and %.1f µs; into room written with zeros ahead, as the journal does while its file system has room, p50 %.1f µs and %.1f µs of CPU (the median round).  A lone request with --fsync=batch: rtt p50 %.1f µs, **%.2f×** the device'"'"'s fdatasync into zeroed room, %.2f× an append'"'"'s (target ≤ 1.2×); with always %.1f µs.\n", f[1], f[2], a[1], a[2], g[1], g[2], rtt["batch"], rtt["batch"] / g[1], rtt["batch"] / f[1], rtt["always"]
 			}' "$out/durable.csv"
 		echo
 		if [ -s "$tmp/syncs.csv" ]; then

@@ -25,7 +25,10 @@
  *             syncs in flight fails exactly what it covers.
  *   files     the torn tail (the journal cut at every byte of its last
  *             record), a corrupt snapshot (exit 1 naming it) and
- *             --ignore-snapshot.
+ *             --ignore-snapshot; the room after a journal's records is
+ *             written zeros, no extent of it left unwritten (FIEMAP,
+ *             where the file system tells), so that a sync into it is a
+ *             pure data overwrite (daemon/journal.c).
  *   shutdown  SIGTERM under load, without --state-dir: every timer the
  *             daemon acknowledged either fired to the client or is named in
  *             the shutdown log (keys at debug level, -v).
@@ -62,6 +65,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -186,6 +192,35 @@ static size_t record_offsets(const uint8_t *buf, size_t len, size_t *off,
 		off[n++] = at;
 		at += RECORD_HEADER + body;
 	}
+	return n;
+}
+
+/* Bytes of path allocated but never written (fallocate's unwritten
+ * extents), once its dirty pages are on disk; -1 when the file system
+ * cannot say (no FIEMAP, as on tmpfs). */
+static long long unwritten_bytes(const char *path)
+{
+	enum { EXTENTS = 256 };
+	struct fiemap *f = calloc(1, sizeof(*f) + EXTENTS * sizeof(struct fiemap_extent));
+	long long n = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+	f->fm_length = FIEMAP_MAX_OFFSET;
+	f->fm_flags = FIEMAP_FLAG_SYNC;
+	f->fm_extent_count = EXTENTS;
+	if (ioctl(fd, FS_IOC_FIEMAP, f) < 0) {
+		du_note("FIEMAP on %s: %s", path, strerror(errno));
+		n = -1;
+	} else {
+		ck_assert_uint_lt(f->fm_mapped_extents, EXTENTS);
+		for (unsigned i = 0; i < f->fm_mapped_extents; i++)
+			if (f->fm_extents[i].fe_flags & FIEMAP_EXTENT_UNWRITTEN)
+				n += (long long)f->fm_extents[i].fe_length;
+	}
+	close(fd);
+	free(f);
 	return n;
 }
 
@@ -1075,6 +1110,13 @@ START_TEST(test_torn_tail)
 	 * (journal.c): the end, not a torn record. */
 	end = off[n - 1] + RECORD_HEADER + le32(journal + off[n - 1]);
 	du_note("journal: %zu bytes of records, %zu of room after them", end, len - end);
+	ck_assert_uint_gt(len, end);
+	{
+		long long unwritten = unwritten_bytes(path);
+
+		ck_assert_msg(unwritten <= 0,
+			      "%lld bytes of the journal's room are unwritten extents", unwritten);
+	}
 	start_durable(d, NULL);
 	c = du_connect(d->sock);
 	ck_assert_uint_eq(hello_timers(c, "t", NULL, NULL), 5);
