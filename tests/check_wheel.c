@@ -5,7 +5,10 @@
  *              leaving no trace, every preset's hot-deadline capacity and
  *              range;
  *   handles    cancel returns data; stale, double, reused and bogus handles
- *              give BW_ENOTFOUND and touch nothing;
+ *              give BW_ENOTFOUND and touch nothing; a record's generation
+ *              wraps from its last to 1, never 0 (white-box: the record
+ *              is set to its last generation through wheel-internal.h,
+ *              rather than reused 2^31 times);
  *   precision  EXACT fires on the deadline's tick (long timers included),
  *              COARSE on a legal gear boundary, neither ever early, past
  *              deadlines at the next poll;
@@ -29,6 +32,7 @@
 #include <time.h>
 
 #include "testutil.h"
+#include "wheel-internal.h"
 
 #define T5 (5 * TU_MS)
 /* A start tick aligned to every gear boundary of a 4-gear wheel. */
@@ -566,6 +570,59 @@ static int cmp_u64(const void *a, const void *b)
  * and over, yet every handle ever issued is distinct and non-zero, dead
  * handles stay dead, and live timers are never disturbed.
  */
+/* A record at its last generation, freed by a cancel or a fire, wraps to
+ * generation 1: the handle it had is dead, the next one works, and no
+ * handle ever carries generation 0 or one past the limit. */
+START_TEST(test_generation_wrap)
+{
+	struct bw_config cfg = tu_cfg(4, 5, 16, 8, BW_EXACT, false);
+	struct bw_wheel *w = tu_wheel_new(&cfg, L0 * T5);
+	struct tu_rec rec;
+	int a, b, c;
+	bw_handle h, last;
+	uint32_t idx;
+	void *got;
+
+	tu_rec_init(&rec);
+	ck_assert_int_eq(bw_wheel_insert(w, (L0 + 10) * T5, &a, &h), 0);
+	idx = (uint32_t)h;
+	ck_assert_int_eq(bw_wheel_cancel(w, h, NULL), 0);
+	for (int by_fire = 0; by_fire < 2; by_fire++) {
+		/* The freed record comes back first (the free list is LIFO). */
+		bw_rec_at(&w->pool, idx)->t.gen = BW_GEN_LIMIT - 1;
+		tu_assert_healthy(w);
+		ck_assert_int_eq(bw_wheel_insert(w, (L0 + 20) * T5, &b, &last), 0);
+		ck_assert_uint_eq((uint32_t)last, idx);
+		ck_assert_uint_eq(last >> 32, BW_GEN_LIMIT - 1);
+		tu_assert_healthy(w);
+		if (by_fire) {
+			tu_poll(w, (L0 + 20) * T5, &rec);
+			ck_assert_uint_eq(rec.nfired, 1);
+			ck_assert_ptr_eq(rec.fired[0].data, &b);
+			rec.nfired = 0;
+		} else {
+			ck_assert_int_eq(bw_wheel_cancel(w, last, &got), 0);
+			ck_assert_ptr_eq(got, &b);
+		}
+		ck_assert_uint_eq(bw_rec_at(&w->pool, idx)->t.gen, 1);
+		tu_assert_healthy(w);
+		ck_assert_int_eq(bw_wheel_cancel(w, last, NULL), BW_ENOTFOUND);
+
+		ck_assert_int_eq(bw_wheel_insert(w, (L0 + 30) * T5, &c, &h), 0);
+		ck_assert_uint_eq((uint32_t)h, idx);
+		ck_assert_uint_eq(h >> 32, 1);
+		ck_assert_int_eq(bw_wheel_cancel(w, last, NULL), BW_ENOTFOUND);
+		ck_assert_uint_eq(bw_wheel_pending(w), 1);
+		ck_assert_int_eq(bw_wheel_cancel(w, h, &got), 0);
+		ck_assert_ptr_eq(got, &c);
+		ck_assert_uint_eq(bw_rec_at(&w->pool, idx)->t.gen, 2);
+		tu_assert_healthy(w);
+	}
+	tu_rec_free(&rec);
+	bw_wheel_free(w);
+}
+END_TEST
+
 START_TEST(test_handle_reuse_churn)
 {
 	enum { N = 20000, LIVE = 24 };
@@ -3325,6 +3382,7 @@ static Suite *wheel_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_cancel_returns_data);
 	tcase_add_test(tc, test_stale_handles);
+	tcase_add_test(tc, test_generation_wrap);
 	tcase_add_test(tc, test_handle_reuse_churn);
 	tcase_add_loop_test(tc, test_bogus_handles, 0, 2);
 	suite_add_tcase(s, tc);
