@@ -383,6 +383,14 @@ size_t bwd_marks_release(struct bwd_marks *m, uint64_t upto)
 	return n;
 }
 
+bool bwd_conn_waiting(struct bwd_conn *head)
+{
+	for (struct bwd_conn *c = head; c; c = c->held_next)
+		if (c->staged || evbuffer_get_length(c->held))
+			return true;
+	return false;
+}
+
 void bwd_conn_cover(struct bwd_conn **head, uint64_t upto)
 {
 	for (struct bwd_conn *c = *head, *next; c; c = next) {

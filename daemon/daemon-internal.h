@@ -1113,13 +1113,19 @@ int bwd_journal_sync(struct bwd_journal *j);
 /*
  * The end of a loop turn: write what was appended (one write); with
  * --fsync=batch start a sync thread on it unless BWD_SYNCS_IN_FLIGHT are
- * or the records are gathering while one is (*covered: a sync in flight,
- * begun now or before, covers everything written so far; *wait_ns, not
- * 0: commit again that much later at the latest, when the gathering
- * ends), otherwise make it durable now (always: one fdatasync for the
- * whole turn).  0 or -errno.
+ * or the records are gathering while one is, or nothing waits for them
+ * (needed false) and the first of them was written less than
+ * BWD_SYNC_LAZY_NS ago (*covered: a sync in flight, begun now or before,
+ * covers everything written so far; *wait_ns, not 0: commit again that
+ * much later at the latest, when the gathering or the wait ends),
+ * otherwise make it durable now (always: one fdatasync for the whole
+ * turn).  0 or -errno.
  */
-int bwd_journal_commit(struct bwd_journal *j, bool *covered, uint64_t *wait_ns);
+int bwd_journal_commit(struct bwd_journal *j, bool needed, bool *covered,
+		       uint64_t *wait_ns);
+/* How long records nothing waits for (journal.c) may wait for a sync
+ * something waits for, before they get one of their own. */
+#define BWD_SYNC_LAZY_NS (5 * 1000000ull)
 /* Whether `waiting` records written while a sync of `in_flight` records
  * that began age_ns ago runs should gather (wait) before a sync of their
  * own, when syncs lately take some est_ns (journal.c): true, and *wait_ns
@@ -1239,11 +1245,12 @@ enum bwd_commit {
 	BWD_COMMIT_DURABLE,        /* already durable: it may go             */
 };
 /* The end of a loop turn: write what the turn appended and see to its
- * sync; may start a snapshot.  A journal that cannot be written or synced
- * takes the storage down (logged once): then WAIT, until it is back.
- * *upto: the position of all written so far, across journals, which the
- * output held until now waits for (durable() says when it is reached). */
-enum bwd_commit bwd_store_commit(struct bwd_store *s, uint64_t *upto);
+ * sync (needed: some output waits for it, bwd_conn_waiting); may start a
+ * snapshot.  A journal that cannot be written or synced takes the
+ * storage down (logged once): then WAIT, until it is back.  *upto: the
+ * position of all written so far, across journals, which the output
+ * held until now waits for (durable() says when it is reached). */
+enum bwd_commit bwd_store_commit(struct bwd_store *s, bool needed, uint64_t *upto);
 
 /* What replaying one file found. */
 struct bwd_replay {
@@ -1502,6 +1509,9 @@ struct bwd_marks {
 };
 void bwd_marks_cover(struct bwd_marks *m, size_t n, uint64_t upto);
 size_t bwd_marks_release(struct bwd_marks *m, uint64_t upto);
+/* Whether a connection in the list (head: env->held) holds output that no
+ * sync has been asked for yet (bwd_store_commit's needed). */
+bool bwd_conn_waiting(struct bwd_conn *head);
 /* A sync of the journal began: what the connections in the list (head:
  * env->held) hold waits for the journal's position upto (store.c). */
 void bwd_conn_cover(struct bwd_conn **head, uint64_t upto);

@@ -24,7 +24,13 @@
  * as long as syncs lately take (est_ns, a moving average: it is late, and
  * they need not wait for the rest of it), or it is done; whichever comes
  * first starts theirs.  A lone request finds no sync in flight, or one of
- * a few records (a fire's, an ack's), and starts its own at once.
+ * a few records (a fire's), and starts its own at once.
+ * Records nothing waits for (the commit's needed: no output is held for
+ * them, as for an Ack without request_id, which PROTOCOL.md lets a crash
+ * undo) start no sync: they go with the next one something waits for,
+ * or get their own BWD_SYNC_LAZY_NS after the first of them was written.
+ * A lone consumer's acknowledgements then no longer take the device
+ * while the next request's sync wants it (one flush at a time).
  * Each sync's records are counted (bwd_sync_stats.records) as well as
  * its time, so that Stats tells how many records a sync covers.
  * A sync thread is bound to the CPU the loop began its sync on
@@ -142,6 +148,8 @@ struct bwd_journal {
 	uint64_t durable_recs;     /* records in durable                     */
 	uint64_t asked_recs;       /* records in asked                       */
 	uint64_t est_ns;           /* syncs' recent time, for gathering      */
+	bool lazy;                 /* records nothing waits for are waiting  */
+	uint64_t lazy_ns;          /* ... since then                         */
 	/* The sync threads (batch only); mu guards stop and the slots'
 	 * go, done, err and ns. */
 	bool threaded;
@@ -649,7 +657,8 @@ static void follow_loop(struct sync_slot *t)
 		t->cpu = cpu;
 }
 
-int bwd_journal_commit(struct bwd_journal *j, bool *covered, uint64_t *wait_ns)
+int bwd_journal_commit(struct bwd_journal *j, bool needed, bool *covered,
+		       uint64_t *wait_ns)
 {
 	struct sync_slot *t = NULL, *newest = NULL;
 	uint64_t now;
@@ -667,6 +676,19 @@ int bwd_journal_commit(struct bwd_journal *j, bool *covered, uint64_t *wait_ns)
 		*covered = true;
 		return 0;
 	}
+	now = now_ns(j);
+	/* Nothing waits for them (see the top): they go with the next sync
+	 * something waits for, or on their own once they have waited. */
+	if (!needed) {
+		if (!j->lazy) {
+			j->lazy = true;
+			j->lazy_ns = now;
+		}
+		if (now - j->lazy_ns < BWD_SYNC_LAZY_NS) {
+			*wait_ns = j->lazy_ns + BWD_SYNC_LAZY_NS - now;
+			return 0;
+		}
+	}
 	for (unsigned i = 0; i < BWD_SYNCS_IN_FLIGHT; i++) {
 		struct sync_slot *u = &j->slot[i];
 
@@ -678,7 +700,6 @@ int bwd_journal_commit(struct bwd_journal *j, bool *covered, uint64_t *wait_ns)
 	/* All in flight: the first to finish lets the next begin. */
 	if (!t)
 		return 0;
-	now = now_ns(j);
 	/* One in flight: the records gather for a while (see the top). */
 	if (newest && bwd_sync_gather(now - newest->began_ns, j->est_ns,
 				      j->recs - j->asked_recs,
@@ -690,6 +711,7 @@ int bwd_journal_commit(struct bwd_journal *j, bool *covered, uint64_t *wait_ns)
 	t->from_recs = j->asked_recs;
 	t->recs = j->asked_recs = j->recs;
 	t->upto = j->asked = j->size;
+	j->lazy = false;
 	*covered = true;
 	if (j->sim) {
 		j->sim->begin(j->sim->arg, (unsigned)(t - j->slot));

@@ -575,7 +575,8 @@ static int serve(struct bwd_server *srv)
 
 		if (srv->store) {
 			uint64_t upto;
-			enum bwd_commit done = bwd_store_commit(srv->store, &upto);
+			enum bwd_commit done = bwd_store_commit(srv->store,
+				bwd_conn_waiting(srv->env.held), &upto);
 
 			if (done != BWD_COMMIT_WAIT)
 				bwd_conn_cover(&srv->env.held, upto);

@@ -950,7 +950,7 @@ static void on_synced(evutil_socket_t fd, short what, void *arg)
 		journal_failed(s);
 }
 
-enum bwd_commit bwd_store_commit(struct bwd_store *s, uint64_t *upto)
+enum bwd_commit bwd_store_commit(struct bwd_store *s, bool needed, uint64_t *upto)
 {
 	enum bwd_commit done = BWD_COMMIT_WAIT;
 	bool covered = false;
@@ -960,7 +960,7 @@ enum bwd_commit bwd_store_commit(struct bwd_store *s, uint64_t *upto)
 	if (!s->pub->down)
 		reserve_check(s, now);
 	if (s->journal && !bwd_journal_error(s->journal, NULL) &&
-	    bwd_journal_commit(s->journal, &covered, &wait_ns))
+	    bwd_journal_commit(s->journal, needed, &covered, &wait_ns))
 		journal_failed(s);
 	if (wait_ns && !evtimer_pending(s->gather, NULL)) {
 		struct timeval tv = { (time_t)(wait_ns / 1000000000u),

@@ -1653,7 +1653,7 @@ START_TEST(test_sync_records_counted)
 
 			ck_assert_int_eq(bwd_journal_append(j, &r, &n), 0);
 		}
-		ck_assert_int_eq(bwd_journal_commit(j, &covered, &wait_ns), 0);
+		ck_assert_int_eq(bwd_journal_commit(j, true, &covered, &wait_ns), 0);
 		ck_assert(!covered);
 		ck_assert_uint_eq(wait_ns, 0);
 		total += batches[b];
@@ -1698,7 +1698,12 @@ END_TEST
  *       (from when it was made, or came back up): no stall;
  *   (c) nothing leaves while the storage is down, nor ever once dropped;
  *   (d) records written while no sync of BWD_SYNC_GATHER_MIN or more is
- *       in flight, with a slot free, start a sync at that commit;
+ *       in flight, with a slot free, start a sync at that commit, when
+ *       output waits for them (a quarter of the requests make none, as
+ *       an Ack without request_id);
+ *   (e) records nothing waits for are durable within BWD_SYNC_LAZY_NS
+ *       and JS_LIVE_NS of their commit while the storage is up, and all
+ *       of them after a quiet spell;
  * and that the journal's durable never goes back nor passes the model's,
  * at most BWD_SYNCS_IN_FLIGHT syncs run, each covering more than the one
  * before it, the marks release whole outputs, and the records the syncs
@@ -1753,6 +1758,8 @@ struct js {
 	uint64_t durable;          /* the model's, global                  */
 	uint64_t jdurable;         /* the journal's last bwd_journal_durable */
 	uint64_t gather_at;        /* the gather timer, 0: not armed       */
+	uint64_t owed_pos, owed_ns; /* (e): a position written, not yet
+				       durable, and when (0: none)          */
 	/* The store's outage. */
 	bool down, recovery, child, child_ok;
 	uint64_t down_ns, up_ns, retry_ns, retry_at, child_at;
@@ -2033,10 +2040,19 @@ static void js_synced(struct js *x)
 		js_go_down(x);
 }
 
-/* Whether the journal must begin a sync at this commit (d). */
-static bool js_must_begin(const struct js *x)
+/* Whether output waits for a sync (server.c, bwd_conn_waiting). */
+static bool js_needed(const struct js *x)
 {
-	if (!x->j || bwd_journal_error(x->j, NULL) || x->nq == BWD_SYNCS_IN_FLIGHT ||
+	for (unsigned c = 0; c < JS_CONNS; c++)
+		if (x->conn[c].holding && x->conn[c].held)
+			return true;
+	return false;
+}
+
+/* Whether the journal must begin a sync at this commit (d). */
+static bool js_must_begin(const struct js *x, bool needed)
+{
+	if (!needed || !x->j || bwd_journal_error(x->j, NULL) || x->nq == BWD_SYNCS_IN_FLIGHT ||
 	    js_size(x) == x->last_upto ||
 	    bwd_journal_durable(x->j) == bwd_journal_size(x->j))
 		return false;
@@ -2047,13 +2063,23 @@ static bool js_must_begin(const struct js *x)
 static void js_commit(struct js *x)
 {
 	enum bwd_commit done = BWD_COMMIT_WAIT;
-	bool covered = false, must;
+	bool covered = false, must, needed = js_needed(x);
 	uint64_t wait_ns = 0, upto;
 
+	/* (e): the oldest position owed a sync, until the model has it. */
+	if (x->owed_ns && (x->durable >= x->owed_pos || x->down))
+		x->owed_ns = 0;
+	JS_ASSERT(x, !x->owed_ns || x->now - x->owed_ns <= BWD_SYNC_LAZY_NS + JS_LIVE_NS,
+		  "records at %" PRIu64 " not durable %" PRIu64 " ns after their commit",
+		  x->owed_pos, x->now - x->owed_ns);
+	if (!x->owed_ns && !x->down && js_size(x) > x->durable) {
+		x->owed_pos = js_size(x);
+		x->owed_ns = x->now;
+	}
 	if (x->j && !bwd_journal_error(x->j, NULL)) {
-		must = js_must_begin(x);
+		must = js_must_begin(x, needed);
 		x->began = 0;
-		if (bwd_journal_commit(x->j, &covered, &wait_ns))
+		if (bwd_journal_commit(x->j, needed, &covered, &wait_ns))
 			js_go_down(x);
 		JS_ASSERT(x, !must || x->began, "records held back with no large sync in flight");
 		JS_ASSERT(x, !covered || x->last_upto == js_size(x),
@@ -2098,6 +2124,18 @@ static void js_commit(struct js *x)
 
 /* A turn of requests: each appends records (none that claim durability
  * while down, when only fires and acks are journaled) and replies. */
+static void js_append(struct js *x, unsigned c, unsigned recs)
+{
+	for (unsigned r = 0; r < recs && x->j && !bwd_journal_error(x->j, NULL); r++) {
+		struct bwd_record rec = { .type = BWD_REC_CANCEL, .sid = c + 1,
+					  .key = x->nout };
+		size_t bytes;
+
+		ck_assert_int_eq(bwd_journal_append(x->j, &rec, &bytes), 0);
+		x->recs++;
+	}
+}
+
 static void js_requests(struct js *x, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
@@ -2107,15 +2145,10 @@ static void js_requests(struct js *x, unsigned n)
 		if (tu_rng_chance(&x->rng, 20000))
 			recs = (unsigned)tu_rng_range(&x->rng, BWD_SYNC_GATHER_MIN,
 						      4 * BWD_SYNC_GATHER_MIN);
-		for (unsigned r = 0; r < recs && x->j && !bwd_journal_error(x->j, NULL); r++) {
-			struct bwd_record rec = { .type = BWD_REC_CANCEL, .sid = c + 1,
-						  .key = x->nout };
-			size_t bytes;
-
-			ck_assert_int_eq(bwd_journal_append(x->j, &rec, &bytes), 0);
-			x->recs++;
-		}
-		js_output(x, c, !x->down);
+		js_append(x, c, recs);
+		/* An Ack without request_id: records, no reply. */
+		if (!tu_rng_chance(&x->rng, 250000))
+			js_output(x, c, !x->down);
 	}
 }
 
@@ -2218,11 +2251,18 @@ static void run_journal_sim(uint64_t seed)
 		js_step(x, false);
 		/* Now and then a quiet spell: everything must go out. */
 		if (i % 500 == 499) {
+			/* Its last request makes no reply: (e). */
+			if (!x->down)
+				js_append(x, 0, 1 + (unsigned)tu_rng_below(&x->rng, 3));
 			for (unsigned q = 0; q < 64 && !x->down; q++)
 				js_step(x, true);
 			for (unsigned c = 0; c < JS_CONNS && !x->down; c++)
 				JS_ASSERT(x, x->conn[c].head == x->conn[c].tail,
 					  "conn %u: output left after a quiet spell", c);
+			/* (e): records without output too. */
+			JS_ASSERT(x, x->down || x->durable == js_size(x),
+				  "records left not durable after a quiet spell: %" PRIu64
+				  " of %" PRIu64, x->durable, js_size(x));
 		}
 	}
 	/* The records the syncs counted are those the model made durable. */
