@@ -571,18 +571,16 @@ static const char *const synclat_name[] = {
 	[ROOM_ZEROED] = "writes into zeroed room",
 };
 
-/* The room a series writes into, made and synced before it is timed. */
-static int synclat_prepare(int fd, enum synclat_room room, uint64_t len, const uint8_t *zeros)
+/* The room a series writes into, made and synced before it is timed
+ * (zeros: a zeroed buffer of len's chunks, chunk bytes). */
+static int synclat_prepare(int fd, enum synclat_room room, uint64_t len,
+			   const uint8_t *zeros, size_t chunk)
 {
 	if (room == ROOM_FALLOCATED && fallocate(fd, 0, 0, (off_t)len) < 0)
 		return -1;
-	for (uint64_t at = 0; room == ROOM_ZEROED && at < len;) {
-		ssize_t w = pwrite(fd, zeros, len - at, (off_t)at);
-
-		if (w <= 0)
+	for (uint64_t at = 0; room == ROOM_ZEROED && at < len; at += chunk)
+		if (pwrite(fd, zeros, chunk, (off_t)at) != (ssize_t)chunk)
 			return -1;
-		at += (uint64_t)w;
-	}
 	return room == ROOM_NONE ? 0 : fdatasync(fd);
 }
 
@@ -590,16 +588,17 @@ static void synclat_series(const struct opts *o, enum synclat_room room)
 {
 	char path[4096];
 	uint64_t *lat = calloc(o->syncs, sizeof(*lat)), c0, end;
-	uint8_t *buf = calloc(1, o->bytes), *zeros = calloc(o->syncs, o->bytes);
+	uint8_t *buf = calloc(1, o->bytes);
 	int fd;
 
-	if (!lat || !buf || !zeros)
+	if (!lat || !buf)
 		die("synclat: out of memory");
 	snprintf(path, sizeof(path), "%s/synclat.%ld", o->state_dir, (long)getpid());
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		die("synclat: %s: %s", path, strerror(errno));
-	if (synclat_prepare(fd, room, o->syncs * o->bytes, zeros) < 0)
+	/* buf is all zeros: the room's and every write's bytes. */
+	if (synclat_prepare(fd, room, o->syncs * o->bytes, buf, o->bytes) < 0)
 		die("synclat: room for %s in %s: %s", synclat_name[room], path, strerror(errno));
 	end = load_now_ns() + o->timeout_ms * MS;
 	c0 = cpu_ns();
@@ -626,7 +625,6 @@ static void synclat_series(const struct opts *o, enum synclat_room room)
 	       q(lat, o->syncs, 0.99) / 1e3, (double)c0 / 1e3 / (double)o->syncs);
 	free(lat);
 	free(buf);
-	free(zeros);
 }
 
 static int cmd_synclat(const struct opts *o)

@@ -286,20 +286,16 @@ static int write_at(int fd, const uint8_t *p, size_t n, uint64_t off)
 /* The room [from, to) written with zeros; on failure, cut back to from. */
 static int zero_room(int fd, uint64_t from, uint64_t to)
 {
-	uint64_t at = from;
 	static const uint8_t zeros[65536];
 
-	while (at < to) {
-		size_t n = to - at < sizeof(zeros) ? (size_t)(to - at) : sizeof(zeros);
-		ssize_t w = pwrite(fd, zeros, n, (off_t)at);
-
-		if (w <= 0) {
+	for (uint64_t at = from, n; at < to; at += n) {
+		n = to - at < sizeof(zeros) ? to - at : sizeof(zeros);
+		if (write_at(fd, zeros, (size_t)n, at)) {
 			if (ftruncate(fd, (off_t)from) < 0)
 				bwd_log(BWD_LOG_DEBUG, "journal: cutting a failed room: %s",
 					strerror(errno));
 			return -1;
 		}
-		at += (uint64_t)w;
 	}
 	return 0;
 }
