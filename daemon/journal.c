@@ -33,24 +33,29 @@
  * while the next request's sync wants it (one flush at a time).
  * Each sync's records are counted (bwd_sync_stats.records) as well as
  * its time, so that Stats tells how many records a sync covers.
- * A sync thread is bound to the CPU the loop began its sync on
+ * A lone sync (none other in flight, fewer than BWD_SYNC_GATHER_MIN
+ * records) is run by a thread bound to the CPU the loop began it on
  * (follow_loop: sched_getcpu, and a pthread_setaffinity_np only when the
  * loop has moved), so that the wake-ups of a hand-off (loop to thread,
  * thread to loop through the eventfd) are switches on one CPU, not
- * wake-ups of another, idle one.  Measured on a 2-vCPU VM
- * (doc/performance.md): the lone round trip under batch at some 50 us
- * over always's, nearly all of it in those switches (the eventfd's
- * write to the loop's first instruction ~30 us p50 either way; the
- * extra context switches, not the IPIs, are what cost there); bound, the
- * daemon's CPU per lone request -12..-47 % and the round trip's p99
- * -32..-68 % on a shared disk, its p50 from +5 % to -32 %.  Tried and
- * not taken: a 50 us spin in the thread after each sync (the two CPUs'
- * time went to the spin: p50 +50 % on tmpfs); Linux AIO's
- * IOCB_CMD_FDSYNC completing on the eventfd, no thread of ours (on tmpfs
- * 43 against 65 us, on the disk no better, and the kernel's worker runs
- * the sync where tests/faultsync.c cannot slow or fail it: the shipped
- * path would go untested under faults).  Each thread
- * syncs through an open file description of its own: an error of
+ * wake-ups of another, idle one.  Any other sync's thread is unbound
+ * (the daemon's own mask again): under load the loop keeps its CPU busy,
+ * and a thread bound there waited for it to start its sync and again to
+ * report it, while the other CPU had time; bound always, pipelined and
+ * deep ran at 0.74x and 0.82x of this (doc/performance.md).  The binding,
+ * measured on a 2-vCPU VM (doc/performance.md): the lone round trip
+ * under batch at some 50 us over always's, nearly all of it in those
+ * switches (the eventfd's write to the loop's first instruction ~30 us
+ * p50 either way; the extra context switches, not the IPIs, are what
+ * cost there); bound, the daemon's CPU per lone request -12..-47 % and
+ * the round trip's p99 -32..-68 % on a shared disk, its p50 from +5 % to
+ * -32 %.  Tried and not taken: a 50 us spin in the thread after each
+ * sync (the two CPUs' time went to the spin: p50 +50 % on tmpfs); Linux
+ * AIO's IOCB_CMD_FDSYNC completing on the eventfd, no thread of ours (on
+ * tmpfs 43 against 65 us, on the disk no better, and the kernel's worker
+ * runs the sync where tests/faultsync.c cannot slow or fail it: the
+ * shipped path would go untested under faults).  Each thread syncs
+ * through an open file description of its own: an error of
  * writeback is reported once per description (errseq), and on a shared
  * one whichever sync looked first would take it from the other, which
  * could then claim bytes it had not made durable.  Results are taken in
@@ -157,13 +162,14 @@ struct bwd_journal {
 	bool stop;
 	int efd;                   /* the threads' "done" to the loop        */
 	uint64_t seq;              /* syncs begun                            */
+	cpu_set_t cpus;            /* where the threads may run unbound      */
 	struct sync_slot {
 		struct bwd_journal *j;
 		pthread_t thread;
 		pthread_cond_t cv;
 		int fd;            /* its own open file description (top)    */
 		bool started;      /* the thread runs                         */
-		int cpu;           /* loop: the CPU it is bound to, or -1     */
+		int cpu;           /* loop: the CPU it is bound to, -1: none  */
 		bool busy;         /* loop: began, result not yet taken       */
 		uint64_t seq;      /* loop: which sync, in order begun        */
 		uint64_t upto;     /* loop: the file's size when it began     */
@@ -424,6 +430,11 @@ static int start_threads(struct bwd_journal *j, int dirfd, const char *name)
 			return -err;
 		}
 	}
+	/* Unbound, a thread may go wherever the daemon could when it
+	 * began; not knowing that, anywhere (the kernel keeps to the
+	 * cpuset). */
+	if (sched_getaffinity(0, sizeof(j->cpus), &j->cpus) < 0)
+		memset(&j->cpus, 0xff, sizeof(j->cpus));
 	j->threaded = true;
 	/* A test's executor runs the syncs (the top). */
 	for (unsigned i = 0; i < BWD_SYNCS_IN_FLIGHT && !j->sim; i++) {
@@ -637,16 +648,21 @@ bool bwd_sync_gather(uint64_t age_ns, uint64_t est_ns, uint64_t waiting,
 	return true;
 }
 
-/* The thread goes where the loop runs (see the top). */
-static void follow_loop(struct sync_slot *t)
+/* A lone sync's thread goes where the loop runs, any other anywhere the
+ * loop's own mask allows (see the top). */
+static void follow_loop(struct sync_slot *t, bool lone)
 {
-	int cpu = sched_getcpu();
+	int cpu = lone ? sched_getcpu() : -1;
 	cpu_set_t set;
 
-	if (cpu < 0 || cpu == t->cpu)
+	if (cpu == t->cpu)
 		return;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
+	if (cpu < 0) {
+		set = t->j->cpus;
+	} else {
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+	}
 	/* Where it cannot (a cpuset without that CPU), it syncs from
 	 * wherever it is: slower by a wake-up, no less correct. */
 	if (!pthread_setaffinity_np(t->thread, sizeof(set), &set))
@@ -713,7 +729,7 @@ int bwd_journal_commit(struct bwd_journal *j, bool needed, bool *covered,
 		j->sim->begin(j->sim->arg, (unsigned)(t - j->slot));
 		return 0;
 	}
-	follow_loop(t);
+	follow_loop(t, !newest && t->recs - t->from_recs < BWD_SYNC_GATHER_MIN);
 	pthread_mutex_lock(&j->mu);
 	t->go = true;
 	pthread_mutex_unlock(&j->mu);
