@@ -2725,6 +2725,55 @@ START_TEST(test_poll_limit)
 }
 END_TEST
 
+/*
+ * The poll that ends a backlog leaves a heap timer X at tick e earlier
+ * than every slot's event (the slots that refused it emptied since): the
+ * next-event cache, which counted the slots alone during the backlog,
+ * must count X again, so that a poll reaching e fires it (and a poll
+ * before e, which trusts the cache's lower bound, does not).
+ */
+START_TEST(test_backlog_end_keeps_heap_next)
+{
+	enum { N = 1000, CAP = 16, PROBES = 8, LIMIT = 100 };
+	struct bw_config cfg = tu_cfg(4, 5, CAP, PROBES, BW_EXACT, true);
+	uint64_t d = L0 + 10, e = d + 20, nd;
+	struct bw_wheel *w = tu_wheel_new(&cfg, L0 * T5);
+	struct tu_rec rec;
+	struct bw_callbacks cb;
+	bw_handle fill[CAP * PROBES], x, h;
+	unsigned polls = 0;
+
+	tu_rec_init(&rec);
+	cb = tu_rec_cb(&rec);
+	ck_assert_int_eq(bw_wheel_set_poll_limit(w, LIMIT), 0);
+	for (unsigned i = 0; i < N; i++)
+		ck_assert_int_eq(bw_wheel_insert(w, d * T5, NULL, &h), 0);
+	for (unsigned i = 0; i < CAP * PROBES; i++)
+		ck_assert_int_eq(bw_wheel_insert(w, (e + i / CAP) * T5, NULL,
+						 &fill[i]), 0);
+	ck_assert_uint_eq(bw_wheel_overflow_pending(w), N - CAP * PROBES);
+	ck_assert_int_eq(bw_wheel_insert(w, e * T5, (void *)1, &x), 0);
+	ck_assert_uint_eq(bw_wheel_overflow_pending(w), N - CAP * PROBES + 1);
+	for (unsigned i = 0; i < CAP * PROBES; i++)
+		ck_assert_int_eq(bw_wheel_cancel(w, fill[i], NULL), 0);
+	while (bw_wheel_pending(w) > 1) {
+		ck_assert_int_eq(bw_wheel_poll(w, (e - 1) * T5, &cb, NULL), 0);
+		tu_assert_healthy(w);
+		ck_assert_uint_le(++polls, N / LIMIT + 2);
+	}
+	ck_assert_uint_eq(rec.nfired, N);
+	tu_assert_healthy(w);
+	ck_assert_int_eq(bw_wheel_poll(w, (e - 1) * T5, &cb, NULL), 0);
+	ck_assert_uint_eq(rec.nfired, N);
+	ck_assert_int_eq(bw_wheel_poll(w, e * T5, &cb, NULL), 0);
+	ck_assert_uint_eq(rec.nfired, N + 1);
+	ck_assert_uint_eq(tu_rec_fired_count(&rec, (void *)1), 1);
+	ck_assert_int_eq(bw_wheel_next_deadline(w, &nd), BW_EEMPTY);
+	tu_rec_free(&rec);
+	bw_wheel_free(w);
+}
+END_TEST
+
 START_TEST(test_failover_enomem)
 {
 	struct tu_alloc ta;
@@ -3443,6 +3492,7 @@ static Suite *wheel_suite(void)
 	tcase_add_loop_test(tc, test_try_insert_refuses, 0, 2);
 	tcase_add_test(tc, test_failover_enomem);
 	tcase_add_loop_test(tc, test_poll_limit, 0, 2);
+	tcase_add_test(tc, test_backlog_end_keeps_heap_next);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("intrusive");

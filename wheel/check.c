@@ -18,7 +18,8 @@
  *     at or after its tick, by less than max_probes spans;
  *   - the ring's and each gear's scan find their first occupied slot, and
  *     unless marked dirty the wheel's cached next event is the minimum of
- *     all slots' events and (without a backlog) the heap's;
+ *     all slots' events and (without a backlog) the heap's, and even
+ *     when dirty it is no later than that minimum;
  *   - the due list holds only timers at or before now, and the lists of a
  *     poll in progress are empty; the heap is ordered and
  *     every record knows its position, and holds no timer due at or
@@ -304,6 +305,8 @@ int bw_wheel_check(const struct bw_wheel *w, const char **why)
 	}
 	if (!w->dirty && w->next != min)
 		FAIL("cached next event is wrong");
+	if (w->next > min)
+		FAIL("cached next event is later than the next event");
 	if (w->next_slot != (w->next & w->ring_mask))
 		FAIL("cached next event's ring slot is wrong");
 	if (!bw_list_empty(&w->list[BW_RIPE]) ||

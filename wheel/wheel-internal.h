@@ -140,7 +140,9 @@ struct bw_wheel {
 	uint32_t next_slot;    /* next & ring_mask: the ring slot whose
 				  emptying makes next stale (bw_set_next) */
 	uint64_t last_now;     /* now_ns of the last poll                  */
-	bool dirty;            /* next may be too early: recompute it      */
+	bool dirty;            /* next may be too early (never too late):
+				  recompute it before relying on more than
+				  that nothing comes due before it         */
 	bool backlog;          /* a poll met poll_limit: the heap holds
 				  timers due at or before now, and next
 				  counts the slots alone                   */
@@ -300,7 +302,8 @@ static inline unsigned bw_gear_of(uint64_t delta)
  * fires in arrival order.  Every change to a slot keeps the bitmaps
  * (occupied with its summary, full) and the wheel's cached next-event
  * tick in step; emptying the slot that held the cached minimum only marks
- * the cache dirty (the next bw_next_event() recomputes it, once).
+ * the cache dirty (the next bw_next_event() recomputes it, once, and a
+ * poll that stops short of the stale value needs no recomputing).
  *
  * The slot at now's position - in the ring and in every gear - is always
  * empty between polls, so an occupied slot's distance ahead is
@@ -529,8 +532,11 @@ static inline bool bw_poll_work(struct bw_wheel *w, uint64_t now_ns,
 		return false;
 	w->last_now = now_ns;
 	*target = bw_tick_floor(w, now_ns);
+	/* A dirty cache is still a lower bound (bw_wheel_check): a poll that
+	 * stops short of it has nothing to do without recomputing it. */
 	if (bw_list_empty(&w->list[BW_DUE]) && !w->backlog &&
-	    *target < bw_next_event(w)) {
+	    (*target < w->next ||
+	     (w->dirty && *target < bw_next_event_scan(w)))) {
 		w->now = *target;
 		return false;
 	}

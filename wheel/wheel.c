@@ -59,7 +59,10 @@
  * its next event, and next's ring slot beside it; emptying that slot (or
  * any gear slot) only marks the cache dirty, one compare, so the minimum
  * is recomputed after removals, once, usually from the ring alone
- * (gear.c).
+ * (gear.c).  A dirty cache is never later than the minimum, since removals
+ * only raise it: a poll that stops short of it knows without recomputing
+ * that nothing is due, so a far timer cancelled and armed again between
+ * idle polls costs no scan.
  *
  * Precision modes.  They differ only in the gears; a ring slot holds
  * timers of its own tick (or displaced to it by probing, below) in both.
@@ -959,11 +962,19 @@ static void reslot_slot(struct bw_wheel *w, unsigned id)
  * of them: false when the budget ran out with one still due.
  */
 /* While the heap has a backlog, its events are no clock steps (they are
- * due already): the next-event cache counts the slots alone. */
+ * due already): the next-event cache counts the slots alone.  When the
+ * heap counts again, its minimum joins the cache, which stays a lower
+ * bound while dirty. */
 static void set_backlog(struct bw_wheel *w, bool on)
 {
 	w->backlog = on;
 	w->dirty = true;
+	if (!on && w->heap.n) {
+		uint64_t tick = bw_tick_of(w, w->heap.pos[0]->deadline);
+
+		if (tick < w->next)
+			bw_set_next(w, tick);
+	}
 }
 
 static bool take_heap(struct bw_wheel *w, uint64_t ev, size_t *budget)
