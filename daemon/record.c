@@ -142,8 +142,24 @@ static uint32_t crc_hw(uint32_t crc, const uint8_t *p, size_t n)
 		c = __builtin_ia32_crc32di(c, w);
 	}
 	crc = (uint32_t)c;
-	while (n--)
-		crc = __builtin_ia32_crc32qi(crc, *p++);
+	/* The tail in at most three steps (a record's body is 2 bytes past
+	 * a multiple of 8, or more with a payload), not a byte at a time. */
+	if (n & 4) {
+		uint32_t w;
+
+		memcpy(&w, p, 4);
+		crc = __builtin_ia32_crc32si(crc, w);
+		p += 4;
+	}
+	if (n & 2) {
+		uint16_t w;
+
+		memcpy(&w, p, 2);
+		crc = __builtin_ia32_crc32hi(crc, w);
+		p += 2;
+	}
+	if (n & 1)
+		crc = __builtin_ia32_crc32qi(crc, *p);
 	return crc;
 }
 #endif
@@ -231,33 +247,28 @@ int bwd_file_header_parse(const uint8_t *buf, size_t len,
 
 /* ---- records ------------------------------------------------------------------- */
 
-static uint64_t *u64_field(struct bwd_record *r, enum field f)
+/* Where each u64 field lives in struct bwd_record: a table, not a switch,
+ * because packing and parsing look one up per field (a call and a jump
+ * through a table were some 130 instructions a journaled request). */
+#define U64_AT(f, m) [f] = offsetof(struct bwd_record, m)
+static const uint16_t u64_offset[F_UID] = {
+	U64_AT(F_SID, sid), U64_AT(F_KEY, key), U64_AT(F_SEQ, seq),
+	U64_AT(F_DEADLINE, deadline_ns), U64_AT(F_PERIOD, period_ns),
+	U64_AT(F_COUNT, count), U64_AT(F_FIRED_AT, fired_ns),
+	U64_AT(F_LEEWAY, leeway_ns), U64_AT(F_TO, to),
+	U64_AT(F_TO_SEQ, to_seq), U64_AT(F_DELIVERIES, deliveries),
+	U64_AT(F_FIRST, first_ns), U64_AT(F_READY, ready_ns),
+	U64_AT(F_DL_DELIVERIES, dl_deliveries),
+	U64_AT(F_DL_FIRST, dl_first_ns), U64_AT(F_LAST, last_ns),
+	U64_AT(F_WHY, why), U64_AT(F_DEAD, dead_ns), U64_AT(F_WALL, wall_ns),
+	U64_AT(F_JITTER, jitter_ns), U64_AT(F_SEED, seed),
+	U64_AT(F_BASE, base_ns), U64_AT(F_GRACE, grace_ns),
+};
+#undef U64_AT
+
+static inline uint64_t *u64_field(struct bwd_record *r, unsigned f)
 {
-	switch (f) {
-	case F_SID: return &r->sid;
-	case F_KEY: return &r->key;
-	case F_SEQ: return &r->seq;
-	case F_DEADLINE: return &r->deadline_ns;
-	case F_PERIOD: return &r->period_ns;
-	case F_COUNT: return &r->count;
-	case F_LEEWAY: return &r->leeway_ns;
-	case F_TO: return &r->to;
-	case F_TO_SEQ: return &r->to_seq;
-	case F_DELIVERIES: return &r->deliveries;
-	case F_FIRST: return &r->first_ns;
-	case F_READY: return &r->ready_ns;
-	case F_DL_DELIVERIES: return &r->dl_deliveries;
-	case F_DL_FIRST: return &r->dl_first_ns;
-	case F_LAST: return &r->last_ns;
-	case F_WHY: return &r->why;
-	case F_DEAD: return &r->dead_ns;
-	case F_WALL: return &r->wall_ns;
-	case F_JITTER: return &r->jitter_ns;
-	case F_SEED: return &r->seed;
-	case F_BASE: return &r->base_ns;
-	case F_GRACE: return &r->grace_ns;
-	default: return &r->fired_ns;
-	}
+	return (uint64_t *)((char *)r + u64_offset[f]);
 }
 
 size_t bwd_record_size(const struct bwd_record *r)
@@ -297,7 +308,7 @@ size_t bwd_record_pack(const struct bwd_record *r, uint8_t *out)
 	 * of the many. */
 	for (unsigned b = m & U64_FIELDS; b; b &= b - 1)
 		p = put64(p, *u64_field((struct bwd_record *)r,
-					(enum field)__builtin_ctz(b)));
+					(unsigned)__builtin_ctz(b)));
 	if (m & B(F_UID))
 		p = put32(p, r->uid);
 	if (m & B(F_NAME)) {
@@ -330,12 +341,10 @@ static int parse_body(const uint8_t *p, size_t n, struct bwd_record *r)
 	r->flags = p[1];
 	p += 2;
 	m = fields_of(r->type, r->flags);
-	for (enum field f = F_SID; f <= F_GRACE; f++) {
-		if (!(m & B(f)))
-			continue;
+	for (unsigned b = m & U64_FIELDS; b; b &= b - 1) {
 		if (end - p < 8)
 			return BWD_REC_ECORRUPT;
-		*u64_field(r, f) = get64(p);
+		*u64_field(r, (unsigned)__builtin_ctz(b)) = get64(p);
 		p += 8;
 	}
 	if (m & B(F_UID)) {

@@ -1308,6 +1308,84 @@ START_TEST(test_calendar_durable)
 END_TEST
 
 /*
+ * Every record type, with every flag set, packs its u64 fields in the
+ * documented order (enum field in daemon/record.c, which is the order of
+ * struct bwd_record's members below) and parses each back into its own
+ * member: field i holds i + 1 in every byte, so the packed words must
+ * rise, and each member read back is what was written or, for a field
+ * the type does not carry, 0.  Then the CRC against the standard check
+ * value and a bitwise reference at every length 0..40, so that each tail
+ * of the word-at-a-time CRC is covered.
+ */
+#define REC_U64S(X) X(sid) X(key) X(seq) X(deadline_ns) X(period_ns) \
+	X(count) X(fired_ns) X(leeway_ns) X(to) X(to_seq) X(deliveries) \
+	X(first_ns) X(ready_ns) X(dl_deliveries) X(dl_first_ns) X(last_ns) \
+	X(why) X(dead_ns) X(wall_ns) X(jitter_ns) X(seed) X(base_ns) X(grace_ns)
+
+static uint32_t crc32c_bitwise(const uint8_t *p, size_t n)
+{
+	uint32_t c = 0xffffffffu;
+
+	while (n--) {
+		c ^= *p++;
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+	}
+	return ~c;
+}
+
+START_TEST(test_record_layout)
+{
+	static const uint8_t payload[] = { 9, 8, 7 };
+	uint8_t buf[1024];
+
+	for (unsigned type = BWD_REC_SESSION; type < BWD_REC_TYPES; type++) {
+		struct bwd_record r = { .type = (uint8_t)type, .flags = 0xff,
+					.uid = 1000, .name = "nm", .name_len = 2,
+					.payload = payload, .payload_len = 3 },
+			got;
+		uint64_t v = 0, prev = 0, carried = 0, packed;
+		size_t n, used;
+		const uint8_t *p = buf + BWD_RECORD_HEADER_SIZE + 2;
+
+#define SET(m) r.m = ++v * 0x0101010101010101ull;
+		REC_U64S(SET)
+#undef SET
+		n = bwd_record_pack(&r, buf);
+		ck_assert_uint_eq(n, bwd_record_size(&r));
+		ck_assert_int_eq(bwd_record_parse(buf, n, &got, &used), 0);
+		ck_assert_uint_eq(used, n);
+#define GOT(m) \
+		ck_assert_msg(got.m == r.m || got.m == 0, "type %u: " #m, type); \
+		carried += got.m != 0;
+		REC_U64S(GOT)
+#undef GOT
+		for (packed = 0; p + 8 <= buf + n; p += 8, packed++) {
+			uint64_t w;
+
+			memcpy(&w, p, 8);
+			w = le64toh(w);
+			if (w % 0x0101010101010101ull || w / 0x0101010101010101ull > v)
+				break;
+			ck_assert_msg(w > prev, "type %u: field %" PRIu64
+				      " after %" PRIu64, type, w, prev);
+			prev = w;
+		}
+		ck_assert_msg(packed == carried, "type %u: %" PRIu64
+			      " words packed, %" PRIu64 " fields parsed", type,
+			      packed, carried);
+	}
+	ck_assert_uint_eq(bwd_crc32c("123456789", 9), 0xe3069283u);
+	for (size_t len = 0; len <= 40; len++) {
+		for (size_t i = 0; i < len; i++)
+			buf[i] = (uint8_t)(i * 37 + len);
+		ck_assert_msg(bwd_crc32c(buf, len) == crc32c_bitwise(buf, len),
+			      "crc32c of %zu bytes", len);
+	}
+}
+END_TEST
+
+/*
  * Coalescing, on an injected clock: a consumer that asked for it, and
  * timers of every kind (leeways 0, 10 ms, 1 s, absent; oneshot and
  * periodic) at random deadlines.  Each pump (a poll, the fires made,
@@ -2320,6 +2398,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_calendar_durable);
 	tcase_add_loop_test(tc, test_coalesce_windows, 0, 2);
 	tcase_add_test(tc, test_coalesce_one_batch);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("records");
+	tcase_add_test(tc, test_record_layout);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("group commit");
 	tcase_add_test(tc, test_sync_gather);
