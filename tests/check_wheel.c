@@ -615,7 +615,7 @@ START_TEST(test_generation_wrap)
 		ck_assert_uint_eq(bw_wheel_pending(w), 1);
 		ck_assert_int_eq(bw_wheel_cancel(w, h, &got), 0);
 		ck_assert_ptr_eq(got, &c);
-		ck_assert_uint_eq(bw_rec_at(&w->pool, idx)->t.gen, 2);
+		ck_assert_uint_eq(bw_rec_at(&w->pool, idx)->t.gen, 3);
 		tu_assert_healthy(w);
 	}
 	tu_rec_free(&rec);

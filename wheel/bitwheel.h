@@ -152,8 +152,8 @@ BW_EXPORT int bw_config_validate(const struct bw_config *cfg);
  * A handle names one scheduled timer.  It stays valid while the timer is
  * pending (including across periodic re-arms) and is never 0.  Once the
  * timer fires for good, is cancelled or is dropped, the handle is dead
- * forever (a 31-bit generation per storage record; a record has to be
- * reused 2^31 times before a dead handle could match again).
+ * forever (an odd 31-bit generation per storage record; a record has to
+ * be reused 2^30 times before a dead handle could match again).
  */
 typedef uint64_t bw_handle;
 

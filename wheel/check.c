@@ -329,7 +329,7 @@ int bw_wheel_check(const struct bw_wheel *w, const char **why)
 		r = bw_rec_at(p, idx);
 		if (r->idx != idx)
 			FAIL("record's index is not its place in the pool");
-		if (r->t.gen == 0 || r->t.gen >= BW_GEN_LIMIT)
+		if (!(r->t.gen & 1) || r->t.gen >= BW_GEN_LIMIT)
 			FAIL("record generation out of range");
 		if (r->t.loc == BW_LOC_FREE)
 			nfree++;

@@ -7,7 +7,8 @@
  *             record's link.next is the free list's), deadline, data,
  *             gen and loc.  A
  *             handle timer's is the head of a 48-byte pool record (struct
- *             bw_rec: the timer plus its own index), gen 1..2^31-1; an
+ *             bw_rec: the timer plus its own index), gen odd in
+ *             1..2^31-1; an
  *             intrusive timer is the caller's struct, gen 0.  Every list
  *             and the heap link timers by pointer, so both kinds share
  *             them.
@@ -42,7 +43,7 @@
 
 #include "bitwheel.h"
 
-#define BW_GEN_LIMIT (1u << 31)      /* generations run 1..2^31-1        */
+#define BW_GEN_LIMIT (1u << 31)      /* generations: odd, 1..2^31-1      */
 #define BW_CHUNK_SHIFT 12
 #define BW_CHUNK (1u << BW_CHUNK_SHIFT)
 #define BW_MAX_RECORDS (UINT32_MAX - 1)
@@ -559,7 +560,9 @@ static inline void bw_pool_put(struct bw_wheel *w, struct bw_rec *r)
 {
 	struct bw_pool *p = &w->pool;
 
-	r->t.gen = r->t.gen + 1 == BW_GEN_LIMIT ? 1 : r->t.gen + 1;
+	/* Odd generations, stepping by 2 and wrapping from 2^31 - 1 to 1,
+	 * are never 0 (an intrusive timer) and need no test to wrap. */
+	r->t.gen = (r->t.gen + 2) & (BW_GEN_LIMIT - 1);
 	r->t.loc = BW_LOC_FREE;
 	r->t.u.link.next = (struct bw_link *)p->free;
 	p->free = r;

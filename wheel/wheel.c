@@ -822,9 +822,9 @@ int bw_wheel_cancel(struct bw_wheel *w, bw_handle h, void **data_out)
 		return cancel_far(w, r, data_out);
 	if (r->t.loc > w->ring_mask)
 		__builtin_unreachable(); /* a one-gear wheel's ids are 0..63 */
-	cancel(w, &r->t);
 	if (data_out)
 		*data_out = r->t.data;
+	cancel(w, &r->t);
 	bw_pool_put(w, r);
 	return 0;
 }
