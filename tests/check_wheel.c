@@ -589,7 +589,7 @@ START_TEST(test_generation_wrap)
 	ck_assert_int_eq(bw_wheel_cancel(w, h, NULL), 0);
 	for (int by_fire = 0; by_fire < 2; by_fire++) {
 		/* The freed record comes back first (the free list is LIFO). */
-		bw_rec_at(&w->pool, idx)->t.gen = BW_GEN_LIMIT - 1;
+		bw_rec_at(&w->pool, idx)->h = bw_handle_make(idx, BW_GEN_LIMIT - 1);
 		tu_assert_healthy(w);
 		ck_assert_int_eq(bw_wheel_insert(w, (L0 + 20) * T5, &b, &last), 0);
 		ck_assert_uint_eq((uint32_t)last, idx);
@@ -604,7 +604,7 @@ START_TEST(test_generation_wrap)
 			ck_assert_int_eq(bw_wheel_cancel(w, last, &got), 0);
 			ck_assert_ptr_eq(got, &b);
 		}
-		ck_assert_uint_eq(bw_rec_at(&w->pool, idx)->t.gen, 1);
+		ck_assert_uint_eq(bw_rec_at(&w->pool, idx)->h >> 32, 1);
 		tu_assert_healthy(w);
 		ck_assert_int_eq(bw_wheel_cancel(w, last, NULL), BW_ENOTFOUND);
 
@@ -615,7 +615,7 @@ START_TEST(test_generation_wrap)
 		ck_assert_uint_eq(bw_wheel_pending(w), 1);
 		ck_assert_int_eq(bw_wheel_cancel(w, h, &got), 0);
 		ck_assert_ptr_eq(got, &c);
-		ck_assert_uint_eq(bw_rec_at(&w->pool, idx)->t.gen, 3);
+		ck_assert_uint_eq(bw_rec_at(&w->pool, idx)->h >> 32, 3);
 		tu_assert_healthy(w);
 	}
 	tu_rec_free(&rec);

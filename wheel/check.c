@@ -57,8 +57,8 @@ static int check_kind(const struct bw_wheel *w, const struct bw_timer *tm,
 
 	if (!tm->gen)
 		return 0;
-	if (!bw_pool_valid(&w->pool, r->idx) ||
-	    bw_rec_at(&w->pool, r->idx) != r)
+	if (!bw_pool_valid(&w->pool, (uint32_t)r->h) ||
+	    bw_rec_at(&w->pool, (uint32_t)r->h) != r)
 		FAIL("a handle timer is not its pool record");
 	++*handles;
 	return 0;
@@ -327,9 +327,10 @@ int bw_wheel_check(const struct bw_wheel *w, const char **why)
 		if (!bw_pool_valid(p, idx))
 			continue;
 		r = bw_rec_at(p, idx);
-		if (r->idx != idx)
+		if ((uint32_t)r->h != idx)
 			FAIL("record's index is not its place in the pool");
-		if (!(r->t.gen & 1) || r->t.gen >= BW_GEN_LIMIT)
+		if (r->t.gen != 1 || !(r->h >> 32 & 1) ||
+		    r->h >> 32 >= BW_GEN_LIMIT)
 			FAIL("record generation out of range");
 		if (r->t.loc == BW_LOC_FREE)
 			nfree++;
@@ -344,7 +345,8 @@ int bw_wheel_check(const struct bw_wheel *w, const char **why)
 		FAIL("pending count disagrees with the timers held");
 	for (const struct bw_rec *r = p->free; r;
 	     r = (const struct bw_rec *)r->t.u.link.next) {
-		if (!bw_pool_valid(p, r->idx) || bw_rec_at(p, r->idx) != r ||
+		if (!bw_pool_valid(p, (uint32_t)r->h) ||
+		    bw_rec_at(p, (uint32_t)r->h) != r ||
 		    r->t.loc != BW_LOC_FREE)
 			FAIL("free list names a live or missing record");
 		if (nfree-- == 0)

@@ -13,8 +13,9 @@
  * slot_cap reserves address space, not memory: a page is touched only
  * once the wheel has held that many timers.
  *
- * Each record carries a generation.  Putting a record back bumps it, which
- * kills every handle that named the old timer.
+ * Each record carries the handle that names it now: its index and a
+ * generation.  Putting a record back bumps the generation, which kills
+ * every handle that named the old timer.
  */
 #include <string.h>
 
@@ -27,7 +28,7 @@ static void pool_thread(struct bw_pool *p, uint32_t first, uint32_t n)
 
 		r->t = (struct bw_timer){ .gen = 1, .loc = BW_LOC_FREE };
 		r->t.u.link.next = (struct bw_link *)p->free;
-		r->idx = first + i;
+		r->h = bw_handle_make(first + i, 1);
 		p->free = r;
 	}
 }

@@ -7,8 +7,8 @@
  *             record's link.next is the free list's), deadline, data,
  *             gen and loc.  A
  *             handle timer's is the head of a 48-byte pool record (struct
- *             bw_rec: the timer plus its own index), gen odd in
- *             1..2^31-1; an
+ *             bw_rec: the timer plus its handle, whose generation is
+ *             odd in 1..2^31-1); an
  *             intrusive timer is the caller's struct, gen 0.  Every list
  *             and the heap link timers by pointer, so both kinds share
  *             them.
@@ -44,6 +44,7 @@
 #include "bitwheel.h"
 
 #define BW_GEN_LIMIT (1u << 31)      /* generations: odd, 1..2^31-1      */
+#define BW_GEN_ONE (1ull << 32)      /* generation 1 in a handle          */
 #define BW_CHUNK_SHIFT 12
 #define BW_CHUNK (1u << BW_CHUNK_SHIFT)
 #define BW_MAX_RECORDS (UINT32_MAX - 1)
@@ -79,13 +80,15 @@ enum bw_loc {
 /*
  * A handle timer's record: the same struct bw_timer an intrusive timer
  * is (so that every slot, list and the heap hold both kinds alike), its
- * gen never 0, and its own index in the pool, for the free list and the
- * handle.  An intrusive timer's gen is 0: that is how fire and visit tell
- * the kinds apart.
+ * gen 1, and the handle that names it now: its generation (odd, in the
+ * high half) and its index in the pool (the low half), whole, so that an
+ * insert hands it out and a cancel compares it in one move each.  An
+ * intrusive timer's gen is 0: that is how fire and visit tell the kinds
+ * apart.
  */
 struct bw_rec {
 	struct bw_timer t;
-	uint32_t idx;
+	bw_handle h;
 };
 
 struct bw_pool {
@@ -560,9 +563,10 @@ static inline void bw_pool_put(struct bw_wheel *w, struct bw_rec *r)
 {
 	struct bw_pool *p = &w->pool;
 
-	/* Odd generations, stepping by 2 and wrapping from 2^31 - 1 to 1,
-	 * are never 0 (an intrusive timer) and need no test to wrap. */
-	r->t.gen = (r->t.gen + 2) & (BW_GEN_LIMIT - 1);
+	/* Odd generations, stepping by 2 and wrapping from 2^31 - 1 to 1
+	 * (the carry into bit 63, which stays clear, dropped), are never 0
+	 * and need no test to wrap. */
+	r->h = (r->h + 2 * BW_GEN_ONE) & ~(1ull << 63);
 	r->t.loc = BW_LOC_FREE;
 	r->t.u.link.next = (struct bw_link *)p->free;
 	p->free = r;

@@ -463,7 +463,7 @@ static inline struct bw_rec *lookup_any(const struct bw_wheel *w,
 		r = bw_rec_at(&w->pool, idx);
 	else
 		return NULL;
-	return r->t.gen == h >> 32 ? r : NULL;
+	return r->h == h ? r : NULL;
 }
 
 /* The pending record a handle names, or NULL. */
@@ -541,7 +541,7 @@ void bw_wheel_free(struct bw_wheel *w)
 static inline void put_handle(const struct bw_timer *tm, bw_handle *out)
 {
 	if (out)
-		*out = bw_handle_make(((const struct bw_rec *)tm)->idx, tm->gen);
+		*out = ((const struct bw_rec *)tm)->h;
 }
 
 /* After a placement that returned err: the counting and the handle (or
@@ -1223,7 +1223,7 @@ static int visit(struct bw_wheel *w, bw_visit_fn fn, void *ctx, bool drain)
 		r = bw_rec_at(p, idx);
 		if (!is_pending(r->t.loc))
 			continue;
-		fn(bw_handle_make(idx, r->t.gen), r->t.deadline, r->t.data, ctx);
+		fn(r->h, r->t.deadline, r->t.data, ctx);
 		if (drain) {
 			unlink_timer(w, &r->t);
 			bw_pool_put(w, r);
