@@ -139,18 +139,6 @@ static void clear_state(const struct du_daemon *d)
 	ck_assert_int_eq(system(cmd), 0);
 }
 
-static uint32_t crc32c(const uint8_t *p, size_t n)
-{
-	uint32_t crc = 0xffffffffu;
-
-	while (n--) {
-		crc ^= *p++;
-		for (int k = 0; k < 8; k++)
-			crc = crc & 1 ? (crc >> 1) ^ 0x82f63b78u : crc >> 1;
-	}
-	return ~crc;
-}
-
 static uint32_t le32(const uint8_t *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
@@ -175,7 +163,7 @@ static size_t record_offsets(const uint8_t *buf, size_t len, size_t *off,
 	size_t n = 0, at = FILE_HEADER;
 
 	ck_assert_uint_ge(len, FILE_HEADER);
-	ck_assert_uint_eq(le32(buf + 60), crc32c(buf, 60));
+	ck_assert_uint_eq(le32(buf + 60), tu_crc32c(buf, 60));
 	while (at < len) {
 		uint32_t body = le32(buf + at);
 
@@ -187,7 +175,7 @@ static size_t record_offsets(const uint8_t *buf, size_t len, size_t *off,
 		}
 
 		ck_assert_uint_le(at + RECORD_HEADER + body, len);
-		ck_assert_uint_eq(le32(buf + at + 4), crc32c(buf + at + RECORD_HEADER, body));
+		ck_assert_uint_eq(le32(buf + at + 4), tu_crc32c(buf + at + RECORD_HEADER, body));
 		ck_assert_uint_lt(n, max);
 		off[n++] = at;
 		at += RECORD_HEADER + body;
@@ -583,7 +571,7 @@ START_TEST(test_restart_other_boot)
 	memset(buf + 16, 0x5a, 16);
 	put64(buf + 32, le64(buf + 32) - shift);
 	{
-		uint32_t crc = crc32c(buf, 60);
+		uint32_t crc = tu_crc32c(buf, 60);
 
 		for (int i = 0; i < 4; i++)
 			buf[60 + i] = (uint8_t)(crc >> (8 * i));

@@ -66,6 +66,21 @@ uint64_t tu_seed_from_env(const char *name, uint64_t dflt)
 	return v;
 }
 
+/* ---- CRC32C ---------------------------------------------------------- */
+
+uint32_t tu_crc32c(const void *data, size_t len)
+{
+	const uint8_t *p = data;
+	uint32_t crc = 0xffffffffu;
+
+	while (len--) {
+		crc ^= *p++;
+		for (int k = 0; k < 8; k++)
+			crc = crc & 1 ? (crc >> 1) ^ 0x82f63b78u : crc >> 1;
+	}
+	return ~crc;
+}
+
 /* ---- counting allocator ---------------------------------------------- */
 
 /*

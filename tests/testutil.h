@@ -1,7 +1,8 @@
 /*
  * testutil.h - helpers shared by the libbitwheel Check programs: a seeded
- * PRNG, a counting (and failure-injecting) allocator, a recorder for fire
- * and drop callbacks, tick arithmetic and wheel/suite boilerplate.
+ * PRNG, a bitwise CRC32C to judge the state files by, a counting (and
+ * failure-injecting) allocator, a recorder for fire and drop callbacks,
+ * tick arithmetic and wheel/suite boilerplate.
  *
  * Everything here is deliberately independent of the wheel's internals so
  * the tests only ever judge the public contract in bitwheel.h.
@@ -38,6 +39,10 @@ int tu_rng_chance(struct tu_rng *r, uint32_t per_million);
  * unless someone asks for a different seed.
  */
 uint64_t tu_seed_from_env(const char *name, uint64_t dflt);
+
+/* ---- CRC32C, bit by bit: the state files' checksum, as a reference --- */
+
+uint32_t tu_crc32c(const void *data, size_t len);
 
 /* ---- counting allocator ---------------------------------------------- */
 
