@@ -494,8 +494,13 @@ static inline void bw_slot_add(struct bw_wheel *w, unsigned id, uint64_t ev,
 	*occ |= 1ull << (id % 64);
 	if (spare < 0)
 		w->full[id / 64] |= 1ull << (id % 64);
-	if (ev < w->next)
-		bw_set_next(w, ev);
+	/* bw_set_next(), knowing ev & ring_mask: a ring slot's tick is its
+	 * id's, a gear slot's start a multiple of 4096 (gears come only
+	 * with the 4096-slot ring), so the ring path needs no mask. */
+	if (ev < w->next) {
+		w->next = ev;
+		w->next_slot = id < BW_RING_MAX ? id : 0;
+	}
 }
 
 /* Take timer t out of slot id (its loc). */

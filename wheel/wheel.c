@@ -665,9 +665,10 @@ place(struct bw_wheel *w, struct bw_timer *tm, uint64_t deadline_ns,
 	    __builtin_expect(w->spare[id] >= 0, 1)) {
 		if (id >= BW_RING_MAX)
 			__builtin_unreachable(); /* a ring slot: summary word 0 */
+		/* The handle first: out need not outlive the slot's work. */
+		put_handle(tm, out);
 		bw_slot_add(w, id, t, tm);
 		w->ctr.inserted++;
-		put_handle(tm, out);
 		return 0;
 	}
 	if (!out)
