@@ -958,10 +958,6 @@ static void reslot_slot(struct bw_wheel *w, unsigned id)
 	}
 }
 
-/*
- * Move the heap's timers due by tick ev to the ripe list, at most *budget
- * of them: false when the budget ran out with one still due.
- */
 /* While the heap has a backlog, its events are no clock steps (they are
  * due already): the next-event cache counts the slots alone.  When the
  * heap counts again, its minimum joins the cache, which stays a lower
@@ -978,6 +974,10 @@ static void set_backlog(struct bw_wheel *w, bool on)
 	}
 }
 
+/*
+ * Move the heap's timers due by tick ev to the ripe list, at most *budget
+ * of them: false when the budget ran out with one still due.
+ */
 static bool take_heap(struct bw_wheel *w, uint64_t ev, size_t *budget)
 {
 	while (w->heap.n) {
