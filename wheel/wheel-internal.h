@@ -479,21 +479,23 @@ static inline void bw_set_next(struct bw_wheel *w, uint64_t ev)
 }
 
 /* Add timer t to slot id, whose event tick is ev. */
-static inline void bw_slot_add(struct bw_wheel *w, unsigned id, uint64_t ev,
+static inline void bw_slot_add(struct bw_wheel *w, size_t id, uint64_t ev,
 			       struct bw_timer *t)
 {
 	uint64_t *occ = &w->occ[id / 64];
-	int32_t spare = --w->spare[id];
 	struct bw_link *l = bw_opaque(&w->slot[id]);
 
+	/* Full from the timer that takes spare below 0.  First, so that a
+	 * caller that knows the slot has room for more (place()) loses the
+	 * test. */
+	if (w->spare[id]-- == 0)
+		w->full[id / 64] |= 1ull << (id % 64);
 	bw_list_push(l, t);
 	t->loc = id;
 	/* The summary bit only changes with the word's first slot. */
 	if (!*occ)
 		w->sum[id / 4096] |= 1ull << (id / 64 % 64);
 	*occ |= 1ull << (id % 64);
-	if (spare < 0)
-		w->full[id / 64] |= 1ull << (id % 64);
 	/* bw_set_next(), knowing ev & ring_mask: a ring slot's tick is its
 	 * id's, a gear slot's start a multiple of 4096 (gears come only
 	 * with the 4096-slot ring), so the ring path needs no mask. */

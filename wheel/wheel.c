@@ -144,16 +144,17 @@
  *
  * Costs.  insert: a multiply by the tick's reciprocal and a shift (no
  * division), one compare against the ring's reach and one of the slot's
- * room, a few bit operations, one branch-free list push, all inline and a
- * leaf; the due list, the gears (a count-leading-zeros picks one),
- * probing and refusals are one tail call further (place_far; a refusal
- * in the window above about 19 instructions there, 50 in all, in either
- * mode): O(1), in
- * the trading simulation (bench/callgrind.sh --quick) about 66
- * instructions on x86-64 through a handle (the pool's free list, linked
- * by pointer, and the handle), 56 intrusive, call included.  cancel:
- * O(1), about 49 for a ring slot's timer through a handle (lookup,
- * generation check, free list), 26 intrusive, inline: an unlink, the room back, and for a slot
+ * room (for more than this timer: the one that fills a slot is
+ * place_far's), a few bit operations, one branch-free list push, all
+ * inline and a leaf; the due list, the gears (a count-leading-zeros picks
+ * one), probing and refusals are one tail call further (place_far; a
+ * refusal in the window above about 19 instructions there, 50 in all, in
+ * either mode): O(1), in the trading simulation (bench/callgrind.sh
+ * --quick) about 55 instructions on x86-64 through a handle (the pool's
+ * free list, linked by pointer, and the handle), 50 intrusive, call
+ * included.  cancel: O(1), about 42 for a ring slot's timer through a
+ * handle (lookup, generation check, free list), 26 intrusive, inline: an
+ * unlink, the room back, and for a slot
  * it empties the occupied bit and one compare against next's slot; any
  * other place is one call further (O(log n) for an overflowed timer).
  * poll: O(1) when no event is due - the cached next event lets it jump
@@ -646,23 +647,25 @@ place_far_timer_try(struct bw_wheel *w, struct bw_timer *tm, uint64_t t)
  * intrusive timer, out NULL) at deadline_ns with data, and count it; with
  * !spill, refuse what no slot takes even on a failover wheel (a record
  * goes back to the pool).  Inline, the common case: t within the ring's
- * reach (and the range) and its slot below the cap; the rest is
- * place_far().
+ * reach (and the range) and its slot with room for more than this timer;
+ * the rest is place_far(), the timer that fills a slot (and sets its
+ * full bit) included, so that this path has no full bit to set
+ * (bw_slot_add's test folds away: 5 instructions an insert).
  */
 static inline __attribute__((always_inline)) int
 place(struct bw_wheel *w, struct bw_timer *tm, uint64_t deadline_ns,
       void *data, bool spill, bw_handle *out)
 {
 	uint64_t t;
-	unsigned id;
+	size_t id;
 
 	/* First, so that the arguments need not outlive the multiply. */
 	tm->deadline = deadline_ns;
 	tm->data = data;
 	t = bw_tick_of(w, deadline_ns);
-	id = (unsigned)(t & w->ring_mask);
+	id = (size_t)(t & w->ring_mask);
 	if (__builtin_expect(t - w->now - 1 < w->ring_reach, 1) &&
-	    __builtin_expect(w->spare[id] >= 0, 1)) {
+	    __builtin_expect(w->spare[id] > 0, 1)) {
 		if (id >= BW_RING_MAX)
 			__builtin_unreachable(); /* a ring slot: summary word 0 */
 		/* The handle first: out need not outlive the slot's work. */
