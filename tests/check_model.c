@@ -3,7 +3,8 @@
  *
  * For every preset x {EXACT, COARSE} x {plain, failover}, and for the
  * fast-precise dual wheel in both modes, a million random operations
- * (inserts, bursts on one deadline, cancels of live, dead and bogus
+ * (inserts, bursts on one deadline, a quarter of them then stripped of
+ * what the slots took, cancels of live, dead and bogus
  * handles, forward/same/backward polls with small steps and rare huge
  * jumps, callbacks that re-arm, insert, cancel and poll) run against a
  * reference model that knows only the contract:
@@ -31,7 +32,10 @@
  *   - with a poll limit (the failover exact cases "+limit"), a poll fires
  *     at most that many timers that went to the overflow heap per lane,
  *     and the "must have fired" bounds hold once polls at the same time
- *     have worked off what it left due (next_deadline no longer due).
+ *     have worked off what it left due (next_deadline no longer due);
+ *     every poll after one that met the limit (which may end the backlog)
+ *     is followed by bw_*_check at once, before next_deadline's
+ *     recomputation could mend a wrong next-event cache.
  * "Must have fired" is checked with a lazy min-heap keyed by each arming's
  * bound, so a poll costs O(log n) amortized, not a scan.
  *
@@ -119,6 +123,7 @@ struct model {
 	uint32_t poll_seq;
 	uint64_t p_fires, p_rearm_req, p_drops;
 	uint64_t p_ov_fires[2]; /* fires of timers inserted into the heap */
+	bool limited;           /* the last poll met the limit in a lane */
 	struct bw_callbacks cb;
 	/* timers */
 	struct mt *tm;
@@ -546,15 +551,12 @@ static int do_insert(struct model *m, unsigned lane, uint64_t d,
 	return 0;
 }
 
-static void do_cancel_live(struct model *m)
+/* Cancel pending timer s, which must succeed and hand its data back. */
+static void cancel_serial(struct model *m, uint32_t s)
 {
-	uint32_t s;
 	void *got = NULL;
 	int rc;
 
-	if (m->nlive == 0)
-		return;
-	s = m->live[tu_rng_below(&m->rng, m->nlive)];
 	if (m->tm[s].bt) {
 		rc = bw_timer_cancel(m->w, m->tm[s].bt);
 		got = (void *)(uintptr_t)s;
@@ -569,6 +571,12 @@ static void do_cancel_live(struct model *m)
 	live_remove(m, s);
 	dead_push(m, m->tm[s].h);
 	m->cancelled++;
+}
+
+static void do_cancel_live(struct model *m)
+{
+	if (m->nlive)
+		cancel_serial(m, m->live[tu_rng_below(&m->rng, m->nlive)]);
 }
 
 static void do_cancel_dead(struct model *m)
@@ -821,6 +829,14 @@ static void poll_at(struct model *m, uint64_t now, int backwards)
 	rc = m_poll(m, now, &res);
 	m->in_poll = 0;
 	MCHECK(m, rc == 0, "poll: %d", rc);
+	/* A poll after one that met the limit may end a backlog, and with
+	 * it the cache's count of the slots alone: check the cache before
+	 * next_deadline below recomputes it. */
+	if (m->limited)
+		m_healthy(m);
+	m->limited = false;
+	for (unsigned l = 0; l < 2 && m->mc->poll_limit; l++)
+		m->limited |= m->p_ov_fires[l] == m->mc->poll_limit;
 	MCHECK(m, res.fired == m->p_fires, "res.fired %" PRIu64 ", saw %" PRIu64,
 	       res.fired, m->p_fires);
 	MCHECK(m, res.rearmed + res.rearm_failed == m->p_rearm_req,
@@ -881,7 +897,12 @@ static void do_poll(struct model *m)
 		poll_at(m, m->now + gen_step(m), 0);
 }
 
-/* Many timers on one future deadline: probing, then refusal/overflow. */
+/*
+ * Many timers on one future deadline: probing, then refusal/overflow.  A
+ * quarter of the bursts then lose every timer the slots took, so that a
+ * failover wheel's overflow store holds the earliest event with no slot
+ * at or before it (what a poll limit's backlog ending must see again).
+ */
 static void do_burst(struct model *m)
 {
 	unsigned lane = gen_lane(m);
@@ -893,6 +914,7 @@ static void do_burst(struct model *m)
 	uint64_t d = (cur + dt) * ln->T - tu_rng_below(&m->rng, ln->T);
 	unsigned n = ln->cap * ln->P + (unsigned)tu_rng_below(&m->rng, ln->cap + 1);
 	unsigned in = 0;
+	uint32_t first = m->ntm;
 
 	for (unsigned i = 0; i < n; i++) {
 		int w = 0;
@@ -904,6 +926,11 @@ static void do_burst(struct model *m)
 	MCHECK(m, in <= ln->cap * ln->P,
 	       "one deadline took %u timers into the wheel (cap %u x probes %u)",
 	       in, ln->cap, ln->P);
+	if (!tu_rng_chance(&m->rng, 250000))
+		return;
+	for (uint32_t s = first; s < m->ntm; s++)
+		if (m->tm[s].state == ST_PENDING && !m->tm[s].overflowed)
+			cancel_serial(m, s);
 }
 
 /* ---- foreach / drain ---------------------------------------------------- */
