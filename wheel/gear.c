@@ -3,8 +3,14 @@
  *
  * The wheel caches one next-event tick.  Adding a timer can only lower it,
  * which the slot operations (wheel-internal.h) and the heap do in step;
- * emptying the slot that held it, or taking the heap's minimum, only marks
- * it dirty, and this recomputes it, once, when the wheel next needs it.
+ * emptying the ring slot that held it, or taking the heap's minimum, only
+ * marks it dirty, and this recomputes it, once, when the wheel next needs
+ * it.  A cancel that empties a gear slot (g >= 2) knows that slot's event
+ * from now's digit (bw_gear_emptied): any other slot's leaves the cache as
+ * it was, and the one that held the next event has it recomputed at once.
+ * Such a timer was armed at least 4096 ticks ahead, so the cancel pays
+ * for the scan rarely, where every poll across the stale value would
+ * have (an idle wheel's re-armed far timers: bench/, the idle scenario).
  *
  * The ring's next event is a masked ctz in now's word, or a rotate of the
  * summary, a ctz and a ctz in the word it names (bw_ring_scan); a gear's is
@@ -40,4 +46,17 @@ uint64_t bw_next_event_scan(struct bw_wheel *w)
 	w->dirty = false;
 	bw_set_next(w, next);
 	return next;
+}
+
+void bw_gear_emptied(struct bw_wheel *w, unsigned id)
+{
+	unsigned g = 2 + (id - BW_RING_MAX) / BW_SLOTS;
+	uint64_t base = w->now >> (6 * g);
+	/* The slot's key is the one of now's next 63 digits ending in id's
+	 * (the current digit's slot is empty: insert put it in a finer
+	 * gear). */
+	uint64_t key = base + ((id - base) & (BW_SLOTS - 1));
+
+	if (key << (6 * g) == w->next)
+		bw_next_event_scan(w);
 }

@@ -213,6 +213,9 @@ void bw_heap_fini(struct bw_wheel *w);
 /* wheel.c */
 /* Recompute the wheel's next-event cache. */
 uint64_t bw_next_event_scan(struct bw_wheel *w);
+/* Gear slot id (not a ring slot) was emptied by a cancel: the cache is
+ * recomputed if its event was the cached one. */
+void bw_gear_emptied(struct bw_wheel *w, unsigned id);
 /*
  * A poll in two phases, so that a dual wheel can run both lanes' first
  * phase before any callback: collect advances the clock to now and takes
@@ -516,11 +519,13 @@ static inline void bw_slot_remove(struct bw_wheel *w, unsigned id,
 		w->full[id / 64] &= ~(1ull << (id % 64));
 	/* Emptied, it may have held the cached next event: for a ring slot
 	 * that is the one whose position next's is (a later event at that
-	 * position, in a gear or the heap, only costs a recomputation);
-	 * a gear slot empties rarely, and always recomputes. */
+	 * position, in a gear or the heap, only costs a recomputation); a
+	 * gear slot empties rarely, and gear.c looks at its event. */
 	if (emptied) {
 		bw_occ_clear(w, id);
-		if (id > w->ring_mask || w->next_slot == id)
+		if (id > w->ring_mask)
+			bw_gear_emptied(w, id);
+		else if (w->next_slot == id)
 			w->dirty = true;
 	}
 }

@@ -56,13 +56,16 @@
  * order is a 64-bit window of the full map and one ctz (exact mode's
  * backward probe in a gear: a rotate of the gear's word and one clz).
  * The summary bit is set only by a word's first slot.  The wheel caches
- * its next event, and next's ring slot beside it; emptying that slot (or
- * any gear slot) only marks the cache dirty, one compare, so the minimum
- * is recomputed after removals, once, usually from the ring alone
- * (gear.c).  A dirty cache is never later than the minimum, since removals
- * only raise it: a poll that stops short of it knows without recomputing
- * that nothing is due, so a far timer cancelled and armed again between
- * idle polls costs no scan.
+ * its next event, and next's ring slot beside it; emptying that slot only
+ * marks the cache dirty, one compare, so the minimum is recomputed after
+ * removals, once, usually from the ring alone (gear.c).  A dirty cache is
+ * never later than the minimum, since removals only raise it: a poll that
+ * stops short of it knows without recomputing that nothing is due.  A
+ * cancel that empties a gear slot (rare: its timer was armed 4096 ticks
+ * ahead or more) computes that slot's event from now's digit and
+ * recomputes the cache at once if it was the cached one, and leaves it
+ * alone otherwise; so a far timer cancelled and armed again between idle
+ * polls costs them no scan, whatever the gap (bw_gear_emptied).
  *
  * Precision modes.  They differ only in the gears; a ring slot holds
  * timers of its own tick (or displaced to it by probing, below) in both.
