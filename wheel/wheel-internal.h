@@ -210,12 +210,14 @@ int bw_heap_push(struct bw_wheel *w, struct bw_timer *t);
 void bw_heap_remove(struct bw_wheel *w, struct bw_timer *t);
 void bw_heap_fini(struct bw_wheel *w);
 
-/* wheel.c */
+/* gear.c */
 /* Recompute the wheel's next-event cache. */
 uint64_t bw_next_event_scan(struct bw_wheel *w);
 /* Gear slot id (not a ring slot) was emptied by a cancel: the cache is
  * recomputed if its event was the cached one. */
 void bw_gear_emptied(struct bw_wheel *w, unsigned id);
+
+/* wheel.c */
 /*
  * A poll in two phases, so that a dual wheel can run both lanes' first
  * phase before any callback: collect advances the clock to now and takes
