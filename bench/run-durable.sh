@@ -8,7 +8,9 @@
 #   1. throughput: four bitwheelds side by side - in memory (no
 #      --state-dir), --fsync=never, batch and always (each on a temporary
 #      socket and state directory under $TMPDIR, default /tmp) - and, per
-#      bwload phase (rtt, pipelined, deep, sustained), bwload against each
+#      bwload phase (rtt, pipelined, deep, wide, sustained; wide is the
+#      pipelined phase at 4 x 256, 1,024 requests in flight, to tell a
+#      bound of latency from one of capacity), bwload against each
 #      in turn with named sessions (--session: only they are journaled),
 #      N rounds (default 3, --quick 1); the median of the rounds, with
 #      ratios to the in-memory daemon; and in each round, right after the
@@ -184,7 +186,12 @@ if want throughput; then
 	: >"$tmp/synclat.txt"
 	: >"$tmp/syncs.csv"
 	for r in $(seq "$rounds"); do
-		for ph in rtt pipelined deep sustained; do
+		for ph in rtt pipelined deep wide sustained; do
+			# wide: bwload's pipelined phase, four times as deep.
+			case $ph in
+			wide) phase=(--phase pipelined --depth 256) ;;
+			*) phase=(--phase "$ph") ;;
+			esac
 			for c in "${configs[@]}"; do
 				d=$tmp/out-$r-$ph-$c
 				mkdir -p "$d"
@@ -198,11 +205,11 @@ if want throughput; then
 				memory | redis-*) s0= ;;
 				*) s0=$(timeout 60 "$bwdurable" syncs --socket "$tmp/$c.sock" || true) ;;
 				esac
-				nice -n 0 timeout 300 "$bwload" $quick --phase "$ph" "${target[@]}" \
+				nice -n 0 timeout 300 "$bwload" $quick "${phase[@]}" "${target[@]}" \
 					--drain-ms 3000 --out "$d" "$@" 2>&1 |
-					sed "s/^/  [$c, round $r] /" >&2 || true
+					sed "s/^/  [$c, round $r, $ph] /" >&2 || true
 				[ -f "$d/service.csv" ] &&
-					sed -n 2p "$d/service.csv" | sed "s/^/$c,$r,/" >>"$raw"
+					sed -n 2p "$d/service.csv" | sed "s/^[a-z0-9]*,/$c,$r,$ph,/" >>"$raw"
 				# The journal's syncs over the phase (its drain included).
 				if [ -n "$s0" ] && s1=$(timeout 60 "$bwdurable" syncs --socket "$tmp/$c.sock"); then
 					echo "$s0 $s1" | tr '=' ' ' | awk -v c="$c" -v r="$r" -v ph="$ph" -v OFS=, \
@@ -249,7 +256,7 @@ if want throughput; then
 	{
 		echo "## 1. Schedule throughput and fire lateness by --fsync"
 		echo
-		echo "bwload's bitwheel subject against four daemons started side by side by the script, one phase at a time, the four daemons in turn within each phase; each client opens its own **named session** (\`--session\`) as its consumer and acknowledges each batch of fires (one cumulative Ack, protocol 2), so the same requests and acks are journaled (never, batch, always) or not (memory: no --state-dir).  Default fast-precise daemon.  Phases as in the service benchmark: rtt 1×1; pipelined 4 clients × depth 64; deep 1 × 256; sustained 4 × 64 paced at 100,000 new timers/s (+10 % cancels).  Mix: 90 % oneshot schedules due in 1..50 ms, 10 % cancels.  Each cell is the median of $rounds round(s).  ×mem: requests/s relative to the in-memory daemon in the same phase.  The peer (rows redis-*, when the run had it): redis-server on a Unix socket under bwload's redis-zset subject (ZADD/ZREM pipelined at the same depths, a consumer popping what is due with a Lua script), without persistence (redis-memory), and with its append-only file on the same file system synced every second (redis-everysec) or before each reply (redis-always, the guarantee --fsync=batch gives); their ×mem is relative to redis-memory, so each server's column says what its own durability costs it.  Times in µs; late = fire received − deadline asked for."
+		echo "bwload's bitwheel subject against four daemons started side by side by the script, one phase at a time, the four daemons in turn within each phase; each client opens its own **named session** (\`--session\`) as its consumer and acknowledges each batch of fires (one cumulative Ack, protocol 2), so the same requests and acks are journaled (never, batch, always) or not (memory: no --state-dir).  Default fast-precise daemon.  Phases as in the service benchmark: rtt 1×1; pipelined 4 clients × depth 64; deep 1 × 256; wide, the pipelined phase at 4 × 256 (1,024 requests in flight: with replies held until their sync, a fixed number in flight makes throughput a matter of each request's time, Little's law, and wide shows what more in flight buys); sustained 4 × 64 paced at 100,000 new timers/s (+10 % cancels).  Mix: 90 % oneshot schedules due in 1..50 ms, 10 % cancels.  Each cell is the median of $rounds round(s).  ×mem: requests/s relative to the in-memory daemon in the same phase.  The peer (rows redis-*, when the run had it): redis-server on a Unix socket under bwload's redis-zset subject (ZADD/ZREM pipelined at the same depths, a consumer popping what is due with a Lua script), without persistence (redis-memory), and with its append-only file on the same file system synced every second (redis-everysec) or before each reply (redis-always, the guarantee --fsync=batch gives); their ×mem is relative to redis-memory, so each server's column says what its own durability costs it.  Times in µs; late = fire received − deadline asked for."
 		echo
 		echo "| phase | daemon | clients×depth | requests/s | ×mem | rtt p50 | rtt p99 | rtt p99.9 | late p50 | late p99 | late p99.9 | fired | early | errors | daemon CPU µs/req | RSS MiB | ok |"
 		echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
@@ -276,12 +283,19 @@ if want throughput; then
 		awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
 			$3 == "pipelined" { v[$1] = $(c["requests_per_s"]) }
 			$3 == "deep" { w[$1] = $(c["requests_per_s"]) }
+			$3 == "wide" { x[$1] = $(c["requests_per_s"]) }
 			END {
 				if (v["memory"] > 0 && v["batch"] > 0 && w["memory"] > 0) {
 					r = v["batch"] / v["memory"]
 					q = w["batch"] / w["memory"]
 					met = r >= 0.6 && q >= 0.6 ? "met" : "missed"
 					printf "Target: with --fsync=batch, pipelined and deep throughput ≥ 0.6× the in-memory daemon at the same depth: pipelined **%.2f×** (%.0f vs %.0f requests/s), deep **%.2f×** (%.0f vs %.0f) - **%s**.\n", r, v["batch"], v["memory"], q, w["batch"], w["memory"], met
+				}
+				if (x["memory"] > 0 && x["batch"] > 0) {
+					printf "\nWide (4×256, 1,024 in flight): --fsync=batch **%.2f×** the in-memory daemon (%.0f vs %.0f requests/s)", x["batch"] / x["memory"], x["batch"], x["memory"]
+					if (x["redis-always"] > 0)
+						printf ", **%.2f×** redis-server with appendfsync always (%.0f requests/s)", x["batch"] / x["redis-always"], x["redis-always"]
+					print "."
 				}
 				if (v["redis-memory"] > 0 && v["redis-always"] > 0)
 					printf "\nThe peer, pipelined: redis-server with appendfsync always %.2f× its own in-memory throughput (%.0f vs %.0f requests/s), everysec %.2f×; bitwheeld with --fsync=batch %.2f× its own, always %.2f×.\n", v["redis-always"] / v["redis-memory"], v["redis-always"], v["redis-memory"], v["redis-everysec"] / v["redis-memory"], v["batch"] / v["memory"], v["always"] / v["memory"]
@@ -304,7 +318,7 @@ if want throughput; then
 				split(sf, a, " ")
 				split(sz, g, " ")
 				if (f[1] > 0 && a[1] > 0 && g[1] > 0 && rtt["batch"] > 0)
-					printf "The device: `bwdurable synclat` (an fdatasync after each small write, on the same file system, as the sync thread does; in each round right after the rtt phase): appending, p50 %.1f µs and %.1f µs of CPU per sync; into fallocated room, p50 %.1f µs and %.1f µs; into room written with zeros ahead, as the journal does while its file system has room, p50 %.1f µs and %.1f µs of CPU (the median round).  A lone request with --fsync=batch: rtt p50 %.1f µs, **%.2f×** the device'"'"'s fdatasync into zeroed room, %.2f× an append'"'"'s (target ≤ 1.2×); with always %.1f µs.\n", f[1], f[2], a[1], a[2], g[1], g[2], rtt["batch"], rtt["batch"] / g[1], rtt["batch"] / f[1], rtt["always"]
+					printf "The device: `bwdurable synclat` (an fdatasync after each small write, on the same file system, as the sync thread does; in each round right after the rtt phase): appending, p50 %.1f µs and %.1f µs of CPU per sync; into fallocated room, p50 %.1f µs and %.1f µs; into room written with zeros ahead, as the journal does while its file system has room, p50 %.1f µs and %.1f µs of CPU (the median round).  A lone request with --fsync=batch: rtt p50 %.1f µs, **%.2f×** the device'"'"'s fdatasync into zeroed room, %.2f× an append'"'"'s (target ≤ 1.2×); with always %.1f µs.  A reply that waits for a sync takes at least the in-memory round trip (%.1f µs) and the sync: %.1f µs, %.2f× the device'"'"'s sync into zeroed room, on this host.\n", f[1], f[2], a[1], a[2], g[1], g[2], rtt["batch"], rtt["batch"] / g[1], rtt["batch"] / f[1], rtt["always"], rtt["memory"], rtt["memory"] + g[1], (rtt["memory"] + g[1]) / g[1]
 			}' "$out/durable.csv"
 		echo
 		if [ -s "$tmp/syncs.csv" ]; then
