@@ -83,10 +83,11 @@ struct bwd_limits {
  * What one timer or fire is charged against the bytes budgets: its struct
  * (a timer's holds its wheel link, struct bw_timer) and payload, and for
  * a timer its share of the map's buckets (up to 16) and the allocator's
- * header (16); for a fire the allocator's header.  A oneshot fire costs
- * no more than its timer, so a fire taking its timer's place never adds.
+ * header (16), and 8 more that make it a oneshot fire's at least; for a
+ * fire the allocator's header.  A oneshot fire costs no more than its
+ * timer, so a fire taking its timer's place never adds.
  */
-#define BWD_TIMER_EXTRA 32u
+#define BWD_TIMER_EXTRA 40u
 #define BWD_FIRE_EXTRA 16u
 #define BWD_TIMER_COST(payload_len) \
 	((uint64_t)sizeof(struct bwd_timer) + (payload_len) + BWD_TIMER_EXTRA)
@@ -378,15 +379,19 @@ struct bwd_timer {
 	/* Armed: in the wheel, through its own link (bw_dual_timer_add in
 	 * its lane), so that arming and cancelling touch no record pool
 	 * and no handle.  Fired (a oneshot the wheel let go, which is
-	 * never armed again): when. */
+	 * never armed again): when, and its fire's seq (journaled).  The
+	 * two share the link's room so that the struct is 120 bytes, a
+	 * 128-byte block of malloc's where 128 took 144. */
 	union {
 		struct bw_timer wt;
-		uint64_t fired_ns;
+		struct {
+			uint64_t fired_ns;
+			uint64_t seq;
+		};
 	};
 	uint64_t deadline_ns;      /* the deadline it waits for now          */
 	uint64_t period_ns;        /* 0: oneshot                             */
 	uint64_t count;            /* fires so far                           */
-	uint64_t seq;              /* fired: its fire's seq (journaled)      */
 	uint64_t leeway_ns;        /* as the Schedule said; BWD_LEEWAY_DEFAULT:
 				      absent (bwd_leeway says what it is)   */
 	uint32_t payload_len;

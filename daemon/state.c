@@ -706,6 +706,11 @@ static void on_drop(void *data, int reason, void *ctx)
 
 /* ---- state ----------------------------------------------------------------- */
 
+/* A fire taking its timer's place never adds to the budgets
+ * (daemon-internal.h). */
+_Static_assert(BWD_FIRE_COST(0) <= BWD_TIMER_COST(0),
+	       "a oneshot fire must cost no more than its timer");
+
 static uint64_t real_clock(void *arg)
 {
 	(void)arg;
