@@ -83,16 +83,18 @@ struct bwd_limits {
  * What one timer or fire is charged against the bytes budgets: its struct
  * (a timer's holds its wheel link, struct bw_timer) and payload, and for
  * a timer its share of the map's buckets (up to 16) and the allocator's
- * header (16), and 8 more that make it a oneshot fire's at least; for a
- * fire the allocator's header.  A oneshot fire costs no more than its
- * timer, so a fire taking its timer's place never adds.
+ * header (16); for a fire the allocator's header.  A timer is charged no
+ * less than its oneshot fire would be, so that a fire taking its timer's
+ * place never adds.
  */
-#define BWD_TIMER_EXTRA 40u
+#define BWD_TIMER_EXTRA 32u
 #define BWD_FIRE_EXTRA 16u
-#define BWD_TIMER_COST(payload_len) \
-	((uint64_t)sizeof(struct bwd_timer) + (payload_len) + BWD_TIMER_EXTRA)
 #define BWD_FIRE_COST(payload_len) \
 	((uint64_t)sizeof(struct bwd_fire) + (payload_len) + BWD_FIRE_EXTRA)
+#define BWD_TIMER_COST(payload_len) \
+	((uint64_t)sizeof(struct bwd_timer) + BWD_TIMER_EXTRA > BWD_FIRE_COST(0) ? \
+	 (uint64_t)sizeof(struct bwd_timer) + (payload_len) + BWD_TIMER_EXTRA : \
+	 BWD_FIRE_COST(payload_len))
 /* A dead letter's history, charged on top of its fire. */
 #define BWD_DEAD_COST ((uint64_t)sizeof(struct bwd_dead) + BWD_FIRE_EXTRA)
 
@@ -373,18 +375,20 @@ static inline uint64_t bwd_fire_delivery(const struct bwd_fire *f)
 }
 
 struct bwd_timer {
-	struct bwd_due due;        /* BWD_DUE_TIMER: the wheel's data        */
 	struct bwd_map_node node;  /* keyed by the client's key              */
 	struct bwd_session *session;
 	/* Armed: in the wheel, through its own link (bw_dual_timer_add in
-	 * its lane), so that arming and cancelling touch no record pool
-	 * and no handle.  Fired (a oneshot the wheel let go, which is
-	 * never armed again): when, and its fire's seq (journaled).  The
-	 * two share the link's room so that the struct is 120 bytes, a
-	 * 128-byte block of malloc's where 128 took 144. */
+	 * its lane, the wheel's data bwd_timer_data(t)), so that arming and
+	 * cancelling touch no record pool and no handle.  Fired (a oneshot
+	 * the wheel let go, which is never armed again): its place in the
+	 * session's due list (due, BWD_DUE_TIMER), when, and its fire's seq
+	 * (journaled).  These share the link's room so that the struct is
+	 * 104 bytes, a 112-byte block of malloc's (with them apart, 128
+	 * bytes took 144). */
 	union {
 		struct bw_timer wt;
 		struct {
+			struct bwd_due due;
 			uint64_t fired_ns;
 			uint64_t seq;
 		};
@@ -416,6 +420,24 @@ struct bwd_timer {
 	uint8_t lane;              /* enum bw_lane: the one bwd_lane_for picks */
 	uint8_t payload[];
 };
+
+/*
+ * The wheel's data for a client's timer: the timer's address with its low
+ * bit set.  Every other data the wheels carry is a struct bwd_due, whose
+ * kind says what it is; a timer's due shares the room of the link it is
+ * armed by (above), so the data tells it apart by that bit (structs are
+ * 8-byte aligned), and bwd_timer_of_data takes it back.
+ */
+static inline void *bwd_timer_data(struct bwd_timer *t)
+{
+	return (void *)((uintptr_t)t | 1u);
+}
+
+static inline struct bwd_timer *bwd_timer_of_data(void *data)
+{
+	return (uintptr_t)data & 1u ?
+	       (struct bwd_timer *)((uintptr_t)data & ~(uintptr_t)1u) : NULL;
+}
 
 struct bwd_member;
 struct bwd_uid;

@@ -522,6 +522,7 @@ static void oneshot_fired(struct bwd_timer *t, uint64_t now_ns)
 	}
 	t->fired_ns = now_ns;
 	t->fired = true;
+	t->due.kind = BWD_DUE_TIMER;
 	due_add(s, &t->due);
 }
 
@@ -571,10 +572,10 @@ static uint64_t periodic_fired(struct bwd_state *st, struct bwd_timer *t,
 static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 {
 	struct bwd_state *st = ctx;
+	struct bwd_timer *t = bwd_timer_of_data(data);
 	struct bwd_due *d = data;
 
-	if (d->kind == BWD_DUE_TIMER) {
-		struct bwd_timer *t = bwd_container_of(d, struct bwd_timer, due);
+	if (t) {
 		uint64_t again;
 
 		/* Never early by the wall clock (clock.c). */
@@ -692,12 +693,10 @@ bool bwd_state_fire(struct bwd_state *st)
 /* Only a failed allocation in the overflow store gets here. */
 static void on_drop(void *data, int reason, void *ctx)
 {
-	struct bwd_due *d = data;
+	struct bwd_timer *t = bwd_timer_of_data(data);
 
 	bwd_log(BWD_LOG_ERR, "timer lost by the wheel: %s", bw_strerror(reason));
-	if (d->kind == BWD_DUE_TIMER) {
-		struct bwd_timer *t = bwd_container_of(d, struct bwd_timer, due);
-
+	if (t) {
 		LANE(t, lost, 1);
 		LANE(t, pending, -1);
 		bwd_timer_free(ctx, t);
@@ -705,11 +704,6 @@ static void on_drop(void *data, int reason, void *ctx)
 }
 
 /* ---- state ----------------------------------------------------------------- */
-
-/* A fire taking its timer's place never adds to the budgets
- * (daemon-internal.h). */
-_Static_assert(BWD_FIRE_COST(0) <= BWD_TIMER_COST(0),
-	       "a oneshot fire must cost no more than its timer");
 
 static uint64_t real_clock(void *arg)
 {
@@ -1327,7 +1321,6 @@ struct bwd_timer *bwd_timer_new(struct bwd_session *s,
 	if (!t)
 		return NULL;
 	*t = (struct bwd_timer){
-		.due.kind = BWD_DUE_TIMER,
 		.node.key = req->key,
 		.session = s,
 		.deadline_ns = req->deadline_ns,

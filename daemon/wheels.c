@@ -116,7 +116,8 @@ int bwd_wheels_arm(struct bwd_state *st, struct bwd_timer *t)
 {
 	enum bw_lane lane = t->lane;
 	struct bw_dual *d;
-	int err = bw_dual_timer_try_add(st->wheel, lane, &t->wt, t->deadline_ns, &t->due);
+	int err = bw_dual_timer_try_add(st->wheel, lane, &t->wt, t->deadline_ns,
+					 bwd_timer_data(t));
 
 	t->spilled = false;
 	if (err != BW_EFULL && err != BW_ERANGE)
@@ -124,7 +125,7 @@ int bwd_wheels_arm(struct bwd_state *st, struct bwd_timer *t)
 	d = spill_get(st, t->session->acct);
 	if (!d)
 		return BW_ENOMEM;
-	err = bw_dual_timer_add(d, lane, &t->wt, t->deadline_ns, &t->due);
+	err = bw_dual_timer_add(d, lane, &t->wt, t->deadline_ns, bwd_timer_data(t));
 	t->spilled = !err;
 	return err;
 }
