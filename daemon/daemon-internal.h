@@ -278,10 +278,11 @@ bool bwd_map_scan(const struct bwd_map *m, uint64_t *pos, size_t work,
 
 /* ---- state.c ------------------------------------------------------------ */
 
-/* What the wheel's data pointer leads to: a client's timer, or one of the
- * state's own (a session's linger, a consumer's ack timeout).  A timer the
- * wheel fired, or a periodic fire made behind them (BWD_DUE_FIRE), waits
- * in its session's due list (next) for its turn to join the queue. */
+/* What the wheel's data pointer leads to for the state's own timers (a
+ * session's linger, a consumer's ack timeout; a client's timer is told by
+ * its data's low bit, bwd_timer_data).  A timer the wheel fired
+ * (BWD_DUE_TIMER), or a periodic fire made behind them (BWD_DUE_FIRE),
+ * waits in its session's due list (next) for its turn to join the queue. */
 enum bwd_due_kind { BWD_DUE_TIMER, BWD_DUE_LINGER, BWD_DUE_ACK, BWD_DUE_FIRE,
 		    BWD_DUE_HOLD, BWD_DUE_PACE, BWD_DUE_RETRY };
 struct bwd_due {

@@ -79,7 +79,8 @@
  * Nothing here does I/O or knows libevent: the server pulls what is to be
  * sent (bwd_state_next_delivery), and the state's own timers - a detached
  * session's linger, a consumer's ack timeout - are entries in the same
- * wheel as the clients' timers, told apart by struct bwd_due.
+ * wheel as the clients' timers, told apart by the data's low bit (a
+ * client's timer, bwd_timer_data) and else by struct bwd_due's kind.
  *
  * Costs: schedule, cancel, each fire, each hand-out and each fire an ack
  * completes (single or cumulative, in delivery order or not) are O(1) on
