@@ -615,26 +615,13 @@ int bwp_frame_parse(const uint8_t *buf, size_t len, size_t max_frame,
 
 /*
  * The continuation bits of a varint's first i bytes where they land when
- * each byte is added whole at 7 * its index (get_varint).
+ * each byte is added whole at 7 * its index (get_varint): the sum of
+ * 0x80 << 7j for j < i.
  */
 static const uint64_t varint_cont[10] = {
-	0,
-	0x80ull,
-	0x80ull + (0x80ull << 7),
-	0x80ull + (0x80ull << 7) + (0x80ull << 14),
-	0x80ull + (0x80ull << 7) + (0x80ull << 14) + (0x80ull << 21),
-	0x80ull + (0x80ull << 7) + (0x80ull << 14) + (0x80ull << 21) +
-		(0x80ull << 28),
-	0x80ull + (0x80ull << 7) + (0x80ull << 14) + (0x80ull << 21) +
-		(0x80ull << 28) + (0x80ull << 35),
-	0x80ull + (0x80ull << 7) + (0x80ull << 14) + (0x80ull << 21) +
-		(0x80ull << 28) + (0x80ull << 35) + (0x80ull << 42),
-	0x80ull + (0x80ull << 7) + (0x80ull << 14) + (0x80ull << 21) +
-		(0x80ull << 28) + (0x80ull << 35) + (0x80ull << 42) +
-		(0x80ull << 49),
-	0x80ull + (0x80ull << 7) + (0x80ull << 14) + (0x80ull << 21) +
-		(0x80ull << 28) + (0x80ull << 35) + (0x80ull << 42) +
-		(0x80ull << 49) + (0x80ull << 56),
+	0x0, 0x80, 0x4080, 0x204080, 0x10204080, 0x810204080,
+	0x40810204080, 0x2040810204080, 0x102040810204080,
+	0x8102040810204080,
 };
 
 /*
