@@ -438,7 +438,7 @@ uint64_t bwd_boot_advance(struct bwd_state *st, struct bwd_timer *t,
 		 off = boot - bwd_state_now(st);
 
 	/* now_ns on CLOCK_BOOTTIME (a replayed fire's is in the past). */
-	if (!w || !(next = bwd_next_period(w->wall_ns, t->period_ns, now_ns + off)))
+	if (!w || !(next = bwd_next_period(w->wall_ns, bwd_timer_period(t), now_ns + off)))
 		return 0;
 	w->wall_ns = next;
 	boot_note(st, next);

@@ -383,9 +383,8 @@ struct bwd_timer {
 	 * cancelling touch no record pool and no handle.  Fired (a oneshot
 	 * the wheel let go, which is never armed again): its place in the
 	 * session's due list (due, BWD_DUE_TIMER), when, and its fire's seq
-	 * (journaled).  These share the link's room so that the struct is
-	 * 104 bytes, a 112-byte block of malloc's (with them apart, 128
-	 * bytes took 144). */
+	 * (journaled).  These share the link's room, which keeps the
+	 * struct small (with them apart it took 16 bytes more). */
 	union {
 		struct bw_timer wt;
 		struct {
@@ -395,8 +394,6 @@ struct bwd_timer {
 		};
 	};
 	uint64_t deadline_ns;      /* the deadline it waits for now          */
-	uint64_t period_ns;        /* 0: oneshot                             */
-	uint64_t count;            /* fires so far                           */
 	uint64_t leeway_ns;        /* as the Schedule said; BWD_LEEWAY_DEFAULT:
 				      absent (bwd_leeway says what it is)   */
 	uint32_t payload_len;
@@ -418,9 +415,48 @@ struct bwd_timer {
 	/* A CLOCK_BOOTTIME timer (wall set too): its instant in that map is
 	 * its deadline on CLOCK_BOOTTIME (clock.c). */
 	bool boot : 1;
+	/* A struct bwd_periodic follows the payload (bwd_timer_periodic),
+	 * which other timers, oneshots above all, go without: the struct
+	 * is 88 bytes, a 96-byte block of malloc's, where with its fields
+	 * inside 104 took 112. */
+	bool periodic : 1;
 	uint8_t lane;              /* enum bw_lane: the one bwd_lane_for picks */
 	uint8_t payload[];
 };
+
+/* What only a periodic timer has, 8-byte aligned after its payload.  A
+ * calendar timer counts no fires: its fires carry their elapse instead. */
+struct bwd_periodic {
+	uint64_t period_ns;
+	uint64_t count;            /* fires so far                           */
+};
+
+/* The bytes a timer's block holds past the struct: its payload, and if it
+ * is periodic its struct bwd_periodic. */
+static inline size_t bwd_timer_tail(bool periodic, uint32_t payload_len)
+{
+	return periodic ? ((payload_len + 7u) & ~(size_t)7u) +
+			  sizeof(struct bwd_periodic) : payload_len;
+}
+
+static inline struct bwd_periodic *bwd_timer_periodic(const struct bwd_timer *t)
+{
+	return (struct bwd_periodic *)(void *)((uintptr_t)(t + 1) +
+		((t->payload_len + 7u) & ~(size_t)7u));
+}
+
+/* 0: not periodic (a oneshot, a calendar timer). */
+static inline uint64_t bwd_timer_period(const struct bwd_timer *t)
+{
+	return t->periodic ? bwd_timer_periodic(t)->period_ns : 0;
+}
+
+/* A periodic timer's fires so far; 0 for any other (a oneshot's fire
+ * counts 0). */
+static inline uint64_t bwd_timer_count(const struct bwd_timer *t)
+{
+	return t->periodic ? bwd_timer_periodic(t)->count : 0;
+}
 
 /*
  * The wheel's data for a client's timer: the timer's address with its low

@@ -252,7 +252,7 @@ void bwd_hold_add(struct bwd_session *s, const struct bwd_timer *t,
 	}
 	if (!s->held && (s->queue_head || s->due_head))
 		return;
-	leeway = bwd_leeway(&st->opt->wheel, t->leeway_ns, t->period_ns);
+	leeway = bwd_leeway(&st->opt->wheel, t->leeway_ns, bwd_timer_period(t));
 	bound = bwd_lane_late_ns(&st->opt->wheel.oneshot);
 	end = t->deadline_ns > UINT64_MAX - leeway ? UINT64_MAX :
 		t->deadline_ns + leeway;

@@ -1288,12 +1288,12 @@ static void timer_info(const struct bwd_timer *t, Bitwheel__V1__TimerInfo *ti)
 	ti->has_key = ti->has_deadline_ns = ti->has_period_ns = 1;
 	ti->key = t->node.key;
 	ti->deadline_ns = t->deadline_ns;
-	ti->period_ns = t->period_ns;
+	ti->period_ns = bwd_timer_period(t);
 	ti->has_payload_bytes = ti->has_has_payload = 1;
 	ti->payload_bytes = t->payload_len;
 	ti->has_payload = t->has_payload;
-	ti->has_fire_count = t->period_ns != 0;
-	ti->fire_count = t->count;
+	ti->has_fire_count = bwd_timer_period(t) != 0;
+	ti->fire_count = bwd_timer_count(t);
 	ti->has_late = t->late;
 	ti->late = t->late;
 	ti->has_lane = 1;

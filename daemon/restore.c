@@ -155,8 +155,9 @@ static int dump_session(const struct bwd_session *s,
 				continue;
 			r = (struct bwd_record){
 				.type = BWD_REC_TIMER, .sid = s->id, .key = n->key,
-				.deadline_ns = t->deadline_ns, .period_ns = t->period_ns,
-				.count = t->count, .leeway_ns = t->leeway_ns,
+				.deadline_ns = t->deadline_ns,
+				.period_ns = bwd_timer_period(t),
+				.count = bwd_timer_count(t), .leeway_ns = t->leeway_ns,
 				.wall_ns = bwd_wall_ns(s->state, t),
 				.flags = (t->has_payload ? BWD_RECF_PAYLOAD : 0) |
 					 (t->late ? BWD_RECF_LATE : 0) |
@@ -364,9 +365,8 @@ static int apply_fired(struct bwd_session *s, const struct bwd_record *r,
 	restore_fire(s, r, t->payload, t->payload_len, t->has_payload,
 		     cal ? r->wall_ns : t->boot ? 0 : bwd_wall_ns(s->state, t), shift);
 	t->late = false;
-	/* A calendar timer's count is not journaled (its fires carry their
-	 * elapse in its place): counted here. */
-	t->count = cal ? t->count + 1 : r->count;
+	if (t->periodic)
+		bwd_timer_periodic(t)->count = r->count;
 	if (cal)
 		bwd_cal_replayed(s->state, t, r->wall_ns, r->base_ns);
 	else if (!bwd_timer_advance(t, shifted(r->fired_ns, shift)))
@@ -431,7 +431,8 @@ static int apply_timer(struct bwd_session *s, const struct bwd_record *r,
 	t = bwd_timer_new(s, &req);
 	if (!t)
 		return -ENOMEM;
-	t->count = r->count;
+	if (t->periodic)
+		bwd_timer_periodic(t)->count = r->count;
 	t->late = r->flags & BWD_RECF_LATE;
 	if (old)
 		bwd_timer_free(s->state, old);

@@ -272,7 +272,13 @@ static void spare_free(struct bwd_state *st)
 
 static size_t timer_bytes(const struct bwd_timer *t)
 {
-	return sizeof(*t) + t->payload_len;
+	return sizeof(*t) + bwd_timer_tail(t->periodic, t->payload_len);
+}
+
+static void timer_put(struct bwd_state *st, struct bwd_timer *t)
+{
+	bwd_block_put(st, BWD_BLOCK_TIMER, t,
+		      bwd_timer_tail(t->periodic, t->payload_len));
 }
 
 size_t bwd_fire_bytes(const struct bwd_fire *f)
@@ -312,7 +318,7 @@ static uint64_t timer_mhz(const struct bwd_timer *t)
 
 	if (t->cal && bwd_cal_info(t->session->state, t, &c))
 		return bwd_periodic_mhz(c.interval_ns);
-	return bwd_periodic_mhz(t->period_ns);
+	return bwd_periodic_mhz(bwd_timer_period(t));
 }
 
 static uint64_t req_mhz(const struct bwd_schedule *req)
@@ -331,7 +337,7 @@ void bwd_timer_free(struct bwd_state *st, struct bwd_timer *t)
 	bwd_acct_charge(st, u, -(int64_t)BWD_TIMER_COST(t->payload_len));
 	st->stats.timers--;
 	st->stats.bytes -= timer_bytes(t);
-	bwd_block_put(st, BWD_BLOCK_TIMER, t, t->payload_len);
+	timer_put(st, t);
 }
 
 /* ---- the state's own timers ------------------------------------------------ */
@@ -376,14 +382,14 @@ uint64_t bwd_next_period(uint64_t deadline, uint64_t period, uint64_t now)
 /* What a fire does to its timer: the next deadline, 0 when it is done. */
 uint64_t bwd_timer_advance(struct bwd_timer *t, uint64_t fired_ns)
 {
-	uint64_t next = 0;
+	uint64_t next = 0, period = bwd_timer_period(t);
 
 	if (t->cal)
 		return bwd_cal_advance(t->session->state, t, fired_ns);
-	if (t->boot && t->period_ns)
+	if (t->boot && period)
 		return bwd_boot_advance(t->session->state, t, fired_ns);
-	if (t->period_ns)
-		next = bwd_next_period(t->deadline_ns, t->period_ns, fired_ns);
+	if (period)
+		next = bwd_next_period(t->deadline_ns, period, fired_ns);
 	if (next)
 		t->deadline_ns = next;
 	return next;
@@ -538,7 +544,7 @@ static uint64_t periodic_fired(struct bwd_state *st, struct bwd_timer *t,
 			       uint64_t now_ns)
 {
 	struct bwd_session *s = t->session;
-	uint64_t count = ++t->count, next;
+	uint64_t count = t->periodic ? ++bwd_timer_periodic(t)->count : 0, next;
 	struct bwd_fire *f;
 
 	/* Past its owner's journal share, what it cannot record is not
@@ -589,7 +595,7 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 		bwd_hist_since(&st->late[t->lane], t->deadline_ns, now_ns);
 		if (!t->session->ending)
 			bwd_hold_add(t->session, t, now_ns);
-		if ((t->period_ns || t->cal) && !t->session->ending)
+		if ((t->periodic || t->cal) && !t->session->ending)
 			return periodic_fired(st, t, now_ns);
 		LANE(t, pending, -1);
 		if (t->session->ending)
@@ -943,7 +949,7 @@ static void log_keys(const struct bwd_session *s)
 			const struct bwd_timer *t = bwd_container_of(n, struct bwd_timer, node);
 
 			bwd_log(BWD_LOG_DEBUG, "  pending: key %" PRIu64 " deadline %" PRIu64 " period %" PRIu64,
-				n->key, t->deadline_ns, t->period_ns);
+				n->key, t->deadline_ns, bwd_timer_period(t));
 		}
 	}
 	for (const struct bwd_member *m = s->members; m; m = m->next)
@@ -1316,8 +1322,9 @@ static void timer_cancel(struct bwd_state *st, struct bwd_timer *t)
 struct bwd_timer *bwd_timer_new(struct bwd_session *s,
 				const struct bwd_schedule *req)
 {
+	bool periodic = req->period_ns != 0;
 	struct bwd_timer *t = bwd_block_get(s->state, BWD_BLOCK_TIMER,
-					    req->payload_len);
+					    bwd_timer_tail(periodic, req->payload_len));
 
 	if (!t)
 		return NULL;
@@ -1325,11 +1332,11 @@ struct bwd_timer *bwd_timer_new(struct bwd_session *s,
 		.node.key = req->key,
 		.session = s,
 		.deadline_ns = req->deadline_ns,
-		.period_ns = req->period_ns,
 		.leeway_ns = req->leeway_ns,
 		.payload_len = req->payload_len,
 		.has_payload = req->has_payload,
 		.boot = req->boot,
+		.periodic = periodic,
 		.lane = bwd_lane_for(&s->state->opt->wheel,
 				     bwd_leeway(&s->state->opt->wheel,
 						req->leeway_ns, req->period_ns)),
@@ -1337,9 +1344,11 @@ struct bwd_timer *bwd_timer_new(struct bwd_session *s,
 	bw_timer_init(&t->wt);
 	if (req->payload_len)
 		memcpy(t->payload, req->payload, req->payload_len);
+	if (periodic)
+		*bwd_timer_periodic(t) = (struct bwd_periodic){ .period_ns = req->period_ns };
 	if ((req->wall_ns || req->cal) &&
 	    bwd_wall_add(s->state, t, req->wall_ns, req->cal)) {
-		bwd_block_put(s->state, BWD_BLOCK_TIMER, t, req->payload_len);
+		timer_put(s->state, t);
 		return NULL;
 	}
 	return t;
@@ -1432,7 +1441,7 @@ int bwd_timer_schedule(struct bwd_session *s, const struct bwd_schedule *req,
 	err = bwd_timer_arm(st, t);
 	if (err) {
 		bwd_wall_remove(st, t);
-		bwd_block_put(st, BWD_BLOCK_TIMER, t, t->payload_len);
+		timer_put(st, t);
 		return BITWHEEL__V1__ERROR_CODE__NO_MEMORY;
 	}
 	/* The new timer is in: only now may the old one go. */

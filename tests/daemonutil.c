@@ -1165,6 +1165,7 @@ int du_recv(struct du_conn *c, int timeout_ms, du_env **out)
 		if (n > 0) {
 			c->in_len += (size_t)n;
 			c->rx_ns = du_now_ns();
+			c->rx_real_ns = du_realtime_ns();
 		} else if (n == 0) {
 			c->eof = true;
 		} else if (errno == ECONNRESET) {

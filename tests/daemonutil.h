@@ -238,6 +238,9 @@ struct du_conn {
 	bool reset;            /* ...with ECONNRESET                       */
 	int bad;               /* the bwp_error of a bad frame, or 0       */
 	uint64_t rx_ns;        /* when the last frame's bytes were read    */
+	uint64_t rx_real_ns;   /* the same on CLOCK_REALTIME, which some
+				  hosts run at a rate of its own (5,000 ppm
+				  apart from CLOCK_MONOTONIC seen on one) */
 	/* Fired frames put aside by du_expect_reply/du_expect_error. */
 	struct du_kept { du_env *env; uint64_t rx_ns; } *kept;
 	size_t kept_head, kept_len, kept_cap;
