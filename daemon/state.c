@@ -275,7 +275,7 @@ static size_t timer_bytes(const struct bwd_timer *t)
 	return sizeof(*t) + bwd_timer_tail(t->periodic, t->payload_len);
 }
 
-static void timer_put(struct bwd_state *st, struct bwd_timer *t)
+static inline void timer_put(struct bwd_state *st, struct bwd_timer *t)
 {
 	bwd_block_put(st, BWD_BLOCK_TIMER, t,
 		      bwd_timer_tail(t->periodic, t->payload_len));
