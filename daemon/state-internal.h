@@ -63,8 +63,8 @@ struct bwd_uid {
 	(s)->acct->field += (uint64_t)(n);				\
 } while (0)
 
-/* Payload size classes of 8 bytes whose freed blocks state.c keeps:
- * payloads of 0 to 8 * (BWD_SPARE_CLASSES - 1) bytes. */
+/* Size classes of 8 bytes whose freed blocks state.c keeps: 0 to 8 *
+ * (BWD_SPARE_CLASSES - 1) bytes after the struct. */
 #define BWD_SPARE_CLASSES 9
 
 enum bwd_block { BWD_BLOCK_TIMER, BWD_BLOCK_FIRE };
@@ -261,12 +261,12 @@ void bwd_acct_journal(struct bwd_state *st, struct bwd_uid *u, uint64_t n);
 /* ---- state.c: sessions, timers, the wheel ------------------------------- */
 
 /* The memory of a timer (BWD_BLOCK_TIMER) or a fire (BWD_BLOCK_FIRE)
- * with payload_len bytes after it: a kept one, or malloc's; NULL without
- * memory.  bwd_block_put gives it back (kept, or freed). */
-void *bwd_block_get(struct bwd_state *st, enum bwd_block kind,
-		    size_t payload_len);
+ * with tail bytes after it (its payload; a timer's: bwd_timer_tail): a
+ * kept one, or malloc's; NULL without memory.  bwd_block_put gives it
+ * back (kept, or freed). */
+void *bwd_block_get(struct bwd_state *st, enum bwd_block kind, size_t tail);
 void bwd_block_put(struct bwd_state *st, enum bwd_block kind, void *p,
-		   size_t payload_len);
+		   size_t tail);
 /* What a fire in flight adds to Stats' bytes. */
 size_t bwd_fire_bytes(const struct bwd_fire *f);
 /* Append a record of u's session (u NULL: the journal's own); journal_seq

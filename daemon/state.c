@@ -107,9 +107,10 @@
  *
  * Blocks.  Timers and fires come and go by the million a second, a fire
  * made as its timer goes: their memory comes from bwd_block_get, which
- * keeps up to SPARE_MAX freed blocks of each kind in lists by payload
- * size class (8 bytes a class, up to 64: the allocator's own rounding,
- * so a block is no bigger than malloc's), a pointer pop instead of
+ * keeps up to SPARE_MAX freed blocks of each kind in lists by the size
+ * of what follows the struct (the payload, and a periodic timer's struct
+ * bwd_periodic): 8 bytes a class, up to 64, the allocator's own rounding,
+ * so a block is no bigger than malloc's; a pointer pop instead of
  * malloc's 120-190 instructions and free's 110 (callgrind), whose
  * thread cache holds 7 of a size where a burst frees hundreds.  What
  * the lists hold is the allocator's, not counted in Stats' bytes (at
@@ -218,7 +219,7 @@ static size_t block_base(enum bwd_block kind)
 		sizeof(struct bwd_fire);
 }
 
-/* The class of a payload of len bytes (a block holds 8 per class, the
+/* The class of a tail of len bytes (a block holds 8 per class, the
  * allocator's own rounding: no bigger than malloc's of the exact size),
  * or BWD_SPARE_CLASSES: none kept. */
 static size_t spare_class(size_t len)
@@ -227,14 +228,13 @@ static size_t spare_class(size_t len)
 		BWD_SPARE_CLASSES;
 }
 
-void *bwd_block_get(struct bwd_state *st, enum bwd_block kind,
-		    size_t payload_len)
+void *bwd_block_get(struct bwd_state *st, enum bwd_block kind, size_t tail)
 {
-	size_t c = spare_class(payload_len);
+	size_t c = spare_class(tail);
 	void *p;
 
 	if (c == BWD_SPARE_CLASSES)
-		return malloc(block_base(kind) + payload_len);
+		return malloc(block_base(kind) + tail);
 	if ((p = st->spare[kind][c])) {
 		st->spare[kind][c] = *(void **)p;
 		st->nspare[kind]--;
@@ -244,9 +244,9 @@ void *bwd_block_get(struct bwd_state *st, enum bwd_block kind,
 }
 
 void bwd_block_put(struct bwd_state *st, enum bwd_block kind, void *p,
-		   size_t payload_len)
+		   size_t tail)
 {
-	size_t c = spare_class(payload_len);
+	size_t c = spare_class(tail);
 
 	if (!SPARE_KEEP || c == BWD_SPARE_CLASSES ||
 	    st->nspare[kind] >= SPARE_MAX) {
