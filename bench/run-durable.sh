@@ -10,7 +10,8 @@
 #      socket and state directory under $TMPDIR, default /tmp) - and, per
 #      bwload phase (rtt, pipelined, deep, wide, sustained; wide is the
 #      pipelined phase at 4 x 256, 1,024 requests in flight, to tell a
-#      bound of latency from one of capacity), bwload against each
+#      bound of latency from one of capacity, with a consumer window of
+#      1,024 fires), bwload against each
 #      in turn with named sessions (--session: only they are journaled),
 #      N rounds (default 3, --quick 1); the median of the rounds, with
 #      ratios to the in-memory daemon; and in each round, right after the
@@ -187,9 +188,11 @@ if want throughput; then
 	: >"$tmp/syncs.csv"
 	for r in $(seq "$rounds"); do
 		for ph in rtt pipelined deep wide sustained; do
-			# wide: bwload's pipelined phase, four times as deep.
+			# wide: bwload's pipelined phase, four times as deep,
+			# and its consumers' window as wide (the daemon's
+			# default, 256, holds the in-memory daemon's fires).
 			case $ph in
-			wide) phase=(--phase pipelined --depth 256) ;;
+			wide) phase=(--phase pipelined --depth 256 --window 1024) ;;
 			*) phase=(--phase "$ph") ;;
 			esac
 			for c in "${configs[@]}"; do
@@ -256,7 +259,7 @@ if want throughput; then
 	{
 		echo "## 1. Schedule throughput and fire lateness by --fsync"
 		echo
-		echo "bwload's bitwheel subject against four daemons started side by side by the script, one phase at a time, the four daemons in turn within each phase; each client opens its own **named session** (\`--session\`) as its consumer and acknowledges each batch of fires (one cumulative Ack, protocol 2), so the same requests and acks are journaled (never, batch, always) or not (memory: no --state-dir).  Default fast-precise daemon.  Phases as in the service benchmark: rtt 1×1; pipelined 4 clients × depth 64; deep 1 × 256; wide, the pipelined phase at 4 × 256 (1,024 requests in flight: with replies held until their sync, a fixed number in flight makes throughput a matter of each request's time, Little's law, and wide shows what more in flight buys); sustained 4 × 64 paced at 100,000 new timers/s (+10 % cancels).  Mix: 90 % oneshot schedules due in 1..50 ms, 10 % cancels.  Each cell is the median of $rounds round(s).  ×mem: requests/s relative to the in-memory daemon in the same phase.  The peer (rows redis-*, when the run had it): redis-server on a Unix socket under bwload's redis-zset subject (ZADD/ZREM pipelined at the same depths, a consumer popping what is due with a Lua script), without persistence (redis-memory), and with its append-only file on the same file system synced every second (redis-everysec) or before each reply (redis-always, the guarantee --fsync=batch gives); their ×mem is relative to redis-memory, so each server's column says what its own durability costs it.  Times in µs; late = fire received − deadline asked for."
+		echo "bwload's bitwheel subject against four daemons started side by side by the script, one phase at a time, the four daemons in turn within each phase; each client opens its own **named session** (\`--session\`) as its consumer and acknowledges each batch of fires (one cumulative Ack, protocol 2), so the same requests and acks are journaled (never, batch, always) or not (memory: no --state-dir).  Default fast-precise daemon.  Phases as in the service benchmark: rtt 1×1; pipelined 4 clients × depth 64; deep 1 × 256; wide, the pipelined phase at 4 × 256 (1,024 requests in flight: with replies held until their sync, a fixed number in flight makes throughput a matter of each request's time, Little's law, and wide shows what more in flight buys) with each consumer's window at 1,024 fires (\`--window 1024\`: at the daemon's default of 256 the in-memory daemon's fires waited for the window, some 250 ms); sustained 4 × 64 paced at 100,000 new timers/s (+10 % cancels).  Mix: 90 % oneshot schedules due in 1..50 ms, 10 % cancels.  Each cell is the median of $rounds round(s).  ×mem: requests/s relative to the in-memory daemon in the same phase.  The peer (rows redis-*, when the run had it): redis-server on a Unix socket under bwload's redis-zset subject (ZADD/ZREM pipelined at the same depths, a consumer popping what is due with a Lua script), without persistence (redis-memory), and with its append-only file on the same file system synced every second (redis-everysec) or before each reply (redis-always, the guarantee --fsync=batch gives); their ×mem is relative to redis-memory, so each server's column says what its own durability costs it.  Times in µs; late = fire received − deadline asked for."
 		echo
 		echo "| phase | daemon | clients×depth | requests/s | ×mem | rtt p50 | rtt p99 | rtt p99.9 | late p50 | late p99 | late p99.9 | fired | early | errors | daemon CPU µs/req | RSS MiB | ok |"
 		echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
