@@ -586,12 +586,20 @@ static void unmark(struct mfire *f)
 }
 
 /* A coalescing session wrote fires at now: those due before (and not
- * taken back) missed that write, and go as soon as they are made. */
+ * taken back) missed that write, and go as soon as they are made.  Not
+ * one whose bound counts from a move of its clock the daemon has yet to
+ * hear of (its base is later than now): until then the daemon's deadline
+ * for it is where the clocks' old offset put it, which may be after this
+ * write, so the write is not one it belonged with. */
 static void session_went(struct sim *s, struct msess *ms)
 {
-	struct mfire *f;
+	struct mfire **p = &ms->unmarked, *f;
 
-	while ((f = ms->unmarked)) {
+	while ((f = *p)) {
+		if (f->base > s->now) {
+			p = &f->un_next;
+			continue;
+		}
 		f->first_go = s->now;
 		unmark(f);
 	}
