@@ -18,6 +18,27 @@
  * comes due, the timer fires only if CLOCK_REALTIME has reached its
  * deadline, and is placed again otherwise (bwd_wall_due).
  *
+ * Near and far.  Placing every wall-clock timer again at each step cost
+ * O(w log w) in the loop, some 2.5 us a timer: a host that sets its clock
+ * ten times a second (a paravirtualised guest has been seen to) kept the
+ * loop busy with 100,000 of them.  The kernel's answer, a base of its own
+ * for CLOCK_REALTIME timers ordered by their wall-clock instants, is
+ * approximated on the one wheel: a timer due within BWD_WALL_NEAR_NS
+ * (2 s) is placed at its deadline and is on the state's near list; one
+ * due later is placed that much earlier, at a check, where
+ * bwd_wall_due's re-placement puts it at its deadline by the offset of
+ * that moment (bwd_wall_arm_at, for every arming and re-arming of one).
+ * A step forward by d leaves a far timer's check before its instant as
+ * long as d < BWD_WALL_NEAR_NS, and every timer a step of less than that
+ * passed is a near one; so a step that moved the offset forward by at
+ * most half of it from the least offset any far timer was placed by
+ * (wall_lo), and back from none (wall_hi: a far calendar timer's base
+ * may not be left ahead of the clock), places only the near ones again.
+ * Any other step, and a change of the time zones, places every one, and
+ * the offsets start again from there.  A far timer's check is one more
+ * wheel callback, which Stats does not count as a fire (nor a move at a
+ * step as a cancel and an insert).
+ *
  * Calendar timers.  A calendar timer is a wall-clock timer whose instant
  * is its next elapse (calendar.c, systemd's rules) plus its jitter, and
  * which the wheel's callback re-arms like a periodic one.  Like systemd's
@@ -60,10 +81,11 @@
  * SIGHUP does the same at once, for a change inotify could not see.
  *
  * Data: a wall-clock timer has a bit (wall) and its instant in the
- * state's map of them, keyed by the timer's address (struct bwd_wall, 32
+ * state's map of them, keyed by the timer's address (struct bwd_wall, 48
  * bytes and malloc's header, uncharged to the budgets: bounded by the
  * timers the uid may hold), which it joins when made and leaves when
- * freed.  A calendar timer has a second bit (cal) and its struct bwd_calt
+ * freed; a near one is also on the state's near list (wall_near), linked
+ * through the same struct.  A calendar timer has a second bit (cal) and its struct bwd_calt
  * from that entry: the parsed spec, the spec as given and normalized, the
  * base, elapse, jitter and grace, charged to its owner's bytes (cost).
  * A fire of one keeps its instant (a calendar timer's: its elapse) in
@@ -73,15 +95,18 @@
  * state (bwd_state_real, bwd_state_boot): the host's, or the clocks of
  * the delivery simulation (tests/sim.c), which steps and suspends them.
  *
- * Costs: a step costs O(w log w) for w wall-clock timers: wheel cancels
- * and inserts, in the order of their new deadlines, then session and key
- * (a sort, so that those it passed fire in that order and not in the
- * map's, whose keys are addresses), a resume the same for the boottime
- * timers, and every expiry of the boottime timerfd (once per boottime
- * deadline at most) a walk of the map to find the next one, a zone
- * change O(calendar timers) parses,
- * and a next-elapse search for each calendar timer; a wall-clock timer's
- * fire a map lookup and one clock_gettime(CLOCK_REALTIME) (vDSO), a
+ * Costs: a step forward within half the checks' lead costs O(n log n)
+ * for the n wall-clock timers due within BWD_WALL_NEAR_NS (a walk of the
+ * near list); any other step O(w log w) for all w: wheel cancels and
+ * inserts, in the order of their new deadlines, then session and key (a
+ * sort, so that those it passed fire in that order and not in the map's,
+ * whose keys are addresses), a resume the same for the boottime timers;
+ * a far timer one more wheel callback and a map lookup at its check,
+ * every arming of a wall-clock timer a map lookup (its near link); every
+ * expiry of the boottime timerfd (once per boottime deadline at most) a
+ * walk of the map to find the next one, a zone change O(calendar timers)
+ * parses and a next-elapse search for each calendar timer; a wall-clock
+ * timer's fire a map lookup and one clock_gettime(CLOCK_REALTIME) (vDSO), a
  * calendar timer's a next-elapse search too (calendar.c says its cost);
  * monotonic timers nothing beyond a bit test in the wheel's callback
  * (the boottime bit is the wall bit's companion: no byte more).
@@ -159,11 +184,13 @@ struct bwd_calt {
 };
 
 /* A wall-clock timer's instant, in the state's map keyed by the timer's
- * address; a calendar timer's calendar. */
+ * address; a calendar timer's calendar; its link in the state's list of
+ * near ones (near_pprev NULL: not in it). */
 struct bwd_wall {
 	struct bwd_map_node node;
 	uint64_t wall_ns;
 	struct bwd_calt *cal;
+	struct bwd_wall *near_next, **near_pprev;
 };
 
 static struct bwd_wall *wall_find(const struct bwd_state *st,
@@ -310,6 +337,27 @@ uint64_t bwd_cal_seed(const struct bwd_session *s, uint64_t key, bool fixed)
 	return seed;
 }
 
+static void near_unlink(struct bwd_wall *w)
+{
+	if (!w->near_pprev)
+		return;
+	*w->near_pprev = w->near_next;
+	if (w->near_next)
+		w->near_next->near_pprev = w->near_pprev;
+	w->near_pprev = NULL;
+}
+
+static void near_link(struct bwd_state *st, struct bwd_wall *w)
+{
+	if (w->near_pprev)
+		return;
+	w->near_next = st->wall_near;
+	if (w->near_next)
+		w->near_next->near_pprev = &w->near_next;
+	w->near_pprev = &st->wall_near;
+	st->wall_near = w;
+}
+
 int bwd_wall_add(struct bwd_state *st, struct bwd_timer *t, uint64_t wall_ns,
 		 const struct bwd_calendar *cal)
 {
@@ -320,6 +368,7 @@ int bwd_wall_add(struct bwd_state *st, struct bwd_timer *t, uint64_t wall_ns,
 		return -ENOMEM;
 	w->wall_ns = wall_ns;
 	w->cal = NULL;
+	w->near_pprev = NULL;
 	if (cal) {
 		r = calt_new(cal, &w->cal, NULL, 0);
 		if (r) {
@@ -348,6 +397,7 @@ void bwd_wall_remove(struct bwd_state *st, struct bwd_timer *t)
 	if (!t->wall || !(w = wall_find(st, t)))
 		return;
 	bwd_map_remove(&st->wall, &w->node);
+	near_unlink(w);
 	st->stats.bytes -= sizeof(*w);
 	if (w->cal) {
 		bwd_acct_charge(st, t->session->acct, -(int64_t)w->cal->cost);
@@ -406,10 +456,42 @@ uint64_t bwd_wall_due(struct bwd_state *st, struct bwd_timer *t,
 {
 	uint64_t real = clock_of(st, t), wall = bwd_wall_ns(st, t);
 
-	if (real >= wall)
+	if (real >= wall) {
+		/* Reached at its check, ahead of where the old offset put it
+		 * (a step not heard of yet): due now. */
+		if (t->deadline_ns > now_ns)
+			t->deadline_ns = now_ns;
 		return 0;
+	}
 	/* Never 0 nor now: the wheel fires a re-arm at its next poll. */
 	return bwd_wall_place(wall, now_ns, real) + 1;
+}
+
+uint64_t bwd_wall_arm_at(struct bwd_state *st, struct bwd_timer *t,
+			 uint64_t now_ns)
+{
+	struct bwd_wall *w;
+	int64_t off;
+
+	if (!t->wall || t->boot || !(w = wall_find(st, t)))
+		return t->deadline_ns;
+	/* The offset it was placed by (bwd_wall_place): no clock read. */
+	off = (int64_t)(w->wall_ns - t->deadline_ns);
+	/* Near, or a calendar's base ahead of the clock (a step back not
+	 * heard of yet, at a higher offset than this one): the next step
+	 * must see to it. */
+	if (t->deadline_ns <= now_ns || t->deadline_ns - now_ns <= BWD_WALL_NEAR_NS ||
+	    t->deadline_ns == UINT64_MAX ||
+	    (w->cal && w->cal->base_ns > now_ns + (uint64_t)off)) {
+		near_link(st, w);
+		return t->deadline_ns;
+	}
+	near_unlink(w);
+	if (off < st->wall_lo)
+		st->wall_lo = off;
+	if (off > st->wall_hi)
+		st->wall_hi = off;
+	return t->deadline_ns - BWD_WALL_NEAR_NS;
 }
 
 uint64_t bwd_cal_advance(struct bwd_state *st, struct bwd_timer *t,
@@ -477,8 +559,10 @@ bool bwd_cal_restore(struct bwd_state *st, struct bwd_timer *t, uint64_t real)
 /* t, placed again, armed; false when that failed (it is lost). */
 static bool rearm(struct bwd_state *st, struct bwd_timer *t)
 {
-	if (!bwd_wheels_arm(st, t))
+	if (!bwd_wheels_arm(st, t)) {
+		st->stats.wall_moves[t->lane]++;
 		return true;
+	}
 	bwd_log(BWD_LOG_ERR, "no memory to place a %s timer again: it is lost",
 		t->boot ? "boottime" : "wall-clock");
 	LANE(t, lost, 1);
@@ -502,13 +586,56 @@ static int rearm_cmp(const void *a, const void *b)
 	return x->node.key < y->node.key ? -1 : x->node.key > y->node.key;
 }
 
-void bwd_state_clock_step(struct bwd_state *st, bool boot)
+/* t (w's), placed again by the clocks read as mono and real: out of the
+ * wheel, a calendar's base never ahead of the clock (systemd's
+ * timer_time_change: after a step back, the elapses after the clock
+ * come again), marked late when the clock passed its instant; then into
+ * v to be armed in order, or armed at once when v could not be had. */
+static void place_again(struct bwd_state *st, struct bwd_timer *t,
+			struct bwd_wall *w, uint64_t mono, uint64_t real,
+			struct bwd_timer **v, size_t *nv, uint64_t *n)
+{
+	bwd_wheels_disarm(st, t);
+	if (w->cal) {
+		if (w->cal->base_ns > real)
+			w->cal->base_ns = real;
+		if (!cal_place(w)) {
+			LANE(t, pending, -1);
+			bwd_timer_free(st, t);
+			return;
+		}
+	}
+	if (w->wall_ns <= real)
+		t->late = true;
+	t->deadline_ns = bwd_wall_place(w->wall_ns, mono, real);
+	if (v)
+		v[(*nv)++] = t;
+	else
+		*n += rearm(st, t);
+}
+
+/* Whether a wall clock now off from CLOCK_MONOTONIC leaves every far
+ * timer's check before its instant (forward by at most half the lead
+ * from the least offset one was placed by) and no far calendar's base
+ * ahead of the clock (not back from the greatest): then only the near
+ * ones need placing again. */
+static bool near_will_do(const struct bwd_state *st, int64_t off)
+{
+	return (st->wall_hi == INT64_MIN || off >= st->wall_hi) &&
+	       (st->wall_lo == INT64_MAX ||
+		off - st->wall_lo <= (int64_t)(BWD_WALL_NEAR_NS / 2));
+}
+
+/* bwd_state_clock_step(); all: every wall-clock timer, whatever the step
+ * (their instants changed: bwd_state_zones_changed). */
+static void clock_step(struct bwd_state *st, bool boot, bool all)
 {
 	uint64_t mono = bwd_state_now(st), n = 0, soonest = UINT64_MAX,
 		 real = boot ? bwd_state_boot(st) : bwd_state_real(st);
-	bool moved = !boot;
+	int64_t off = (int64_t)(real - mono);
+	bool moved = !boot, near = false;
 	struct bwd_timer **v = NULL;
-	size_t nv = 0;
+	size_t nv = 0, count = st->wall.count;
 
 	/* Not in the wheel yet while restoring: placed at the restore's
 	 * end. */
@@ -516,16 +643,34 @@ void bwd_state_clock_step(struct bwd_state *st, bool boot)
 		return;
 	if (boot) {
 		/* Modulo 2^64: the shim's clock may go back (tests). */
-		uint64_t off = real - mono;
+		uint64_t boff = real - mono;
 
-		moved = off - st->boot_off + BOOT_SLACK_NS > 2 * BOOT_SLACK_NS;
+		moved = boff - st->boot_off + BOOT_SLACK_NS > 2 * BOOT_SLACK_NS;
 		if (moved)
-			st->boot_off = off;
+			st->boot_off = boff;
+	} else if (!all && near_will_do(st, off)) {
+		near = true;
+		count = 0;
+		for (struct bwd_wall *w = st->wall_near; w; w = w->near_next)
+			count++;
+	} else {
+		/* Placed from here on by this offset, all of them. */
+		st->wall_lo = INT64_MAX;
+		st->wall_hi = INT64_MIN;
 	}
-	/* Without memory for the order, the map's. */
-	if (moved && st->wall.count)
-		v = malloc(st->wall.count * sizeof(*v));
-	for (size_t b = 0; b <= st->wall.mask; b++) {
+	/* Without memory for the order, the map's (the list's). */
+	if (moved && count)
+		v = malloc(count * sizeof(*v));
+	if (near) {
+		for (struct bwd_wall *w = st->wall_near, *next; w; w = next) {
+			struct bwd_timer *t = (struct bwd_timer *)(uintptr_t)w->node.key;
+
+			next = w->near_next;
+			if (!t->fired)
+				place_again(st, t, w, mono, real, v, &nv, &n);
+		}
+	}
+	for (size_t b = 0; !near && b <= st->wall.mask; b++) {
 		for (struct bwd_map_node *m = st->wall.bucket[b], *next; m; m = next) {
 			struct bwd_wall *w = bwd_container_of(m, struct bwd_wall, node);
 			struct bwd_timer *t = (struct bwd_timer *)(uintptr_t)m->key;
@@ -536,28 +681,8 @@ void bwd_state_clock_step(struct bwd_state *st, bool boot)
 				continue;
 			if (boot && w->wall_ns > real && w->wall_ns < soonest)
 				soonest = w->wall_ns;
-			if (!moved)
-				continue;
-			bwd_wheels_disarm(st, t);
-			/* A calendar timer's base never ahead of the clock
-			 * (systemd's timer_time_change): after a step back,
-			 * the elapses after the clock come again. */
-			if (w->cal) {
-				if (w->cal->base_ns > real)
-					w->cal->base_ns = real;
-				if (!cal_place(w)) {
-					LANE(t, pending, -1);
-					bwd_timer_free(st, t);
-					continue;
-				}
-			}
-			if (w->wall_ns <= real)
-				t->late = true;
-			t->deadline_ns = bwd_wall_place(w->wall_ns, mono, real);
-			if (v)
-				v[nv++] = t;
-			else
-				n += rearm(st, t);
+			if (moved)
+				place_again(st, t, w, mono, real, v, &nv, &n);
 		}
 	}
 	if (nv)
@@ -569,9 +694,17 @@ void bwd_state_clock_step(struct bwd_state *st, bool boot)
 		st->boot_next = UINT64_MAX;
 		boot_note(st, soonest);
 	}
-	if (moved)
+	if (near)
+		bwd_log(BWD_LOG_INFO, "the wall clock was set: %" PRIu64 " wall-clock timers due within %u s placed again",
+			n, BWD_WALL_NEAR_NS / 1000000000u);
+	else if (moved)
 		bwd_log(BWD_LOG_INFO, boot ? "the host was suspended: %" PRIu64 " boottime timers placed again" :
 			"the wall clock was set: %" PRIu64 " wall-clock timers placed again", n);
+}
+
+void bwd_state_clock_step(struct bwd_state *st, bool boot)
+{
+	clock_step(st, boot, false);
 }
 
 void bwd_state_zones_changed(struct bwd_state *st)
@@ -618,7 +751,7 @@ void bwd_state_zones_changed(struct bwd_state *st)
 	}
 	bwd_log(BWD_LOG_NOTICE, "the time zones changed: %" PRIu64 " calendar timers read again", n);
 	/* Their next elapses, placed again. */
-	bwd_state_clock_step(st, false);
+	clock_step(st, false, true);
 }
 
 void bwd_state_clock_attach(struct bwd_state *st, struct bwd_clock *c)

@@ -605,6 +605,11 @@ struct bwd_state_stats {
 	 * timeouts, coalescing holds), which the lane's counters include and
 	 * Stats does not. */
 	uint64_t own_pending, own_inserted, own_fired, own_cancelled;
+	/* Per lane, what the lane's counters include and Stats does not:
+	 * wheel callbacks that only placed a wall-clock timer again (its
+	 * check ahead of its instant, a step not heard of yet: fired), and
+	 * the moves of wall-clock timers at a step (cancelled, inserted). */
+	uint64_t wall_checks[2], wall_moves[2];
 };
 
 struct bwd_state;

@@ -891,10 +891,11 @@ static void do_kick(struct bwd_request_ctx *ctx, const Envelope *req,
 	out->heavy = kicked > 0;
 }
 
-/* One lane's counters over every wheel, less the state's own timers
- * (oneshot lane). */
+/* One lane's counters over every wheel (ss: the state's figures), less
+ * the callbacks and moves that only placed a wall-clock timer again, and
+ * the state's own timers (oneshot lane). */
 static void lane_stats(const struct bwd_state *st, enum bw_lane lane,
-		       const struct bwd_state_stats *own, Bitwheel__V1__LaneStats *ls)
+		       const struct bwd_state_stats *ss, Bitwheel__V1__LaneStats *ls)
 {
 	struct bwd_wheel_figures f;
 
@@ -908,11 +909,14 @@ static void lane_stats(const struct bwd_state *st, enum bw_lane lane,
 	ls->cancelled = f.k.cancelled;
 	ls->fired = f.k.fired;
 	ls->lost = f.k.lost;
-	if (own) {
-		ls->pending -= own->own_pending;
-		ls->inserted -= own->own_inserted;
-		ls->cancelled -= own->own_cancelled;
-		ls->fired -= own->own_fired;
+	ls->fired -= ss->wall_checks[lane];
+	ls->cancelled -= ss->wall_moves[lane];
+	ls->inserted -= ss->wall_moves[lane];
+	if (lane == BW_LANE_ONESHOT) {
+		ls->pending -= ss->own_pending;
+		ls->inserted -= ss->own_inserted;
+		ls->cancelled -= ss->own_cancelled;
+		ls->fired -= ss->own_fired;
 	}
 }
 
@@ -1072,7 +1076,7 @@ static void do_stats(struct bwd_request_ctx *ctx, const Envelope *req,
 	if (ctx->uid == 0) {
 		bwd_state_stats(env->state, &ss);
 		lane_stats(env->state, BW_LANE_ONESHOT, &ss, &out->lanes[0]);
-		lane_stats(env->state, BW_LANE_PERIODIC, NULL, &out->lanes[1]);
+		lane_stats(env->state, BW_LANE_PERIODIC, &ss, &out->lanes[1]);
 		clients = env->clients;
 		memory = ss.bytes + env->buffered;
 	} else {

@@ -88,6 +88,11 @@ struct bwd_state {
 	struct bwd_ulist work;
 	struct bwd_slist firing;
 	struct bwd_map wall;       /* wall-clock timers' instants (clock.c) */
+	/* Those placed at their instant (clock.c, "Near and far"), and the
+	 * least and greatest offset of CLOCK_REALTIME from CLOCK_MONOTONIC
+	 * any was placed by since a step last placed them all. */
+	struct bwd_wall *wall_near;
+	int64_t wall_lo, wall_hi;
 	/* Boottime timers (clock.c): CLOCK_BOOTTIME - CLOCK_MONOTONIC when
 	 * they were placed, where the resume detector is armed (UINT64_MAX:
 	 * nowhere), and the detector (NULL: none yet). */
@@ -195,10 +200,17 @@ int bwd_wall_add(struct bwd_state *st, struct bwd_timer *t, uint64_t wall_ns,
 		 const struct bwd_calendar *cal);
 void bwd_wall_remove(struct bwd_state *st, struct bwd_timer *t);
 /* The wheel fired wall-clock timer t at now_ns: 0 when CLOCK_REALTIME
- * reached its instant (it fires), else the monotonic time to wait for
+ * reached its instant (it fires; its deadline no later than now_ns), else the monotonic time to wait for
  * it again (a step back not heard of yet). */
 uint64_t bwd_wall_due(struct bwd_state *st, struct bwd_timer *t,
 		      uint64_t now_ns);
+/* How long before its instant a wall-clock timer is placed exactly. */
+#define BWD_WALL_NEAR_NS 2000000000u
+/* Where the wheel holds timer t (of deadline t->deadline_ns) at now_ns:
+ * its deadline, or for a wall-clock or calendar timer due later than
+ * BWD_WALL_NEAR_NS from now, its check that far before (clock.c). */
+uint64_t bwd_wall_arm_at(struct bwd_state *st, struct bwd_timer *t,
+			 uint64_t now_ns);
 /* The instant a fire of t is due at (Fired.due_realtime_ns): a calendar
  * timer's elapse, without its jitter; another's instant. */
 uint64_t bwd_wall_elapse(const struct bwd_state *st, const struct bwd_timer *t);

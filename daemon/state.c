@@ -589,14 +589,17 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 		if (t->wall && !t->session->ending &&
 		    (again = bwd_wall_due(st, t, now_ns))) {
 			t->deadline_ns = again;
-			return again;
+			st->stats.wall_checks[t->lane]++;
+			return bwd_wall_arm_at(st, t, now_ns);
 		}
 		LANE(t, fired, 1);
 		bwd_hist_since(&st->late[t->lane], t->deadline_ns, now_ns);
 		if (!t->session->ending)
 			bwd_hold_add(t->session, t, now_ns);
-		if ((t->periodic || t->cal) && !t->session->ending)
-			return periodic_fired(st, t, now_ns);
+		if ((t->periodic || t->cal) && !t->session->ending) {
+			again = periodic_fired(st, t, now_ns);
+			return again && t->cal ? bwd_wall_arm_at(st, t, now_ns) : again;
+		}
 		LANE(t, pending, -1);
 		if (t->session->ending)
 			bwd_timer_free(st, t);
@@ -775,6 +778,8 @@ int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 		err = bwd_map_init(&st->wall, st->seed);
 	st->boot_off = bwd_state_boot(st) - bwd_state_now(st);
 	st->boot_next = UINT64_MAX;
+	st->wall_lo = INT64_MAX;
+	st->wall_hi = INT64_MIN;
 	if (err)
 		goto fail;
 	err = bw_dual_new(&opt->wheel, now_ns, &st->wheel);

@@ -116,7 +116,9 @@ int bwd_wheels_arm(struct bwd_state *st, struct bwd_timer *t)
 {
 	enum bw_lane lane = t->lane;
 	struct bw_dual *d;
-	int err = bw_dual_timer_try_add(st->wheel, lane, &t->wt, t->deadline_ns,
+	uint64_t at = t->wall ? bwd_wall_arm_at(st, t, st->polled_ns) :
+		t->deadline_ns;
+	int err = bw_dual_timer_try_add(st->wheel, lane, &t->wt, at,
 					 bwd_timer_data(t));
 
 	t->spilled = false;
@@ -125,7 +127,7 @@ int bwd_wheels_arm(struct bwd_state *st, struct bwd_timer *t)
 	d = spill_get(st, t->session->acct);
 	if (!d)
 		return BW_ENOMEM;
-	err = bw_dual_timer_add(d, lane, &t->wt, t->deadline_ns, bwd_timer_data(t));
+	err = bw_dual_timer_add(d, lane, &t->wt, at, bwd_timer_data(t));
 	t->spilled = !err;
 	return err;
 }

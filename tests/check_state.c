@@ -1194,6 +1194,116 @@ END_TEST
  * grace read back from a journal and from a snapshot as they were, and
  * its record's fields parse back.
  */
+/* The wall clock of test_wall_step: CLOCK_MONOTONIC (*now) plus an
+ * offset (a step moves it). */
+struct wall_clocks {
+	uint64_t now, off;
+};
+
+static uint64_t wall_real(void *arg)
+{
+	const struct wall_clocks *c = arg;
+
+	return c->now + c->off;
+}
+
+static uint64_t wall_boot(void *arg)
+{
+	return ((const struct wall_clocks *)arg)->now;
+}
+
+/* The oneshot lane's cancels so far: a timer a step places again is
+ * taken out of the wheel first. */
+static uint64_t lane_cancels(const struct bwd_state *st)
+{
+	struct bwd_wheel_figures f;
+
+	bwd_wheels_lane(st, BW_LANE_ONESHOT, &f);
+	return f.k.cancelled;
+}
+
+/*
+ * A step of the wall clock places again only what it has to (clock.c,
+ * "Near and far"): forward by a millisecond, the timers due within
+ * BWD_WALL_NEAR_NS; forward past half that lead in all, or back, every
+ * one.  And every timer still fires when the stepped wall clock reaches
+ * its instant, never before, and within the lane's bound after.
+ */
+#define WALL_FAR 1000u
+#define WALL_NEAR 10u
+START_TEST(test_wall_step)
+{
+	struct bwd_attach a = {
+		.uid = 1000, .owner_uid = 1000, .consumer = true,
+		.window = WALL_FAR + WALL_NEAR,
+	};
+	struct wall_clocks c = { .now = T0, .off = 1700000000ull * 1000 * MS };
+	uint64_t instant[WALL_FAR + WALL_NEAR], before, bound, got = 0;
+	struct bwd_state *st;
+	struct bwd_member *m, *to;
+	struct bwd_fire *f;
+	bool resumed, r;
+
+	options();
+	ck_assert_int_eq(bwd_state_new(&opt, T0, &st), 0);
+	bwd_state_set_clock(st, fake_now, &c.now);
+	bwd_state_set_wall_clocks(st, wall_real, wall_boot, &c);
+	bound = bwd_lane_late_ns(&opt.wheel.oneshot);
+	ck_assert_int_eq(bwd_session_attach(st, &a, &m, &resumed), 0);
+	for (uint64_t k = 0; k < WALL_FAR + WALL_NEAR; k++) {
+		struct bwd_schedule req = { .key = k, .uid = 1000 };
+
+		instant[k] = wall_real(&c) + (k < WALL_NEAR ? 1500 * MS + k * MS :
+					     10000 * MS + k * 7 * MS);
+		req.wall_ns = instant[k];
+		req.deadline_ns = bwd_wall_place(instant[k], c.now, wall_real(&c));
+		ck_assert_int_eq(bwd_timer_schedule(m->session, &req, &r), 0);
+	}
+	before = lane_cancels(st);
+	c.off += MS;
+	bwd_state_clock_step(st, false);
+	ck_assert_uint_eq(lane_cancels(st) - before, WALL_NEAR);
+	c.off += 400 * MS;
+	bwd_state_clock_step(st, false);
+	ck_assert_uint_eq(lane_cancels(st) - before, 2 * WALL_NEAR);
+	/* 1.001 s ahead of where the far ones were placed: all of them. */
+	c.off += 600 * MS;
+	bwd_state_clock_step(st, false);
+	ck_assert_uint_eq(lane_cancels(st) - before, 3 * WALL_NEAR + WALL_FAR);
+	c.off += MS;
+	bwd_state_clock_step(st, false);
+	ck_assert_uint_eq(lane_cancels(st) - before, 4 * WALL_NEAR + WALL_FAR);
+	c.off -= 2 * MS;
+	bwd_state_clock_step(st, false);
+	ck_assert_uint_eq(lane_cancels(st) - before, 5 * WALL_NEAR + 2 * WALL_FAR);
+	/* Small steps forward while they come due (none passes one by more
+	 * than 3 ms), the daemon told of each. */
+	while (got < WALL_FAR + WALL_NEAR) {
+		ck_assert_uint_lt(c.now, T0 + 30000 * MS);
+		c.now += MS;
+		if (c.now % (97 * MS) == 0) {
+			c.off += 3 * MS;
+			bwd_state_clock_step(st, false);
+		}
+		bwd_state_poll(st, c.now);
+		while (bwd_state_fire(st))
+			;
+		while ((f = bwd_state_next_delivery(st, &to))) {
+			uint64_t real = wall_real(&c);
+
+			ck_assert_msg(real >= instant[f->key], "key %" PRIu64 " %" PRIu64 " ns early",
+				      f->key, instant[f->key] - real);
+			/* A step of 3 ms may have passed it. */
+			ck_assert_msg(real - instant[f->key] <= bound + 4 * MS,
+				      "key %" PRIu64 " %" PRIu64 " ns late (bound %" PRIu64 ")",
+				      f->key, real - instant[f->key], bound);
+			got++;
+		}
+	}
+	bwd_state_free(st);
+}
+END_TEST
+
 START_TEST(test_calendar_durable)
 {
 	static const char *const specs[] = { "daily UTC", "Mon..Fri 09:00 Europe/Berlin",
@@ -2384,6 +2494,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, test_leeway_lanes_env, 0, (int)NCONFIGS);
 	tcase_add_test(tc, test_leeway_durable);
 	tcase_add_test(tc, test_calendar_durable);
+	tcase_add_test(tc, test_wall_step);
 	tcase_add_loop_test(tc, test_coalesce_windows, 0, 2);
 	tcase_add_test(tc, test_coalesce_one_batch);
 	suite_add_tcase(s, tc);
