@@ -185,12 +185,15 @@ struct bwd_calt {
 
 /* A wall-clock timer's instant, in the state's map keyed by the timer's
  * address; a calendar timer's calendar; its link in the state's list of
- * near ones (near_pprev NULL: not in it). */
+ * near ones (near_pprev NULL: not in it), and whether it stays there
+ * whatever its deadline (a calendar's base ahead of the clock). */
 struct bwd_wall {
 	struct bwd_map_node node;
 	uint64_t wall_ns;
 	struct bwd_calt *cal;
 	struct bwd_wall *near_next, **near_pprev;
+	uint32_t pass;             /* the state's wall_pass when placed far  */
+	bool keep_near;
 };
 
 static struct bwd_wall *wall_find(const struct bwd_state *st,
@@ -369,6 +372,8 @@ int bwd_wall_add(struct bwd_state *st, struct bwd_timer *t, uint64_t wall_ns,
 	w->wall_ns = wall_ns;
 	w->cal = NULL;
 	w->near_pprev = NULL;
+	w->pass = 0;
+	w->keep_near = false;
 	if (cal) {
 		r = calt_new(cal, &w->cal, NULL, 0);
 		if (r) {
@@ -451,47 +456,76 @@ void bwd_cal_record(const struct bwd_calendar *c, struct bwd_record *r)
 	r->grace_ns = c->grace_ns;
 }
 
-uint64_t bwd_wall_due(struct bwd_state *st, struct bwd_timer *t,
-		      uint64_t now_ns)
+/* Whether w's calendar base is ahead of the wall clock (real): a step
+ * back, not heard of yet when it was placed by real, came after its last
+ * fire or before a restart.  Such a timer stays near, so that the next
+ * step, whichever, brings its base down (place_again). */
+static void base_check(struct bwd_wall *w, uint64_t real)
 {
-	uint64_t real = clock_of(st, t), wall = bwd_wall_ns(st, t);
+	w->keep_near = w->cal && w->cal->base_ns > real;
+}
 
-	if (real >= wall) {
-		/* Reached at its check, ahead of where the old offset put it
-		 * (a step not heard of yet): due now. */
-		if (t->deadline_ns > now_ns)
-			t->deadline_ns = now_ns;
-		return 0;
+/* bwd_wall_arm_at() with t's entry w at hand. */
+static uint64_t wall_arm(struct bwd_state *st, struct bwd_timer *t,
+			 struct bwd_wall *w, uint64_t now_ns)
+{
+	/* The offset it was placed by (bwd_wall_place): no clock read. */
+	int64_t off = (int64_t)(w->wall_ns - t->deadline_ns);
+
+	if (t->deadline_ns <= now_ns || t->deadline_ns - now_ns <= BWD_WALL_NEAR_NS ||
+	    t->deadline_ns == UINT64_MAX || w->keep_near) {
+		near_link(st, w);
+		return t->deadline_ns;
 	}
-	/* Never 0 nor now: the wheel fires a re-arm at its next poll. */
-	return bwd_wall_place(wall, now_ns, real) + 1;
+	near_unlink(w);
+	w->pass = st->wall_pass;
+	if (off < st->wall_lo)
+		st->wall_lo = off;
+	if (off > st->wall_hi)
+		st->wall_hi = off;
+	return t->deadline_ns - BWD_WALL_NEAR_NS;
 }
 
 uint64_t bwd_wall_arm_at(struct bwd_state *st, struct bwd_timer *t,
 			 uint64_t now_ns)
 {
 	struct bwd_wall *w;
-	int64_t off;
 
 	if (!t->wall || t->boot || !(w = wall_find(st, t)))
 		return t->deadline_ns;
-	/* The offset it was placed by (bwd_wall_place): no clock read. */
-	off = (int64_t)(w->wall_ns - t->deadline_ns);
-	/* Near, or a calendar's base ahead of the clock (a step back not
-	 * heard of yet, at a higher offset than this one): the next step
-	 * must see to it. */
-	if (t->deadline_ns <= now_ns || t->deadline_ns - now_ns <= BWD_WALL_NEAR_NS ||
-	    t->deadline_ns == UINT64_MAX ||
-	    (w->cal && w->cal->base_ns > now_ns + (uint64_t)off)) {
-		near_link(st, w);
-		return t->deadline_ns;
+	return wall_arm(st, t, w, now_ns);
+}
+
+uint64_t bwd_wall_due(struct bwd_state *st, struct bwd_timer *t,
+		      uint64_t now_ns)
+{
+	struct bwd_wall *w = wall_find(st, t);
+	uint64_t real;
+
+	if (!w)
+		return 0;
+	/* A far timer's check with no step placed since it was placed:
+	 * its deadline stands, without a clock read. */
+	if (!t->boot && t->deadline_ns > now_ns && w->pass == st->wall_pass)
+		return wall_arm(st, t, w, now_ns);
+	real = clock_of(st, t);
+	base_check(w, real);
+	if (real >= w->wall_ns) {
+		/* Reached at its check, ahead of where the old offset put it:
+		 * due now, and late if a step that placed only the near
+		 * timers, since this one was placed, passed it (its check was
+		 * overdue then). */
+		if (t->deadline_ns > now_ns) {
+			t->deadline_ns = now_ns;
+			if (!t->boot && w->pass != st->wall_pass &&
+			    w->wall_ns <= st->wall_pass_real)
+				t->late = true;
+		}
+		return 0;
 	}
-	near_unlink(w);
-	if (off < st->wall_lo)
-		st->wall_lo = off;
-	if (off > st->wall_hi)
-		st->wall_hi = off;
-	return t->deadline_ns - BWD_WALL_NEAR_NS;
+	/* Never 0 nor now: the wheel fires a re-arm at its next poll. */
+	t->deadline_ns = bwd_wall_place(w->wall_ns, now_ns, real) + 1;
+	return t->boot ? t->deadline_ns : wall_arm(st, t, w, now_ns);
 }
 
 uint64_t bwd_cal_advance(struct bwd_state *st, struct bwd_timer *t,
@@ -505,6 +539,7 @@ uint64_t bwd_cal_advance(struct bwd_state *st, struct bwd_timer *t,
 	/* Fired at real (never before its elapse): the elapses up to it
 	 * are this fire's, however many a step skipped. */
 	w->cal->base_ns = real > w->cal->elapse_ns ? real : w->cal->elapse_ns;
+	base_check(w, real);
 	if (!cal_place(w))
 		return 0;
 	/* After now: the elapse is after real. */
@@ -553,13 +588,14 @@ bool bwd_cal_restore(struct bwd_state *st, struct bwd_timer *t, uint64_t real)
 		c->base_ns = real;
 		return cal_place(w);
 	}
+	base_check(w, real);
 	return true;
 }
 
-/* t, placed again, armed; false when that failed (it is lost). */
-static bool rearm(struct bwd_state *st, struct bwd_timer *t)
+/* t, placed again, armed at mono; false when that failed (it is lost). */
+static bool rearm(struct bwd_state *st, struct bwd_timer *t, uint64_t mono)
 {
-	if (!bwd_wheels_arm(st, t)) {
+	if (!bwd_wheels_arm(st, t, mono)) {
 		st->stats.wall_moves[t->lane]++;
 		return true;
 	}
@@ -599,6 +635,7 @@ static void place_again(struct bwd_state *st, struct bwd_timer *t,
 	if (w->cal) {
 		if (w->cal->base_ns > real)
 			w->cal->base_ns = real;
+		w->keep_near = false;
 		if (!cal_place(w)) {
 			LANE(t, pending, -1);
 			bwd_timer_free(st, t);
@@ -611,7 +648,7 @@ static void place_again(struct bwd_state *st, struct bwd_timer *t,
 	if (v)
 		v[(*nv)++] = t;
 	else
-		*n += rearm(st, t);
+		*n += rearm(st, t, mono);
 }
 
 /* Whether a wall clock now off from CLOCK_MONOTONIC leaves every far
@@ -648,7 +685,8 @@ static void clock_step(struct bwd_state *st, bool boot, bool all)
 		moved = boff - st->boot_off + BOOT_SLACK_NS > 2 * BOOT_SLACK_NS;
 		if (moved)
 			st->boot_off = boff;
-	} else if (!all && near_will_do(st, off)) {
+	} else if (++st->wall_pass, st->wall_pass_real = real,
+		   !all && near_will_do(st, off)) {
 		near = true;
 		count = 0;
 		for (struct bwd_wall *w = st->wall_near; w; w = w->near_next)
@@ -688,7 +726,7 @@ static void clock_step(struct bwd_state *st, bool boot, bool all)
 	if (nv)
 		qsort(v, nv, sizeof(*v), rearm_cmp);
 	for (size_t i = 0; i < nv; i++)
-		n += rearm(st, v[i]);
+		n += rearm(st, v[i], mono);
 	free(v);
 	if (boot) {
 		st->boot_next = UINT64_MAX;

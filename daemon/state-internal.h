@@ -93,6 +93,8 @@ struct bwd_state {
 	 * any was placed by since a step last placed them all. */
 	struct bwd_wall *wall_near;
 	int64_t wall_lo, wall_hi;
+	uint32_t wall_pass;        /* steps that placed timers again         */
+	uint64_t wall_pass_real;   /* CLOCK_REALTIME at the last of them     */
 	/* Boottime timers (clock.c): CLOCK_BOOTTIME - CLOCK_MONOTONIC when
 	 * they were placed, where the resume detector is armed (UINT64_MAX:
 	 * nowhere), and the detector (NULL: none yet). */
@@ -181,8 +183,10 @@ static inline void bwd_slist_remove(struct bwd_slist *l, struct bwd_session *s, 
 /* ---- wheels.c: the shared wheel and each uid's overflow store ----------- */
 
 /* Put t, whose deadline and lane are set, in the shared wheel, or where
- * its slots refuse it, in its owner's store; a wheel's error. */
-int bwd_wheels_arm(struct bwd_state *st, struct bwd_timer *t);
+ * its slots refuse it, in its owner's store; a wheel's error.  now_ns:
+ * CLOCK_MONOTONIC now, which places a wall-clock timer near or far
+ * (bwd_wall_arm_at; unread for another). */
+int bwd_wheels_arm(struct bwd_state *st, struct bwd_timer *t, uint64_t now_ns);
 void bwd_wheels_disarm(struct bwd_state *st, struct bwd_timer *t);
 void bwd_wheels_poll(struct bwd_state *st, uint64_t now_ns, const struct bw_callbacks *cb);
 int bwd_wheels_next_deadline(struct bwd_state *st, uint64_t *out_ns);
@@ -199,9 +203,11 @@ void bwd_wheels_drop(struct bwd_state *st, struct bwd_uid *u);
 int bwd_wall_add(struct bwd_state *st, struct bwd_timer *t, uint64_t wall_ns,
 		 const struct bwd_calendar *cal);
 void bwd_wall_remove(struct bwd_state *st, struct bwd_timer *t);
-/* The wheel fired wall-clock timer t at now_ns: 0 when CLOCK_REALTIME
- * reached its instant (it fires; its deadline no later than now_ns), else the monotonic time to wait for
- * it again (a step back not heard of yet). */
+/* The wheel fired wall-clock timer t at now_ns: 0 when its clock reached
+ * its instant (it fires; its deadline no later than now_ns), else where
+ * the wheel is to hold it again (bwd_wall_arm_at of t->deadline_ns, which
+ * is placed anew by the clocks' offset now, unless this was the check of
+ * a far timer and no step has placed timers since). */
 uint64_t bwd_wall_due(struct bwd_state *st, struct bwd_timer *t,
 		      uint64_t now_ns);
 /* How long before its instant a wall-clock timer is placed exactly. */

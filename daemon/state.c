@@ -588,9 +588,8 @@ static uint64_t on_fire(void *data, uint64_t now_ns, void *ctx)
 		/* Never early by the wall clock (clock.c). */
 		if (t->wall && !t->session->ending &&
 		    (again = bwd_wall_due(st, t, now_ns))) {
-			t->deadline_ns = again;
 			st->stats.wall_checks[t->lane]++;
-			return bwd_wall_arm_at(st, t, now_ns);
+			return again;
 		}
 		LANE(t, fired, 1);
 		bwd_hist_since(&st->late[t->lane], t->deadline_ns, now_ns);
@@ -1371,7 +1370,7 @@ void bwd_timer_add(struct bwd_session *s, struct bwd_timer *t)
 
 int bwd_timer_arm(struct bwd_state *st, struct bwd_timer *t)
 {
-	int err = bwd_wheels_arm(st, t);
+	int err = bwd_wheels_arm(st, t, t->wall ? bwd_state_now(st) : 0);
 
 	if (!err) {
 		LANE(t, inserted, 1);

@@ -112,12 +112,11 @@ void bwd_wheels_drop(struct bwd_state *st, struct bwd_uid *u)
 		u->spill_next->spill_pprev = u->spill_pprev;
 }
 
-int bwd_wheels_arm(struct bwd_state *st, struct bwd_timer *t)
+int bwd_wheels_arm(struct bwd_state *st, struct bwd_timer *t, uint64_t now_ns)
 {
 	enum bw_lane lane = t->lane;
 	struct bw_dual *d;
-	uint64_t at = t->wall ? bwd_wall_arm_at(st, t, st->polled_ns) :
-		t->deadline_ns;
+	uint64_t at = t->wall ? bwd_wall_arm_at(st, t, now_ns) : t->deadline_ns;
 	int err = bw_dual_timer_try_add(st->wheel, lane, &t->wt, at,
 					 bwd_timer_data(t));
 
