@@ -35,9 +35,15 @@
  * (wall_lo), and back from none (wall_hi: a far calendar timer's base
  * may not be left ahead of the clock), places only the near ones again.
  * Any other step, and a change of the time zones, places every one, and
- * the offsets start again from there.  A far timer's check is one more
- * wheel callback, which Stats does not count as a fire (nor a move at a
- * step as a cancel and an insert).
+ * the offsets start again from there.  A calendar timer found with its
+ * base ahead of the clock (a step back not heard of yet) stays near
+ * (keep_near) until a step brings the base down; a far timer whose
+ * check finds its instant passed by a near-only step (the check was
+ * overdue) fires late, as a full pass would have marked it; and a check
+ * after which no step has placed timers (wall_pass) keeps the deadline
+ * without reading a clock.  A check is one more wheel callback, which
+ * Stats does not count as a fire (nor a move at a step as a cancel and
+ * an insert).
  *
  * Calendar timers.  A calendar timer is a wall-clock timer whose instant
  * is its next elapse (calendar.c, systemd's rules) plus its jitter, and
