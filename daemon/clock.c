@@ -87,7 +87,7 @@
  * SIGHUP does the same at once, for a change inotify could not see.
  *
  * Data: a wall-clock timer has a bit (wall) and its instant in the
- * state's map of them, keyed by the timer's address (struct bwd_wall, 48
+ * state's map of them, keyed by the timer's address (struct bwd_wall, 56
  * bytes and malloc's header, uncharged to the budgets: bounded by the
  * timers the uid may hold), which it joins when made and leaves when
  * freed; a near one is also on the state's near list (wall_near), linked
