@@ -1300,6 +1300,7 @@ START_TEST(test_wall_step)
 			got++;
 		}
 	}
+	bwd_member_detach(m);
 	bwd_state_free(st);
 }
 END_TEST
