@@ -30,12 +30,15 @@
  * that moment (bwd_wall_arm_at, for every arming and re-arming of one).
  * A step forward by d leaves a far timer's check before its instant as
  * long as d < BWD_WALL_NEAR_NS, and every timer a step of less than that
- * passed is a near one; so a step that moved the offset forward by at
- * most half of it from the least offset any far timer was placed by
- * (wall_lo), and back from none (wall_hi: a far calendar timer's base
- * may not be left ahead of the clock), places only the near ones again.
+ * passed is a near one; a step back, of any size, only brings checks
+ * earlier, where each far timer is placed by the clock of that moment.
+ * So a step that moved the offset forward by at most half the lead from
+ * the least offset any far timer was placed by (wall_lo), or back, and
+ * left no far calendar timer's base ahead of the clock (none later than
+ * wall_base_hi: after a step back below it the base has to come down,
+ * and with it maybe the next elapse), places only the near ones again.
  * Any other step, and a change of the time zones, places every one, and
- * the offsets start again from there.  A calendar timer found with its
+ * the bounds start again from there.  A calendar timer found with its
  * base ahead of the clock (a step back not heard of yet) stays near
  * (keep_near) until a step brings the base down; a far timer whose
  * check finds its instant passed by a near-only step (the check was
@@ -487,8 +490,8 @@ static uint64_t wall_arm(struct bwd_state *st, struct bwd_timer *t,
 	w->pass = st->wall_pass;
 	if (off < st->wall_lo)
 		st->wall_lo = off;
-	if (off > st->wall_hi)
-		st->wall_hi = off;
+	if (w->cal && w->cal->base_ns > st->wall_base_hi)
+		st->wall_base_hi = w->cal->base_ns;
 	return t->deadline_ns - BWD_WALL_NEAR_NS;
 }
 
@@ -657,14 +660,15 @@ static void place_again(struct bwd_state *st, struct bwd_timer *t,
 		*n += rearm(st, t, mono);
 }
 
-/* Whether a wall clock now off from CLOCK_MONOTONIC leaves every far
- * timer's check before its instant (forward by at most half the lead
- * from the least offset one was placed by) and no far calendar's base
- * ahead of the clock (not back from the greatest): then only the near
- * ones need placing again. */
-static bool near_will_do(const struct bwd_state *st, int64_t off)
+/* Whether a wall clock now at real, off from CLOCK_MONOTONIC, leaves
+ * every far timer's check before its instant (forward by at most half
+ * the lead from the least offset one was placed by; a step back only
+ * brings checks earlier) and no far calendar's base ahead of the clock
+ * (none later than real): then only the near ones need placing again. */
+static bool near_will_do(const struct bwd_state *st, int64_t off,
+			 uint64_t real)
 {
-	return (st->wall_hi == INT64_MIN || off >= st->wall_hi) &&
+	return real >= st->wall_base_hi &&
 	       (st->wall_lo == INT64_MAX ||
 		off - st->wall_lo <= (int64_t)(BWD_WALL_NEAR_NS / 2));
 }
@@ -692,7 +696,7 @@ static void clock_step(struct bwd_state *st, bool boot, bool all)
 		if (moved)
 			st->boot_off = boff;
 	} else if (++st->wall_pass, st->wall_pass_real = real,
-		   !all && near_will_do(st, off)) {
+		   !all && near_will_do(st, off, real)) {
 		near = true;
 		count = 0;
 		for (struct bwd_wall *w = st->wall_near; w; w = w->near_next)
@@ -700,7 +704,7 @@ static void clock_step(struct bwd_state *st, bool boot, bool all)
 	} else {
 		/* Placed from here on by this offset, all of them. */
 		st->wall_lo = INT64_MAX;
-		st->wall_hi = INT64_MIN;
+		st->wall_base_hi = 0;
 	}
 	/* Without memory for the order, the map's (the list's). */
 	if (moved && count)

@@ -88,11 +88,13 @@ struct bwd_state {
 	struct bwd_ulist work;
 	struct bwd_slist firing;
 	struct bwd_map wall;       /* wall-clock timers' instants (clock.c) */
-	/* Those placed at their instant (clock.c, "Near and far"), and the
-	 * least and greatest offset of CLOCK_REALTIME from CLOCK_MONOTONIC
-	 * any was placed by since a step last placed them all. */
+	/* Those placed at their instant (clock.c, "Near and far"); of those
+	 * placed at a check since a step last placed them all, the least
+	 * offset of CLOCK_REALTIME from CLOCK_MONOTONIC one was placed by,
+	 * and the latest base of a calendar one. */
 	struct bwd_wall *wall_near;
-	int64_t wall_lo, wall_hi;
+	int64_t wall_lo;
+	uint64_t wall_base_hi;
 	uint32_t wall_pass;        /* steps that placed timers again         */
 	uint64_t wall_pass_real;   /* CLOCK_REALTIME at the last of them     */
 	/* Boottime timers (clock.c): CLOCK_BOOTTIME - CLOCK_MONOTONIC when

@@ -778,7 +778,6 @@ int bwd_state_new(const struct bwd_options *opt, uint64_t now_ns,
 	st->boot_off = bwd_state_boot(st) - bwd_state_now(st);
 	st->boot_next = UINT64_MAX;
 	st->wall_lo = INT64_MAX;
-	st->wall_hi = INT64_MIN;
 	if (err)
 		goto fail;
 	err = bw_dual_new(&opt->wheel, now_ns, &st->wheel);

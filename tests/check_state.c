@@ -1224,10 +1224,11 @@ static uint64_t lane_cancels(const struct bwd_state *st)
 
 /*
  * A step of the wall clock places again only what it has to (clock.c,
- * "Near and far"): forward by a millisecond, the timers due within
- * BWD_WALL_NEAR_NS; forward past half that lead in all, or back, every
- * one.  And every timer still fires when the stepped wall clock reaches
- * its instant, never before, and within the lane's bound after.
+ * "Near and far"): forward by a millisecond, or back, the timers due
+ * within BWD_WALL_NEAR_NS; forward past half that lead in all, or back
+ * below a far calendar timer's base, every one.  And every timer still
+ * fires when the stepped wall clock reaches its instant, never before,
+ * and within the lane's bound after.
  */
 #define WALL_FAR 1000u
 #define WALL_NEAR 10u
@@ -1238,6 +1239,9 @@ START_TEST(test_wall_step)
 		.window = WALL_FAR + WALL_NEAR,
 	};
 	struct wall_clocks c = { .now = T0, .off = 1700000000ull * 1000 * MS };
+	struct bwd_schedule req = { .key = WALL_FAR + WALL_NEAR, .uid = 1000 };
+	struct bwd_calendar cal;
+	char why[160];
 	uint64_t instant[WALL_FAR + WALL_NEAR], before, bound, got = 0;
 	struct bwd_state *st;
 	struct bwd_member *m, *to;
@@ -1275,7 +1279,18 @@ START_TEST(test_wall_step)
 	ck_assert_uint_eq(lane_cancels(st) - before, 4 * WALL_NEAR + WALL_FAR);
 	c.off -= 2 * MS;
 	bwd_state_clock_step(st, false);
-	ck_assert_uint_eq(lane_cancels(st) - before, 5 * WALL_NEAR + 2 * WALL_FAR);
+	ck_assert_uint_eq(lane_cancels(st) - before, 5 * WALL_NEAR + WALL_FAR);
+	/* A daily calendar timer, its base the clock of now (its elapse
+	 * hours away): a step back below that base places every one. */
+	cal = (struct bwd_calendar){ .spec = "daily UTC", .base_ns = wall_real(&c) };
+	ck_assert_int_eq(bwd_cal_check(&cal, &req.wall_ns, why, sizeof(why)), 0);
+	ck_assert_uint_gt(req.wall_ns - wall_real(&c), 3600000 * MS);
+	req.cal = &cal;
+	req.deadline_ns = bwd_wall_place(req.wall_ns, c.now, wall_real(&c));
+	ck_assert_int_eq(bwd_timer_schedule(m->session, &req, &r), 0);
+	c.off -= MS;
+	bwd_state_clock_step(st, false);
+	ck_assert_uint_eq(lane_cancels(st) - before, 6 * WALL_NEAR + 2 * WALL_FAR + 1);
 	/* Small steps forward while they come due (none passes one by more
 	 * than 3 ms), the daemon told of each. */
 	while (got < WALL_FAR + WALL_NEAR) {
